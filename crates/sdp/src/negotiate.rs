@@ -1,0 +1,282 @@
+//! RFC 3264 offer/answer for one audio stream per call leg.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use crate::codec::{Caps, Codec};
+use crate::model::{Attribute, Direction, Media, Origin, SessionDescription};
+use crate::write::addr_type;
+
+/// Packetization used when the remote states no `a=ptime` (RFC 3551 default for G.711).
+const DEFAULT_PTIME_MS: u32 = 20;
+const TELEPHONE_EVENT: &str = "telephone-event";
+/// DTMF 0-9 * # A-D and flash (RFC 4733 §3.2).
+const DTMF_EVENTS: &str = "0-16";
+const RTP_AVP: &str = "RTP/AVP";
+
+/// What both sides agreed for the audio stream, from the local side's point of view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Negotiated {
+    /// Payload type to send the codec with (the offerer's number).
+    pub pt: u8,
+    pub codec: Codec,
+    /// telephone-event payload type at the codec's clock, if both sides do RFC 4733.
+    pub dtmf_pt: Option<u8>,
+    /// Where to send RTP: the stream's (or session's) `c=` address and `m=` port.
+    pub remote: SocketAddr,
+    /// `a=rtcp` when present (RFC 3605), else the RTP port + 1.
+    pub remote_rtcp: SocketAddr,
+    /// Our direction: `RecvOnly` means receive but do not send.
+    pub direction: Direction,
+    /// Packetization the remote asked to receive, in milliseconds.
+    pub ptime: u32,
+}
+
+/// Why no audio stream could be set up; a UAS answers the INVITE with 488.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NegotiationError {
+    /// No RTP/AVP audio stream offers a codec in the local capabilities.
+    NoCommonCodec,
+    /// The chosen stream has neither a media- nor a session-level `c=`.
+    NoConnectionAddress,
+}
+
+impl fmt::Display for NegotiationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NegotiationError::NoCommonCodec => "no common audio codec",
+            NegotiationError::NoConnectionAddress => "audio stream without connection address",
+        })
+    }
+}
+
+impl std::error::Error for NegotiationError {}
+
+/// The local side of one SDP session: a stable `o=` session id and a version that
+/// goes up by one whenever the SDP we send changes (RFC 3264 §8), and only then,
+/// so a session-timer refresh re-sends an identical body.
+#[derive(Clone, Debug)]
+pub struct LocalSession {
+    id: u64,
+    version: u64,
+    addr: IpAddr,
+    last: Option<SessionDescription>,
+}
+
+impl LocalSession {
+    /// `id` should be unique per call (the caller picks it; no clock is read here).
+    /// `addr` is both the `o=` and the `c=` address.
+    pub fn new(id: u64, addr: IpAddr) -> LocalSession {
+        LocalSession {
+            id,
+            version: id,
+            addr,
+            last: None,
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// An offer of all local codecs plus telephone-event, sendrecv.
+    pub fn offer(&mut self, caps: &Caps, rtp_port: u16) -> SessionDescription {
+        let mut attributes = Vec::new();
+        let mut formats = Vec::new();
+        for codec in &caps.codecs {
+            // A codec without a static number needs a dynamic one we do not assign yet.
+            if let Some(pt) = codec.static_pt {
+                formats.push(pt);
+                attributes.push(rtpmap(pt, codec.name, codec.clock));
+            }
+        }
+        if let Some(pt) = caps.dtmf_pt {
+            formats.push(pt);
+            attributes.push(rtpmap(pt, TELEPHONE_EVENT, 8000));
+            attributes.push(Attribute::Fmtp {
+                pt,
+                params: DTMF_EVENTS.to_owned(),
+            });
+        }
+        attributes.push(Attribute::Ptime(DEFAULT_PTIME_MS));
+        attributes.push(Attribute::Direction(Direction::SendRecv));
+        let media = audio(rtp_port, RTP_AVP, &formats, attributes);
+        self.stamp(vec![media])
+    }
+
+    /// Answers an offer: the first audio stream with a common codec is accepted with
+    /// the codec we prefer most, every other stream is refused with port 0.
+    pub fn answer(
+        &mut self,
+        offer: &SessionDescription,
+        caps: &Caps,
+        rtp_port: u16,
+    ) -> Result<(SessionDescription, Negotiated), NegotiationError> {
+        let mut negotiated = None;
+        let mut media = Vec::with_capacity(offer.media.len());
+        for m in &offer.media {
+            let pick = match negotiated {
+                None if is_usable_audio(m) => prefer(m, caps),
+                _ => None,
+            };
+            let Some((pt, codec)) = pick else {
+                media.push(refused(m));
+                continue;
+            };
+            let agreed = stream(offer, m, pt, codec, caps.dtmf_pt.is_some())?;
+            media.push(answer_media(m, &agreed, rtp_port));
+            negotiated = Some(agreed);
+        }
+        let negotiated = negotiated.ok_or(NegotiationError::NoCommonCodec)?;
+        Ok((self.stamp(media), negotiated))
+    }
+
+    fn stamp(&mut self, media: Vec<Media>) -> SessionDescription {
+        let mut sdp = SessionDescription {
+            origin: Origin {
+                username: "strowger".to_owned(),
+                session_id: self.id.to_string(),
+                session_version: self.version,
+                addr_type: addr_type(self.addr).to_owned(),
+                address: self.addr.to_string(),
+            },
+            session_name: "strowger".to_owned(),
+            connection: Some(self.addr),
+            time: (0, 0),
+            attributes: Vec::new(),
+            media,
+        };
+        if self.last.as_ref().is_some_and(|last| *last != sdp) {
+            self.version += 1;
+            sdp.origin.session_version = self.version;
+        }
+        self.last = Some(sdp.clone());
+        sdp
+    }
+}
+
+/// Completes an exchange we started: `answer` replies to `our_offer` (from a 200 OK,
+/// or the ACK of an INVITE that carried no SDP). The answerer picked the codec, so
+/// its first payload type that we offered wins.
+pub fn accept_answer(
+    our_offer: &SessionDescription,
+    answer: &SessionDescription,
+) -> Result<Negotiated, NegotiationError> {
+    // Streams correspond by position (RFC 3264 §6).
+    let (offered, answered) = our_offer
+        .media
+        .iter()
+        .zip(&answer.media)
+        .find(|(o, a)| is_usable_audio(o) && is_usable_audio(a))
+        .ok_or(NegotiationError::NoCommonCodec)?;
+    let (pt, codec) = answered
+        .payload_types()
+        .find_map(|pt| {
+            let (name, clock) = offered.encoding(pt)?;
+            let codec = Codec::KNOWN.into_iter().find(|c| c.matches(name, clock))?;
+            Some((pt, codec))
+        })
+        .ok_or(NegotiationError::NoCommonCodec)?;
+    let we_offered_dtmf = telephone_event(offered, codec.clock).is_some();
+    stream(answer, answered, pt, codec, we_offered_dtmf)
+}
+
+fn is_usable_audio(m: &Media) -> bool {
+    m.kind == "audio" && m.port != 0 && m.proto == RTP_AVP
+}
+
+/// Our most preferred codec among those the stream carries, with the remote's number.
+fn prefer(m: &Media, caps: &Caps) -> Option<(u8, Codec)> {
+    caps.codecs.iter().find_map(|codec| {
+        m.payload_types()
+            .find(|pt| m.encoding(*pt).is_some_and(|(n, c)| codec.matches(n, c)))
+            .map(|pt| (pt, *codec))
+    })
+}
+
+fn telephone_event(m: &Media, clock: u32) -> Option<u8> {
+    m.payload_types().find(|pt| {
+        m.encoding(*pt)
+            .is_some_and(|(n, c)| n.eq_ignore_ascii_case(TELEPHONE_EVENT) && c == clock)
+    })
+}
+
+/// The agreed parameters for the remote's stream `m` in `sdp`, once a codec is chosen.
+fn stream(
+    sdp: &SessionDescription,
+    m: &Media,
+    pt: u8,
+    codec: Codec,
+    dtmf: bool,
+) -> Result<Negotiated, NegotiationError> {
+    let addr = m
+        .connection
+        .or(sdp.connection)
+        .ok_or(NegotiationError::NoConnectionAddress)?;
+    let mut theirs = m.direction(sdp);
+    if addr.is_unspecified() {
+        // RFC 2543 hold: c=0.0.0.0 means "do not send to me".
+        theirs = Direction::from_flags(theirs.sends(), false);
+    }
+    let (rtcp_port, rtcp_addr) = m.rtcp().unwrap_or((m.port.saturating_add(1), None));
+    Ok(Negotiated {
+        pt,
+        codec,
+        dtmf_pt: dtmf.then(|| telephone_event(m, codec.clock)).flatten(),
+        remote: SocketAddr::new(addr, m.port),
+        remote_rtcp: SocketAddr::new(rtcp_addr.unwrap_or(addr), rtcp_port),
+        direction: theirs.reverse(),
+        ptime: m.ptime().unwrap_or(DEFAULT_PTIME_MS),
+    })
+}
+
+fn answer_media(offered: &Media, agreed: &Negotiated, rtp_port: u16) -> Media {
+    let codec = agreed.codec;
+    let mut formats = vec![agreed.pt];
+    let mut attributes = vec![rtpmap(agreed.pt, codec.name, codec.clock)];
+    if let Some(pt) = agreed.dtmf_pt {
+        formats.push(pt);
+        attributes.push(rtpmap(pt, TELEPHONE_EVENT, codec.clock));
+        if let Some(events) = offered.fmtp(pt) {
+            attributes.push(Attribute::Fmtp {
+                pt,
+                params: events.to_owned(),
+            });
+        }
+    }
+    attributes.push(Attribute::Ptime(agreed.ptime));
+    attributes.push(Attribute::Direction(agreed.direction));
+    audio(rtp_port, &offered.proto, &formats, attributes)
+}
+
+/// A refused stream keeps its formats: RFC 3264 §6 requires at least one.
+fn refused(m: &Media) -> Media {
+    Media {
+        port: 0,
+        port_count: None,
+        connection: None,
+        attributes: Vec::new(),
+        ..m.clone()
+    }
+}
+
+fn audio(port: u16, proto: &str, formats: &[u8], attributes: Vec<Attribute>) -> Media {
+    Media {
+        kind: "audio".to_owned(),
+        port,
+        port_count: None,
+        proto: proto.to_owned(),
+        formats: formats.iter().map(u8::to_string).collect(),
+        connection: None,
+        attributes,
+    }
+}
+
+fn rtpmap(pt: u8, encoding: &str, clock: u32) -> Attribute {
+    Attribute::Rtpmap {
+        pt,
+        encoding: encoding.to_owned(),
+        clock,
+        channels: None,
+    }
+}

@@ -1,0 +1,263 @@
+use std::net::{IpAddr, SocketAddr};
+
+use sdp::{
+    accept_answer, Caps, Codec, Direction, LocalSession, NegotiationError, SessionDescription,
+};
+
+const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1));
+
+fn sdp(text: &str) -> SessionDescription {
+    text.parse().unwrap()
+}
+
+fn answer(offer: &str) -> Result<(SessionDescription, sdp::Negotiated), NegotiationError> {
+    LocalSession::new(42, LOCAL).answer(&sdp(offer), &Caps::default(), 10000)
+}
+
+/// SIPp's built-in uac scenario (also what `-rtp_echo` runs against).
+const SIPP_UAC: &str = "v=0\r\n\
+o=user1 53655765 2353687637 IN IP4 127.0.0.1\r\n\
+s=-\r\n\
+c=IN IP4 127.0.0.1\r\n\
+t=0 0\r\n\
+m=audio 6000 RTP/AVP 0\r\n\
+a=rtpmap:0 PCMU/8000\r\n";
+
+#[test]
+fn sipp_uac_offer() {
+    let (answer, n) = answer(SIPP_UAC).unwrap();
+    assert_eq!(n.pt, 0);
+    assert_eq!(n.codec, Codec::PCMU);
+    assert_eq!(n.dtmf_pt, None, "not offered");
+    assert_eq!(n.remote, "127.0.0.1:6000".parse::<SocketAddr>().unwrap());
+    assert_eq!(
+        n.remote_rtcp,
+        "127.0.0.1:6001".parse::<SocketAddr>().unwrap()
+    );
+    assert_eq!(n.direction, Direction::SendRecv);
+    assert_eq!(n.ptime, 20);
+    assert_eq!(
+        answer.to_string(),
+        "v=0\r\n\
+o=strowger 42 42 IN IP4 127.0.0.1\r\n\
+s=strowger\r\n\
+c=IN IP4 127.0.0.1\r\n\
+t=0 0\r\n\
+m=audio 10000 RTP/AVP 0\r\n\
+a=rtpmap:0 PCMU/8000\r\n\
+a=ptime:20\r\n\
+a=sendrecv\r\n"
+    );
+}
+
+#[test]
+fn static_payload_type_without_rtpmap() {
+    let offer = SIPP_UAC
+        .replace("a=rtpmap:0 PCMU/8000\r\n", "")
+        .replace("RTP/AVP 0", "RTP/AVP 18 8");
+    let (_, n) = answer(&offer).unwrap();
+    assert_eq!((n.pt, n.codec), (8, Codec::PCMA));
+}
+
+/// baresip-style: many codecs, telephone-event at two clocks, ptime, rtcp-mux-ish extras.
+const BARESIP: &str = "v=0\r\n\
+o=- 1215 3960 IN IP4 192.0.2.10\r\n\
+s=-\r\n\
+c=IN IP4 192.0.2.10\r\n\
+t=0 0\r\n\
+m=audio 10278 RTP/AVP 96 9 8 0 102 100\r\n\
+b=AS:128\r\n\
+a=rtpmap:96 opus/48000/2\r\n\
+a=fmtp:96 stereo=1;sprop-stereo=1\r\n\
+a=rtpmap:9 G722/8000\r\n\
+a=rtpmap:8 PCMA/8000\r\n\
+a=rtpmap:0 PCMU/8000\r\n\
+a=rtpmap:102 telephone-event/48000\r\n\
+a=rtpmap:100 telephone-event/8000\r\n\
+a=fmtp:100 0-15\r\n\
+a=rtcp:10279\r\n\
+a=ptime:30\r\n\
+a=sendrecv\r\n\
+a=label:1\r\n";
+
+#[test]
+fn baresip_offer_uses_local_preference_and_offerers_dtmf_pt() {
+    let (answer, n) = answer(BARESIP).unwrap();
+    assert_eq!(
+        (n.pt, n.codec),
+        (0, Codec::PCMU),
+        "PCMU is first in our caps"
+    );
+    assert_eq!(n.dtmf_pt, Some(100), "offerer's number, 8 kHz clock");
+    assert_eq!(n.ptime, 30);
+    assert_eq!(
+        n.remote_rtcp,
+        "192.0.2.10:10279".parse::<SocketAddr>().unwrap()
+    );
+    let m = &answer.media[0];
+    assert_eq!(m.formats, ["0", "100"]);
+    assert_eq!(m.encoding(100), Some(("telephone-event", 8000)));
+    assert_eq!(m.fmtp(100), Some("0-15"));
+
+    let pcma_first = Caps {
+        codecs: vec![Codec::PCMA, Codec::PCMU],
+        dtmf_pt: None,
+    };
+    let (answer, n) = LocalSession::new(1, LOCAL)
+        .answer(&sdp(BARESIP), &pcma_first, 10000)
+        .unwrap();
+    assert_eq!((n.pt, n.dtmf_pt), (8, None));
+    assert_eq!(answer.media[0].formats, ["8"]);
+}
+
+#[test]
+fn hold_offers_mirror_direction() {
+    let cases = [
+        ("a=sendonly\r\n", "127.0.0.1", Direction::RecvOnly),
+        ("a=recvonly\r\n", "127.0.0.1", Direction::SendOnly),
+        ("a=inactive\r\n", "127.0.0.1", Direction::Inactive),
+        ("", "0.0.0.0", Direction::RecvOnly),
+        ("a=recvonly\r\n", "0.0.0.0", Direction::Inactive),
+    ];
+    for (attr, addr, ours) in cases {
+        let offer = format!(
+            "{}{attr}",
+            SIPP_UAC.replace("IP4 127.0.0.1\r\nt", &format!("IP4 {addr}\r\nt"))
+        );
+        let (answer, n) = self::answer(&offer).unwrap();
+        assert_eq!(n.direction, ours, "{attr:?} {addr}");
+        assert_eq!(answer.media[0].direction(&answer), ours);
+        assert_eq!(
+            answer.connection,
+            Some(LOCAL),
+            "we never answer with 0.0.0.0"
+        );
+    }
+}
+
+#[test]
+fn ipv6_offer() {
+    let offer = "v=0\r\n\
+o=bob 280744730 28977631 IN IP6 host.example.com\r\n\
+s= \r\n\
+c=IN IP6 2001:db8::9:1\r\n\
+t=0 0\r\n\
+m=audio 22334 RTP/AVP 0\r\n";
+    let local: IpAddr = "::1".parse().unwrap();
+    let (answer, n) = LocalSession::new(7, local)
+        .answer(&sdp(offer), &Caps::default(), 10002)
+        .unwrap();
+    assert_eq!(
+        n.remote,
+        "[2001:db8::9:1]:22334".parse::<SocketAddr>().unwrap()
+    );
+    let text = answer.to_string();
+    assert!(text.contains("o=strowger 7 7 IN IP6 ::1\r\n"), "{text}");
+    assert!(text.contains("c=IN IP6 ::1\r\n"), "{text}");
+}
+
+#[test]
+fn other_streams_refused_with_port_zero() {
+    let offer = format!(
+        "{SIPP_UAC}m=video 6002 RTP/AVP 31\r\na=rtpmap:31 H261/90000\r\nm=audio 0 RTP/AVP 0\r\n"
+    );
+    let offer = offer.replacen("m=audio 6000", "m=audio 0 RTP/AVP 8\r\nm=audio 6000", 1);
+    let (answer, n) = answer(&offer).unwrap();
+    assert_eq!(n.remote.port(), 6000);
+    let ports: Vec<_> = answer
+        .media
+        .iter()
+        .map(|m| (m.kind.as_str(), m.port))
+        .collect();
+    assert_eq!(
+        ports,
+        [("audio", 0), ("audio", 10000), ("video", 0), ("audio", 0)]
+    );
+    assert_eq!(answer.media[2].formats, ["31"]);
+    assert!(answer.media[2].attributes.is_empty());
+}
+
+#[test]
+fn no_common_codec() {
+    let offer = SIPP_UAC
+        .replace("RTP/AVP 0", "RTP/AVP 96 18")
+        .replace("0 PCMU/8000", "96 opus/48000/2");
+    assert_eq!(answer(&offer).unwrap_err(), NegotiationError::NoCommonCodec);
+    let srtp = SIPP_UAC.replace("RTP/AVP", "RTP/SAVP");
+    assert_eq!(answer(&srtp).unwrap_err(), NegotiationError::NoCommonCodec);
+    let no_c = SIPP_UAC.replace("c=IN IP4 127.0.0.1\r\n", "");
+    assert_eq!(
+        answer(&no_c).unwrap_err(),
+        NegotiationError::NoConnectionAddress
+    );
+}
+
+#[test]
+fn offer_then_answer_in_ack() {
+    let mut session = LocalSession::new(1000, LOCAL);
+    let offer = session.offer(&Caps::default(), 12000);
+    assert_eq!(
+        offer.to_string(),
+        "v=0\r\n\
+o=strowger 1000 1000 IN IP4 127.0.0.1\r\n\
+s=strowger\r\n\
+c=IN IP4 127.0.0.1\r\n\
+t=0 0\r\n\
+m=audio 12000 RTP/AVP 0 8 101\r\n\
+a=rtpmap:0 PCMU/8000\r\n\
+a=rtpmap:8 PCMA/8000\r\n\
+a=rtpmap:101 telephone-event/8000\r\n\
+a=fmtp:101 0-16\r\n\
+a=ptime:20\r\n\
+a=sendrecv\r\n"
+    );
+    // The remote is another strowger preferring PCMA.
+    let caps = Caps {
+        codecs: vec![Codec::PCMA, Codec::PCMU],
+        dtmf_pt: Some(101),
+    };
+    let (their_answer, theirs) = LocalSession::new(5, "192.0.2.5".parse().unwrap())
+        .answer(&offer, &caps, 30000)
+        .unwrap();
+    assert_eq!(
+        theirs.remote,
+        "127.0.0.1:12000".parse::<SocketAddr>().unwrap()
+    );
+    let ours = accept_answer(&offer, &their_answer).unwrap();
+    assert_eq!(
+        (ours.pt, ours.codec, ours.dtmf_pt),
+        (8, Codec::PCMA, Some(101))
+    );
+    assert_eq!(
+        ours.remote,
+        "192.0.2.5:30000".parse::<SocketAddr>().unwrap()
+    );
+    assert_eq!(ours.direction, Direction::SendRecv);
+
+    let refused = their_answer
+        .to_string()
+        .replace("m=audio 30000", "m=audio 0");
+    assert_eq!(
+        accept_answer(&offer, &sdp(&refused)).unwrap_err(),
+        NegotiationError::NoCommonCodec
+    );
+}
+
+#[test]
+fn version_increments_only_when_sdp_changes() {
+    let mut session = LocalSession::new(9, LOCAL);
+    let first = session.offer(&Caps::default(), 12000);
+    let refresh = session.offer(&Caps::default(), 12000);
+    assert_eq!(
+        refresh.origin.session_version, 9,
+        "unchanged re-offer keeps version"
+    );
+    let moved = session.offer(&Caps::default(), 12002);
+    assert_eq!(moved.origin.session_version, 10);
+    assert_eq!(moved.origin.session_id, first.origin.session_id);
+    let (answer, _) = session
+        .answer(&sdp(SIPP_UAC), &Caps::default(), 12002)
+        .unwrap();
+    assert_eq!(answer.origin.session_version, 11);
+    assert_eq!(session.version(), 11);
+}
