@@ -1,0 +1,414 @@
+//! The switch configuration: a TOML file (or the embedded `default.toml`) parsed,
+//! checked and turned into typed settings. All checks happen at load so a running
+//! switch never meets a bad regex or port range; every error carries
+//! `file:line:column: key: message` and says what would be accepted.
+
+pub(crate) mod raw;
+mod source;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sdp::{Caps, Codec};
+use serde::Deserialize;
+use toml_edit::ImDocument;
+
+use crate::dialplan::Dialplan;
+use raw::{RawConfig, RawGeneral, RawRtp, RawSip};
+pub use source::ConfigError;
+pub(crate) use source::Diagnostics;
+
+/// The configuration used when no file is given; its comments document the schema.
+pub const DEFAULT_TOML: &str = include_str!("default.toml");
+
+/// Codecs the media engine can encode and decode.
+const SUPPORTED_CODECS: [Codec; 2] = [Codec::PCMU, Codec::PCMA];
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub general: General,
+    pub sip: Sip,
+    pub rtp: Rtp,
+    pub dialplan: Dialplan,
+    /// Problems that do not stop loading, e.g. a variable nothing defines.
+    pub warnings: Vec<ConfigError>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct General {
+    /// Recordings, relative playback files and the CDR live here; relative to the cwd.
+    pub data_dir: PathBuf,
+    /// Worker threads; 0 means one per core.
+    pub workers: usize,
+    /// Calls beyond this many get 503 with `Retry-After: retry_after_s`.
+    pub max_calls: u32,
+    pub retry_after_s: u32,
+    /// CDR file (JSON lines), relative to `data_dir`.
+    pub cdr: PathBuf,
+    pub log_level: LogLevel,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sip {
+    pub listen: Vec<Listen>,
+    /// RFC 3261 §17 timers.
+    pub t1: Duration,
+    pub t2: Duration,
+    pub t4: Duration,
+    pub user_agent: String,
+    /// Larger requests are answered 513.
+    pub max_message_size: usize,
+    /// RFC 4028 session timer we ask for, and the smallest we accept, in seconds.
+    pub session_expires: u32,
+    pub min_se: u32,
+    /// Option tags accepted in `Require`; others get 420 Bad Extension.
+    pub accept_require: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Udp,
+    Tcp,
+}
+
+/// One SIP listening socket, written `udp:127.0.0.1:5060` or `tcp:[::1]:5060`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listen {
+    pub transport: Transport,
+    pub addr: SocketAddr,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rtp {
+    pub ports: PortRange,
+    /// Hang up after this long without RTP from the remote; `None` never does.
+    pub media_timeout: Option<Duration>,
+    pub rtcp_interval: Duration,
+    /// Preference order for offers and answers.
+    pub codecs: Vec<Codec>,
+    /// Dynamic payload type for telephone-event in our offers.
+    pub dtmf_pt: u8,
+    /// Send RTP to where the remote's RTP comes from (NAT), not to its SDP address.
+    pub symmetric: bool,
+}
+
+/// RTP ports `lo..=hi`; RTP uses the even ones, RTCP the odd one above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortRange {
+    pub lo: u16,
+    pub hi: u16,
+}
+
+impl Config {
+    /// Parses and validates `text`; `file` is only used in messages. On failure every
+    /// problem found is returned, warnings included, in file order. Unknown keys and
+    /// type mismatches stop serde at the first one; all other checks run to the end.
+    pub fn from_str(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
+        let doc = ImDocument::parse(text)
+            .map_err(|e| vec![source::syntax_error(file, text, e.span(), e.message())])?;
+        let mut d = Diagnostics::new(file, text, &doc);
+        let raw: RawConfig = match toml::from_str(text) {
+            Ok(raw) => raw,
+            Err(e) => {
+                d.serde(e.span(), e.message());
+                return Err(d.found);
+            }
+        };
+        let general = general(raw.general, &mut d);
+        let sip = sip(raw.sip, &mut d);
+        let rtp = rtp(raw.rtp, &mut d);
+        let dialplan = Dialplan::compile(&raw.dialplan, raw.vars, &mut d);
+        let mut found = d.found;
+        found.sort_by_key(|e| (e.line, e.column));
+        if found.iter().any(|e| !e.warning) {
+            return Err(found);
+        }
+        Ok(Config {
+            general,
+            sip,
+            rtp,
+            dialplan,
+            warnings: found,
+        })
+    }
+
+    /// The embedded default configuration.
+    pub fn embedded() -> Config {
+        Config::from_str(DEFAULT_TOML, "default.toml").expect("the embedded default.toml is valid")
+    }
+
+    /// `--sip-listen ADDR:PORT`: listen on UDP and TCP there instead of the configured list.
+    pub fn override_sip_listen(&mut self, addr: &str) -> Result<(), String> {
+        let addr: SocketAddr = addr.parse().map_err(|_| {
+            format!(
+                "--sip-listen {addr:?} — expected ADDRESS:PORT, e.g. 127.0.0.1:5060 or [::1]:5060"
+            )
+        })?;
+        self.sip.listen = [Transport::Udp, Transport::Tcp]
+            .map(|transport| Listen { transport, addr })
+            .into();
+        Ok(())
+    }
+
+    /// `--rtp-ports LO-HI`.
+    pub fn override_rtp_ports(&mut self, ports: &str) -> Result<(), String> {
+        self.rtp.ports = ports.parse().map_err(|e| format!("--rtp-ports {e}"))?;
+        Ok(())
+    }
+
+    /// `--data-dir DIR`.
+    pub fn override_data_dir(&mut self, dir: &str) -> Result<(), String> {
+        if dir.is_empty() {
+            return Err("--data-dir must not be empty".into());
+        }
+        self.general.data_dir = dir.into();
+        Ok(())
+    }
+}
+
+impl Rtp {
+    /// The SDP capabilities these settings describe.
+    pub fn caps(&self) -> Caps {
+        Caps {
+            codecs: self.codecs.clone(),
+            dtmf_pt: Some(self.dtmf_pt),
+        }
+    }
+}
+
+impl PortRange {
+    /// Number of RTP/RTCP pairs, i.e. concurrent media streams.
+    pub fn pairs(&self) -> usize {
+        usize::from(self.hi - self.lo).div_ceil(2)
+    }
+}
+
+impl FromStr for PortRange {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PortRange, String> {
+        let parsed = s.split_once('-').and_then(|(lo, hi)| {
+            Some((
+                lo.trim().parse::<u16>().ok()?,
+                hi.trim().parse::<u16>().ok()?,
+            ))
+        });
+        match parsed {
+            Some((lo, hi)) if lo < hi && lo % 2 == 0 => Ok(PortRange { lo, hi }),
+            _ => Err(format!(
+                "{s:?} — expected LO-HI with LO < HI, even LO, e.g. \"10000-19999\""
+            )),
+        }
+    }
+}
+
+impl fmt::Display for PortRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.lo, self.hi)
+    }
+}
+
+impl FromStr for Listen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Listen, String> {
+        let parsed = s.split_once(':').and_then(|(transport, addr)| {
+            let transport = match transport {
+                "udp" => Transport::Udp,
+                "tcp" => Transport::Tcp,
+                _ => return None,
+            };
+            Some(Listen {
+                transport,
+                addr: addr.parse().ok()?,
+            })
+        });
+        parsed.ok_or_else(|| {
+            format!(
+                "{s:?} — expected udp:ADDRESS:PORT or tcp:ADDRESS:PORT with an IP address, \
+                 e.g. \"udp:127.0.0.1:5060\" or \"tcp:[::1]:5060\""
+            )
+        })
+    }
+}
+
+impl fmt::Display for Listen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let transport = match self.transport {
+            Transport::Udp => "udp",
+            Transport::Tcp => "tcp",
+        };
+        write!(f, "{transport}:{}", self.addr)
+    }
+}
+
+/// `value` if within `lo..=hi`, else an error naming the range (and `lo` to carry on).
+fn bounded(d: &mut Diagnostics, key: &str, value: u64, lo: u64, hi: u64) -> u64 {
+    if (lo..=hi).contains(&value) {
+        value
+    } else {
+        d.error(
+            key,
+            format_args!("{value} is out of range — expected {lo} to {hi}"),
+        );
+        lo
+    }
+}
+
+/// Narrows a value `bounded` has already range-checked.
+fn narrow<T: TryFrom<u64> + Default>(value: u64) -> T {
+    T::try_from(value).unwrap_or_default()
+}
+
+fn non_empty(d: &mut Diagnostics, key: &str, value: &str) {
+    if value.is_empty() {
+        d.error(key, "must not be empty");
+    }
+}
+
+fn general(raw: RawGeneral, d: &mut Diagnostics) -> General {
+    non_empty(d, "general.data_dir", &raw.data_dir);
+    non_empty(d, "general.cdr", &raw.cdr);
+    General {
+        workers: narrow(bounded(d, "general.workers", raw.workers, 0, 1024)),
+        max_calls: narrow(bounded(d, "general.max_calls", raw.max_calls, 1, 1_000_000)),
+        retry_after_s: narrow(bounded(
+            d,
+            "general.retry_after_s",
+            raw.retry_after_s,
+            1,
+            3600,
+        )),
+        data_dir: raw.data_dir.into(),
+        cdr: raw.cdr.into(),
+        log_level: raw.log_level,
+    }
+}
+
+fn sip(raw: RawSip, d: &mut Diagnostics) -> Sip {
+    if raw.listen.is_empty() {
+        d.error(
+            "sip.listen",
+            "needs at least one address, e.g. [\"udp:127.0.0.1:5060\"]",
+        );
+    }
+    let mut listen = Vec::new();
+    for (i, text) in raw.listen.iter().enumerate() {
+        let key = format!("sip.listen[{i}]");
+        match text.parse::<Listen>() {
+            Ok(l) if listen.contains(&l) => d.error(&key, format_args!("{text:?} is listed twice")),
+            Ok(l) => listen.push(l),
+            Err(e) => d.error(&key, e),
+        }
+    }
+    let t1 = bounded(d, "sip.t1_ms", raw.t1_ms, 1, 60_000);
+    let t2 = bounded(d, "sip.t2_ms", raw.t2_ms, t1, 600_000);
+    let min_se = bounded(d, "sip.min_se", raw.min_se, 90, 86_400);
+    let session_expires = bounded(
+        d,
+        "sip.session_expires",
+        raw.session_expires,
+        min_se,
+        86_400,
+    );
+    for (i, tag) in raw.accept_require.iter().enumerate() {
+        if tag.is_empty()
+            || !tag
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.!%*_+`'~".contains(&b))
+        {
+            d.error(
+                &format!("sip.accept_require[{i}]"),
+                format_args!("{tag:?} is not an option tag, e.g. \"timer\""),
+            );
+        }
+    }
+    non_empty(d, "sip.user_agent", &raw.user_agent);
+    Sip {
+        listen,
+        t1: Duration::from_millis(t1),
+        t2: Duration::from_millis(t2),
+        t4: Duration::from_millis(bounded(d, "sip.t4_ms", raw.t4_ms, 1, 60_000)),
+        user_agent: raw.user_agent,
+        max_message_size: narrow(bounded(
+            d,
+            "sip.max_message_size",
+            raw.max_message_size,
+            1500,
+            1 << 20,
+        )),
+        session_expires: narrow(session_expires),
+        min_se: narrow(min_se),
+        accept_require: raw.accept_require,
+    }
+}
+
+fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
+    let ports = raw.ports.parse().unwrap_or_else(|e| {
+        d.error("rtp.ports", e);
+        PortRange {
+            lo: 10000,
+            hi: 19999,
+        }
+    });
+    if raw.codecs.is_empty() {
+        d.error(
+            "rtp.codecs",
+            "needs at least one codec, e.g. [\"PCMU\", \"PCMA\"]",
+        );
+    }
+    let mut codecs = Vec::new();
+    for (i, name) in raw.codecs.iter().enumerate() {
+        let key = format!("rtp.codecs[{i}]");
+        match SUPPORTED_CODECS
+            .into_iter()
+            .find(|c| c.name.eq_ignore_ascii_case(name))
+        {
+            Some(c) if codecs.contains(&c) => {
+                d.error(&key, format_args!("{name:?} is listed twice"))
+            }
+            Some(c) => codecs.push(c),
+            None => {
+                let supported: Vec<_> = SUPPORTED_CODECS.iter().map(|c| c.name).collect();
+                d.error(
+                    &key,
+                    format_args!(
+                        "unknown codec {name:?} — supported: {}",
+                        supported.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    let media_timeout = bounded(d, "rtp.media_timeout_s", raw.media_timeout_s, 0, 86_400);
+    Rtp {
+        ports,
+        media_timeout: (media_timeout > 0).then(|| Duration::from_secs(media_timeout)),
+        rtcp_interval: Duration::from_secs(bounded(
+            d,
+            "rtp.rtcp_interval_s",
+            raw.rtcp_interval_s,
+            1,
+            300,
+        )),
+        codecs,
+        dtmf_pt: narrow(bounded(d, "rtp.dtmf_pt", raw.dtmf_pt, 96, 127)),
+        symmetric: raw.symmetric,
+    }
+}
+
+#[cfg(test)]
+mod tests;

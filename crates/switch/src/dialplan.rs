@@ -1,0 +1,261 @@
+//! The dialplan: named contexts of ordered rules. The first rule whose pattern
+//! matches the dialled extension (and caller, if given) supplies the steps.
+//! Steps are expanded one at a time by [`Route::next_step`] so that `set` affects
+//! the steps after it.
+
+pub mod cause;
+mod step;
+mod vars;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use regex::Regex;
+
+pub use cause::Cause;
+pub use step::{Audio, Step, Tone};
+pub use vars::{Vars, BUILTIN_VARS};
+
+use crate::config::raw::{RawDialplan, RawRule};
+use crate::config::Diagnostics;
+
+#[derive(Clone, Debug)]
+pub struct Dialplan {
+    default_context: String,
+    contexts: BTreeMap<String, Vec<Rule>>,
+    /// `[vars]`: visible to every call, overridden by call variables.
+    globals: Arc<Vars>,
+}
+
+#[derive(Clone, Debug)]
+struct Rule {
+    exten: Pattern,
+    caller: Option<Regex>,
+    /// Unexpanded; shared with the routes in progress.
+    steps: Arc<[Step]>,
+}
+
+#[derive(Clone, Debug)]
+enum Pattern {
+    Exact(String),
+    /// `""` matches every extension.
+    Prefix(String),
+    /// Searched as written (anchor with `^`/`$`); captures become `${1}`, `${name}`.
+    Regex(Regex),
+}
+
+/// A matched rule being executed. Variables resolve from the call's own [`Vars`]
+/// first, then this rule's regex captures, then `[vars]` globals.
+#[derive(Clone, Debug)]
+pub struct Route {
+    steps: Arc<[Step]>,
+    next: usize,
+    captures: Vars,
+    globals: Arc<Vars>,
+}
+
+impl Dialplan {
+    /// The context calls start in.
+    pub fn default_context(&self) -> &str {
+        &self.default_context
+    }
+
+    /// Finds the first rule in `context` matching `exten` and `vars["CALLER"]`.
+    pub fn route(&self, context: &str, exten: &str, vars: &Vars) -> Option<Route> {
+        let caller = vars.get("CALLER").unwrap_or_default();
+        self.contexts.get(context)?.iter().find_map(|rule| {
+            if rule.caller.as_ref().is_some_and(|re| !re.is_match(caller)) {
+                return None;
+            }
+            let mut captures = Vars::new();
+            match &rule.exten {
+                Pattern::Exact(e) if e == exten => {}
+                Pattern::Prefix(p) if exten.starts_with(p.as_str()) => {}
+                Pattern::Regex(re) => {
+                    let found = re.captures(exten)?;
+                    for (i, name) in re.capture_names().enumerate() {
+                        let value = found.get(i).map_or("", |m| m.as_str());
+                        captures.set(i.to_string(), value);
+                        if let Some(name) = name {
+                            captures.set(name, value);
+                        }
+                    }
+                }
+                _ => return None,
+            }
+            Some(Route {
+                steps: rule.steps.clone(),
+                next: 0,
+                captures,
+                globals: self.globals.clone(),
+            })
+        })
+    }
+
+    /// Builds the dialplan from its file form, reporting every problem to `d`.
+    pub(crate) fn compile(
+        raw: &RawDialplan,
+        globals: BTreeMap<String, String>,
+        d: &mut Diagnostics,
+    ) -> Dialplan {
+        if !raw.contexts.contains_key(&raw.default_context) {
+            d.error(
+                "dialplan.default_context",
+                format_args!(
+                    "context {:?} is not defined in [dialplan.contexts]",
+                    raw.default_context
+                ),
+            );
+        }
+        let globals: Arc<Vars> = Arc::new(globals.into_iter().collect());
+        let contexts = raw
+            .contexts
+            .iter()
+            .map(|(name, context)| {
+                let rules = context.rules.iter().enumerate();
+                let rules = rules.filter_map(|(i, rule)| {
+                    let key = format!("dialplan.contexts.{name}.rules[{i}]");
+                    compile_rule(rule, &key, raw, &globals, d)
+                });
+                (name.clone(), rules.collect())
+            })
+            .collect();
+        Dialplan {
+            default_context: raw.default_context.clone(),
+            contexts,
+            globals,
+        }
+    }
+}
+
+impl Route {
+    /// The next step with variables expanded, or `None` after the last one (the
+    /// engine then hangs up normally). `vars` is the call's scope: `Set` writes to
+    /// it, and the engine may add its own (e.g. a bridge status) between steps.
+    /// On `Goto`, pass the same `vars` to [`Dialplan::route`].
+    pub fn next(&mut self, vars: &mut Vars) -> Option<Step> {
+        let step = self.steps.get(self.next)?.expand(|name| {
+            vars.get(name)
+                .or_else(|| self.captures.get(name))
+                .or_else(|| self.globals.get(name))
+        });
+        self.next += 1;
+        if let Step::Set { name, value } = &step {
+            vars.set(name.clone(), value.clone());
+        }
+        Some(step)
+    }
+}
+
+fn regex(d: &mut Diagnostics, key: &str, pattern: &str) -> Option<Regex> {
+    Regex::new(pattern)
+        .map_err(|e| {
+            // The crate's message draws a caret diagram; its last line is the reason.
+            let text = e.to_string();
+            let reason = text
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .trim_start_matches("error: ")
+                .to_owned();
+            d.error(key, format_args!("invalid regex {pattern:?}: {reason}"));
+        })
+        .ok()
+}
+
+fn compile_rule(
+    rule: &RawRule,
+    key: &str,
+    raw: &RawDialplan,
+    globals: &Vars,
+    d: &mut Diagnostics,
+) -> Option<Rule> {
+    let exten = match (&rule.exten, &rule.prefix, &rule.regex) {
+        (Some(e), None, None) => Some(Pattern::Exact(e.clone())),
+        (None, Some(p), None) => Some(Pattern::Prefix(p.clone())),
+        (None, None, Some(r)) => regex(d, &format!("{key}.regex"), r).map(Pattern::Regex),
+        _ => {
+            d.error(
+                key,
+                "needs exactly one of exten = \"...\", prefix = \"...\" or regex = \"...\"",
+            );
+            None
+        }
+    };
+    let caller = match &rule.caller {
+        Some(c) => Some(regex(d, &format!("{key}.caller"), c)?),
+        None => None,
+    };
+    if rule.steps.is_empty() {
+        d.error(
+            &format!("{key}.steps"),
+            "needs at least one step, e.g. [\"answer\", \"echo\"]",
+        );
+    }
+    // Names a step may use: built-ins, globals, captures, and earlier `set`s.
+    let mut known: Vec<String> = BUILTIN_VARS.iter().map(|v| v.to_string()).collect();
+    if let Some(Pattern::Regex(re)) = &exten {
+        known.extend((0..re.captures_len()).map(|i| i.to_string()));
+        known.extend(re.capture_names().flatten().map(str::to_owned));
+    }
+    let mut steps = Vec::new();
+    for (i, text) in rule.steps.iter().enumerate() {
+        let step_key = format!("{key}.steps[{i}]");
+        check_vars(d, &step_key, text, &known, globals);
+        match Step::parse(text) {
+            Ok(Step::Goto { context }) if !raw.contexts.contains_key(&context) => {
+                let names: Vec<_> = raw.contexts.keys().map(String::as_str).collect();
+                d.error(
+                    &step_key,
+                    format_args!(
+                        "goto: no context {context:?} — defined: {}",
+                        names.join(", ")
+                    ),
+                );
+            }
+            Ok(step) => {
+                if let Step::Set { name, .. } = &step {
+                    known.push(name.clone());
+                }
+                steps.push(step);
+            }
+            Err(e) => d.at(&step_key, e.offset, e.message, false),
+        }
+    }
+    Some(Rule {
+        exten: exten?,
+        caller,
+        steps: steps.into(),
+    })
+}
+
+/// Warns about `${name}` references that would always expand to "".
+fn check_vars(d: &mut Diagnostics, key: &str, text: &str, known: &[String], globals: &Vars) {
+    match vars::segments(text) {
+        Err(offset) => d.at(
+            key,
+            offset,
+            "bad variable reference — expected ${NAME} with letters, digits and _",
+            false,
+        ),
+        Ok(segments) => {
+            for segment in segments {
+                if let vars::Segment::Var { name, offset } = segment {
+                    if globals.get(name).is_none() && !known.iter().any(|k| k == name) {
+                        d.at(
+                            key,
+                            offset,
+                            format_args!(
+                                "unknown variable ${{{name}}} expands to \"\" — define it in [vars] or set it in an earlier step"
+                            ),
+                            true,
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

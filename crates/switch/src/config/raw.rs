@@ -1,0 +1,136 @@
+//! The file as serde sees it: every key optional with its default, unknown keys refused.
+//! Values that need parsing (addresses, ranges, codecs, dialplan steps) stay strings
+//! here so that validation can report all of them at once, with positions.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::LogLevel;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawConfig {
+    pub general: RawGeneral,
+    pub sip: RawSip,
+    pub rtp: RawRtp,
+    pub vars: BTreeMap<String, String>,
+    pub dialplan: RawDialplan,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawGeneral {
+    pub data_dir: String,
+    pub workers: u64,
+    pub max_calls: u64,
+    pub retry_after_s: u64,
+    pub cdr: String,
+    pub log_level: LogLevel,
+}
+
+impl Default for RawGeneral {
+    fn default() -> Self {
+        RawGeneral {
+            data_dir: "strowger-data".into(),
+            workers: 0,
+            max_calls: 1000,
+            retry_after_s: 5,
+            cdr: "cdr.jsonl".into(),
+            log_level: LogLevel::Info,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawSip {
+    pub listen: Vec<String>,
+    pub t1_ms: u64,
+    pub t2_ms: u64,
+    pub t4_ms: u64,
+    pub user_agent: String,
+    pub max_message_size: u64,
+    pub session_expires: u64,
+    pub min_se: u64,
+    pub accept_require: Vec<String>,
+}
+
+impl Default for RawSip {
+    fn default() -> Self {
+        RawSip {
+            listen: [
+                "udp:127.0.0.1:5060",
+                "tcp:127.0.0.1:5060",
+                "udp:[::1]:5060",
+                "tcp:[::1]:5060",
+            ]
+            .map(String::from)
+            .into(),
+            t1_ms: 500,
+            t2_ms: 4000,
+            t4_ms: 5000,
+            user_agent: concat!("strowger/", env!("CARGO_PKG_VERSION")).into(),
+            max_message_size: 65535,
+            session_expires: 1800,
+            min_se: 90,
+            accept_require: vec!["timer".into()],
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawRtp {
+    pub ports: String,
+    pub media_timeout_s: u64,
+    pub rtcp_interval_s: u64,
+    pub codecs: Vec<String>,
+    pub dtmf_pt: u64,
+    pub symmetric: bool,
+}
+
+impl Default for RawRtp {
+    fn default() -> Self {
+        RawRtp {
+            ports: "10000-19999".into(),
+            media_timeout_s: 60,
+            rtcp_interval_s: 5,
+            codecs: vec!["PCMU".into(), "PCMA".into()],
+            dtmf_pt: 101,
+            symmetric: true,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawDialplan {
+    pub default_context: String,
+    pub contexts: BTreeMap<String, RawContext>,
+}
+
+impl Default for RawDialplan {
+    fn default() -> Self {
+        RawDialplan {
+            default_context: "default".into(),
+            contexts: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawContext {
+    pub rules: Vec<RawRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRule {
+    pub exten: Option<String>,
+    pub prefix: Option<String>,
+    pub regex: Option<String>,
+    pub caller: Option<String>,
+    pub steps: Vec<String>,
+}

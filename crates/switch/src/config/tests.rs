@@ -1,0 +1,173 @@
+use super::*;
+
+/// Loads `text` expecting failure; returns the messages as displayed.
+fn errors(text: &str) -> Vec<String> {
+    match Config::from_str(text, "strowger.toml") {
+        Ok(_) => panic!("expected errors for:\n{text}"),
+        Err(e) => e.iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// The smallest useful file: one context with one rule.
+const MINIMAL: &str = "[[dialplan.contexts.default.rules]]\nexten = \"1\"\nsteps = [\"echo\"]\n";
+
+#[test]
+fn embedded_default_loads_without_warnings() {
+    let config = Config::embedded();
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    assert_eq!(config.general.data_dir, PathBuf::from("strowger-data"));
+    assert_eq!(config.sip.listen.len(), 4);
+    assert_eq!(config.sip.listen[2].to_string(), "udp:[::1]:5060");
+    assert_eq!(
+        config.rtp.ports,
+        PortRange {
+            lo: 10000,
+            hi: 19999
+        }
+    );
+    assert_eq!(config.rtp.ports.pairs(), 5000);
+    assert_eq!(config.rtp.caps(), Caps::default());
+    assert_eq!(config.rtp.media_timeout, Some(Duration::from_secs(60)));
+}
+
+/// The values written in default.toml and the built-in defaults must agree.
+#[test]
+fn defaults_match_default_toml() {
+    let default = Config::embedded();
+    let minimal = Config::from_str(MINIMAL, "m.toml").unwrap();
+    assert_eq!(minimal.general, default.general);
+    assert_eq!(minimal.sip, default.sip);
+    assert_eq!(minimal.rtp, default.rtp);
+}
+
+#[test]
+fn syntax_error_has_position() {
+    assert_eq!(
+        errors("[general]\nworkers = = 3\n")[0].split(": ").next(),
+        Some("strowger.toml:2:11")
+    );
+}
+
+#[test]
+fn unknown_key_names_the_key() {
+    let e = errors("[general]\nworkers = 2\nlog_lvl = \"info\"\n");
+    assert_eq!(e.len(), 1);
+    assert!(
+        e[0].starts_with("strowger.toml:3:1: general.log_lvl: unknown field `log_lvl`"),
+        "{}",
+        e[0]
+    );
+    let e = errors(&format!("{MINIMAL}exten_ = \"2\"\n"));
+    assert!(
+        e[0].starts_with(
+            "strowger.toml:4:1: dialplan.contexts.default.rules[0].exten_: unknown field"
+        ),
+        "{}",
+        e[0]
+    );
+}
+
+#[test]
+fn type_mismatch_names_the_key() {
+    let e = errors("[sip]\nt1_ms = \"fast\"\n");
+    assert!(
+        e[0].starts_with("strowger.toml:2:9: sip.t1_ms: invalid type: string \"fast\""),
+        "{}",
+        e[0]
+    );
+    let e = errors("[general]\nlog_level = \"loud\"\n");
+    assert!(
+        e[0].starts_with("strowger.toml:2:13: general.log_level: unknown variant `loud`"),
+        "{}",
+        e[0]
+    );
+}
+
+#[test]
+fn all_value_errors_are_reported_with_positions() {
+    let text = format!(
+        "[general]\nmax_calls = 0\n\n[sip]\nlisten = [\"udp:127.0.0.1:5060\", \"sctp:1.2.3.4:5060\", \"udp:localhost:5060\"]\n\
+         min_se = 30\n\n[rtp]\nports = \"10000-9\"\ncodecs = [\"PCMU\", \"G729\"]\ndtmf_pt = 42\n\n{MINIMAL}"
+    );
+    let e = errors(&text);
+    assert_eq!(
+        e,
+        [
+            "strowger.toml:2:13: general.max_calls: 0 is out of range — expected 1 to 1000000",
+            "strowger.toml:5:33: sip.listen[1]: \"sctp:1.2.3.4:5060\" — expected udp:ADDRESS:PORT or tcp:ADDRESS:PORT \
+             with an IP address, e.g. \"udp:127.0.0.1:5060\" or \"tcp:[::1]:5060\"",
+            "strowger.toml:5:54: sip.listen[2]: \"udp:localhost:5060\" — expected udp:ADDRESS:PORT or tcp:ADDRESS:PORT \
+             with an IP address, e.g. \"udp:127.0.0.1:5060\" or \"tcp:[::1]:5060\"",
+            "strowger.toml:6:10: sip.min_se: 30 is out of range — expected 90 to 86400",
+            "strowger.toml:9:9: rtp.ports: \"10000-9\" — expected LO-HI with LO < HI, even LO, e.g. \"10000-19999\"",
+            "strowger.toml:10:19: rtp.codecs[1]: unknown codec \"G729\" — supported: PCMU, PCMA",
+            "strowger.toml:11:11: rtp.dtmf_pt: 42 is out of range — expected 96 to 127",
+        ]
+    );
+}
+
+#[test]
+fn missing_default_context() {
+    let e = errors("[dialplan]\ndefault_context = \"internal\"\n");
+    assert_eq!(
+        e,
+        ["strowger.toml:2:19: dialplan.default_context: context \"internal\" is not defined in [dialplan.contexts]"]
+    );
+    // Without the key at all, the message still names it (no position to point at).
+    assert_eq!(
+        errors(""),
+        ["strowger.toml:1:1: dialplan.default_context: context \"default\" is not defined in [dialplan.contexts]"]
+    );
+}
+
+#[test]
+fn overrides_validate() {
+    let mut config = Config::embedded();
+    config.override_sip_listen("[::1]:5070").unwrap();
+    let listen: Vec<_> = config.sip.listen.iter().map(ToString::to_string).collect();
+    assert_eq!(listen, ["udp:[::1]:5070", "tcp:[::1]:5070"]);
+    assert!(config.override_sip_listen("localhost:5060").is_err());
+
+    config.override_rtp_ports("20000-20099").unwrap();
+    assert_eq!(
+        config.rtp.ports,
+        PortRange {
+            lo: 20000,
+            hi: 20099
+        }
+    );
+    assert_eq!(
+        config.override_rtp_ports("20001-20099").unwrap_err(),
+        "--rtp-ports \"20001-20099\" — expected LO-HI with LO < HI, even LO, e.g. \"10000-19999\""
+    );
+    assert_eq!(
+        config.rtp.ports.lo, 20000,
+        "a rejected override changes nothing"
+    );
+
+    config.override_data_dir("/var/lib/strowger").unwrap();
+    assert_eq!(config.general.data_dir, PathBuf::from("/var/lib/strowger"));
+    assert!(config.override_data_dir("").is_err());
+}
+
+#[test]
+fn hostile_config_text_never_panics() {
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let text = DEFAULT_TOML;
+    for _ in 0..300 {
+        let mut bytes = text.as_bytes().to_vec();
+        let at = next() as usize % bytes.len();
+        bytes[at] = b"=[]\"{}$x9 \n#'"[next() as usize % 13];
+        bytes.truncate(at + (next() as usize % (text.len() - at + 1)));
+        if let Ok(mutated) = String::from_utf8(bytes) {
+            let _ = Config::from_str(&mutated, "fuzz.toml")
+                .map_err(|e| e.iter().map(ToString::to_string).count());
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! Dialplan steps: the typed apps the call engine runs, and their one-line syntax
+//! `APP [VALUE] [KEY=VALUE ...]`, e.g. `playback demo loop=true`, `hangup user_busy`.
+//! A value with spaces is written in double quotes: `set greeting="hello world"`.
+
+use std::time::Duration;
+
+use super::cause::Cause;
+
+/// One dialplan step, with variables already expanded.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// 200 OK (media starts).
+    Answer,
+    /// 180 Ringing.
+    Ringing,
+    /// 183 Session Progress with SDP: early media before answer.
+    Progress,
+    Playback {
+        audio: Audio,
+        looped: bool,
+    },
+    /// Plays until `duration` elapses or, without one, until the call ends.
+    Tone {
+        tone: Tone,
+        duration: Option<Duration>,
+    },
+    /// Returns the caller's audio until the call ends.
+    Echo,
+    /// Records the caller to a WAV file (relative to the data directory) until `#`,
+    /// hangup or `max`; then the next step runs.
+    Record {
+        file: String,
+        max: Duration,
+    },
+    /// Calls `uri` as a B-leg, relaying its early media; gives up after `timeout`.
+    Bridge {
+        uri: String,
+        timeout: Duration,
+    },
+    Wait {
+        duration: Duration,
+    },
+    /// Sets a variable for the steps that follow (and any context reached by goto).
+    Set {
+        name: String,
+        value: String,
+    },
+    /// BYE when answered, else the cause's SIP status (see [`Cause::sip_status`]).
+    Hangup {
+        cause: Cause,
+    },
+    /// Continues with the first matching rule of another context.
+    Goto {
+        context: String,
+    },
+}
+
+/// What `playback` plays.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Audio {
+    /// The announcement built into the binary, written `demo`.
+    Demo,
+    /// A WAV file, relative to the data directory unless absolute.
+    File(String),
+}
+
+/// A call-progress tone: frequencies summed, played with an on/off cadence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tone {
+    pub freqs_hz: Vec<u16>,
+    /// Alternating on, off, on, off ... durations; empty plays continuously.
+    pub cadence: Vec<Duration>,
+}
+
+/// North American precise tones (ANSI T1.401): name, frequencies, cadence in ms.
+const TONES: [(&str, &[u16], &[u64]); 4] = [
+    ("dial", &[350, 440], &[]),
+    ("ringback", &[440, 480], &[2000, 4000]),
+    ("busy", &[480, 620], &[500, 500]),
+    ("congestion", &[480, 620], &[250, 250]),
+];
+
+/// App name, the key its bare value stands for, and its other keys.
+const APPS: [(&str, Option<&str>, &[&str]); 12] = [
+    ("answer", None, &[]),
+    ("ringing", None, &[]),
+    ("progress", None, &[]),
+    ("playback", Some("file"), &["loop"]),
+    ("tone", Some("tone"), &["cadence", "duration"]),
+    ("echo", None, &[]),
+    ("record", Some("file"), &["max"]),
+    ("bridge", Some("uri"), &["timeout"]),
+    ("wait", Some("seconds"), &[]),
+    ("set", None, &[]),
+    ("hangup", Some("cause"), &[]),
+    ("goto", Some("context"), &[]),
+];
+
+const DEFAULT_RECORD_MAX: Duration = Duration::from_secs(60);
+const DEFAULT_BRIDGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest duration any step accepts: a day.
+const MAX_SECONDS: f64 = 86_400.0;
+
+/// A syntax error `offset` bytes into the step text.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct StepError {
+    pub offset: usize,
+    pub message: String,
+}
+
+impl Step {
+    /// Parses one step. Variables stay unexpanded in `file`, `uri` and `set` values;
+    /// everything else must be literal so it can be checked here.
+    pub(crate) fn parse(text: &str) -> Result<Step, StepError> {
+        let mut tokens = tokenize(text)?.into_iter();
+        let Some((_, app)) = tokens.next() else {
+            return Err(error(
+                0,
+                format!("empty step — known apps: {}", app_names()),
+            ));
+        };
+        let Some(&(_, bare_key, keys)) = APPS.iter().find(|(name, ..)| *name == app) else {
+            return Err(error(
+                0,
+                format!("unknown app {app:?} — known apps: {}", app_names()),
+            ));
+        };
+        let mut args = Args {
+            app: app.clone(),
+            end: text.len(),
+            given: Vec::new(),
+        };
+        for (offset, token) in tokens {
+            let (key, value) = match split_key(&token) {
+                Some((key, value)) => (key.to_owned(), value.to_owned()),
+                None => match bare_key {
+                    Some(key) if args.given.iter().all(|(k, ..)| k != key) => {
+                        (key.to_owned(), token)
+                    }
+                    _ => {
+                        return Err(error(
+                            offset,
+                            format!("unexpected {token:?} — {}", usage(&app)),
+                        ))
+                    }
+                },
+            };
+            let known = app == "set" || bare_key == Some(&key) || keys.contains(&key.as_str());
+            if !known || args.given.iter().any(|(k, ..)| *k == key) {
+                let why = if known {
+                    "given twice"
+                } else {
+                    "unknown option"
+                };
+                return Err(error(offset, format!("{why} {key:?} — {}", usage(&app))));
+            }
+            args.given.push((key, offset, value));
+        }
+        args.build()
+    }
+
+    /// This step with `${name}` references replaced by `lookup`.
+    pub(crate) fn expand<'a>(&self, lookup: impl Fn(&str) -> Option<&'a str>) -> Step {
+        let expand = |template: &str| super::vars::expand(template, &lookup);
+        match self {
+            Step::Playback {
+                audio: Audio::File(file),
+                looped,
+            } => Step::Playback {
+                audio: Audio::named(expand(file)),
+                looped: *looped,
+            },
+            Step::Record { file, max } => Step::Record {
+                file: expand(file),
+                max: *max,
+            },
+            Step::Bridge { uri, timeout } => Step::Bridge {
+                uri: expand(uri),
+                timeout: *timeout,
+            },
+            Step::Set { name, value } => Step::Set {
+                name: name.clone(),
+                value: expand(value),
+            },
+            other => other.clone(),
+        }
+    }
+}
+
+impl Audio {
+    fn named(name: String) -> Audio {
+        if name == "demo" {
+            Audio::Demo
+        } else {
+            Audio::File(name)
+        }
+    }
+}
+
+impl Tone {
+    fn parse(name: &str) -> Result<Tone, String> {
+        if let Some((_, freqs, cadence)) = TONES.iter().find(|(n, ..)| *n == name) {
+            return Ok(Tone {
+                freqs_hz: freqs.to_vec(),
+                cadence: cadence
+                    .iter()
+                    .map(|ms| Duration::from_millis(*ms))
+                    .collect(),
+            });
+        }
+        let freqs: Option<Vec<u16>> = name
+            .split('+')
+            .map(|f| f.parse().ok().filter(|hz| (20..=4000).contains(hz)))
+            .collect();
+        freqs.map(|freqs_hz| Tone { freqs_hz, cadence: Vec::new() }).ok_or_else(|| {
+            let names: Vec<_> = TONES.iter().map(|(n, ..)| *n).collect();
+            format!(
+                "unknown tone {name:?} — expected {} or frequencies 20-4000 Hz joined by +, e.g. 350+440",
+                names.join(", ")
+            )
+        })
+    }
+}
+
+/// The arguments of one step, keyed by name, with their offsets in the step text.
+struct Args {
+    app: String,
+    end: usize,
+    given: Vec<(String, usize, String)>,
+}
+
+impl Args {
+    fn take(&mut self, key: &str) -> Option<(usize, String)> {
+        let i = self.given.iter().position(|(k, ..)| k == key)?;
+        let (_, offset, value) = self.given.remove(i);
+        Some((offset, value))
+    }
+
+    fn required(&mut self, key: &str) -> Result<String, StepError> {
+        self.take(key)
+            .map(|(_, v)| v)
+            .ok_or_else(|| error(self.end, format!("missing {key} — {}", usage(&self.app))))
+    }
+
+    /// The value under `key` converted by `convert`, or `default` when absent.
+    fn optional<T>(
+        &mut self,
+        key: &str,
+        default: T,
+        convert: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<T, StepError> {
+        match self.take(key) {
+            Some((offset, value)) => {
+                convert(&value).map_err(|m| error(offset, format!("{key}: {m}")))
+            }
+            None => Ok(default),
+        }
+    }
+
+    fn converted<T>(
+        &mut self,
+        key: &str,
+        convert: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<T, StepError> {
+        let offset = self
+            .given
+            .iter()
+            .find(|(k, ..)| k == key)
+            .map_or(self.end, |(_, o, _)| *o);
+        let value = self.required(key)?;
+        convert(&value).map_err(|m| error(offset, format!("{key}: {m}")))
+    }
+
+    fn build(mut self) -> Result<Step, StepError> {
+        Ok(match self.app.as_str() {
+            "answer" => Step::Answer,
+            "ringing" => Step::Ringing,
+            "progress" => Step::Progress,
+            "echo" => Step::Echo,
+            "playback" => Step::Playback {
+                audio: Audio::named(self.required("file")?),
+                looped: self.optional("loop", false, boolean)?,
+            },
+            "tone" => {
+                let mut tone = self.converted("tone", Tone::parse)?;
+                if let Some(cadence) = self.optional("cadence", None, |v| cadence(v).map(Some))? {
+                    tone.cadence = cadence;
+                }
+                Step::Tone {
+                    tone,
+                    duration: self.optional("duration", None, |v| seconds(v).map(Some))?,
+                }
+            }
+            "record" => Step::Record {
+                file: self.required("file")?,
+                max: self.optional("max", DEFAULT_RECORD_MAX, seconds)?,
+            },
+            "bridge" => Step::Bridge {
+                uri: self.required("uri")?,
+                timeout: self.optional("timeout", DEFAULT_BRIDGE_TIMEOUT, seconds)?,
+            },
+            "wait" => Step::Wait {
+                duration: self.converted("seconds", seconds)?,
+            },
+            "set" => match self.given.pop() {
+                Some((name, _, value)) if self.given.is_empty() => Step::Set { name, value },
+                Some((_, offset, _)) => {
+                    return Err(error(
+                        offset,
+                        format!("set takes one NAME=VALUE — {}", usage("set")),
+                    ))
+                }
+                None => {
+                    return Err(error(
+                        self.end,
+                        format!("missing NAME=VALUE — {}", usage("set")),
+                    ))
+                }
+            },
+            "hangup" => Step::Hangup {
+                cause: self.optional("cause", Cause::NORMAL_CLEARING, |v| {
+                    Cause::parse(v).ok_or_else(|| {
+                        format!(
+                            "unknown cause {v:?} — expected a Q.850 number or one of {}",
+                            Cause::names().collect::<Vec<_>>().join(", ")
+                        )
+                    })
+                })?,
+            },
+            _ => Step::Goto {
+                context: self.required("context")?,
+            },
+        })
+    }
+}
+
+fn error(offset: usize, message: String) -> StepError {
+    StepError { offset, message }
+}
+
+fn app_names() -> String {
+    APPS.iter()
+        .map(|(name, ..)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A one-line reminder of an app's syntax, for error messages.
+fn usage(app: &str) -> String {
+    let example = match app {
+        "playback" => "playback FILE|demo [loop=true]",
+        "tone" => "tone ringback|busy|congestion|dial|HZ+HZ [cadence=MS,MS,...] [duration=S]",
+        "record" => "record FILE [max=S]",
+        "bridge" => "bridge URI [timeout=S]",
+        "wait" => "wait S",
+        "set" => "set NAME=VALUE",
+        "hangup" => "hangup [CAUSE]",
+        "goto" => "goto CONTEXT",
+        other => other,
+    };
+    format!("usage: {example}")
+}
+
+/// `key=value` when the text before `=` is an identifier; a URI such as
+/// `sip:a@b;transport=tcp` is a bare value.
+fn split_key(token: &str) -> Option<(&str, &str)> {
+    let (key, value) = token.split_once('=')?;
+    let ident = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    ident.then_some((key, value))
+}
+
+/// Whitespace-separated tokens with their offsets; double quotes group and are removed.
+fn tokenize(text: &str) -> Result<Vec<(usize, String)>, StepError> {
+    let mut tokens = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    let mut quote = None;
+    for (i, c) in text.char_indices() {
+        match (c, quote) {
+            ('"', None) => quote = Some(i),
+            ('"', Some(_)) => quote = None,
+            (c, None) if c.is_whitespace() => {
+                tokens.extend(current.take());
+                continue;
+            }
+            _ => {}
+        }
+        let (_, token) = current.get_or_insert_with(|| (i, String::new()));
+        if c != '"' {
+            token.push(c);
+        }
+    }
+    if let Some(offset) = quote {
+        return Err(error(offset, "unterminated quote".into()));
+    }
+    tokens.extend(current);
+    Ok(tokens)
+}
+
+fn boolean(v: &str) -> Result<bool, String> {
+    v.parse()
+        .map_err(|_| format!("{v:?} — expected true or false"))
+}
+
+fn seconds(v: &str) -> Result<Duration, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0 && *s <= MAX_SECONDS)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{v:?} — expected seconds, more than 0 and at most {MAX_SECONDS}"))
+}
+
+fn cadence(v: &str) -> Result<Vec<Duration>, String> {
+    v.split(',')
+        .map(|ms| {
+            ms.parse()
+                .ok()
+                .filter(|ms| (1..=60_000).contains(ms))
+                .map(Duration::from_millis)
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("{v:?} — expected on,off,... milliseconds, e.g. 2000,4000"))
+}
