@@ -1,0 +1,526 @@
+//! The per-worker media engine: a slab of legs driven by datagrams and a
+//! 20 ms tick. See the crate docs for the contract with the I/O shell.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rtp::packet::HEADER_LEN;
+use rtp::rtcp::{self, RtcpPacket, SenderInfo};
+use rtp::stats::ReceiveStats;
+use rtp::{RtpPacket, TelephoneEvent};
+use slab::Slab;
+
+use crate::leg::{Leg, Source};
+use crate::recorder::{RecordError, RecordSink, Recorder};
+use crate::stream::OutStream;
+use crate::tone::ToneGen;
+use crate::{LegConfig, LegStats, LegUpdate, Prompt, ToneSpec};
+
+/// Largest datagram we build; longer incoming payloads are not relayed.
+const MAX_PACKET: usize = 1500;
+/// Mean RTCP report interval (RFC 3550's minimum), randomised ×0.5-1.5.
+const RTCP_INTERVAL: Duration = Duration::from_secs(5);
+/// A tick this many frames behind skips ahead instead of bursting.
+const MAX_CATCH_UP: u32 = 5;
+/// Seconds from the NTP epoch (1900) to the Unix epoch (1970).
+const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
+
+/// Handle of a leg. Indices are reused after [`Engine::remove_leg`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LegId(usize);
+
+impl LegId {
+    pub fn index(self) -> usize {
+        self.0
+    }
+
+    pub fn from_index(index: usize) -> LegId {
+        LegId(index)
+    }
+}
+
+/// A datagram for the shell to send from the leg's RTP or RTCP socket.
+/// `payload` borrows the engine's buffer: send it before returning.
+#[derive(Debug)]
+pub struct Transmit<'a> {
+    pub leg: LegId,
+    pub rtcp: bool,
+    pub dst: SocketAddr,
+    pub payload: &'a [u8],
+}
+
+/// Things the call logic needs to hear about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MediaEvent {
+    /// A non-looped prompt sent its last frame.
+    PlaybackDone { leg: LegId },
+    /// An RFC 4733 digit, reported once when it ends.
+    Dtmf {
+        leg: LegId,
+        digit: char,
+        duration_ms: u32,
+    },
+    /// No RTP for the leg's `media_timeout` while expecting it.
+    MediaTimeout { leg: LegId },
+    /// RTP now goes to the source address of what the far end sends.
+    RemoteLatched { leg: LegId, addr: SocketAddr },
+}
+
+/// Media for all the legs of one worker thread.
+pub struct Engine {
+    legs: Slab<Leg>,
+    events: VecDeque<MediaEvent>,
+    /// Packet being built; `Transmit::payload` borrows it.
+    buf: Box<[u8; MAX_PACKET]>,
+    /// Linear PCM scratch for tone generation.
+    pcm: Box<[i16; MAX_PACKET]>,
+    rng: fastrand::Rng,
+    cname: Vec<u8>,
+    /// An `Instant` and its NTP time, to stamp SRs without reading clocks.
+    ntp_anchor: Option<(Instant, u64)>,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Engine {
+    /// An engine with random SSRCs; see [`Engine::set_wall_clock`].
+    pub fn new() -> Engine {
+        Self::with_seed(fastrand::u64(..))
+    }
+
+    /// A deterministic engine (tests, reproducible runs).
+    pub fn with_seed(seed: u64) -> Engine {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let cname = format!("strowger-{:08x}", rng.u32(..)).into_bytes();
+        Engine {
+            legs: Slab::new(),
+            events: VecDeque::with_capacity(64),
+            buf: Box::new([0; MAX_PACKET]),
+            pcm: Box::new([0; MAX_PACKET]),
+            rng,
+            cname,
+            ntp_anchor: None,
+        }
+    }
+
+    /// Ties `now` to wall-clock time so SRs carry real NTP timestamps.
+    /// Without it, SR times count from the first leg as if from 1970, which
+    /// is still consistent for round-trip times.
+    pub fn set_wall_clock(&mut self, now: Instant, wall: SystemTime) {
+        let since = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
+        self.ntp_anchor = Some((now, ntp(since + Duration::from_secs(NTP_UNIX_OFFSET))));
+    }
+
+    pub fn add_leg(&mut self, cfg: LegConfig, now: Instant) -> LegId {
+        self.ntp_anchor.get_or_insert((now, NTP_UNIX_OFFSET << 32));
+        let out = OutStream::new(&mut self.rng);
+        let rtcp_due = now + rtcp_interval(&mut self.rng);
+        LegId(self.legs.insert(Leg::new(cfg, out, rtcp_due)))
+    }
+
+    /// Removes the leg (ending a bridge with it, finishing a recording) and
+    /// returns its final counters.
+    pub fn remove_leg(&mut self, id: LegId) -> Option<LegStats> {
+        self.unbridge(id);
+        let mut leg = self.legs.try_remove(id.0)?;
+        if let Some(r) = leg.recorder.take() {
+            let _ = r.finish();
+        }
+        Some(leg.stats())
+    }
+
+    /// Current counters of a leg.
+    pub fn stats(&self, id: LegId) -> Option<LegStats> {
+        self.legs.get(id.0).map(Leg::stats)
+    }
+
+    /// Applies a re-INVITE's result: codec, addresses, hold direction.
+    pub fn update_leg(&mut self, id: LegId, update: LegUpdate) {
+        if let Some(leg) = self.legs.get_mut(id.0) {
+            leg.update(update);
+        }
+    }
+
+    /// Plays `prompt` from the start, optionally forever.
+    pub fn play(&mut self, id: LegId, prompt: Arc<Prompt>, looped: bool) {
+        self.set_source(
+            id,
+            Source::Prompt {
+                prompt,
+                pos: 0,
+                looped,
+            },
+        );
+    }
+
+    /// Plays a generated tone until something else is started.
+    pub fn tone(&mut self, id: LegId, tone: ToneSpec) {
+        self.set_source(id, Source::Tone(ToneGen::new(&tone)));
+    }
+
+    /// Sends back whatever arrives, as this leg's own stream.
+    pub fn echo(&mut self, id: LegId) {
+        self.set_source(id, Source::Peer(id));
+    }
+
+    /// Makes the leg idle: it stops sending RTP (no comfort noise: RTP
+    /// allows pauses and the timestamps resume in step with the clock; RTCP
+    /// continues). Also finishes a recording, returning its sample count.
+    pub fn silence(&mut self, id: LegId) -> Option<Result<u32, RecordError>> {
+        self.set_source(id, Source::Idle);
+        self.legs
+            .get_mut(id.0)?
+            .recorder
+            .take()
+            .map(Recorder::finish)
+    }
+
+    /// Records what arrives on the leg as 8 kHz 16-bit mono WAV, until
+    /// [`Engine::silence`] or [`Engine::remove_leg`]. Replaces (and
+    /// finishes) an earlier recording.
+    pub fn record(&mut self, id: LegId, sink: Box<dyn RecordSink>) -> Result<(), RecordError> {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return Ok(());
+        };
+        if let Some(old) = leg.recorder.replace(Recorder::new(sink)?) {
+            old.finish()?;
+        }
+        Ok(())
+    }
+
+    /// Relays RTP between `a` and `b`, each rewritten onto the other's
+    /// stream and transcoded between µ-law and A-law when they differ.
+    pub fn bridge(&mut self, a: LegId, b: LegId) {
+        if !self.legs.contains(a.0) || !self.legs.contains(b.0) {
+            return;
+        }
+        self.set_source(a, Source::Peer(b));
+        self.set_source(b, Source::Peer(a));
+    }
+
+    /// Ends the leg's bridge (or echo); both sides go idle.
+    pub fn unbridge(&mut self, id: LegId) {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        if let Source::Peer(peer) = std::mem::replace(&mut leg.source, Source::Idle) {
+            if let Some(p) = self
+                .legs
+                .get_mut(peer.0)
+                .filter(|p| matches!(p.source, Source::Peer(x) if x == id))
+            {
+                p.source = Source::Idle;
+            }
+        }
+    }
+
+    fn set_source(&mut self, id: LegId, source: Source) {
+        self.unbridge(id);
+        if let Some(leg) = self.legs.get_mut(id.0) {
+            leg.source = source;
+            leg.next_frame = None;
+            leg.out.restart();
+        }
+    }
+
+    pub fn poll_event(&mut self) -> Option<MediaEvent> {
+        self.events.pop_front()
+    }
+
+    /// An RTP datagram arrived on the leg's RTP socket. Relays (bridge,
+    /// echo) go out through `tx` before this returns.
+    pub fn on_rtp<F>(&mut self, id: LegId, data: &[u8], src: SocketAddr, now: Instant, tx: &mut F)
+    where
+        F: FnMut(Transmit<'_>) + ?Sized,
+    {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        let Ok(pkt) = RtpPacket::parse(data) else {
+            leg.rejected += 1;
+            return;
+        };
+        if leg.symmetric && leg.latched && leg.remote != Some(src) {
+            leg.rejected += 1;
+            return;
+        }
+        if (leg.symmetric || leg.remote.is_none()) && !leg.latched {
+            leg.latched = true;
+            if leg.remote != Some(src) {
+                leg.remote = Some(src);
+                self.events
+                    .push_back(MediaEvent::RemoteLatched { leg: id, addr: src });
+            }
+        }
+        leg.last_rx = Some(now);
+        leg.timed_out = false;
+        leg.packets_received += 1;
+        leg.bytes_received += pkt.payload().len() as u64;
+        let stats = match &mut leg.rx {
+            Some((ssrc, stats)) if *ssrc == pkt.ssrc() => stats,
+            rx => {
+                leg.lost_before += rx.as_ref().map_or(0, |(_, s)| s.lost());
+                &mut rx
+                    .insert((pkt.ssrc(), ReceiveStats::new(pkt.sequence(), 8000, now)))
+                    .1
+            }
+        };
+        stats.on_packet(pkt.sequence());
+        if !leg.receives {
+            return;
+        }
+
+        let audio = pkt.payload_type() == leg.payload_type;
+        if audio {
+            stats.on_timestamp(pkt.timestamp(), now);
+            let events = &mut self.events;
+            leg.dtmf
+                .on_audio(pkt.timestamp(), |d| events.push_back(dtmf_event(id, d)));
+            if let Some(rec) = &mut leg.recorder {
+                if rec
+                    .write(pkt.ssrc(), pkt.timestamp(), pkt.payload(), leg.law)
+                    .is_err()
+                {
+                    // A failing sink ends the recording rather than the call.
+                    leg.recorder = None;
+                }
+            }
+        } else if Some(pkt.payload_type()) == leg.dtmf_pt {
+            let Ok(ev) = TelephoneEvent::parse(pkt.payload()) else {
+                leg.rejected += 1;
+                return;
+            };
+            let events = &mut self.events;
+            leg.dtmf.on_event(pkt.timestamp(), &ev, |d| {
+                events.push_back(dtmf_event(id, d))
+            });
+        } else {
+            return; // comfort noise and anything else not negotiated
+        }
+
+        let from_law = leg.law;
+        let Source::Peer(peer) = leg.source else {
+            return;
+        };
+        let Some(out) = self.legs.get_mut(peer.0) else {
+            return;
+        };
+        let (Some(dst), true) = (out.remote, out.sends) else {
+            return;
+        };
+        let payload = pkt.payload();
+        let len = HEADER_LEN + payload.len();
+        if len > MAX_PACKET {
+            return;
+        }
+        let header = if audio {
+            let h = out
+                .out
+                .relay(&pkt, out.payload_type, payload.len() as u32, now);
+            from_law.transcode(out.law, payload, &mut self.buf[HEADER_LEN..len]);
+            h
+        } else {
+            let Some(pt) = out.dtmf_pt else { return };
+            self.buf[HEADER_LEN..len].copy_from_slice(payload);
+            out.out.relay(&pkt, pt, 0, now)
+        };
+        let _ = header.write(&mut self.buf[..]);
+        out.out.sent(&header, payload.len(), now);
+        tx(Transmit {
+            leg: peer,
+            rtcp: false,
+            dst,
+            payload: &self.buf[..len],
+        });
+    }
+
+    /// An RTCP datagram arrived on the leg's RTCP socket.
+    pub fn on_rtcp(&mut self, id: LegId, data: &[u8], src: SocketAddr, now: Instant) {
+        let arrival = self.ntp_at(now);
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        if leg.symmetric {
+            leg.remote_rtcp = Some(src);
+        }
+        for pkt in rtcp::parse_compound(data) {
+            let blocks = match pkt {
+                Ok(RtcpPacket::SenderReport { info, blocks, .. }) => {
+                    leg.last_sr = Some((rtcp::ntp_short(info.ntp), now));
+                    blocks
+                }
+                Ok(RtcpPacket::ReceiverReport { blocks, .. }) => blocks,
+                Ok(_) => continue,
+                Err(_) => {
+                    leg.rejected += 1;
+                    break;
+                }
+            };
+            for b in blocks.filter(|b| b.ssrc == leg.out.ssrc) {
+                leg.rtt = rtcp::round_trip(arrival, &b).or(leg.rtt);
+                leg.remote_report = Some(b);
+            }
+        }
+    }
+
+    /// The 20 ms pass over all legs: due frames of prompts and tones (with
+    /// catch-up after a late tick), RTCP reports, media timeouts.
+    pub fn tick<F>(&mut self, now: Instant, tx: &mut F)
+    where
+        F: FnMut(Transmit<'_>) + ?Sized,
+    {
+        let ntp_now = self.ntp_at(now);
+        let Engine {
+            legs,
+            events,
+            buf,
+            pcm,
+            rng,
+            cname,
+            ..
+        } = self;
+        for (index, leg) in legs.iter_mut() {
+            let id = LegId(index);
+            let last_rx = *leg.last_rx.get_or_insert(now);
+            if let Some(limit) = leg.media_timeout {
+                if leg.receives && !leg.timed_out && now.saturating_duration_since(last_rx) >= limit
+                {
+                    leg.timed_out = true;
+                    events.push_back(MediaEvent::MediaTimeout { leg: id });
+                }
+            }
+            if matches!(leg.source, Source::Prompt { .. } | Source::Tone(_)) {
+                emit_frames(id, leg, now, &mut buf[..], &mut pcm[..], events, tx);
+            }
+            if now >= leg.rtcp_due {
+                leg.rtcp_due = now + rtcp_interval(rng);
+                send_report(id, leg, now, ntp_now, cname, &mut buf[..], tx);
+            }
+        }
+    }
+
+    /// NTP time at `now`, from the anchor.
+    fn ntp_at(&self, now: Instant) -> u64 {
+        let (at, base) = self.ntp_anchor.unwrap_or((now, NTP_UNIX_OFFSET << 32));
+        base.wrapping_add(ntp(now.saturating_duration_since(at)))
+    }
+}
+
+/// Sends every frame due by `now` (with half a frame of slack so tick
+/// jitter does not alternate 0 and 2 frames per tick).
+fn emit_frames<F>(
+    id: LegId,
+    leg: &mut Leg,
+    now: Instant,
+    buf: &mut [u8],
+    pcm: &mut [i16],
+    events: &mut VecDeque<MediaEvent>,
+    tx: &mut F,
+) where
+    F: FnMut(Transmit<'_>) + ?Sized,
+{
+    let samples = leg.frame_samples;
+    let len = HEADER_LEN + samples;
+    let mut due = *leg.next_frame.get_or_insert(now);
+    let horizon = now + leg.ptime / 2;
+    let mut frames = 0;
+    while due <= horizon {
+        if frames == MAX_CATCH_UP {
+            // A stall, not jitter: skip the rest but keep timestamps on the clock.
+            let missed = (horizon - due).as_nanos() / leg.ptime.as_nanos() + 1;
+            leg.out.skip((missed as u64 * samples as u64) as u32);
+            due += leg.ptime * missed as u32;
+            break;
+        }
+        frames += 1;
+        let done = leg.generate(&mut buf[HEADER_LEN..len], pcm);
+        let header = leg.out.next_frame(leg.payload_type, samples as u32, now);
+        if let (Some(dst), true) = (leg.remote, leg.sends) {
+            let _ = header.write(buf);
+            leg.out.sent(&header, samples, now);
+            tx(Transmit {
+                leg: id,
+                rtcp: false,
+                dst,
+                payload: &buf[..len],
+            });
+        }
+        due += leg.ptime;
+        if done {
+            leg.source = Source::Idle;
+            events.push_back(MediaEvent::PlaybackDone { leg: id });
+            leg.next_frame = None;
+            return;
+        }
+    }
+    if frames > 1 {
+        leg.late_ticks += 1;
+    }
+    leg.next_frame = Some(due);
+}
+
+/// Builds and sends the leg's compound SR/RR + SDES.
+fn send_report<F>(
+    id: LegId,
+    leg: &mut Leg,
+    now: Instant,
+    ntp_now: u64,
+    cname: &[u8],
+    buf: &mut [u8],
+    tx: &mut F,
+) where
+    F: FnMut(Transmit<'_>) + ?Sized,
+{
+    let Some(dst) = leg.rtcp_destination() else {
+        return;
+    };
+    // RFC 3550 §6.4: an SR if we sent since the last report.
+    let sender = (leg.out.packets != leg.packets_at_last_report).then(|| SenderInfo {
+        ntp: ntp_now,
+        rtp_timestamp: leg.out.timestamp_at(now),
+        packet_count: leg.out.packets as u32,
+        octet_count: leg.out.octets as u32,
+    });
+    leg.packets_at_last_report = leg.out.packets;
+    let mut block = leg
+        .rx
+        .as_mut()
+        .filter(|(_, s)| s.received() > 0)
+        .map(|(ssrc, s)| s.report_block(*ssrc));
+    if let (Some(b), Some((lsr, at))) = (&mut block, leg.last_sr) {
+        b.lsr = lsr;
+        b.dlsr = rtcp::duration_to_short(now.saturating_duration_since(at));
+    }
+    let blocks = block.as_slice();
+    if let Ok(n) = rtcp::write_report(buf, leg.out.ssrc, sender.as_ref(), blocks, cname) {
+        tx(Transmit {
+            leg: id,
+            rtcp: true,
+            dst,
+            payload: &buf[..n],
+        });
+    }
+}
+
+fn dtmf_event(leg: LegId, d: rtp::dtmf::Digit) -> MediaEvent {
+    MediaEvent::Dtmf {
+        leg,
+        digit: d.digit,
+        duration_ms: d.duration / 8,
+    }
+}
+
+fn rtcp_interval(rng: &mut fastrand::Rng) -> Duration {
+    RTCP_INTERVAL.mul_f64(0.5 + rng.f64())
+}
+
+/// A duration as 64-bit NTP fixed point.
+fn ntp(d: Duration) -> u64 {
+    (d.as_secs() << 32) | (((d.subsec_nanos() as u64) << 32) / 1_000_000_000)
+}

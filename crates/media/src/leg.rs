@@ -1,0 +1,256 @@
+//! One call leg: its negotiated media, what it sends, and what it learned
+//! about the far end.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use codec::{Codec, G711};
+use rtp::rtcp::ReportBlock;
+use rtp::stats::ReceiveStats;
+use rtp::DtmfDetector;
+
+use crate::recorder::Recorder;
+use crate::stream::OutStream;
+use crate::tone::ToneGen;
+use crate::{LegId, Prompt};
+
+/// Media of a new leg, from SDP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegConfig {
+    /// RTP payload type of the audio codec.
+    pub payload_type: u8,
+    pub law: G711,
+    /// Payload type of telephone-event/8000, if negotiated.
+    pub dtmf_pt: Option<u8>,
+    /// Where to send RTP; `None` waits for the first packet and latches to it.
+    pub remote: Option<SocketAddr>,
+    /// Where to send RTCP (SDP `a=rtcp`); `None` means RTP port + 1.
+    pub remote_rtcp: Option<SocketAddr>,
+    /// Latch to the source of the first RTP packet (NAT) and then ignore
+    /// packets from other addresses.
+    pub symmetric: bool,
+    /// Report [`crate::MediaEvent::MediaTimeout`] after this long without RTP.
+    pub media_timeout: Option<Duration>,
+    /// Packet interval; 10-120 ms.
+    pub ptime_ms: u32,
+}
+
+/// New media state after a re-INVITE; replaces the negotiated fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegUpdate {
+    pub payload_type: u8,
+    pub law: G711,
+    pub dtmf_pt: Option<u8>,
+    pub remote: Option<SocketAddr>,
+    pub remote_rtcp: Option<SocketAddr>,
+    /// We may send (false for our `recvonly`/`inactive`): hold stops output.
+    pub sends: bool,
+    /// We expect to receive (false for our `sendonly`/`inactive`): no media
+    /// timeout, and what arrives is ignored.
+    pub receives: bool,
+    pub symmetric: bool,
+}
+
+/// Per-leg counters, e.g. for the CDR.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegStats {
+    pub codec: &'static str,
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    /// Packets lost on the way to us (RFC 3550 A.3, never negative here).
+    pub packets_lost: u64,
+    /// Current interarrival jitter.
+    pub jitter_ms: f64,
+    /// Round-trip time from the latest RTCP report about our stream.
+    pub rtt: Option<Duration>,
+    /// The far end's latest report about our stream.
+    pub remote_fraction_lost: Option<u8>,
+    pub remote_packets_lost: Option<i32>,
+    /// Ticks that had to emit more than one frame to catch up.
+    pub late_ticks: u64,
+    /// RTP/RTCP datagrams that failed to parse or came from a foreign address.
+    pub rejected: u64,
+}
+
+/// What feeds the leg's outgoing stream.
+pub(crate) enum Source {
+    Idle,
+    Prompt {
+        prompt: Arc<Prompt>,
+        pos: usize,
+        looped: bool,
+    },
+    Tone(ToneGen),
+    /// Packets arriving on the peer are relayed out of this leg, and vice
+    /// versa (always symmetric). A peer of itself is echo.
+    Peer(LegId),
+}
+
+pub(crate) struct Leg {
+    pub(crate) payload_type: u8,
+    pub(crate) law: G711,
+    pub(crate) dtmf_pt: Option<u8>,
+    pub(crate) remote: Option<SocketAddr>,
+    pub(crate) remote_rtcp: Option<SocketAddr>,
+    pub(crate) symmetric: bool,
+    pub(crate) latched: bool,
+    pub(crate) media_timeout: Option<Duration>,
+    pub(crate) ptime: Duration,
+    pub(crate) frame_samples: usize,
+    pub(crate) sends: bool,
+    pub(crate) receives: bool,
+
+    pub(crate) out: OutStream,
+    pub(crate) source: Source,
+    /// When the next generated frame is due; `None` until the first tick.
+    pub(crate) next_frame: Option<Instant>,
+
+    pub(crate) rx: Option<(u32, ReceiveStats)>,
+    /// Losses counted under earlier remote SSRCs.
+    pub(crate) lost_before: i64,
+    pub(crate) packets_received: u64,
+    pub(crate) bytes_received: u64,
+    /// Last RTP arrival; `None` restarts the timeout clock at the next tick.
+    pub(crate) last_rx: Option<Instant>,
+    pub(crate) timed_out: bool,
+    pub(crate) dtmf: DtmfDetector,
+    pub(crate) recorder: Option<Recorder>,
+
+    pub(crate) rtcp_due: Instant,
+    pub(crate) packets_at_last_report: u64,
+    /// LSR of the last SR from the far end and when it arrived.
+    pub(crate) last_sr: Option<(u32, Instant)>,
+    pub(crate) remote_report: Option<ReportBlock>,
+    pub(crate) rtt: Option<Duration>,
+    pub(crate) late_ticks: u64,
+    pub(crate) rejected: u64,
+}
+
+impl Leg {
+    pub(crate) fn new(cfg: LegConfig, out: OutStream, rtcp_due: Instant) -> Leg {
+        let ptime_ms = cfg.ptime_ms.clamp(10, 120);
+        Leg {
+            payload_type: cfg.payload_type,
+            law: cfg.law,
+            dtmf_pt: cfg.dtmf_pt,
+            remote: cfg.remote,
+            remote_rtcp: cfg.remote_rtcp,
+            symmetric: cfg.symmetric,
+            latched: false,
+            media_timeout: cfg.media_timeout,
+            ptime: Duration::from_millis(ptime_ms as u64),
+            frame_samples: 8 * ptime_ms as usize,
+            sends: true,
+            receives: true,
+            out,
+            source: Source::Idle,
+            next_frame: None,
+            rx: None,
+            lost_before: 0,
+            packets_received: 0,
+            bytes_received: 0,
+            last_rx: None,
+            timed_out: false,
+            dtmf: DtmfDetector::default(),
+            recorder: None,
+            rtcp_due,
+            packets_at_last_report: 0,
+            last_sr: None,
+            remote_report: None,
+            rtt: None,
+            late_ticks: 0,
+            rejected: 0,
+        }
+    }
+
+    pub(crate) fn update(&mut self, u: LegUpdate) {
+        if u.receives && !self.receives {
+            self.last_rx = None;
+        }
+        self.payload_type = u.payload_type;
+        self.law = u.law;
+        self.dtmf_pt = u.dtmf_pt;
+        if u.remote.is_some() {
+            self.remote = u.remote;
+        }
+        self.remote_rtcp = u.remote_rtcp;
+        self.symmetric = u.symmetric;
+        self.latched = false;
+        self.sends = u.sends;
+        self.receives = u.receives;
+    }
+
+    /// Where RTCP goes: the explicit address, or RTP port + 1.
+    pub(crate) fn rtcp_destination(&self) -> Option<SocketAddr> {
+        self.remote_rtcp.or_else(|| {
+            self.remote.map(|mut a| {
+                a.set_port(a.port().wrapping_add(1));
+                a
+            })
+        })
+    }
+
+    pub(crate) fn stats(&self) -> LegStats {
+        let (lost, jitter_ms) = self.rx.as_ref().map_or((0, 0.0), |(_, s)| {
+            (s.lost(), s.jitter_duration().as_secs_f64() * 1000.0)
+        });
+        LegStats {
+            codec: self.law.name(),
+            packets_sent: self.out.packets,
+            bytes_sent: self.out.octets,
+            packets_received: self.packets_received,
+            bytes_received: self.bytes_received,
+            packets_lost: (self.lost_before + lost).max(0) as u64,
+            jitter_ms,
+            rtt: self.rtt,
+            remote_fraction_lost: self.remote_report.map(|r| r.fraction_lost),
+            remote_packets_lost: self.remote_report.map(|r| r.cumulative_lost),
+            late_ticks: self.late_ticks,
+            rejected: self.rejected,
+        }
+    }
+
+    /// Encodes the next generated frame into `out`; returns whether the
+    /// source just finished (a non-looped prompt ran out).
+    pub(crate) fn generate(&mut self, out: &mut [u8], pcm: &mut [i16]) -> bool {
+        let law = self.law;
+        match &mut self.source {
+            Source::Prompt {
+                prompt,
+                pos,
+                looped,
+            } => {
+                let data = prompt.encoded(law);
+                if data.is_empty() {
+                    out.fill(law.silence());
+                    return true;
+                }
+                let mut filled = 0;
+                while filled < out.len() {
+                    if *pos >= data.len() {
+                        if !*looped {
+                            out[filled..].fill(law.silence());
+                            return true;
+                        }
+                        *pos = 0;
+                    }
+                    let n = (data.len() - *pos).min(out.len() - filled);
+                    out[filled..filled + n].copy_from_slice(&data[*pos..*pos + n]);
+                    filled += n;
+                    *pos += n;
+                }
+                !*looped && *pos >= data.len()
+            }
+            Source::Tone(gen) => {
+                let pcm = &mut pcm[..out.len()];
+                gen.fill(pcm);
+                law.encode(pcm, out);
+                false
+            }
+            Source::Idle | Source::Peer(_) => false,
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Announcements, stored pre-encoded in both G.711 laws so that steady-state
+//! playback is a `memcpy` into the packet buffer.
+
+use std::fmt;
+use std::path::Path;
+
+use codec::{Codec, G711};
+
+use crate::decimate::decimate_by_two;
+
+const SOX_HINT: &str = "convert with `sox in.wav -b16 -c1 -r8000 out.wav`";
+
+/// Audio ready to play on any G.711 leg.
+#[derive(Debug, Clone)]
+pub struct Prompt {
+    name: String,
+    ulaw: Vec<u8>,
+    alaw: Vec<u8>,
+}
+
+/// A prompt that could not be loaded: which file, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptError {
+    pub source: String,
+    pub problem: String,
+}
+
+impl fmt::Display for PromptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.source, self.problem)
+    }
+}
+
+impl std::error::Error for PromptError {}
+
+impl Prompt {
+    /// From 8 kHz linear PCM.
+    pub fn from_pcm(name: impl Into<String>, pcm: &[i16]) -> Prompt {
+        let encode = |law: G711| {
+            let mut out = vec![0; pcm.len()];
+            law.encode(pcm, &mut out);
+            out
+        };
+        Prompt {
+            name: name.into(),
+            ulaw: encode(G711::Pcmu),
+            alaw: encode(G711::Pcma),
+        }
+    }
+
+    /// From raw G.711 bytes (a headerless `.ulaw`/`.alaw` file).
+    pub fn from_coded(name: impl Into<String>, bytes: Vec<u8>, law: G711) -> Prompt {
+        let other = match law {
+            G711::Pcmu => G711::Pcma,
+            G711::Pcma => G711::Pcmu,
+        };
+        let mut converted = vec![0; bytes.len()];
+        law.transcode(other, &bytes, &mut converted);
+        let (ulaw, alaw) = if law == G711::Pcmu {
+            (bytes, converted)
+        } else {
+            (converted, bytes)
+        };
+        Prompt {
+            name: name.into(),
+            ulaw,
+            alaw,
+        }
+    }
+
+    /// From an in-memory WAV file (8 or 16 kHz, mono, 16-bit PCM), e.g. one
+    /// embedded in the binary with `include_bytes!`.
+    pub fn from_wav_bytes(bytes: &[u8]) -> Result<Prompt, PromptError> {
+        Self::from_wav("<memory>", bytes)
+    }
+
+    /// From a file, by extension: `.wav`, `.ulaw`/`.ul`/`.pcmu` or `.alaw`/`.al`/`.pcma`.
+    pub fn load(path: &Path) -> Result<Prompt, PromptError> {
+        let name = path.display().to_string();
+        let fail = |problem: String| PromptError {
+            source: name.clone(),
+            problem,
+        };
+        let bytes = std::fs::read(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        match ext.as_str() {
+            "wav" => Self::from_wav(&name, &bytes),
+            "ulaw" | "ul" | "pcmu" => Ok(Self::from_coded(name, bytes, G711::Pcmu)),
+            "alaw" | "al" | "pcma" => Ok(Self::from_coded(name, bytes, G711::Pcma)),
+            _ => Err(fail(format!(
+                "unknown prompt type {ext:?}: expected .wav, .ulaw or .alaw"
+            ))),
+        }
+    }
+
+    fn from_wav(name: &str, bytes: &[u8]) -> Result<Prompt, PromptError> {
+        let fail = |problem: String| PromptError {
+            source: name.to_string(),
+            problem,
+        };
+        let reader =
+            hound::WavReader::new(bytes).map_err(|e| fail(format!("not a WAV file: {e}")))?;
+        let spec = reader.spec();
+        if spec.channels != 1 {
+            return Err(fail(format!(
+                "{}-channel WAV not supported (need mono): {SOX_HINT}",
+                spec.channels
+            )));
+        }
+        if spec.sample_format != hound::SampleFormat::Int || spec.bits_per_sample != 16 {
+            return Err(fail(format!(
+                "{}-bit {:?} WAV not supported (need 16-bit PCM): {SOX_HINT}",
+                spec.bits_per_sample, spec.sample_format
+            )));
+        }
+        if spec.sample_rate != 8000 && spec.sample_rate != 16000 {
+            return Err(fail(format!(
+                "{} Hz WAV not supported (need 8000 or 16000 Hz): {SOX_HINT}",
+                spec.sample_rate
+            )));
+        }
+        // A hostile header must not make us reserve gigabytes.
+        if reader.len() as usize > bytes.len() / 2 {
+            return Err(fail(
+                "WAV header claims more audio than the file holds (truncated?)".into(),
+            ));
+        }
+        let pcm: Vec<i16> = reader
+            .into_samples::<i16>()
+            .collect::<Result<_, _>>()
+            .map_err(|e| fail(format!("corrupt WAV data: {e}")))?;
+        if pcm.is_empty() {
+            return Err(fail("WAV has no audio".into()));
+        }
+        let pcm = if spec.sample_rate == 16000 {
+            decimate_by_two(&pcm)
+        } else {
+            pcm
+        };
+        Ok(Self::from_pcm(name, &pcm))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Length in 8 kHz samples.
+    pub fn samples(&self) -> usize {
+        self.ulaw.len()
+    }
+
+    /// The prompt coded in `law`.
+    pub fn encoded(&self, law: G711) -> &[u8] {
+        match law {
+            G711::Pcmu => &self.ulaw,
+            G711::Pcma => &self.alaw,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A mono 16-bit WAV in memory.
+    pub(crate) fn wav(rate: u32, channels: u16, samples: &[i16]) -> Vec<u8> {
+        let spec = hound::WavSpec {
+            channels,
+            sample_rate: rate,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut cur = std::io::Cursor::new(Vec::new());
+        let mut w = hound::WavWriter::new(&mut cur, spec).unwrap();
+        for &s in samples {
+            w.write_sample(s).unwrap();
+        }
+        w.finalize().unwrap();
+        cur.into_inner()
+    }
+
+    #[test]
+    fn wav_8k_is_encoded_in_both_laws() {
+        let pcm: Vec<i16> = (0..400).map(|i| (i * 37 % 2000) as i16 - 1000).collect();
+        let p = Prompt::from_wav_bytes(&wav(8000, 1, &pcm)).unwrap();
+        assert_eq!(p.samples(), 400);
+        let expect: Vec<u8> = pcm.iter().map(|&s| G711::Pcma.encode_sample(s)).collect();
+        assert_eq!(p.encoded(G711::Pcma), &expect[..]);
+        assert_eq!(p.encoded(G711::Pcmu)[0], G711::Pcmu.encode_sample(pcm[0]));
+    }
+
+    #[test]
+    fn wav_16k_is_halved() {
+        let p = Prompt::from_wav_bytes(&wav(16000, 1, &[100; 1000])).unwrap();
+        assert_eq!(p.samples(), 500);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = Prompt::from_wav_bytes(&wav(8000, 2, &[0; 10])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("<memory>: 2-channel WAV not supported (need mono): {SOX_HINT}")
+        );
+        let e = Prompt::from_wav_bytes(&wav(44100, 1, &[0; 10])).unwrap_err();
+        assert!(e.problem.starts_with("44100 Hz WAV not supported"), "{e}");
+        assert!(Prompt::from_wav_bytes(b"RIFF\0\0")
+            .unwrap_err()
+            .problem
+            .starts_with("not a WAV file"));
+        assert!(Prompt::from_wav_bytes(&wav(8000, 1, &[])).is_err());
+        let e = Prompt::load(Path::new("/nonexistent/x.wav")).unwrap_err();
+        assert_eq!(e.source, "/nonexistent/x.wav");
+    }
+
+    #[test]
+    fn truncated_and_random_wavs_are_errors_not_panics() {
+        let good = wav(8000, 1, &[5; 100]);
+        for cut in 0..good.len() - 1 {
+            let _ = Prompt::from_wav_bytes(&good[..cut]);
+        }
+        let mut rng = fastrand::Rng::with_seed(1);
+        for _ in 0..2000 {
+            let mut b = good.clone();
+            for _ in 0..4 {
+                let i = rng.usize(..b.len());
+                b[i] = rng.u8(..);
+            }
+            let _ = Prompt::from_wav_bytes(&b);
+        }
+    }
+
+    #[test]
+    fn raw_files_by_extension() {
+        let dir = std::env::temp_dir().join(format!("strowger-prompt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.alaw");
+        std::fs::write(&path, [0xD5, 0x55, 0xAA]).unwrap();
+        let p = Prompt::load(&path).unwrap();
+        assert_eq!(p.encoded(G711::Pcma), &[0xD5, 0x55, 0xAA]);
+        assert_eq!(p.encoded(G711::Pcmu)[..2], [0xFF, 0x7F]);
+        let bad = dir.join("x.mp3");
+        std::fs::write(&bad, [0]).unwrap();
+        assert!(Prompt::load(&bad)
+            .unwrap_err()
+            .problem
+            .contains("expected .wav"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
