@@ -1,1 +1,688 @@
+//! Engine behaviour, driven with injected `Instant`s.
 
+use std::io::{Cursor, Seek, SeekFrom, Write};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use codec::G711;
+use rtp::rtcp::{self, ReportBlock, RtcpPacket};
+use rtp::{RtpHeader, RtpPacket, TelephoneEvent};
+
+use crate::*;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+fn cfg(law: G711, port: u16) -> LegConfig {
+    LegConfig {
+        payload_type: if law == G711::Pcmu { 0 } else { 8 },
+        law,
+        dtmf_pt: Some(101),
+        remote: Some(addr(port)),
+        remote_rtcp: None,
+        symmetric: false,
+        media_timeout: None,
+        ptime_ms: 20,
+    }
+}
+
+#[derive(Debug)]
+struct Sent {
+    leg: LegId,
+    rtcp: bool,
+    dst: SocketAddr,
+    data: Vec<u8>,
+}
+
+impl Sent {
+    fn rtp(&self) -> RtpPacket<'_> {
+        RtpPacket::parse(&self.data).unwrap()
+    }
+}
+
+fn tick(e: &mut Engine, now: Instant) -> Vec<Sent> {
+    let mut out = Vec::new();
+    e.tick(now, &mut |t: Transmit<'_>| {
+        out.push(Sent {
+            leg: t.leg,
+            rtcp: t.rtcp,
+            dst: t.dst,
+            data: t.payload.to_vec(),
+        })
+    });
+    out
+}
+
+fn rtp_in(e: &mut Engine, id: LegId, data: &[u8], src: SocketAddr, now: Instant) -> Vec<Sent> {
+    let mut out = Vec::new();
+    e.on_rtp(id, data, src, now, &mut |t: Transmit<'_>| {
+        out.push(Sent {
+            leg: t.leg,
+            rtcp: t.rtcp,
+            dst: t.dst,
+            data: t.payload.to_vec(),
+        })
+    });
+    out
+}
+
+fn packet(pt: u8, seq: u16, ts: u32, marker: bool, payload: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0; 12 + payload.len()];
+    RtpHeader {
+        marker,
+        payload_type: pt,
+        sequence: seq,
+        timestamp: ts,
+        ssrc: 0xCAFE,
+    }
+    .write_with_payload(payload, &mut buf)
+    .unwrap();
+    buf
+}
+
+fn events(e: &mut Engine) -> Vec<MediaEvent> {
+    std::iter::from_fn(|| e.poll_event()).collect()
+}
+
+fn ramp_prompt(samples: usize) -> Arc<Prompt> {
+    let pcm: Vec<i16> = (0..samples)
+        .map(|i| ((i * 97) % 16000) as i16 - 8000)
+        .collect();
+    Arc::new(Prompt::from_pcm("ramp", &pcm))
+}
+
+/// Checks packets form one contiguous stream; returns the payloads joined.
+fn contiguous(sent: &[Sent], samples: u32) -> Vec<u8> {
+    for w in sent.windows(2) {
+        let (a, b) = (w[0].rtp(), w[1].rtp());
+        assert_eq!(b.sequence(), a.sequence().wrapping_add(1));
+        assert_eq!(b.timestamp(), a.timestamp().wrapping_add(samples));
+        assert_eq!(a.ssrc(), b.ssrc());
+    }
+    sent.iter()
+        .flat_map(|s| s.rtp().payload().to_vec())
+        .collect()
+}
+
+#[test]
+fn playback_is_50_packets_per_second_of_the_encoded_prompt() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(1);
+    let leg = e.add_leg(cfg(G711::Pcma, 4000), t0);
+    let prompt = ramp_prompt(8000);
+    e.play(leg, prompt.clone(), false);
+    let mut sent = Vec::new();
+    for i in 0..60 {
+        sent.extend(tick(&mut e, t0 + 20 * MS * i));
+        if i < 49 {
+            assert!(e.poll_event().is_none(), "done early at tick {i}");
+        }
+    }
+    assert_eq!(sent.len(), 50);
+    assert!(sent
+        .iter()
+        .all(|s| !s.rtcp && s.dst == addr(4000) && s.leg == leg));
+    assert!(sent[0].rtp().marker() && !sent[1].rtp().marker());
+    assert_eq!(sent[0].rtp().payload_type(), 8);
+    assert_eq!(contiguous(&sent, 160), prompt.encoded(G711::Pcma));
+    assert_eq!(events(&mut e), vec![MediaEvent::PlaybackDone { leg }]);
+}
+
+#[test]
+fn looped_playback_wraps_without_finishing() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(2);
+    let leg = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let prompt = ramp_prompt(250);
+    e.play(leg, prompt.clone(), true);
+    let sent: Vec<_> = (0..4)
+        .flat_map(|i| tick(&mut e, t0 + 20 * MS * i))
+        .collect();
+    let expect: Vec<u8> = prompt
+        .encoded(G711::Pcmu)
+        .iter()
+        .copied()
+        .cycle()
+        .take(640)
+        .collect();
+    assert_eq!(contiguous(&sent, 160), expect);
+    assert!(events(&mut e).is_empty());
+}
+
+#[test]
+fn late_ticks_catch_up_and_stalls_skip_ahead() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(3);
+    let leg = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    e.tone(leg, ToneSpec::dial());
+    assert_eq!(tick(&mut e, t0).len(), 1);
+    assert_eq!(
+        tick(&mut e, t0 + 60 * MS).len(),
+        3,
+        "missed frames are emitted"
+    );
+    assert_eq!(e.stats(leg).unwrap().late_ticks, 1);
+    let first = tick(&mut e, t0 + 80 * MS);
+    // A one-second stall: five frames, then a jump that keeps the clock.
+    let stalled = tick(&mut e, t0 + 1080 * MS);
+    assert_eq!(stalled.len(), 5);
+    let after = tick(&mut e, t0 + 1100 * MS);
+    assert_eq!(after.len(), 1);
+    let gap = after[0]
+        .rtp()
+        .timestamp()
+        .wrapping_sub(first[0].rtp().timestamp());
+    assert_eq!(gap, 1020 * 8);
+}
+
+#[test]
+fn jittery_ticks_keep_exact_rate_and_timestamps() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(4);
+    let leg = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    e.tone(leg, ToneSpec::busy());
+    let mut rng = fastrand::Rng::with_seed(9);
+    let mut sent = Vec::new();
+    // Ten minutes of ticks, each up to 4 ms early or late (a quarter frame:
+    // the first tick anchors the frame clock, the other quarter is slack).
+    for i in 0..30_000u32 {
+        let at = t0 + 20 * MS * i + Duration::from_micros(4_000)
+            - Duration::from_micros(rng.u64(..8_000));
+        sent.extend(tick(&mut e, at).into_iter().filter(|s| !s.rtcp));
+    }
+    assert!((29_999..=30_000).contains(&sent.len()), "{}", sent.len());
+    contiguous(&sent, 160);
+    assert_eq!(e.stats(leg).unwrap().late_ticks, 0);
+}
+
+#[test]
+fn echo_returns_payload_on_our_own_stream() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(5);
+    let leg = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    e.echo(leg);
+    let payload: Vec<u8> = (0..160).map(|i| i as u8).collect();
+    let a = rtp_in(
+        &mut e,
+        leg,
+        &packet(0, 10, 1000, false, &payload),
+        addr(4000),
+        t0,
+    );
+    let b = rtp_in(
+        &mut e,
+        leg,
+        &packet(0, 11, 1160, false, &payload),
+        addr(4000),
+        t0 + 20 * MS,
+    );
+    assert_eq!((a.len(), b.len()), (1, 1));
+    let (pa, pb) = (a[0].rtp(), b[0].rtp());
+    assert_eq!(pa.payload(), &payload[..]);
+    assert_ne!(pa.ssrc(), 0xCAFE);
+    assert!(pa.marker());
+    assert_eq!(a[0].dst, addr(4000));
+    assert_eq!(pb.sequence(), pa.sequence().wrapping_add(1));
+    assert_eq!(pb.timestamp(), pa.timestamp().wrapping_add(160));
+}
+
+#[test]
+fn bridge_relays_both_ways_with_transcoding() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(6);
+    let a = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let b = e.add_leg(cfg(G711::Pcma, 5000), t0);
+    e.bridge(a, b);
+    let ulaw: Vec<u8> = (0..160).map(|i| (i * 3) as u8).collect();
+    let out = rtp_in(&mut e, a, &packet(0, 1, 0, false, &ulaw), addr(4000), t0);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].leg, out[0].dst), (b, addr(5000)));
+    let p = out[0].rtp();
+    assert_eq!(p.payload_type(), 8);
+    let mut alaw = vec![0; 160];
+    G711::Pcmu.transcode(G711::Pcma, &ulaw, &mut alaw);
+    assert_eq!(p.payload(), &alaw[..]);
+    // A lost packet on the way in stays a gap on the way out.
+    let next = rtp_in(
+        &mut e,
+        a,
+        &packet(0, 3, 320, false, &ulaw),
+        addr(4000),
+        t0 + 40 * MS,
+    );
+    assert_eq!(next[0].rtp().sequence(), p.sequence().wrapping_add(2));
+    assert_eq!(next[0].rtp().timestamp(), p.timestamp().wrapping_add(320));
+    assert_eq!(next[0].rtp().ssrc(), p.ssrc());
+
+    let back = rtp_in(
+        &mut e,
+        b,
+        &packet(8, 100, 9999, false, &alaw),
+        addr(5000),
+        t0,
+    );
+    assert_eq!((back[0].leg, back[0].dst), (a, addr(4000)));
+    assert_eq!(back[0].rtp().payload_type(), 0);
+    let mut ulaw_back = vec![0; 160];
+    G711::Pcma.transcode(G711::Pcmu, &alaw, &mut ulaw_back);
+    assert_eq!(back[0].rtp().payload(), &ulaw_back[..]);
+
+    // Same codec: bytes pass through untouched.
+    let c = e.add_leg(cfg(G711::Pcmu, 6000), t0);
+    e.bridge(a, c);
+    assert!(
+        rtp_in(
+            &mut e,
+            b,
+            &packet(8, 101, 10159, false, &alaw),
+            addr(5000),
+            t0
+        )
+        .is_empty(),
+        "b was left idle"
+    );
+    let out = rtp_in(&mut e, a, &packet(0, 4, 480, false, &ulaw), addr(4000), t0);
+    assert_eq!(out[0].rtp().payload(), &ulaw[..]);
+    assert_eq!(out[0].leg, c);
+}
+
+#[test]
+fn dtmf_is_relayed_with_the_peer_pt_and_detected_once() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(7);
+    let a = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let b = e.add_leg(
+        LegConfig {
+            dtmf_pt: Some(96),
+            ..cfg(G711::Pcmu, 5000)
+        },
+        t0,
+    );
+    e.bridge(a, b);
+    let mut relayed = Vec::new();
+    let seq = [
+        (false, 160),
+        (false, 160),
+        (false, 480),
+        (true, 800),
+        (true, 800),
+        (true, 800),
+    ];
+    for (i, (end, duration)) in seq.into_iter().enumerate() {
+        let mut ev = [0u8; 4];
+        TelephoneEvent {
+            event: 5,
+            end,
+            volume: 10,
+            duration,
+        }
+        .write(&mut ev)
+        .unwrap();
+        relayed.extend(rtp_in(
+            &mut e,
+            a,
+            &packet(101, i as u16, 8000, i == 0, &ev),
+            addr(4000),
+            t0 + 20 * MS * i as u32,
+        ));
+    }
+    assert_eq!(
+        events(&mut e),
+        vec![MediaEvent::Dtmf {
+            leg: a,
+            digit: '5',
+            duration_ms: 100
+        }]
+    );
+    assert_eq!(relayed.len(), 6);
+    assert!(relayed
+        .iter()
+        .all(|s| s.rtp().payload_type() == 96 && s.leg == b));
+    let ts = relayed[0].rtp().timestamp();
+    assert!(
+        relayed.iter().all(|s| s.rtp().timestamp() == ts),
+        "events keep their start timestamp"
+    );
+    assert_eq!(
+        TelephoneEvent::parse(relayed[5].rtp().payload())
+            .unwrap()
+            .duration,
+        800
+    );
+
+    // A peer without telephone-event gets no events.
+    let c = e.add_leg(
+        LegConfig {
+            dtmf_pt: None,
+            ..cfg(G711::Pcmu, 6000)
+        },
+        t0,
+    );
+    e.bridge(a, c);
+    let mut ev = [0u8; 4];
+    TelephoneEvent {
+        event: 1,
+        end: true,
+        volume: 10,
+        duration: 400,
+    }
+    .write(&mut ev)
+    .unwrap();
+    assert!(rtp_in(&mut e, a, &packet(101, 9, 16000, true, &ev), addr(4000), t0).is_empty());
+    assert_eq!(
+        events(&mut e),
+        vec![MediaEvent::Dtmf {
+            leg: a,
+            digit: '1',
+            duration_ms: 50
+        }]
+    );
+}
+
+#[test]
+fn media_timeout_fires_once_and_not_on_hold() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(8);
+    let leg = e.add_leg(
+        LegConfig {
+            media_timeout: Some(Duration::from_secs(2)),
+            ..cfg(G711::Pcmu, 4000)
+        },
+        t0,
+    );
+    let at = |e: &mut Engine, ms: u64| {
+        tick(e, t0 + MS * ms as u32);
+        events(e)
+    };
+    assert!(at(&mut e, 0).is_empty());
+    assert!(at(&mut e, 1980).is_empty());
+    assert_eq!(at(&mut e, 2000), vec![MediaEvent::MediaTimeout { leg }]);
+    assert!(at(&mut e, 3000).is_empty(), "reported once");
+    rtp_in(
+        &mut e,
+        leg,
+        &packet(0, 1, 0, false, &[0xFF; 160]),
+        addr(4000),
+        t0 + 3100 * MS,
+    );
+    assert!(at(&mut e, 5000).is_empty());
+    assert_eq!(
+        at(&mut e, 5100),
+        vec![MediaEvent::MediaTimeout { leg }],
+        "re-armed by RTP"
+    );
+
+    let held = e.add_leg(
+        LegConfig {
+            media_timeout: Some(Duration::from_secs(2)),
+            ..cfg(G711::Pcmu, 4000)
+        },
+        t0,
+    );
+    e.update_leg(
+        held,
+        LegUpdate {
+            payload_type: 0,
+            law: G711::Pcmu,
+            dtmf_pt: None,
+            remote: Some(addr(4000)),
+            remote_rtcp: None,
+            sends: true,
+            receives: false,
+            symmetric: false,
+        },
+    );
+    for s in 0..10 {
+        tick(&mut e, t0 + Duration::from_secs(6 + s));
+    }
+    assert!(!events(&mut e).contains(&MediaEvent::MediaTimeout { leg: held }));
+}
+
+#[test]
+fn symmetric_leg_latches_to_the_packet_source() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(9);
+    let leg = e.add_leg(
+        LegConfig {
+            symmetric: true,
+            ..cfg(G711::Pcmu, 4000)
+        },
+        t0,
+    );
+    e.tone(leg, ToneSpec::dial());
+    assert_eq!(tick(&mut e, t0)[0].dst, addr(4000));
+    rtp_in(
+        &mut e,
+        leg,
+        &packet(0, 1, 0, false, &[0xFF; 160]),
+        addr(6000),
+        t0 + 10 * MS,
+    );
+    assert_eq!(
+        events(&mut e),
+        vec![MediaEvent::RemoteLatched {
+            leg,
+            addr: addr(6000)
+        }]
+    );
+    assert_eq!(tick(&mut e, t0 + 20 * MS)[0].dst, addr(6000));
+    // Once latched, other sources are ignored.
+    rtp_in(
+        &mut e,
+        leg,
+        &packet(0, 2, 160, false, &[0xFF; 160]),
+        addr(7000),
+        t0 + 30 * MS,
+    );
+    assert_eq!(tick(&mut e, t0 + 40 * MS)[0].dst, addr(6000));
+    assert_eq!(e.stats(leg).unwrap().rejected, 1);
+    assert!(events(&mut e).is_empty());
+}
+
+/// A `Cursor` the test can still read after handing it to the engine.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Cursor<Vec<u8>>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().write(b)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for Shared {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        self.0.lock().unwrap().seek(pos)
+    }
+}
+
+#[test]
+fn recording_fills_gaps_by_timestamp() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(10);
+    let leg = e.add_leg(cfg(G711::Pcma, 4000), t0);
+    let sink = Shared::default();
+    e.record(leg, Box::new(sink.clone())).unwrap();
+    let frame = |v: i16| vec![G711::Pcma.encode_sample(v); 160];
+    // Packet 2 (ts 320) is lost; packet 1 arrives twice, late the second time.
+    for (seq, ts, v) in [
+        (0u16, 0u32, 1000),
+        (1, 160, 2000),
+        (3, 480, 3000),
+        (1, 160, 2000),
+    ] {
+        rtp_in(
+            &mut e,
+            leg,
+            &packet(8, seq, 5000 + ts, false, &frame(v)),
+            addr(4000),
+            t0,
+        );
+    }
+    assert_eq!(e.silence(leg).unwrap().unwrap(), 640);
+    let bytes = sink.0.lock().unwrap().get_ref().clone();
+    let mut reader = hound::WavReader::new(&bytes[..]).unwrap();
+    assert_eq!(reader.spec().sample_rate, 8000);
+    let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
+    let level = |v: i16| G711::Pcma.decode_sample(G711::Pcma.encode_sample(v));
+    assert_eq!(samples.len(), 640);
+    assert!(samples[..160].iter().all(|&s| s == level(1000)));
+    assert!(samples[160..320].iter().all(|&s| s == level(2000)));
+    assert!(
+        samples[320..480].iter().all(|&s| s == 0),
+        "lost packet became silence"
+    );
+    assert!(samples[480..].iter().all(|&s| s == level(3000)));
+}
+
+#[test]
+fn rtcp_reports_and_round_trip_time() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(11);
+    let leg = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    e.tone(leg, ToneSpec::ringback());
+    let mut rtp_sent = 0;
+    let mut reports = Vec::new();
+    for i in 0..400u32 {
+        let now = t0 + 20 * MS * i;
+        if i % 4 != 3 {
+            // The far end sends too (losing every fourth), so our report has a block about it.
+            rtp_in(
+                &mut e,
+                leg,
+                &packet(0, i as u16, 160 * i, false, &[0xFF; 160]),
+                addr(4000),
+                now,
+            );
+        }
+        for s in tick(&mut e, now) {
+            if s.rtcp {
+                reports.push((now, rtp_sent, s));
+            } else {
+                rtp_sent += 1;
+            }
+        }
+    }
+    assert!(
+        !reports.is_empty() && reports[0].0 >= t0 + Duration::from_millis(2500),
+        "first report too early"
+    );
+    let (sr_at, sent_before, sr) = &reports[0];
+    assert_eq!(sr.dst, addr(4001));
+    let pkts: Vec<_> = rtcp::parse_compound(&sr.data)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let RtcpPacket::SenderReport {
+        ssrc,
+        info,
+        mut blocks,
+    } = pkts[0]
+    else {
+        panic!("not an SR: {:?}", pkts[0])
+    };
+    assert_eq!(info.packet_count, *sent_before);
+    let block = blocks.next().expect("report block about the far end");
+    assert_eq!(block.ssrc, 0xCAFE);
+    assert!(
+        (56..=72).contains(&block.fraction_lost),
+        "a quarter missing: {}",
+        block.fraction_lost
+    );
+    assert!(matches!(pkts[1], RtcpPacket::Sdes(_)));
+
+    // The far end's RR: it held our SR 100 ms and answers 300 ms after we sent it.
+    let rb = ReportBlock {
+        ssrc,
+        fraction_lost: 12,
+        cumulative_lost: 3,
+        lsr: rtcp::ntp_short(info.ntp),
+        dlsr: rtcp::duration_to_short(100 * MS),
+        ..Default::default()
+    };
+    let mut buf = [0u8; 128];
+    let n = rtcp::write_report(&mut buf, 0xCAFE, None, &[rb], b"far").unwrap();
+    e.on_rtcp(leg, &buf[..n], addr(4001), *sr_at + 300 * MS);
+    let stats = e.stats(leg).unwrap();
+    let rtt = stats.rtt.unwrap();
+    assert!(rtt.abs_diff(200 * MS) < MS, "rtt {rtt:?}");
+    assert_eq!(
+        (stats.remote_fraction_lost, stats.remote_packets_lost),
+        (Some(12), Some(3))
+    );
+    assert!(stats.packets_lost > 0 && stats.packets_received == 300);
+}
+
+#[test]
+fn remove_leg_returns_stats_and_idles_the_peer() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(12);
+    let a = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let b = e.add_leg(cfg(G711::Pcma, 5000), t0);
+    e.bridge(a, b);
+    rtp_in(
+        &mut e,
+        a,
+        &packet(0, 1, 0, false, &[0xFF; 160]),
+        addr(4000),
+        t0,
+    );
+    let stats = e.remove_leg(a).unwrap();
+    assert_eq!(
+        (stats.codec, stats.packets_received, stats.bytes_received),
+        ("PCMU", 1, 160)
+    );
+    assert_eq!(e.stats(b).unwrap().packets_sent, 1);
+    assert!(rtp_in(
+        &mut e,
+        b,
+        &packet(8, 1, 0, false, &[0xD5; 160]),
+        addr(5000),
+        t0
+    )
+    .is_empty());
+    assert!(e.remove_leg(a).is_none());
+}
+
+#[test]
+fn hostile_datagrams_never_panic() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(13);
+    let a = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let b = e.add_leg(
+        LegConfig {
+            symmetric: true,
+            ..cfg(G711::Pcma, 5000)
+        },
+        t0,
+    );
+    let c = e.add_leg(cfg(G711::Pcmu, 6000), t0);
+    e.bridge(a, b);
+    e.echo(c);
+    e.record(c, Box::new(Cursor::new(Vec::new()))).unwrap();
+    let mut rng = fastrand::Rng::with_seed(14);
+    let mut buf = [0u8; 1600];
+    for i in 0..50_000u32 {
+        let len = rng.usize(..buf.len());
+        rng.fill(&mut buf[..len]);
+        if len > 1 && rng.bool() {
+            buf[0] = 0x80 | (buf[0] & 0x3F);
+            buf[1] = [0, 8, 101, 200, 201, 202, 203][rng.usize(..7)] | (buf[1] & 0x80);
+        }
+        let leg = [a, b, c, LegId::from_index(99)][rng.usize(..4)];
+        let now = t0 + MS * i;
+        e.on_rtp(leg, &buf[..len], addr(4000), now, &mut |t: Transmit<'_>| {
+            assert!(t.payload.len() <= 1500)
+        });
+        e.on_rtcp(leg, &buf[..len], addr(4001), now);
+        if i % 20 == 0 {
+            e.tick(now, &mut |_| {});
+        }
+    }
+    let _ = events(&mut e);
+}

@@ -98,7 +98,7 @@ impl ToneGen {
     pub(crate) fn fill(&mut self, out: &mut [i16]) {
         let table = sine_table();
         for s in out {
-            let on = self.segment % 2 == 0;
+            let on = self.segment & 1 == 0; // even segments are "on"
             let mut acc = 0.0;
             for (phase, inc) in &mut self.oscillators {
                 if on {
