@@ -21,7 +21,9 @@
 //! leg ends the bridge, leaving the other side idle.
 //!
 //! Timing: generated frames carry timestamps counted in frames, so they are
-//! exact however the ticks jitter. A late tick emits the missed frames (up
+//! exact however the ticks jitter; frames are due with half a frame of
+//! slack, so tick jitter up to a quarter frame (±5 ms at 20 ms) never
+//! bunches packets. A late tick emits the missed frames (up
 //! to 5, counted in [`LegStats::late_ticks`]); a longer stall skips ahead.
 //! Relayed packets (bridge, echo) are sent at once from `on_rtp`, their
 //! sequence numbers and timestamps shifted onto the outgoing leg's stream.

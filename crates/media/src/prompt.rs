@@ -194,6 +194,13 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn bundled_demo_announcement_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/demo.wav");
+        let p = Prompt::load(&path).unwrap();
+        assert!(p.samples() > 8000 * 10, "{} samples", p.samples());
+    }
+
+    #[test]
     fn wav_16k_is_halved() {
         let p = Prompt::from_wav_bytes(&wav(16000, 1, &[100; 1000])).unwrap();
         assert_eq!(p.samples(), 500);
