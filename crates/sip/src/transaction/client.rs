@@ -1,0 +1,175 @@
+//! Client transactions (RFC 3261 §17.1, with the INVITE "Accepted" state of RFC 6026), and the
+//! requests the layer derives from an INVITE: the ACK for a non-2xx and the CANCEL.
+
+use super::timer::{Armed, Slot};
+use super::{ClientTxId, Io, Life, Peer, Timers, TxEvent};
+use crate::builder::RequestBuilder;
+use crate::header::{CSeq, HeaderName};
+use crate::message::Message;
+use crate::method::Method;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Timer D for UDP: long enough to absorb every retransmission of the final (§17.1.1.2).
+const TIMER_D: Duration = Duration::from_secs(32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum State {
+    /// A CANCEL waiting for its INVITE's first provisional (§9.1); nothing sent yet.
+    Deferred,
+    /// Request sent, no response yet ("Trying" for non-INVITE).
+    Calling,
+    Proceeding,
+    Completed,
+    /// INVITE only: 2xx received; 2xx retransmissions still reach the TU until timer M.
+    Accepted,
+}
+
+pub(super) struct ClientTxn {
+    /// None when the TU's request had no branch or CSeq: it can only time out.
+    pub key: Option<Arc<str>>,
+    pub invite: bool,
+    pub state: State,
+    pub peer: Peer,
+    request: Arc<[u8]>,
+    /// INVITE only: the ACK sent for the non-2xx final, re-sent on each of its retransmissions.
+    ack: Option<Arc<[u8]>>,
+    /// INVITE only: its CANCEL transaction, once the TU asked for one.
+    pub cancel: Option<u64>,
+    interval: Duration,
+    pub timers: Armed,
+}
+
+impl ClientTxn {
+    pub fn new(
+        id: u64,
+        key: Option<Arc<str>>,
+        invite: bool,
+        request: Arc<[u8]>,
+        peer: Peer,
+    ) -> Self {
+        ClientTxn {
+            key,
+            invite,
+            state: State::Deferred,
+            peer,
+            request,
+            ack: None,
+            cancel: None,
+            interval: Duration::ZERO,
+            timers: Armed::new(id),
+        }
+    }
+
+    pub fn request(&self) -> &[u8] {
+        &self.request
+    }
+
+    /// Sends the request and starts timers A+B (INVITE) or E+F.
+    pub fn start(&mut self, now: Instant, t: &Timers, io: &mut Io) {
+        self.state = State::Calling;
+        io.send(self.peer, self.request.clone());
+        if !self.peer.transport.is_reliable() {
+            self.interval = t.t1;
+            self.timers.arm(&mut io.queue, Slot::Retransmit, now + t.t1);
+        }
+        self.timers.arm(&mut io.queue, Slot::End, now + t.t64());
+    }
+
+    /// Returns `Some(first_time)` when the TU should see the response.
+    pub fn on_response(
+        &mut self,
+        msg: &Message,
+        status: u16,
+        now: Instant,
+        t: &Timers,
+        io: &mut Io,
+    ) -> (Option<bool>, Life) {
+        let udp = !self.peer.transport.is_reliable();
+        match (self.state, status) {
+            (State::Calling | State::Proceeding, 100..=199) => {
+                self.state = State::Proceeding;
+                if self.invite {
+                    // No more retransmissions, and timer B only guards the Calling state.
+                    self.timers.disarm(Slot::Retransmit);
+                    self.timers.disarm(Slot::End);
+                }
+                (Some(true), Life::Live)
+            }
+            (State::Calling | State::Proceeding, 200..=299) if self.invite => {
+                self.state = State::Accepted;
+                self.timers.disarm(Slot::Retransmit);
+                self.timers.arm(&mut io.queue, Slot::End, now + t.t64());
+                (Some(true), Life::Live)
+            }
+            (State::Calling | State::Proceeding, _) => {
+                self.state = State::Completed;
+                self.timers.disarm(Slot::Retransmit);
+                let wait = if !udp {
+                    Duration::ZERO
+                } else if self.invite {
+                    TIMER_D
+                } else {
+                    t.t4
+                };
+                if self.invite {
+                    self.ack = derive(&self.request, Method::Ack, msg.header(HeaderName::To))
+                        .map(Arc::from);
+                    self.resend_ack(io);
+                }
+                (Some(true), self.timers.end_after(&mut io.queue, wait, now))
+            }
+            (State::Accepted, 200..=299) => (Some(false), Life::Live),
+            (State::Completed, 300..) if self.invite => {
+                self.resend_ack(io);
+                (None, Life::Live)
+            }
+            _ => (None, Life::Live),
+        }
+    }
+
+    fn resend_ack(&self, io: &mut Io) {
+        if let Some(ack) = &self.ack {
+            io.send(self.peer, ack.clone());
+        }
+    }
+
+    pub fn on_timer(&mut self, id: u64, slot: Slot, at: Instant, t: &Timers, io: &mut Io) -> Life {
+        if slot == Slot::Retransmit {
+            io.send(self.peer, self.request.clone());
+            // A doubles without bound; E doubles up to T2, and is T2 once a provisional came.
+            self.interval = match (self.invite, self.state) {
+                (true, _) => self.interval * 2,
+                (false, State::Proceeding) => t.t2,
+                (false, _) => t.backoff(self.interval),
+            };
+            self.timers
+                .arm(&mut io.queue, Slot::Retransmit, at + self.interval);
+            return Life::Live;
+        }
+        if matches!(self.state, State::Calling | State::Proceeding) {
+            // Timer B or F: the TU acts as if it got a 408.
+            io.events.push_back(TxEvent::Timeout(ClientTxId(id)));
+        }
+        Life::Dead
+    }
+}
+
+/// A request built from the INVITE with `method` (§17.1.1.3 ACK, §9.1 CANCEL): same
+/// Request-URI, top Via (so the same branch), From, Call-ID, CSeq number and Route set; To from
+/// the response for an ACK (it carries the tag), from the INVITE for a CANCEL.
+pub(super) fn derive(invite: &[u8], method: Method, to: Option<&str>) -> Option<Vec<u8>> {
+    let req = Message::parse(invite, true).ok()?;
+    let cseq = CSeq::parse(req.header(HeaderName::CSeq)?).ok()?;
+    let mut b = RequestBuilder::new(&method, req.request_uri()?);
+    b.header("Via", req.header(HeaderName::Via)?);
+    for route in req.all(HeaderName::Route) {
+        b.header("Route", route);
+    }
+    b.header("Max-Forwards", 70)
+        .header("From", req.header(HeaderName::From)?)
+        .header("To", to.or(req.header(HeaderName::To))?)
+        .header("Call-ID", req.header(HeaderName::CallId)?)
+        .header("CSeq", format_args!("{} {method}", cseq.seq));
+    Some(b.finish(None))
+}

@@ -1,0 +1,107 @@
+//! Matching keys (RFC 3261 §17.1.3, §17.2.3), written into a reused buffer so a lookup does not
+//! allocate; a new transaction turns the buffer into its one shared `Arc<str>` key.
+
+use crate::header::{CSeq, HeaderName, NameAddr, Via};
+use crate::message::Message;
+use crate::method::Method;
+use std::fmt::Write as _;
+
+/// Branches starting with this were built by RFC 3261 elements and are unique per transaction.
+const COOKIE: &str = "z9hG4bK";
+
+/// Server transaction key of a request, as if its method were `method` (INVITE for an ACK or
+/// when looking up the INVITE a CANCEL targets). False when the request has no usable top Via
+/// or CSeq (it failed validation and cannot belong to a transaction).
+pub(super) fn server(msg: &Message, method: &Method, out: &mut String) -> bool {
+    out.clear();
+    let Some(raw_via) = msg.header(HeaderName::Via) else {
+        return false;
+    };
+    let Ok(via) = Via::parse(raw_via) else {
+        return false;
+    };
+    match via.branch() {
+        Some(branch) if branch.starts_with(COOKIE) => {
+            // Branch + sent-by + method (§17.2.3).
+            out.push_str(branch);
+            out.push('\0');
+            out.extend(via.host.chars().map(|c| c.to_ascii_lowercase()));
+            let _ = write!(out, ":{}\0{method}", via.port.unwrap_or(0));
+            true
+        }
+        _ => rfc2543(msg, method, raw_via, out),
+    }
+}
+
+/// RFC 2543 peers have no unique branch: Request-URI, tags, Call-ID, CSeq and the top Via
+/// identify the transaction. The To tag is left out for INVITE because the ACK for a non-2xx
+/// carries the tag our response added, which the INVITE did not have.
+fn rfc2543(msg: &Message, method: &Method, raw_via: &str, out: &mut String) -> bool {
+    let (Some(uri), Some(call_id), Some(Ok(cseq))) = (
+        msg.request_uri(),
+        msg.header(HeaderName::CallId),
+        msg.header(HeaderName::CSeq).map(CSeq::parse),
+    ) else {
+        return false;
+    };
+    let tag = |h| {
+        msg.header(h)
+            .and_then(|v| NameAddr::parse(v).ok())
+            .and_then(|n| n.tag())
+            .unwrap_or("")
+    };
+    let to_tag = if *method == Method::Invite {
+        ""
+    } else {
+        tag(HeaderName::To)
+    };
+    let from_tag = tag(HeaderName::From);
+    let _ = write!(
+        out,
+        "{uri}\0{from_tag}\0{to_tag}\0{call_id}\0{}\0{method}\0{raw_via}",
+        cseq.seq
+    );
+    true
+}
+
+/// Client transaction key (§17.1.3): top Via branch + CSeq method, the same for a request and
+/// its responses.
+pub(super) fn client(msg: &Message, out: &mut String) -> bool {
+    out.clear();
+    let branch = msg
+        .header(HeaderName::Via)
+        .and_then(|v| Via::parse(v).ok())
+        .and_then(|v| v.branch());
+    let cseq = msg
+        .header(HeaderName::CSeq)
+        .and_then(|c| CSeq::parse(c).ok());
+    match (branch, cseq) {
+        (Some(branch), Some(cseq)) if !branch.is_empty() => {
+            let _ = write!(out, "{branch}\0{}", cseq.method);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Key tying the ACK for a 2xx (a new transaction with its own branch) to the INVITE it
+/// acknowledges: CSeq number and Call-ID (§13.3.1.4).
+pub(super) fn ack(msg: &Message, out: &mut String) -> bool {
+    out.clear();
+    let cseq = msg
+        .header(HeaderName::CSeq)
+        .and_then(|c| CSeq::parse(c).ok());
+    match (cseq, msg.header(HeaderName::CallId)) {
+        (Some(cseq), Some(call_id)) => {
+            let _ = write!(out, "{} {call_id}", cseq.seq);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Splits an `ack` key back into (CSeq number, Call-ID) for the AckTimeout event.
+pub(super) fn split_ack(key: &str) -> (u32, &str) {
+    let (seq, call_id) = key.split_once(' ').unwrap_or(("", key));
+    (seq.parse().unwrap_or(0), call_id)
+}

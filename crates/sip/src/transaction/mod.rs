@@ -1,0 +1,474 @@
+//! The RFC 3261 §17 transaction layer, sans-IO: the caller feeds parsed messages and the current
+//! `Instant` in, and drains datagrams to send (`poll_transmit`), events for the transaction user
+//! (`poll_event`) and the next deadline (`poll_timeout`). No sockets, no clock reads, so every
+//! timer is testable with injected time.
+//!
+//! Responses go back to the address the request came from (symmetric response routing, as
+//! RFC 3581 asks for and as NATed phones need), over the transport it came on.
+
+mod client;
+mod key;
+mod server;
+#[cfg(test)]
+mod tests;
+mod timer;
+
+use crate::message::Message;
+use crate::method::Method;
+use client::ClientTxn;
+use rustc_hash::FxHashMap;
+use server::ServerTxn;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use timer::TimerQueue;
+
+/// RFC 3261 timer base values (§17.1.1.1, table 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timers {
+    /// Round-trip estimate: first retransmission interval (500 ms).
+    pub t1: Duration,
+    /// Cap on the retransmission interval of non-INVITE requests and INVITE responses (4 s).
+    pub t2: Duration,
+    /// How long a message may stay in the network (5 s).
+    pub t4: Duration,
+}
+
+impl Default for Timers {
+    fn default() -> Timers {
+        Timers {
+            t1: Duration::from_millis(500),
+            t2: Duration::from_secs(4),
+            t4: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Timers {
+    /// Timers B, F, H, J, L and M, and the give-up time of 2xx retransmission.
+    fn t64(&self) -> Duration {
+        self.t1 * 64
+    }
+
+    /// Next interval of timers E and G and of the 2xx retransmission: doubling, capped at T2.
+    fn backoff(&self, interval: Duration) -> Duration {
+        (interval * 2).min(self.t2)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Transport {
+    Udp,
+    Tcp,
+}
+
+impl Transport {
+    /// Reliable transports get no retransmissions and zero-length D, I, J and K.
+    pub fn is_reliable(self) -> bool {
+        self == Transport::Tcp
+    }
+}
+
+/// Where a message came from or goes to.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Peer {
+    pub transport: Transport,
+    pub addr: SocketAddr,
+}
+
+/// A server transaction. Ids are never reused, so a stale id is simply ignored.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct ServerTxId(u64);
+
+/// A client transaction. Ids are never reused, so a stale id is simply ignored.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct ClientTxId(u64);
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum TxId {
+    Server(ServerTxId),
+    Client(ClientTxId),
+}
+
+/// What the transaction user must do with an incoming request.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Incoming {
+    /// A new server transaction: the TU handles the request and answers with `respond`.
+    New(ServerTxId),
+    /// A retransmission, absorbed; the latest response (if any) was queued again.
+    Retransmission,
+    /// The ACK for a non-2xx final, absorbed by its INVITE transaction.
+    AckNon2xx,
+    /// An ACK no transaction absorbs (ACK for a 2xx): the TU handles it in its dialog. If it
+    /// matches a 2xx this layer retransmits, that retransmission has stopped.
+    Ack,
+    /// A new CANCEL transaction and the INVITE transaction it targets (`None`: answer 481). The
+    /// TU answers 200 to the CANCEL and 487 to the INVITE (dropped if it already has a final).
+    Cancel {
+        cancel: ServerTxId,
+        invite: Option<ServerTxId>,
+    },
+    /// No usable Via or CSeq (the request skipped validation): drop it.
+    Invalid,
+}
+
+/// A datagram or stream write to perform. Retransmissions share the stored bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub to: Peer,
+    pub bytes: Arc<[u8]>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxEvent {
+    /// Timer B or F: no final response; the TU acts as if it received 408.
+    Timeout(ClientTxId),
+    /// Timer H: the ACK for a non-2xx final never came.
+    ServerNoAck(ServerTxId),
+    /// A 2xx to INVITE was retransmitted for 64*T1 without an ACK: the TU ends the session
+    /// with a BYE (§13.3.1.4).
+    AckTimeout { call_id: String, cseq: u32 },
+    /// The transaction is gone; its id is stale from now on.
+    Terminated(TxId),
+}
+
+/// Whether a transaction goes on after handling something.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    Live,
+    Dead,
+}
+
+/// Output queues and the timer queue, handed to a transaction while the maps are borrowed.
+#[derive(Default)]
+struct Io {
+    queue: TimerQueue,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<TxEvent>,
+}
+
+impl Io {
+    fn send(&mut self, to: Peer, bytes: Arc<[u8]>) {
+        self.transmits.push_back(Transmit { to, bytes });
+    }
+}
+
+/// Every transaction of one SIP endpoint.
+pub struct Transactions {
+    timers: Timers,
+    reliable_2xx: bool,
+    next_id: u64,
+    servers: FxHashMap<u64, ServerTxn>,
+    clients: FxHashMap<u64, ClientTxn>,
+    server_keys: FxHashMap<Arc<str>, u64>,
+    client_keys: FxHashMap<Arc<str>, u64>,
+    /// Call-ID + CSeq of INVITE server transactions, for the ACK to a 2xx.
+    ack_keys: FxHashMap<Arc<str>, u64>,
+    io: Io,
+    /// Key buffer reused by every lookup.
+    scratch: String,
+}
+
+impl Transactions {
+    /// A zero T1 would make retransmission timers spin, so it is raised to 1 ms.
+    pub fn new(mut timers: Timers) -> Self {
+        timers.t1 = timers.t1.max(Duration::from_millis(1));
+        Transactions {
+            timers,
+            reliable_2xx: true,
+            next_id: 0,
+            servers: FxHashMap::default(),
+            clients: FxHashMap::default(),
+            server_keys: FxHashMap::default(),
+            client_keys: FxHashMap::default(),
+            ack_keys: FxHashMap::default(),
+            io: Io::default(),
+            scratch: String::with_capacity(256),
+        }
+    }
+
+    /// Whether the layer retransmits a 2xx to INVITE until its ACK (default: yes). Off, the TU
+    /// does it and re-sends through `respond` while the transaction is Accepted.
+    pub fn with_reliable_2xx(mut self, on: bool) -> Self {
+        self.reliable_2xx = on;
+        self
+    }
+
+    /// A request arrived (already validated with `sip::validate`).
+    pub fn on_request(&mut self, msg: &Message, from: Peer, now: Instant) -> Incoming {
+        let incoming = match msg.method() {
+            None => Incoming::Invalid,
+            Some(Method::Ack) => self.on_ack(msg, now),
+            Some(method) => self.on_non_ack(msg, method, from),
+        };
+        self.prune();
+        incoming
+    }
+
+    fn on_ack(&mut self, msg: &Message, now: Instant) -> Incoming {
+        if !key::server(msg, &Method::Invite, &mut self.scratch) {
+            return Incoming::Invalid;
+        }
+        let (id, same_branch) = match self.server_keys.get(self.scratch.as_str()) {
+            Some(&id) => (id, true),
+            None if key::ack(msg, &mut self.scratch) => {
+                match self.ack_keys.get(self.scratch.as_str()) {
+                    Some(&id) => (id, false),
+                    None => return Incoming::Ack,
+                }
+            }
+            None => return Incoming::Ack,
+        };
+        let Some(txn) = self.servers.get_mut(&id) else {
+            return Incoming::Ack;
+        };
+        let (incoming, life) = txn.ack(same_branch, now, &self.timers, &mut self.io);
+        self.end_if(id, life);
+        incoming
+    }
+
+    fn on_non_ack(&mut self, msg: &Message, method: &Method, from: Peer) -> Incoming {
+        if !key::server(msg, method, &mut self.scratch) {
+            return Incoming::Invalid;
+        }
+        if let Some(txn) = self
+            .server_keys
+            .get(self.scratch.as_str())
+            .and_then(|id| self.servers.get(id))
+        {
+            txn.retransmission(&mut self.io);
+            return Incoming::Retransmission;
+        }
+        let key: Arc<str> = self.scratch.as_str().into();
+        let ack_key = (*method == Method::Invite && key::ack(msg, &mut self.scratch))
+            .then(|| Arc::<str>::from(self.scratch.as_str()));
+        let id = self.next_id();
+        self.server_keys.insert(key.clone(), id);
+        if let Some(k) = &ack_key {
+            self.ack_keys.insert(k.clone(), id);
+        }
+        self.servers
+            .insert(id, ServerTxn::new(id, key, ack_key, from));
+        if *method != Method::Cancel {
+            return Incoming::New(ServerTxId(id));
+        }
+        let invite = key::server(msg, &Method::Invite, &mut self.scratch)
+            .then(|| self.server_keys.get(self.scratch.as_str()))
+            .flatten()
+            .map(|&id| ServerTxId(id));
+        Incoming::Cancel {
+            cancel: ServerTxId(id),
+            invite,
+        }
+    }
+
+    /// The TU's response on a server transaction, already built (`ResponseBuilder`). The layer
+    /// sends it, keeps it for retransmission and runs the timers of the state it leads to.
+    pub fn respond(&mut self, tx: ServerTxId, status: u16, bytes: Vec<u8>, now: Instant) {
+        if let Some(txn) = self.servers.get_mut(&tx.0) {
+            let life = txn.respond(
+                status,
+                bytes.into(),
+                now,
+                &self.timers,
+                self.reliable_2xx,
+                &mut self.io,
+            );
+            self.end_if(tx.0, life);
+        }
+        self.prune();
+    }
+
+    /// Starts a client transaction for a request the TU built (top Via with a z9hG4bK branch).
+    /// INVITE runs timers A, B and D; anything else E, F and K. ACK is not a transaction: send
+    /// it with `send_stateless`.
+    pub fn send_request(&mut self, bytes: Vec<u8>, to: Peer, now: Instant) -> ClientTxId {
+        let id = self.insert_client(bytes.into(), to);
+        if let Some(txn) = self.clients.get_mut(&id) {
+            txn.start(now, &self.timers, &mut self.io);
+        }
+        self.prune();
+        ClientTxId(id)
+    }
+
+    /// Queues a message outside any transaction: the ACK for a 2xx, or a stateless response.
+    pub fn send_stateless(&mut self, bytes: Vec<u8>, to: Peer) {
+        self.io.send(to, bytes.into());
+    }
+
+    fn insert_client(&mut self, bytes: Arc<[u8]>, to: Peer) -> u64 {
+        let parsed = Message::parse(&bytes, true).ok();
+        let invite = parsed
+            .as_ref()
+            .is_some_and(|m| m.method() == Some(&Method::Invite));
+        let key = parsed
+            .filter(|m| key::client(m, &mut self.scratch))
+            .map(|_| Arc::<str>::from(self.scratch.as_str()));
+        let id = self.next_id();
+        if let Some(k) = &key {
+            self.client_keys.insert(k.clone(), id);
+        }
+        self.clients
+            .insert(id, ClientTxn::new(id, key, invite, bytes, to));
+        id
+    }
+
+    /// A response arrived. `Some((tx, first_time))` when the TU should see it: provisionals,
+    /// finals, and retransmitted 2xx to INVITE (`first_time` false: re-send the ACK). `None`
+    /// when absorbed or stray. First_time compares nothing but the state: a 2xx from a second
+    /// fork also comes with `false`, so a TU that cares about forks compares To tags.
+    pub fn on_response(&mut self, msg: &Message, now: Instant) -> Option<(ClientTxId, bool)> {
+        let status = msg.status()?;
+        if !key::client(msg, &mut self.scratch) {
+            return None;
+        }
+        let id = *self.client_keys.get(self.scratch.as_str())?;
+        let txn = self.clients.get_mut(&id)?;
+        let (report, life) = txn.on_response(msg, status, now, &self.timers, &mut self.io);
+        if let (Some(cancel), Some(_)) = (txn.cancel, report) {
+            self.release_cancel(cancel, status, now);
+        }
+        self.end_if(id, life);
+        self.prune();
+        report.map(|first| (ClientTxId(id), first))
+    }
+
+    /// A CANCEL waiting for a provisional goes out with it, and is moot after a final.
+    fn release_cancel(&mut self, cancel: u64, status: u16, now: Instant) {
+        let Some(txn) = self
+            .clients
+            .get_mut(&cancel)
+            .filter(|c| c.state == client::State::Deferred)
+        else {
+            return;
+        };
+        if status < 200 {
+            txn.start(now, &self.timers, &mut self.io);
+        } else {
+            self.end_if(cancel, Life::Dead);
+        }
+    }
+
+    /// CANCELs a client INVITE (§9.1). The CANCEL goes out once a provisional has arrived, or
+    /// at once if one has; it is dropped if a final arrives first. `None` when the INVITE is
+    /// unknown or already has a final. Asking again returns the same CANCEL.
+    pub fn cancel(&mut self, invite: ClientTxId, now: Instant) -> Option<ClientTxId> {
+        let txn = self.clients.get(&invite.0).filter(|t| t.invite)?;
+        if let Some(id) = txn.cancel {
+            return Some(ClientTxId(id));
+        }
+        let state = txn.state;
+        if !matches!(state, client::State::Calling | client::State::Proceeding) {
+            return None;
+        }
+        let bytes = client::derive(txn.request(), Method::Cancel, None)?;
+        let peer = txn.peer;
+        let id = self.insert_client(bytes.into(), peer);
+        if let Some(txn) = self.clients.get_mut(&invite.0) {
+            txn.cancel = Some(id);
+        }
+        if state == client::State::Proceeding {
+            if let Some(cancel) = self.clients.get_mut(&id) {
+                cancel.start(now, &self.timers, &mut self.io);
+            }
+        }
+        self.prune();
+        Some(ClientTxId(id))
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.io.transmits.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<TxEvent> {
+        self.io.events.pop_front()
+    }
+
+    /// The next deadline; call `handle_timeout` then.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.io.queue.next().map(|(at, _, _)| at)
+    }
+
+    /// Fires every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some((at, id, slot)) = self.io.queue.pop_due(now) {
+            let (t, io) = (&self.timers, &mut self.io);
+            let life = if let Some(s) = self.servers.get_mut(&id).filter(|s| s.timers.is(slot, at))
+            {
+                s.timers.disarm(slot);
+                s.on_timer(id, slot, at, t, io)
+            } else if let Some(c) = self.clients.get_mut(&id).filter(|c| c.timers.is(slot, at)) {
+                c.timers.disarm(slot);
+                c.on_timer(id, slot, at, t, io)
+            } else {
+                continue;
+            };
+            self.end_if(id, life);
+        }
+        self.prune();
+    }
+
+    /// Live transactions.
+    pub fn len(&self) -> usize {
+        self.servers.len() + self.clients.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Drops stale timer entries at the head, so `poll_timeout` reports a real deadline.
+    fn prune(&mut self) {
+        while let Some((at, id, slot)) = self.io.queue.next() {
+            let live = match self.servers.get(&id) {
+                Some(s) => s.timers.is(slot, at),
+                None => self.clients.get(&id).is_some_and(|c| c.timers.is(slot, at)),
+            };
+            if live {
+                return;
+            }
+            self.io.queue.pop();
+        }
+    }
+
+    fn end_if(&mut self, id: u64, life: Life) {
+        if life == Life::Live {
+            return;
+        }
+        if let Some(txn) = self.servers.remove(&id) {
+            unmap(&mut self.server_keys, Some(&txn.key), id);
+            unmap(&mut self.ack_keys, txn.ack_key.as_ref(), id);
+            let tx = TxId::Server(ServerTxId(id));
+            self.io.events.push_back(TxEvent::Terminated(tx));
+        } else if let Some(txn) = self.clients.remove(&id) {
+            unmap(&mut self.client_keys, txn.key.as_ref(), id);
+            let tx = TxId::Client(ClientTxId(id));
+            self.io.events.push_back(TxEvent::Terminated(tx));
+            // A CANCEL never sent dies with its INVITE.
+            if let Some(cancel) = txn.cancel {
+                if self
+                    .clients
+                    .get(&cancel)
+                    .is_some_and(|c| c.state == client::State::Deferred)
+                {
+                    self.end_if(cancel, Life::Dead);
+                }
+            }
+        }
+    }
+}
+
+/// Removes a key only if it still maps to this transaction (a reused branch may have taken it).
+fn unmap(map: &mut FxHashMap<Arc<str>, u64>, key: Option<&Arc<str>>, id: u64) {
+    if let Some(key) = key {
+        if map.get(key) == Some(&id) {
+            map.remove(key);
+        }
+    }
+}
