@@ -5,6 +5,7 @@ pub mod builder;
 pub mod header;
 pub mod message;
 pub mod method;
+pub mod status;
 pub mod transaction;
 pub mod uri;
 pub mod validate;

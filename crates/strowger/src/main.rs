@@ -1,1 +1,140 @@
-fn main() {}
+//! `strowger`: the softswitch process. Loads the configuration, starts one worker per core and
+//! waits for SIGINT/SIGTERM.
+
+mod host;
+mod rtp_io;
+mod runtime;
+mod sip_io;
+mod worker;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use switch::config::Config;
+
+#[derive(Parser)]
+#[command(
+    name = "strowger",
+    version,
+    about = "An open-source softswitch and IP PBX"
+)]
+struct Cli {
+    /// TOML configuration file (default: the embedded demo configuration on 127.0.0.1).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Listen for SIP on this address (UDP and TCP), replacing sip.listen.
+    #[arg(long, value_name = "ADDR:PORT")]
+    sip_listen: Option<String>,
+    /// RTP port range, replacing rtp.ports.
+    #[arg(long, value_name = "LO-HI")]
+    rtp_ports: Option<String>,
+    /// Directory for recordings, prompts and CDRs, replacing general.data_dir.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<String>,
+    /// Number of workers (threads), replacing general.workers (0 = one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Set a dialplan variable ([vars]), e.g. --var bridge_target=127.0.0.1:5090.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    vars: Vec<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a configuration file and report every problem with file, line and key.
+    CheckConfig { file: PathBuf },
+    /// Print the embedded default configuration (a starting point for your own).
+    DefaultConfig,
+}
+
+fn load(path: Option<&PathBuf>) -> Result<Config, String> {
+    match path {
+        None => Ok(Config::embedded()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
+            Config::from_str(&text, &p.display().to_string()).map_err(|errs| report(&errs))
+        }
+    }
+}
+
+fn report(errs: &[switch::config::ConfigError]) -> String {
+    let mut s = String::new();
+    for e in errs {
+        s.push_str(&e.to_string());
+        s.push('\n');
+    }
+    s.push_str(&format!(
+        "{} problem(s) in the configuration",
+        errs.iter().filter(|e| !e.warning).count()
+    ));
+    s
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::CheckConfig { file }) => {
+            return match load(Some(&file)) {
+                Ok(cfg) => {
+                    for w in &cfg.warnings {
+                        eprintln!("{w}");
+                    }
+                    println!("{}: OK", file.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(2)
+                }
+            };
+        }
+        Some(Command::DefaultConfig) => {
+            print!("{}", switch::config::DEFAULT_TOML);
+            return ExitCode::SUCCESS;
+        }
+        None => {}
+    }
+    let mut cfg = match load(cli.config.as_ref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let overrides = [
+        cli.sip_listen
+            .as_deref()
+            .map(|v| cfg.override_sip_listen(v)),
+        cli.rtp_ports.as_deref().map(|v| cfg.override_rtp_ports(v)),
+        cli.data_dir.as_deref().map(|v| cfg.override_data_dir(v)),
+    ];
+    for o in overrides.into_iter().flatten() {
+        if let Err(e) = o {
+            eprintln!("strowger: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    if let Some(w) = cli.workers {
+        cfg.general.workers = w;
+    }
+    for v in &cli.vars {
+        let Some((name, value)) = v.split_once('=') else {
+            eprintln!("strowger: --var {v:?} — expected NAME=VALUE, e.g. --var bridge_target=127.0.0.1:5090");
+            return ExitCode::from(2);
+        };
+        cfg.dialplan.set_global(name, value);
+    }
+    for w in &cfg.warnings {
+        eprintln!("{w}");
+    }
+    match runtime::run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strowger: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

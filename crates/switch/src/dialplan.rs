@@ -60,6 +60,11 @@ impl Dialplan {
         &self.default_context
     }
 
+    /// Sets a `[vars]` global (the `--var NAME=VALUE` command-line override).
+    pub fn set_global(&mut self, name: &str, value: &str) {
+        Arc::make_mut(&mut self.globals).set(name, value);
+    }
+
     /// Finds the first rule in `context` matching `exten` and `vars["CALLER"]`.
     pub fn route(&self, context: &str, exten: &str, vars: &Vars) -> Option<Route> {
         let caller = vars.get("CALLER").unwrap_or_default();

@@ -1,5 +1,15 @@
 //! The call model: configuration, dialplan, call control (B2BUA legs, apps) and CDR events.
 //! Sans-IO: the `strowger` binary feeds it SIP messages, media events and time.
 
+mod apps;
+mod bridge;
+pub mod call;
+pub mod cdr;
 pub mod config;
+pub mod dialog;
 pub mod dialplan;
+pub mod engine;
+mod host;
+
+pub use engine::{owner, Engine, Settings};
+pub use host::Host;

@@ -1,0 +1,118 @@
+//! The worker's side of `switch::Host`: media sockets, prompt files, recordings and the CDR file.
+
+use crate::rtp_io::MediaSockets;
+use media::Prompt;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What a worker keeps between calls: loaded prompts and the open CDR file.
+pub struct Host {
+    data_dir: PathBuf,
+    prompts: HashMap<String, Arc<Prompt>>,
+    cdr: Option<File>,
+    cdr_path: PathBuf,
+}
+
+/// The embedded announcement behind the dialplan's `demo` prompt.
+const DEMO_WAV: &[u8] = include_bytes!("../../../assets/demo.wav");
+
+impl Host {
+    pub fn new(data_dir: PathBuf, cdr_path: PathBuf) -> Host {
+        Host {
+            data_dir,
+            prompts: HashMap::new(),
+            cdr: None,
+            cdr_path,
+        }
+    }
+
+    fn resolve(&self, name: &str) -> PathBuf {
+        let p = Path::new(name);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.data_dir.join(p)
+        }
+    }
+}
+
+/// Borrows a worker's media sockets and host state for one engine call.
+pub struct HostIo<'a> {
+    media: &'a mut MediaSockets,
+    host: &'a mut Host,
+}
+
+impl<'a> HostIo<'a> {
+    pub fn new(media: &'a mut MediaSockets, host: &'a mut Host) -> HostIo<'a> {
+        HostIo { media, host }
+    }
+}
+
+impl switch::Host for HostIo<'_> {
+    fn open_media(&mut self, leg: usize) -> Option<u16> {
+        self.media.open(leg)
+    }
+
+    fn close_media(&mut self, leg: usize) {
+        self.media.close(leg);
+    }
+
+    fn prompt(&mut self, name: &str, cache: bool) -> Result<Arc<Prompt>, String> {
+        if let Some(p) = self.host.prompts.get(name) {
+            return Ok(p.clone());
+        }
+        let prompt = if name == "demo" {
+            Prompt::from_wav_bytes(DEMO_WAV).map_err(|e| e.to_string())?
+        } else {
+            let path = self.host.resolve(name);
+            Prompt::load(&path).map_err(|e| e.to_string())?
+        };
+        let prompt = Arc::new(prompt);
+        // Recordings change between calls; only configured prompts are worth keeping.
+        if cache {
+            self.host.prompts.insert(name.to_string(), prompt.clone());
+        }
+        Ok(prompt)
+    }
+
+    fn recording(&mut self, name: &str) -> io::Result<File> {
+        let path = self.host.resolve(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        File::create(path)
+    }
+
+    fn log(&mut self, msg: &str) {
+        eprintln!("strowger: {msg}");
+    }
+
+    fn cdr(&mut self, line: &str) {
+        if self.host.cdr.is_none() {
+            if let Some(dir) = self.host.cdr_path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            self.host.cdr = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.host.cdr_path)
+                .ok();
+        }
+        if let Some(f) = self.host.cdr.as_mut() {
+            // One write(2) per record on an O_APPEND file: whole lines from every worker, and in
+            // the kernel before the call is forgotten, so a killed process loses no finished call.
+            let mut rec = String::with_capacity(line.len() + 1);
+            rec.push_str(line);
+            rec.push('\n');
+            if f.write_all(rec.as_bytes()).is_err() {
+                eprintln!(
+                    "strowger: cannot append CDR to {}",
+                    self.host.cdr_path.display()
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Starts the workers: sockets, mailboxes, the RTP port slices, and the stop signal.
+
+use crate::host::Host;
+use crate::rtp_io::MediaSockets;
+use crate::worker::{self, Counters, Mailboxes, Worker};
+use mio::{Poll, Token, Waker};
+use sip::transaction::{Timers, Transport};
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use switch::config::Config;
+use switch::{Engine, Settings};
+
+pub fn run(cfg: Config) -> Result<(), String> {
+    let workers = match cfg.general.workers {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let listen: Vec<(Transport, SocketAddr)> = cfg
+        .sip
+        .listen
+        .iter()
+        .map(|l| {
+            let t = match l.transport {
+                switch::config::Transport::Udp => Transport::Udp,
+                switch::config::Transport::Tcp => Transport::Tcp,
+            };
+            (t, l.addr)
+        })
+        .collect();
+    let udp: Vec<SocketAddr> = listen
+        .iter()
+        .filter(|(t, _)| *t == Transport::Udp)
+        .map(|(_, a)| *a)
+        .collect();
+    let tcp: Vec<SocketAddr> = listen
+        .iter()
+        .filter(|(t, _)| *t == Transport::Tcp)
+        .map(|(_, a)| *a)
+        .collect();
+    let media_ip = udp
+        .first()
+        .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip());
+    let data_dir = cfg.general.data_dir.clone();
+    std::fs::create_dir_all(&data_dir).map_err(|e| {
+        format!(
+            "cannot create data directory {}: {e} (set general.data_dir or --data-dir)",
+            data_dir.display()
+        )
+    })?;
+    let cdr_path = data_dir.join(&cfg.general.cdr);
+    let dialplan = Arc::new(cfg.dialplan.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())
+        .map_err(|e| e.to_string())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())
+        .map_err(|e| e.to_string())?;
+    let counters = Arc::new(Counters::default());
+
+    let (lo, hi) = (cfg.rtp.ports.lo, cfg.rtp.ports.hi);
+    // Each worker gets an even-aligned slice of the RTP range.
+    let per = (cfg.rtp.ports.pairs() / workers) as u32;
+    if per == 0 {
+        return Err(format!(
+            "rtp.ports {lo}-{hi} is too small for {workers} workers"
+        ));
+    }
+
+    let mut polls = Vec::new();
+    let mut senders = Vec::new();
+    let mut inboxes = Vec::new();
+    let mut wakers = Vec::new();
+    for _ in 0..workers {
+        let poll = Poll::new().map_err(|e| e.to_string())?;
+        wakers.push(Arc::new(
+            Waker::new(poll.registry(), Token(0)).map_err(|e| e.to_string())?,
+        ));
+        polls.push(poll);
+        let (tx, rx) = mpsc::channel();
+        senders.push(tx);
+        inboxes.push(rx);
+    }
+    let mail = Arc::new(Mailboxes { senders, wakers });
+
+    let mut handles = Vec::new();
+    for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
+        let settings = Settings {
+            timers: Timers {
+                t1: cfg.sip.t1,
+                t2: cfg.sip.t2,
+                t4: cfg.sip.t4,
+            },
+            max_calls: (cfg.general.max_calls as usize).div_ceil(workers),
+            retry_after_s: cfg.general.retry_after_s,
+            accept_require: cfg.sip.accept_require.clone(),
+            user_agent: cfg.sip.user_agent.clone(),
+            media_timeout: cfg.rtp.media_timeout,
+            caps: cfg.rtp.caps(),
+            symmetric_rtp: cfg.rtp.symmetric,
+            session_expires: cfg.sip.session_expires,
+            min_se: cfg.sip.min_se,
+            media_ip,
+            default_context: cfg.dialplan.default_context().to_string(),
+            listen: listen.clone(),
+            data_dir: cfg.general.data_dir.display().to_string(),
+            worker: id,
+            workers,
+        };
+        let udp_socks = worker::udp_sockets(&udp).map_err(|e| {
+            format!("cannot listen for SIP on UDP {udp:?}: {e} (change sip.listen or --sip-listen)")
+        })?;
+        let listeners = if id == 0 {
+            tcp.iter()
+                .map(|a| crate::sip_io::tcp_listener(*a).map(|l| (l, *a)))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("cannot listen for SIP on TCP {tcp:?}: {e} (change sip.listen or --sip-listen)"))?
+        } else {
+            Vec::new()
+        };
+        let slice_lo = lo + (id as u32 * per * 2) as u16;
+        let slice_hi = slice_lo + (per * 2) as u16;
+        let mut w = Worker {
+            id,
+            workers,
+            poll,
+            inbox,
+            mail: mail.clone(),
+            udp: udp_socks,
+            listeners,
+            conns: HashMap::new(),
+            conn_by_peer: HashMap::new(),
+            next_conn: 0,
+            engine: Engine::new(settings, dialplan.clone()),
+            media: MediaSockets::new(media_ip, slice_lo, slice_hi),
+            host: Host::new(data_dir.clone(), cdr_path.clone()),
+            stop: stop.clone(),
+            counters: counters.clone(),
+            max_message: cfg.sip.max_message_size,
+        };
+        w.register().map_err(|e| e.to_string())?;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("worker-{id}"))
+                .spawn(move || w.run())
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    eprintln!(
+        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi}; data in {}",
+        env!("CARGO_PKG_VERSION"),
+        listen
+            .iter()
+            .map(|(t, a)| format!("{}:{a}", if *t == Transport::Udp { "udp" } else { "tcp" }))
+            .collect::<Vec<_>>()
+            .join(", "),
+        data_dir.display()
+    );
+    for h in handles {
+        let _ = h.join();
+    }
+    eprintln!(
+        "strowger: stopped ({} unparseable datagrams dropped)",
+        counters.dropped_unparseable.load(Ordering::Relaxed)
+    );
+    Ok(())
+}

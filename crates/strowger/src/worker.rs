@@ -1,0 +1,370 @@
+//! One worker thread: its own SIP sockets, its own calls and their RTP sockets, one event loop.
+//!
+//! Calls belong to the worker that Call-ID hashes to; a SIP message that the kernel hands to
+//! another worker is passed over the inbox channel, so no lock sits on the call path. TCP
+//! connections live on worker 0 (TCP is a small share of SIP traffic; see docs/architecture.md).
+
+use crate::host::HostIo;
+use crate::rtp_io::MediaSockets;
+use crate::sip_io::{self, Conn, ReadOutcome};
+use mio::net::{TcpListener, UdpSocket};
+use mio::{Events, Interest, Poll, Token, Waker};
+use sip::transaction::{Peer, Transport};
+use sip::{Message, ParseError};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use switch::engine::Engine;
+
+const WAKER: Token = Token(0);
+const UDP_BASE: usize = 1;
+const LISTEN_BASE: usize = 1_000;
+const CONN_BASE: usize = 1_000_000;
+const TICK: Duration = Duration::from_millis(20);
+
+/// What workers send each other.
+pub enum Envelope {
+    /// A message for a call this worker owns.
+    Sip {
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+    },
+    /// Bytes for a TCP peer (connections live on worker 0).
+    TcpSend { to: SocketAddr, bytes: Arc<[u8]> },
+}
+
+/// Counters shared with the process (read by tests and the bench through the log on exit).
+#[derive(Default)]
+pub struct Counters {
+    pub dropped_unparseable: AtomicU64,
+}
+
+pub struct Mailboxes {
+    pub senders: Vec<Sender<Envelope>>,
+    pub wakers: Vec<Arc<Waker>>,
+}
+
+impl Mailboxes {
+    fn send(&self, worker: usize, env: Envelope) {
+        if self.senders[worker].send(env).is_ok() {
+            let _ = self.wakers[worker].wake();
+        }
+    }
+}
+
+pub struct Worker {
+    pub id: usize,
+    pub workers: usize,
+    pub poll: Poll,
+    pub inbox: Receiver<Envelope>,
+    pub mail: Arc<Mailboxes>,
+    pub udp: Vec<(UdpSocket, SocketAddr)>,
+    pub listeners: Vec<(TcpListener, SocketAddr)>,
+    pub conns: HashMap<usize, Conn>,
+    pub conn_by_peer: HashMap<SocketAddr, usize>,
+    pub next_conn: usize,
+    pub engine: Engine,
+    pub media: MediaSockets,
+    pub host: crate::host::Host,
+    pub stop: Arc<AtomicBool>,
+    pub counters: Arc<Counters>,
+    pub max_message: usize,
+}
+
+impl Worker {
+    pub fn register(&mut self) -> std::io::Result<()> {
+        for (i, (s, _)) in self.udp.iter_mut().enumerate() {
+            self.poll
+                .registry()
+                .register(s, Token(UDP_BASE + i), Interest::READABLE)?;
+        }
+        for (i, (l, _)) in self.listeners.iter_mut().enumerate() {
+            self.poll
+                .registry()
+                .register(l, Token(LISTEN_BASE + i), Interest::READABLE)?;
+        }
+        Ok(())
+    }
+
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut buf = vec![0u8; 65536];
+        let mut next_tick = Instant::now() + TICK;
+        let mut stopping: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            if stopping.is_none() && self.stop.load(Ordering::Relaxed) {
+                self.engine
+                    .shutdown(now, &mut HostIo::new(&mut self.media, &mut self.host));
+                stopping = Some(now + Duration::from_millis(300));
+            }
+            if stopping.is_some_and(|t| now >= t) {
+                self.flush_sip();
+                return;
+            }
+            let deadline = self
+                .engine
+                .next_deadline()
+                .map_or(next_tick, |d| d.min(next_tick));
+            let timeout = deadline.saturating_duration_since(now);
+            if self.poll.poll(&mut events, Some(timeout)).is_err() {
+                continue;
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    WAKER => self.drain_inbox(),
+                    Token(t) if t >= CONN_BASE => {
+                        self.conn_ready(t, ev.is_readable(), ev.is_writable())
+                    }
+                    Token(t) if t >= LISTEN_BASE => self.accept(t - LISTEN_BASE),
+                    Token(t) => self.udp_ready(t - UDP_BASE, &mut buf),
+                }
+            }
+            let now = Instant::now();
+            if now >= next_tick {
+                self.media_tick(now, &mut buf);
+                next_tick += TICK;
+                if next_tick < now {
+                    // Far behind (a stall): skip ahead rather than burst; the media engine
+                    // emits the frames a late tick missed.
+                    next_tick = now + TICK;
+                }
+            }
+            self.engine
+                .handle_timeout(now, &mut HostIo::new(&mut self.media, &mut self.host));
+            self.flush_sip();
+        }
+    }
+
+    fn owner(&self, msg: &Message) -> usize {
+        switch::owner(
+            msg.header(sip::HeaderName::CallId).unwrap_or(""),
+            self.workers,
+        )
+    }
+
+    fn deliver(&mut self, msg: Message, peer: Peer, local: SocketAddr) {
+        let owner = self.owner(&msg);
+        if owner == self.id {
+            let now = Instant::now();
+            self.engine.on_sip(
+                msg,
+                peer,
+                local,
+                now,
+                &mut HostIo::new(&mut self.media, &mut self.host),
+            );
+        } else {
+            self.mail.send(owner, Envelope::Sip { msg, peer, local });
+        }
+    }
+
+    fn udp_ready(&mut self, idx: usize, buf: &mut [u8]) {
+        for _ in 0..256 {
+            let Some((sock, local)) = self.udp.get(idx) else {
+                return;
+            };
+            let local = *local;
+            let (n, src) = match sock.recv_from(buf) {
+                Ok(r) => r,
+                Err(_) => return,
+            };
+            if n > self.max_message {
+                self.engine.too_large(
+                    &buf[..n],
+                    Peer {
+                        transport: Transport::Udp,
+                        addr: src,
+                    },
+                );
+                self.flush_sip();
+                continue;
+            }
+            match Message::parse(&buf[..n], true) {
+                Ok(msg) => self.deliver(
+                    msg,
+                    Peer {
+                        transport: Transport::Udp,
+                        addr: src,
+                    },
+                    local,
+                ),
+                Err(ParseError::KeepAlive) => {}
+                Err(_) => {
+                    self.counters
+                        .dropped_unparseable
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, idx: usize) {
+        loop {
+            let Some((l, local)) = self.listeners.get(idx) else {
+                return;
+            };
+            let local = *local;
+            match l.accept() {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let token = CONN_BASE + self.next_conn;
+                    self.next_conn += 1;
+                    let mut conn = Conn::new(stream, peer, local);
+                    if self
+                        .poll
+                        .registry()
+                        .register(
+                            &mut conn.stream,
+                            Token(token),
+                            Interest::READABLE | Interest::WRITABLE,
+                        )
+                        .is_ok()
+                    {
+                        self.conn_by_peer.insert(peer, token);
+                        self.conns.insert(token, conn);
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn conn_ready(&mut self, token: usize, readable: bool, writable: bool) {
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return;
+        };
+        if writable && conn.flush().is_err() {
+            self.close_conn(token);
+            return;
+        }
+        if !readable {
+            return;
+        }
+        let (peer, local) = (conn.peer, conn.local);
+        let mut msgs = Vec::new();
+        let outcome = conn.read(self.max_message, |m| msgs.push(m));
+        for m in msgs {
+            self.deliver(
+                m,
+                Peer {
+                    transport: Transport::Tcp,
+                    addr: peer,
+                },
+                local,
+            );
+        }
+        if let ReadOutcome::Closed = outcome {
+            self.close_conn(token);
+        }
+    }
+
+    fn close_conn(&mut self, token: usize) {
+        if let Some(mut c) = self.conns.remove(&token) {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            self.conn_by_peer.remove(&c.peer);
+        }
+    }
+
+    fn drain_inbox(&mut self) {
+        while let Ok(env) = self.inbox.try_recv() {
+            match env {
+                Envelope::Sip { msg, peer, local } => {
+                    let now = Instant::now();
+                    self.engine.on_sip(
+                        msg,
+                        peer,
+                        local,
+                        now,
+                        &mut HostIo::new(&mut self.media, &mut self.host),
+                    );
+                }
+                Envelope::TcpSend { to, bytes } => self.tcp_send(to, &bytes),
+            }
+        }
+    }
+
+    fn tcp_send(&mut self, to: SocketAddr, bytes: &[u8]) {
+        if let Some(conn) = self
+            .conn_by_peer
+            .get(&to)
+            .and_then(|t| self.conns.get_mut(t))
+        {
+            conn.send(bytes);
+            return;
+        }
+        // No connection yet (a request strowger originates over TCP): connect, then send.
+        let Ok(stream) = mio::net::TcpStream::connect(to) else {
+            return;
+        };
+        let token = CONN_BASE + self.next_conn;
+        self.next_conn += 1;
+        let local = self.listeners.first().map_or(to, |l| l.1);
+        let mut conn = Conn::new(stream, to, local);
+        if self
+            .poll
+            .registry()
+            .register(
+                &mut conn.stream,
+                Token(token),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_ok()
+        {
+            conn.send(bytes);
+            self.conn_by_peer.insert(to, token);
+            self.conns.insert(token, conn);
+        }
+    }
+
+    fn flush_sip(&mut self) {
+        while let Some((to, bytes)) = self.engine.poll_transmit() {
+            match to.transport {
+                Transport::Udp => {
+                    let family_v6 = to.addr.is_ipv6();
+                    if let Some((s, _)) = self.udp.iter().find(|(_, a)| a.is_ipv6() == family_v6) {
+                        let _ = s.send_to(&bytes, to.addr);
+                    }
+                }
+                Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
+                Transport::Tcp => self.mail.send(0, Envelope::TcpSend { to: to.addr, bytes }),
+            }
+        }
+    }
+
+    fn media_tick(&mut self, now: Instant, buf: &mut [u8]) {
+        let media = &self.media;
+        let engine = &mut self.engine;
+        let mut send = |t: media::Transmit<'_>| {
+            if let Some(pair) = media.get(t.leg.index()) {
+                let sock = if t.rtcp { &pair.rtcp } else { &pair.rtp };
+                let _ = sock.send_to(t.payload, t.dst);
+            }
+        };
+        for (leg, pair) in media.open_legs() {
+            for _ in 0..16 {
+                match pair.rtp.recv_from(buf) {
+                    Ok((n, src)) => engine.on_rtp(leg, &buf[..n], src, now, &mut send),
+                    Err(_) => break,
+                }
+            }
+            while let Ok((n, src)) = pair.rtcp.recv_from(buf) {
+                engine.on_rtcp(leg, &buf[..n], src, now);
+            }
+        }
+        engine.tick(now, &mut send);
+        self.engine
+            .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
+    }
+}
+
+pub fn udp_sockets(listen: &[SocketAddr]) -> std::io::Result<Vec<(UdpSocket, SocketAddr)>> {
+    listen
+        .iter()
+        .map(|a| Ok((sip_io::udp_reuseport(*a)?, *a)))
+        .collect()
+}

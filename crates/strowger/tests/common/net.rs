@@ -1,0 +1,56 @@
+//! Free loopback ports. Tests run in parallel threads (and other engineers run suites on the
+//! same machine), so every port handed out is remembered for the life of the process and
+//! checked free on 127.0.0.1 right before use.
+
+use std::collections::BTreeSet;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::net::{TcpListener, UdpSocket};
+use std::sync::Mutex;
+
+static TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+fn udp_free(port: u16) -> bool {
+    UdpSocket::bind(("127.0.0.1", port)).is_ok()
+}
+
+fn tcp_free(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+fn random_u64() -> u64 {
+    RandomState::new().build_hasher().finish()
+}
+
+/// A port free for both UDP and TCP (strowger's `--sip-listen` binds both), taken from the
+/// kernel by binding port 0.
+pub fn free_port() -> u16 {
+    for _ in 0..100 {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .and_then(|s| s.local_addr())
+            .expect("bind an ephemeral UDP port")
+            .port();
+        let mut taken = TAKEN.lock().unwrap();
+        if !taken.contains(&port) && tcp_free(port) {
+            taken.insert(port);
+            return port;
+        }
+    }
+    panic!("no free UDP+TCP port on 127.0.0.1 after 100 tries");
+}
+
+/// The start of `len` consecutive free UDP ports, even-aligned (RTP on even, RTCP on odd).
+/// Picked below the kernel's ephemeral range so that short-lived client sockets do not land in it.
+pub fn free_port_range(len: u16) -> u16 {
+    assert!(len > 0 && len <= 200);
+    for _ in 0..200 {
+        let lo = 20000 + (random_u64() % 12000) as u16 & !1;
+        let mut taken = TAKEN.lock().unwrap();
+        let ports = lo..lo + len;
+        if ports.clone().all(|p| !taken.contains(&p) && udp_free(p)) {
+            taken.extend(ports);
+            return lo;
+        }
+    }
+    panic!("no {len} free consecutive UDP ports on 127.0.0.1");
+}

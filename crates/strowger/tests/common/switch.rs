@@ -1,0 +1,237 @@
+//! The strowger process under test: started on free loopback ports with its own data dir,
+//! stopped with SIGTERM, killed on drop. Its stderr goes to a file that panics quote.
+
+use super::json::Json;
+use super::net::{free_port, free_port_range};
+use super::{read_text, tail, tests_dir, wait_for, TempDir};
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+/// RTP ports per strowger instance: plenty for the tests' concurrent calls on 2 workers.
+const RTP_PORTS: u16 = 40;
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_strowger")
+}
+
+#[derive(Default)]
+pub struct Opts {
+    /// A config file under tests/configs/ (None: the embedded default dialplan).
+    pub config: Option<&'static str>,
+    /// `--var NAME=VALUE` overrides.
+    pub vars: Vec<(String, String)>,
+}
+
+pub struct Strowger {
+    child: Option<Child>,
+    pub sip: SocketAddr,
+    pub rtp: (u16, u16),
+    /// Holds data/ (strowger's data dir), strowger.log and the SIPp run dirs.
+    pub dir: TempDir,
+    log: PathBuf,
+}
+
+impl Strowger {
+    /// The embedded default configuration.
+    pub fn start(label: &str) -> Strowger {
+        Strowger::with(label, Opts::default())
+    }
+
+    /// With a test config from tests/configs/.
+    pub fn with_config(label: &str, config: &'static str) -> Strowger {
+        Strowger::with(
+            label,
+            Opts {
+                config: Some(config),
+                ..Opts::default()
+            },
+        )
+    }
+
+    pub fn with(label: &str, opts: Opts) -> Strowger {
+        let dir = TempDir::new(label);
+        let sip: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let lo = free_port_range(RTP_PORTS);
+        let rtp = (lo, lo + RTP_PORTS - 1);
+        let log = dir.path().join("strowger.log");
+        let mut cmd = Command::new(binary());
+        if let Some(c) = opts.config {
+            cmd.arg("--config").arg(config_path(c));
+        }
+        cmd.arg("--sip-listen")
+            .arg(sip.to_string())
+            .arg("--rtp-ports")
+            .arg(format!("{}-{}", rtp.0, rtp.1))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"));
+        for (k, v) in &opts.vars {
+            cmd.arg("--var").arg(format!("{k}={v}"));
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(File::create(dir.path().join("strowger.out")).unwrap())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn strowger");
+        let mut s = Strowger {
+            child: Some(child),
+            sip,
+            rtp,
+            dir,
+            log,
+        };
+        s.wait_started();
+        s
+    }
+
+    /// Waits for the startup line: `strowger ...worker(s)...`.
+    fn wait_started(&mut self) {
+        let started = wait_for(Duration::from_secs(15), || {
+            let log = self.stderr();
+            if log
+                .lines()
+                .any(|l| l.starts_with("strowger ") && l.contains("worker(s)"))
+            {
+                return Some(true);
+            }
+            self.try_exit().map(|_| false)
+        });
+        match started {
+            Some(true) => {}
+            Some(false) => panic!(
+                "strowger exited during startup ({:?}); stderr:\n{}",
+                self.try_exit(),
+                self.stderr()
+            ),
+            None => panic!(
+                "no startup line from strowger within 15 s; stderr:\n{}",
+                self.stderr()
+            ),
+        }
+    }
+
+    fn try_exit(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Everything strowger wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        read_text(&self.log)
+    }
+
+    /// Panics (with the end of its log) if strowger has exited.
+    pub fn assert_alive(&mut self) {
+        if let Some(st) = self.try_exit() {
+            panic!(
+                "strowger died ({st}); stderr tail:\n{}",
+                tail(&self.stderr(), 40)
+            );
+        }
+    }
+
+    /// The CDR lines written so far.
+    pub fn cdrs(&self) -> Vec<Cdr> {
+        read_text(&self.data_dir().join("cdr.jsonl"))
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| Cdr(Json::parse(l).unwrap_or_else(|e| panic!("bad CDR line {l:?}: {e}"))))
+            .collect()
+    }
+
+    /// Waits until `n` CDRs are written (calls end asynchronously), then a little longer to
+    /// catch any unexpected extra one, and returns them all.
+    pub fn wait_cdrs(&self, n: usize) -> Vec<Cdr> {
+        let got = wait_for(Duration::from_secs(10), || {
+            Some(self.cdrs()).filter(|c| c.len() >= n)
+        });
+        if got.is_none() {
+            let have = self.cdrs();
+            panic!(
+                "expected {n} CDRs within 10 s, have {}: {have:#?}\nstrowger stderr tail:\n{}",
+                have.len(),
+                tail(&self.stderr(), 30)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        self.cdrs()
+    }
+
+    /// SIGTERM and wait (bounded) for a clean exit.
+    pub fn stop(&mut self) -> ExitStatus {
+        let child = self.child.as_mut().expect("strowger already stopped");
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let st = wait_for(Duration::from_secs(10), || child.try_wait().ok().flatten());
+        let st = st.unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!(
+                "strowger did not exit within 10 s of SIGTERM; stderr tail:\n{}",
+                tail(&self.stderr(), 20)
+            )
+        });
+        self.child = None;
+        st
+    }
+}
+
+impl Drop for Strowger {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- strowger stderr (last 40 lines) ---\n{}",
+                tail(&self.stderr(), 40)
+            );
+        }
+    }
+}
+
+pub fn config_path(name: &str) -> PathBuf {
+    tests_dir().join("configs").join(name)
+}
+
+/// Runs `strowger ARGS` to completion (check-config, default-config).
+pub fn run_cli(args: &[&str], cwd: &Path) -> std::process::Output {
+    Command::new(binary())
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run strowger")
+}
+
+/// One CDR line.
+#[derive(Clone, Debug)]
+pub struct Cdr(pub Json);
+
+impl Cdr {
+    pub fn str(&self, key: &str) -> &str {
+        self.0
+            .get(key)
+            .and_then(Json::as_str)
+            .unwrap_or_else(|| panic!("CDR field {key} is not a string: {:?}", self.0))
+    }
+
+    pub fn num(&self, key: &str) -> f64 {
+        self.0
+            .get(key)
+            .and_then(Json::as_f64)
+            .unwrap_or_else(|| panic!("CDR field {key} is not a number: {:?}", self.0))
+    }
+
+    pub fn is_null(&self, key: &str) -> bool {
+        matches!(self.0.get(key), Some(Json::Null))
+    }
+}

@@ -1,0 +1,463 @@
+//! The dialplan interpreter: runs a call's steps (answer, playback, echo, record, …) until one
+//! waits, and the answer / hang-up procedures every app shares.
+
+use crate::call::Wait;
+use crate::dialplan::cause::Cause;
+use crate::dialplan::{Audio, Step};
+use crate::engine::{Engine, ALLOW, SUPPORTED};
+use crate::Host;
+use sip::header::HeaderName;
+use sip::Method;
+use std::cmp::Reverse;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The media engine's tone from the dialplan's.
+fn tone_spec(t: &crate::dialplan::Tone) -> media::ToneSpec {
+    media::ToneSpec::new(t.freqs_hz.clone(), t.cadence.clone())
+}
+
+impl Engine {
+    pub(crate) fn run_pending(&mut self, now: Instant, host: &mut dyn Host) {
+        while let Some(call) = self.to_run.pop() {
+            self.run_steps(call, now, host);
+        }
+    }
+
+    pub(crate) fn arm(&mut self, call: usize, at: Instant) {
+        if let Some(c) = self.calls.get(call) {
+            self.timers.push(Reverse((at, call, c.timer_gen)));
+        }
+    }
+
+    fn run_steps(&mut self, call: usize, now: Instant, host: &mut dyn Host) {
+        for _ in 0..256 {
+            let Some(c) = self.calls.get_mut(call) else {
+                return;
+            };
+            if c.wait != Wait::None {
+                return;
+            }
+            let Some(step) = c.program.next(&mut c.vars) else {
+                let status = c.bridge_status;
+                let q = status.map_or(16, |s| Cause::from_sip_status(s).0);
+                self.hangup(call, q, "switch", None, now, host);
+                return;
+            };
+            self.step(call, step, now, host);
+        }
+        // A program that loops on itself without waiting (goto cycles) is cut off.
+        self.hangup(call, 41, "switch", None, now, host);
+    }
+
+    fn step(&mut self, call: usize, step: Step, now: Instant, host: &mut dyn Host) {
+        match step {
+            Step::Answer => {
+                self.answer(call, now, host);
+            }
+            Step::Ringing => self.provisional(call, 180, "Ringing", false, now, host),
+            Step::Progress => self.provisional(call, 183, "Session Progress", true, now, host),
+            Step::Playback { audio, looped } => {
+                if !self.answer_or_early(call, now, host) {
+                    return;
+                }
+                let call_id = self.calls[call].inbound.dialog.call_id.clone();
+                let file = match audio {
+                    Audio::Demo => "demo".to_string(),
+                    Audio::File(f) => f,
+                };
+                // Per-call files (recordings named after the call) are not worth caching.
+                match host.prompt(&file, !file.contains(&call_id)) {
+                    Ok(prompt) => {
+                        let c = &mut self.calls[call];
+                        if let Some(m) = c.inbound.media {
+                            self.media.play(m, prompt, looped);
+                        }
+                        c.wait = if looped {
+                            Wait::Forever
+                        } else {
+                            Wait::Playback
+                        };
+                    }
+                    Err(e) => host.log(&format!("call {call_id}: playback {file}: {e}")),
+                }
+            }
+            Step::Tone { tone, duration } => {
+                if !self.answer_or_early(call, now, host) {
+                    return;
+                }
+                let c = &mut self.calls[call];
+                if let Some(m) = c.inbound.media {
+                    self.media.tone(m, tone_spec(&tone));
+                }
+                c.wait = match duration {
+                    Some(d) => Wait::Timer(now + d),
+                    None => Wait::Forever,
+                };
+                if let Wait::Timer(t) = c.wait {
+                    self.arm(call, t);
+                }
+            }
+            Step::Echo => {
+                if !self.answer(call, now, host) {
+                    return;
+                }
+                let c = &mut self.calls[call];
+                if let Some(m) = c.inbound.media {
+                    self.media.echo(m);
+                }
+                c.wait = Wait::Forever;
+            }
+            Step::Record { file, max } => {
+                if !self.answer(call, now, host) {
+                    return;
+                }
+                match host.recording(&file) {
+                    Ok(f) => {
+                        let c = &mut self.calls[call];
+                        if let Some(m) = c.inbound.media {
+                            if let Err(e) =
+                                self.media.record(m, Box::new(std::io::BufWriter::new(f)))
+                            {
+                                host.log(&format!("record {file}: {e}"));
+                                return;
+                            }
+                        }
+                        c.recording = true;
+                        let until = now + max;
+                        c.wait = Wait::Record { until };
+                        self.arm(call, until);
+                    }
+                    Err(e) => host.log(&format!(
+                        "record {file}: {e} (check general.data_dir is writable)"
+                    )),
+                }
+            }
+            Step::Bridge { uri, timeout } => self.start_bridge(call, &uri, timeout, now, host),
+            Step::Set { .. } => {}
+            Step::Wait { duration } => {
+                let until = now + duration;
+                self.calls[call].wait = Wait::Timer(until);
+                self.arm(call, until);
+            }
+            Step::Hangup { cause } => self.hangup(call, cause.0, "switch", None, now, host),
+            Step::Goto { context } => {
+                let c = &mut self.calls[call];
+                let exten = c.cdr.exten.clone();
+                match self.dialplan.route(&context, &exten, &c.vars) {
+                    Some(p) => {
+                        c.program = p;
+                        c.cdr.context = context;
+                    }
+                    None => self.hangup(call, 1, "switch", None, now, host),
+                }
+            }
+        }
+    }
+
+    /// Creates the media leg of a SIP leg (strowger's RTP port is needed for its SDP).
+    pub(crate) fn ensure_media(
+        &mut self,
+        call: usize,
+        outbound: bool,
+        now: Instant,
+        host: &mut dyn Host,
+    ) -> bool {
+        let cfg = self.leg_config(call, outbound);
+        let Some(c) = self.calls.get_mut(call) else {
+            return false;
+        };
+        let Some(leg) = c.leg_mut(outbound) else {
+            return false;
+        };
+        if leg.media.is_some() {
+            return true;
+        }
+        let id = self.media.add_leg(cfg, now);
+        let Some(port) = host.open_media(id.index()) else {
+            self.media.remove_leg(id);
+            host.log("no free RTP port: widen rtp.ports in the configuration");
+            return false;
+        };
+        leg.media = Some(id);
+        leg.port = port;
+        self.by_media.insert(id.index(), (call, outbound));
+        true
+    }
+
+    /// The SDP strowger sends on the inbound leg: the answer to the caller's offer, or an offer
+    /// when the INVITE had none (the answer then comes in the ACK).
+    fn inbound_body(&mut self, call: usize) -> Option<String> {
+        let caps = self.s.caps.clone();
+        let c = self.calls.get_mut(call)?;
+        let leg = &mut c.inbound;
+        if let Some(b) = &leg.local_body {
+            return Some(b.clone());
+        }
+        let body = match &leg.remote_offer {
+            Some(offer) => leg.sdp.answer(offer, &caps, leg.port).ok()?.0.to_string(),
+            None => {
+                let offer = leg.sdp.offer(&caps, leg.port);
+                let body = offer.to_string();
+                leg.our_offer = Some(offer);
+                body
+            }
+        };
+        leg.local_body = Some(body.clone());
+        Some(body)
+    }
+
+    /// 180 (no SDP) or 183 with SDP (early media) to the caller, once the call is not answered.
+    pub(crate) fn provisional(
+        &mut self,
+        call: usize,
+        status: u16,
+        reason: &str,
+        with_sdp: bool,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let Some(c) = self.calls.get(call) else {
+            return;
+        };
+        if c.answered || c.invite_tx.is_none() {
+            return;
+        }
+        let body = if with_sdp {
+            if !self.ensure_media(call, false, now, host) {
+                return;
+            }
+            self.inbound_body(call)
+        } else {
+            None
+        };
+        let c = &mut self.calls[call];
+        if with_sdp {
+            c.early_media = true;
+        }
+        let Some(stx) = c.invite_tx else { return };
+        let (peer, tag) = (c.inbound.dialog.peer, c.inbound.dialog.local_tag.clone());
+        let extra = [("Contact", c.inbound.dialog.local_contact.clone())];
+        let invite = c.invite.clone();
+        self.respond(
+            stx,
+            &invite,
+            peer,
+            status,
+            reason,
+            Some(&tag),
+            &extra,
+            body.as_deref().map(str::as_bytes),
+            now,
+        );
+    }
+
+    /// Early media when the caller is not answered yet and the program asked for progress;
+    /// otherwise a playback or tone answers the call, as in most PBXs.
+    fn answer_or_early(&mut self, call: usize, now: Instant, host: &mut dyn Host) -> bool {
+        let c = &self.calls[call];
+        if c.early_media && !c.answered {
+            return true;
+        }
+        self.answer(call, now, host)
+    }
+
+    /// Sends 200 OK to the caller (once). Returns false if the call could not be answered.
+    pub(crate) fn answer(&mut self, call: usize, now: Instant, host: &mut dyn Host) -> bool {
+        let Some(c) = self.calls.get(call) else {
+            return false;
+        };
+        if c.answered {
+            return true;
+        }
+        if !self.ensure_media(call, false, now, host) {
+            self.hangup(call, 34, "switch", None, now, host);
+            return false;
+        }
+        let Some(body) = self.inbound_body(call) else {
+            self.hangup(call, 58, "switch", None, now, host);
+            return false;
+        };
+        let c = &mut self.calls[call];
+        let Some(stx) = c.invite_tx.take() else {
+            return false;
+        };
+        let mut extra = vec![
+            ("Contact", c.inbound.dialog.local_contact.clone()),
+            ("Allow", ALLOW.to_string()),
+            ("Supported", SUPPORTED.join(", ")),
+        ];
+        for rr in c.invite.all(HeaderName::RecordRoute) {
+            extra.push(("Record-Route", rr.to_string()));
+        }
+        if let Some(se) = c.session_interval {
+            c.refresh_session(se, now);
+            extra.push(("Session-Expires", format!("{se};refresher=uac")));
+            if c.invite
+                .all(HeaderName::Supported)
+                .any(|t| t.eq_ignore_ascii_case("timer"))
+            {
+                extra.push(("Require", "timer".to_string()));
+            }
+        }
+        c.answered = true;
+        c.answered_at = Some(now);
+        c.cdr.answer = Some(crate::cdr::unix_seconds(SystemTime::now()));
+        c.inbound.confirmed = true;
+        let tag = c.inbound.dialog.local_tag.clone();
+        let peer = c.inbound.dialog.peer;
+        let deadline = c.session_deadline;
+        let invite = c.invite.clone();
+        let bytes = self.response_bytes(
+            &invite,
+            peer,
+            200,
+            "OK",
+            Some(&tag),
+            &extra,
+            Some(body.as_bytes()),
+        );
+        self.txs.respond(stx, 200, bytes, now);
+        if let Some(d) = deadline {
+            self.arm(call, d);
+        }
+        true
+    }
+
+    pub(crate) fn stop_recording(&mut self, call: usize) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        if c.recording {
+            c.recording = false;
+            if let Some(m) = c.inbound.media {
+                self.media.silence(m);
+            }
+        }
+        if matches!(c.wait, Wait::Record { .. }) {
+            c.wait = Wait::None;
+        }
+    }
+
+    /// Ends a call: final response or BYE/CANCEL on each leg that is still up (except `from`,
+    /// the leg that hung up), media released, CDR written.
+    pub(crate) fn hangup(
+        &mut self,
+        call: usize,
+        q850: u8,
+        side: &'static str,
+        from: Option<bool>,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        if !self.calls.contains(call) {
+            return;
+        }
+        self.stop_recording(call);
+        let mut c = self.calls.remove(call);
+        let status = Cause(q850).sip_status();
+        let status = if from.is_none() {
+            c.bridge_status.filter(|_| q850 != 16).unwrap_or(status)
+        } else {
+            status
+        };
+        let reason = sip::status::reason_phrase(status);
+        // Inbound leg.
+        if let Some(stx) = c.invite_tx.take() {
+            let (status, reason) = if from == Some(false) {
+                (487, "Request Terminated")
+            } else {
+                (status, reason)
+            };
+            let tag = c.inbound.dialog.local_tag.clone();
+            let peer = c.inbound.dialog.peer;
+            self.respond(
+                stx,
+                &c.invite,
+                peer,
+                status,
+                reason,
+                Some(&tag),
+                &[("Reason", format!("Q.850;cause={q850}"))],
+                None,
+                now,
+            );
+            c.cdr.sip_status = status;
+        } else if from != Some(false) {
+            self.send_bye(&mut c.inbound, q850, now);
+            c.cdr.sip_status = 200;
+        } else {
+            c.cdr.sip_status = 200;
+        }
+        self.server_txs.retain(|_, v| *v != call);
+        // Outbound leg.
+        if let Some(mut out) = c.outbound.take() {
+            self.release_outbound(&mut out, q850, from != Some(true), now, host);
+        }
+        // Media and CDR.
+        if let Some(m) = c.inbound.media.take() {
+            if let Some(stats) = self.media.remove_leg(m) {
+                c.cdr.codec = stats.codec.to_string();
+                c.cdr.packets_sent = stats.packets_sent;
+                c.cdr.packets_received = stats.packets_received;
+                c.cdr.packets_lost = stats.packets_lost;
+                c.cdr.jitter_ms = stats.jitter_ms;
+            }
+            self.by_media.remove(&m.index());
+            host.close_media(m.index());
+        }
+        self.by_call_id.remove(&c.inbound.dialog.call_id);
+        let end = SystemTime::now();
+        c.cdr.end = crate::cdr::unix_seconds(end);
+        c.cdr.duration_s = round_ms(now.duration_since(c.started));
+        c.cdr.billable_s = c
+            .answered_at
+            .map_or(0.0, |a| round_ms(now.duration_since(a)));
+        c.cdr.cause = q850;
+        c.cdr.cause_text = Cause(q850).name().unwrap_or("unknown").to_string();
+        c.cdr.hangup_side = side;
+        host.cdr(&c.cdr.to_json());
+    }
+
+    /// Tears down an outbound leg: CANCEL while it rings, BYE once answered (if `notify`).
+    pub(crate) fn release_outbound(
+        &mut self,
+        out: &mut crate::call::Leg,
+        q850: u8,
+        notify: bool,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        if let Some(ctx) = out.invite_tx.take() {
+            self.client_txs.remove(&ctx);
+            if notify {
+                if let Some(cancel) = self.txs.cancel(ctx, now) {
+                    let _ = cancel;
+                }
+                // If the callee answers anyway, its 2xx must still be ACKed and ended with a BYE.
+                self.orphans.insert(ctx, out.dialog.clone());
+            }
+        } else if notify && out.confirmed {
+            self.send_bye(out, q850, now);
+        }
+        if let Some(m) = out.media.take() {
+            self.media.remove_leg(m);
+            self.by_media.remove(&m.index());
+            host.close_media(m.index());
+        }
+        self.by_call_id.remove(&out.dialog.call_id);
+    }
+
+    pub(crate) fn send_bye(&mut self, leg: &mut crate::call::Leg, q850: u8, now: Instant) {
+        let branch = self.branch();
+        let local = self.local_for(leg.dialog.peer);
+        let mut b = leg.dialog.request(&Method::Bye, &branch, local, None);
+        b.header("Reason", format_args!("Q.850;cause={q850}"));
+        b.header("User-Agent", &self.s.user_agent);
+        let bytes = b.finish(None);
+        self.txs.send_request(bytes, leg.dialog.peer, now);
+    }
+}
+
+fn round_ms(d: Duration) -> f64 {
+    (d.as_millis() as f64) / 1000.0
+}

@@ -1,0 +1,276 @@
+//! The `bridge` app: strowger as a B2BUA dials a second leg, relays its progress to the caller
+//! and, once it answers, relays media between the two legs.
+
+use crate::call::{Leg, Wait};
+use crate::dialog::Dialog;
+use crate::engine::{owner, Engine, ALLOW, SUPPORTED};
+use crate::Host;
+use sdp::{LocalSession, SessionDescription};
+use sip::header::{parse_u32, HeaderName};
+use sip::transaction::{Peer, Transport};
+use sip::{Message, Method, Uri};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// Where a SIP URI points: IP literals and `localhost` (DNS comes with the trunk work).
+pub fn resolve(uri: &Uri) -> Option<Peer> {
+    let ip: IpAddr = match uri.ip() {
+        Some(ip) => ip,
+        None if uri.host.eq_ignore_ascii_case("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        None => return None,
+    };
+    let tcp = uri
+        .params
+        .get("transport")
+        .is_some_and(|t| t.eq_ignore_ascii_case("tcp"));
+    let transport = if tcp { Transport::Tcp } else { Transport::Udp };
+    Some(Peer {
+        transport,
+        addr: SocketAddr::new(ip, uri.port.unwrap_or(5060)),
+    })
+}
+
+impl Engine {
+    pub(crate) fn start_bridge(
+        &mut self,
+        call: usize,
+        target: &str,
+        timeout: Duration,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let Some(peer) = Uri::parse(target)
+            .ok()
+            .filter(Uri::is_sip)
+            .as_ref()
+            .and_then(resolve)
+        else {
+            host.log(&format!(
+                "bridge: cannot route to {target:?}: use sip:user@IP[:port] in the dialplan"
+            ));
+            self.bridge_failed(call, 502, now, host);
+            return;
+        };
+        let c = &self.calls[call];
+        let max_forwards = c
+            .invite
+            .header(HeaderName::MaxForwards)
+            .and_then(parse_u32)
+            .unwrap_or(70);
+        if max_forwards == 0 {
+            self.bridge_failed(call, 483, now, host);
+            return;
+        }
+        let caller = c
+            .invite
+            .header(HeaderName::From)
+            .map(crate::dialog::without_tag)
+            .unwrap_or_default();
+        // The outbound Call-ID must hash to this worker, so the callee's answers find the call.
+        let call_id = loop {
+            let id = format!("{:032x}@strowger", self.rng.u128(..));
+            if owner(&id, self.s.workers) == self.s.worker {
+                break id;
+            }
+        };
+        let local = self.local_for(peer);
+        let tag = self.tag();
+        let dialog = Dialog {
+            call_id: call_id.clone(),
+            local_tag: tag,
+            remote_tag: String::new(),
+            local_uri: caller,
+            remote_uri: format!("<{target}>"),
+            remote_target: target.to_string(),
+            route_set: Vec::new(),
+            local_cseq: 0,
+            remote_cseq: 0,
+            peer,
+            local_contact: format!(
+                "<sip:strowger@{local}{}>",
+                crate::engine::transport_param(peer.transport)
+            ),
+        };
+        let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
+        self.calls[call].outbound = Some(Leg::new(dialog, sdp, None, None));
+        self.by_call_id.insert(call_id, (call, true));
+        if !self.ensure_media(call, true, now, host) {
+            self.bridge_failed(call, 503, now, host);
+            return;
+        }
+        let caps = self.s.caps.clone();
+        let branch = self.branch();
+        let ua = self.s.user_agent.clone();
+        let c = &mut self.calls[call];
+        let Some(out) = c.outbound.as_mut() else {
+            return;
+        };
+        let sdp_offer = out.sdp.offer(&caps, out.port);
+        let offer = sdp_offer.to_string();
+        out.our_offer = Some(sdp_offer);
+        let mut b = out.dialog.request(&Method::Invite, &branch, local, None);
+        b.header("Max-Forwards", max_forwards - 1);
+        b.header("Allow", ALLOW);
+        b.header("Supported", SUPPORTED.join(", "));
+        b.header("User-Agent", ua);
+        let bytes = b.finish(Some(("application/sdp", offer.as_bytes())));
+        let ctx = self.txs.send_request(bytes, peer, now);
+        if let Some(out) = self.calls[call].outbound.as_mut() {
+            out.invite_tx = Some(ctx);
+        }
+        self.client_txs.insert(ctx, (call, Method::Invite));
+        let until = now + timeout;
+        self.calls[call].wait = Wait::Bridge { until };
+        self.calls[call].cdr.bridged_to = Some(target.to_string());
+        self.arm(call, until);
+    }
+
+    /// A first response to the outbound INVITE.
+    pub(crate) fn bridge_response(
+        &mut self,
+        call: usize,
+        msg: &Message,
+        status: u16,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        if status >= 300 {
+            self.bridge_failed(call, status, now, host);
+            return;
+        }
+        let has_sdp = !msg.body().is_empty();
+        if has_sdp {
+            self.accept_outbound_answer(call, msg.body());
+        }
+        if status < 200 {
+            if status == 100 {
+                return;
+            }
+            let early = has_sdp
+                && self.calls[call]
+                    .outbound
+                    .as_ref()
+                    .is_some_and(|o| o.negotiated.is_some());
+            if early {
+                self.provisional(call, 183, "Session Progress", true, now, host);
+                self.link_media(call);
+            } else if !self.calls[call].early_media {
+                self.provisional(call, 180, "Ringing", false, now, host);
+            }
+            return;
+        }
+        // 2xx: confirm the dialog, ACK it, answer the caller and join the media.
+        let Some(out) = self.calls[call].outbound.as_mut() else {
+            return;
+        };
+        out.dialog.confirm_uac(msg);
+        out.invite_tx = None;
+        out.confirmed = true;
+        let cseq = out.dialog.local_cseq;
+        let branch = self.branch();
+        let local = self.local_for(
+            self.calls[call]
+                .outbound
+                .as_ref()
+                .map_or(self.calls[call].inbound.dialog.peer, |o| o.dialog.peer),
+        );
+        let Some(out) = self.calls[call].outbound.as_mut() else {
+            return;
+        };
+        let ack = out
+            .dialog
+            .request(&Method::Ack, &branch, local, Some(cseq))
+            .finish(None);
+        let ack = (out.dialog.peer, ack.into());
+        out.ack = Some(ack.clone());
+        self.out.push_back(ack);
+        if !self.answer(call, now, host) {
+            return;
+        }
+        self.link_media(call);
+        self.calls[call].wait = Wait::Forever;
+    }
+
+    fn accept_outbound_answer(&mut self, call: usize, body: &[u8]) {
+        let symmetric = self.s.symmetric_rtp;
+        let Some(out) = self.calls[call].outbound.as_mut() else {
+            return;
+        };
+        let Some(offer) = out.our_offer.as_ref() else {
+            return;
+        };
+        let Ok(answer) = SessionDescription::parse(body) else {
+            return;
+        };
+        if let Ok(neg) = sdp::accept_answer(offer, &answer) {
+            out.our_offer = None;
+            if let Some(m) = out.media {
+                self.media
+                    .update_leg(m, crate::engine::leg_update(&neg, symmetric));
+            }
+            out.negotiated = Some(neg);
+        }
+    }
+
+    fn link_media(&mut self, call: usize) {
+        let c = &self.calls[call];
+        if let (Some(a), Some(b)) = (c.inbound.media, c.outbound.as_ref().and_then(|o| o.media)) {
+            self.media.bridge(a, b);
+        }
+    }
+
+    /// The outbound leg failed (error response, timeout, no route): the program goes on with
+    /// DIALSTATUS set, and the caller gets that status if nothing else answers it.
+    pub(crate) fn bridge_failed(
+        &mut self,
+        call: usize,
+        status: u16,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        let Some(mut out) = c.outbound.take() else {
+            c.bridge_status = Some(status);
+            c.wait = Wait::None;
+            self.to_run.push(call);
+            return;
+        };
+        self.release_outbound(&mut out, 16, true, now, host);
+        let c = &mut self.calls[call];
+        let dialstatus = match status {
+            486 | 600 => "BUSY",
+            408 | 480 | 487 => "NOANSWER",
+            503 => "CONGESTION",
+            _ => "CHANUNAVAIL",
+        };
+        c.vars.set("DIALSTATUS", dialstatus);
+        c.vars.set("BRIDGE_STATUS", status.to_string());
+        c.bridge_status = Some(status);
+        c.wait = Wait::None;
+        if let Some(m) = c.inbound.media {
+            self.media.unbridge(m);
+        }
+        self.to_run.push(call);
+    }
+
+    /// A 2xx for an outbound INVITE whose call is already gone (the caller hung up while the
+    /// callee answered): ACK it and end that dialog at once.
+    pub(crate) fn orphan_answer(&mut self, mut dialog: Dialog, msg: &Message, now: Instant) {
+        dialog.confirm_uac(msg);
+        let local = self.local_for(dialog.peer);
+        let branch = self.branch();
+        let cseq =
+            sip::CSeq::parse(msg.header(HeaderName::CSeq).unwrap_or_default()).map_or(1, |c| c.seq);
+        let ack = dialog
+            .request(&Method::Ack, &branch, local, Some(cseq))
+            .finish(None);
+        self.out.push_back((dialog.peer, ack.into()));
+        let branch = self.branch();
+        let bye = dialog
+            .request(&Method::Bye, &branch, local, None)
+            .finish(None);
+        self.txs.send_request(bye, dialog.peer, now);
+    }
+}

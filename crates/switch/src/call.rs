@@ -1,0 +1,148 @@
+//! One call: its legs, where its dialplan program stands, what it waits for, and its CDR so far.
+
+use crate::cdr::Cdr;
+use crate::dialog::Dialog;
+use crate::dialplan::{Route, Vars};
+use sdp::{LocalSession, Negotiated, SessionDescription};
+use sip::transaction::{ClientTxId, Peer, ServerTxId};
+use sip::Message;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a call's program is waiting for before its next step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Ready to run the next step.
+    None,
+    /// A non-looping playback to finish.
+    Playback,
+    Timer(Instant),
+    /// Recording until '#', this deadline or hang-up.
+    Record {
+        until: Instant,
+    },
+    /// The callee of a bridge to answer (or the bridge to time out).
+    Bridge {
+        until: Instant,
+    },
+    /// Nothing more: the call stays until a side hangs up (echo, looped playback, bridged).
+    Forever,
+}
+
+/// One SIP leg of a call and its media.
+pub struct Leg {
+    pub dialog: Dialog,
+    pub sdp: LocalSession,
+    /// The offer the peer made (inbound INVITE with SDP), answered when strowger answers.
+    pub remote_offer: Option<SessionDescription>,
+    pub negotiated: Option<Negotiated>,
+    /// The offer strowger sent and whose answer it waits for (in an ACK or a response).
+    pub our_offer: Option<SessionDescription>,
+    /// The SDP strowger sent on this leg (kept so 183 and 200 carry the same answer).
+    pub local_body: Option<String>,
+    pub media: Option<media::LegId>,
+    pub port: u16,
+    /// The ACK for the outbound leg's 2xx, re-sent when the 2xx is retransmitted.
+    pub ack: Option<(Peer, Arc<[u8]>)>,
+    /// The pending outbound INVITE.
+    pub invite_tx: Option<ClientTxId>,
+    pub confirmed: bool,
+}
+
+impl Leg {
+    pub fn new(
+        dialog: Dialog,
+        sdp: LocalSession,
+        remote_offer: Option<SessionDescription>,
+        negotiated: Option<Negotiated>,
+    ) -> Leg {
+        Leg {
+            dialog,
+            sdp,
+            remote_offer,
+            negotiated,
+            our_offer: None,
+            local_body: None,
+            media: None,
+            port: 0,
+            ack: None,
+            invite_tx: None,
+            confirmed: false,
+        }
+    }
+}
+
+pub struct Call {
+    pub inbound: Leg,
+    pub outbound: Option<Leg>,
+    /// The inbound INVITE and its server transaction, until a final response went out.
+    pub invite: Message,
+    pub invite_tx: Option<ServerTxId>,
+    pub program: Route,
+    pub vars: Vars,
+    pub wait: Wait,
+    pub answered: bool,
+    pub early_media: bool,
+    pub digits: String,
+    pub cdr: Cdr,
+    pub started: Instant,
+    pub answered_at: Option<Instant>,
+    /// Call timers are lazily deleted: a timer fires only if it carries the call's current generation.
+    pub timer_gen: u64,
+    pub session_interval: Option<u32>,
+    pub session_deadline: Option<Instant>,
+    /// Status of the last failed bridge, for the caller's final response.
+    pub bridge_status: Option<u16>,
+    pub recording: bool,
+}
+
+impl Call {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        inbound: Leg,
+        invite: Message,
+        invite_tx: ServerTxId,
+        program: Route,
+        vars: Vars,
+        cdr: Cdr,
+        now: Instant,
+        session_interval: Option<u32>,
+        timer_gen: u64,
+    ) -> Call {
+        Call {
+            inbound,
+            outbound: None,
+            invite,
+            invite_tx: Some(invite_tx),
+            program,
+            vars,
+            wait: Wait::None,
+            answered: false,
+            early_media: false,
+            digits: String::new(),
+            cdr,
+            started: now,
+            answered_at: None,
+            timer_gen,
+            session_interval,
+            session_deadline: None,
+            bridge_status: None,
+            recording: false,
+        }
+    }
+
+    pub fn leg_mut(&mut self, outbound: bool) -> Option<&mut Leg> {
+        if outbound {
+            self.outbound.as_mut()
+        } else {
+            Some(&mut self.inbound)
+        }
+    }
+
+    /// RFC 4028 §10: without a refresh, the session ends a little before the interval runs out.
+    pub fn refresh_session(&mut self, interval: u32, now: Instant) {
+        self.session_interval = Some(interval);
+        let margin = (interval / 3).min(32);
+        self.session_deadline = Some(now + Duration::from_secs(u64::from(interval - margin)));
+    }
+}

@@ -1,0 +1,42 @@
+//! Call detail records: one JSON object per call, written when the call ends.
+
+use serde::Serialize;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Cdr {
+    pub call_id: String,
+    pub from: String,
+    pub to: String,
+    pub exten: String,
+    pub context: String,
+    /// Unix times in seconds with millisecond precision.
+    pub start: f64,
+    pub answer: Option<f64>,
+    pub end: f64,
+    pub duration_s: f64,
+    pub billable_s: f64,
+    /// Q.850 cause code and its name, and the SIP status the call ended with.
+    pub cause: u8,
+    pub cause_text: String,
+    pub sip_status: u16,
+    /// Who hung up: "caller", "callee" or "switch".
+    pub hangup_side: &'static str,
+    pub codec: String,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    pub packets_lost: u64,
+    pub jitter_ms: f64,
+    pub bridged_to: Option<String>,
+}
+
+pub fn unix_seconds(t: SystemTime) -> f64 {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    (d.as_millis() as f64) / 1000.0
+}
+
+impl Cdr {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}

@@ -1,0 +1,1013 @@
+//! The call engine of one worker: SIP transactions, calls and their legs, the dialplan
+//! interpreter and the media engine, driven by messages, media ticks and time (sans-IO).
+//!
+//! A call has an inbound leg (strowger is its UAS) and at most one outbound leg (strowger is its
+//! UAC, for `bridge`). Every input ends in `Engine::process`, which runs the call's dialplan
+//! steps until one has to wait (for playback, a timer, DTMF, the callee or the caller).
+
+use crate::call::{Call, Leg, Wait};
+use crate::cdr::{unix_seconds, Cdr};
+use crate::dialog::Dialog;
+use crate::dialplan::{self, Dialplan};
+use crate::Host;
+use rustc_hash::FxHashMap;
+use sdp::{Caps, LocalSession, SessionDescription};
+use sip::header::{parse_u32, HeaderName, NameAddr};
+use sip::transaction::{
+    ClientTxId, Incoming, Peer, ServerTxId, Timers, Transactions, Transport, TxEvent,
+};
+use sip::validate::{check_request, check_response};
+use sip::{Message, Method, ResponseBuilder};
+use slab::Slab;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Methods strowger answers (sent in Allow).
+pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO";
+/// Option tags strowger implements (sent in Supported, accepted in Require).
+pub const SUPPORTED: &[&str] = &["timer"];
+
+/// The worker that owns a Call-ID: a stable hash, so every worker computes the same owner.
+pub fn owner(call_id: &str, workers: usize) -> usize {
+    if workers <= 1 {
+        return 0;
+    }
+    let mut h = rustc_hash::FxHasher::default();
+    call_id.hash(&mut h);
+    (h.finish() >> 32) as usize % workers
+}
+
+/// Engine settings taken from the configuration.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub timers: Timers,
+    pub max_calls: usize,
+    pub user_agent: String,
+    pub media_timeout: Option<Duration>,
+    pub caps: Caps,
+    pub symmetric_rtp: bool,
+    /// RFC 4028: the interval strowger asks for and the smallest it accepts.
+    pub session_expires: u32,
+    pub min_se: u32,
+    /// Option tags accepted in Require (others get 420).
+    pub accept_require: Vec<String>,
+    pub retry_after_s: u32,
+    /// Address put into SDP (the RTP sockets' address).
+    pub media_ip: IpAddr,
+    pub default_context: String,
+    /// The addresses SIP listens on, for Via and Contact.
+    pub listen: Vec<(Transport, SocketAddr)>,
+    pub data_dir: String,
+    /// Which worker this is and how many there are (outbound Call-IDs must hash back here).
+    pub worker: usize,
+    pub workers: usize,
+}
+
+/// Counters a worker keeps (for logs, the API and tests).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    pub calls_started: u64,
+    pub calls_rejected_busy: u64,
+    pub requests_rejected: u64,
+    pub responses_dropped: u64,
+}
+
+pub struct Engine {
+    pub(crate) s: Settings,
+    pub(crate) dialplan: Arc<Dialplan>,
+    pub(crate) txs: Transactions,
+    pub media: media::Engine,
+    pub(crate) calls: Slab<Call>,
+    /// Call-ID → (call, outbound leg?).
+    pub(crate) by_call_id: FxHashMap<String, (usize, bool)>,
+    pub(crate) server_txs: FxHashMap<ServerTxId, usize>,
+    pub(crate) client_txs: FxHashMap<ClientTxId, (usize, Method)>,
+    /// Media leg index → (call, outbound leg?).
+    pub(crate) by_media: FxHashMap<usize, (usize, bool)>,
+    pub(crate) timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    pub(crate) out: VecDeque<(Peer, Arc<[u8]>)>,
+    pub(crate) rng: fastrand::Rng,
+    pub stats: Stats,
+    pub(crate) to_run: Vec<usize>,
+    /// Outbound INVITEs whose call ended before the callee answered.
+    pub(crate) orphans: FxHashMap<ClientTxId, Dialog>,
+    next_gen: u64,
+}
+
+impl Engine {
+    pub fn new(s: Settings, dialplan: Arc<Dialplan>) -> Engine {
+        Engine {
+            txs: Transactions::new(s.timers),
+            media: media::Engine::new(),
+            s,
+            dialplan,
+            calls: Slab::new(),
+            by_call_id: FxHashMap::default(),
+            server_txs: FxHashMap::default(),
+            client_txs: FxHashMap::default(),
+            by_media: FxHashMap::default(),
+            timers: BinaryHeap::new(),
+            out: VecDeque::new(),
+            rng: fastrand::Rng::new(),
+            stats: Stats::default(),
+            to_run: Vec::new(),
+            orphans: FxHashMap::default(),
+            next_gen: 0,
+        }
+    }
+
+    pub fn active_calls(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// The next SIP bytes to send.
+    pub fn poll_transmit(&mut self) -> Option<(Peer, Arc<[u8]>)> {
+        if let Some(t) = self.txs.poll_transmit() {
+            return Some((t.to, t.bytes));
+        }
+        self.out.pop_front()
+    }
+
+    /// When `handle_timeout` wants to run next.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let call = self.timers.peek().map(|Reverse((t, _, _))| *t);
+        match (call, self.txs.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub(crate) fn tag(&mut self) -> String {
+        format!("{:016x}", self.rng.u64(..))
+    }
+
+    pub(crate) fn branch(&mut self) -> String {
+        format!("z9hG4bK-sw{:016x}", self.rng.u64(..))
+    }
+
+    /// A datagram larger than `max_message_size`: 513 if it frames as a request, else dropped.
+    pub fn too_large(&mut self, bytes: &[u8], peer: Peer) {
+        if let Ok(m) = Message::parse(bytes, true) {
+            if m.is_request() && m.method() != Some(&Method::Ack) {
+                let b = ResponseBuilder::new(&m, 513, "Message Too Large", Some(peer.addr), None);
+                self.out.push_back((peer, b.finish(None).into()));
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // SIP in
+    // ---------------------------------------------------------------------------------------
+
+    pub fn on_sip(
+        &mut self,
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        if msg.is_request() {
+            self.on_request(msg, peer, local, now, host);
+        } else {
+            self.on_response(msg, now, host);
+        }
+        self.run_pending(now, host);
+    }
+
+    fn reject_stateless(
+        &mut self,
+        req: &Message,
+        peer: Peer,
+        status: u16,
+        reason: &str,
+        extra: &[(&str, String)],
+    ) {
+        if req.method() == Some(&Method::Ack) {
+            return;
+        }
+        let tag = self.tag();
+        let mut b = ResponseBuilder::new(req, status, reason, Some(peer.addr), Some(&tag));
+        for (n, v) in extra {
+            b.header(n, v);
+        }
+        b.header("Server", &self.s.user_agent);
+        self.out.push_back((peer, b.finish(None).into()));
+    }
+
+    fn on_request(
+        &mut self,
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let accept: Vec<&str> = self.s.accept_require.iter().map(String::as_str).collect();
+        if let Err(r) = check_request(&msg, &accept) {
+            self.stats.requests_rejected += 1;
+            let mut extra = vec![(
+                "Warning",
+                format!("399 strowger \"{}\"", r.warning.replace('"', "'")),
+            )];
+            if r.status == 501 || r.status == 405 {
+                extra.push(("Allow", ALLOW.to_string()));
+            }
+            if !r.unsupported.is_empty() {
+                extra.push(("Unsupported", r.unsupported.join(", ")));
+            }
+            self.reject_stateless(&msg, peer, r.status, r.reason, &extra);
+            return;
+        }
+        match self.txs.on_request(&msg, peer, now) {
+            Incoming::New(stx) => self.new_request(stx, msg, peer, local, now, host),
+            Incoming::Ack => self.on_ack(&msg, now, host),
+            Incoming::Cancel { cancel, invite } => {
+                self.on_cancel(cancel, invite, &msg, peer, now, host)
+            }
+            Incoming::Retransmission | Incoming::AckNon2xx | Incoming::Invalid => {}
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn respond(
+        &mut self,
+        stx: ServerTxId,
+        req: &Message,
+        peer: Peer,
+        status: u16,
+        reason: &str,
+        to_tag: Option<&str>,
+        extra: &[(&str, String)],
+        body: Option<&[u8]>,
+        now: Instant,
+    ) {
+        let bytes = self.response_bytes(req, peer, status, reason, to_tag, extra, body);
+        self.txs.respond(stx, status, bytes, now);
+    }
+
+    fn new_request(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let method = msg.method().cloned().unwrap_or(Method::Options);
+        let call_id = msg
+            .header(HeaderName::CallId)
+            .unwrap_or_default()
+            .to_string();
+        let to_tag = msg
+            .header(HeaderName::To)
+            .and_then(|t| NameAddr::parse(t).ok())
+            .and_then(|n| n.tag().map(str::to_string));
+        let existing = self.by_call_id.get(&call_id).copied();
+        match (method, to_tag, existing) {
+            (Method::Invite, None, None) => self.new_call(stx, msg, peer, local, now, host),
+            (Method::Invite, None, Some(_)) => {
+                // A second initial INVITE with a known Call-ID but another branch: a fork or loop.
+                self.respond(stx, &msg, peer, 482, "Loop Detected", None, &[], None, now);
+            }
+            (Method::Options, None, _) => {
+                let tag = self.tag();
+                let extra = [
+                    ("Allow", ALLOW.to_string()),
+                    ("Accept", "application/sdp".to_string()),
+                    ("Supported", SUPPORTED.join(", ")),
+                ];
+                self.respond(stx, &msg, peer, 200, "OK", Some(&tag), &extra, None, now);
+            }
+            (
+                Method::Bye | Method::Invite | Method::Update | Method::Info | Method::Options,
+                Some(_),
+                Some((call, outbound)),
+            ) => {
+                self.in_dialog(stx, msg, peer, call, outbound, now, host);
+            }
+            (
+                Method::Bye | Method::Invite | Method::Update | Method::Info | Method::Options,
+                _,
+                _,
+            ) => {
+                self.respond(
+                    stx,
+                    &msg,
+                    peer,
+                    481,
+                    "Call/Transaction Does Not Exist",
+                    None,
+                    &[],
+                    None,
+                    now,
+                );
+            }
+            _ => {
+                let tag = self.tag();
+                self.respond(
+                    stx,
+                    &msg,
+                    peer,
+                    405,
+                    "Method Not Allowed",
+                    Some(&tag),
+                    &[("Allow", ALLOW.to_string())],
+                    None,
+                    now,
+                );
+            }
+        }
+    }
+
+    fn new_call(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let reject = |e: &mut Engine, status: u16, reason: &str, extra: &[(&str, String)]| {
+            let tag = e.tag();
+            e.respond(
+                stx,
+                &msg,
+                peer,
+                status,
+                reason,
+                Some(&tag),
+                extra,
+                None,
+                now,
+            );
+        };
+        // A request carrying one of our own branches came back to us: a routing loop.
+        if msg
+            .all(HeaderName::Via)
+            .skip(1)
+            .any(|v| v.contains("branch=z9hG4bK-sw"))
+        {
+            return reject(self, 482, "Loop Detected", &[]);
+        }
+        if self.calls.len() >= self.s.max_calls {
+            self.stats.calls_rejected_busy += 1;
+            return reject(
+                self,
+                503,
+                "Service Unavailable",
+                &[("Retry-After", self.s.retry_after_s.to_string())],
+            );
+        }
+        if !msg.body().is_empty() {
+            let ct = msg
+                .header(HeaderName::ContentType)
+                .unwrap_or("application/sdp");
+            if !ct.to_ascii_lowercase().starts_with("application/sdp") {
+                return reject(
+                    self,
+                    415,
+                    "Unsupported Media Type",
+                    &[("Accept", "application/sdp".to_string())],
+                );
+            }
+        }
+        if msg.count(HeaderName::Accept) > 0
+            && !msg.all(HeaderName::Accept).any(|a| {
+                let a = a.to_ascii_lowercase();
+                a.starts_with("application/sdp")
+                    || a.starts_with("*/*")
+                    || a.starts_with("application/*")
+            })
+        {
+            return reject(
+                self,
+                406,
+                "Not Acceptable",
+                &[("Accept", "application/sdp".to_string())],
+            );
+        }
+        let session_expires = match self.session_timer(&msg) {
+            Ok(se) => se,
+            Err(()) => {
+                return reject(
+                    self,
+                    422,
+                    "Session Interval Too Small",
+                    &[("Min-SE", self.s.min_se.to_string())],
+                )
+            }
+        };
+        let offer = if msg.body().is_empty() {
+            None
+        } else {
+            match SessionDescription::parse(msg.body()) {
+                Ok(o) => Some(o),
+                Err(e) => {
+                    return reject(
+                        self,
+                        400,
+                        "Bad Request",
+                        &[(
+                            "Warning",
+                            format!("399 strowger \"SDP line {}: {}\"", e.line, e.reason),
+                        )],
+                    )
+                }
+            }
+        };
+        let uri = msg.request_uri().unwrap_or_default();
+        let exten = sip::Uri::parse(uri)
+            .ok()
+            .and_then(|u| u.user)
+            .unwrap_or("")
+            .to_string();
+        let from = msg.header(HeaderName::From).unwrap_or_default();
+        let caller = NameAddr::parse(from)
+            .ok()
+            .and_then(|n| sip::Uri::parse(n.uri).ok().and_then(|u| u.user))
+            .unwrap_or("")
+            .to_string();
+
+        let local_tag = self.tag();
+        let contact = format!(
+            "<sip:strowger@{}{}>",
+            local,
+            transport_param(peer.transport)
+        );
+        let Some(dialog) = Dialog::uas(&msg, peer, local_tag, contact) else {
+            return reject(self, 400, "Bad Request", &[]);
+        };
+        let mut sdp_session = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
+        let negotiated = match &offer {
+            Some(o) => match sdp_session.answer(o, &self.s.caps, 0) {
+                Ok((_, n)) => Some(n),
+                Err(_) => {
+                    return reject(
+                        self,
+                        488,
+                        "Not Acceptable Here",
+                        &[(
+                            "Warning",
+                            "305 strowger \"no common codec: strowger offers PCMU, PCMA\""
+                                .to_string(),
+                        )],
+                    )
+                }
+            },
+            None => None,
+        };
+
+        let context = self.s.default_context.clone();
+        let vars = dialplan::Vars::for_call(&exten, &caller, &dialog.call_id, &self.s.data_dir);
+        let Some(program) = self.dialplan.route(&context, &exten, &vars) else {
+            return reject(
+                self,
+                404,
+                "Not Found",
+                &[(
+                    "Warning",
+                    format!("399 strowger \"no dialplan rule for {exten} in context {context}\""),
+                )],
+            );
+        };
+
+        self.respond(stx, &msg, peer, 100, "Trying", None, &[], None, now);
+        self.stats.calls_started += 1;
+        let call_id = dialog.call_id.clone();
+        let cdr = Cdr {
+            call_id: call_id.clone(),
+            from: from.to_string(),
+            to: msg.header(HeaderName::To).unwrap_or_default().to_string(),
+            exten,
+            context,
+            start: unix_seconds(SystemTime::now()),
+            ..Cdr::default()
+        };
+        let leg = Leg::new(dialog, sdp_session, offer, negotiated);
+        self.next_gen += 1;
+        let call = Call::new(
+            leg,
+            msg,
+            stx,
+            program,
+            vars,
+            cdr,
+            now,
+            session_expires,
+            self.next_gen,
+        );
+        let id = self.calls.insert(call);
+        self.by_call_id.insert(call_id, (id, false));
+        self.server_txs.insert(stx, id);
+        self.to_run.push(id);
+        let _ = host;
+    }
+
+    /// RFC 4028: the interval for this call, or Err when the caller's is below Min-SE (→ 422).
+    fn session_timer(&self, msg: &Message) -> Result<Option<u32>, ()> {
+        let Some(se) = msg.header(HeaderName::SessionExpires) else {
+            return Ok(None);
+        };
+        let secs = se
+            .split(';')
+            .next()
+            .and_then(parse_u32)
+            .unwrap_or(self.s.session_expires);
+        if secs < self.s.min_se {
+            return Err(());
+        }
+        Ok(Some(secs))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn in_dialog(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        call: usize,
+        outbound: bool,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let method = msg.method().cloned().unwrap_or(Method::Options);
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        let leg = c.leg_mut(outbound);
+        let Some(leg) = leg else { return };
+        if !leg.dialog.accept_remote_cseq(&msg) {
+            self.respond(
+                stx,
+                &msg,
+                peer,
+                500,
+                "Server Internal Error",
+                None,
+                &[("Warning", "399 strowger \"CSeq out of order\"".into())],
+                None,
+                now,
+            );
+            return;
+        }
+        match method {
+            Method::Bye => {
+                self.respond(stx, &msg, peer, 200, "OK", None, &[], None, now);
+                let side = if outbound { "callee" } else { "caller" };
+                let cause = msg
+                    .header(HeaderName::Reason)
+                    .and_then(|r| r.split("cause=").nth(1))
+                    .and_then(|c| c.split(';').next())
+                    .and_then(|c| c.trim().parse::<u8>().ok())
+                    .unwrap_or(16);
+                self.hangup(call, cause, side, Some(outbound), now, host);
+            }
+            Method::Invite | Method::Update => self.reoffer(stx, msg, peer, call, outbound, now),
+            _ => self.respond(
+                stx,
+                &msg,
+                peer,
+                200,
+                "OK",
+                None,
+                &[("Allow", ALLOW.to_string())],
+                None,
+                now,
+            ),
+        }
+    }
+
+    /// A re-INVITE or UPDATE: answer the new offer (hold, resume, new address or codec) for this
+    /// leg alone; strowger anchors the media, so the other leg needs no renegotiation.
+    #[allow(clippy::too_many_arguments)]
+    fn reoffer(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        call: usize,
+        outbound: bool,
+        now: Instant,
+    ) {
+        let caps = self.s.caps.clone();
+        let se = self.session_timer(&msg).ok().flatten();
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        let Some(leg) = c.leg_mut(outbound) else {
+            return;
+        };
+        let body = if msg.body().is_empty() {
+            if msg.method() == Some(&Method::Invite) {
+                // Offer in our 200, answer in the ACK (RFC 3264 §5 / RFC 3261 §13.2.1).
+                let offer = leg.sdp.offer(&caps, leg.port);
+                let body = offer.to_string();
+                leg.our_offer = Some(offer);
+                Some(body)
+            } else {
+                None
+            }
+        } else {
+            let Ok(offer) = SessionDescription::parse(msg.body()) else {
+                self.respond(stx, &msg, peer, 400, "Bad Request", None, &[], None, now);
+                return;
+            };
+            match leg.sdp.answer(&offer, &caps, leg.port) {
+                Ok((answer, neg)) => {
+                    if let Some(m) = leg.media {
+                        self.media
+                            .update_leg(m, leg_update(&neg, self.s.symmetric_rtp));
+                    }
+                    leg.negotiated = Some(neg);
+                    Some(answer.to_string())
+                }
+                Err(_) => {
+                    self.respond(
+                        stx,
+                        &msg,
+                        peer,
+                        488,
+                        "Not Acceptable Here",
+                        None,
+                        &[],
+                        None,
+                        now,
+                    );
+                    return;
+                }
+            }
+        };
+        let mut extra = vec![
+            ("Contact", leg.dialog.local_contact.clone()),
+            ("Allow", ALLOW.to_string()),
+        ];
+        if let Some(se) = se {
+            c.refresh_session(se, now);
+            extra.push(("Session-Expires", format!("{se};refresher=uac")));
+            extra.push(("Require", "timer".to_string()));
+            let deadline = c.session_deadline;
+            let gen = c.timer_gen;
+            if let Some(d) = deadline {
+                self.timers.push(Reverse((d, call, gen)));
+            }
+        }
+        let is_invite = msg.method() == Some(&Method::Invite);
+        if is_invite {
+            let bytes = self.response_bytes(
+                &msg,
+                peer,
+                200,
+                "OK",
+                None,
+                &extra,
+                body.as_deref().map(str::as_bytes),
+            );
+            self.txs.respond(stx, 200, bytes, now);
+        } else {
+            self.respond(
+                stx,
+                &msg,
+                peer,
+                200,
+                "OK",
+                None,
+                &extra,
+                body.as_deref().map(str::as_bytes),
+                now,
+            );
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn response_bytes(
+        &self,
+        req: &Message,
+        peer: Peer,
+        status: u16,
+        reason: &str,
+        to_tag: Option<&str>,
+        extra: &[(&str, String)],
+        body: Option<&[u8]>,
+    ) -> Vec<u8> {
+        let mut b = ResponseBuilder::new(req, status, reason, Some(peer.addr), to_tag);
+        for (n, v) in extra {
+            b.header(n, v);
+        }
+        b.header("Server", &self.s.user_agent);
+        b.finish(body.map(|b| ("application/sdp", b)))
+    }
+
+    /// The address strowger is reached at on the transport and address family of `peer`.
+    pub(crate) fn local_for(&self, peer: Peer) -> SocketAddr {
+        self.s
+            .listen
+            .iter()
+            .find(|(t, a)| *t == peer.transport && a.is_ipv6() == peer.addr.is_ipv6())
+            .or_else(|| self.s.listen.first())
+            .map_or(SocketAddr::new(self.s.media_ip, 5060), |(_, a)| *a)
+    }
+
+    /// Media settings of a leg from what its SDP negotiated (or a silent leg until it does).
+    pub(crate) fn leg_config(&self, call: usize, outbound: bool) -> media::LegConfig {
+        let neg = self
+            .calls
+            .get(call)
+            .and_then(|c| {
+                if outbound {
+                    c.outbound.as_ref()
+                } else {
+                    Some(&c.inbound)
+                }
+            })
+            .and_then(|l| l.negotiated.as_ref());
+        leg_config(neg, &self.s)
+    }
+
+    fn on_ack(&mut self, msg: &Message, now: Instant, host: &mut dyn Host) {
+        let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
+        let Some(&(call, outbound)) = self.by_call_id.get(call_id) else {
+            return;
+        };
+        let symmetric = self.s.symmetric_rtp;
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        let Some(leg) = c.leg_mut(outbound) else {
+            return;
+        };
+        if msg.body().is_empty() {
+            return;
+        }
+        let Some(offer) = leg.our_offer.take() else {
+            return;
+        };
+        let answer = SessionDescription::parse(msg.body()).ok();
+        if let Some(neg) = answer.and_then(|a| sdp::accept_answer(&offer, &a).ok()) {
+            if let Some(m) = leg.media {
+                self.media.update_leg(m, leg_update(&neg, symmetric));
+            }
+            leg.negotiated = Some(neg);
+        }
+        let _ = (now, host);
+    }
+
+    fn on_cancel(
+        &mut self,
+        cancel: ServerTxId,
+        invite: Option<ServerTxId>,
+        msg: &Message,
+        peer: Peer,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let call = invite.and_then(|i| self.server_txs.get(&i).copied());
+        match call {
+            Some(call) if self.calls.get(call).is_some_and(|c| c.invite_tx.is_some()) => {
+                self.respond(cancel, msg, peer, 200, "OK", None, &[], None, now);
+                self.hangup(call, 127, "caller", Some(false), now, host);
+            }
+            _ => self.respond(
+                cancel,
+                msg,
+                peer,
+                481,
+                "Call/Transaction Does Not Exist",
+                None,
+                &[],
+                None,
+                now,
+            ),
+        }
+    }
+
+    fn on_response(&mut self, msg: Message, now: Instant, host: &mut dyn Host) {
+        if check_response(&msg).is_err() {
+            self.stats.responses_dropped += 1;
+            return;
+        }
+        let Some((ctx, first)) = self.txs.on_response(&msg, now) else {
+            return;
+        };
+        if let Some(dialog) = self.orphans.get(&ctx) {
+            let status = msg.status().unwrap_or(500);
+            if status >= 200 {
+                let dialog = dialog.clone();
+                self.orphans.remove(&ctx);
+                if status < 300 {
+                    self.orphan_answer(dialog, &msg, now);
+                }
+            }
+            return;
+        }
+        let Some(&(call, ref method)) = self.client_txs.get(&ctx) else {
+            return;
+        };
+        if *method != Method::Invite {
+            return;
+        }
+        let status = msg.status().unwrap_or(500);
+        if status >= 200 {
+            self.client_txs.remove(&ctx);
+        }
+        if !first {
+            // A retransmitted 2xx: our ACK was lost; send it again.
+            if (200..300).contains(&status) {
+                if let Some(ack) = self
+                    .calls
+                    .get(call)
+                    .and_then(|c| c.outbound.as_ref())
+                    .and_then(|l| l.ack.clone())
+                {
+                    self.out.push_back(ack);
+                }
+            }
+            return;
+        }
+        self.bridge_response(call, &msg, status, now, host);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Time and media
+    // ---------------------------------------------------------------------------------------
+
+    pub fn on_rtp(
+        &mut self,
+        leg: usize,
+        data: &[u8],
+        src: SocketAddr,
+        now: Instant,
+        tx: &mut dyn FnMut(media::Transmit<'_>),
+    ) {
+        self.media
+            .on_rtp(media::LegId::from_index(leg), data, src, now, tx);
+    }
+
+    pub fn on_rtcp(&mut self, leg: usize, data: &[u8], src: SocketAddr, now: Instant) {
+        self.media
+            .on_rtcp(media::LegId::from_index(leg), data, src, now);
+    }
+
+    pub fn tick(&mut self, now: Instant, tx: &mut dyn FnMut(media::Transmit<'_>)) {
+        self.media.tick(now, tx);
+    }
+
+    /// Media events, then dialplan steps that became runnable.
+    pub fn process(&mut self, now: Instant, host: &mut dyn Host) {
+        while let Some(ev) = self.media.poll_event() {
+            self.media_event(ev, now, host);
+        }
+        self.run_pending(now, host);
+    }
+
+    fn media_event(&mut self, ev: media::MediaEvent, now: Instant, host: &mut dyn Host) {
+        use media::MediaEvent as E;
+        let leg = match &ev {
+            E::PlaybackDone { leg }
+            | E::Dtmf { leg, .. }
+            | E::MediaTimeout { leg }
+            | E::RemoteLatched { leg, .. } => leg.index(),
+        };
+        let Some(&(call, _outbound)) = self.by_media.get(&leg) else {
+            return;
+        };
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        match ev {
+            E::PlaybackDone { .. } => {
+                if matches!(c.wait, Wait::Playback) {
+                    c.wait = Wait::None;
+                    self.to_run.push(call);
+                }
+            }
+            E::Dtmf { digit, .. } => {
+                c.digits.push(digit);
+                if digit == '#' && matches!(c.wait, Wait::Record { .. }) {
+                    self.stop_recording(call);
+                    self.to_run.push(call);
+                }
+            }
+            E::MediaTimeout { .. } => self.hangup(call, 41, "switch", None, now, host),
+            E::RemoteLatched { .. } => {}
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant, host: &mut dyn Host) {
+        self.txs.handle_timeout(now);
+        while let Some(ev) = self.txs.poll_event() {
+            match ev {
+                TxEvent::Timeout(ctx) => {
+                    if let Some((call, Method::Invite)) = self.client_txs.remove(&ctx) {
+                        self.bridge_failed(call, 408, now, host);
+                    }
+                }
+                TxEvent::ServerNoAck(stx) => {
+                    if let Some(call) = self.server_txs.get(&stx).copied() {
+                        self.hangup(call, 102, "switch", None, now, host);
+                    }
+                }
+                TxEvent::AckTimeout { call_id, .. } => {
+                    if let Some(&(call, outbound)) = self.by_call_id.get(&call_id) {
+                        self.hangup(
+                            call,
+                            102,
+                            "switch",
+                            Some(outbound).filter(|_| false),
+                            now,
+                            host,
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        while let Some(&Reverse((t, call, gen))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(c) = self.calls.get_mut(call) else {
+                continue;
+            };
+            if c.timer_gen != gen {
+                continue;
+            }
+            if c.session_deadline.is_some_and(|d| d <= now) {
+                self.hangup(call, 102, "switch", None, now, host);
+                continue;
+            }
+            match c.wait {
+                Wait::Timer(until) if until <= now => {
+                    c.wait = Wait::None;
+                    self.to_run.push(call);
+                }
+                Wait::Record { until } if until <= now => {
+                    self.stop_recording(call);
+                    self.to_run.push(call);
+                }
+                Wait::Bridge { until } if until <= now => {
+                    self.bridge_failed(call, 408, now, host);
+                }
+                _ => {}
+            }
+        }
+        self.run_pending(now, host);
+    }
+
+    /// Hangs up every call (process shutdown).
+    pub fn shutdown(&mut self, now: Instant, host: &mut dyn Host) {
+        let ids: Vec<usize> = self.calls.iter().map(|(i, _)| i).collect();
+        for id in ids {
+            self.hangup(id, 16, "switch", None, now, host);
+        }
+    }
+}
+
+pub(crate) fn transport_param(t: Transport) -> &'static str {
+    match t {
+        Transport::Udp => "",
+        Transport::Tcp => ";transport=tcp",
+    }
+}
+
+/// Media settings from negotiated SDP; without SDP yet, a leg that waits for the peer's address.
+pub(crate) fn leg_config(neg: Option<&sdp::Negotiated>, s: &Settings) -> media::LegConfig {
+    media::LegConfig {
+        payload_type: neg.map_or(0, |n| n.pt),
+        law: neg.map_or(media::Law::Pcmu, |n| law_of(n.codec.name)),
+        dtmf_pt: neg.and_then(|n| n.dtmf_pt),
+        remote: neg.map(|n| n.remote),
+        remote_rtcp: neg.map(|n| n.remote_rtcp),
+        symmetric: s.symmetric_rtp,
+        media_timeout: s.media_timeout,
+        ptime_ms: neg.map_or(20, |n| n.ptime),
+    }
+}
+
+pub(crate) fn leg_update(neg: &sdp::Negotiated, symmetric: bool) -> media::LegUpdate {
+    media::LegUpdate {
+        payload_type: neg.pt,
+        law: law_of(neg.codec.name),
+        dtmf_pt: neg.dtmf_pt,
+        remote: Some(neg.remote),
+        remote_rtcp: Some(neg.remote_rtcp),
+        sends: neg.direction.sends(),
+        receives: neg.direction.receives(),
+        symmetric,
+    }
+}
+
+fn law_of(codec: &str) -> media::Law {
+    if codec.eq_ignore_ascii_case("PCMA") {
+        media::Law::Pcma
+    } else {
+        media::Law::Pcmu
+    }
+}

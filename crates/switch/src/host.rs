@@ -1,0 +1,20 @@
+//! What the call engine asks of the process around it: sockets for media, files for prompts and
+//! recordings, and the CDR log. Kept to a handful of calls so tests can stand in for it.
+
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+
+pub trait Host {
+    /// Binds RTP (and RTCP on the next port) for media leg `leg`; returns the RTP port.
+    fn open_media(&mut self, leg: usize) -> Option<u16>;
+    fn close_media(&mut self, leg: usize);
+    /// A prompt by name (`demo`, or a file relative to the data directory); `cache` keeps it.
+    fn prompt(&mut self, name: &str, cache: bool) -> Result<Arc<media::Prompt>, String>;
+    /// Creates a recording file (relative to the data directory).
+    fn recording(&mut self, name: &str) -> io::Result<File>;
+    /// Appends one CDR line (JSON, no newline).
+    fn cdr(&mut self, line: &str);
+    /// A problem an operator should see (names the cause and the fix).
+    fn log(&mut self, msg: &str);
+}
