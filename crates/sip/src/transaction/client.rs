@@ -15,7 +15,7 @@ const TIMER_D: Duration = Duration::from_secs(32);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum State {
-    /// A CANCEL waiting for its INVITE's first provisional (§9.1); nothing sent yet.
+    /// Created but not sent: a CANCEL waits here for its INVITE's first provisional (§9.1).
     Deferred,
     /// Request sent, no response yet ("Trying" for non-INVITE).
     Calling,

@@ -281,8 +281,9 @@ impl Transactions {
     }
 
     /// Starts a client transaction for a request the TU built (top Via with a z9hG4bK branch).
-    /// INVITE runs timers A, B and D; anything else E, F and K. ACK is not a transaction: send
-    /// it with `send_stateless`.
+    /// INVITE runs timers A, B and D; anything else E, F and K. An ACK is no transaction: send
+    /// it with `send_stateless`. A request without branch or CSeq matches no response and
+    /// times out.
     pub fn send_request(&mut self, bytes: Vec<u8>, to: Peer, now: Instant) -> ClientTxId {
         let id = self.insert_client(bytes.into(), to);
         if let Some(txn) = self.clients.get_mut(&id) {
@@ -316,8 +317,8 @@ impl Transactions {
 
     /// A response arrived. `Some((tx, first_time))` when the TU should see it: provisionals,
     /// finals, and retransmitted 2xx to INVITE (`first_time` false: re-send the ACK). `None`
-    /// when absorbed or stray. First_time compares nothing but the state: a 2xx from a second
-    /// fork also comes with `false`, so a TU that cares about forks compares To tags.
+    /// when absorbed or stray. `first_time` is false for every 2xx after the first, a second
+    /// fork's included: a TU that cares about forks compares To tags.
     pub fn on_response(&mut self, msg: &Message, now: Instant) -> Option<(ClientTxId, bool)> {
         let status = msg.status()?;
         if !key::client(msg, &mut self.scratch) {

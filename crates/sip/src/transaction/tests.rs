@@ -739,3 +739,9 @@ fn junk_and_stale_ids_are_harmless() {
     tx.respond(ServerTxId(12345), 200, b"x".to_vec(), t0);
     assert!(transmits(&mut tx).is_empty() && tx.is_empty());
 }
+
+#[test]
+fn layer_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<Transactions>();
+}
