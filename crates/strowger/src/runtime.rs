@@ -39,6 +39,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
         .filter(|(t, _)| *t == Transport::Tcp)
         .map(|(_, a)| *a)
         .collect();
+    // SO_REUSEPORT would let a second strowger share the port and take half the traffic:
+    // a plain bind first proves no other process holds it.
+    for a in &udp {
+        std::net::UdpSocket::bind(a).map_err(|e| {
+            format!("cannot listen for SIP on udp:{a}: {e} — is another strowger running? (change sip.listen or --sip-listen)")
+        })?;
+    }
     let media_ip = udp
         .first()
         .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip());
