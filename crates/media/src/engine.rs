@@ -389,8 +389,10 @@ impl Engine {
             let id = LegId(index);
             let last_rx = *leg.last_rx.get_or_insert(now);
             if let Some(limit) = leg.media_timeout {
-                if leg.receives && !leg.timed_out && now.saturating_duration_since(last_rx) >= limit
-                {
+                // Only a two-way stream is expected to keep arriving: a held party (sendonly,
+                // recvonly or inactive) may go quiet for as long as it is held.
+                let expecting = leg.receives && leg.sends;
+                if expecting && !leg.timed_out && now.saturating_duration_since(last_rx) >= limit {
                     leg.timed_out = true;
                     events.push_back(MediaEvent::MediaTimeout { leg: id });
                 }

@@ -167,7 +167,8 @@ impl Leg {
     }
 
     pub(crate) fn update(&mut self, u: LegUpdate) {
-        if u.receives && !self.receives {
+        // Resuming a held stream restarts the media timeout.
+        if u.receives && u.sends && !(self.receives && self.sends) {
             self.last_rx = None;
         }
         self.payload_type = u.payload_type;

@@ -86,6 +86,7 @@ impl Engine {
             local_cseq: 0,
             remote_cseq: 0,
             peer,
+            max_forwards: max_forwards - 1,
             local_contact: format!(
                 "<sip:strowger@{local}{}>",
                 crate::engine::transport_param(peer.transport)
@@ -109,7 +110,6 @@ impl Engine {
         let offer = sdp_offer.to_string();
         out.our_offer = Some(sdp_offer);
         let mut b = out.dialog.request(&Method::Invite, &branch, local, None);
-        b.header("Max-Forwards", max_forwards - 1);
         b.header("Allow", ALLOW);
         b.header("Supported", SUPPORTED.join(", "));
         b.header("User-Agent", ua);

@@ -23,6 +23,8 @@ pub struct Dialog {
     /// on, so phones behind NAT stay reachable (what Asterisk calls `force_rport`).
     pub peer: Peer,
     pub local_contact: String,
+    /// Max-Forwards of requests strowger sends in this dialog (a bridge passes the caller's on, less one).
+    pub max_forwards: u32,
 }
 
 /// The name-addr of a From/To header value with its `tag` parameter removed.
@@ -90,6 +92,7 @@ impl Dialog {
             remote_cseq: cseq.seq,
             peer,
             local_contact,
+            max_forwards: 70,
         })
     }
 
@@ -153,7 +156,7 @@ impl Dialog {
         for r in &routes {
             b.header("Route", r);
         }
-        b.header("Max-Forwards", 70);
+        b.header("Max-Forwards", self.max_forwards);
         b.header(
             "From",
             format_args!("{};tag={}", self.local_uri, self.local_tag),

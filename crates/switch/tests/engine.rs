@@ -1,0 +1,459 @@
+//! The call engine driven by hand-written SIP and injected time: what goes out on the wire and
+//! into the CDR for each call flow, with no sockets and no sleeping.
+
+use sip::header::HeaderName;
+use sip::transaction::{Peer, Transport};
+use sip::Message;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use switch::config::Config;
+use switch::{Engine, Host, Settings};
+
+const DIALPLAN: &str = r#"
+[general]
+max_calls = 2
+[sip]
+session_expires = 1800
+min_se = 90
+[vars]
+bridge_target = "127.0.0.1:5090"
+[dialplan]
+default_context = "default"
+[[dialplan.contexts.default.rules]]
+exten = "44444"
+steps = ["answer", "playback demo loop=true"]
+[[dialplan.contexts.default.rules]]
+exten = "5555"
+steps = ["ringing", "wait 30"]
+[[dialplan.contexts.default.rules]]
+exten = "6666"
+steps = ["answer", "wait 1", "hangup"]
+[[dialplan.contexts.default.rules]]
+regex = "^2(\\d{3})$"
+steps = ["bridge sip:${EXTEN}@${bridge_target} timeout=5"]
+"#;
+
+/// Stands in for the process: ports from a counter, the demo prompt, CDRs kept in memory.
+#[derive(Default)]
+struct TestHost {
+    next_port: u16,
+    cdrs: Vec<serde_json::Value>,
+}
+
+impl Host for TestHost {
+    fn open_media(&mut self, _leg: usize) -> Option<u16> {
+        self.next_port += 2;
+        Some(20000 + self.next_port)
+    }
+    fn close_media(&mut self, _leg: usize) {}
+    fn prompt(&mut self, _name: &str, _cache: bool) -> Result<Arc<media::Prompt>, String> {
+        let pcm: Vec<i16> = (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
+        Ok(Arc::new(media::Prompt::from_pcm("test", &pcm)))
+    }
+    fn recording(&mut self, _name: &str) -> std::io::Result<File> {
+        tempfile()
+    }
+    fn cdr(&mut self, line: &str) {
+        self.cdrs
+            .push(serde_json::from_str(line).expect("CDR is JSON"));
+    }
+    fn log(&mut self, msg: &str) {
+        panic!("unexpected operator message: {msg}");
+    }
+}
+
+fn tempfile() -> std::io::Result<File> {
+    let path = std::env::temp_dir().join(format!("strowger-engine-test-{}", std::process::id()));
+    File::create(path)
+}
+
+const CALLER: &str = "127.0.0.1:5061";
+const LOCAL: &str = "127.0.0.1:5060";
+
+struct Rig {
+    engine: Engine,
+    host: TestHost,
+    now: Instant,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let cfg = Config::from_str(DIALPLAN, "test.toml").expect("test config is valid");
+        let s = Settings {
+            timers: Default::default(),
+            max_calls: cfg.general.max_calls as usize,
+            user_agent: "strowger-test".into(),
+            media_timeout: Some(Duration::from_secs(10)),
+            caps: cfg.rtp.caps(),
+            symmetric_rtp: true,
+            session_expires: cfg.sip.session_expires,
+            min_se: cfg.sip.min_se,
+            accept_require: cfg.sip.accept_require.clone(),
+            retry_after_s: 7,
+            media_ip: "127.0.0.1".parse().unwrap(),
+            default_context: "default".into(),
+            listen: vec![(Transport::Udp, LOCAL.parse().unwrap())],
+            data_dir: "/tmp".into(),
+            worker: 0,
+            workers: 1,
+        };
+        Rig {
+            engine: Engine::new(s, Arc::new(cfg.dialplan)),
+            host: TestHost::default(),
+            now: Instant::now(),
+        }
+    }
+
+    fn send(&mut self, text: &str) {
+        self.send_from(text, CALLER);
+    }
+
+    fn send_from(&mut self, text: &str, from: &str) {
+        let bytes = text.replace('\n', "\r\n");
+        let msg = Message::parse(bytes.as_bytes(), true).expect("test message frames");
+        let peer = Peer {
+            transport: Transport::Udp,
+            addr: from.parse().unwrap(),
+        };
+        self.engine
+            .on_sip(msg, peer, LOCAL.parse().unwrap(), self.now, &mut self.host);
+    }
+
+    /// Advances time in 20 ms media ticks, running timers as the worker would.
+    fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        while self.now < end {
+            self.now += Duration::from_millis(20);
+            self.engine.tick(self.now, &mut |_| {});
+            self.engine.process(self.now, &mut self.host);
+            self.engine.handle_timeout(self.now, &mut self.host);
+        }
+    }
+
+    /// Everything the engine wants to send, parsed, with its destination.
+    fn sent(&mut self) -> Vec<(SocketAddr, Message)> {
+        let mut out = Vec::new();
+        while let Some((to, bytes)) = self.engine.poll_transmit() {
+            out.push((
+                to.addr,
+                Message::parse(&bytes, true).expect("strowger sends valid SIP"),
+            ));
+        }
+        out
+    }
+
+    fn statuses(&mut self) -> Vec<u16> {
+        self.sent().iter().filter_map(|(_, m)| m.status()).collect()
+    }
+}
+
+fn invite(exten: &str, call_id: &str, sdp: bool, extra: &str) -> String {
+    let body = if sdp {
+        "v=0\no=- 1 1 IN IP4 127.0.0.1\ns=-\nc=IN IP4 127.0.0.1\nt=0 0\nm=audio 6000 RTP/AVP 0 101\na=rtpmap:101 telephone-event/8000\n"
+    } else {
+        ""
+    };
+    let len = body.replace('\n', "\r\n").len();
+    let ct = if sdp {
+        "Content-Type: application/sdp\n"
+    } else {
+        ""
+    };
+    format!(
+        "INVITE sip:{exten}@127.0.0.1 SIP/2.0\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK-{call_id}\n\
+From: <sip:alice@127.0.0.1>;tag=a1\nTo: <sip:{exten}@127.0.0.1>\nCall-ID: {call_id}\nCSeq: 1 INVITE\n\
+Contact: <sip:alice@127.0.0.1:5061>\nMax-Forwards: 70\n{extra}{ct}Content-Length: {len}\n\n{body}"
+    )
+}
+
+fn in_dialog(
+    method: &str,
+    call_id: &str,
+    to_tag: &str,
+    cseq: u32,
+    branch: &str,
+    body: &str,
+) -> String {
+    let len = body.replace('\n', "\r\n").len();
+    let ct = if body.is_empty() {
+        ""
+    } else {
+        "Content-Type: application/sdp\n"
+    };
+    format!(
+        "{method} sip:alice@127.0.0.1:5061 SIP/2.0\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK-{branch}\n\
+From: <sip:alice@127.0.0.1>;tag=a1\nTo: <sip:x@127.0.0.1>;tag={to_tag}\nCall-ID: {call_id}\nCSeq: {cseq} {method}\n\
+Max-Forwards: 70\n{ct}Content-Length: {len}\n\n{body}"
+    )
+}
+
+fn to_tag(m: &Message) -> String {
+    let to = m.header(HeaderName::To).unwrap();
+    sip::NameAddr::parse(to).unwrap().tag().unwrap().to_string()
+}
+
+#[test]
+fn playback_call_answers_with_sdp_and_writes_a_cdr_on_bye() {
+    let mut r = Rig::new();
+    r.send(&invite("44444", "c1", true, ""));
+    let sent = r.sent();
+    let statuses: Vec<_> = sent.iter().filter_map(|(_, m)| m.status()).collect();
+    assert_eq!(statuses, [100, 200]);
+    let ok = &sent[1].1;
+    assert_eq!(sent[1].0, CALLER.parse::<SocketAddr>().unwrap());
+    let body = String::from_utf8_lossy(ok.body()).to_string();
+    assert!(
+        body.contains("m=audio 2000") && body.contains("RTP/AVP 0"),
+        "{body}"
+    );
+    let tag = to_tag(ok);
+    r.send(&in_dialog("ACK", "c1", &tag, 1, "ack1", ""));
+    r.advance(Duration::from_secs(2));
+    r.send(&in_dialog("BYE", "c1", &tag, 2, "bye1", ""));
+    assert_eq!(r.statuses(), [200]);
+    assert_eq!(r.host.cdrs.len(), 1);
+    let cdr = &r.host.cdrs[0];
+    assert_eq!(cdr["exten"], "44444");
+    assert_eq!(cdr["sip_status"], 200);
+    assert_eq!(cdr["hangup_side"], "caller");
+    assert_eq!(cdr["codec"], "PCMU");
+    assert!(cdr["billable_s"].as_f64().unwrap() >= 1.9);
+    assert_eq!(r.engine.active_calls(), 0);
+}
+
+#[test]
+fn retransmitted_invite_is_absorbed() {
+    let mut r = Rig::new();
+    let inv = invite("5555", "c2", true, "");
+    r.send(&inv);
+    assert_eq!(r.statuses(), [100, 180]);
+    r.send(&inv);
+    assert_eq!(
+        r.statuses(),
+        [180],
+        "the retransmission gets the latest provisional again"
+    );
+    assert_eq!(r.engine.active_calls(), 1);
+}
+
+#[test]
+fn cancel_while_ringing_gives_487_and_a_cdr() {
+    let mut r = Rig::new();
+    r.send(&invite("5555", "c3", true, ""));
+    r.sent();
+    let cancel = "CANCEL sip:5555@127.0.0.1 SIP/2.0\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK-c3\n\
+From: <sip:alice@127.0.0.1>;tag=a1\nTo: <sip:5555@127.0.0.1>\nCall-ID: c3\nCSeq: 1 CANCEL\nMax-Forwards: 70\nContent-Length: 0\n\n";
+    r.send(cancel);
+    let mut st = r.statuses();
+    st.sort();
+    assert_eq!(st, [200, 487]);
+    assert_eq!(r.host.cdrs[0]["sip_status"], 487);
+    assert_eq!(r.host.cdrs[0]["answer"], serde_json::Value::Null);
+}
+
+#[test]
+fn over_the_call_limit_gets_503_with_retry_after() {
+    let mut r = Rig::new();
+    r.send(&invite("5555", "c4a", true, ""));
+    r.send(&invite("5555", "c4b", true, ""));
+    r.sent();
+    r.send(&invite("5555", "c4c", true, ""));
+    let sent = r.sent();
+    assert_eq!(sent[0].1.status(), Some(503));
+    assert_eq!(sent[0].1.header(HeaderName::RetryAfter), Some("7"));
+}
+
+#[test]
+fn strowger_hangs_up_with_bye() {
+    let mut r = Rig::new();
+    r.send(&invite("6666", "c5", true, ""));
+    let tag = to_tag(&r.sent()[1].1);
+    r.send(&in_dialog("ACK", "c5", &tag, 1, "ack5", ""));
+    r.advance(Duration::from_millis(1100));
+    let sent = r.sent();
+    let bye = sent
+        .iter()
+        .find(|(_, m)| m.method() == Some(&sip::Method::Bye))
+        .expect("a BYE");
+    assert_eq!(bye.1.request_uri(), Some("sip:alice@127.0.0.1:5061"));
+    assert_eq!(r.host.cdrs[0]["hangup_side"], "switch");
+}
+
+#[test]
+fn invite_without_sdp_gets_an_offer_and_the_ack_answers_it() {
+    let mut r = Rig::new();
+    r.send(&invite("44444", "c6", false, ""));
+    let ok = r.sent().pop().unwrap().1;
+    let offer = String::from_utf8_lossy(ok.body()).to_string();
+    assert!(offer.contains("RTP/AVP 0 8 101"), "{offer}");
+    let answer =
+        "v=0\no=- 1 1 IN IP4 127.0.0.1\ns=-\nc=IN IP4 127.0.0.1\nt=0 0\nm=audio 7000 RTP/AVP 8\n";
+    r.send(&in_dialog("ACK", "c6", &to_tag(&ok), 1, "ack6", answer));
+    let mut frames = Vec::new();
+    r.engine.tick(r.now + Duration::from_millis(20), &mut |t| {
+        frames.push((t.dst, t.payload[1] & 0x7f))
+    });
+    assert!(
+        frames.contains(&("127.0.0.1:7000".parse().unwrap(), 8)),
+        "PCMA to the answer's address: {frames:?}"
+    );
+}
+
+#[test]
+fn reinvite_hold_is_answered_recvonly() {
+    let mut r = Rig::new();
+    r.send(&invite("44444", "c7", true, ""));
+    let tag = to_tag(&r.sent()[1].1);
+    r.send(&in_dialog("ACK", "c7", &tag, 1, "ack7", ""));
+    let hold = "v=0\no=- 1 2 IN IP4 127.0.0.1\ns=-\nc=IN IP4 127.0.0.1\nt=0 0\nm=audio 6000 RTP/AVP 0\na=sendonly\n";
+    r.send(&in_dialog("INVITE", "c7", &tag, 2, "hold7", hold));
+    let ok = r.sent().pop().unwrap().1;
+    assert_eq!(ok.status(), Some(200));
+    assert!(String::from_utf8_lossy(ok.body()).contains("a=recvonly"));
+    // On hold strowger sends nothing, and the media timeout does not fire.
+    r.send(&in_dialog("ACK", "c7", &tag, 2, "ack7b", ""));
+    let mut sent = 0;
+    r.engine
+        .tick(r.now + Duration::from_millis(20), &mut |_| sent += 1);
+    assert_eq!(sent, 0);
+    r.advance(Duration::from_secs(12));
+    assert_eq!(r.engine.active_calls(), 1);
+}
+
+#[test]
+fn media_timeout_hangs_up() {
+    let mut r = Rig::new();
+    r.send(&invite("44444", "c8", true, ""));
+    let tag = to_tag(&r.sent()[1].1);
+    r.send(&in_dialog("ACK", "c8", &tag, 1, "ack8", ""));
+    r.advance(Duration::from_secs(11));
+    assert_eq!(r.engine.active_calls(), 0);
+    assert!(r
+        .sent()
+        .iter()
+        .any(|(_, m)| m.method() == Some(&sip::Method::Bye)));
+    assert_eq!(r.host.cdrs[0]["cause"], 41);
+}
+
+#[test]
+fn session_timer_is_granted_and_enforced() {
+    let mut r = Rig::new();
+    r.send(&invite(
+        "44444",
+        "c9",
+        true,
+        "Session-Expires: 30\nSupported: timer\n",
+    ));
+    assert_eq!(r.sent()[0].1.status(), Some(422), "below Min-SE 90");
+    r.send(&invite(
+        "44444",
+        "c9b",
+        true,
+        "Session-Expires: 90\nSupported: timer\n",
+    ));
+    let ok = r.sent().pop().unwrap().1;
+    assert_eq!(
+        ok.header(HeaderName::SessionExpires),
+        Some("90;refresher=uac")
+    );
+    assert_eq!(ok.header(HeaderName::Require), Some("timer"));
+}
+
+#[test]
+fn bridge_relays_ringing_and_answer_and_acks_the_callee() {
+    let mut r = Rig::new();
+    r.send(&invite("2001", "c10", true, ""));
+    let sent = r.sent();
+    let out = sent
+        .iter()
+        .find(|(_, m)| m.method() == Some(&sip::Method::Invite))
+        .expect("outbound INVITE");
+    assert_eq!(out.0, "127.0.0.1:5090".parse::<SocketAddr>().unwrap());
+    assert_eq!(out.1.request_uri(), Some("sip:2001@127.0.0.1:5090"));
+    assert_eq!(out.1.header(HeaderName::MaxForwards), Some("69"));
+    let req = out.1.clone();
+    let reply = |status: &str, body: &str| {
+        let via = req.header(HeaderName::Via).unwrap();
+        let from = req.header(HeaderName::From).unwrap();
+        let call_id = req.header(HeaderName::CallId).unwrap();
+        let ct = if body.is_empty() {
+            ""
+        } else {
+            "Content-Type: application/sdp\n"
+        };
+        let len = body.replace('\n', "\r\n").len();
+        format!(
+            "SIP/2.0 {status}\nVia: {via}\nFrom: {from}\nTo: <sip:2001@127.0.0.1:5090>;tag=b1\nCall-ID: {call_id}\n\
+CSeq: 1 INVITE\nContact: <sip:uas@127.0.0.1:5090>\n{ct}Content-Length: {len}\n\n{body}"
+        )
+    };
+    r.send_from(&reply("180 Ringing", ""), "127.0.0.1:5090");
+    assert_eq!(r.statuses(), [180]);
+    let sdp =
+        "v=0\no=- 1 1 IN IP4 127.0.0.1\ns=-\nc=IN IP4 127.0.0.1\nt=0 0\nm=audio 8000 RTP/AVP 0\n";
+    r.send_from(&reply("200 OK", sdp), "127.0.0.1:5090");
+    let sent = r.sent();
+    assert!(sent
+        .iter()
+        .any(|(to, m)| m.method() == Some(&sip::Method::Ack)
+            && *to == "127.0.0.1:5090".parse().unwrap()));
+    assert!(sent
+        .iter()
+        .any(|(to, m)| m.status() == Some(200) && *to == CALLER.parse().unwrap()));
+    // The callee hangs up: the caller gets a BYE, the CDR names the callee.
+    let bye = format!(
+        "BYE sip:strowger@127.0.0.1:5060 SIP/2.0\nVia: SIP/2.0/UDP 127.0.0.1:5090;branch=z9hG4bK-b2\n\
+From: <sip:2001@127.0.0.1:5090>;tag=b1\nTo: {}\nCall-ID: {}\nCSeq: 2 BYE\nMax-Forwards: 70\nContent-Length: 0\n\n",
+        req.header(HeaderName::From).unwrap(),
+        req.header(HeaderName::CallId).unwrap()
+    );
+    r.send_from(&bye, "127.0.0.1:5090");
+    let sent = r.sent();
+    assert!(sent
+        .iter()
+        .any(|(to, m)| m.method() == Some(&sip::Method::Bye) && *to == CALLER.parse().unwrap()));
+    assert_eq!(r.host.cdrs[0]["hangup_side"], "callee");
+    assert_eq!(r.host.cdrs[0]["bridged_to"], "sip:2001@127.0.0.1:5090");
+}
+
+#[test]
+fn busy_callee_is_relayed_to_the_caller() {
+    let mut r = Rig::new();
+    r.send(&invite("2002", "c11", true, ""));
+    let req = r
+        .sent()
+        .into_iter()
+        .find(|(_, m)| m.method() == Some(&sip::Method::Invite))
+        .unwrap()
+        .1;
+    let busy = format!(
+        "SIP/2.0 486 Busy Here\nVia: {}\nFrom: {}\nTo: <sip:2002@127.0.0.1:5090>;tag=b9\nCall-ID: {}\nCSeq: 1 INVITE\nContent-Length: 0\n\n",
+        req.header(HeaderName::Via).unwrap(),
+        req.header(HeaderName::From).unwrap(),
+        req.header(HeaderName::CallId).unwrap()
+    );
+    r.send_from(&busy, "127.0.0.1:5090");
+    let sent = r.sent();
+    assert!(
+        sent.iter()
+            .any(|(_, m)| m.method() == Some(&sip::Method::Ack)),
+        "non-2xx ACKed by the transaction layer"
+    );
+    assert!(sent
+        .iter()
+        .any(|(to, m)| m.status() == Some(486) && *to == CALLER.parse().unwrap()));
+    assert_eq!(r.host.cdrs[0]["sip_status"], 486);
+}
+
+#[test]
+fn unknown_extension_gets_404_and_options_gets_allow() {
+    let mut r = Rig::new();
+    r.send(&invite("777", "c12", true, ""));
+    assert_eq!(r.statuses(), [404]);
+    r.send("OPTIONS sip:127.0.0.1 SIP/2.0\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK-o1\nFrom: <sip:a@b>;tag=1\nTo: <sip:127.0.0.1>\nCall-ID: o1\nCSeq: 1 OPTIONS\nMax-Forwards: 70\nContent-Length: 0\n\n");
+    let ok = r.sent().pop().unwrap().1;
+    assert_eq!(ok.status(), Some(200));
+    assert!(ok.header(HeaderName::Allow).unwrap().contains("INVITE"));
+}
