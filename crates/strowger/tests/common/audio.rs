@@ -125,7 +125,9 @@ fn ncc(a: &[f32], b: &[f32]) -> f64 {
 }
 
 fn decimate4(x: &[f32]) -> Vec<f32> {
-    x.chunks_exact(4).map(|c| c.iter().sum::<f32>() / 4.0).collect()
+    x.chunks_exact(4)
+        .map(|c| c.iter().sum::<f32>() / 4.0)
+        .collect()
 }
 
 /// Best normalized cross-correlation of `sig[start..start+len]` against `reference` shifted by
@@ -140,7 +142,12 @@ pub fn best_correlation(
 ) -> (f64, isize) {
     let to_f = |v: &[i16]| v.iter().map(|&s| f32::from(s)).collect::<Vec<f32>>();
     let (s, r) = (to_f(sig), to_f(reference));
-    assert!(start + len <= s.len(), "signal too short: {} < {}", s.len(), start + len);
+    assert!(
+        start + len <= s.len(),
+        "signal too short: {} < {}",
+        s.len(),
+        start + len
+    );
     // seg against r at (start + lag) / d for each lag, on signals decimated by d.
     let search = |seg: &[f32], r: &[f32], d: isize, lags: &mut dyn Iterator<Item = isize>| {
         let mut best = (f64::MIN, 0);
@@ -156,7 +163,12 @@ pub fn best_correlation(
         best
     };
     let (sd, rd) = (decimate4(&s), decimate4(&r));
-    let coarse = search(&sd[start / 4..(start + len) / 4], &rd, 4, &mut lags.clone().step_by(4));
+    let coarse = search(
+        &sd[start / 4..(start + len) / 4],
+        &rd,
+        4,
+        &mut lags.clone().step_by(4),
+    );
     let mut fine = (coarse.1 - 8..=coarse.1 + 8).filter(|l| lags.contains(l));
     search(&s[start..start + len], &r, 1, &mut fine)
 }
@@ -173,13 +185,18 @@ mod tests {
         assert_eq!(ulaw_decode(0x00), -32124);
         for s in [-30000i16, -1000, -5, 0, 7, 1000, 30000] {
             let back = ulaw_decode(ulaw_encode(s));
-            assert!((i32::from(back) - i32::from(s)).abs() <= i32::from(s).abs() / 16 + 8, "{s} -> {back}");
+            assert!(
+                (i32::from(back) - i32::from(s)).abs() <= i32::from(s).abs() / 16 + 8,
+                "{s} -> {back}"
+            );
         }
     }
 
     #[test]
     fn correlation_finds_a_known_lag() {
-        let reference: Vec<i16> = (0..20000).map(|i| (((i * 7919) % 2003) as i16 - 1000) * 10).collect();
+        let reference: Vec<i16> = (0..20000)
+            .map(|i| (((i * 7919) % 2003) as i16 - 1000) * 10)
+            .collect();
         let sig: Vec<i16> = reference[300..].to_vec(); // sig[i] = reference[i + 300]
         let (c, lag) = best_correlation(&sig, &reference, 1000, 8000, -2000..=2000);
         assert!(c > 0.99 && lag == 300, "{c} {lag}");

@@ -117,7 +117,9 @@ impl Parser<'_> {
                     self.i += 1;
                 }
                 let t = std::str::from_utf8(&self.s[start..self.i]).unwrap();
-                t.parse().map(Json::Num).map_err(|_| format!("bad number at {start}"))
+                t.parse()
+                    .map(Json::Num)
+                    .map_err(|_| format!("bad number at {start}"))
             }
             None => Err("unexpected end".into()),
         }

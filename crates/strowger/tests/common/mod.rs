@@ -55,7 +55,9 @@ impl TempDir {
     /// A fresh subdirectory, unique within this dir.
     pub fn subdir(&self, label: &str) -> PathBuf {
         static N: AtomicU32 = AtomicU32::new(0);
-        let dir = self.0.join(format!("{label}-{}", N.fetch_add(1, Ordering::Relaxed)));
+        let dir = self
+            .0
+            .join(format!("{label}-{}", N.fetch_add(1, Ordering::Relaxed)));
         std::fs::create_dir_all(&dir).expect("create subdir");
         dir
     }

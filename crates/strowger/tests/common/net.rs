@@ -2,8 +2,8 @@
 //! same machine), so every port handed out is remembered for the life of the process and
 //! checked free on 127.0.0.1 right before use.
 
-use std::collections::BTreeSet;
 use std::collections::hash_map::RandomState;
+use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
 use std::net::{TcpListener, UdpSocket};
 use std::sync::Mutex;

@@ -3,6 +3,7 @@
 //! per-run directory that failure messages quote.
 
 use super::net::{free_port, free_port_range};
+use super::sip::Msg;
 use super::{read_text, tail, tests_dir, wait_for};
 use std::fs::File;
 use std::net::SocketAddr;
@@ -229,9 +230,18 @@ impl SippResult {
         f("errors.log", 30) + &f("stderr.log", 10) + &f("screen.log", 45) + &f("messages.log", 60)
     }
 
-    /// The SIP messages SIPp traced (sent and received).
-    pub fn messages(&self) -> String {
+    /// The SIP messages SIPp received, from its -trace_msg log (blocks that start with a line
+    /// of dashes and a timestamp, then "UDP message received [N] bytes :", a blank line, the message).
+    pub fn received(&self) -> Vec<Msg> {
         read_text(&self.dir.join("messages.log"))
+            .split("-----------------------------------------------")
+            .filter_map(|block| {
+                let (head, msg) = block.split_once("\n\n")?;
+                head.contains("message received")
+                    .then(|| Msg::parse(msg.as_bytes()))
+                    .flatten()
+            })
+            .collect()
     }
 }
 

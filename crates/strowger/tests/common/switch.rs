@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-/// RTP ports per strowger instance: plenty for the tests' concurrent calls on 2 workers.
-const RTP_PORTS: u16 = 40;
+/// RTP ports per strowger instance: 50 pairs, split across 2 workers, for up to 10 bridged
+/// calls (two streams each) at once.
+const RTP_PORTS: u16 = 100;
 
 pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_strowger")
@@ -141,7 +142,7 @@ impl Strowger {
         read_text(&self.data_dir().join("cdr.jsonl"))
             .lines()
             .filter(|l| !l.trim().is_empty())
-            .map(|l| Cdr(Json::parse(l).unwrap_or_else(|e| panic!("bad CDR line {l:?}: {e}"))))
+            .map(Cdr::parse)
             .collect()
     }
 
@@ -165,21 +166,27 @@ impl Strowger {
 
     /// SIGTERM and wait (bounded) for a clean exit.
     pub fn stop(&mut self) -> ExitStatus {
-        let child = self.child.as_mut().expect("strowger already stopped");
+        self.stop_with("-TERM")
+    }
+
+    /// Sends `signal` (`-TERM`, `-INT`) and waits up to 10 s for the exit.
+    pub fn stop_with(&mut self, signal: &str) -> ExitStatus {
+        let mut child = self.child.take().expect("strowger already stopped");
         let _ = Command::new("kill")
-            .arg("-TERM")
+            .arg(signal)
             .arg(child.id().to_string())
             .status();
-        let st = wait_for(Duration::from_secs(10), || child.try_wait().ok().flatten());
-        let st = st.unwrap_or_else(|| {
-            let _ = child.kill();
-            panic!(
-                "strowger did not exit within 10 s of SIGTERM; stderr tail:\n{}",
-                tail(&self.stderr(), 20)
-            )
-        });
-        self.child = None;
-        st
+        match wait_for(Duration::from_secs(10), || child.try_wait().ok().flatten()) {
+            Some(st) => st,
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "strowger did not exit within 10 s of kill {signal}; stderr tail:\n{}",
+                    tail(&self.stderr(), 20)
+                )
+            }
+        }
     }
 }
 
@@ -213,25 +220,67 @@ pub fn run_cli(args: &[&str], cwd: &Path) -> std::process::Output {
 }
 
 /// One CDR line.
-#[derive(Clone, Debug)]
-pub struct Cdr(pub Json);
+#[derive(Clone)]
+pub struct Cdr {
+    pub line: String,
+    json: Json,
+}
+
+impl std::fmt::Debug for Cdr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.line)
+    }
+}
 
 impl Cdr {
+    pub fn parse(line: &str) -> Cdr {
+        let json = Json::parse(line).unwrap_or_else(|e| panic!("bad CDR line {line:?}: {e}"));
+        Cdr {
+            line: line.to_string(),
+            json,
+        }
+    }
+
     pub fn str(&self, key: &str) -> &str {
-        self.0
+        self.json
             .get(key)
             .and_then(Json::as_str)
-            .unwrap_or_else(|| panic!("CDR field {key} is not a string: {:?}", self.0))
+            .unwrap_or_else(|| panic!("CDR field {key} is not a string: {self:?}"))
     }
 
     pub fn num(&self, key: &str) -> f64 {
-        self.0
+        self.json
             .get(key)
             .and_then(Json::as_f64)
-            .unwrap_or_else(|| panic!("CDR field {key} is not a number: {:?}", self.0))
+            .unwrap_or_else(|| panic!("CDR field {key} is not a number: {self:?}"))
     }
 
     pub fn is_null(&self, key: &str) -> bool {
-        matches!(self.0.get(key), Some(Json::Null))
+        matches!(self.json.get(key), Some(Json::Null))
+    }
+
+    /// An answered call to `exten` that ended normally with a 200.
+    pub fn assert_answered(&self, exten: &str) {
+        assert_eq!(self.str("exten"), exten, "exten in {self:?}");
+        assert_eq!(self.num("sip_status"), 200.0, "sip_status in {self:?}");
+        assert!(!self.is_null("answer"), "answer must be set: {self:?}");
+        assert!(
+            self.num("billable_s") > 0.0,
+            "billable_s must be > 0: {self:?}"
+        );
+        assert!(
+            self.num("duration_s") >= self.num("billable_s"),
+            "duration_s < billable_s: {self:?}"
+        );
+    }
+}
+
+/// Exactly `n` CDRs, one per call (distinct Call-IDs), each answered on `exten`.
+pub fn assert_answered_cdrs(cdrs: &[Cdr], n: usize, exten: &str) {
+    assert_eq!(cdrs.len(), n, "want one CDR per call, got:\n{cdrs:#?}");
+    let ids: std::collections::BTreeSet<&str> = cdrs.iter().map(|c| c.str("call_id")).collect();
+    assert_eq!(ids.len(), n, "CDR call_ids not distinct:\n{cdrs:#?}");
+    for c in cdrs {
+        c.assert_answered(exten);
     }
 }

@@ -1,0 +1,196 @@
+//! Is the audio really carried? A hand-written SIP/RTP client (tests/common/sip.rs) calls the
+//! demo, echo and record extensions and checks the RTP stream and the decoded audio.
+
+mod common;
+
+use common::audio::{
+    best_correlation, dominant_freq, read_wav, rms, tone, tone_purity, ulaw_decode_all, ulaw_encode,
+};
+use common::sip::{sdp, sdp_audio, Rtp, RtpPkt, Uac, DTMF, PCMU};
+use common::Strowger;
+use std::time::{Duration, Instant};
+
+/// Calls `exten` offering PCMU (+ telephone-event), ACKs the 200 and points `rtp` at the answer.
+fn call(s: &Strowger, exten: &str, rtp: &mut Rtp) -> Uac {
+    let mut uac = Uac::new(s.sip, exten);
+    let resp = uac.invite(&sdp(rtp.port, &[PCMU, DTMF], "sendrecv"));
+    assert_eq!(resp.status(), Some(200), "INVITE to {exten}: {resp:?}");
+    let (addr, pts) = sdp_audio(&resp.body);
+    assert_eq!(pts.first(), Some(&0), "PCMU answered first: {}", resp.body);
+    assert!(
+        (s.rtp.0..=s.rtp.1).contains(&addr.port()) && addr.port() % 2 == 0,
+        "answer's RTP port {} outside --rtp-ports {:?} or odd",
+        addr.port(),
+        s.rtp
+    );
+    rtp.remote = Some(addr);
+    uac.ack("");
+    uac
+}
+
+/// 20 ms of µ-law per packet.
+fn frames(samples: &[i16]) -> Vec<Vec<u8>> {
+    samples
+        .chunks(160)
+        .map(|c| c.iter().map(|&s| ulaw_encode(s)).collect())
+        .collect()
+}
+
+/// One stream, 20 ms PCMU packets: contiguous sequence numbers, timestamps +160, ~50/s.
+fn assert_clean_stream(pkts: &[RtpPkt]) {
+    assert!(pkts.len() > 100, "only {} RTP packets", pkts.len());
+    for w in pkts.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        assert_eq!(
+            (b.pt, b.ssrc, b.payload.len()),
+            (0, a.ssrc, 160),
+            "packet {b:?}"
+        );
+        assert_eq!(
+            b.seq,
+            a.seq.wrapping_add(1),
+            "sequence gap/reorder after {}",
+            a.seq
+        );
+        assert_eq!(
+            b.ts,
+            a.ts.wrapping_add(160),
+            "timestamp step at seq {}",
+            b.seq
+        );
+    }
+    let span = pkts.last().unwrap().at - pkts[0].at;
+    let rate = (pkts.len() - 1) as f64 / span.as_secs_f64();
+    assert!(
+        (45.0..55.0).contains(&rate),
+        "{rate:.1} packets/s, want ~50"
+    );
+}
+
+fn pcm(pkts: &[RtpPkt]) -> Vec<i16> {
+    pkts.iter()
+        .filter(|p| p.pt == 0)
+        .flat_map(|p| ulaw_decode_all(&p.payload))
+        .collect()
+}
+
+/// 44444: ~3 s of what arrives must be demo.wav from its start (±0.5 s), sent as a clean
+/// 20 ms PCMU stream.
+#[test]
+fn demo_stream_is_the_announcement() {
+    let s = Strowger::start("media-demo");
+    let mut rtp = Rtp::bind();
+    let mut uac = call(&s, "44444", &mut rtp);
+    let pkts = rtp.recv_for(Duration::from_millis(3200));
+    assert_eq!(uac.bye().status(), Some(200));
+    assert_clean_stream(&pkts);
+    let got = pcm(&pkts);
+    let demo = read_wav(&common::repo_root().join("assets/demo.wav"));
+    let (c, lag) = best_correlation(&got, &demo.samples, 4000, 16000, -4000..=4000);
+    assert!(
+        c > 0.9,
+        "received audio vs assets/demo.wav: best correlation {c:.3} at lag {lag} samples"
+    );
+}
+
+/// 9196: a 1 kHz tone in 100 distinct packets (the amplitude steps each packet) must come back
+/// byte for byte, in order, promptly.
+#[test]
+fn echo_returns_our_payloads() {
+    let s = Strowger::start("media-echo");
+    let mut rtp = Rtp::bind();
+    let mut uac = call(&s, "9196", &mut rtp);
+    let sent: Vec<Vec<u8>> = (0..100)
+        .flat_map(|i| frames(&tone(1000.0, 160, 2000.0 + 250.0 * f64::from(i))))
+        .collect();
+    let start = Instant::now();
+    let back = rtp.send_frames(&sent, Duration::from_millis(500));
+    assert_eq!(uac.bye().status(), Some(200));
+    let ours: Vec<&RtpPkt> = back.iter().filter(|p| sent.contains(&p.payload)).collect();
+    assert!(
+        ours.len() >= 95,
+        "{} of 100 payloads echoed unchanged ({} packets back in all)",
+        ours.len(),
+        back.len()
+    );
+    let order: Vec<usize> = ours
+        .iter()
+        .map(|p| sent.iter().position(|f| *f == p.payload).unwrap())
+        .collect();
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "echo out of order: {order:?}"
+    );
+    // Packet i left at start + 20 ms·i; its echo should follow within 200 ms.
+    let late = ours
+        .iter()
+        .zip(&order)
+        .map(|(p, &i)| p.at - start - Duration::from_millis(20 * i as u64))
+        .max()
+        .unwrap();
+    assert!(
+        late < Duration::from_millis(200),
+        "echo delay up to {late:?}"
+    );
+}
+
+/// RFC 4733 '#' (event 11): a start packet with the marker, updates, then the end packet three
+/// times, all with the event's start timestamp.
+fn send_dtmf_hash(rtp: &mut Rtp) {
+    for (i, dur) in [160u16, 320, 480, 640, 800, 800, 800].iter().enumerate() {
+        let end = if i >= 4 { 0x80 } else { 0 };
+        let payload = [11u8, end | 10, (dur >> 8) as u8, *dur as u8];
+        let last = i == 6;
+        rtp.send(101, i == 0, &payload, if last { 800 } else { 0 });
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// 9197: record ~3 s of 440 Hz ended by '#', then hear it back. The WAV in the data dir must
+/// be 8 kHz mono 440 Hz, and the playback must decode to 440 Hz and start well before the
+/// 10 s recording limit (i.e. the '#' was honoured).
+#[test]
+fn record_then_playback() {
+    let s = Strowger::start("media-record");
+    let mut rtp = Rtp::bind();
+    let uac = call(&s, "9197", &mut rtp);
+    rtp.send_frames(&frames(&tone(440.0, 8000 * 3, 8000.0)), Duration::ZERO);
+    send_dtmf_hash(&mut rtp);
+    let after_hash = rtp.recv_for(Duration::from_secs(5));
+    uac.expect_request("BYE", Duration::from_secs(10));
+
+    let recs: Vec<_> = std::fs::read_dir(s.data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wav"))
+        .collect();
+    assert_eq!(recs.len(), 1, "one recording in the data dir: {recs:?}");
+    let wav = read_wav(&recs[0]);
+    assert_eq!((wav.rate, wav.channels), (8000, 1), "{}", recs[0].display());
+    let secs = wav.samples.len() as f64 / 8000.0;
+    assert!(
+        (2.5..4.0).contains(&secs),
+        "recording is {secs:.2} s, sent 3 s of tone"
+    );
+    let f = dominant_freq(&wav.samples);
+    assert_eq!(f, 440.0, "recording's dominant frequency");
+    assert!(
+        tone_purity(&wav.samples, 440.0) > 0.8,
+        "recording is mostly the tone"
+    );
+
+    let played = pcm(&after_hash);
+    let loud: Vec<i16> = played
+        .chunks(160)
+        .filter(|c| rms(c) > 1000.0)
+        .flatten()
+        .copied()
+        .collect();
+    assert!(
+        loud.len() >= 8000 * 2,
+        "want ≥2 s of playback within 5 s of '#', got {:.2} s of audio ({} packets)",
+        loud.len() as f64 / 8000.0,
+        after_hash.len()
+    );
+    assert_eq!(dominant_freq(&loud), 440.0, "playback's dominant frequency");
+}
