@@ -144,6 +144,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
             stop: stop.clone(),
             counters: counters.clone(),
             max_message: cfg.sip.max_message_size,
+            batch: crate::rtp_io::Batch::new(8),
+            ticks: 0,
         };
         w.register().map_err(|e| e.to_string())?;
         handles.push(

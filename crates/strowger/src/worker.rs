@@ -73,6 +73,8 @@ pub struct Worker {
     pub stop: Arc<AtomicBool>,
     pub counters: Arc<Counters>,
     pub max_message: usize,
+    pub batch: crate::rtp_io::Batch,
+    pub ticks: u64,
 }
 
 impl Worker {
@@ -126,7 +128,7 @@ impl Worker {
             }
             let now = Instant::now();
             if now >= next_tick {
-                self.media_tick(now, &mut buf);
+                self.media_tick(now);
                 next_tick += TICK;
                 if next_tick < now {
                     // Far behind (a stall): skip ahead rather than burst; the media engine
@@ -336,7 +338,11 @@ impl Worker {
         }
     }
 
-    fn media_tick(&mut self, now: Instant, buf: &mut [u8]) {
+    fn media_tick(&mut self, now: Instant) {
+        self.ticks = self.ticks.wrapping_add(1);
+        // RTCP comes every few seconds: looking every 10th tick (200 ms) is plenty.
+        let rtcp_turn = self.ticks % 10 == 0;
+        let batch = &mut self.batch;
         let media = &self.media;
         let engine = &mut self.engine;
         let mut send = |t: media::Transmit<'_>| {
@@ -346,14 +352,17 @@ impl Worker {
             }
         };
         for (leg, pair) in media.open_legs() {
-            for _ in 0..16 {
-                match pair.rtp.recv_from(buf) {
-                    Ok((n, src)) => engine.on_rtp(leg, &buf[..n], src, now, &mut send),
-                    Err(_) => break,
+            for i in 0..batch.recv(&pair.rtp) {
+                if let Some((data, src)) = batch.get(i) {
+                    engine.on_rtp(leg, data, src, now, &mut send);
                 }
             }
-            while let Ok((n, src)) = pair.rtcp.recv_from(buf) {
-                engine.on_rtcp(leg, &buf[..n], src, now);
+            if rtcp_turn {
+                for i in 0..batch.recv(&pair.rtcp) {
+                    if let Some((data, src)) = batch.get(i) {
+                        engine.on_rtcp(leg, data, src, now);
+                    }
+                }
             }
         }
         engine.tick(now, &mut send);

@@ -82,6 +82,7 @@ fn baresip_call(dir: &Path, sip: SocketAddr, exten: &str, source: &Path) -> Wav 
     )
     .unwrap();
     let log = conf.join("baresip.log");
+    let out = std::fs::File::create(&log).unwrap();
     let status = Command::new("timeout")
         .args([
             format!("{}", RUN_S + 20),
@@ -97,8 +98,8 @@ fn baresip_call(dir: &Path, sip: SocketAddr, exten: &str, source: &Path) -> Wav 
             &RUN_S.to_string(),
         ])
         .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::inherit())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
         .status()
         .expect("run baresip (scripts/setup.sh installs it)");
     let log = read_text(&log).replace('\r', "\n");

@@ -133,6 +133,8 @@ pub struct Uac {
     target: String,
     cseq: u32,
     invite_branch: String,
+    /// The last request sent, for retransmit().
+    last_sent: Vec<u8>,
 }
 
 impl Uac {
@@ -151,6 +153,7 @@ impl Uac {
             to_tag: None,
             cseq: 0,
             invite_branch: String::new(),
+            last_sent: Vec::new(),
         }
     }
 
@@ -164,7 +167,7 @@ impl Uac {
         branch
     }
 
-    fn send_with_branch(&self, method: &str, branch: &str, extra: &str, body: &str) {
+    fn send_with_branch(&mut self, method: &str, branch: &str, extra: &str, body: &str) {
         let to_tag = self
             .to_tag
             .as_deref()
@@ -198,6 +201,18 @@ impl Uac {
             len = body.len(),
         );
         self.sock.send_to(msg.as_bytes(), self.server).unwrap();
+        self.last_sent = msg.into_bytes();
+    }
+
+    /// Sends the last request again, byte for byte (as Timer A would).
+    pub fn retransmit(&self) {
+        self.sock.send_to(&self.last_sent, self.server).unwrap();
+    }
+
+    /// Every message arriving within `dur`.
+    pub fn recv_all(&self, dur: Duration) -> Vec<Msg> {
+        let end = Instant::now() + dur;
+        std::iter::from_fn(|| self.recv(end.checked_duration_since(Instant::now())?)).collect()
     }
 
     /// The next message within `timeout`.
@@ -238,11 +253,20 @@ impl Uac {
 
     /// INVITE with `sdp` (may be empty); returns the final response, ACKing non-2xx itself.
     pub fn invite(&mut self, sdp: &str) -> Msg {
-        self.invite_branch = self.send_request("INVITE", "", sdp);
+        self.send_invite(sdp);
         let resp = self.final_response("INVITE", Duration::from_secs(10));
-        let st = resp.status().unwrap();
+        self.invite_answered(&resp);
+        resp
+    }
+
+    pub fn send_invite(&mut self, sdp: &str) {
+        self.invite_branch = self.send_request("INVITE", "", sdp);
+    }
+
+    /// Takes the dialog from a final response to our INVITE; ACKs it if it is not a 2xx.
+    pub fn invite_answered(&mut self, resp: &Msg) {
         self.to_tag = resp.header("to").and_then(tag_of);
-        if st < 300 {
+        if resp.status().unwrap() < 300 {
             if let Some(c) = resp.header("contact") {
                 self.target = uri_of(c);
             }
@@ -251,7 +275,6 @@ impl Uac {
             let branch = self.invite_branch.clone();
             self.send_with_branch("ACK", &branch, "", "");
         }
-        resp
     }
 
     /// ACK for a 2xx (its own transaction), optionally with an SDP answer.
