@@ -341,7 +341,7 @@ impl Worker {
     fn media_tick(&mut self, now: Instant) {
         self.ticks = self.ticks.wrapping_add(1);
         // RTCP comes every few seconds: looking every 10th tick (200 ms) is plenty.
-        let rtcp_turn = self.ticks % 10 == 0;
+        let rtcp_turn = self.ticks.is_multiple_of(10);
         let batch = &mut self.batch;
         let media = &self.media;
         let engine = &mut self.engine;
