@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# Installs what the integration tests need (Debian packages only). Idempotent and quiet:
+# Installs what the integration tests need, from Debian packages only. Idempotent and quiet:
 # `apt-get update` runs once, and only when something is missing.
 set -euo pipefail
 
-# package -> a file it provides, so an installed package is detected without dpkg queries.
+# package -> a command (or file) it provides, so present packages cost no apt call.
 declare -A want=(
-  [sip-tester]=/usr/bin/sipp
-  [baresip-core]=/usr/lib/baresip/modules/aufile.so
-  [sox]=/usr/bin/sox
-  [espeak-ng]=/usr/bin/espeak-ng
-  [iproute2]=/sbin/ip
-  [util-linux]=/usr/bin/unshare
+  [sip-tester]=sipp
+  [baresip-core]=/usr/lib/baresip/modules/aufile.so # aufile + sndfile: file audio in and out
+  [sox]=sox
+  [espeak-ng]=espeak-ng
+  [iproute2]=ip
+  [util-linux]=unshare
+  [python3]=python3
 )
 missing=()
 for pkg in "${!want[@]}"; do
-  [[ -e ${want[$pkg]} ]] || missing+=("$pkg")
+  have=${want[$pkg]}
+  if [[ $have == /* ]]; then [[ -e $have ]] || missing+=("$pkg"); else command -v "$have" >/dev/null || missing+=("$pkg"); fi
 done
-command -v python3 >/dev/null || missing+=(python3)
 
 if ((${#missing[@]})); then
   echo "setup.sh: installing ${missing[*]}"

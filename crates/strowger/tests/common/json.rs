@@ -158,12 +158,3 @@ impl Parser<'_> {
         }
     }
 }
-
-#[test]
-fn parses_a_cdr_like_line() {
-    let v = Json::parse(r#"{"a":"x\"y","n":-1.5e1,"z":null,"l":[1, true]}"#).unwrap();
-    assert_eq!(v.get("a").and_then(Json::as_str), Some("x\"y"));
-    assert_eq!(v.get("n").and_then(Json::as_f64), Some(-15.0));
-    assert_eq!(v.get("z"), Some(&Json::Null));
-    assert!(Json::parse("{\"a\":1} x").is_err());
-}

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+#[allow(unused_imports)] // harness.rs never starts strowger
 pub use switch::Strowger;
 
 /// The workspace root (crates/strowger/../..).

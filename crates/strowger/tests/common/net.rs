@@ -44,7 +44,7 @@ pub fn free_port() -> u16 {
 pub fn free_port_range(len: u16) -> u16 {
     assert!(len > 0 && len <= 200);
     for _ in 0..200 {
-        let lo = 20000 + (random_u64() % 12000) as u16 & !1;
+        let lo = (20000 + (random_u64() % 12000) as u16) & !1;
         let mut taken = TAKEN.lock().unwrap();
         let ports = lo..lo + len;
         if ports.clone().all(|p| !taken.contains(&p) && udp_free(p)) {

@@ -252,7 +252,7 @@ fn final_counts(csv: &str) -> (u64, u64) {
         return (0, 0);
     };
     let cols: Vec<&str> = header.split(';').collect();
-    let Some(last) = lines.last() else {
+    let Some(last) = lines.next_back() else {
         return (0, 0);
     };
     let vals: Vec<&str> = last.split(';').collect();
