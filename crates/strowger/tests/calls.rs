@@ -98,3 +98,10 @@ fn bridge_2xxx_to_sipp_uas() {
         );
     }
 }
+
+/// The same echo calls over TCP (`--sip-listen` binds TCP too): one connection, SIPp's t1 mode.
+#[test]
+fn echo_9196_over_tcp() {
+    let mut s = Strowger::start("echo-tcp");
+    run_calls(&mut s, uac("9196").rtp_echo().arg("-t").arg("t1"), "9196");
+}

@@ -87,6 +87,10 @@ fn demo_stream_is_the_announcement() {
     let got = pcm(&pkts);
     let demo = read_wav(&common::repo_root().join("assets/demo.wav"));
     let (c, lag) = best_correlation(&got, &demo.samples, 4000, 16000, -4000..=4000);
+    println!(
+        "44444: {} packets, correlation {c:.3} at lag {lag}",
+        pkts.len()
+    );
     assert!(
         c > 0.9,
         "received audio vs assets/demo.wav: best correlation {c:.3} at lag {lag} samples"
@@ -174,6 +178,10 @@ fn record_then_playback() {
     let wav = read_wav(&recs[0]);
     assert_eq!((wav.rate, wav.channels), (8000, 1), "{}", recs[0].display());
     let secs = wav.samples.len() as f64 / 8000.0;
+    println!(
+        "9197: recording {secs:.2} s, {} packets after '#'",
+        after_hash.len()
+    );
     assert!(
         (2.5..4.0).contains(&secs),
         "recording is {secs:.2} s, sent 3 s of tone"

@@ -131,6 +131,7 @@ fn baresip_call(dir: &Path, sip: SocketAddr, exten: &str, source: &Path) -> Wav 
 /// Best correlation of 3 s of what baresip heard (from 0.5 s in) with `reference`.
 fn assert_heard(heard: &Wav, reference: &[i16], what: &str) {
     let (c, lag) = best_correlation(&heard.samples, reference, 4000, 24000, -8000..=8000);
+    println!("baresip vs {what}: correlation {c:.3} at lag {lag}");
     assert!(
         c > 0.9,
         "baresip's received audio vs {what}: best correlation {c:.3} at lag {lag} samples"
