@@ -61,6 +61,7 @@ fn assert_clean_stream(pkts: &[RtpPkt]) {
     }
     let span = pkts.last().unwrap().at - pkts[0].at;
     let rate = (pkts.len() - 1) as f64 / span.as_secs_f64();
+    println!("{} packets at {rate:.2}/s", pkts.len());
     assert!(
         (45.0..55.0).contains(&rate),
         "{rate:.1} packets/s, want ~50"
@@ -138,6 +139,7 @@ fn echo_returns_our_payloads() {
         .map(|(p, &i)| p.at - start - Duration::from_millis(20 * i as u64))
         .max()
         .unwrap();
+    println!("9196: {} of 100 echoed, delay up to {late:?}", ours.len());
     assert!(
         late < Duration::from_millis(200),
         "echo delay up to {late:?}"
