@@ -64,6 +64,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())
         .map_err(|e| e.to_string())?;
     let counters = Arc::new(Counters::default());
+    let slots = Arc::new(switch::CallSlots::new(cfg.general.max_calls as usize));
 
     let (lo, hi) = (cfg.rtp.ports.lo, cfg.rtp.ports.hi);
     // Each worker gets an even-aligned slice of the RTP range.
@@ -98,7 +99,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
                 t2: cfg.sip.t2,
                 t4: cfg.sip.t4,
             },
-            max_calls: (cfg.general.max_calls as usize).div_ceil(workers),
+            slots: slots.clone(),
             retry_after_s: cfg.general.retry_after_s,
             accept_require: cfg.sip.accept_require.clone(),
             user_agent: cfg.sip.user_agent.clone(),

@@ -354,6 +354,7 @@ impl Engine {
         }
         self.stop_recording(call);
         let mut c = self.calls.remove(call);
+        self.s.slots.give_back();
         let status = Cause(q850).sip_status();
         let status = if from.is_none() {
             c.bridge_status.filter(|_| q850 != 16).unwrap_or(status)

@@ -45,7 +45,8 @@ pub fn owner(call_id: &str, workers: usize) -> usize {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub timers: Timers,
-    pub max_calls: usize,
+    /// `general.max_calls`, shared by all workers.
+    pub slots: Arc<crate::CallSlots>,
     pub user_agent: String,
     pub media_timeout: Option<Duration>,
     pub caps: Caps,
@@ -356,7 +357,8 @@ impl Engine {
         {
             return reject(self, 482, "Loop Detected", &[]);
         }
-        if self.calls.len() >= self.s.max_calls {
+        // Cheap early refusal when full; the slot itself is taken when the call is created.
+        if self.s.slots.in_use() >= self.s.slots.max() {
             self.stats.calls_rejected_busy += 1;
             return reject(
                 self,
@@ -478,6 +480,15 @@ impl Engine {
             );
         };
 
+        if !self.s.slots.try_take() {
+            self.stats.calls_rejected_busy += 1;
+            return reject(
+                self,
+                503,
+                "Service Unavailable",
+                &[("Retry-After", self.s.retry_after_s.to_string())],
+            );
+        }
         self.respond(stx, &msg, peer, 100, "Trying", None, &[], None, now);
         self.stats.calls_started += 1;
         let call_id = dialog.call_id.clone();

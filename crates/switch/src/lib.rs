@@ -10,6 +10,8 @@ pub mod dialog;
 pub mod dialplan;
 pub mod engine;
 mod host;
+pub mod slots;
 
 pub use engine::{owner, Engine, Settings};
 pub use host::Host;
+pub use slots::CallSlots;

@@ -83,7 +83,7 @@ impl Rig {
         let cfg = Config::from_str(DIALPLAN, "test.toml").expect("test config is valid");
         let s = Settings {
             timers: Default::default(),
-            max_calls: cfg.general.max_calls as usize,
+            slots: Arc::new(switch::CallSlots::new(cfg.general.max_calls as usize)),
             user_agent: "strowger-test".into(),
             media_timeout: Some(Duration::from_secs(10)),
             caps: cfg.rtp.caps(),
