@@ -375,6 +375,16 @@ impl Engine {
     where
         F: FnMut(Transmit<'_>) + ?Sized,
     {
+        self.tick_phase(now, 0, 1, tx);
+    }
+
+    /// The pass over the legs whose index is `phase` modulo `phases`: a shell that ticks
+    /// `phases` times per frame interval spreads the calls' packets over the interval instead
+    /// of sending them in one burst. Each leg must be visited once per interval.
+    pub fn tick_phase<F>(&mut self, now: Instant, phase: usize, phases: usize, tx: &mut F)
+    where
+        F: FnMut(Transmit<'_>) + ?Sized,
+    {
         let ntp_now = self.ntp_at(now);
         let Engine {
             legs,
@@ -385,7 +395,11 @@ impl Engine {
             cname,
             ..
         } = self;
-        for (index, leg) in legs.iter_mut() {
+        let end = legs.capacity();
+        for index in (phase..end).step_by(phases.max(1)) {
+            let Some(leg) = legs.get_mut(index) else {
+                continue;
+            };
             let id = LegId(index);
             let last_rx = *leg.last_rx.get_or_insert(now);
             if let Some(limit) = leg.media_timeout {

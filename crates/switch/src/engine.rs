@@ -869,6 +869,17 @@ impl Engine {
         self.media.tick(now, tx);
     }
 
+    /// One of `phases` passes per 20 ms frame interval (see `media::Engine::tick_phase`).
+    pub fn tick_phase(
+        &mut self,
+        now: Instant,
+        phase: usize,
+        phases: usize,
+        tx: &mut dyn FnMut(media::Transmit<'_>),
+    ) {
+        self.media.tick_phase(now, phase, phases, tx);
+    }
+
     /// Media events, then dialplan steps that became runnable.
     pub fn process(&mut self, now: Instant, host: &mut dyn Host) {
         while let Some(ev) = self.media.poll_event() {
