@@ -147,6 +147,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
             max_message: cfg.sip.max_message_size,
             batch: crate::rtp_io::Batch::new(8),
             ticks: 0,
+            lateness_us: 0,
+            overloaded: false,
         };
         w.register().map_err(|e| e.to_string())?;
         handles.push(

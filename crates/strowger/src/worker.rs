@@ -29,6 +29,10 @@ const CONN_BASE: usize = 1_000_000;
 /// phases of 2 ms cost a quarter more CPU in wake-ups for no fewer drops (bench/RESULTS.md).
 const TICK: Duration = Duration::from_millis(5);
 const PHASES: u64 = 4;
+/// Average media-tick lateness past which a worker refuses new calls, and below which it
+/// accepts them again (epoll's millisecond timeouts alone make ticks up to ~1 ms late).
+const OVERLOAD_ENTER_US: u64 = 8_000;
+const OVERLOAD_LEAVE_US: u64 = 4_000;
 
 /// What workers send each other.
 pub enum Envelope {
@@ -80,6 +84,8 @@ pub struct Worker {
     pub max_message: usize,
     pub batch: crate::rtp_io::Batch,
     pub ticks: u64,
+    pub lateness_us: u64,
+    pub overloaded: bool,
 }
 
 impl Worker {
@@ -133,6 +139,7 @@ impl Worker {
             }
             let now = Instant::now();
             if now >= next_tick {
+                self.watch_load(now - next_tick);
                 self.media_tick(now);
                 next_tick += TICK;
                 if next_tick < now {
@@ -144,6 +151,26 @@ impl Worker {
             self.engine
                 .handle_timeout(now, &mut HostIo::new(&mut self.media, &mut self.host));
             self.flush_sip();
+        }
+    }
+
+    /// Backpressure: when media ticks run late on average, this worker is past capacity and
+    /// refuses new calls (503 + Retry-After) so the calls it has keep clean audio.
+    fn watch_load(&mut self, late: Duration) {
+        let late_us = late.as_micros().min(1_000_000) as u64;
+        self.lateness_us = (self.lateness_us * 15 + late_us) / 16;
+        let over = if self.overloaded {
+            self.lateness_us > OVERLOAD_LEAVE_US
+        } else {
+            self.lateness_us > OVERLOAD_ENTER_US
+        };
+        if over != self.overloaded {
+            self.overloaded = over;
+            self.engine.set_overloaded(over);
+            match over {
+                true => eprintln!("strowger: worker {} is past capacity (media ticks {} µs late): new calls get 503", self.id, self.lateness_us),
+                false => eprintln!("strowger: worker {} is back under capacity", self.id),
+            }
         }
     }
 

@@ -97,6 +97,7 @@ pub struct Engine {
     /// Outbound INVITEs whose call ended before the callee answered.
     pub(crate) orphans: FxHashMap<ClientTxId, Dialog>,
     next_gen: u64,
+    overloaded: bool,
 }
 
 impl Engine {
@@ -118,7 +119,13 @@ impl Engine {
             to_run: Vec::new(),
             orphans: FxHashMap::default(),
             next_gen: 0,
+            overloaded: false,
         }
+    }
+
+    /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
+    pub fn set_overloaded(&mut self, on: bool) {
+        self.overloaded = on;
     }
 
     pub fn active_calls(&self) -> usize {
@@ -358,7 +365,7 @@ impl Engine {
             return reject(self, 482, "Loop Detected", &[]);
         }
         // Cheap early refusal when full; the slot itself is taken when the call is created.
-        if self.s.slots.in_use() >= self.s.slots.max() {
+        if self.overloaded || self.s.slots.in_use() >= self.s.slots.max() {
             self.stats.calls_rejected_busy += 1;
             return reject(
                 self,

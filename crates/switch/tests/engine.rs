@@ -266,6 +266,20 @@ fn over_the_call_limit_gets_503_with_retry_after() {
 }
 
 #[test]
+fn past_capacity_new_calls_get_503_and_calls_in_progress_go_on() {
+    let mut r = Rig::new();
+    r.send(&invite("44444", "c13a", true, ""));
+    r.sent();
+    r.engine.set_overloaded(true);
+    r.send(&invite("44444", "c13b", true, ""));
+    assert_eq!(r.statuses(), [503]);
+    assert_eq!(r.engine.active_calls(), 1);
+    r.engine.set_overloaded(false);
+    r.send(&invite("44444", "c13c", true, ""));
+    assert_eq!(r.statuses(), [100, 200]);
+}
+
+#[test]
 fn strowger_hangs_up_with_bye() {
     let mut r = Rig::new();
     r.send(&invite("6666", "c5", true, ""));
