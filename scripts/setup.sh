@@ -12,6 +12,8 @@ declare -A want=(
   [iproute2]=ip
   [util-linux]=unshare
   [python3]=python3
+  [redis-server]=redis-server # store backends (crates/store tests)
+  [memcached]=memcached
 )
 missing=()
 for pkg in "${!want[@]}"; do

@@ -1,0 +1,258 @@
+//! Where strowger keeps registrations (the location service, RFC 3261 §10) and users'
+//! credentials: in-process with a snapshot file (`local:PATH`), in Redis (`redis://HOST:PORT`)
+//! or in Memcached (`memcached://HOST:PORT`).
+//!
+//! Every operation is blocking and may touch the network: the `strowger` binary runs them on
+//! store threads, never on a worker. A backend that is down makes operations fail with
+//! `StoreError`; nothing is reported as stored that was not.
+
+mod local;
+mod memcached;
+mod redis_store;
+
+pub use local::LocalStore;
+pub use memcached::MemcachedStore;
+pub use redis_store::RedisStore;
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// One registered contact of an address-of-record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Binding {
+    /// The Contact URI as the phone sent it.
+    pub contact: String,
+    /// Unix time (seconds) when the binding lapses.
+    pub expires_at: u64,
+    /// Contact q-value × 1000 (0..=1000).
+    pub q: u16,
+    /// Where the REGISTER came from (NAT: requests go there, not to the Contact host).
+    pub received: SocketAddr,
+    /// "udp" or "tcp".
+    pub transport: String,
+    /// Path header values (RFC 3327), in order.
+    #[serde(default)]
+    pub path: Vec<String>,
+    /// `+sip.instance` and `reg-id` (RFC 5626).
+    #[serde(default)]
+    pub instance: Option<String>,
+    #[serde(default)]
+    pub reg_id: Option<u32>,
+    pub call_id: String,
+    pub cseq: u32,
+}
+
+impl Binding {
+    /// Seconds left at `now` (0 when lapsed).
+    pub fn remaining(&self, now: u64) -> u64 {
+        self.expires_at.saturating_sub(now)
+    }
+}
+
+/// A change to an AOR's bindings, applied in order by `LocationStore::update`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Add or refresh (same contact URI replaces the old one).
+    Put(Binding),
+    /// Remove one contact.
+    Remove { contact: String },
+    /// Remove every contact (`Contact: *` with `Expires: 0`).
+    RemoveAll,
+}
+
+/// A user's digest credentials: HA1 = H(user:realm:password) for MD5 and SHA-256 (RFC 8760).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credentials {
+    pub user: String,
+    pub domain: String,
+    pub ha1_md5: String,
+    pub ha1_sha256: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+pub trait LocationStore: Send + Sync {
+    /// Applies `changes` to `aor` and returns its bindings still valid at `now` (unix seconds).
+    fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>>;
+    /// The bindings of `aor` valid at `now`.
+    fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>>;
+}
+
+pub trait CredentialStore: Send + Sync {
+    fn user(&self, user: &str, domain: &str) -> Result<Option<Credentials>>;
+    /// Adds or replaces a user.
+    fn put_user(&self, c: &Credentials) -> Result<()>;
+    /// Removes a user (and says whether it existed).
+    fn del_user(&self, user: &str, domain: &str) -> Result<bool>;
+    fn users(&self) -> Result<Vec<Credentials>>;
+}
+
+/// Both services of one backend.
+pub trait Store: LocationStore + CredentialStore {}
+impl<T: LocationStore + CredentialStore> Store for T {}
+
+/// A parsed store URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreUrl {
+    Local(PathBuf),
+    Redis(String, u16),
+    Memcached(String, u16),
+}
+
+const URL_HELP: &str = "use local:PATH (e.g. local:strowger-data/store.snap), \
+                        redis://HOST:PORT (e.g. redis://127.0.0.1:6379) or \
+                        memcached://HOST:PORT (e.g. memcached://127.0.0.1:11211)";
+
+impl std::str::FromStr for StoreUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<StoreUrl, String> {
+        if let Some(path) = s.strip_prefix("local:") {
+            if path.is_empty() {
+                return Err(format!("{s:?}: local: needs a file path — {URL_HELP}"));
+            }
+            return Ok(StoreUrl::Local(PathBuf::from(path)));
+        }
+        let (scheme, rest, default_port) = if let Some(r) = s.strip_prefix("redis://") {
+            ("redis", r, 6379)
+        } else if let Some(r) = s.strip_prefix("memcached://") {
+            ("memcached", r, 11211)
+        } else {
+            return Err(format!("{s:?}: unknown store — {URL_HELP}"));
+        };
+        let rest = rest.trim_end_matches('/');
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => match p.parse::<u16>() {
+                Ok(p) if p > 0 => (h, p),
+                _ => {
+                    return Err(format!(
+                        "{s:?}: port {p:?} is not a number from 1 to 65535 — {URL_HELP}"
+                    ))
+                }
+            },
+            _ => (rest, default_port),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() || host.contains('/') || host.contains('@') {
+            return Err(format!(
+                "{s:?}: expected {scheme}://HOST:PORT (no user, password or path) — {URL_HELP}"
+            ));
+        }
+        Ok(match scheme {
+            "redis" => StoreUrl::Redis(host.to_string(), port),
+            _ => StoreUrl::Memcached(host.to_string(), port),
+        })
+    }
+}
+
+/// Opens the store a URL names. Network backends connect lazily: a backend that is down now
+/// makes operations fail until it is back, it does not stop strowger from starting.
+pub fn open(url: &str) -> std::result::Result<Arc<dyn Store>, String> {
+    let parsed: StoreUrl = url.parse()?;
+    Ok(match parsed {
+        StoreUrl::Local(path) => Arc::new(LocalStore::open(&path).map_err(|e| e.0)?),
+        StoreUrl::Redis(h, p) => Arc::new(RedisStore::new(&h, p)),
+        StoreUrl::Memcached(h, p) => Arc::new(MemcachedStore::new(&h, p)),
+    })
+}
+
+/// Applies changes to a list of bindings (shared by the backends that store an AOR as one value),
+/// dropping lapsed ones; returns the bindings valid at `now`.
+pub fn apply(mut list: Vec<Binding>, changes: &[Change], now: u64) -> Vec<Binding> {
+    for c in changes {
+        match c {
+            Change::Put(b) => {
+                list.retain(|x| {
+                    x.contact != b.contact
+                        && !(b.instance.is_some()
+                            && x.instance == b.instance
+                            && x.reg_id == b.reg_id)
+                });
+                list.push(b.clone());
+            }
+            Change::Remove { contact } => list.retain(|x| &x.contact != contact),
+            Change::RemoveAll => list.clear(),
+        }
+    }
+    list.retain(|b| b.expires_at > now);
+    list
+}
+
+/// The key an AOR is stored under in the network backends (safe for memcached: no spaces or
+/// control characters, at most 250 bytes).
+pub(crate) fn key(kind: &str, name: &str) -> String {
+    let mut k = format!("strowger:{kind}:");
+    for ch in name.chars() {
+        if ch.is_ascii_graphic() && ch != '%' {
+            k.push(ch);
+        } else {
+            for b in ch.to_string().bytes() {
+                k.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    if k.len() > 250 {
+        // Long names are rare; keep them distinct with a stable hash.
+        let mut h: u64 = 0xcbf29ce484222325;
+        for b in name.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100000001b3);
+        }
+        k.truncate(230);
+        k.push_str(&format!("#{h:016x}"));
+    }
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            "local:/tmp/x.snap".parse(),
+            Ok(StoreUrl::Local("/tmp/x.snap".into()))
+        );
+        assert_eq!(
+            "redis://127.0.0.1:6380".parse(),
+            Ok(StoreUrl::Redis("127.0.0.1".into(), 6380))
+        );
+        assert_eq!(
+            "redis://localhost".parse(),
+            Ok(StoreUrl::Redis("localhost".into(), 6379))
+        );
+        assert_eq!(
+            "memcached://[::1]:11311".parse(),
+            Ok(StoreUrl::Memcached("::1".into(), 11311))
+        );
+        let e = "mysql://x".parse::<StoreUrl>().unwrap_err();
+        assert!(e.contains("redis://HOST:PORT"), "{e}");
+        let e = "redis://h:99999".parse::<StoreUrl>().unwrap_err();
+        assert!(e.contains("port"), "{e}");
+        assert!("local:".parse::<StoreUrl>().is_err());
+    }
+
+    #[test]
+    fn keys_are_memcached_safe() {
+        assert_eq!(
+            key("loc", "alice@example.com"),
+            "strowger:loc:alice@example.com"
+        );
+        assert_eq!(key("loc", "a b"), "strowger:loc:a%20b");
+        assert!(key("loc", &"x".repeat(400)).len() <= 250);
+    }
+}

@@ -1,0 +1,237 @@
+//! The store backends against real servers: redis-server and memcached started here on free
+//! loopback ports (scripts/setup.sh installs them), including a restart of the server mid-test.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use store::{Binding, Change, Credentials, Store};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_listening(port: u16) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < until,
+            "server on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn start(kind: &str, port: u16) -> Option<Server> {
+    let mut cmd = match kind {
+        "redis" => {
+            let mut c = Command::new("redis-server");
+            c.args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ]);
+            c
+        }
+        _ => {
+            let mut c = Command::new("memcached");
+            c.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"]);
+            if unsafe_is_root() {
+                c.args(["-u", "root"]);
+            }
+            c
+        }
+    };
+    let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+    match child {
+        Ok(child) => {
+            wait_listening(port);
+            Some(Server { child })
+        }
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{kind}: {e}; run scripts/setup.sh to install redis-server and memcached"
+            );
+            eprintln!("skipping: {kind} not installed ({e}); run scripts/setup.sh");
+            None
+        }
+    }
+}
+
+fn unsafe_is_root() -> bool {
+    std::env::var("USER").map(|u| u == "root").unwrap_or(false)
+        || Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0"))
+}
+
+fn binding(contact: &str, expires_at: u64) -> Binding {
+    Binding {
+        contact: contact.into(),
+        expires_at,
+        q: 1000,
+        received: "127.0.0.1:5070".parse().unwrap(),
+        transport: "udp".into(),
+        path: vec!["<sip:edge.example;lr>".into()],
+        instance: Some("<urn:uuid:1>".into()),
+        reg_id: Some(1),
+        call_id: "c@x".into(),
+        cseq: 7,
+    }
+}
+
+fn exercise(s: &dyn Store) {
+    let t = now();
+    let alice = Credentials {
+        user: "alice".into(),
+        domain: "example.com".into(),
+        ha1_md5: "md5".into(),
+        ha1_sha256: "sha".into(),
+    };
+    s.put_user(&alice).unwrap();
+    s.put_user(&Credentials {
+        user: "bob".into(),
+        ..alice.clone()
+    })
+    .unwrap();
+    assert_eq!(s.user("alice", "example.com").unwrap(), Some(alice.clone()));
+    assert_eq!(s.user("carol", "example.com").unwrap(), None);
+    let names: Vec<String> = s.users().unwrap().into_iter().map(|c| c.user).collect();
+    assert_eq!(names, ["alice", "bob"]);
+    assert!(s.del_user("bob", "example.com").unwrap());
+    assert!(!s.del_user("bob", "example.com").unwrap());
+
+    let a = binding("sip:a@10.0.0.1", t + 60);
+    let mut b = binding("sip:b@10.0.0.2", t + 2);
+    b.instance = None;
+    let l = s
+        .update(
+            "alice@example.com",
+            &[Change::Put(a.clone()), Change::Put(b.clone())],
+            t,
+        )
+        .unwrap();
+    assert_eq!(l.len(), 2);
+    assert_eq!(
+        s.lookup("alice@example.com", t).unwrap(),
+        vec![a.clone(), b.clone()]
+    );
+    // A lapsed binding is not returned.
+    assert_eq!(
+        s.lookup("alice@example.com", t + 5).unwrap(),
+        vec![a.clone()]
+    );
+    let l = s
+        .update(
+            "alice@example.com",
+            &[Change::Remove {
+                contact: "sip:a@10.0.0.1".into(),
+            }],
+            t,
+        )
+        .unwrap();
+    assert_eq!(l, vec![b.clone()]);
+    let l = s
+        .update("alice@example.com", &[Change::RemoveAll], t)
+        .unwrap();
+    assert!(l.is_empty());
+    assert!(s.lookup("alice@example.com", t).unwrap().is_empty());
+}
+
+/// Stops the server: operations fail (never a fake success); starts it again on the same port:
+/// operations work again without anything being reopened.
+fn survive_restart(kind: &str, port: u16, server: Server, s: &dyn Store) -> Server {
+    let t = now();
+    s.update("x@y", &[Change::Put(binding("sip:x@1.1.1.1", t + 60))], t)
+        .unwrap();
+    drop(server);
+    assert!(s
+        .update("x@y", &[Change::Put(binding("sip:z@1.1.1.1", t + 60))], t)
+        .is_err());
+    assert!(s.lookup("x@y", t).is_err());
+    assert!(s.user("alice", "example.com").is_err());
+    let e = s.users().unwrap_err();
+    assert!(
+        e.0.contains(&port.to_string()),
+        "error names the server: {e}"
+    );
+    let server = start(kind, port).unwrap();
+    let l = s
+        .update("x@y", &[Change::Put(binding("sip:z@1.1.1.1", t + 60))], t)
+        .unwrap();
+    assert_eq!(
+        l.len(),
+        1,
+        "the restarted server kept nothing (no persistence): {l:?}"
+    );
+    assert_eq!(s.lookup("x@y", t).unwrap().len(), 1);
+    server
+}
+
+#[test]
+fn redis_backend() {
+    let port = free_port();
+    let Some(server) = start("redis", port) else {
+        return;
+    };
+    let s = store::open(&format!("redis://127.0.0.1:{port}")).unwrap();
+    exercise(&*s);
+    let _server = survive_restart("redis", port, server, &*s);
+}
+
+#[test]
+fn memcached_backend() {
+    let port = free_port();
+    let Some(server) = start("memcached", port) else {
+        return;
+    };
+    let s = store::open(&format!("memcached://127.0.0.1:{port}")).unwrap();
+    exercise(&*s);
+    let _server = survive_restart("memcached", port, server, &*s);
+}
+
+#[test]
+fn local_backend() {
+    let dir = std::env::temp_dir().join(format!("strowger-backends-{}", std::process::id()));
+    let path = dir.join("store.snap");
+    let s = store::open(&format!("local:{}", path.display())).unwrap();
+    exercise(&*s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn down_at_start_is_an_error_not_a_hang() {
+    let port = free_port();
+    let s = store::open(&format!("redis://127.0.0.1:{port}")).unwrap();
+    assert!(s.lookup("a@b", now()).is_err());
+    let s = store::open(&format!("memcached://127.0.0.1:{port}")).unwrap();
+    assert!(s.lookup("a@b", now()).is_err());
+}
