@@ -1,6 +1,7 @@
 //! Sans-IO SIP (RFC 3261): message parsing and building, typed header views, URIs and request
 //! validation. No sockets and no clock: callers pass bytes in and get messages and bytes out.
 
+pub mod auth;
 pub mod builder;
 pub mod header;
 pub mod message;

@@ -1,0 +1,536 @@
+//! HTTP Digest authentication for SIP (RFC 3261 §22, RFC 8760 for SHA-256): challenges and
+//! credentials as header values, response computation, and server nonces.
+//!
+//! Nonces are stateless to issue: `hex(time) . hex(counter) . HMAC-SHA-256(secret, time.counter)`,
+//! so only this process (holding `secret`) can have issued one, and its age is read from it; an old
+//! nonce is answered `stale=true`. Replays are refused with a bounded table of the highest
+//! nonce-count seen per nonce (RFC 7616 §3.3).
+
+use md5::Md5;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    Md5,
+    Sha256,
+}
+
+impl Algorithm {
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Md5 => "MD5",
+            Algorithm::Sha256 => "SHA-256",
+        }
+    }
+
+    /// From the `algorithm` parameter (absent means MD5); `-sess` variants are not offered.
+    pub fn parse(s: Option<&str>) -> Option<Algorithm> {
+        match s {
+            None => Some(Algorithm::Md5),
+            Some(a) if a.eq_ignore_ascii_case("MD5") => Some(Algorithm::Md5),
+            Some(a) if a.eq_ignore_ascii_case("SHA-256") => Some(Algorithm::Sha256),
+            _ => None,
+        }
+    }
+
+    /// Lowercase hex digest of `data`.
+    pub fn hash(self, data: &[u8]) -> String {
+        match self {
+            Algorithm::Md5 => hex(&Md5::digest(data)),
+            Algorithm::Sha256 => hex(&Sha256::digest(data)),
+        }
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+    s
+}
+
+/// HA1 = H(username:realm:password), what a credential store keeps instead of the password.
+pub fn ha1(alg: Algorithm, user: &str, realm: &str, password: &str) -> String {
+    alg.hash(format!("{user}:{realm}:{password}").as_bytes())
+}
+
+/// The expected `response` (RFC 7616 §3.4.1, qop=auth or no qop).
+#[allow(clippy::too_many_arguments)]
+pub fn response(
+    alg: Algorithm,
+    ha1: &str,
+    method: &str,
+    uri: &str,
+    nonce: &str,
+    qop: Option<(&str, &str)>,
+) -> String {
+    let ha2 = alg.hash(format!("{method}:{uri}").as_bytes());
+    match qop {
+        Some((nc, cnonce)) => {
+            alg.hash(format!("{ha1}:{nonce}:{nc}:{cnonce}:auth:{ha2}").as_bytes())
+        }
+        None => alg.hash(format!("{ha1}:{nonce}:{ha2}").as_bytes()),
+    }
+}
+
+/// HMAC-SHA-256 (RFC 2104).
+pub fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
+    let mut k = [0u8; 64];
+    if key.len() > 64 {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let mut inner = Sha256::new();
+    inner.update(k.map(|b| b ^ 0x36));
+    inner.update(data);
+    let mut outer = Sha256::new();
+    outer.update(k.map(|b| b ^ 0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
+}
+
+/// Compares without leaking where the first difference is.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A `WWW-Authenticate` / `Proxy-Authenticate` challenge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    pub realm: String,
+    pub nonce: String,
+    pub opaque: Option<String>,
+    pub algorithm: Algorithm,
+    pub qop_auth: bool,
+    pub stale: bool,
+}
+
+impl Challenge {
+    pub fn to_header(&self) -> String {
+        let mut s = format!(
+            "Digest realm=\"{}\", nonce=\"{}\", algorithm={}",
+            self.realm,
+            self.nonce,
+            self.algorithm.name()
+        );
+        if self.qop_auth {
+            s.push_str(", qop=\"auth\"");
+        }
+        if let Some(o) = &self.opaque {
+            let _ = write!(s, ", opaque=\"{o}\"");
+        }
+        if self.stale {
+            s.push_str(", stale=true");
+        }
+        s
+    }
+
+    pub fn parse(v: &str) -> Result<Challenge, &'static str> {
+        let p = params(v)?;
+        Ok(Challenge {
+            realm: p.get("realm").ok_or("no realm")?.to_string(),
+            nonce: p.get("nonce").ok_or("no nonce")?.to_string(),
+            opaque: p.get("opaque").map(|s| s.to_string()),
+            algorithm: Algorithm::parse(p.get("algorithm").copied()).ok_or("unknown algorithm")?,
+            qop_auth: p
+                .get("qop")
+                .is_some_and(|q| q.split(',').any(|t| t.trim().eq_ignore_ascii_case("auth"))),
+            stale: p
+                .get("stale")
+                .is_some_and(|s| s.eq_ignore_ascii_case("true")),
+        })
+    }
+}
+
+/// The `Authorization` / `Proxy-Authorization` header's credentials.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Authorization {
+    pub username: String,
+    pub realm: String,
+    pub nonce: String,
+    pub uri: String,
+    pub response: String,
+    pub algorithm: Algorithm,
+    pub cnonce: Option<String>,
+    pub nc: Option<String>,
+    /// Only `auth` is accepted (`auth-int` is refused at parse time).
+    pub qop_auth: bool,
+    pub opaque: Option<String>,
+}
+
+impl Authorization {
+    pub fn parse(v: &str) -> Result<Authorization, &'static str> {
+        let p = params(v)?;
+        let get = |k: &str| p.get(k).map(|s| s.to_string());
+        let qop_auth = match p.get("qop") {
+            None => false,
+            Some(q) if q.eq_ignore_ascii_case("auth") => true,
+            Some(_) => return Err("only qop=auth is supported"),
+        };
+        let a = Authorization {
+            username: get("username").ok_or("no username")?,
+            realm: get("realm").ok_or("no realm")?,
+            nonce: get("nonce").ok_or("no nonce")?,
+            uri: get("uri").ok_or("no uri")?,
+            response: get("response").ok_or("no response")?.to_ascii_lowercase(),
+            algorithm: Algorithm::parse(p.get("algorithm").copied()).ok_or("unknown algorithm")?,
+            cnonce: get("cnonce"),
+            nc: get("nc"),
+            qop_auth,
+            opaque: get("opaque"),
+        };
+        if a.qop_auth && (a.cnonce.is_none() || a.nc.is_none()) {
+            return Err("qop=auth without cnonce or nc");
+        }
+        Ok(a)
+    }
+
+    /// The header value a client sends (used by tests and outbound registration).
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        c: &Challenge,
+        user: &str,
+        password: &str,
+        method: &str,
+        uri: &str,
+        nc: u32,
+        cnonce: &str,
+    ) -> String {
+        let h1 = ha1(c.algorithm, user, &c.realm, password);
+        let ncs = format!("{nc:08x}");
+        let qop = c.qop_auth.then_some((ncs.as_str(), cnonce));
+        let r = response(c.algorithm, &h1, method, uri, &c.nonce, qop);
+        let mut s = format!(
+            "Digest username=\"{user}\", realm=\"{}\", nonce=\"{}\", uri=\"{uri}\", response=\"{r}\", algorithm={}",
+            c.realm,
+            c.nonce,
+            c.algorithm.name()
+        );
+        if c.qop_auth {
+            let _ = write!(s, ", qop=auth, nc={ncs}, cnonce=\"{cnonce}\"");
+        }
+        if let Some(o) = &c.opaque {
+            let _ = write!(s, ", opaque=\"{o}\"");
+        }
+        s
+    }
+
+    /// Checks `response` against HA1 for `method` (the digest-uri is the one the client hashed).
+    pub fn verify(&self, ha1: &str, method: &str) -> bool {
+        let qop = if self.qop_auth {
+            Some((
+                self.nc.as_deref().unwrap_or(""),
+                self.cnonce.as_deref().unwrap_or(""),
+            ))
+        } else {
+            None
+        };
+        let want = response(self.algorithm, ha1, method, &self.uri, &self.nonce, qop);
+        constant_time_eq(want.as_bytes(), self.response.as_bytes())
+    }
+}
+
+/// `Digest k=v, k="v", …` into a map (keys lowercased).
+fn params(v: &str) -> Result<HashMap<String, &str>, &'static str> {
+    let v = v.trim_start();
+    if v.len() < 6 || !v[..6].eq_ignore_ascii_case("digest") {
+        return Err("not a Digest header");
+    }
+    let mut rest = &v[6..];
+    let mut out = HashMap::new();
+    loop {
+        rest = rest.trim_start_matches([' ', '\t', ',', '\r', '\n']);
+        if rest.is_empty() {
+            return Ok(out);
+        }
+        let eq = rest.find('=').ok_or("parameter without =")?;
+        let key = rest[..eq].trim().to_ascii_lowercase();
+        rest = rest[eq + 1..].trim_start();
+        let value;
+        if let Some(r) = rest.strip_prefix('"') {
+            // Quoted string (backslash escapes are rare in digest values; kept as is).
+            let mut end = None;
+            let bytes = r.as_bytes();
+            let mut i = 0;
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'\\' => i += 2,
+                    b'"' => {
+                        end = Some(i);
+                        break;
+                    }
+                    _ => i += 1,
+                }
+            }
+            let end = end.ok_or("unterminated quoted string")?;
+            value = &r[..end];
+            rest = &r[end + 1..];
+        } else {
+            let end = rest.find(',').unwrap_or(rest.len());
+            value = rest[..end].trim();
+            rest = &rest[end..];
+        }
+        if out.insert(key, value).is_some() {
+            return Err("duplicate parameter");
+        }
+    }
+}
+
+/// What a presented nonce is worth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NonceCheck {
+    Valid,
+    /// Ours but too old, or its nonce-count was already used: challenge again with stale=true.
+    Stale,
+    /// Not issued by this process.
+    Invalid,
+}
+
+/// Issues and checks nonces for one process.
+pub struct Nonces {
+    secret: [u8; 32],
+    lifetime_s: u64,
+    counter: u64,
+    /// nonce → highest nonce-count used.
+    seen: HashMap<String, (u64, u32)>,
+    capacity: usize,
+    /// Nonces issued at or before this time were evicted from `seen`: they are stale.
+    floor: u64,
+}
+
+impl Nonces {
+    pub fn new(secret: [u8; 32], lifetime_s: u64, capacity: usize) -> Nonces {
+        Nonces {
+            secret,
+            lifetime_s,
+            counter: 0,
+            seen: HashMap::new(),
+            capacity: capacity.max(1),
+            floor: 0,
+        }
+    }
+
+    fn mac(&self, body: &str) -> String {
+        hex(&hmac_sha256(&self.secret, body.as_bytes())[..16])
+    }
+
+    /// A fresh nonce at unix time `now`.
+    pub fn issue(&mut self, now: u64) -> String {
+        self.counter += 1;
+        let body = format!("{now:016x}{:016x}", self.counter);
+        let mac = self.mac(&body);
+        format!("{body}{mac}")
+    }
+
+    fn issued_at(&self, nonce: &str) -> Option<u64> {
+        if nonce.len() != 64 || !nonce.is_ascii() {
+            return None;
+        }
+        let (body, mac) = nonce.split_at(32);
+        if !constant_time_eq(self.mac(body).as_bytes(), mac.as_bytes()) {
+            return None;
+        }
+        u64::from_str_radix(&body[..16], 16).ok()
+    }
+
+    /// Checks a nonce and, when valid, records the nonce-count (`nc` hex; None when the client
+    /// used no qop, which allows one use of the nonce).
+    pub fn check(&mut self, nonce: &str, nc: Option<&str>, now: u64) -> NonceCheck {
+        let Some(t) = self.issued_at(nonce) else {
+            return NonceCheck::Invalid;
+        };
+        if t > now + 5 || now.saturating_sub(t) > self.lifetime_s || t <= self.floor {
+            return NonceCheck::Stale;
+        }
+        let nc = match nc {
+            None => 1,
+            Some(s) => match u32::from_str_radix(s, 16) {
+                Ok(n) if n > 0 => n,
+                _ => return NonceCheck::Invalid,
+            },
+        };
+        if let Some((_, last)) = self.seen.get_mut(nonce) {
+            if nc <= *last {
+                return NonceCheck::Stale;
+            }
+            *last = nc;
+            return NonceCheck::Valid;
+        }
+        if self.seen.len() >= self.capacity {
+            self.seen
+                .retain(|_, (t, _)| now.saturating_sub(*t) <= self.lifetime_s);
+        }
+        if self.seen.len() >= self.capacity {
+            // Still full: forget the older half; nonces that old become stale.
+            let mut times: Vec<u64> = self.seen.values().map(|(t, _)| *t).collect();
+            times.sort_unstable();
+            let cut = times[times.len() / 2];
+            self.floor = self.floor.max(cut);
+            self.seen.retain(|_, (t, _)| *t > cut);
+            if t <= self.floor {
+                return NonceCheck::Stale;
+            }
+        }
+        self.seen.insert(nonce.to_string(), (t, nc));
+        NonceCheck::Valid
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc2617_md5_vector() {
+        // RFC 2617 §3.5.
+        let h1 = ha1(
+            Algorithm::Md5,
+            "Mufasa",
+            "testrealm@host.com",
+            "Circle Of Life",
+        );
+        let r = response(
+            Algorithm::Md5,
+            &h1,
+            "GET",
+            "/dir/index.html",
+            "dcd98b7102dd2f0e8b11d0f600bfb0c093",
+            Some(("00000001", "0a4f113b")),
+        );
+        assert_eq!(r, "6629fae49393a05397450978507c4ef1");
+    }
+
+    #[test]
+    fn rfc7616_sha256_and_md5_vectors() {
+        // RFC 7616 §3.9.1.
+        let nonce = "7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v";
+        let cnonce = "f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ";
+        for (alg, want) in [
+            (
+                Algorithm::Sha256,
+                "753927fa0e85d155564e2e272a28d1802ca10daf4496794697cf8db5856cb6c1",
+            ),
+            (Algorithm::Md5, "8ca523f5e9506fed4657c9700eebdbec"),
+        ] {
+            let h1 = ha1(alg, "Mufasa", "http-auth@example.org", "Circle of Life");
+            let r = response(
+                alg,
+                &h1,
+                "GET",
+                "/dir/index.html",
+                nonce,
+                Some(("00000001", cnonce)),
+            );
+            assert_eq!(r, want, "{alg:?}");
+        }
+    }
+
+    #[test]
+    fn rfc4231_hmac_vector() {
+        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(
+            hex(&mac),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn challenge_round_trip_and_client_response_verifies() {
+        let c = Challenge {
+            realm: "example.com".into(),
+            nonce: "abc".into(),
+            opaque: None,
+            algorithm: Algorithm::Sha256,
+            qop_auth: true,
+            stale: true,
+        };
+        assert_eq!(Challenge::parse(&c.to_header()), Ok(c.clone()));
+        let v = Authorization::build(
+            &c,
+            "alice",
+            "s3cret",
+            "REGISTER",
+            "sip:example.com",
+            1,
+            "xyz",
+        );
+        let a = Authorization::parse(&v).unwrap();
+        assert_eq!(a.username, "alice");
+        assert_eq!(a.nc.as_deref(), Some("00000001"));
+        let h1 = ha1(Algorithm::Sha256, "alice", "example.com", "s3cret");
+        assert!(a.verify(&h1, "REGISTER"));
+        assert!(!a.verify(&h1, "INVITE"));
+        let wrong = ha1(Algorithm::Sha256, "alice", "example.com", "guess");
+        assert!(!a.verify(&wrong, "REGISTER"));
+    }
+
+    #[test]
+    fn parses_what_phones_send() {
+        let v = "Digest username=\"1001\",realm=\"pbx\",nonce=\"n\",uri=\"sip:pbx\",\
+                 response=\"ABCDEF\",algorithm=MD5,cnonce=\"c\",qop=auth,nc=00000002";
+        let a = Authorization::parse(v).unwrap();
+        assert_eq!(a.response, "abcdef");
+        assert!(a.qop_auth);
+        assert_eq!(
+            Authorization::parse("Basic abc").unwrap_err(),
+            "not a Digest header"
+        );
+        assert!(Authorization::parse("Digest username=\"a\", qop=auth-int").is_err());
+        assert!(Authorization::parse("Digest username=\"a").is_err());
+    }
+
+    #[test]
+    fn nonces_are_ours_expire_and_refuse_replays() {
+        let mut n = Nonces::new([7; 32], 300, 4);
+        let nonce = n.issue(1000);
+        assert_eq!(n.check(&nonce, Some("00000001"), 1001), NonceCheck::Valid);
+        assert_eq!(
+            n.check(&nonce, Some("00000001"), 1001),
+            NonceCheck::Stale,
+            "replay"
+        );
+        assert_eq!(n.check(&nonce, Some("00000002"), 1002), NonceCheck::Valid);
+        assert_eq!(
+            n.check(&nonce, Some("00000002"), 1300),
+            NonceCheck::Stale,
+            "replay"
+        );
+        assert_eq!(
+            n.check(&nonce, Some("00000003"), 1301),
+            NonceCheck::Stale,
+            "expired"
+        );
+        // Another process (another secret) did not issue it; a forged MAC is refused.
+        let mut other = Nonces::new([8; 32], 300, 4);
+        assert_eq!(
+            other.check(&nonce, Some("00000009"), 1001),
+            NonceCheck::Invalid
+        );
+        let mut forged = nonce.clone();
+        forged.replace_range(0..1, "1");
+        assert_eq!(n.check(&forged, None, 1001), NonceCheck::Invalid);
+        // Without qop a nonce is good once.
+        let once = n.issue(1000);
+        assert_eq!(n.check(&once, None, 1000), NonceCheck::Valid);
+        assert_eq!(n.check(&once, None, 1000), NonceCheck::Stale);
+    }
+
+    #[test]
+    fn nc_table_is_bounded_and_eviction_stays_safe() {
+        let mut n = Nonces::new([1; 32], 300, 4);
+        let old: Vec<String> = (0..4).map(|i| n.issue(1000 + i)).collect();
+        for o in &old {
+            assert_eq!(n.check(o, Some("1"), 1010), NonceCheck::Valid);
+        }
+        let new = n.issue(1005);
+        assert_eq!(n.check(&new, Some("1"), 1010), NonceCheck::Valid);
+        assert!(n.seen.len() <= 4);
+        // The evicted ones cannot be replayed: they are stale now.
+        assert_eq!(n.check(&old[0], Some("2"), 1010), NonceCheck::Stale);
+        assert_eq!(n.check(&new, Some("1"), 1010), NonceCheck::Stale);
+    }
+}
