@@ -14,6 +14,12 @@ declare -A want=(
   [python3]=python3
   [redis-server]=redis-server # store backends (crates/store tests)
   [memcached]=memcached
+  [libgsm1-dev]=/usr/include/gsm.h # codec crate: linked through hand-written FFI
+  [libspandsp-dev]=/usr/include/spandsp/g722.h
+  [libspeex-dev]=/usr/include/speex/speex.h
+  [libspeexdsp-dev]=/usr/include/speex/speex_resampler.h
+  [libopus-dev]=/usr/include/opus/opus.h
+  [opus-tools]=opusdec # interop test: strowger's Opus decoded by opusdec
 )
 missing=()
 for pkg in "${!want[@]}"; do

@@ -1,15 +1,28 @@
 //! Audio codecs for strowger's media path.
 //!
-//! Every codec sits behind [`Codec`] so the media engine can treat G.711
-//! today and other codecs later the same way. G.711 lives in [`g711`]:
-//! table-driven µ-law/A-law encode/decode plus byte-to-byte transcoding
-//! tables, so bridging PCMU to PCMA never goes through linear PCM.
+//! - [`Codec`]: the stateless sample codec interface G.711 implements
+//!   ([`g711`]: table lookups, byte-to-byte µ↔A transcoding).
+//! - [`Format`]: every wire format (G.711, GSM 06.10, G.722, G.726-32,
+//!   Speex NB/WB, Opus, L16 8/16 kHz; G.729 with the `g729` feature) with its
+//!   RTP/SDP facts, and stateful [`Encoder`]/[`Decoder`]s over the field's C
+//!   libraries (libgsm, spandsp, libspeex, libopus, bcg729) declared by hand in `ffi`.
+//! - [`resample`]: 8/16/48 kHz conversion with libspeexdsp.
+//! - [`translate`]: measured step costs, cheapest paths, and [`Translator`].
 
+mod ffi;
+mod format;
 pub mod g711;
+mod impls;
+pub mod resample;
+pub mod translate;
 
+pub use format::Format;
 pub use g711::G711;
+pub use impls::{CodecError, Decoder, Encoder, OpusDec, OpusEnc, OpusOptions};
+pub use resample::Resampler;
+pub use translate::{Graph, Node, Path, Step, Translator};
 
-/// A narrowband/wideband audio codec working on whole frames.
+/// A sample-based codec working on whole frames with no state (G.711).
 ///
 /// Buffers are supplied by the caller so that the hot path never allocates.
 pub trait Codec {
@@ -17,8 +30,7 @@ pub trait Codec {
     fn name(&self) -> &'static str;
     /// RTP clock rate in Hz.
     fn clock_rate(&self) -> u32;
-    /// Samples in one codec frame: frame-based codecs must be fed multiples
-    /// of this (G.711 is sample-based, so 1).
+    /// Samples in one codec frame (G.711 is sample-based, so 1).
     fn frame_samples(&self) -> usize;
     /// Static RTP payload type (RFC 3551), if the codec has one.
     fn static_payload_type(&self) -> Option<u8>;
@@ -27,3 +39,6 @@ pub trait Codec {
     /// Decodes as much of `payload` as fits into `out`; returns samples written.
     fn decode(&self, payload: &[u8], out: &mut [i16]) -> usize;
 }
+
+#[cfg(test)]
+mod tests;

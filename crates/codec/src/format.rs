@@ -1,0 +1,205 @@
+//! The formats strowger can put on the wire, with their RTP and SDP facts.
+
+use std::fmt;
+
+/// An audio format on the wire. Every format decodes to linear PCM at its
+/// [`Format::pcm_rate`] and encodes from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Format {
+    /// G.711 µ-law, static PT 0.
+    Pcmu,
+    /// G.711 A-law, static PT 8.
+    Pcma,
+    /// GSM 06.10 full rate (libgsm), static PT 3, 33 bytes per 20 ms.
+    Gsm,
+    /// G.722 at 64 kbit/s (spandsp): 16 kHz audio, 8 kHz RTP clock (RFC 3551 §4.5.2), PT 9.
+    G722,
+    /// G.726 at 32 kbit/s (spandsp), RFC 3551 bit order, dynamic PT.
+    G726,
+    /// Speex narrowband (libspeex), dynamic PT.
+    Speex,
+    /// Speex wideband, 16 kHz, dynamic PT.
+    Speex16,
+    /// Opus (libopus), mono, 48 kHz clock per RFC 7587, dynamic PT.
+    Opus,
+    /// Linear 16-bit big-endian at 8 kHz, dynamic PT.
+    L16,
+    /// Linear 16-bit big-endian at 16 kHz, dynamic PT.
+    L16Wide,
+    /// G.729 (bcg729, GPL: only with the `g729` cargo feature), static PT 18.
+    #[cfg(feature = "g729")]
+    G729,
+}
+
+impl Format {
+    /// Every format this build supports, in a stable order.
+    pub fn all() -> &'static [Format] {
+        &[
+            Format::Pcmu,
+            Format::Pcma,
+            Format::Gsm,
+            Format::G722,
+            Format::G726,
+            Format::Speex,
+            Format::Speex16,
+            Format::Opus,
+            Format::L16,
+            Format::L16Wide,
+            #[cfg(feature = "g729")]
+            Format::G729,
+        ]
+    }
+
+    /// Short lower-case name used in configuration and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Pcmu => "pcmu",
+            Format::Pcma => "pcma",
+            Format::Gsm => "gsm",
+            Format::G722 => "g722",
+            Format::G726 => "g726",
+            Format::Speex => "speex",
+            Format::Speex16 => "speex16",
+            Format::Opus => "opus",
+            Format::L16 => "l16",
+            Format::L16Wide => "l16-16k",
+            #[cfg(feature = "g729")]
+            Format::G729 => "g729",
+        }
+    }
+
+    /// By [`Format::name`] or SDP encoding name, case-insensitively
+    /// (`"G726-32"`, `"ulaw"` and `"alaw"` are accepted too).
+    pub fn from_name(name: &str) -> Option<Format> {
+        let n = name.to_ascii_lowercase();
+        let alias = match n.as_str() {
+            "ulaw" | "g711u" => Some(Format::Pcmu),
+            "alaw" | "g711a" => Some(Format::Pcma),
+            "g726-32" => Some(Format::G726),
+            "speex8" => Some(Format::Speex),
+            "l16-8k" => Some(Format::L16),
+            _ => None,
+        };
+        alias.or_else(|| Format::all().iter().copied().find(|f| f.name() == n))
+    }
+
+    /// Encoding name in `a=rtpmap`.
+    pub fn encoding_name(self) -> &'static str {
+        match self {
+            Format::Pcmu => "PCMU",
+            Format::Pcma => "PCMA",
+            Format::Gsm => "GSM",
+            Format::G722 => "G722",
+            Format::G726 => "G726-32",
+            Format::Speex | Format::Speex16 => "speex",
+            Format::Opus => "opus",
+            Format::L16 | Format::L16Wide => "L16",
+            #[cfg(feature = "g729")]
+            Format::G729 => "G729",
+        }
+    }
+
+    /// The format an `a=rtpmap` names (encoding name and clock rate).
+    pub fn from_rtpmap(name: &str, clock: u32) -> Option<Format> {
+        Format::all()
+            .iter()
+            .copied()
+            .find(|f| f.encoding_name().eq_ignore_ascii_case(name) && f.rtp_clock() == clock)
+    }
+
+    /// Sample rate of the linear audio the codec consumes and produces.
+    pub fn pcm_rate(self) -> u32 {
+        match self {
+            Format::G722 | Format::Speex16 | Format::L16Wide => 16000,
+            Format::Opus => 48000,
+            _ => 8000,
+        }
+    }
+
+    /// RTP timestamp clock rate.
+    pub fn rtp_clock(self) -> u32 {
+        match self {
+            Format::G722 => 8000,
+            f => f.pcm_rate(),
+        }
+    }
+
+    /// Channels in `a=rtpmap` (Opus is always written `opus/48000/2`, RFC 7587).
+    pub fn rtpmap_channels(self) -> Option<u8> {
+        (self == Format::Opus).then_some(2)
+    }
+
+    /// Default `a=fmtp` parameters we offer.
+    pub fn fmtp(self) -> Option<&'static str> {
+        match self {
+            Format::Opus => {
+                Some("useinbandfec=1; maxplaybackrate=16000; sprop-maxcapturerate=16000")
+            }
+            Format::Speex | Format::Speex16 => Some("vbr=off"),
+            #[cfg(feature = "g729")]
+            Format::G729 => Some("annexb=no"),
+            _ => None,
+        }
+    }
+
+    pub fn static_payload_type(self) -> Option<u8> {
+        match self {
+            Format::Pcmu => Some(0),
+            Format::Gsm => Some(3),
+            Format::Pcma => Some(8),
+            Format::G722 => Some(9),
+            #[cfg(feature = "g729")]
+            Format::G729 => Some(18),
+            _ => None,
+        }
+    }
+
+    /// Linear samples (at [`Format::pcm_rate`]) in the smallest unit the
+    /// encoder accepts; whole packets are multiples of it.
+    pub fn frame_samples(self) -> usize {
+        match self {
+            Format::Pcmu | Format::Pcma | Format::L16 | Format::L16Wide => 1,
+            Format::G722 | Format::G726 => 2,
+            Format::Gsm | Format::Speex => 160,
+            Format::Speex16 => 320,
+            Format::Opus => 480,
+            #[cfg(feature = "g729")]
+            Format::G729 => 80,
+        }
+    }
+
+    /// Linear samples in `ms` milliseconds of audio.
+    pub fn samples_in(self, ms: u32) -> usize {
+        (self.pcm_rate() / 1000 * ms) as usize
+    }
+
+    /// RTP timestamp units in `ms` milliseconds.
+    pub fn clock_units_in(self, ms: u32) -> u32 {
+        self.rtp_clock() / 1000 * ms
+    }
+
+    /// An upper bound of the encoded size of `samples` linear samples.
+    pub fn max_encoded_len(self, samples: usize) -> usize {
+        let frames = samples.div_ceil(self.frame_samples());
+        match self {
+            Format::Pcmu | Format::Pcma => samples,
+            Format::L16 | Format::L16Wide => 2 * samples,
+            Format::G722 | Format::G726 => frames,
+            Format::Gsm => 33 * frames,
+            Format::Speex | Format::Speex16 => 106 * frames,
+            Format::Opus => 1275,
+            #[cfg(feature = "g729")]
+            Format::G729 => 10 * frames,
+        }
+    }
+
+    pub fn is_linear(self) -> bool {
+        matches!(self, Format::L16 | Format::L16Wide)
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,768 @@
+//! Stateful encoders and decoders for every [`Format`], over the system libraries.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::fmt;
+use std::ptr;
+
+use crate::ffi::{self, Opaque};
+use crate::{Format, G711};
+
+/// Why a frame could not be coded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodecError {
+    /// Input is not a whole number of frames, or a buffer is too small.
+    BadLength { what: &'static str, len: usize },
+    /// The payload does not decode (corrupt or truncated).
+    Corrupt(&'static str),
+    /// The library refused (code returned by it).
+    Library(&'static str, i32),
+}
+
+impl fmt::Display for CodecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CodecError::BadLength { what, len } => write!(f, "{what}: bad length {len}"),
+            CodecError::Corrupt(c) => write!(f, "{c}: corrupt payload"),
+            CodecError::Library(c, e) => write!(f, "{c}: library error {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CodecError {}
+
+/// Linear PCM to one RTP payload. Stateful: one per stream.
+pub trait Encoder: Send {
+    fn format(&self) -> Format;
+    /// Encodes `pcm` (a multiple of [`Format::frame_samples`]; for Opus one
+    /// 10/20/40/60 ms packet) into `out`; returns bytes written.
+    fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError>;
+}
+
+/// One RTP payload to linear PCM. Stateful: one per stream.
+pub trait Decoder: Send {
+    fn format(&self) -> Format;
+    /// Decodes a whole payload into `out`; returns samples written.
+    fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError>;
+    /// Fills `out` for a lost packet (the codec's concealment where it has one).
+    fn conceal(&mut self, out: &mut [i16]) -> usize {
+        out.fill(0);
+        out.len()
+    }
+}
+
+impl Format {
+    /// A new encoder with default settings.
+    pub fn encoder(self) -> Box<dyn Encoder> {
+        match self {
+            Format::Pcmu => Box::new(G711Codec(G711::Pcmu)),
+            Format::Pcma => Box::new(G711Codec(G711::Pcma)),
+            Format::L16 | Format::L16Wide => Box::new(L16(self)),
+            Format::Gsm => Box::new(Gsm::new()),
+            Format::G722 => Box::new(G722Enc::new()),
+            Format::G726 => Box::new(G726::new()),
+            Format::Speex | Format::Speex16 => Box::new(SpeexEnc::new(self, 8)),
+            Format::Opus => Box::new(OpusEnc::new(OpusOptions::default()).expect("opus encoder")),
+            #[cfg(feature = "g729")]
+            Format::G729 => Box::new(g729::Enc::new()),
+        }
+    }
+
+    /// A new decoder.
+    pub fn decoder(self) -> Box<dyn Decoder> {
+        match self {
+            Format::Pcmu => Box::new(G711Codec(G711::Pcmu)),
+            Format::Pcma => Box::new(G711Codec(G711::Pcma)),
+            Format::L16 | Format::L16Wide => Box::new(L16(self)),
+            Format::Gsm => Box::new(Gsm::new()),
+            Format::G722 => Box::new(G722Dec::new()),
+            Format::G726 => Box::new(G726::new()),
+            Format::Speex | Format::Speex16 => Box::new(SpeexDec::new(self)),
+            Format::Opus => Box::new(OpusDec::new().expect("opus decoder")),
+            #[cfg(feature = "g729")]
+            Format::G729 => Box::new(g729::Dec::new()),
+        }
+    }
+}
+
+fn whole(pcm: &[i16], f: Format, out: &[u8]) -> Result<usize, CodecError> {
+    let frames = pcm.len() / f.frame_samples();
+    if !pcm.len().is_multiple_of(f.frame_samples()) || out.len() < f.max_encoded_len(pcm.len()) {
+        return Err(CodecError::BadLength {
+            what: f.name(),
+            len: pcm.len(),
+        });
+    }
+    Ok(frames)
+}
+
+fn short(f: Format, len: usize) -> CodecError {
+    CodecError::BadLength {
+        what: f.name(),
+        len,
+    }
+}
+
+struct G711Codec(G711);
+
+impl Encoder for G711Codec {
+    fn format(&self) -> Format {
+        match self.0 {
+            G711::Pcmu => Format::Pcmu,
+            G711::Pcma => Format::Pcma,
+        }
+    }
+    fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
+        whole(pcm, Encoder::format(self), out)?;
+        Ok(crate::Codec::encode(&self.0, pcm, out))
+    }
+}
+
+impl Decoder for G711Codec {
+    fn format(&self) -> Format {
+        Encoder::format(self)
+    }
+    fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+        if out.len() < payload.len() {
+            return Err(short(Decoder::format(self), out.len()));
+        }
+        Ok(crate::Codec::decode(&self.0, payload, out))
+    }
+}
+
+/// L16: network byte order (RFC 3551 §4.5.11).
+struct L16(Format);
+
+impl Encoder for L16 {
+    fn format(&self) -> Format {
+        self.0
+    }
+    fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
+        whole(pcm, self.0, out)?;
+        for (o, s) in out.chunks_exact_mut(2).zip(pcm) {
+            o.copy_from_slice(&s.to_be_bytes());
+        }
+        Ok(2 * pcm.len())
+    }
+}
+
+impl Decoder for L16 {
+    fn format(&self) -> Format {
+        self.0
+    }
+    fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+        let n = payload.len() / 2;
+        if !payload.len().is_multiple_of(2) || out.len() < n {
+            return Err(short(self.0, payload.len()));
+        }
+        for (o, b) in out.iter_mut().zip(payload.chunks_exact(2)) {
+            *o = i16::from_be_bytes([b[0], b[1]]);
+        }
+        Ok(n)
+    }
+}
+
+/// GSM 06.10 through libgsm; the same state type encodes and decodes.
+struct Gsm(*mut Opaque);
+// SAFETY: the state is owned by this value alone and libgsm keeps no globals.
+unsafe impl Send for Gsm {}
+
+impl Gsm {
+    fn new() -> Gsm {
+        // SAFETY: plain constructor; null only on allocation failure.
+        let g = unsafe { ffi::gsm_create() };
+        assert!(!g.is_null(), "gsm_create failed");
+        Gsm(g)
+    }
+}
+
+impl Drop for Gsm {
+    fn drop(&mut self) {
+        // SAFETY: created by gsm_create, destroyed once.
+        unsafe { ffi::gsm_destroy(self.0) }
+    }
+}
+
+impl Encoder for Gsm {
+    fn format(&self) -> Format {
+        Format::Gsm
+    }
+    fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
+        let frames = whole(pcm, Format::Gsm, out)?;
+        for (i, o) in pcm.chunks_exact(160).zip(out.chunks_exact_mut(33)) {
+            // SAFETY: 160 samples in, 33 bytes out, as gsm_encode requires.
+            unsafe { ffi::gsm_encode(self.0, i.as_ptr(), o.as_mut_ptr()) }
+        }
+        Ok(33 * frames)
+    }
+}
+
+impl Decoder for Gsm {
+    fn format(&self) -> Format {
+        Format::Gsm
+    }
+    fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+        let frames = payload.len() / 33;
+        if !payload.len().is_multiple_of(33) || out.len() < 160 * frames {
+            return Err(short(Format::Gsm, payload.len()));
+        }
+        for (i, o) in payload.chunks_exact(33).zip(out.chunks_exact_mut(160)) {
+            // SAFETY: 33 bytes in, 160 samples out.
+            if unsafe { ffi::gsm_decode(self.0, i.as_ptr(), o.as_mut_ptr()) } != 0 {
+                return Err(CodecError::Corrupt("gsm"));
+            }
+        }
+        Ok(160 * frames)
+    }
+}
+
+macro_rules! spandsp_state {
+    ($name:ident, $free:path) => {
+        struct $name(*mut Opaque);
+        // SAFETY: spandsp states are plain heap structs owned by this value.
+        unsafe impl Send for $name {}
+        impl Drop for $name {
+            fn drop(&mut self) {
+                // SAFETY: allocated by the matching init(NULL, ...), freed once.
+                unsafe {
+                    $free(self.0);
+                }
+            }
+        }
+    };
+}
+
+spandsp_state!(G722Enc, ffi::g722_encode_free);
+spandsp_state!(G722Dec, ffi::g722_decode_free);
+spandsp_state!(G726, ffi::g726_free);
+
+impl G722Enc {
+    fn new() -> G722Enc {
+        // SAFETY: a NULL state asks spandsp to allocate one.
+        let s = unsafe { ffi::g722_encode_init(ptr::null_mut(), 64000, 0) };
+        assert!(!s.is_null());
+        G722Enc(s)
+    }
+}
+
+impl G722Dec {
+    fn new() -> G722Dec {
+        // SAFETY: as above.
+        let s = unsafe { ffi::g722_decode_init(ptr::null_mut(), 64000, 0) };
+        assert!(!s.is_null());
+        G722Dec(s)
+    }
+}
+
+impl G726 {
+    /// One state per direction is needed in practice: [`Format::encoder`] and
+    /// [`Format::decoder`] each make their own.
+    fn new() -> G726 {
+        // SAFETY: as above.
+        let s = unsafe {
+            ffi::g726_init(
+                ptr::null_mut(),
+                32000,
+                ffi::G726_ENCODING_LINEAR,
+                ffi::G726_PACKING_RIGHT,
+            )
+        };
+        assert!(!s.is_null());
+        G726(s)
+    }
+}
+
+impl Encoder for G722Enc {
+    fn format(&self) -> Format {
+        Format::G722
+    }
+    fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
+        whole(pcm, Format::G722, out)?;
+        // SAFETY: len samples in, len/2 bytes out (checked by `whole`).
+        let n =
+            unsafe { ffi::g722_encode(self.0, out.as_mut_ptr(), pcm.as_ptr(), pcm.len() as c_int) };
+        Ok(n as usize)
+    }
+}
+
+impl Decoder for G722Dec {
+    fn format(&self) -> Format {
+        Format::G722
+    }
+    fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+        if out.len() < 2 * payload.len() {
+            return Err(short(Format::G722, payload.len()));
+        }
+        // SAFETY: 2 samples out per byte in; `out` has room.
+        let n = unsafe {
+            ffi::g722_decode(
+                self.0,
+                out.as_mut_ptr(),
+                payload.as_ptr(),
+                payload.len() as c_int,
+            )
+        };
+        Ok(n as usize)
+    }
+}
+
+impl Encoder for G726 {
+    fn format(&self) -> Format {
+        Format::G726
+    }
+    fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
+        whole(pcm, Format::G726, out)?;
+        // SAFETY: 4 bits per sample out; `out` holds len/2 bytes.
+        let n =
+            unsafe { ffi::g726_encode(self.0, out.as_mut_ptr(), pcm.as_ptr(), pcm.len() as c_int) };
+        Ok(n as usize)
+    }
+}
+
+impl Decoder for G726 {
+    fn format(&self) -> Format {
+        Format::G726
+    }
+    fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+        if out.len() < 2 * payload.len() {
+            return Err(short(Format::G726, payload.len()));
+        }
+        // SAFETY: 2 samples out per byte in.
+        let n = unsafe {
+            ffi::g726_decode(
+                self.0,
+                out.as_mut_ptr(),
+                payload.as_ptr(),
+                payload.len() as c_int,
+            )
+        };
+        Ok(n as usize)
+    }
+}
+
+fn speex_mode(f: Format) -> *const c_void {
+    // SAFETY: returns a pointer to a static mode table (0 narrowband, 1 wideband).
+    unsafe { ffi::speex_lib_get_mode(if f == Format::Speex16 { 1 } else { 0 }) }
+}
+
+struct SpeexBits(Box<ffi::SpeexBits>);
+
+impl SpeexBits {
+    fn new() -> SpeexBits {
+        let mut b = Box::new(ffi::SpeexBits {
+            chars: ptr::null_mut(),
+            nb_bits: 0,
+            char_ptr: 0,
+            bit_ptr: 0,
+            owner: 0,
+            overflow: 0,
+            buf_size: 0,
+            reserved1: 0,
+            reserved2: ptr::null_mut(),
+        });
+        // SAFETY: initialises the struct in place (allocates its buffer).
+        unsafe { ffi::speex_bits_init(&mut *b) };
+        SpeexBits(b)
+    }
+}
+
+impl Drop for SpeexBits {
+    fn drop(&mut self) {
+        // SAFETY: initialised by speex_bits_init.
+        unsafe { ffi::speex_bits_destroy(&mut *self.0) }
+    }
+}
+
+struct SpeexEnc {
+    format: Format,
+    state: *mut Opaque,
+    bits: SpeexBits,
+    scratch: Vec<i16>,
+}
+// SAFETY: state and bits are owned by this value only.
+unsafe impl Send for SpeexEnc {}
+
+impl SpeexEnc {
+    /// `quality` 0-10 (8 is 15 kbit/s narrowband, 23.8 kbit/s wideband).
+    fn new(format: Format, quality: c_int) -> SpeexEnc {
+        // SAFETY: a mode from speex_lib_get_mode; ctl arguments are ints.
+        let state = unsafe { ffi::speex_encoder_init(speex_mode(format)) };
+        assert!(!state.is_null());
+        let mut q = quality;
+        let mut complexity: c_int = 2;
+        // SAFETY: SET_QUALITY and SET_COMPLEXITY take an int*.
+        unsafe {
+            ffi::speex_encoder_ctl(state, ffi::SPEEX_SET_QUALITY, &mut q as *mut _ as _);
+            ffi::speex_encoder_ctl(
+                state,
+                ffi::SPEEX_SET_COMPLEXITY,
+                &mut complexity as *mut _ as _,
+            );
+        }
+        SpeexEnc {
+            format,
+            state,
+            bits: SpeexBits::new(),
+            scratch: vec![0; format.frame_samples()],
+        }
+    }
+}
+
+impl Drop for SpeexEnc {
+    fn drop(&mut self) {
+        // SAFETY: created by speex_encoder_init.
+        unsafe { ffi::speex_encoder_destroy(self.state) }
+    }
+}
+
+impl Encoder for SpeexEnc {
+    fn format(&self) -> Format {
+        self.format
+    }
+    fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
+        whole(pcm, self.format, out)?;
+        let bits = &mut *self.bits.0;
+        // SAFETY: bits initialised; frames are exactly frame_size samples
+        // (copied, as speex_encode_int may write to its input).
+        unsafe {
+            ffi::speex_bits_reset(bits);
+            for frame in pcm.chunks_exact(self.format.frame_samples()) {
+                self.scratch.copy_from_slice(frame);
+                ffi::speex_encode_int(self.state, self.scratch.as_mut_ptr(), bits);
+            }
+            ffi::speex_bits_insert_terminator(bits);
+            let n =
+                ffi::speex_bits_write(bits, out.as_mut_ptr() as *mut c_char, out.len() as c_int);
+            Ok(n as usize)
+        }
+    }
+}
+
+struct SpeexDec {
+    format: Format,
+    state: *mut Opaque,
+    bits: SpeexBits,
+}
+// SAFETY: as for SpeexEnc.
+unsafe impl Send for SpeexDec {}
+
+impl SpeexDec {
+    fn new(format: Format) -> SpeexDec {
+        // SAFETY: as for the encoder; SET_ENH takes an int*.
+        let state = unsafe { ffi::speex_decoder_init(speex_mode(format)) };
+        assert!(!state.is_null());
+        let mut enh: c_int = 1;
+        unsafe { ffi::speex_decoder_ctl(state, ffi::SPEEX_SET_ENH, &mut enh as *mut _ as _) };
+        SpeexDec {
+            format,
+            state,
+            bits: SpeexBits::new(),
+        }
+    }
+}
+
+impl Drop for SpeexDec {
+    fn drop(&mut self) {
+        // SAFETY: created by speex_decoder_init.
+        unsafe { ffi::speex_decoder_destroy(self.state) }
+    }
+}
+
+impl Decoder for SpeexDec {
+    fn format(&self) -> Format {
+        self.format
+    }
+    fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+        let fs = self.format.frame_samples();
+        let bits = &mut *self.bits.0;
+        let mut n = 0;
+        // SAFETY: bits initialised; each decode writes one frame into a slot of `out`.
+        unsafe {
+            ffi::speex_bits_read_from(
+                bits,
+                payload.as_ptr() as *const c_char,
+                payload.len() as c_int,
+            );
+            while ffi::speex_bits_remaining(bits) >= 5 {
+                if n + fs > out.len() {
+                    return Err(short(self.format, payload.len()));
+                }
+                match ffi::speex_decode_int(self.state, bits, out[n..].as_mut_ptr()) {
+                    0 => n += fs,
+                    -1 => break,
+                    _ => return Err(CodecError::Corrupt("speex")),
+                }
+            }
+        }
+        if n == 0 && !payload.is_empty() {
+            return Err(CodecError::Corrupt("speex"));
+        }
+        Ok(n)
+    }
+    fn conceal(&mut self, out: &mut [i16]) -> usize {
+        let fs = self.format.frame_samples();
+        let mut n = 0;
+        while n + fs <= out.len() {
+            // SAFETY: NULL bits asks for packet-loss concealment of one frame.
+            unsafe { ffi::speex_decode_int(self.state, ptr::null_mut(), out[n..].as_mut_ptr()) };
+            n += fs;
+        }
+        out[n..].fill(0);
+        out.len()
+    }
+}
+
+/// Opus encoder settings (RFC 7587 §3.1: FEC and DTX are the sender's choice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpusOptions {
+    /// In-band forward error correction (LBRR).
+    pub fec: bool,
+    /// Discontinuous transmission: near-silent frames become 1-2 bytes.
+    pub dtx: bool,
+    /// Target bit rate in bit/s.
+    pub bitrate: i32,
+    /// 0-10.
+    pub complexity: i32,
+    /// Expected loss percentage (FEC strength).
+    pub loss_percent: i32,
+}
+
+impl Default for OpusOptions {
+    fn default() -> Self {
+        OpusOptions {
+            fec: true,
+            dtx: false,
+            bitrate: 24000,
+            complexity: 5,
+            loss_percent: 5,
+        }
+    }
+}
+
+/// Opus at 48 kHz mono, VoIP application.
+pub struct OpusEnc(*mut Opaque);
+// SAFETY: owned state.
+unsafe impl Send for OpusEnc {}
+
+impl OpusEnc {
+    pub fn new(o: OpusOptions) -> Result<OpusEnc, CodecError> {
+        let mut err = 0;
+        // SAFETY: plain constructor; err receives the status.
+        let s = unsafe { ffi::opus_encoder_create(48000, 1, ffi::OPUS_APPLICATION_VOIP, &mut err) };
+        if s.is_null() || err != 0 {
+            return Err(CodecError::Library("opus", err));
+        }
+        let enc = OpusEnc(s);
+        for (req, v) in [
+            (ffi::OPUS_SET_BITRATE_REQUEST, o.bitrate),
+            (ffi::OPUS_SET_COMPLEXITY_REQUEST, o.complexity),
+            (ffi::OPUS_SET_INBAND_FEC_REQUEST, o.fec as i32),
+            (ffi::OPUS_SET_DTX_REQUEST, o.dtx as i32),
+            (ffi::OPUS_SET_PACKET_LOSS_PERC_REQUEST, o.loss_percent),
+        ] {
+            // SAFETY: these SET requests take one opus_int32 argument.
+            let r = unsafe { ffi::opus_encoder_ctl(enc.0, req, v) };
+            if r != 0 {
+                return Err(CodecError::Library("opus ctl", r));
+            }
+        }
+        Ok(enc)
+    }
+}
+
+impl Drop for OpusEnc {
+    fn drop(&mut self) {
+        // SAFETY: created by opus_encoder_create.
+        unsafe { ffi::opus_encoder_destroy(self.0) }
+    }
+}
+
+impl Encoder for OpusEnc {
+    fn format(&self) -> Format {
+        Format::Opus
+    }
+    fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
+        if !matches!(pcm.len(), 480 | 960 | 1920 | 2880) {
+            return Err(short(Format::Opus, pcm.len()));
+        }
+        // SAFETY: a valid frame size of mono samples; out.len() bounds the write.
+        let n = unsafe {
+            ffi::opus_encode(
+                self.0,
+                pcm.as_ptr(),
+                pcm.len() as c_int,
+                out.as_mut_ptr(),
+                out.len() as i32,
+            )
+        };
+        if n < 0 {
+            return Err(CodecError::Library("opus", n));
+        }
+        Ok(n as usize)
+    }
+}
+
+pub struct OpusDec(*mut Opaque);
+// SAFETY: owned state.
+unsafe impl Send for OpusDec {}
+
+impl OpusDec {
+    pub fn new() -> Result<OpusDec, CodecError> {
+        let mut err = 0;
+        // SAFETY: plain constructor.
+        let s = unsafe { ffi::opus_decoder_create(48000, 1, &mut err) };
+        if s.is_null() || err != 0 {
+            return Err(CodecError::Library("opus", err));
+        }
+        Ok(OpusDec(s))
+    }
+
+    /// Recovers a lost packet from the FEC data carried in the next one (`out`: the lost duration).
+    pub fn decode_fec(&mut self, next: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+        // SAFETY: out.len() samples of room; decode_fec = 1.
+        let n = unsafe {
+            ffi::opus_decode(
+                self.0,
+                next.as_ptr(),
+                next.len() as i32,
+                out.as_mut_ptr(),
+                out.len() as c_int,
+                1,
+            )
+        };
+        if n < 0 {
+            return Err(CodecError::Library("opus", n));
+        }
+        Ok(n as usize)
+    }
+}
+
+impl Drop for OpusDec {
+    fn drop(&mut self) {
+        // SAFETY: created by opus_decoder_create.
+        unsafe { ffi::opus_decoder_destroy(self.0) }
+    }
+}
+
+impl Decoder for OpusDec {
+    fn format(&self) -> Format {
+        Format::Opus
+    }
+    fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+        // SAFETY: out.len() samples of room (opus never writes more than frame_size).
+        let n = unsafe {
+            ffi::opus_decode(
+                self.0,
+                payload.as_ptr(),
+                payload.len() as i32,
+                out.as_mut_ptr(),
+                out.len() as c_int,
+                0,
+            )
+        };
+        if n < 0 {
+            return Err(CodecError::Corrupt("opus"));
+        }
+        Ok(n as usize)
+    }
+    fn conceal(&mut self, out: &mut [i16]) -> usize {
+        // SAFETY: NULL data asks for concealment of out.len() samples.
+        let n = unsafe {
+            ffi::opus_decode(
+                self.0,
+                ptr::null(),
+                0,
+                out.as_mut_ptr(),
+                out.len() as c_int,
+                0,
+            )
+        };
+        if n < 0 {
+            out.fill(0);
+            return out.len();
+        }
+        n as usize
+    }
+}
+
+#[cfg(feature = "g729")]
+mod g729 {
+    use super::*;
+
+    pub(super) struct Enc(*mut Opaque);
+    // SAFETY: owned state.
+    unsafe impl Send for Enc {}
+    impl Enc {
+        pub(super) fn new() -> Enc {
+            // SAFETY: constructor without VAD (annexb=no).
+            Enc(unsafe { ffi::initBcg729EncoderChannel(0) })
+        }
+    }
+    impl Drop for Enc {
+        fn drop(&mut self) {
+            // SAFETY: created by initBcg729EncoderChannel.
+            unsafe { ffi::closeBcg729EncoderChannel(self.0) }
+        }
+    }
+    impl Encoder for Enc {
+        fn format(&self) -> Format {
+            Format::G729
+        }
+        fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
+            whole(pcm, Format::G729, out)?;
+            let mut n = 0;
+            for f in pcm.chunks_exact(80) {
+                let mut len = 0u8;
+                // SAFETY: 80 samples in, at most 10 bytes out.
+                unsafe { ffi::bcg729Encoder(self.0, f.as_ptr(), out[n..].as_mut_ptr(), &mut len) };
+                n += len as usize;
+            }
+            Ok(n)
+        }
+    }
+
+    pub(super) struct Dec(*mut Opaque);
+    // SAFETY: owned state.
+    unsafe impl Send for Dec {}
+    impl Dec {
+        pub(super) fn new() -> Dec {
+            // SAFETY: constructor.
+            Dec(unsafe { ffi::initBcg729DecoderChannel() })
+        }
+    }
+    impl Drop for Dec {
+        fn drop(&mut self) {
+            // SAFETY: created by initBcg729DecoderChannel.
+            unsafe { ffi::closeBcg729DecoderChannel(self.0) }
+        }
+    }
+    impl Decoder for Dec {
+        fn format(&self) -> Format {
+            Format::G729
+        }
+        fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+            let frames = payload.len() / 10;
+            if out.len() < 80 * frames {
+                return Err(short(Format::G729, payload.len()));
+            }
+            for (i, f) in payload.chunks_exact(10).enumerate() {
+                // SAFETY: 10 bytes in, 80 samples out.
+                unsafe {
+                    ffi::bcg729Decoder(self.0, f.as_ptr(), 10, 0, 0, 0, out[80 * i..].as_mut_ptr())
+                };
+            }
+            Ok(80 * frames)
+        }
+        fn conceal(&mut self, out: &mut [i16]) -> usize {
+            let mut n = 0;
+            while n + 80 <= out.len() {
+                // SAFETY: erasure flag set: bitstream is ignored.
+                unsafe {
+                    ffi::bcg729Decoder(self.0, ptr::null(), 0, 1, 0, 0, out[n..].as_mut_ptr())
+                };
+                n += 80;
+            }
+            out[n..].fill(0);
+            out.len()
+        }
+    }
+}
