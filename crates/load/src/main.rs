@@ -1,0 +1,212 @@
+//! `strowger-load call …`: places calls with RTP against a SIP server and reports what it saw.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use strowger_load::report::{process_cpu, Progress, Report};
+use strowger_load::run::{Config, RtpMode, Share, Thread};
+
+#[derive(Parser)]
+#[command(name = "strowger-load", version, about = "SIP/RTP load generator")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Rtp {
+    Echo,
+    Send,
+    None,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Place calls: INVITE (SDP offer, PCMU) → 200 → ACK → hold → BYE.
+    Call {
+        /// The server, HOST:PORT (an IP literal).
+        #[arg(long)]
+        target: SocketAddr,
+        /// The extension dialled (the Request-URI's user part).
+        #[arg(long)]
+        ext: String,
+        /// Calls to place in all.
+        #[arg(long, default_value_t = 1)]
+        calls: u64,
+        /// New calls per second.
+        #[arg(long, default_value_t = 10.0)]
+        rate: f64,
+        /// Seconds each call is held before the BYE (fractions allowed; 0: BYE right after ACK).
+        #[arg(long, default_value_t = 0.0)]
+        hold: f64,
+        /// What to do with RTP: echo what arrives, send 50 PCMU packets/s, or nothing.
+        #[arg(long, value_enum, default_value_t = Rtp::Echo)]
+        rtp: Rtp,
+        /// Print the final report as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Local address for SIP and RTP sockets.
+        #[arg(long, default_value = "127.0.0.1")]
+        local: IpAddr,
+        /// Load threads, each with its own SIP socket and its share of calls and rate.
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
+        /// Most calls up at once (0: no limit), like SIPp's -l.
+        #[arg(long, default_value_t = 0)]
+        limit: u64,
+        /// RTP port range LO-HI for the calls' sockets (even ports are used).
+        #[arg(long, default_value = "40000-59999")]
+        rtp_ports: String,
+        /// Give up after this many seconds; calls still up count as failed ("unfinished").
+        #[arg(long, default_value_t = 3600.0)]
+        max_time: f64,
+        /// No progress line on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Call {
+            target,
+            ext,
+            calls,
+            rate,
+            hold,
+            rtp,
+            json,
+            local,
+            threads,
+            limit,
+            rtp_ports,
+            max_time,
+            quiet,
+        } => {
+            let Some(ports) = parse_range(&rtp_ports) else {
+                eprintln!("strowger-load: --rtp-ports wants LO-HI with LO < HI");
+                std::process::exit(2);
+            };
+            let cfg = Config {
+                target,
+                ext,
+                calls,
+                rate,
+                hold: Duration::from_secs_f64(hold.max(0.0)),
+                rtp: match rtp {
+                    Rtp::Echo => RtpMode::Echo,
+                    Rtp::Send => RtpMode::Send,
+                    Rtp::None => RtpMode::None,
+                },
+                local_ip: local,
+                limit,
+                rtp_ports: ports,
+                max_time: Duration::from_secs_f64(max_time.max(0.001)),
+            };
+            let mut report = call(cfg, threads.max(1), quiet);
+            if json {
+                println!("{}", report.json());
+            } else {
+                println!("{}", report.text());
+            }
+        }
+    }
+}
+
+fn parse_range(s: &str) -> Option<(u16, u16)> {
+    let (a, b) = s.split_once('-')?;
+    let (lo, hi): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+    let lo = (lo + 1) & !1;
+    (lo + 2 <= hi).then_some((lo, hi))
+}
+
+fn call(cfg: Config, threads: u32, quiet: bool) -> Report {
+    let run = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros()
+        % 1_000_000_000) as u32
+        ^ std::process::id();
+    let run = run % 1_000_000_000;
+    let stop = Arc::new(AtomicBool::new(false));
+    let t = threads as u64;
+    let span = ((cfg.rtp_ports.1 - cfg.rtp_ports.0) / threads as u16) & !1;
+    let mut handles = Vec::new();
+    let mut progress = Vec::new();
+    for i in 0..threads {
+        let share = Share {
+            thread: i,
+            run,
+            calls: cfg.calls / t + u64::from((i as u64) < cfg.calls % t),
+            rate: cfg.rate / t as f64,
+            limit: if cfg.limit == 0 {
+                0
+            } else {
+                (cfg.limit / t).max(1)
+            },
+            ports: (
+                cfg.rtp_ports.0 + span * i as u16,
+                cfg.rtp_ports.0 + span * (i as u16 + 1),
+            ),
+        };
+        let p = Arc::new(Progress::default());
+        progress.push(p.clone());
+        let th = match Thread::new(cfg.clone(), share, p) {
+            Ok(th) => th,
+            Err(e) => {
+                eprintln!(
+                    "strowger-load: cannot open a SIP socket on {}: {e}",
+                    cfg.local_ip
+                );
+                std::process::exit(1);
+            }
+        };
+        let stop = stop.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("load-{i}"))
+                .spawn(move || th.run(&stop))
+                .expect("spawn load thread"),
+        );
+    }
+    let start = Instant::now();
+    let mut last = (start, 0u64, 0u64, 0u64);
+    while !handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = Instant::now();
+        if now - last.0 < Duration::from_secs(1) {
+            continue;
+        }
+        let sum = |f: fn(&Progress) -> u64| progress.iter().map(|p| f(p)).sum::<u64>();
+        let attempted = sum(|p| p.attempted.load(Ordering::Relaxed));
+        let rx = sum(|p| p.rtp_rx.load(Ordering::Relaxed));
+        let tx = sum(|p| p.rtp_tx.load(Ordering::Relaxed));
+        let dt = (now - last.0).as_secs_f64();
+        if !quiet {
+            eprintln!(
+                "[{:6.1} s] calls: attempted {attempted} up {} completed {} failed {} | {:.0} calls/s | \
+                 rtp rx {:.0}/s tx {:.0}/s | retransmissions {}",
+                (now - start).as_secs_f64(),
+                sum(|p| p.up.load(Ordering::Relaxed)),
+                sum(|p| p.completed.load(Ordering::Relaxed)),
+                sum(|p| p.failed.load(Ordering::Relaxed)),
+                (attempted - last.1) as f64 / dt,
+                (rx - last.2) as f64 / dt,
+                (tx - last.3) as f64 / dt,
+                sum(|p| p.retransmissions.load(Ordering::Relaxed)),
+            );
+        }
+        last = (now, attempted, rx, tx);
+    }
+    let mut report = Report::default();
+    for h in handles {
+        if let Ok(r) = h.join() {
+            report.merge(r);
+        }
+    }
+    report.cpu = process_cpu();
+    report
+}

@@ -1,0 +1,552 @@
+//! One load thread: its own SIP socket, its own calls and their RTP sockets, one event loop.
+//!
+//! Like the server's worker, RTP sockets are not polled: every 5 ms the loop serves a quarter of
+//! the calls (slot % 4 == phase), so each call is visited every 20 ms. A visit drains the call's
+//! RTP socket with one `recvmmsg`, echoes what arrived or sends the frames that are due, and
+//! nothing is allocated per packet. SIP is read in batches whenever the socket is readable, and
+//! call timers sit in one heap.
+
+use crate::batch::{enable_timestamps, Batch};
+use crate::report::{Progress, Report};
+use crate::sipmsg::{scan, sdp_audio, Kind, Method};
+use crate::uac::{parse_call_id, write, write_ok, Call, Emit, Endpoint, Event, Failure, State};
+use rtp::packet::{RtpHeader, RtpPacket};
+use rtp::stats::ReceiveStats;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TICK: Duration = Duration::from_millis(5);
+const PHASES: usize = 4;
+const FRAME: Duration = Duration::from_millis(20);
+const SAMPLES: u32 = 160;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RtpMode {
+    /// Send back every packet that arrives, under our own SSRC, sequence and timestamps.
+    Echo,
+    /// 50 packets/s of PCMU (a 440 Hz tone) per call, whatever arrives.
+    Send,
+    /// No RTP sockets (the SDP still offers a port).
+    None,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub target: SocketAddr,
+    pub ext: String,
+    pub calls: u64,
+    pub rate: f64,
+    pub hold: Duration,
+    pub rtp: RtpMode,
+    pub local_ip: IpAddr,
+    /// Most calls up at once (0: no limit); like SIPp's -l.
+    pub limit: u64,
+    /// Even-aligned port range for RTP, split between threads.
+    pub rtp_ports: (u16, u16),
+    /// Stop (counting what is still up as "unfinished") after this long.
+    pub max_time: Duration,
+}
+
+/// This thread's share of the work.
+pub struct Share {
+    pub thread: u32,
+    pub run: u32,
+    pub calls: u64,
+    pub rate: f64,
+    pub limit: u64,
+    pub ports: (u16, u16),
+}
+
+struct Slot {
+    call: Call,
+    /// The deadline last pushed on the heap for this slot.
+    armed: Option<Instant>,
+    rtp: Option<UdpSocket>,
+    stats: Option<ReceiveStats>,
+    rx: u64,
+    ssrc: u32,
+    seq: u16,
+    ts: u32,
+    /// Frames sent since the call came up (send mode).
+    frames: u64,
+}
+
+pub struct Thread {
+    cfg: Config,
+    share: Share,
+    ep: Endpoint,
+    sip: UdpSocket,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    next_port: u16,
+    out: Vec<u8>,
+    pkt: [u8; 2048],
+    tone: Vec<u8>,
+    report: Report,
+    progress: Arc<Progress>,
+    active: u64,
+    up: u64,
+    rtp_rx_pub: u64,
+    rtp_tx_pub: u64,
+}
+
+fn sip_socket(ip: IpAddr) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let addr = SocketAddr::new(ip, 0);
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    let _ = s.set_recv_buffer_size(8 << 20);
+    let _ = s.set_send_buffer_size(8 << 20);
+    s.bind(&addr.into())?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// One second of a 440 Hz tone in µ-law: 50 frames of 160 bytes.
+fn tone() -> Vec<u8> {
+    let g = codec::G711::Pcmu;
+    (0..8000)
+        .map(|i| {
+            let x = (i as f64 * 440.0 * std::f64::consts::TAU / 8000.0).sin();
+            g.encode_sample((x * 8000.0) as i16)
+        })
+        .collect()
+}
+
+impl Thread {
+    pub fn new(cfg: Config, share: Share, progress: Arc<Progress>) -> std::io::Result<Thread> {
+        let sip = sip_socket(cfg.local_ip)?;
+        let local = sip.local_addr()?;
+        let ep = Endpoint {
+            server: cfg.target,
+            local,
+            ext: cfg.ext.clone(),
+            run: share.run,
+            thread: share.thread,
+        };
+        let next_port = share.ports.0;
+        Ok(Thread {
+            ep,
+            sip,
+            slots: Vec::new(),
+            free: Vec::new(),
+            timers: BinaryHeap::new(),
+            next_port,
+            out: Vec::with_capacity(2048),
+            pkt: [0; 2048],
+            tone: tone(),
+            report: Report {
+                setup_us: Vec::with_capacity(share.calls.min(10_000_000) as usize),
+                ..Report::default()
+            },
+            progress,
+            active: 0,
+            up: 0,
+            rtp_rx_pub: 0,
+            rtp_tx_pub: 0,
+            cfg,
+            share,
+        })
+    }
+
+    pub fn run(mut self, stop: &AtomicBool) -> Report {
+        let start = Instant::now();
+        let mut sip_batch = Batch::new(64, 4096, false);
+        let mut rtp_batch = Batch::new(8, 2048, true);
+        let mut next_tick = start + TICK;
+        let mut ticks: u64 = 0;
+        let stop_at = start + self.cfg.max_time;
+        let interval = Duration::from_secs_f64(1.0 / self.share.rate.max(1e-6));
+        loop {
+            let now = Instant::now();
+            // Start the calls that are due (paced from the start, so a late turn catches up).
+            let due = ((now - start).as_secs_f64() * self.share.rate) as u64 + 1;
+            let due = due.min(self.share.calls);
+            while self.report.attempted < due
+                && (self.share.limit == 0 || self.active < self.share.limit)
+                && now < stop_at
+            {
+                self.start_call(now);
+            }
+            if self.report.attempted >= self.share.calls && self.active == 0 {
+                break;
+            }
+            if now >= stop_at || stop.load(Ordering::Relaxed) {
+                break;
+            }
+            // Sleep until SIP arrives, the next tick, the next call start or the next timer.
+            let mut wake = next_tick;
+            if self.report.attempted < self.share.calls
+                && (self.share.limit == 0 || self.active < self.share.limit)
+            {
+                let next_start = start + interval.mul_f64(self.report.attempted as f64);
+                wake = wake.min(next_start);
+            }
+            if let Some(Reverse((t, _, _))) = self.timers.peek() {
+                wake = wake.min(*t);
+            }
+            wait_readable(&self.sip, wake.saturating_duration_since(now));
+            // SIP.
+            loop {
+                let n = sip_batch.recv(&self.sip);
+                let now = Instant::now();
+                for i in 0..n {
+                    if let Some((data, src, _)) = sip_batch.get(i, now) {
+                        self.on_sip(data, src, now);
+                    }
+                }
+                if n < 64 {
+                    break;
+                }
+            }
+            // Timers.
+            let now = Instant::now();
+            while let Some(&Reverse((t, slot, generation))) = self.timers.peek() {
+                if t > now {
+                    break;
+                }
+                self.timers.pop();
+                let s = &mut self.slots[slot];
+                if s.call.generation != generation || s.armed != Some(t) {
+                    continue; // superseded
+                }
+                s.armed = None;
+                let o = s.call.on_timer(now);
+                self.apply(slot, o, now);
+            }
+            // Media: a quarter of the calls every 5 ms.
+            if now >= next_tick {
+                let late = now - next_tick;
+                self.media_phase(ticks as usize % PHASES, now, late, &mut rtp_batch);
+                ticks += 1;
+                next_tick += TICK;
+                if next_tick < now {
+                    next_tick = now + TICK;
+                }
+                self.publish();
+            }
+        }
+        let now = Instant::now();
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].call.state != State::Free {
+                self.slots[slot].call.state = State::Free;
+                self.report.fail("unfinished");
+                self.end_call(slot);
+            }
+        }
+        self.publish();
+        self.report.wall = now - start;
+        self.report
+    }
+
+    fn publish(&mut self) {
+        let p = &self.progress;
+        Progress::add(&p.rtp_rx, self.report.rtp_received - self.rtp_rx_pub);
+        Progress::add(&p.rtp_tx, self.report.rtp_sent - self.rtp_tx_pub);
+        self.rtp_rx_pub = self.report.rtp_received;
+        self.rtp_tx_pub = self.report.rtp_sent;
+        p.up.store(self.up, Ordering::Relaxed);
+    }
+
+    fn alloc_port(&mut self) -> (u16, Option<UdpSocket>) {
+        let (lo, hi) = self.share.ports;
+        let span = ((hi - lo) / 2).max(1);
+        for _ in 0..span {
+            let port = self.next_port;
+            self.next_port = if port + 2 >= hi { lo } else { port + 2 };
+            if self.cfg.rtp == RtpMode::None {
+                return (port, None);
+            }
+            if let Ok(s) = UdpSocket::bind(SocketAddr::new(self.cfg.local_ip, port)) {
+                let _ = s.set_nonblocking(true);
+                enable_timestamps(&s);
+                return (port, Some(s));
+            }
+        }
+        (0, None)
+    }
+
+    fn start_call(&mut self, now: Instant) {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(Slot {
+                    call: Call::new(now),
+                    armed: None,
+                    rtp: None,
+                    stats: None,
+                    rx: 0,
+                    ssrc: 0,
+                    seq: 0,
+                    ts: 0,
+                    frames: 0,
+                });
+                self.slots.len() - 1
+            }
+        };
+        let (port, sock) = self.alloc_port();
+        self.report.attempted += 1;
+        self.report.first_attempt.get_or_insert(now);
+        self.report.last_attempt = Some(now);
+        self.active += 1;
+        self.report.max_concurrent = self.report.max_concurrent.max(self.active);
+        Progress::add(&self.progress.attempted, 1);
+        let s = &mut self.slots[slot];
+        s.rtp = sock;
+        s.stats = None;
+        s.rx = 0;
+        s.frames = 0;
+        let o = s.call.start(now, self.cfg.hold, port);
+        // A per-call SSRC and random-looking start values (RFC 3550 §5.1).
+        let mix = (slot as u32).wrapping_mul(0x9E37_79B9)
+            ^ s.call.generation.wrapping_mul(0x85EB_CA6B)
+            ^ self.share.run;
+        s.ssrc = mix;
+        s.seq = (mix >> 7) as u16;
+        s.ts = mix.rotate_left(13);
+        self.apply(slot, o, now);
+    }
+
+    /// Sends what the call asked for, books its event, re-arms its timer.
+    fn apply(&mut self, slot: usize, o: crate::uac::Out, now: Instant) {
+        if let Some(what) = o.send {
+            write(&mut self.out, &self.ep, slot, &self.slots[slot].call, what);
+            let to = match what {
+                Emit::Invite | Emit::AckFailure => self.cfg.target,
+                // In-dialog requests go to the target too: loopback servers answer where the
+                // INVITE went; a Contact elsewhere would need DNS or routing we do not do.
+                Emit::Ack | Emit::Bye => self.cfg.target,
+            };
+            let _ = self.sip.send_to(&self.out, to);
+            if o.retransmit {
+                self.report.retransmissions += 1;
+                Progress::add(&self.progress.retransmissions, 1);
+            }
+        }
+        match o.event {
+            Some(Event::Answered(setup)) => {
+                self.report.answered += 1;
+                self.up += 1;
+                self.report
+                    .setup_us
+                    .push(setup.as_micros().min(u32::MAX as u128) as u32);
+            }
+            Some(Event::Completed) => {
+                self.report.completed += 1;
+                Progress::add(&self.progress.completed, 1);
+                self.end_call(slot);
+            }
+            Some(Event::Failed(f)) => {
+                match f {
+                    Failure::Status(code) => self.report.fail(&code.to_string()),
+                    Failure::InviteTimeout => self.report.fail("timeout"),
+                    Failure::ByeTimeout => self.report.fail("bye-timeout"),
+                    Failure::RemoteBye => self.report.fail("remote-bye"),
+                }
+                Progress::add(&self.progress.failed, 1);
+                self.end_call(slot);
+            }
+            None => {}
+        }
+        let s = &mut self.slots[slot];
+        let next = s.call.next_timer();
+        if next != s.armed {
+            s.armed = next;
+            if let Some(t) = next {
+                self.timers.push(Reverse((t, slot, s.call.generation)));
+            }
+        }
+        let _ = now;
+    }
+
+    /// Books the call's RTP figures and frees its slot.
+    fn end_call(&mut self, slot: usize) {
+        let s = &mut self.slots[slot];
+        if s.call.answered_at.is_some() {
+            self.up = self.up.saturating_sub(1);
+        }
+        if let Some(st) = s.stats.take() {
+            let expected = st.expected() as u64;
+            self.report.rtp_expected += expected;
+            self.report.rtp_lost += st.lost().max(0) as u64;
+            let j = st.jitter_duration().as_micros() as u64;
+            self.report.jitter_sum_us += j;
+            self.report.jitter_max_us = self.report.jitter_max_us.max(j);
+            self.report.jitter_calls += 1;
+        }
+        s.rtp = None;
+        s.armed = None;
+        self.active -= 1;
+        self.free.push(slot);
+    }
+
+    fn on_sip(&mut self, data: &[u8], src: SocketAddr, now: Instant) {
+        let Some(m) = scan(data) else {
+            return;
+        };
+        let Some((run, thread, slot, generation)) = parse_call_id(m.call_id) else {
+            return;
+        };
+        let ours = run == self.share.run
+            && thread == self.share.thread
+            && self
+                .slots
+                .get(slot)
+                .is_some_and(|s| s.call.generation == generation);
+        match m.kind {
+            Kind::Response(code) => {
+                if !ours {
+                    return;
+                }
+                let invite = m.cseq_method == Some(Method::Invite);
+                let rtp = if invite && (200..300).contains(&code) {
+                    sdp_audio(m.body)
+                } else {
+                    None
+                };
+                let o = self.slots[slot].call.on_response(
+                    code,
+                    invite,
+                    m.to_tag,
+                    m.contact_uri,
+                    rtp,
+                    now,
+                );
+                self.apply(slot, o, now);
+            }
+            Kind::Request(Method::Bye) => {
+                write_ok(&mut self.out, &m, "BYE");
+                let _ = self.sip.send_to(&self.out, src);
+                if ours {
+                    let o = self.slots[slot].call.on_bye();
+                    self.apply(slot, o, now);
+                }
+            }
+            Kind::Request(Method::Options) => {
+                write_ok(&mut self.out, &m, "OPTIONS");
+                let _ = self.sip.send_to(&self.out, src);
+            }
+            _ => {}
+        }
+    }
+
+    fn media_phase(&mut self, phase: usize, now: Instant, late: Duration, batch: &mut Batch) {
+        if self.cfg.rtp == RtpMode::None {
+            return;
+        }
+        let late_tick = late > FRAME;
+        let mode = self.cfg.rtp;
+        let mut i = phase;
+        while i < self.slots.len() {
+            let s = &mut self.slots[i];
+            i += PHASES;
+            let Some(sock) = s.rtp.as_ref() else {
+                continue;
+            };
+            let up = s.call.state == State::Up;
+            let dst = s.call.remote_rtp.filter(|_| up);
+            loop {
+                let n = batch.recv(sock);
+                for k in 0..n {
+                    let Some((data, _src, at)) = batch.get(k, now) else {
+                        continue;
+                    };
+                    // RTCP (PT 200–204 in the second byte) may land here: not media.
+                    if data.len() < 2 || (200..=204).contains(&data[1]) {
+                        continue;
+                    }
+                    let Ok(pkt) = RtpPacket::parse(data) else {
+                        continue;
+                    };
+                    s.rx += 1;
+                    self.report.rtp_received += 1;
+                    match s.stats.as_mut() {
+                        Some(st) => {
+                            st.on_packet(pkt.sequence());
+                        }
+                        None => s.stats = Some(ReceiveStats::new(pkt.sequence(), 8000, at)),
+                    }
+                    if let Some(st) = s.stats.as_mut() {
+                        st.on_timestamp(pkt.timestamp(), at);
+                    }
+                    if mode == RtpMode::Echo {
+                        if let Some(dst) = dst {
+                            let h = RtpHeader {
+                                marker: s.frames == 0,
+                                payload_type: pkt.payload_type(),
+                                sequence: s.seq,
+                                timestamp: s.ts,
+                                ssrc: s.ssrc,
+                            };
+                            if let Ok(len) = h.write_with_payload(pkt.payload(), &mut self.pkt) {
+                                let _ = sock.send_to(&self.pkt[..len], dst);
+                                self.report.rtp_sent += 1;
+                                if late_tick {
+                                    self.report.late_frames += 1;
+                                }
+                            }
+                            s.seq = s.seq.wrapping_add(1);
+                            s.ts = s.ts.wrapping_add(pkt.payload().len() as u32);
+                            s.frames += 1;
+                        }
+                    }
+                }
+                if n < 8 {
+                    break;
+                }
+            }
+            if mode == RtpMode::Send {
+                let (Some(dst), Some(up_at)) = (dst, s.call.answered_at) else {
+                    continue;
+                };
+                // Frame k is due at up_at + k·20 ms; send every frame that is due.
+                let due = ((now - up_at).as_micros() / FRAME.as_micros()) as u64 + 1;
+                while s.frames < due {
+                    let k = s.frames;
+                    let off = (k as usize % 50) * SAMPLES as usize;
+                    let h = RtpHeader {
+                        marker: k == 0,
+                        payload_type: 0,
+                        sequence: s.seq,
+                        timestamp: s.ts,
+                        ssrc: s.ssrc,
+                    };
+                    if let Ok(len) =
+                        h.write_with_payload(&self.tone[off..off + SAMPLES as usize], &mut self.pkt)
+                    {
+                        let _ = sock.send_to(&self.pkt[..len], dst);
+                        self.report.rtp_sent += 1;
+                        if now.saturating_duration_since(up_at + FRAME * k as u32) > FRAME + TICK {
+                            self.report.late_frames += 1;
+                        }
+                    }
+                    s.seq = s.seq.wrapping_add(1);
+                    s.ts = s.ts.wrapping_add(SAMPLES);
+                    s.frames += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Blocks up to `timeout` (µs precision) until `sock` is readable.
+fn wait_readable(sock: &UdpSocket, timeout: Duration) {
+    let mut pfd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: one valid pollfd, a valid timespec, no signal mask.
+    unsafe {
+        libc::ppoll(&mut pfd, 1, &ts, std::ptr::null());
+    }
+}

@@ -1,0 +1,171 @@
+//! strowger-load against a real strowger process (target/<profile>/strowger, built by
+//! `cargo build --workspace --all-targets`, which `make test` and CI run before the tests).
+
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn load_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_strowger-load")
+}
+
+/// strowger sits beside strowger-load in the same target directory.
+fn strowger_bin() -> PathBuf {
+    let p = Path::new(load_bin()).with_file_name("strowger");
+    assert!(
+        p.exists(),
+        "{} is missing: build the workspace first (cargo build --workspace --all-targets)",
+        p.display()
+    );
+    p
+}
+
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
+fn free_port() -> u16 {
+    loop {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// `len` consecutive free UDP ports, even-aligned, below the ephemeral range.
+fn free_range(len: u16) -> u16 {
+    for _ in 0..200 {
+        let lo = (20000 + (random() % 12000) as u16) & !1;
+        let socks: Vec<_> = (lo..lo + len)
+            .map_while(|p| UdpSocket::bind(("127.0.0.1", p)).ok())
+            .collect();
+        if socks.len() == len as usize {
+            return lo;
+        }
+    }
+    panic!("no {len} free consecutive UDP ports");
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start(label: &str) -> Server {
+        let dir =
+            std::env::temp_dir().join(format!("strowger-load-test-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        let lo = free_range(200);
+        let log = dir.join("strowger.log");
+        let child = Command::new(strowger_bin())
+            .arg("--sip-listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--rtp-ports")
+            .arg(format!("{lo}-{}", lo + 199))
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn strowger");
+        let end = Instant::now() + Duration::from_secs(15);
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("worker(s)")
+        {
+            assert!(Instant::now() < end, "strowger did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Server { child, port, dir }
+    }
+
+    /// Runs strowger-load with `args` after `call --target … --json`; returns the report and stderr.
+    fn load(&self, args: &[&str]) -> (serde_json::Value, String) {
+        let lo = free_range(100);
+        let out = Command::new(load_bin())
+            .args(["call", "--target", &format!("127.0.0.1:{}", self.port)])
+            .args(["--json", "--rtp-ports", &format!("{lo}-{}", lo + 99)])
+            .args(["--max-time", "60"])
+            .args(args)
+            .output()
+            .expect("run strowger-load");
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "strowger-load failed: {stderr}");
+        let report = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("report is not one JSON object ({e}): {stdout}"));
+        println!("strowger-load {args:?}: {stdout}");
+        (report, stderr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+#[test]
+fn twenty_echo_calls_to_the_announcement_complete_with_rtp() {
+    let s = Server::start("echo");
+    let (r, stderr) = s.load(&[
+        "--ext", "44444", "--calls", "20", "--rate", "20", "--hold", "2", "--rtp", "echo",
+    ]);
+    assert_eq!(r["failed"], 0, "{r}");
+    assert_eq!(r["attempted"], 20);
+    assert_eq!(r["completed"], 20);
+    assert_eq!(r["setup_us"]["n"], 20);
+    assert!(r["setup_us"]["p50"].as_u64().unwrap() > 0);
+    // 20 calls × ~2 s × 50 packets/s ≈ 2,000 from the announcement; echoed back one for one.
+    let rx = r["rtp"]["received"].as_u64().unwrap();
+    let tx = r["rtp"]["sent"].as_u64().unwrap();
+    assert!(rx > 1000, "RTP received: {r}");
+    assert_eq!(rx, tx, "echo sends back every packet: {r}");
+    assert!(
+        stderr.contains("calls: attempted"),
+        "progress line: {stderr}"
+    );
+}
+
+#[test]
+fn sent_rtp_comes_back_from_the_echo_extension() {
+    let s = Server::start("send");
+    let (r, _) = s.load(&[
+        "--ext", "9196", "--calls", "5", "--rate", "10", "--hold", "1.5", "--rtp", "send",
+    ]);
+    assert_eq!(r["failed"], 0, "{r}");
+    let tx = r["rtp"]["sent"].as_u64().unwrap();
+    let rx = r["rtp"]["received"].as_u64().unwrap();
+    // 5 calls × 1.5 s × 50/s = 375 sent; the echo returns them (the last few may cross the BYE).
+    assert!((360..=400).contains(&tx), "{r}");
+    assert!(rx * 10 >= tx * 8, "echoed back: {r}");
+    assert_eq!(r["rtp"]["lost"], 0, "{r}");
+}
+
+#[test]
+fn an_unknown_extension_fails_with_404() {
+    let s = Server::start("404");
+    let (r, _) = s.load(&["--ext", "7777777", "--calls", "3", "--rate", "10"]);
+    assert_eq!(r["attempted"], 3);
+    assert_eq!(r["failed"], 3, "{r}");
+    assert_eq!(r["failed_reasons"]["404"], 3, "{r}");
+    assert_eq!(r["completed"], 0);
+}
