@@ -14,6 +14,8 @@ pub struct Host {
     prompts: HashMap<String, Arc<Prompt>>,
     cdr: Option<File>,
     cdr_path: PathBuf,
+    /// Store operations go to the store threads; results come back through the inbox.
+    store: Option<crate::store_io::StoreQueue>,
 }
 
 /// The embedded announcement behind the dialplan's `demo` prompt.
@@ -26,7 +28,13 @@ impl Host {
             prompts: HashMap::new(),
             cdr: None,
             cdr_path,
+            store: None,
         }
+    }
+
+    pub fn with_store(mut self, q: crate::store_io::StoreQueue) -> Host {
+        self.store = Some(q);
+        self
     }
 
     fn resolve(&self, name: &str) -> PathBuf {
@@ -88,6 +96,17 @@ impl switch::Host for HostIo<'_> {
 
     fn log(&mut self, msg: &str) {
         eprintln!("strowger: {msg}");
+    }
+
+    fn store(
+        &mut self,
+        token: u64,
+        op: switch::registrar::StoreOp,
+    ) -> Option<switch::registrar::StoreResult> {
+        match &self.host.store {
+            Some(q) => q.submit(token, op),
+            None => Some(Err("no location store configured".into())),
+        }
     }
 
     fn cdr(&mut self, line: &str) {

@@ -5,6 +5,8 @@ mod host;
 mod rtp_io;
 mod runtime;
 mod sip_io;
+mod store_io;
+mod users;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -47,6 +49,9 @@ enum Command {
     CheckConfig { file: PathBuf },
     /// Print the embedded default configuration (a starting point for your own).
     DefaultConfig,
+    /// Manage the users phones register as (digest credentials in the store).
+    #[command(subcommand)]
+    User(users::UserCmd),
 }
 
 fn load(path: Option<&PathBuf>) -> Result<Config, String> {
@@ -94,6 +99,22 @@ fn main() -> ExitCode {
         Some(Command::DefaultConfig) => {
             print!("{}", switch::config::DEFAULT_TOML);
             return ExitCode::SUCCESS;
+        }
+        Some(Command::User(cmd)) => {
+            let cfg = match load(cli.config.as_ref()) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::from(2);
+                }
+            };
+            return match users::run(cmd, &cfg) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("strowger: {e}");
+                    ExitCode::FAILURE
+                }
+            };
         }
         None => {}
     }

@@ -90,6 +90,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
         inboxes.push(rx);
     }
     let mail = Arc::new(Mailboxes { senders, wakers });
+    let store = store::open(&cfg.registrar.store).map_err(|e| format!("registrar.store: {e}"))?;
+    load_users(&*store, &cfg.users)?;
+    let queues = crate::store_io::start(store, mail.clone(), 2);
+    let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
 
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
@@ -114,6 +118,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             data_dir: cfg.general.data_dir.display().to_string(),
             worker: id,
             workers,
+            registrar: registrar.clone(),
         };
         let udp_socks = worker::udp_sockets(&udp).map_err(|e| {
             format!("cannot listen for SIP on UDP {udp:?}: {e} (change sip.listen or --sip-listen)")
@@ -141,7 +146,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             next_conn: 0,
             engine: Engine::new(settings, dialplan.clone()),
             media: MediaSockets::new(media_ip, slice_lo, slice_hi),
-            host: Host::new(data_dir.clone(), cdr_path.clone()),
+            host: Host::new(data_dir.clone(), cdr_path.clone()).with_store(queues(id)),
             stop: stop.clone(),
             counters: counters.clone(),
             max_message: cfg.sip.max_message_size,
@@ -176,4 +181,28 @@ pub fn run(cfg: Config) -> Result<(), String> {
         counters.dropped_unparseable.load(Ordering::Relaxed)
     );
     Ok(())
+}
+
+/// `[[users]]` from the configuration, written to the store (as HA1s) before calls are taken.
+fn load_users(s: &dyn store::Store, users: &[switch::config::User]) -> Result<(), String> {
+    for u in users {
+        let c = switch::registrar::credentials(&u.user, &u.domain, &u.password);
+        s.put_user(&c).map_err(|e| {
+            format!(
+                "cannot load [[users]] {}@{} into the store: {e}",
+                u.user, u.domain
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The per-process secret that signs digest nonces.
+pub fn secret() -> Result<[u8; 32], String> {
+    use std::io::Read;
+    let mut k = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut k))
+        .map_err(|e| format!("cannot read /dev/urandom for the nonce secret: {e}"))?;
+    Ok(k)
 }

@@ -44,6 +44,11 @@ pub enum Envelope {
     },
     /// Bytes for a TCP peer (connections live on worker 0).
     TcpSend { to: SocketAddr, bytes: Arc<[u8]> },
+    /// The result of a store operation this worker's engine asked for.
+    Store {
+        token: u64,
+        result: switch::registrar::StoreResult,
+    },
 }
 
 /// Counters shared with the process (read by tests and the bench through the log on exit).
@@ -58,7 +63,7 @@ pub struct Mailboxes {
 }
 
 impl Mailboxes {
-    fn send(&self, worker: usize, env: Envelope) {
+    pub fn send(&self, worker: usize, env: Envelope) {
         if self.senders[worker].send(env).is_ok() {
             let _ = self.wakers[worker].wake();
         }
@@ -318,6 +323,15 @@ impl Worker {
                     );
                 }
                 Envelope::TcpSend { to, bytes } => self.tcp_send(to, &bytes),
+                Envelope::Store { token, result } => {
+                    let now = Instant::now();
+                    self.engine.on_store_result(
+                        token,
+                        result,
+                        now,
+                        &mut HostIo::new(&mut self.media, &mut self.host),
+                    );
+                }
             }
         }
     }

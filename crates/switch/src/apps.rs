@@ -132,7 +132,10 @@ impl Engine {
                     )),
                 }
             }
-            Step::Bridge { uri, timeout } => self.start_bridge(call, &uri, timeout, now, host),
+            Step::Bridge { uri, timeout } => match uri.strip_prefix("user/") {
+                Some(name) => self.dial_user(call, name, timeout, now, host),
+                None => self.start_bridge(call, &uri, timeout, now, host),
+            },
             Step::Set { .. } => {}
             Step::Wait { duration } => {
                 let until = now + duration;

@@ -51,6 +51,20 @@ impl Engine {
             self.bridge_failed(call, 502, now, host);
             return;
         };
+        self.bridge_to(call, target, peer, timeout, now, host);
+    }
+
+    /// Dials `target` (the Request-URI) at `peer` (where to send it: for a registered phone,
+    /// the address its REGISTER came from).
+    pub(crate) fn bridge_to(
+        &mut self,
+        call: usize,
+        target: &str,
+        peer: Peer,
+        timeout: Duration,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
         let c = &self.calls[call];
         let max_forwards = c
             .invite

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use toml_edit::ImDocument;
 
 use crate::dialplan::Dialplan;
-use raw::{RawConfig, RawGeneral, RawRtp, RawSip};
+use raw::{RawConfig, RawGeneral, RawRegistrar, RawRtp, RawSip, RawUser};
 pub use source::ConfigError;
 pub(crate) use source::Diagnostics;
 
@@ -33,6 +33,9 @@ pub struct Config {
     pub sip: Sip,
     pub rtp: Rtp,
     pub dialplan: Dialplan,
+    pub registrar: Registrar,
+    /// `[[users]]`: loaded into the store at start.
+    pub users: Vec<User>,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -49,6 +52,25 @@ pub struct General {
     /// CDR file (JSON lines), relative to `data_dir`.
     pub cdr: PathBuf,
     pub log_level: LogLevel,
+}
+
+/// `[registrar]`: REGISTER handling and the store behind it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registrar {
+    /// The realm of digest challenges and the domain part of every AOR.
+    pub domain: String,
+    pub min_expires: u32,
+    pub max_expires: u32,
+    pub default_expires: u32,
+    /// `local:PATH`, `redis://HOST:PORT` or `memcached://HOST:PORT`.
+    pub store: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    pub user: String,
+    pub password: String,
+    pub domain: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -131,6 +153,8 @@ impl Config {
         let sip = sip(raw.sip, &mut d);
         let rtp = rtp(raw.rtp, &mut d);
         let dialplan = Dialplan::compile(&raw.dialplan, raw.vars, &mut d);
+        let registrar = registrar(raw.registrar, &mut d);
+        let users = users(raw.users, &registrar.domain, &mut d);
         let mut found = d.found;
         found.sort_by_key(|e| (e.line, e.column));
         if found.iter().any(|e| !e.warning) {
@@ -141,6 +165,8 @@ impl Config {
             sip,
             rtp,
             dialplan,
+            registrar,
+            users,
             warnings: found,
         })
     }
@@ -354,6 +380,61 @@ fn sip(raw: RawSip, d: &mut Diagnostics) -> Sip {
         min_se: narrow(min_se),
         accept_require: raw.accept_require,
     }
+}
+
+fn registrar(raw: RawRegistrar, d: &mut Diagnostics) -> Registrar {
+    non_empty(d, "registrar.domain", &raw.domain);
+    if let Err(e) = raw.store.parse::<store::StoreUrl>() {
+        d.error("registrar.store", e);
+    }
+    let min = bounded(d, "registrar.min_expires", raw.min_expires, 1, 86_400);
+    let max = bounded(d, "registrar.max_expires", raw.max_expires, min, 604_800);
+    let default = bounded(
+        d,
+        "registrar.default_expires",
+        raw.default_expires,
+        min,
+        max,
+    );
+    Registrar {
+        domain: raw.domain,
+        min_expires: narrow(min),
+        max_expires: narrow(max),
+        default_expires: narrow(default),
+        store: raw.store,
+    }
+}
+
+fn users(raw: Vec<RawUser>, domain: &str, d: &mut Diagnostics) -> Vec<User> {
+    let mut out: Vec<User> = Vec::new();
+    for (i, u) in raw.into_iter().enumerate() {
+        let key = format!("users[{i}]");
+        if u.user.is_empty() || u.user.contains(['@', ':', ' ', '"']) {
+            d.error(
+                &format!("{key}.user"),
+                format_args!(
+                    "{:?} — expected a SIP user name such as \"1001\" (no @, :, spaces or quotes)",
+                    u.user
+                ),
+            );
+        }
+        if u.password.is_empty() {
+            d.error(&format!("{key}.password"), "must not be empty");
+        }
+        let domain = u.domain.unwrap_or_else(|| domain.to_string());
+        if out.iter().any(|o| o.user == u.user && o.domain == domain) {
+            d.error(
+                &format!("{key}.user"),
+                format_args!("{}@{domain} is listed twice", u.user),
+            );
+        }
+        out.push(User {
+            user: u.user,
+            password: u.password,
+            domain,
+        });
+    }
+    out
 }
 
 fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Methods strowger answers (sent in Allow).
-pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO";
+pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REGISTER";
 /// Option tags strowger implements (sent in Supported, accepted in Require).
 pub const SUPPORTED: &[&str] = &["timer"];
 
@@ -66,6 +66,8 @@ pub struct Settings {
     /// Which worker this is and how many there are (outbound Call-IDs must hash back here).
     pub worker: usize,
     pub workers: usize,
+    /// `[registrar]` and the process's nonce table.
+    pub registrar: crate::registrar::Registrar,
 }
 
 /// Counters a worker keeps (for logs, the API and tests).
@@ -98,6 +100,9 @@ pub struct Engine {
     pub(crate) orphans: FxHashMap<ClientTxId, Dialog>,
     next_gen: u64,
     overloaded: bool,
+    /// Store operations under way (registrar, location lookups), by token.
+    pub(crate) pending: FxHashMap<u64, crate::registrar::Pending>,
+    pub(crate) next_token: u64,
 }
 
 impl Engine {
@@ -120,6 +125,8 @@ impl Engine {
             orphans: FxHashMap::default(),
             next_gen: 0,
             overloaded: false,
+            pending: FxHashMap::default(),
+            next_token: 0,
         }
     }
 
@@ -283,6 +290,7 @@ impl Engine {
                 // A second initial INVITE with a known Call-ID but another branch: a fork or loop.
                 self.respond(stx, &msg, peer, 482, "Loop Detected", None, &[], None, now);
             }
+            (Method::Register, _, _) => self.on_register(stx, msg, peer, now, host),
             (Method::Options, None, _) => {
                 let tag = self.tag();
                 let extra = [

@@ -17,4 +17,14 @@ pub trait Host {
     fn cdr(&mut self, line: &str);
     /// A problem an operator should see (names the cause and the fix).
     fn log(&mut self, msg: &str);
+    /// Runs a location/credential store operation off the worker; its result comes back later
+    /// through `Engine::on_store_result(token, …)`. The default has no store: it fails.
+    fn store(
+        &mut self,
+        token: u64,
+        op: crate::registrar::StoreOp,
+    ) -> Option<crate::registrar::StoreResult> {
+        let _ = (token, op);
+        Some(Err("no location store in this host".into()))
+    }
 }

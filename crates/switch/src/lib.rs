@@ -10,6 +10,7 @@ pub mod dialog;
 pub mod dialplan;
 pub mod engine;
 mod host;
+pub mod registrar;
 pub mod slots;
 
 pub use engine::{owner, Engine, Settings};

@@ -98,6 +98,7 @@ impl Rig {
             data_dir: "/tmp".into(),
             worker: 0,
             workers: 1,
+            registrar: switch::registrar::Registrar::new(&cfg.registrar, [9; 32]),
         };
         Rig {
             engine: Engine::new(s, Arc::new(cfg.dialplan)),

@@ -16,6 +16,38 @@ pub(crate) struct RawConfig {
     pub rtp: RawRtp,
     pub vars: BTreeMap<String, String>,
     pub dialplan: RawDialplan,
+    pub registrar: RawRegistrar,
+    pub users: Vec<RawUser>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawRegistrar {
+    pub domain: String,
+    pub min_expires: u64,
+    pub max_expires: u64,
+    pub default_expires: u64,
+    pub store: String,
+}
+
+impl Default for RawRegistrar {
+    fn default() -> Self {
+        RawRegistrar {
+            domain: "strowger".into(),
+            min_expires: 60,
+            max_expires: 3600,
+            default_expires: 3600,
+            store: "local:strowger-data/store.snap".into(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUser {
+    pub user: String,
+    pub password: String,
+    pub domain: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,616 @@
+//! The registrar (RFC 3261 §10) with digest authentication (RFC 3261 §22, RFC 8760), and the
+//! location lookups behind `bridge user/NAME`.
+//!
+//! Store I/O never runs here: the engine asks the `Host` to run a `StoreOp` and gets its result
+//! later through `Engine::on_store_result`. A REGISTER therefore waits in `pending` while its
+//! credentials are fetched and again while its bindings are written; if the store fails, the
+//! phone gets 503 with Retry-After, never a 200 for bindings that were not stored.
+
+use crate::call::Wait;
+use crate::engine::Engine;
+use crate::Host;
+use sip::auth::{Algorithm, Authorization, Challenge, NonceCheck, Nonces};
+use sip::header::{parse_u32, HeaderName, NameAddr};
+use sip::transaction::{Peer, ServerTxId, Transport};
+use sip::{Message, Uri};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use store::{Binding, Change, Credentials};
+
+/// How long a nonce stays good (after that the phone is challenged again with stale=true).
+const NONCE_LIFETIME_S: u64 = 300;
+/// Nonces whose nonce-count is remembered at once (replay protection), across all workers.
+const NONCE_TABLE: usize = 100_000;
+
+/// What the engine asks the store to do.
+#[derive(Debug, Clone)]
+pub enum StoreOp {
+    /// A user's credentials.
+    User { user: String, domain: String },
+    /// Changes to an AOR's bindings; the reply is what remains.
+    Update {
+        aor: String,
+        changes: Vec<Change>,
+        now: u64,
+    },
+    /// Where to reach a user: whether the user exists, and its current bindings.
+    Locate {
+        user: String,
+        domain: String,
+        now: u64,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub enum StoreReply {
+    User(Option<Credentials>),
+    Bindings(Vec<Binding>),
+    Located {
+        exists: bool,
+        bindings: Vec<Binding>,
+    },
+}
+
+pub type StoreResult = Result<StoreReply, String>;
+
+/// Runs an operation on a store (what the shell's store threads do).
+pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
+    let r = match op {
+        StoreOp::User { user, domain } => s.user(&user, &domain).map(StoreReply::User),
+        StoreOp::Update { aor, changes, now } => {
+            s.update(&aor, &changes, now).map(StoreReply::Bindings)
+        }
+        StoreOp::Locate { user, domain, now } => match s.user(&user, &domain) {
+            Ok(Some(_)) => {
+                s.lookup(&format!("{user}@{domain}"), now)
+                    .map(|bindings| StoreReply::Located {
+                        exists: true,
+                        bindings,
+                    })
+            }
+            Ok(None) => Ok(StoreReply::Located {
+                exists: false,
+                bindings: Vec::new(),
+            }),
+            Err(e) => Err(e),
+        },
+    };
+    r.map_err(|e| e.0)
+}
+
+/// HA1s for a new password (what `strowger user add` and `[[users]]` store).
+pub fn credentials(user: &str, domain: &str, password: &str) -> Credentials {
+    Credentials {
+        user: user.to_string(),
+        domain: domain.to_string(),
+        ha1_md5: sip::auth::ha1(Algorithm::Md5, user, domain, password),
+        ha1_sha256: sip::auth::ha1(Algorithm::Sha256, user, domain, password),
+    }
+}
+
+/// Registrar settings, shared by the workers (the nonce table is one for the process).
+#[derive(Clone)]
+pub struct Registrar {
+    pub domain: String,
+    pub min_expires: u32,
+    pub max_expires: u32,
+    pub default_expires: u32,
+    pub nonces: Arc<Mutex<Nonces>>,
+}
+
+impl std::fmt::Debug for Registrar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registrar")
+            .field("domain", &self.domain)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registrar {
+    /// `secret` signs nonces: pick it at random per process.
+    pub fn new(cfg: &crate::config::Registrar, secret: [u8; 32]) -> Registrar {
+        Registrar {
+            domain: cfg.domain.clone(),
+            min_expires: cfg.min_expires,
+            max_expires: cfg.max_expires,
+            default_expires: cfg.default_expires,
+            nonces: Arc::new(Mutex::new(Nonces::new(
+                secret,
+                NONCE_LIFETIME_S,
+                NONCE_TABLE,
+            ))),
+        }
+    }
+}
+
+/// What a store operation was for.
+pub(crate) enum Pending {
+    /// A REGISTER whose user's credentials are being fetched.
+    Auth {
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        auth: Box<Authorization>,
+        user: String,
+    },
+    /// A REGISTER whose bindings are being written.
+    Register {
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+    },
+    /// `bridge user/NAME` waiting for the callee's bindings.
+    Dial {
+        call: usize,
+        gen: u64,
+        timeout: Duration,
+    },
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Splits a Contact header value into its contacts (commas inside <> or quotes do not split).
+fn split_contacts(v: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut quoted, mut start) = (0, false, 0);
+    let b = v.as_bytes();
+    for i in 0..b.len() {
+        match b[i] {
+            b'"' if i == 0 || b[i - 1] != b'\\' => quoted = !quoted,
+            b'<' if !quoted => depth += 1,
+            b'>' if !quoted => depth -= 1,
+            b',' if !quoted && depth == 0 => {
+                out.push(v[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(v[start..].trim());
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+fn unquote(s: &str) -> String {
+    s.trim_matches('"').to_string()
+}
+
+impl Engine {
+    /// Issues a store operation; a host that completes it at once is answered right here.
+    pub(crate) fn store_op(
+        &mut self,
+        op: StoreOp,
+        why: Pending,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        self.next_token += 1;
+        let token = self.next_token;
+        self.pending.insert(token, why);
+        if let Some(result) = host.store(token, op) {
+            self.on_store_result(token, result, now, host);
+        }
+    }
+
+    /// The result of an operation `Host::store` started.
+    pub fn on_store_result(
+        &mut self,
+        token: u64,
+        result: StoreResult,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let Some(why) = self.pending.remove(&token) else {
+            return;
+        };
+        match why {
+            Pending::Auth {
+                stx,
+                msg,
+                peer,
+                auth,
+                user,
+            } => match result {
+                Ok(StoreReply::User(creds)) => {
+                    self.register_authenticated(stx, msg, peer, *auth, user, creds, now, host)
+                }
+                Ok(_) => {}
+                Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
+            },
+            Pending::Register { stx, msg, peer } => match result {
+                Ok(StoreReply::Bindings(list)) => self.registered(stx, &msg, peer, &list, now),
+                Ok(_) => {}
+                Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
+            },
+            Pending::Dial { call, gen, timeout } => {
+                let live = self
+                    .calls
+                    .get(call)
+                    .is_some_and(|c| c.timer_gen == gen && c.outbound.is_none());
+                if !live {
+                    return;
+                }
+                match result {
+                    Ok(StoreReply::Located { exists: false, .. }) => {
+                        self.bridge_failed(call, 404, now, host)
+                    }
+                    Ok(StoreReply::Located { bindings, .. }) => {
+                        self.dial_bindings(call, bindings, timeout, now, host)
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        host.log(&format!("location store: {e}"));
+                        self.bridge_failed(call, 503, now, host);
+                    }
+                }
+            }
+        }
+        self.run_pending(now, host);
+    }
+
+    fn store_down(
+        &mut self,
+        stx: ServerTxId,
+        msg: &Message,
+        peer: Peer,
+        e: &str,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        host.log(&format!("location store: {e}"));
+        let extra = [("Retry-After", self.s.retry_after_s.to_string())];
+        let tag = self.tag();
+        self.respond(
+            stx,
+            msg,
+            peer,
+            503,
+            "Service Unavailable",
+            Some(&tag),
+            &extra,
+            None,
+            now,
+        );
+    }
+
+    fn reg_reply(
+        &mut self,
+        stx: ServerTxId,
+        msg: &Message,
+        peer: Peer,
+        status: u16,
+        extra: &[(&str, String)],
+        now: Instant,
+    ) {
+        let tag = self.tag();
+        let reason = sip::status::reason_phrase(status);
+        self.respond(stx, msg, peer, status, reason, Some(&tag), extra, None, now);
+    }
+
+    /// 401 with a fresh nonce, offered for MD5 and SHA-256 (RFC 8760). MD5 comes first: many
+    /// clients (SIPp 3.6 among them) answer the first challenge and fail if it is SHA-256;
+    /// a client that picks SHA-256 is verified with it.
+    fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
+        let nonce = self.s.registrar.nonces.lock().unwrap().issue(unix_now());
+        let mut extra = Vec::new();
+        for algorithm in [Algorithm::Md5, Algorithm::Sha256] {
+            let c = Challenge {
+                realm: self.s.registrar.domain.clone(),
+                nonce: nonce.clone(),
+                opaque: None,
+                algorithm,
+                qop_auth: true,
+                stale,
+            };
+            extra.push(("WWW-Authenticate", c.to_header()));
+        }
+        self.reg_reply(stx, msg, peer, 401, &extra, now);
+    }
+
+    /// A REGISTER: challenge it, or fetch the user's credentials to check its answer.
+    pub(crate) fn on_register(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let user = msg
+            .header(HeaderName::To)
+            .and_then(|t| NameAddr::parse(t).ok())
+            .and_then(|n| {
+                Uri::parse(n.uri)
+                    .ok()
+                    .and_then(|u| u.user.map(str::to_string))
+            });
+        let Some(user) = user.filter(|u| !u.is_empty()) else {
+            let w = [(
+                "Warning",
+                "399 strowger \"To needs a user: sip:USER@DOMAIN\"".to_string(),
+            )];
+            return self.reg_reply(stx, &msg, peer, 400, &w, now);
+        };
+        let realm = self.s.registrar.domain.clone();
+        let auth = msg
+            .all(HeaderName::Authorization)
+            .filter_map(|v| Authorization::parse(v).ok())
+            .find(|a| a.realm == realm);
+        let Some(auth) = auth else {
+            return self.challenge(stx, &msg, peer, false, now);
+        };
+        if auth.username != user {
+            let w = [(
+                "Warning",
+                "399 strowger \"username does not match the To user\"".to_string(),
+            )];
+            return self.reg_reply(stx, &msg, peer, 403, &w, now);
+        }
+        let op = StoreOp::User {
+            user: user.clone(),
+            domain: realm,
+        };
+        let why = Pending::Auth {
+            stx,
+            msg,
+            peer,
+            auth: Box::new(auth),
+            user,
+        };
+        self.store_op(op, why, now, host);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn register_authenticated(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        auth: Authorization,
+        user: String,
+        creds: Option<Credentials>,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let method = "REGISTER";
+        let ok = creds.as_ref().is_some_and(|c| {
+            let ha1 = match auth.algorithm {
+                Algorithm::Md5 => &c.ha1_md5,
+                Algorithm::Sha256 => &c.ha1_sha256,
+            };
+            auth.verify(ha1, method)
+        });
+        if !ok {
+            // Unknown user or wrong password: the same answer, so users cannot be guessed.
+            return self.reg_reply(stx, &msg, peer, 403, &[], now);
+        }
+        let check = self.s.registrar.nonces.lock().unwrap().check(
+            &auth.nonce,
+            auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or("")),
+            unix_now(),
+        );
+        match check {
+            NonceCheck::Valid => {}
+            NonceCheck::Stale => return self.challenge(stx, &msg, peer, true, now),
+            NonceCheck::Invalid => return self.challenge(stx, &msg, peer, false, now),
+        }
+        let aor = format!("{user}@{}", self.s.registrar.domain);
+        let changes = match self.changes(&msg, peer) {
+            Ok(c) => c,
+            Err((status, extra)) => {
+                let extra: Vec<(&str, String)> =
+                    extra.iter().map(|(n, v)| (*n, v.clone())).collect();
+                return self.reg_reply(stx, &msg, peer, status, &extra, now);
+            }
+        };
+        let op = StoreOp::Update {
+            aor,
+            changes,
+            now: unix_now(),
+        };
+        self.store_op(op, Pending::Register { stx, msg, peer }, now, host);
+    }
+
+    /// The binding changes a REGISTER asks for, or the error response (RFC 3261 §10.3).
+    #[allow(clippy::type_complexity)]
+    fn changes(
+        &self,
+        msg: &Message,
+        peer: Peer,
+    ) -> Result<Vec<Change>, (u16, Vec<(&'static str, String)>)> {
+        let r = &self.s.registrar;
+        let header_expires = msg.header(HeaderName::Expires).and_then(parse_u32);
+        let contacts: Vec<&str> = msg
+            .all(HeaderName::Contact)
+            .flat_map(split_contacts)
+            .collect();
+        let bad = |w: &str| (400, vec![("Warning", format!("399 strowger \"{w}\""))]);
+        if contacts.contains(&"*") {
+            if contacts.len() != 1 || header_expires != Some(0) {
+                return Err(bad("Contact: * needs Expires: 0 and no other contact"));
+            }
+            return Ok(vec![Change::RemoveAll]);
+        }
+        let call_id = msg
+            .header(HeaderName::CallId)
+            .unwrap_or_default()
+            .to_string();
+        let cseq =
+            sip::CSeq::parse(msg.header(HeaderName::CSeq).unwrap_or_default()).map_or(0, |c| c.seq);
+        let now = unix_now();
+        let mut out = Vec::new();
+        for c in contacts {
+            let Ok(n) = NameAddr::parse(c) else {
+                return Err(bad("unparseable Contact"));
+            };
+            let param = |name: &str| {
+                n.params
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.unwrap_or(""))
+            };
+            let expires = param("expires")
+                .and_then(parse_u32)
+                .or(header_expires)
+                .unwrap_or(r.default_expires);
+            if expires == 0 {
+                out.push(Change::Remove {
+                    contact: n.uri.to_string(),
+                });
+                continue;
+            }
+            if expires < r.min_expires {
+                return Err((423, vec![("Min-Expires", r.min_expires.to_string())]));
+            }
+            let expires = expires.min(r.max_expires);
+            let q = param("q")
+                .and_then(|q| q.parse::<f32>().ok())
+                .map_or(1000, |q| (q.clamp(0.0, 1.0) * 1000.0).round() as u16);
+            out.push(Change::Put(Binding {
+                contact: n.uri.to_string(),
+                expires_at: now + u64::from(expires),
+                q,
+                received: peer.addr,
+                transport: match peer.transport {
+                    Transport::Udp => "udp".into(),
+                    Transport::Tcp => "tcp".into(),
+                },
+                path: msg.all(HeaderName::Path).map(str::to_string).collect(),
+                instance: param("+sip.instance").map(unquote),
+                reg_id: param("reg-id").and_then(parse_u32),
+                call_id: call_id.clone(),
+                cseq,
+            }));
+        }
+        Ok(out)
+    }
+
+    /// 200 listing every current contact with its remaining time.
+    fn registered(
+        &mut self,
+        stx: ServerTxId,
+        msg: &Message,
+        peer: Peer,
+        list: &[Binding],
+        now: Instant,
+    ) {
+        let t = unix_now();
+        let mut extra: Vec<(&str, String)> = list
+            .iter()
+            .map(|b| {
+                (
+                    "Contact",
+                    format!("<{}>;expires={}", b.contact, b.remaining(t)),
+                )
+            })
+            .collect();
+        extra.push(("Date", httpdate(t)));
+        self.reg_reply(stx, msg, peer, 200, &extra, now);
+    }
+
+    /// `bridge user/NAME`: look the user up, then call where it registered from.
+    pub(crate) fn dial_user(
+        &mut self,
+        call: usize,
+        name: &str,
+        timeout: Duration,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let (user, domain) = match name.split_once('@') {
+            Some((u, d)) => (u.to_string(), d.to_string()),
+            None => (name.to_string(), self.s.registrar.domain.clone()),
+        };
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        let until = now + timeout;
+        c.wait = Wait::Bridge { until };
+        let gen = c.timer_gen;
+        self.arm(call, until);
+        let op = StoreOp::Locate {
+            user,
+            domain,
+            now: unix_now(),
+        };
+        self.store_op(op, Pending::Dial { call, gen, timeout }, now, host);
+    }
+
+    fn dial_bindings(
+        &mut self,
+        call: usize,
+        mut bindings: Vec<Binding>,
+        timeout: Duration,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        // Highest q first, then the most recently refreshed.
+        bindings.sort_by(|a, b| b.q.cmp(&a.q).then(b.expires_at.cmp(&a.expires_at)));
+        let Some(b) = bindings.first() else {
+            return self.bridge_failed(call, 480, now, host);
+        };
+        let transport = if b.transport == "tcp" {
+            Transport::Tcp
+        } else {
+            Transport::Udp
+        };
+        let peer = Peer {
+            transport,
+            addr: b.received,
+        };
+        let contact = b.contact.clone();
+        self.bridge_to(call, &contact, peer, timeout, now, host);
+    }
+}
+
+/// An RFC 7231 date for the Date header (RFC 3261 §20.17).
+fn httpdate(unix: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = unix / 86_400;
+    let secs = unix % 86_400;
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{}, {d:02} {} {y} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        MONTHS[(m - 1) as usize],
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contacts_split_outside_brackets_and_quotes() {
+        assert_eq!(
+            split_contacts("\"a, b\" <sip:a@x>;q=0.5, <sip:b@y;p=1,2>;expires=60"),
+            ["\"a, b\" <sip:a@x>;q=0.5", "<sip:b@y;p=1,2>;expires=60"]
+        );
+        assert_eq!(split_contacts("*"), ["*"]);
+    }
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(httpdate(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(httpdate(1_700_000_000), "Tue, 14 Nov 2023 22:13:20 GMT");
+    }
+}
