@@ -122,7 +122,9 @@ impl Report {
             "max_concurrent": self.max_concurrent,
             "wall_s": round3(wall),
             "calls_per_s": round3(self.attempt_rate()),
-            "setup_us": { "p50": p50, "p90": p90, "p99": p99,
+            "setup_us": { "mean": (!self.setup_us.is_empty()).then(|| {
+                              self.setup_us.iter().map(|&v| v as u64).sum::<u64>() / self.setup_us.len() as u64 }),
+                          "p50": p50, "p90": p90, "p99": p99,
                           "max": self.setup_us.last().copied(), "n": self.setup_us.len() },
             "rtp": {
                 "sent": self.rtp_sent,

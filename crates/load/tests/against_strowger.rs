@@ -138,7 +138,11 @@ fn twenty_echo_calls_to_the_announcement_complete_with_rtp() {
     let rx = r["rtp"]["received"].as_u64().unwrap();
     let tx = r["rtp"]["sent"].as_u64().unwrap();
     assert!(rx > 1000, "RTP received: {r}");
-    assert_eq!(rx, tx, "echo sends back every packet: {r}");
+    // Echoes leave one per 20 ms visit; at most a few per call are still queued at the BYE.
+    assert!(
+        tx <= rx && tx + 20 * 4 >= rx,
+        "echo sends back what arrives: {r}"
+    );
     assert!(
         stderr.contains("calls: attempted"),
         "progress line: {stderr}"
