@@ -1,6 +1,7 @@
 //! `strowger`: the softswitch process. Loads the configuration, starts one worker per core and
 //! waits for SIGINT/SIGTERM.
 
+mod codec_cli;
 mod host;
 mod rtp_io;
 mod runtime;
@@ -52,6 +53,24 @@ enum Command {
     /// Manage the users phones register as (digest credentials in the store).
     #[command(subcommand)]
     User(users::UserCmd),
+    /// Encode, decode or round-trip a file with one codec (WAV in; WAV out for roundtrip).
+    Codec {
+        /// encode, decode or roundtrip
+        #[arg(value_parser = ["encode", "decode", "roundtrip"])]
+        op: String,
+        #[arg(long)]
+        codec: String,
+        input: PathBuf,
+        output: PathBuf,
+    },
+    /// Show state: `show translation [--paths]` measures codec costs and prints the matrix.
+    Show {
+        #[arg(value_parser = ["translation"])]
+        what: String,
+        /// Also list every path step by step.
+        #[arg(long)]
+        paths: bool,
+    },
 }
 
 fn load(path: Option<&PathBuf>) -> Result<Config, String> {
@@ -78,6 +97,16 @@ fn report(errs: &[switch::config::ConfigError]) -> String {
     s
 }
 
+fn finish(r: Result<(), String>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -96,6 +125,15 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Some(Command::Codec {
+            op,
+            codec,
+            input,
+            output,
+        }) => {
+            return finish(codec_cli::run(&op, &codec, &input, &output));
+        }
+        Some(Command::Show { paths, .. }) => return finish(codec_cli::show_translation(paths)),
         Some(Command::DefaultConfig) => {
             print!("{}", switch::config::DEFAULT_TOML);
             return ExitCode::SUCCESS;

@@ -1,0 +1,297 @@
+//! `strowger codec encode|decode|roundtrip` and `strowger show translation`.
+//!
+//! Files: WAV in and out (16-bit mono PCM at any of 8/16/48 kHz, resampled to
+//! the codec's rate); coded files are the codec's raw frames back to back
+//! (`.gsm` as sox reads it, `.g722`, `.g726`, `.ulaw`, …) except Opus, which is
+//! written and read as Ogg Opus (RFC 7845) so opusenc/opusdec interoperate.
+
+use std::path::Path;
+use std::time::Instant;
+
+use codec::translate::Graph;
+use codec::{resample, Format};
+
+type Res<T> = Result<T, String>;
+
+pub fn show_translation(paths: bool) -> Res<()> {
+    let t0 = Instant::now();
+    let g = Graph::measure(1000, 3);
+    print!("{}", g.render_matrix());
+    if paths {
+        println!();
+        print!("{}", g.render_paths());
+    }
+    eprintln!(
+        "(measured in {:.0} ms)",
+        t0.elapsed().as_secs_f64() * 1000.0
+    );
+    Ok(())
+}
+
+pub fn run(op: &str, name: &str, input: &Path, output: &Path) -> Res<()> {
+    let f = Format::from_name(name).ok_or_else(|| {
+        let all: Vec<_> = Format::all().iter().map(|f| f.name()).collect();
+        format!("unknown codec {name:?}: supported: {}", all.join(", "))
+    })?;
+    match op {
+        "encode" => {
+            let (rate, pcm) = read_wav(input)?;
+            let packets = encode(f, &resample::resample(&pcm, rate, f.pcm_rate()))?;
+            write_coded(f, output, &packets, rate)?;
+            let bytes: usize = packets.iter().map(Vec::len).sum();
+            eprintln!(
+                "{}: {} packets of 20 ms, {} bytes, {:.1} kbit/s",
+                f,
+                packets.len(),
+                bytes,
+                bytes as f64 * 8.0 / (packets.len() as f64 * 20.0)
+            );
+        }
+        "decode" => {
+            let packets = read_coded(f, input)?;
+            let pcm = decode(f, &packets)?;
+            write_wav(output, f.pcm_rate(), &pcm)?;
+            eprintln!(
+                "{}: {} packets -> {} samples at {} Hz",
+                f,
+                packets.len(),
+                pcm.len(),
+                f.pcm_rate()
+            );
+        }
+        "roundtrip" => {
+            let (rate, pcm) = read_wav(input)?;
+            let t0 = Instant::now();
+            let packets = encode(f, &resample::resample(&pcm, rate, f.pcm_rate()))?;
+            let back = resample::resample(&decode(f, &packets)?, f.pcm_rate(), rate);
+            write_wav(output, rate, &back)?;
+            let bytes: usize = packets.iter().map(Vec::len).sum();
+            eprintln!(
+                "{}: {:.1} kbit/s, {:.2} s of audio in {:.1} ms",
+                f,
+                bytes as f64 * 8.0 / (packets.len().max(1) as f64 * 20.0),
+                pcm.len() as f64 / rate as f64,
+                t0.elapsed().as_secs_f64() * 1000.0
+            );
+        }
+        _ => return Err(format!("unknown operation {op}")),
+    }
+    Ok(())
+}
+
+fn encode(f: Format, pcm: &[i16]) -> Res<Vec<Vec<u8>>> {
+    let n = f.samples_in(20);
+    let mut padded = pcm.to_vec();
+    padded.resize(pcm.len().div_ceil(n) * n, 0);
+    let mut enc = f.encoder();
+    let mut buf = vec![0u8; f.max_encoded_len(n)];
+    padded
+        .chunks_exact(n)
+        .map(|p| {
+            let len = enc.encode(p, &mut buf).map_err(|e| e.to_string())?;
+            Ok(buf[..len].to_vec())
+        })
+        .collect()
+}
+
+fn decode(f: Format, packets: &[Vec<u8>]) -> Res<Vec<i16>> {
+    let mut dec = f.decoder();
+    let mut buf = vec![0i16; 5760];
+    let mut out = Vec::new();
+    for p in packets {
+        let n = dec.decode(p, &mut buf).map_err(|e| e.to_string())?;
+        out.extend_from_slice(&buf[..n]);
+    }
+    Ok(out)
+}
+
+/// Bytes of one 20 ms packet of a constant-rate format.
+fn packet_bytes(f: Format) -> usize {
+    let n = f.samples_in(20);
+    let mut buf = vec![0u8; f.max_encoded_len(n)];
+    f.encoder().encode(&vec![0; n], &mut buf).unwrap_or(0)
+}
+
+fn write_coded(f: Format, path: &Path, packets: &[Vec<u8>], input_rate: u32) -> Res<()> {
+    let data = if f == Format::Opus {
+        ogg_opus(packets, input_rate)
+    } else {
+        packets.concat()
+    };
+    std::fs::write(path, data).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn read_coded(f: Format, path: &Path) -> Res<Vec<Vec<u8>>> {
+    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if f == Format::Opus {
+        let packets = ogg_packets(&data)?;
+        return Ok(packets.into_iter().skip(2).collect());
+    }
+    let n = packet_bytes(f);
+    Ok(data.chunks(n).map(<[u8]>::to_vec).collect())
+}
+
+// --- WAV (16-bit mono PCM) ---
+
+fn read_wav(path: &Path) -> Res<(u32, Vec<i16>)> {
+    let b = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bad = |m: &str| format!("{}: {m}", path.display());
+    if b.len() < 12 || &b[..4] != b"RIFF" || &b[8..12] != b"WAVE" {
+        return Err(bad("not a WAV file"));
+    }
+    let (mut rate, mut fmt_ok, mut i) = (0, false, 12);
+    while i + 8 <= b.len() {
+        let id = &b[i..i + 4];
+        let len = u32::from_le_bytes(b[i + 4..i + 8].try_into().unwrap()) as usize;
+        let body = &b[i + 8..(i + 8 + len).min(b.len())];
+        if id == b"fmt " && body.len() >= 16 {
+            let u16_at = |o: usize| u16::from_le_bytes([body[o], body[o + 1]]);
+            rate = u32::from_le_bytes(body[4..8].try_into().unwrap());
+            fmt_ok = u16_at(0) == 1 && u16_at(2) == 1 && u16_at(14) == 16;
+        } else if id == b"data" {
+            if !fmt_ok || ![8000, 16000, 48000].contains(&rate) {
+                return Err(bad(
+                    "need 16-bit mono PCM at 8, 16 or 48 kHz (sox in.wav -b16 -c1 -r8000 out.wav)",
+                ));
+            }
+            let pcm = body
+                .chunks_exact(2)
+                .map(|c| i16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            return Ok((rate, pcm));
+        }
+        i += 8 + len + (len & 1);
+    }
+    Err(bad("no data chunk"))
+}
+
+fn write_wav(path: &Path, rate: u32, pcm: &[i16]) -> Res<()> {
+    let data_len = 2 * pcm.len() as u32;
+    let mut b = Vec::with_capacity(44 + data_len as usize);
+    b.extend_from_slice(b"RIFF");
+    b.extend_from_slice(&(36 + data_len).to_le_bytes());
+    b.extend_from_slice(b"WAVEfmt ");
+    b.extend_from_slice(&16u32.to_le_bytes());
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&rate.to_le_bytes());
+    b.extend_from_slice(&(2 * rate).to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&16u16.to_le_bytes());
+    b.extend_from_slice(b"data");
+    b.extend_from_slice(&data_len.to_le_bytes());
+    for s in pcm {
+        b.extend_from_slice(&s.to_le_bytes());
+    }
+    std::fs::write(path, b).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+// --- Ogg Opus (RFC 3533 pages, RFC 7845 headers), one packet per page ---
+
+fn ogg_crc(data: &[u8]) -> u32 {
+    let mut crc = 0u32;
+    for &b in data {
+        crc ^= (b as u32) << 24;
+        for _ in 0..8 {
+            crc = if crc & 0x8000_0000 != 0 {
+                (crc << 1) ^ 0x04C1_1DB7
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+fn ogg_page(out: &mut Vec<u8>, flags: u8, granule: u64, seq: u32, packet: &[u8]) {
+    let start = out.len();
+    out.extend_from_slice(b"OggS\0");
+    out.push(flags);
+    out.extend_from_slice(&granule.to_le_bytes());
+    out.extend_from_slice(&0x5354_5257u32.to_le_bytes()); // stream serial "STRW"
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    let mut lacing = vec![255u8; packet.len() / 255];
+    lacing.push((packet.len() % 255) as u8);
+    out.push(lacing.len() as u8);
+    out.extend_from_slice(&lacing);
+    out.extend_from_slice(packet);
+    let crc = ogg_crc(&out[start..]);
+    out[start + 22..start + 26].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn ogg_opus(packets: &[Vec<u8>], input_rate: u32) -> Vec<u8> {
+    let mut head = b"OpusHead".to_vec();
+    head.push(1); // version
+    head.push(1); // channels
+    head.extend_from_slice(&0u16.to_le_bytes()); // pre-skip
+    head.extend_from_slice(&input_rate.to_le_bytes());
+    head.extend_from_slice(&0i16.to_le_bytes()); // gain
+    head.push(0); // mapping family
+    let mut tags = b"OpusTags".to_vec();
+    tags.extend_from_slice(&8u32.to_le_bytes());
+    tags.extend_from_slice(b"strowger");
+    tags.extend_from_slice(&0u32.to_le_bytes());
+    let mut out = Vec::new();
+    ogg_page(&mut out, 0x02, 0, 0, &head);
+    ogg_page(&mut out, 0, 0, 1, &tags);
+    for (i, p) in packets.iter().enumerate() {
+        let last = i + 1 == packets.len();
+        ogg_page(
+            &mut out,
+            if last { 0x04 } else { 0 },
+            960 * (i as u64 + 1),
+            i as u32 + 2,
+            p,
+        );
+    }
+    out
+}
+
+fn ogg_packets(data: &[u8]) -> Res<Vec<Vec<u8>>> {
+    let mut packets = Vec::new();
+    let mut cur = Vec::new();
+    let mut i = 0;
+    while i + 27 <= data.len() {
+        if &data[i..i + 4] != b"OggS" {
+            return Err("not an Ogg stream".into());
+        }
+        let nseg = data[i + 26] as usize;
+        let lacing = data
+            .get(i + 27..i + 27 + nseg)
+            .ok_or("truncated Ogg page")?;
+        let mut pos = i + 27 + nseg;
+        for &l in lacing {
+            let seg = data
+                .get(pos..pos + l as usize)
+                .ok_or("truncated Ogg page")?;
+            cur.extend_from_slice(seg);
+            pos += l as usize;
+            if l < 255 {
+                packets.push(std::mem::take(&mut cur));
+            }
+        }
+        i = pos;
+    }
+    Ok(packets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ogg_round_trips_packets() {
+        let packets = vec![vec![1u8; 10], vec![2u8; 300], vec![3u8; 255]];
+        let ogg = ogg_opus(&packets, 8000);
+        let back = ogg_packets(&ogg).unwrap();
+        assert_eq!(&back[2..], &packets[..]);
+        assert!(back[0].starts_with(b"OpusHead"));
+    }
+
+    #[test]
+    fn ogg_crc_matches_the_reference_polynomial() {
+        // CRC-32/MPEG-2 without final xor and init 0 (Ogg's) of "123456789".
+        assert_eq!(ogg_crc(b"123456789"), 0x89A1_897F);
+    }
+}
