@@ -12,4 +12,4 @@ test:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo build --workspace --all-targets
-	cargo test --workspace --no-fail-fast
+	bash scripts/run-tests.sh
