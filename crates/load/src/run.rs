@@ -509,8 +509,13 @@ impl Thread {
                 }
             }
             if let (RtpMode::Echo, Some(dst)) = (mode, dst) {
-                // One frame per visit; two when a backlog built up (the peer's clock runs fast).
-                let frames = if s.queued > 2 { 2 } else { s.queued.min(1) };
+                // One frame per visit in steady state; after a late visit, all but one of the
+                // backlog (the one kept absorbs a packet that arrives just after its visit).
+                let frames = if s.queued >= 2 {
+                    s.queued - 1
+                } else {
+                    s.queued
+                };
                 for _ in 0..frames {
                     let h = RtpHeader {
                         marker: s.frames == 0,
