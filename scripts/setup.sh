@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# Installs what the integration tests need, from Debian packages only. Idempotent and quiet:
-# `apt-get update` runs once, and only when something is missing.
+# Installs, from Debian packages only, what strowger needs: `setup.sh build` the C libraries the
+# binary links (codecs), `setup.sh` (or `setup.sh test`) those plus every tool and server the
+# tests use. Idempotent and quiet: `apt-get update` runs once, and only when something is missing.
 set -euo pipefail
 
 # package -> a command (or file) it provides, so present packages cost no apt call.
+declare -A build=(
+  [libgsm1-dev]=/usr/include/gsm.h # codec crate: linked through hand-written FFI
+  [libspandsp-dev]=/usr/include/spandsp/g722.h
+  [libspeex-dev]=/usr/include/speex/speex.h
+  [libspeexdsp-dev]=/usr/include/speex/speex_resampler.h
+  [libopus-dev]=/usr/include/opus/opus.h
+)
 declare -A want=(
   [sip-tester]=sipp
   [baresip-core]=/usr/lib/baresip/modules/aufile.so # aufile + sndfile: file audio in and out
@@ -14,13 +22,15 @@ declare -A want=(
   [python3]=python3
   [redis-server]=redis-server # store backends (crates/store tests)
   [memcached]=memcached
-  [libgsm1-dev]=/usr/include/gsm.h # codec crate: linked through hand-written FFI
-  [libspandsp-dev]=/usr/include/spandsp/g722.h
-  [libspeex-dev]=/usr/include/speex/speex.h
-  [libspeexdsp-dev]=/usr/include/speex/speex_resampler.h
-  [libopus-dev]=/usr/include/opus/opus.h
   [opus-tools]=opusdec # interop test: strowger's Opus decoded by opusdec
+  [tshark]=tshark # IAX2 frames checked by Wireshark's dissector
 )
+for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
+if [[ ${1:-test} == build ]]; then
+  unset want
+  declare -A want
+  for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
+fi
 missing=()
 for pkg in "${!want[@]}"; do
   have=${want[$pkg]}
