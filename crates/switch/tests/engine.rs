@@ -463,6 +463,25 @@ fn busy_callee_is_relayed_to_the_caller() {
 }
 
 #[test]
+fn oversized_request_gets_513() {
+    let mut r = Rig::new();
+    let big = invite(
+        "44444",
+        "c14",
+        true,
+        &format!("X-Padding: {}\n", "a".repeat(70_000)),
+    )
+    .replace('\n', "\r\n");
+    let peer = Peer {
+        transport: Transport::Udp,
+        addr: CALLER.parse().unwrap(),
+    };
+    r.engine.too_large(big.as_bytes(), peer);
+    assert_eq!(r.statuses(), [513]);
+    assert_eq!(r.engine.active_calls(), 0);
+}
+
+#[test]
 fn unknown_extension_gets_404_and_options_gets_allow() {
     let mut r = Rig::new();
     r.send(&invite("777", "c12", true, ""));
