@@ -39,6 +39,8 @@ pub struct Sipp {
     limit: Option<u32>,
     duration_ms: Option<u32>,
     rtp_echo: bool,
+    /// Local SIP port (`-p`); None: a free one.
+    port: Option<u16>,
     extra: Vec<String>,
 }
 
@@ -52,6 +54,7 @@ impl Sipp {
             limit: None,
             duration_ms: None,
             rtp_echo: false,
+            port: None,
             extra: Vec::new(),
         }
     }
@@ -80,6 +83,12 @@ impl Sipp {
         self
     }
 
+    /// Listen on this SIP port (e.g. the one a phone registered from); default: a free port.
+    pub fn port(mut self, port: u16) -> Sipp {
+        self.port = Some(port);
+        self
+    }
+
     pub fn arg(mut self, a: &str) -> Sipp {
         self.extra.push(a.into());
         self
@@ -89,7 +98,7 @@ impl Sipp {
     /// subdirectory of `parent`.
     pub fn spawn(self, target: Option<SocketAddr>, parent: &Path) -> SippProcess {
         let dir = unique_dir(parent, self.scenario.label());
-        let port = free_port();
+        let port = self.port.unwrap_or_else(free_port);
         let mut cmd = Command::new("sipp");
         if let Some(t) = target {
             cmd.arg(t.to_string());

@@ -22,6 +22,8 @@ pub fn binary() -> &'static str {
 pub struct Opts {
     /// A config file under tests/configs/ (None: the embedded default dialplan).
     pub config: Option<&'static str>,
+    /// A config file anywhere (e.g. written by the test); wins over `config`.
+    pub config_file: Option<PathBuf>,
     /// `--var NAME=VALUE` overrides.
     pub vars: Vec<(String, String)>,
 }
@@ -59,7 +61,9 @@ impl Strowger {
         let rtp = (lo, lo + RTP_PORTS - 1);
         let log = dir.path().join("strowger.log");
         let mut cmd = Command::new(binary());
-        if let Some(c) = opts.config {
+        if let Some(f) = &opts.config_file {
+            cmd.arg("--config").arg(f);
+        } else if let Some(c) = opts.config {
             cmd.arg("--config").arg(config_path(c));
         }
         cmd.arg("--sip-listen")
