@@ -290,3 +290,61 @@ fn registration_survives_restart_redis() {
     let redis = Server::redis();
     survives_restart("reg-restart-redis", &redis.url, &dir, "1001", "secret-1001");
 }
+
+/// Parallel forking: two phones registered as the same user ring at once; the one that answers
+/// (after a second of ringing) gets the call, the one that only rings gets CANCEL (487).
+#[test]
+fn parallel_ringing_first_answer_wins() {
+    let dir = TempDir::new("reg-fork");
+    let store = format!("local:{}", dir.path().join("store.snap").display());
+    let s = start("reg-fork", &write_config(dir.path(), &store));
+    let (late, ringer) = (free_port(), free_port());
+    registered(&s, "1001", "secret-1001", late);
+    let both = register(&s, "1001", "secret-1001", ringer);
+    both.assert_ok(1);
+    let mut contacts = contacts_in_200(&both);
+    contacts.sort();
+    let mut want = vec![
+        format!("sip:1001@127.0.0.1:{late}"),
+        format!("sip:1001@127.0.0.1:{ringer}"),
+    ];
+    want.sort();
+    assert_eq!(contacts, want, "both bindings listed\n{}", both.evidence());
+
+    let answers = Sipp::new(Scenario::File("uas_answer_late.xml"))
+        .port(late)
+        .spawn(None, s.dir.path());
+    let rings = Sipp::new(Scenario::File("uas_ring_cancel.xml"))
+        .port(ringer)
+        .spawn(None, s.dir.path());
+    std::thread::sleep(Duration::from_millis(300));
+    call_answered_by(&s, "1001", answers, late, 1);
+    let r = rings.finish();
+    r.assert_ok(1);
+    assert!(
+        r.received().iter().any(|m| m.method() == Some("CANCEL")),
+        "the phone that only rang got CANCEL\n{}",
+        r.evidence()
+    );
+}
+
+/// Every contact fails: the caller gets the best of the final responses (486 over 480/487).
+#[test]
+fn parallel_ringing_all_fail_best_response() {
+    let dir = TempDir::new("reg-fork-fail");
+    let store = format!("local:{}", dir.path().join("store.snap").display());
+    let s = start("reg-fork-fail", &write_config(dir.path(), &store));
+    let (busy, unavailable) = (free_port(), free_port());
+    registered(&s, "1001", "secret-1001", busy);
+    register(&s, "1001", "secret-1001", unavailable).assert_ok(1);
+    let a = Sipp::new(Scenario::File("uas_busy.xml"))
+        .port(busy)
+        .spawn(None, s.dir.path());
+    let b = Sipp::new(Scenario::File("uas_unavailable.xml"))
+        .port(unavailable)
+        .spawn(None, s.dir.path());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(invite_status(&s, "1001"), Some(486), "486 beats 480");
+    a.finish().assert_ok(1);
+    b.finish().assert_ok(1);
+}

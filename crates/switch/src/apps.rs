@@ -393,9 +393,12 @@ impl Engine {
             c.cdr.sip_status = 200;
         }
         self.server_txs.retain(|_, v| *v != call);
-        // Outbound leg.
+        // Outbound leg(s): forks still ringing are cancelled.
         if let Some(mut out) = c.outbound.take() {
             self.release_outbound(&mut out, q850, from != Some(true), now, host);
+        }
+        for mut leg in std::mem::take(&mut c.forks) {
+            self.release_outbound(&mut leg, q850, true, now, host);
         }
         // Media and CDR.
         if let Some(m) = c.inbound.media.take() {

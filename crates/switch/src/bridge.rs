@@ -149,7 +149,7 @@ impl Engine {
         host: &mut dyn Host,
     ) {
         if status >= 300 {
-            self.bridge_failed(call, status, now, host);
+            self.leg_failed(call, status, now, host);
             return;
         }
         let has_sdp = !msg.body().is_empty();
@@ -177,10 +177,18 @@ impl Engine {
         let Some(out) = self.calls[call].outbound.as_mut() else {
             return;
         };
+        // The contact dialled (before the 2xx's Contact replaces the remote target).
+        let target = out.dialog.remote_target.clone();
         out.dialog.confirm_uac(msg);
         out.invite_tx = None;
         out.confirmed = true;
         let cseq = out.dialog.local_cseq;
+        self.calls[call].cdr.bridged_to = Some(target);
+        // The first to answer wins; the other forks are cancelled.
+        let losers = std::mem::take(&mut self.calls[call].forks);
+        for mut leg in losers {
+            self.release_outbound(&mut leg, 26, true, now, host);
+        }
         let branch = self.branch();
         let local = self.local_for(
             self.calls[call]
@@ -233,6 +241,59 @@ impl Engine {
         }
     }
 
+    /// Makes the ringing leg whose INVITE is `ctx` the call's `outbound` leg (forks swap places;
+    /// the maps from Call-ID and media leg to the call do not tell outbound legs apart). False if
+    /// no leg of the call has that INVITE pending.
+    pub(crate) fn select_fork(&mut self, call: usize, ctx: sip::transaction::ClientTxId) -> bool {
+        let Some(c) = self.calls.get_mut(call) else {
+            return false;
+        };
+        if c.outbound
+            .as_ref()
+            .is_some_and(|o| o.invite_tx == Some(ctx))
+        {
+            return true;
+        }
+        let Some(i) = c.forks.iter().position(|f| f.invite_tx == Some(ctx)) else {
+            return false;
+        };
+        match c.outbound.as_mut() {
+            Some(out) => std::mem::swap(out, &mut c.forks[i]),
+            None => c.outbound = Some(c.forks.swap_remove(i)),
+        }
+        true
+    }
+
+    /// The current outbound leg failed with `status`: while other forks still ring, drop it and
+    /// remember the best failure; once none is left, the bridge fails with the best one.
+    pub(crate) fn leg_failed(
+        &mut self,
+        call: usize,
+        status: u16,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        let best = c.best_status.map_or(status, |b| better_final(b, status));
+        if c.forks.is_empty() {
+            c.best_status = None;
+            self.bridge_failed(call, best, now, host);
+            return;
+        }
+        c.best_status = Some(best);
+        let next = c.forks.pop();
+        let failed = std::mem::replace(&mut c.outbound, next);
+        if let Some(m) = c.inbound.media {
+            // It may have been sending early media.
+            self.media.unbridge(m);
+        }
+        if let Some(mut leg) = failed {
+            self.release_outbound(&mut leg, 16, false, now, host);
+        }
+    }
+
     /// The outbound leg failed (error response, timeout, no route): the program goes on with
     /// DIALSTATUS set, and the caller gets that status if nothing else answers it.
     pub(crate) fn bridge_failed(
@@ -245,6 +306,12 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
+        let forks = std::mem::take(&mut c.forks);
+        c.best_status = None;
+        for mut leg in forks {
+            self.release_outbound(&mut leg, 16, true, now, host);
+        }
+        let c = &mut self.calls[call];
         let Some(mut out) = c.outbound.take() else {
             c.bridge_status = Some(status);
             c.wait = Wait::None;
@@ -286,5 +353,35 @@ impl Engine {
             .request(&Method::Bye, &branch, local, None)
             .finish(None);
         self.txs.send_request(bye, dialog.peer, now);
+    }
+}
+
+/// The better of two final responses for the caller when every fork failed (RFC 3261 §16.7,
+/// simplified): a 6xx wins, then the lowest class; within 4xx, a definite answer such as 486
+/// beats the no-answer kind (408, 480, 487); otherwise the first one stays.
+fn better_final(a: u16, b: u16) -> u16 {
+    let rank = |s: u16| -> (u16, u16) {
+        let class = if s >= 600 { 0 } else { s / 100 };
+        (class, u16::from(matches!(s, 408 | 480 | 487)))
+    };
+    if rank(b) < rank(a) {
+        b
+    } else {
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::better_final;
+
+    #[test]
+    fn best_final_response() {
+        assert_eq!(better_final(480, 486), 486);
+        assert_eq!(better_final(486, 408), 486);
+        assert_eq!(better_final(503, 480), 480);
+        assert_eq!(better_final(486, 603), 603);
+        assert_eq!(better_final(302, 404), 302);
+        assert_eq!(better_final(404, 486), 404);
     }
 }

@@ -74,7 +74,13 @@ impl Leg {
 
 pub struct Call {
     pub inbound: Leg,
+    /// The outbound leg: the one answered, or while ringing the one that last responded.
     pub outbound: Option<Leg>,
+    /// The other outbound legs ringing at once (parallel forking to every contact of a user);
+    /// the first to answer becomes `outbound` and the rest are cancelled.
+    pub forks: Vec<Leg>,
+    /// The best final response of the forks that failed so far (RFC 3261 §16.7).
+    pub best_status: Option<u16>,
     /// The inbound INVITE and its server transaction, until a final response went out.
     pub invite: Message,
     pub invite_tx: Option<ServerTxId>,
@@ -112,6 +118,8 @@ impl Call {
         Call {
             inbound,
             outbound: None,
+            forks: Vec::new(),
+            best_status: None,
             invite,
             invite_tx: Some(invite_tx),
             program,

@@ -2,7 +2,8 @@
 //! interpreter and the media engine, driven by messages, media ticks and time (sans-IO).
 //!
 //! A call has an inbound leg (strowger is its UAS) and at most one outbound leg (strowger is its
-//! UAC, for `bridge`). Every input ends in `Engine::process`, which runs the call's dialplan
+//! UAC, for `bridge`) once answered; while ringing a user with several contacts, one outbound leg
+//! per contact (forks, bridge.rs). Every input ends in `Engine::process`, which runs the call's dialplan
 //! steps until one has to wait (for playback, a timer, DTMF, the callee or the caller).
 
 use crate::call::{Call, Leg, Wait};
@@ -856,6 +857,9 @@ impl Engine {
             }
             return;
         }
+        if !self.select_fork(call, ctx) {
+            return;
+        }
         self.bridge_response(call, &msg, status, now, host);
     }
 
@@ -942,7 +946,9 @@ impl Engine {
             match ev {
                 TxEvent::Timeout(ctx) => {
                     if let Some((call, Method::Invite)) = self.client_txs.remove(&ctx) {
-                        self.bridge_failed(call, 408, now, host);
+                        if self.select_fork(call, ctx) {
+                            self.leg_failed(call, 408, now, host);
+                        }
                     }
                 }
                 TxEvent::ServerNoAck(stx) => {

@@ -548,22 +548,34 @@ impl Engine {
         now: Instant,
         host: &mut dyn Host,
     ) {
-        // Highest q first, then the most recently refreshed.
+        // Highest q first, then the most recently refreshed: the order the forks are sent in.
         bindings.sort_by(|a, b| b.q.cmp(&a.q).then(b.expires_at.cmp(&a.expires_at)));
-        let Some(b) = bindings.first() else {
+        if bindings.is_empty() {
             return self.bridge_failed(call, 480, now, host);
-        };
-        let transport = if b.transport == "tcp" {
-            Transport::Tcp
-        } else {
-            Transport::Udp
-        };
-        let peer = Peer {
-            transport,
-            addr: b.received,
-        };
-        let contact = b.contact.clone();
-        self.bridge_to(call, &contact, peer, timeout, now, host);
+        }
+        // Parallel forking: every contact rings at once; the first 2xx wins (bridge.rs).
+        for (i, b) in bindings.iter().enumerate() {
+            let transport = if b.transport == "tcp" {
+                Transport::Tcp
+            } else {
+                Transport::Udp
+            };
+            let peer = Peer {
+                transport,
+                addr: b.received,
+            };
+            if i > 0 {
+                // The previous contact keeps ringing as a fork; a failed dial ends the loop.
+                let Some(c) = self.calls.get_mut(call) else {
+                    return;
+                };
+                let Some(prev) = c.outbound.take() else {
+                    return;
+                };
+                c.forks.push(prev);
+            }
+            self.bridge_to(call, &b.contact, peer, timeout, now, host);
+        }
     }
 }
 
