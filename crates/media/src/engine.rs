@@ -3,9 +3,11 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use codec::translate::{Graph, Step};
+use codec::{Format, Translator};
 use rtp::packet::HEADER_LEN;
 use rtp::rtcp::{self, RtcpPacket, SenderInfo};
 use rtp::stats::ReceiveStats;
@@ -20,6 +22,8 @@ use crate::{LegConfig, LegStats, LegUpdate, Prompt, ToneSpec};
 
 /// Largest datagram we build; longer incoming payloads are not relayed.
 const MAX_PACKET: usize = 1500;
+/// Linear samples in the largest generated packet (20 ms at 48 kHz; 120 ms at 8 kHz).
+const MAX_PCM: usize = 960;
 /// Mean RTCP report interval (RFC 3550's minimum), randomised ×0.5-1.5.
 const RTCP_INTERVAL: Duration = Duration::from_secs(5);
 /// A tick this many frames behind skips ahead instead of bursting.
@@ -74,8 +78,8 @@ pub struct Engine {
     events: VecDeque<MediaEvent>,
     /// Packet being built; `Transmit::payload` borrows it.
     buf: Box<[u8; MAX_PACKET]>,
-    /// Linear PCM scratch for tone generation.
-    pcm: Box<[i16; MAX_PACKET]>,
+    /// Linear PCM scratch for prompts and tones.
+    pcm: Box<[i16; MAX_PCM]>,
     rng: fastrand::Rng,
     cname: Vec<u8>,
     /// An `Instant` and its NTP time, to stamp SRs without reading clocks.
@@ -102,7 +106,7 @@ impl Engine {
             legs: Slab::new(),
             events: VecDeque::with_capacity(64),
             buf: Box::new([0; MAX_PACKET]),
-            pcm: Box::new([0; MAX_PACKET]),
+            pcm: Box::new([0; MAX_PCM]),
             rng,
             cname,
             ntp_anchor: None,
@@ -142,13 +146,26 @@ impl Engine {
 
     /// Applies a re-INVITE's result: codec, addresses, hold direction.
     pub fn update_leg(&mut self, id: LegId, update: LegUpdate) {
-        if let Some(leg) = self.legs.get_mut(id.0) {
-            leg.update(update);
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        let changed = leg.format != update.format;
+        leg.update(update);
+        if let Some(rec) = &mut leg.recorder {
+            rec.set_format(leg.format);
+        }
+        if let (true, &Source::Peer(peer)) = (changed, &leg.source) {
+            self.translate(id, peer);
+            self.translate(peer, id);
         }
     }
 
     /// Plays `prompt` from the start, optionally forever.
     pub fn play(&mut self, id: LegId, prompt: Arc<Prompt>, looped: bool) {
+        if let Some(leg) = self.legs.get(id.0).filter(|l| l.law.is_none()) {
+            // Resample now rather than on the first packet.
+            prompt.linear(leg.format.pcm_rate());
+        }
         self.set_source(
             id,
             Source::Prompt {
@@ -161,7 +178,10 @@ impl Engine {
 
     /// Plays a generated tone until something else is started.
     pub fn tone(&mut self, id: LegId, tone: ToneSpec) {
-        self.set_source(id, Source::Tone(ToneGen::new(&tone)));
+        let Some(rate) = self.legs.get(id.0).map(|l| l.format.pcm_rate()) else {
+            return;
+        };
+        self.set_source(id, Source::Tone(ToneGen::new(&tone, rate)));
     }
 
     /// Sends back whatever arrives, as this leg's own stream.
@@ -188,20 +208,40 @@ impl Engine {
         let Some(leg) = self.legs.get_mut(id.0) else {
             return Ok(());
         };
-        if let Some(old) = leg.recorder.replace(Recorder::new(sink)?) {
+        if let Some(old) = leg.recorder.replace(Recorder::new(sink, leg.format)?) {
             old.finish()?;
         }
         Ok(())
     }
 
     /// Relays RTP between `a` and `b`, each rewritten onto the other's
-    /// stream and transcoded between µ-law and A-law when they differ.
+    /// stream: passed through when both use the same format, transcoded
+    /// between µ-law and A-law by table, and otherwise through a
+    /// [`Translator`] along the cheapest path (made here, not per packet).
     pub fn bridge(&mut self, a: LegId, b: LegId) {
         if !self.legs.contains(a.0) || !self.legs.contains(b.0) {
             return;
         }
         self.set_source(a, Source::Peer(b));
         self.set_source(b, Source::Peer(a));
+        if a != b {
+            self.translate(a, b);
+            self.translate(b, a);
+        }
+    }
+
+    /// Sets up (or clears) the translator from `from`'s format to `to`'s.
+    fn translate(&mut self, from: LegId, to: LegId) {
+        let Some(to_format) = self.legs.get(to.0).map(|l| l.format) else {
+            return;
+        };
+        let Some(leg) = self.legs.get_mut(from.0) else {
+            return;
+        };
+        leg.translator = match (leg.format, to_format) {
+            (a, b) if a == b || (leg.law.is_some() && is_g711(b)) => None,
+            (a, b) => Translator::new(graph(), a, b),
+        };
     }
 
     /// Ends the leg's bridge (or echo); both sides go idle.
@@ -209,6 +249,7 @@ impl Engine {
         let Some(leg) = self.legs.get_mut(id.0) else {
             return;
         };
+        leg.translator = None;
         if let Source::Peer(peer) = std::mem::replace(&mut leg.source, Source::Idle) {
             if let Some(p) = self
                 .legs
@@ -216,6 +257,7 @@ impl Engine {
                 .filter(|p| matches!(p.source, Source::Peer(x) if x == id))
             {
                 p.source = Source::Idle;
+                p.translator = None;
             }
         }
     }
@@ -267,7 +309,10 @@ impl Engine {
             rx => {
                 leg.lost_before += rx.as_ref().map_or(0, |(_, s)| s.lost());
                 &mut rx
-                    .insert((pkt.ssrc(), ReceiveStats::new(pkt.sequence(), 8000, now)))
+                    .insert((
+                        pkt.ssrc(),
+                        ReceiveStats::new(pkt.sequence(), leg.format.rtp_clock(), now),
+                    ))
                     .1
             }
         };
@@ -284,7 +329,7 @@ impl Engine {
                 .on_audio(pkt.timestamp(), |d| events.push_back(dtmf_event(id, d)));
             if let Some(rec) = &mut leg.recorder {
                 if rec
-                    .write(pkt.ssrc(), pkt.timestamp(), pkt.payload(), leg.law)
+                    .write(pkt.ssrc(), pkt.timestamp(), pkt.payload())
                     .is_err()
                 {
                     // A failing sink ends the recording rather than the call.
@@ -308,6 +353,10 @@ impl Engine {
         let Source::Peer(peer) = leg.source else {
             return;
         };
+        if audio && leg.translator.is_some() {
+            self.relay_translated(id, peer, pkt.payload(), now, tx);
+            return;
+        }
         let Some(out) = self.legs.get_mut(peer.0) else {
             return;
         };
@@ -320,11 +369,19 @@ impl Engine {
             return;
         }
         let header = if audio {
-            let h = out
-                .out
-                .relay(&pkt, out.payload_type, payload.len() as u32, now);
-            from_law.transcode(out.law, payload, &mut self.buf[HEADER_LEN..len]);
-            h
+            // Same format, or G.711 both sides (a translator handles the rest).
+            let body = &mut self.buf[HEADER_LEN..len];
+            let units = match (from_law, out.law) {
+                (Some(a), Some(b)) => {
+                    a.transcode(b, payload, body);
+                    payload.len() as u32
+                }
+                _ => {
+                    body.copy_from_slice(payload);
+                    out.frame_units
+                }
+            };
+            out.out.relay(&pkt, out.payload_type, units, now)
         } else {
             let Some(pt) = out.dtmf_pt else { return };
             self.buf[HEADER_LEN..len].copy_from_slice(payload);
@@ -338,6 +395,43 @@ impl Engine {
             dst,
             payload: &self.buf[..len],
         });
+    }
+
+    /// Runs a bridged packet through the leg's translator and sends every
+    /// whole packet of the peer's format that comes out, on the peer's clock.
+    fn relay_translated<F>(
+        &mut self,
+        id: LegId,
+        peer: LegId,
+        payload: &[u8],
+        now: Instant,
+        tx: &mut F,
+    ) where
+        F: FnMut(Transmit<'_>) + ?Sized,
+    {
+        let Some((leg, out)) = self.legs.get2_mut(id.0, peer.0) else {
+            return;
+        };
+        let Some(tr) = leg.translator.as_mut() else {
+            return;
+        };
+        if tr.push(Some(payload), 0).is_err() {
+            return; // a corrupt packet is dropped like a lost one
+        }
+        while let Some(r) = tr.pull(out.ptime_ms, &mut self.buf[HEADER_LEN..]) {
+            let (Ok(n), Some(dst), true) = (r, out.remote, out.sends) else {
+                continue;
+            };
+            let header = out.out.next_frame(out.payload_type, out.frame_units, now);
+            let _ = header.write(&mut self.buf[..]);
+            out.out.sent(&header, n, now);
+            tx(Transmit {
+                leg: peer,
+                rtcp: false,
+                dst,
+                payload: &self.buf[..HEADER_LEN + n],
+            });
+        }
     }
 
     /// An RTCP datagram arrived on the leg's RTCP socket.
@@ -441,8 +535,7 @@ fn emit_frames<F>(
 ) where
     F: FnMut(Transmit<'_>) + ?Sized,
 {
-    let samples = leg.frame_samples;
-    let len = HEADER_LEN + samples;
+    let units = leg.frame_units;
     let mut due = *leg.next_frame.get_or_insert(now);
     let horizon = now + leg.ptime / 2;
     let mut frames = 0;
@@ -450,16 +543,17 @@ fn emit_frames<F>(
         if frames == MAX_CATCH_UP {
             // A stall, not jitter: skip the rest but keep timestamps on the clock.
             let missed = (horizon - due).as_nanos() / leg.ptime.as_nanos() + 1;
-            leg.out.skip((missed as u64 * samples as u64) as u32);
+            leg.out.skip((missed as u64 * units as u64) as u32);
             due += leg.ptime * missed as u32;
             break;
         }
         frames += 1;
-        let done = leg.generate(&mut buf[HEADER_LEN..len], pcm);
-        let header = leg.out.next_frame(leg.payload_type, samples as u32, now);
-        if let (Some(dst), true) = (leg.remote, leg.sends) {
+        let (n, done) = leg.generate(&mut buf[HEADER_LEN..], pcm);
+        let len = HEADER_LEN + n;
+        let header = leg.out.next_frame(leg.payload_type, units, now);
+        if let (Some(dst), true, true) = (leg.remote, leg.sends, n > 0) {
             let _ = header.write(buf);
-            leg.out.sent(&header, samples, now);
+            leg.out.sent(&header, n, now);
             tx(Transmit {
                 leg: id,
                 rtcp: false,
@@ -522,6 +616,30 @@ fn send_report<F>(
             payload: &buf[..n],
         });
     }
+}
+
+fn is_g711(f: Format) -> bool {
+    matches!(f, Format::Pcmu | Format::Pcma)
+}
+
+/// The translation graph bridges use: built once from fixed step costs (µs of
+/// CPU per second of audio, the order of what `strowger show translation`
+/// measures) so that no call waits for a measurement.
+fn graph() -> &'static Graph {
+    static G: OnceLock<Graph> = OnceLock::new();
+    G.get_or_init(|| {
+        Graph::build(|step| match step {
+            Step::Table(..) => 1.0,
+            Step::Resample(..) => 300.0,
+            Step::Decode(f) | Step::Encode(f) => match f {
+                Format::Pcmu | Format::Pcma | Format::L16 | Format::L16Wide => 20.0,
+                Format::G726 | Format::G722 => 400.0,
+                Format::Gsm => 600.0,
+                Format::Speex | Format::Speex16 => 2000.0,
+                _ => 5000.0,
+            },
+        })
+    })
 }
 
 fn dtmf_event(leg: LegId, d: rtp::dtmf::Digit) -> MediaEvent {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use codec::{Codec, G711};
+use codec::{Codec, Encoder, Format, Translator, G711};
 use rtp::rtcp::ReportBlock;
 use rtp::stats::ReceiveStats;
 use rtp::DtmfDetector;
@@ -20,7 +20,8 @@ use crate::{LegId, Prompt};
 pub struct LegConfig {
     /// RTP payload type of the audio codec.
     pub payload_type: u8,
-    pub law: G711,
+    /// The audio codec on the wire.
+    pub format: Format,
     /// Payload type of telephone-event/8000, if negotiated.
     pub dtmf_pt: Option<u8>,
     /// Where to send RTP; `None` waits for the first packet and latches to it.
@@ -32,7 +33,7 @@ pub struct LegConfig {
     pub symmetric: bool,
     /// Report [`crate::MediaEvent::MediaTimeout`] after this long without RTP.
     pub media_timeout: Option<Duration>,
-    /// Packet interval; 10-120 ms.
+    /// Packet interval; 10-120 ms for G.711, 20 ms for every other format.
     pub ptime_ms: u32,
 }
 
@@ -40,7 +41,7 @@ pub struct LegConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LegUpdate {
     pub payload_type: u8,
-    pub law: G711,
+    pub format: Format,
     pub dtmf_pt: Option<u8>,
     pub remote: Option<SocketAddr>,
     pub remote_rtcp: Option<SocketAddr>,
@@ -91,7 +92,13 @@ pub(crate) enum Source {
 
 pub(crate) struct Leg {
     pub(crate) payload_type: u8,
-    pub(crate) law: G711,
+    pub(crate) format: Format,
+    /// The table codec for G.711 formats; `None` for the others, which use `encoder`.
+    pub(crate) law: Option<G711>,
+    /// Encoder of generated audio (prompts, tones), made when the format is set.
+    pub(crate) encoder: Option<Box<dyn Encoder>>,
+    /// Bridged to a leg of another format: this leg's payloads into the peer's.
+    pub(crate) translator: Option<Translator>,
     pub(crate) dtmf_pt: Option<u8>,
     pub(crate) remote: Option<SocketAddr>,
     pub(crate) remote_rtcp: Option<SocketAddr>,
@@ -99,7 +106,11 @@ pub(crate) struct Leg {
     pub(crate) latched: bool,
     pub(crate) media_timeout: Option<Duration>,
     pub(crate) ptime: Duration,
-    pub(crate) frame_samples: usize,
+    pub(crate) ptime_ms: u32,
+    /// RTP clock units per packet.
+    pub(crate) frame_units: u32,
+    /// Linear samples (at the format's rate) per packet.
+    pub(crate) frame_pcm: usize,
     pub(crate) sends: bool,
     pub(crate) receives: bool,
 
@@ -131,18 +142,22 @@ pub(crate) struct Leg {
 
 impl Leg {
     pub(crate) fn new(cfg: LegConfig, out: OutStream, rtcp_due: Instant) -> Leg {
-        let ptime_ms = cfg.ptime_ms.clamp(10, 120);
-        Leg {
+        let mut leg = Leg {
             payload_type: cfg.payload_type,
-            law: cfg.law,
+            format: cfg.format,
+            law: None,
+            encoder: None,
+            translator: None,
             dtmf_pt: cfg.dtmf_pt,
             remote: cfg.remote,
             remote_rtcp: cfg.remote_rtcp,
             symmetric: cfg.symmetric,
             latched: false,
             media_timeout: cfg.media_timeout,
-            ptime: Duration::from_millis(ptime_ms as u64),
-            frame_samples: 8 * ptime_ms as usize,
+            ptime: Duration::ZERO,
+            ptime_ms: cfg.ptime_ms,
+            frame_units: 0,
+            frame_pcm: 0,
             sends: true,
             receives: true,
             out,
@@ -163,6 +178,31 @@ impl Leg {
             rtt: None,
             late_ticks: 0,
             rejected: 0,
+        };
+        leg.set_format(cfg.format);
+        leg
+    }
+
+    /// Sets the codec: packet sizes, the clock, and an encoder for non-G.711 formats.
+    pub(crate) fn set_format(&mut self, format: Format) {
+        let same = self.format == format && self.frame_units != 0;
+        self.format = format;
+        self.law = match format {
+            Format::Pcmu => Some(G711::Pcmu),
+            Format::Pcma => Some(G711::Pcma),
+            _ => None,
+        };
+        let ptime_ms = match self.law {
+            Some(_) => self.ptime_ms.clamp(10, 120),
+            None => 20,
+        };
+        self.ptime_ms = ptime_ms;
+        self.ptime = Duration::from_millis(ptime_ms as u64);
+        self.frame_units = format.clock_units_in(ptime_ms);
+        self.frame_pcm = format.samples_in(ptime_ms);
+        self.out.clock = format.rtp_clock().into();
+        if !same {
+            self.encoder = self.law.is_none().then(|| format.encoder());
         }
     }
 
@@ -172,7 +212,7 @@ impl Leg {
             self.last_rx = None;
         }
         self.payload_type = u.payload_type;
-        self.law = u.law;
+        self.set_format(u.format);
         self.dtmf_pt = u.dtmf_pt;
         if u.remote.is_some() {
             self.remote = u.remote;
@@ -199,7 +239,7 @@ impl Leg {
             (s.lost(), s.jitter_duration().as_secs_f64() * 1000.0)
         });
         LegStats {
-            codec: self.law.name(),
+            codec: self.format.encoding_name(),
             packets_sent: self.out.packets,
             bytes_sent: self.out.octets,
             packets_received: self.packets_received,
@@ -214,10 +254,28 @@ impl Leg {
         }
     }
 
-    /// Encodes the next generated frame into `out`; returns whether the
-    /// source just finished (a non-looped prompt ran out).
-    pub(crate) fn generate(&mut self, out: &mut [u8], pcm: &mut [i16]) -> bool {
-        let law = self.law;
+    /// Encodes the next generated frame into `out` (room for the largest
+    /// packet); returns the bytes written and whether the source just finished
+    /// (a non-looped prompt ran out).
+    pub(crate) fn generate(&mut self, out: &mut [u8], pcm: &mut [i16]) -> (usize, bool) {
+        match self.law {
+            Some(law) => {
+                let out = &mut out[..self.frame_units as usize];
+                (out.len(), self.generate_g711(law, out, pcm))
+            }
+            None => {
+                let pcm = &mut pcm[..self.frame_pcm];
+                let done = self.generate_linear(pcm);
+                let Some(enc) = self.encoder.as_mut() else {
+                    return (0, done);
+                };
+                // A refusal sends nothing rather than garbage.
+                (enc.encode(pcm, out).unwrap_or(0), done)
+            }
+        }
+    }
+
+    fn generate_g711(&mut self, law: G711, out: &mut [u8], pcm: &mut [i16]) -> bool {
         match &mut self.source {
             Source::Prompt {
                 prompt,
@@ -249,6 +307,44 @@ impl Leg {
                 let pcm = &mut pcm[..out.len()];
                 gen.fill(pcm);
                 law.encode(pcm, out);
+                false
+            }
+            Source::Idle | Source::Peer(_) => false,
+        }
+    }
+
+    /// Linear audio at the format's rate for one packet.
+    fn generate_linear(&mut self, out: &mut [i16]) -> bool {
+        let rate = self.format.pcm_rate();
+        match &mut self.source {
+            Source::Prompt {
+                prompt,
+                pos,
+                looped,
+            } => {
+                let data = prompt.linear(rate);
+                if data.is_empty() {
+                    out.fill(0);
+                    return true;
+                }
+                let mut filled = 0;
+                while filled < out.len() {
+                    if *pos >= data.len() {
+                        if !*looped {
+                            out[filled..].fill(0);
+                            return true;
+                        }
+                        *pos = 0;
+                    }
+                    let n = (data.len() - *pos).min(out.len() - filled);
+                    out[filled..filled + n].copy_from_slice(&data[*pos..*pos + n]);
+                    filled += n;
+                    *pos += n;
+                }
+                !*looped && *pos >= data.len()
+            }
+            Source::Tone(gen) => {
+                gen.fill(out);
                 false
             }
             Source::Idle | Source::Peer(_) => false,

@@ -28,8 +28,19 @@
 //! Relayed packets (bridge, echo) are sent at once from `on_rtp`, their
 //! sequence numbers and timestamps shifted onto the outgoing leg's stream.
 //!
+//! Codecs: a leg carries a [`Format`] (G.711, GSM, G.722, G.726-32, Speex,
+//! Opus, L16). Prompts play pre-encoded for G.711 and through the leg's
+//! encoder (made when the leg's format is set) for the rest; echo returns the
+//! payload unchanged; a bridge passes payloads through when both legs share a
+//! format, transcodes µ-law↔A-law by table, and otherwise runs the codec
+//! crate's [`codec::Translator`] along the cheapest path, re-packetized to the
+//! receiving leg's 20 ms frames on its own clock. Recordings decode any format
+//! to 8 kHz. Non-G.711 legs send 20 ms packets whatever `ptime` says.
+//!
 //! Steady state does not allocate: packets are built in one engine buffer,
-//! prompts are stored pre-encoded in both laws, G.711 is table lookups.
+//! prompts are stored pre-encoded in both laws (and as linear audio at the
+//! rates other formats need), G.711 is table lookups, and encoders, decoders
+//! and translators with their buffers are made when a leg is set up or bridged.
 
 mod decimate;
 mod engine;
@@ -39,6 +50,7 @@ mod recorder;
 mod stream;
 mod tone;
 
+pub use codec::Format;
 pub use codec::G711 as Law;
 pub use engine::{Engine, LegId, MediaEvent, Transmit};
 pub use leg::{LegConfig, LegStats, LegUpdate};

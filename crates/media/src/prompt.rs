@@ -1,8 +1,11 @@
 //! Announcements, stored pre-encoded in both G.711 laws so that steady-state
-//! playback is a `memcpy` into the packet buffer.
+//! playback is a `memcpy` into the packet buffer; for other formats, linear
+//! audio at the format's rate is cached on first use, so playback is one
+//! encoder call per packet.
 
 use std::fmt;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use codec::{Codec, G711};
 
@@ -16,6 +19,8 @@ pub struct Prompt {
     name: String,
     ulaw: Vec<u8>,
     alaw: Vec<u8>,
+    /// Linear audio at 8, 16 and 48 kHz, made on first use.
+    linear: [OnceLock<Vec<i16>>; 3],
 }
 
 /// A prompt that could not be loaded: which file, and what is wrong with it.
@@ -45,6 +50,7 @@ impl Prompt {
             name: name.into(),
             ulaw: encode(G711::Pcmu),
             alaw: encode(G711::Pcma),
+            linear: Default::default(),
         }
     }
 
@@ -65,6 +71,7 @@ impl Prompt {
             name: name.into(),
             ulaw,
             alaw,
+            linear: Default::default(),
         }
     }
 
@@ -151,6 +158,24 @@ impl Prompt {
     /// Length in 8 kHz samples.
     pub fn samples(&self) -> usize {
         self.ulaw.len()
+    }
+
+    /// The prompt as linear audio at `rate` (8000, 16000 or 48000 Hz; others
+    /// get 8000), resampled and cached on the first call for each rate.
+    pub fn linear(&self, rate: u32) -> &[i16] {
+        let slot = match rate {
+            16000 => 1,
+            48000 => 2,
+            _ => 0,
+        };
+        self.linear[slot].get_or_init(|| {
+            let mut pcm = vec![0; self.ulaw.len()];
+            G711::Pcmu.decode(&self.ulaw, &mut pcm);
+            match slot {
+                0 => pcm,
+                _ => codec::resample::resample(&pcm, 8000, rate),
+            }
+        })
     }
 
     /// The prompt coded in `law`.

@@ -6,8 +6,6 @@ use std::time::Instant;
 
 use rtp::{RtpHeader, RtpPacket};
 
-const CLOCK_RATE: u64 = 8000;
-
 /// How an incoming stream maps onto ours while relaying.
 #[derive(Debug, Clone, Copy)]
 struct RelayMap {
@@ -19,6 +17,8 @@ struct RelayMap {
 #[derive(Debug)]
 pub(crate) struct OutStream {
     pub(crate) ssrc: u32,
+    /// RTP clock rate of the leg's format.
+    pub(crate) clock: u64,
     /// Next sequence number and the timestamp just past the last sample sent.
     seq: u16,
     ts: u32,
@@ -36,6 +36,7 @@ impl OutStream {
     pub(crate) fn new(rng: &mut fastrand::Rng) -> OutStream {
         OutStream {
             ssrc: rng.u32(..),
+            clock: 8000,
             seq: rng.u16(..),
             ts: rng.u32(..),
             restart: true,
@@ -56,7 +57,7 @@ impl OutStream {
     /// Moves `ts` forward to account for wall-clock time since the last packet.
     fn resync(&mut self, now: Instant) {
         if let Some((at, last_ts)) = self.last {
-            let elapsed = (now.saturating_duration_since(at).as_nanos() as u64 * CLOCK_RATE
+            let elapsed = (now.saturating_duration_since(at).as_nanos() as u64 * self.clock
                 / 1_000_000_000) as u32;
             let wall = last_ts.wrapping_add(elapsed);
             if is_after(wall, self.ts) {
@@ -143,7 +144,7 @@ impl OutStream {
     pub(crate) fn timestamp_at(&self, now: Instant) -> u32 {
         self.last.map_or(self.ts, |(at, ts)| {
             ts.wrapping_add(
-                (now.saturating_duration_since(at).as_nanos() as u64 * CLOCK_RATE / 1_000_000_000)
+                (now.saturating_duration_since(at).as_nanos() as u64 * self.clock / 1_000_000_000)
                     as u32,
             )
         })

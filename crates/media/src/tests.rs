@@ -5,11 +5,19 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use codec::G711;
+use codec::{Codec, Format, G711};
+
 use rtp::rtcp::{self, ReportBlock, RtcpPacket};
 use rtp::{RtpHeader, RtpPacket, TelephoneEvent};
 
 use crate::*;
+
+fn fmt(law: G711) -> Format {
+    match law {
+        G711::Pcmu => Format::Pcmu,
+        G711::Pcma => Format::Pcma,
+    }
+}
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -20,7 +28,7 @@ fn addr(port: u16) -> SocketAddr {
 fn cfg(law: G711, port: u16) -> LegConfig {
     LegConfig {
         payload_type: if law == G711::Pcmu { 0 } else { 8 },
-        law,
+        format: fmt(law),
         dtmf_pt: Some(101),
         remote: Some(addr(port)),
         remote_rtcp: None,
@@ -427,7 +435,7 @@ fn media_timeout_fires_once_and_not_on_hold() {
         held,
         LegUpdate {
             payload_type: 0,
-            law: G711::Pcmu,
+            format: Format::Pcmu,
             dtmf_pt: None,
             remote: Some(addr(4000)),
             remote_rtcp: None,
@@ -685,4 +693,204 @@ fn hostile_datagrams_never_panic() {
         }
     }
     let _ = events(&mut e);
+}
+
+fn cfg_of(format: Format, pt: u8, port: u16) -> LegConfig {
+    LegConfig {
+        payload_type: pt,
+        format,
+        ..cfg(G711::Pcmu, port)
+    }
+}
+
+/// A 440 Hz tone as a prompt.
+fn tone_prompt(samples: usize) -> Arc<Prompt> {
+    let pcm: Vec<i16> = (0..samples)
+        .map(|i| (8000.0 * (i as f64 * 440.0 * std::f64::consts::TAU / 8000.0).sin()) as i16)
+        .collect();
+    Arc::new(Prompt::from_pcm("tone", &pcm))
+}
+
+/// Goertzel power of `freq` over the energy of `x` (1.0 for a pure tone).
+fn purity(x: &[i16], rate: f64, freq: f64) -> f64 {
+    let w = std::f64::consts::TAU * freq / rate;
+    let (mut s1, mut s2) = (0.0, 0.0);
+    for &v in x {
+        let s = f64::from(v) + 2.0 * w.cos() * s1 - s2;
+        s2 = s1;
+        s1 = s;
+    }
+    let power = (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2) / (x.len() as f64).powi(2);
+    let energy: f64 = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / x.len() as f64;
+    4.0 * power / (2.0 * energy.max(1e-9))
+}
+
+#[test]
+fn playback_encodes_to_the_leg_format() {
+    for (format, pt, bytes) in [
+        (Format::Gsm, 3, 33),
+        (Format::G722, 9, 160),
+        (Format::G726, 96, 80),
+        (Format::Speex, 97, 0),
+        (Format::Opus, 98, 0),
+        (Format::L16, 99, 320),
+    ] {
+        let t0 = Instant::now();
+        let mut e = Engine::with_seed(3);
+        let leg = e.add_leg(cfg_of(format, pt, 4000), t0);
+        e.play(leg, tone_prompt(8000), false);
+        let mut sent = Vec::new();
+        for i in 0..60 {
+            sent.extend(tick(&mut e, t0 + 20 * MS * i));
+        }
+        assert_eq!(sent.len(), 50, "{format}");
+        assert_eq!(
+            events(&mut e),
+            vec![MediaEvent::PlaybackDone { leg }],
+            "{format}"
+        );
+        contiguous(&sent, format.clock_units_in(20));
+        let mut dec = format.decoder();
+        let mut pcm = Vec::new();
+        let mut buf = vec![0; 5760];
+        for s in &sent {
+            let p = s.rtp();
+            assert_eq!(p.payload_type(), pt);
+            if bytes > 0 {
+                assert_eq!(p.payload().len(), bytes, "{format}");
+            }
+            let n = dec.decode(p.payload(), &mut buf).unwrap();
+            assert_eq!(n, format.samples_in(20), "{format}");
+            pcm.extend_from_slice(&buf[..n]);
+        }
+        let rate = f64::from(format.pcm_rate());
+        let q = purity(&pcm[pcm.len() / 4..], rate, 440.0);
+        assert!(q > 0.8, "{format}: 440 Hz purity {q:.2}");
+        assert_eq!(e.stats(leg).unwrap().codec, format.encoding_name());
+    }
+}
+
+#[test]
+fn echo_of_a_coded_format_is_unchanged() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(4);
+    let leg = e.add_leg(cfg_of(Format::Opus, 111, 4000), t0);
+    e.echo(leg);
+    let payload: Vec<u8> = (0..57).collect();
+    let out = rtp_in(
+        &mut e,
+        leg,
+        &packet(111, 9, 960, false, &payload),
+        addr(4000),
+        t0,
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].rtp().payload(), &payload[..]);
+    assert_eq!(out[0].rtp().payload_type(), 111);
+}
+
+#[test]
+fn bridge_translates_between_formats() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(5);
+    let a = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let b = e.add_leg(cfg_of(Format::Gsm, 3, 5000), t0);
+    let c = e.add_leg(cfg_of(Format::Opus, 100, 6000), t0);
+    e.bridge(a, b);
+    let tone: Vec<i16> = (0..8000)
+        .map(|i| (8000.0 * (i as f64 * 440.0 * std::f64::consts::TAU / 8000.0).sin()) as i16)
+        .collect();
+    let mut gsm = Vec::new();
+    for (i, f) in tone.chunks(160).enumerate() {
+        let mut ulaw = vec![0; 160];
+        G711::Pcmu.encode(f, &mut ulaw);
+        let at = t0 + 20 * MS * i as u32;
+        gsm.extend(rtp_in(
+            &mut e,
+            a,
+            &packet(0, i as u16, 160 * i as u32, false, &ulaw),
+            addr(4000),
+            at,
+        ));
+    }
+    assert_eq!(gsm.len(), 50);
+    assert!(gsm
+        .iter()
+        .all(|s| s.dst == addr(5000) && s.rtp().payload().len() == 33));
+    contiguous(&gsm, 160);
+    let mut dec = Format::Gsm.decoder();
+    let mut pcm = Vec::new();
+    let mut buf = vec![0; 160];
+    for s in &gsm {
+        let n = dec.decode(s.rtp().payload(), &mut buf).unwrap();
+        pcm.extend_from_slice(&buf[..n]);
+    }
+    let q = purity(&pcm[2000..], 8000.0, 440.0);
+    assert!(q > 0.8, "PCMU→GSM 440 Hz purity {q:.2}");
+
+    // Re-bridged to an Opus leg: GSM packets come out as 20 ms Opus on a 48 kHz clock.
+    e.bridge(b, c);
+    let mut enc = Format::Gsm.encoder();
+    let mut opus = Vec::new();
+    for (i, f) in tone.chunks(160).enumerate() {
+        let mut frame = [0u8; 33];
+        enc.encode(f, &mut frame).unwrap();
+        let at = t0 + 20 * MS * (50 + i as u32);
+        opus.extend(rtp_in(
+            &mut e,
+            b,
+            &packet(3, i as u16, 160 * i as u32, false, &frame),
+            addr(5000),
+            at,
+        ));
+    }
+    assert!(opus.len() >= 48, "{} Opus packets", opus.len());
+    contiguous(&opus, 960);
+    assert!(opus
+        .iter()
+        .all(|s| s.rtp().payload_type() == 100 && s.dst == addr(6000)));
+    // Unbridged, the leg passes nothing on.
+    e.unbridge(b);
+    assert!(rtp_in(
+        &mut e,
+        b,
+        &packet(3, 99, 0, false, &[0xD0; 33]),
+        addr(5000),
+        t0
+    )
+    .is_empty());
+}
+
+#[test]
+fn recording_decodes_any_format_to_8khz() {
+    for format in [Format::Gsm, Format::G722, Format::Opus] {
+        let t0 = Instant::now();
+        let mut e = Engine::with_seed(11);
+        let leg = e.add_leg(cfg_of(format, 96, 4000), t0);
+        let sink = Shared::default();
+        e.record(leg, Box::new(sink.clone())).unwrap();
+        let rate = format.pcm_rate() as f64;
+        let tone: Vec<i16> = (0..format.pcm_rate() as usize)
+            .map(|i| (8000.0 * (i as f64 * 440.0 * std::f64::consts::TAU / rate).sin()) as i16)
+            .collect();
+        let mut enc = format.encoder();
+        let units = format.clock_units_in(20);
+        for (i, f) in tone.chunks(format.samples_in(20)).enumerate() {
+            let mut out = vec![0; 1500];
+            let n = enc.encode(f, &mut out).unwrap();
+            // Packet 10 is lost.
+            if i != 10 {
+                let p = packet(96, i as u16, units * i as u32, false, &out[..n]);
+                rtp_in(&mut e, leg, &p, addr(4000), t0);
+            }
+        }
+        let n = e.silence(leg).unwrap().unwrap();
+        assert!((7900..=8000).contains(&n), "{format}: {n} samples for 1 s");
+        let bytes = sink.0.lock().unwrap().get_ref().clone();
+        let mut reader = hound::WavReader::new(&bytes[..]).unwrap();
+        assert_eq!(reader.spec().sample_rate, 8000);
+        let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
+        let q = purity(&samples[2000..], 8000.0, 440.0);
+        assert!(q > 0.7, "{format}: recording's 440 Hz purity {q:.2}");
+    }
 }

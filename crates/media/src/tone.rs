@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 const TABLE_BITS: u32 = 10;
+#[cfg(test)]
 const RATE: u64 = 8000;
 
 /// What to play: frequencies summed, switched by a cadence.
@@ -71,18 +72,20 @@ pub(crate) struct ToneGen {
 }
 
 impl ToneGen {
-    pub(crate) fn new(spec: &ToneSpec) -> ToneGen {
+    /// A generator of `spec` at `rate` samples per second.
+    pub(crate) fn new(spec: &ToneSpec, rate: u32) -> ToneGen {
+        let rate = u64::from(rate);
         let oscillators = spec
             .freqs_hz
             .iter()
-            .map(|&f| (0, (((f as u64) << 32) / RATE) as u32))
+            .map(|&f| (0, (((f as u64) << 32) / rate) as u32))
             .collect();
         // A full-scale G.711 sine (peak 32124 of 16 bits) is +3.17 dBm0.
         let amplitude = 32124.0 * 10f32.powf((spec.level_dbm0 - 3.17) / 20.0);
         let segments: Vec<u64> = spec
             .cadence
             .iter()
-            .map(|d| (d.as_nanos() as u64 * RATE / 1_000_000_000).max(1))
+            .map(|d| (d.as_nanos() as u64 * rate / 1_000_000_000).max(1))
             .collect();
         let left = segments.first().copied().unwrap_or(u64::MAX);
         ToneGen {
@@ -136,7 +139,7 @@ mod tests {
 
     #[test]
     fn ringback_has_its_frequencies_and_cadence() {
-        let mut g = ToneGen::new(&ToneSpec::ringback());
+        let mut g = ToneGen::new(&ToneSpec::ringback(), 8000);
         let mut buf = vec![0i16; 8000 * 6];
         g.fill(&mut buf);
         let on = &buf[..16000];
@@ -159,7 +162,7 @@ mod tests {
 
     #[test]
     fn continuous_tone_never_stops() {
-        let mut g = ToneGen::new(&ToneSpec::dial());
+        let mut g = ToneGen::new(&ToneSpec::dial(), 8000);
         let mut buf = vec![0i16; 800];
         for _ in 0..100 {
             g.fill(&mut buf);

@@ -1,8 +1,9 @@
-//! Steady-state media costs no heap allocation: playback, echo, a PCMU↔PCMA bridge and RTCP run
+//! Steady-state media costs no heap allocation: playback (G.711, GSM, Opus), echo, a PCMU↔PCMA
+//! bridge, a transcoding PCMU↔GSM bridge and RTCP run
 //! for a simulated minute under a counting allocator after a warm-up, and the count must not move.
 //! (Per-packet allocations are what make a media engine slow at thousands of calls.)
 
-use codec::G711;
+use codec::{Format, G711};
 use media::{Engine, LegConfig, Prompt, Transmit};
 use rtp::RtpHeader;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -42,9 +43,17 @@ fn addr(port: u16) -> SocketAddr {
 }
 
 fn leg(law: G711, port: u16) -> LegConfig {
+    let format = match law {
+        G711::Pcmu => Format::Pcmu,
+        G711::Pcma => Format::Pcma,
+    };
+    leg_of(format, port)
+}
+
+fn leg_of(format: Format, port: u16) -> LegConfig {
     LegConfig {
-        payload_type: if law == G711::Pcmu { 0 } else { 8 },
-        law,
+        payload_type: format.static_payload_type().unwrap_or(96),
+        format,
         dtmf_pt: Some(101),
         remote: Some(addr(port)),
         remote_rtcp: None,
@@ -61,7 +70,19 @@ fn a_minute_of_media_allocates_nothing() {
     let pcm: Vec<i16> = (0..16000).map(|i| ((i % 100) as i16 - 50) * 200).collect();
     let prompt = Arc::new(Prompt::from_pcm("tone", &pcm));
     let play = e.add_leg(leg(G711::Pcmu, 6000), t0);
-    e.play(play, prompt, true);
+    e.play(play, prompt.clone(), true);
+    let gsm_play = e.add_leg(leg_of(Format::Gsm, 6010), t0);
+    e.play(gsm_play, prompt.clone(), true);
+    let opus_play = e.add_leg(leg_of(Format::Opus, 6012), t0);
+    e.play(opus_play, prompt, true);
+    let (c, d) = (
+        e.add_leg(leg(G711::Pcmu, 6014), t0),
+        e.add_leg(leg_of(Format::Gsm, 6016), t0),
+    );
+    e.bridge(c, d);
+    // A GSM frame: the 0xD signature nibble, then a quiet but valid frame.
+    let mut gsm = [0u8; 33];
+    gsm[0] = 0xD0;
     let echo = e.add_leg(leg(G711::Pcmu, 6002), t0);
     e.echo(echo);
     let (a, b) = (
@@ -76,16 +97,25 @@ fn a_minute_of_media_allocates_nothing() {
         for n in frames {
             let now = t0 + Duration::from_millis(20) * n;
             let mut tx = |_: Transmit<'_>| *sent += 1;
-            for (id, port) in [(echo, 6002), (a, 6004), (b, 6006)] {
+            for (id, port) in [(echo, 6002), (a, 6004), (b, 6006), (c, 6014), (d, 6016)] {
                 let h = RtpHeader {
                     marker: false,
-                    payload_type: if port == 6006 { 8 } else { 0 },
+                    payload_type: match port {
+                        6006 => 8,
+                        6016 => 3,
+                        _ => 0,
+                    },
                     sequence: n as u16,
                     timestamp: n * 160,
                     ssrc: u32::from(port),
                 };
                 h.write(&mut packet).unwrap();
-                e.on_rtp(id, &packet, addr(port), now, &mut tx);
+                if port == 6016 {
+                    packet[12..45].copy_from_slice(&gsm);
+                    e.on_rtp(id, &packet[..45], addr(port), now, &mut tx);
+                } else {
+                    e.on_rtp(id, &packet, addr(port), now, &mut tx);
+                }
             }
             e.tick(now, &mut tx);
             while e.poll_event().is_some() {}
@@ -99,7 +129,7 @@ fn a_minute_of_media_allocates_nothing() {
     run(&mut e, 500..3500, &mut steady);
     COUNTING.store(false, Ordering::SeqCst);
     assert!(
-        warm > 0 && steady >= 4 * 3000,
+        warm > 0 && steady >= 8 * 3000,
         "media flowed: {steady} packets"
     );
     assert_eq!(

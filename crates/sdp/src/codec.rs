@@ -8,7 +8,12 @@ pub struct Codec {
     /// RTP clock rate in Hz (8000 for G.722 too, per RFC 3551 §4.5.2).
     pub clock: u32,
     /// Static payload type from RFC 3551, if any; such codecs may be offered without rtpmap.
+    /// Codecs without one get a dynamic number (96-127) in our offers.
     pub static_pt: Option<u8>,
+    /// Channel count written in `a=rtpmap` (`opus/48000/2`, RFC 7587).
+    pub channels: Option<u8>,
+    /// `a=fmtp` parameters we send with the codec.
+    pub fmtp: Option<&'static str>,
 }
 
 impl Codec {
@@ -17,14 +22,34 @@ impl Codec {
     pub const PCMA: Codec = Codec::fixed("PCMA", 8);
     pub const G722: Codec = Codec::fixed("G722", 9);
     pub const G729: Codec = Codec::fixed("G729", 18);
+    /// G.726 at 32 kbit/s (RFC 3551 §4.5.4).
+    pub const G726_32: Codec = Codec::dynamic("G726-32", 8000, None, None);
+    /// Speex narrowband (RFC 5574).
+    pub const SPEEX: Codec = Codec::dynamic("speex", 8000, None, Some("vbr=off"));
+    /// Speex wideband (RFC 5574).
+    pub const SPEEX16: Codec = Codec::dynamic("speex", 16000, None, Some("vbr=off"));
+    /// Opus: always `opus/48000/2` whatever is sent (RFC 7587 §7).
+    pub const OPUS: Codec = Codec::dynamic(
+        "opus",
+        48000,
+        Some(2),
+        Some("useinbandfec=1; maxplaybackrate=16000; sprop-maxcapturerate=16000"),
+    );
+    /// Linear 16-bit at 8 kHz, mono (RFC 3551's static 10/11 are 44.1 kHz).
+    pub const L16: Codec = Codec::dynamic("L16", 8000, None, None);
 
     /// Every codec this crate can name; static ones double as the RFC 3551 table.
-    pub const KNOWN: [Codec; 5] = [
+    pub const KNOWN: [Codec; 10] = [
         Codec::PCMU,
         Codec::GSM,
         Codec::PCMA,
         Codec::G722,
         Codec::G729,
+        Codec::G726_32,
+        Codec::SPEEX,
+        Codec::SPEEX16,
+        Codec::OPUS,
+        Codec::L16,
     ];
 
     const fn fixed(name: &'static str, pt: u8) -> Codec {
@@ -32,14 +57,36 @@ impl Codec {
             name,
             clock: 8000,
             static_pt: Some(pt),
+            channels: None,
+            fmtp: None,
         }
     }
 
-    /// Looks a codec up by encoding name, case-insensitively (SDP names are).
+    const fn dynamic(
+        name: &'static str,
+        clock: u32,
+        channels: Option<u8>,
+        fmtp: Option<&'static str>,
+    ) -> Codec {
+        Codec {
+            name,
+            clock,
+            static_pt: None,
+            channels,
+            fmtp,
+        }
+    }
+
+    /// Looks a codec up by encoding name, case-insensitively (SDP names are); `name/clock`
+    /// picks among clock rates (`speex/16000`), a bare name gives the first listed.
     pub fn by_name(name: &str) -> Option<Codec> {
-        Self::KNOWN
-            .into_iter()
-            .find(|c| c.name.eq_ignore_ascii_case(name))
+        let (name, clock) = match name.split_once('/') {
+            Some((n, c)) => (n, Some(c.parse::<u32>().ok()?)),
+            None => (name, None),
+        };
+        Self::KNOWN.into_iter().find(|c| {
+            c.name.eq_ignore_ascii_case(name) && clock.is_none_or(|clock| clock == c.clock)
+        })
     }
 
     /// The codec implied by a static payload type when the offer has no rtpmap for it.

@@ -83,11 +83,29 @@ impl LocalSession {
     pub fn offer(&mut self, caps: &Caps, rtp_port: u16) -> SessionDescription {
         let mut attributes = Vec::new();
         let mut formats = Vec::new();
+        let mut next_dynamic = 96u8;
         for codec in &caps.codecs {
-            // A codec without a static number needs a dynamic one we do not assign yet.
-            if let Some(pt) = codec.static_pt {
-                formats.push(pt);
-                attributes.push(rtpmap(pt, codec.name, codec.clock));
+            let pt = match codec.static_pt {
+                Some(pt) => pt,
+                None => {
+                    // The next dynamic number not taken by telephone-event.
+                    while Some(next_dynamic) == caps.dtmf_pt {
+                        next_dynamic += 1;
+                    }
+                    if next_dynamic > 127 {
+                        continue;
+                    }
+                    next_dynamic += 1;
+                    next_dynamic - 1
+                }
+            };
+            formats.push(pt);
+            attributes.push(codec_rtpmap(pt, codec));
+            if let Some(params) = codec.fmtp {
+                attributes.push(Attribute::Fmtp {
+                    pt,
+                    params: params.to_owned(),
+                });
             }
         }
         if let Some(pt) = caps.dtmf_pt {
@@ -233,7 +251,13 @@ fn stream(
 fn answer_media(offered: &Media, agreed: &Negotiated, rtp_port: u16) -> Media {
     let codec = agreed.codec;
     let mut formats = vec![agreed.pt];
-    let mut attributes = vec![rtpmap(agreed.pt, codec.name, codec.clock)];
+    let mut attributes = vec![codec_rtpmap(agreed.pt, &codec)];
+    if let Some(params) = codec.fmtp {
+        attributes.push(Attribute::Fmtp {
+            pt: agreed.pt,
+            params: params.to_owned(),
+        });
+    }
     if let Some(pt) = agreed.dtmf_pt {
         formats.push(pt);
         attributes.push(rtpmap(pt, TELEPHONE_EVENT, codec.clock));
@@ -269,6 +293,15 @@ fn audio(port: u16, proto: &str, formats: &[u8], attributes: Vec<Attribute>) -> 
         formats: formats.iter().map(u8::to_string).collect(),
         connection: None,
         attributes,
+    }
+}
+
+fn codec_rtpmap(pt: u8, codec: &Codec) -> Attribute {
+    Attribute::Rtpmap {
+        pt,
+        encoding: codec.name.to_owned(),
+        clock: codec.clock,
+        channels: codec.channels,
     }
 }
 

@@ -261,3 +261,58 @@ fn version_increments_only_when_sdp_changes() {
     assert_eq!(answer.origin.session_version, 11);
     assert_eq!(session.version(), 11);
 }
+
+/// Every codec the media engine has: static numbers where RFC 3551 gives one, dynamic ones
+/// from 96 (skipping telephone-event's) with rtpmap channels and fmtp; an answer to another
+/// strowger picks the first it prefers and both sides agree on the numbers.
+#[test]
+fn offer_with_dynamic_codecs() {
+    let caps = Caps {
+        codecs: vec![
+            Codec::OPUS,
+            Codec::SPEEX16,
+            Codec::SPEEX,
+            Codec::G722,
+            Codec::G726_32,
+            Codec::L16,
+            Codec::GSM,
+            Codec::PCMU,
+        ],
+        dtmf_pt: Some(97),
+    };
+    let offer = LocalSession::new(1, LOCAL).offer(&caps, 12000).to_string();
+    for line in [
+        "m=audio 12000 RTP/AVP 96 98 99 9 100 101 3 0 97\r\n",
+        "a=rtpmap:96 opus/48000/2\r\n",
+        "a=fmtp:96 useinbandfec=1; maxplaybackrate=16000; sprop-maxcapturerate=16000\r\n",
+        "a=rtpmap:98 speex/16000\r\na=fmtp:98 vbr=off\r\n",
+        "a=rtpmap:99 speex/8000\r\n",
+        "a=rtpmap:9 G722/8000\r\n",
+        "a=rtpmap:100 G726-32/8000\r\n",
+        "a=rtpmap:101 L16/8000\r\n",
+        "a=rtpmap:3 GSM/8000\r\n",
+        "a=rtpmap:97 telephone-event/8000\r\n",
+    ] {
+        assert!(offer.contains(line), "{line:?} missing from:\n{offer}");
+    }
+    // A GSM-only peer (static 3 without rtpmap) gets GSM back.
+    let gsm_only = SIPP_UAC.replace("RTP/AVP 0\r\na=rtpmap:0 PCMU/8000", "RTP/AVP 3");
+    let (ans, n) = LocalSession::new(2, LOCAL)
+        .answer(&sdp(&gsm_only), &caps, 10000)
+        .unwrap();
+    assert_eq!((n.pt, n.codec), (3, Codec::GSM));
+    assert!(ans.to_string().contains("a=rtpmap:3 GSM/8000\r\n"));
+    // A peer preferring Speex wideband answers with our dynamic number, which we accept.
+    let peer = Caps {
+        codecs: vec![Codec::SPEEX16, Codec::PCMU],
+        dtmf_pt: None,
+    };
+    let offer_sdp = LocalSession::new(3, LOCAL).offer(&caps, 12000);
+    let (their_answer, _) = LocalSession::new(4, LOCAL)
+        .answer(&offer_sdp, &peer, 30000)
+        .unwrap();
+    let ours = accept_answer(&offer_sdp, &their_answer).unwrap();
+    assert_eq!((ours.pt, ours.codec), (98, Codec::SPEEX16));
+    assert_eq!(Codec::by_name("SPEEX/16000"), Some(Codec::SPEEX16));
+    assert_eq!(Codec::by_name("speex"), Some(Codec::SPEEX));
+}

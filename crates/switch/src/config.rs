@@ -24,8 +24,34 @@ pub(crate) use source::Diagnostics;
 /// The configuration used when no file is given; its comments document the schema.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
 
-/// Codecs the media engine can encode and decode.
-const SUPPORTED_CODECS: [Codec; 2] = [Codec::PCMU, Codec::PCMA];
+/// Codecs the media engine can encode and decode, by their name in `rtp.codecs`.
+const SUPPORTED_CODECS: [(&str, Codec); 9] = [
+    ("PCMU", Codec::PCMU),
+    ("PCMA", Codec::PCMA),
+    ("GSM", Codec::GSM),
+    ("G722", Codec::G722),
+    ("G726-32", Codec::G726_32),
+    ("speex", Codec::SPEEX),
+    ("speex16", Codec::SPEEX16),
+    ("opus", Codec::OPUS),
+    ("L16", Codec::L16),
+];
+
+/// A supported codec by its configuration name, case-insensitively; `speex/16000` and
+/// `G726` are accepted too.
+fn supported_codec(name: &str) -> Option<Codec> {
+    let alias = match name.to_ascii_lowercase().as_str() {
+        "g726" => Some(Codec::G726_32),
+        "speex/16000" => Some(Codec::SPEEX16),
+        _ => None,
+    };
+    alias.or_else(|| {
+        SUPPORTED_CODECS
+            .into_iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, c)| c)
+    })
+}
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -454,16 +480,13 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
     let mut codecs = Vec::new();
     for (i, name) in raw.codecs.iter().enumerate() {
         let key = format!("rtp.codecs[{i}]");
-        match SUPPORTED_CODECS
-            .into_iter()
-            .find(|c| c.name.eq_ignore_ascii_case(name))
-        {
+        match supported_codec(name) {
             Some(c) if codecs.contains(&c) => {
                 d.error(&key, format_args!("{name:?} is listed twice"))
             }
             Some(c) => codecs.push(c),
             None => {
-                let supported: Vec<_> = SUPPORTED_CODECS.iter().map(|c| c.name).collect();
+                let supported: Vec<_> = SUPPORTED_CODECS.iter().map(|(n, _)| *n).collect();
                 d.error(
                     &key,
                     format_args!(

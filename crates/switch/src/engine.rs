@@ -473,8 +473,10 @@ impl Engine {
                         "Not Acceptable Here",
                         &[(
                             "Warning",
-                            "305 strowger \"no common codec: strowger offers PCMU, PCMA\""
-                                .to_string(),
+                            format!(
+                                "305 strowger \"no common codec: strowger offers {}\"",
+                                offered_codecs(&self.s.caps)
+                            ),
                         )],
                     )
                 }
@@ -1024,7 +1026,7 @@ pub(crate) fn transport_param(t: Transport) -> &'static str {
 pub(crate) fn leg_config(neg: Option<&sdp::Negotiated>, s: &Settings) -> media::LegConfig {
     media::LegConfig {
         payload_type: neg.map_or(0, |n| n.pt),
-        law: neg.map_or(media::Law::Pcmu, |n| law_of(n.codec.name)),
+        format: neg.map_or(media::Format::Pcmu, |n| format_of(&n.codec)),
         dtmf_pt: neg.and_then(|n| n.dtmf_pt),
         remote: neg.map(|n| n.remote),
         remote_rtcp: neg.map(|n| n.remote_rtcp),
@@ -1037,7 +1039,7 @@ pub(crate) fn leg_config(neg: Option<&sdp::Negotiated>, s: &Settings) -> media::
 pub(crate) fn leg_update(neg: &sdp::Negotiated, symmetric: bool) -> media::LegUpdate {
     media::LegUpdate {
         payload_type: neg.pt,
-        law: law_of(neg.codec.name),
+        format: format_of(&neg.codec),
         dtmf_pt: neg.dtmf_pt,
         remote: Some(neg.remote),
         remote_rtcp: Some(neg.remote_rtcp),
@@ -1047,10 +1049,21 @@ pub(crate) fn leg_update(neg: &sdp::Negotiated, symmetric: bool) -> media::LegUp
     }
 }
 
-fn law_of(codec: &str) -> media::Law {
-    if codec.eq_ignore_ascii_case("PCMA") {
-        media::Law::Pcma
-    } else {
-        media::Law::Pcmu
-    }
+/// The media format of a negotiated codec (PCMU for anything the codec crate does not know,
+/// which the configuration never offers).
+fn format_of(codec: &sdp::Codec) -> media::Format {
+    media::Format::from_rtpmap(codec.name, codec.clock).unwrap_or(media::Format::Pcmu)
+}
+
+/// `PCMU, PCMA, speex/16000`: the codecs we offer, for a Warning header.
+fn offered_codecs(caps: &sdp::Caps) -> String {
+    let names: Vec<String> = caps
+        .codecs
+        .iter()
+        .map(|c| match c.static_pt {
+            Some(_) => c.name.to_string(),
+            None => format!("{}/{}", c.name, c.clock),
+        })
+        .collect();
+    names.join(", ")
 }
