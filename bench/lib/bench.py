@@ -269,6 +269,33 @@ def alloc_ports(n, align=2):
     raise RuntimeError(f"no {n} consecutive free ports found on 127.0.0.1")
 
 
+# ---------------------------------------------------------------- SIPp's echo socket buffer
+
+RMEM = "/proc/sys/net/core/rmem_default"
+
+
+def spawn_sipp_with_rcvbuf(rcvbuf, mp, start):
+    """SIPp's -rtp_echo socket takes the kernel's default receive buffer (SIPp has no option for it).
+    With --sipp-rcvbuf, raise net.core.rmem_default only while SIPp creates its sockets (until its echo
+    port is bound, at most 3 s), then put the old value back."""
+    if not rcvbuf:
+        return start()
+    with open(RMEM) as f:
+        old = f.read().strip()
+    try:
+        with open(RMEM, "w") as f:
+            f.write(str(rcvbuf))
+        sipp = start()
+        deadline = time.time() + 3
+        while time.time() < deadline and _free(mp):
+            time.sleep(0.02)
+        time.sleep(0.1)
+        return sipp
+    finally:
+        with open(RMEM, "w") as f:
+            f.write(old)
+
+
 # ---------------------------------------------------------------- processes
 
 class Server:
@@ -276,6 +303,7 @@ class Server:
 
     def __init__(self, args, rundir, tag, calls):
         self.kind = args.server
+        _taken.clear()  # the processes of earlier tests are gone; their ports are free again
         self.dir = os.path.join(rundir, tag + "-server")
         os.makedirs(self.dir, exist_ok=True)
         self.port = alloc_ports(1, 1)
@@ -546,9 +574,19 @@ def machine_info(args):
         "server": args.server,
         "strowger_rev": git_rev(),
         "workers": args.workers or "default (one per core)",
+        "sipp_echo_rcvbuf": args.sipp_rcvbuf or f"kernel default ({open(RMEM).read().strip()} bytes)",
         "loadavg_at_start": loadavg(),
     }
     if args.server == "strowger":
+        try:
+            st = os.stat(args.bin)
+            info["strowger_binary_built"] = datetime.datetime.fromtimestamp(
+                st.st_mtime, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            import hashlib
+            with open(args.bin, "rb") as f:
+                info["strowger_binary_sha256"] = hashlib.sha256(f.read()).hexdigest()[:16]
+        except OSError:
+            pass
         try:
             info["strowger_version"] = subprocess.run([args.bin, "--version"], capture_output=True, text=True,
                                                       timeout=10).stdout.strip()
@@ -610,6 +648,7 @@ def load_results():
 
 
 def save_results(section, data, info):
+    section = section + (f"-{TAG[0]}" if TAG[0] else "")
     os.makedirs(RESULTS, exist_ok=True)
     res = load_results()
     res.setdefault("machine", {})
@@ -621,6 +660,7 @@ def save_results(section, data, info):
     log(f"results: {os.path.relpath(os.path.join(RESULTS, 'latest.json'), ROOT)} [{section}]")
 
 
+TAG = [""]  # --tag: results go to section "A-TAG" instead of "A" (e.g. a supplementary run)
 QUIET_WAIT = [60]  # seconds to wait for other processes to calm down before each measurement
 
 
@@ -660,7 +700,8 @@ def test_a(args, rundir):
         sp = alloc_ports(1, 1)
         sargs = ["-sn", "uac", "-rtp_echo", "-d", str(hold_ms), "-s", "44444", f"127.0.0.1:{srv.port}",
                  "-i", "127.0.0.1", "-p", str(sp), "-l", str(n), "-m", str(n), "-r", str(args.rate), "-mp", str(mp)]
-        sipp = Sipp(rundir, f"A{n}-sipp", sargs, ramp + hold_ms / 1000 + 60)
+        sipp = spawn_sipp_with_rcvbuf(args.sipp_rcvbuf, mp,
+                                      lambda: Sipp(rundir, f"A{n}-sipp", sargs, ramp + hold_ms / 1000 + 60))
         t_start = time.time()
         deadline = t_start + ramp + 30
         next_note = t_start + 5
@@ -774,7 +815,7 @@ def test_b(args, rundir):
     sp = alloc_ports(1, 1)
     sargs = ["-sn", "uac", "-rtp_echo", "-d", "600000", "-s", "44444", f"127.0.0.1:{srv.port}",
              "-i", "127.0.0.1", "-p", str(sp), "-l", str(n), "-m", str(n), "-r", str(args.rate), "-mp", str(mp)]
-    sipp = Sipp(rundir, "B-sipp", sargs, limit + 20)
+    sipp = spawn_sipp_with_rcvbuf(args.sipp_rcvbuf, mp, lambda: Sipp(rundir, "B-sipp", sargs, limit + 20))
     meter = CpuMeter({"server": srv.pid, "sipp": sipp.pid})
     snmp0 = udp_snmp()
     t0 = time.time()
@@ -1046,6 +1087,8 @@ def plot(res):
                  f"{FLOOR_MS} ms per call-second'")
     if b:
         lines.append("'b.dat' using 1:2 with lines lw 1.5 lc rgb '#2e86c1' title 'strowger, Test B ramp at 20 calls/s (5 s mean)'")
+    if b:
+        lines.append("'b.dat' using 1:3 with lines lw 1 dt 2 lc rgb '#c0504d' title 'SIPp (load generator), Test B ramp'")
     if slope:
         lines.append(f"{slope} * x with lines lw 1 lc rgb '#1f4e79' notitle")
     if a:
@@ -1063,7 +1106,7 @@ set xlabel 'concurrent calls'
 set ylabel 'server CPU, % of one core (utime+stime, /proc/PID/stat)'
 set xrange [0:{xmax:.0f}]
 set yrange [0:{ymax:.0f}]
-set key top left box opaque
+set key at graph 0.99, graph 0.86 right top box opaque
 set grid
 set arrow from 0,{100 * ncpu} to {xmax:.0f},{100 * ncpu} nohead lc rgb '#cc0000' dt 3
 set label 'all {ncpu} cores' at {xmax * 0.86:.0f},{100 * ncpu + 4} tc rgb '#cc0000'
@@ -1096,10 +1139,13 @@ def report(args):
              f"{m.get('loadavg_at_start')}.")
     L.append("")
     a = res.get("A")
-    if a:
-        lv = a["levels"]
-        L.append(f"### Test A — playback + echo calls held, CPU over {a['window_s']} s once all are up "
-                 f"({a['machine']['date']}, {a['machine']['strowger_rev']})")
+    for key in sorted(k for k in res if k == "A" or k.startswith("A-")):
+        a_ = res[key]
+        rb = a_["machine"].get("sipp_echo_rcvbuf", "kernel default")
+        note = f"; SIPp echo socket receive buffer {rb}" if not str(rb).startswith("kernel") else ""
+        lv = a_["levels"]
+        L.append(f"### Test A{key[1:]} — playback + echo calls held, CPU over {a_['window_s']} s once all are up "
+                 f"({a_['machine']['date']}, {a_['machine']['strowger_rev']}{note})")
         L.append("")
         L.append("```")
         L.append(lv[0]["server_cmd"])
@@ -1108,15 +1154,18 @@ def report(args):
         L.append("```")
         L.append("")
         L.append("| calls (up / measured) | server CPU | CPU-ms per call-second | RSS idle → loaded | RSS per call | "
-                 "RSS after calls ended | SIPp CPU | UDP datagrams/s per call | drops (rcvbuf / SIPp echo) | "
-                 "successful / failed / retrans | other processes' CPU |")
+                 "RSS after calls ended | SIPp CPU | RTP echoed back (strowger's CDRs) | drops at SIPp's echo "
+                 "socket in the window | successful / failed / retrans | other processes' CPU |")
         L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for x in lv:
+            cd = x.get("server_cdr") or {}
+            echo = (f"{cd['packets_received'] / max(1, cd['packets_sent']) * 100:.1f} %" if cd.get("records")
+                    else "–")
             L.append(f"| {x['calls_up']} / {x['calls_measured']:.0f} | {x['server_cpu_pct']:.1f} % | "
                      f"**{x['ms_per_call_second']:.3f}** | {x['rss_idle_kib'] / 1024:.1f} → "
                      f"{x['rss_loaded_kib'] / 1024:.1f} MiB | {fnum(x['rss_per_call_kib'], 1)} KiB | "
-                     f"{x['rss_after_calls_kib'] / 1024:.1f} MiB | {x['sipp_cpu_pct']:.1f} % | "
-                     f"{x['udp_datagrams_per_call_s']} | {x['udp_rcvbuf_errors']} / {x['sipp_echo_socket_drops']} | "
+                     f"{x['rss_after_calls_kib'] / 1024:.1f} MiB | {x['sipp_cpu_pct']:.1f} % | {echo} | "
+                     f"{x['sipp_echo_socket_drops']:,} | "
                      f"{x['successful']} / {x['failed']} / {x['retransmissions']} | {x['others_cpu_pct']:.0f} % |")
         L.append("")
         thr = "; ".join(f"{x['calls']} calls: " + ", ".join(f"{t[0]} {t[1]} %" for t in x["server_busiest_threads"])
@@ -1255,6 +1304,11 @@ def main():
     ap.add_argument("--min-hold", type=int, default=90, help="Test A: shortest hold (-d), s")
     ap.add_argument("--quiet-wait", type=int, default=int(os.environ.get("QUIET_WAIT", "60")),
                     help="before each measurement, wait up to this long while other processes are busy")
+    ap.add_argument("--sipp-rcvbuf", type=int, default=int(os.environ.get("SIPP_RCVBUF", "0")),
+                    help="A and B: SIPp's echo socket receive buffer, bytes (raises net.core.rmem_default "
+                         "for the second SIPp needs to start; 0 = the kernel's default, as peers.md)")
+    ap.add_argument("--tag", default=os.environ.get("TAG", ""),
+                    help="store results as section A-TAG / B-TAG / C-TAG (supplementary runs)")
     ap.add_argument("--b-calls", type=int, default=3000)
     ap.add_argument("--b-seconds", type=int, default=150)
     ap.add_argument("--b-after-fail", type=int, default=15, help="Test B: stop this long after the first failure")
@@ -1264,6 +1318,7 @@ def main():
     args = ap.parse_args()
 
     QUIET_WAIT[0] = args.quiet_wait
+    TAG[0] = args.tag
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     if not shutil.which("sipp") and any(w in args.what for w in "abc"):
