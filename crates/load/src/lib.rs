@@ -2,7 +2,6 @@
 //! own SIP socket and a sans-IO UAC per call ([`uac`]), RTP per call on its own port, served in
 //! the same 5 ms phases as the server's media pass ([`run`]).
 
-pub mod batch;
 pub mod report;
 pub mod run;
 pub mod sipmsg;

@@ -6,10 +6,10 @@
 //! nothing is allocated per packet. SIP is read in batches whenever the socket is readable, and
 //! call timers sit in one heap.
 
-use crate::batch::{enable_timestamps, Batch};
 use crate::report::{Progress, Report};
 use crate::sipmsg::{scan, sdp_audio, Kind, Method};
 use crate::uac::{parse_call_id, write, write_ok, Call, Emit, Endpoint, Event, Failure, State};
+use mmsg::{enable_timestamps, Batch};
 use rtp::packet::{RtpHeader, RtpPacket};
 use rtp::stats::ReceiveStats;
 use std::cmp::Reverse;
@@ -206,7 +206,7 @@ impl Thread {
                 let n = sip_batch.recv(&self.sip);
                 let now = Instant::now();
                 for i in 0..n {
-                    if let Some((data, src, _)) = sip_batch.get(i, now) {
+                    if let Some((data, src)) = sip_batch.get(i) {
                         self.on_sip(data, src, now);
                     }
                 }
@@ -469,9 +469,10 @@ impl Thread {
             loop {
                 let n = batch.recv(sock);
                 for k in 0..n {
-                    let Some((data, _src, at)) = batch.get(k, now) else {
+                    let Some((data, _src)) = batch.get(k) else {
                         continue;
                     };
+                    let at = batch.arrival(k).unwrap_or(now);
                     // RTCP (PT 200–204 in the second byte) may land here: not media.
                     if data.len() < 2 || (200..=204).contains(&data[1]) {
                         continue;

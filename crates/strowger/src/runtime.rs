@@ -150,7 +150,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             stop: stop.clone(),
             counters: counters.clone(),
             max_message: cfg.sip.max_message_size,
-            batch: crate::rtp_io::Batch::new(8),
+            batch: mmsg::Batch::new(8, 2048, false),
             ticks: 0,
             lateness_us: 0,
             overloaded: false,

@@ -87,7 +87,7 @@ pub struct Worker {
     pub stop: Arc<AtomicBool>,
     pub counters: Arc<Counters>,
     pub max_message: usize,
-    pub batch: crate::rtp_io::Batch,
+    pub batch: mmsg::Batch,
     pub ticks: u64,
     pub lateness_us: u64,
     pub overloaded: bool,
@@ -251,22 +251,7 @@ impl Worker {
             match l.accept() {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let token = CONN_BASE + self.next_conn;
-                    self.next_conn += 1;
-                    let mut conn = Conn::new(stream, peer, local);
-                    if self
-                        .poll
-                        .registry()
-                        .register(
-                            &mut conn.stream,
-                            Token(token),
-                            Interest::READABLE | Interest::WRITABLE,
-                        )
-                        .is_ok()
-                    {
-                        self.conn_by_peer.insert(peer, token);
-                        self.conns.insert(token, conn);
-                    }
+                    self.add_conn(Conn::new(stream, peer, local));
                 }
                 Err(_) => return,
             }
@@ -349,24 +334,27 @@ impl Worker {
         let Ok(stream) = mio::net::TcpStream::connect(to) else {
             return;
         };
+        let local = self.listeners.first().map_or(to, |l| l.1);
+        if let Some(conn) = self.add_conn(Conn::new(stream, to, local)) {
+            conn.send(bytes);
+        }
+    }
+
+    /// Registers a new connection with the poll and indexes it by peer; None (and the
+    /// connection dropped) when the poll refuses it.
+    fn add_conn(&mut self, mut conn: Conn) -> Option<&mut Conn> {
         let token = CONN_BASE + self.next_conn;
         self.next_conn += 1;
-        let local = self.listeners.first().map_or(to, |l| l.1);
-        let mut conn = Conn::new(stream, to, local);
-        if self
-            .poll
+        self.poll
             .registry()
             .register(
                 &mut conn.stream,
                 Token(token),
                 Interest::READABLE | Interest::WRITABLE,
             )
-            .is_ok()
-        {
-            conn.send(bytes);
-            self.conn_by_peer.insert(to, token);
-            self.conns.insert(token, conn);
-        }
+            .ok()?;
+        self.conn_by_peer.insert(conn.peer, token);
+        Some(self.conns.entry(token).or_insert(conn))
     }
 
     fn flush_sip(&mut self) {

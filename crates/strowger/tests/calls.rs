@@ -105,3 +105,38 @@ fn echo_9196_over_tcp() {
     let mut s = Strowger::start("echo-tcp");
     run_calls(&mut s, uac("9196").rtp_echo().arg("-t").arg("t1"), "9196");
 }
+
+/// With RTP ports for two calls only, a third concurrent call is refused with 503 at once (the
+/// port pool is a free list, not a sweep of the range), the two calls go on, and the ports come
+/// back when they end: the next two calls are answered.
+#[test]
+fn rtp_port_exhaustion_refuses_with_503_and_recovers() {
+    let mut s = Strowger::with(
+        "rtp-exhausted",
+        Opts {
+            workers: Some(1),
+            rtp_ports: Some(4),
+            ..Opts::default()
+        },
+    );
+    let busy = Sipp::new(Scenario::Builtin("uac"))
+        .service("9196")
+        .calls(3, 20, 3)
+        .duration_ms(2000)
+        .run(s.sip, s.dir.path());
+    assert_eq!(
+        (busy.successful, busy.failed),
+        (2, 1),
+        "{}",
+        busy.evidence()
+    );
+    let statuses: Vec<_> = busy.received().iter().filter_map(|m| m.status()).collect();
+    assert!(statuses.contains(&503), "refused with 503: {statuses:?}");
+    s.assert_alive();
+    Sipp::new(Scenario::Builtin("uac"))
+        .service("9196")
+        .calls(2, 10, 2)
+        .duration_ms(500)
+        .run(s.sip, s.dir.path())
+        .assert_ok(2);
+}

@@ -157,6 +157,17 @@ impl Engine {
         }
     }
 
+    /// The Retry-After header of a 503 for a new call refused when full, counted as such.
+    fn refuse_busy(&mut self) -> [(&'static str, String); 1] {
+        self.stats.calls_rejected_busy += 1;
+        self.retry_after()
+    }
+
+    /// When a refused client may try again (`general.retry_after_s`).
+    pub(crate) fn retry_after(&self) -> [(&'static str, String); 1] {
+        [("Retry-After", self.s.retry_after_s.to_string())]
+    }
+
     pub(crate) fn tag(&mut self) -> String {
         format!("{:016x}", self.rng.u64(..))
     }
@@ -375,13 +386,8 @@ impl Engine {
         }
         // Cheap early refusal when full; the slot itself is taken when the call is created.
         if self.overloaded || self.s.slots.in_use() >= self.s.slots.max() {
-            self.stats.calls_rejected_busy += 1;
-            return reject(
-                self,
-                503,
-                "Service Unavailable",
-                &[("Retry-After", self.s.retry_after_s.to_string())],
-            );
+            let retry = self.refuse_busy();
+            return reject(self, 503, "Service Unavailable", &retry);
         }
         if !msg.body().is_empty() {
             let ct = msg
@@ -499,13 +505,8 @@ impl Engine {
         };
 
         if !self.s.slots.try_take() {
-            self.stats.calls_rejected_busy += 1;
-            return reject(
-                self,
-                503,
-                "Service Unavailable",
-                &[("Retry-After", self.s.retry_after_s.to_string())],
-            );
+            let retry = self.refuse_busy();
+            return reject(self, 503, "Service Unavailable", &retry);
         }
         self.respond(stx, &msg, peer, 100, "Trying", None, &[], None, now);
         self.stats.calls_started += 1;

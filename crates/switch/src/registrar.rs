@@ -262,7 +262,7 @@ impl Engine {
         host: &mut dyn Host,
     ) {
         host.log(&format!("location store: {e}"));
-        let extra = [("Retry-After", self.s.retry_after_s.to_string())];
+        let extra = self.retry_after();
         let tag = self.tag();
         self.respond(
             stx,

@@ -26,6 +26,10 @@ pub struct Opts {
     pub config_file: Option<PathBuf>,
     /// `--var NAME=VALUE` overrides.
     pub vars: Vec<(String, String)>,
+    /// `--workers N` (None: one per core).
+    pub workers: Option<usize>,
+    /// How many RTP ports (None: 100).
+    pub rtp_ports: Option<u16>,
 }
 
 pub struct Strowger {
@@ -57,8 +61,9 @@ impl Strowger {
     pub fn with(label: &str, opts: Opts) -> Strowger {
         let dir = TempDir::new(label);
         let sip: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let lo = free_port_range(RTP_PORTS);
-        let rtp = (lo, lo + RTP_PORTS - 1);
+        let ports = opts.rtp_ports.unwrap_or(RTP_PORTS);
+        let lo = free_port_range(ports);
+        let rtp = (lo, lo + ports - 1);
         let log = dir.path().join("strowger.log");
         let mut cmd = Command::new(binary());
         if let Some(f) = &opts.config_file {
@@ -72,6 +77,9 @@ impl Strowger {
             .arg(format!("{}-{}", rtp.0, rtp.1))
             .arg("--data-dir")
             .arg(dir.path().join("data"));
+        if let Some(n) = opts.workers {
+            cmd.arg("--workers").arg(n.to_string());
+        }
         for (k, v) in &opts.vars {
             cmd.arg("--var").arg(format!("{k}={v}"));
         }

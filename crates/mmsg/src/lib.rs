@@ -1,6 +1,8 @@
-//! `recvmmsg(2)` into buffers owned by the batch, so a receive allocates nothing. With
-//! `timestamps`, each datagram also carries the kernel's arrival time (SO_TIMESTAMPNS), so jitter
-//! is measured from when a packet arrived, not from when the frame loop got round to it.
+//! Datagrams received with one `recvmmsg(2)` into buffers owned by the batch, so a receive
+//! allocates nothing, and one call both takes what is waiting and tells that nothing more is there
+//! (where `recv_from` in a loop needs a second, empty call to learn it). With `timestamps`, each
+//! datagram also carries the kernel's arrival time (SO_TIMESTAMPNS), so a load generator measures
+//! jitter from when a packet arrived, not from when its frame loop got round to it.
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -8,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const CMSG_SPACE: usize = 64;
 
+/// Preallocated buffers, addresses and headers for one `recvmmsg(2)`.
 pub struct Batch {
     size: usize,
     bufs: Vec<u8>,
@@ -25,6 +28,8 @@ pub struct Batch {
 unsafe impl Send for Batch {}
 
 impl Batch {
+    /// `n` datagrams of at most `size` bytes per receive; `timestamps` keeps the kernel's arrival
+    /// stamps (the socket needs [`enable_timestamps`]).
     pub fn new(n: usize, size: usize, timestamps: bool) -> Batch {
         let since = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -80,20 +85,18 @@ impl Batch {
         n.max(0) as usize
     }
 
-    /// Datagram `i` of the last `recv`, its source, and its arrival time (`fallback` when the
-    /// kernel gave none).
-    pub fn get(&self, i: usize, fallback: Instant) -> Option<(&[u8], SocketAddr, Instant)> {
+    /// Datagram `i` of the last `recv` and its source (None for a family other than IPv4/IPv6).
+    pub fn get(&self, i: usize) -> Option<(&[u8], SocketAddr)> {
         let len = self.hdrs[i].msg_len as usize;
         let src = sockaddr(&self.addrs[i])?;
-        let at = if self.timestamps {
-            self.stamp(i).unwrap_or(fallback)
-        } else {
-            fallback
-        };
-        Some((&self.bufs[i * self.size..i * self.size + len], src, at))
+        Some((&self.bufs[i * self.size..i * self.size + len], src))
     }
 
-    fn stamp(&self, i: usize) -> Option<Instant> {
+    /// When datagram `i` arrived, if the batch asks for stamps and the kernel gave one.
+    pub fn arrival(&self, i: usize) -> Option<Instant> {
+        if !self.timestamps {
+            return None;
+        }
         let h = &self.hdrs[i].msg_hdr;
         // SAFETY: the control buffer was filled by the kernel for this header; the CMSG macros
         // walk it within msg_controllen.
@@ -117,7 +120,7 @@ impl Batch {
     }
 }
 
-/// Asks the kernel to stamp each datagram's arrival (read back by [`Batch::get`]).
+/// Asks the kernel to stamp each datagram's arrival (read back by [`Batch::arrival`]).
 pub fn enable_timestamps(sock: &impl AsRawFd) {
     let on: libc::c_int = 1;
     // SAFETY: a plain setsockopt with an int argument.
@@ -173,9 +176,10 @@ mod tests {
         let later = Instant::now();
         assert_eq!(batch.recv(&rx), 3);
         for i in 0..3 {
-            let (data, src, at) = batch.get(i, later).unwrap();
+            let (data, src) = batch.get(i).unwrap();
             assert_eq!(data, &[i as u8; 172][..]);
             assert_eq!(src, tx.local_addr().unwrap());
+            let at = batch.arrival(i).unwrap();
             // Stamped on arrival, well before we read it (the clocks agree within a few ms).
             assert!(
                 at < later - Duration::from_millis(30),
@@ -184,5 +188,30 @@ mod tests {
             );
             assert!(at + Duration::from_millis(15) > sent);
         }
+    }
+}
+
+#[cfg(test)]
+mod plain {
+    use super::*;
+    use std::net::UdpSocket;
+
+    #[test]
+    fn without_stamps_a_batch_gives_data_and_sources_only() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut batch = Batch::new(2, 2048, false);
+        for i in 0..3u8 {
+            tx.send_to(&[i; 20], rx.local_addr().unwrap()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(batch.recv(&rx), 2, "no more than the batch holds");
+        assert_eq!(batch.get(1).unwrap().0, &[1u8; 20][..]);
+        assert_eq!(batch.arrival(0), None);
+        assert_eq!(batch.recv(&rx), 1, "the rest on the next call");
+        assert_eq!(
+            batch.get(0).unwrap(),
+            (&[2u8; 20][..], tx.local_addr().unwrap())
+        );
     }
 }
