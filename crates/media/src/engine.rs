@@ -52,6 +52,10 @@ pub struct Transmit<'a> {
     pub leg: LegId,
     pub rtcp: bool,
     pub dst: SocketAddr,
+    /// The leg takes RTP from `dst` alone (symmetric and latched to it): the I/O shell may
+    /// connect the socket to `dst`, so the kernel filters other sources and skips the route
+    /// lookup on every send.
+    pub pinned: bool,
     pub payload: &'a [u8],
 }
 
@@ -393,6 +397,7 @@ impl Engine {
             leg: peer,
             rtcp: false,
             dst,
+            pinned: out.pinned(),
             payload: &self.buf[..len],
         });
     }
@@ -429,6 +434,7 @@ impl Engine {
                 leg: peer,
                 rtcp: false,
                 dst,
+                pinned: out.pinned(),
                 payload: &self.buf[..HEADER_LEN + n],
             });
         }
@@ -558,6 +564,7 @@ fn emit_frames<F>(
                 leg: id,
                 rtcp: false,
                 dst,
+                pinned: leg.pinned(),
                 payload: &buf[..len],
             });
         }
@@ -613,6 +620,7 @@ fn send_report<F>(
             leg: id,
             rtcp: true,
             dst,
+            pinned: false,
             payload: &buf[..n],
         });
     }

@@ -141,6 +141,11 @@ pub(crate) struct Leg {
 }
 
 impl Leg {
+    /// Takes RTP from its remote address alone (see [`crate::Transmit::pinned`]).
+    pub(crate) fn pinned(&self) -> bool {
+        self.symmetric && self.latched
+    }
+
     pub(crate) fn new(cfg: LegConfig, out: OutStream, rtcp_due: Instant) -> Leg {
         let mut leg = Leg {
             payload_type: cfg.payload_type,

@@ -177,6 +177,10 @@ fn main() -> ExitCode {
         }
     }
     if let Some(w) = cli.workers {
+        if w > 64 {
+            eprintln!("strowger: --workers {w} — at most 64 workers (0 = one per core)");
+            return ExitCode::from(2);
+        }
         cfg.general.workers = w;
     }
     for v in &cli.vars {

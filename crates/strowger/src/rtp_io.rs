@@ -8,14 +8,59 @@
 //! The sockets are not registered with epoll: the worker drains every leg once per tick, which
 //! costs one system call per leg and tick instead of a wake-up per packet.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 
 pub struct Pair {
     pub rtp: UdpSocket,
     pub rtcp: UdpSocket,
     port: u16,
+    /// Where `rtp` is connected to, if anywhere.
+    connected: Cell<Option<SocketAddr>>,
+}
+
+impl Pair {
+    /// Sends an RTP packet. A connected socket skips the route lookup per send and lets the
+    /// kernel drop packets from other sources, so the socket is connected while the media engine
+    /// says the leg takes RTP from `dst` alone (`pinned`), and disconnected when that ends (a
+    /// re-INVITE moved the far end).
+    pub fn send_rtp(&self, payload: &[u8], dst: SocketAddr, pinned: bool) {
+        let connected = self.connected.get();
+        if pinned {
+            if connected != Some(dst) && self.rtp.connect(dst).is_ok() {
+                self.connected.set(Some(dst));
+            }
+            if self.connected.get() == Some(dst) {
+                let _ = self.rtp.send(payload);
+                return;
+            }
+        } else if connected.is_some() && disconnect(&self.rtp).is_ok() {
+            self.connected.set(None);
+        }
+        let _ = self.rtp.send_to(payload, dst);
+    }
+}
+
+/// Dissolves a UDP socket's association (connect(2) to AF_UNSPEC), so it takes any source again.
+fn disconnect(sock: &UdpSocket) -> io::Result<()> {
+    // SAFETY: a zeroed sockaddr with family AF_UNSPEC is what connect(2) expects for this.
+    let rc = unsafe {
+        let mut sa: libc::sockaddr = std::mem::zeroed();
+        sa.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+        libc::connect(
+            sock.as_raw_fd(),
+            &sa,
+            std::mem::size_of::<libc::sockaddr>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 pub struct MediaSockets {
@@ -63,7 +108,12 @@ impl MediaSockets {
         let rtcp = UdpSocket::bind(SocketAddr::new(self.ip, port + 1))?;
         rtp.set_nonblocking(true)?;
         rtcp.set_nonblocking(true)?;
-        Ok(Pair { rtp, rtcp, port })
+        Ok(Pair {
+            rtp,
+            rtcp,
+            port,
+            connected: Cell::new(None),
+        })
     }
 
     pub fn close(&mut self, leg: usize) {
@@ -120,6 +170,42 @@ mod tests {
         assert_eq!(m.open(5), Some(lo));
         assert!(m.get(1).is_none() && m.get(4).is_some());
         assert_eq!(m.open_legs().count(), 3);
+    }
+
+    #[test]
+    fn a_pinned_leg_connects_and_takes_no_other_source_until_unpinned() {
+        let (lo, hi) = free_slice(1);
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
+        let port = m.open(0).unwrap();
+        let far = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+        far.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+            .unwrap();
+        let pair = m.get(0).unwrap();
+        pair.rtp
+            .set_read_timeout(Some(std::time::Duration::from_millis(200)))
+            .unwrap();
+        pair.rtp.set_nonblocking(false).unwrap();
+        let here = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let got = || pair.rtp.recv_from(&mut [0u8; 64]).ok();
+
+        pair.send_rtp(b"pinned", far.local_addr().unwrap(), true);
+        assert_eq!(far.recv(&mut [0u8; 64]).unwrap(), 6);
+        other.send_to(b"stray", here).unwrap();
+        far.send_to(b"far", here).unwrap();
+        assert_eq!(
+            got(),
+            Some((3, far.local_addr().unwrap())),
+            "the stray packet was dropped"
+        );
+
+        pair.send_rtp(b"moved", other.local_addr().unwrap(), false);
+        other.send_to(b"other", here).unwrap();
+        assert_eq!(
+            got(),
+            Some((5, other.local_addr().unwrap())),
+            "unpinned: any source again"
+        );
     }
 
     #[test]

@@ -14,7 +14,8 @@ use switch::{Engine, Settings};
 
 pub fn run(cfg: Config) -> Result<(), String> {
     let workers = match cfg.general.workers {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        // One per core, up to the 64 a worker's wake-up mask holds.
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(64)),
         n => n,
     };
     let listen: Vec<(Transport, SocketAddr)> = cfg
@@ -89,7 +90,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         senders.push(tx);
         inboxes.push(rx);
     }
-    let mail = Arc::new(Mailboxes { senders, wakers });
+    let mail = Arc::new(Mailboxes::new(senders, wakers));
     let store = store::open(&cfg.registrar.store).map_err(|e| format!("registrar.store: {e}"))?;
     load_users(&*store, &cfg.users)?;
     let queues = crate::store_io::start(store, mail.clone(), 2);
@@ -154,6 +155,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             ticks: 0,
             lateness_us: 0,
             overloaded: false,
+            to_wake: 0,
         };
         w.register().map_err(|e| e.to_string())?;
         handles.push(

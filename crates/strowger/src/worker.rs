@@ -57,16 +57,46 @@ pub struct Counters {
     pub dropped_unparseable: AtomicU64,
 }
 
+/// The workers' inboxes. A wake-up is a write to the target's eventfd and often a context
+/// switch, so it is paid once per burst, not per message: senders post, then wake each target
+/// once, and a target already woken and not yet draining is not woken again.
 pub struct Mailboxes {
-    pub senders: Vec<Sender<Envelope>>,
-    pub wakers: Vec<Arc<Waker>>,
+    senders: Vec<Sender<Envelope>>,
+    wakers: Vec<Arc<Waker>>,
+    /// Set by the wake that is pending; cleared by the target just before it drains.
+    woken: Vec<AtomicBool>,
 }
 
 impl Mailboxes {
+    pub fn new(senders: Vec<Sender<Envelope>>, wakers: Vec<Arc<Waker>>) -> Mailboxes {
+        let woken = senders.iter().map(|_| AtomicBool::new(false)).collect();
+        Mailboxes {
+            senders,
+            wakers,
+            woken,
+        }
+    }
+
+    /// Posts and wakes at once (for threads that send one message at a time).
     pub fn send(&self, worker: usize, env: Envelope) {
-        if self.senders[worker].send(env).is_ok() {
+        self.post(worker, env);
+        self.wake(worker);
+    }
+
+    /// Queues a message without waking the target: call [`Mailboxes::wake`] after the burst.
+    pub fn post(&self, worker: usize, env: Envelope) {
+        let _ = self.senders[worker].send(env);
+    }
+
+    pub fn wake(&self, worker: usize) {
+        if !self.woken[worker].swap(true, Ordering::AcqRel) {
             let _ = self.wakers[worker].wake();
         }
+    }
+
+    /// Called by `worker` before draining its inbox: a message posted after this wakes it anew.
+    fn draining(&self, worker: usize) {
+        self.woken[worker].store(false, Ordering::Release);
     }
 }
 
@@ -91,6 +121,8 @@ pub struct Worker {
     pub ticks: u64,
     pub lateness_us: u64,
     pub overloaded: bool,
+    /// Workers posted to since the last wake-ups (bit per worker).
+    pub to_wake: u64,
 }
 
 impl Worker {
@@ -156,6 +188,15 @@ impl Worker {
             self.engine
                 .handle_timeout(now, &mut HostIo::new(&mut self.media, &mut self.host));
             self.flush_sip();
+            self.wake_posted();
+        }
+    }
+
+    fn wake_posted(&mut self) {
+        while self.to_wake != 0 {
+            let w = self.to_wake.trailing_zeros() as usize;
+            self.to_wake &= self.to_wake - 1;
+            self.mail.wake(w);
         }
     }
 
@@ -198,7 +239,8 @@ impl Worker {
                 &mut HostIo::new(&mut self.media, &mut self.host),
             );
         } else {
-            self.mail.send(owner, Envelope::Sip { msg, peer, local });
+            self.mail.post(owner, Envelope::Sip { msg, peer, local });
+            self.to_wake |= 1 << owner;
         }
     }
 
@@ -295,6 +337,7 @@ impl Worker {
     }
 
     fn drain_inbox(&mut self) {
+        self.mail.draining(self.id);
         while let Ok(env) = self.inbox.try_recv() {
             match env {
                 Envelope::Sip { msg, peer, local } => {
@@ -367,7 +410,10 @@ impl Worker {
                     }
                 }
                 Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
-                Transport::Tcp => self.mail.send(0, Envelope::TcpSend { to: to.addr, bytes }),
+                Transport::Tcp => {
+                    self.mail.post(0, Envelope::TcpSend { to: to.addr, bytes });
+                    self.to_wake |= 1;
+                }
             }
         }
     }
@@ -382,8 +428,11 @@ impl Worker {
         let engine = &mut self.engine;
         let mut send = |t: media::Transmit<'_>| {
             if let Some(pair) = media.get(t.leg.index()) {
-                let sock = if t.rtcp { &pair.rtcp } else { &pair.rtp };
-                let _ = sock.send_to(t.payload, t.dst);
+                if t.rtcp {
+                    let _ = pair.rtcp.send_to(t.payload, t.dst);
+                } else {
+                    pair.send_rtp(t.payload, t.dst, t.pinned);
+                }
             }
         };
         for (leg, pair) in media

@@ -335,7 +335,7 @@ fn general(raw: RawGeneral, d: &mut Diagnostics) -> General {
     non_empty(d, "general.data_dir", &raw.data_dir);
     non_empty(d, "general.cdr", &raw.cdr);
     General {
-        workers: narrow(bounded(d, "general.workers", raw.workers, 0, 1024)),
+        workers: narrow(bounded(d, "general.workers", raw.workers, 0, 64)),
         max_calls: narrow(bounded(d, "general.max_calls", raw.max_calls, 1, 1_000_000)),
         retry_after_s: narrow(bounded(
             d,
