@@ -45,6 +45,10 @@ pub struct Report {
     /// Frames that left later than the frame loop allows: a send-mode frame more than 25 ms
     /// (one frame plus one tick) after it was due, an echo sent from a tick running over 20 ms late.
     pub late_frames: u64,
+    /// Frames from the server that arrived more than one frame (20 ms) later than the earliest
+    /// frame of their call, measured on the RTP timestamp's clock with the kernel's arrival stamp:
+    /// the server's own lateness (or loss of pacing), which the load generator does not add to.
+    pub late_arrivals: u64,
     pub wall: Duration,
     pub cpu: Duration,
     /// When the first and the last INVITE of the run left (for the attempt rate).
@@ -77,6 +81,7 @@ impl Report {
         self.jitter_max_us = self.jitter_max_us.max(o.jitter_max_us);
         self.jitter_calls += o.jitter_calls;
         self.late_frames += o.late_frames;
+        self.late_arrivals += o.late_arrivals;
         self.wall = self.wall.max(o.wall);
         self.first_attempt = match (self.first_attempt, o.first_attempt) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -134,6 +139,7 @@ impl Report {
                 "jitter_mean_us": self.jitter_sum_us.checked_div(self.jitter_calls),
                 "jitter_max_us": self.jitter_max_us,
                 "late_frames": self.late_frames,
+                "late_arrivals": self.late_arrivals,
             },
             "cpu_s": round3(self.cpu.as_secs_f64()),
             "cpu_pct": round3(if wall > 0.0 { 100.0 * self.cpu.as_secs_f64() / wall } else { 0.0 }),
@@ -156,7 +162,7 @@ impl Report {
             "calls: attempted {} answered {} completed {} failed {}{} | retransmissions {} | max concurrent {}\n\
              rate: {:.1} calls/s (first to last INVITE); run {:.1} s\n\
              set-up (INVITE→200) µs: p50 {} p90 {} p99 {} max {}\n\
-             rtp: sent {} received {} expected {} lost {} | jitter mean {} µs max {} µs | late frames {}\n\
+             rtp: sent {} received {} expected {} lost {} | jitter mean {} µs max {} µs | late frames {} sent, {} received\n\
              cpu: {:.2} s ({:.1} % of one core)",
             self.attempted,
             self.answered,
@@ -178,6 +184,7 @@ impl Report {
             j["rtp"]["jitter_mean_us"].as_u64().unwrap_or(0),
             self.jitter_max_us,
             self.late_frames,
+            self.late_arrivals,
             self.cpu.as_secs_f64(),
             j["cpu_pct"].as_f64().unwrap_or(0.0),
         )

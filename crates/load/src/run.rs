@@ -68,6 +68,10 @@ struct Slot {
     armed: Option<Instant>,
     rtp: Option<UdpSocket>,
     stats: Option<ReceiveStats>,
+    /// The first frame's arrival and RTP timestamp, and the smallest transit since (µs), for
+    /// counting late arrivals.
+    first_rx: Option<(Instant, u32)>,
+    min_transit_us: i64,
     rx: u64,
     ssrc: u32,
     seq: u16,
@@ -290,6 +294,8 @@ impl Thread {
                     armed: None,
                     rtp: None,
                     stats: None,
+                    first_rx: None,
+                    min_transit_us: 0,
                     rx: 0,
                     ssrc: 0,
                     seq: 0,
@@ -314,6 +320,7 @@ impl Thread {
         let s = &mut self.slots[slot];
         s.rtp = sock;
         s.stats = None;
+        s.first_rx = None;
         s.rx = 0;
         s.frames = 0;
         s.queued = 0;
@@ -491,6 +498,9 @@ impl Thread {
                     if let Some(st) = s.stats.as_mut() {
                         st.on_timestamp(pkt.timestamp(), at);
                     }
+                    if late_arrival(&mut s.first_rx, &mut s.min_transit_us, pkt.timestamp(), at) {
+                        self.report.late_arrivals += 1;
+                    }
                     if mode == RtpMode::Echo && dst.is_some() {
                         let p = pkt.payload();
                         let len = p.len().min(RING_BYTES);
@@ -574,6 +584,22 @@ impl Thread {
     }
 }
 
+/// Whether a frame with RTP timestamp `ts` (8 kHz) arriving `at` is more than one frame later
+/// than the call's earliest frame: its transit (arrival minus the timestamp's time, both from the
+/// first frame) exceeds the smallest transit so far by over 20 ms.
+fn late_arrival(first: &mut Option<(Instant, u32)>, min: &mut i64, ts: u32, at: Instant) -> bool {
+    let Some((at0, ts0)) = *first else {
+        *first = Some((at, ts));
+        *min = 0;
+        return false;
+    };
+    let elapsed = at.saturating_duration_since(at0).as_micros() as i64;
+    let media = i64::from(ts.wrapping_sub(ts0) as i32) * 125;
+    let transit = elapsed - media;
+    *min = (*min).min(transit);
+    transit - *min > FRAME.as_micros() as i64
+}
+
 /// Blocks up to `timeout` (µs precision) until `sock` is readable.
 fn wait_readable(sock: &UdpSocket, timeout: Duration) {
     let mut pfd = libc::pollfd {
@@ -588,5 +614,30 @@ fn wait_readable(sock: &UdpSocket, timeout: Duration) {
     // SAFETY: one valid pollfd, a valid timespec, no signal mask.
     unsafe {
         libc::ppoll(&mut pfd, 1, &ts, std::ptr::null());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_is_late_when_its_transit_exceeds_the_smallest_by_a_frame() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let (mut first, mut min) = (None, 0);
+        let mut late = |ts: u32, at: Instant| late_arrival(&mut first, &mut min, ts, at);
+        assert!(!late(1000, t0));
+        assert!(!late(1160, t0 + ms(20)), "on time");
+        assert!(!late(1320, t0 + ms(55)), "15 ms late: within a frame");
+        assert!(late(1480, t0 + ms(82)), "22 ms late");
+        assert!(
+            !late(1640, t0 + ms(75)),
+            "early: the new smallest transit (-5 ms)"
+        );
+        assert!(
+            late(1800, t0 + ms(117)),
+            "17 ms late, but 22 ms after the smallest transit"
+        );
     }
 }

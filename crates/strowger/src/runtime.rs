@@ -156,6 +156,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             lateness_us: 0,
             overloaded: false,
             to_wake: 0,
+            next_tick: std::time::Instant::now(),
         };
         w.register().map_err(|e| e.to_string())?;
         handles.push(

@@ -29,6 +29,8 @@ const CONN_BASE: usize = 1_000_000;
 /// phases of 2 ms cost a quarter more CPU in wake-ups for no fewer drops (bench/RESULTS.md).
 const TICK: Duration = Duration::from_millis(5);
 const PHASES: u64 = 4;
+/// SIP datagrams taken per recvmmsg(2).
+const SIP_BATCH: usize = 16;
 /// Average media-tick lateness past which a worker refuses new calls, and below which it
 /// accepts them again (epoll's millisecond timeouts alone make ticks up to ~1 ms late).
 const OVERLOAD_ENTER_US: u64 = 8_000;
@@ -123,6 +125,8 @@ pub struct Worker {
     pub overloaded: bool,
     /// Workers posted to since the last wake-ups (bit per worker).
     pub to_wake: u64,
+    /// When the next media pass is due.
+    pub next_tick: Instant,
 }
 
 impl Worker {
@@ -142,8 +146,9 @@ impl Worker {
 
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
-        let mut buf = vec![0u8; 65536];
-        let mut next_tick = Instant::now() + TICK;
+        // One byte more than a message may have, so a longer datagram shows as too large.
+        let mut sip_batch = mmsg::Batch::new(SIP_BATCH, self.max_message + 1, false);
+        self.next_tick = Instant::now() + TICK;
         let mut stopping: Option<Instant> = None;
         loop {
             let now = Instant::now();
@@ -159,7 +164,7 @@ impl Worker {
             let deadline = self
                 .engine
                 .next_deadline()
-                .map_or(next_tick, |d| d.min(next_tick));
+                .map_or(self.next_tick, |d| d.min(self.next_tick));
             let timeout = deadline.saturating_duration_since(now);
             if self.poll.poll(&mut events, Some(timeout)).is_err() {
                 continue;
@@ -171,20 +176,11 @@ impl Worker {
                         self.conn_ready(t, ev.is_readable(), ev.is_writable())
                     }
                     Token(t) if t >= LISTEN_BASE => self.accept(t - LISTEN_BASE),
-                    Token(t) => self.udp_ready(t - UDP_BASE, &mut buf),
+                    Token(t) => self.udp_ready(t - UDP_BASE, &mut sip_batch),
                 }
             }
             let now = Instant::now();
-            if now >= next_tick {
-                self.watch_load(now - next_tick);
-                self.media_tick(now);
-                next_tick += TICK;
-                if next_tick < now {
-                    // Far behind (a stall): skip ahead rather than burst; the media engine
-                    // emits the frames a late tick missed.
-                    next_tick = now + TICK;
-                }
-            }
+            self.tick_if_due(now);
             self.engine
                 .handle_timeout(now, &mut HostIo::new(&mut self.media, &mut self.host));
             self.flush_sip();
@@ -197,6 +193,22 @@ impl Worker {
             let w = self.to_wake.trailing_zeros() as usize;
             self.to_wake &= self.to_wake - 1;
             self.mail.wake(w);
+        }
+    }
+
+    /// Runs the media pass when its tick is due. Also called between batches of a SIP burst, so
+    /// a flood of signalling delays frames by at most one batch.
+    fn tick_if_due(&mut self, now: Instant) {
+        if now < self.next_tick {
+            return;
+        }
+        self.watch_load(now - self.next_tick);
+        self.media_tick(now);
+        self.next_tick += TICK;
+        if self.next_tick < now {
+            // Far behind (a stall): skip ahead rather than burst; the media engine emits the
+            // frames a late tick missed.
+            self.next_tick = now + TICK;
         }
     }
 
@@ -244,43 +256,41 @@ impl Worker {
         }
     }
 
-    fn udp_ready(&mut self, idx: usize, buf: &mut [u8]) {
-        for _ in 0..256 {
+    /// Reads the socket dry (its readiness is edge-triggered), a batch per system call.
+    fn udp_ready(&mut self, idx: usize, batch: &mut mmsg::Batch) {
+        loop {
             let Some((sock, local)) = self.udp.get(idx) else {
                 return;
             };
             let local = *local;
-            let (n, src) = match sock.recv_from(buf) {
-                Ok(r) => r,
-                Err(_) => return,
-            };
-            if n > self.max_message {
-                self.engine.too_large(
-                    &buf[..n],
-                    Peer {
-                        transport: Transport::Udp,
-                        addr: src,
-                    },
-                );
-                self.flush_sip();
-                continue;
-            }
-            match Message::parse(&buf[..n], true) {
-                Ok(msg) => self.deliver(
-                    msg,
-                    Peer {
-                        transport: Transport::Udp,
-                        addr: src,
-                    },
-                    local,
-                ),
-                Err(ParseError::KeepAlive) => {}
-                Err(_) => {
-                    self.counters
-                        .dropped_unparseable
-                        .fetch_add(1, Ordering::Relaxed);
+            let n = batch.recv(sock);
+            for i in 0..n {
+                let Some((data, src)) = batch.get(i) else {
+                    continue;
+                };
+                let peer = Peer {
+                    transport: Transport::Udp,
+                    addr: src,
+                };
+                if data.len() > self.max_message {
+                    self.engine.too_large(data, peer);
+                    self.flush_sip();
+                    continue;
+                }
+                match Message::parse(data, true) {
+                    Ok(msg) => self.deliver(msg, peer, local),
+                    Err(ParseError::KeepAlive) => {}
+                    Err(_) => {
+                        self.counters
+                            .dropped_unparseable
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
+            if n < SIP_BATCH {
+                return;
+            }
+            self.tick_if_due(Instant::now());
         }
     }
 

@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""strowger's scale benchmarks (issue "Scale"), driven by strowger-load.
+
+  capacity   N playback+echo calls to 44444 held (strowger-load --rtp echo) for each N of --levels:
+             server CPU-ms per call-second over 20 s once all calls are up, RSS per call, the load
+             generator's own CPU, failed calls, RTP loss and the server's late frames (frames that
+             reached the load generator more than 20 ms behind their call's earliest, by the
+             kernel's arrival stamps).
+  b2bua      strowger-load -> strowger A (2XXX: bridge) -> strowger B (answers): INVITE ... BYE with
+             no media at --rate for --calls; A's CPU-ms per B2BUA call and calls/s per core, for each
+             worker count of --workers, interleaved --repeat times.
+  speedup    the same media load (--calls held echo calls) with 1 and with 2 workers, interleaved
+             --repeat times: CPU per call-second, and the speed-up it implies (W x cost(1) / cost(W)),
+             since on this 2-core machine the load generator shares the cores a saturation run needs.
+  overload   backpressure: --calls held echo calls on one worker, then a flood of new calls at
+             --flood calls/s for 20 s; the held calls' late frames and loss against the same run
+             without the flood; how many flood calls got 503.
+  report     writes bench/results/scale.md and bench/results/scale.png from bench/results/scale.json.
+
+CPU is utime+stime from /proc/PID/stat (all threads). Every run is bounded in calls and time, on
+loopback only; every child runs in its own session and dies with this script.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as b  # noqa: E402  (the rig's process, /proc and port helpers)
+
+RESULTS = os.path.join(b.RESULTS, "scale.json")
+
+
+def save(section, data):
+    res = json.load(open(RESULTS)) if os.path.exists(RESULTS) else {}
+    res[section] = data
+    os.makedirs(b.RESULTS, exist_ok=True)
+    with open(RESULTS, "w") as f:
+        json.dump(res, f, indent=1, sort_keys=True)
+    b.log(f"results: {os.path.relpath(RESULTS, b.ROOT)} [{section}]")
+
+
+def config(args, rundir, name, steps=None):
+    """The embedded default configuration, logging at errors only, no call cap, no media timeout."""
+    text = subprocess.run([args.bin, "default-config"], capture_output=True, text=True, timeout=10,
+                          check=True).stdout
+    for key, value in (("max_calls", "100000"), ("log_level", '"error"'), ("media_timeout_s", "0")):
+        text, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
+        if n != 1:
+            sys.exit(f"bench: cannot set {key} in the default configuration")
+    if steps:
+        text, n = re.subn(r'(?m)^steps = \["bridge sip:\$\{EXTEN\}@\$\{bridge_target\}.*$', f"steps = {steps}", text)
+        if n != 1:
+            sys.exit("bench: cannot find the 2XXX bridge rule in the default configuration")
+    path = os.path.join(rundir, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+class Server:
+    """A strowger started for one run."""
+
+    def __init__(self, args, rundir, label, workers, rtp_ports, cfg, extra=()):
+        self.dir = os.path.join(rundir, label)
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = b.alloc_ports(1)
+        cmd = [args.bin, "--config", cfg, "--sip-listen", f"127.0.0.1:{self.port}", "--rtp-ports", rtp_ports,
+               "--data-dir", os.path.join(self.dir, "data"), "--workers", str(workers), *extra]
+        self.cmd = cmd
+        self.log = open(os.path.join(self.dir, "strowger.log"), "w")
+        self.proc = b.spawn(cmd, self.dir, self.log, self.log)
+        b.raise_priority(self.proc.pid)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if "worker(s)" in open(os.path.join(self.dir, "strowger.log")).read():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        sys.exit(f"bench: strowger did not start: see {self.dir}/strowger.log")
+
+    def cpu(self):
+        return b.proc_cpu(self.proc.pid)
+
+    def rss_kib(self):
+        return b.proc_status(self.proc.pid, "VmRSS")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def load(args, target, ext, calls, rate, hold, rtp, out, threads=1, max_time=None):
+    """Starts strowger-load; returns the process (its JSON report goes to `out`)."""
+    cmd = [args.load_bin, "call", "--target", target, "--ext", ext, "--calls", str(calls), "--rate", str(rate),
+           "--hold", str(hold), "--rtp", rtp, "--json", "--quiet", "--threads", str(threads),
+           "--rtp-ports", "40000-59999", "--max-time", str(max_time or int(hold + calls / rate + 60))]
+    p = b.spawn(cmd, os.path.dirname(out), open(out, "w"), open(out + ".err", "w"))
+    b.raise_priority(p.pid)
+    p.cmd = b.fmt_cmd(cmd)
+    return p
+
+
+def report_of(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def held_calls(args, rundir, label, workers, calls, rate, hold, window):
+    """Brings `calls` echo calls up, measures over `window` s of steady state, lets them end."""
+    srv = Server(args, rundir, label, workers, "10000-29999", config(args, rundir, f"{label}.toml"))
+    out = os.path.join(srv.dir, "load.json")
+    rss0 = srv.rss_kib()
+    lp = load(args, f"127.0.0.1:{srv.port}", "44444", calls, rate, hold, "echo", out)
+    time.sleep(calls / rate + 5)
+    c0, l0, t0 = srv.cpu(), b.proc_cpu(lp.pid), time.time()
+    time.sleep(window)
+    c1, l1, t1 = srv.cpu(), b.proc_cpu(lp.pid), time.time()
+    rss = srv.rss_kib()
+    lp.wait()
+    srv.stop()
+    rep = report_of(out)
+    span = t1 - t0
+    rtp = rep["rtp"]
+    row = {
+        "workers": workers, "calls": calls, "rate": rate, "hold_s": hold,
+        "server_cpu_pct": round((c1 - c0) / span * 100, 1),
+        "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / calls, 4),
+        "load_cpu_pct": round((l1 - l0) / span * 100, 1),
+        "rss_kib_per_call": round((rss - rss0) / calls, 2),
+        "completed": rep["completed"], "failed": rep["failed"], "failed_reasons": rep["failed_reasons"],
+        "rtp_received": rtp["received"], "rtp_lost": rtp["lost"],
+        "late_arrivals": rtp.get("late_arrivals", 0),
+        "late_pct": round(100 * rtp.get("late_arrivals", 0) / max(1, rtp["received"]), 4),
+        "load_late_frames": rtp["late_frames"], "jitter_mean_us": rtp["jitter_mean_us"],
+        "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd,
+    }
+    b.log(f"{workers} worker(s), {calls} calls: {row['cpu_ms_per_call_s']} CPU-ms per call-s "
+          f"({row['server_cpu_pct']} %), {row['rss_kib_per_call']} KiB/call, failed {row['failed']}, "
+          f"late {row['late_pct']} %, load generator {row['load_cpu_pct']} %")
+    return row
+
+
+def capacity(args, rundir):
+    rows = []
+    for n in args.levels:
+        b.quiet_check(set())
+        row = held_calls(args, rundir, f"cap-{n}", args.workers[0], n, args.rate, args.hold, 20)
+        rows.append(row)
+        if row["failed"] > n * 0.001 or row["late_pct"] > 0.1:
+            b.log(f"{n} calls: failures or late frames above 0.1 %: stopping here")
+            break
+    save("capacity", {"rows": rows, "machine": b.machine_info(args)})
+
+
+def b2bua_once(args, rundir, label, workers):
+    far_cfg = config(args, rundir, f"{label}-b.toml", steps='["answer", "echo"]')
+    far = Server(args, rundir, f"{label}-b", 1, "30000-31999", far_cfg)
+    near_cfg = config(args, rundir, f"{label}-a.toml")
+    near = Server(args, rundir, f"{label}-a", workers, "32000-33999", near_cfg,
+                  ("--var", f"bridge_target=127.0.0.1:{far.port}"))
+    out = os.path.join(near.dir, "load.json")
+    a0, f0 = near.cpu(), far.cpu()
+    lp = load(args, f"127.0.0.1:{near.port}", "2001", args.calls, args.rate, 0, "none", out,
+              max_time=int(args.calls / args.rate + 60))
+    lp.wait()
+    a1, f1 = near.cpu(), far.cpu()
+    near.stop()
+    far.stop()
+    rep = report_of(out)
+    done = max(1, rep["completed"])
+    ms = (a1 - a0) * 1000 / done
+    row = {"workers": workers, "calls": args.calls, "rate": args.rate, "completed": rep["completed"],
+           "failed": rep["failed"], "failed_reasons": rep["failed_reasons"],
+           "cpu_ms_per_call": round(ms, 4), "calls_per_s_per_core": round(1000 / ms),
+           "far_end_cpu_ms_per_call": round((f1 - f0) * 1000 / done, 4),
+           "setup_p50_us": rep["setup_us"]["p50"], "setup_p99_us": rep["setup_us"]["p99"],
+           "server_cmd": b.fmt_cmd(near.cmd), "load_cmd": lp.cmd}
+    b.log(f"B2BUA, {workers} worker(s): {row['cpu_ms_per_call']} CPU-ms per call "
+          f"({row['calls_per_s_per_core']} calls/s per core), failed {row['failed']}")
+    return row
+
+
+def interleaved(args, run):
+    """Runs `run(workers, i)` for every worker count, round-robin, --repeat times."""
+    rows = []
+    for i in range(args.repeat):
+        for w in args.workers:
+            b.quiet_check(set())
+            rows.append(run(w, i))
+    return rows
+
+
+def summary(rows, key):
+    out = {}
+    for w in sorted({r["workers"] for r in rows}):
+        vals = [r[key] for r in rows if r["workers"] == w and r["failed"] == 0]
+        if vals:
+            out[str(w)] = {"median": round(statistics.median(vals), 4), "min": min(vals), "max": max(vals),
+                           "runs": len(vals)}
+    if "1" in out:
+        for w, s in out.items():
+            s["speedup"] = round(int(w) * out["1"]["median"] / s["median"], 3)
+    return out
+
+
+def b2bua(args, rundir):
+    rows = interleaved(args, lambda w, i: b2bua_once(args, rundir, f"b2b-w{w}-{i}", w))
+    save("b2bua", {"rows": rows, "summary": summary(rows, "cpu_ms_per_call"), "machine": b.machine_info(args)})
+
+
+def speedup(args, rundir):
+    rows = interleaved(args, lambda w, i: held_calls(args, rundir, f"sp-w{w}-{i}", w, args.calls, args.rate,
+                                                     args.hold, 20))
+    save("speedup", {"rows": rows, "summary": summary(rows, "cpu_ms_per_call_s"),
+                     "machine": b.machine_info(args)})
+
+
+def overload(args, rundir):
+    runs = {}
+    for flood in (False, True):
+        label = "ov-flood" if flood else "ov-base"
+        b.quiet_check(set())
+        srv = Server(args, rundir, label, 1, "10000-29999", config(args, rundir, f"{label}.toml"))
+        held = os.path.join(srv.dir, "held.json")
+        lp = load(args, f"127.0.0.1:{srv.port}", "44444", args.calls, args.rate, args.hold, "echo", held)
+        time.sleep(args.calls / args.rate + 3)
+        fl = None
+        if flood:
+            fout = os.path.join(srv.dir, "flood.json")
+            fl = load(args, f"127.0.0.1:{srv.port}", "9196", args.flood * 20, args.flood, 0, "none", fout,
+                      threads=2, max_time=25)
+        c0 = srv.cpu()
+        time.sleep(20)
+        c1 = srv.cpu()
+        if fl:
+            fl.wait()
+        lp.wait()
+        log_text = open(os.path.join(srv.dir, "strowger.log")).read()
+        srv.stop()
+        rep = report_of(held)
+        row = {"flood_calls_per_s": args.flood if flood else 0, "held_calls": args.calls,
+               "held_completed": rep["completed"], "held_failed": rep["failed"],
+               "held_rtp_received": rep["rtp"]["received"], "held_rtp_lost": rep["rtp"]["lost"],
+               "held_late_arrivals": rep["rtp"].get("late_arrivals", 0),
+               "held_late_pct": round(100 * rep["rtp"].get("late_arrivals", 0) / max(1, rep["rtp"]["received"]), 4),
+               "held_jitter_mean_us": rep["rtp"]["jitter_mean_us"], "held_jitter_max_us": rep["rtp"]["jitter_max_us"],
+               "server_cpu_pct": round((c1 - c0) / 20 * 100, 1),
+               "past_capacity_logged": "past capacity" in log_text,
+               "server_cmd": b.fmt_cmd(srv.cmd), "held_cmd": lp.cmd}
+        if fl:
+            f = report_of(os.path.join(srv.dir, "flood.json"))
+            row.update({"flood_attempted": f["attempted"], "flood_rate_achieved": f["calls_per_s"],
+                        "flood_answered": f["answered"], "flood_refused_503": f["failed_reasons"].get("503", 0),
+                        "flood_failed_reasons": f["failed_reasons"], "flood_cmd": fl.cmd})
+        b.log(f"overload {'with' if flood else 'without'} flood: held calls failed {row['held_failed']}, "
+              f"late {row['held_late_pct']} %, lost {row['held_rtp_lost']}"
+              + (f"; flood {row['flood_attempted']} attempted at {row['flood_rate_achieved']}/s, "
+                 f"{row['flood_answered']} answered, {row['flood_refused_503']} refused 503" if flood else ""))
+        runs["flood" if flood else "base"] = row
+    save("overload", {**runs, "machine": b.machine_info(args)})
+
+
+def report(_args, _rundir):
+    res = json.load(open(RESULTS))
+    lines = []
+    if "capacity" in res:
+        lines += ["### Capacity: held playback+echo calls (strowger-load --rtp echo)", "",
+                  "| calls | workers | server CPU % | CPU-ms per call-second | KiB per call | failed | late frames % | "
+                  "RTP lost | load generator CPU % |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in res["capacity"]["rows"]:
+            lines.append(f"| {r['calls']} | {r['workers']} | {r['server_cpu_pct']} | {r['cpu_ms_per_call_s']} | "
+                         f"{r['rss_kib_per_call']} | {r['failed']} | {r['late_pct']} | {r['rtp_lost']} | "
+                         f"{r['load_cpu_pct']} |")
+        lines.append("")
+    for sec, key, what in (("b2bua", "cpu_ms_per_call", "CPU-ms per B2BUA call"),
+                           ("speedup", "cpu_ms_per_call_s", "CPU-ms per call-second (held echo calls)")):
+        if sec in res:
+            lines += [f"### {sec}: {what}, median of interleaved runs", "",
+                      "| workers | median | min | max | runs | implied speed-up (W × cost₁ / cost_W) |",
+                      "|---|---|---|---|---|---|"]
+            for w, s in res[sec]["summary"].items():
+                lines.append(f"| {w} | {s['median']} | {s['min']} | {s['max']} | {s['runs']} | {s.get('speedup', '')} |")
+            lines.append("")
+    if "overload" in res:
+        o = res["overload"]
+        lines += ["### Overload: held calls while new calls flood in", "",
+                  "| run | held calls failed | late frames % | RTP lost | jitter mean µs | flood attempted | "
+                  "flood calls/s | answered | refused 503 |", "|---|---|---|---|---|---|---|---|---|"]
+        for k in ("base", "flood"):
+            r = o[k]
+            lines.append(f"| {k} | {r['held_failed']} | {r['held_late_pct']} | {r['held_rtp_lost']} | "
+                         f"{r['held_jitter_mean_us']} | {r.get('flood_attempted', '-')} | "
+                         f"{r.get('flood_rate_achieved', '-')} | {r.get('flood_answered', '-')} | "
+                         f"{r.get('flood_refused_503', '-')} |")
+        lines.append("")
+    md = os.path.join(b.RESULTS, "scale.md")
+    with open(md, "w") as f:
+        f.write("\n".join(lines))
+    b.log(f"wrote {os.path.relpath(md, b.ROOT)}")
+    plot(res)
+
+
+def plot(res):
+    """CPU and late frames against calls, and speed-up against workers, in one PNG (gnuplot)."""
+    if "capacity" not in res:
+        return
+    d = os.path.join(b.RESULTS, "scale.dat")
+    with open(d, "w") as f:
+        for r in res["capacity"]["rows"]:
+            f.write(f"{r['calls']} {r['cpu_ms_per_call_s']} {r['late_pct']} {r['server_cpu_pct']}\n")
+    sp = os.path.join(b.RESULTS, "speedup.dat")
+    with open(sp, "w") as f:
+        for sec in ("speedup", "b2bua"):
+            for w, s in res.get(sec, {}).get("summary", {}).items():
+                f.write(f"{w} {s.get('speedup', 1)} {sec}\n")
+    png = os.path.join(b.RESULTS, "scale.png")
+    script = f"""
+set terminal pngcairo size 1500,450 font ",10"
+set output "{png}"
+set multiplot layout 1,3
+set title "Server CPU per call-second (playback + echo)"
+set xlabel "concurrent calls"; set ylabel "CPU-ms per call-second"; set yrange [0:*]; set grid
+plot "{d}" using 1:2 with linespoints lw 2 title "strowger", 0.20 with lines dt 2 title "kernel floor (peers.md)", 2.18 with lines dt 3 title "Asterisk (400 calls)"
+set title "Late frames (> 20 ms behind) at the caller"
+set ylabel "% of frames received"; set yrange [0:*]
+plot "{d}" using 1:3 with linespoints lw 2 title "strowger", 0.1 with lines dt 2 title "0.1 % limit"
+set title "Speed-up against workers"
+set xlabel "workers"; set ylabel "speed-up"; set xrange [0.5:2.5]; set yrange [0:2.2]; set xtics 1
+plot x with lines dt 2 title "ideal", "< grep speedup {sp}" using 1:2 with linespoints lw 2 title "media (held calls)", "< grep b2bua {sp}" using 1:2 with linespoints lw 2 title "B2BUA signalling"
+unset multiplot
+"""
+    subprocess.run(["gnuplot"], input=script, text=True, check=False)
+    b.log(f"wrote {os.path.relpath(png, b.ROOT)}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tests", nargs="+", choices=["capacity", "b2bua", "speedup", "overload", "report"])
+    ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
+    ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
+    ap.add_argument("--levels", type=int, nargs="+", default=[1000, 2000, 3000, 4000, 5000])
+    ap.add_argument("--workers", type=int, nargs="+", default=[2])
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--rate", type=float, default=200)
+    ap.add_argument("--hold", type=float, default=60)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--flood", type=int, default=15000, help="overload: new calls/s offered")
+    args = ap.parse_args()
+    args.server = "strowger"
+    args.sipp_rcvbuf = None
+    signal_setup()
+    rundir = os.path.join(b.OUT, "scale-" + time.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(rundir, exist_ok=True)
+    b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
+    try:
+        for t in args.tests:
+            globals()[t](args, rundir)
+    finally:
+        b.kill_children()
+
+
+def signal_setup():
+    import signal
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, b._on_signal)
+
+
+if __name__ == "__main__":
+    main()
