@@ -1,4 +1,4 @@
-.PHONY: bench fuzz run test
+.PHONY: bench bench-scale fuzz run test
 
 # Runs strowger with its embedded demo configuration (README's first command): installs the
 # codec libraries it links (scripts/setup.sh build), then builds and starts it.
@@ -18,6 +18,10 @@ fuzz:
 # Load tests against SIPp (bench/README.md): FULL=1 for more levels; about 12 min (FULL=1: 25).
 bench:
 	bash bench/run.sh
+
+# Scale benchmarks with strowger-load (bench/lib/scale.py): capacity, B2BUA, speed-up, overload.
+bench-scale:
+	bash bench/scale.sh
 
 # The whole suite (README's test command): installs the test tools (SIPp, baresip, sox,
 # espeak-ng: scripts/setup.sh), checks formatting and lints, then builds and runs every test,
