@@ -283,6 +283,8 @@ struct Call {
     ended: bool,
     linger_until: Option<Instant>,
     armed: Option<Instant>,
+    /// This call's mini-frame voice goes in trunk frames (also when `Config::trunk` is off).
+    trunk: bool,
 }
 
 impl Call {
@@ -552,6 +554,7 @@ impl Endpoint {
             ended: false,
             linger_until: None,
             armed: None,
+            trunk: false,
         };
         Some(self.calls.entry(local).or_insert(call))
     }
@@ -957,7 +960,7 @@ impl Endpoint {
                 now,
             );
         }
-        if cfg.trunk {
+        if cfg.trunk || call.trunk {
             let epoch = self.epoch;
             let t = self.trunks.entry(call.peer).or_insert_with(|| {
                 let ms = now.saturating_duration_since(epoch).as_millis() as u32;
@@ -984,6 +987,12 @@ impl Endpoint {
             to: call.peer,
             bytes,
         });
+        Ok(())
+    }
+
+    /// Sends this call's voice in meta trunk frames to its peer (for peers configured as trunks).
+    pub fn set_trunk(&mut self, id: CallId, on: bool) -> Result<(), Error> {
+        live(&mut self.calls, id)?.trunk = on;
         Ok(())
     }
 
