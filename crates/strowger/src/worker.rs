@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use switch::engine::Engine;
 
 const WAKER: Token = Token(0);
+const IAX: Token = Token(999);
 const UDP_BASE: usize = 1;
 const LISTEN_BASE: usize = 1_000;
 const CONN_BASE: usize = 1_000_000;
@@ -91,6 +92,9 @@ pub struct Worker {
     pub ticks: u64,
     pub lateness_us: u64,
     pub overloaded: bool,
+    /// The IAX2 socket: the configured address on worker 0, an ephemeral port of the same
+    /// address on the others (for the calls they place).
+    pub iax: Option<UdpSocket>,
 }
 
 impl Worker {
@@ -104,6 +108,9 @@ impl Worker {
             self.poll
                 .registry()
                 .register(l, Token(LISTEN_BASE + i), Interest::READABLE)?;
+        }
+        if let Some(s) = self.iax.as_mut() {
+            self.poll.registry().register(s, IAX, Interest::READABLE)?;
         }
         Ok(())
     }
@@ -135,6 +142,7 @@ impl Worker {
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => self.drain_inbox(),
+                    IAX => self.iax_ready(&mut buf),
                     Token(t) if t >= CONN_BASE => {
                         self.conn_ready(t, ev.is_readable(), ev.is_writable())
                     }
@@ -156,6 +164,36 @@ impl Worker {
             self.engine
                 .handle_timeout(now, &mut HostIo::new(&mut self.media, &mut self.host));
             self.flush_sip();
+            self.flush_iax();
+        }
+    }
+
+    /// IAX2 datagrams: voice goes straight to the media legs, signalling through `process`.
+    fn iax_ready(&mut self, buf: &mut [u8]) {
+        let Some(sock) = self.iax.as_ref() else {
+            return;
+        };
+        let now = Instant::now();
+        let media = &self.media;
+        let mut send = rtp_sender(media);
+        for _ in 0..256 {
+            let Ok((n, src)) = sock.recv_from(buf) else {
+                break;
+            };
+            self.engine.on_iax(src, &buf[..n], now, &mut send);
+        }
+        drop(send);
+        self.engine
+            .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
+        self.flush_iax();
+    }
+
+    fn flush_iax(&mut self) {
+        let Some(sock) = self.iax.as_ref() else {
+            return;
+        };
+        while let Some(t) = self.engine.poll_iax_transmit() {
+            let _ = sock.send_to(&t.bytes, t.to);
         }
     }
 
@@ -392,12 +430,7 @@ impl Worker {
         let batch = &mut self.batch;
         let media = &self.media;
         let engine = &mut self.engine;
-        let mut send = |t: media::Transmit<'_>| {
-            if let Some(pair) = media.get(t.leg.index()) {
-                let sock = if t.rtcp { &pair.rtcp } else { &pair.rtp };
-                let _ = sock.send_to(t.payload, t.dst);
-            }
-        };
+        let mut send = rtp_sender(media);
         for (leg, pair) in media
             .open_legs()
             .filter(|(leg, _)| leg % PHASES as usize == phase)
@@ -416,8 +449,20 @@ impl Worker {
             }
         }
         engine.tick_phase(now, phase, PHASES as usize, &mut send);
+        drop(send);
         self.engine
             .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
+        self.flush_iax();
+    }
+}
+
+/// Sends what the media engine emits from the leg's RTP or RTCP socket.
+fn rtp_sender(media: &MediaSockets) -> impl FnMut(media::Transmit<'_>) + '_ {
+    |t: media::Transmit<'_>| {
+        if let Some(pair) = media.get(t.leg.index()) {
+            let sock = if t.rtcp { &pair.rtcp } else { &pair.rtp };
+            let _ = sock.send_to(t.payload, t.dst);
+        }
     }
 }
 

@@ -916,6 +916,7 @@ impl Engine {
 
     /// Media events, then dialplan steps that became runnable.
     pub fn process(&mut self, now: Instant, host: &mut dyn Host) {
+        self.iax_signalling(now, host);
         while let Some(ev) = self.media.poll_event() {
             self.media_event(ev, now, host);
         }

@@ -21,7 +21,7 @@ use rtp::{RtpPacket, TelephoneEvent};
 use rustc_hash::FxHashMap;
 use sdp::LocalSession;
 use sip::transaction::{Peer, Transport};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime};
@@ -139,6 +139,8 @@ pub struct Iax {
     legs: Vec<Option<IaxMedia>>,
     waiting: FxHashMap<CallId, Waiting>,
     regs: FxHashMap<iax2::RegId, String>,
+    /// Signalling events kept for `Engine::process`, which has the host.
+    deferred: VecDeque<Event>,
 }
 
 impl Iax {
@@ -168,6 +170,7 @@ impl Iax {
             legs: Vec::new(),
             waiting: FxHashMap::default(),
             regs,
+            deferred: VecDeque::new(),
         }
     }
 
@@ -229,47 +232,65 @@ impl Engine {
         self.iax.as_ref().map(|i| i.ep.stats())
     }
 
-    /// One datagram from the IAX2 socket. `tx` sends RTP for SIP legs bridged to IAX2 legs.
+    /// One datagram from the IAX2 socket. Voice and DTMF are handled at once (`tx` sends RTP
+    /// for SIP legs bridged to IAX2 legs); signalling waits for `process`, which has the host.
     pub fn on_iax(
         &mut self,
         from: SocketAddr,
         bytes: &[u8],
         now: Instant,
-        host: &mut dyn Host,
         tx: &mut dyn FnMut(media::Transmit<'_>),
     ) {
         let Some(iax) = self.iax.as_mut() else {
             return;
         };
         iax.ep.handle(from, bytes, now);
-        self.iax_events(now, host, tx);
-        self.run_pending(now, host);
+        while let Some(ev) = self.iax.as_mut().and_then(|i| i.ep.poll_event()) {
+            match ev {
+                Event::Voice { call, ts, data, .. } => {
+                    if let Some(m) = self.iax_media_leg(call) {
+                        self.iax_inject(m, ts, Payload::Audio(&data), now, tx);
+                    }
+                }
+                Event::Dtmf { call, digit, begin } => {
+                    if let Some(m) = self.iax_media_leg(call) {
+                        self.iax_dtmf(m, digit, begin, now, tx);
+                    }
+                }
+                ev => {
+                    if let Some(iax) = self.iax.as_mut() {
+                        iax.deferred.push_back(ev);
+                    }
+                }
+            }
+        }
     }
 
     /// IAX2 retransmissions, registrations and trunk frames that are due.
     pub(crate) fn iax_timeout(&mut self, now: Instant, host: &mut dyn Host) {
-        let Some(iax) = self.iax.as_mut() else {
-            return;
-        };
-        if iax.ep.poll_timeout().is_some_and(|t| t <= now) {
-            iax.ep.handle_timeout(now);
-            // Timers produce no voice, so nothing reaches RTP sockets here.
-            self.iax_events(now, host, &mut |_| {});
+        if let Some(iax) = self.iax.as_mut() {
+            if iax.ep.poll_timeout().is_some_and(|t| t <= now) {
+                iax.ep.handle_timeout(now);
+            }
         }
+        self.iax_signalling(now, host);
     }
 
     pub(crate) fn iax_deadline(&self) -> Option<Instant> {
         self.iax.as_ref()?.ep.poll_timeout()
     }
 
-    fn iax_events(
-        &mut self,
-        now: Instant,
-        host: &mut dyn Host,
-        tx: &mut dyn FnMut(media::Transmit<'_>),
-    ) {
-        while let Some(ev) = self.iax.as_mut().and_then(|i| i.ep.poll_event()) {
-            let _ = self.iax_event(ev, now, host, tx);
+    /// Signalling events: deferred ones from datagrams, then the endpoint's own.
+    pub(crate) fn iax_signalling(&mut self, now: Instant, host: &mut dyn Host) {
+        loop {
+            let Some(iax) = self.iax.as_mut() else {
+                return;
+            };
+            let Some(ev) = iax.deferred.pop_front().or_else(|| iax.ep.poll_event()) else {
+                return;
+            };
+            // Outside `on_iax` no RTP socket is at hand; voice here only reaches IAX2 legs.
+            let _ = self.iax_event(ev, now, host, &mut |_| {});
         }
     }
 
