@@ -30,6 +30,9 @@ pub struct Config {
     pub token_lifetime: Duration,
     /// Calls and registrations at once from one IP address.
     pub max_calls_per_ip: usize,
+    /// Addresses whose NEW or REGREQ without any CALLTOKEN element (clients older than call
+    /// tokens) is let through; a request with the element still does the handshake.
+    pub token_optional: Vec<IpAddr>,
     /// First retransmission interval of a full frame; doubles up to `retransmit_max`.
     pub retransmit_initial: Duration,
     pub retransmit_max: Duration,
@@ -55,6 +58,7 @@ impl Default for Config {
             call_tokens: true,
             token_lifetime: Duration::from_secs(10),
             max_calls_per_ip: 2048,
+            token_optional: Vec::new(),
             retransmit_initial: Duration::from_millis(500),
             retransmit_max: Duration::from_secs(4),
             max_retransmits: 4,
@@ -1221,7 +1225,9 @@ impl Endpoint {
             self.stats.malformed += 1;
             return;
         };
-        if self.cfg.call_tokens {
+        let legacy =
+            ies.get(ie::CALLTOKEN).is_none() && self.cfg.token_optional.contains(&from.ip());
+        if self.cfg.call_tokens && !legacy {
             let valid = ies
                 .get(ie::CALLTOKEN)
                 .is_some_and(|t| self.tokens.check(from, t, now));

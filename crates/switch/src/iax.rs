@@ -150,6 +150,7 @@ impl Iax {
         let c = &shared.cfg;
         let cfg = iax2::Config {
             call_tokens: c.call_tokens,
+            token_optional: c.calltoken_optional.clone(),
             max_calls_per_ip: c.max_calls_per_ip,
             ..iax2::Config::default()
         };

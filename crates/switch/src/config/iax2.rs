@@ -16,6 +16,8 @@ pub struct Iax2 {
     pub listen: Option<SocketAddr>,
     /// Demand the CALLTOKEN exchange before a NEW or REGREQ sets up state.
     pub call_tokens: bool,
+    /// Addresses whose requests without a CALLTOKEN element (pre-2009 clients) are let through.
+    pub calltoken_optional: Vec<IpAddr>,
     pub max_calls_per_ip: usize,
     /// Take calls from callers that name no configured peer (no authentication).
     pub allow_guests: bool,
@@ -29,6 +31,7 @@ impl Default for Iax2 {
         Iax2 {
             listen: None,
             call_tokens: true,
+            calltoken_optional: Vec::new(),
             max_calls_per_ip: 2048,
             allow_guests: false,
             register_refresh: 60,
@@ -189,9 +192,20 @@ pub(crate) fn iax2(raw: RawIax2, rtp_codecs: &[sdp::Codec], d: &mut Diagnostics)
             context: p.context,
         });
     }
+    let mut calltoken_optional = Vec::new();
+    for (i, a) in raw.calltoken_optional.iter().enumerate() {
+        match a.parse() {
+            Ok(ip) => calltoken_optional.push(ip),
+            Err(_) => d.error(
+                &format!("iax2.calltoken_optional[{i}]"),
+                format_args!("{a:?} — expected an IP address, e.g. \"127.0.0.1\""),
+            ),
+        }
+    }
     Iax2 {
         listen,
         call_tokens: raw.call_tokens,
+        calltoken_optional,
         max_calls_per_ip: narrow(bounded(d, "iax2.max_calls_per_ip", raw.max_calls_per_ip, 1, 65_535)),
         allow_guests: raw.allow_guests,
         register_refresh: narrow(bounded(d, "iax2.register_refresh_s", raw.register_refresh_s, 10, 3600)),

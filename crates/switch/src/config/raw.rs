@@ -26,6 +26,7 @@ pub(crate) struct RawConfig {
 pub(crate) struct RawIax2 {
     pub listen: Option<String>,
     pub call_tokens: bool,
+    pub calltoken_optional: Vec<String>,
     pub max_calls_per_ip: u64,
     pub allow_guests: bool,
     pub register_refresh_s: u64,
@@ -37,6 +38,7 @@ impl Default for RawIax2 {
         RawIax2 {
             listen: None,
             call_tokens: true,
+            calltoken_optional: Vec::new(),
             max_calls_per_ip: 2048,
             allow_guests: false,
             register_refresh_s: 60,
