@@ -931,7 +931,21 @@ impl Endpoint {
         data: &[u8],
         now: Instant,
     ) -> Result<(), Error> {
-        let cfg = self.cfg.clone();
+        self.send_voice_step(id, format, data, None, now)
+    }
+
+    /// `send_voice` for a stream whose frames are `step_ms` apart: each timestamp is the last
+    /// one plus the step, so receivers that expect exact spacing see no jitter from when the
+    /// frame happened to be sent; it falls back to the call's clock after a gap.
+    pub fn send_voice_step(
+        &mut self,
+        id: CallId,
+        format: u32,
+        data: &[u8],
+        step_ms: Option<u32>,
+        now: Instant,
+    ) -> Result<(), Error> {
+        let cfg = &self.cfg;
         let call = self
             .calls
             .get_mut(&id.callno)
@@ -940,12 +954,14 @@ impl Endpoint {
         if call.remote == 0 || !matches!(call.role, Role::CallIn | Role::CallOut) {
             return Err(Error::WrongState);
         }
-        let mut ts = call.elapsed_ms(now);
-        if let Some(prev) = call.tx_voice_ts {
-            if ts <= prev {
-                ts = prev + 1;
+        let clock = call.elapsed_ms(now);
+        let ts = match (call.tx_voice_ts, step_ms) {
+            (Some(prev), Some(step)) if clock.abs_diff(prev.wrapping_add(step)) < 100 => {
+                prev.wrapping_add(step)
             }
-        }
+            (Some(prev), _) => clock.max(prev + 1),
+            (None, _) => clock,
+        };
         let full = match call.tx_voice_ts {
             None => true,
             Some(prev) => format != call.tx_format || (ts >> 16) != (prev >> 16),
@@ -954,15 +970,9 @@ impl Endpoint {
         if full {
             call.tx_format = format;
             call.last_ts = call.last_ts.max(ts);
-            return self.io.send_reliable(
-                &cfg,
-                call,
-                FrameType::Voice,
-                format,
-                data,
-                Some(ts),
-                now,
-            );
+            return self
+                .io
+                .send_reliable(cfg, call, FrameType::Voice, format, data, Some(ts), now);
         }
         if cfg.trunk || call.trunk {
             let epoch = self.epoch;

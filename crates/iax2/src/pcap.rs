@@ -47,4 +47,3 @@ pub fn pcap(wire: &[(SocketAddr, SocketAddr, Vec<u8>)]) -> Vec<u8> {
     }
     out
 }
-

@@ -94,7 +94,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
     load_users(&*store, &cfg.users)?;
     let queues = crate::store_io::start(store, mail.clone(), 2);
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
-    let iax = cfg.iax2.listen.map(|a| (a, switch::iax::Shared::new(cfg.iax2.clone())));
+    let iax = cfg
+        .iax2
+        .listen
+        .map(|a| (a, switch::iax::Shared::new(cfg.iax2.clone())));
 
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
@@ -139,7 +142,11 @@ pub fn run(cfg: Config) -> Result<(), String> {
             Some((addr, shared)) => {
                 // Worker 0 holds the IAX2 port (peers call and register there); the others
                 // place their calls from an ephemeral port of the same address.
-                let bind = if id == 0 { *addr } else { SocketAddr::new(addr.ip(), 0) };
+                let bind = if id == 0 {
+                    *addr
+                } else {
+                    SocketAddr::new(addr.ip(), 0)
+                };
                 let sock = std::net::UdpSocket::bind(bind).map_err(|e| {
                     format!("cannot listen for IAX2 on udp:{bind}: {e} — is another IAX2 server running? (change iax2.listen or --iax-listen)")
                 })?;

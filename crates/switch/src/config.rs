@@ -7,7 +7,7 @@ mod iax2;
 pub(crate) mod raw;
 mod source;
 
-pub use iax2::{IaxHost, IaxPeer, Iax2, IAX2_PORT};
+pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 
 use std::fmt;
 use std::net::SocketAddr;

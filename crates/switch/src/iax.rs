@@ -63,13 +63,18 @@ pub struct Registry(RwLock<HashMap<String, (SocketAddr, Instant)>>);
 impl Registry {
     pub fn get(&self, name: &str, now: Instant) -> Option<SocketAddr> {
         let map = self.0.read().ok()?;
-        map.get(name).filter(|(_, until)| *until > now).map(|(a, _)| *a)
+        map.get(name)
+            .filter(|(_, until)| *until > now)
+            .map(|(a, _)| *a)
     }
 
-    fn set(&self, name: &str, addr: SocketAddr, until: Instant) {
-        if let Ok(mut map) = self.0.write() {
-            map.insert(name.to_string(), (addr, until));
-        }
+    /// Records where `name` registered from; true if that is new (first time or moved).
+    fn set(&self, name: &str, addr: SocketAddr, until: Instant, now: Instant) -> bool {
+        let Ok(mut map) = self.0.write() else {
+            return false;
+        };
+        let old = map.insert(name.to_string(), (addr, until));
+        old.is_none_or(|(a, u)| a != addr || u <= now)
     }
 
     /// Registered peers and their addresses (for `show`).
@@ -128,6 +133,8 @@ struct IaxMedia {
     dtmf_out: bool,
     dtmf_in: Option<(char, u32)>,
     last_ts: u32,
+    /// RTP timestamp of the last frame sent.
+    tx_rtp_ts: Option<u32>,
 }
 
 /// One worker's IAX2: its endpoint and which call each IAX2 call and media leg belongs to.
@@ -213,7 +220,15 @@ impl Iax {
             }
             return;
         }
-        let _ = self.ep.send_voice(m.call, m.format, pkt.payload(), now);
+        // Frames are spaced by their RTP timestamps, not by when a media tick sent them.
+        let step = m
+            .tx_rtp_ts
+            .map(|t| pkt.timestamp().wrapping_sub(t) / m.units_per_ms.max(1));
+        m.tx_rtp_ts = Some(pkt.timestamp());
+        let step = step.filter(|s| (1..=200).contains(s));
+        let _ = self
+            .ep
+            .send_voice_step(m.call, m.format, pkt.payload(), step, now);
     }
 }
 
@@ -303,7 +318,9 @@ impl Engine {
         tx: &mut dyn FnMut(media::Transmit<'_>),
     ) -> Option<()> {
         match ev {
-            Event::Incoming { call, peer, info } => return self.iax_new(call, peer, info, now, host),
+            Event::Incoming { call, peer, info } => {
+                return self.iax_new(call, peer, info, now, host)
+            }
             Event::RegisterRequest {
                 call,
                 peer,
@@ -345,7 +362,11 @@ impl Engine {
                         refresh,
                     } => {
                         let until = now + Duration::from_secs(u64::from(refresh) + 10);
-                        iax.shared.registry.set(&name, peer, until);
+                        if iax.shared.registry.set(&name, peer, until, now) {
+                            host.log(&format!(
+                                "iax2: peer {name} registered from {peer} for {refresh} s"
+                            ));
+                        }
                         let _ = iax.ep.accept_registration(call, refresh, now);
                     }
                 }
@@ -656,7 +677,11 @@ impl Engine {
             return self.bridge_failed(call, 488, now, host);
         };
         let format = iax_format(first).unwrap_or(fmt::ULAW);
-        let capability = p.codecs.iter().filter_map(|f| iax_format(*f)).fold(0, |a, b| a | b);
+        let capability = p
+            .codecs
+            .iter()
+            .filter_map(|f| iax_format(*f))
+            .fold(0, |a, b| a | b);
         let c = &self.calls[call];
         let new = NewCall {
             called_number: exten.to_string(),
@@ -707,6 +732,7 @@ impl Engine {
             dtmf_out: false,
             dtmf_in: None,
             last_ts: 0,
+            tx_rtp_ts: None,
         });
     }
 
@@ -898,7 +924,10 @@ impl Engine {
                 (at, true)
             }
         };
-        let units = at.saturating_sub(start).max(40).saturating_mul(m.units_per_ms);
+        let units = at
+            .saturating_sub(start)
+            .max(40)
+            .saturating_mul(m.units_per_ms);
         let ev = TelephoneEvent {
             event,
             end,

@@ -128,13 +128,24 @@ pub(crate) fn iax2(raw: RawIax2, rtp_codecs: &[sdp::Codec], d: &mut Diagnostics)
     let mut peers: Vec<IaxPeer> = Vec::new();
     for (i, p) in raw.peers.into_iter().enumerate() {
         let key = format!("iax2.peers[{i}]");
-        if p.name.is_empty() || !p.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+        if p.name.is_empty()
+            || !p
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
             d.error(
                 &format!("{key}.name"),
-                format_args!("{:?} — expected letters, digits, '-', '_' or '.', e.g. \"provider\"", p.name),
+                format_args!(
+                    "{:?} — expected letters, digits, '-', '_' or '.', e.g. \"provider\"",
+                    p.name
+                ),
             );
         } else if peers.iter().any(|o| o.name == p.name) {
-            d.error(&format!("{key}.name"), format_args!("{:?} is listed twice", p.name));
+            d.error(
+                &format!("{key}.name"),
+                format_args!("{:?} is listed twice", p.name),
+            );
         }
         let host = match p.host.as_deref() {
             None => {
@@ -154,11 +165,17 @@ pub(crate) fn iax2(raw: RawIax2, rtp_codecs: &[sdp::Codec], d: &mut Diagnostics)
         };
         if let Some(s) = &p.secret {
             if s.is_empty() {
-                d.error(&format!("{key}.secret"), "must not be empty (leave it out to trust the peer by its address)");
+                d.error(
+                    &format!("{key}.secret"),
+                    "must not be empty (leave it out to trust the peer by its address)",
+                );
             }
         }
         if host == IaxHost::Dynamic && p.secret.is_none() {
-            d.error(&format!("{key}.host"), "a dynamic peer must have a secret to register with");
+            d.error(
+                &format!("{key}.host"),
+                "a dynamic peer must have a secret to register with",
+            );
         }
         if p.register && (p.secret.is_none() || host == IaxHost::Dynamic) {
             d.error(
@@ -179,7 +196,11 @@ pub(crate) fn iax2(raw: RawIax2, rtp_codecs: &[sdp::Codec], d: &mut Diagnostics)
             }
         }
         if codecs.is_empty() {
-            codecs = if default_codecs.is_empty() { vec![Format::Pcmu] } else { default_codecs.clone() };
+            codecs = if default_codecs.is_empty() {
+                vec![Format::Pcmu]
+            } else {
+                default_codecs.clone()
+            };
         }
         peers.push(IaxPeer {
             username: p.username.unwrap_or_else(|| p.name.clone()),
@@ -206,9 +227,21 @@ pub(crate) fn iax2(raw: RawIax2, rtp_codecs: &[sdp::Codec], d: &mut Diagnostics)
         listen,
         call_tokens: raw.call_tokens,
         calltoken_optional,
-        max_calls_per_ip: narrow(bounded(d, "iax2.max_calls_per_ip", raw.max_calls_per_ip, 1, 65_535)),
+        max_calls_per_ip: narrow(bounded(
+            d,
+            "iax2.max_calls_per_ip",
+            raw.max_calls_per_ip,
+            1,
+            65_535,
+        )),
         allow_guests: raw.allow_guests,
-        register_refresh: narrow(bounded(d, "iax2.register_refresh_s", raw.register_refresh_s, 10, 3600)),
+        register_refresh: narrow(bounded(
+            d,
+            "iax2.register_refresh_s",
+            raw.register_refresh_s,
+            10,
+            3600,
+        )),
         peers,
     }
 }
