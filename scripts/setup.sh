@@ -24,6 +24,7 @@ declare -A want=(
   [memcached]=memcached
   [opus-tools]=opusdec # interop test: strowger's Opus decoded by opusdec
   [tshark]=tshark # IAX2 frames checked by Wireshark's dissector
+  [iaxmodem]=iaxmodem # a real IAX2 peer: registers to strowger and takes calls
 )
 for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
 if [[ ${1:-test} == build ]]; then

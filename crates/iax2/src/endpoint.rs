@@ -30,6 +30,9 @@ pub struct Config {
     pub token_lifetime: Duration,
     /// Calls and registrations at once from one IP address.
     pub max_calls_per_ip: usize,
+    /// Addresses whose NEW or REGREQ without any CALLTOKEN element (clients older than call
+    /// tokens) is let through; a request with the element still does the handshake.
+    pub token_optional: Vec<IpAddr>,
     /// First retransmission interval of a full frame; doubles up to `retransmit_max`.
     pub retransmit_initial: Duration,
     pub retransmit_max: Duration,
@@ -55,6 +58,7 @@ impl Default for Config {
             call_tokens: true,
             token_lifetime: Duration::from_secs(10),
             max_calls_per_ip: 2048,
+            token_optional: Vec::new(),
             retransmit_initial: Duration::from_millis(500),
             retransmit_max: Duration::from_secs(4),
             max_retransmits: 4,
@@ -283,6 +287,8 @@ struct Call {
     ended: bool,
     linger_until: Option<Instant>,
     armed: Option<Instant>,
+    /// This call's mini-frame voice goes in trunk frames (also when `Config::trunk` is off).
+    trunk: bool,
 }
 
 impl Call {
@@ -552,6 +558,7 @@ impl Endpoint {
             ended: false,
             linger_until: None,
             armed: None,
+            trunk: false,
         };
         Some(self.calls.entry(local).or_insert(call))
     }
@@ -924,7 +931,21 @@ impl Endpoint {
         data: &[u8],
         now: Instant,
     ) -> Result<(), Error> {
-        let cfg = self.cfg.clone();
+        self.send_voice_step(id, format, data, None, now)
+    }
+
+    /// `send_voice` for a stream whose frames are `step_ms` apart: each timestamp is the last
+    /// one plus the step, so receivers that expect exact spacing see no jitter from when the
+    /// frame happened to be sent; it falls back to the call's clock after a gap.
+    pub fn send_voice_step(
+        &mut self,
+        id: CallId,
+        format: u32,
+        data: &[u8],
+        step_ms: Option<u32>,
+        now: Instant,
+    ) -> Result<(), Error> {
+        let cfg = &self.cfg;
         let call = self
             .calls
             .get_mut(&id.callno)
@@ -933,12 +954,14 @@ impl Endpoint {
         if call.remote == 0 || !matches!(call.role, Role::CallIn | Role::CallOut) {
             return Err(Error::WrongState);
         }
-        let mut ts = call.elapsed_ms(now);
-        if let Some(prev) = call.tx_voice_ts {
-            if ts <= prev {
-                ts = prev + 1;
+        let clock = call.elapsed_ms(now);
+        let ts = match (call.tx_voice_ts, step_ms) {
+            (Some(prev), Some(step)) if clock.abs_diff(prev.wrapping_add(step)) < 100 => {
+                prev.wrapping_add(step)
             }
-        }
+            (Some(prev), _) => clock.max(prev + 1),
+            (None, _) => clock,
+        };
         let full = match call.tx_voice_ts {
             None => true,
             Some(prev) => format != call.tx_format || (ts >> 16) != (prev >> 16),
@@ -947,17 +970,11 @@ impl Endpoint {
         if full {
             call.tx_format = format;
             call.last_ts = call.last_ts.max(ts);
-            return self.io.send_reliable(
-                &cfg,
-                call,
-                FrameType::Voice,
-                format,
-                data,
-                Some(ts),
-                now,
-            );
+            return self
+                .io
+                .send_reliable(cfg, call, FrameType::Voice, format, data, Some(ts), now);
         }
-        if cfg.trunk {
+        if cfg.trunk || call.trunk {
             let epoch = self.epoch;
             let t = self.trunks.entry(call.peer).or_insert_with(|| {
                 let ms = now.saturating_duration_since(epoch).as_millis() as u32;
@@ -984,6 +1001,12 @@ impl Endpoint {
             to: call.peer,
             bytes,
         });
+        Ok(())
+    }
+
+    /// Sends this call's voice in meta trunk frames to its peer (for peers configured as trunks).
+    pub fn set_trunk(&mut self, id: CallId, on: bool) -> Result<(), Error> {
+        live(&mut self.calls, id)?.trunk = on;
         Ok(())
     }
 
@@ -1212,7 +1235,9 @@ impl Endpoint {
             self.stats.malformed += 1;
             return;
         };
-        if self.cfg.call_tokens {
+        let legacy =
+            ies.get(ie::CALLTOKEN).is_none() && self.cfg.token_optional.contains(&from.ip());
+        if self.cfg.call_tokens && !legacy {
             let valid = ies
                 .get(ie::CALLTOKEN)
                 .is_some_and(|t| self.tokens.check(from, t, now));

@@ -9,6 +9,7 @@ pub mod endpoint;
 pub mod frame;
 pub mod ie;
 pub mod md5;
+pub mod pcap;
 pub mod token;
 
 pub use endpoint::{

@@ -66,11 +66,67 @@ enum Cmd {
         #[arg(long)]
         quiet: bool,
     },
+    /// Place IAX2 calls: NEW (call token, MD5) → ANSWER → 20 ms µ-law voice → HANGUP.
+    Iax2 {
+        /// The server, HOST:PORT (an IP literal).
+        #[arg(long)]
+        target: SocketAddr,
+        #[arg(long)]
+        ext: String,
+        /// Peer name to authenticate as.
+        #[arg(long)]
+        username: Option<String>,
+        #[arg(long)]
+        secret: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        calls: u64,
+        #[arg(long, default_value_t = 10.0)]
+        rate: f64,
+        /// Seconds of voice per call before the HANGUP.
+        #[arg(long, default_value_t = 0.0)]
+        hold: f64,
+        /// Voice in meta trunk frames.
+        #[arg(long)]
+        trunk: bool,
+        #[arg(long, default_value_t = 3600.0)]
+        max_time: f64,
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        quiet: bool,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Iax2 {
+            target,
+            ext,
+            username,
+            secret,
+            calls,
+            rate,
+            hold,
+            trunk,
+            max_time,
+            json,
+            quiet,
+        } => iax2_calls(
+            strowger_load::iax::Params {
+                target,
+                ext,
+                username,
+                secret,
+                calls,
+                rate,
+                hold: Duration::from_secs_f64(hold.max(0.0)),
+                trunk,
+                max_time: Duration::from_secs_f64(max_time.max(0.001)),
+                quiet,
+            },
+            json,
+        ),
         Cmd::Call {
             target,
             ext,
@@ -112,6 +168,17 @@ fn main() {
             } else {
                 println!("{}", report.text());
             }
+        }
+    }
+}
+
+fn iax2_calls(p: strowger_load::iax::Params, json: bool) {
+    match strowger_load::iax::run(&p) {
+        Ok(o) if json => println!("{}", o.json()),
+        Ok(o) => println!("{o:?}"),
+        Err(e) => {
+            eprintln!("strowger-load: cannot open a UDP socket for IAX2: {e}");
+            std::process::exit(1);
         }
     }
 }

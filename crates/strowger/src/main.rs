@@ -28,6 +28,9 @@ struct Cli {
     /// Listen for SIP on this address (UDP and TCP), replacing sip.listen.
     #[arg(long, value_name = "ADDR:PORT")]
     sip_listen: Option<String>,
+    /// Listen for IAX2 on this UDP address, replacing iax2.listen (IAX2 is off without it).
+    #[arg(long, value_name = "ADDR:PORT")]
+    iax_listen: Option<String>,
     /// RTP port range, replacing rtp.ports.
     #[arg(long, value_name = "LO-HI")]
     rtp_ports: Option<String>,
@@ -169,6 +172,9 @@ fn main() -> ExitCode {
             .map(|v| cfg.override_sip_listen(v)),
         cli.rtp_ports.as_deref().map(|v| cfg.override_rtp_ports(v)),
         cli.data_dir.as_deref().map(|v| cfg.override_data_dir(v)),
+        cli.iax_listen
+            .as_deref()
+            .map(|v| cfg.iax2.override_listen(v)),
     ];
     for o in overrides.into_iter().flatten() {
         if let Err(e) = o {

@@ -95,6 +95,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
     load_users(&*store, &cfg.users)?;
     let queues = crate::store_io::start(store, mail.clone(), 2);
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
+    let iax = cfg
+        .iax2
+        .listen
+        .map(|a| (a, switch::iax::Shared::new(cfg.iax2.clone())));
 
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
@@ -134,6 +138,26 @@ pub fn run(cfg: Config) -> Result<(), String> {
         };
         let slice_lo = lo + (id as u32 * per * 2) as u16;
         let slice_hi = slice_lo + (per * 2) as u16;
+        let mut engine = Engine::new(settings, dialplan.clone());
+        let iax_sock = match &iax {
+            Some((addr, shared)) => {
+                // Worker 0 holds the IAX2 port (peers call and register there); the others
+                // place their calls from an ephemeral port of the same address.
+                let bind = if id == 0 {
+                    *addr
+                } else {
+                    SocketAddr::new(addr.ip(), 0)
+                };
+                let sock = std::net::UdpSocket::bind(bind).map_err(|e| {
+                    format!("cannot listen for IAX2 on udp:{bind}: {e} — is another IAX2 server running? (change iax2.listen or --iax-listen)")
+                })?;
+                sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+                let now = std::time::Instant::now();
+                engine.enable_iax2(switch::iax::Iax::new(shared.clone(), id == 0, now));
+                Some(mio::net::UdpSocket::from_std(sock))
+            }
+            None => None,
+        };
         let mut w = Worker {
             id,
             workers,
@@ -145,7 +169,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             conns: HashMap::new(),
             conn_by_peer: HashMap::new(),
             next_conn: 0,
-            engine: Engine::new(settings, dialplan.clone()),
+            engine,
             media: MediaSockets::new(media_ip, slice_lo, slice_hi),
             host: Host::new(data_dir.clone(), cdr_path.clone()).with_store(queues(id)),
             stop: stop.clone(),
@@ -157,6 +181,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             overloaded: false,
             to_wake: 0,
             next_tick: std::time::Instant::now(),
+            iax: iax_sock,
         };
         w.register().map_err(|e| e.to_string())?;
         handles.push(
@@ -167,13 +192,15 @@ pub fn run(cfg: Config) -> Result<(), String> {
         );
     }
     eprintln!(
-        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi}; data in {}",
+        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{} data in {}",
         env!("CARGO_PKG_VERSION"),
         listen
             .iter()
             .map(|(t, a)| format!("{}:{a}", if *t == Transport::Udp { "udp" } else { "tcp" }))
             .collect::<Vec<_>>()
             .join(", "),
+        iax.as_ref()
+            .map_or(String::new(), |(a, _)| format!(" IAX2 on udp:{a};")),
         data_dir.display()
     );
     for h in handles {

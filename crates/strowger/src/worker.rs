@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use switch::engine::Engine;
 
 const WAKER: Token = Token(0);
+const IAX: Token = Token(999);
 const UDP_BASE: usize = 1;
 const LISTEN_BASE: usize = 1_000;
 const CONN_BASE: usize = 1_000_000;
@@ -29,7 +30,7 @@ const CONN_BASE: usize = 1_000_000;
 /// phases of 2 ms cost a quarter more CPU in wake-ups for no fewer drops (bench/RESULTS.md).
 const TICK: Duration = Duration::from_millis(5);
 const PHASES: u64 = 4;
-/// SIP datagrams taken per recvmmsg(2).
+/// SIP (and IAX2) datagrams taken per recvmmsg(2).
 const SIP_BATCH: usize = 16;
 /// Average media-tick lateness past which a worker refuses new calls, and below which it
 /// accepts them again (epoll's millisecond timeouts alone make ticks up to ~1 ms late).
@@ -127,6 +128,9 @@ pub struct Worker {
     pub to_wake: u64,
     /// When the next media pass is due.
     pub next_tick: Instant,
+    /// The IAX2 socket: the configured address on worker 0, an ephemeral port of the same
+    /// address on the others (for the calls they place).
+    pub iax: Option<UdpSocket>,
 }
 
 impl Worker {
@@ -140,6 +144,9 @@ impl Worker {
             self.poll
                 .registry()
                 .register(l, Token(LISTEN_BASE + i), Interest::READABLE)?;
+        }
+        if let Some(s) = self.iax.as_mut() {
+            self.poll.registry().register(s, IAX, Interest::READABLE)?;
         }
         Ok(())
     }
@@ -172,6 +179,7 @@ impl Worker {
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => self.drain_inbox(),
+                    IAX => self.iax_ready(&mut sip_batch),
                     Token(t) if t >= CONN_BASE => {
                         self.conn_ready(t, ev.is_readable(), ev.is_writable())
                     }
@@ -184,6 +192,7 @@ impl Worker {
             self.engine
                 .handle_timeout(now, &mut HostIo::new(&mut self.media, &mut self.host));
             self.flush_sip();
+            self.flush_iax();
             self.wake_posted();
         }
     }
@@ -209,6 +218,41 @@ impl Worker {
             // Far behind (a stall): skip ahead rather than burst; the media engine emits the
             // frames a late tick missed.
             self.next_tick = now + TICK;
+        }
+    }
+
+    /// IAX2 datagrams, read dry in batches: voice goes straight to the media legs, signalling
+    /// through `process`.
+    fn iax_ready(&mut self, batch: &mut mmsg::Batch) {
+        let Some(sock) = self.iax.as_ref() else {
+            return;
+        };
+        let now = Instant::now();
+        let media = &self.media;
+        let mut send = rtp_sender(media);
+        loop {
+            let n = batch.recv(sock);
+            for i in 0..n {
+                if let Some((data, src)) = batch.get(i) {
+                    self.engine.on_iax(src, data, now, &mut send);
+                }
+            }
+            if n < SIP_BATCH {
+                break;
+            }
+        }
+        drop(send);
+        self.engine
+            .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
+        self.flush_iax();
+    }
+
+    fn flush_iax(&mut self) {
+        let Some(sock) = self.iax.as_ref() else {
+            return;
+        };
+        while let Some(t) = self.engine.poll_iax_transmit() {
+            let _ = sock.send_to(&t.bytes, t.to);
         }
     }
 
@@ -436,15 +480,7 @@ impl Worker {
         let batch = &mut self.batch;
         let media = &self.media;
         let engine = &mut self.engine;
-        let mut send = |t: media::Transmit<'_>| {
-            if let Some(pair) = media.get(t.leg.index()) {
-                if t.rtcp {
-                    let _ = pair.rtcp.send_to(t.payload, t.dst);
-                } else {
-                    pair.send_rtp(t.payload, t.dst, t.pinned);
-                }
-            }
-        };
+        let mut send = rtp_sender(media);
         for (leg, pair) in media
             .open_legs()
             .filter(|(leg, _)| leg % PHASES as usize == phase)
@@ -463,8 +499,23 @@ impl Worker {
             }
         }
         engine.tick_phase(now, phase, PHASES as usize, &mut send);
+        drop(send);
         self.engine
             .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
+        self.flush_iax();
+    }
+}
+
+/// Sends what the media engine emits from the leg's RTP or RTCP socket.
+fn rtp_sender(media: &MediaSockets) -> impl FnMut(media::Transmit<'_>) + '_ {
+    |t: media::Transmit<'_>| {
+        if let Some(pair) = media.get(t.leg.index()) {
+            if t.rtcp {
+                let _ = pair.rtcp.send_to(t.payload, t.dst);
+            } else {
+                pair.send_rtp(t.payload, t.dst, t.pinned);
+            }
+        }
     }
 }
 

@@ -132,10 +132,15 @@ impl Engine {
                     )),
                 }
             }
-            Step::Bridge { uri, timeout } => match uri.strip_prefix("user/") {
-                Some(name) => self.dial_user(call, name, timeout, now, host),
-                None => self.start_bridge(call, &uri, timeout, now, host),
-            },
+            Step::Bridge { uri, timeout } => {
+                if let Some(name) = uri.strip_prefix("user/") {
+                    self.dial_user(call, name, timeout, now, host)
+                } else if let Some(target) = uri.strip_prefix("iax2/") {
+                    self.dial_iax(call, target, timeout, now, host)
+                } else {
+                    self.start_bridge(call, &uri, timeout, now, host)
+                }
+            }
             Step::Set { .. } => {}
             Step::Wait { duration } => {
                 let until = now + duration;
@@ -165,16 +170,32 @@ impl Engine {
         now: Instant,
         host: &mut dyn Host,
     ) -> bool {
-        let cfg = self.leg_config(call, outbound);
-        let Some(c) = self.calls.get_mut(call) else {
-            return false;
-        };
-        let Some(leg) = c.leg_mut(outbound) else {
+        let Some(leg) = self.calls.get(call).and_then(|c| {
+            if outbound {
+                c.outbound.as_ref()
+            } else {
+                Some(&c.inbound)
+            }
+        }) else {
             return false;
         };
         if leg.media.is_some() {
             return true;
         }
+        if let Some(iax) = leg.iax {
+            let peer = leg.dialog.peer.addr;
+            let id = self.media.add_leg(self.iax_leg_config(peer), now);
+            self.iax_media(id, iax, peer);
+            self.by_media.insert(id.index(), (call, outbound));
+            if let Some(leg) = self.calls[call].leg_mut(outbound) {
+                leg.media = Some(id);
+            }
+            return true;
+        }
+        let cfg = self.leg_config(call, outbound);
+        let Some(leg) = self.calls[call].leg_mut(outbound) else {
+            return false;
+        };
         let id = self.media.add_leg(cfg, now);
         let Some(port) = host.open_media(id.index()) else {
             self.media.remove_leg(id);
@@ -222,6 +243,9 @@ impl Engine {
         let Some(c) = self.calls.get(call) else {
             return;
         };
+        if c.inbound.iax.is_some() {
+            return self.iax_ringing(call, with_sdp, now);
+        }
         if c.answered || c.invite_tx.is_none() {
             return;
         }
@@ -237,10 +261,11 @@ impl Engine {
         if with_sdp {
             c.early_media = true;
         }
-        let Some(stx) = c.invite_tx else { return };
+        let (Some(stx), Some(invite)) = (c.invite_tx, c.invite.clone()) else {
+            return;
+        };
         let (peer, tag) = (c.inbound.dialog.peer, c.inbound.dialog.local_tag.clone());
         let extra = [("Contact", c.inbound.dialog.local_contact.clone())];
-        let invite = c.invite.clone();
         self.respond(
             stx,
             &invite,
@@ -272,6 +297,9 @@ impl Engine {
         if c.answered {
             return true;
         }
+        if c.inbound.iax.is_some() {
+            return self.iax_answer(call, now);
+        }
         if !self.ensure_media(call, false, now, host) {
             self.hangup(call, 34, "switch", None, now, host);
             return false;
@@ -281,7 +309,7 @@ impl Engine {
             return false;
         };
         let c = &mut self.calls[call];
-        let Some(stx) = c.invite_tx.take() else {
+        let (Some(stx), Some(invite)) = (c.invite_tx.take(), c.invite.clone()) else {
             return false;
         };
         let mut extra = vec![
@@ -289,13 +317,13 @@ impl Engine {
             ("Allow", ALLOW.to_string()),
             ("Supported", SUPPORTED.join(", ")),
         ];
-        for rr in c.invite.all(HeaderName::RecordRoute) {
+        for rr in invite.all(HeaderName::RecordRoute) {
             extra.push(("Record-Route", rr.to_string()));
         }
         if let Some(se) = c.session_interval {
             c.refresh_session(se, now);
             extra.push(("Session-Expires", format!("{se};refresher=uac")));
-            if c.invite
+            if invite
                 .all(HeaderName::Supported)
                 .any(|t| t.eq_ignore_ascii_case("timer"))
             {
@@ -309,7 +337,6 @@ impl Engine {
         let tag = c.inbound.dialog.local_tag.clone();
         let peer = c.inbound.dialog.peer;
         let deadline = c.session_deadline;
-        let invite = c.invite.clone();
         let bytes = self.response_bytes(
             &invite,
             peer,
@@ -366,7 +393,9 @@ impl Engine {
         };
         let reason = sip::status::reason_phrase(status);
         // Inbound leg.
-        if let Some(stx) = c.invite_tx.take() {
+        if c.inbound.iax.is_some() {
+            self.iax_release(&mut c.inbound, q850, from != Some(false), now);
+        } else if let (Some(stx), Some(invite)) = (c.invite_tx.take(), &c.invite) {
             let (status, reason) = if from == Some(false) {
                 (487, "Request Terminated")
             } else {
@@ -376,7 +405,7 @@ impl Engine {
             let peer = c.inbound.dialog.peer;
             self.respond(
                 stx,
-                &c.invite,
+                invite,
                 peer,
                 status,
                 reason,
@@ -434,7 +463,9 @@ impl Engine {
         now: Instant,
         host: &mut dyn Host,
     ) {
-        if let Some(ctx) = out.invite_tx.take() {
+        if out.iax.is_some() {
+            self.iax_release(out, q850, notify, now);
+        } else if let Some(ctx) = out.invite_tx.take() {
             self.client_txs.remove(&ctx);
             if notify {
                 if let Some(cancel) = self.txs.cancel(ctx, now) {

@@ -68,18 +68,26 @@ impl Engine {
         let c = &self.calls[call];
         let max_forwards = c
             .invite
-            .header(HeaderName::MaxForwards)
+            .as_ref()
+            .and_then(|i| i.header(HeaderName::MaxForwards))
             .and_then(parse_u32)
             .unwrap_or(70);
         if max_forwards == 0 {
             self.bridge_failed(call, 483, now, host);
             return;
         }
-        let caller = c
-            .invite
-            .header(HeaderName::From)
-            .map(crate::dialog::without_tag)
-            .unwrap_or_default();
+        let caller = match &c.invite {
+            Some(invite) => invite
+                .header(HeaderName::From)
+                .map(crate::dialog::without_tag)
+                .unwrap_or_default(),
+            // An IAX2 caller: its number at strowger.
+            None => format!(
+                "<sip:{}@{}>",
+                c.vars.get("CALLER").unwrap_or("anonymous"),
+                self.local_for(peer)
+            ),
+        };
         // The outbound Call-ID must hash to this worker, so the callee's answers find the call.
         let call_id = loop {
             let id = format!("{:032x}@strowger", self.rng.u128(..));

@@ -47,6 +47,8 @@ pub struct Leg {
     /// The pending outbound INVITE.
     pub invite_tx: Option<ClientTxId>,
     pub confirmed: bool,
+    /// The leg is signalled over IAX2 (iax.rs), not by its dialog.
+    pub iax: Option<iax2::CallId>,
 }
 
 impl Leg {
@@ -68,6 +70,7 @@ impl Leg {
             ack: None,
             invite_tx: None,
             confirmed: false,
+            iax: None,
         }
     }
 }
@@ -81,8 +84,9 @@ pub struct Call {
     pub forks: Vec<Leg>,
     /// The best final response of the forks that failed so far (RFC 3261 §16.7).
     pub best_status: Option<u16>,
-    /// The inbound INVITE and its server transaction, until a final response went out.
-    pub invite: Message,
+    /// The inbound INVITE (none for an IAX2 caller) and its server transaction, until a final
+    /// response went out.
+    pub invite: Option<Message>,
     pub invite_tx: Option<ServerTxId>,
     pub program: Route,
     pub vars: Vars,
@@ -106,8 +110,8 @@ impl Call {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         inbound: Leg,
-        invite: Message,
-        invite_tx: ServerTxId,
+        invite: Option<Message>,
+        invite_tx: Option<ServerTxId>,
         program: Route,
         vars: Vars,
         cdr: Cdr,
@@ -121,7 +125,7 @@ impl Call {
             forks: Vec::new(),
             best_status: None,
             invite,
-            invite_tx: Some(invite_tx),
+            invite_tx,
             program,
             vars,
             wait: Wait::None,

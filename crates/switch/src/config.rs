@@ -3,8 +3,11 @@
 //! switch never meets a bad regex or port range; every error carries
 //! `file:line:column: key: message` and says what would be accepted.
 
+mod iax2;
 pub(crate) mod raw;
 mod source;
+
+pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -62,6 +65,8 @@ pub struct Config {
     pub registrar: Registrar,
     /// `[[users]]`: loaded into the store at start.
     pub users: Vec<User>,
+    /// `[iax2]`: off unless `listen` is set.
+    pub iax2: Iax2,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -181,6 +186,17 @@ impl Config {
         let dialplan = Dialplan::compile(&raw.dialplan, raw.vars, &mut d);
         let registrar = registrar(raw.registrar, &mut d);
         let users = users(raw.users, &registrar.domain, &mut d);
+        let iax2 = iax2::iax2(raw.iax2, &rtp.codecs, &mut d);
+        for (i, p) in iax2.peers.iter().enumerate() {
+            if let Some(c) = &p.context {
+                if !dialplan.has_context(c) {
+                    d.error(
+                        &format!("iax2.peers[{i}].context"),
+                        format_args!("no dialplan context {c:?}"),
+                    );
+                }
+            }
+        }
         let mut found = d.found;
         found.sort_by_key(|e| (e.line, e.column));
         if found.iter().any(|e| !e.warning) {
@@ -193,6 +209,7 @@ impl Config {
             dialplan,
             registrar,
             users,
+            iax2,
             warnings: found,
         })
     }

@@ -61,6 +61,10 @@ impl Dialplan {
     }
 
     /// Sets a `[vars]` global (the `--var NAME=VALUE` command-line override).
+    pub fn has_context(&self, name: &str) -> bool {
+        self.contexts.contains_key(name)
+    }
+
     pub fn set_global(&mut self, name: &str, value: &str) {
         Arc::make_mut(&mut self.globals).set(name, value);
     }

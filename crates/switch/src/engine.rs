@@ -99,11 +99,13 @@ pub struct Engine {
     pub(crate) to_run: Vec<usize>,
     /// Outbound INVITEs whose call ended before the callee answered.
     pub(crate) orphans: FxHashMap<ClientTxId, Dialog>,
-    next_gen: u64,
-    overloaded: bool,
+    pub(crate) next_gen: u64,
+    pub(crate) overloaded: bool,
     /// Store operations under way (registrar, location lookups), by token.
     pub(crate) pending: FxHashMap<u64, crate::registrar::Pending>,
     pub(crate) next_token: u64,
+    /// IAX2 legs, when `[iax2]` is on (iax.rs).
+    pub(crate) iax: Option<Box<crate::iax::Iax>>,
 }
 
 impl Engine {
@@ -128,6 +130,7 @@ impl Engine {
             overloaded: false,
             pending: FxHashMap::default(),
             next_token: 0,
+            iax: None,
         }
     }
 
@@ -151,10 +154,10 @@ impl Engine {
     /// When `handle_timeout` wants to run next.
     pub fn next_deadline(&self) -> Option<Instant> {
         let call = self.timers.peek().map(|Reverse((t, _, _))| *t);
-        match (call, self.txs.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [call, self.txs.poll_timeout(), self.iax_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The Retry-After header of a 503 for a new call refused when full, counted as such.
@@ -524,8 +527,8 @@ impl Engine {
         self.next_gen += 1;
         let call = Call::new(
             leg,
-            msg,
-            stx,
+            Some(msg),
+            Some(stx),
             program,
             vars,
             cdr,
@@ -878,8 +881,13 @@ impl Engine {
         now: Instant,
         tx: &mut dyn FnMut(media::Transmit<'_>),
     ) {
-        self.media
-            .on_rtp(media::LegId::from_index(leg), data, src, now, tx);
+        let leg = media::LegId::from_index(leg);
+        match self.iax.as_mut() {
+            Some(iax) => self
+                .media
+                .on_rtp(leg, data, src, now, &mut |t| iax.route(t, now, tx)),
+            None => self.media.on_rtp(leg, data, src, now, tx),
+        }
     }
 
     pub fn on_rtcp(&mut self, leg: usize, data: &[u8], src: SocketAddr, now: Instant) {
@@ -888,7 +896,7 @@ impl Engine {
     }
 
     pub fn tick(&mut self, now: Instant, tx: &mut dyn FnMut(media::Transmit<'_>)) {
-        self.media.tick(now, tx);
+        self.tick_phase(now, 0, 1, tx);
     }
 
     /// One of `phases` passes per 20 ms frame interval (see `media::Engine::tick_phase`).
@@ -899,11 +907,17 @@ impl Engine {
         phases: usize,
         tx: &mut dyn FnMut(media::Transmit<'_>),
     ) {
-        self.media.tick_phase(now, phase, phases, tx);
+        match self.iax.as_mut() {
+            Some(iax) => self
+                .media
+                .tick_phase(now, phase, phases, &mut |t| iax.route(t, now, tx)),
+            None => self.media.tick_phase(now, phase, phases, tx),
+        }
     }
 
     /// Media events, then dialplan steps that became runnable.
     pub fn process(&mut self, now: Instant, host: &mut dyn Host) {
+        self.iax_signalling(now, host);
         while let Some(ev) = self.media.poll_event() {
             self.media_event(ev, now, host);
         }
@@ -944,6 +958,7 @@ impl Engine {
     }
 
     pub fn handle_timeout(&mut self, now: Instant, host: &mut dyn Host) {
+        self.iax_timeout(now, host);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {

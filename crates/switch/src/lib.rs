@@ -10,6 +10,7 @@ pub mod dialog;
 pub mod dialplan;
 pub mod engine;
 mod host;
+pub mod iax;
 pub mod registrar;
 pub mod slots;
 

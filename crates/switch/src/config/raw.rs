@@ -18,6 +18,49 @@ pub(crate) struct RawConfig {
     pub dialplan: RawDialplan,
     pub registrar: RawRegistrar,
     pub users: Vec<RawUser>,
+    pub iax2: RawIax2,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawIax2 {
+    pub listen: Option<String>,
+    pub call_tokens: bool,
+    pub calltoken_optional: Vec<String>,
+    pub max_calls_per_ip: u64,
+    pub allow_guests: bool,
+    pub register_refresh_s: u64,
+    pub peers: Vec<RawIaxPeer>,
+}
+
+impl Default for RawIax2 {
+    fn default() -> Self {
+        RawIax2 {
+            listen: None,
+            call_tokens: true,
+            calltoken_optional: Vec::new(),
+            max_calls_per_ip: 2048,
+            allow_guests: false,
+            register_refresh_s: 60,
+            peers: Vec::new(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIaxPeer {
+    pub name: String,
+    pub host: Option<String>,
+    pub secret: Option<String>,
+    pub username: Option<String>,
+    #[serde(default)]
+    pub codecs: Vec<String>,
+    #[serde(default)]
+    pub trunk: bool,
+    #[serde(default)]
+    pub register: bool,
+    pub context: Option<String>,
 }
 
 #[derive(Deserialize)]

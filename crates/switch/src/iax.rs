@@ -1,0 +1,955 @@
+//! IAX2 legs (RFC 5456) in the call engine. The worker's `iax2::Endpoint` runs the protocol;
+//! this module turns its events into the same calls, dialplan runs and bridges SIP legs get:
+//! an incoming NEW enters the dialplan with its called number, and `bridge iax2/PEER/EXTEN`
+//! dials a peer. An IAX2 leg's media is an ordinary media-engine leg: voice frames that
+//! arrive are handed to it as RTP packets (a 12-byte header on the payload), and the RTP it
+//! sends is taken back out of the header and sent as mini/full voice (or trunk) frames, so
+//! prompts, echo, recording, bridges and codec translation are the ones SIP legs use.
+
+use crate::call::{Call, Leg, Wait};
+use crate::cdr::{unix_seconds, Cdr};
+use crate::config::{Iax2, IaxHost, IaxPeer};
+use crate::dialog::Dialog;
+use crate::dialplan::cause::Cause;
+use crate::dialplan::Vars;
+use crate::engine::Engine;
+use crate::Host;
+use iax2::{format as fmt, CallId, EndReason, Event, NewCall};
+use media::Format;
+use rtp::packet::{RtpHeader, HEADER_LEN};
+use rtp::{RtpPacket, TelephoneEvent};
+use rustc_hash::FxHashMap;
+use sdp::LocalSession;
+use sip::transaction::{Peer, Transport};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Payload types of the RTP an IAX2 media leg exchanges with the media engine (internal only).
+const AUDIO_PT: u8 = 96;
+const DTMF_PT: u8 = 101;
+
+/// The IAX2 format bit of a media format, and back.
+pub fn iax_format(f: Format) -> Option<u32> {
+    Some(match f {
+        Format::Pcmu => fmt::ULAW,
+        Format::Pcma => fmt::ALAW,
+        Format::Gsm => fmt::GSM,
+        Format::G722 => fmt::G722,
+        Format::Speex => fmt::SPEEX,
+        Format::L16 => fmt::SLINEAR,
+        _ => return None,
+    })
+}
+
+pub fn media_format(bit: u32) -> Option<Format> {
+    Some(match bit {
+        fmt::ULAW => Format::Pcmu,
+        fmt::ALAW => Format::Pcma,
+        fmt::GSM => Format::Gsm,
+        fmt::G722 => Format::G722,
+        fmt::SPEEX => Format::Speex,
+        fmt::SLINEAR => Format::L16,
+        _ => return None,
+    })
+}
+
+/// Where registered peers are, shared by every worker (written on REGREQ, read when a call
+/// dials a peer; never on the media path).
+#[derive(Default)]
+pub struct Registry(RwLock<HashMap<String, (SocketAddr, Instant)>>);
+
+impl Registry {
+    pub fn get(&self, name: &str, now: Instant) -> Option<SocketAddr> {
+        let map = self.0.read().ok()?;
+        map.get(name)
+            .filter(|(_, until)| *until > now)
+            .map(|(a, _)| *a)
+    }
+
+    /// Records where `name` registered from; true if that is new (first time or moved).
+    fn set(&self, name: &str, addr: SocketAddr, until: Instant, now: Instant) -> bool {
+        let Ok(mut map) = self.0.write() else {
+            return false;
+        };
+        let old = map.insert(name.to_string(), (addr, until));
+        old.is_none_or(|(a, u)| a != addr || u <= now)
+    }
+
+    /// Registered peers and their addresses (for `show`).
+    pub fn list(&self, now: Instant) -> Vec<(String, SocketAddr)> {
+        let Ok(map) = self.0.read() else {
+            return Vec::new();
+        };
+        let mut v: Vec<_> = map
+            .iter()
+            .filter(|(_, (_, until))| *until > now)
+            .map(|(n, (a, _))| (n.clone(), *a))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+/// `[iax2]` and the registry, shared by the workers.
+pub struct Shared {
+    pub cfg: Iax2,
+    pub registry: Registry,
+}
+
+impl Shared {
+    pub fn new(cfg: Iax2) -> Arc<Shared> {
+        Arc::new(Shared {
+            cfg,
+            registry: Registry::default(),
+        })
+    }
+}
+
+/// An incoming call or registration waiting for the peer's MD5 answer.
+enum Waiting {
+    Call {
+        info: iax2::CallInfo,
+        peer: SocketAddr,
+        name: Option<String>,
+    },
+    Register {
+        name: String,
+        peer: SocketAddr,
+        refresh: u16,
+    },
+}
+
+/// The IAX2 side of a media leg.
+struct IaxMedia {
+    call: CallId,
+    format: u32,
+    /// RTP clock units per millisecond of IAX2 timestamp.
+    units_per_ms: u32,
+    peer: SocketAddr,
+    seq: u16,
+    /// A digit being sent (DTMF_BEGIN went out) and one being received (its start, in ms).
+    dtmf_out: bool,
+    dtmf_in: Option<(char, u32)>,
+    last_ts: u32,
+    /// RTP timestamp of the last frame sent.
+    tx_rtp_ts: Option<u32>,
+}
+
+/// One worker's IAX2: its endpoint and which call each IAX2 call and media leg belongs to.
+pub struct Iax {
+    pub ep: iax2::Endpoint,
+    shared: Arc<Shared>,
+    calls: FxHashMap<CallId, (usize, bool)>,
+    /// By media leg index.
+    legs: Vec<Option<IaxMedia>>,
+    waiting: FxHashMap<CallId, Waiting>,
+    regs: FxHashMap<iax2::RegId, String>,
+    /// Signalling events kept for `Engine::process`, which has the host.
+    deferred: VecDeque<Event>,
+}
+
+impl Iax {
+    /// The IAX2 side of a worker; `register` makes this worker keep the registrations to
+    /// providers (`register = true` peers), which one worker of the process does.
+    pub fn new(shared: Arc<Shared>, register: bool, now: Instant) -> Iax {
+        let c = &shared.cfg;
+        let cfg = iax2::Config {
+            call_tokens: c.call_tokens,
+            token_optional: c.calltoken_optional.clone(),
+            max_calls_per_ip: c.max_calls_per_ip,
+            ..iax2::Config::default()
+        };
+        let mut ep = iax2::Endpoint::new(cfg, now);
+        let mut regs = FxHashMap::default();
+        if register {
+            for p in c.peers.iter().filter(|p| p.register) {
+                if let (IaxHost::Static(addr), Some(secret)) = (p.host, &p.secret) {
+                    let id = ep.register(addr, &p.username, secret, c.register_refresh, now);
+                    regs.insert(id, p.name.clone());
+                }
+            }
+        }
+        Iax {
+            ep,
+            shared,
+            calls: FxHashMap::default(),
+            legs: Vec::new(),
+            waiting: FxHashMap::default(),
+            regs,
+            deferred: VecDeque::new(),
+        }
+    }
+
+    fn peer_named(&self, name: &str) -> Option<&IaxPeer> {
+        self.shared.cfg.peer(name)
+    }
+
+    /// Sends what the media engine emits on an IAX2 leg as IAX2 voice or DTMF; anything else
+    /// goes to `tx` (RTP sockets). RTCP of IAX2 legs is dropped: IAX2 has its own LAGRQ.
+    pub(crate) fn route(
+        &mut self,
+        t: media::Transmit<'_>,
+        now: Instant,
+        tx: &mut dyn FnMut(media::Transmit<'_>),
+    ) {
+        let Some(m) = self.legs.get_mut(t.leg.index()).and_then(Option::as_mut) else {
+            return tx(t);
+        };
+        if t.rtcp {
+            return;
+        }
+        let Ok(pkt) = RtpPacket::parse(t.payload) else {
+            return;
+        };
+        if pkt.payload_type() == DTMF_PT {
+            let Ok(ev) = TelephoneEvent::parse(pkt.payload()) else {
+                return;
+            };
+            let Some(digit) = rtp::dtmf::event_char(ev.event) else {
+                return;
+            };
+            if !m.dtmf_out {
+                m.dtmf_out = true;
+                let _ = self.ep.send_dtmf(m.call, digit, true, now);
+            }
+            if ev.end {
+                m.dtmf_out = false;
+                let _ = self.ep.send_dtmf(m.call, digit, false, now);
+            }
+            return;
+        }
+        // Frames are spaced by their RTP timestamps, not by when a media tick sent them.
+        let step = m
+            .tx_rtp_ts
+            .map(|t| pkt.timestamp().wrapping_sub(t) / m.units_per_ms.max(1));
+        m.tx_rtp_ts = Some(pkt.timestamp());
+        let step = step.filter(|s| (1..=200).contains(s));
+        let _ = self
+            .ep
+            .send_voice_step(m.call, m.format, pkt.payload(), step, now);
+    }
+}
+
+impl Engine {
+    /// Turns IAX2 on for this worker.
+    pub fn enable_iax2(&mut self, iax: Iax) {
+        self.iax = Some(Box::new(iax));
+    }
+
+    /// The next IAX2 datagram to send from this worker's IAX2 socket.
+    pub fn poll_iax_transmit(&mut self) -> Option<iax2::Transmit> {
+        self.iax.as_mut()?.ep.poll_transmit()
+    }
+
+    /// Counters of this worker's IAX2 endpoint.
+    pub fn iax_stats(&self) -> Option<iax2::Stats> {
+        self.iax.as_ref().map(|i| i.ep.stats())
+    }
+
+    /// One datagram from the IAX2 socket. Voice and DTMF are handled at once (`tx` sends RTP
+    /// for SIP legs bridged to IAX2 legs); signalling waits for `process`, which has the host.
+    pub fn on_iax(
+        &mut self,
+        from: SocketAddr,
+        bytes: &[u8],
+        now: Instant,
+        tx: &mut dyn FnMut(media::Transmit<'_>),
+    ) {
+        let Some(iax) = self.iax.as_mut() else {
+            return;
+        };
+        iax.ep.handle(from, bytes, now);
+        while let Some(ev) = self.iax.as_mut().and_then(|i| i.ep.poll_event()) {
+            match ev {
+                Event::Voice { call, ts, data, .. } => {
+                    if let Some(m) = self.iax_media_leg(call) {
+                        self.iax_inject(m, ts, Payload::Audio(&data), now, tx);
+                    }
+                }
+                Event::Dtmf { call, digit, begin } => {
+                    if let Some(m) = self.iax_media_leg(call) {
+                        self.iax_dtmf(m, digit, begin, now, tx);
+                    }
+                }
+                ev => {
+                    if let Some(iax) = self.iax.as_mut() {
+                        iax.deferred.push_back(ev);
+                    }
+                }
+            }
+        }
+    }
+
+    /// IAX2 retransmissions, registrations and trunk frames that are due.
+    pub(crate) fn iax_timeout(&mut self, now: Instant, host: &mut dyn Host) {
+        if let Some(iax) = self.iax.as_mut() {
+            if iax.ep.poll_timeout().is_some_and(|t| t <= now) {
+                iax.ep.handle_timeout(now);
+            }
+        }
+        self.iax_signalling(now, host);
+    }
+
+    pub(crate) fn iax_deadline(&self) -> Option<Instant> {
+        self.iax.as_ref()?.ep.poll_timeout()
+    }
+
+    /// Signalling events: deferred ones from datagrams, then the endpoint's own.
+    pub(crate) fn iax_signalling(&mut self, now: Instant, host: &mut dyn Host) {
+        loop {
+            let Some(iax) = self.iax.as_mut() else {
+                return;
+            };
+            let Some(ev) = iax.deferred.pop_front().or_else(|| iax.ep.poll_event()) else {
+                return;
+            };
+            // Outside `on_iax` no RTP socket is at hand; voice here only reaches IAX2 legs.
+            let _ = self.iax_event(ev, now, host, &mut |_| {});
+        }
+    }
+
+    fn iax_event(
+        &mut self,
+        ev: Event,
+        now: Instant,
+        host: &mut dyn Host,
+        tx: &mut dyn FnMut(media::Transmit<'_>),
+    ) -> Option<()> {
+        match ev {
+            Event::Incoming { call, peer, info } => {
+                return self.iax_new(call, peer, info, now, host)
+            }
+            Event::RegisterRequest {
+                call,
+                peer,
+                username,
+                refresh,
+            } => {
+                let iax = self.iax.as_mut()?;
+                let known = iax
+                    .peer_named(&username)
+                    .filter(|p| p.host == IaxHost::Dynamic)
+                    .and_then(|p| p.secret.clone());
+                let Some(secret) = known else {
+                    let _ = iax.ep.reject(call, "No such peer", 21, now);
+                    host.log(&format!(
+                        "iax2: registration from {peer} as {username:?} refused: add it as [[iax2.peers]] with host = \"dynamic\" and a secret"
+                    ));
+                    return None;
+                };
+                let max = iax.shared.cfg.register_refresh;
+                let refresh = refresh.unwrap_or(max).clamp(10, max);
+                let _ = iax.ep.authenticate(call, &secret, now);
+                let w = Waiting::Register {
+                    name: username,
+                    peer,
+                    refresh,
+                };
+                iax.waiting.insert(call, w);
+            }
+            Event::Authenticated { call } => {
+                let iax = self.iax.as_mut()?;
+                match iax.waiting.remove(&call)? {
+                    Waiting::Call { info, peer, name } => {
+                        let p = name.and_then(|n| iax.peer_named(&n).cloned());
+                        self.iax_incoming(call, peer, info, p.as_ref(), now, host);
+                    }
+                    Waiting::Register {
+                        name,
+                        peer,
+                        refresh,
+                    } => {
+                        let until = now + Duration::from_secs(u64::from(refresh) + 10);
+                        if iax.shared.registry.set(&name, peer, until, now) {
+                            host.log(&format!(
+                                "iax2: peer {name} registered from {peer} for {refresh} s"
+                            ));
+                        }
+                        let _ = iax.ep.accept_registration(call, refresh, now);
+                    }
+                }
+            }
+            Event::Accepted { call, format } => {
+                let (c, true) = self.iax_call(call)? else {
+                    return None;
+                };
+                self.iax_set_format(c, true, format);
+            }
+            Event::Ringing { call } => {
+                let (c, true) = self.iax_call(call)? else {
+                    return None;
+                };
+                if !self.calls.get(c)?.early_media {
+                    self.provisional(c, 180, "Ringing", false, now, host);
+                }
+            }
+            Event::Answered { call } => {
+                let (c, true) = self.iax_call(call)? else {
+                    return None;
+                };
+                let losers = std::mem::take(&mut self.calls.get_mut(c)?.forks);
+                for mut leg in losers {
+                    self.release_outbound(&mut leg, 26, true, now, host);
+                }
+                self.calls[c].outbound.as_mut()?.confirmed = true;
+                if !self.answer(c, now, host) {
+                    return None;
+                }
+                let cl = &self.calls[c];
+                if let (Some(a), Some(b)) = (cl.inbound.media, cl.outbound.as_ref()?.media) {
+                    self.media.bridge(a, b);
+                }
+                self.calls[c].wait = Wait::Forever;
+            }
+            Event::Voice { call, ts, data, .. } => {
+                let m = self.iax_media_leg(call)?;
+                self.iax_inject(m, ts, Payload::Audio(&data), now, tx);
+            }
+            Event::Dtmf { call, digit, begin } => {
+                let m = self.iax_media_leg(call)?;
+                self.iax_dtmf(m, digit, begin, now, tx);
+            }
+            Event::Control { call, subclass } => {
+                let (c, true) = self.iax_call(call)? else {
+                    return None;
+                };
+                let status = match subclass {
+                    iax2::frame::control::BUSY => 486,
+                    iax2::frame::control::CONGESTION => 503,
+                    _ => return None,
+                };
+                if !self.calls.get(c)?.answered {
+                    self.bridge_failed(c, status, now, host);
+                }
+            }
+            Event::Hangup { call, reason } => {
+                let iax = self.iax.as_mut()?;
+                iax.waiting.remove(&call);
+                let (c, outbound) = iax.calls.remove(&call)?;
+                let code = match &reason {
+                    EndReason::Hangup { code, .. } | EndReason::Rejected { code, .. } => {
+                        code.unwrap_or(16)
+                    }
+                    EndReason::Timeout => 102,
+                    EndReason::AuthFailed => 21,
+                    EndReason::Invalid => 41,
+                };
+                let cl = self.calls.get_mut(c)?;
+                let answered = cl.answered;
+                // The IAX2 call is over: its leg must not send HANGUP for it again.
+                let leg = cl.leg_mut(outbound)?;
+                leg.iax = None;
+                let confirmed = leg.confirmed;
+                if outbound && !(answered && confirmed) {
+                    self.bridge_failed(c, Cause(code).sip_status(), now, host);
+                } else {
+                    let side = if outbound { "callee" } else { "caller" };
+                    self.hangup(c, code, side, Some(outbound), now, host);
+                }
+            }
+            Event::Pong { .. } => {}
+            Event::Registered { reg, refresh, .. } => {
+                let name = self.iax.as_ref()?.regs.get(&reg)?;
+                host.log(&format!("iax2: registered to {name} for {refresh} s"));
+            }
+            Event::RegistrationFailed { reg, reason } => {
+                let name = self.iax.as_ref()?.regs.get(&reg)?;
+                host.log(&format!(
+                    "iax2: registration to {name} failed ({reason:?}): check its host, username and secret in [[iax2.peers]]; retrying"
+                ));
+            }
+        }
+        Some(())
+    }
+
+    /// The switch call and side of an IAX2 call.
+    fn iax_call(&self, call: CallId) -> Option<(usize, bool)> {
+        self.iax.as_ref()?.calls.get(&call).copied()
+    }
+
+    /// The media leg of an IAX2 call.
+    fn iax_media_leg(&self, call: CallId) -> Option<media::LegId> {
+        let (c, outbound) = self.iax_call(call)?;
+        let c = self.calls.get(c)?;
+        let leg = if outbound {
+            c.outbound.as_ref()?
+        } else {
+            &c.inbound
+        };
+        leg.media
+    }
+
+    /// A NEW that passed the call token check: authenticate a named peer (MD5), trust a peer
+    /// without a secret by its address, take a guest if allowed, refuse the rest.
+    fn iax_new(
+        &mut self,
+        call: CallId,
+        peer: SocketAddr,
+        info: iax2::CallInfo,
+        now: Instant,
+        host: &mut dyn Host,
+    ) -> Option<()> {
+        let iax = self.iax.as_mut()?;
+        let named = info
+            .username
+            .as_deref()
+            .and_then(|u| iax.peer_named(u))
+            .cloned();
+        match named {
+            Some(p) => match &p.secret {
+                Some(secret) => {
+                    let _ = iax.ep.authenticate(call, secret, now);
+                    let name = Some(p.name);
+                    iax.waiting.insert(call, Waiting::Call { info, peer, name });
+                }
+                None if matches!(p.host, IaxHost::Static(a) if a.ip() == peer.ip()) => {
+                    self.iax_incoming(call, peer, info, Some(&p), now, host)
+                }
+                None => {
+                    let _ = iax.ep.reject(call, "Unknown peer address", 21, now);
+                }
+            },
+            None if iax.shared.cfg.allow_guests && info.username.is_none() => {
+                self.iax_incoming(call, peer, info, None, now, host)
+            }
+            None => {
+                let _ = iax.ep.reject(call, "No authority found", 21, now);
+                host.log(&format!(
+                    "iax2: call from {peer} as {:?} refused: add it as [[iax2.peers]] (or set iax2.allow_guests)",
+                    info.username.unwrap_or_default()
+                ));
+            }
+        }
+        Some(())
+    }
+
+    /// An incoming IAX2 call that may proceed: ACCEPT with a format both sides have, a media
+    /// leg in that format, and the dialplan from its called number.
+    fn iax_incoming(
+        &mut self,
+        call: CallId,
+        from: SocketAddr,
+        info: iax2::CallInfo,
+        peer: Option<&IaxPeer>,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let Some(iax) = self.iax.as_mut() else {
+            return;
+        };
+        let ours: Vec<Format> = match peer {
+            Some(p) => p.codecs.clone(),
+            None => self
+                .s
+                .caps
+                .codecs
+                .iter()
+                .filter_map(|c| Format::from_rtpmap(c.name, c.clock))
+                .collect(),
+        };
+        let ours: Vec<u32> = ours.into_iter().filter_map(iax_format).collect();
+        // The caller's preferred format if we have it, else our first one it can take.
+        let format = ours
+            .iter()
+            .copied()
+            .find(|f| *f == info.format)
+            .or_else(|| ours.iter().copied().find(|f| info.capability & f != 0));
+        let Some(format) = format else {
+            let _ = iax.ep.reject(call, "No common format", 58, now);
+            return;
+        };
+        let exten = info.called_number.clone().unwrap_or_else(|| "s".into());
+        let caller = info.calling_number.clone().unwrap_or_default();
+        let context = peer
+            .and_then(|p| p.context.clone())
+            .unwrap_or_else(|| self.s.default_context.clone());
+        let call_id = format!("iax2-{:016x}@strowger", self.rng.u64(..));
+        let vars = Vars::for_call(&exten, &caller, &call_id, &self.s.data_dir);
+        let Some(program) = self.dialplan.route(&context, &exten, &vars) else {
+            let _ = iax.ep.reject(call, "No such extension", 1, now);
+            return;
+        };
+        if self.overloaded || !self.s.slots.try_take() {
+            self.stats.calls_rejected_busy += 1;
+            let _ = iax.ep.reject(call, "Switch congestion", 34, now);
+            return;
+        }
+        if iax.ep.accept(call, format, now).is_err() {
+            self.s.slots.give_back();
+            return;
+        }
+        if peer.is_some_and(|p| p.trunk) {
+            let _ = iax.ep.set_trunk(call, true);
+        }
+        self.stats.calls_started += 1;
+        let name = info.calling_name.clone().unwrap_or_default();
+        let cdr = Cdr {
+            call_id: call_id.clone(),
+            from: format!("\"{name}\" <iax2:{caller}@{from}>"),
+            to: format!("<iax2:{exten}>"),
+            exten,
+            context,
+            start: unix_seconds(SystemTime::now()),
+            ..Cdr::default()
+        };
+        let leg = self.iax_leg(call_id, from, call);
+        self.next_gen += 1;
+        let c = Call::new(
+            leg,
+            None,
+            None,
+            program,
+            vars,
+            cdr,
+            now,
+            None,
+            self.next_gen,
+        );
+        let id = self.calls.insert(c);
+        if let Some(iax) = self.iax.as_mut() {
+            iax.calls.insert(call, (id, false));
+        }
+        if !self.ensure_media(id, false, now, host) {
+            self.hangup(id, 34, "switch", None, now, host);
+            return;
+        }
+        self.iax_set_format(id, false, format);
+        self.to_run.push(id);
+    }
+
+    /// A call leg signalled over IAX2 (the dialog only names the leg: its Call-ID is the key
+    /// of CDRs and per-call files).
+    fn iax_leg(&mut self, call_id: String, peer: SocketAddr, call: CallId) -> Leg {
+        let dialog = Dialog {
+            call_id,
+            local_tag: String::new(),
+            remote_tag: String::new(),
+            local_uri: String::new(),
+            remote_uri: String::new(),
+            remote_target: String::new(),
+            route_set: Vec::new(),
+            local_cseq: 0,
+            remote_cseq: 0,
+            peer: Peer {
+                transport: Transport::Udp,
+                addr: peer,
+            },
+            local_contact: String::new(),
+            max_forwards: 70,
+        };
+        let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
+        let mut leg = Leg::new(dialog, sdp, None, None);
+        leg.iax = Some(call);
+        leg
+    }
+
+    /// `bridge iax2/PEER/EXTEN`: dials EXTEN at a configured peer (its fixed host, or where it
+    /// registered from).
+    pub(crate) fn dial_iax(
+        &mut self,
+        call: usize,
+        target: &str,
+        timeout: Duration,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
+        let (name, exten) = target.split_once('/').unwrap_or((target, "s"));
+        let Some(iax) = self.iax.as_mut() else {
+            host.log("bridge iax2/…: IAX2 is off: set iax2.listen (or --iax-listen)");
+            return self.bridge_failed(call, 503, now, host);
+        };
+        let Some(p) = iax.peer_named(name).cloned() else {
+            host.log(&format!(
+                "bridge iax2/{target}: no [[iax2.peers]] named {name:?}"
+            ));
+            return self.bridge_failed(call, 404, now, host);
+        };
+        let addr = match p.host {
+            IaxHost::Static(a) => a,
+            IaxHost::Dynamic => match iax.shared.registry.get(&p.name, now) {
+                Some(a) => a,
+                None => return self.bridge_failed(call, 480, now, host),
+            },
+        };
+        let Some(&first) = p.codecs.first() else {
+            return self.bridge_failed(call, 488, now, host);
+        };
+        let format = iax_format(first).unwrap_or(fmt::ULAW);
+        let capability = p
+            .codecs
+            .iter()
+            .filter_map(|f| iax_format(*f))
+            .fold(0, |a, b| a | b);
+        let c = &self.calls[call];
+        let new = NewCall {
+            called_number: exten.to_string(),
+            calling_number: Some(c.vars.get("CALLER").unwrap_or_default().to_string())
+                .filter(|s| !s.is_empty()),
+            username: Some(p.username.clone()),
+            secret: p.secret.clone(),
+            format,
+            capability,
+            ..NewCall::default()
+        };
+        let Ok(id) = iax.ep.call(addr, &new, now) else {
+            return self.bridge_failed(call, 503, now, host);
+        };
+        if p.trunk {
+            let _ = iax.ep.set_trunk(id, true);
+        }
+        iax.calls.insert(id, (call, true));
+        let call_id = format!("iax2-{:016x}@strowger", self.rng.u64(..));
+        let leg = self.iax_leg(call_id, addr, id);
+        self.calls[call].outbound = Some(leg);
+        if !self.ensure_media(call, true, now, host) {
+            return self.bridge_failed(call, 503, now, host);
+        }
+        self.iax_set_format(call, true, format);
+        let until = now + timeout;
+        let c = &mut self.calls[call];
+        c.wait = Wait::Bridge { until };
+        c.cdr.bridged_to = Some(format!("iax2/{target}"));
+        self.arm(call, until);
+    }
+
+    /// The media leg of an IAX2 leg: no socket; its packets go through `Iax::route`.
+    pub(crate) fn iax_media(&mut self, leg: media::LegId, call: CallId, peer: SocketAddr) {
+        let Some(iax) = self.iax.as_mut() else {
+            return;
+        };
+        let i = leg.index();
+        if iax.legs.len() <= i {
+            iax.legs.resize_with(i + 1, || None);
+        }
+        iax.legs[i] = Some(IaxMedia {
+            call,
+            format: fmt::ULAW,
+            units_per_ms: 8,
+            peer,
+            seq: 0,
+            dtmf_out: false,
+            dtmf_in: None,
+            last_ts: 0,
+            tx_rtp_ts: None,
+        });
+    }
+
+    /// Media settings of an IAX2 leg (it starts in µ-law until its format is known).
+    pub(crate) fn iax_leg_config(&self, peer: SocketAddr) -> media::LegConfig {
+        media::LegConfig {
+            payload_type: AUDIO_PT,
+            format: Format::Pcmu,
+            dtmf_pt: Some(DTMF_PT),
+            remote: Some(peer),
+            remote_rtcp: None,
+            symmetric: false,
+            media_timeout: self.s.media_timeout,
+            ptime_ms: 20,
+        }
+    }
+
+    /// The leg's IAX2 format became `bit` (ACCEPT): the media leg follows, with its bridge.
+    fn iax_set_format(&mut self, call: usize, outbound: bool, bit: u32) {
+        let Some(format) = media_format(bit) else {
+            return;
+        };
+        let Some(leg) = self.calls.get(call).and_then(|c| {
+            if outbound {
+                c.outbound.as_ref()
+            } else {
+                Some(&c.inbound)
+            }
+        }) else {
+            return;
+        };
+        let Some(m) = leg.media else { return };
+        let peer = leg.dialog.peer.addr;
+        if let Some(x) = self
+            .iax
+            .as_mut()
+            .and_then(|i| i.legs.get_mut(m.index()))
+            .and_then(Option::as_mut)
+        {
+            x.format = bit;
+            x.units_per_ms = format.rtp_clock() / 1000;
+        }
+        self.media.update_leg(
+            m,
+            media::LegUpdate {
+                payload_type: AUDIO_PT,
+                format,
+                dtmf_pt: Some(DTMF_PT),
+                remote: Some(peer),
+                remote_rtcp: None,
+                sends: true,
+                receives: true,
+                symmetric: false,
+            },
+        );
+    }
+
+    /// Ends the IAX2 side of a leg: HANGUP if `notify` and the call is up, mappings dropped.
+    pub(crate) fn iax_release(&mut self, leg: &mut Leg, q850: u8, notify: bool, now: Instant) {
+        let Some(iax) = self.iax.as_mut() else {
+            return;
+        };
+        if let Some(id) = leg.iax.take() {
+            iax.calls.remove(&id);
+            if notify {
+                let _ = iax.ep.hangup(id, q850, now);
+            }
+        }
+        if let Some(slot) = leg.media.and_then(|m| iax.legs.get_mut(m.index())) {
+            *slot = None;
+        }
+    }
+
+    /// Answers an incoming IAX2 call (ANSWER), once.
+    pub(crate) fn iax_answer(&mut self, call: usize, now: Instant) -> bool {
+        let Some(c) = self.calls.get_mut(call) else {
+            return false;
+        };
+        if c.answered {
+            return true;
+        }
+        let (Some(iax), Some(id)) = (self.iax.as_mut(), c.inbound.iax) else {
+            return false;
+        };
+        if iax.ep.answer(id, now).is_err() {
+            return false;
+        }
+        c.answered = true;
+        c.answered_at = Some(now);
+        c.cdr.answer = Some(unix_seconds(SystemTime::now()));
+        c.inbound.confirmed = true;
+        true
+    }
+
+    /// RINGING to an IAX2 caller (for 180, and for 183: IAX2 media flows once accepted).
+    pub(crate) fn iax_ringing(&mut self, call: usize, early: bool, now: Instant) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        if c.answered {
+            return;
+        }
+        c.early_media |= early;
+        if let (Some(iax), Some(id)) = (self.iax.as_mut(), c.inbound.iax) {
+            let _ = iax.ep.ringing(id, now);
+        }
+    }
+
+    /// A voice frame or DTMF event of an IAX2 leg, handed to the media engine as RTP.
+    fn iax_inject(
+        &mut self,
+        leg: media::LegId,
+        ts_ms: u32,
+        payload: Payload<'_>,
+        now: Instant,
+        tx: &mut dyn FnMut(media::Transmit<'_>),
+    ) {
+        let Engine { media, iax, .. } = self;
+        let Some(iax) = iax.as_mut() else { return };
+        let Some(m) = iax.legs.get_mut(leg.index()).and_then(Option::as_mut) else {
+            return;
+        };
+        let mut buf = [0u8; 1500];
+        m.seq = m.seq.wrapping_add(1);
+        m.last_ts = ts_ms;
+        let (pt, body_len) = match payload {
+            Payload::Audio(data) => {
+                let Some(body) = buf.get_mut(HEADER_LEN..HEADER_LEN + data.len()) else {
+                    return;
+                };
+                body.copy_from_slice(data);
+                (AUDIO_PT, data.len())
+            }
+            Payload::Event(ev) => match ev.write(&mut buf[HEADER_LEN..]) {
+                Ok(n) => (DTMF_PT, n),
+                Err(_) => return,
+            },
+        };
+        let ts = match payload {
+            Payload::Event(_) => m.dtmf_in.map_or(ts_ms, |(_, start)| start),
+            Payload::Audio(_) => ts_ms,
+        };
+        let header = RtpHeader {
+            marker: false,
+            payload_type: pt,
+            sequence: m.seq,
+            timestamp: ts.wrapping_mul(m.units_per_ms),
+            ssrc: leg.index() as u32 ^ 0x1a2b_3c4d,
+        };
+        if header.write(&mut buf).is_err() {
+            return;
+        }
+        let peer = m.peer;
+        media.on_rtp(leg, &buf[..HEADER_LEN + body_len], peer, now, &mut |t| {
+            iax.route(t, now, tx)
+        });
+    }
+
+    /// DTMF_BEGIN / DTMF_END become an RFC 4733 event (start, then end) on the media leg, so
+    /// digits reach the dialplan and a bridged SIP leg the way RTP events do.
+    fn iax_dtmf(
+        &mut self,
+        leg: media::LegId,
+        digit: char,
+        begin: bool,
+        now: Instant,
+        tx: &mut dyn FnMut(media::Transmit<'_>),
+    ) {
+        let Some(m) = self
+            .iax
+            .as_mut()
+            .and_then(|i| i.legs.get_mut(leg.index()))
+            .and_then(Option::as_mut)
+        else {
+            return;
+        };
+        let Some(event) = rtp::dtmf::char_event(digit) else {
+            return;
+        };
+        let at = m.last_ts.wrapping_add(20);
+        let (start, end) = match (begin, m.dtmf_in) {
+            (true, _) => {
+                m.dtmf_in = Some((digit, at));
+                (at, false)
+            }
+            (false, Some((d, start))) if d == digit => (start, true),
+            (false, _) => {
+                m.dtmf_in = Some((digit, at));
+                (at, true)
+            }
+        };
+        let units = at
+            .saturating_sub(start)
+            .max(40)
+            .saturating_mul(m.units_per_ms);
+        let ev = TelephoneEvent {
+            event,
+            end,
+            volume: 10,
+            duration: units.min(u32::from(u16::MAX)) as u16,
+        };
+        self.iax_inject(leg, at, Payload::Event(ev), now, tx);
+        if end {
+            if let Some(m) = self
+                .iax
+                .as_mut()
+                .and_then(|i| i.legs.get_mut(leg.index()))
+                .and_then(Option::as_mut)
+            {
+                m.dtmf_in = None;
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    Audio(&'a [u8]),
+    Event(TelephoneEvent),
+}
