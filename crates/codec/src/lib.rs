@@ -12,6 +12,7 @@
 mod ffi;
 mod format;
 pub mod g711;
+pub mod ilbc;
 mod impls;
 pub mod resample;
 pub mod translate;
