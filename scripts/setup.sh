@@ -25,6 +25,10 @@ declare -A want=(
   [opus-tools]=opusdec # interop test: strowger's Opus decoded by opusdec
   [tshark]=tshark # IAX2 frames checked by Wireshark's dissector
   [iaxmodem]=iaxmodem # a real IAX2 peer: registers to strowger and takes calls
+  [ffmpeg]=ffmpeg # quality/interop tests: independent encoders and decoders (and an iLBC decoder)
+  # a human voice and music (CC-BY-SA 3.0) for the PESQ quality test
+  [asterisk-core-sounds-en-wav]=/usr/share/asterisk/sounds/en_US_f_Allison/demo-congrats.wav
+  [asterisk-moh-opsound-wav]=/usr/share/asterisk/moh/macroform-cold_day.wav
 )
 for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
 if [[ ${1:-test} == build ]]; then
@@ -45,4 +49,16 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq >/dev/null
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# PESQ scoring (crates/strowger/tests/quality.rs): the `pesq` package from PyPI.
+if [[ ${1:-test} != build ]] && ! python3 -c 'import pesq, numpy' 2>/dev/null; then
+  echo "setup.sh: installing the pesq Python package"
+  python3 -m pip --version >/dev/null 2>&1 || {
+    sudo=""
+    ((EUID == 0)) || sudo="sudo"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-pip python3-dev build-essential >/dev/null
+  }
+  python3 -m pip install --quiet numpy pesq 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages numpy pesq
 fi

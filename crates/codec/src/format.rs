@@ -22,6 +22,10 @@ pub enum Format {
     Speex16,
     /// Opus (libopus), mono, 48 kHz clock per RFC 7587, dynamic PT.
     Opus,
+    /// iLBC (RFC 3951) in 20 ms frames of 38 bytes, dynamic PT, `mode=20`.
+    Ilbc20,
+    /// iLBC in 30 ms frames of 50 bytes, dynamic PT, `mode=30` (RFC 3952's default).
+    Ilbc30,
     /// Linear 16-bit big-endian at 8 kHz, dynamic PT.
     L16,
     /// Linear 16-bit big-endian at 16 kHz, dynamic PT.
@@ -43,6 +47,8 @@ impl Format {
             Format::Speex,
             Format::Speex16,
             Format::Opus,
+            Format::Ilbc20,
+            Format::Ilbc30,
             Format::L16,
             Format::L16Wide,
             #[cfg(feature = "g729")]
@@ -61,6 +67,8 @@ impl Format {
             Format::Speex => "speex",
             Format::Speex16 => "speex16",
             Format::Opus => "opus",
+            Format::Ilbc20 => "ilbc20",
+            Format::Ilbc30 => "ilbc30",
             Format::L16 => "l16",
             Format::L16Wide => "l16-16k",
             #[cfg(feature = "g729")]
@@ -78,6 +86,7 @@ impl Format {
             "g726-32" => Some(Format::G726),
             "speex8" => Some(Format::Speex),
             "l16-8k" => Some(Format::L16),
+            "ilbc" => Some(Format::Ilbc30),
             _ => None,
         };
         alias.or_else(|| Format::all().iter().copied().find(|f| f.name() == n))
@@ -93,18 +102,28 @@ impl Format {
             Format::G726 => "G726-32",
             Format::Speex | Format::Speex16 => "speex",
             Format::Opus => "opus",
+            Format::Ilbc20 | Format::Ilbc30 => "iLBC",
             Format::L16 | Format::L16Wide => "L16",
             #[cfg(feature = "g729")]
             Format::G729 => "G729",
         }
     }
 
-    /// The format an `a=rtpmap` names (encoding name and clock rate).
-    pub fn from_rtpmap(name: &str, clock: u32) -> Option<Format> {
-        Format::all()
+    /// The format an `a=rtpmap` names (encoding name and clock rate), with the
+    /// stream's `a=fmtp` parameters: iLBC's `mode` picks its frame length
+    /// (30 ms when absent, RFC 3952 §5).
+    pub fn from_rtpmap(name: &str, clock: u32, fmtp: Option<&str>) -> Option<Format> {
+        let f = Format::all()
             .iter()
             .copied()
-            .find(|f| f.encoding_name().eq_ignore_ascii_case(name) && f.rtp_clock() == clock)
+            .find(|f| f.encoding_name().eq_ignore_ascii_case(name) && f.rtp_clock() == clock)?;
+        Some(match f {
+            Format::Ilbc20 | Format::Ilbc30 => match fmtp_param(fmtp.unwrap_or(""), "mode") {
+                Some("20") => Format::Ilbc20,
+                _ => Format::Ilbc30,
+            },
+            f => f,
+        })
     }
 
     /// Sample rate of the linear audio the codec consumes and produces.
@@ -136,6 +155,8 @@ impl Format {
                 Some("useinbandfec=1; maxplaybackrate=16000; sprop-maxcapturerate=16000")
             }
             Format::Speex | Format::Speex16 => Some("vbr=off"),
+            Format::Ilbc20 => Some("mode=20"),
+            Format::Ilbc30 => Some("mode=30"),
             #[cfg(feature = "g729")]
             Format::G729 => Some("annexb=no"),
             _ => None,
@@ -160,11 +181,21 @@ impl Format {
         match self {
             Format::Pcmu | Format::Pcma | Format::L16 | Format::L16Wide => 1,
             Format::G722 | Format::G726 => 2,
-            Format::Gsm | Format::Speex => 160,
+            Format::Gsm | Format::Speex | Format::Ilbc20 => 160,
+            Format::Ilbc30 => 240,
             Format::Speex16 => 320,
             Format::Opus => 480,
             #[cfg(feature = "g729")]
             Format::G729 => 80,
+        }
+    }
+
+    /// Milliseconds of audio in each packet strowger sends: one iLBC frame
+    /// for iLBC, 20 ms for everything else.
+    pub fn packet_ms(self) -> u32 {
+        match self {
+            Format::Ilbc30 => 30,
+            _ => 20,
         }
     }
 
@@ -188,6 +219,8 @@ impl Format {
             Format::Gsm => 33 * frames,
             Format::Speex | Format::Speex16 => 106 * frames,
             Format::Opus => 1275,
+            Format::Ilbc20 => 38 * frames,
+            Format::Ilbc30 => 50 * frames,
             #[cfg(feature = "g729")]
             Format::G729 => 10 * frames,
         }
@@ -202,4 +235,12 @@ impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The value of `key` in `a=fmtp` parameters (`key=value` separated by `;`).
+pub fn fmtp_param<'a>(params: &'a str, key: &str) -> Option<&'a str> {
+    params.split(';').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        k.trim().eq_ignore_ascii_case(key).then_some(v.trim())
+    })
 }

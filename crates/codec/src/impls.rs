@@ -5,6 +5,7 @@ use std::fmt;
 use std::ptr;
 
 use crate::ffi::{self, Opaque};
+use crate::ilbc::{IlbcDecoder, IlbcEncoder, Mode};
 use crate::{Format, G711};
 
 /// Why a frame could not be coded.
@@ -62,6 +63,7 @@ impl Format {
             Format::G726 => Box::new(G726::new()),
             Format::Speex | Format::Speex16 => Box::new(SpeexEnc::new(self, 8)),
             Format::Opus => Box::new(OpusEnc::new(OpusOptions::default()).expect("opus encoder")),
+            Format::Ilbc20 | Format::Ilbc30 => Box::new(IlbcEnc(IlbcEncoder::new(ilbc_mode(self)))),
             #[cfg(feature = "g729")]
             Format::G729 => Box::new(g729::Enc::new()),
         }
@@ -78,6 +80,7 @@ impl Format {
             Format::G726 => Box::new(G726::new()),
             Format::Speex | Format::Speex16 => Box::new(SpeexDec::new(self)),
             Format::Opus => Box::new(OpusDec::new().expect("opus decoder")),
+            Format::Ilbc20 | Format::Ilbc30 => Box::new(IlbcDec(IlbcDecoder::new(ilbc_mode(self)))),
             #[cfg(feature = "g729")]
             Format::G729 => Box::new(g729::Dec::new()),
         }
@@ -764,5 +767,86 @@ mod g729 {
             out[n..].fill(0);
             out.len()
         }
+    }
+}
+
+fn ilbc_mode(f: Format) -> Mode {
+    match f {
+        Format::Ilbc20 => Mode::Ms20,
+        _ => Mode::Ms30,
+    }
+}
+
+fn ilbc_format(m: Mode) -> Format {
+    match m {
+        Mode::Ms20 => Format::Ilbc20,
+        Mode::Ms30 => Format::Ilbc30,
+    }
+}
+
+/// iLBC encoder: one or more whole frames per packet (RFC 3952 §3.2).
+struct IlbcEnc(IlbcEncoder);
+
+impl Encoder for IlbcEnc {
+    fn format(&self) -> Format {
+        ilbc_format(self.0.mode())
+    }
+    fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
+        let f = Encoder::format(self);
+        let frames = whole(pcm, f, out)?;
+        let m = self.0.mode();
+        for (i, o) in pcm
+            .chunks_exact(m.samples())
+            .zip(out.chunks_exact_mut(m.bytes()))
+        {
+            self.0.encode(i, o);
+        }
+        Ok(frames * m.bytes())
+    }
+}
+
+/// iLBC decoder. A payload of the other mode's frames (a peer that ignored
+/// the negotiated `mode`) switches the decoder to that mode.
+struct IlbcDec(IlbcDecoder);
+
+impl Decoder for IlbcDec {
+    fn format(&self) -> Format {
+        ilbc_format(self.0.mode())
+    }
+    fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+        let own = self.0.mode();
+        let m = if payload.len() % own.bytes() == 0 {
+            own
+        } else {
+            let other = match own {
+                Mode::Ms20 => Mode::Ms30,
+                Mode::Ms30 => Mode::Ms20,
+            };
+            if payload.len() % other.bytes() != 0 {
+                return Err(CodecError::Corrupt("ilbc"));
+            }
+            self.0 = IlbcDecoder::new(other);
+            other
+        };
+        let frames = payload.len() / m.bytes();
+        if out.len() < frames * m.samples() {
+            return Err(short(ilbc_format(m), out.len()));
+        }
+        for (i, o) in payload
+            .chunks_exact(m.bytes())
+            .zip(out.chunks_exact_mut(m.samples()))
+        {
+            self.0.decode(Some(i), o);
+        }
+        Ok(frames * m.samples())
+    }
+    fn conceal(&mut self, out: &mut [i16]) -> usize {
+        let n = self.0.mode().samples();
+        let frames = out.len() / n;
+        for o in out.chunks_exact_mut(n) {
+            self.0.decode(None, o);
+        }
+        out[frames * n..].fill(0);
+        out.len()
     }
 }

@@ -12,11 +12,12 @@
 mod ffi;
 mod format;
 pub mod g711;
+pub mod ilbc;
 mod impls;
 pub mod resample;
 pub mod translate;
 
-pub use format::Format;
+pub use format::{fmtp_param, Format};
 pub use g711::G711;
 pub use impls::{CodecError, Decoder, Encoder, OpusDec, OpusEnc, OpusOptions};
 pub use resample::Resampler;

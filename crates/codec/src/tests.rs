@@ -35,7 +35,8 @@ fn round_trip(f: Format, pcm: &[i16]) -> Vec<i16> {
 #[test]
 fn every_format_round_trips_speechlike_audio() {
     for &f in Format::all() {
-        let pcm = test_signal(f.pcm_rate(), 1000);
+        // 1.2 s: whole packets of every format (iLBC's are 30 ms).
+        let pcm = test_signal(f.pcm_rate(), 1200);
         let back = round_trip(f, &pcm);
         assert_eq!(back.len(), pcm.len(), "{f}");
         let (c, lag) = best_correlation(&pcm, &back, f.samples_in(20));
@@ -53,7 +54,7 @@ fn every_format_round_trips_speechlike_audio() {
 
 #[test]
 fn packet_sizes_match_the_rfcs() {
-    let size = |f: Format| encode_packets(f, &test_signal(f.pcm_rate(), 20))[0].len();
+    let size = |f: Format| encode_packets(f, &test_signal(f.pcm_rate(), f.packet_ms()))[0].len();
     assert_eq!(size(Format::Pcmu), 160);
     assert_eq!(size(Format::Gsm), 33);
     assert_eq!(size(Format::G722), 160);
@@ -62,6 +63,8 @@ fn packet_sizes_match_the_rfcs() {
     assert_eq!(size(Format::L16Wide), 640);
     assert_eq!(size(Format::Speex), 38); // quality 8: 15 kbit/s
     assert!((20..=120).contains(&size(Format::Opus)));
+    assert_eq!(size(Format::Ilbc20), 38);
+    assert_eq!(size(Format::Ilbc30), 50);
 }
 
 #[test]
@@ -211,8 +214,10 @@ fn translator_carries_audio_across_formats_and_rates() {
         (Format::G722, Format::Pcmu),
         (Format::Pcmu, Format::Pcma),
         (Format::Speex16, Format::G726),
+        (Format::Gsm, Format::Ilbc30),
+        (Format::Ilbc20, Format::Speex),
     ] {
-        let src = test_signal(from.pcm_rate(), 1000);
+        let src = test_signal(from.pcm_rate(), 1200);
         let mut t = Translator::new(&g, from, to).unwrap();
         let mut dec = to.decoder();
         let mut out = vec![0u8; 2000];
@@ -220,13 +225,14 @@ fn translator_carries_audio_across_formats_and_rates() {
         let mut got = Vec::new();
         for (i, p) in encode_packets(from, &src).iter().enumerate() {
             // One loss in the middle is concealed, not fatal.
-            t.push((i != 20).then_some(&p[..]), 20).unwrap();
-            while let Some(r) = t.pull(20, &mut out) {
+            t.push((i != 20).then_some(&p[..]), from.packet_ms())
+                .unwrap();
+            while let Some(r) = t.pull(to.packet_ms(), &mut out) {
                 let n = dec.decode(&out[..r.unwrap()], &mut pcm).unwrap();
                 got.extend_from_slice(&pcm[..n]);
             }
         }
-        assert_eq!(got.len(), to.samples_in(1000), "{from}->{to}");
+        assert_eq!(got.len(), to.samples_in(1200), "{from}->{to}");
         let reference =
             crate::resample::resample(&src[..src.len() / 3], from.pcm_rate(), to.pcm_rate());
         let (c, _) = best_correlation(&reference, &got, to.samples_in(40));
@@ -238,10 +244,29 @@ fn translator_carries_audio_across_formats_and_rates() {
 fn names_resolve() {
     assert_eq!(Format::from_name("G726-32"), Some(Format::G726));
     assert_eq!(Format::from_name("ulaw"), Some(Format::Pcmu));
-    assert_eq!(Format::from_rtpmap("opus", 48000), Some(Format::Opus));
-    assert_eq!(Format::from_rtpmap("SPEEX", 16000), Some(Format::Speex16));
-    assert_eq!(Format::from_rtpmap("L16", 16000), Some(Format::L16Wide));
-    assert_eq!(Format::from_rtpmap("G722", 8000), Some(Format::G722));
+    assert_eq!(Format::from_rtpmap("opus", 48000, None), Some(Format::Opus));
+    assert_eq!(
+        Format::from_rtpmap("SPEEX", 16000, None),
+        Some(Format::Speex16)
+    );
+    assert_eq!(
+        Format::from_rtpmap("L16", 16000, None),
+        Some(Format::L16Wide)
+    );
+    assert_eq!(Format::from_rtpmap("G722", 8000, None), Some(Format::G722));
+    // RFC 3952 §5: iLBC without `mode` is 30 ms.
+    assert_eq!(
+        Format::from_rtpmap("iLBC", 8000, None),
+        Some(Format::Ilbc30)
+    );
+    assert_eq!(
+        Format::from_rtpmap("ILBC", 8000, Some("mode=20")),
+        Some(Format::Ilbc20)
+    );
+    assert_eq!(
+        Format::from_rtpmap("iLBC", 8000, Some(" mode = 30 ")),
+        Some(Format::Ilbc30)
+    );
     for &f in Format::all() {
         assert_eq!(Format::from_name(f.name()), Some(f));
     }

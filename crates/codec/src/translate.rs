@@ -112,15 +112,16 @@ fn time_per_second(reps: usize, audio_ms: u32, mut f: impl FnMut()) -> f64 {
     best * 1000.0 / audio_ms as f64
 }
 
-/// Measures one step on `audio_ms` of test audio in 20 ms packets.
+/// Measures one step on `audio_ms` of test audio in the format's packets.
 pub fn measure_step(step: Step, audio_ms: u32, reps: usize) -> f64 {
     match step {
         Step::Encode(f) => {
             let pcm = test_signal(f.pcm_rate(), audio_ms);
             let mut enc = f.encoder();
-            let mut out = vec![0u8; f.max_encoded_len(f.samples_in(20))];
+            let n = f.samples_in(f.packet_ms());
+            let mut out = vec![0u8; f.max_encoded_len(n)];
             time_per_second(reps, audio_ms, || {
-                for p in pcm.chunks_exact(f.samples_in(20)) {
+                for p in pcm.chunks_exact(n) {
                     std::hint::black_box(enc.encode(p, &mut out).ok());
                 }
             })
@@ -128,7 +129,7 @@ pub fn measure_step(step: Step, audio_ms: u32, reps: usize) -> f64 {
         Step::Decode(f) => {
             let packets = encode_packets(f, &test_signal(f.pcm_rate(), audio_ms));
             let mut dec = f.decoder();
-            let mut out = vec![0i16; f.samples_in(20)];
+            let mut out = vec![0i16; f.samples_in(f.packet_ms())];
             time_per_second(reps, audio_ms, || {
                 for p in &packets {
                     std::hint::black_box(dec.decode(p, &mut out).ok());
@@ -158,11 +159,12 @@ pub fn measure_step(step: Step, audio_ms: u32, reps: usize) -> f64 {
     }
 }
 
-/// `pcm` (at the format's rate) encoded in 20 ms packets.
+/// `pcm` (at the format's rate) encoded in packets of [`Format::packet_ms`].
 pub fn encode_packets(f: Format, pcm: &[i16]) -> Vec<Vec<u8>> {
     let mut enc = f.encoder();
-    let mut buf = vec![0u8; f.max_encoded_len(f.samples_in(20))];
-    pcm.chunks_exact(f.samples_in(20))
+    let n = f.samples_in(f.packet_ms());
+    let mut buf = vec![0u8; f.max_encoded_len(n)];
+    pcm.chunks_exact(n)
         .map(|p| {
             let n = enc.encode(p, &mut buf).expect("encode test audio");
             buf[..n].to_vec()

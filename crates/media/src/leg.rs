@@ -33,7 +33,8 @@ pub struct LegConfig {
     pub symmetric: bool,
     /// Report [`crate::MediaEvent::MediaTimeout`] after this long without RTP.
     pub media_timeout: Option<Duration>,
-    /// Packet interval; 10-120 ms for G.711, 20 ms for every other format.
+    /// Packet interval; 10-120 ms for G.711, one frame for iLBC (20/30 ms),
+    /// 20 ms for every other format.
     pub ptime_ms: u32,
 }
 
@@ -199,7 +200,7 @@ impl Leg {
         };
         let ptime_ms = match self.law {
             Some(_) => self.ptime_ms.clamp(10, 120),
-            None => 20,
+            None => format.packet_ms(),
         };
         self.ptime_ms = ptime_ms;
         self.ptime = Duration::from_millis(ptime_ms as u64);

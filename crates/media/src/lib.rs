@@ -35,7 +35,8 @@
 //! format, transcodes µ-law↔A-law by table, and otherwise runs the codec
 //! crate's [`codec::Translator`] along the cheapest path, re-packetized to the
 //! receiving leg's 20 ms frames on its own clock. Recordings decode any format
-//! to 8 kHz. Non-G.711 legs send 20 ms packets whatever `ptime` says.
+//! to 8 kHz. Non-G.711 legs send one packet per 20 ms (per 30 ms for iLBC's 30 ms
+//! mode) whatever `ptime` says.
 //!
 //! Steady state does not allocate: packets are built in one engine buffer,
 //! prompts are stored pre-encoded in both laws (and as linear audio at the

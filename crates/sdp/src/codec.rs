@@ -37,9 +37,13 @@ impl Codec {
     );
     /// Linear 16-bit at 8 kHz, mono (RFC 3551's static 10/11 are 44.1 kHz).
     pub const L16: Codec = Codec::dynamic("L16", 8000, None, None);
+    /// iLBC in 20 ms frames (RFC 3952).
+    pub const ILBC20: Codec = Codec::dynamic("iLBC", 8000, None, Some("mode=20"));
+    /// iLBC in 30 ms frames, what an `iLBC/8000` without `mode` means (RFC 3952 §5).
+    pub const ILBC30: Codec = Codec::dynamic("iLBC", 8000, None, Some("mode=30"));
 
     /// Every codec this crate can name; static ones double as the RFC 3551 table.
-    pub const KNOWN: [Codec; 10] = [
+    pub const KNOWN: [Codec; 12] = [
         Codec::PCMU,
         Codec::GSM,
         Codec::PCMA,
@@ -50,6 +54,8 @@ impl Codec {
         Codec::SPEEX16,
         Codec::OPUS,
         Codec::L16,
+        Codec::ILBC20,
+        Codec::ILBC30,
     ];
 
     const fn fixed(name: &'static str, pt: u8) -> Codec {
@@ -97,6 +103,24 @@ impl Codec {
     pub(crate) fn matches(&self, name: &str, clock: u32) -> bool {
         self.name.eq_ignore_ascii_case(name) && self.clock == clock
     }
+
+    /// Whether a stream's payload type, with its `a=fmtp` parameters, is this codec.
+    /// Only iLBC is told apart by a parameter: its `mode` (30 when absent).
+    pub(crate) fn matches_params(&self, name: &str, clock: u32, fmtp: Option<&str>) -> bool {
+        self.matches(name, clock)
+            && self.frame_ms().is_none_or(|own| {
+                fmtp_param(fmtp.unwrap_or(""), "mode").unwrap_or("30") == own.to_string()
+            })
+    }
+
+    /// The fixed frame length of a codec whose packets must hold whole frames
+    /// of it (iLBC's `mode`).
+    pub fn frame_ms(&self) -> Option<u32> {
+        if !self.name.eq_ignore_ascii_case("iLBC") {
+            return None;
+        }
+        fmtp_param(self.fmtp.unwrap_or(""), "mode").and_then(|m| m.parse().ok())
+    }
 }
 
 /// What the local side can receive and send: codecs in preference order, and the
@@ -115,4 +139,12 @@ impl Default for Caps {
             dtmf_pt: Some(101),
         }
     }
+}
+
+/// The value of `key` in `a=fmtp` parameters (`key=value` separated by `;`).
+pub fn fmtp_param<'a>(params: &'a str, key: &str) -> Option<&'a str> {
+    params.split(';').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        k.trim().eq_ignore_ascii_case(key).then_some(v.trim())
+    })
 }

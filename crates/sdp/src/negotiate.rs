@@ -116,7 +116,9 @@ impl LocalSession {
                 params: DTMF_EVENTS.to_owned(),
             });
         }
-        attributes.push(Attribute::Ptime(DEFAULT_PTIME_MS));
+        // iLBC packets hold whole frames: offer its frame length when it leads.
+        let ptime = caps.codecs.first().and_then(Codec::frame_ms);
+        attributes.push(Attribute::Ptime(ptime.unwrap_or(DEFAULT_PTIME_MS)));
         attributes.push(Attribute::Direction(Direction::SendRecv));
         let media = audio(rtp_port, RTP_AVP, &formats, attributes);
         self.stamp(vec![media])
@@ -191,7 +193,11 @@ pub fn accept_answer(
         .payload_types()
         .find_map(|pt| {
             let (name, clock) = offered.encoding(pt)?;
-            let codec = Codec::KNOWN.into_iter().find(|c| c.matches(name, clock))?;
+            // The answer's parameters govern (RFC 3952 §5: its iLBC mode wins).
+            let fmtp = answered.fmtp(pt).or(offered.fmtp(pt));
+            let codec = Codec::KNOWN
+                .into_iter()
+                .find(|c| c.matches_params(name, clock, fmtp))?;
             Some((pt, codec))
         })
         .ok_or(NegotiationError::NoCommonCodec)?;
@@ -207,7 +213,10 @@ fn is_usable_audio(m: &Media) -> bool {
 fn prefer(m: &Media, caps: &Caps) -> Option<(u8, Codec)> {
     caps.codecs.iter().find_map(|codec| {
         m.payload_types()
-            .find(|pt| m.encoding(*pt).is_some_and(|(n, c)| codec.matches(n, c)))
+            .find(|pt| {
+                m.encoding(*pt)
+                    .is_some_and(|(n, c)| codec.matches_params(n, c, m.fmtp(*pt)))
+            })
             .map(|pt| (pt, *codec))
     })
 }
@@ -244,8 +253,17 @@ fn stream(
         remote: SocketAddr::new(addr, m.port),
         remote_rtcp: SocketAddr::new(rtcp_addr.unwrap_or(addr), rtcp_port),
         direction: theirs.reverse(),
-        ptime: m.ptime().unwrap_or(DEFAULT_PTIME_MS),
+        ptime: packet_time(m.ptime(), codec),
     })
+}
+
+/// The remote's `a=ptime`, rounded up to whole frames for codecs with a
+/// fixed frame (iLBC: 20 or 30 ms).
+fn packet_time(ptime: Option<u32>, codec: Codec) -> u32 {
+    match codec.frame_ms() {
+        Some(frame) => ptime.unwrap_or(frame).div_ceil(frame).max(1) * frame,
+        None => ptime.unwrap_or(DEFAULT_PTIME_MS),
+    }
 }
 
 fn answer_media(offered: &Media, agreed: &Negotiated, rtp_port: u16) -> Media {

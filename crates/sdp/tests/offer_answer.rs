@@ -316,3 +316,70 @@ fn offer_with_dynamic_codecs() {
     assert_eq!(Codec::by_name("SPEEX/16000"), Some(Codec::SPEEX16));
     assert_eq!(Codec::by_name("speex"), Some(Codec::SPEEX));
 }
+
+/// RFC 3952 §5: iLBC's `mode` tells 20 ms from 30 ms frames; no `mode` means 30.
+#[test]
+fn ilbc_mode_is_negotiated_from_fmtp() {
+    let caps = Caps {
+        codecs: vec![Codec::ILBC20, Codec::ILBC30, Codec::GSM],
+        dtmf_pt: None,
+    };
+    let offer = |fmtp: &str| {
+        SIPP_UAC.replace(
+            "m=audio 6000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n",
+            &format!("m=audio 6000 RTP/AVP 97\r\na=rtpmap:97 iLBC/8000\r\n{fmtp}"),
+        )
+    };
+    let answer = |o: &str| {
+        LocalSession::new(1, LOCAL)
+            .answer(&sdp(o), &caps, 10000)
+            .unwrap()
+    };
+
+    let (a, n) = answer(&offer("a=fmtp:97 mode=20\r\n"));
+    assert_eq!((n.pt, n.codec, n.ptime), (97, Codec::ILBC20, 20));
+    assert!(a
+        .to_string()
+        .contains("a=rtpmap:97 iLBC/8000\r\na=fmtp:97 mode=20\r\na=ptime:20\r\n"));
+
+    let (a, n) = answer(&offer(""));
+    assert_eq!((n.codec, n.ptime), (Codec::ILBC30, 30));
+    assert!(a
+        .to_string()
+        .contains("a=fmtp:97 mode=30\r\na=ptime:30\r\n"));
+
+    // A ptime that is not a whole number of frames is rounded up to one.
+    let (_, n) = answer(&offer("a=fmtp:97 mode=30\r\na=ptime:20\r\n"));
+    assert_eq!((n.codec, n.ptime), (Codec::ILBC30, 30));
+
+    // Only 20 ms configured, 30 ms offered: no common codec.
+    let only20 = Caps {
+        codecs: vec![Codec::ILBC20],
+        dtmf_pt: None,
+    };
+    let r =
+        LocalSession::new(1, LOCAL).answer(&sdp(&offer("a=fmtp:97 mode=30\r\n")), &only20, 10000);
+    assert_eq!(r.unwrap_err(), NegotiationError::NoCommonCodec);
+
+    // Our offer leads with iLBC 30: its ptime is 30; the answer's mode decides.
+    let mut s = LocalSession::new(7, LOCAL);
+    let ours = s.offer(
+        &Caps {
+            codecs: vec![Codec::ILBC30, Codec::ILBC20],
+            dtmf_pt: None,
+        },
+        10000,
+    );
+    let text = ours.to_string();
+    assert!(
+        text.contains("a=rtpmap:96 iLBC/8000\r\na=fmtp:96 mode=30\r\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("a=rtpmap:97 iLBC/8000\r\na=fmtp:97 mode=20\r\na=ptime:30\r\n"),
+        "{text}"
+    );
+    let theirs = sdp(&offer("a=fmtp:97 mode=20\r\n"));
+    let n = accept_answer(&ours, &theirs).unwrap();
+    assert_eq!((n.pt, n.codec), (97, Codec::ILBC20));
+}

@@ -3,7 +3,9 @@
 //! Files: WAV in and out (16-bit mono PCM at any of 8/16/48 kHz, resampled to
 //! the codec's rate); coded files are the codec's raw frames back to back
 //! (`.gsm` as sox reads it, `.g722`, `.g726`, `.ulaw`, …) except Opus, which is
-//! written and read as Ogg Opus (RFC 7845) so opusenc/opusdec interoperate.
+//! written and read as Ogg Opus (RFC 7845) so opusenc/opusdec interoperate,
+//! and iLBC, whose frames follow RFC 3952's storage header (`#!iLBC20\n` or
+//! `#!iLBC30\n`, optional when reading).
 
 use std::path::Path;
 use std::time::Instant;
@@ -40,11 +42,12 @@ pub fn run(op: &str, name: &str, input: &Path, output: &Path) -> Res<()> {
             write_coded(f, output, &packets, rate)?;
             let bytes: usize = packets.iter().map(Vec::len).sum();
             eprintln!(
-                "{}: {} packets of 20 ms, {} bytes, {:.1} kbit/s",
+                "{}: {} packets of {} ms, {} bytes, {:.1} kbit/s",
                 f,
                 packets.len(),
+                f.packet_ms(),
                 bytes,
-                bytes as f64 * 8.0 / (packets.len() as f64 * 20.0)
+                bytes as f64 * 8.0 / (packets.len() as f64 * f64::from(f.packet_ms()))
             );
         }
         "decode" => {
@@ -69,7 +72,7 @@ pub fn run(op: &str, name: &str, input: &Path, output: &Path) -> Res<()> {
             eprintln!(
                 "{}: {:.1} kbit/s, {:.2} s of audio in {:.1} ms",
                 f,
-                bytes as f64 * 8.0 / (packets.len().max(1) as f64 * 20.0),
+                bytes as f64 * 8.0 / (packets.len().max(1) as f64 * f64::from(f.packet_ms())),
                 pcm.len() as f64 / rate as f64,
                 t0.elapsed().as_secs_f64() * 1000.0
             );
@@ -80,7 +83,7 @@ pub fn run(op: &str, name: &str, input: &Path, output: &Path) -> Res<()> {
 }
 
 fn encode(f: Format, pcm: &[i16]) -> Res<Vec<Vec<u8>>> {
-    let n = f.samples_in(20);
+    let n = f.samples_in(f.packet_ms());
     let mut padded = pcm.to_vec();
     padded.resize(pcm.len().div_ceil(n) * n, 0);
     let mut enc = f.encoder();
@@ -105,18 +108,18 @@ fn decode(f: Format, packets: &[Vec<u8>]) -> Res<Vec<i16>> {
     Ok(out)
 }
 
-/// Bytes of one 20 ms packet of a constant-rate format.
+/// Bytes of one packet of a constant-rate format.
 fn packet_bytes(f: Format) -> usize {
-    let n = f.samples_in(20);
+    let n = f.samples_in(f.packet_ms());
     let mut buf = vec![0u8; f.max_encoded_len(n)];
     f.encoder().encode(&vec![0; n], &mut buf).unwrap_or(0)
 }
 
 fn write_coded(f: Format, path: &Path, packets: &[Vec<u8>], input_rate: u32) -> Res<()> {
-    let data = if f == Format::Opus {
-        ogg_opus(packets, input_rate)
-    } else {
-        packets.concat()
+    let data = match f {
+        Format::Opus => ogg_opus(packets, input_rate),
+        Format::Ilbc20 | Format::Ilbc30 => [ilbc_header(f).as_bytes(), &packets.concat()].concat(),
+        _ => packets.concat(),
     };
     std::fs::write(path, data).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -127,8 +130,20 @@ fn read_coded(f: Format, path: &Path) -> Res<Vec<Vec<u8>>> {
         let packets = ogg_packets(&data)?;
         return Ok(packets.into_iter().skip(2).collect());
     }
+    let data = data
+        .strip_prefix(ilbc_header(f).as_bytes())
+        .unwrap_or(&data);
     let n = packet_bytes(f);
     Ok(data.chunks(n).map(<[u8]>::to_vec).collect())
+}
+
+/// The RFC 3952 §4.1 storage-mode magic of an iLBC file (empty for other formats).
+fn ilbc_header(f: Format) -> &'static str {
+    match f {
+        Format::Ilbc20 => "#!iLBC20\n",
+        Format::Ilbc30 => "#!iLBC30\n",
+        _ => "",
+    }
 }
 
 // --- WAV (16-bit mono PCM) ---

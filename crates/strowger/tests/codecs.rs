@@ -116,6 +116,8 @@ fn every_codec_round_trips_speech() {
         ("speex", 0.8),
         ("speex16", 0.8),
         ("opus", 0.8),
+        ("ilbc20", 0.8),
+        ("ilbc30", 0.8),
     ] {
         let out = d.join(format!("rt-{codec}.wav"));
         run(Command::new(bin())

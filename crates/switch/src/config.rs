@@ -28,7 +28,7 @@ pub(crate) use source::Diagnostics;
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
 
 /// Codecs the media engine can encode and decode, by their name in `rtp.codecs`.
-const SUPPORTED_CODECS: [(&str, Codec); 9] = [
+const SUPPORTED_CODECS: [(&str, Codec); 11] = [
     ("PCMU", Codec::PCMU),
     ("PCMA", Codec::PCMA),
     ("GSM", Codec::GSM),
@@ -38,6 +38,8 @@ const SUPPORTED_CODECS: [(&str, Codec); 9] = [
     ("speex16", Codec::SPEEX16),
     ("opus", Codec::OPUS),
     ("L16", Codec::L16),
+    ("iLBC20", Codec::ILBC20),
+    ("iLBC30", Codec::ILBC30),
 ];
 
 /// A supported codec by its configuration name, case-insensitively; `speex/16000` and
@@ -46,6 +48,7 @@ fn supported_codec(name: &str) -> Option<Codec> {
     let alias = match name.to_ascii_lowercase().as_str() {
         "g726" => Some(Codec::G726_32),
         "speex/16000" => Some(Codec::SPEEX16),
+        "ilbc" => Some(Codec::ILBC30),
         _ => None,
     };
     alias.or_else(|| {

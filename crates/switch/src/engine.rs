@@ -1068,7 +1068,7 @@ pub(crate) fn leg_update(neg: &sdp::Negotiated, symmetric: bool) -> media::LegUp
 /// The media format of a negotiated codec (PCMU for anything the codec crate does not know,
 /// which the configuration never offers).
 fn format_of(codec: &sdp::Codec) -> media::Format {
-    media::Format::from_rtpmap(codec.name, codec.clock).unwrap_or(media::Format::Pcmu)
+    media::Format::from_rtpmap(codec.name, codec.clock, codec.fmtp).unwrap_or(media::Format::Pcmu)
 }
 
 /// `PCMU, PCMA, speex/16000`: the codecs we offer, for a Warning header.

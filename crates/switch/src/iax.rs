@@ -546,7 +546,7 @@ impl Engine {
                 .caps
                 .codecs
                 .iter()
-                .filter_map(|c| Format::from_rtpmap(c.name, c.clock))
+                .filter_map(|c| Format::from_rtpmap(c.name, c.clock, c.fmtp))
                 .collect(),
         };
         let ours: Vec<u32> = ours.into_iter().filter_map(iax_format).collect();

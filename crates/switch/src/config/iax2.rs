@@ -122,7 +122,7 @@ pub(crate) fn iax2(raw: RawIax2, rtp_codecs: &[sdp::Codec], d: &mut Diagnostics)
     // By default a peer gets the [rtp] codecs IAX2 can carry, in that order.
     let default_codecs: Vec<Format> = rtp_codecs
         .iter()
-        .filter_map(|c| Format::from_rtpmap(c.name, c.clock))
+        .filter_map(|c| Format::from_rtpmap(c.name, c.clock, c.fmtp))
         .filter(|f| IAX_FORMATS.contains(f))
         .collect();
     let mut peers: Vec<IaxPeer> = Vec::new();
@@ -185,7 +185,8 @@ pub(crate) fn iax2(raw: RawIax2, rtp_codecs: &[sdp::Codec], d: &mut Diagnostics)
         }
         let mut codecs = Vec::new();
         for (j, name) in p.codecs.iter().enumerate() {
-            let f = supported_codec(name).and_then(|c| Format::from_rtpmap(c.name, c.clock));
+            let f =
+                supported_codec(name).and_then(|c| Format::from_rtpmap(c.name, c.clock, c.fmtp));
             match f.filter(|f| IAX_FORMATS.contains(f)) {
                 Some(f) if codecs.contains(&f) => d.error(&format!("{key}.codecs[{j}]"), format_args!("{name:?} is listed twice")),
                 Some(f) => codecs.push(f),

@@ -1,0 +1,127 @@
+//! The small filters iLBC runs: the input/output high-pass biquads, LPC
+//! analysis and synthesis with carried state, and the enhancer's decimator.
+
+use super::lpc::Lpc;
+use super::tables::LP_DOWNSAMPLE;
+use super::ORDER;
+
+/// A second-order section (`zeros`, and `poles` with `poles[0] = 1`) with its
+/// two input and two output samples of memory.
+#[derive(Debug, Clone, Default)]
+pub struct Biquad {
+    x: [f32; 2],
+    y: [f32; 2],
+}
+
+impl Biquad {
+    pub fn run(&mut self, zeros: &[f32; 3], poles: &[f32; 3], io: &mut [f32]) {
+        for s in io {
+            let x = *s;
+            let y = zeros[0] * x + zeros[1] * self.x[0] + zeros[2] * self.x[1]
+                - poles[1] * self.y[0]
+                - poles[2] * self.y[1];
+            self.x = [x, self.x[0]];
+            self.y = [y, self.y[0]];
+            *s = y;
+        }
+    }
+}
+
+/// LPC analysis (inverse) filter `A(z)`: `out = A(z) in`, carrying the last
+/// `ORDER` inputs in `mem`.
+pub fn analysis(input: &[f32], a: &Lpc, out: &mut [f32], mem: &mut [f32; ORDER]) {
+    for (n, o) in out.iter_mut().enumerate().take(input.len()) {
+        let mut acc = 0.0;
+        for (k, c) in a.iter().enumerate() {
+            acc += c * if n >= k {
+                input[n - k]
+            } else {
+                mem[ORDER + n - k]
+            };
+        }
+        *o = acc;
+    }
+    remember(input, mem);
+}
+
+/// LPC synthesis filter `1/A(z)` in place, carrying the last `ORDER` outputs.
+pub fn synthesis(io: &mut [f32], a: &Lpc, mem: &mut [f32; ORDER]) {
+    for n in 0..io.len() {
+        let mut acc = io[n];
+        for k in 1..=ORDER {
+            acc -= a[k]
+                * if n >= k {
+                    io[n - k]
+                } else {
+                    mem[ORDER + n - k]
+                };
+        }
+        io[n] = acc;
+    }
+    remember(io, mem);
+}
+
+fn remember(signal: &[f32], mem: &mut [f32; ORDER]) {
+    if signal.len() >= ORDER {
+        mem.copy_from_slice(&signal[signal.len() - ORDER..]);
+    } else {
+        mem.rotate_left(signal.len());
+        mem[ORDER - signal.len()..].copy_from_slice(signal);
+    }
+}
+
+/// All-pole filter in place over `buf[from..to]`, where the `ORDER` samples
+/// before `from` are the filter's history.
+pub fn all_pole(buf: &mut [f32], from: usize, to: usize, a: &Lpc) {
+    for n in from..to {
+        let mut acc = buf[n];
+        for k in 1..=ORDER {
+            acc -= a[k] * buf[n - k];
+        }
+        buf[n] = acc;
+    }
+}
+
+/// Pole-zero filter of `input` with zero initial state: the numerator is the
+/// reversed denominator, which makes it all-pass (used on the start state).
+pub fn all_pass(input: &[f32], a: &Lpc, out: &mut [f32]) {
+    let mut x = [0.0f32; ORDER + 2 * 80];
+    let mut y = [0.0f32; ORDER + 2 * 80];
+    let n = input.len();
+    x[ORDER..ORDER + n].copy_from_slice(input);
+    for i in 0..n {
+        let mut acc = 0.0;
+        for k in 0..=ORDER {
+            acc += a[ORDER - k] * x[ORDER + i - k];
+        }
+        for k in 1..=ORDER {
+            acc -= a[k] * y[ORDER + i - k];
+        }
+        y[ORDER + i] = acc;
+    }
+    out[..n].copy_from_slice(&y[ORDER..ORDER + n]);
+}
+
+/// Low-pass and 2:1 decimation of `input` (whose 6 preceding samples are
+/// `state`), as the enhancer's pitch estimator wants it; `out` gets
+/// `input.len() / 2` samples.
+pub fn downsample(input: &[f32], state: &[f32; 6], out: &mut [f32]) {
+    let taps = LP_DOWNSAMPLE.len();
+    let at = |i: isize| -> f32 {
+        if i >= 0 {
+            input.get(i as usize).copied().unwrap_or(0.0)
+        } else {
+            state[(6 + i).max(0) as usize]
+        }
+    };
+    let mut o = 0;
+    let mut i = 3;
+    while i < input.len() + 3 && o < out.len() {
+        // Past the end the input is taken as zero (the filter's delay is 3).
+        out[o] = (0..taps)
+            .map(|j| LP_DOWNSAMPLE[j] * at(i as isize - j as isize))
+            .sum();
+        o += 1;
+        i += 2;
+    }
+}
