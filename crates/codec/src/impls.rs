@@ -815,14 +815,14 @@ impl Decoder for IlbcDec {
     }
     fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
         let own = self.0.mode();
-        let m = if payload.len() % own.bytes() == 0 {
+        let m = if payload.len().is_multiple_of(own.bytes()) {
             own
         } else {
             let other = match own {
                 Mode::Ms20 => Mode::Ms30,
                 Mode::Ms30 => Mode::Ms20,
             };
-            if payload.len() % other.bytes() != 0 {
+            if !payload.len().is_multiple_of(other.bytes()) {
                 return Err(CodecError::Corrupt("ilbc"));
             }
             self.0 = IlbcDecoder::new(other);

@@ -138,11 +138,8 @@ pub fn run(p: &Params) -> std::io::Result<Outcome> {
                 out.completed += 1;
             }
         }
-        loop {
-            match sock.recv_from(&mut buf) {
-                Ok((n, from)) => ep.handle(from, &buf[..n], now),
-                Err(_) => break,
-            }
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            ep.handle(from, &buf[..n], now);
         }
         ep.handle_timeout(now);
         while let Some(e) = ep.poll_event() {
@@ -152,10 +149,10 @@ pub fn run(p: &Params) -> std::io::Result<Outcome> {
                     up.insert(call, now + p.hold);
                 }
                 Event::Voice { .. } => out.frames_received += 1,
-                Event::Hangup { call, .. } => {
-                    if pending.remove(&call).is_some() || up.remove(&call).is_some() {
-                        out.failed += 1;
-                    }
+                Event::Hangup { call, .. }
+                    if pending.remove(&call).is_some() || up.remove(&call).is_some() =>
+                {
+                    out.failed += 1;
                 }
                 _ => {}
             }

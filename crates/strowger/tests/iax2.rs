@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 /// One side of the wire as a test client sees it.
 type Wire = Vec<(SocketAddr, SocketAddr, Vec<u8>)>;
 
+/// Says which incoming datagrams a lossy link drops.
+type DropRule = Box<dyn FnMut(&[u8]) -> bool>;
+
 /// An IAX2 endpoint on a UDP socket, pumped by hand; it records every datagram both ways.
 struct Client {
     sock: UdpSocket,
@@ -29,7 +32,7 @@ struct Client {
     ep: Endpoint,
     wire: Wire,
     /// Incoming datagrams this predicate matches are dropped (once each time it says so).
-    drop_in: Option<Box<dyn FnMut(&[u8]) -> bool>>,
+    drop_in: Option<DropRule>,
     received: Vec<Vec<u8>>,
 }
 

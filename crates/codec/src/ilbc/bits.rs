@@ -83,6 +83,7 @@ const GAIN_30: [[Split; 3]; 4] = [
 ];
 
 /// Calls `f` on every parameter with its split, in bitstream order.
+#[allow(clippy::type_complexity)] // one row per mode, matched at once
 fn visit(mode: Mode, p: &mut Params, f: &mut impl FnMut(&mut u32, Split)) {
     let (lsf, start, extra_cb, extra_gain, cb, gain): (
         &[Split],

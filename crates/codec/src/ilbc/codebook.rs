@@ -237,9 +237,10 @@ impl SearchSpace {
         // Raise the first gain while the decoded energy stays below the
         // target's (energy matching, RFC 3951 §3.6.4.2).
         let coded_energy = dot(&sum[..n], &sum[..n]);
-        let mut j = gain_index[0] as usize;
-        for i in j..GAIN_SQ5.len() {
-            if coded_energy * GAIN_SQ5[i] * GAIN_SQ5[i] < target_energy * gains[0] * gains[0]
+        let first = gain_index[0] as usize;
+        let mut j = first;
+        for (i, g) in GAIN_SQ5.iter().enumerate().skip(first) {
+            if coded_energy * g * g < target_energy * gains[0] * gains[0]
                 && GAIN_SQ5[j] < 2.0 * gains[0]
             {
                 j = i;

@@ -50,14 +50,9 @@ impl IlbcEncoder {
         let (synt, weight) = self.lpc(&data[..blockl], &mut p);
 
         let mut residual = [0.0f32; BLOCKL_MAX];
-        for n in 0..mode.nsub() {
+        for (n, a) in synt.iter().enumerate().take(mode.nsub()) {
             let r = n * SUBL..(n + 1) * SUBL;
-            analysis(
-                &data[r.clone()],
-                &synt[n],
-                &mut residual[r],
-                &mut self.ana_mem,
-            );
+            analysis(&data[r.clone()], a, &mut residual[r], &mut self.ana_mem);
         }
 
         // The start state: in the more energetic end of the chosen 80 samples.

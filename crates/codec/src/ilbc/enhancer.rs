@@ -324,9 +324,9 @@ impl Enhancer {
             pred[plc_blockl - 1 - i] = self.buf[old_end - (i - start)];
         }
         let (mut e_old, mut e_pred) = (0.0f32, 0.0f32);
-        for i in 0..plc_blockl {
+        for (i, p) in pred[..plc_blockl].iter().enumerate() {
             e_old += self.buf[old_end - i] * self.buf[old_end - i];
-            e_pred += pred[i] * pred[i];
+            e_pred += p * p;
         }
         let rms_pred = (e_pred / plc_blockl as f32).sqrt();
         let rms_old = (e_old / plc_blockl as f32).sqrt();

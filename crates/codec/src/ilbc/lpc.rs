@@ -73,7 +73,7 @@ fn levinson(r: &[f32; ORDER + 1]) -> Lpc {
         }
         k = -sum / alpha;
         alpha += k * sum;
-        for i in 0..(m + 1) / 2 {
+        for i in 0..m.div_ceil(2) {
             let t = a[i + 1] + k * a[m - i];
             a[m - i] += k * a[i + 1];
             a[i + 1] = t;
@@ -287,7 +287,10 @@ pub fn stabilise(lsf: &mut [f32; ORDER]) {
                     lsf[k + 1] += EPS2;
                 }
             }
-            lsf[k] = lsf[k].clamp(0.01, 3.14);
+            // RFC 3951 clamps to [0.01, 3.14], just inside (0, π).
+            #[allow(clippy::approx_constant)]
+            let top = 3.14;
+            lsf[k] = lsf[k].clamp(0.01, top);
         }
     }
 }

@@ -92,7 +92,7 @@ pub fn search(
     let switch = if state_first { SUBL } else { len - SUBL };
     all_pole(&mut input, ORDER, ORDER + switch, &weight[0]);
     let mut w = &weight[0];
-    for n in 0..len {
+    for (n, out) in idx.iter_mut().enumerate().take(len) {
         if n == switch {
             w = &weight[1];
             all_pole(&mut input, ORDER + n, ORDER + len, w);
@@ -101,7 +101,7 @@ pub fn search(
         quant[at] = 0.0;
         all_pole(&mut quant, at, at + 1, w);
         let i = sort_sq(input[at] - quant[at], &STATE_SQ3);
-        idx[n] = i as u32;
+        *out = i as u32;
         quant[at] = STATE_SQ3[i];
         all_pole(&mut quant, at, at + 1, w);
     }

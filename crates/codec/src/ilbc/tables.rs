@@ -2,6 +2,10 @@
 //! part of the bitstream definition, so the decoder must use them exactly.
 //! The encoder-only analysis windows are computed from their formulas in
 //! `lpc.rs` instead.
+//!
+//! Values are written with the digits the RFC prints, even where `f32`
+//! cannot hold them all, so they can be checked against it by eye.
+#![allow(clippy::excessive_precision)]
 
 /// High-pass filter on the encoder input: zeros, then poles (`a[0] = 1`).
 pub const HP_IN_ZEROS: [f32; 3] = [0.927_274_36, -1.854_494_1, 0.927_274_36];
