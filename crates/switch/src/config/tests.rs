@@ -101,7 +101,7 @@ fn all_value_errors_are_reported_with_positions() {
             "strowger.toml:6:10: sip.min_se: 30 is out of range — expected 90 to 86400",
             "strowger.toml:9:9: rtp.ports: \"10000-9\" — expected LO-HI with LO < HI, even LO, e.g. \"10000-19999\"",
             "strowger.toml:10:19: rtp.codecs[1]: unknown codec \"G729\" — supported: PCMU, PCMA, GSM, G722, G726-32, \
-             speex, speex16, opus, L16",
+             speex, speex16, opus, L16, iLBC20, iLBC30",
             "strowger.toml:11:11: rtp.dtmf_pt: 42 is out of range — expected 96 to 127",
         ]
     );
