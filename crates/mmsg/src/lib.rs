@@ -31,9 +31,6 @@ impl Batch {
     /// `n` datagrams of at most `size` bytes per receive; `timestamps` keeps the kernel's arrival
     /// stamps (the socket needs [`enable_timestamps`]).
     pub fn new(n: usize, size: usize, timestamps: bool) -> Batch {
-        let since = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
         Batch {
             size,
             bufs: vec![0u8; n * size],
@@ -43,7 +40,7 @@ impl Batch {
             hdrs: vec![unsafe { std::mem::zeroed() }; n],
             cmsgs: vec![[0u64; CMSG_SPACE / 8]; n],
             timestamps,
-            base: (Instant::now(), since),
+            base: clocks(),
         }
     }
 
@@ -82,6 +79,10 @@ impl Batch {
                 std::ptr::null_mut(),
             )
         };
+        if self.timestamps && n > 0 {
+            // Re-read both clocks so a step of the realtime clock (NTP) skews no stamp for long.
+            self.base = clocks();
+        }
         n.max(0) as usize
     }
 
@@ -118,6 +119,14 @@ impl Batch {
         }
         None
     }
+}
+
+/// This moment on the monotonic and the realtime clock.
+fn clocks() -> (Instant, Duration) {
+    let real = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (Instant::now(), real)
 }
 
 /// Asks the kernel to stamp each datagram's arrival (read back by [`Batch::arrival`]).

@@ -36,6 +36,11 @@ const SIP_BATCH: usize = 16;
 /// accepts them again (epoll's millisecond timeouts alone make ticks up to ~1 ms late).
 const OVERLOAD_ENTER_US: u64 = 8_000;
 const OVERLOAD_LEAVE_US: u64 = 4_000;
+/// Average time SIP datagrams waited in the socket past which a worker refuses new calls, and
+/// below which it accepts them again: a backlog this deep only grows when offered load exceeds
+/// what the worker can serve (a 20 ms media pass alone delays a datagram by a few ms).
+const SIP_WAIT_ENTER_US: u64 = 30_000;
+const SIP_WAIT_LEAVE_US: u64 = 5_000;
 
 /// What workers send each other.
 pub enum Envelope {
@@ -123,6 +128,8 @@ pub struct Worker {
     pub batch: mmsg::Batch,
     pub ticks: u64,
     pub lateness_us: u64,
+    /// Average time the oldest SIP datagram of each batch waited in its socket.
+    pub sip_wait_us: u64,
     pub overloaded: bool,
     /// Workers posted to since the last wake-ups (bit per worker).
     pub to_wake: u64,
@@ -154,7 +161,7 @@ impl Worker {
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         // One byte more than a message may have, so a longer datagram shows as too large.
-        let mut sip_batch = mmsg::Batch::new(SIP_BATCH, self.max_message + 1, false);
+        let mut sip_batch = mmsg::Batch::new(SIP_BATCH, self.max_message + 1, true);
         self.next_tick = Instant::now() + TICK;
         let mut stopping: Option<Instant> = None;
         loop {
@@ -256,21 +263,34 @@ impl Worker {
         }
     }
 
-    /// Backpressure: when media ticks run late on average, this worker is past capacity and
-    /// refuses new calls (503 + Retry-After) so the calls it has keep clean audio.
+    /// Backpressure, media side: ticks running late on average.
     fn watch_load(&mut self, late: Duration) {
-        let late_us = late.as_micros().min(1_000_000) as u64;
-        self.lateness_us = (self.lateness_us * 15 + late_us) / 16;
+        self.lateness_us = average(self.lateness_us, late);
+        self.update_overload();
+    }
+
+    /// Backpressure, signalling side: SIP requests queueing in the socket.
+    fn watch_sip(&mut self, wait: Duration) {
+        self.sip_wait_us = average(self.sip_wait_us, wait);
+        self.update_overload();
+    }
+
+    /// Past capacity (either signal), a worker refuses new calls with a stateless 503 +
+    /// Retry-After, so the calls it has keep clean audio and their requests get served.
+    fn update_overload(&mut self) {
         let over = if self.overloaded {
-            self.lateness_us > OVERLOAD_LEAVE_US
+            self.lateness_us > OVERLOAD_LEAVE_US || self.sip_wait_us > SIP_WAIT_LEAVE_US
         } else {
-            self.lateness_us > OVERLOAD_ENTER_US
+            self.lateness_us > OVERLOAD_ENTER_US || self.sip_wait_us > SIP_WAIT_ENTER_US
         };
         if over != self.overloaded {
             self.overloaded = over;
             self.engine.set_overloaded(over);
             match over {
-                true => eprintln!("strowger: worker {} is past capacity (media ticks {} µs late): new calls get 503", self.id, self.lateness_us),
+                true => eprintln!(
+                    "strowger: worker {} is past capacity (media ticks {} µs late, SIP queued {} µs): new calls get 503",
+                    self.id, self.lateness_us, self.sip_wait_us
+                ),
                 false => eprintln!("strowger: worker {} is back under capacity", self.id),
             }
         }
@@ -308,6 +328,9 @@ impl Worker {
             };
             let local = *local;
             let n = batch.recv(sock);
+            if let Some(first) = batch.arrival(0).filter(|_| n > 0) {
+                self.watch_sip(Instant::now().saturating_duration_since(first));
+            }
             for i in 0..n {
                 let Some((data, src)) = batch.get(i) else {
                     continue;
@@ -519,9 +542,19 @@ fn rtp_sender(media: &MediaSockets) -> impl FnMut(media::Transmit<'_>) + '_ {
     }
 }
 
+/// A moving average (weight 1/16 on the new sample) in µs, capped at a second per sample.
+fn average(avg_us: u64, sample: Duration) -> u64 {
+    (avg_us * 15 + sample.as_micros().min(1_000_000) as u64) / 16
+}
+
 pub fn udp_sockets(listen: &[SocketAddr]) -> std::io::Result<Vec<(UdpSocket, SocketAddr)>> {
     listen
         .iter()
-        .map(|a| Ok((sip_io::udp_reuseport(*a)?, *a)))
+        .map(|a| {
+            let sock = sip_io::udp_reuseport(*a)?;
+            // Arrival stamps tell how long requests queued: the signalling overload signal.
+            mmsg::enable_timestamps(&sock);
+            Ok((sock, *a))
+        })
         .collect()
 }

@@ -229,6 +229,18 @@ impl Engine {
         self.out.push_back((peer, b.finish(None).into()));
     }
 
+    /// Past capacity, a new INVITE (no To tag, no transaction yet) is refused without creating a
+    /// transaction: the 503 costs no state, and a retransmitted INVITE is simply refused again.
+    fn refuses_statelessly(&mut self, msg: &Message) -> bool {
+        (self.overloaded || self.s.slots.in_use() >= self.s.slots.max())
+            && msg.method() == Some(&Method::Invite)
+            && msg
+                .header(HeaderName::To)
+                .and_then(|t| NameAddr::parse(t).ok())
+                .is_some_and(|t| t.tag().is_none())
+            && !self.txs.has_server(msg)
+    }
+
     fn on_request(
         &mut self,
         msg: Message,
@@ -251,6 +263,11 @@ impl Engine {
                 extra.push(("Unsupported", r.unsupported.join(", ")));
             }
             self.reject_stateless(&msg, peer, r.status, r.reason, &extra);
+            return;
+        }
+        if self.refuses_statelessly(&msg) {
+            let retry = self.refuse_busy();
+            self.reject_stateless(&msg, peer, 503, "Service Unavailable", &retry);
             return;
         }
         match self.txs.on_request(&msg, peer, now) {

@@ -281,6 +281,45 @@ fn past_capacity_new_calls_get_503_and_calls_in_progress_go_on() {
 }
 
 #[test]
+fn past_capacity_refusals_are_stateless_and_in_dialog_requests_are_served() {
+    let mut r = Rig::new();
+    let ringing = invite("5555", "c14a", true, "");
+    r.send(&ringing);
+    r.send(&invite("44444", "c14b", true, ""));
+    let ok = r
+        .sent()
+        .into_iter()
+        .find(|(_, m)| m.status() == Some(200))
+        .unwrap()
+        .1;
+    r.send(&in_dialog("ACK", "c14b", &to_tag(&ok), 1, "c14b-ack", ""));
+    r.engine.set_overloaded(true);
+    let refused = invite("44444", "c14c", true, "");
+    r.send(&refused);
+    let sent = r.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].1.status(), Some(503));
+    assert_eq!(sent[0].1.header(HeaderName::RetryAfter), Some("7"));
+    // No transaction was made: nothing is retransmitted, a retransmitted INVITE is refused
+    // again and the ACK for the 503 is absorbed.
+    r.advance(Duration::from_secs(2));
+    assert_eq!(r.statuses(), Vec::<u16>::new());
+    r.send(&refused);
+    assert_eq!(r.statuses(), [503]);
+    r.send(
+        &in_dialog("ACK", "c14c", &to_tag(&sent[0].1), 1, "c14c", "")
+            .replace("alice@127.0.0.1:5061 SIP", "44444@127.0.0.1 SIP"),
+    );
+    assert_eq!(r.statuses(), Vec::<u16>::new());
+    // Calls from before the overload go on: a retransmitted INVITE is absorbed, a BYE served.
+    r.send(&ringing);
+    assert_eq!(r.statuses(), [180]);
+    r.send(&in_dialog("BYE", "c14b", &to_tag(&ok), 2, "c14b-bye", ""));
+    assert_eq!(r.statuses(), [200]);
+    assert_eq!(r.engine.active_calls(), 1);
+}
+
+#[test]
 fn strowger_hangs_up_with_bye() {
     let mut r = Rig::new();
     r.send(&invite("6666", "c5", true, ""));

@@ -195,6 +195,15 @@ impl Transactions {
         self
     }
 
+    /// Whether a server transaction already holds this request (a retransmission), without
+    /// creating one: lets an overloaded core refuse new requests statelessly.
+    pub fn has_server(&mut self, msg: &Message) -> bool {
+        msg.method().is_some_and(|m| {
+            key::server(msg, m, &mut self.scratch)
+                && self.server_keys.contains_key(self.scratch.as_str())
+        })
+    }
+
     /// A request arrived (already validated with `sip::validate`).
     pub fn on_request(&mut self, msg: &Message, from: Peer, now: Instant) -> Incoming {
         let incoming = match msg.method() {
