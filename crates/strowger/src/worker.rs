@@ -303,17 +303,16 @@ impl Worker {
         )
     }
 
+    /// A SIP message for a call this worker owns.
+    fn handle_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr) {
+        let host = &mut HostIo::new(&mut self.media, &mut self.host);
+        self.engine.on_sip(msg, peer, local, Instant::now(), host);
+    }
+
     fn deliver(&mut self, msg: Message, peer: Peer, local: SocketAddr) {
         let owner = self.owner(&msg);
         if owner == self.id {
-            let now = Instant::now();
-            self.engine.on_sip(
-                msg,
-                peer,
-                local,
-                now,
-                &mut HostIo::new(&mut self.media, &mut self.host),
-            );
+            self.handle_sip(msg, peer, local);
         } else {
             self.mail.post(owner, Envelope::Sip { msg, peer, local });
             self.to_wake |= 1 << owner;
@@ -417,16 +416,7 @@ impl Worker {
         self.mail.draining(self.id);
         while let Ok(env) = self.inbox.try_recv() {
             match env {
-                Envelope::Sip { msg, peer, local } => {
-                    let now = Instant::now();
-                    self.engine.on_sip(
-                        msg,
-                        peer,
-                        local,
-                        now,
-                        &mut HostIo::new(&mut self.media, &mut self.host),
-                    );
-                }
+                Envelope::Sip { msg, peer, local } => self.handle_sip(msg, peer, local),
                 Envelope::TcpSend { to, bytes } => self.tcp_send(to, &bytes),
                 Envelope::Store { token, result } => {
                     let now = Instant::now();
