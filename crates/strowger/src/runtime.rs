@@ -178,7 +178,6 @@ pub fn run(cfg: Config) -> Result<(), String> {
             batch: mmsg::Batch::new(8, 2048, false),
             ticks: 0,
             lateness_us: 0,
-            sip_wait_us: 0,
             overloaded: false,
             to_wake: 0,
             next_tick: std::time::Instant::now(),

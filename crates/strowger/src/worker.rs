@@ -36,11 +36,10 @@ const SIP_BATCH: usize = 16;
 /// accepts them again (epoll's millisecond timeouts alone make ticks up to ~1 ms late).
 const OVERLOAD_ENTER_US: u64 = 8_000;
 const OVERLOAD_LEAVE_US: u64 = 4_000;
-/// Average time SIP datagrams waited in the socket past which a worker refuses new calls, and
-/// below which it accepts them again: a backlog this deep only grows when offered load exceeds
-/// what the worker can serve (a 20 ms media pass alone delays a datagram by a few ms).
-const SIP_WAIT_ENTER_US: u64 = 30_000;
-const SIP_WAIT_LEAVE_US: u64 = 5_000;
+/// A new INVITE that waited longer than this in the socket is refused (stateless 503): the
+/// backlog only grows this deep when offered load exceeds what the worker serves, and the caller
+/// would retransmit soon anyway (T1 = 500 ms). A media pass alone delays a datagram a few ms.
+const SIP_LATE: Duration = Duration::from_millis(50);
 
 /// What workers send each other.
 pub enum Envelope {
@@ -49,6 +48,8 @@ pub enum Envelope {
         msg: Message,
         peer: Peer,
         local: SocketAddr,
+        /// It waited past [`SIP_LATE`] in the socket.
+        late: bool,
     },
     /// Bytes for a TCP peer (connections live on worker 0).
     TcpSend { to: SocketAddr, bytes: Arc<[u8]> },
@@ -128,8 +129,6 @@ pub struct Worker {
     pub batch: mmsg::Batch,
     pub ticks: u64,
     pub lateness_us: u64,
-    /// Average time the oldest SIP datagram of each batch waited in its socket.
-    pub sip_wait_us: u64,
     pub overloaded: bool,
     /// Workers posted to since the last wake-ups (bit per worker).
     pub to_wake: u64,
@@ -263,33 +262,24 @@ impl Worker {
         }
     }
 
-    /// Backpressure, media side: ticks running late on average.
+    /// Backpressure, media side: when media ticks run late on average, this worker is past
+    /// capacity and refuses new calls (stateless 503 + Retry-After) so the calls it has keep
+    /// clean audio. (The signalling side is judged per request: [`SIP_LATE`].)
     fn watch_load(&mut self, late: Duration) {
-        self.lateness_us = average(self.lateness_us, late);
-        self.update_overload();
-    }
-
-    /// Backpressure, signalling side: SIP requests queueing in the socket.
-    fn watch_sip(&mut self, wait: Duration) {
-        self.sip_wait_us = average(self.sip_wait_us, wait);
-        self.update_overload();
-    }
-
-    /// Past capacity (either signal), a worker refuses new calls with a stateless 503 +
-    /// Retry-After, so the calls it has keep clean audio and their requests get served.
-    fn update_overload(&mut self) {
+        let late_us = late.as_micros().min(1_000_000) as u64;
+        self.lateness_us = (self.lateness_us * 15 + late_us) / 16;
         let over = if self.overloaded {
-            self.lateness_us > OVERLOAD_LEAVE_US || self.sip_wait_us > SIP_WAIT_LEAVE_US
+            self.lateness_us > OVERLOAD_LEAVE_US
         } else {
-            self.lateness_us > OVERLOAD_ENTER_US || self.sip_wait_us > SIP_WAIT_ENTER_US
+            self.lateness_us > OVERLOAD_ENTER_US
         };
         if over != self.overloaded {
             self.overloaded = over;
             self.engine.set_overloaded(over);
             match over {
                 true => eprintln!(
-                    "strowger: worker {} is past capacity (media ticks {} µs late, SIP queued {} µs): new calls get 503",
-                    self.id, self.lateness_us, self.sip_wait_us
+                    "strowger: worker {} is past capacity (media ticks {} µs late): new calls get 503",
+                    self.id, self.lateness_us
                 ),
                 false => eprintln!("strowger: worker {} is back under capacity", self.id),
             }
@@ -303,18 +293,27 @@ impl Worker {
         )
     }
 
-    /// A SIP message for a call this worker owns.
-    fn handle_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr) {
+    /// A SIP message for a call this worker owns; `late` if it waited past [`SIP_LATE`].
+    fn handle_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool) {
+        if late {
+            self.engine.mark_late();
+        }
         let host = &mut HostIo::new(&mut self.media, &mut self.host);
         self.engine.on_sip(msg, peer, local, Instant::now(), host);
     }
 
-    fn deliver(&mut self, msg: Message, peer: Peer, local: SocketAddr) {
+    fn deliver(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool) {
         let owner = self.owner(&msg);
         if owner == self.id {
-            self.handle_sip(msg, peer, local);
+            self.handle_sip(msg, peer, local, late);
         } else {
-            self.mail.post(owner, Envelope::Sip { msg, peer, local });
+            let sip = Envelope::Sip {
+                msg,
+                peer,
+                local,
+                late,
+            };
+            self.mail.post(owner, sip);
             self.to_wake |= 1 << owner;
         }
     }
@@ -327,9 +326,7 @@ impl Worker {
             };
             let local = *local;
             let n = batch.recv(sock);
-            if let Some(first) = batch.arrival(0).filter(|_| n > 0) {
-                self.watch_sip(Instant::now().saturating_duration_since(first));
-            }
+            let now = Instant::now();
             for i in 0..n {
                 let Some((data, src)) = batch.get(i) else {
                     continue;
@@ -343,8 +340,11 @@ impl Worker {
                     self.flush_sip();
                     continue;
                 }
+                let late = batch
+                    .arrival(i)
+                    .is_some_and(|t| now.saturating_duration_since(t) > SIP_LATE);
                 match Message::parse(data, true) {
-                    Ok(msg) => self.deliver(msg, peer, local),
+                    Ok(msg) => self.deliver(msg, peer, local, late),
                     Err(ParseError::KeepAlive) => {}
                     Err(_) => {
                         self.counters
@@ -398,6 +398,7 @@ impl Worker {
                     addr: peer,
                 },
                 local,
+                false,
             );
         }
         if let ReadOutcome::Closed = outcome {
@@ -416,7 +417,12 @@ impl Worker {
         self.mail.draining(self.id);
         while let Ok(env) = self.inbox.try_recv() {
             match env {
-                Envelope::Sip { msg, peer, local } => self.handle_sip(msg, peer, local),
+                Envelope::Sip {
+                    msg,
+                    peer,
+                    local,
+                    late,
+                } => self.handle_sip(msg, peer, local, late),
                 Envelope::TcpSend { to, bytes } => self.tcp_send(to, &bytes),
                 Envelope::Store { token, result } => {
                     let now = Instant::now();
@@ -530,11 +536,6 @@ fn rtp_sender(media: &MediaSockets) -> impl FnMut(media::Transmit<'_>) + '_ {
             }
         }
     }
-}
-
-/// A moving average (weight 1/16 on the new sample) in µs, capped at a second per sample.
-fn average(avg_us: u64, sample: Duration) -> u64 {
-    (avg_us * 15 + sample.as_micros().min(1_000_000) as u64) / 16
 }
 
 pub fn udp_sockets(listen: &[SocketAddr]) -> std::io::Result<Vec<(UdpSocket, SocketAddr)>> {

@@ -101,6 +101,8 @@ pub struct Engine {
     pub(crate) orphans: FxHashMap<ClientTxId, Dialog>,
     pub(crate) next_gen: u64,
     pub(crate) overloaded: bool,
+    /// Set by [`Engine::mark_late`] for one message.
+    late: bool,
     /// Store operations under way (registrar, location lookups), by token.
     pub(crate) pending: FxHashMap<u64, crate::registrar::Pending>,
     pub(crate) next_token: u64,
@@ -128,6 +130,7 @@ impl Engine {
             orphans: FxHashMap::default(),
             next_gen: 0,
             overloaded: false,
+            late: false,
             pending: FxHashMap::default(),
             next_token: 0,
             iax: None,
@@ -137,6 +140,14 @@ impl Engine {
     /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
     pub fn set_overloaded(&mut self, on: bool) {
         self.overloaded = on;
+    }
+
+    /// The next message waited too long in its socket (signalling backlog): if it opens a new
+    /// call it is refused with a stateless 503, while requests of calls in progress are served.
+    /// Refusing by each request's own wait admits what the worker can serve in time and sheds
+    /// the rest, so a flood neither stalls the queue nor starves admission.
+    pub fn mark_late(&mut self) {
+        self.late = true;
     }
 
     pub fn active_calls(&self) -> usize {
@@ -206,6 +217,7 @@ impl Engine {
         } else {
             self.on_response(msg, now, host);
         }
+        self.late = false;
         self.run_pending(now, host);
     }
 
@@ -232,7 +244,7 @@ impl Engine {
     /// Past capacity, a new INVITE (no To tag, no transaction yet) is refused without creating a
     /// transaction: the 503 costs no state, and a retransmitted INVITE is simply refused again.
     fn refuses_statelessly(&mut self, msg: &Message) -> bool {
-        (self.overloaded || self.s.slots.in_use() >= self.s.slots.max())
+        (self.overloaded || self.late || self.s.slots.in_use() >= self.s.slots.max())
             && msg.method() == Some(&Method::Invite)
             && msg
                 .header(HeaderName::To)

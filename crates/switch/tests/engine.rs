@@ -320,6 +320,30 @@ fn past_capacity_refusals_are_stateless_and_in_dialog_requests_are_served() {
 }
 
 #[test]
+fn a_new_call_that_queued_too_long_is_refused_and_the_next_one_admitted() {
+    let mut r = Rig::new();
+    r.send(&invite("44444", "c15a", true, ""));
+    let ok = r
+        .sent()
+        .into_iter()
+        .find(|(_, m)| m.status() == Some(200))
+        .unwrap()
+        .1;
+    r.engine.mark_late();
+    r.send(&invite("44444", "c15b", true, ""));
+    assert_eq!(r.statuses(), [503]);
+    r.send(&invite("44444", "c15c", true, ""));
+    assert_eq!(r.statuses(), [100, 200], "lateness marks one message only");
+    r.engine.mark_late();
+    r.send(&in_dialog("BYE", "c15a", &to_tag(&ok), 2, "c15a-bye", ""));
+    assert_eq!(
+        r.statuses(),
+        [200],
+        "a late request of a call in progress is served"
+    );
+}
+
+#[test]
 fn strowger_hangs_up_with_bye() {
     let mut r = Rig::new();
     r.send(&invite("6666", "c5", true, ""));
