@@ -3,13 +3,16 @@
 //! or in Memcached (`memcached://HOST:PORT`).
 //!
 //! Every operation is blocking and may touch the network: the `strowger` binary runs them on
-//! store threads, never on a worker. A backend that is down makes operations fail with
-//! `StoreError`; nothing is reported as stored that was not.
+//! store threads, never on a worker. A backend that is down makes writes fail with
+//! `StoreError` (nothing is reported as stored that was not); reads fall back to a bounded
+//! cache of what this process last saw (`ReadCache`).
 
+mod cache;
 mod local;
 mod memcached;
 mod redis_store;
 
+pub use cache::ReadCache;
 pub use local::LocalStore;
 pub use memcached::MemcachedStore;
 pub use redis_store::RedisStore;
@@ -160,13 +163,16 @@ impl std::str::FromStr for StoreUrl {
 }
 
 /// Opens the store a URL names. Network backends connect lazily: a backend that is down now
-/// makes operations fail until it is back, it does not stop strowger from starting.
+/// makes operations fail until it is back, it does not stop strowger from starting. They are
+/// read through a `ReadCache` of `cache::CAPACITY` entries.
 pub fn open(url: &str) -> std::result::Result<Arc<dyn Store>, String> {
     let parsed: StoreUrl = url.parse()?;
     Ok(match parsed {
         StoreUrl::Local(path) => Arc::new(LocalStore::open(&path).map_err(|e| e.0)?),
-        StoreUrl::Redis(h, p) => Arc::new(RedisStore::new(&h, p)),
-        StoreUrl::Memcached(h, p) => Arc::new(MemcachedStore::new(&h, p)),
+        StoreUrl::Redis(h, p) => Arc::new(ReadCache::new(RedisStore::new(&h, p), cache::CAPACITY)),
+        StoreUrl::Memcached(h, p) => {
+            Arc::new(ReadCache::new(MemcachedStore::new(&h, p), cache::CAPACITY))
+        }
     })
 }
 
