@@ -5,7 +5,7 @@
 mod common;
 
 use common::net::free_port;
-use common::registrar::{call_phone, finals, registered, start, write_config};
+use common::registrar::{call_phone, finals, invite_status, registered, start, write_config};
 use common::servers::Server;
 use common::sipp::{Scenario, Sipp};
 use common::{Strowger, TempDir};
@@ -67,4 +67,35 @@ fn redis_killed_and_restarted() {
 fn memcached_killed_and_restarted() {
     let dir = TempDir::new("store-outage-memcached");
     outage("store-outage-memcached", Server::memcached(), &dir);
+}
+
+/// Two strowger instances on one Redis: a phone registered through either one is reached
+/// through the other, and an un-REGISTER through one is seen by the other (480).
+#[test]
+fn two_instances_share_one_redis() {
+    let dir = TempDir::new("store-shared-redis");
+    let redis = Server::redis();
+    let config = write_config(dir.path(), &redis.url);
+    let one = start("store-shared-one", &config);
+    let two = start("store-shared-two", &config);
+    let (a, b) = (free_port(), free_port());
+    registered(&one, "1001", "secret-1001", a);
+    registered(&two, "1002", "secret-1002", b);
+    call_phone(&two, "1001", a, 1);
+    call_phone(&one, "1002", b, 1);
+
+    Sipp::new(Scenario::File("unregister.xml"))
+        .service("1001")
+        .port(a)
+        .arg("-au")
+        .arg("1001")
+        .arg("-ap")
+        .arg("secret-1001")
+        .run(one.sip, one.dir.path())
+        .assert_ok(1);
+    assert_eq!(
+        invite_status(&two, "1001"),
+        Some(480),
+        "unregistered via one"
+    );
 }
