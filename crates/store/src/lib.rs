@@ -1,15 +1,19 @@
 //! Where strowger keeps registrations (the location service, RFC 3261 §10) and users'
-//! credentials: in-process with a snapshot file (`local:PATH`), in Redis (`redis://HOST:PORT`)
-//! or in Memcached (`memcached://HOST:PORT`).
+//! credentials: in-process with a snapshot file (`local:PATH`), in Redis (`redis://HOST:PORT`),
+//! a Redis Cluster (`redis+cluster://HOST:PORT,HOST:PORT,…`) or Memcached
+//! (`memcached://HOST:PORT`).
 //!
 //! Every operation is blocking and may touch the network: the `strowger` binary runs them on
-//! store threads, never on a worker. A backend that is down makes operations fail with
-//! `StoreError`; nothing is reported as stored that was not.
+//! store threads, never on a worker. A backend that is down makes writes fail with
+//! `StoreError` (nothing is reported as stored that was not); reads fall back to a bounded
+//! cache of what this process last saw (`ReadCache`).
 
+mod cache;
 mod local;
 mod memcached;
 mod redis_store;
 
+pub use cache::ReadCache;
 pub use local::LocalStore;
 pub use memcached::MemcachedStore;
 pub use redis_store::RedisStore;
@@ -110,12 +114,42 @@ impl<T: LocationStore + CredentialStore> Store for T {}
 pub enum StoreUrl {
     Local(PathBuf),
     Redis(String, u16),
+    /// Any of the cluster's nodes (at least one).
+    RedisCluster(Vec<(String, u16)>),
     Memcached(String, u16),
 }
 
 const URL_HELP: &str = "use local:PATH (e.g. local:strowger-data/store.snap), \
-                        redis://HOST:PORT (e.g. redis://127.0.0.1:6379) or \
+                        redis://HOST:PORT (e.g. redis://127.0.0.1:6379), \
+                        redis+cluster://HOST:PORT,HOST:PORT,... (any nodes of a Redis Cluster) or \
                         memcached://HOST:PORT (e.g. memcached://127.0.0.1:11211)";
+
+/// `HOST[:PORT]` of a network store URL, with IPv6 hosts in brackets.
+fn host_port(
+    s: &str,
+    scheme: &str,
+    rest: &str,
+    default_port: u16,
+) -> std::result::Result<(String, u16), String> {
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => match p.parse::<u16>() {
+            Ok(p) if p > 0 => (h, p),
+            _ => {
+                return Err(format!(
+                    "{s:?}: port {p:?} is not a number from 1 to 65535 — {URL_HELP}"
+                ))
+            }
+        },
+        _ => (rest, default_port),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() || host.contains('/') || host.contains('@') {
+        return Err(format!(
+            "{s:?}: expected {scheme}://HOST:PORT (no user, password or path) — {URL_HELP}"
+        ));
+    }
+    Ok((host.to_string(), port))
+}
 
 impl std::str::FromStr for StoreUrl {
     type Err = String;
@@ -127,6 +161,14 @@ impl std::str::FromStr for StoreUrl {
             }
             return Ok(StoreUrl::Local(PathBuf::from(path)));
         }
+        if let Some(r) = s.strip_prefix("redis+cluster://") {
+            let nodes = r
+                .trim_end_matches('/')
+                .split(',')
+                .map(|n| host_port(s, "redis+cluster", n.trim(), 6379))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            return Ok(StoreUrl::RedisCluster(nodes));
+        }
         let (scheme, rest, default_port) = if let Some(r) = s.strip_prefix("redis://") {
             ("redis", r, 6379)
         } else if let Some(r) = s.strip_prefix("memcached://") {
@@ -134,39 +176,28 @@ impl std::str::FromStr for StoreUrl {
         } else {
             return Err(format!("{s:?}: unknown store — {URL_HELP}"));
         };
-        let rest = rest.trim_end_matches('/');
-        let (host, port) = match rest.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => match p.parse::<u16>() {
-                Ok(p) if p > 0 => (h, p),
-                _ => {
-                    return Err(format!(
-                        "{s:?}: port {p:?} is not a number from 1 to 65535 — {URL_HELP}"
-                    ))
-                }
-            },
-            _ => (rest, default_port),
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() || host.contains('/') || host.contains('@') {
-            return Err(format!(
-                "{s:?}: expected {scheme}://HOST:PORT (no user, password or path) — {URL_HELP}"
-            ));
-        }
+        let (host, port) = host_port(s, scheme, rest.trim_end_matches('/'), default_port)?;
         Ok(match scheme {
-            "redis" => StoreUrl::Redis(host.to_string(), port),
-            _ => StoreUrl::Memcached(host.to_string(), port),
+            "redis" => StoreUrl::Redis(host, port),
+            _ => StoreUrl::Memcached(host, port),
         })
     }
 }
 
 /// Opens the store a URL names. Network backends connect lazily: a backend that is down now
-/// makes operations fail until it is back, it does not stop strowger from starting.
+/// makes operations fail until it is back, it does not stop strowger from starting. They are
+/// read through a `ReadCache` of `cache::CAPACITY` entries.
 pub fn open(url: &str) -> std::result::Result<Arc<dyn Store>, String> {
     let parsed: StoreUrl = url.parse()?;
     Ok(match parsed {
         StoreUrl::Local(path) => Arc::new(LocalStore::open(&path).map_err(|e| e.0)?),
-        StoreUrl::Redis(h, p) => Arc::new(RedisStore::new(&h, p)),
-        StoreUrl::Memcached(h, p) => Arc::new(MemcachedStore::new(&h, p)),
+        StoreUrl::Redis(h, p) => Arc::new(ReadCache::new(RedisStore::new(&h, p), cache::CAPACITY)),
+        StoreUrl::RedisCluster(nodes) => {
+            Arc::new(ReadCache::new(RedisStore::cluster(&nodes), cache::CAPACITY))
+        }
+        StoreUrl::Memcached(h, p) => {
+            Arc::new(ReadCache::new(MemcachedStore::new(&h, p), cache::CAPACITY))
+        }
     })
 }
 
@@ -244,6 +275,16 @@ mod tests {
         let e = "redis://h:99999".parse::<StoreUrl>().unwrap_err();
         assert!(e.contains("port"), "{e}");
         assert!("local:".parse::<StoreUrl>().is_err());
+        assert_eq!(
+            "redis+cluster://127.0.0.1:7000,[::1]:7001,h".parse(),
+            Ok(StoreUrl::RedisCluster(vec![
+                ("127.0.0.1".into(), 7000),
+                ("::1".into(), 7001),
+                ("h".into(), 6379)
+            ]))
+        );
+        let e = "redis+cluster://a:1,,b:2".parse::<StoreUrl>().unwrap_err();
+        assert!(e.contains("redis+cluster://HOST:PORT"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,308 @@
+//! A bounded read cache in front of a network backend, consulted only when the backend fails:
+//! while Redis or Memcached is away, calls to users who registered (or were looked up) before
+//! still find them. It never answers a read the backend could answer, so instances sharing a
+//! backend keep seeing each other's changes, and it never makes a failed write look stored.
+//!
+//! When the backend answers again after failing, what it lost is written back: every cached
+//! AOR with live bindings and every cached user the backend no longer has (a restarted
+//! memcached, or a Redis without persistence, comes back empty). Only missing keys are
+//! restored, so a backend that kept its data is left as it is.
+
+use crate::{Binding, Change, CredentialStore, Credentials, LocationStore, Result};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// What one cache remembers at most: the oldest entries are forgotten first.
+pub const CAPACITY: usize = 100_000;
+
+/// `inner` with a bounded copy of the last value read or written per AOR and per user.
+pub struct ReadCache<S> {
+    inner: S,
+    bindings: Mutex<Bounded<Vec<Binding>>>,
+    users: Mutex<Bounded<Option<Credentials>>>,
+    /// An operation failed: before the next one, what the backend lost is written back.
+    failing: AtomicBool,
+    restoring: Mutex<()>,
+}
+
+impl<S: LocationStore + CredentialStore> ReadCache<S> {
+    pub fn new(inner: S, capacity: usize) -> ReadCache<S> {
+        ReadCache {
+            inner,
+            bindings: Mutex::new(Bounded::new(capacity)),
+            users: Mutex::new(Bounded::new(capacity)),
+            failing: AtomicBool::new(false),
+            restoring: Mutex::new(()),
+        }
+    }
+
+    /// Runs `op` on the backend, noting whether it failed. After a failure, what the backend
+    /// lost is restored first (by one thread; the others wait for it), so the operation sees it.
+    fn via<T>(&self, now: u64, op: impl FnOnce(&S) -> Result<T>) -> Result<T> {
+        if self.failing.load(Ordering::Relaxed) {
+            let _one = self.restoring.lock().unwrap();
+            if self.failing.load(Ordering::Relaxed) && self.restore(now).is_ok() {
+                self.failing.store(false, Ordering::Relaxed);
+            }
+        }
+        let r = op(&self.inner);
+        if r.is_err() {
+            self.failing.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// Writes back the cached AORs with live bindings and the cached users the backend does
+    /// not have; stops at the first error (the backend is still away).
+    fn restore(&self, now: u64) -> Result<()> {
+        let bindings = self.bindings.lock().unwrap().entries();
+        for (aor, list) in bindings {
+            let live: Vec<Change> = list
+                .into_iter()
+                .filter(|b| b.expires_at > now)
+                .map(Change::Put)
+                .collect();
+            if !live.is_empty() && self.inner.lookup(&aor, now)?.is_empty() {
+                self.inner.update(&aor, &live, now)?;
+            }
+        }
+        let users = self.users.lock().unwrap().entries();
+        for c in users.into_iter().filter_map(|(_, c)| c) {
+            if self.inner.user(&c.user, &c.domain)?.is_none() {
+                self.inner.put_user(&c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A map that forgets its oldest insertions past `capacity` entries.
+struct Bounded<V> {
+    capacity: usize,
+    map: HashMap<String, (V, u64)>,
+    /// Insertion order as (key, generation): a key re-inserted later has a newer generation,
+    /// so its stale queue entry does not evict it.
+    order: VecDeque<(String, u64)>,
+    generation: u64,
+}
+
+impl<V: Clone> Bounded<V> {
+    fn new(capacity: usize) -> Bounded<V> {
+        Bounded {
+            capacity: capacity.max(1),
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            generation: 0,
+        }
+    }
+
+    fn put(&mut self, k: &str, v: V) {
+        self.generation += 1;
+        self.map.insert(k.to_string(), (v, self.generation));
+        self.order.push_back((k.to_string(), self.generation));
+        while self.map.len() > self.capacity || self.order.len() > 2 * self.capacity {
+            let Some((old, gen)) = self.order.pop_front() else {
+                break;
+            };
+            if self.map.get(&old).is_some_and(|(_, g)| *g == gen) {
+                self.map.remove(&old);
+            }
+        }
+    }
+
+    fn get(&self, k: &str) -> Option<V> {
+        self.map.get(k).map(|(v, _)| v.clone())
+    }
+
+    fn entries(&self) -> Vec<(String, V)> {
+        self.map
+            .iter()
+            .map(|(k, (v, _))| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+fn user_key(user: &str, domain: &str) -> String {
+    format!("{user}@{domain}")
+}
+
+impl<S: LocationStore + CredentialStore> LocationStore for ReadCache<S> {
+    fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
+        let list = self.via(now, |s| s.update(aor, changes, now))?;
+        self.bindings.lock().unwrap().put(aor, list.clone());
+        Ok(list)
+    }
+
+    fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>> {
+        match self.via(now, |s| s.lookup(aor, now)) {
+            Ok(list) => {
+                self.bindings.lock().unwrap().put(aor, list.clone());
+                Ok(list)
+            }
+            Err(e) => match self.bindings.lock().unwrap().get(aor) {
+                Some(list) => Ok(list.into_iter().filter(|b| b.expires_at > now).collect()),
+                None => Err(e),
+            },
+        }
+    }
+}
+
+impl<S: LocationStore + CredentialStore> CredentialStore for ReadCache<S> {
+    fn user(&self, user: &str, domain: &str) -> Result<Option<Credentials>> {
+        let k = user_key(user, domain);
+        match self.via(unix_now(), |s| s.user(user, domain)) {
+            Ok(c) => {
+                self.users.lock().unwrap().put(&k, c.clone());
+                Ok(c)
+            }
+            Err(e) => self.users.lock().unwrap().get(&k).ok_or(e),
+        }
+    }
+
+    fn put_user(&self, c: &Credentials) -> Result<()> {
+        self.via(unix_now(), |s| s.put_user(c))?;
+        let k = user_key(&c.user, &c.domain);
+        self.users.lock().unwrap().put(&k, Some(c.clone()));
+        Ok(())
+    }
+
+    fn del_user(&self, user: &str, domain: &str) -> Result<bool> {
+        let had = self.via(unix_now(), |s| s.del_user(user, domain))?;
+        self.users
+            .lock()
+            .unwrap()
+            .put(&user_key(user, domain), None);
+        Ok(had)
+    }
+
+    fn users(&self) -> Result<Vec<Credentials>> {
+        self.via(unix_now(), |s| s.users())
+    }
+}
+
+/// Credential calls carry no time; restoring bindings after one needs it to skip lapsed ones.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StoreError;
+
+    /// A backend that can be switched off, as a killed server is.
+    #[derive(Default)]
+    struct Flaky {
+        down: AtomicBool,
+        data: Mutex<HashMap<String, Vec<Binding>>>,
+    }
+
+    impl CredentialStore for Flaky {
+        fn user(&self, _: &str, _: &str) -> Result<Option<Credentials>> {
+            self.check().map(|()| None)
+        }
+        fn put_user(&self, _: &Credentials) -> Result<()> {
+            self.check()
+        }
+        fn del_user(&self, _: &str, _: &str) -> Result<bool> {
+            self.check().map(|()| false)
+        }
+        fn users(&self) -> Result<Vec<Credentials>> {
+            self.check().map(|()| Vec::new())
+        }
+    }
+
+    impl Flaky {
+        fn check(&self) -> Result<()> {
+            if self.down.load(Ordering::Relaxed) {
+                return Err(StoreError("connection refused".into()));
+            }
+            Ok(())
+        }
+    }
+
+    impl LocationStore for Flaky {
+        fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
+            self.check()?;
+            let mut d = self.data.lock().unwrap();
+            let list = crate::apply(d.remove(aor).unwrap_or_default(), changes, now);
+            d.insert(aor.into(), list.clone());
+            Ok(list)
+        }
+
+        fn lookup(&self, aor: &str, _now: u64) -> Result<Vec<Binding>> {
+            self.check()?;
+            Ok(self
+                .data
+                .lock()
+                .unwrap()
+                .get(aor)
+                .cloned()
+                .unwrap_or_default())
+        }
+    }
+
+    fn binding(contact: &str, expires_at: u64) -> Binding {
+        Binding {
+            contact: contact.into(),
+            expires_at,
+            q: 1000,
+            received: "127.0.0.1:5070".parse().unwrap(),
+            transport: "udp".into(),
+            path: vec![],
+            instance: None,
+            reg_id: None,
+            call_id: "c".into(),
+            cseq: 1,
+        }
+    }
+
+    #[test]
+    fn serves_reads_only_while_the_backend_fails() {
+        let c = ReadCache::new(Flaky::default(), 2);
+        c.update("a@x", &[Change::Put(binding("sip:a@h", 200))], 100)
+            .unwrap();
+        // Another writer changes the backend: a working backend is always asked.
+        c.inner.data.lock().unwrap().clear();
+        assert!(c.lookup("a@x", 100).unwrap().is_empty());
+        c.update("a@x", &[Change::Put(binding("sip:a@h", 200))], 100)
+            .unwrap();
+
+        c.inner.down.store(true, Ordering::Relaxed);
+        assert_eq!(c.lookup("a@x", 100).unwrap().len(), 1, "from the cache");
+        assert!(
+            c.lookup("a@x", 250).unwrap().is_empty(),
+            "lapsed in the cache"
+        );
+        assert!(c.lookup("b@x", 100).is_err(), "never seen: the error");
+        let put = c.update("a@x", &[Change::RemoveAll], 100);
+        assert!(
+            put.is_err(),
+            "a write is never reported stored when it failed"
+        );
+
+        // The backend comes back empty (a restarted memcached): restored before the next read.
+        c.inner.data.lock().unwrap().clear();
+        c.inner.down.store(false, Ordering::Relaxed);
+        assert_eq!(c.lookup("a@x", 100).unwrap().len(), 1, "restored");
+        assert_eq!(c.inner.data.lock().unwrap()["a@x"].len(), 1);
+    }
+
+    #[test]
+    fn forgets_the_oldest_past_capacity() {
+        let mut b = Bounded::new(2);
+        b.put("a", 1);
+        b.put("b", 2);
+        b.put("a", 3);
+        b.put("c", 4);
+        assert_eq!(b.get("b"), None, "the oldest goes first");
+        assert_eq!((b.get("a"), b.get("c")), (Some(3), Some(4)));
+        for i in 0..100 {
+            b.put("a", i);
+        }
+        assert!(b.order.len() <= 4, "re-inserting one key stays bounded");
+    }
+}

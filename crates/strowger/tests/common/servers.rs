@@ -1,0 +1,199 @@
+//! Store servers for the tests: redis-server and memcached from Debian (scripts/setup.sh) on
+//! free loopback ports, killed on drop; they can be killed and started again on the same port
+//! mid-test, and three Redis nodes can be joined into a Redis Cluster.
+
+use super::net::free_port;
+use super::wait_for;
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct Server {
+    child: Option<Child>,
+    program: &'static str,
+    args: Vec<String>,
+    pub port: u16,
+    /// The store URL strowger is given.
+    pub url: String,
+}
+
+impl Server {
+    fn spawn(program: &'static str, args: Vec<String>, url: String, port: u16) -> Server {
+        let mut s = Server {
+            child: None,
+            program,
+            args,
+            port,
+            url,
+        };
+        s.start();
+        s
+    }
+
+    /// Starts the server (again, after `kill`) on its port.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "{} is already running", self.program);
+        let child = Command::new(self.program)
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {} (run scripts/setup.sh): {e}", self.program));
+        self.child = Some(child);
+        let up = wait_for(Duration::from_secs(10), || {
+            TcpStream::connect(("127.0.0.1", self.port)).ok()
+        });
+        assert!(
+            up.is_some(),
+            "{} {:?} is not listening on port {}",
+            self.program,
+            self.args,
+            self.port
+        );
+    }
+
+    /// SIGKILL: the server goes away at once, as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Redis without persistence (data lives as long as the process).
+    pub fn redis() -> Server {
+        let port = free_port();
+        Server::spawn(
+            "redis-server",
+            redis_args(port, &["--save", "", "--appendonly", "no"]),
+            format!("redis://127.0.0.1:{port}"),
+            port,
+        )
+    }
+
+    /// Redis that writes every change to an append-only file in `dir` before answering it,
+    /// so a SIGKILL loses nothing that was acknowledged.
+    pub fn redis_durable(dir: &Path) -> Server {
+        let port = free_port();
+        let dir = dir.join(format!("redis-{port}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = dir.display().to_string();
+        Server::spawn(
+            "redis-server",
+            redis_args(
+                port,
+                &[
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                ],
+            )
+            .into_iter()
+            .chain(["--dir".to_string(), dir])
+            .collect(),
+            format!("redis://127.0.0.1:{port}"),
+            port,
+        )
+    }
+
+    pub fn memcached() -> Server {
+        let port = free_port();
+        Server::spawn(
+            "memcached",
+            [
+                "-l",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-U",
+                "0",
+                "-u",
+                "root",
+            ]
+            .map(String::from)
+            .to_vec(),
+            format!("memcached://127.0.0.1:{port}"),
+            port,
+        )
+    }
+}
+
+fn redis_args(port: u16, extra: &[&str]) -> Vec<String> {
+    ["--port", &port.to_string(), "--bind", "127.0.0.1"]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A Redis Cluster of three masters (no replicas), each node's state in `dir`.
+pub struct RedisCluster {
+    pub nodes: Vec<Server>,
+    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`
+    pub url: String,
+}
+
+impl RedisCluster {
+    pub fn start(dir: &Path) -> RedisCluster {
+        let nodes: Vec<Server> = (0..3)
+            .map(|_| {
+                let port = free_port();
+                let node_dir = dir.join(format!("cluster-{port}"));
+                std::fs::create_dir_all(&node_dir).unwrap();
+                let extra = [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ];
+                let mut args = redis_args(port, &extra);
+                args.extend(["--dir".to_string(), node_dir.display().to_string()]);
+                Server::spawn("redis-server", args, String::new(), port)
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .unwrap_or_else(|e| panic!("redis-cli (run scripts/setup.sh): {e}"));
+        assert!(out.status.success(), "redis-cli --cluster create: {out:?}");
+        // The nodes agree on the slots a little after create returns.
+        let ok = wait_for(Duration::from_secs(20), || {
+            let info = Command::new("redis-cli")
+                .args(["-p", &nodes[0].port.to_string(), "cluster", "info"])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&info.stdout)
+                .contains("cluster_state:ok")
+                .then_some(())
+        });
+        assert!(
+            ok.is_some(),
+            "the Redis Cluster never reached cluster_state:ok"
+        );
+        RedisCluster {
+            url: format!("redis+cluster://{}", addrs.join(",")),
+            nodes,
+        }
+    }
+}
