@@ -7,6 +7,7 @@
 //! phone gets 503 with Retry-After, never a 200 for bindings that were not stored.
 
 use crate::call::Wait;
+use crate::config::KeepAliveKind;
 use crate::engine::Engine;
 use crate::Host;
 use sip::auth::{Algorithm, Authorization, Challenge, NonceCheck, Nonces};
@@ -17,8 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use store::{Binding, Change, Credentials};
 
-/// How long a nonce stays good (after that the phone is challenged again with stale=true).
-const NONCE_LIFETIME_S: u64 = 300;
 /// Nonces whose nonce-count is remembered at once (replay protection), across all workers.
 const NONCE_TABLE: usize = 100_000;
 
@@ -95,6 +94,8 @@ pub struct Registrar {
     pub min_expires: u32,
     pub max_expires: u32,
     pub default_expires: u32,
+    pub algorithms: Vec<Algorithm>,
+    pub keepalive: Option<(Duration, KeepAliveKind)>,
     pub nonces: Arc<Mutex<Nonces>>,
 }
 
@@ -114,9 +115,12 @@ impl Registrar {
             min_expires: cfg.min_expires,
             max_expires: cfg.max_expires,
             default_expires: cfg.default_expires,
+            algorithms: cfg.algorithms.clone(),
+            keepalive: (cfg.keepalive_s > 0)
+                .then(|| (Duration::from_secs(cfg.keepalive_s.into()), cfg.keepalive)),
             nonces: Arc::new(Mutex::new(Nonces::new(
                 secret,
-                NONCE_LIFETIME_S,
+                cfg.nonce_lifetime_s.into(),
                 NONCE_TABLE,
             ))),
         }
@@ -291,13 +295,14 @@ impl Engine {
         self.respond(stx, msg, peer, status, reason, Some(&tag), extra, None, now);
     }
 
-    /// 401 with a fresh nonce, offered for MD5 and SHA-256 (RFC 8760). MD5 comes first: many
-    /// clients (SIPp 3.6 among them) answer the first challenge and fail if it is SHA-256;
-    /// a client that picks SHA-256 is verified with it.
+    /// 401 with a fresh nonce, one challenge per configured algorithm (RFC 8760), in the
+    /// configured order: many clients (SIPp 3.6 among them) answer the first challenge and fail
+    /// if it is SHA-256, so the default puts MD5 first; a client that picks SHA-256 is verified
+    /// with it.
     fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
         let nonce = self.s.registrar.nonces.lock().unwrap().issue(unix_now());
         let mut extra = Vec::new();
-        for algorithm in [Algorithm::Md5, Algorithm::Sha256] {
+        for &algorithm in &self.s.registrar.algorithms {
             let c = Challenge {
                 realm: self.s.registrar.domain.clone(),
                 nonce: nonce.clone(),
@@ -376,6 +381,10 @@ impl Engine {
         now: Instant,
         host: &mut dyn Host,
     ) {
+        if !self.s.registrar.algorithms.contains(&auth.algorithm) {
+            // Answered with an algorithm this registrar does not offer: challenge again.
+            return self.challenge(stx, &msg, peer, false, now);
+        }
         let method = "REGISTER";
         let ok = creds.as_ref().is_some_and(|c| {
             let ha1 = match auth.algorithm {
@@ -501,12 +510,7 @@ impl Engine {
         let t = unix_now();
         let mut extra: Vec<(&str, String)> = list
             .iter()
-            .map(|b| {
-                (
-                    "Contact",
-                    format!("<{}>;expires={}", b.contact, b.remaining(t)),
-                )
-            })
+            .map(|b| ("Contact", contact_value(b, t)))
             .collect();
         extra.push(("Date", httpdate(t)));
         self.reg_reply(stx, msg, peer, 200, &extra, now);
@@ -560,10 +564,28 @@ impl Engine {
             } else {
                 Transport::Udp
             };
-            let peer = Peer {
+            // A phone behind proxies (Path, RFC 3327) is reached through them: the Path is the
+            // route set and its first hop is where the INVITE goes. Otherwise the INVITE goes
+            // where the REGISTER came from (NAT), not to the Contact's host.
+            let route_set: Vec<String> = b
+                .path
+                .iter()
+                .flat_map(|p| split_contacts(p))
+                .map(str::to_string)
+                .collect();
+            let first_hop = route_set
+                .first()
+                .and_then(|r| NameAddr::parse(r).ok())
+                .and_then(|n| {
+                    Uri::parse(n.uri)
+                        .ok()
+                        .as_ref()
+                        .and_then(crate::bridge::resolve)
+                });
+            let peer = first_hop.unwrap_or(Peer {
                 transport,
                 addr: b.received,
-            };
+            });
             if i > 0 {
                 // The previous contact keeps ringing as a fork; a failed dial ends the loop.
                 let Some(c) = self.calls.get_mut(call) else {
@@ -574,9 +596,27 @@ impl Engine {
                 };
                 c.forks.push(prev);
             }
-            self.bridge_to(call, &b.contact, peer, timeout, now, host);
+            self.bridge_to(call, &b.contact, peer, route_set, timeout, now, host);
         }
     }
+}
+
+/// A binding as the 200 lists it: expiry left, q when not the default, and the RFC 5626
+/// instance and reg-id the phone registered with (it matches its flows by them).
+fn contact_value(b: &Binding, now: u64) -> String {
+    let mut v = format!("<{}>;expires={}", b.contact, b.remaining(now));
+    if b.q != 1000 {
+        let q = format!("{:.3}", f32::from(b.q) / 1000.0);
+        v.push_str(";q=");
+        v.push_str(q.trim_end_matches('0').trim_end_matches('.'));
+    }
+    if let Some(i) = &b.instance {
+        v.push_str(&format!(";+sip.instance=\"{i}\""));
+    }
+    if let Some(r) = b.reg_id {
+        v.push_str(&format!(";reg-id={r}"));
+    }
+    v
 }
 
 /// An RFC 7231 date for the Date header (RFC 3261 §20.17).
@@ -618,6 +658,37 @@ mod tests {
             ["\"a, b\" <sip:a@x>;q=0.5", "<sip:b@y;p=1,2>;expires=60"]
         );
         assert_eq!(split_contacts("*"), ["*"]);
+    }
+
+    #[test]
+    fn contacts_in_the_200_carry_q_and_instance() {
+        let b = Binding {
+            contact: "sip:a@127.0.0.1:5070".into(),
+            expires_at: 160,
+            q: 500,
+            received: "127.0.0.1:5070".parse().unwrap(),
+            transport: "udp".into(),
+            path: Vec::new(),
+            instance: Some("<urn:uuid:00000000-0000-1000-8000-000A95A0E128>".into()),
+            reg_id: Some(1),
+            call_id: "c".into(),
+            cseq: 1,
+        };
+        assert_eq!(
+            contact_value(&b, 100),
+            "<sip:a@127.0.0.1:5070>;expires=60;q=0.5;\
+             +sip.instance=\"<urn:uuid:00000000-0000-1000-8000-000A95A0E128>\";reg-id=1"
+        );
+        let plain = Binding {
+            q: 1000,
+            instance: None,
+            reg_id: None,
+            ..b
+        };
+        assert_eq!(
+            contact_value(&plain, 100),
+            "<sip:a@127.0.0.1:5070>;expires=60"
+        );
     }
 
     #[test]
