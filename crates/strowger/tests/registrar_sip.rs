@@ -383,3 +383,41 @@ fn path_is_the_route_to_the_contact() {
     assert_eq!(invite.start, format!("INVITE {contact} SIP/2.0"));
     assert_eq!(invite.headers("route"), [path.as_str()], "{invite:?}");
 }
+
+/// A phone behind NAT: its Contact names a private address (here a port nothing listens on)
+/// while its REGISTER comes from another. The 200's Via carries received/rport, a call to the
+/// user goes to the address the REGISTER came from, and that address gets OPTIONS keep-alives
+/// every `keepalive_s` seconds.
+#[test]
+fn nat_contact_is_reached_at_its_source_and_kept_alive() {
+    let (s, _dir) = start("reg-nat", "keepalive_s = 4");
+    let (source, private) = (free_port(), free_port());
+    let contact = format!("sip:1001@127.0.0.1:{private}");
+    let r = register_with(&s, source, &format!("<{contact}>"), 600, NO_EXTRA);
+    let ok = final_of(&r);
+    assert_eq!(ok.status(), Some(200), "{}", r.evidence());
+    let via = ok.header("via").unwrap();
+    assert!(
+        via.contains(&format!("rport={source}")) && via.contains("received=127.0.0.1"),
+        "{via}"
+    );
+
+    let uas = Sipp::new(Scenario::Builtin("uas"))
+        .port(source)
+        .spawn(None, s.dir.path());
+    std::thread::sleep(Duration::from_millis(300));
+    Sipp::new(Scenario::Builtin("uac"))
+        .service("1001")
+        .duration_ms(300)
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    uas.finish().assert_ok(1);
+
+    let ping = Sipp::new(Scenario::File("uas_options.xml"))
+        .port(source)
+        .spawn(None, s.dir.path())
+        .finish();
+    ping.assert_ok(1);
+    let options = &ping.received()[0];
+    assert_eq!(options.start, format!("OPTIONS {contact} SIP/2.0"));
+}

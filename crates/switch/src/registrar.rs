@@ -142,6 +142,7 @@ pub(crate) enum Pending {
         stx: ServerTxId,
         msg: Message,
         peer: Peer,
+        aor: String,
     },
     /// `bridge user/NAME` waiting for the callee's bindings.
     Dial {
@@ -225,8 +226,18 @@ impl Engine {
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
             },
-            Pending::Register { stx, msg, peer } => match result {
-                Ok(StoreReply::Bindings(list)) => self.registered(stx, &msg, peer, &list, now),
+            Pending::Register {
+                stx,
+                msg,
+                peer,
+                aor,
+            } => match result {
+                Ok(StoreReply::Bindings(list)) => {
+                    if let Some(k) = self.keepalives.as_mut() {
+                        k.update(&aor, &list, now, unix_now());
+                    }
+                    self.registered(stx, &msg, peer, &list, now)
+                }
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
             },
@@ -417,11 +428,17 @@ impl Engine {
             }
         };
         let op = StoreOp::Update {
-            aor,
+            aor: aor.clone(),
             changes,
             now: unix_now(),
         };
-        self.store_op(op, Pending::Register { stx, msg, peer }, now, host);
+        let why = Pending::Register {
+            stx,
+            msg,
+            peer,
+            aor,
+        };
+        self.store_op(op, why, now, host);
     }
 
     /// The binding changes a REGISTER asks for, or the error response (RFC 3261 §10.3).
@@ -514,6 +531,40 @@ impl Engine {
             .collect();
         extra.push(("Date", httpdate(t)));
         self.reg_reply(stx, msg, peer, 200, &extra, now);
+    }
+
+    /// Sends the keep-alives that are due: a stateless OPTIONS (its answer matches no
+    /// transaction and is dropped) or a CRLF pair, to where the phone's REGISTER came from.
+    pub(crate) fn send_keepalives(&mut self, now: Instant) {
+        let (Some(k), Some((_, kind))) = (self.keepalives.as_mut(), self.s.registrar.keepalive)
+        else {
+            return;
+        };
+        for (peer, contact) in k.poll(now) {
+            let bytes: Vec<u8> = match kind {
+                KeepAliveKind::Crlf => b"\r\n\r\n".to_vec(),
+                KeepAliveKind::Options => {
+                    let local = self.local_for(peer);
+                    let (branch, tag) = (self.branch(), self.tag());
+                    let mut b = sip::RequestBuilder::new(&sip::Method::Options, &contact);
+                    b.header(
+                        "Via",
+                        format_args!(
+                            "SIP/2.0/{} {local};branch={branch};rport",
+                            crate::dialog::transport_name(peer.transport)
+                        ),
+                    );
+                    b.header("Max-Forwards", 70);
+                    b.header("From", format_args!("<sip:strowger@{local}>;tag={tag}"));
+                    b.header("To", format_args!("<{contact}>"));
+                    b.header("Call-ID", format_args!("{branch}@strowger"));
+                    b.header("CSeq", "1 OPTIONS");
+                    b.header("User-Agent", &self.s.user_agent);
+                    b.finish(None)
+                }
+            };
+            self.out.push_back((peer, bytes.into()));
+        }
     }
 
     /// `bridge user/NAME`: look the user up, then call where it registered from.
