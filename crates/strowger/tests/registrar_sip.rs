@@ -6,7 +6,7 @@
 mod common;
 
 use common::net::free_port;
-use common::sip::{uri_of, Msg};
+use common::sip::{sdp, uri_of, Msg, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp, SippResult};
 use common::switch::{config_path, Opts};
 use common::{Strowger, TempDir};
@@ -160,10 +160,14 @@ fn recv(sock: &UdpSocket) -> Msg {
 
 /// A nonce used after `nonce_lifetime_s` gets 401 stale=true and the retry succeeds (SIPp
 /// checks both, tests/sipp/register_stale.xml); a REGISTER replayed byte for byte with the
-/// same nonce and nonce-count is challenged again, never 200; MD5 and SHA-256 are offered.
+/// same nonce and nonce-count is challenged again, never 200; MD5 and SHA-256 are offered in
+/// the configured order.
 #[test]
 fn stale_nonce_and_replayed_nonce_count() {
-    let (s, _dir) = start("reg-digest", "nonce_lifetime_s = 2");
+    let (s, _dir) = start(
+        "reg-digest",
+        "nonce_lifetime_s = 2\nalgorithms = [\"MD5\", \"SHA-256\"]",
+    );
     let port = free_port();
     Sipp::new(Scenario::File("register_stale.xml"))
         .service("1001")
@@ -420,4 +424,41 @@ fn nat_contact_is_reached_at_its_source_and_kept_alive() {
     ping.assert_ok(1);
     let options = &ping.received()[0];
     assert_eq!(options.start, format!("OPTIONS {contact} SIP/2.0"));
+}
+
+/// `bridge user/USER@DOMAIN` in the dialplan: 81001 rings 1001@strowger where it registered;
+/// 91001 asks for 1001@elsewhere.invalid, a user that does not exist: 404.
+#[test]
+fn dialplan_user_at_domain() {
+    let (s, _dir) = start("reg-aor", "");
+    let port = free_port();
+    let r = register_with(
+        &s,
+        port,
+        &format!("<sip:1001@127.0.0.1:{port}>"),
+        600,
+        NO_EXTRA,
+    );
+    assert_eq!(final_of(&r).status(), Some(200), "{}", r.evidence());
+    let uas = Sipp::new(Scenario::Builtin("uas"))
+        .port(port)
+        .spawn(None, s.dir.path());
+    std::thread::sleep(Duration::from_millis(300));
+    Sipp::new(Scenario::Builtin("uac"))
+        .service("81001")
+        .duration_ms(300)
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    uas.finish().assert_ok(1);
+    let cdrs = s.wait_cdrs(1);
+    assert_eq!(
+        cdrs[0].str("bridged_to"),
+        format!("sip:1001@127.0.0.1:{port}"),
+        "{cdrs:?}"
+    );
+
+    let rtp = Rtp::bind();
+    let mut uac = Uac::new(s.sip, "91001");
+    let status = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv")).status();
+    assert_eq!(status, Some(404), "no such user in that domain");
 }

@@ -307,9 +307,9 @@ impl Engine {
     }
 
     /// 401 with a fresh nonce, one challenge per configured algorithm (RFC 8760), in the
-    /// configured order: many clients (SIPp 3.6 among them) answer the first challenge and fail
-    /// if it is SHA-256, so the default puts MD5 first; a client that picks SHA-256 is verified
-    /// with it.
+    /// configured order. Clients differ: SIPp 3.6 answers the first challenge and fails if it is
+    /// SHA-256, Debian 12's baresip refuses any set with SHA-256 in it; hence MD5 alone unless
+    /// configured. A client that picks SHA-256 is verified with it.
     fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
         let nonce = self.s.registrar.nonces.lock().unwrap().issue(unix_now());
         let mut extra = Vec::new();

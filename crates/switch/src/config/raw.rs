@@ -86,7 +86,7 @@ impl Default for RawRegistrar {
             default_expires: 3600,
             store: "local:strowger-data/store.snap".into(),
             nonce_lifetime_s: 300,
-            algorithms: vec!["MD5".into(), "SHA-256".into()],
+            algorithms: vec!["MD5".into()],
             keepalive_s: 30,
             keepalive: "options".into(),
         }
