@@ -1,16 +1,19 @@
-//! A real softphone: Debian's baresip, headless, with file audio (aufile source; the sndfile
-//! filter dumps what it decodes), bound to 127.0.0.1 only, no registration. It calls 9196 with
-//! espeak-ng speech and must hear that speech back, then calls 44444 and must hear demo.wav.
+//! Real softphones: Debian's baresip, headless, with file audio (aufile source; the sndfile
+//! filter dumps what it decodes), bound to 127.0.0.1 only (common/baresip.rs). Unregistered, it
+//! calls 9196 with espeak-ng speech and must hear that speech back, then calls 44444 and must
+//! hear demo.wav. Registered with passwords, two of them call each other through strowger and
+//! each must hear what the other sends.
 
 mod common;
 
 use common::audio::{best_correlation, read_wav, Wav};
-use common::net::{free_port, free_port_range};
-use common::switch::assert_answered_cdrs;
-use common::{read_text, tail, Strowger, TempDir};
+use common::baresip::Baresip;
+use common::switch::{assert_answered_cdrs, run_cli, Opts};
+use common::{wait_for, Strowger, TempDir};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
+use std::time::Duration;
 
 /// How long baresip stays up (-t): the call lasts a little less.
 const RUN_S: u32 = 8;
@@ -43,89 +46,18 @@ fn run(cmd: &mut Command) {
     );
 }
 
-/// Runs baresip once: dials `exten` at `sip`, plays `source`, quits after RUN_S seconds, and
-/// returns what it decoded (the sndfile filter's *-dec.wav dump).
+/// Runs baresip once, unregistered: dials `exten` at `sip`, plays `source`, quits after RUN_S
+/// seconds, and returns what it decoded.
 fn baresip_call(dir: &Path, sip: SocketAddr, exten: &str, source: &Path) -> Wav {
-    let conf = dir.join(format!("baresip-{exten}"));
-    let dumps = conf.join("dumps");
-    std::fs::create_dir_all(&dumps).unwrap();
-    let rtp = free_port_range(10);
-    let config = format!(
-        "poll_method epoll\n\
-         sip_listen 127.0.0.1:{sip_port}\n\
-         net_interface 127.0.0.1\n\
-         rtp_ports {rtp}-{rtp_hi}\n\
-         call_local_timeout 10\n\
-         audio_source aufile,{source}\n\
-         audio_player nil\n\
-         audio_alert nil\n\
-         ausrc_srate 8000\n\
-         auplay_srate 8000\n\
-         ausrc_channels 1\n\
-         auplay_channels 1\n\
-         module_path /usr/lib/baresip/modules\n\
-         module g711.so\n\
-         module aufile.so\n\
-         module sndfile.so\n\
-         snd_path {dumps}\n\
-         module_tmp account.so\n\
-         module_app menu.so\n",
-        sip_port = free_port(),
-        rtp_hi = rtp + 9,
-        source = source.display(),
-        dumps = dumps.display(),
-    );
-    std::fs::write(conf.join("config"), config).unwrap();
-    std::fs::write(
-        conf.join("accounts"),
-        "<sip:tester@127.0.0.1>;regint=0;audio_codecs=PCMU\n",
+    Baresip::spawn(
+        dir,
+        exten,
+        "<sip:tester@127.0.0.1>;regint=0;audio_codecs=PCMU",
+        source,
+        &[&format!("/dial sip:{exten}@{sip}")],
+        RUN_S,
     )
-    .unwrap();
-    let log = conf.join("baresip.log");
-    let out = std::fs::File::create(&log).unwrap();
-    let status = Command::new("timeout")
-        .args([
-            format!("{}", RUN_S + 20),
-            "baresip".into(),
-            "-4".into(),
-            "-f".into(),
-        ])
-        .arg(&conf)
-        .args([
-            "-e",
-            &format!("/dial sip:{exten}@{sip}"),
-            "-t",
-            &RUN_S.to_string(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .status()
-        .expect("run baresip (scripts/setup.sh installs it)");
-    let log = read_text(&log).replace('\r', "\n");
-    let log: String = log
-        .lines()
-        .filter(|l| !l.contains("audio="))
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert!(
-        status.success(),
-        "baresip exited {status}; its log:\n{}",
-        tail(&log, 40)
-    );
-    assert!(
-        log.contains("Call established"),
-        "baresip never got its call to {exten} answered; its log:\n{}",
-        tail(&log, 40)
-    );
-    let dec = std::fs::read_dir(&dumps)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with("-dec.wav"))
-        .unwrap_or_else(|| panic!("no decoded-audio dump; baresip log:\n{}", tail(&log, 40)));
-    let wav = read_wav(&dec);
-    assert_eq!((wav.rate, wav.channels), (8000, 1));
-    wav
+    .finish(&format!("calling {exten}"))
 }
 
 /// Best correlation of 3 s of what baresip heard (from 0.5 s in) with `reference`.
@@ -159,4 +91,79 @@ fn baresip_hears_its_echo_and_the_demo() {
     cdrs.sort_by(|a, b| a.num("start").total_cmp(&b.num("start")));
     assert_answered_cdrs(&cdrs[..1], 1, "9196");
     assert_answered_cdrs(&cdrs[1..], 1, "44444");
+}
+
+/// The README's softphone steps with the default configuration: `strowger user add` for two
+/// users (the default local store, relative to where strowger starts), both baresips register
+/// with their passwords, 1002 dials 1001 (default dialplan: `bridge user/${EXTEN}`), 1001
+/// answers by itself. Each phone must hear what the other sends: 1001 plays speech, 1002 plays
+/// demo.wav.
+#[test]
+fn two_registered_baresips_call_each_other() {
+    let dir = TempDir::new("baresip-reg");
+    let home = dir.subdir("home");
+    for (user, password) in [("1001", "pw-for-1001"), ("1002", "pw-for-1002")] {
+        let out = run_cli(&["user", "add", user, "--password", password], &home);
+        assert!(out.status.success(), "strowger user add {user}: {out:?}");
+    }
+    let s = Strowger::with(
+        "baresip-reg",
+        Opts {
+            cwd: Some(home.clone()),
+            ..Opts::default()
+        },
+    );
+    let speech = speech_wav(dir.path());
+    let demo = common::repo_root().join("assets/demo.wav");
+    let account = |user: &str, password: &str, extra: &str| {
+        format!(
+            "<sip:{user}@127.0.0.1:{port}>;auth_pass={password};regint=600;\
+             audio_codecs=PCMU{extra}",
+            port = s.sip.port()
+        )
+    };
+    let callee = Baresip::spawn(
+        dir.path(),
+        "1001",
+        &account("1001", "pw-for-1001", ";answermode=auto"),
+        &speech,
+        &[],
+        RUN_S + 6,
+    );
+    let registered = wait_for(Duration::from_secs(10), || {
+        callee.log().contains("200 OK").then_some(())
+    });
+    assert!(
+        registered.is_some(),
+        "1001 did not register; its log:\n{}\nstrowger:\n{}",
+        callee.log(),
+        s.stderr()
+    );
+    let caller = Baresip::spawn(
+        dir.path(),
+        "1002",
+        &account("1002", "pw-for-1002", ""),
+        &demo,
+        &[&format!("/dial sip:1001@{}", s.sip)],
+        RUN_S,
+    );
+    let heard_by_caller = caller.finish("1002 calling 1001");
+    let heard_by_callee = callee.finish("1001 answering");
+    assert_heard(
+        &heard_by_caller,
+        &read_wav(&speech).samples,
+        "1001's speech (heard by 1002)",
+    );
+    assert_heard(
+        &heard_by_callee,
+        &read_wav(&demo).samples,
+        "1002's demo.wav (heard by 1001)",
+    );
+    let cdrs = s.wait_cdrs(1);
+    assert_answered_cdrs(&cdrs, 1, "1001");
+    // baresip registers a Contact of its own making: sip:1001-0x…@127.0.0.1:PORT.
+    assert!(
+        cdrs[0].str("bridged_to").starts_with("sip:1001-"),
+        "bridged to 1001's registered contact: {cdrs:?}"
+    );
 }

@@ -51,16 +51,19 @@ impl Engine {
             self.bridge_failed(call, 502, now, host);
             return;
         };
-        self.bridge_to(call, target, peer, timeout, now, host);
+        self.bridge_to(call, target, peer, Vec::new(), timeout, now, host);
     }
 
     /// Dials `target` (the Request-URI) at `peer` (where to send it: for a registered phone,
-    /// the address its REGISTER came from).
+    /// the address its REGISTER came from, or the first hop of its Path) with `route_set` as
+    /// the Route headers (a registered phone's Path, RFC 3327 §5.3).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn bridge_to(
         &mut self,
         call: usize,
         target: &str,
         peer: Peer,
+        route_set: Vec<String>,
         timeout: Duration,
         now: Instant,
         host: &mut dyn Host,
@@ -104,7 +107,7 @@ impl Engine {
             local_uri: caller,
             remote_uri: format!("<{target}>"),
             remote_target: target.to_string(),
-            route_set: Vec::new(),
+            route_set,
             local_cseq: 0,
             remote_cseq: 0,
             peer,

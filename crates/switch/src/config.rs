@@ -98,6 +98,23 @@ pub struct Registrar {
     pub default_expires: u32,
     /// `local:PATH`, `redis://HOST:PORT` or `memcached://HOST:PORT`.
     pub store: String,
+    /// How long a nonce is accepted before the phone is challenged again with stale=true.
+    pub nonce_lifetime_s: u32,
+    /// Digest algorithms offered in each 401, in this order (clients answer the first they know).
+    pub algorithms: Vec<sip::auth::Algorithm>,
+    /// Keep-alive period for contacts behind NAT (0: none), and what is sent.
+    pub keepalive_s: u32,
+    pub keepalive: KeepAliveKind,
+}
+
+/// What keeps a NAT binding open towards a registered phone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeepAliveKind {
+    /// An OPTIONS request (RFC 3261 §11): the phone answers, so both directions see traffic.
+    Options,
+    /// A bare CRLF pair, the cheapest packet a SIP stack ignores (RFC 5626 §3.5.1 for UDP uses
+    /// STUN; a CRLF is what most phones and proxies send instead).
+    Crlf,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -442,12 +459,53 @@ fn registrar(raw: RawRegistrar, d: &mut Diagnostics) -> Registrar {
         min,
         max,
     );
+    let nonce = bounded(
+        d,
+        "registrar.nonce_lifetime_s",
+        raw.nonce_lifetime_s,
+        1,
+        86_400,
+    );
+    let mut algorithms = Vec::new();
+    for (i, a) in raw.algorithms.iter().enumerate() {
+        let key = format!("registrar.algorithms[{i}]");
+        match sip::auth::Algorithm::parse(Some(a)) {
+            Some(alg) if !algorithms.contains(&alg) => algorithms.push(alg),
+            Some(_) => d.error(&key, format_args!("{a:?} is listed twice")),
+            None => d.error(
+                &key,
+                format_args!("{a:?} is not a digest algorithm — use \"MD5\" and/or \"SHA-256\""),
+            ),
+        }
+    }
+    if raw.algorithms.is_empty() {
+        d.error(
+            "registrar.algorithms",
+            "must not be empty — use [\"MD5\", \"SHA-256\"]",
+        );
+    }
+    let keepalive_s = bounded(d, "registrar.keepalive_s", raw.keepalive_s, 0, 3600);
+    let keepalive = match raw.keepalive.to_ascii_lowercase().as_str() {
+        "options" => KeepAliveKind::Options,
+        "crlf" => KeepAliveKind::Crlf,
+        other => {
+            d.error(
+                "registrar.keepalive",
+                format_args!("{other:?} — expected \"options\" or \"crlf\""),
+            );
+            KeepAliveKind::Options
+        }
+    };
     Registrar {
         domain: raw.domain,
         min_expires: narrow(min),
         max_expires: narrow(max),
         default_expires: narrow(default),
         store: raw.store,
+        nonce_lifetime_s: narrow(nonce),
+        algorithms,
+        keepalive_s: narrow(keepalive_s),
+        keepalive,
     }
 }
 

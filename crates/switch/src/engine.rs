@@ -108,12 +108,18 @@ pub struct Engine {
     pub(crate) next_token: u64,
     /// IAX2 legs, when `[iax2]` is on (iax.rs).
     pub(crate) iax: Option<Box<crate::iax::Iax>>,
+    /// Keep-alives to NATed phones registered through this worker (`registrar.keepalive_s`).
+    pub(crate) keepalives: Option<crate::keepalive::KeepAlives>,
 }
 
 impl Engine {
     pub fn new(s: Settings, dialplan: Arc<Dialplan>) -> Engine {
         Engine {
             txs: Transactions::new(s.timers),
+            keepalives: s
+                .registrar
+                .keepalive
+                .map(|(period, _)| crate::keepalive::KeepAlives::new(period)),
             media: media::Engine::new(),
             s,
             dialplan,
@@ -165,10 +171,16 @@ impl Engine {
     /// When `handle_timeout` wants to run next.
     pub fn next_deadline(&self) -> Option<Instant> {
         let call = self.timers.peek().map(|Reverse((t, _, _))| *t);
-        [call, self.txs.poll_timeout(), self.iax_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        let keepalive = self.keepalives.as_ref().and_then(|k| k.next_deadline());
+        [
+            call,
+            self.txs.poll_timeout(),
+            self.iax_deadline(),
+            keepalive,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The Retry-After header of a 503 for a new call refused when full, counted as such.
@@ -988,6 +1000,7 @@ impl Engine {
 
     pub fn handle_timeout(&mut self, now: Instant, host: &mut dyn Host) {
         self.iax_timeout(now, host);
+        self.send_keepalives(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {

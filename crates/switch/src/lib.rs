@@ -11,6 +11,7 @@ pub mod dialplan;
 pub mod engine;
 mod host;
 pub mod iax;
+pub mod keepalive;
 pub mod registrar;
 pub mod slots;
 

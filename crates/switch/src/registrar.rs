@@ -7,6 +7,7 @@
 //! phone gets 503 with Retry-After, never a 200 for bindings that were not stored.
 
 use crate::call::Wait;
+use crate::config::KeepAliveKind;
 use crate::engine::Engine;
 use crate::Host;
 use sip::auth::{Algorithm, Authorization, Challenge, NonceCheck, Nonces};
@@ -17,8 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use store::{Binding, Change, Credentials};
 
-/// How long a nonce stays good (after that the phone is challenged again with stale=true).
-const NONCE_LIFETIME_S: u64 = 300;
 /// Nonces whose nonce-count is remembered at once (replay protection), across all workers.
 const NONCE_TABLE: usize = 100_000;
 
@@ -95,6 +94,8 @@ pub struct Registrar {
     pub min_expires: u32,
     pub max_expires: u32,
     pub default_expires: u32,
+    pub algorithms: Vec<Algorithm>,
+    pub keepalive: Option<(Duration, KeepAliveKind)>,
     pub nonces: Arc<Mutex<Nonces>>,
 }
 
@@ -114,9 +115,12 @@ impl Registrar {
             min_expires: cfg.min_expires,
             max_expires: cfg.max_expires,
             default_expires: cfg.default_expires,
+            algorithms: cfg.algorithms.clone(),
+            keepalive: (cfg.keepalive_s > 0)
+                .then(|| (Duration::from_secs(cfg.keepalive_s.into()), cfg.keepalive)),
             nonces: Arc::new(Mutex::new(Nonces::new(
                 secret,
-                NONCE_LIFETIME_S,
+                cfg.nonce_lifetime_s.into(),
                 NONCE_TABLE,
             ))),
         }
@@ -138,6 +142,7 @@ pub(crate) enum Pending {
         stx: ServerTxId,
         msg: Message,
         peer: Peer,
+        aor: String,
     },
     /// `bridge user/NAME` waiting for the callee's bindings.
     Dial {
@@ -221,8 +226,18 @@ impl Engine {
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
             },
-            Pending::Register { stx, msg, peer } => match result {
-                Ok(StoreReply::Bindings(list)) => self.registered(stx, &msg, peer, &list, now),
+            Pending::Register {
+                stx,
+                msg,
+                peer,
+                aor,
+            } => match result {
+                Ok(StoreReply::Bindings(list)) => {
+                    if let Some(k) = self.keepalives.as_mut() {
+                        k.update(&aor, &list, now, unix_now());
+                    }
+                    self.registered(stx, &msg, peer, &list, now)
+                }
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
             },
@@ -291,13 +306,14 @@ impl Engine {
         self.respond(stx, msg, peer, status, reason, Some(&tag), extra, None, now);
     }
 
-    /// 401 with a fresh nonce, offered for MD5 and SHA-256 (RFC 8760). MD5 comes first: many
-    /// clients (SIPp 3.6 among them) answer the first challenge and fail if it is SHA-256;
-    /// a client that picks SHA-256 is verified with it.
+    /// 401 with a fresh nonce, one challenge per configured algorithm (RFC 8760), in the
+    /// configured order. Clients differ: SIPp 3.6 answers the first challenge and fails if it is
+    /// SHA-256, Debian 12's baresip refuses any set with SHA-256 in it; hence MD5 alone unless
+    /// configured. A client that picks SHA-256 is verified with it.
     fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
         let nonce = self.s.registrar.nonces.lock().unwrap().issue(unix_now());
         let mut extra = Vec::new();
-        for algorithm in [Algorithm::Md5, Algorithm::Sha256] {
+        for &algorithm in &self.s.registrar.algorithms {
             let c = Challenge {
                 realm: self.s.registrar.domain.clone(),
                 nonce: nonce.clone(),
@@ -376,6 +392,10 @@ impl Engine {
         now: Instant,
         host: &mut dyn Host,
     ) {
+        if !self.s.registrar.algorithms.contains(&auth.algorithm) {
+            // Answered with an algorithm this registrar does not offer: challenge again.
+            return self.challenge(stx, &msg, peer, false, now);
+        }
         let method = "REGISTER";
         let ok = creds.as_ref().is_some_and(|c| {
             let ha1 = match auth.algorithm {
@@ -408,11 +428,17 @@ impl Engine {
             }
         };
         let op = StoreOp::Update {
-            aor,
+            aor: aor.clone(),
             changes,
             now: unix_now(),
         };
-        self.store_op(op, Pending::Register { stx, msg, peer }, now, host);
+        let why = Pending::Register {
+            stx,
+            msg,
+            peer,
+            aor,
+        };
+        self.store_op(op, why, now, host);
     }
 
     /// The binding changes a REGISTER asks for, or the error response (RFC 3261 §10.3).
@@ -501,15 +527,44 @@ impl Engine {
         let t = unix_now();
         let mut extra: Vec<(&str, String)> = list
             .iter()
-            .map(|b| {
-                (
-                    "Contact",
-                    format!("<{}>;expires={}", b.contact, b.remaining(t)),
-                )
-            })
+            .map(|b| ("Contact", contact_value(b, t)))
             .collect();
         extra.push(("Date", httpdate(t)));
         self.reg_reply(stx, msg, peer, 200, &extra, now);
+    }
+
+    /// Sends the keep-alives that are due: a stateless OPTIONS (its answer matches no
+    /// transaction and is dropped) or a CRLF pair, to where the phone's REGISTER came from.
+    pub(crate) fn send_keepalives(&mut self, now: Instant) {
+        let (Some(k), Some((_, kind))) = (self.keepalives.as_mut(), self.s.registrar.keepalive)
+        else {
+            return;
+        };
+        for (peer, contact) in k.poll(now) {
+            let bytes: Vec<u8> = match kind {
+                KeepAliveKind::Crlf => b"\r\n\r\n".to_vec(),
+                KeepAliveKind::Options => {
+                    let local = self.local_for(peer);
+                    let (branch, tag) = (self.branch(), self.tag());
+                    let mut b = sip::RequestBuilder::new(&sip::Method::Options, &contact);
+                    b.header(
+                        "Via",
+                        format_args!(
+                            "SIP/2.0/{} {local};branch={branch};rport",
+                            crate::dialog::transport_name(peer.transport)
+                        ),
+                    );
+                    b.header("Max-Forwards", 70);
+                    b.header("From", format_args!("<sip:strowger@{local}>;tag={tag}"));
+                    b.header("To", format_args!("<{contact}>"));
+                    b.header("Call-ID", format_args!("{branch}@strowger"));
+                    b.header("CSeq", "1 OPTIONS");
+                    b.header("User-Agent", &self.s.user_agent);
+                    b.finish(None)
+                }
+            };
+            self.out.push_back((peer, bytes.into()));
+        }
     }
 
     /// `bridge user/NAME`: look the user up, then call where it registered from.
@@ -560,10 +615,28 @@ impl Engine {
             } else {
                 Transport::Udp
             };
-            let peer = Peer {
+            // A phone behind proxies (Path, RFC 3327) is reached through them: the Path is the
+            // route set and its first hop is where the INVITE goes. Otherwise the INVITE goes
+            // where the REGISTER came from (NAT), not to the Contact's host.
+            let route_set: Vec<String> = b
+                .path
+                .iter()
+                .flat_map(|p| split_contacts(p))
+                .map(str::to_string)
+                .collect();
+            let first_hop = route_set
+                .first()
+                .and_then(|r| NameAddr::parse(r).ok())
+                .and_then(|n| {
+                    Uri::parse(n.uri)
+                        .ok()
+                        .as_ref()
+                        .and_then(crate::bridge::resolve)
+                });
+            let peer = first_hop.unwrap_or(Peer {
                 transport,
                 addr: b.received,
-            };
+            });
             if i > 0 {
                 // The previous contact keeps ringing as a fork; a failed dial ends the loop.
                 let Some(c) = self.calls.get_mut(call) else {
@@ -574,9 +647,27 @@ impl Engine {
                 };
                 c.forks.push(prev);
             }
-            self.bridge_to(call, &b.contact, peer, timeout, now, host);
+            self.bridge_to(call, &b.contact, peer, route_set, timeout, now, host);
         }
     }
+}
+
+/// A binding as the 200 lists it: expiry left, q when not the default, and the RFC 5626
+/// instance and reg-id the phone registered with (it matches its flows by them).
+fn contact_value(b: &Binding, now: u64) -> String {
+    let mut v = format!("<{}>;expires={}", b.contact, b.remaining(now));
+    if b.q != 1000 {
+        let q = format!("{:.3}", f32::from(b.q) / 1000.0);
+        v.push_str(";q=");
+        v.push_str(q.trim_end_matches('0').trim_end_matches('.'));
+    }
+    if let Some(i) = &b.instance {
+        v.push_str(&format!(";+sip.instance=\"{i}\""));
+    }
+    if let Some(r) = b.reg_id {
+        v.push_str(&format!(";reg-id={r}"));
+    }
+    v
 }
 
 /// An RFC 7231 date for the Date header (RFC 3261 §20.17).
@@ -618,6 +709,37 @@ mod tests {
             ["\"a, b\" <sip:a@x>;q=0.5", "<sip:b@y;p=1,2>;expires=60"]
         );
         assert_eq!(split_contacts("*"), ["*"]);
+    }
+
+    #[test]
+    fn contacts_in_the_200_carry_q_and_instance() {
+        let b = Binding {
+            contact: "sip:a@127.0.0.1:5070".into(),
+            expires_at: 160,
+            q: 500,
+            received: "127.0.0.1:5070".parse().unwrap(),
+            transport: "udp".into(),
+            path: Vec::new(),
+            instance: Some("<urn:uuid:00000000-0000-1000-8000-000A95A0E128>".into()),
+            reg_id: Some(1),
+            call_id: "c".into(),
+            cseq: 1,
+        };
+        assert_eq!(
+            contact_value(&b, 100),
+            "<sip:a@127.0.0.1:5070>;expires=60;q=0.5;\
+             +sip.instance=\"<urn:uuid:00000000-0000-1000-8000-000A95A0E128>\";reg-id=1"
+        );
+        let plain = Binding {
+            q: 1000,
+            instance: None,
+            reg_id: None,
+            ..b
+        };
+        assert_eq!(
+            contact_value(&plain, 100),
+            "<sip:a@127.0.0.1:5070>;expires=60"
+        );
     }
 
     #[test]

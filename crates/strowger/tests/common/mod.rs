@@ -5,6 +5,7 @@
 #![allow(dead_code)] // every test binary uses a different subset
 
 pub mod audio;
+pub mod baresip;
 pub mod json;
 pub mod net;
 pub mod registrar;

@@ -94,6 +94,11 @@ impl Sipp {
         self
     }
 
+    pub fn args(mut self, a: &[&str]) -> Sipp {
+        self.extra.extend(a.iter().map(|s| s.to_string()));
+        self
+    }
+
     /// Starts SIPp (a client if `target` is set, else a server) with its files in a new
     /// subdirectory of `parent`.
     pub fn spawn(self, target: Option<SocketAddr>, parent: &Path) -> SippProcess {
@@ -242,13 +247,23 @@ impl SippResult {
     /// The SIP messages SIPp received, from its -trace_msg log (blocks that start with a line
     /// of dashes and a timestamp, then "UDP message received [N] bytes :", a blank line, the message).
     pub fn received(&self) -> Vec<Msg> {
+        self.logged("message received")
+            .iter()
+            .filter_map(|m| Msg::parse(m.as_bytes()))
+            .collect()
+    }
+
+    /// The SIP messages SIPp sent, as the bytes it sent (for replaying one).
+    pub fn sent(&self) -> Vec<String> {
+        self.logged("message sent")
+    }
+
+    fn logged(&self, direction: &str) -> Vec<String> {
         read_text(&self.dir.join("messages.log"))
             .split("-----------------------------------------------")
             .filter_map(|block| {
                 let (head, msg) = block.split_once("\n\n")?;
-                head.contains("message received")
-                    .then(|| Msg::parse(msg.as_bytes()))
-                    .flatten()
+                head.contains(direction).then(|| msg.to_string())
             })
             .collect()
     }

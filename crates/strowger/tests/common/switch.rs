@@ -30,6 +30,9 @@ pub struct Opts {
     pub workers: Option<usize>,
     /// How many RTP ports (None: 100).
     pub rtp_ports: Option<u16>,
+    /// The directory strowger starts in (relative paths in its config, such as the default
+    /// `local:strowger-data/store.snap`, are under it); None: the test's own.
+    pub cwd: Option<PathBuf>,
 }
 
 pub struct Strowger {
@@ -82,6 +85,9 @@ impl Strowger {
         }
         for (k, v) in &opts.vars {
             cmd.arg("--var").arg(format!("{k}={v}"));
+        }
+        if let Some(cwd) = &opts.cwd {
+            cmd.current_dir(cwd);
         }
         let child = cmd
             .stdin(Stdio::null())

@@ -71,6 +71,10 @@ pub(crate) struct RawRegistrar {
     pub max_expires: u64,
     pub default_expires: u64,
     pub store: String,
+    pub nonce_lifetime_s: u64,
+    pub algorithms: Vec<String>,
+    pub keepalive_s: u64,
+    pub keepalive: String,
 }
 
 impl Default for RawRegistrar {
@@ -81,6 +85,10 @@ impl Default for RawRegistrar {
             max_expires: 3600,
             default_expires: 3600,
             store: "local:strowger-data/store.snap".into(),
+            nonce_lifetime_s: 300,
+            algorithms: vec!["MD5".into()],
+            keepalive_s: 30,
+            keepalive: "options".into(),
         }
     }
 }

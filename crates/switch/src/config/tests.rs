@@ -41,6 +41,31 @@ fn defaults_match_default_toml() {
 }
 
 #[test]
+fn registrar_digest_and_keepalive_settings() {
+    let c = Config::from_str(
+        &format!(
+            "[registrar]\nalgorithms = [\"SHA-256\"]\nnonce_lifetime_s = 2\nkeepalive = \"crlf\"\n\n{MINIMAL}"
+        ),
+        "r.toml",
+    )
+    .unwrap();
+    assert_eq!(c.registrar.algorithms, [sip::auth::Algorithm::Sha256]);
+    assert_eq!(c.registrar.nonce_lifetime_s, 2);
+    assert_eq!(c.registrar.keepalive, KeepAliveKind::Crlf);
+    let e = errors(&format!(
+        "[registrar]\nalgorithms = [\"MD5\", \"SHA-512\"]\nkeepalive = \"stun\"\n\n{MINIMAL}"
+    ));
+    assert_eq!(
+        e,
+        [
+            "strowger.toml:2:22: registrar.algorithms[1]: \"SHA-512\" is not a digest algorithm — \
+             use \"MD5\" and/or \"SHA-256\"",
+            "strowger.toml:3:13: registrar.keepalive: \"stun\" — expected \"options\" or \"crlf\"",
+        ]
+    );
+}
+
+#[test]
 fn syntax_error_has_position() {
     assert_eq!(
         errors("[general]\nworkers = = 3\n")[0].split(": ").next(),

@@ -1,0 +1,127 @@
+//! Debian's baresip, headless: file audio in (the aufile source), what it decodes dumped to a
+//! WAV (the sndfile filter), bound to 127.0.0.1 only, run for a bounded time.
+
+use super::audio::{read_wav, Wav};
+use super::net::{free_port, free_port_range};
+use super::{read_text, tail};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// One baresip run in its own config directory under `dir`.
+pub struct Baresip {
+    child: Option<Child>,
+    conf: PathBuf,
+}
+
+impl Baresip {
+    /// Starts baresip with one account (`account`: a line of baresip's accounts file), playing
+    /// `source` (8 kHz 16-bit mono WAV) into its calls, running `commands` (`-e`), quitting
+    /// after `run_s` seconds.
+    pub fn spawn(
+        dir: &Path,
+        label: &str,
+        account: &str,
+        source: &Path,
+        commands: &[&str],
+        run_s: u32,
+    ) -> Baresip {
+        let conf = dir.join(format!("baresip-{label}"));
+        let dumps = conf.join("dumps");
+        std::fs::create_dir_all(&dumps).unwrap();
+        let rtp = free_port_range(10);
+        let config = format!(
+            "poll_method epoll\n\
+             sip_listen 127.0.0.1:{sip_port}\n\
+             net_interface 127.0.0.1\n\
+             rtp_ports {rtp}-{rtp_hi}\n\
+             call_local_timeout 10\n\
+             audio_source aufile,{source}\n\
+             audio_player nil\n\
+             audio_alert nil\n\
+             ausrc_srate 8000\n\
+             auplay_srate 8000\n\
+             ausrc_channels 1\n\
+             auplay_channels 1\n\
+             module_path /usr/lib/baresip/modules\n\
+             module g711.so\n\
+             module aufile.so\n\
+             module sndfile.so\n\
+             snd_path {dumps}\n\
+             module_tmp account.so\n\
+             module_app menu.so\n",
+            sip_port = free_port(),
+            rtp_hi = rtp + 9,
+            source = source.display(),
+            dumps = dumps.display(),
+        );
+        std::fs::write(conf.join("config"), config).unwrap();
+        std::fs::write(conf.join("accounts"), format!("{account}\n")).unwrap();
+        let log = std::fs::File::create(conf.join("baresip.log")).unwrap();
+        let mut cmd = Command::new("timeout");
+        cmd.args([format!("{}", run_s + 20), "baresip".into(), "-4".into()])
+            .arg("-f")
+            .arg(&conf);
+        for c in commands {
+            cmd.args(["-e", c]);
+        }
+        let child = cmd
+            .args(["-t", &run_s.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("run baresip (scripts/setup.sh installs it)");
+        Baresip {
+            child: Some(child),
+            conf,
+        }
+    }
+
+    /// Its log so far (status lines that redraw with \r split into lines, audio meters dropped).
+    pub fn log(&self) -> String {
+        read_text(&self.conf.join("baresip.log"))
+            .replace('\r', "\n")
+            .lines()
+            .filter(|l| !l.contains("audio="))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Waits for it to quit, checks it had a call established, and returns what it decoded.
+    pub fn finish(mut self, what: &str) -> Wav {
+        let status = self.child.take().unwrap().wait().unwrap();
+        let log = self.log();
+        assert!(
+            status.success(),
+            "baresip ({what}) exited {status}; its log:\n{}",
+            tail(&log, 40)
+        );
+        assert!(
+            log.contains("Call established"),
+            "baresip ({what}) never had its call established; its log:\n{}",
+            tail(&log, 40)
+        );
+        let dec = std::fs::read_dir(self.conf.join("dumps"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with("-dec.wav"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no decoded-audio dump ({what}); baresip log:\n{}",
+                    tail(&log, 40)
+                )
+            });
+        let wav = read_wav(&dec);
+        assert_eq!((wav.rate, wav.channels), (8000, 1));
+        wav
+    }
+}
+
+impl Drop for Baresip {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
