@@ -28,7 +28,7 @@ pub struct Config {
     pub call_tokens: bool,
     /// How long an issued call token is accepted.
     pub token_lifetime: Duration,
-    /// Calls and registrations at once from one IP address.
+    /// Calls and registrations at once from one IP address (those it opened).
     pub max_calls_per_ip: usize,
     /// Addresses whose NEW or REGREQ without any CALLTOKEN element (clients older than call
     /// tokens) is let through; a request with the element still does the handshake.
@@ -145,12 +145,14 @@ pub enum Event {
         peer: SocketAddr,
         info: CallInfo,
     },
-    /// A REGREQ passed the call token check: `authenticate`, `accept_registration` or `reject`.
+    /// A REGREQ (or, with `release`, a REGREL) passed the call token check: `authenticate`,
+    /// `accept_registration` or `reject`.
     RegisterRequest {
         call: CallId,
         peer: SocketAddr,
         username: String,
         refresh: Option<u16>,
+        release: bool,
     },
     /// The peer's MD5 answer (AUTHREP or REGREQ) matched.
     Authenticated {
@@ -182,7 +184,8 @@ pub enum Event {
         call: CallId,
         subclass: u32,
     },
-    /// PONG or LAGRP: the round trip of our PING or LAGRQ.
+    /// PONG or LAGRP: the round trip of our PING, LAGRQ or POKE (a POKE's exchange then ends;
+    /// if it is never answered, `Hangup` with `EndReason::Timeout` follows instead).
     Pong {
         call: CallId,
         rtt: Duration,
@@ -202,6 +205,10 @@ pub enum Event {
     RegistrationFailed {
         reg: RegId,
         reason: EndReason,
+    },
+    /// The server acknowledged our REGREL: it no longer sends calls to us.
+    Unregistered {
+        reg: RegId,
     },
 }
 
@@ -251,7 +258,11 @@ enum Role {
     CallOut,
     CallIn,
     RegOut(u64),
+    /// Our REGREL of a registration that `unregister` ended.
+    RegRel(u64),
     RegIn,
+    /// Our POKE: the exchange ends with the PONG.
+    Poke,
 }
 
 struct Pending {
@@ -530,7 +541,10 @@ impl Endpoint {
         let local = self.numbers.alloc(&mut self.rng, now)?;
         let gen = self.next_gen;
         self.next_gen = self.next_gen.wrapping_add(1);
-        *self.per_ip.entry(peer.ip()).or_insert(0) += 1;
+        // The limit guards against what others open: our own calls and POKEs do not count.
+        if matches!(role, Role::CallIn | Role::RegIn) {
+            *self.per_ip.entry(peer.ip()).or_insert(0) += 1;
+        }
         if remote != 0 {
             self.by_remote.insert((peer, remote), local);
         }
@@ -568,10 +582,12 @@ impl Endpoint {
             if c.remote != 0 && self.by_remote.get(&(c.peer, c.remote)) == Some(&callno) {
                 self.by_remote.remove(&(c.peer, c.remote));
             }
-            if let Some(n) = self.per_ip.get_mut(&c.peer.ip()) {
-                *n -= 1;
-                if *n == 0 {
-                    self.per_ip.remove(&c.peer.ip());
+            if matches!(c.role, Role::CallIn | Role::RegIn) {
+                if let Some(n) = self.per_ip.get_mut(&c.peer.ip()) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.per_ip.remove(&c.peer.ip());
+                    }
                 }
             }
             if let Role::RegOut(r) = c.role {
@@ -689,9 +705,35 @@ impl Endpoint {
         RegId(id)
     }
 
-    /// Stops refreshing a registration (the server lets it expire).
-    pub fn unregister(&mut self, reg: RegId) {
-        self.regs.remove(&reg.0);
+    /// Ends a registration: it is no longer refreshed, and REGREL (answering the server's MD5
+    /// challenge) tells the server to stop sending calls here; `Unregistered` follows its REGACK.
+    pub fn unregister(&mut self, reg: RegId, now: Instant) {
+        let Some(r) = self.regs.remove(&reg.0) else {
+            return;
+        };
+        let mut ies = IeBuilder::new();
+        ies.str(ie::USERNAME, &r.username);
+        let Some(call) = self.new_call(Role::RegRel(reg.0), r.peer, 0, now) else {
+            return;
+        };
+        call.secret = Some(r.secret);
+        call.username = Some(r.username);
+        call.first = Some((iax::REGREL, ies.finish()));
+        let callno = call.local;
+        self.send_first(callno, None, now);
+    }
+
+    /// Checks that `peer` answers (POKE, as chan_iax2's qualify does): `Pong` with the round
+    /// trip, or `Hangup` with `EndReason::Timeout` once every retransmission went unanswered.
+    pub fn poke(&mut self, peer: SocketAddr, now: Instant) -> Result<CallId, Error> {
+        let id = self
+            .new_call(Role::Poke, peer, 0, now)
+            .ok_or(Error::NoCallNumber)?
+            .id();
+        let call = live(&mut self.calls, id)?;
+        self.io
+            .send_reliable(&self.cfg, call, FrameType::Iax, iax::POKE, &[], None, now)?;
+        Ok(id)
     }
 
     fn start_register(&mut self, id: u64, now: Instant) {
@@ -912,13 +954,22 @@ impl Endpoint {
 
     /// PING; the answer comes back as `Event::Pong`.
     pub fn ping(&mut self, id: CallId, now: Instant) -> Result<(), Error> {
+        self.probe(id, iax::PING, now)
+    }
+
+    /// LAGRQ; the LAGRP comes back as `Event::Pong`.
+    pub fn lagrq(&mut self, id: CallId, now: Instant) -> Result<(), Error> {
+        self.probe(id, iax::LAGRQ, now)
+    }
+
+    fn probe(&mut self, id: CallId, subclass: u32, now: Instant) -> Result<(), Error> {
         let cfg = self.cfg.clone();
         let call = live(&mut self.calls, id)?;
         if call.remote == 0 {
             return Err(Error::WrongState);
         }
         self.io
-            .send_reliable(&cfg, call, FrameType::Iax, iax::PING, &[], None, now)
+            .send_reliable(&cfg, call, FrameType::Iax, subclass, &[], None, now)
     }
 
     /// Sends one voice frame in `format`, timestamped by the call's clock. The first frame, a
@@ -1089,19 +1140,7 @@ impl Endpoint {
         if gave_up {
             let (id, role, ended) = (call.id(), call.role, call.ended);
             if !ended {
-                match role {
-                    Role::RegOut(r) => {
-                        self.io.events.push_back(Event::RegistrationFailed {
-                            reg: RegId(r),
-                            reason: EndReason::Timeout,
-                        });
-                        self.schedule_reg(r, now + self.cfg.register_retry);
-                    }
-                    _ => self.io.events.push_back(Event::Hangup {
-                        call: id,
-                        reason: EndReason::Timeout,
-                    }),
-                }
+                self.ended_event(id, role, EndReason::Timeout, now);
             }
             self.free(callno, now);
             return;
@@ -1183,7 +1222,7 @@ impl Endpoint {
         }
         if f.dst_call == 0 && f.frame_type == FrameType::Iax {
             match f.subclass {
-                iax::NEW | iax::REGREQ => return self.on_first(from, f, len, now),
+                iax::NEW | iax::REGREQ | iax::REGREL => return self.on_first(from, f, len, now),
                 iax::POKE => {
                     self.stateless_reply(from, &f, iax::PONG, &[], len);
                     return;
@@ -1229,7 +1268,8 @@ impl Endpoint {
         }
     }
 
-    /// NEW or REGREQ for no known call: the call token gate, the per-address limit, then state.
+    /// NEW, REGREQ or REGREL for no known call: the call token gate, the per-address limit, then
+    /// state.
     fn on_first(&mut self, from: SocketAddr, f: FullFrame<'_>, len: usize, now: Instant) {
         let Ok(ies) = Ies::parse(f.payload) else {
             self.stats.malformed += 1;
@@ -1286,6 +1326,7 @@ impl Endpoint {
         call.iseqno = f.oseqno.wrapping_add(1);
         call.username = username.clone();
         call.refresh = ies.u16(ie::REFRESH).unwrap_or(0);
+        let release = f.subclass == iax::REGREL;
         let id = call.id();
         if let Some(call) = self.calls.get(&id.callno) {
             self.io.send_unsequenced(call, iax::ACK, f.ts);
@@ -1311,6 +1352,7 @@ impl Endpoint {
                 peer: from,
                 username: username.unwrap_or_default(),
                 refresh: ies.u16(ie::REFRESH),
+                release,
             },
         };
         self.io.events.push_back(event);
@@ -1358,7 +1400,10 @@ impl Endpoint {
         }
         if call.remote == 0 && f.src_call != 0 {
             call.remote = f.src_call;
-            self.by_remote.insert((call.peer, f.src_call), callno);
+            // A PONG comes from a stateless source number, which names no call of the peer.
+            if call.role != Role::Poke {
+                self.by_remote.insert((call.peer, f.src_call), callno);
+            }
         }
         if f.oseqno != call.iseqno {
             if call.iseqno.wrapping_sub(f.oseqno) < 128 {
@@ -1397,6 +1442,8 @@ impl Endpoint {
                 });
                 self.schedule_reg(r, now + self.cfg.register_retry);
             }
+            // Nobody waits for a REGREL: a server that refuses it lets the registration expire.
+            Role::RegRel(_) => {}
             _ => self.io.events.push_back(Event::Hangup { call: id, reason }),
         }
     }
@@ -1469,8 +1516,19 @@ impl Endpoint {
                             now,
                         );
                     }
+                    (iax::PONG, Role::Poke) => {
+                        // Our timestamps may run a few ms ahead of the clock (they rise strictly).
+                        let rtt = call.elapsed_ms(now).saturating_sub(f.ts);
+                        Self::end(io, &cfg, call, now);
+                        call.pending.clear();
+                        io.events.push_back(Event::Pong {
+                            call: id,
+                            rtt: Duration::from_millis(rtt as u64),
+                        });
+                    }
                     (iax::PONG | iax::LAGRP, _) => {
-                        let rtt = call.elapsed_ms(now).wrapping_sub(f.ts);
+                        // Our timestamps may run a few ms ahead of the clock (they rise strictly).
+                        let rtt = call.elapsed_ms(now).saturating_sub(f.ts);
                         io.events.push_back(Event::Pong {
                             call: id,
                             rtt: Duration::from_millis(rtt as u64),
@@ -1483,7 +1541,8 @@ impl Endpoint {
                             format: ies.u32(ie::FORMAT).unwrap_or(0),
                         });
                     }
-                    (iax::AUTHREQ, Role::CallOut) | (iax::REGAUTH, Role::RegOut(_)) => {
+                    (iax::AUTHREQ, Role::CallOut)
+                    | (iax::REGAUTH, Role::RegOut(_) | Role::RegRel(_)) => {
                         call.first = None;
                         let md5_ok = ies
                             .u16(ie::AUTHMETHODS)
@@ -1498,8 +1557,12 @@ impl Endpoint {
                                     if let Some(u) = &call.username {
                                         b.str(ie::USERNAME, u);
                                     }
-                                    b.u16(ie::REFRESH, call.refresh);
-                                    iax::REGREQ
+                                    if matches!(role, Role::RegRel(_)) {
+                                        iax::REGREL
+                                    } else {
+                                        b.u16(ie::REFRESH, call.refresh);
+                                        iax::REGREQ
+                                    }
                                 };
                                 b.str(ie::MD5_RESULT, &result);
                                 let _ = io.send_reliable(
@@ -1531,7 +1594,7 @@ impl Endpoint {
                             }
                         }
                     }
-                    (iax::AUTHREP, Role::CallIn) | (iax::REGREQ, Role::RegIn) => {
+                    (iax::AUTHREP, Role::CallIn) | (iax::REGREQ | iax::REGREL, Role::RegIn) => {
                         let good = match (&call.challenge, &call.secret, ies.str(ie::MD5_RESULT)) {
                             (Some(ch), Some(secret), Some(got)) => {
                                 ct_eq(md5_result(ch, secret).as_bytes(), got.as_bytes())
@@ -1578,6 +1641,11 @@ impl Endpoint {
                         });
                         let again = Duration::from_secs(refresh as u64) * 3 / 4;
                         self.schedule_reg(r, now + again.max(Duration::from_secs(1)));
+                    }
+                    (iax::REGACK, Role::RegRel(r)) => {
+                        call.first = None;
+                        Self::end(io, &cfg, call, now);
+                        io.events.push_back(Event::Unregistered { reg: RegId(r) });
                     }
                     (iax::HANGUP, _) => {
                         let c = cause();

@@ -561,6 +561,7 @@ fn registration_client_and_server_with_md5_and_refresh() {
         peer,
         username,
         refresh,
+        release: false,
     }) = evb.first().cloned()
     else {
         panic!("{evb:?}")
@@ -593,6 +594,82 @@ fn registration_client_and_server_with_md5_and_refresh() {
         .take_b()
         .iter()
         .any(|e| matches!(e, Event::RegisterRequest { .. })));
+    // Released: REGREL, answered with MD5 like a REGREQ, then no refresh any more.
+    net.run(Duration::from_secs(1));
+    net.take_a();
+    net.take_b();
+    let now = net.now;
+    net.a.unregister(reg, now);
+    net.run(Duration::from_millis(20));
+    let evb = net.take_b();
+    let Some(Event::RegisterRequest {
+        call,
+        username,
+        release: true,
+        ..
+    }) = evb.first().cloned()
+    else {
+        panic!("REGREL expected: {evb:?}")
+    };
+    assert_eq!(username, "alice");
+    let now = net.now;
+    net.b.authenticate(call, "pw", now).unwrap();
+    net.run(Duration::from_millis(20));
+    assert_eq!(net.take_b(), vec![Event::Authenticated { call }]);
+    let now = net.now;
+    net.b.accept_registration(call, 0, now).unwrap();
+    net.run(Duration::from_millis(20));
+    assert_eq!(net.take_a(), vec![Event::Unregistered { reg }]);
+    net.run(Duration::from_secs(120));
+    assert!(net.take_b().is_empty(), "nothing after the REGREL");
+}
+
+#[test]
+fn poke_is_answered_with_pong_or_times_out_and_lagrq_gets_lagrp() {
+    let mut net = Net::new(Config::default(), Config::default());
+    let now = net.now;
+    let poke = net.a.poke(net.b_addr, now).unwrap();
+    net.run(Duration::from_millis(30));
+    let eva = net.take_a();
+    assert!(
+        matches!(eva.as_slice(), [Event::Pong { call, .. }] if *call == poke),
+        "{eva:?}"
+    );
+    assert!(net.take_b().is_empty(), "a POKE is answered statelessly");
+    net.run(Duration::from_secs(4));
+    assert_eq!((net.a.call_count(), net.b.call_count()), (0, 0));
+    // Nobody answers: after every retransmission, a timeout.
+    net.keep = Box::new(|from_a, _| !from_a);
+    let now = net.now;
+    let lost = net.a.poke(net.b_addr, now).unwrap();
+    net.run(Duration::from_secs(20));
+    assert_eq!(
+        net.take_a(),
+        vec![Event::Hangup {
+            call: lost,
+            reason: EndReason::Timeout
+        }]
+    );
+    // LAGRQ and PING in a call are answered with the round trip.
+    net.keep = Box::new(|_, _| true);
+    let (ca, _) = answered_call(&mut net);
+    let now = net.now;
+    net.a.lagrq(ca, now).unwrap();
+    net.a.ping(ca, now).unwrap();
+    net.run(Duration::from_millis(30));
+    let pongs = net
+        .take_a()
+        .into_iter()
+        .filter(|e| matches!(e, Event::Pong { call, .. } if *call == ca))
+        .count();
+    assert_eq!(pongs, 2);
+    let answers: Vec<u32> = full_frames(&net.wire, false)
+        .iter()
+        .filter(|f| f.frame_type == FrameType::Iax)
+        .map(|f| f.subclass)
+        .filter(|s| [iax::LAGRP, iax::PONG].contains(s))
+        .collect();
+    assert_eq!(answers, vec![iax::PONG, iax::LAGRP, iax::PONG]);
 }
 
 #[test]

@@ -1028,6 +1028,7 @@ impl Engine {
         for id in ids {
             self.hangup(id, 16, "switch", None, now, host);
         }
+        self.iax_shutdown(now);
     }
 }
 
