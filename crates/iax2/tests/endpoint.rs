@@ -801,3 +801,112 @@ fn poke_is_answered_statelessly_and_unknown_calls_get_inval() {
     assert!(b.poll_transmit().is_none());
     assert_eq!(b.stats().malformed, 1);
 }
+
+/// Two endpoints share one port, as two workers do: the reader routes every datagram with
+/// `route`. NEWs spread over both, each taking numbers of its own share; each call's full
+/// frames, mini frames and trunk entries (a trunk frame split in two) reach the endpoint that
+/// took the call; a call the reader places from the port gets its media back too.
+#[test]
+fn endpoints_sharing_a_port_route_every_frame_to_its_call() {
+    let now = Instant::now();
+    let share = |i| Config {
+        callno_share: (2, i),
+        ..Config::default()
+    };
+    let mut srv = [
+        Endpoint::with_seed(share(0), [3; 16], now),
+        Endpoint::with_seed(share(1), [4; 16], now),
+    ];
+    let mut cli = Endpoint::with_seed(
+        Config {
+            trunk: true,
+            ..Config::default()
+        },
+        [5; 16],
+        now,
+    );
+    let s_addr: SocketAddr = "192.0.2.1:4569".parse().unwrap();
+    let c_addr: SocketAddr = "198.51.100.2:4569".parse().unwrap();
+    let mut splits = 0;
+    let mut pump = |srv: &mut [Endpoint; 2], cli: &mut Endpoint, ev: &mut [Vec<Event>; 3]| loop {
+        let mut moved = false;
+        while let Some(t) = cli.poll_transmit() {
+            moved = true;
+            match srv[0].route(c_addr, &t.bytes) {
+                iax2::Route::To(w) => srv[w].handle(c_addr, &t.bytes, now),
+                iax2::Route::Split(parts) => {
+                    splits += 1;
+                    for (w, b) in parts {
+                        srv[w].handle(c_addr, &b, now);
+                    }
+                }
+            }
+        }
+        for s in srv.iter_mut() {
+            while let Some(t) = s.poll_transmit() {
+                moved = true;
+                cli.handle(s_addr, &t.bytes, now);
+            }
+        }
+        for (i, s) in srv.iter_mut().enumerate() {
+            while let Some(e) = s.poll_event() {
+                ev[i].push(e);
+            }
+        }
+        while let Some(e) = cli.poll_event() {
+            ev[2].push(e);
+        }
+        if !moved {
+            break;
+        }
+    };
+    let mut ev: [Vec<Event>; 3] = Default::default();
+    let calls: Vec<CallId> = (0..20)
+        .map(|_| cli.call(s_addr, &new_call(None), now).unwrap())
+        .collect();
+    pump(&mut srv, &mut cli, &mut ev);
+    for (i, s) in srv.iter_mut().enumerate() {
+        for e in std::mem::take(&mut ev[i]) {
+            if let Event::Incoming { call, .. } = e {
+                assert_eq!(call.number() % 2, i as u16, "numbers of its own share");
+                s.accept(call, format::ULAW, now).unwrap();
+                s.answer(call, now).unwrap();
+            }
+        }
+    }
+    let taken = [srv[0].call_count(), srv[1].call_count()];
+    assert_eq!(taken[0] + taken[1], 20);
+    assert!(taken[0] > 0 && taken[1] > 0, "NEWs spread: {taken:?}");
+    // The reader's own call, from the shared port.
+    let out = srv[0].call(c_addr, &new_call(None), now).unwrap();
+    pump(&mut srv, &mut cli, &mut ev);
+    let incoming = incoming(&ev[2]).expect("the client sees the reader's NEW");
+    cli.accept(incoming, format::ULAW, now).unwrap();
+    cli.answer(incoming, now).unwrap();
+    pump(&mut srv, &mut cli, &mut ev);
+    ev = Default::default();
+    // Voice on every call: a full frame first, then trunk entries.
+    for _ in 0..3 {
+        for c in calls.iter().chain([&incoming]) {
+            cli.send_voice(*c, format::ULAW, &[0x55; 160], now).unwrap();
+        }
+        cli.flush_trunks();
+        pump(&mut srv, &mut cli, &mut ev);
+    }
+    assert!(splits >= 2, "trunk frames were split between the endpoints");
+    let voice = |evs: &[Event]| {
+        evs.iter()
+            .filter(|e| matches!(e, Event::Voice { .. }))
+            .count()
+    };
+    assert_eq!(
+        voice(&ev[0]),
+        3 * (taken[0] + 1),
+        "its calls and the one it placed"
+    );
+    assert_eq!(voice(&ev[1]), 3 * taken[1]);
+    assert!(ev[0]
+        .iter()
+        .any(|e| matches!(e, Event::Voice { call, .. } if *call == out)));
+    assert_eq!(srv[0].stats().unknown_call + srv[1].stats().unknown_call, 0);
+}

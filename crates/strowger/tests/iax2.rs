@@ -210,7 +210,8 @@ struct Rig {
     _dir: TempDir,
 }
 
-/// strowger with IAX2 on a free port, the given peers, and `vars`.
+/// strowger with IAX2 on a free port, the given peers, and `vars`; two workers, so every flow
+/// crosses the hand-over from the IAX2 port (worker 0) to the worker of its call.
 fn start(
     label: &str,
     peers: &[(&str, SocketAddr)],
@@ -225,6 +226,7 @@ fn start(
         Opts {
             config_file: Some(file),
             vars,
+            workers: Some(2),
             ..Opts::default()
         },
     );
@@ -453,6 +455,54 @@ fn sip_call_to_client(
     rtp.remote = Some(addr);
     uac.ack("");
     (uac, call, pts)
+}
+
+/// Incoming calls from one peer address spread over both workers: strowger's call numbers
+/// (each worker draws its own share, n mod 2) show that both took calls, and every call's
+/// echo comes back whole while all are up, so each frame reached its call's worker.
+#[test]
+fn incoming_calls_spread_over_the_workers() {
+    let mut c = Client::bind(Config::default());
+    let r = start("iax-spread", &[("client", c.addr)], TOKENS, vec![]);
+    let ids: Vec<CallId> = (0..12)
+        .map(|_| call_answered(&mut c, r.iax, "9196", "client"))
+        .collect();
+    let numbers: Vec<u16> = c
+        .received
+        .iter()
+        .filter_map(|b| full(b))
+        .filter(|f| f.frame_type == FrameType::Iax && f.subclass == iax::ACCEPT)
+        .map(|f| f.src_call)
+        .collect();
+    let odd = numbers.iter().filter(|n| *n % 2 == 1).count();
+    println!("strowger's call numbers: {numbers:?}");
+    assert!(
+        odd > 0 && odd < numbers.len(),
+        "both workers took calls: {numbers:?}"
+    );
+    let sent = numbered(&tone(1000.0, 160 * 50, 8000.0));
+    let start = Instant::now();
+    let mut events = Vec::new();
+    for (i, f) in sent.iter().enumerate() {
+        for id in &ids {
+            c.ep.send_voice(*id, format::ULAW, f, Instant::now())
+                .unwrap();
+        }
+        let due = start + Duration::from_millis(20 * (i as u64 + 1));
+        events.extend(c.pump(due.saturating_duration_since(Instant::now())));
+    }
+    events.extend(c.pump(Duration::from_millis(300)));
+    for id in &ids {
+        let back = events
+            .iter()
+            .filter(|e| matches!(e, Event::Voice { call, data, .. } if call == id && sent.contains(data)))
+            .count();
+        assert!(back >= 45, "call {id:?}: {back} of 50 frames echoed");
+    }
+    for id in ids {
+        hangup(&mut c, id);
+    }
+    r.s.wait_cdrs(12);
 }
 
 /// DTMF both ways across a SIP↔IAX2 bridge: the phone's RFC 4733 digit reaches the IAX2

@@ -14,6 +14,7 @@ use crate::dialplan::cause::Cause;
 use crate::dialplan::Vars;
 use crate::engine::Engine;
 use crate::Host;
+pub use iax2::Route;
 use iax2::{format as fmt, CallId, EndReason, Event, NewCall};
 use media::Format;
 use rtp::packet::{RtpHeader, HEADER_LEN};
@@ -99,10 +100,11 @@ impl Registry {
     }
 }
 
-/// `[iax2]` and the registry, shared by the workers.
+/// `[iax2]`, the registry and the calls per address, shared by the workers.
 pub struct Shared {
     pub cfg: Iax2,
     pub registry: Registry,
+    address_counts: Arc<iax2::AddressCounts>,
 }
 
 impl Shared {
@@ -110,6 +112,7 @@ impl Shared {
         Arc::new(Shared {
             cfg,
             registry: Registry::default(),
+            address_counts: Arc::default(),
         })
     }
 }
@@ -168,15 +171,18 @@ pub struct Iax {
 }
 
 impl Iax {
-    /// The IAX2 side of a worker; `register` makes this worker keep the registrations to
-    /// providers (`register = true` peers) and qualify the peers, which one worker of the
-    /// process does.
-    pub fn new(shared: Arc<Shared>, register: bool, now: Instant) -> Iax {
+    /// The IAX2 side of worker `worker` of `workers` (it draws the call numbers of its share,
+    /// so frames that name one reach it; see `Endpoint::route`). Worker 0 keeps the
+    /// registrations to providers (`register = true` peers) and qualifies the peers.
+    pub fn new(shared: Arc<Shared>, worker: u16, workers: u16, now: Instant) -> Iax {
         let c = &shared.cfg;
+        let register = worker == 0;
         let cfg = iax2::Config {
             call_tokens: c.call_tokens,
             token_optional: c.calltoken_optional.clone(),
             max_calls_per_ip: c.max_calls_per_ip,
+            address_counts: shared.address_counts.clone(),
+            callno_share: (workers, worker),
             ..iax2::Config::default()
         };
         let mut ep = iax2::Endpoint::new(cfg, now);
@@ -315,6 +321,12 @@ impl Engine {
     /// The next IAX2 datagram to send from this worker's IAX2 socket.
     pub fn poll_iax_transmit(&mut self) -> Option<iax2::Transmit> {
         self.iax.as_mut()?.ep.poll_transmit()
+    }
+
+    /// Where a datagram read from the IAX2 port belongs: this worker or another
+    /// (`iax2::Endpoint::route`).
+    pub fn iax_route(&self, from: SocketAddr, bytes: &[u8]) -> Option<iax2::Route> {
+        Some(self.iax.as_ref()?.ep.route(from, bytes))
     }
 
     /// Counters of this worker's IAX2 endpoint.
