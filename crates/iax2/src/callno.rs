@@ -2,6 +2,8 @@
 //! 0 means "none" on the wire and 1 is kept for stateless replies), each in O(1) by picking a
 //! random slot of a free list and swapping it out. A released number rests for a hold time
 //! before it can be drawn again, so late frames of an ended call do not reach a new one.
+//! Endpoints that share one port (one per worker) each draw from their own share of the space
+//! (numbers n with n mod count = index), so a frame's destination number names its endpoint.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -47,9 +49,13 @@ pub struct CallNumbers {
 }
 
 impl CallNumbers {
-    pub fn new(hold: Duration) -> CallNumbers {
+    /// The numbers n with n mod `share.0` = `share.1` (all of them for (1, 0)).
+    pub fn new(hold: Duration, share: (u16, u16)) -> CallNumbers {
+        let (count, index) = (share.0.max(1), share.1);
         CallNumbers {
-            free: (FIRST..=crate::frame::MAX_CALL_NUMBER).collect(),
+            free: (FIRST..=crate::frame::MAX_CALL_NUMBER)
+                .filter(|n| n % count == index)
+                .collect(),
             resting: VecDeque::new(),
             hold,
         }
@@ -89,7 +95,7 @@ mod tests {
     fn draws_whole_space_without_repeats_and_rests_released_numbers() {
         let now = Instant::now();
         let mut rng = Rng::new(42);
-        let mut nums = CallNumbers::new(Duration::from_secs(10));
+        let mut nums = CallNumbers::new(Duration::from_secs(10), (1, 0));
         let mut seen = HashSet::new();
         let mut first_hundred = Vec::new();
         while let Some(n) = nums.alloc(&mut rng, now) {
@@ -109,5 +115,18 @@ mod tests {
             nums.alloc(&mut rng, now + Duration::from_secs(10)),
             Some(1234)
         );
+    }
+
+    #[test]
+    fn a_share_draws_only_its_numbers() {
+        let now = Instant::now();
+        let mut rng = Rng::new(7);
+        let mut nums = CallNumbers::new(Duration::from_secs(10), (3, 1));
+        let mut n = 0;
+        while let Some(c) = nums.alloc(&mut rng, now) {
+            assert_eq!(c % 3, 1);
+            n += 1;
+        }
+        assert_eq!(n, (FIRST..=0x7fff).filter(|c| c % 3 == 1).count());
     }
 }

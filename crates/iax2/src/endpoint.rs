@@ -14,6 +14,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Source call number of stateless replies (CALLTOKEN, PONG to POKE, REJECT over limit).
@@ -28,8 +29,11 @@ pub struct Config {
     pub call_tokens: bool,
     /// How long an issued call token is accepted.
     pub token_lifetime: Duration,
-    /// Calls and registrations at once from one IP address.
+    /// Calls and registrations at once from one IP address (those it opened).
     pub max_calls_per_ip: usize,
+    /// Where they are counted: shared by endpoints that share a port, so the limit holds for
+    /// the process.
+    pub address_counts: Arc<AddressCounts>,
     /// Addresses whose NEW or REGREQ without any CALLTOKEN element (clients older than call
     /// tokens) is let through; a request with the element still does the handshake.
     pub token_optional: Vec<IpAddr>,
@@ -46,6 +50,9 @@ pub struct Config {
     pub trunk: bool,
     /// Trunk entries carry their own 16-bit timestamps.
     pub trunk_timestamps: bool,
+    /// (count, index): this endpoint is one of `count` sharing a port (one per worker) and
+    /// draws the call numbers n with n mod count = index; see `Endpoint::route`.
+    pub callno_share: (u16, u16),
     /// How often queued trunk media is sent.
     pub trunk_interval: Duration,
     /// A registration client re-registers after this share of the granted refresh.
@@ -58,6 +65,7 @@ impl Default for Config {
             call_tokens: true,
             token_lifetime: Duration::from_secs(10),
             max_calls_per_ip: 2048,
+            address_counts: Arc::default(),
             token_optional: Vec::new(),
             retransmit_initial: Duration::from_millis(500),
             retransmit_max: Duration::from_secs(4),
@@ -66,8 +74,40 @@ impl Default for Config {
             callno_hold: Duration::from_secs(10),
             trunk: false,
             trunk_timestamps: true,
+            callno_share: (1, 0),
             trunk_interval: Duration::from_millis(20),
             register_retry: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Exchanges open per peer IP address. A lock is taken when a peer opens or ends one (a NEW
+/// with a valid call token, its end), never per frame.
+#[derive(Debug, Default)]
+pub struct AddressCounts(Mutex<HashMap<IpAddr, usize>>);
+
+impl AddressCounts {
+    /// Counts one more for `ip` unless it has `max` already.
+    fn try_take(&self, ip: IpAddr, max: usize) -> bool {
+        let Ok(mut m) = self.0.lock() else {
+            return false;
+        };
+        let n = m.entry(ip).or_insert(0);
+        if *n >= max {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    fn give_back(&self, ip: IpAddr) {
+        if let Ok(mut m) = self.0.lock() {
+            if let Some(n) = m.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&ip);
+                }
+            }
         }
     }
 }
@@ -145,12 +185,14 @@ pub enum Event {
         peer: SocketAddr,
         info: CallInfo,
     },
-    /// A REGREQ passed the call token check: `authenticate`, `accept_registration` or `reject`.
+    /// A REGREQ (or, with `release`, a REGREL) passed the call token check: `authenticate`,
+    /// `accept_registration` or `reject`.
     RegisterRequest {
         call: CallId,
         peer: SocketAddr,
         username: String,
         refresh: Option<u16>,
+        release: bool,
     },
     /// The peer's MD5 answer (AUTHREP or REGREQ) matched.
     Authenticated {
@@ -182,7 +224,8 @@ pub enum Event {
         call: CallId,
         subclass: u32,
     },
-    /// PONG or LAGRP: the round trip of our PING or LAGRQ.
+    /// PONG or LAGRP: the round trip of our PING, LAGRQ or POKE (a POKE's exchange then ends;
+    /// if it is never answered, `Hangup` with `EndReason::Timeout` follows instead).
     Pong {
         call: CallId,
         rtt: Duration,
@@ -203,12 +246,45 @@ pub enum Event {
         reg: RegId,
         reason: EndReason,
     },
+    /// The server acknowledged our REGREL: it no longer sends calls to us.
+    Unregistered {
+        reg: RegId,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transmit {
     pub to: SocketAddr,
     pub bytes: Vec<u8>,
+    /// Part of an exchange the peer opened (its NEW, REGREQ or REGREL) or a stateless reply:
+    /// send it from the address the peer sent to. The rest (our calls, registrations, POKEs)
+    /// may leave from another port, whose answers then come back there.
+    pub inbound: bool,
+}
+
+/// Where a datagram read from a port shared by several endpoints belongs (`Endpoint::route`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// To the endpoint with this index (perhaps the reader itself).
+    To(usize),
+    /// A trunk frame carrying calls of several endpoints: one frame rebuilt for each.
+    Split(Vec<(usize, Vec<u8>)>),
+}
+
+impl Role {
+    fn inbound(self) -> bool {
+        matches!(self, Role::CallIn | Role::RegIn)
+    }
+}
+
+/// The endpoint of a frame that names no call number of ours: a stable hash of the peer's
+/// address and call number, so the NEW and every later frame of the peer's call go to one
+/// endpoint (the one whose number the NEW got).
+fn spread(from: SocketAddr, src_call: u16, count: usize) -> usize {
+    use std::hash::Hash;
+    let mut h = std::hash::DefaultHasher::new();
+    (from, src_call).hash(&mut h);
+    (h.finish() % count as u64) as usize
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,7 +327,11 @@ enum Role {
     CallOut,
     CallIn,
     RegOut(u64),
+    /// Our REGREL of a registration that `unregister` ended.
+    RegRel(u64),
     RegIn,
+    /// Our POKE: the exchange ends with the PONG.
+    Poke,
 }
 
 struct Pending {
@@ -384,6 +464,7 @@ impl Io {
         self.transmits.push_back(Transmit {
             to: call.peer,
             bytes: bytes.clone(),
+            inbound: call.role.inbound(),
         });
         let due = now + cfg.retransmit_initial;
         call.pending.push_back(Pending {
@@ -414,6 +495,7 @@ impl Io {
             self.transmits.push_back(Transmit {
                 to: call.peer,
                 bytes,
+                inbound: call.role.inbound(),
             });
         }
     }
@@ -444,11 +526,12 @@ pub struct Endpoint {
     numbers: CallNumbers,
     calls: HashMap<u16, Call>,
     by_remote: HashMap<(SocketAddr, u16), u16>,
-    per_ip: HashMap<IpAddr, usize>,
     regs: HashMap<u64, RegClient>,
     next_reg: u64,
     next_gen: u32,
-    trunks: HashMap<SocketAddr, TrunkBuilder>,
+    /// Queued trunk media by peer, and whether for calls it opened (they leave from the port
+    /// it called; see `Transmit::inbound`).
+    trunks: HashMap<(SocketAddr, bool), TrunkBuilder>,
     trunk_due: Option<Instant>,
     io: Io,
     stats: Stats,
@@ -469,13 +552,12 @@ impl Endpoint {
             ^ u64::from_le_bytes(seed[8..].try_into().unwrap_or([0; 8])).rotate_left(17);
         Endpoint {
             tokens: TokenIssuer::new(seed, now, cfg.token_lifetime),
-            numbers: CallNumbers::new(cfg.callno_hold),
+            numbers: CallNumbers::new(cfg.callno_hold, cfg.callno_share),
             cfg,
             epoch: now,
             rng: Rng::new(rng_seed),
             calls: HashMap::new(),
             by_remote: HashMap::new(),
-            per_ip: HashMap::new(),
             regs: HashMap::new(),
             next_reg: 1,
             next_gen: 1,
@@ -509,6 +591,56 @@ impl Endpoint {
         self.io.timers.peek().map(|r| r.0 .0)
     }
 
+    /// For the one endpoint that reads a port shared by `Config::callno_share`'s count: which
+    /// endpoint `bytes` from `from` belong to. A full frame naming one of our call numbers goes
+    /// to the endpoint that drew it; anything else (NEW, REGREQ, POKE, mini and trunk media)
+    /// to this endpoint if it knows the peer's call number (the calls it placed from this
+    /// port), else to `spread` of the peer's address and number: where the peer's NEW went.
+    /// O(1) per frame (per entry of a trunk frame).
+    pub fn route(&self, from: SocketAddr, bytes: &[u8]) -> Route {
+        let (count, me) = (
+            self.cfg.callno_share.0 as usize,
+            self.cfg.callno_share.1 as usize,
+        );
+        if count <= 1 {
+            return Route::To(me);
+        }
+        let by_peer = |src: u16| {
+            if self.by_remote.contains_key(&(from, src)) {
+                me
+            } else {
+                spread(from, src, count)
+            }
+        };
+        match Frame::parse(bytes) {
+            Ok(Frame::Full(f)) if f.dst_call > STATELESS_CALL => {
+                Route::To(f.dst_call as usize % count)
+            }
+            Ok(Frame::Full(f)) => Route::To(by_peer(f.src_call)),
+            Ok(Frame::Mini(m) | Frame::VideoMini(m)) => Route::To(by_peer(m.src_call)),
+            Ok(Frame::Trunk(t)) => {
+                let mut parts: Vec<(usize, TrunkBuilder)> = Vec::new();
+                for e in t.entries() {
+                    let w = by_peer(e.src_call);
+                    let i = match parts.iter().position(|(o, _)| *o == w) {
+                        Some(i) => i,
+                        None => {
+                            parts.push((w, TrunkBuilder::new(t.ts, t.timestamps)));
+                            parts.len() - 1
+                        }
+                    };
+                    let _ = parts[i].1.push(e.src_call, e.ts.unwrap_or(0), e.payload);
+                }
+                match parts.as_slice() {
+                    [] => Route::To(me),
+                    [(w, _)] => Route::To(*w),
+                    _ => Route::Split(parts.into_iter().map(|(w, b)| (w, b.finish())).collect()),
+                }
+            }
+            Err(_) => Route::To(me),
+        }
+    }
+
     /// The peer of a live call.
     pub fn peer(&self, call: CallId) -> Option<SocketAddr> {
         self.get(call).map(|c| c.peer)
@@ -530,7 +662,6 @@ impl Endpoint {
         let local = self.numbers.alloc(&mut self.rng, now)?;
         let gen = self.next_gen;
         self.next_gen = self.next_gen.wrapping_add(1);
-        *self.per_ip.entry(peer.ip()).or_insert(0) += 1;
         if remote != 0 {
             self.by_remote.insert((peer, remote), local);
         }
@@ -568,11 +699,8 @@ impl Endpoint {
             if c.remote != 0 && self.by_remote.get(&(c.peer, c.remote)) == Some(&callno) {
                 self.by_remote.remove(&(c.peer, c.remote));
             }
-            if let Some(n) = self.per_ip.get_mut(&c.peer.ip()) {
-                *n -= 1;
-                if *n == 0 {
-                    self.per_ip.remove(&c.peer.ip());
-                }
+            if c.role.inbound() {
+                self.cfg.address_counts.give_back(c.peer.ip());
             }
             if let Role::RegOut(r) = c.role {
                 if let Some(reg) = self.regs.get_mut(&r) {
@@ -689,9 +817,35 @@ impl Endpoint {
         RegId(id)
     }
 
-    /// Stops refreshing a registration (the server lets it expire).
-    pub fn unregister(&mut self, reg: RegId) {
-        self.regs.remove(&reg.0);
+    /// Ends a registration: it is no longer refreshed, and REGREL (answering the server's MD5
+    /// challenge) tells the server to stop sending calls here; `Unregistered` follows its REGACK.
+    pub fn unregister(&mut self, reg: RegId, now: Instant) {
+        let Some(r) = self.regs.remove(&reg.0) else {
+            return;
+        };
+        let mut ies = IeBuilder::new();
+        ies.str(ie::USERNAME, &r.username);
+        let Some(call) = self.new_call(Role::RegRel(reg.0), r.peer, 0, now) else {
+            return;
+        };
+        call.secret = Some(r.secret);
+        call.username = Some(r.username);
+        call.first = Some((iax::REGREL, ies.finish()));
+        let callno = call.local;
+        self.send_first(callno, None, now);
+    }
+
+    /// Checks that `peer` answers (POKE, as chan_iax2's qualify does): `Pong` with the round
+    /// trip, or `Hangup` with `EndReason::Timeout` once every retransmission went unanswered.
+    pub fn poke(&mut self, peer: SocketAddr, now: Instant) -> Result<CallId, Error> {
+        let id = self
+            .new_call(Role::Poke, peer, 0, now)
+            .ok_or(Error::NoCallNumber)?
+            .id();
+        let call = live(&mut self.calls, id)?;
+        self.io
+            .send_reliable(&self.cfg, call, FrameType::Iax, iax::POKE, &[], None, now)?;
+        Ok(id)
     }
 
     fn start_register(&mut self, id: u64, now: Instant) {
@@ -912,13 +1066,22 @@ impl Endpoint {
 
     /// PING; the answer comes back as `Event::Pong`.
     pub fn ping(&mut self, id: CallId, now: Instant) -> Result<(), Error> {
+        self.probe(id, iax::PING, now)
+    }
+
+    /// LAGRQ; the LAGRP comes back as `Event::Pong`.
+    pub fn lagrq(&mut self, id: CallId, now: Instant) -> Result<(), Error> {
+        self.probe(id, iax::LAGRQ, now)
+    }
+
+    fn probe(&mut self, id: CallId, subclass: u32, now: Instant) -> Result<(), Error> {
         let cfg = self.cfg.clone();
         let call = live(&mut self.calls, id)?;
         if call.remote == 0 {
             return Err(Error::WrongState);
         }
         self.io
-            .send_reliable(&cfg, call, FrameType::Iax, iax::PING, &[], None, now)
+            .send_reliable(&cfg, call, FrameType::Iax, subclass, &[], None, now)
     }
 
     /// Sends one voice frame in `format`, timestamped by the call's clock. The first frame, a
@@ -976,7 +1139,8 @@ impl Endpoint {
         }
         if cfg.trunk || call.trunk {
             let epoch = self.epoch;
-            let t = self.trunks.entry(call.peer).or_insert_with(|| {
+            let key = (call.peer, call.role.inbound());
+            let t = self.trunks.entry(key).or_insert_with(|| {
                 let ms = now.saturating_duration_since(epoch).as_millis() as u32;
                 TrunkBuilder::new(ms, cfg.trunk_timestamps)
             });
@@ -1000,6 +1164,7 @@ impl Endpoint {
         self.io.transmits.push_back(Transmit {
             to: call.peer,
             bytes,
+            inbound: call.role.inbound(),
         });
         Ok(())
     }
@@ -1015,11 +1180,12 @@ impl Endpoint {
         self.trunk_due = None;
         let mut peers: Vec<_> = self.trunks.drain().collect();
         peers.sort_by_key(|(a, _)| *a);
-        for (to, t) in peers {
+        for ((to, inbound), t) in peers {
             if !t.is_empty() {
                 self.io.transmits.push_back(Transmit {
                     to,
                     bytes: t.finish(),
+                    inbound,
                 });
             }
         }
@@ -1084,24 +1250,13 @@ impl Endpoint {
             self.io.transmits.push_back(Transmit {
                 to: call.peer,
                 bytes: p.bytes.clone(),
+                inbound: call.role.inbound(),
             });
         }
         if gave_up {
             let (id, role, ended) = (call.id(), call.role, call.ended);
             if !ended {
-                match role {
-                    Role::RegOut(r) => {
-                        self.io.events.push_back(Event::RegistrationFailed {
-                            reg: RegId(r),
-                            reason: EndReason::Timeout,
-                        });
-                        self.schedule_reg(r, now + self.cfg.register_retry);
-                    }
-                    _ => self.io.events.push_back(Event::Hangup {
-                        call: id,
-                        reason: EndReason::Timeout,
-                    }),
-                }
+                self.ended_event(id, role, EndReason::Timeout, now);
             }
             self.free(callno, now);
             return;
@@ -1183,7 +1338,7 @@ impl Endpoint {
         }
         if f.dst_call == 0 && f.frame_type == FrameType::Iax {
             match f.subclass {
-                iax::NEW | iax::REGREQ => return self.on_first(from, f, len, now),
+                iax::NEW | iax::REGREQ | iax::REGREL => return self.on_first(from, f, len, now),
                 iax::POKE => {
                     self.stateless_reply(from, &f, iax::PONG, &[], len);
                     return;
@@ -1222,14 +1377,19 @@ impl Endpoint {
         };
         match reply.to_vec() {
             Ok(bytes) if bytes.len() <= req_len => {
-                self.io.transmits.push_back(Transmit { to, bytes });
+                self.io.transmits.push_back(Transmit {
+                    to,
+                    bytes,
+                    inbound: true,
+                });
                 true
             }
             _ => false,
         }
     }
 
-    /// NEW or REGREQ for no known call: the call token gate, the per-address limit, then state.
+    /// NEW, REGREQ or REGREL for no known call: the call token gate, the per-address limit, then
+    /// state.
     fn on_first(&mut self, from: SocketAddr, f: FullFrame<'_>, len: usize, now: Instant) {
         let Ok(ies) = Ies::parse(f.payload) else {
             self.stats.malformed += 1;
@@ -1257,13 +1417,14 @@ impl Endpoint {
             self.stats.malformed += 1;
             return;
         }
-        let from_ip = self.per_ip.get(&from.ip()).copied().unwrap_or(0);
         let reject = if f.subclass == iax::NEW {
             iax::REJECT
         } else {
             iax::REGREJ
         };
-        if from_ip >= self.cfg.max_calls_per_ip {
+        // The limit guards against what others open: our own calls and POKEs do not count.
+        let counts = &self.cfg.address_counts;
+        if !counts.try_take(from.ip(), self.cfg.max_calls_per_ip) {
             self.stats.over_limit += 1;
             let mut b = IeBuilder::new();
             b.str(ie::CAUSE, "Too many calls").u8(ie::CAUSECODE, 34);
@@ -1277,6 +1438,7 @@ impl Endpoint {
         };
         let username = ies.str(ie::USERNAME).map(str::to_string);
         let Some(call) = self.new_call(role, from, f.src_call, now) else {
+            self.cfg.address_counts.give_back(from.ip());
             self.stats.over_limit += 1;
             let mut b = IeBuilder::new();
             b.str(ie::CAUSE, "No call number").u8(ie::CAUSECODE, 34);
@@ -1286,6 +1448,7 @@ impl Endpoint {
         call.iseqno = f.oseqno.wrapping_add(1);
         call.username = username.clone();
         call.refresh = ies.u16(ie::REFRESH).unwrap_or(0);
+        let release = f.subclass == iax::REGREL;
         let id = call.id();
         if let Some(call) = self.calls.get(&id.callno) {
             self.io.send_unsequenced(call, iax::ACK, f.ts);
@@ -1311,6 +1474,7 @@ impl Endpoint {
                 peer: from,
                 username: username.unwrap_or_default(),
                 refresh: ies.u16(ie::REFRESH),
+                release,
             },
         };
         self.io.events.push_back(event);
@@ -1358,7 +1522,10 @@ impl Endpoint {
         }
         if call.remote == 0 && f.src_call != 0 {
             call.remote = f.src_call;
-            self.by_remote.insert((call.peer, f.src_call), callno);
+            // A PONG comes from a stateless source number, which names no call of the peer.
+            if call.role != Role::Poke {
+                self.by_remote.insert((call.peer, f.src_call), callno);
+            }
         }
         if f.oseqno != call.iseqno {
             if call.iseqno.wrapping_sub(f.oseqno) < 128 {
@@ -1397,6 +1564,8 @@ impl Endpoint {
                 });
                 self.schedule_reg(r, now + self.cfg.register_retry);
             }
+            // Nobody waits for a REGREL: a server that refuses it lets the registration expire.
+            Role::RegRel(_) => {}
             _ => self.io.events.push_back(Event::Hangup { call: id, reason }),
         }
     }
@@ -1469,8 +1638,19 @@ impl Endpoint {
                             now,
                         );
                     }
+                    (iax::PONG, Role::Poke) => {
+                        // Our timestamps may run a few ms ahead of the clock (they rise strictly).
+                        let rtt = call.elapsed_ms(now).saturating_sub(f.ts);
+                        Self::end(io, &cfg, call, now);
+                        call.pending.clear();
+                        io.events.push_back(Event::Pong {
+                            call: id,
+                            rtt: Duration::from_millis(rtt as u64),
+                        });
+                    }
                     (iax::PONG | iax::LAGRP, _) => {
-                        let rtt = call.elapsed_ms(now).wrapping_sub(f.ts);
+                        // Our timestamps may run a few ms ahead of the clock (they rise strictly).
+                        let rtt = call.elapsed_ms(now).saturating_sub(f.ts);
                         io.events.push_back(Event::Pong {
                             call: id,
                             rtt: Duration::from_millis(rtt as u64),
@@ -1483,7 +1663,8 @@ impl Endpoint {
                             format: ies.u32(ie::FORMAT).unwrap_or(0),
                         });
                     }
-                    (iax::AUTHREQ, Role::CallOut) | (iax::REGAUTH, Role::RegOut(_)) => {
+                    (iax::AUTHREQ, Role::CallOut)
+                    | (iax::REGAUTH, Role::RegOut(_) | Role::RegRel(_)) => {
                         call.first = None;
                         let md5_ok = ies
                             .u16(ie::AUTHMETHODS)
@@ -1498,8 +1679,12 @@ impl Endpoint {
                                     if let Some(u) = &call.username {
                                         b.str(ie::USERNAME, u);
                                     }
-                                    b.u16(ie::REFRESH, call.refresh);
-                                    iax::REGREQ
+                                    if matches!(role, Role::RegRel(_)) {
+                                        iax::REGREL
+                                    } else {
+                                        b.u16(ie::REFRESH, call.refresh);
+                                        iax::REGREQ
+                                    }
                                 };
                                 b.str(ie::MD5_RESULT, &result);
                                 let _ = io.send_reliable(
@@ -1531,7 +1716,7 @@ impl Endpoint {
                             }
                         }
                     }
-                    (iax::AUTHREP, Role::CallIn) | (iax::REGREQ, Role::RegIn) => {
+                    (iax::AUTHREP, Role::CallIn) | (iax::REGREQ | iax::REGREL, Role::RegIn) => {
                         let good = match (&call.challenge, &call.secret, ies.str(ie::MD5_RESULT)) {
                             (Some(ch), Some(secret), Some(got)) => {
                                 ct_eq(md5_result(ch, secret).as_bytes(), got.as_bytes())
@@ -1578,6 +1763,11 @@ impl Endpoint {
                         });
                         let again = Duration::from_secs(refresh as u64) * 3 / 4;
                         self.schedule_reg(r, now + again.max(Duration::from_secs(1)));
+                    }
+                    (iax::REGACK, Role::RegRel(r)) => {
+                        call.first = None;
+                        Self::end(io, &cfg, call, now);
+                        io.events.push_back(Event::Unregistered { reg: RegId(r) });
                     }
                     (iax::HANGUP, _) => {
                         let c = cause();

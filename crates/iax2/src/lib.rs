@@ -13,6 +13,7 @@ pub mod pcap;
 pub mod token;
 
 pub use endpoint::{
-    CallId, CallInfo, Config, EndReason, Endpoint, Error, Event, NewCall, RegId, Stats, Transmit,
+    AddressCounts, CallId, CallInfo, Config, EndReason, Endpoint, Error, Event, NewCall, RegId,
+    Route, Stats, Transmit,
 };
 pub use frame::{format, Frame, FrameError, FrameType, FullFrame, MiniFrame, TrunkFrame};

@@ -561,6 +561,7 @@ fn registration_client_and_server_with_md5_and_refresh() {
         peer,
         username,
         refresh,
+        release: false,
     }) = evb.first().cloned()
     else {
         panic!("{evb:?}")
@@ -593,6 +594,82 @@ fn registration_client_and_server_with_md5_and_refresh() {
         .take_b()
         .iter()
         .any(|e| matches!(e, Event::RegisterRequest { .. })));
+    // Released: REGREL, answered with MD5 like a REGREQ, then no refresh any more.
+    net.run(Duration::from_secs(1));
+    net.take_a();
+    net.take_b();
+    let now = net.now;
+    net.a.unregister(reg, now);
+    net.run(Duration::from_millis(20));
+    let evb = net.take_b();
+    let Some(Event::RegisterRequest {
+        call,
+        username,
+        release: true,
+        ..
+    }) = evb.first().cloned()
+    else {
+        panic!("REGREL expected: {evb:?}")
+    };
+    assert_eq!(username, "alice");
+    let now = net.now;
+    net.b.authenticate(call, "pw", now).unwrap();
+    net.run(Duration::from_millis(20));
+    assert_eq!(net.take_b(), vec![Event::Authenticated { call }]);
+    let now = net.now;
+    net.b.accept_registration(call, 0, now).unwrap();
+    net.run(Duration::from_millis(20));
+    assert_eq!(net.take_a(), vec![Event::Unregistered { reg }]);
+    net.run(Duration::from_secs(120));
+    assert!(net.take_b().is_empty(), "nothing after the REGREL");
+}
+
+#[test]
+fn poke_is_answered_with_pong_or_times_out_and_lagrq_gets_lagrp() {
+    let mut net = Net::new(Config::default(), Config::default());
+    let now = net.now;
+    let poke = net.a.poke(net.b_addr, now).unwrap();
+    net.run(Duration::from_millis(30));
+    let eva = net.take_a();
+    assert!(
+        matches!(eva.as_slice(), [Event::Pong { call, .. }] if *call == poke),
+        "{eva:?}"
+    );
+    assert!(net.take_b().is_empty(), "a POKE is answered statelessly");
+    net.run(Duration::from_secs(4));
+    assert_eq!((net.a.call_count(), net.b.call_count()), (0, 0));
+    // Nobody answers: after every retransmission, a timeout.
+    net.keep = Box::new(|from_a, _| !from_a);
+    let now = net.now;
+    let lost = net.a.poke(net.b_addr, now).unwrap();
+    net.run(Duration::from_secs(20));
+    assert_eq!(
+        net.take_a(),
+        vec![Event::Hangup {
+            call: lost,
+            reason: EndReason::Timeout
+        }]
+    );
+    // LAGRQ and PING in a call are answered with the round trip.
+    net.keep = Box::new(|_, _| true);
+    let (ca, _) = answered_call(&mut net);
+    let now = net.now;
+    net.a.lagrq(ca, now).unwrap();
+    net.a.ping(ca, now).unwrap();
+    net.run(Duration::from_millis(30));
+    let pongs = net
+        .take_a()
+        .into_iter()
+        .filter(|e| matches!(e, Event::Pong { call, .. } if *call == ca))
+        .count();
+    assert_eq!(pongs, 2);
+    let answers: Vec<u32> = full_frames(&net.wire, false)
+        .iter()
+        .filter(|f| f.frame_type == FrameType::Iax)
+        .map(|f| f.subclass)
+        .filter(|s| [iax::LAGRP, iax::PONG].contains(s))
+        .collect();
+    assert_eq!(answers, vec![iax::PONG, iax::LAGRP, iax::PONG]);
 }
 
 #[test]
@@ -723,4 +800,113 @@ fn poke_is_answered_statelessly_and_unknown_calls_get_inval() {
     b.handle(peer, &[0x80, 1, 2], now);
     assert!(b.poll_transmit().is_none());
     assert_eq!(b.stats().malformed, 1);
+}
+
+/// Two endpoints share one port, as two workers do: the reader routes every datagram with
+/// `route`. NEWs spread over both, each taking numbers of its own share; each call's full
+/// frames, mini frames and trunk entries (a trunk frame split in two) reach the endpoint that
+/// took the call; a call the reader places from the port gets its media back too.
+#[test]
+fn endpoints_sharing_a_port_route_every_frame_to_its_call() {
+    let now = Instant::now();
+    let share = |i| Config {
+        callno_share: (2, i),
+        ..Config::default()
+    };
+    let mut srv = [
+        Endpoint::with_seed(share(0), [3; 16], now),
+        Endpoint::with_seed(share(1), [4; 16], now),
+    ];
+    let mut cli = Endpoint::with_seed(
+        Config {
+            trunk: true,
+            ..Config::default()
+        },
+        [5; 16],
+        now,
+    );
+    let s_addr: SocketAddr = "192.0.2.1:4569".parse().unwrap();
+    let c_addr: SocketAddr = "198.51.100.2:4569".parse().unwrap();
+    let mut splits = 0;
+    let mut pump = |srv: &mut [Endpoint; 2], cli: &mut Endpoint, ev: &mut [Vec<Event>; 3]| loop {
+        let mut moved = false;
+        while let Some(t) = cli.poll_transmit() {
+            moved = true;
+            match srv[0].route(c_addr, &t.bytes) {
+                iax2::Route::To(w) => srv[w].handle(c_addr, &t.bytes, now),
+                iax2::Route::Split(parts) => {
+                    splits += 1;
+                    for (w, b) in parts {
+                        srv[w].handle(c_addr, &b, now);
+                    }
+                }
+            }
+        }
+        for s in srv.iter_mut() {
+            while let Some(t) = s.poll_transmit() {
+                moved = true;
+                cli.handle(s_addr, &t.bytes, now);
+            }
+        }
+        for (i, s) in srv.iter_mut().enumerate() {
+            while let Some(e) = s.poll_event() {
+                ev[i].push(e);
+            }
+        }
+        while let Some(e) = cli.poll_event() {
+            ev[2].push(e);
+        }
+        if !moved {
+            break;
+        }
+    };
+    let mut ev: [Vec<Event>; 3] = Default::default();
+    let calls: Vec<CallId> = (0..20)
+        .map(|_| cli.call(s_addr, &new_call(None), now).unwrap())
+        .collect();
+    pump(&mut srv, &mut cli, &mut ev);
+    for (i, s) in srv.iter_mut().enumerate() {
+        for e in std::mem::take(&mut ev[i]) {
+            if let Event::Incoming { call, .. } = e {
+                assert_eq!(call.number() % 2, i as u16, "numbers of its own share");
+                s.accept(call, format::ULAW, now).unwrap();
+                s.answer(call, now).unwrap();
+            }
+        }
+    }
+    let taken = [srv[0].call_count(), srv[1].call_count()];
+    assert_eq!(taken[0] + taken[1], 20);
+    assert!(taken[0] > 0 && taken[1] > 0, "NEWs spread: {taken:?}");
+    // The reader's own call, from the shared port.
+    let out = srv[0].call(c_addr, &new_call(None), now).unwrap();
+    pump(&mut srv, &mut cli, &mut ev);
+    let incoming = incoming(&ev[2]).expect("the client sees the reader's NEW");
+    cli.accept(incoming, format::ULAW, now).unwrap();
+    cli.answer(incoming, now).unwrap();
+    pump(&mut srv, &mut cli, &mut ev);
+    ev = Default::default();
+    // Voice on every call: a full frame first, then trunk entries.
+    for _ in 0..3 {
+        for c in calls.iter().chain([&incoming]) {
+            cli.send_voice(*c, format::ULAW, &[0x55; 160], now).unwrap();
+        }
+        cli.flush_trunks();
+        pump(&mut srv, &mut cli, &mut ev);
+    }
+    assert!(splits >= 2, "trunk frames were split between the endpoints");
+    let voice = |evs: &[Event]| {
+        evs.iter()
+            .filter(|e| matches!(e, Event::Voice { .. }))
+            .count()
+    };
+    assert_eq!(
+        voice(&ev[0]),
+        3 * (taken[0] + 1),
+        "its calls and the one it placed"
+    );
+    assert_eq!(voice(&ev[1]), 3 * taken[1]);
+    assert!(ev[0]
+        .iter()
+        .any(|e| matches!(e, Event::Voice { call, .. } if *call == out)));
+    assert_eq!(srv[0].stats().unknown_call + srv[1].stats().unknown_call, 0);
 }

@@ -99,6 +99,17 @@ pub fn run(cfg: Config) -> Result<(), String> {
         .iax2
         .listen
         .map(|a| (a, switch::iax::Shared::new(cfg.iax2.clone())));
+    // The IAX2 port: worker 0 reads it; every worker answers the calls peers open from it.
+    let iax_port = match &iax {
+        Some((addr, _)) => {
+            let sock = std::net::UdpSocket::bind(addr).map_err(|e| {
+                format!("cannot listen for IAX2 on udp:{addr}: {e} — is another IAX2 server running? (change iax2.listen or --iax-listen)")
+            })?;
+            sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+            Some(sock)
+        }
+        None => None,
+    };
 
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
@@ -139,24 +150,33 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let slice_lo = lo + (id as u32 * per * 2) as u16;
         let slice_hi = slice_lo + (per * 2) as u16;
         let mut engine = Engine::new(settings, dialplan.clone());
-        let iax_sock = match &iax {
-            Some((addr, shared)) => {
-                // Worker 0 holds the IAX2 port (peers call and register there); the others
-                // place their calls from an ephemeral port of the same address.
-                let bind = if id == 0 {
-                    *addr
+        let (iax_sock, iax_reply) = match (&iax, &iax_port) {
+            (Some((addr, shared)), Some(port)) => {
+                // Worker 0 reads the IAX2 port (peers call and register there) and hands each
+                // datagram to the worker of its call; the others place their calls from an
+                // ephemeral port of the same address, and answer the calls they were handed
+                // from a clone of the IAX2 port.
+                let clone = || port.try_clone().map_err(|e| format!("IAX2 port: {e}"));
+                let (sock, reply) = if id == 0 {
+                    (clone()?, None)
                 } else {
-                    SocketAddr::new(addr.ip(), 0)
+                    let bind = SocketAddr::new(addr.ip(), 0);
+                    let sock = std::net::UdpSocket::bind(bind).map_err(|e| {
+                        format!("cannot bind an IAX2 socket on udp:{bind}: {e} (change iax2.listen or --iax-listen)")
+                    })?;
+                    sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+                    (sock, Some(clone()?))
                 };
-                let sock = std::net::UdpSocket::bind(bind).map_err(|e| {
-                    format!("cannot listen for IAX2 on udp:{bind}: {e} — is another IAX2 server running? (change iax2.listen or --iax-listen)")
-                })?;
-                sock.set_nonblocking(true).map_err(|e| e.to_string())?;
                 let now = std::time::Instant::now();
-                engine.enable_iax2(switch::iax::Iax::new(shared.clone(), id == 0, now));
-                Some(mio::net::UdpSocket::from_std(sock))
+                engine.enable_iax2(switch::iax::Iax::new(
+                    shared.clone(),
+                    id as u16,
+                    workers as u16,
+                    now,
+                ));
+                (Some(mio::net::UdpSocket::from_std(sock)), reply)
             }
-            None => None,
+            _ => (None, None),
         };
         let mut w = Worker {
             id,
@@ -182,6 +202,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             to_wake: 0,
             next_tick: std::time::Instant::now(),
             iax: iax_sock,
+            iax_reply,
         };
         w.register().map_err(|e| e.to_string())?;
         handles.push(

@@ -18,6 +18,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switch::engine::Engine;
+use switch::iax::Route;
 
 const WAKER: Token = Token(0);
 const IAX: Token = Token(999);
@@ -53,6 +54,8 @@ pub enum Envelope {
     },
     /// Bytes for a TCP peer (connections live on worker 0).
     TcpSend { to: SocketAddr, bytes: Arc<[u8]> },
+    /// An IAX2 datagram read from the IAX2 port by worker 0, for a call this worker owns.
+    Iax { from: SocketAddr, bytes: Vec<u8> },
     /// The result of a store operation this worker's engine asked for.
     Store {
         token: u64,
@@ -137,6 +140,9 @@ pub struct Worker {
     /// The IAX2 socket: the configured address on worker 0, an ephemeral port of the same
     /// address on the others (for the calls they place).
     pub iax: Option<UdpSocket>,
+    /// On workers other than 0, the IAX2 port itself, never read here: frames of the calls
+    /// peers opened leave from it, the address the peers sent to.
+    pub iax_reply: Option<std::net::UdpSocket>,
 }
 
 impl Worker {
@@ -228,7 +234,8 @@ impl Worker {
     }
 
     /// IAX2 datagrams, read dry in batches: voice goes straight to the media legs, signalling
-    /// through `process`.
+    /// through `process`. On worker 0 (the IAX2 port) each datagram first goes to the worker
+    /// of its call.
     fn iax_ready(&mut self, batch: &mut mmsg::Batch) {
         let Some(sock) = self.iax.as_ref() else {
             return;
@@ -236,11 +243,35 @@ impl Worker {
         let now = Instant::now();
         let media = &self.media;
         let mut send = rtp_sender(media);
+        let reads_port = self.id == 0 && self.workers > 1;
         loop {
             let n = batch.recv(sock);
             for i in 0..n {
-                if let Some((data, src)) = batch.get(i) {
-                    self.engine.on_iax(src, data, now, &mut send);
+                let Some((data, src)) = batch.get(i) else {
+                    continue;
+                };
+                let route = if reads_port {
+                    self.engine.iax_route(src, data)
+                } else {
+                    None
+                };
+                match route {
+                    None => self.engine.on_iax(src, data, now, &mut send),
+                    Some(Route::To(w)) if w == self.id => {
+                        self.engine.on_iax(src, data, now, &mut send)
+                    }
+                    Some(Route::To(w)) => {
+                        post(&self.mail, &mut self.to_wake, w, src, data.to_vec())
+                    }
+                    Some(Route::Split(parts)) => {
+                        for (w, bytes) in parts {
+                            if w == self.id {
+                                self.engine.on_iax(src, &bytes, now, &mut send);
+                            } else {
+                                post(&self.mail, &mut self.to_wake, w, src, bytes);
+                            }
+                        }
+                    }
                 }
             }
             if n < SIP_BATCH {
@@ -258,7 +289,14 @@ impl Worker {
             return;
         };
         while let Some(t) = self.engine.poll_iax_transmit() {
-            let _ = sock.send_to(&t.bytes, t.to);
+            match (&self.iax_reply, t.inbound) {
+                (Some(port), true) => {
+                    let _ = port.send_to(&t.bytes, t.to);
+                }
+                _ => {
+                    let _ = sock.send_to(&t.bytes, t.to);
+                }
+            }
         }
     }
 
@@ -424,6 +462,11 @@ impl Worker {
                     late,
                 } => self.handle_sip(msg, peer, local, late),
                 Envelope::TcpSend { to, bytes } => self.tcp_send(to, &bytes),
+                Envelope::Iax { from, bytes } => {
+                    let now = Instant::now();
+                    let mut send = rtp_sender(&self.media);
+                    self.engine.on_iax(from, &bytes, now, &mut send);
+                }
                 Envelope::Store { token, result } => {
                     let now = Instant::now();
                     self.engine.on_store_result(
@@ -523,6 +566,12 @@ impl Worker {
             .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
         self.flush_iax();
     }
+}
+
+/// Hands an IAX2 datagram to worker `w` (woken at the end of the loop turn).
+fn post(mail: &Mailboxes, to_wake: &mut u64, w: usize, from: SocketAddr, bytes: Vec<u8>) {
+    mail.post(w, Envelope::Iax { from, bytes });
+    *to_wake |= 1 << w;
 }
 
 /// Sends what the media engine emits from the leg's RTP or RTCP socket.

@@ -6,7 +6,7 @@ mod common;
 
 use common::audio::{dominant_freq, tone, ulaw_decode_all, ulaw_encode};
 use common::net::free_port;
-use common::sip::{sdp, sdp_audio, Rtp, RtpPkt, Uac, PCMU};
+use common::sip::{sdp, sdp_audio, Rtp, RtpPkt, Uac, DTMF, PCMU};
 use common::sipp::{Scenario, Sipp};
 use common::switch::Opts;
 use common::{wait_for, Strowger, TempDir};
@@ -152,8 +152,8 @@ const TOKENS: &str = "calltoken_optional = []";
 const LEGACY_OK: &str = "calltoken_optional = [\"127.0.0.1\"]";
 
 /// A configuration: the embedded default plus IAX2 on `iax`, test extensions (3XXX to the
-/// peer `client`, 4XXX to the trunk peer `trunk`, 5000 to the registered `modem`) and `iax2`
-/// `calltoken_optional` line.
+/// peer `client`, 4XXX to the trunk peer `trunk`, 5000 to the registered `modem`), `peers`
+/// (`provider` is registered to) and `iax2`: `[iax2]` lines, each replacing the default's.
 fn config(dir: &TempDir, iax: SocketAddr, peers: &[(&str, SocketAddr)], iax2: &str) -> PathBuf {
     let base = include_str!("../../switch/src/default.toml");
     let rules = r#"
@@ -179,13 +179,23 @@ steps = ["bridge iax2/modem/5000 timeout=30"]
         .replace(
             "# listen = \"127.0.0.1:4569\"",
             &format!("listen = \"{iax}\""),
-        )
-        .replace("calltoken_optional = []", iax2);
+        );
+    // Each `key = value` line of `iax2` replaces the [iax2] line of that key.
+    for line in iax2.lines() {
+        let key = line.split(" =").next().unwrap_or_default();
+        let old = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} =")))
+            .unwrap_or_else(|| panic!("no [iax2] key {key:?} in the default configuration"))
+            .to_string();
+        text = text.replacen(&old, line, 1);
+    }
     for (name, addr) in peers {
         let trunk = *name == "trunk";
+        let register = *name == "provider";
         text += &format!(
             "\n[[iax2.peers]]\nname = \"{name}\"\nhost = \"{addr}\"\nsecret = \"{CLIENT_SECRET}\"\n\
-             codecs = [\"PCMU\"]\ntrunk = {trunk}\n"
+             codecs = [\"PCMU\"]\ntrunk = {trunk}\nregister = {register}\n"
         );
     }
     text += "\n[[iax2.peers]]\nname = \"modem\"\nhost = \"dynamic\"\nsecret = \"modem-secret\"\ncodecs = [\"PCMU\"]\n";
@@ -200,7 +210,8 @@ struct Rig {
     _dir: TempDir,
 }
 
-/// strowger with IAX2 on a free port, the given peers, and `vars`.
+/// strowger with IAX2 on a free port, the given peers, and `vars`; two workers, so every flow
+/// crosses the hand-over from the IAX2 port (worker 0) to the worker of its call.
 fn start(
     label: &str,
     peers: &[(&str, SocketAddr)],
@@ -215,6 +226,7 @@ fn start(
         Opts {
             config_file: Some(file),
             vars,
+            workers: Some(2),
             ..Opts::default()
         },
     );
@@ -320,39 +332,8 @@ fn sip_caller_reaches_an_iax2_peer_and_hears_it() {
     let mut c = Client::bind(Config::default());
     let r = start("sip-to-iax", &[("client", c.addr)], TOKENS, vec![]);
     let mut rtp = Rtp::bind();
-    let mut uac = Uac::new(r.s.sip, "3001");
-    uac.send_invite(&sdp(rtp.port, &[(8, "PCMA/8000")], "sendrecv"));
-    let ev = c.pump_until(Duration::from_secs(5), |e| {
-        matches!(e, Event::Incoming { .. })
-    });
-    let Some(Event::Incoming { call, info, .. }) = ev.last().cloned() else {
-        panic!("no NEW from strowger: {ev:?}");
-    };
-    assert_eq!(info.called_number.as_deref(), Some("3001"));
-    assert_eq!(info.username.as_deref(), Some("client"));
-    // strowger must answer our MD5 challenge with the peer's secret.
-    c.ep.authenticate(call, CLIENT_SECRET, Instant::now())
-        .unwrap();
-    let ev = c.pump_until(Duration::from_secs(3), |e| {
-        matches!(e, Event::Authenticated { .. })
-    });
-    assert!(
-        matches!(ev.last(), Some(Event::Authenticated { .. })),
-        "{ev:?}"
-    );
-    c.ep.accept(call, format::ULAW, Instant::now()).unwrap();
-    c.ep.ringing(call, Instant::now()).unwrap();
-    c.pump(Duration::from_millis(200));
-    assert_eq!(provisional(&uac), Some(180));
-    c.ep.answer(call, Instant::now()).unwrap();
-    c.pump(Duration::from_millis(100));
-    let ok = uac.final_response("INVITE", Duration::from_secs(5));
-    assert_eq!(ok.status(), Some(200), "{ok:?}");
-    uac.invite_answered(&ok);
-    let (addr, pts) = sdp_audio(&ok.body);
-    assert_eq!(pts.first(), Some(&8), "A-law answered: {}", ok.body);
-    rtp.remote = Some(addr);
-    uac.ack("");
+    let (mut uac, call, pts) = sip_call_to_client(&mut c, &r, &mut rtp, &[(8, "PCMA/8000")]);
+    assert_eq!(pts.first(), Some(&8), "A-law answered");
     // 1.5 s both ways: 440 Hz A-law from the SIP side, 1 kHz µ-law from the IAX2 side.
     let alaw: Vec<Vec<u8>> = tone(440.0, 160 * 75, 8000.0)
         .chunks(160)
@@ -430,6 +411,332 @@ fn sip_caller_reaches_an_iax2_peer_and_hears_it() {
     let cdr = r.s.wait_cdrs(1).remove(0);
     cdr.assert_answered("3001");
     assert_eq!(cdr.str("bridged_to"), "iax2/client/3001", "{cdr:?}");
+}
+
+/// A SIP phone offering `offer` dials 3001, bridged to the IAX2 peer `client`: the client
+/// answers strowger's NEW (its own call token, MD5 with the peer's secret), rings (the phone
+/// gets 180) and answers. Returns the phone's dialog, the IAX2 call and the answered PTs.
+fn sip_call_to_client(
+    c: &mut Client,
+    r: &Rig,
+    rtp: &mut Rtp,
+    offer: &[(u8, &str)],
+) -> (Uac, CallId, Vec<u8>) {
+    let mut uac = Uac::new(r.s.sip, "3001");
+    uac.send_invite(&sdp(rtp.port, offer, "sendrecv"));
+    let ev = c.pump_until(Duration::from_secs(5), |e| {
+        matches!(e, Event::Incoming { .. })
+    });
+    let Some(Event::Incoming { call, info, .. }) = ev.last().cloned() else {
+        panic!("no NEW from strowger: {ev:?}");
+    };
+    assert_eq!(info.called_number.as_deref(), Some("3001"));
+    assert_eq!(info.username.as_deref(), Some("client"));
+    // strowger must answer our MD5 challenge with the peer's secret.
+    c.ep.authenticate(call, CLIENT_SECRET, Instant::now())
+        .unwrap();
+    let ev = c.pump_until(Duration::from_secs(3), |e| {
+        matches!(e, Event::Authenticated { .. })
+    });
+    assert!(
+        matches!(ev.last(), Some(Event::Authenticated { .. })),
+        "{ev:?}"
+    );
+    c.ep.accept(call, format::ULAW, Instant::now()).unwrap();
+    c.ep.ringing(call, Instant::now()).unwrap();
+    c.pump(Duration::from_millis(200));
+    assert_eq!(provisional(&uac), Some(180));
+    c.ep.answer(call, Instant::now()).unwrap();
+    c.pump(Duration::from_millis(100));
+    let ok = uac.final_response("INVITE", Duration::from_secs(5));
+    assert_eq!(ok.status(), Some(200), "{ok:?}");
+    uac.invite_answered(&ok);
+    let (addr, pts) = sdp_audio(&ok.body);
+    rtp.remote = Some(addr);
+    uac.ack("");
+    (uac, call, pts)
+}
+
+/// Incoming calls from one peer address spread over both workers: strowger's call numbers
+/// (each worker draws its own share, n mod 2) show that both took calls, and every call's
+/// echo comes back whole while all are up, so each frame reached its call's worker.
+#[test]
+fn incoming_calls_spread_over_the_workers() {
+    let mut c = Client::bind(Config::default());
+    let r = start("iax-spread", &[("client", c.addr)], TOKENS, vec![]);
+    let ids: Vec<CallId> = (0..12)
+        .map(|_| call_answered(&mut c, r.iax, "9196", "client"))
+        .collect();
+    let numbers: Vec<u16> = c
+        .received
+        .iter()
+        .filter_map(|b| full(b))
+        .filter(|f| f.frame_type == FrameType::Iax && f.subclass == iax::ACCEPT)
+        .map(|f| f.src_call)
+        .collect();
+    let odd = numbers.iter().filter(|n| *n % 2 == 1).count();
+    println!("strowger's call numbers: {numbers:?}");
+    assert!(
+        odd > 0 && odd < numbers.len(),
+        "both workers took calls: {numbers:?}"
+    );
+    let sent = numbered(&tone(1000.0, 160 * 50, 8000.0));
+    let start = Instant::now();
+    let mut events = Vec::new();
+    for (i, f) in sent.iter().enumerate() {
+        for id in &ids {
+            c.ep.send_voice(*id, format::ULAW, f, Instant::now())
+                .unwrap();
+        }
+        let due = start + Duration::from_millis(20 * (i as u64 + 1));
+        events.extend(c.pump(due.saturating_duration_since(Instant::now())));
+    }
+    events.extend(c.pump(Duration::from_millis(300)));
+    for id in &ids {
+        let back = events
+            .iter()
+            .filter(|e| matches!(e, Event::Voice { call, data, .. } if call == id && sent.contains(data)))
+            .count();
+        assert!(back >= 45, "call {id:?}: {back} of 50 frames echoed");
+    }
+    for id in ids {
+        hangup(&mut c, id);
+    }
+    r.s.wait_cdrs(12);
+}
+
+/// DTMF both ways across a SIP↔IAX2 bridge: the phone's RFC 4733 digit reaches the IAX2
+/// peer as DTMF_BEGIN/DTMF_END, and the peer's digit reaches the phone as RFC 4733 events.
+#[test]
+fn dtmf_crosses_between_sip_and_iax2_both_ways() {
+    let mut c = Client::bind(Config::default());
+    let r = start("iax-dtmf", &[("client", c.addr)], TOKENS, vec![]);
+    let mut rtp = Rtp::bind();
+    let (mut uac, call, pts) = sip_call_to_client(&mut c, &r, &mut rtp, &[PCMU, DTMF]);
+    assert!(pts.contains(&DTMF.0), "telephone-event answered: {pts:?}");
+    let silence = vec![0xffu8; 160];
+    for _ in 0..5 {
+        rtp.send(PCMU.0, false, &silence, 160);
+        c.pump(Duration::from_millis(20));
+    }
+    // '5' from the phone: a start, two updates, three end packets, all at one timestamp.
+    let mut ev = Vec::new();
+    let steps = [160u16, 320, 480, 640, 640, 640];
+    for (i, dur) in steps.into_iter().enumerate() {
+        let end = i >= 3;
+        let mut payload = vec![5, 10 | if end { 0x80 } else { 0 }];
+        payload.extend_from_slice(&dur.to_be_bytes());
+        rtp.send(DTMF.0, i == 0, &payload, 0);
+        ev.extend(c.pump(Duration::from_millis(20)));
+    }
+    rtp.send(PCMU.0, false, &silence, 640);
+    ev.extend(c.pump(Duration::from_millis(300)));
+    let digits: Vec<(char, bool)> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::Dtmf { digit, begin, .. } => Some((*digit, *begin)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(digits, vec![('5', true), ('5', false)], "{ev:?}");
+    // '#' from the IAX2 peer, held 100 ms.
+    c.ep.send_dtmf(call, '#', true, Instant::now()).unwrap();
+    c.pump(Duration::from_millis(100));
+    c.ep.send_dtmf(call, '#', false, Instant::now()).unwrap();
+    c.pump(Duration::from_millis(100));
+    let events: Vec<RtpPkt> = rtp
+        .recv_for(Duration::from_millis(300))
+        .into_iter()
+        .filter(|p| p.pt == DTMF.0)
+        .collect();
+    assert!(
+        events.iter().all(|p| p.payload.first() == Some(&11)),
+        "RFC 4733 event 11 is '#': {events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|p| p.payload.get(1).is_some_and(|b| b & 0x80 == 0)),
+        "a start or update of the digit: {events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|p| p.payload.get(1).is_some_and(|b| b & 0x80 != 0)),
+        "the digit's end: {events:?}"
+    );
+    assert_eq!(uac.bye().status(), Some(200));
+    r.s.wait_cdrs(1);
+}
+
+/// In a call, strowger answers PING with PONG and LAGRQ with LAGRP (each echoing the
+/// request's timestamp, so the peer measures its round trip), and a POKE outside any call
+/// with a stateless PONG.
+#[test]
+fn ping_lagrq_and_poke_are_answered() {
+    let mut c = Client::bind(Config::default());
+    let r = start("iax-ping", &[("client", c.addr)], TOKENS, vec![]);
+    let id = call_answered(&mut c, r.iax, "9196", "client");
+    c.ep.ping(id, Instant::now()).unwrap();
+    c.ep.lagrq(id, Instant::now()).unwrap();
+    let poke = c.ep.poke(r.iax, Instant::now()).unwrap();
+    let ev = c.pump(Duration::from_millis(300));
+    let pongs: Vec<CallId> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::Pong { call, rtt } if *rtt < Duration::from_millis(100) => Some(*call),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pongs.iter().filter(|c| **c == id).count(), 2, "{ev:?}");
+    assert_eq!(pongs.iter().filter(|c| **c == poke).count(), 1, "{ev:?}");
+    let answers: Vec<u32> = c
+        .received
+        .iter()
+        .filter_map(|b| full(b))
+        .filter(|f| f.frame_type == FrameType::Iax)
+        .map(|f| f.subclass)
+        .filter(|s| [iax::PONG, iax::LAGRP].contains(s))
+        .collect();
+    assert_eq!(answers.len(), 3, "PONG, LAGRP and PONG: {answers:?}");
+    assert!(answers.contains(&iax::LAGRP));
+    hangup(&mut c, id);
+}
+
+/// `max_calls_per_ip = 2`: two calls from one address are up, the third gets a stateless
+/// REJECT (cause 34) and leaves no state or CDR.
+#[test]
+fn calls_per_address_are_limited() {
+    let mut c = Client::bind(Config::default());
+    let r = start(
+        "iax-limit",
+        &[("client", c.addr)],
+        "calltoken_optional = []\nmax_calls_per_ip = 2",
+        vec![],
+    );
+    let a = call_answered(&mut c, r.iax, "9196", "client");
+    let b = call_answered(&mut c, r.iax, "9196", "client");
+    let third =
+        c.ep.call(r.iax, &new_call("9196", "client"), Instant::now())
+            .unwrap();
+    let ev = c.pump_until(Duration::from_secs(5), |e| {
+        matches!(e, Event::Hangup { .. } | Event::Answered { .. })
+    });
+    assert_eq!(
+        ev.last(),
+        Some(&Event::Hangup {
+            call: third,
+            reason: EndReason::Rejected {
+                cause: Some("Too many calls".into()),
+                code: Some(34)
+            }
+        }),
+        "{ev:?}"
+    );
+    hangup(&mut c, a);
+    hangup(&mut c, b);
+    r.s.wait_cdrs(2);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(r.s.cdrs().len(), 2, "the refused call left no CDR");
+}
+
+/// A provider (`register = true`): strowger registers to it with the provider's call token and
+/// MD5, refreshes before the granted 10 s run out, qualifies it with POKE (and logs a peer that
+/// answers no POKE as unreachable), and at shutdown releases the registration with REGREL.
+#[test]
+fn strowger_registers_to_a_provider_qualifies_peers_and_releases_at_shutdown() {
+    let mut p = Client::bind(Config::default());
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let mut r = start(
+        "iax-provider",
+        &[("provider", p.addr), ("silent", silent_addr)],
+        "calltoken_optional = []\nregister_refresh_s = 10",
+        vec![],
+    );
+    // Answers a REGREQ (or REGREL) with MD5; returns when it was accepted.
+    let answer = |p: &mut Client, release: bool| -> Instant {
+        let ev = p.pump_until(Duration::from_secs(12), |e| {
+            matches!(e, Event::RegisterRequest { .. })
+        });
+        let Some(Event::RegisterRequest {
+            call,
+            username,
+            refresh,
+            release: got,
+            ..
+        }) = ev.last().cloned()
+        else {
+            panic!("no registration request (release {release}): {ev:?}")
+        };
+        assert_eq!((username.as_str(), got), ("provider", release));
+        if !release {
+            assert_eq!(refresh, Some(10));
+        }
+        p.ep.authenticate(call, CLIENT_SECRET, Instant::now())
+            .unwrap();
+        let ev = p.pump_until(Duration::from_secs(3), |e| {
+            matches!(e, Event::Authenticated { .. })
+        });
+        assert!(
+            matches!(ev.last(), Some(Event::Authenticated { .. })),
+            "strowger answers MD5 with the provider's secret: {ev:?}"
+        );
+        let granted = if release { 0 } else { 10 };
+        p.ep.accept_registration(call, granted, Instant::now())
+            .unwrap();
+        p.pump(Duration::from_millis(50));
+        Instant::now()
+    };
+    let first = answer(&mut p, false);
+    let again = answer(&mut p, false);
+    let gap = again - first;
+    assert!(
+        (Duration::from_secs(6)..=Duration::from_secs(9)).contains(&gap),
+        "refreshed at about 3/4 of 10 s, after {gap:?}"
+    );
+    assert!(r
+        .s
+        .stderr()
+        .contains("iax2: registered to provider for 10 s"));
+    assert!(
+        p.received
+            .iter()
+            .filter_map(|b| full(b))
+            .any(|f| f.frame_type == FrameType::Iax && f.subclass == iax::POKE),
+        "the provider is qualified with POKE"
+    );
+    let logged = |p: &mut Client, r: &Rig, line: &str| {
+        wait_for(Duration::from_secs(15), || {
+            p.pump(Duration::from_millis(100));
+            r.s.stderr().contains(line).then_some(())
+        })
+        .unwrap_or_else(|| panic!("{line:?} not logged:\n{}", r.s.stderr()))
+    };
+    let provider = p.addr;
+    logged(
+        &mut p,
+        &r,
+        &format!("peer provider at {provider} is reachable"),
+    );
+    logged(
+        &mut p,
+        &r,
+        &format!("peer silent at {silent_addr} is unreachable"),
+    );
+    // SIGTERM: the REGREL goes out (with the token handshake and MD5) before the exit.
+    std::thread::scope(|sc| {
+        let s = &mut r.s;
+        let stopping = sc.spawn(move || s.stop());
+        answer(&mut p, true);
+        assert!(stopping.join().unwrap().success());
+    });
+    assert!(
+        r.s.stderr()
+            .contains("iax2: unregistered from provider (REGREL)"),
+        "{}",
+        r.s.stderr()
+    );
 }
 
 /// The IAX2 client dials 2001, bridged to a SIPp uas that echoes RTP: the client's numbered

@@ -1070,6 +1070,7 @@ impl Engine {
         for id in ids {
             self.hangup(id, 16, "switch", None, now, host);
         }
+        self.iax_shutdown(now);
     }
 }
 

@@ -14,6 +14,7 @@ use crate::dialplan::cause::Cause;
 use crate::dialplan::Vars;
 use crate::engine::Engine;
 use crate::Host;
+pub use iax2::Route;
 use iax2::{format as fmt, CallId, EndReason, Event, NewCall};
 use media::Format;
 use rtp::packet::{RtpHeader, HEADER_LEN};
@@ -77,6 +78,13 @@ impl Registry {
         old.is_none_or(|(a, u)| a != addr || u <= now)
     }
 
+    /// Forgets where `name` is (its REGREL).
+    fn remove(&self, name: &str) {
+        if let Ok(mut map) = self.0.write() {
+            map.remove(name);
+        }
+    }
+
     /// Registered peers and their addresses (for `show`).
     pub fn list(&self, now: Instant) -> Vec<(String, SocketAddr)> {
         let Ok(map) = self.0.read() else {
@@ -92,10 +100,11 @@ impl Registry {
     }
 }
 
-/// `[iax2]` and the registry, shared by the workers.
+/// `[iax2]`, the registry and the calls per address, shared by the workers.
 pub struct Shared {
     pub cfg: Iax2,
     pub registry: Registry,
+    address_counts: Arc<iax2::AddressCounts>,
 }
 
 impl Shared {
@@ -103,6 +112,7 @@ impl Shared {
         Arc::new(Shared {
             cfg,
             registry: Registry::default(),
+            address_counts: Arc::default(),
         })
     }
 }
@@ -118,6 +128,8 @@ enum Waiting {
         name: String,
         peer: SocketAddr,
         refresh: u16,
+        /// A REGREL: the peer leaves.
+        release: bool,
     },
 }
 
@@ -129,8 +141,10 @@ struct IaxMedia {
     units_per_ms: u32,
     peer: SocketAddr,
     seq: u16,
-    /// A digit being sent (DTMF_BEGIN went out) and one being received (its start, in ms).
-    dtmf_out: bool,
+    /// The RTP timestamp of the digit being sent, and whether its DTMF_END went out (RFC 4733
+    /// sends the end packet three times; one DTMF_END is sent).
+    dtmf_out: Option<(u32, bool)>,
+    /// A digit being received and its start, in ms.
     dtmf_in: Option<(char, u32)>,
     last_ts: u32,
     /// RTP timestamp of the last frame sent.
@@ -146,19 +160,29 @@ pub struct Iax {
     legs: Vec<Option<IaxMedia>>,
     waiting: FxHashMap<CallId, Waiting>,
     regs: FxHashMap<iax2::RegId, String>,
+    /// POKEs in flight (qualify), with the peer and address each tests; like registrations to
+    /// providers, qualify is one worker's job.
+    pokes: FxHashMap<CallId, (String, SocketAddr)>,
+    /// Each poked peer's last round trip, or None when its POKE went unanswered.
+    reach: HashMap<String, Option<Duration>>,
+    next_qualify: Option<Instant>,
     /// Signalling events kept for `Engine::process`, which has the host.
     deferred: VecDeque<Event>,
 }
 
 impl Iax {
-    /// The IAX2 side of a worker; `register` makes this worker keep the registrations to
-    /// providers (`register = true` peers), which one worker of the process does.
-    pub fn new(shared: Arc<Shared>, register: bool, now: Instant) -> Iax {
+    /// The IAX2 side of worker `worker` of `workers` (it draws the call numbers of its share,
+    /// so frames that name one reach it; see `Endpoint::route`). Worker 0 keeps the
+    /// registrations to providers (`register = true` peers) and qualifies the peers.
+    pub fn new(shared: Arc<Shared>, worker: u16, workers: u16, now: Instant) -> Iax {
         let c = &shared.cfg;
+        let register = worker == 0;
         let cfg = iax2::Config {
             call_tokens: c.call_tokens,
             token_optional: c.calltoken_optional.clone(),
             max_calls_per_ip: c.max_calls_per_ip,
+            address_counts: shared.address_counts.clone(),
+            callno_share: (workers, worker),
             ..iax2::Config::default()
         };
         let mut ep = iax2::Endpoint::new(cfg, now);
@@ -171,6 +195,7 @@ impl Iax {
                 }
             }
         }
+        let next_qualify = (register && c.qualify > 0).then_some(now);
         Iax {
             ep,
             shared,
@@ -178,7 +203,59 @@ impl Iax {
             legs: Vec::new(),
             waiting: FxHashMap::default(),
             regs,
+            pokes: FxHashMap::default(),
+            reach: HashMap::new(),
+            next_qualify,
             deferred: VecDeque::new(),
+        }
+    }
+
+    /// POKEs every peer with a known address (fixed, or where it registered from) that has no
+    /// POKE in flight, every `qualify_s`.
+    fn qualify(&mut self, now: Instant) {
+        if self.next_qualify.is_none_or(|t| t > now) {
+            return;
+        }
+        let every = Duration::from_secs(u64::from(self.shared.cfg.qualify));
+        self.next_qualify = Some(now + every);
+        for p in &self.shared.cfg.peers {
+            let addr = match p.host {
+                IaxHost::Static(a) => Some(a),
+                IaxHost::Dynamic => self.shared.registry.get(&p.name, now),
+            };
+            let Some(addr) = addr else { continue };
+            if self.pokes.values().any(|(n, _)| *n == p.name) {
+                continue;
+            }
+            if let Ok(id) = self.ep.poke(addr, now) {
+                self.pokes.insert(id, (p.name.clone(), addr));
+            }
+        }
+    }
+
+    /// A POKE's outcome: logged when the peer's reachability changes.
+    fn poked(&mut self, call: CallId, rtt: Option<Duration>, host: &mut dyn Host) {
+        let Some((name, addr)) = self.pokes.remove(&call) else {
+            return;
+        };
+        let was = self.reach.insert(name.clone(), rtt);
+        match (was, rtt) {
+            (Some(Some(_)), Some(_)) | (Some(None), None) => {}
+            (_, Some(rtt)) => host.log(&format!(
+                "iax2: peer {name} at {addr} is reachable ({} ms round trip)",
+                rtt.as_millis()
+            )),
+            (_, None) => host.log(&format!(
+                "iax2: peer {name} at {addr} is unreachable: no PONG to POKE; check its host in [[iax2.peers]] and that it is running"
+            )),
+        }
+    }
+
+    /// At shutdown: REGREL to every provider, so none sends calls to a switch that is gone.
+    fn release_registrations(&mut self, now: Instant) {
+        self.next_qualify = None;
+        for reg in self.regs.keys() {
+            self.ep.unregister(*reg, now);
         }
     }
 
@@ -210,12 +287,15 @@ impl Iax {
             let Some(digit) = rtp::dtmf::event_char(ev.event) else {
                 return;
             };
-            if !m.dtmf_out {
-                m.dtmf_out = true;
+            let ts = pkt.timestamp();
+            if m.dtmf_out == Some((ts, true)) {
+                return;
+            }
+            if m.dtmf_out != Some((ts, false)) {
                 let _ = self.ep.send_dtmf(m.call, digit, true, now);
             }
+            m.dtmf_out = Some((ts, ev.end));
             if ev.end {
-                m.dtmf_out = false;
                 let _ = self.ep.send_dtmf(m.call, digit, false, now);
             }
             return;
@@ -241,6 +321,12 @@ impl Engine {
     /// The next IAX2 datagram to send from this worker's IAX2 socket.
     pub fn poll_iax_transmit(&mut self) -> Option<iax2::Transmit> {
         self.iax.as_mut()?.ep.poll_transmit()
+    }
+
+    /// Where a datagram read from the IAX2 port belongs: this worker or another
+    /// (`iax2::Endpoint::route`).
+    pub fn iax_route(&self, from: SocketAddr, bytes: &[u8]) -> Option<iax2::Route> {
+        Some(self.iax.as_ref()?.ep.route(from, bytes))
     }
 
     /// Counters of this worker's IAX2 endpoint.
@@ -285,6 +371,7 @@ impl Engine {
     /// IAX2 retransmissions, registrations and trunk frames that are due.
     pub(crate) fn iax_timeout(&mut self, now: Instant, host: &mut dyn Host) {
         if let Some(iax) = self.iax.as_mut() {
+            iax.qualify(now);
             if iax.ep.poll_timeout().is_some_and(|t| t <= now) {
                 iax.ep.handle_timeout(now);
             }
@@ -293,7 +380,18 @@ impl Engine {
     }
 
     pub(crate) fn iax_deadline(&self) -> Option<Instant> {
-        self.iax.as_ref()?.ep.poll_timeout()
+        let iax = self.iax.as_ref()?;
+        match (iax.ep.poll_timeout(), iax.next_qualify) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// At shutdown: REGREL to the providers strowger registered to.
+    pub(crate) fn iax_shutdown(&mut self, now: Instant) {
+        if let Some(iax) = self.iax.as_mut() {
+            iax.release_registrations(now);
+        }
     }
 
     /// Signalling events: deferred ones from datagrams, then the endpoint's own.
@@ -326,6 +424,7 @@ impl Engine {
                 peer,
                 username,
                 refresh,
+                release,
             } => {
                 let iax = self.iax.as_mut()?;
                 let known = iax
@@ -346,6 +445,7 @@ impl Engine {
                     name: username,
                     peer,
                     refresh,
+                    release,
                 };
                 iax.waiting.insert(call, w);
             }
@@ -359,7 +459,20 @@ impl Engine {
                     Waiting::Register {
                         name,
                         peer,
+                        release: true,
+                        ..
+                    } => {
+                        iax.shared.registry.remove(&name);
+                        host.log(&format!(
+                            "iax2: peer {name} at {peer} unregistered (REGREL)"
+                        ));
+                        let _ = iax.ep.accept_registration(call, 0, now);
+                    }
+                    Waiting::Register {
+                        name,
+                        peer,
                         refresh,
+                        ..
                     } => {
                         let until = now + Duration::from_secs(u64::from(refresh) + 10);
                         if iax.shared.registry.set(&name, peer, until, now) {
@@ -426,6 +539,10 @@ impl Engine {
             }
             Event::Hangup { call, reason } => {
                 let iax = self.iax.as_mut()?;
+                if iax.pokes.contains_key(&call) {
+                    iax.poked(call, None, host);
+                    return None;
+                }
                 iax.waiting.remove(&call);
                 let (c, outbound) = iax.calls.remove(&call)?;
                 let code = match &reason {
@@ -449,7 +566,7 @@ impl Engine {
                     self.hangup(c, code, side, Some(outbound), now, host);
                 }
             }
-            Event::Pong { .. } => {}
+            Event::Pong { call, rtt } => self.iax.as_mut()?.poked(call, Some(rtt), host),
             Event::Registered { reg, refresh, .. } => {
                 let name = self.iax.as_ref()?.regs.get(&reg)?;
                 host.log(&format!("iax2: registered to {name} for {refresh} s"));
@@ -459,6 +576,10 @@ impl Engine {
                 host.log(&format!(
                     "iax2: registration to {name} failed ({reason:?}): check its host, username and secret in [[iax2.peers]]; retrying"
                 ));
+            }
+            Event::Unregistered { reg } => {
+                let name = self.iax.as_ref()?.regs.get(&reg)?;
+                host.log(&format!("iax2: unregistered from {name} (REGREL)"));
             }
         }
         Some(())
@@ -729,7 +850,7 @@ impl Engine {
             units_per_ms: 8,
             peer,
             seq: 0,
-            dtmf_out: false,
+            dtmf_out: None,
             dtmf_in: None,
             last_ts: 0,
             tx_rtp_ts: None,

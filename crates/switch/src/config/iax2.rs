@@ -23,6 +23,8 @@ pub struct Iax2 {
     pub allow_guests: bool,
     /// Seconds strowger asks a provider to keep its registration, and grants peers at most.
     pub register_refresh: u16,
+    /// Seconds between POKEs to each peer with a known address; 0: no qualify.
+    pub qualify: u16,
     pub peers: Vec<IaxPeer>,
 }
 
@@ -35,6 +37,7 @@ impl Default for Iax2 {
             max_calls_per_ip: 2048,
             allow_guests: false,
             register_refresh: 60,
+            qualify: 60,
             peers: Vec::new(),
         }
     }
@@ -243,6 +246,7 @@ pub(crate) fn iax2(raw: RawIax2, rtp_codecs: &[sdp::Codec], d: &mut Diagnostics)
             10,
             3600,
         )),
+        qualify: narrow(bounded(d, "iax2.qualify_s", raw.qualify_s, 0, 3600)),
         peers,
     }
 }

@@ -30,6 +30,7 @@ pub(crate) struct RawIax2 {
     pub max_calls_per_ip: u64,
     pub allow_guests: bool,
     pub register_refresh_s: u64,
+    pub qualify_s: u64,
     pub peers: Vec<RawIaxPeer>,
 }
 
@@ -42,6 +43,7 @@ impl Default for RawIax2 {
             max_calls_per_ip: 2048,
             allow_guests: false,
             register_refresh_s: 60,
+            qualify_s: 60,
             peers: Vec::new(),
         }
     }
