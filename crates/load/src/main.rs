@@ -24,7 +24,7 @@ enum Rtp {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Place calls: INVITE (SDP offer, PCMU) → 200 → ACK → hold → BYE.
+    /// Place calls: INVITE (SDP offer of one codec) → 200 → ACK → hold → BYE.
     Call {
         /// The server, HOST:PORT (an IP literal).
         #[arg(long)]
@@ -41,9 +41,13 @@ enum Cmd {
         /// Seconds each call is held before the BYE (fractions allowed; 0: BYE right after ACK).
         #[arg(long, default_value_t = 0.0)]
         hold: f64,
-        /// What to do with RTP: echo what arrives, send 50 PCMU packets/s, or nothing.
+        /// What to do with RTP: echo what arrives, send 50 packets/s, or nothing.
         #[arg(long, value_enum, default_value_t = Rtp::Echo)]
         rtp: Rtp,
+        /// The one codec offered, in 20 ms packets on an 8 kHz clock: pcmu, pcma, gsm, g722,
+        /// g726, speex, ilbc20.
+        #[arg(long, default_value = "pcmu")]
+        codec: String,
         /// Print the final report as one JSON object on stdout.
         #[arg(long)]
         json: bool,
@@ -134,6 +138,7 @@ fn main() {
             rate,
             hold,
             rtp,
+            codec,
             json,
             local,
             threads,
@@ -144,6 +149,15 @@ fn main() {
         } => {
             let Some(ports) = parse_range(&rtp_ports) else {
                 eprintln!("strowger-load: --rtp-ports wants LO-HI with LO < HI");
+                std::process::exit(2);
+            };
+            let Some(codec) = codec::Format::from_name(&codec)
+                .filter(|f| f.packet_ms() == 20 && f.rtp_clock() == 8000)
+            else {
+                eprintln!(
+                    "strowger-load: --codec {codec}: not a codec with 20 ms packets on an 8 kHz \
+                     clock; use pcmu, pcma, gsm, g722, g726, speex or ilbc20"
+                );
                 std::process::exit(2);
             };
             let cfg = Config {
@@ -157,6 +171,7 @@ fn main() {
                     Rtp::Send => RtpMode::Send,
                     Rtp::None => RtpMode::None,
                 },
+                codec,
                 local_ip: local,
                 limit,
                 rtp_ports: ports,

@@ -29,7 +29,7 @@ const SAMPLES: u32 = 160;
 pub enum RtpMode {
     /// Send back every packet that arrives, under our own SSRC, sequence and timestamps.
     Echo,
-    /// 50 packets/s of PCMU (a 440 Hz tone) per call, whatever arrives.
+    /// 50 packets/s (a 440 Hz tone in the offered codec) per call, whatever arrives.
     Send,
     /// No RTP sockets (the SDP still offers a port).
     None,
@@ -43,6 +43,8 @@ pub struct Config {
     pub rate: f64,
     pub hold: Duration,
     pub rtp: RtpMode,
+    /// The one codec offered; 20 ms packets on an 8 kHz RTP clock.
+    pub codec: codec::Format,
     pub local_ip: IpAddr,
     /// Most calls up at once (0: no limit); like SIPp's -l.
     pub limit: u64,
@@ -101,7 +103,8 @@ pub struct Thread {
     next_port: u16,
     out: Vec<u8>,
     pkt: [u8; 2048],
-    tone: Vec<u8>,
+    /// One second of tone as 50 packets in `cfg.codec`.
+    tone: Vec<Vec<u8>>,
     report: Report,
     progress: Arc<Progress>,
     active: u64,
@@ -121,27 +124,30 @@ fn sip_socket(ip: IpAddr) -> std::io::Result<UdpSocket> {
     Ok(s.into())
 }
 
-/// One second of a 440 Hz tone in µ-law: 50 frames of 160 bytes.
-fn tone() -> Vec<u8> {
-    let g = codec::G711::Pcmu;
-    (0..8000)
+/// One second of a 440 Hz tone in `f`: 50 packets of 20 ms, encoded once before the calls start.
+fn tone(f: codec::Format) -> Vec<Vec<u8>> {
+    let pcm: Vec<i16> = (0..f.pcm_rate())
         .map(|i| {
-            let x = (i as f64 * 440.0 * std::f64::consts::TAU / 8000.0).sin();
-            g.encode_sample((x * 8000.0) as i16)
+            let x = (i as f64 * 440.0 * std::f64::consts::TAU / f.pcm_rate() as f64).sin();
+            (x * 8000.0) as i16
         })
-        .collect()
+        .collect();
+    codec::translate::encode_packets(f, &pcm)
 }
 
 impl Thread {
     pub fn new(cfg: Config, share: Share, progress: Arc<Progress>) -> std::io::Result<Thread> {
         let sip = sip_socket(cfg.local_ip)?;
         let local = sip.local_addr()?;
+        let (payload_type, sdp_codec) = crate::uac::sdp_codec(cfg.codec);
         let ep = Endpoint {
             server: cfg.target,
             local,
             ext: cfg.ext.clone(),
             run: share.run,
             thread: share.thread,
+            payload_type,
+            sdp_codec,
         };
         let next_port = share.ports.0;
         Ok(Thread {
@@ -153,7 +159,7 @@ impl Thread {
             next_port,
             out: Vec::with_capacity(2048),
             pkt: [0; 2048],
-            tone: tone(),
+            tone: tone(cfg.codec),
             report: Report {
                 setup_us: Vec::with_capacity(share.calls.min(10_000_000) as usize),
                 ..Report::default()
@@ -546,7 +552,7 @@ impl Thread {
                     s.head = (s.head + 1) % RING;
                     s.queued -= 1;
                     s.seq = s.seq.wrapping_add(1);
-                    s.ts = s.ts.wrapping_add(len as u32);
+                    s.ts = s.ts.wrapping_add(SAMPLES);
                     s.frames += 1;
                 }
             }
@@ -558,17 +564,15 @@ impl Thread {
                 let due = ((now - up_at).as_micros() / FRAME.as_micros()) as u64 + 1;
                 while s.frames < due {
                     let k = s.frames;
-                    let off = (k as usize % 50) * SAMPLES as usize;
                     let h = RtpHeader {
                         marker: k == 0,
-                        payload_type: 0,
+                        payload_type: self.ep.payload_type,
                         sequence: s.seq,
                         timestamp: s.ts,
                         ssrc: s.ssrc,
                     };
-                    if let Ok(len) =
-                        h.write_with_payload(&self.tone[off..off + SAMPLES as usize], &mut self.pkt)
-                    {
+                    let frame = &self.tone[k as usize % self.tone.len()];
+                    if let Ok(len) = h.write_with_payload(frame, &mut self.pkt) {
                         let _ = sock.send_to(&self.pkt[..len], dst);
                         self.report.rtp_sent += 1;
                         if now.saturating_duration_since(up_at + FRAME * k as u32) > FRAME + TICK {

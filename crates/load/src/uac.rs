@@ -260,6 +260,23 @@ pub struct Endpoint {
     /// Distinguishes this run's Call-IDs from another run's.
     pub run: u32,
     pub thread: u32,
+    /// The one codec offered: its payload type and SDP lines (rtpmap, fmtp).
+    pub payload_type: u8,
+    pub sdp_codec: String,
+}
+
+/// The payload type and `a=rtpmap`/`a=fmtp` lines offering `f` alone, in 20 ms packets.
+pub fn sdp_codec(f: codec::Format) -> (u8, String) {
+    let pt = f.static_payload_type().unwrap_or(96);
+    let mut lines = format!("a=rtpmap:{pt} {}/{}", f.encoding_name(), f.rtp_clock());
+    if let Some(ch) = f.rtpmap_channels() {
+        lines += &format!("/{ch}");
+    }
+    lines += "\r\n";
+    if let Some(fmtp) = f.fmtp() {
+        lines += &format!("a=fmtp:{pt} {fmtp}\r\n");
+    }
+    (pt, lines)
 }
 
 /// Call-ID `L<run>-<thread>-<slot>-<generation>`: the slot comes back out of it without a map.
@@ -315,8 +332,8 @@ pub fn write(buf: &mut Vec<u8>, ep: &Endpoint, slot: usize, call: &Call, what: E
         let _ = write!(
             buf,
             "v=0\r\no=load {g} {g} IN IP4 {ip}\r\ns=strowger-load\r\nc=IN IP4 {ip}\r\nt=0 0\r\n\
-             m=audio {} RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\na=ptime:20\r\na=sendrecv\r\n",
-            call.local_rtp_port
+             m=audio {} RTP/AVP {}\r\n{}a=ptime:20\r\na=sendrecv\r\n",
+            call.local_rtp_port, ep.payload_type, ep.sdp_codec
         );
         let len = buf.len() - start;
         for (i, d) in buf[start - 8..start - 4].iter_mut().enumerate() {
@@ -353,6 +370,8 @@ mod tests {
             ext: "44444".into(),
             run: 9,
             thread: 1,
+            payload_type: 0,
+            sdp_codec: sdp_codec(codec::Format::Pcmu).1,
         }
     }
 

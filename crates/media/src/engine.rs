@@ -14,7 +14,7 @@ use rtp::stats::ReceiveStats;
 use rtp::{RtpPacket, TelephoneEvent};
 use slab::Slab;
 
-use crate::leg::{Leg, Source};
+use crate::leg::{Leg, Playout, Source};
 use crate::recorder::{RecordError, RecordSink, Recorder};
 use crate::stream::OutStream;
 use crate::tone::ToneGen;
@@ -158,24 +158,45 @@ impl Engine {
         if let Some(rec) = &mut leg.recorder {
             rec.set_format(leg.format);
         }
-        if let (true, &Source::Peer(peer)) = (changed, &leg.source) {
-            self.translate(id, peer);
-            self.translate(peer, id);
+        if !changed {
+            return;
+        }
+        let format = leg.format;
+        match &mut leg.source {
+            &mut Source::Peer(peer) => {
+                self.translate(id, peer);
+                self.translate(peer, id);
+            }
+            Source::Prompt {
+                prompt,
+                pos,
+                playout,
+                ..
+            } => {
+                // Positions count in the old format's units: start the new format over.
+                let cache = !matches!(playout, Playout::Live(_));
+                *playout = self::playout(format, prompt, cache);
+                *pos = 0;
+            }
+            _ => {}
         }
     }
 
-    /// Plays `prompt` from the start, optionally forever.
-    pub fn play(&mut self, id: LegId, prompt: Arc<Prompt>, looped: bool) {
-        if let Some(leg) = self.legs.get(id.0).filter(|l| l.law.is_none()) {
-            // Resample now rather than on the first packet.
-            prompt.linear(leg.format.pcm_rate());
-        }
+    /// Plays `prompt` from the start, optionally forever. With `cache` a
+    /// non-G.711 leg plays the prompt's packets in its format, encoded once and
+    /// shared by every call; without, this call transcodes it as it plays.
+    pub fn play(&mut self, id: LegId, prompt: Arc<Prompt>, looped: bool, cache: bool) {
+        let Some(leg) = self.legs.get(id.0) else {
+            return;
+        };
+        let playout = playout(leg.format, &prompt, cache);
         self.set_source(
             id,
             Source::Prompt {
                 prompt,
                 pos: 0,
                 looped,
+                playout,
             },
         );
     }
@@ -623,6 +644,24 @@ fn send_report<F>(
             pinned: false,
             payload: &buf[..n],
         });
+    }
+}
+
+/// How `prompt` becomes the packets of a leg in `format` (see [`Engine::play`]).
+fn playout(format: Format, prompt: &Prompt, cache: bool) -> Playout {
+    if is_g711(format) {
+        return Playout::Law;
+    }
+    if cache {
+        return Playout::Packets(prompt.packets(format));
+    }
+    match prompt.coded() {
+        Some((from, _)) => Playout::Live(Translator::new(graph(), from, format).map(Box::new)),
+        None => {
+            // Resample now rather than on the first packet.
+            prompt.linear(format.pcm_rate());
+            Playout::Live(None)
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use rtp::rtcp::ReportBlock;
 use rtp::stats::ReceiveStats;
 use rtp::DtmfDetector;
 
+use crate::prompt::Packets;
 use crate::recorder::Recorder;
 use crate::stream::OutStream;
 use crate::tone::ToneGen;
@@ -82,13 +83,26 @@ pub(crate) enum Source {
     Idle,
     Prompt {
         prompt: Arc<Prompt>,
+        /// In G.711 bytes, packets or linear samples, as `playout` counts.
         pos: usize,
         looped: bool,
+        playout: Playout,
     },
     Tone(ToneGen),
     /// Packets arriving on the peer are relayed out of this leg, and vice
     /// versa (always symmetric). A peer of itself is echo.
     Peer(LegId),
+}
+
+/// How a prompt becomes a non-G.711 leg's packets.
+pub(crate) enum Playout {
+    /// G.711 bytes by table (G.711 legs).
+    Law,
+    /// The prompt's packets in the leg's format, encoded once and shared by every call.
+    Packets(Packets),
+    /// Transcoded for this call alone, as a switch without a prompt cache does: the
+    /// file's own packets through a translator, or its linear audio through the leg's encoder.
+    Live(Option<Box<Translator>>),
 }
 
 pub(crate) struct Leg {
@@ -270,6 +284,25 @@ impl Leg {
                 (out.len(), self.generate_g711(law, out, pcm))
             }
             None => {
+                let ms = self.ptime_ms;
+                match &mut self.source {
+                    Source::Prompt {
+                        pos,
+                        looped,
+                        playout: Playout::Packets(packets),
+                        ..
+                    } => return next_packet(packets, pos, *looped, out),
+                    Source::Prompt {
+                        prompt,
+                        pos,
+                        looped,
+                        playout: Playout::Live(Some(tr)),
+                    } => {
+                        let packets = prompt.coded().map_or(&[][..], |(_, p)| &p[..]);
+                        return transcode_packet(tr, packets, pos, *looped, ms, out);
+                    }
+                    _ => {}
+                }
                 let pcm = &mut pcm[..self.frame_pcm];
                 let done = self.generate_linear(pcm);
                 let Some(enc) = self.encoder.as_mut() else {
@@ -287,6 +320,7 @@ impl Leg {
                 prompt,
                 pos,
                 looped,
+                ..
             } => {
                 let data = prompt.encoded(law);
                 if data.is_empty() {
@@ -327,6 +361,7 @@ impl Leg {
                 prompt,
                 pos,
                 looped,
+                ..
             } => {
                 let data = prompt.linear(rate);
                 if data.is_empty() {
@@ -356,4 +391,53 @@ impl Leg {
             Source::Idle | Source::Peer(_) => false,
         }
     }
+}
+
+/// Copies the next of a prompt's packets into `out`; returns its length and
+/// whether a prompt that does not loop just ended.
+fn next_packet(
+    packets: &[Box<[u8]>],
+    pos: &mut usize,
+    looped: bool,
+    out: &mut [u8],
+) -> (usize, bool) {
+    if *pos >= packets.len() {
+        if !looped || packets.is_empty() {
+            return (0, true);
+        }
+        *pos = 0;
+    }
+    let p = &packets[*pos];
+    out[..p.len()].copy_from_slice(p);
+    *pos += 1;
+    (p.len(), !looped && *pos >= packets.len())
+}
+
+/// Feeds a prompt's own packets through `tr` until one `ms` packet of the
+/// leg's format comes out. A packet that does not decode is skipped like a
+/// lost one; a frame time with nothing to send sends nothing.
+fn transcode_packet(
+    tr: &mut Translator,
+    packets: &[Box<[u8]>],
+    pos: &mut usize,
+    looped: bool,
+    ms: u32,
+    out: &mut [u8],
+) -> (usize, bool) {
+    let need = tr.formats().1.samples_in(ms);
+    for _ in 0..=packets.len() {
+        if let Some(r) = tr.pull(ms, out) {
+            let ended = !looped && *pos >= packets.len() && tr.buffered() < need;
+            return (r.unwrap_or(0), ended);
+        }
+        if *pos >= packets.len() {
+            if !looped || packets.is_empty() {
+                return (0, true);
+            }
+            *pos = 0;
+        }
+        let _ = tr.push(Some(&packets[*pos]), 0);
+        *pos += 1;
+    }
+    (0, false)
 }

@@ -29,8 +29,10 @@
 //! sequence numbers and timestamps shifted onto the outgoing leg's stream.
 //!
 //! Codecs: a leg carries a [`Format`] (G.711, GSM, G.722, G.726-32, Speex,
-//! Opus, L16). Prompts play pre-encoded for G.711 and through the leg's
-//! encoder (made when the leg's format is set) for the rest; echo returns the
+//! Opus, L16, iLBC). Prompts play pre-encoded: G.711 by table, other formats
+//! as packets encoded once per prompt and format and shared by every call
+//! (or, with `cache` off, transcoded per call from the file's own frames or
+//! its linear audio, as a switch without a prompt cache does); echo returns the
 //! payload unchanged; a bridge passes payloads through when both legs share a
 //! format, transcodes µ-law↔A-law by table, and otherwise runs the codec
 //! crate's [`codec::Translator`] along the cheapest path, re-packetized to the
@@ -39,8 +41,8 @@
 //! mode) whatever `ptime` says.
 //!
 //! Steady state does not allocate: packets are built in one engine buffer,
-//! prompts are stored pre-encoded in both laws (and as linear audio at the
-//! rates other formats need), G.711 is table lookups, and encoders, decoders
+//! prompts are stored pre-encoded in both laws (and in the packets of the
+//! other formats legs have played them in), G.711 is table lookups, and encoders, decoders
 //! and translators with their buffers are made when a leg is set up or bridged.
 
 mod decimate;
@@ -55,7 +57,7 @@ pub use codec::Format;
 pub use codec::G711 as Law;
 pub use engine::{Engine, LegId, MediaEvent, Transmit};
 pub use leg::{LegConfig, LegStats, LegUpdate};
-pub use prompt::{Prompt, PromptError};
+pub use prompt::{Packets, Prompt, PromptError};
 pub use recorder::{RecordError, RecordSink};
 pub use tone::ToneSpec;
 

@@ -1,26 +1,34 @@
 //! Announcements, stored pre-encoded in both G.711 laws so that steady-state
-//! playback is a `memcpy` into the packet buffer; for other formats, linear
-//! audio at the format's rate is cached on first use, so playback is one
-//! encoder call per packet.
+//! playback is a `memcpy` into the packet buffer; for other formats the whole
+//! prompt is encoded once, on first use, into that format's packets, so a call
+//! playing it costs no codec work at all. A prompt stored coded (`.gsm`,
+//! `.g722`) keeps its own frames, for playback that transcodes per call.
 
 use std::fmt;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use codec::{Codec, G711};
+use codec::{Codec, Format, G711};
 
 use crate::decimate::decimate_by_two;
 
 const SOX_HINT: &str = "convert with `sox in.wav -b16 -c1 -r8000 out.wav`";
 
-/// Audio ready to play on any G.711 leg.
-#[derive(Debug, Clone)]
+/// A prompt's audio as whole packets of one format ([`Format::packet_ms`] each).
+pub type Packets = Arc<[Box<[u8]>]>;
+
+/// Audio ready to play on any leg.
+#[derive(Debug)]
 pub struct Prompt {
     name: String,
     ulaw: Vec<u8>,
     alaw: Vec<u8>,
     /// Linear audio at 8, 16 and 48 kHz, made on first use.
     linear: [OnceLock<Vec<i16>>; 3],
+    /// The file's own packets when it was stored in a codec other than G.711.
+    coded: Option<(Format, Packets)>,
+    /// Pre-encoded packets per format, made on first use (a handful of formats at most).
+    packets: Mutex<Vec<(Format, Packets)>>,
 }
 
 /// A prompt that could not be loaded: which file, and what is wrong with it.
@@ -51,7 +59,48 @@ impl Prompt {
             ulaw: encode(G711::Pcmu),
             alaw: encode(G711::Pcma),
             linear: Default::default(),
+            coded: None,
+            packets: Mutex::default(),
         }
+    }
+
+    /// From a headerless file of `format`'s packets (`.gsm`: 33-byte GSM 06.10
+    /// frames; `.g722`: 64 kbit/s G.722), decoded once for the G.711 copies.
+    pub fn from_packets(
+        name: impl Into<String>,
+        format: Format,
+        bytes: &[u8],
+    ) -> Result<Prompt, PromptError> {
+        let name = name.into();
+        let fail = |problem: String| PromptError {
+            source: name.clone(),
+            problem,
+        };
+        let size = format.max_encoded_len(format.samples_in(format.packet_ms()));
+        if bytes.is_empty() {
+            return Err(fail(format!("no {} audio", format.name())));
+        }
+        let packets: Packets = bytes.chunks(size).map(Box::from).collect();
+        let mut dec = format.decoder();
+        let mut pcm = Vec::with_capacity(packets.len() * format.samples_in(format.packet_ms()));
+        let mut out = vec![0i16; format.samples_in(format.packet_ms())];
+        for (i, p) in packets.iter().enumerate() {
+            let n = dec.decode(p, &mut out).map_err(|e| {
+                fail(format!(
+                    "packet {i} does not decode as {} ({e}): expected raw {size}-byte frames",
+                    format.name()
+                ))
+            })?;
+            pcm.extend_from_slice(&out[..n]);
+        }
+        let pcm = if format.pcm_rate() == 16000 {
+            decimate_by_two(&pcm)
+        } else {
+            pcm
+        };
+        let mut prompt = Self::from_pcm(name, &pcm);
+        prompt.coded = Some((format, packets));
+        Ok(prompt)
     }
 
     /// From raw G.711 bytes (a headerless `.ulaw`/`.alaw` file).
@@ -72,6 +121,8 @@ impl Prompt {
             ulaw,
             alaw,
             linear: Default::default(),
+            coded: None,
+            packets: Mutex::default(),
         }
     }
 
@@ -81,7 +132,8 @@ impl Prompt {
         Self::from_wav("<memory>", bytes)
     }
 
-    /// From a file, by extension: `.wav`, `.ulaw`/`.ul`/`.pcmu` or `.alaw`/`.al`/`.pcma`.
+    /// From a file, by extension: `.wav`, `.ulaw`/`.ul`/`.pcmu`, `.alaw`/`.al`/`.pcma`,
+    /// `.gsm` or `.g722`.
     pub fn load(path: &Path) -> Result<Prompt, PromptError> {
         let name = path.display().to_string();
         let fail = |problem: String| PromptError {
@@ -98,8 +150,10 @@ impl Prompt {
             "wav" => Self::from_wav(&name, &bytes),
             "ulaw" | "ul" | "pcmu" => Ok(Self::from_coded(name, bytes, G711::Pcmu)),
             "alaw" | "al" | "pcma" => Ok(Self::from_coded(name, bytes, G711::Pcma)),
+            "gsm" => Self::from_packets(name, Format::Gsm, &bytes),
+            "g722" => Self::from_packets(name, Format::G722, &bytes),
             _ => Err(fail(format!(
-                "unknown prompt type {ext:?}: expected .wav, .ulaw or .alaw"
+                "unknown prompt type {ext:?}: expected .wav, .ulaw, .alaw, .gsm or .g722"
             ))),
         }
     }
@@ -176,6 +230,35 @@ impl Prompt {
                 _ => codec::resample::resample(&pcm, 8000, rate),
             }
         })
+    }
+
+    /// The prompt in whole packets of `format`, encoded on the first call for
+    /// each format (the file's own packets if it is stored in `format`); every
+    /// later call shares them.
+    pub fn packets(&self, format: Format) -> Packets {
+        let mut cache = self.packets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, p)) = cache.iter().find(|(f, _)| *f == format) {
+            return p.clone();
+        }
+        let packets = match &self.coded {
+            Some((f, p)) if *f == format => p.clone(),
+            _ => {
+                let n = format.samples_in(format.packet_ms());
+                let mut pcm = self.linear(format.pcm_rate()).to_vec();
+                pcm.resize(pcm.len().div_ceil(n) * n, 0);
+                codec::translate::encode_packets(format, &pcm)
+                    .into_iter()
+                    .map(Vec::into_boxed_slice)
+                    .collect()
+            }
+        };
+        cache.push((format, packets.clone()));
+        packets
+    }
+
+    /// The file's own packets and their format, when it was stored coded (not G.711).
+    pub fn coded(&self) -> Option<(Format, &Packets)> {
+        self.coded.as_ref().map(|(f, p)| (*f, p))
     }
 
     /// The prompt coded in `law`.
@@ -264,6 +347,30 @@ pub(crate) mod tests {
             }
             let _ = Prompt::from_wav_bytes(&b);
         }
+    }
+
+    #[test]
+    fn gsm_file_keeps_its_frames_and_other_formats_are_encoded_once() {
+        let pcm = codec::translate::test_signal(8000, 400);
+        let frames = codec::translate::encode_packets(Format::Gsm, &pcm).concat();
+        let p = Prompt::from_packets("x.gsm", Format::Gsm, &frames).unwrap();
+        assert_eq!(p.samples(), 3200);
+        assert_eq!(p.packets(Format::Gsm).concat(), frames);
+        let a = p.packets(Format::Ilbc20);
+        assert!(Arc::ptr_eq(&a, &p.packets(Format::Ilbc20)), "cached");
+        assert_eq!(a.len(), 20);
+        assert!(a.iter().all(|f| f.len() == 38));
+        assert_eq!(
+            p.packets(Format::Ilbc30).len(),
+            14,
+            "400 ms in 30 ms packets, the last padded"
+        );
+        let e = Prompt::from_packets("y.gsm", Format::Gsm, &frames[..40]).unwrap_err();
+        assert_eq!(e.source, "y.gsm");
+        assert!(
+            e.problem.starts_with("packet 1 does not decode as gsm"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -122,7 +122,7 @@ fn playback_is_50_packets_per_second_of_the_encoded_prompt() {
     let mut e = Engine::with_seed(1);
     let leg = e.add_leg(cfg(G711::Pcma, 4000), t0);
     let prompt = ramp_prompt(8000);
-    e.play(leg, prompt.clone(), false);
+    e.play(leg, prompt.clone(), false, true);
     let mut sent = Vec::new();
     for i in 0..60 {
         sent.extend(tick(&mut e, t0 + 20 * MS * i));
@@ -146,7 +146,7 @@ fn looped_playback_wraps_without_finishing() {
     let mut e = Engine::with_seed(2);
     let leg = e.add_leg(cfg(G711::Pcmu, 4000), t0);
     let prompt = ramp_prompt(250);
-    e.play(leg, prompt.clone(), true);
+    e.play(leg, prompt.clone(), true, true);
     let sent: Vec<_> = (0..4)
         .flat_map(|i| tick(&mut e, t0 + 20 * MS * i))
         .collect();
@@ -738,7 +738,7 @@ fn playback_encodes_to_the_leg_format() {
         let t0 = Instant::now();
         let mut e = Engine::with_seed(3);
         let leg = e.add_leg(cfg_of(format, pt, 4000), t0);
-        e.play(leg, tone_prompt(8000), false);
+        e.play(leg, tone_prompt(8000), false, true);
         let mut sent = Vec::new();
         for i in 0..60 {
             sent.extend(tick(&mut e, t0 + 20 * MS * i));

@@ -70,11 +70,11 @@ fn a_minute_of_media_allocates_nothing() {
     let pcm: Vec<i16> = (0..16000).map(|i| ((i % 100) as i16 - 50) * 200).collect();
     let prompt = Arc::new(Prompt::from_pcm("tone", &pcm));
     let play = e.add_leg(leg(G711::Pcmu, 6000), t0);
-    e.play(play, prompt.clone(), true);
+    e.play(play, prompt.clone(), true, true);
     let gsm_play = e.add_leg(leg_of(Format::Gsm, 6010), t0);
-    e.play(gsm_play, prompt.clone(), true);
+    e.play(gsm_play, prompt.clone(), true, true);
     let opus_play = e.add_leg(leg_of(Format::Opus, 6012), t0);
-    e.play(opus_play, prompt, true);
+    e.play(opus_play, prompt, true, true);
     let (c, d) = (
         e.add_leg(leg(G711::Pcmu, 6014), t0),
         e.add_leg(leg_of(Format::Gsm, 6016), t0),

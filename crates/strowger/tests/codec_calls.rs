@@ -1,7 +1,9 @@
-//! Codecs in real calls: a hand-written client offering only GSM, Speex or Opus calls the demo
-//! announcement (44444) and must get that codec in the 200's SDP and an RTP stream that decodes
-//! (with the codec crate) to assets/demo.wav; and a PCMU caller bridged to a GSM-only callee
-//! (a hand-written UAS) must hear the callee and be heard, through the media engine's translator.
+//! Codecs in real calls: a hand-written client offering only GSM, Speex, Opus or iLBC calls the
+//! demo announcement (44444) and must get that codec in the 200's SDP and an RTP stream that
+//! decodes (with the codec crate) to assets/demo.wav; the same for the announcement stored as a
+//! raw GSM file (44445: encoded once per format and cached; 44446: transcoded per call); and a
+//! PCMU caller bridged to a GSM-only callee (a hand-written UAS) must hear the callee and be
+//! heard, through the media engine's translator.
 
 mod common;
 
@@ -16,15 +18,28 @@ use common::Strowger;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-/// Strowger with the default dialplan offering every codec, and `bridge_target` set.
+/// Strowger with the default dialplan offering every codec, and `bridge_target` set; 44445 and
+/// 44446 play demo.gsm from the data directory, cached and transcoded per call.
 fn start(label: &str, bridge_target: Option<SocketAddr>) -> (Strowger, common::TempDir) {
     let dir = common::TempDir::new(&format!("{label}-config"));
     let default = include_str!("../../switch/src/default.toml");
-    let config = default.replace(
-        "codecs = [\"PCMU\", \"PCMA\"]",
-        "codecs = [\"PCMU\", \"PCMA\", \"GSM\", \"speex\", \"opus\"]",
+    let config = default
+        .replace(
+            "codecs = [\"PCMU\", \"PCMA\"]",
+            "codecs = [\"PCMU\", \"PCMA\", \"GSM\", \"speex\", \"opus\", \"iLBC30\"]",
+        )
+        .replace(
+            "# Echo test.",
+            "[[dialplan.contexts.default.rules]]\nexten = \"44445\"\n\
+             steps = [\"answer\", \"playback demo.gsm loop=true\"]\n\n\
+             [[dialplan.contexts.default.rules]]\nexten = \"44446\"\n\
+             steps = [\"answer\", \"playback demo.gsm loop=true cache=false\"]\n\n# Echo test.",
+        );
+    assert_eq!(
+        config.matches("44445").count() + config.matches("iLBC30\"]").count(),
+        2,
+        "default.toml's codecs line or echo rule moved"
     );
-    assert_ne!(config, default, "default.toml's codecs line moved");
     let path = dir.path().join("strowger.toml");
     std::fs::write(&path, config).unwrap();
     let s = Strowger::with(
@@ -59,12 +74,19 @@ fn decode(pkts: &[RtpPkt], pt: u8, format: Format) -> Vec<i16> {
     codec::resample::resample(&pcm, format.pcm_rate(), 8000)
 }
 
-/// Calls 44444 offering only `format` as `pt`; checks the answer, the stream's timestamps and
-/// that ~3 s of it decode to demo.wav (correlation > 0.8). Returns the correlation.
-fn demo_in(format: Format, pt: u8, rtpmap_line: &str) -> f64 {
-    let (s, _config) = start(&format!("codec-demo-{format}"), None);
+/// demo.wav as raw GSM 06.10 frames (a `.gsm` prompt file).
+fn demo_gsm() -> Vec<u8> {
+    let demo = read_wav(&common::repo_root().join("assets/demo.wav"));
+    codec::translate::encode_packets(Format::Gsm, &demo.samples).concat()
+}
+
+/// Calls `exten` offering only `format` as `pt`; checks the answer, the stream's timestamps and
+/// that ~3 s of it decode to demo.wav (correlation > `min`). Returns the packets.
+fn demo_in(format: Format, pt: u8, rtpmap_line: &str, exten: &str, min: f64) -> Vec<RtpPkt> {
+    let (s, _config) = start(&format!("codec-demo-{format}-{exten}"), None);
+    std::fs::write(s.data_dir().join("demo.gsm"), demo_gsm()).unwrap();
     let mut rtp = Rtp::bind();
-    let mut uac = Uac::new(s.sip, "44444");
+    let mut uac = Uac::new(s.sip, exten);
     let resp = uac.invite(&sdp(rtp.port, &[(pt, rtpmap_line), DTMF], "sendrecv"));
     assert_eq!(
         resp.status(),
@@ -86,7 +108,7 @@ fn demo_in(format: Format, pt: u8, rtpmap_line: &str) -> f64 {
 
     let audio: Vec<&RtpPkt> = pkts.iter().filter(|p| p.pt == pt).collect();
     assert!(audio.len() > 100, "only {} {format} packets", audio.len());
-    let step = format.clock_units_in(20);
+    let step = format.clock_units_in(format.packet_ms());
     for w in audio.windows(2) {
         assert_eq!(
             w[1].seq,
@@ -111,30 +133,64 @@ fn demo_in(format: Format, pt: u8, rtpmap_line: &str) -> f64 {
     let demo = read_wav(&common::repo_root().join("assets/demo.wav"));
     let (c, lag) = best_correlation(&got, &demo.samples, 4000, 16000, -4000..=4000);
     println!(
-        "44444 in {format}: {} packets, {} bytes each, correlation {c:.3} at lag {lag}",
+        "{exten} in {format}: {} packets, {} bytes each, correlation {c:.3} at lag {lag}",
         audio.len(),
         audio[0].payload.len()
     );
     assert!(
-        c > 0.8,
-        "{format} audio vs assets/demo.wav: best correlation {c:.3} at lag {lag} samples"
+        c > min,
+        "{format} audio from {exten} vs assets/demo.wav: best correlation {c:.3} at lag {lag} samples"
     );
-    c
+    pkts
 }
 
 #[test]
 fn demo_in_gsm() {
-    demo_in(Format::Gsm, 3, "GSM/8000");
+    demo_in(Format::Gsm, 3, "GSM/8000", "44444", 0.8);
 }
 
 #[test]
 fn demo_in_speex() {
-    demo_in(Format::Speex, 97, "speex/8000");
+    demo_in(Format::Speex, 97, "speex/8000", "44444", 0.8);
 }
 
 #[test]
 fn demo_in_opus() {
-    demo_in(Format::Opus, 111, "opus/48000/2");
+    demo_in(Format::Opus, 111, "opus/48000/2", "44444", 0.8);
+}
+
+#[test]
+fn demo_in_ilbc() {
+    demo_in(Format::Ilbc30, 98, "iLBC/8000", "44444", 0.8);
+}
+
+/// A prompt stored as GSM reaches an iLBC caller (30 ms packets from 20 ms frames) and a Speex
+/// caller, pre-encoded or transcoded per call; a GSM caller gets the file's own frames.
+#[test]
+fn gsm_file_to_ilbc_speex_and_gsm_callers() {
+    for exten in ["44445", "44446"] {
+        demo_in(Format::Ilbc30, 98, "iLBC/8000", exten, 0.7);
+        demo_in(Format::Speex, 97, "speex/8000", exten, 0.7);
+    }
+    let file = demo_gsm();
+    let pkts = demo_in(Format::Gsm, 3, "GSM/8000", "44445", 0.8);
+    let first = &pkts.iter().find(|p| p.pt == 3).unwrap().payload;
+    let at = file
+        .chunks(33)
+        .position(|f| f == &first[..])
+        .expect("the first GSM packet is a frame of demo.gsm");
+    for (p, f) in pkts
+        .iter()
+        .filter(|p| p.pt == 3)
+        .zip(file.chunks(33).cycle().skip(at))
+    {
+        assert_eq!(
+            &p.payload[..],
+            f,
+            "packet {} is not the file's frame",
+            p.seq
+        );
+    }
 }
 
 /// A minimal UAS on its own UDP socket: answers the first INVITE with `answer_sdp`.

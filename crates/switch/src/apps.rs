@@ -56,7 +56,11 @@ impl Engine {
             }
             Step::Ringing => self.provisional(call, 180, "Ringing", false, now, host),
             Step::Progress => self.provisional(call, 183, "Session Progress", true, now, host),
-            Step::Playback { audio, looped } => {
+            Step::Playback {
+                audio,
+                looped,
+                cache,
+            } => {
                 if !self.answer_or_early(call, now, host) {
                     return;
                 }
@@ -70,7 +74,7 @@ impl Engine {
                     Ok(prompt) => {
                         let c = &mut self.calls[call];
                         if let Some(m) = c.inbound.media {
-                            self.media.play(m, prompt, looped);
+                            self.media.play(m, prompt, looped, cache);
                         }
                         c.wait = if looped {
                             Wait::Forever

@@ -18,6 +18,9 @@ pub enum Step {
     Playback {
         audio: Audio,
         looped: bool,
+        /// Play the prompt encoded once for every call (true), or transcode it for
+        /// this call as it plays (false: what a switch without a prompt cache pays).
+        cache: bool,
     },
     /// Plays until `duration` elapses or, without one, until the call ends.
     Tone {
@@ -85,7 +88,7 @@ const APPS: [(&str, Option<&str>, &[&str]); 12] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
-    ("playback", Some("file"), &["loop"]),
+    ("playback", Some("file"), &["loop", "cache"]),
     ("tone", Some("tone"), &["cadence", "duration"]),
     ("echo", None, &[]),
     ("record", Some("file"), &["max"]),
@@ -166,9 +169,11 @@ impl Step {
             Step::Playback {
                 audio: Audio::File(file),
                 looped,
+                cache,
             } => Step::Playback {
                 audio: Audio::named(expand(file)),
                 looped: *looped,
+                cache: *cache,
             },
             Step::Record { file, max } => Step::Record {
                 file: expand(file),
@@ -280,6 +285,7 @@ impl Args {
             "playback" => Step::Playback {
                 audio: Audio::named(self.required("file")?),
                 looped: self.optional("loop", false, boolean)?,
+                cache: self.optional("cache", true, boolean)?,
             },
             "tone" => {
                 let mut tone = self.converted("tone", Tone::parse)?;
@@ -348,7 +354,7 @@ fn app_names() -> String {
 /// A one-line reminder of an app's syntax, for error messages.
 fn usage(app: &str) -> String {
     let example = match app {
-        "playback" => "playback FILE|demo [loop=true]",
+        "playback" => "playback FILE|demo [loop=true] [cache=false]",
         "tone" => "tone ringback|busy|congestion|dial|HZ+HZ [cadence=MS,MS,...] [duration=S]",
         "record" => "record FILE [max=S]",
         "bridge" => "bridge URI [timeout=S]",

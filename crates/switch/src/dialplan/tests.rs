@@ -54,7 +54,8 @@ fn default_config_demo_extensions() {
             Step::Answer,
             Step::Playback {
                 audio: Audio::Demo,
-                looped: true
+                looped: true,
+                cache: true
             }
         ]
     );
@@ -69,7 +70,8 @@ fn default_config_demo_extensions() {
             },
             Step::Playback {
                 audio: Audio::File("rec-abc@host.wav".into()),
-                looped: false
+                looped: false,
+                cache: true
             },
             Step::Hangup {
                 cause: Cause::NORMAL_CLEARING
@@ -175,7 +177,8 @@ fn goto_keeps_call_vars() {
         route.next(&mut vars),
         Some(Step::Playback {
             audio: Audio::File("hi there.wav".into()),
-            looped: false
+            looped: false,
+            cache: true
         })
     );
     assert_eq!(route.next(&mut vars), None);
@@ -191,6 +194,7 @@ fn every_app_parses() {
             Step::Playback {
                 audio: Audio::File("/abs/x.wav".into()),
                 looped: false,
+                cache: true,
             },
         ),
         (
@@ -250,7 +254,7 @@ fn step_errors_point_into_the_string() {
         e,
         [
             format!("t.toml:5:20: {key}[1]: unknown app \"playbak\" — known apps: answer, ringing, progress, playback, tone, echo, record, bridge, wait, set, hangup, goto"),
-            format!("t.toml:5:51: {key}[2]: unknown option \"lop\" — usage: playback FILE|demo [loop=true]"),
+            format!("t.toml:5:51: {key}[2]: unknown option \"lop\" — usage: playback FILE|demo [loop=true] [cache=false]"),
             format!("t.toml:5:68: {key}[3]: seconds: \"soon\" — expected seconds, more than 0 and at most 86400"),
             format!("t.toml:5:83: {key}[4]: cause: unknown cause \"99\" — expected a Q.850 number or one of {}", Cause::names().collect::<Vec<_>>().join(", ")),
             format!("t.toml:5:88: {key}[5]: goto: no context \"nowhere\" — defined: default"),
@@ -308,7 +312,8 @@ fn unknown_variables_warn_but_load() {
         run(&plan, "default", "1", &mut call("1")).unwrap(),
         [Step::Playback {
             audio: Audio::File("xy".into()),
-            looped: false
+            looped: false,
+            cache: true
         }]
     );
 }
