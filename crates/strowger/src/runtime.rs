@@ -198,6 +198,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             batch: mmsg::Batch::new(8, 2048, false),
             ticks: 0,
             lateness_us: 0,
+            sip_late: cfg.sip.t1 / 2,
             overloaded: false,
             to_wake: 0,
             next_tick: std::time::Instant::now(),

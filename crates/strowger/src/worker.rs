@@ -37,10 +37,6 @@ const SIP_BATCH: usize = 16;
 /// accepts them again (epoll's millisecond timeouts alone make ticks up to ~1 ms late).
 const OVERLOAD_ENTER_US: u64 = 8_000;
 const OVERLOAD_LEAVE_US: u64 = 4_000;
-/// A new INVITE that waited longer than this in the socket is refused (stateless 503): the
-/// backlog only grows this deep when offered load exceeds what the worker serves, and the caller
-/// would retransmit soon anyway (T1 = 500 ms). A media pass alone delays a datagram a few ms.
-const SIP_LATE: Duration = Duration::from_millis(50);
 
 /// What workers send each other.
 pub enum Envelope {
@@ -49,7 +45,7 @@ pub enum Envelope {
         msg: Message,
         peer: Peer,
         local: SocketAddr,
-        /// It waited past [`SIP_LATE`] in the socket.
+        /// It waited past [`Worker::sip_late`] in the socket.
         late: bool,
     },
     /// Bytes for a TCP peer (connections live on worker 0).
@@ -132,6 +128,10 @@ pub struct Worker {
     pub batch: mmsg::Batch,
     pub ticks: u64,
     pub lateness_us: u64,
+    /// A new INVITE that waited longer than this in the socket is refused (stateless 503): T1/2.
+    /// The backlog only grows this deep when offered load exceeds what the worker serves (a
+    /// media pass delays a datagram a few ms), and the caller would soon retransmit anyway.
+    pub sip_late: Duration,
     pub overloaded: bool,
     /// Workers posted to since the last wake-ups (bit per worker).
     pub to_wake: u64,
@@ -302,7 +302,7 @@ impl Worker {
 
     /// Backpressure, media side: when media ticks run late on average, this worker is past
     /// capacity and refuses new calls (stateless 503 + Retry-After) so the calls it has keep
-    /// clean audio. (The signalling side is judged per request: [`SIP_LATE`].)
+    /// clean audio. (The signalling side is judged per request: [`Worker::sip_late`].)
     fn watch_load(&mut self, late: Duration) {
         let late_us = late.as_micros().min(1_000_000) as u64;
         self.lateness_us = (self.lateness_us * 15 + late_us) / 16;
@@ -331,7 +331,7 @@ impl Worker {
         )
     }
 
-    /// A SIP message for a call this worker owns; `late` if it waited past [`SIP_LATE`].
+    /// A SIP message for a call this worker owns; `late` if it waited past [`Worker::sip_late`].
     fn handle_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool) {
         if late {
             self.engine.mark_late();
@@ -380,7 +380,7 @@ impl Worker {
                 }
                 let late = batch
                     .arrival(i)
-                    .is_some_and(|t| now.saturating_duration_since(t) > SIP_LATE);
+                    .is_some_and(|t| now.saturating_duration_since(t) > self.sip_late);
                 match Message::parse(data, true) {
                     Ok(msg) => self.deliver(msg, peer, local, late),
                     Err(ParseError::KeepAlive) => {}

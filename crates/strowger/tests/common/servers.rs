@@ -162,6 +162,9 @@ impl RedisCluster {
                     "no",
                 ];
                 let mut args = redis_args(port, &extra);
+                // The bus port defaults to port + 10000, past 65535 for a high free port.
+                let bus = free_port().to_string();
+                args.extend(["--cluster-port".to_string(), bus]);
                 args.extend(["--dir".to_string(), node_dir.display().to_string()]);
                 Server::spawn("redis-server", args, String::new(), port)
             })
