@@ -60,7 +60,8 @@ enum Cmd {
         /// Most calls up at once (0: no limit), like SIPp's -l.
         #[arg(long, default_value_t = 0)]
         limit: u64,
-        /// RTP port range LO-HI for the calls' sockets (even ports are used).
+        /// RTP port range LO-HI: each load thread binds the first free even port of its share
+        /// and all its calls use it (packets are told apart by the server port they come from).
         #[arg(long, default_value = "40000-59999")]
         rtp_ports: String,
         /// Give up after this many seconds; calls still up count as failed ("unfinished").

@@ -1,10 +1,13 @@
 //! One load thread: its own SIP socket, its own calls and their RTP sockets, one event loop.
 //!
-//! Like the server's worker, RTP sockets are not polled: every 5 ms the loop serves a quarter of
-//! the calls (slot % 4 == phase), so each call is visited every 20 ms. A visit drains the call's
-//! RTP socket with one `recvmmsg`, echoes what arrived or sends the frames that are due, and
-//! nothing is allocated per packet. SIP is read in batches whenever the socket is readable, and
-//! call timers sit in one heap.
+//! Every call of a thread shares one RTP socket (every SDP offer names its port) and packets are
+//! told apart by their source, the server's port for that call. A load generator must cost less
+//! than what it loads: one socket read in batches of 64 per 5 ms tick spares the per-socket
+//! system call and the thousands of kernel sockets that per-call ports cost. Each tick drains the
+//! socket, then serves a quarter of the calls (slot % 4 == phase), so each call is visited every
+//! 20 ms: it echoes what arrived or sends the frames that are due, and nothing is allocated per
+//! packet. SIP is read in batches whenever the socket is readable, and call timers sit in one
+//! heap.
 
 use crate::report::{Progress, Report};
 use crate::sipmsg::{scan, sdp_audio, Kind, Method};
@@ -13,7 +16,7 @@ use mmsg::{enable_timestamps, Batch};
 use rtp::packet::{RtpHeader, RtpPacket};
 use rtp::stats::ReceiveStats;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,7 +71,8 @@ struct Slot {
     call: Call,
     /// The deadline last pushed on the heap for this slot.
     armed: Option<Instant>,
-    rtp: Option<UdpSocket>,
+    /// Where the server sends this call's RTP from (its SDP answer), while the call has media.
+    rtp_from: Option<SocketAddr>,
     stats: Option<ReceiveStats>,
     /// The first frame's arrival and RTP timestamp, and the smallest transit since (µs), for
     /// counting late arrivals.
@@ -97,10 +101,14 @@ pub struct Thread {
     share: Share,
     ep: Endpoint,
     sip: UdpSocket,
+    /// The RTP socket every call of this thread shares (none with `--rtp none`).
+    rtp: Option<UdpSocket>,
+    rtp_port: u16,
+    /// Which call a packet belongs to, by the server address it came from.
+    by_source: HashMap<SocketAddr, usize>,
     slots: Vec<Slot>,
     free: Vec<usize>,
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
-    next_port: u16,
     out: Vec<u8>,
     pkt: [u8; 2048],
     /// One second of tone as 50 packets in `cfg.codec`.
@@ -113,15 +121,49 @@ pub struct Thread {
     rtp_tx_pub: u64,
 }
 
-fn sip_socket(ip: IpAddr) -> std::io::Result<UdpSocket> {
+/// A non-blocking UDP socket with buffers for bursts: 8 MiB (16 MiB for the shared RTP socket,
+/// which takes a 5 ms burst of every call at once; as root past the system's rmem_max).
+fn udp_socket(addr: SocketAddr, buffer: usize) -> std::io::Result<UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
-    let addr = SocketAddr::new(ip, 0);
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    let _ = s.set_recv_buffer_size(8 << 20);
-    let _ = s.set_send_buffer_size(8 << 20);
+    if s.set_recv_buffer_size(buffer).is_err() || s.recv_buffer_size().unwrap_or(0) < buffer {
+        force_recv_buffer(&s, buffer);
+    }
+    let _ = s.set_send_buffer_size(buffer);
     s.bind(&addr.into())?;
     s.set_nonblocking(true)?;
     Ok(s.into())
+}
+
+/// SO_RCVBUFFORCE: a receive buffer past net.core.rmem_max (needs CAP_NET_ADMIN; else the
+/// smaller buffer stays and a burst may overflow it, which the report shows as RTP loss).
+fn force_recv_buffer(s: &socket2::Socket, bytes: usize) {
+    let v = bytes as libc::c_int;
+    // SAFETY: a valid socket and an int option of the right size.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// The thread's shared RTP socket: the first even port of its share that binds.
+fn rtp_socket(ip: IpAddr, (lo, hi): (u16, u16)) -> std::io::Result<(UdpSocket, u16)> {
+    let mut last = std::io::Error::other(format!("empty RTP port range {lo}-{hi}"));
+    for port in (lo..hi).step_by(2) {
+        match udp_socket(SocketAddr::new(ip, port), 16 << 20) {
+            Ok(s) => {
+                enable_timestamps(&s);
+                return Ok((s, port));
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// One second of a 440 Hz tone in `f`: 50 packets of 20 ms, encoded once before the calls start.
@@ -137,8 +179,15 @@ fn tone(f: codec::Format) -> Vec<Vec<u8>> {
 
 impl Thread {
     pub fn new(cfg: Config, share: Share, progress: Arc<Progress>) -> std::io::Result<Thread> {
-        let sip = sip_socket(cfg.local_ip)?;
+        let sip = udp_socket(SocketAddr::new(cfg.local_ip, 0), 8 << 20)?;
         let local = sip.local_addr()?;
+        let (rtp, rtp_port) = match cfg.rtp {
+            RtpMode::None => (None, share.ports.0),
+            _ => {
+                let (s, port) = rtp_socket(cfg.local_ip, share.ports)?;
+                (Some(s), port)
+            }
+        };
         let (payload_type, sdp_codec) = crate::uac::sdp_codec(cfg.codec);
         let ep = Endpoint {
             server: cfg.target,
@@ -149,14 +198,15 @@ impl Thread {
             payload_type,
             sdp_codec,
         };
-        let next_port = share.ports.0;
         Ok(Thread {
             ep,
             sip,
+            rtp,
+            rtp_port,
+            by_source: HashMap::new(),
             slots: Vec::new(),
             free: Vec::new(),
             timers: BinaryHeap::new(),
-            next_port,
             out: Vec::with_capacity(2048),
             pkt: [0; 2048],
             tone: tone(cfg.codec),
@@ -177,7 +227,7 @@ impl Thread {
     pub fn run(mut self, stop: &AtomicBool) -> Report {
         let start = Instant::now();
         let mut sip_batch = Batch::new(64, 4096, false);
-        let mut rtp_batch = Batch::new(8, 2048, true);
+        let mut rtp_batch = Batch::new(64, 2048, true);
         let mut next_tick = start + TICK;
         let mut ticks: u64 = 0;
         let stop_at = start + self.cfg.max_time;
@@ -273,24 +323,6 @@ impl Thread {
         p.up.store(self.up, Ordering::Relaxed);
     }
 
-    fn alloc_port(&mut self) -> (u16, Option<UdpSocket>) {
-        let (lo, hi) = self.share.ports;
-        let span = ((hi - lo) / 2).max(1);
-        for _ in 0..span {
-            let port = self.next_port;
-            self.next_port = if port + 2 >= hi { lo } else { port + 2 };
-            if self.cfg.rtp == RtpMode::None {
-                return (port, None);
-            }
-            if let Ok(s) = UdpSocket::bind(SocketAddr::new(self.cfg.local_ip, port)) {
-                let _ = s.set_nonblocking(true);
-                enable_timestamps(&s);
-                return (port, Some(s));
-            }
-        }
-        (0, None)
-    }
-
     fn start_call(&mut self, now: Instant) {
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -298,7 +330,7 @@ impl Thread {
                 self.slots.push(Slot {
                     call: Call::new(now),
                     armed: None,
-                    rtp: None,
+                    rtp_from: None,
                     stats: None,
                     first_rx: None,
                     min_transit_us: 0,
@@ -316,7 +348,7 @@ impl Thread {
                 self.slots.len() - 1
             }
         };
-        let (port, sock) = self.alloc_port();
+        let port = self.rtp_port;
         self.report.attempted += 1;
         self.report.first_attempt.get_or_insert(now);
         self.report.last_attempt = Some(now);
@@ -324,7 +356,6 @@ impl Thread {
         self.report.max_concurrent = self.report.max_concurrent.max(self.active);
         Progress::add(&self.progress.attempted, 1);
         let s = &mut self.slots[slot];
-        s.rtp = sock;
         s.stats = None;
         s.first_rx = None;
         s.rx = 0;
@@ -359,6 +390,14 @@ impl Thread {
         }
         match o.event {
             Some(Event::Answered(setup)) => {
+                if let Some(from) = self.slots[slot]
+                    .call
+                    .remote_rtp
+                    .filter(|_| self.rtp.is_some())
+                {
+                    self.slots[slot].rtp_from = Some(from);
+                    self.by_source.insert(from, slot);
+                }
                 self.report.answered += 1;
                 self.up += 1;
                 self.report
@@ -408,7 +447,11 @@ impl Thread {
             self.report.jitter_max_us = self.report.jitter_max_us.max(j);
             self.report.jitter_calls += 1;
         }
-        s.rtp = None;
+        if let Some(from) = s.rtp_from.take() {
+            if self.by_source.get(&from) == Some(&slot) {
+                self.by_source.remove(&from);
+            }
+        }
         s.armed = None;
         self.active -= 1;
         self.free.push(slot);
@@ -465,126 +508,185 @@ impl Thread {
     }
 
     fn media_phase(&mut self, phase: usize, now: Instant, late: Duration, batch: &mut Batch) {
-        if self.cfg.rtp == RtpMode::None {
+        let Thread {
+            rtp,
+            by_source,
+            slots,
+            report,
+            pkt,
+            tone,
+            ep,
+            cfg,
+            ..
+        } = self;
+        let Some(sock) = rtp.as_ref() else {
             return;
-        }
-        let late_tick = late > FRAME;
-        let mode = self.cfg.rtp;
-        let mut i = phase;
-        while i < self.slots.len() {
-            let s = &mut self.slots[i];
-            i += PHASES;
-            let Some(sock) = s.rtp.as_ref() else {
-                continue;
-            };
-            let up = s.call.state == State::Up;
-            let dst = s.call.remote_rtp.filter(|_| up);
-            loop {
-                let n = batch.recv(sock);
-                for k in 0..n {
-                    let Some((data, _src)) = batch.get(k) else {
-                        continue;
-                    };
-                    let at = batch.arrival(k).unwrap_or(now);
-                    // RTCP (PT 200–204 in the second byte) may land here: not media.
-                    if data.len() < 2 || (200..=204).contains(&data[1]) {
-                        continue;
-                    }
-                    let Ok(pkt) = RtpPacket::parse(data) else {
-                        continue;
-                    };
-                    s.rx += 1;
-                    self.report.rtp_received += 1;
-                    match s.stats.as_mut() {
-                        Some(st) => {
-                            st.on_packet(pkt.sequence());
-                        }
-                        None => s.stats = Some(ReceiveStats::new(pkt.sequence(), 8000, at)),
-                    }
-                    if let Some(st) = s.stats.as_mut() {
-                        st.on_timestamp(pkt.timestamp(), at);
-                    }
-                    if late_arrival(&mut s.first_rx, &mut s.min_transit_us, pkt.timestamp(), at) {
-                        self.report.late_arrivals += 1;
-                    }
-                    if mode == RtpMode::Echo && dst.is_some() {
-                        let p = pkt.payload();
-                        let len = p.len().min(RING_BYTES);
-                        if s.queued == RING {
-                            s.head = (s.head + 1) % RING; // full: the oldest goes
-                            s.queued -= 1;
-                        }
-                        let at = (s.head + s.queued) % RING;
-                        s.ring[at][..len].copy_from_slice(&p[..len]);
-                        s.ring_len[at] = len as u16;
-                        s.ring_pt = pkt.payload_type();
-                        s.queued += 1;
-                    }
-                }
-                if n < 8 {
-                    break;
-                }
-            }
-            if let (RtpMode::Echo, Some(dst)) = (mode, dst) {
-                // One frame per visit in steady state; after a late visit, all but one of the
-                // backlog (the one kept absorbs a packet that arrives just after its visit).
-                let frames = if s.queued >= 2 {
-                    s.queued - 1
-                } else {
-                    s.queued
-                };
-                for _ in 0..frames {
-                    let h = RtpHeader {
-                        marker: s.frames == 0,
-                        payload_type: s.ring_pt,
-                        sequence: s.seq,
-                        timestamp: s.ts,
-                        ssrc: s.ssrc,
-                    };
-                    let len = s.ring_len[s.head] as usize;
-                    if let Ok(n) = h.write_with_payload(&s.ring[s.head][..len], &mut self.pkt) {
-                        let _ = sock.send_to(&self.pkt[..n], dst);
-                        self.report.rtp_sent += 1;
-                        if late_tick {
-                            self.report.late_frames += 1;
-                        }
-                    }
-                    s.head = (s.head + 1) % RING;
-                    s.queued -= 1;
-                    s.seq = s.seq.wrapping_add(1);
-                    s.ts = s.ts.wrapping_add(SAMPLES);
-                    s.frames += 1;
-                }
-            }
-            if mode == RtpMode::Send {
-                let (Some(dst), Some(up_at)) = (dst, s.call.answered_at) else {
+        };
+        let mode = cfg.rtp;
+        // Everything that arrived since the last tick, filed under its call.
+        loop {
+            let n = batch.recv(sock);
+            for k in 0..n {
+                let Some((data, src)) = batch.get(k) else {
                     continue;
                 };
-                // Frame k is due at up_at + k·20 ms; send every frame that is due.
-                let due = ((now - up_at).as_micros() / FRAME.as_micros()) as u64 + 1;
-                while s.frames < due {
-                    let k = s.frames;
-                    let h = RtpHeader {
-                        marker: k == 0,
-                        payload_type: self.ep.payload_type,
-                        sequence: s.seq,
-                        timestamp: s.ts,
-                        ssrc: s.ssrc,
-                    };
-                    let frame = &self.tone[k as usize % self.tone.len()];
-                    if let Ok(len) = h.write_with_payload(frame, &mut self.pkt) {
-                        let _ = sock.send_to(&self.pkt[..len], dst);
-                        self.report.rtp_sent += 1;
-                        if now.saturating_duration_since(up_at + FRAME * k as u32) > FRAME + TICK {
-                            self.report.late_frames += 1;
-                        }
-                    }
-                    s.seq = s.seq.wrapping_add(1);
-                    s.ts = s.ts.wrapping_add(SAMPLES);
-                    s.frames += 1;
+                // RTCP comes from the server's next port, which names no call; RTCP on the RTP
+                // port (PT 200–204 in the second byte) is not media either.
+                let Some(s) = by_source.get(&src).and_then(|&i| slots.get_mut(i)) else {
+                    continue;
+                };
+                if data.len() < 2 || (200..=204).contains(&data[1]) {
+                    continue;
+                }
+                let Ok(pkt) = RtpPacket::parse(data) else {
+                    continue;
+                };
+                let at = batch.arrival(k).unwrap_or(now);
+                s.receive(&pkt, at, mode, report);
+            }
+            if n < batch.capacity() {
+                break;
+            }
+        }
+        // This phase's calls send what is due.
+        let late_tick = late > FRAME;
+        let mut i = phase;
+        while i < slots.len() {
+            let s = &mut slots[i];
+            i += PHASES;
+            let Some(dst) = s.rtp_from.and(s.call.remote_rtp) else {
+                continue;
+            };
+            if s.call.state != State::Up {
+                continue;
+            }
+            match mode {
+                RtpMode::Echo => s.echo(sock, dst, pkt, late_tick, report),
+                RtpMode::Send => s.send_tone(sock, dst, pkt, tone, ep.payload_type, now, report),
+                RtpMode::None => {}
+            }
+        }
+    }
+}
+
+impl Slot {
+    /// Books an RTP packet of this call and, in echo mode, queues its payload to go back.
+    fn receive(&mut self, pkt: &RtpPacket, at: Instant, mode: RtpMode, report: &mut Report) {
+        self.rx += 1;
+        report.rtp_received += 1;
+        match self.stats.as_mut() {
+            Some(st) => {
+                st.on_packet(pkt.sequence());
+            }
+            None => self.stats = Some(ReceiveStats::new(pkt.sequence(), 8000, at)),
+        }
+        if let Some(st) = self.stats.as_mut() {
+            st.on_timestamp(pkt.timestamp(), at);
+        }
+        if late_arrival(
+            &mut self.first_rx,
+            &mut self.min_transit_us,
+            pkt.timestamp(),
+            at,
+        ) {
+            report.late_arrivals += 1;
+        }
+        if mode == RtpMode::Echo && self.call.state == State::Up {
+            let p = pkt.payload();
+            let len = p.len().min(RING_BYTES);
+            if self.queued == RING {
+                self.head = (self.head + 1) % RING; // full: the oldest goes
+                self.queued -= 1;
+            }
+            let at = (self.head + self.queued) % RING;
+            self.ring[at][..len].copy_from_slice(&p[..len]);
+            self.ring_len[at] = len as u16;
+            self.ring_pt = pkt.payload_type();
+            self.queued += 1;
+        }
+    }
+
+    /// One frame per visit in steady state; after a late visit, all but one of the backlog (the
+    /// one kept absorbs a packet that arrives just after its visit).
+    fn echo(
+        &mut self,
+        sock: &UdpSocket,
+        dst: SocketAddr,
+        buf: &mut [u8],
+        late_tick: bool,
+        report: &mut Report,
+    ) {
+        let frames = if self.queued >= 2 {
+            self.queued - 1
+        } else {
+            self.queued
+        };
+        for _ in 0..frames {
+            let len = self.ring_len[self.head] as usize;
+            let (head, pt) = (self.head, self.ring_pt);
+            let payload = self.ring[head];
+            if self.send(sock, dst, buf, pt, &payload[..len]) {
+                report.rtp_sent += 1;
+                if late_tick {
+                    report.late_frames += 1;
+                }
+            }
+            self.head = (self.head + 1) % RING;
+            self.queued -= 1;
+        }
+    }
+
+    /// Send mode: frame k is due at answer + k·20 ms; sends every frame that is due.
+    #[allow(clippy::too_many_arguments)]
+    fn send_tone(
+        &mut self,
+        sock: &UdpSocket,
+        dst: SocketAddr,
+        buf: &mut [u8],
+        tone: &[Vec<u8>],
+        pt: u8,
+        now: Instant,
+        report: &mut Report,
+    ) {
+        let Some(up_at) = self.call.answered_at else {
+            return;
+        };
+        let due = ((now - up_at).as_micros() / FRAME.as_micros()) as u64 + 1;
+        while self.frames < due {
+            let k = self.frames;
+            if self.send(sock, dst, buf, pt, &tone[k as usize % tone.len()]) {
+                report.rtp_sent += 1;
+                if now.saturating_duration_since(up_at + FRAME * k as u32) > FRAME + TICK {
+                    report.late_frames += 1;
                 }
             }
         }
+    }
+
+    /// Sends the call's next packet (its own SSRC, sequence and timestamp) and advances them.
+    fn send(
+        &mut self,
+        sock: &UdpSocket,
+        dst: SocketAddr,
+        buf: &mut [u8],
+        pt: u8,
+        payload: &[u8],
+    ) -> bool {
+        let h = RtpHeader {
+            marker: self.frames == 0,
+            payload_type: pt,
+            sequence: self.seq,
+            timestamp: self.ts,
+            ssrc: self.ssrc,
+        };
+        let sent = match h.write_with_payload(payload, buf) {
+            Ok(n) => sock.send_to(&buf[..n], dst).is_ok(),
+            Err(_) => false,
+        };
+        self.seq = self.seq.wrapping_add(1);
+        self.ts = self.ts.wrapping_add(SAMPLES);
+        self.frames += 1;
+        sent
     }
 }
 

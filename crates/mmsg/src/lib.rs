@@ -44,6 +44,11 @@ impl Batch {
         }
     }
 
+    /// How many datagrams one `recv` takes at most (fewer means the socket is drained).
+    pub fn capacity(&self) -> usize {
+        self.hdrs.len()
+    }
+
     /// Receives what is waiting on `sock` without blocking; returns how many datagrams.
     pub fn recv(&mut self, sock: &impl AsRawFd) -> usize {
         self.iovs.clear();
