@@ -164,7 +164,6 @@ impl Worker {
     }
 
     pub fn run(mut self) {
-        private_fd_table();
         let mut events = Events::with_capacity(1024);
         // One byte more than a message may have, so a longer datagram shows as too large.
         let mut sip_batch = mmsg::Batch::new(SIP_BATCH, self.max_message + 1, true);
@@ -585,21 +584,6 @@ fn rtp_sender(media: &MediaSockets) -> impl FnMut(media::Transmit<'_>) + '_ {
                 pair.send_rtp(t.payload, t.dst, t.pinned);
             }
         }
-    }
-}
-
-/// Gives the calling worker thread a copy of the process's file descriptor table. The sockets a
-/// worker opens once running (RTP, RTCP, TCP connections) are its own, and with a table no other
-/// thread shares the kernel looks a descriptor up without taking a reference on the file, an
-/// atomic per system call that costs a media worker several percent of its CPU (`fdget`).
-/// Descriptors opened before (SIP sockets, wakers, the IAX2 port) stay valid in every table.
-fn private_fd_table() {
-    // SAFETY: unshare(CLONE_FILES) only copies the calling thread's descriptor table.
-    if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
-        eprintln!(
-            "strowger: unshare(CLONE_FILES): {} (workers share the descriptor table)",
-            std::io::Error::last_os_error()
-        );
     }
 }
 
