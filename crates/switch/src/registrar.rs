@@ -95,6 +95,7 @@ pub struct Registrar {
     pub min_expires: u32,
     pub max_expires: u32,
     pub default_expires: u32,
+    pub authenticate: bool,
     pub nonces: Arc<Mutex<Nonces>>,
 }
 
@@ -114,6 +115,7 @@ impl Registrar {
             min_expires: cfg.min_expires,
             max_expires: cfg.max_expires,
             default_expires: cfg.default_expires,
+            authenticate: cfg.authenticate,
             nonces: Arc::new(Mutex::new(Nonces::new(
                 secret,
                 NONCE_LIFETIME_S,
@@ -335,6 +337,9 @@ impl Engine {
             )];
             return self.reg_reply(stx, &msg, peer, 400, &w, now);
         };
+        if !self.s.registrar.authenticate {
+            return self.store_bindings(stx, msg, peer, &user, now, host);
+        }
         let realm = self.s.registrar.domain.clone();
         let auth = msg
             .all(HeaderName::Authorization)
@@ -398,6 +403,19 @@ impl Engine {
             NonceCheck::Stale => return self.challenge(stx, &msg, peer, true, now),
             NonceCheck::Invalid => return self.challenge(stx, &msg, peer, false, now),
         }
+        self.store_bindings(stx, msg, peer, &user, now, host);
+    }
+
+    /// Writes the bindings an accepted REGISTER asks for; the 200 is sent once they are stored.
+    fn store_bindings(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        user: &str,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
         let aor = format!("{user}@{}", self.s.registrar.domain);
         let changes = match self.changes(&msg, peer) {
             Ok(c) => c,

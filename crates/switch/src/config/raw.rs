@@ -70,6 +70,7 @@ pub(crate) struct RawRegistrar {
     pub min_expires: u64,
     pub max_expires: u64,
     pub default_expires: u64,
+    pub authenticate: bool,
     pub store: String,
 }
 
@@ -80,6 +81,7 @@ impl Default for RawRegistrar {
             min_expires: 60,
             max_expires: 3600,
             default_expires: 3600,
+            authenticate: true,
             store: "local:strowger-data/store.snap".into(),
         }
     }
