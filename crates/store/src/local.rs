@@ -7,8 +7,9 @@
 //! new snapshot, never half of one) and started again empty.
 //!
 //! The journal is written to the kernel on every change, so a crash or restart of strowger
-//! loses nothing acknowledged; it is flushed to the disk at most once a second (and with every
-//! snapshot), so a power cut may lose the last second.
+//! loses nothing acknowledged; a background thread flushes it to the disk once a second (and
+//! every snapshot is flushed before it replaces the old one), so a power cut may lose the last
+//! second, and no change ever waits for the disk. A flush that fails fails the next change.
 
 use crate::{
     apply, Binding, Change, CredentialStore, Credentials, LocationStore, Result, StoreError,
@@ -19,8 +20,9 @@ use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 const SHARDS: usize = 16;
 /// The journal is folded into the snapshot once it has this many lines and more lines than
@@ -35,12 +37,39 @@ pub struct LocalStore {
     /// Lock order: a shard or `users`, then `journal` (a fold takes `users`, every shard in
     /// order, then `journal`).
     journal: Mutex<Journal>,
+    sync: Arc<Flush>,
 }
 
 struct Journal {
     file: File,
     lines: u64,
-    synced: Instant,
+}
+
+/// Shared with the thread that flushes the journal.
+struct Flush {
+    /// Written since the last flush.
+    dirty: AtomicBool,
+    /// The store is gone: the thread ends.
+    closed: AtomicBool,
+    failed: Mutex<Option<String>>,
+}
+
+impl Drop for LocalStore {
+    fn drop(&mut self) {
+        self.sync.closed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Flushes `file` once a second while something was written, until the store closes.
+fn flush_loop(file: File, path: PathBuf, sync: Arc<Flush>) {
+    while !sync.closed.load(Ordering::Relaxed) {
+        std::thread::sleep(SYNC_EVERY);
+        if sync.dirty.swap(false, Ordering::Relaxed) {
+            if let Err(e) = file.sync_data() {
+                *sync.failed.lock().unwrap() = Some(write_error(&path, e).0);
+            }
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -122,15 +151,23 @@ impl LocalStore {
             .append(true)
             .open(&jpath)
             .map_err(err)?;
+        let sync = Arc::new(Flush {
+            dirty: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            failed: Mutex::new(None),
+        });
+        let flushed = file.try_clone().map_err(err)?;
+        let (sync2, jpath2) = (sync.clone(), jpath.clone());
+        std::thread::Builder::new()
+            .name("store-flush".into())
+            .spawn(move || flush_loop(flushed, jpath2, sync2))
+            .map_err(err)?;
         let s = LocalStore {
             path: path.to_path_buf(),
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             users: Mutex::new(users),
-            journal: Mutex::new(Journal {
-                file,
-                lines,
-                synced: Instant::now(),
-            }),
+            journal: Mutex::new(Journal { file, lines }),
+            sync,
         };
         for (aor, list) in bindings {
             s.shard(&aor).lock().unwrap().insert(aor, list);
@@ -152,15 +189,14 @@ impl LocalStore {
     fn append(&self, e: &Entry) -> Result<u64> {
         let mut line = serde_json::to_vec(e).map_err(|e| StoreError(e.to_string()))?;
         line.push(b'\n');
+        if let Some(e) = self.sync.failed.lock().unwrap().take() {
+            return Err(StoreError(e));
+        }
         let mut j = self.journal.lock().unwrap();
-        let jpath = journal_path(&self.path);
         j.file
             .write_all(&line)
-            .map_err(|e| write_error(&jpath, e))?;
-        if j.synced.elapsed() >= SYNC_EVERY {
-            j.file.sync_data().map_err(|e| write_error(&jpath, e))?;
-            j.synced = Instant::now();
-        }
+            .map_err(|e| write_error(&journal_path(&self.path), e))?;
+        self.sync.dirty.store(true, Ordering::Relaxed);
         j.lines += 1;
         Ok(j.lines)
     }
