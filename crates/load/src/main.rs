@@ -1,4 +1,5 @@
-//! `strowger-load call …`: places calls with RTP against a SIP server and reports what it saw.
+//! `strowger-load call …`: places calls with RTP against a SIP server and reports what it saw;
+//! `strowger-load register …` registers users; `strowger-load iax2 …` places IAX2 calls.
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::net::{IpAddr, SocketAddr};
@@ -71,6 +72,40 @@ enum Cmd {
         #[arg(long)]
         quiet: bool,
     },
+    /// Register users FIRST, FIRST+1, … once each (unique addresses of record), answering
+    /// digest challenges with --auth; reports the rate, failures and latency percentiles.
+    Register {
+        /// The registrar, HOST:PORT (an IP literal).
+        #[arg(long)]
+        target: SocketAddr,
+        /// How many users (one REGISTER each).
+        #[arg(long, default_value_t = 1)]
+        users: u64,
+        /// REGISTERs begun per second.
+        #[arg(long, default_value_t = 100.0)]
+        rate: f64,
+        /// Every user's password (answers 401/407); without it a challenge counts as a failure.
+        #[arg(long, value_name = "PASSWORD")]
+        auth: Option<String>,
+        /// The first user name (a number; the others count up from it).
+        #[arg(long, default_value_t = 100_000)]
+        first: u64,
+        /// The registrar's domain (Request-URI sip:DOMAIN, To sip:USER@DOMAIN).
+        #[arg(long, default_value = "strowger")]
+        domain: String,
+        /// Expires asked for, seconds.
+        #[arg(long, default_value_t = 3600)]
+        expires: u32,
+        /// Local address to register from.
+        #[arg(long, default_value = "127.0.0.1")]
+        local: IpAddr,
+        /// Give up after this many seconds; registrations under way count as "unfinished".
+        #[arg(long, default_value_t = 600.0)]
+        max_time: f64,
+        /// Print the report as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Place IAX2 calls: NEW (call token, MD5) → ANSWER → 20 ms µ-law voice → HANGUP.
     Iax2 {
         /// The server, HOST:PORT (an IP literal).
@@ -105,6 +140,37 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Register {
+            target,
+            users,
+            rate,
+            auth,
+            first,
+            domain,
+            expires,
+            local,
+            max_time,
+            json,
+        } => {
+            let p = strowger_load::register::Params {
+                target,
+                local: SocketAddr::new(local, 0),
+                domain,
+                first,
+                users,
+                rate,
+                password: auth,
+                expires,
+            };
+            match strowger_load::register::run(p, Duration::from_secs_f64(max_time.max(0.001))) {
+                Ok(mut o) if json => println!("{}", o.json()),
+                Ok(mut o) => println!("{}", o.text()),
+                Err(e) => {
+                    eprintln!("strowger-load: cannot register from {local}: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
         Cmd::Iax2 {
             target,
             ext,

@@ -63,6 +63,11 @@ struct Server {
 
 impl Server {
     fn start(label: &str) -> Server {
+        Server::with_config(label, None)
+    }
+
+    /// strowger with `config` (TOML text) written to its directory, run from there.
+    fn with_config(label: &str, config: Option<&str>) -> Server {
         let dir =
             std::env::temp_dir().join(format!("strowger-load-test-{label}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -70,7 +75,13 @@ impl Server {
         let port = free_port();
         let lo = free_range(200);
         let log = dir.join("strowger.log");
-        let child = Command::new(strowger_bin())
+        let mut cmd = Command::new(strowger_bin());
+        if let Some(text) = config {
+            std::fs::write(dir.join("strowger.toml"), text).unwrap();
+            cmd.arg("--config").arg(dir.join("strowger.toml"));
+            cmd.current_dir(&dir);
+        }
+        let child = cmd
             .arg("--sip-listen")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--rtp-ports")
@@ -91,6 +102,21 @@ impl Server {
             std::thread::sleep(Duration::from_millis(50));
         }
         Server { child, port, dir }
+    }
+
+    /// Runs `strowger-load register --target … --json` with `args`; returns the report.
+    fn register(&self, args: &[&str]) -> serde_json::Value {
+        let out = Command::new(load_bin())
+            .args(["register", "--target", &format!("127.0.0.1:{}", self.port)])
+            .args(["--json", "--max-time", "60"])
+            .args(args)
+            .output()
+            .expect("run strowger-load");
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "strowger-load failed: {out:?}");
+        println!("strowger-load register {args:?}: {stdout}");
+        serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("report is not one JSON object ({e}): {stdout}"))
     }
 
     /// Runs strowger-load with `args` after `call --target … --json`; returns the report and stderr.
@@ -172,4 +198,48 @@ fn an_unknown_extension_fails_with_404() {
     assert_eq!(r["failed"], 3, "{r}");
     assert_eq!(r["failed_reasons"]["404"], 3, "{r}");
     assert_eq!(r["completed"], 0);
+}
+
+/// A registrar with users 100000-100049 (password "pw"), digest authentication on or off.
+fn registrar_config(authenticate: bool) -> String {
+    let mut c = format!(
+        "[registrar]\ndomain = \"strowger\"\nauthenticate = {authenticate}\n\
+         store = \"local:store.snap\"\n\
+         [dialplan]\ndefault_context = \"default\"\n\
+         [[dialplan.contexts.default.rules]]\nprefix = \"\"\nsteps = [\"hangup\"]\n"
+    );
+    for u in 100_000..100_050 {
+        c.push_str(&format!("[[users]]\nuser = \"{u}\"\npassword = \"pw\"\n"));
+    }
+    c
+}
+
+#[test]
+fn registers_with_digest_and_counts_a_wrong_password_as_403() {
+    let s = Server::with_config("register-auth", Some(&registrar_config(true)));
+    let r = s.register(&["--users", "50", "--rate", "500", "--auth", "pw"]);
+    assert_eq!(
+        (r["attempted"].as_u64(), r["registered"].as_u64()),
+        (Some(50), Some(50)),
+        "{r}"
+    );
+    assert_eq!(r["challenges"], 50, "{r}");
+    assert_eq!(r["latency_us"]["n"], 50, "{r}");
+    assert!(r["latency_us"]["p99"].as_u64().unwrap() > 0, "{r}");
+    let r = s.register(&["--users", "5", "--rate", "500", "--auth", "wrong"]);
+    assert_eq!(r["failed_reasons"]["403"], 5, "{r}");
+    let r = s.register(&["--users", "5", "--rate", "500"]);
+    assert_eq!(r["failed_reasons"]["challenge"], 5, "no password: {r}");
+}
+
+#[test]
+fn registers_without_auth_when_the_registrar_does_not_ask() {
+    let s = Server::with_config("register-open", Some(&registrar_config(false)));
+    let r = s.register(&["--users", "200", "--rate", "1000", "--first", "300000"]);
+    assert_eq!(r["registered"], 200, "{r}");
+    assert_eq!(
+        (r["challenges"].as_u64(), r["failed"].as_u64()),
+        (Some(0), Some(0)),
+        "{r}"
+    );
 }

@@ -238,14 +238,18 @@ pub(crate) fn key(kind: &str, name: &str) -> String {
     }
     if k.len() > 250 {
         // Long names are rare; keep them distinct with a stable hash.
-        let mut h: u64 = 0xcbf29ce484222325;
-        for b in name.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x100000001b3);
-        }
         k.truncate(230);
-        k.push_str(&format!("#{h:016x}"));
+        k.push_str(&format!("#{:016x}", fnv1a(name)));
     }
     k
+}
+
+/// FNV-1a: a hash that is the same in every process and version (unlike std's), for keys
+/// other instances must find.
+pub(crate) fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf29ce484222325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    })
 }
 
 #[cfg(test)]

@@ -1,31 +1,89 @@
-//! `local:PATH`: bindings and users in this process, sharded by AOR, with every change
-//! persisted as a snapshot (written to a temporary file, then renamed over PATH, so a crash
-//! leaves the old or the new snapshot, never half of one). A restart reads it back.
+//! `local:PATH`: bindings and users in this process, sharded by AOR, kept on disk as a snapshot
+//! at PATH plus a journal beside it (PATH.journal). Every change appends one line to the
+//! journal before it is acknowledged: the AOR's whole new binding list, or the user's new
+//! credentials, so replaying a line is idempotent. A restart reads the snapshot and replays
+//! the journal. When the journal outgrows the data it describes, it is folded into a new
+//! snapshot (written to a temporary file and renamed over PATH, so a crash leaves the old or the
+//! new snapshot, never half of one) and started again empty.
+//!
+//! The journal is written to the kernel on every change, so a crash or restart of strowger
+//! loses nothing acknowledged; a background thread flushes it to the disk once a second (and
+//! every snapshot is flushed before it replaces the old one), so a power cut may lose the last
+//! second, and no change ever waits for the disk. A flush that fails fails the next change.
 
 use crate::{
     apply, Binding, Change, CredentialStore, Credentials, LocationStore, Result, StoreError,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 const SHARDS: usize = 16;
+/// The journal is folded into the snapshot once it has this many lines and more lines than
+/// twice the AORs and users it describes (so folding costs O(1) per change, amortised).
+const MIN_FOLD: u64 = 4096;
+const SYNC_EVERY: Duration = Duration::from_secs(1);
 
 pub struct LocalStore {
     path: PathBuf,
     shards: Vec<Mutex<HashMap<String, Vec<Binding>>>>,
     users: Mutex<BTreeMap<String, Credentials>>,
-    /// Serialises snapshot writes.
-    writing: Mutex<()>,
+    /// Lock order: a shard or `users`, then `journal` (a fold takes `users`, every shard in
+    /// order, then `journal`).
+    journal: Mutex<Journal>,
+    sync: Arc<Flush>,
+}
+
+struct Journal {
+    file: File,
+    lines: u64,
+}
+
+/// Shared with the thread that flushes the journal.
+struct Flush {
+    /// Written since the last flush.
+    dirty: AtomicBool,
+    /// The store is gone: the thread ends.
+    closed: AtomicBool,
+    failed: Mutex<Option<String>>,
+}
+
+impl Drop for LocalStore {
+    fn drop(&mut self) {
+        self.sync.closed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Flushes `file` once a second while something was written, until the store closes.
+fn flush_loop(file: File, path: PathBuf, sync: Arc<Flush>) {
+    while !sync.closed.load(Ordering::Relaxed) {
+        std::thread::sleep(SYNC_EVERY);
+        if sync.dirty.swap(false, Ordering::Relaxed) {
+            if let Err(e) = file.sync_data() {
+                *sync.failed.lock().unwrap() = Some(write_error(&path, e).0);
+            }
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Default)]
 struct Snapshot {
     users: Vec<Credentials>,
     bindings: BTreeMap<String, Vec<Binding>>,
+}
+
+/// One journal line.
+#[derive(Serialize, Deserialize)]
+enum Entry {
+    Aor(String, Vec<Binding>),
+    User(Credentials),
+    DelUser(String),
 }
 
 fn user_key(user: &str, domain: &str) -> String {
@@ -45,20 +103,78 @@ impl LocalStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Snapshot::default(),
             Err(e) => return Err(StoreError(format!("{}: cannot read: {e}", path.display()))),
         };
+        let mut users: BTreeMap<String, Credentials> = snap
+            .users
+            .into_iter()
+            .map(|c| (user_key(&c.user, &c.domain), c))
+            .collect();
+        let mut bindings = snap.bindings;
+        let jpath = journal_path(path);
+        let mut lines = 0;
+        match File::open(&jpath) {
+            Ok(f) => {
+                for line in BufReader::new(f).lines() {
+                    let line = line.map_err(|e| {
+                        StoreError(format!("{}: cannot read: {e}", jpath.display()))
+                    })?;
+                    // A line cut short by a crash is the last one: what it held was never
+                    // acknowledged.
+                    let Ok(entry) = serde_json::from_str::<Entry>(&line) else {
+                        break;
+                    };
+                    lines += 1;
+                    match entry {
+                        Entry::Aor(aor, list) if list.is_empty() => {
+                            bindings.remove(&aor);
+                        }
+                        Entry::Aor(aor, list) => {
+                            bindings.insert(aor, list);
+                        }
+                        Entry::User(c) => {
+                            users.insert(user_key(&c.user, &c.domain), c);
+                        }
+                        Entry::DelUser(k) => {
+                            users.remove(&k);
+                        }
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError(format!("{}: cannot read: {e}", jpath.display()))),
+        }
+        let err = |e: std::io::Error| write_error(path, e);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&jpath)
+            .map_err(err)?;
+        let sync = Arc::new(Flush {
+            dirty: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            failed: Mutex::new(None),
+        });
+        let flushed = file.try_clone().map_err(err)?;
+        let (sync2, jpath2) = (sync.clone(), jpath.clone());
+        std::thread::Builder::new()
+            .name("store-flush".into())
+            .spawn(move || flush_loop(flushed, jpath2, sync2))
+            .map_err(err)?;
         let s = LocalStore {
             path: path.to_path_buf(),
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            users: Mutex::new(
-                snap.users
-                    .into_iter()
-                    .map(|c| (user_key(&c.user, &c.domain), c))
-                    .collect(),
-            ),
-            writing: Mutex::new(()),
+            users: Mutex::new(users),
+            journal: Mutex::new(Journal { file, lines }),
+            sync,
         };
-        for (aor, list) in snap.bindings {
+        for (aor, list) in bindings {
             s.shard(&aor).lock().unwrap().insert(aor, list);
         }
+        // Start from a fresh snapshot and an empty journal (lapsed bindings are dropped by
+        // later folds, which know the time).
+        s.fold(0, 0)?;
         Ok(s)
     }
 
@@ -68,49 +184,109 @@ impl LocalStore {
         &self.shards[h.finish() as usize % SHARDS]
     }
 
-    fn persist(&self) -> Result<()> {
-        let _w = self.writing.lock().unwrap();
+    /// Appends one entry (the caller holds the lock of what it changed); returns the journal's
+    /// length in lines.
+    fn append(&self, e: &Entry) -> Result<u64> {
+        let mut line = serde_json::to_vec(e).map_err(|e| StoreError(e.to_string()))?;
+        line.push(b'\n');
+        if let Some(e) = self.sync.failed.lock().unwrap().take() {
+            return Err(StoreError(e));
+        }
+        let mut j = self.journal.lock().unwrap();
+        j.file
+            .write_all(&line)
+            .map_err(|e| write_error(&journal_path(&self.path), e))?;
+        self.sync.dirty.store(true, Ordering::Relaxed);
+        j.lines += 1;
+        Ok(j.lines)
+    }
+
+    /// Folds the journal into a snapshot when it has grown past `MIN_FOLD` lines and twice the
+    /// records it describes. Called with no lock held.
+    fn fold_if_due(&self, lines: u64, now: u64) -> Result<()> {
+        if lines < MIN_FOLD {
+            return Ok(());
+        }
+        // Shards are not locked together here: the figure only paces folding.
+        let records = self.users.lock().unwrap().len()
+            + self
+                .shards
+                .iter()
+                .map(|s| s.lock().unwrap().len())
+                .sum::<usize>();
+        if lines > 2 * records as u64 {
+            self.fold(now, MIN_FOLD)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a snapshot of everything and empties the journal, dropping lapsed bindings, if
+    /// the journal still has `at_least` lines once the locks are held.
+    fn fold(&self, now: u64, at_least: u64) -> Result<()> {
+        let users = self.users.lock().unwrap();
+        let mut shards: Vec<MutexGuard<'_, HashMap<String, Vec<Binding>>>> =
+            self.shards.iter().map(|s| s.lock().unwrap()).collect();
+        let mut j = self.journal.lock().unwrap();
+        if j.lines < at_least {
+            return Ok(()); // another thread folded it meanwhile
+        }
         let mut snap = Snapshot {
-            users: self.users.lock().unwrap().values().cloned().collect(),
+            users: users.values().cloned().collect(),
             bindings: BTreeMap::new(),
         };
-        for s in &self.shards {
-            for (k, v) in s.lock().unwrap().iter() {
+        for shard in shards.iter_mut() {
+            shard.retain(|_, l| {
+                l.retain(|b| b.expires_at > now);
+                !l.is_empty()
+            });
+            for (k, v) in shard.iter() {
                 snap.bindings.insert(k.clone(), v.clone());
             }
         }
         let bytes = serde_json::to_vec(&snap).map_err(|e| StoreError(e.to_string()))?;
-        let err = |e: std::io::Error| {
-            StoreError(format!(
-                "{}: cannot write the store snapshot: {e} (check the directory exists and is writable)",
-                self.path.display()
-            ))
-        };
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(err)?;
-        }
+        let err = |e: std::io::Error| write_error(&self.path, e);
         let mut tmp = self.path.clone().into_os_string();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
-        let mut f = std::fs::File::create(&tmp).map_err(err)?;
+        let mut f = File::create(&tmp).map_err(err)?;
         f.write_all(&bytes).map_err(err)?;
         f.sync_data().map_err(err)?;
-        std::fs::rename(&tmp, &self.path).map_err(err)
+        std::fs::rename(&tmp, &self.path).map_err(err)?;
+        j.file.set_len(0).map_err(err)?;
+        j.lines = 0;
+        Ok(())
     }
+}
+
+fn journal_path(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf().into_os_string();
+    p.push(".journal");
+    PathBuf::from(p)
+}
+
+fn write_error(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError(format!(
+        "{}: cannot write the store: {e} (check the directory exists and is writable)",
+        path.display()
+    ))
 }
 
 impl LocationStore for LocalStore {
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
-        let list = {
+        let (list, lines) = {
             let mut shard = self.shard(aor).lock().unwrap();
-            let old = shard.remove(aor).unwrap_or_default();
+            let old = shard.get(aor).cloned().unwrap_or_default();
             let list = apply(old, changes, now);
-            if !list.is_empty() {
+            // Journal first: a change that cannot be written is not made.
+            let lines = self.append(&Entry::Aor(aor.to_string(), list.clone()))?;
+            if list.is_empty() {
+                shard.remove(aor);
+            } else {
                 shard.insert(aor.to_string(), list.clone());
             }
-            list
+            (list, lines)
         };
-        self.persist()?;
+        self.fold_if_due(lines, now)?;
         Ok(list)
     }
 
@@ -134,29 +310,40 @@ impl CredentialStore for LocalStore {
     }
 
     fn put_user(&self, c: &Credentials) -> Result<()> {
-        self.users
-            .lock()
-            .unwrap()
-            .insert(user_key(&c.user, &c.domain), c.clone());
-        self.persist()
+        let lines = {
+            let mut users = self.users.lock().unwrap();
+            let lines = self.append(&Entry::User(c.clone()))?;
+            users.insert(user_key(&c.user, &c.domain), c.clone());
+            lines
+        };
+        self.fold_if_due(lines, unix_now())
     }
 
     fn del_user(&self, user: &str, domain: &str) -> Result<bool> {
-        let had = self
-            .users
-            .lock()
-            .unwrap()
-            .remove(&user_key(user, domain))
-            .is_some();
-        if had {
-            self.persist()?;
-        }
-        Ok(had)
+        let k = user_key(user, domain);
+        let lines = {
+            let mut users = self.users.lock().unwrap();
+            if !users.contains_key(&k) {
+                return Ok(false);
+            }
+            let lines = self.append(&Entry::DelUser(k.clone()))?;
+            users.remove(&k);
+            lines
+        };
+        self.fold_if_due(lines, unix_now())?;
+        Ok(true)
     }
 
     fn users(&self) -> Result<Vec<Credentials>> {
         Ok(self.users.lock().unwrap().values().cloned().collect())
     }
+}
+
+/// Credential calls carry no time; a fold after one needs it to drop lapsed bindings.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]
@@ -211,6 +398,50 @@ mod tests {
         assert!(l.is_empty());
         assert!(s.del_user("alice", "x").unwrap());
         assert!(s.users().unwrap().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Thousands of changes (past a fold) and a line cut short by a crash: a reopened store
+    /// has every acknowledged change and nothing of the cut line.
+    #[test]
+    fn journal_replays_across_folds_and_ignores_a_torn_line() {
+        let dir = std::env::temp_dir().join(format!("strowger-journal-{}", std::process::id()));
+        let path = dir.join("s.snap");
+        let _ = std::fs::remove_dir_all(&dir);
+        let s = LocalStore::open(&path).unwrap();
+        let n = (MIN_FOLD as usize * 3).div_ceil(100) * 100;
+        for i in 0..n {
+            let aor = format!("u{}@x", i % 100);
+            let b = binding(&format!("sip:{i}@h"), 1_000 + i as u64);
+            s.update(&aor, &[Change::RemoveAll, Change::Put(b)], 100)
+                .unwrap();
+        }
+        s.update("u0@x", &[Change::RemoveAll], 100).unwrap();
+        let lines = s.journal.lock().unwrap().lines;
+        assert!(lines < MIN_FOLD, "folded on the way: {lines} lines left");
+        drop(s);
+        let mut j = std::fs::OpenOptions::new()
+            .append(true)
+            .open(journal_path(&path))
+            .unwrap();
+        j.write_all(b"{\"Aor\":[\"u1@x\",[{\"contact\":").unwrap();
+        drop(j);
+
+        let s = LocalStore::open(&path).unwrap();
+        assert!(s.lookup("u0@x", 100).unwrap().is_empty(), "removed last");
+        let last = n - 1;
+        let l = s.lookup("u99@x", 100).unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].contact, format!("sip:{last}@h"));
+        assert_eq!(
+            s.lookup("u1@x", 100).unwrap()[0].contact,
+            format!("sip:{}@h", n - 99)
+        );
+        assert_eq!(
+            std::fs::metadata(journal_path(&path)).unwrap().len(),
+            0,
+            "folded at open"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

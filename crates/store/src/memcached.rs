@@ -1,6 +1,7 @@
 //! `memcached://HOST:PORT`: a small pooled client over the memcached text protocol. An AOR's
 //! bindings are one JSON value expiring with the last binding, changed with gets/cas (retried
-//! on a concurrent change); users are keys, listed through an index value. A connection that
+//! on a concurrent change); users are keys, listed through an index split over `USER_BUCKETS`
+//! values (so adding a user rewrites a small list, not one of every user). A connection that
 //! fails is dropped, so operations fail while memcached is down and recover once it is back.
 
 use crate::{
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 const POOL: usize = 4;
-const USERS: &str = "strowger:users";
+const USER_BUCKETS: u64 = 64;
 const CAS_TRIES: usize = 16;
 
 pub struct MemcachedStore {
@@ -189,6 +190,11 @@ impl MemcachedStore {
     }
 }
 
+/// The index value listing `name` (FNV-1a of the name picks one of `USER_BUCKETS`).
+fn user_bucket(name: &str) -> String {
+    format!("strowger:users:{}", crate::fnv1a(name) % USER_BUCKETS)
+}
+
 fn proto(line: &str) -> std::io::Error {
     std::io::Error::other(format!("unexpected reply {line:?}"))
 }
@@ -235,7 +241,7 @@ impl LocationStore for MemcachedStore {
 
 impl MemcachedStore {
     fn index(&self, name: &str, add: bool) -> Result<()> {
-        self.modify(USERS, |old| {
+        self.modify(&user_bucket(name), |old| {
             let mut names: Vec<String> = old
                 .and_then(|d| serde_json::from_slice(d).ok())
                 .unwrap_or_default();
@@ -274,10 +280,14 @@ impl CredentialStore for MemcachedStore {
     }
 
     fn users(&self) -> Result<Vec<Credentials>> {
-        let names: Vec<String> = self
-            .gets(USERS)?
-            .and_then(|(d, _)| serde_json::from_slice(&d).ok())
-            .unwrap_or_default();
+        let mut names: Vec<String> = Vec::new();
+        for b in 0..USER_BUCKETS {
+            let bucket: Vec<String> = self
+                .gets(&format!("strowger:users:{b}"))?
+                .and_then(|(d, _)| serde_json::from_slice(&d).ok())
+                .unwrap_or_default();
+            names.extend(bucket);
+        }
         let mut out = Vec::new();
         for n in names {
             let v = self.gets(&key("user", &n))?;

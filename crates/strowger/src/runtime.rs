@@ -93,7 +93,11 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let mail = Arc::new(Mailboxes::new(senders, wakers));
     let store = store::open(&cfg.registrar.store).map_err(|e| format!("registrar.store: {e}"))?;
     load_users(&*store, &cfg.users)?;
-    let queues = crate::store_io::start(store, mail.clone(), 2);
+    let inline = matches!(
+        cfg.registrar.store.parse::<store::StoreUrl>(),
+        Ok(store::StoreUrl::Local(_))
+    );
+    let queues = crate::store_io::start(store, inline, mail.clone(), 2);
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
     let iax = cfg
         .iax2

@@ -1,45 +1,51 @@
 //! The store threads: workers hand them location/credential operations, which may block on
 //! Redis or Memcached, and get the results back through their inbox, so no worker ever waits
-//! on the network.
+//! on the network. The local store never waits (memory, and a journal append that the kernel
+//! buffers): its operations run on the worker itself, sparing two thread hand-offs per
+//! REGISTER.
 
 use crate::worker::{Envelope, Mailboxes};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use switch::registrar::{StoreOp, StoreResult};
 
-struct Job {
+pub struct Job {
     worker: usize,
     token: u64,
     op: StoreOp,
 }
 
-/// A worker's handle on the store threads.
-pub struct StoreQueue {
-    worker: usize,
-    tx: Sender<Job>,
+/// A worker's handle on the store.
+pub enum StoreQueue {
+    Threads { worker: usize, tx: Sender<Job> },
+    Inline(Arc<dyn store::Store>),
 }
 
 impl StoreQueue {
-    /// Queues `op`; its result arrives later as `Envelope::Store`.
+    /// Runs `op` now (inline), or queues it: its result arrives later as `Envelope::Store`.
     pub fn submit(&self, token: u64, op: StoreOp) -> Option<StoreResult> {
-        let job = Job {
-            worker: self.worker,
-            token,
-            op,
+        let (worker, tx) = match self {
+            StoreQueue::Inline(store) => return Some(switch::registrar::run(&**store, op)),
+            StoreQueue::Threads { worker, tx } => (*worker, tx),
         };
-        match self.tx.send(job) {
+        match tx.send(Job { worker, token, op }) {
             Ok(()) => None,
             Err(_) => Some(Err("the store threads have stopped".into())),
         }
     }
 }
 
-/// Starts `threads` store threads over `store`; returns a factory of per-worker queues.
+/// Starts `threads` store threads over `store` (none when `inline`); returns a factory of
+/// per-worker queues.
 pub fn start(
     store: Arc<dyn store::Store>,
+    inline: bool,
     mail: Arc<Mailboxes>,
     threads: usize,
-) -> impl Fn(usize) -> StoreQueue {
+) -> Box<dyn Fn(usize) -> StoreQueue> {
+    if inline {
+        return Box::new(move |_| StoreQueue::Inline(store.clone()));
+    }
     let (tx, rx) = mpsc::channel::<Job>();
     let rx = Arc::new(Mutex::new(rx));
     for i in 0..threads.max(1) {
@@ -48,10 +54,10 @@ pub fn start(
             .name(format!("store-{i}"))
             .spawn(move || serve(&*store, &mail, &rx));
     }
-    move |worker| StoreQueue {
+    Box::new(move |worker| StoreQueue::Threads {
         worker,
         tx: tx.clone(),
-    }
+    })
 }
 
 fn serve(store: &dyn store::Store, mail: &Mailboxes, rx: &Mutex<Receiver<Job>>) {

@@ -96,7 +96,10 @@ pub struct Registrar {
     pub min_expires: u32,
     pub max_expires: u32,
     pub default_expires: u32,
-    /// `local:PATH`, `redis://HOST:PORT` or `memcached://HOST:PORT`.
+    /// Digest authentication of REGISTER (off: any REGISTER is accepted, for a trusted
+    /// network or a benchmark of the location store alone).
+    pub authenticate: bool,
+    /// `local:PATH`, `redis://HOST:PORT`, `redis+cluster://…` or `memcached://HOST:PORT`.
     pub store: String,
     /// How long a nonce is accepted before the phone is challenged again with stale=true.
     pub nonce_lifetime_s: u32,
@@ -501,6 +504,7 @@ fn registrar(raw: RawRegistrar, d: &mut Diagnostics) -> Registrar {
         min_expires: narrow(min),
         max_expires: narrow(max),
         default_expires: narrow(default),
+        authenticate: raw.authenticate,
         store: raw.store,
         nonce_lifetime_s: narrow(nonce),
         algorithms,

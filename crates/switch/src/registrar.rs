@@ -96,6 +96,7 @@ pub struct Registrar {
     pub default_expires: u32,
     pub algorithms: Vec<Algorithm>,
     pub keepalive: Option<(Duration, KeepAliveKind)>,
+    pub authenticate: bool,
     pub nonces: Arc<Mutex<Nonces>>,
 }
 
@@ -118,6 +119,7 @@ impl Registrar {
             algorithms: cfg.algorithms.clone(),
             keepalive: (cfg.keepalive_s > 0)
                 .then(|| (Duration::from_secs(cfg.keepalive_s.into()), cfg.keepalive)),
+            authenticate: cfg.authenticate,
             nonces: Arc::new(Mutex::new(Nonces::new(
                 secret,
                 cfg.nonce_lifetime_s.into(),
@@ -351,6 +353,9 @@ impl Engine {
             )];
             return self.reg_reply(stx, &msg, peer, 400, &w, now);
         };
+        if !self.s.registrar.authenticate {
+            return self.store_bindings(stx, msg, peer, &user, now, host);
+        }
         let realm = self.s.registrar.domain.clone();
         let auth = msg
             .all(HeaderName::Authorization)
@@ -418,6 +423,19 @@ impl Engine {
             NonceCheck::Stale => return self.challenge(stx, &msg, peer, true, now),
             NonceCheck::Invalid => return self.challenge(stx, &msg, peer, false, now),
         }
+        self.store_bindings(stx, msg, peer, &user, now, host);
+    }
+
+    /// Writes the bindings an accepted REGISTER asks for; the 200 is sent once they are stored.
+    fn store_bindings(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        user: &str,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
         let aor = format!("{user}@{}", self.s.registrar.domain);
         let changes = match self.changes(&msg, peer) {
             Ok(c) => c,

@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""bench/registrar.sh: the seed paper's registrar workloads (OpenSIPS with a local cache, Memcached or
+Redis: store on REGISTER, fetch on INVITE) run against strowger on each store backend, and Kamailio as
+registrar on the same REGISTER workload in the same run.
+
+  register  strowger-load register (unique AORs, with and without digest auth) at rising rates while
+            fewer than 0.1 % fail: server CPU-us per REGISTER (utime+stime from /proc/PID/stat; for
+            Kamailio summed over its processes), the load generator's and the backend's CPU, latency
+            p50/p99, the highest clean rate and which process limited it.
+  invite    users registered by SIPp (no auth) from the port of a SIPp UAS, then strowger-load call to a
+            registered user at 1000 calls/s and up: INVITE->200 p50/p99 (strowger-load's own clock;
+            SIPp's is ~4 ms coarse here), strowger CPU-us per call.
+
+Every child runs in its own session with its autogroup priority raised, dies with this script, and
+every run is bounded in operations and time. Loopback only. Standard library only.
+"""
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as b  # noqa: E402  (spawn, kill_children, raise_priority, proc_cpu, alloc_ports, ...)
+
+ROOT = b.ROOT
+RELEASE = os.path.join(ROOT, "target", "release")
+KAMAILIO_CFG = os.path.join(ROOT, "bench", "kamailio", "registrar.cfg")
+REGISTER_XML = os.path.join(ROOT, "bench", "sipp", "register_users.xml")
+PASSWORD = "pw"
+FIRST_USER = 100000
+# Users registered from the SIPp UAS for the INVITE runs.
+INVITE_USERS = 1000
+
+
+def session_pids(sid):
+    """Every live process of session `sid` (Kamailio forks its workers into the session we gave it)."""
+    out = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(d + "/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        fields = s[s.rindex(")") + 2:].split()
+        if int(fields[3]) == sid:
+            out.append(int(os.path.basename(d)))
+    return out
+
+
+def cpu_s(pids):
+    total = 0.0
+    for p in pids:
+        try:
+            total += b.proc_cpu(p)
+        except OSError:
+            pass
+    return total
+
+
+def pss_mib(pids):
+    """Proportional set size (shared pages split among the processes sharing them), MiB."""
+    kib = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for ln in f:
+                    if ln.startswith("Pss:"):
+                        kib += int(ln.split()[1])
+        except OSError:
+            pass
+    return round(kib / 1024, 1)
+
+
+class Proc:
+    """A server we started: its session leader and how to count its CPU."""
+
+    def __init__(self, name, popen, log_path):
+        self.name, self.p, self.log_path = name, popen, log_path
+        b.raise_priority(popen.pid)
+
+    def pids(self):
+        return session_pids(self.p.pid)
+
+    def cpu(self):
+        return cpu_s(self.pids())
+
+    def stop(self):
+        if self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+
+
+def wait_log(proc, needle, seconds):
+    """Until `needle` is in the log, or (an int) that TCP port on 127.0.0.1 accepts."""
+    end = time.time() + seconds
+    while time.time() < end:
+        if proc.p.poll() is not None:
+            break
+        try:
+            if isinstance(needle, int):
+                socket.create_connection(("127.0.0.1", needle), 0.2).close()
+                return
+            if needle in open(proc.log_path).read():
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"{proc.name} did not start ({needle!r} not in {proc.log_path}):\n"
+                     + open(proc.log_path).read()[-2000:])
+
+
+def start(name, cmd, rundir, needle, seconds=120):
+    log_path = os.path.join(rundir, f"{name}.log")
+    with open(log_path, "w") as log:
+        p = b.spawn(cmd, rundir, log, subprocess.STDOUT)
+    proc = Proc(name, p, log_path)
+    wait_log(proc, needle, seconds)
+    return proc
+
+
+def start_backend(kind, rundir):
+    port = b.alloc_ports(1, 1)
+    if kind == "redis":
+        cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        return start("redis", cmd, rundir, port, 30), f"redis://127.0.0.1:{port}"
+    cmd = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "1024"]
+    if os.geteuid() == 0:
+        cmd += ["-u", "root"]
+    proc = start("memcached", cmd, rundir, port, 30)
+    return proc, f"memcached://127.0.0.1:{port}"
+
+
+def strowger_config(store, authenticate, users):
+    lines = [
+        "[general]", 'log_level = "error"', "max_calls = 100000", "",
+        "[registrar]", 'domain = "strowger"', f"authenticate = {'true' if authenticate else 'false'}",
+        f'store = "{store}"', "",
+        "[dialplan]", 'default_context = "default"',
+        "[[dialplan.contexts.default.rules]]", 'regex = "^[0-9]{6}$"',
+        'steps = ["bridge user/${EXTEN} timeout=20"]', "",
+    ]
+    for u in range(FIRST_USER, FIRST_USER + users):
+        lines += ["[[users]]", f'user = "{u}"', f'password = "{PASSWORD}"']
+    return "\n".join(lines) + "\n"
+
+
+def start_strowger(label, store, authenticate, users, rundir):
+    path = os.path.join(rundir, f"{label}.toml")
+    with open(path, "w") as f:
+        f.write(strowger_config(store, authenticate, users))
+    port = b.alloc_ports(1, 1)
+    rtp = b.alloc_ports(2000)
+    cmd = [os.path.join(RELEASE, "strowger"), "--config", path, "--sip-listen", f"127.0.0.1:{port}",
+           "--rtp-ports", f"{rtp}-{rtp + 1999}", "--data-dir", os.path.join(rundir, f"{label}-data")]
+    proc = start(label, cmd, rundir, "worker(s)", 600)
+    return proc, port
+
+
+def start_kamailio(auth, rundir):
+    port = b.alloc_ports(1, 1)
+    cmd = ["kamailio", "-f", KAMAILIO_CFG, "-l", f"udp:127.0.0.1:{port}", "-n", "4", "-DD", "-E",
+           "-m", "256", "-M", "32"] + (["-A", "WITH_AUTH"] if auth else [])
+    proc = start("kamailio-auth" if auth else "kamailio", cmd, rundir, "Aliases:", 30)
+    time.sleep(1)  # its workers fork after the banner
+    return proc, port
+
+
+def load_register(port, rate, users, first, auth, rundir):
+    cmd = [os.path.join(RELEASE, "strowger-load"), "register", "--target", f"127.0.0.1:{port}",
+           "--users", str(users), "--rate", str(rate), "--first", str(first), "--json",
+           "--max-time", str(max(30, users / rate * 4))]
+    if auth:
+        cmd += ["--auth", PASSWORD]
+    out_path = os.path.join(rundir, f"load-{port}-{rate}.json")
+    with open(out_path, "w") as out:
+        p = b.spawn(cmd, rundir, out, subprocess.DEVNULL)
+        b.raise_priority(p.pid)
+        p.wait()
+    return cmd, json.load(open(out_path))
+
+
+def sweep(server, port, auth, rates, seconds, users_cap, fresh_aors, backend, rundir):
+    """REGISTER at each rate while clean; returns the rows."""
+    rows = []
+    first = FIRST_USER
+    for rate in rates:
+        n = int(rate * seconds)
+        if users_cap:
+            n = min(n, users_cap)
+        if fresh_aors:
+            first = 1_000_000 * (len(rows) + 2)
+        c0, k0, t0 = server.cpu(), backend.cpu() if backend else 0.0, time.time()
+        cmd, r = load_register(port, rate, n, first, auth, rundir)
+        c1, k1, t1 = server.cpu(), backend.cpu() if backend else 0.0, time.time()
+        ok = r["registered"]
+        wall = max(r["wall_s"], 1e-3)
+        row = {
+            "rate": rate, "n": n, "registered": ok, "failed": r["failed"],
+            "failure_pct": round(r["failure_pct"], 3), "achieved_per_s": r["registers_per_s"],
+            "server_cpu_us_per_op": round((c1 - c0) / ok * 1e6, 1) if ok else None,
+            "server_cpu_pct": round((c1 - c0) / wall * 100, 1),
+            "load_cpu_pct": round(r["cpu_s"] / wall * 100, 1),
+            "backend_cpu_us_per_op": round((k1 - k0) / ok * 1e6, 1) if (backend and ok) else None,
+            "backend_cpu_pct": round((k1 - k0) / wall * 100, 1) if backend else None,
+            "latency_p50_us": r["latency_us"]["p50"], "latency_p99_us": r["latency_us"]["p99"],
+            "retransmissions": r["retransmissions"], "reasons": r["failed_reasons"],
+            "command": " ".join(["strowger-load"] + cmd[1:]),
+        }
+        row["limited_by"] = limiter(row)
+        rows.append(row)
+        b.log(f"{server.name} auth={auth} {rate}/s: {json.dumps(row)}")
+        if row["failure_pct"] >= 0.1 or r["registers_per_s"] < 0.9 * rate:
+            break
+    return rows
+
+
+def limiter(row):
+    """The busiest process of the run (100 % = one core; two cores are shared by all of them)."""
+    cands = {"server": row["server_cpu_pct"], "load generator": row["load_cpu_pct"]}
+    if row["backend_cpu_pct"] is not None:
+        cands["backend"] = row["backend_cpu_pct"]
+    name = max(cands, key=cands.get)
+    return f"{name} ({cands[name]:.0f} % of a core)"
+
+
+def clean_rate(rows):
+    good = [r for r in rows if r["failure_pct"] < 0.1 and r["achieved_per_s"] >= 0.9 * r["rate"]]
+    return max((r["rate"] for r in good), default=None)
+
+
+def register_users_via_sipp(port, uas_port, users, rundir):
+    csv = os.path.join(rundir, f"users-{uas_port}.csv")
+    with open(csv, "w") as f:
+        f.write("SEQUENTIAL\n")
+        for u in range(FIRST_USER, FIRST_USER + users):
+            f.write(f"{u};\n")
+    cmd = ["sipp", "-sf", REGISTER_XML, "-inf", csv, "-i", "127.0.0.1", "-p", str(uas_port),
+           "-m", str(users), "-r", "500", "-l", "200", "-timeout", "60",
+           "-nostdin", "-trace_err", f"127.0.0.1:{port}"]
+    p = b.spawn(cmd, rundir, subprocess.DEVNULL, subprocess.DEVNULL)
+    rc = p.wait(120)
+    if rc != 0:
+        raise SystemExit(f"SIPp could not register {users} users (exit {rc}); see {rundir}")
+
+
+def invite_runs(strowger, port, rates, seconds, rundir):
+    """Calls to a registered user (the SIPp UAS answers): INVITE->200 and strowger's CPU per call."""
+    uas_port = b.alloc_ports(1, 1)
+    register_users_via_sipp(port, uas_port, INVITE_USERS, rundir)
+    uas = b.spawn(["sipp", "-sn", "uas", "-i", "127.0.0.1", "-p", str(uas_port), "-nostdin",
+                   "-timeout", str(len(rates) * seconds * 4 + 60)], rundir,
+                  subprocess.DEVNULL, subprocess.DEVNULL)
+    b.raise_priority(uas.pid)
+    time.sleep(0.5)
+    rows = []
+    try:
+        for rate in rates:
+            calls = int(rate * seconds)
+            rtp = b.alloc_ports(200)
+            cmd = [os.path.join(RELEASE, "strowger-load"), "call", "--target", f"127.0.0.1:{port}",
+                   "--ext", str(FIRST_USER), "--calls", str(calls), "--rate", str(rate), "--hold", "0",
+                   "--rtp", "none", "--json", "--quiet", "--rtp-ports", f"{rtp}-{rtp + 199}",
+                   "--max-time", str(seconds * 4 + 30)]
+            out_path = os.path.join(rundir, f"calls-{port}-{rate}.json")
+            c0 = strowger.cpu()
+            with open(out_path, "w") as out:
+                p = b.spawn(cmd, rundir, out, subprocess.DEVNULL)
+                b.raise_priority(p.pid)
+                p.wait()
+            c1 = strowger.cpu()
+            r = json.load(open(out_path))
+            row = {
+                "rate": rate, "calls": calls, "completed": r["completed"], "failed": r["failed"],
+                "reasons": r["failed_reasons"],
+                "setup_p50_us": r["setup_us"]["p50"], "setup_p99_us": r["setup_us"]["p99"],
+                "server_cpu_us_per_call": round((c1 - c0) / max(r["completed"], 1) * 1e6, 1),
+                "command": " ".join(["strowger-load"] + cmd[1:]),
+            }
+            rows.append(row)
+            b.log(f"{strowger.name} INVITE {rate}/s: {json.dumps(row)}")
+    finally:
+        os.killpg(uas.pid, signal.SIGTERM)
+        uas.wait()
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backends", default="local,memcached,redis")
+    ap.add_argument("--rates", default="1000,2000,5000,10000,20000,30000,40000")
+    ap.add_argument("--seconds", type=float, default=3.0, help="length of each REGISTER step")
+    ap.add_argument("--auth-users", type=int, default=30000,
+                    help="users provisioned for the digest runs (a step registers at most this many)")
+    ap.add_argument("--invite-rates", default="1000,2000")
+    ap.add_argument("--invite-seconds", type=float, default=5.0)
+    ap.add_argument("--no-kamailio", action="store_true")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "registrar.json"))
+    args = ap.parse_args()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, b._on_signal)
+    rates = [int(x) for x in args.rates.split(",")]
+    invite_rates = [int(x) for x in args.invite_rates.split(",") if x]
+    rundir = os.path.join(b.OUT, "registrar-" + time.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(rundir, exist_ok=True)
+    res = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "strowger_rev": b.git_rev(), "cpu_model": open("/proc/cpuinfo").read().split("model name")[1]
+        .split(":", 1)[1].split("\n")[0].strip(), "nproc": os.cpu_count(),
+        "args": vars(args), "register": [], "invite": [],
+    }
+    try:
+        if not args.no_kamailio:
+            for auth in (False, True):
+                k, port = start_kamailio(auth, rundir)
+                rows = sweep(k, port, auth, rates, args.seconds, None, True, None, rundir)
+                res["register"].append({"server": "kamailio", "backend": "usrloc in memory", "auth": auth,
+                                        "rows": rows, "clean_rate": clean_rate(rows),
+                                        "pss_mib": pss_mib(k.pids())})
+                k.stop()
+        for kind in args.backends.split(","):
+            backend, store = (None, f"local:{os.path.join(rundir, 'store-' + str(time.time_ns()), 'store.snap')}") \
+                if kind == "local" else start_backend(kind, rundir)
+            for auth in (False, True):
+                # The open registrar also serves the INVITE runs: its called users must exist.
+                users = args.auth_users if auth else INVITE_USERS
+                label = f"strowger-{kind}-{'auth' if auth else 'open'}"
+                s, port = start_strowger(label, store, auth, users, rundir)
+                rss0 = b.proc_status(s.p.pid, "VmRSS")
+                cap = args.auth_users if auth else None
+                rows = sweep(s, port, auth, rates, args.seconds, cap, not auth, backend, rundir)
+                entry = {"server": "strowger", "backend": kind, "auth": auth, "rows": rows,
+                         "clean_rate": clean_rate(rows), "rss_mib_start": round(rss0 / 1024, 1),
+                         "rss_mib_end": round(b.proc_status(s.p.pid, "VmRSS") / 1024, 1)}
+                if backend:
+                    entry["backend_rss_mib"] = round(b.proc_status(backend.p.pid, "VmRSS") / 1024, 1)
+                res["register"].append(entry)
+                if not auth and invite_rates:
+                    res["invite"].append({"backend": kind, "rows": invite_runs(
+                        s, port, invite_rates, args.invite_seconds, rundir)})
+                s.stop()
+            if backend:
+                backend.stop()
+    finally:
+        b.kill_children()
+        os.makedirs(os.path.dirname(args.out), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+        b.log(f"results in {args.out}; logs in {rundir}")
+
+
+if __name__ == "__main__":
+    main()
