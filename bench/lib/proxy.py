@@ -7,8 +7,9 @@ INVITE sip:1001@proxy.test to the server at each --rates R for --seconds S (test
 The servers: strowger with `[proxy] domains = ["proxy.test"]` (local store, the phone registered with
 digest), and Kamailio as registrar + stateful proxy (bench/kamailio/proxy.cfg, usrloc in memory, no
 auth, --kamailio-workers UDP workers). Each server runs in its own session with its autogroup
-priority raised; its CPU is utime+stime of every process of that session from /proc, taken from the
-caller's start to its end, divided by the calls the caller completed.
+priority raised; its CPU is utime+stime of every process of that session from /proc, sampled every
+0.5 s from the caller's start to the first sample after its last call ended, divided by the calls the
+caller completed.
 """
 
 import argparse
@@ -57,12 +58,25 @@ def sipp(args, name, rundir, timeout_s):
     return p
 
 
+def sipp_rows(rundir, name):
+    """SIPp's -trace_stat rows (one a second) as dicts."""
+    rows = [l.rstrip("\n").split(";") for l in open(os.path.join(rundir, f"{name}.csv")) if l.strip()]
+    return [dict(zip(rows[0], r)) for r in rows[1:]]
+
+
 def sipp_counts(rundir, name):
     """(successful, failed) calls from the last row of SIPp's -trace_stat file."""
-    rows = [l.split(";") for l in open(os.path.join(rundir, f"{name}.csv")) if l.strip()]
-    head, last = rows[0], rows[-1]
-    get = lambda col: int(last[head.index(col)])  # noqa: E731
-    return get("SuccessfulCall(C)"), get("FailedCall(C)")
+    last = sipp_rows(rundir, name)[-1]
+    return int(last["SuccessfulCall(C)"]), int(last["FailedCall(C)"])
+
+
+def settled_at(rundir, name):
+    """Unix time of the first stats row with the final successful and failed counts: when the
+    last call ended (calls that never end would otherwise add SIPp's timeout to the window)."""
+    rows = sipp_rows(rundir, name)
+    final = (rows[-1]["SuccessfulCall(C)"], rows[-1]["FailedCall(C)"])
+    row = next(r for r in rows if (r["SuccessfulCall(C)"], r["FailedCall(C)"]) == final)
+    return float(row["CurrentTime"].split("\t")[-1])
 
 
 def strowger_config(args, rundir, port):
@@ -120,12 +134,17 @@ def run_rate(which, rundir, port, phone_port, rate, seconds, server):
     uas = sipp(["-sf", os.path.join(SIPP, "uas_proxied.xml"), "-p", str(phone_port), "-m", str(calls)],
                f"uas-{tag}", rundir, seconds + 40)
     time.sleep(0.5)
-    cpu0, t0 = session_cpu(server.pid), time.time()
+    samples = [(time.time(), session_cpu(server.pid))]
     uac = sipp([f"127.0.0.1:{port}", "-sf", os.path.join(SIPP, "proxy_uac.xml"), "-s", "1001",
                 "-key", "domain", "proxy.test", "-d", "0", "-r", str(rate), "-m", str(calls),
                 "-l", str(rate * 4), "-p", str(b.alloc_ports(1))], f"uac-{tag}", rundir, seconds + 30)
-    uac.wait(seconds + 60)
-    cpu1, t1 = session_cpu(server.pid), time.time()
+    while uac.poll() is None:
+        time.sleep(0.5)
+        samples.append((time.time(), session_cpu(server.pid)))
+    # The window ends at the first sample after the last call ended.
+    end = settled_at(rundir, f"uac-{tag}")
+    (t0, cpu0) = samples[0]
+    (t1, cpu1) = next((s for s in samples if s[0] >= end), samples[-1])
     try:
         uas.wait(5)
     except subprocess.TimeoutExpired:

@@ -6,7 +6,7 @@
 mod common;
 
 use common::net::free_port;
-use common::sip::Msg;
+use common::sip::{sdp, Msg, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp, SippResult};
 use common::switch::{config_path, Opts};
 use common::{Strowger, TempDir};
@@ -143,4 +143,51 @@ fn proxy_authentication_407_then_through() {
         .filter(|m| m.method() == Some("INVITE"))
         .count();
     assert_eq!(invites, 1, "only the authenticated INVITE is forwarded");
+}
+
+/// With the listen address itself as the proxied domain (so SIPp's and the hand client's
+/// Request-URIs sip:USER@127.0.0.1:PORT are proxied): a CANCEL while the phone rings gets 200,
+/// the phone gets the CANCEL and the caller 487 (tests/sipp/cancel.xml); an unknown user gets
+/// 404 and a user without a binding 480, from strowger itself.
+#[test]
+fn proxy_cancel_404_and_480() {
+    let dir = TempDir::new("proxy-cancel");
+    let text = std::fs::read_to_string(config(dir.path(), ""))
+        .unwrap()
+        .replace("domains = [\"proxy.test\"]", "domains = [\"127.0.0.1\"]");
+    let path = dir.path().join("proxy-ip.toml");
+    std::fs::write(&path, text).unwrap();
+    let s = Strowger::with(
+        "proxy-cancel",
+        Opts {
+            config_file: Some(path),
+            ..Opts::default()
+        },
+    );
+    let port = free_port();
+    Sipp::new(Scenario::File("register.xml"))
+        .service("1001")
+        .port(port)
+        .args(&["-au", "1001", "-ap", "secret-1001"])
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    let rings = Sipp::new(Scenario::File("uas_ring_cancel.xml"))
+        .port(port)
+        .spawn(None, s.dir.path());
+    std::thread::sleep(Duration::from_millis(300));
+    Sipp::new(Scenario::File("cancel.xml"))
+        .service("1001")
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    let phone = rings.finish();
+    phone.assert_ok(1);
+    request(&phone.received(), "CANCEL");
+
+    for (user, want) in [("1999", 404), ("1002", 480)] {
+        let rtp = Rtp::bind();
+        let mut uac = Uac::new(s.sip, user);
+        let got = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv")).status();
+        assert_eq!(got, Some(want), "INVITE {user}");
+    }
+    assert!(s.cdrs().is_empty(), "nothing went through the B2BUA");
 }
