@@ -139,6 +139,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             worker: id,
             workers,
             registrar: registrar.clone(),
+            proxy: cfg.proxy.clone(),
         };
         let udp_socks = worker::udp_sockets(&udp).map_err(|e| {
             format!("cannot listen for SIP on UDP {udp:?}: {e} (change sip.listen or --sip-listen)")

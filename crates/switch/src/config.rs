@@ -20,7 +20,7 @@ use serde::Deserialize;
 use toml_edit::ImDocument;
 
 use crate::dialplan::Dialplan;
-use raw::{RawConfig, RawGeneral, RawRegistrar, RawRtp, RawSip, RawUser};
+use raw::{RawConfig, RawGeneral, RawProxy, RawRegistrar, RawRtp, RawSip, RawUser};
 pub use source::ConfigError;
 pub(crate) use source::Diagnostics;
 
@@ -70,6 +70,8 @@ pub struct Config {
     pub users: Vec<User>,
     /// `[iax2]`: off unless `listen` is set.
     pub iax2: Iax2,
+    /// `[proxy]`: domains served as a stateful proxy instead of the B2BUA.
+    pub proxy: Proxy,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -108,6 +110,17 @@ pub struct Registrar {
     /// Keep-alive period for contacts behind NAT (0: none), and what is sent.
     pub keepalive_s: u32,
     pub keepalive: KeepAliveKind,
+}
+
+/// `[proxy]`: strowger as a stateful proxy (RFC 3261 §16) for some domains.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Proxy {
+    /// Requests for USER@DOMAIN with DOMAIN listed here go to USER's registered contact.
+    pub domains: Vec<String>,
+    /// Insert Record-Route, so requests later in the dialog pass through strowger too.
+    pub record_route: bool,
+    /// Challenge callers (407) for the credentials of a `[registrar]` user before forwarding.
+    pub authenticate: bool,
 }
 
 /// What keeps a NAT binding open towards a registered phone.
@@ -210,6 +223,7 @@ impl Config {
         let registrar = registrar(raw.registrar, &mut d);
         let users = users(raw.users, &registrar.domain, &mut d);
         let iax2 = iax2::iax2(raw.iax2, &rtp.codecs, &mut d);
+        let proxy = proxy(raw.proxy, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -233,6 +247,7 @@ impl Config {
             registrar,
             users,
             iax2,
+            proxy,
             warnings: found,
         })
     }
@@ -510,6 +525,24 @@ fn registrar(raw: RawRegistrar, d: &mut Diagnostics) -> Registrar {
         algorithms,
         keepalive_s: narrow(keepalive_s),
         keepalive,
+    }
+}
+
+fn proxy(raw: RawProxy, d: &mut Diagnostics) -> Proxy {
+    for (i, dom) in raw.domains.iter().enumerate() {
+        if dom.is_empty() || dom.contains(['@', ':', ' ', ';', '<', '>']) {
+            d.error(
+                &format!("proxy.domains[{i}]"),
+                format_args!(
+                    "{dom:?} — expected a host name or IP address, e.g. \"proxy.example.com\""
+                ),
+            );
+        }
+    }
+    Proxy {
+        domains: raw.domains.iter().map(|d| d.to_ascii_lowercase()).collect(),
+        record_route: raw.record_route,
+        authenticate: raw.authenticate,
     }
 }
 

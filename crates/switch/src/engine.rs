@@ -69,6 +69,8 @@ pub struct Settings {
     pub workers: usize,
     /// `[registrar]` and the process's nonce table.
     pub registrar: crate::registrar::Registrar,
+    /// `[proxy]`: domains served as a stateful proxy.
+    pub proxy: crate::config::Proxy,
 }
 
 /// Counters a worker keeps (for logs, the API and tests).
@@ -110,6 +112,10 @@ pub struct Engine {
     pub(crate) iax: Option<Box<crate::iax::Iax>>,
     /// Keep-alives to NATed phones registered through this worker (`registrar.keepalive_s`).
     pub(crate) keepalives: Option<crate::keepalive::KeepAlives>,
+    /// Proxy role: forwarded requests by their client transaction, and the client INVITE
+    /// transaction of each caller's server INVITE transaction (for CANCEL).
+    pub(crate) proxy_up: FxHashMap<ClientTxId, crate::proxy::Forwarded>,
+    pub(crate) proxy_down: FxHashMap<ServerTxId, ClientTxId>,
 }
 
 impl Engine {
@@ -140,6 +146,8 @@ impl Engine {
             pending: FxHashMap::default(),
             next_token: 0,
             iax: None,
+            proxy_up: FxHashMap::default(),
+            proxy_down: FxHashMap::default(),
         }
     }
 
@@ -296,9 +304,15 @@ impl Engine {
         }
         match self.txs.on_request(&msg, peer, now) {
             Incoming::New(stx) => self.new_request(stx, msg, peer, local, now, host),
-            Incoming::Ack => self.on_ack(&msg, now, host),
+            Incoming::Ack => {
+                if !self.proxy_ack(&msg, now) {
+                    self.on_ack(&msg, now, host)
+                }
+            }
             Incoming::Cancel { cancel, invite } => {
-                self.on_cancel(cancel, invite, &msg, peer, now, host)
+                if !self.proxy_cancel(cancel, invite, &msg, peer, now) {
+                    self.on_cancel(cancel, invite, &msg, peer, now, host)
+                }
             }
             Incoming::Retransmission | Incoming::AckNon2xx | Incoming::Invalid => {}
         }
@@ -340,6 +354,9 @@ impl Engine {
             .and_then(|t| NameAddr::parse(t).ok())
             .and_then(|n| n.tag().map(str::to_string));
         let existing = self.by_call_id.get(&call_id).copied();
+        if method != Method::Register && existing.is_none() && self.proxies(&msg) {
+            return self.proxy_request(stx, msg, peer, now, host);
+        }
         match (method, to_tag, existing) {
             (Method::Invite, None, None) => self.new_call(stx, msg, peer, local, now, host),
             (Method::Invite, None, Some(_)) => {
@@ -869,6 +886,9 @@ impl Engine {
         let Some((ctx, first)) = self.txs.on_response(&msg, now) else {
             return;
         };
+        if self.proxy_response(ctx, &msg, first, now) {
+            return;
+        }
         if let Some(dialog) = self.orphans.get(&ctx) {
             let status = msg.status().unwrap_or(500);
             if status >= 200 {
@@ -1004,6 +1024,10 @@ impl Engine {
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {
+                TxEvent::Timeout(ctx) if self.proxy_timeout(ctx, now) => {}
+                TxEvent::Terminated(sip::transaction::TxId::Client(ctx)) => {
+                    self.proxy_forget(ctx);
+                }
                 TxEvent::Timeout(ctx) => {
                     if let Some((call, Method::Invite)) = self.client_txs.remove(&ctx) {
                         if self.select_fork(call, ctx) {

@@ -58,17 +58,9 @@ impl KeepAlives {
         let mut targets = Vec::new();
         for b in bindings.iter().filter(|b| behind_nat(b)) {
             self.next_id += 1;
-            let transport = if b.transport == "tcp" {
-                sip::transaction::Transport::Tcp
-            } else {
-                sip::transaction::Transport::Udp
-            };
             targets.push(Target {
                 contact: b.contact.clone(),
-                peer: Peer {
-                    transport,
-                    addr: b.received,
-                },
+                peer: crate::registrar::source_of(b),
                 until: now + Duration::from_secs(b.remaining(unix_now)),
                 id: self.next_id,
             });

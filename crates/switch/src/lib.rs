@@ -12,6 +12,7 @@ pub mod engine;
 mod host;
 pub mod iax;
 pub mod keepalive;
+mod proxy;
 pub mod registrar;
 pub mod slots;
 

@@ -129,6 +129,18 @@ impl Registrar {
     }
 }
 
+/// What a digest answer is worth.
+pub(crate) enum Digest {
+    Valid,
+    /// Wrong password or unknown user.
+    Denied,
+    /// Right password but a nonce that is stale, replayed or not ours, or an algorithm not
+    /// offered: challenge again.
+    Rechallenge {
+        stale: bool,
+    },
+}
+
 /// What a store operation was for.
 pub(crate) enum Pending {
     /// A REGISTER whose user's credentials are being fetched.
@@ -146,12 +158,38 @@ pub(crate) enum Pending {
         peer: Peer,
         aor: String,
     },
+    /// A request for a proxied domain whose caller's credentials are being fetched.
+    ProxyAuth {
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        auth: Box<Authorization>,
+    },
+    /// A request for a proxied domain waiting for the callee's bindings.
+    Proxy {
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+    },
     /// `bridge user/NAME` waiting for the callee's bindings.
     Dial {
         call: usize,
         gen: u64,
         timeout: Duration,
     },
+}
+
+/// Where a binding's REGISTER came from, on its transport.
+pub(crate) fn source_of(b: &Binding) -> Peer {
+    let transport = if b.transport == "tcp" {
+        Transport::Tcp
+    } else {
+        Transport::Udp
+    };
+    Peer {
+        transport,
+        addr: b.received,
+    }
 }
 
 pub(crate) fn unix_now() -> u64 {
@@ -161,7 +199,7 @@ pub(crate) fn unix_now() -> u64 {
 }
 
 /// Splits a Contact header value into its contacts (commas inside <> or quotes do not split).
-fn split_contacts(v: &str) -> Vec<&str> {
+pub(crate) fn split_contacts(v: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let (mut depth, mut quoted, mut start) = (0, false, 0);
     let b = v.as_bytes();
@@ -243,6 +281,25 @@ impl Engine {
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
             },
+            Pending::ProxyAuth {
+                stx,
+                msg,
+                peer,
+                auth,
+            } => match result {
+                Ok(StoreReply::User(creds)) => {
+                    self.proxy_authenticated(stx, msg, peer, &auth, creds, now, host)
+                }
+                Ok(_) => {}
+                Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
+            },
+            Pending::Proxy { stx, msg, peer } => match result {
+                Ok(StoreReply::Located { exists, bindings }) => {
+                    self.proxy_located(stx, &msg, peer, exists, &bindings, now)
+                }
+                Ok(_) => {}
+                Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
+            },
             Pending::Dial { call, gen, timeout } => {
                 let live = self
                     .calls
@@ -308,25 +365,72 @@ impl Engine {
         self.respond(stx, msg, peer, status, reason, Some(&tag), extra, None, now);
     }
 
-    /// 401 with a fresh nonce, one challenge per configured algorithm (RFC 8760), in the
-    /// configured order. Clients differ: SIPp 3.6 answers the first challenge and fails if it is
-    /// SHA-256, Debian 12's baresip refuses any set with SHA-256 in it; hence MD5 alone unless
+    /// One challenge per configured algorithm (RFC 8760), in the configured order, on one fresh
+    /// nonce. Clients differ: SIPp 3.6 answers the first challenge and fails if it is SHA-256,
+    /// Debian 12's baresip refuses any set with SHA-256 in it; hence MD5 alone unless
     /// configured. A client that picks SHA-256 is verified with it.
-    fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
+    pub(crate) fn challenges(&self, stale: bool) -> Vec<String> {
         let nonce = self.s.registrar.nonces.lock().unwrap().issue(unix_now());
-        let mut extra = Vec::new();
-        for &algorithm in &self.s.registrar.algorithms {
-            let c = Challenge {
-                realm: self.s.registrar.domain.clone(),
-                nonce: nonce.clone(),
-                opaque: None,
-                algorithm,
-                qop_auth: true,
-                stale,
-            };
-            extra.push(("WWW-Authenticate", c.to_header()));
-        }
+        self.s
+            .registrar
+            .algorithms
+            .iter()
+            .map(|&algorithm| {
+                Challenge {
+                    realm: self.s.registrar.domain.clone(),
+                    nonce: nonce.clone(),
+                    opaque: None,
+                    algorithm,
+                    qop_auth: true,
+                    stale,
+                }
+                .to_header()
+            })
+            .collect()
+    }
+
+    /// 401 with fresh challenges.
+    fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
+        let extra: Vec<(&str, String)> = self
+            .challenges(stale)
+            .into_iter()
+            .map(|c| ("WWW-Authenticate", c))
+            .collect();
         self.reg_reply(stx, msg, peer, 401, &extra, now);
+    }
+
+    /// Checks digest credentials against a user's stored HA1s, then the nonce (issued here,
+    /// fresh, nonce-count not seen before).
+    pub(crate) fn check_digest(
+        &self,
+        auth: &Authorization,
+        creds: Option<&Credentials>,
+        method: &str,
+    ) -> Digest {
+        if !self.s.registrar.algorithms.contains(&auth.algorithm) {
+            // Answered with an algorithm this registrar does not offer: challenge again.
+            return Digest::Rechallenge { stale: false };
+        }
+        let ok = creds.is_some_and(|c| {
+            let ha1 = match auth.algorithm {
+                Algorithm::Md5 => &c.ha1_md5,
+                Algorithm::Sha256 => &c.ha1_sha256,
+            };
+            auth.verify(ha1, method)
+        });
+        if !ok {
+            return Digest::Denied;
+        }
+        let check = self.s.registrar.nonces.lock().unwrap().check(
+            &auth.nonce,
+            auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or("")),
+            unix_now(),
+        );
+        match check {
+            NonceCheck::Valid => Digest::Valid,
+            NonceCheck::Stale => Digest::Rechallenge { stale: true },
+            NonceCheck::Invalid => Digest::Rechallenge { stale: false },
+        }
     }
 
     /// A REGISTER: challenge it, or fetch the user's credentials to check its answer.
@@ -397,31 +501,11 @@ impl Engine {
         now: Instant,
         host: &mut dyn Host,
     ) {
-        if !self.s.registrar.algorithms.contains(&auth.algorithm) {
-            // Answered with an algorithm this registrar does not offer: challenge again.
-            return self.challenge(stx, &msg, peer, false, now);
-        }
-        let method = "REGISTER";
-        let ok = creds.as_ref().is_some_and(|c| {
-            let ha1 = match auth.algorithm {
-                Algorithm::Md5 => &c.ha1_md5,
-                Algorithm::Sha256 => &c.ha1_sha256,
-            };
-            auth.verify(ha1, method)
-        });
-        if !ok {
+        match self.check_digest(&auth, creds.as_ref(), "REGISTER") {
+            Digest::Valid => {}
             // Unknown user or wrong password: the same answer, so users cannot be guessed.
-            return self.reg_reply(stx, &msg, peer, 403, &[], now);
-        }
-        let check = self.s.registrar.nonces.lock().unwrap().check(
-            &auth.nonce,
-            auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or("")),
-            unix_now(),
-        );
-        match check {
-            NonceCheck::Valid => {}
-            NonceCheck::Stale => return self.challenge(stx, &msg, peer, true, now),
-            NonceCheck::Invalid => return self.challenge(stx, &msg, peer, false, now),
+            Digest::Denied => return self.reg_reply(stx, &msg, peer, 403, &[], now),
+            Digest::Rechallenge { stale } => return self.challenge(stx, &msg, peer, stale, now),
         }
         self.store_bindings(stx, msg, peer, &user, now, host);
     }
@@ -628,33 +712,10 @@ impl Engine {
         }
         // Parallel forking: every contact rings at once; the first 2xx wins (bridge.rs).
         for (i, b) in bindings.iter().enumerate() {
-            let transport = if b.transport == "tcp" {
-                Transport::Tcp
-            } else {
-                Transport::Udp
-            };
             // A phone behind proxies (Path, RFC 3327) is reached through them: the Path is the
             // route set and its first hop is where the INVITE goes. Otherwise the INVITE goes
             // where the REGISTER came from (NAT), not to the Contact's host.
-            let route_set: Vec<String> = b
-                .path
-                .iter()
-                .flat_map(|p| split_contacts(p))
-                .map(str::to_string)
-                .collect();
-            let first_hop = route_set
-                .first()
-                .and_then(|r| NameAddr::parse(r).ok())
-                .and_then(|n| {
-                    Uri::parse(n.uri)
-                        .ok()
-                        .as_ref()
-                        .and_then(crate::bridge::resolve)
-                });
-            let peer = first_hop.unwrap_or(Peer {
-                transport,
-                addr: b.received,
-            });
+            let (route_set, peer) = self.route_to(b);
             if i > 0 {
                 // The previous contact keeps ringing as a fork; a failed dial ends the loop.
                 let Some(c) = self.calls.get_mut(call) else {

@@ -99,6 +99,7 @@ impl Rig {
             worker: 0,
             workers: 1,
             registrar: switch::registrar::Registrar::new(&cfg.registrar, [9; 32]),
+            proxy: cfg.proxy.clone(),
         };
         Rig {
             engine: Engine::new(s, Arc::new(cfg.dialplan)),

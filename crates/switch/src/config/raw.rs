@@ -19,6 +19,25 @@ pub(crate) struct RawConfig {
     pub registrar: RawRegistrar,
     pub users: Vec<RawUser>,
     pub iax2: RawIax2,
+    pub proxy: RawProxy,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawProxy {
+    pub domains: Vec<String>,
+    pub record_route: bool,
+    pub authenticate: bool,
+}
+
+impl Default for RawProxy {
+    fn default() -> Self {
+        RawProxy {
+            domains: Vec::new(),
+            record_route: true,
+            authenticate: false,
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Proxied calls through strowger's [proxy] role and through Kamailio (bench/kamailio/proxy.cfg) in one
+# run: CPU-ms per proxied call (INVITE/100/180/200/ACK/BYE/200 with Record-Route, SIPp caller and
+# registered SIPp phone) and failed calls at each rate, and the ratio strowger ÷ Kamailio.
+# Usage: bench/proxy.sh [--rates 500 1000 2000] [--seconds 15] [--repeat 3] [--kamailio-workers 4]
+# The two servers take turns --repeat times (the machine is noisy); medians are compared.
+# Builds target/release/strowger; writes bench/results/proxy.json, keeps logs in bench/out/proxy/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash bench/deps.sh
+cargo build --release -q -p strowger
+exec python3 bench/lib/proxy.py "$@"
