@@ -9,7 +9,8 @@ For each N of --levels, three runs one after the other, each against a fresh str
   iax2-trunk  the same with --trunk and the peer configured trunk = true: every call's voice in one
               meta trunk frame per 20 ms each way.
 All calls come up at --rate; once every call is up (+5 s), the server's CPU (utime+stime from
-/proc/PID/stat, all threads) is taken over --window s: CPU-ms per leg-second = CPU-s / window / N x 1000.
+/proc/PID/stat, all threads) is taken over --window s: CPU-ms per leg-second = CPU-s / window / legs x 1000,
+where legs = N minus the calls that failed (they were never up).
 The load generator's CPU and what came back (frames or RTP packets) are recorded too. Every child
 runs in its own session with its autogroup priority raised, is bounded in calls and time, and
 dies with this script. Results: bench/results/iax2.json and a Markdown table on stdout.
@@ -82,10 +83,13 @@ def one(args, rundir, kind, calls):
     srv.stop()
     rep = scale.report_of(out)
     span = t1 - t0
+    # A call that failed (e.g. 503 when another process held ports of the RTP range) was never up.
+    legs = max(1, calls - rep["failed"])
     row = {
-        "kind": kind, "calls": calls, "rate": args.rate, "hold_s": round(hold, 1), "window_s": round(span, 2),
+        "kind": kind, "calls": calls, "legs_up": legs, "rate": args.rate, "hold_s": round(hold, 1),
+        "window_s": round(span, 2),
         "server_cpu_pct": round((c1 - c0) / span * 100, 1),
-        "cpu_ms_per_leg_s": round((c1 - c0) * 1000 / span / calls, 4),
+        "cpu_ms_per_leg_s": round((c1 - c0) * 1000 / span / legs, 4),
         "load_cpu_pct": round((l1 - l0) / span * 100, 1),
         "machine_busy_pct": round(100 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]), 1),
         "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd,
