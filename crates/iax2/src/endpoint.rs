@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 /// Source call number of stateless replies (CALLTOKEN, PONG to POKE, REJECT over limit).
 const STATELESS_CALL: u16 = 1;
 
+/// The largest trunk frame sent (chan_iax2's default trunkmtu); more media goes in another.
+pub const TRUNK_MTU: usize = 1240;
+
 /// Size of our CALLTOKEN reply: header, IE header, token.
 pub const CALLTOKEN_REPLY_LEN: usize = crate::frame::FULL_HEADER_LEN + 2 + crate::token::TOKEN_LEN;
 
@@ -1138,12 +1141,22 @@ impl Endpoint {
                 .send_reliable(cfg, call, FrameType::Voice, format, data, Some(ts), now);
         }
         if cfg.trunk || call.trunk {
-            let epoch = self.epoch;
+            let ms = now.saturating_duration_since(self.epoch).as_millis() as u32;
             let key = (call.peer, call.role.inbound());
-            let t = self.trunks.entry(key).or_insert_with(|| {
-                let ms = now.saturating_duration_since(epoch).as_millis() as u32;
-                TrunkBuilder::new(ms, cfg.trunk_timestamps)
-            });
+            let t = self
+                .trunks
+                .entry(key)
+                .or_insert_with(|| TrunkBuilder::new(ms, cfg.trunk_timestamps));
+            // A full frame goes now and the next one starts, so no datagram outgrows a
+            // receiver's buffer (chan_iax2's trunkmtu; a 20-call frame was 3.3 kB).
+            if !t.is_empty() && t.len() + 6 + data.len() > TRUNK_MTU {
+                let full = std::mem::replace(t, TrunkBuilder::new(ms, cfg.trunk_timestamps));
+                self.io.transmits.push_back(Transmit {
+                    to: key.0,
+                    bytes: full.finish(),
+                    inbound: key.1,
+                });
+            }
             t.push(call.local, ts as u16, data)
                 .map_err(|_| Error::Encoding)?;
             if self.trunk_due.is_none() {

@@ -777,6 +777,47 @@ fn trunk_frames_carry_several_calls_media() {
     }
 }
 
+/// Twenty calls' 160-byte frames do not fit one trunk frame: they go in several, none larger
+/// than `TRUNK_MTU`, and every call's frame arrives.
+#[test]
+fn trunk_frames_stay_within_the_mtu() {
+    let cfg_a = Config {
+        trunk: true,
+        ..Config::default()
+    };
+    let mut net = Net::new(cfg_a, Config::default());
+    let calls: Vec<_> = (0..20).map(|_| answered_call(&mut net)).collect();
+    for _ in 0..2 {
+        let now = net.now;
+        for (ca, _) in &calls {
+            net.a.send_voice(*ca, format::ULAW, &[7; 160], now).unwrap();
+        }
+        net.run(Duration::from_millis(20));
+    }
+    let sizes: Vec<(usize, usize)> = net
+        .wire
+        .iter()
+        .filter_map(|(a, b)| match Frame::parse(b) {
+            Ok(Frame::Trunk(t)) if *a => Some((b.len(), t.entries().count())),
+            _ => None,
+        })
+        .collect();
+    assert!(sizes.len() >= 3, "{sizes:?}");
+    assert!(
+        sizes
+            .iter()
+            .all(|(len, _)| *len <= iax2::endpoint::TRUNK_MTU),
+        "{sizes:?}"
+    );
+    assert_eq!(sizes.iter().map(|(_, n)| n).sum::<usize>(), 20);
+    let voice = net
+        .take_b()
+        .iter()
+        .filter(|e| matches!(e, Event::Voice { .. }))
+        .count();
+    assert_eq!(voice, 40, "a full frame and a trunk entry per call");
+}
+
 #[test]
 fn poke_is_answered_statelessly_and_unknown_calls_get_inval() {
     let now = Instant::now();

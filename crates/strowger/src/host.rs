@@ -98,6 +98,22 @@ impl switch::Host for HostIo<'_> {
         eprintln!("strowger: {msg}");
     }
 
+    fn state(&mut self, name: &str, contents: &str) {
+        // Written aside and renamed over the old one, so a reader never sees half a file; the
+        // temporary name is the thread's, as workers may write the same state at once.
+        let path = self.host.data_dir.join(name);
+        let tmp = self
+            .host
+            .data_dir
+            .join(format!(".{name}.{:?}", std::thread::current().id()));
+        if let Err(e) = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, &path)) {
+            eprintln!(
+                "strowger: cannot write {}: {e} (check general.data_dir)",
+                path.display()
+            );
+        }
+    }
+
     fn store(
         &mut self,
         token: u64,

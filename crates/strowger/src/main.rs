@@ -3,6 +3,7 @@
 
 mod codec_cli;
 mod host;
+mod peers;
 mod rtp_io;
 mod runtime;
 mod sip_io;
@@ -66,9 +67,11 @@ enum Command {
         input: PathBuf,
         output: PathBuf,
     },
-    /// Show state: `show translation [--paths]` measures codec costs and prints the matrix.
+    /// Show state: `show translation [--paths]` measures codec costs and prints the matrix;
+    /// `show peers` lists SIP users with their registered contacts and IAX2 peers with their
+    /// registration and reachability.
     Show {
-        #[arg(value_parser = ["translation"])]
+        #[arg(value_parser = ["translation", "peers"])]
         what: String,
         /// Also list every path step by step.
         #[arg(long)]
@@ -136,7 +139,23 @@ fn main() -> ExitCode {
         }) => {
             return finish(codec_cli::run(&op, &codec, &input, &output));
         }
-        Some(Command::Show { paths, .. }) => return finish(codec_cli::show_translation(paths)),
+        Some(Command::Show { what, paths }) if what == "translation" => {
+            return finish(codec_cli::show_translation(paths))
+        }
+        Some(Command::Show { .. }) => {
+            let mut cfg = match load(cli.config.as_ref()) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if let Some(Err(e)) = cli.data_dir.as_deref().map(|v| cfg.override_data_dir(v)) {
+                eprintln!("strowger: {e}");
+                return ExitCode::from(2);
+            }
+            return finish(peers::show(&cfg));
+        }
         Some(Command::DefaultConfig) => {
             print!("{}", switch::config::DEFAULT_TOML);
             return ExitCode::SUCCESS;

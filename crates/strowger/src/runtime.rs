@@ -106,10 +106,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
     // The IAX2 port: worker 0 reads it; every worker answers the calls peers open from it.
     let iax_port = match &iax {
         Some((addr, _)) => {
-            let sock = std::net::UdpSocket::bind(addr).map_err(|e| {
+            let sock = iax_socket(*addr).map_err(|e| {
                 format!("cannot listen for IAX2 on udp:{addr}: {e} — is another IAX2 server running? (change iax2.listen or --iax-listen)")
             })?;
-            sock.set_nonblocking(true).map_err(|e| e.to_string())?;
             Some(sock)
         }
         None => None,
@@ -166,10 +165,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
                     (clone()?, None)
                 } else {
                     let bind = SocketAddr::new(addr.ip(), 0);
-                    let sock = std::net::UdpSocket::bind(bind).map_err(|e| {
+                    let sock = iax_socket(bind).map_err(|e| {
                         format!("cannot bind an IAX2 socket on udp:{bind}: {e} (change iax2.listen or --iax-listen)")
                     })?;
-                    sock.set_nonblocking(true).map_err(|e| e.to_string())?;
                     (sock, Some(clone()?))
                 };
                 let now = std::time::Instant::now();
@@ -238,6 +236,18 @@ pub fn run(cfg: Config) -> Result<(), String> {
         counters.dropped_unparseable.load(Ordering::Relaxed)
     );
     Ok(())
+}
+
+/// A non-blocking IAX2 socket. The IAX2 port carries every call's media: 1,000 calls are 50,000
+/// datagrams a second, which overflowed the default receive buffer (≈ 200 kB) between two reads
+/// and lost a third of the audio; 4 MiB holds 80 ms of that.
+fn iax_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let sock = std::net::UdpSocket::bind(addr)?;
+    sock.set_nonblocking(true)?;
+    let s = socket2::SockRef::from(&sock);
+    let _ = s.set_recv_buffer_size(4 << 20);
+    let _ = s.set_send_buffer_size(4 << 20);
+    Ok(sock)
 }
 
 /// `[[users]]` from the configuration, written to the store (as HA1s) before calls are taken.

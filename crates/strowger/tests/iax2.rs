@@ -642,7 +642,8 @@ fn calls_per_address_are_limited() {
 
 /// A provider (`register = true`): strowger registers to it with the provider's call token and
 /// MD5, refreshes before the granted 10 s run out, qualifies it with POKE (and logs a peer that
-/// answers no POKE as unreachable), and at shutdown releases the registration with REGREL.
+/// answers no POKE as unreachable), shows both and a peer registered to it in `show peers`,
+/// and at shutdown releases the registration with REGREL.
 #[test]
 fn strowger_registers_to_a_provider_qualifies_peers_and_releases_at_shutdown() {
     let mut p = Client::bind(Config::default());
@@ -723,6 +724,60 @@ fn strowger_registers_to_a_provider_qualifies_peers_and_releases_at_shutdown() {
         &mut p,
         &r,
         &format!("peer silent at {silent_addr} is unreachable"),
+    );
+    // The provider registers to strowger too, as the dynamic peer `modem`; `show peers` lists
+    // every peer with what the running switch knows of it.
+    let reg =
+        p.ep.register(r.iax, "modem", "modem-secret", 60, Instant::now());
+    let ev = p.pump_until(Duration::from_secs(5), |e| {
+        matches!(
+            e,
+            Event::Registered { .. } | Event::RegistrationFailed { .. }
+        )
+    });
+    assert!(
+        matches!(ev.last(), Some(Event::Registered { reg: r, .. }) if *r == reg),
+        "{ev:?}"
+    );
+    let cfg = r._dir.path().join("strowger.toml");
+    let data = r.s.data_dir();
+    let out = common::switch::run_cli(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "show",
+            "peers",
+        ],
+        &std::env::current_dir().unwrap(),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no line for {name}:\n{text}"))
+            .to_string()
+    };
+    assert!(text.contains("SIP users"), "{text}");
+    let provider_line = line("provider");
+    assert!(
+        provider_line.contains(&provider.to_string())
+            && provider_line.contains("reachable, ")
+            && provider_line.contains("registers to it"),
+        "{provider_line}"
+    );
+    assert!(line("silent").contains("UNREACHABLE"), "{text}");
+    let modem = line("modem");
+    assert!(
+        modem.contains(&format!("{provider} (registered, expires in")),
+        "{modem}"
     );
     // SIGTERM: the REGREL goes out (with the token handshake and MD5) before the exit.
     std::thread::scope(|sc| {

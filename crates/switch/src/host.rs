@@ -17,6 +17,11 @@ pub trait Host {
     fn cdr(&mut self, line: &str);
     /// A problem an operator should see (names the cause and the fix).
     fn log(&mut self, msg: &str);
+    /// Replaces a small state file in the data directory that commands outside the process
+    /// read (`strowger show peers`). The default keeps nothing.
+    fn state(&mut self, name: &str, contents: &str) {
+        let _ = (name, contents);
+    }
     /// Runs a location/credential store operation off the worker; its result comes back later
     /// through `Engine::on_store_result(token, …)`. The default has no store: it fails.
     fn store(

@@ -85,25 +85,25 @@ impl Registry {
         }
     }
 
-    /// Registered peers and their addresses (for `show`).
-    pub fn list(&self, now: Instant) -> Vec<(String, SocketAddr)> {
-        let Ok(map) = self.0.read() else {
-            return Vec::new();
-        };
-        let mut v: Vec<_> = map
-            .iter()
-            .filter(|(_, (_, until))| *until > now)
-            .map(|(n, (a, _))| (n.clone(), *a))
-            .collect();
-        v.sort();
-        v
+    /// Where `name` registered from and how long that lasts.
+    fn entry(&self, name: &str, now: Instant) -> Option<(SocketAddr, Duration)> {
+        let map = self.0.read().ok()?;
+        map.get(name)
+            .filter(|(_, until)| *until > now)
+            .map(|(a, until)| (*a, *until - now))
     }
 }
 
-/// `[iax2]`, the registry and the calls per address, shared by the workers.
+/// The file in the data directory that `strowger show peers` reads.
+pub const PEERS_STATE: &str = "iax2-peers.json";
+
+/// `[iax2]`, the registry, the peers' last POKE round trips and the calls per address, shared
+/// by the workers.
 pub struct Shared {
     pub cfg: Iax2,
     pub registry: Registry,
+    /// By peer name: the round trip of its last answered POKE, or None when it went unanswered.
+    reach: RwLock<HashMap<String, Option<Duration>>>,
     address_counts: Arc<iax2::AddressCounts>,
 }
 
@@ -112,8 +112,37 @@ impl Shared {
         Arc::new(Shared {
             cfg,
             registry: Registry::default(),
+            reach: RwLock::default(),
             address_counts: Arc::default(),
         })
+    }
+
+    /// Each configured peer's state as JSON, for `strowger show peers`: where a dynamic peer
+    /// registered from and until when (Unix seconds), and its last POKE's round trip.
+    pub fn snapshot(&self, now: Instant) -> String {
+        let wall = unix_seconds(SystemTime::now());
+        let reach = self.reach.read().map(|r| r.clone()).unwrap_or_default();
+        let peers: serde_json::Map<String, serde_json::Value> = self
+            .cfg
+            .peers
+            .iter()
+            .map(|p| {
+                let reg = self.registry.entry(&p.name, now);
+                let poke = reach.get(&p.name);
+                let state = serde_json::json!({
+                    "registered_from": reg.map(|(a, _)| a.to_string()),
+                    "registered_until": reg.map(|(_, left)| (wall + left.as_secs_f64()).round()),
+                    "reachable": poke.map(Option::is_some),
+                    "rtt_ms": poke.copied().flatten().map(|d| d.as_millis() as u64),
+                });
+                (p.name.clone(), state)
+            })
+            .collect();
+        serde_json::json!({ "written": wall.round(), "peers": peers }).to_string()
+    }
+
+    fn save(&self, now: Instant, host: &mut dyn Host) {
+        host.state(PEERS_STATE, &self.snapshot(now));
     }
 }
 
@@ -163,8 +192,6 @@ pub struct Iax {
     /// POKEs in flight (qualify), with the peer and address each tests; like registrations to
     /// providers, qualify is one worker's job.
     pokes: FxHashMap<CallId, (String, SocketAddr)>,
-    /// Each poked peer's last round trip, or None when its POKE went unanswered.
-    reach: HashMap<String, Option<Duration>>,
     next_qualify: Option<Instant>,
     /// Signalling events kept for `Engine::process`, which has the host.
     deferred: VecDeque<Event>,
@@ -204,7 +231,6 @@ impl Iax {
             waiting: FxHashMap::default(),
             regs,
             pokes: FxHashMap::default(),
-            reach: HashMap::new(),
             next_qualify,
             deferred: VecDeque::new(),
         }
@@ -233,12 +259,16 @@ impl Iax {
         }
     }
 
-    /// A POKE's outcome: logged when the peer's reachability changes.
-    fn poked(&mut self, call: CallId, rtt: Option<Duration>, host: &mut dyn Host) {
+    /// A POKE's outcome: kept for `show peers`, logged when the peer's reachability changes.
+    fn poked(&mut self, call: CallId, rtt: Option<Duration>, now: Instant, host: &mut dyn Host) {
         let Some((name, addr)) = self.pokes.remove(&call) else {
             return;
         };
-        let was = self.reach.insert(name.clone(), rtt);
+        let was = match self.shared.reach.write() {
+            Ok(mut r) => r.insert(name.clone(), rtt),
+            Err(_) => return,
+        };
+        self.shared.save(now, host);
         match (was, rtt) {
             (Some(Some(_)), Some(_)) | (Some(None), None) => {}
             (_, Some(rtt)) => host.log(&format!(
@@ -463,6 +493,7 @@ impl Engine {
                         ..
                     } => {
                         iax.shared.registry.remove(&name);
+                        iax.shared.save(now, host);
                         host.log(&format!(
                             "iax2: peer {name} at {peer} unregistered (REGREL)"
                         ));
@@ -480,6 +511,7 @@ impl Engine {
                                 "iax2: peer {name} registered from {peer} for {refresh} s"
                             ));
                         }
+                        iax.shared.save(now, host);
                         let _ = iax.ep.accept_registration(call, refresh, now);
                     }
                 }
@@ -540,7 +572,7 @@ impl Engine {
             Event::Hangup { call, reason } => {
                 let iax = self.iax.as_mut()?;
                 if iax.pokes.contains_key(&call) {
-                    iax.poked(call, None, host);
+                    iax.poked(call, None, now, host);
                     return None;
                 }
                 iax.waiting.remove(&call);
@@ -566,7 +598,7 @@ impl Engine {
                     self.hangup(c, code, side, Some(outbound), now, host);
                 }
             }
-            Event::Pong { call, rtt } => self.iax.as_mut()?.poked(call, Some(rtt), host),
+            Event::Pong { call, rtt } => self.iax.as_mut()?.poked(call, Some(rtt), now, host),
             Event::Registered { reg, refresh, .. } => {
                 let name = self.iax.as_ref()?.regs.get(&reg)?;
                 host.log(&format!("iax2: registered to {name} for {refresh} s"));
