@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the benchmark needs from Debian, only when missing: SIPp (sip-tester) and
-# gnuplot (gnuplot-nox, for the CPU-against-calls plot). python3 is used with its standard library only.
+# gnuplot (gnuplot-nox, for the CPU-against-calls plot) and sox (the GSM prompt of the transcoding test). python3 is used with its standard library only.
 set -euo pipefail
-declare -A want=([sip-tester]=/usr/bin/sipp [gnuplot-nox]=/usr/bin/gnuplot)
+declare -A want=([sip-tester]=/usr/bin/sipp [gnuplot-nox]=/usr/bin/gnuplot [sox]=/usr/bin/sox)
 missing=()
 for pkg in "${!want[@]}"; do
   [[ -e ${want[$pkg]} ]] || missing+=("$pkg")

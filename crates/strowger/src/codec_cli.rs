@@ -1,4 +1,4 @@
-//! `strowger codec encode|decode|roundtrip` and `strowger show translation`.
+//! `strowger codec encode|decode|roundtrip|transcode` and `strowger show translation`.
 //!
 //! Files: WAV in and out (16-bit mono PCM at any of 8/16/48 kHz, resampled to
 //! the codec's rate); coded files are the codec's raw frames back to back
@@ -10,8 +10,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use codec::translate::Graph;
-use codec::{resample, Format};
+use codec::translate::{cpu_now, Graph};
+use codec::{resample, Format, Translator};
 
 type Res<T> = Result<T, String>;
 
@@ -30,12 +30,29 @@ pub fn show_translation(paths: bool) -> Res<()> {
     Ok(())
 }
 
-pub fn run(op: &str, name: &str, input: &Path, output: &Path) -> Res<()> {
-    let f = Format::from_name(name).ok_or_else(|| {
+fn format(name: &str) -> Res<Format> {
+    Format::from_name(name).ok_or_else(|| {
         let all: Vec<_> = Format::all().iter().map(|f| f.name()).collect();
         format!("unknown codec {name:?}: supported: {}", all.join(", "))
-    })?;
+    })
+}
+
+pub fn run(op: &str, name: &str, to: Option<&str>, input: &Path, output: &Path) -> Res<()> {
+    let f = format(name)?;
     match op {
+        "transcode" => {
+            let to = format(to.ok_or("transcode needs --to CODEC")?)?;
+            let packets = read_coded(f, input)?;
+            let (out, us) = transcode(f, to, &packets)?;
+            write_coded(to, output, &out, to.pcm_rate())?;
+            let frames = packets.len() as f64 * f64::from(f.packet_ms()) / 20.0;
+            eprintln!(
+                "{f} -> {to}: {} packets in, {} out; {us:.0} µs of CPU, {:.2} µs per 20 ms of audio",
+                packets.len(),
+                out.len(),
+                us / frames.max(1.0)
+            );
+        }
         "encode" => {
             let (rate, pcm) = read_wav(input)?;
             let packets = encode(f, &resample::resample(&pcm, rate, f.pcm_rate()))?;
@@ -80,6 +97,25 @@ pub fn run(op: &str, name: &str, input: &Path, output: &Path) -> Res<()> {
         _ => return Err(format!("unknown operation {op}")),
     }
     Ok(())
+}
+
+/// Runs `packets` of `from` through a [`Translator`] to `to`, as a bridge does (one push per
+/// packet, pulling every whole packet of `to`); returns them and the thread CPU µs it took.
+fn transcode(from: Format, to: Format, packets: &[Vec<u8>]) -> Res<(Vec<Vec<u8>>, f64)> {
+    let graph = Graph::global();
+    let mut tr = Translator::new(graph, from, to)
+        .ok_or_else(|| format!("no translation path from {from} to {to}"))?;
+    let mut buf = vec![0u8; to.max_encoded_len(to.samples_in(to.packet_ms()))];
+    let mut out = Vec::with_capacity(packets.len() * 2);
+    let t0 = cpu_now();
+    for p in packets {
+        tr.push(Some(p), 0).map_err(|e| e.to_string())?;
+        while let Some(r) = tr.pull(to.packet_ms(), &mut buf) {
+            let n = r.map_err(|e| e.to_string())?;
+            out.push(buf[..n].to_vec());
+        }
+    }
+    Ok((out, cpu_now() - t0))
 }
 
 fn encode(f: Format, pcm: &[i16]) -> Res<Vec<Vec<u8>>> {

@@ -191,3 +191,42 @@ fn show_translation_prints_the_matrix() {
     }
     eprintln!("{text}");
 }
+
+/// `strowger codec transcode`: sox's GSM through the translator to µ-law is what sox hears in
+/// the GSM file, µ-law's quantisation apart; the CPU per frame is printed.
+#[test]
+fn transcode_gsm_from_sox_to_pcmu() {
+    let d = dir("transcode");
+    let input = speech(&d);
+    let gsm = d.join("s.gsm");
+    run(Command::new("sox").arg(&input).arg(&gsm));
+    let ulaw = d.join("s.ul");
+    let out = Command::new(bin())
+        .args(["codec", "transcode", "--codec", "gsm", "--to", "pcmu"])
+        .arg(&gsm)
+        .arg(&ulaw)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("µs per 20 ms of audio"), "{err}");
+    let (from_gsm, from_ulaw) = (d.join("gsm.wav"), d.join("ulaw.wav"));
+    run(Command::new("sox").arg(&gsm).arg("-b16").arg(&from_gsm));
+    run(Command::new("sox")
+        .args(["-t", "ul", "-r", "8000", "-c", "1"])
+        .arg(&ulaw)
+        .arg("-b16")
+        .arg(&from_ulaw));
+    let (a, b) = (read_wav(&from_gsm).1, read_wav(&from_ulaw).1);
+    assert_eq!(a.len(), b.len(), "one µ-law sample per GSM sample");
+    let (c, snr) = score(&a, &b);
+    assert!(c > 0.999 && snr > 30.0, "correlation {c}, SNR {snr:.1} dB");
+    let bad = Command::new(bin())
+        .args(["codec", "transcode", "--codec", "gsm"])
+        .arg(&gsm)
+        .arg(&ulaw)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("transcode needs --to CODEC"));
+    std::fs::remove_dir_all(&d).ok();
+}
