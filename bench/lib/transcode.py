@@ -4,11 +4,13 @@
 A GSM file (assets/demo.wav encoded by sox, an independent GSM encoder) plays in a loop to callers
 that offer only iLBC (20 ms), then only Speex (8 kHz): strowger-load places N calls
 (`--codec ilbc20|speex --rtp echo`, so strowger also receives 50 packets/s per call as in Test A)
-and holds them. strowger runs one worker pinned to core 0; the load generator is pinned to core 1.
+and holds them. strowger runs one worker (one thread: at most one core; not pinned, so that on a
+shared machine the scheduler can move it away from other work).
 For each N of --levels: server CPU (utime+stime from /proc/PID/stat) over a 15 s window once all
 calls are up, CPU-ms per call-second, failed calls, RTP lost, and late frames (frames that reached
 the caller more than 20 ms behind their call's earliest, by the kernel's arrival stamps). A series
-stops at the first level with late frames, failed calls or the core saturated (> 95 %).
+stops at the first level with failed calls, more than 0.1 % late frames or the core saturated
+(> 95 %); it reports the most calls with no late frame at all and with at most 0.1 %.
 
 Two ways to play the file, each its own series:
   cached   `playback demo.gsm loop=true`: the prompt is encoded to the caller's codec once and every
@@ -55,23 +57,23 @@ def config(args, rundir, name):
 
 def level(args, rundir, codec, mode, calls):
     label = f"{codec}-{mode}-{calls}"
-    srv = s.Server(args, rundir, label, 1, "10000-29999", config(args, rundir, f"{label}.toml"), cpus="0")
+    srv = s.Server(args, rundir, label, 1, "34000-39999", config(args, rundir, f"{label}.toml"))
     data = os.path.join(srv.dir, "data")
     subprocess.run(["sox", os.path.join(b.ROOT, "assets", "demo.wav"), "-r", "8000", "-c", "1",
                     os.path.join(data, "demo.gsm")], check=True, timeout=60)
     out = os.path.join(srv.dir, "load.json")
     ramp = calls / args.rate
     hold = ramp + 3 + args.window + 2
-    cmd = ["taskset", "-c", "1", args.load_bin, "call", "--target", f"127.0.0.1:{srv.port}", "--ext",
+    cmd = [args.load_bin, "call", "--target", f"127.0.0.1:{srv.port}", "--ext",
            EXTEN[mode], "--codec", codec, "--calls", str(calls), "--rate", str(args.rate), "--hold", str(hold),
            "--rtp", "echo", "--json", "--quiet", "--rtp-ports", "40000-59999",
            "--max-time", str(int(hold + ramp + 30))]
     lp = b.spawn(cmd, srv.dir, open(out, "w"), open(out + ".err", "w"))
     b.raise_priority(lp.pid)
     time.sleep(ramp + 3)
-    c0, l0, t0 = srv.cpu(), b.proc_cpu(lp.pid), time.time()
+    c0, l0, m0, t0 = srv.cpu(), b.proc_cpu(lp.pid), b.machine_cpu(), time.time()
     time.sleep(args.window)
-    c1, l1, t1 = srv.cpu(), b.proc_cpu(lp.pid), time.time()
+    c1, l1, m1, t1 = srv.cpu(), b.proc_cpu(lp.pid), b.machine_cpu(), time.time()
     lp.wait()
     srv.stop()
     rep = s.report_of(out)
@@ -83,7 +85,11 @@ def level(args, rundir, codec, mode, calls):
         "server_cpu_pct": round((c1 - c0) / span * 100, 1),
         "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / calls, 4),
         "load_cpu_pct": round((l1 - l0) / span * 100, 1),
+        # What the rest of the machine used meanwhile (other builds): late frames then may not be ours.
+        "others_cpu_pct": round(max(0.0, (m1[0] - m0[0]) / max(1, m1[1] - m0[1]) * 100 * (os.cpu_count() or 1)
+                                    - (c1 - c0 + l1 - l0) / span * 100), 1),
         "rtp_received": rtp["received"], "rtp_lost": rtp["lost"], "late_arrivals": rtp.get("late_arrivals", 0),
+        "late_pct": round(100 * rtp.get("late_arrivals", 0) / max(1, rtp["received"]), 4),
         "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": b.fmt_cmd(cmd),
     }
     # One core is 1000 CPU-ms per second.
@@ -91,7 +97,7 @@ def level(args, rundir, codec, mode, calls):
     b.log(f"{codec} {mode} {calls} calls: server {row['server_cpu_pct']} % of a core, "
           f"{row['cpu_ms_per_call_s']} CPU-ms per call-second, failed {row['failed']}, "
           f"late {row['late_arrivals']} of {row['rtp_received']}, lost {row['rtp_lost']}, "
-          f"load generator {row['load_cpu_pct']} %")
+          f"load generator {row['load_cpu_pct']} %, others {row['others_cpu_pct']} %")
     return row
 
 
@@ -104,12 +110,15 @@ def capacity(args, rundir):
                 b.quiet_check(set())
                 row = level(args, rundir, codec, mode, n)
                 rows.append(row)
-                if row["late_arrivals"] or row["failed"] or row["server_cpu_pct"] > 95:
+                if row["late_pct"] > 0.1 or row["failed"] or row["server_cpu_pct"] > 95:
                     break
-            clean = [r["calls"] for r in rows if not (r["late_arrivals"] or r["failed"])]
-            series[f"{codec}-{mode}"] = {"rows": rows, "max_clean_calls_per_core": max(clean, default=0)}
-            b.log(f"{codec} {mode}: at most {series[f'{codec}-{mode}']['max_clean_calls_per_core']} calls "
-                  "per core with no late frames (of the levels tried)")
+            ok = [r for r in rows if not r["failed"]]
+            sums = {"rows": rows,
+                    "max_calls_no_late_frame": max([r["calls"] for r in ok if not r["late_arrivals"]], default=0),
+                    "max_calls_late_under_0.1pct": max([r["calls"] for r in ok if r["late_pct"] <= 0.1], default=0)}
+            series[f"{codec}-{mode}"] = sums
+            b.log(f"{codec} {mode}: {sums['max_calls_no_late_frame']} calls with no late frame, "
+                  f"{sums['max_calls_late_under_0.1pct']} with at most 0.1 % (of the levels tried)")
     res = {"series": series, "machine": b.machine_info(args),
            "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
     os.makedirs(b.RESULTS, exist_ok=True)
