@@ -4,8 +4,8 @@
  * quality 8, complexity 2, decoder enhancement on), nothing else in the loop. Prints the thread
  * CPU time per 20 ms frame.
  *
- *   rawcodec gsm-speex FILE.gsm     33-byte GSM 06.10 frames -> Speex NB
- *   rawcodec speex-gsm FILE.spx     38-byte Speex NB (quality 8) frames -> GSM 06.10
+ *   rawcodec gsm-speex FILE.gsm [OUT]   33-byte GSM 06.10 frames -> Speex NB (raw frames to OUT)
+ *   rawcodec speex-gsm FILE.spx         38-byte Speex NB (quality 8) raw frames -> GSM 06.10
  *
  * Build: gcc -O2 -o rawcodec rawcodec.c -lgsm -lspeex
  */
@@ -23,8 +23,8 @@ static double cpu_us(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3 || (strcmp(argv[1], "gsm-speex") && strcmp(argv[1], "speex-gsm"))) {
-        fprintf(stderr, "usage: rawcodec gsm-speex|speex-gsm FILE\n");
+    if (argc < 3 || argc > 4 || (strcmp(argv[1], "gsm-speex") && strcmp(argv[1], "speex-gsm"))) {
+        fprintf(stderr, "usage: rawcodec gsm-speex FILE.gsm [OUT.spx] | speex-gsm FILE.spx\n");
         return 2;
     }
     int to_speex = !strcmp(argv[1], "gsm-speex");
@@ -49,6 +49,8 @@ int main(int argc, char **argv) {
     speex_bits_init(&bits);
     short pcm[160];
     char out[200];
+    static char coded[64 << 20];
+    size_t coded_len = 0;
     unsigned long sink = 0;
 
     double t0 = cpu_us();
@@ -58,7 +60,12 @@ int main(int argc, char **argv) {
             gsm_decode(g, p, pcm);
             speex_bits_reset(&bits);
             speex_encode_int(enc, pcm, &bits);
-            sink += speex_bits_write(&bits, out, sizeof out);
+            int n = speex_bits_write(&bits, out, sizeof out);
+            if (coded_len + n <= sizeof coded) {
+                memcpy(coded + coded_len, out, n);
+                coded_len += n;
+            }
+            sink += n;
         } else {
             speex_bits_read_from(&bits, (char *)p, in_bytes);
             speex_decode_int(dec, &bits, pcm);
@@ -69,6 +76,14 @@ int main(int argc, char **argv) {
     double us = cpu_us() - t0;
     printf("%s: %zu frames, %.0f us of CPU, %.2f us per 20 ms frame (%lu)\n", argv[1], frames, us,
            us / (frames ? frames : 1), sink % 10);
+    if (argc == 4) {
+        FILE *o = fopen(argv[3], "wb");
+        if (!o || fwrite(coded, 1, coded_len, o) != coded_len) {
+            perror(argv[3]);
+            return 1;
+        }
+        fclose(o);
+    }
     gsm_destroy(g);
     speex_encoder_destroy(enc);
     speex_decoder_destroy(dec);
