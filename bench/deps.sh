@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs what the benchmark needs from Debian, only when missing: SIPp (sip-tester),
-# gnuplot (gnuplot-nox, for the CPU-against-calls plot) and Kamailio (the peer of bench/proxy.sh). python3 is used with its standard library only.
+# Installs what the benchmark needs from Debian, only when missing: SIPp (sip-tester), gnuplot
+# (gnuplot-nox, for the plots), Kamailio (the peer of bench/proxy.sh) and sox (the GSM prompt of
+# the transcoding test). python3 is used with its standard library only.
 set -euo pipefail
-declare -A want=([sip-tester]=/usr/bin/sipp [gnuplot-nox]=/usr/bin/gnuplot [kamailio]=/usr/sbin/kamailio)
+declare -A want=([sip-tester]=/usr/bin/sipp [gnuplot-nox]=/usr/bin/gnuplot [kamailio]=/usr/sbin/kamailio [sox]=/usr/bin/sox)
 missing=()
 for pkg in "${!want[@]}"; do
   [[ -e ${want[$pkg]} ]] || missing+=("$pkg")

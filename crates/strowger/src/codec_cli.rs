@@ -1,17 +1,18 @@
-//! `strowger codec encode|decode|roundtrip` and `strowger show translation`.
+//! `strowger codec encode|decode|roundtrip|transcode` and `strowger show translation`.
 //!
 //! Files: WAV in and out (16-bit mono PCM at any of 8/16/48 kHz, resampled to
 //! the codec's rate); coded files are the codec's raw frames back to back
-//! (`.gsm` as sox reads it, `.g722`, `.g726`, `.ulaw`, …) except Opus, which is
-//! written and read as Ogg Opus (RFC 7845) so opusenc/opusdec interoperate,
-//! and iLBC, whose frames follow RFC 3952's storage header (`#!iLBC20\n` or
-//! `#!iLBC30\n`, optional when reading).
+//! (`.gsm` as sox reads it, `.g722`, `.g726`, `.ulaw`, …) except Opus and
+//! Speex, which are written as Ogg Opus (RFC 7845) and Ogg Speex (the Speex
+//! manual's header) so opusdec, speexdec and ffmpeg read them (and read
+//! either way: raw frames or Ogg), and iLBC, whose frames follow RFC 3952's
+//! storage header (`#!iLBC20\n` or `#!iLBC30\n`, optional when reading).
 
 use std::path::Path;
 use std::time::Instant;
 
-use codec::translate::Graph;
-use codec::{resample, Format};
+use codec::translate::{cpu_now, Graph};
+use codec::{resample, Format, Translator};
 
 type Res<T> = Result<T, String>;
 
@@ -30,12 +31,29 @@ pub fn show_translation(paths: bool) -> Res<()> {
     Ok(())
 }
 
-pub fn run(op: &str, name: &str, input: &Path, output: &Path) -> Res<()> {
-    let f = Format::from_name(name).ok_or_else(|| {
+fn format(name: &str) -> Res<Format> {
+    Format::from_name(name).ok_or_else(|| {
         let all: Vec<_> = Format::all().iter().map(|f| f.name()).collect();
         format!("unknown codec {name:?}: supported: {}", all.join(", "))
-    })?;
+    })
+}
+
+pub fn run(op: &str, name: &str, to: Option<&str>, input: &Path, output: &Path) -> Res<()> {
+    let f = format(name)?;
     match op {
+        "transcode" => {
+            let to = format(to.ok_or("transcode needs --to CODEC")?)?;
+            let packets = read_coded(f, input)?;
+            let (out, us) = transcode(f, to, &packets)?;
+            write_coded(to, output, &out, to.pcm_rate())?;
+            let frames = packets.len() as f64 * f64::from(f.packet_ms()) / 20.0;
+            eprintln!(
+                "{f} -> {to}: {} packets in, {} out; {us:.0} µs of CPU, {:.2} µs per 20 ms of audio",
+                packets.len(),
+                out.len(),
+                us / frames.max(1.0)
+            );
+        }
         "encode" => {
             let (rate, pcm) = read_wav(input)?;
             let packets = encode(f, &resample::resample(&pcm, rate, f.pcm_rate()))?;
@@ -82,6 +100,25 @@ pub fn run(op: &str, name: &str, input: &Path, output: &Path) -> Res<()> {
     Ok(())
 }
 
+/// Runs `packets` of `from` through a [`Translator`] to `to`, as a bridge does (one push per
+/// packet, pulling every whole packet of `to`); returns them and the thread CPU µs it took.
+fn transcode(from: Format, to: Format, packets: &[Vec<u8>]) -> Res<(Vec<Vec<u8>>, f64)> {
+    let graph = Graph::global();
+    let mut tr = Translator::new(graph, from, to)
+        .ok_or_else(|| format!("no translation path from {from} to {to}"))?;
+    let mut buf = vec![0u8; to.max_encoded_len(to.samples_in(to.packet_ms()))];
+    let mut out = Vec::with_capacity(packets.len() * 2);
+    let t0 = cpu_now();
+    for p in packets {
+        tr.push(Some(p), 0).map_err(|e| e.to_string())?;
+        while let Some(r) = tr.pull(to.packet_ms(), &mut buf) {
+            let n = r.map_err(|e| e.to_string())?;
+            out.push(buf[..n].to_vec());
+        }
+    }
+    Ok((out, cpu_now() - t0))
+}
+
 fn encode(f: Format, pcm: &[i16]) -> Res<Vec<Vec<u8>>> {
     let n = f.samples_in(f.packet_ms());
     let mut padded = pcm.to_vec();
@@ -118,6 +155,7 @@ fn packet_bytes(f: Format) -> usize {
 fn write_coded(f: Format, path: &Path, packets: &[Vec<u8>], input_rate: u32) -> Res<()> {
     let data = match f {
         Format::Opus => ogg_opus(packets, input_rate),
+        Format::Speex | Format::Speex16 => ogg_speex(f, packets),
         Format::Ilbc20 | Format::Ilbc30 => [ilbc_header(f).as_bytes(), &packets.concat()].concat(),
         _ => packets.concat(),
     };
@@ -126,7 +164,8 @@ fn write_coded(f: Format, path: &Path, packets: &[Vec<u8>], input_rate: u32) -> 
 
 fn read_coded(f: Format, path: &Path) -> Res<Vec<Vec<u8>>> {
     let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if f == Format::Opus {
+    if f == Format::Opus || data.starts_with(b"OggS") {
+        // The first two packets are the stream and comment headers.
         let packets = ogg_packets(&data)?;
         return Ok(packets.into_iter().skip(2).collect());
     }
@@ -235,6 +274,58 @@ fn ogg_page(out: &mut Vec<u8>, flags: u8, granule: u64, seq: u32, packet: &[u8])
     out[start + 22..start + 26].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Header pages and one page per packet, granule positions counting `samples_per_packet`.
+fn ogg_stream(head: &[u8], tags: &[u8], packets: &[Vec<u8>], samples_per_packet: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    ogg_page(&mut out, 0x02, 0, 0, head);
+    ogg_page(&mut out, 0, 0, 1, tags);
+    for (i, p) in packets.iter().enumerate() {
+        let last = i + 1 == packets.len();
+        ogg_page(
+            &mut out,
+            if last { 0x04 } else { 0 },
+            samples_per_packet * (i as u64 + 1),
+            i as u32 + 2,
+            p,
+        );
+    }
+    out
+}
+
+/// Ogg Speex: the 80-byte Speex header (little-endian fields), a Vorbis-style comment
+/// packet, then one frame per packet.
+fn ogg_speex(f: Format, packets: &[Vec<u8>]) -> Vec<u8> {
+    let mut head = b"Speex   ".to_vec();
+    let mut version = b"strowger".to_vec();
+    version.resize(20, 0);
+    head.extend_from_slice(&version);
+    let frame = f.frame_samples() as i32;
+    let wide = i32::from(f == Format::Speex16);
+    // version id, header size, rate, mode, bitstream version, channels, bitrate (unknown),
+    // frame size, vbr, frames per packet, extra headers, two reserved.
+    for v in [
+        1,
+        80,
+        f.pcm_rate() as i32,
+        wide,
+        4,
+        1,
+        -1,
+        frame,
+        0,
+        1,
+        0,
+        0,
+        0,
+    ] {
+        head.extend_from_slice(&v.to_le_bytes());
+    }
+    let mut tags = 8u32.to_le_bytes().to_vec();
+    tags.extend_from_slice(b"strowger");
+    tags.extend_from_slice(&0u32.to_le_bytes());
+    ogg_stream(&head, &tags, packets, frame as u64)
+}
+
 fn ogg_opus(packets: &[Vec<u8>], input_rate: u32) -> Vec<u8> {
     let mut head = b"OpusHead".to_vec();
     head.push(1); // version
@@ -247,20 +338,7 @@ fn ogg_opus(packets: &[Vec<u8>], input_rate: u32) -> Vec<u8> {
     tags.extend_from_slice(&8u32.to_le_bytes());
     tags.extend_from_slice(b"strowger");
     tags.extend_from_slice(&0u32.to_le_bytes());
-    let mut out = Vec::new();
-    ogg_page(&mut out, 0x02, 0, 0, &head);
-    ogg_page(&mut out, 0, 0, 1, &tags);
-    for (i, p) in packets.iter().enumerate() {
-        let last = i + 1 == packets.len();
-        ogg_page(
-            &mut out,
-            if last { 0x04 } else { 0 },
-            960 * (i as u64 + 1),
-            i as u32 + 2,
-            p,
-        );
-    }
-    out
+    ogg_stream(&head, &tags, packets, 960)
 }
 
 fn ogg_packets(data: &[u8]) -> Res<Vec<Vec<u8>>> {

@@ -57,13 +57,18 @@ enum Command {
     /// Manage the users phones register as (digest credentials in the store).
     #[command(subcommand)]
     User(users::UserCmd),
-    /// Encode, decode or round-trip a file with one codec (WAV in; WAV out for roundtrip).
+    /// Encode, decode or round-trip a file with one codec (WAV in; WAV out for roundtrip), or
+    /// transcode a coded file to another codec (`transcode --codec FROM --to TO`) along the
+    /// translation graph's path, printing the CPU it took per frame.
     Codec {
-        /// encode, decode or roundtrip
-        #[arg(value_parser = ["encode", "decode", "roundtrip"])]
+        /// encode, decode, roundtrip or transcode
+        #[arg(value_parser = ["encode", "decode", "roundtrip", "transcode"])]
         op: String,
         #[arg(long)]
         codec: String,
+        /// The codec to transcode to (transcode only).
+        #[arg(long)]
+        to: Option<String>,
         input: PathBuf,
         output: PathBuf,
     },
@@ -134,10 +139,11 @@ fn main() -> ExitCode {
         Some(Command::Codec {
             op,
             codec,
+            to,
             input,
             output,
         }) => {
-            return finish(codec_cli::run(&op, &codec, &input, &output));
+            return finish(codec_cli::run(&op, &codec, to.as_deref(), &input, &output));
         }
         Some(Command::Show { what, paths }) if what == "translation" => {
             return finish(codec_cli::show_translation(paths))

@@ -1,7 +1,8 @@
 //! Codec quality and interop, black-box through `strowger codec`: espeak-ng speech
 //! (synthesized here) round-trips through every codec and is scored by aligned
 //! correlation and SNR against the input, next to sox's own GSM round trip;
-//! strowger's GSM decodes with sox and strowger's Ogg Opus with opusdec.
+//! strowger's GSM decodes with sox, strowger's Ogg Opus with opusdec, and Speex both ways with
+//! ffmpeg (its own Speex decoder, and libspeex encoding); `codec transcode` against sox.
 //! (PESQ is not used: the `pesq` pip package is not installed by setup.sh.)
 
 use std::path::{Path, PathBuf};
@@ -190,4 +191,118 @@ fn show_translation_prints_the_matrix() {
         assert!(text.contains(name), "{name} missing:\n{text}");
     }
     eprintln!("{text}");
+}
+
+/// `strowger codec transcode`: sox's GSM through the translator to µ-law is what sox hears in
+/// the GSM file, µ-law's quantisation apart; the CPU per frame is printed.
+#[test]
+fn transcode_gsm_from_sox_to_pcmu() {
+    let d = dir("transcode");
+    let input = speech(&d);
+    let gsm = d.join("s.gsm");
+    run(Command::new("sox").arg(&input).arg(&gsm));
+    let ulaw = d.join("s.ul");
+    let out = Command::new(bin())
+        .args(["codec", "transcode", "--codec", "gsm", "--to", "pcmu"])
+        .arg(&gsm)
+        .arg(&ulaw)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("µs per 20 ms of audio"), "{err}");
+    let (from_gsm, from_ulaw) = (d.join("gsm.wav"), d.join("ulaw.wav"));
+    run(Command::new("sox").arg(&gsm).arg("-b16").arg(&from_gsm));
+    run(Command::new("sox")
+        .args(["-t", "ul", "-r", "8000", "-c", "1"])
+        .arg(&ulaw)
+        .arg("-b16")
+        .arg(&from_ulaw));
+    let (a, b) = (read_wav(&from_gsm).1, read_wav(&from_ulaw).1);
+    assert_eq!(a.len(), b.len(), "one µ-law sample per GSM sample");
+    let (c, snr) = score(&a, &b);
+    assert!(c > 0.999 && snr > 30.0, "correlation {c}, SNR {snr:.1} dB");
+    let bad = Command::new(bin())
+        .args(["codec", "transcode", "--codec", "gsm"])
+        .arg(&gsm)
+        .arg(&ulaw)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("transcode needs --to CODEC"));
+    std::fs::remove_dir_all(&d).ok();
+}
+
+fn ffmpeg(args: &[&str]) {
+    run(Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-y"])
+        .args(args));
+}
+
+/// Speex both ways with independent code: strowger's Ogg Speex decodes with ffmpeg's own Speex
+/// decoder (not libspeex) like strowger hears it, and ffmpeg's libspeex encoding decodes in
+/// strowger like ffmpeg hears it.
+#[test]
+fn speex_interop_with_ffmpeg() {
+    let d = dir("speex");
+    let input = speech(&d);
+    let path = |n: &str| d.join(n);
+    let s = |p: &PathBuf| p.to_str().unwrap().to_string();
+    run(Command::new(bin())
+        .args(["codec", "encode", "--codec", "speex"])
+        .arg(&input)
+        .arg(path("ours.spx")));
+    ffmpeg(&[
+        "-c:a",
+        "speex",
+        "-i",
+        &s(&path("ours.spx")),
+        "-ar",
+        "8000",
+        &s(&path("ours-by-ffmpeg.wav")),
+    ]);
+    run(Command::new(bin())
+        .args(["codec", "decode", "--codec", "speex"])
+        .arg(path("ours.spx"))
+        .arg(path("ours-by-us.wav")));
+    let (c, snr) = score(
+        &read_wav(&path("ours-by-us.wav")).1,
+        &read_wav(&path("ours-by-ffmpeg.wav")).1,
+    );
+    eprintln!(
+        "strowger's Speex, ffmpeg's decoder vs strowger's: correlation {c:.4}, SNR {snr:.1} dB"
+    );
+    assert!(
+        c > 0.999,
+        "ffmpeg's Speex decoder hears strowger's Speex differently: {c}"
+    );
+
+    ffmpeg(&[
+        "-i",
+        &s(&input),
+        "-c:a",
+        "libspeex",
+        "-cbr_quality",
+        "8",
+        &s(&path("ffmpeg.spx")),
+    ]);
+    ffmpeg(&[
+        "-c:a",
+        "libspeex",
+        "-i",
+        &s(&path("ffmpeg.spx")),
+        &s(&path("ffmpeg-by-ffmpeg.wav")),
+    ]);
+    run(Command::new(bin())
+        .args(["codec", "decode", "--codec", "speex"])
+        .arg(path("ffmpeg.spx"))
+        .arg(path("ffmpeg-by-us.wav")));
+    let (c, snr) = score(
+        &read_wav(&path("ffmpeg-by-ffmpeg.wav")).1,
+        &read_wav(&path("ffmpeg-by-us.wav")).1,
+    );
+    eprintln!(
+        "ffmpeg's Speex, strowger's decoder vs ffmpeg's: correlation {c:.4}, SNR {snr:.1} dB"
+    );
+    assert!(c > 0.999, "strowger hears ffmpeg's Speex differently: {c}");
+    std::fs::remove_dir_all(&d).ok();
 }

@@ -155,19 +155,84 @@ pub fn from_wire(index: u32) -> u32 {
     }
 }
 
-/// The vectors of a codebook with their energies, for the encoder's search.
+/// Most vectors in a codebook (two sections of 108 plain and 20 augmented).
+const MAX_SIZE: usize = 2 * (MEM_LEN - SUBL + 1 + SUBL / 2);
+/// Augmented vectors in a codebook of 40-sample targets (both sections).
+const MAX_AUG: usize = SUBL;
+
+/// The encoder's search state: correlations and energies of every vector of
+/// a codebook, computed without building the plain vectors. A plain vector
+/// is a window of memory, so with the memory reversed (`rev`) its sample `j`
+/// is `rev[i + n - 1 - j]`: the target's correlation with all of them is `n`
+/// unit-stride loops over the vector index, which vectorise, instead of one
+/// short dot product (and a horizontal sum) per vector; their energies are
+/// differences of a running sum. The few augmented vectors are built once per
+/// target.
 pub struct SearchSpace {
-    vectors: Vec<f32>,
-    energy: Vec<f32>,
-    veclen: usize,
+    rev: [[f32; MEM_LEN]; 2],
+    aug: [[f32; SUBL]; MAX_AUG],
+    /// `1 / energy` of each vector (0 for a silent one).
+    inv_energy: [f32; MAX_SIZE],
+    cross: [f32; MAX_SIZE],
+    measure: [f32; MAX_SIZE],
 }
 
 impl SearchSpace {
     pub fn new() -> SearchSpace {
         SearchSpace {
-            vectors: vec![0.0; 2 * (MEM_LEN - SUBL + 1 + SUBL / 2) * SUBL],
-            energy: vec![0.0; 2 * (MEM_LEN - SUBL + 1 + SUBL / 2)],
-            veclen: 0,
+            rev: [[0.0; MEM_LEN]; 2],
+            aug: [[0.0; SUBL]; MAX_AUG],
+            inv_energy: [0.0; MAX_SIZE],
+            cross: [0.0; MAX_SIZE],
+            measure: [0.0; MAX_SIZE],
+        }
+    }
+
+    /// Reverses both sections of `cb`, builds its augmented vectors and
+    /// inverts every vector's energy.
+    fn prepare(&mut self, cb: &Codebook) {
+        let (n, plain, section) = (cb.veclen, cb.plain(), cb.section());
+        let inv = |e: f32| {
+            if e > 0.0 {
+                1.0 / (e + f32::EPSILON)
+            } else {
+                0.0
+            }
+        };
+        for (s, m) in [&cb.mem, &cb.filtered].into_iter().enumerate() {
+            let rev = &mut self.rev[s];
+            for (r, x) in rev[..cb.len].iter_mut().zip(m[..cb.len].iter().rev()) {
+                *r = *x;
+            }
+            // Running sum of squares in f64, so differences lose nothing.
+            let mut prefix = [0.0f64; MEM_LEN + 1];
+            for (k, x) in rev[..cb.len].iter().enumerate() {
+                prefix[k + 1] = prefix[k] + f64::from(x * x);
+            }
+            for i in 0..plain {
+                self.inv_energy[s * section + i] = inv((prefix[i + n] - prefix[i]) as f32);
+            }
+            for a in 0..section - plain {
+                let v = &mut self.aug[s * (section - plain) + a];
+                cb.vector(s * section + plain + a, v);
+                self.inv_energy[s * section + plain + a] = inv(dot(&v[..n], &v[..n]));
+            }
+        }
+    }
+
+    /// The correlation of `t` with every vector of `cb`, into `cross`.
+    fn correlate(&mut self, cb: &Codebook, t: &[f32]) {
+        let (n, plain, section) = (cb.veclen, cb.plain(), cb.section());
+        for s in 0..2 {
+            let out = &mut self.cross[s * section..s * section + plain];
+            out.fill(0.0);
+            for (j, &tj) in t[..n].iter().enumerate() {
+                axpy(out, tj, &self.rev[s][n - 1 - j..n - 1 - j + plain]);
+            }
+            for a in 0..section - plain {
+                self.cross[s * section + plain + a] =
+                    dot(&t[..n], &self.aug[s * (section - plain) + a][..n]);
+            }
         }
     }
 
@@ -183,41 +248,49 @@ impl SearchSpace {
         gain_index: &mut [u32],
     ) {
         let n = cb.veclen;
-        self.veclen = n;
         let size = cb.size();
-        for i in 0..size {
-            let v = &mut self.vectors[i * n..(i + 1) * n];
-            cb.vector(i, v);
-            self.energy[i] = dot(v, v);
-        }
+        self.prepare(cb);
         let mut t = [0.0f32; SUBL];
         t[..n].copy_from_slice(&target[..n]);
         let target_energy = dot(&t[..n], &t[..n]);
         let mut sum = [0.0f32; SUBL];
         let mut gains = [0.0f32; STAGES];
+        let mut v = [0.0f32; SUBL];
         for stage in 0..STAGES {
-            let (mut best, mut best_measure, mut best_gain) = (0, -1e7f32, 0.0f32);
-            for i in 0..size {
-                if !allowed(first_subframe && n == SUBL, stage, i) {
-                    continue;
-                }
-                let cross = dot(&t[..n], &self.vectors[i * n..(i + 1) * n]);
-                let e = self.energy[i];
-                let inv = if e > 0.0 {
-                    1.0 / (e + f32::EPSILON)
-                } else {
-                    0.0
-                };
-                let measure = if stage == 0 && cross <= 0.0 {
+            self.correlate(cb, &t[..n]);
+            // Every vector's measure without branches (so the loop vectorises), -inf where
+            // the gain is out of range or the bitstream cannot carry the index; then the
+            // first largest above -1e7.
+            let measure = &mut self.measure[..size];
+            for ((m, &c), &inv) in measure.iter_mut().zip(&self.cross).zip(&self.inv_energy) {
+                let g = c * inv;
+                let value = if stage == 0 && c <= 0.0 {
                     -1e7
                 } else {
-                    cross * cross * inv
+                    c * c * inv
                 };
-                let g = cross * inv;
-                if measure > best_measure && g.abs() < MAX_GAIN {
-                    (best, best_measure, best_gain) = (i, measure, g);
+                *m = if g.abs() < MAX_GAIN {
+                    value
+                } else {
+                    f32::NEG_INFINITY
+                };
+            }
+            if first_subframe && n == SUBL && stage > 0 {
+                for i in (0..size).filter(|&i| !allowed(true, stage, i)) {
+                    measure[i] = f32::NEG_INFINITY;
                 }
             }
+            let (mut best, mut best_measure) = (0, -1e7f32);
+            for (i, &m) in measure.iter().enumerate() {
+                if m > best_measure {
+                    (best, best_measure) = (i, m);
+                }
+            }
+            let best_gain = if best_measure > -1e7 {
+                self.cross[best] * self.inv_energy[best]
+            } else {
+                0.0
+            };
             let previous = if stage == 0 { 1.0 } else { gains[stage - 1] };
             let g = if stage == 0 {
                 best_gain.clamp(0.0, MAX_GAIN)
@@ -228,7 +301,7 @@ impl SearchSpace {
             index[stage] = best as u32;
             gain_index[stage] = gi;
             gains[stage] = q;
-            let v = &self.vectors[best * n..(best + 1) * n];
+            cb.vector(best, &mut v);
             for j in 0..n {
                 sum[j] += q * v[j];
                 t[j] -= q * v[j];
@@ -247,6 +320,15 @@ impl SearchSpace {
             }
         }
         gain_index[0] = j as u32;
+    }
+}
+
+/// `out += a * x`. A function of its own so the slices are known not to
+/// overlap, which lets the loop vectorise.
+#[inline(never)]
+fn axpy(out: &mut [f32], a: f32, x: &[f32]) {
+    for (o, x) in out.iter_mut().zip(x) {
+        *o += a * x;
     }
 }
 

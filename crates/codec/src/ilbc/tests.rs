@@ -137,3 +137,54 @@ fn concealment_continues_the_signal() {
         "{lost_energy} vs {signal}"
     );
 }
+
+/// RFC 3951's test program (Appendix A.1, iLBC_test.c) runs a file through the encoder and the
+/// decoder with a channel file marking lost packets, which the decoder conceals. The same here,
+/// in both modes: every packet yields a whole frame, and since iLBC frames are coded
+/// independently (RFC 3951 §1), once the enhancer's history (at most four 20 ms frames) has
+/// passed a loss the output is again what the lossless channel decodes.
+#[test]
+fn channel_with_losses_like_the_rfc_test_program() {
+    let pcm = voiced(8000 * 6);
+    for mode in [Mode::Ms20, Mode::Ms30] {
+        let n = mode.samples();
+        let mut enc = IlbcEncoder::new(mode);
+        let packets: Vec<Vec<u8>> = pcm
+            .chunks_exact(n)
+            .map(|f| {
+                let mut b = vec![0u8; mode.bytes()];
+                enc.encode(f, &mut b);
+                b
+            })
+            .collect();
+        let decode = |lost: &dyn Fn(usize) -> bool| {
+            let mut dec = IlbcDecoder::new(mode);
+            let mut out = vec![0i16; packets.len() * n];
+            for (i, (p, o)) in packets.iter().zip(out.chunks_exact_mut(n)).enumerate() {
+                dec.decode((!lost(i)).then_some(&p[..]), o);
+            }
+            out
+        };
+        let clean = decode(&|_| false);
+        let period = 25;
+        let lossy = decode(&|i| i % period == 10);
+        let settle = 640 / n + 1;
+        let (mut checked, mut worst) = (0, f64::MAX);
+        for i in (0..packets.len()).filter(|i| i % period >= 10 + settle || i % period < 10) {
+            if i < period {
+                continue;
+            }
+            let r = i * n..(i + 1) * n;
+            worst = worst.min(snr_db(&clean[r.clone()], &lossy[r]));
+            checked += 1;
+        }
+        eprintln!(
+            "{mode:?}: {checked} frames after losses, worst SNR against lossless {worst:.1} dB"
+        );
+        assert!(checked > 100, "{checked}");
+        assert!(
+            worst > 30.0,
+            "{mode:?}: a frame {worst:.1} dB from the lossless decoding"
+        );
+    }
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The paper's transcoding-capacity test (bench/lib/transcode.py): a GSM file played in a loop to
+# callers offering only iLBC, then only Speex, on one worker pinned to one core; the prompt encoded
+# once and shared ("cached") and transcoded per call ("live"). Writes bench/results/transcode.json.
+# About 15 minutes; every run is bounded in calls and time. Options go to transcode.py (-h).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash bench/deps.sh
+if [[ -z ${NO_BUILD:-} ]]; then
+  cargo build --release -p strowger -p strowger-load
+fi
+python3 bench/lib/transcode.py "$@"
