@@ -79,9 +79,10 @@ impl Server {
         if let Some(text) = config {
             std::fs::write(dir.join("strowger.toml"), text).unwrap();
             cmd.arg("--config").arg(dir.join("strowger.toml"));
-            cmd.current_dir(&dir);
         }
+        // Relative paths of the config (the default store) land in the test's own directory.
         let child = cmd
+            .current_dir(&dir)
             .arg("--sip-listen")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--rtp-ports")

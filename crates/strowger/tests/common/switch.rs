@@ -31,7 +31,8 @@ pub struct Opts {
     /// How many RTP ports (None: 100).
     pub rtp_ports: Option<u16>,
     /// The directory strowger starts in (relative paths in its config, such as the default
-    /// `local:strowger-data/store.snap`, are under it); None: the test's own.
+    /// `local:strowger-data/store.snap`, are under it); None: the test's own temporary directory,
+    /// so no two strowgers share a store file.
     pub cwd: Option<PathBuf>,
 }
 
@@ -86,9 +87,7 @@ impl Strowger {
         for (k, v) in &opts.vars {
             cmd.arg("--var").arg(format!("{k}={v}"));
         }
-        if let Some(cwd) = &opts.cwd {
-            cmd.current_dir(cwd);
-        }
+        cmd.current_dir(opts.cwd.as_deref().unwrap_or(dir.path()));
         let child = cmd
             .stdin(Stdio::null())
             .stdout(File::create(dir.path().join("strowger.out")).unwrap())
