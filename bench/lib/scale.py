@@ -161,8 +161,8 @@ def capacity(args, rundir):
         b.quiet_check(set())
         row = held_calls(args, rundir, f"cap-{n}", args.workers[0], n, args.rate, args.hold, 20)
         rows.append(row)
-        if row["failed"] > n * 0.001:
-            b.log(f"{n} calls: more than 0.1 % of calls failed: stopping here")
+        if row["failed"] > n * 0.001 or row["late_pct"] > 1:
+            b.log(f"{n} calls: more than 0.1 % of calls failed or 1 % of frames late: stopping here")
             break
     save("capacity", {"rows": rows, "machine": b.machine_info(args)})
 
