@@ -160,9 +160,9 @@ def start_strowger(label, store, authenticate, users, rundir):
     with open(path, "w") as f:
         f.write(strowger_config(store, authenticate, users))
     port = b.alloc_ports(1, 1)
-    rtp = b.alloc_ports(2000)
+    rtp = b.alloc_ports(500)  # calls are not held: a few hundred at once at most
     cmd = [os.path.join(RELEASE, "strowger"), "--config", path, "--sip-listen", f"127.0.0.1:{port}",
-           "--rtp-ports", f"{rtp}-{rtp + 1999}", "--data-dir", os.path.join(rundir, f"{label}-data")]
+           "--rtp-ports", f"{rtp}-{rtp + 499}", "--data-dir", os.path.join(rundir, f"{label}-data")]
     proc = start(label, cmd, rundir, "worker(s)", 600)
     return proc, port
 
