@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
-const POOL: usize = 4;
+const POOL: usize = 8;
 const USER_BUCKETS: u64 = 64;
 const CAS_TRIES: usize = 16;
 

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 const USERS: &str = "strowger:users";
-/// Connections kept open (one per store thread is enough).
-const POOL: usize = 4;
+/// Connections kept open: one per store thread (strowger runs 8).
+const POOL: usize = 8;
 const CAS_TRIES: usize = 16;
 
 /// SET KEYS[1] to ARGV[2] expiring at unix time ARGV[3] (DEL when ARGV[2] is empty), only if it

@@ -97,7 +97,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         cfg.registrar.store.parse::<store::StoreUrl>(),
         Ok(store::StoreUrl::Local(_))
     );
-    let queues = crate::store_io::start(store, inline, mail.clone(), 2);
+    let queues = crate::store_io::start(store, inline, mail.clone(), STORE_THREADS);
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
     let iax = cfg
         .iax2
@@ -249,6 +249,11 @@ fn iax_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     let _ = s.set_send_buffer_size(4 << 20);
     Ok(sock)
 }
+
+/// Store threads for Redis and Memcached. Each waits on one round trip at a time, so their number
+/// bounds the store operations in flight; with 2, REGISTERs queued for seconds past ~5,000/s on
+/// Memcached (bench/RESULTS.md). Idle threads cost nothing.
+const STORE_THREADS: usize = 8;
 
 /// `[[users]]` from the configuration, written to the store (as HA1s) before calls are taken.
 fn load_users(s: &dyn store::Store, users: &[switch::config::User]) -> Result<(), String> {
