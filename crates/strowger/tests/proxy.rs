@@ -171,7 +171,7 @@ fn proxy_cancel_404_and_480() {
         .args(&["-au", "1001", "-ap", "secret-1001"])
         .run(s.sip, s.dir.path())
         .assert_ok(1);
-    let rings = Sipp::new(Scenario::File("uas_ring_cancel.xml"))
+    let rings = Sipp::new(Scenario::File("uas_ring_cancel_proxied.xml"))
         .port(port)
         .spawn(None, s.dir.path());
     std::thread::sleep(Duration::from_millis(300));

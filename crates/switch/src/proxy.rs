@@ -248,7 +248,12 @@ impl Engine {
     ) {
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let local = self.local_for(hop);
-        let branch = self.branch();
+        let branch = match up {
+            Some(_) => self.branch(),
+            // Forwarded without a transaction: a retransmitted ACK must go on with the same
+            // branch as the first (RFC 3261 §16.11), or the callee takes it for a new request.
+            None => stateless_branch(msg),
+        };
         let transport = crate::dialog::transport_name(hop.transport);
         let mut out = String::with_capacity(msg.body().len() + 1024);
         let _ = write!(
@@ -302,7 +307,9 @@ impl Engine {
                     self.proxy_down.insert(stx, ctx);
                 }
             }
-            None => self.out.push_back((hop, bytes.into())),
+            // Through the transaction layer's queue, like the BYE that may follow in the same
+            // batch: an ACK sent after that BYE would reach the callee out of order.
+            None => self.txs.send_stateless(bytes, hop),
         }
     }
 
@@ -384,7 +391,7 @@ impl Engine {
         if first {
             self.txs.respond(stx, status, bytes, now);
         } else if (200..300).contains(&status) {
-            self.out.push_back((peer, bytes.into()));
+            self.txs.send_stateless(bytes, peer);
         }
         if status >= 300 {
             self.proxy_forget(ctx);
@@ -442,4 +449,13 @@ impl Engine {
         let hop = first_hop.unwrap_or_else(|| crate::registrar::source_of(b));
         (route_set, hop)
     }
+}
+
+/// A branch derived from the request's own top Via branch: the same request forwarded twice
+/// gets the same branch.
+fn stateless_branch(msg: &Message) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    msg.header(HeaderName::Via).unwrap_or_default().hash(&mut h);
+    format!("z9hG4bK-sw{:016x}", h.finish())
 }
