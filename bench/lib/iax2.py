@@ -13,7 +13,7 @@ All calls come up at --rate; once every call is up (+5 s), the server's CPU (uti
 where legs = N minus the calls that failed (they were never up).
 The load generator's CPU and what came back (frames or RTP packets) are recorded too. Every child
 runs in its own session with its autogroup priority raised, is bounded in calls and time, and
-dies with this script. Results: bench/results/iax2.json and a Markdown table on stdout.
+dies with this script. Results: bench/results/iax2.json (--results) and a Markdown table on stdout.
 """
 
 import argparse
@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
 import scale  # noqa: E402
 
-RESULTS = os.path.join(b.RESULTS, "iax2.json")
+
 SECRET = "bench-secret"
 
 
@@ -58,8 +58,8 @@ def iax_load(args, target, calls, rate, hold, trunk, out):
     return p
 
 
-def one(args, rundir, kind, calls):
-    label = f"{kind}-{calls}"
+def one(args, rundir, kind, calls, tag=""):
+    label = f"{kind}-{calls}{tag}"
     extra = []
     if kind == "sip":
         cfg = scale.config(args, rundir, f"{label}.toml")
@@ -116,6 +116,10 @@ def main():
                     choices=["sip", "iax2", "iax2-trunk"])
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--window", type=float, default=20)
+    ap.add_argument("--results", default="iax2.json", help="file name under bench/results")
+    ap.add_argument("--compare", metavar="BIN",
+                    help="a second strowger binary (e.g. before a change): each run is repeated with it "
+                         "right after, so the two compare as a ratio within one run")
     args = ap.parse_args()
     args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
     scale.signal_setup()
@@ -128,18 +132,26 @@ def main():
         for n in args.levels:
             for kind in args.kinds:
                 rows.append(one(args, rundir, kind, n))
+                rows[-1]["bin"] = args.bin
+                if args.compare:
+                    main_bin, args.bin = args.bin, args.compare
+                    rows.append(one(args, rundir, kind, n, "-compare"))
+                    rows[-1]["bin"] = args.bin
+                    args.bin = main_bin
     finally:
         b.kill_children()
     os.makedirs(b.RESULTS, exist_ok=True)
-    with open(RESULTS, "w") as f:
+    path = os.path.join(b.RESULTS, args.results)
+    with open(path, "w") as f:
         json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
-    b.log(f"results: {os.path.relpath(RESULTS, b.ROOT)}")
-    print("| calls | kind | server CPU | CPU-ms per leg-second | vs SIP | load generator CPU | returned | failed |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    b.log(f"results: {os.path.relpath(path, b.ROOT)}")
+    print("| calls | kind | binary | server CPU | CPU-ms per leg-second | vs SIP | load generator CPU | returned | failed |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        sip = next((s for s in rows if s["kind"] == "sip" and s["calls"] == r["calls"]), None)
+        sip = next((s for s in rows if s["kind"] == "sip" and s["calls"] == r["calls"] and s["bin"] == r["bin"]),
+                   None)
         vs = f"{r['cpu_ms_per_leg_s'] / sip['cpu_ms_per_leg_s']:.2f}" if sip and sip["cpu_ms_per_leg_s"] else "-"
-        print(f"| {r['calls']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_leg_s']} | {vs} | "
+        print(f"| {r['calls']} | {r['kind']} | {r['bin']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_leg_s']} | {vs} | "
               f"{r['load_cpu_pct']} % | {r['returned_pct']} % | {r['failed']} |")
 
 

@@ -1,6 +1,7 @@
 //! The registrar end to end: SIPp phones REGISTER with digest authentication against a real
 //! strowger, then are called through `bridge user/NAME` (tests/configs/registrar.toml), on each
-//! store backend: the local snapshot file, Redis and Memcached (real servers on free ports).
+//! store backend: the local snapshot file, Redis and Memcached (real servers on free ports);
+//! `strowger show peers` lists the registration from the same store.
 
 mod common;
 
@@ -13,15 +14,24 @@ use common::servers::Server;
 use common::sipp::{Scenario, Sipp};
 use common::switch::run_cli;
 use common::TempDir;
+use std::path::Path;
 use std::time::Duration;
 
 /// Everything on one backend: REGISTER → 200 listing the binding; a call to the registered
 /// user reaches its phone; unregistered user → 480; unknown user → 404; wrong password →
 /// 403 and never 200; un-REGISTER → 200 without contacts, and then the user is unregistered.
 fn registrar_flow(label: &str, store: &str, dir: &TempDir) {
-    let s = start(label, &write_config(dir.path(), store));
+    let cfg = write_config(dir.path(), store);
+    let s = start(label, &cfg);
     let port = free_port();
     registered(&s, "1001", "secret-1001", port);
+    let line = shown_by_show_peers(&cfg, dir.path(), "1001");
+    assert!(
+        line.contains(&format!(
+            "sip:1001@127.0.0.1:{port} from 127.0.0.1:{port} over udp, expires in"
+        )),
+        "{line}"
+    );
     call_phone(&s, "1001", port, 1);
 
     assert_eq!(
@@ -60,6 +70,20 @@ fn registrar_flow(label: &str, store: &str, dir: &TempDir) {
         un.evidence()
     );
     assert_eq!(invite_status(&s, "1001"), Some(480), "1001 unregistered");
+    let line = shown_by_show_peers(&cfg, dir.path(), "1001");
+    assert!(line.ends_with("not registered"), "{line}");
+}
+
+/// `strowger show peers`, run beside the switch on its configuration: the line of `user`,
+/// whose contacts it reads from the same store.
+fn shown_by_show_peers(cfg: &Path, dir: &Path, user: &str) -> String {
+    let out = run_cli(&["--config", cfg.to_str().unwrap(), "show", "peers"], dir);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "show peers: {out:?}");
+    text.lines()
+        .find(|l| l.trim_start().starts_with(&format!("{user}@")))
+        .unwrap_or_else(|| panic!("show peers lists no {user}:\n{text}"))
+        .to_string()
 }
 
 #[test]
