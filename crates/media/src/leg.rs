@@ -99,7 +99,7 @@ pub(crate) enum Playout {
     /// G.711 bytes by table (G.711 legs).
     Law,
     /// The prompt's packets in the leg's format, encoded once and shared by every call.
-    Packets(Packets),
+    Packets(Arc<Packets>),
     /// Transcoded for this call alone, as a switch without a prompt cache does: the
     /// file's own packets through a translator, or its linear audio through the leg's encoder.
     Live(Option<Box<Translator>>),
@@ -395,19 +395,14 @@ impl Leg {
 
 /// Copies the next of a prompt's packets into `out`; returns its length and
 /// whether a prompt that does not loop just ended.
-fn next_packet(
-    packets: &[Box<[u8]>],
-    pos: &mut usize,
-    looped: bool,
-    out: &mut [u8],
-) -> (usize, bool) {
+fn next_packet(packets: &Packets, pos: &mut usize, looped: bool, out: &mut [u8]) -> (usize, bool) {
     if *pos >= packets.len() {
         if !looped || packets.is_empty() {
             return (0, true);
         }
         *pos = 0;
     }
-    let p = &packets[*pos];
+    let p = packets.get(*pos);
     out[..p.len()].copy_from_slice(p);
     *pos += 1;
     (p.len(), !looped && *pos >= packets.len())

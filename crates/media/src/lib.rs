@@ -30,7 +30,8 @@
 //!
 //! Codecs: a leg carries a [`Format`] (G.711, GSM, G.722, G.726-32, Speex,
 //! Opus, L16, iLBC). Prompts play pre-encoded: G.711 by table, other formats
-//! as packets encoded once per prompt and format and shared by every call
+//! as packets encoded once per prompt and format (each as the first call
+//! reaches it, so no call waits for a whole prompt) and shared by every call
 //! (or, with `cache` off, transcoded per call from the file's own frames or
 //! its linear audio, as a switch without a prompt cache does); echo returns the
 //! payload unchanged; a bridge passes payloads through when both legs share a
@@ -42,7 +43,8 @@
 //!
 //! Steady state does not allocate: packets are built in one engine buffer,
 //! prompts are stored pre-encoded in both laws (and in the packets of the
-//! other formats legs have played them in), G.711 is table lookups, and encoders, decoders
+//! other formats legs have played them in; only the first pass through a
+//! prompt in a new format allocates, one packet at a time), G.711 is table lookups, and encoders, decoders
 //! and translators with their buffers are made when a leg is set up or bridged.
 
 mod decimate;
@@ -57,7 +59,7 @@ pub use codec::Format;
 pub use codec::G711 as Law;
 pub use engine::{Engine, LegId, MediaEvent, Transmit};
 pub use leg::{LegConfig, LegStats, LegUpdate};
-pub use prompt::{Packets, Prompt, PromptError};
+pub use prompt::{Frames, Packets, Prompt, PromptError};
 pub use recorder::{RecordError, RecordSink};
 pub use tone::ToneSpec;
 

@@ -1,21 +1,100 @@
 //! Announcements, stored pre-encoded in both G.711 laws so that steady-state
-//! playback is a `memcpy` into the packet buffer; for other formats the whole
-//! prompt is encoded once, on first use, into that format's packets, so a call
-//! playing it costs no codec work at all. A prompt stored coded (`.gsm`,
-//! `.g722`) keeps its own frames, for playback that transcodes per call.
+//! playback is a `memcpy` into the packet buffer; for other formats the prompt
+//! is encoded once into that format's packets, packet by packet as the first
+//! call playing it reaches them, so no call waits for a whole prompt to be
+//! encoded and later calls cost no codec work at all. A prompt stored coded
+//! (`.gsm`, `.g722`) keeps its own frames, for playback that transcodes per call.
 
 use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use codec::{Codec, Format, G711};
+use codec::{Codec, Encoder, Format, G711};
 
 use crate::decimate::decimate_by_two;
 
 const SOX_HINT: &str = "convert with `sox in.wav -b16 -c1 -r8000 out.wav`";
 
-/// A prompt's audio as whole packets of one format ([`Format::packet_ms`] each).
-pub type Packets = Arc<[Box<[u8]>]>;
+/// A prompt file's own frames, one packet ([`Format::packet_ms`]) each.
+pub type Frames = Arc<[Box<[u8]>]>;
+
+/// A prompt's audio as whole packets of one format, shared by every call that
+/// plays it, each encoded the first time any call asks for it.
+pub struct Packets {
+    slots: Box<[OnceLock<Box<[u8]>>]>,
+    /// What encodes the slots in order; `None` once all are done (or given).
+    encoding: Mutex<Option<Encoding>>,
+}
+
+struct Encoding {
+    encoder: Box<dyn Encoder>,
+    /// The prompt at the format's rate, padded to whole packets.
+    pcm: Vec<i16>,
+    next: usize,
+}
+
+impl fmt::Debug for Packets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Packets({})", self.slots.len())
+    }
+}
+
+impl Packets {
+    fn given(frames: &[Box<[u8]>]) -> Packets {
+        Packets {
+            slots: frames.iter().map(|f| OnceLock::from(f.clone())).collect(),
+            encoding: Mutex::new(None),
+        }
+    }
+
+    fn encode(format: Format, linear: &[i16]) -> Packets {
+        let n = format.samples_in(format.packet_ms());
+        let mut pcm = linear.to_vec();
+        pcm.resize(pcm.len().div_ceil(n) * n, 0);
+        Packets {
+            slots: (0..pcm.len() / n).map(|_| OnceLock::new()).collect(),
+            encoding: Mutex::new(Some(Encoding {
+                encoder: format.encoder(),
+                pcm,
+                next: 0,
+            })),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Packet `i`, encoding it (and any before it not yet done: the encoder
+    /// is stateful) if no call has asked for it yet. Empty if it would not encode.
+    pub fn get(&self, i: usize) -> &[u8] {
+        if let Some(p) = self.slots[i].get() {
+            return p;
+        }
+        let mut guard = self.encoding.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = guard.as_mut() {
+            let n = e.pcm.len() / self.slots.len();
+            let mut buf = [0u8; 1500];
+            while e.next <= i {
+                let k = e.next;
+                let len = e
+                    .encoder
+                    .encode(&e.pcm[k * n..(k + 1) * n], &mut buf)
+                    .unwrap_or(0);
+                let _ = self.slots[k].set(Box::from(&buf[..len]));
+                e.next += 1;
+            }
+            if e.next == self.slots.len() {
+                *guard = None;
+            }
+        }
+        self.slots[i].get().map_or(&[], |p| p)
+    }
+}
 
 /// Audio ready to play on any leg.
 #[derive(Debug)]
@@ -26,9 +105,9 @@ pub struct Prompt {
     /// Linear audio at 8, 16 and 48 kHz, made on first use.
     linear: [OnceLock<Vec<i16>>; 3],
     /// The file's own packets when it was stored in a codec other than G.711.
-    coded: Option<(Format, Packets)>,
-    /// Pre-encoded packets per format, made on first use (a handful of formats at most).
-    packets: Mutex<Vec<(Format, Packets)>>,
+    coded: Option<(Format, Frames)>,
+    /// Packets per format, made on first use (a handful of formats at most).
+    packets: Mutex<Vec<(Format, Arc<Packets>)>>,
 }
 
 /// A prompt that could not be loaded: which file, and what is wrong with it.
@@ -80,7 +159,7 @@ impl Prompt {
         if bytes.is_empty() {
             return Err(fail(format!("no {} audio", format.name())));
         }
-        let packets: Packets = bytes.chunks(size).map(Box::from).collect();
+        let packets: Frames = bytes.chunks(size).map(Box::from).collect();
         let mut dec = format.decoder();
         let mut pcm = Vec::with_capacity(packets.len() * format.samples_in(format.packet_ms()));
         let mut out = vec![0i16; format.samples_in(format.packet_ms())];
@@ -232,32 +311,23 @@ impl Prompt {
         })
     }
 
-    /// The prompt in whole packets of `format`, encoded on the first call for
-    /// each format (the file's own packets if it is stored in `format`); every
-    /// later call shares them.
-    pub fn packets(&self, format: Format) -> Packets {
+    /// The prompt in whole packets of `format`, shared by every call: the file's
+    /// own packets if it is stored in `format`, else encoded as calls reach them.
+    pub fn packets(&self, format: Format) -> Arc<Packets> {
         let mut cache = self.packets.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, p)) = cache.iter().find(|(f, _)| *f == format) {
             return p.clone();
         }
-        let packets = match &self.coded {
-            Some((f, p)) if *f == format => p.clone(),
-            _ => {
-                let n = format.samples_in(format.packet_ms());
-                let mut pcm = self.linear(format.pcm_rate()).to_vec();
-                pcm.resize(pcm.len().div_ceil(n) * n, 0);
-                codec::translate::encode_packets(format, &pcm)
-                    .into_iter()
-                    .map(Vec::into_boxed_slice)
-                    .collect()
-            }
-        };
+        let packets = Arc::new(match &self.coded {
+            Some((f, frames)) if *f == format => Packets::given(frames),
+            _ => Packets::encode(format, self.linear(format.pcm_rate())),
+        });
         cache.push((format, packets.clone()));
         packets
     }
 
     /// The file's own packets and their format, when it was stored coded (not G.711).
-    pub fn coded(&self) -> Option<(Format, &Packets)> {
+    pub fn coded(&self) -> Option<(Format, &Frames)> {
         self.coded.as_ref().map(|(f, p)| (*f, p))
     }
 
@@ -355,11 +425,16 @@ pub(crate) mod tests {
         let frames = codec::translate::encode_packets(Format::Gsm, &pcm).concat();
         let p = Prompt::from_packets("x.gsm", Format::Gsm, &frames).unwrap();
         assert_eq!(p.samples(), 3200);
-        assert_eq!(p.packets(Format::Gsm).concat(), frames);
+        let all = |p: &Packets| (0..p.len()).map(|i| p.get(i).to_vec()).collect::<Vec<_>>();
+        assert_eq!(all(&p.packets(Format::Gsm)).concat(), frames);
         let a = p.packets(Format::Ilbc20);
         assert!(Arc::ptr_eq(&a, &p.packets(Format::Ilbc20)), "cached");
         assert_eq!(a.len(), 20);
-        assert!(a.iter().all(|f| f.len() == 38));
+        // Asked out of order, packets come out as one encoder run would make them.
+        let (last, first) = (a.get(19).to_vec(), a.get(0).to_vec());
+        let once = codec::translate::encode_packets(Format::Ilbc20, p.linear(8000));
+        assert_eq!((first, last), (once[0].clone(), once[19].clone()));
+        assert_eq!(all(&a), once);
         assert_eq!(
             p.packets(Format::Ilbc30).len(),
             14,

@@ -323,10 +323,28 @@ impl SearchSpace {
     }
 }
 
-/// `out += a * x`. A function of its own so the slices are known not to
-/// overlap, which lets the loop vectorise.
-#[inline(never)]
+/// `out += a * x`, the search's inner loop. A function of its own so the
+/// slices are known not to overlap, which lets the loop vectorise; 8 lanes
+/// wide where the CPU has AVX2 (checked once, cached by std), else 4 (SSE2,
+/// x86-64's baseline). Multiplication and addition stay separate (no FMA), so
+/// every machine computes the same bitstream.
 fn axpy(out: &mut [f32], a: f32, x: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, the only feature the function enables.
+        return unsafe { axpy_avx2(out, a, x) };
+    }
+    axpy_body(out, a, x)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn axpy_avx2(out: &mut [f32], a: f32, x: &[f32]) {
+    axpy_body(out, a, x)
+}
+
+#[inline(always)]
+fn axpy_body(out: &mut [f32], a: f32, x: &[f32]) {
     for (o, x) in out.iter_mut().zip(x) {
         *o += a * x;
     }
