@@ -750,7 +750,7 @@ fn strowger_registers_to_a_provider_qualifies_peers_and_releases_at_shutdown() {
             "show",
             "peers",
         ],
-        &std::env::current_dir().unwrap(),
+        r._dir.path(),
     );
     let text = String::from_utf8_lossy(&out.stdout);
     println!("{text}");
