@@ -203,7 +203,11 @@ impl Engine {
         let id = self.media.add_leg(cfg, now);
         let Some(port) = host.open_media(id.index()) else {
             self.media.remove_leg(id);
-            host.log("no free RTP port: widen rtp.ports in the configuration");
+            if let Some(n) = self.no_port.note(now) {
+                host.log(&format!(
+                    "no free RTP port ({n} call(s) refused since the last report): widen rtp.ports in the configuration"
+                ));
+            }
             return false;
         };
         leg.media = Some(id);

@@ -82,6 +82,29 @@ pub struct Stats {
     pub responses_dropped: u64,
 }
 
+/// Counts an operator warning's occurrences and lets it through at most every 10 s, so a flood
+/// of one failure costs a counter, not a log line each.
+#[derive(Default)]
+pub(crate) struct Throttle {
+    last: Option<Instant>,
+    count: u64,
+}
+
+impl Throttle {
+    /// One more occurrence; `Some(n)` (occurrences since the last report) when it is time to say so.
+    pub(crate) fn note(&mut self, now: Instant) -> Option<u64> {
+        self.count += 1;
+        if self
+            .last
+            .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(10))
+        {
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.count))
+    }
+}
+
 pub struct Engine {
     pub(crate) s: Settings,
     pub(crate) dialplan: Arc<Dialplan>,
@@ -105,6 +128,8 @@ pub struct Engine {
     pub(crate) overloaded: bool,
     /// Set by [`Engine::mark_late`] for one message.
     late: bool,
+    /// Calls refused for want of an RTP port, logged at most every 10 s.
+    pub(crate) no_port: Throttle,
     /// Store operations under way (registrar, location lookups), by token.
     pub(crate) pending: FxHashMap<u64, crate::registrar::Pending>,
     pub(crate) next_token: u64,
@@ -143,6 +168,7 @@ impl Engine {
             next_gen: 0,
             overloaded: false,
             late: false,
+            no_port: Throttle::default(),
             pending: FxHashMap::default(),
             next_token: 0,
             iax: None,
@@ -1149,4 +1175,22 @@ fn offered_codecs(caps: &sdp::Caps) -> String {
         })
         .collect();
     names.join(", ")
+}
+
+#[cfg(test)]
+mod throttle_tests {
+    use super::Throttle;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_warning_repeats_at_most_every_ten_seconds_with_its_count() {
+        let t0 = Instant::now();
+        let mut t = Throttle::default();
+        assert_eq!(t.note(t0), Some(1));
+        for i in 1..=500 {
+            assert_eq!(t.note(t0 + Duration::from_millis(i * 10)), None);
+        }
+        assert_eq!(t.note(t0 + Duration::from_secs(10)), Some(501));
+        assert_eq!(t.note(t0 + Duration::from_secs(11)), None);
+    }
 }
