@@ -245,8 +245,10 @@ impl LocalStore {
         }
         let bytes = serde_json::to_vec(&snap).map_err(|e| StoreError(e.to_string()))?;
         let err = |e: std::io::Error| write_error(&self.path, e);
+        // Per process: two processes opening one store (a mistake, but a possible one) must not
+        // rename each other's half-written snapshot.
         let mut tmp = self.path.clone().into_os_string();
-        tmp.push(".tmp");
+        tmp.push(format!(".tmp{}", std::process::id()));
         let tmp = PathBuf::from(tmp);
         let mut f = File::create(&tmp).map_err(err)?;
         f.write_all(&bytes).map_err(err)?;
@@ -393,7 +395,9 @@ mod tests {
         let s = LocalStore::open(&path).unwrap();
         assert_eq!(s.lookup("alice@x", 100).unwrap().len(), 2);
         assert_eq!(s.user("alice", "x").unwrap().unwrap().ha1_md5, "m");
-        assert!(!dir.join("s.snap.tmp").exists());
+        assert!(!dir
+            .join(format!("s.snap.tmp{}", std::process::id()))
+            .exists());
         let l = s.update("alice@x", &[Change::RemoveAll], 100).unwrap();
         assert!(l.is_empty());
         assert!(s.del_user("alice", "x").unwrap());

@@ -151,9 +151,13 @@ impl RedisCluster {
                 let port = free_port();
                 let node_dir = dir.join(format!("cluster-{port}"));
                 std::fs::create_dir_all(&node_dir).unwrap();
+                // The bus defaults to port + 10000, past 65535 for a high free port.
+                let bus = free_port().to_string();
                 let extra = [
                     "--cluster-enabled",
                     "yes",
+                    "--cluster-port",
+                    &bus,
                     "--cluster-config-file",
                     "nodes.conf",
                     "--save",

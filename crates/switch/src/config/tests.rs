@@ -197,3 +197,28 @@ fn hostile_config_text_never_panics() {
         }
     }
 }
+
+#[test]
+fn a_user_listed_twice_is_an_error_among_many() {
+    let twice = MINIMAL.to_string()
+        + "[[users]]\nuser = \"1001\"\npassword = \"a\"\n[[users]]\nuser = \"1002\"\npassword = \"b\"\n\
+                 [[users]]\nuser = \"1001\"\npassword = \"c\"\n";
+    let e = errors(&twice);
+    assert!(
+        e.iter()
+            .any(|l| l.contains("users[2].user") && l.contains("1001@strowger is listed twice")),
+        "{e:?}"
+    );
+    let mut many = MINIMAL.to_string();
+    for u in 0..20_000 {
+        many.push_str(&format!("[[users]]\nuser = \"{u}\"\npassword = \"p\"\n"));
+    }
+    let t = std::time::Instant::now();
+    let c = Config::from_str(&many, "many.toml").unwrap();
+    assert_eq!(c.users.len(), 20_000);
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+}
