@@ -33,6 +33,8 @@ const TICK: Duration = Duration::from_millis(5);
 const PHASES: u64 = 4;
 /// SIP (and IAX2) datagrams taken per recvmmsg(2).
 const SIP_BATCH: usize = 16;
+/// Batches one socket may take in a row before timers, the inbox and other sockets get a turn.
+const SIP_BURST: usize = 16;
 /// Average media-tick lateness past which a worker refuses new calls, and below which it
 /// accepts them again (epoll's millisecond timeouts alone make ticks up to ~1 ms late).
 const OVERLOAD_ENTER_US: u64 = 8_000;
@@ -128,11 +130,13 @@ pub struct Worker {
     pub batch: mmsg::Batch,
     pub ticks: u64,
     pub lateness_us: u64,
-    /// A new INVITE that waited longer than this in the socket is refused (stateless 503): T1/2.
+    /// A new INVITE that waited longer than this in the socket is refused (stateless 503): T1/5.
     /// The backlog only grows this deep when offered load exceeds what the worker serves (a
     /// media pass delays a datagram a few ms), and the caller would soon retransmit anyway.
     pub sip_late: Duration,
     pub overloaded: bool,
+    /// UDP sockets (by index) left with datagrams when their burst budget ran out.
+    pub unread: Vec<usize>,
     /// Workers posted to since the last wake-ups (bit per worker).
     pub to_wake: u64,
     /// When the next media pass is due.
@@ -184,7 +188,10 @@ impl Worker {
                 .engine
                 .next_deadline()
                 .map_or(self.next_tick, |d| d.min(self.next_tick));
-            let timeout = deadline.saturating_duration_since(now);
+            let timeout = match self.unread.is_empty() {
+                true => deadline.saturating_duration_since(now),
+                false => Duration::ZERO,
+            };
             if self.poll.poll(&mut events, Some(timeout)).is_err() {
                 continue;
             }
@@ -198,6 +205,9 @@ impl Worker {
                     Token(t) if t >= LISTEN_BASE => self.accept(t - LISTEN_BASE),
                     Token(t) => self.udp_ready(t - UDP_BASE, &mut sip_batch),
                 }
+            }
+            for idx in std::mem::take(&mut self.unread) {
+                self.udp_ready(idx, &mut sip_batch);
             }
             let now = Instant::now();
             self.tick_if_due(now);
@@ -356,8 +366,10 @@ impl Worker {
         }
     }
 
-    /// Reads the socket dry (its readiness is edge-triggered), a batch per system call.
+    /// Reads the socket dry (its readiness is edge-triggered), a batch per system call, or
+    /// [`SIP_BURST`] batches and notes it in `unread`.
     fn udp_ready(&mut self, idx: usize, batch: &mut mmsg::Batch) {
+        let mut budget = SIP_BURST;
         loop {
             let Some((sock, local)) = self.udp.get(idx) else {
                 return;
@@ -394,7 +406,18 @@ impl Worker {
             if n < SIP_BATCH {
                 return;
             }
+            // More is waiting: answer what this batch asked and hand over what it posted before
+            // reading on, so a flood delays replies by one batch, not until it stops.
+            self.flush_sip();
+            self.wake_posted();
             self.tick_if_due(Instant::now());
+            budget -= 1;
+            if budget == 0 {
+                // The socket is not dry, and its readiness is edge-triggered: the main loop
+                // comes back to it after running timers and the other sockets.
+                self.unread.push(idx);
+                return;
+            }
         }
     }
 
