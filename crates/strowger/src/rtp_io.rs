@@ -210,8 +210,14 @@ mod tests {
 
     #[test]
     fn a_port_held_by_another_program_is_skipped() {
-        let (lo, hi) = free_slice(2);
-        let _held = UdpSocket::bind((Ipv4Addr::LOCALHOST, lo + 1)).unwrap();
+        // Tests in parallel take ports too: retry if the run found free was taken meanwhile.
+        let (lo, hi, _held) = (0..50)
+            .find_map(|_| {
+                let (lo, hi) = free_slice(2);
+                let held = UdpSocket::bind((Ipv4Addr::LOCALHOST, lo + 1)).ok()?;
+                Some((lo, hi, held))
+            })
+            .expect("a free port run");
         let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
         assert_eq!(m.open(0), Some(lo + 2));
         assert_eq!(m.open(1), None, "the held pair is still held");
