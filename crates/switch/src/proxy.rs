@@ -82,17 +82,7 @@ impl Engine {
         if self.routed_to_us(&msg) {
             // Later in a dialog: loose routing (§16.4): our Route goes, the next one (or the
             // Request-URI) says where to.
-            let next = msg
-                .all(HeaderName::Route)
-                .nth(1)
-                .and_then(|r| NameAddr::parse(r).ok().map(|n| n.uri.to_string()))
-                .or_else(|| msg.request_uri().map(str::to_string));
-            let hop = next
-                .as_deref()
-                .and_then(|u| Uri::parse(u).ok())
-                .as_ref()
-                .and_then(crate::bridge::resolve);
-            let (Some(hop), Some(ruri)) = (hop, msg.request_uri().map(str::to_string)) else {
+            let Some((hop, ruri)) = loose_route(&msg) else {
                 return self.respond(stx, &msg, peer, 404, "Not Found", None, &[], None, now);
             };
             return self.forward(Some((stx, peer)), &msg, &ruri, &[], hop, now);
@@ -319,17 +309,7 @@ impl Engine {
         if self.s.proxy.domains.is_empty() || !self.routed_to_us(msg) {
             return false;
         }
-        let next = msg
-            .all(HeaderName::Route)
-            .nth(1)
-            .and_then(|r| NameAddr::parse(r).ok().map(|n| n.uri.to_string()))
-            .or_else(|| msg.request_uri().map(str::to_string));
-        let hop = next
-            .as_deref()
-            .and_then(|u| Uri::parse(u).ok())
-            .as_ref()
-            .and_then(crate::bridge::resolve);
-        if let (Some(hop), Some(ruri)) = (hop, msg.request_uri().map(str::to_string)) {
+        if let Some((hop, ruri)) = loose_route(msg) {
             self.forward(None, msg, &ruri, &[], hop, now);
         }
         true
@@ -458,4 +438,16 @@ fn stateless_branch(msg: &Message) -> String {
     let mut h = rustc_hash::FxHasher::default();
     msg.header(HeaderName::Via).unwrap_or_default().hash(&mut h);
     format!("z9hG4bK-sw{:016x}", h.finish())
+}
+
+/// Where a request routed through us goes next (loose routing, RFC 3261 §16.4): our Route goes,
+/// the next one (or the Request-URI) names the hop; the Request-URI itself is kept.
+fn loose_route(msg: &Message) -> Option<(Peer, String)> {
+    let next = msg
+        .all(HeaderName::Route)
+        .nth(1)
+        .and_then(|r| NameAddr::parse(r).ok().map(|n| n.uri.to_string()))
+        .or_else(|| msg.request_uri().map(str::to_string))?;
+    let hop = crate::bridge::resolve(&Uri::parse(&next).ok()?)?;
+    Some((hop, msg.request_uri()?.to_string()))
 }
