@@ -191,6 +191,7 @@ fn unix_now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::tests::binding;
     use crate::StoreError;
 
     /// A backend that can be switched off, as a killed server is.
@@ -242,21 +243,6 @@ mod tests {
                 .get(aor)
                 .cloned()
                 .unwrap_or_default())
-        }
-    }
-
-    fn binding(contact: &str, expires_at: u64) -> Binding {
-        Binding {
-            contact: contact.into(),
-            expires_at,
-            q: 1000,
-            received: "127.0.0.1:5070".parse().unwrap(),
-            transport: "udp".into(),
-            path: vec![],
-            instance: None,
-            reg_id: None,
-            call_id: "c".into(),
-            cseq: 1,
         }
     }
 

@@ -349,7 +349,7 @@ fn unix_now() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn binding(contact: &str, expires_at: u64) -> Binding {
