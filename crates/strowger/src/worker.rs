@@ -271,14 +271,21 @@ impl Worker {
                         self.engine.on_iax(src, data, now, &mut send)
                     }
                     Some(Route::To(w)) => {
-                        post(&self.mail, &mut self.to_wake, w, src, data.to_vec())
+                        let bytes = data.to_vec();
+                        post(
+                            &self.mail,
+                            &mut self.to_wake,
+                            w,
+                            Envelope::Iax { from: src, bytes },
+                        )
                     }
                     Some(Route::Split(parts)) => {
                         for (w, bytes) in parts {
                             if w == self.id {
                                 self.engine.on_iax(src, &bytes, now, &mut send);
                             } else {
-                                post(&self.mail, &mut self.to_wake, w, src, bytes);
+                                let iax = Envelope::Iax { from: src, bytes };
+                                post(&self.mail, &mut self.to_wake, w, iax);
                             }
                         }
                     }
@@ -361,8 +368,7 @@ impl Worker {
                 local,
                 late,
             };
-            self.mail.post(owner, sip);
-            self.to_wake |= 1 << owner;
+            post(&self.mail, &mut self.to_wake, owner, sip);
         }
     }
 
@@ -550,8 +556,8 @@ impl Worker {
                 }
                 Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
                 Transport::Tcp => {
-                    self.mail.post(0, Envelope::TcpSend { to: to.addr, bytes });
-                    self.to_wake |= 1;
+                    let tcp = Envelope::TcpSend { to: to.addr, bytes };
+                    post(&self.mail, &mut self.to_wake, 0, tcp);
                 }
             }
         }
@@ -591,9 +597,9 @@ impl Worker {
     }
 }
 
-/// Hands an IAX2 datagram to worker `w` (woken at the end of the loop turn).
-fn post(mail: &Mailboxes, to_wake: &mut u64, w: usize, from: SocketAddr, bytes: Vec<u8>) {
-    mail.post(w, Envelope::Iax { from, bytes });
+/// Hands an envelope to worker `w`, woken once at the end of the loop turn (`wake_posted`).
+fn post(mail: &Mailboxes, to_wake: &mut u64, w: usize, env: Envelope) {
+    mail.post(w, env);
     *to_wake |= 1 << w;
 }
 
