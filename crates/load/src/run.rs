@@ -12,7 +12,7 @@
 use crate::report::{Progress, Report};
 use crate::sipmsg::{scan, sdp_audio, Kind, Method};
 use crate::uac::{parse_call_id, write, write_ok, Call, Emit, Endpoint, Event, Failure, State};
-use mmsg::{enable_timestamps, Batch};
+use mmsg::{enable_timestamps, Batch, Outbox};
 use rtp::packet::{RtpHeader, RtpPacket};
 use rtp::stats::ReceiveStats;
 use std::cmp::Reverse;
@@ -110,7 +110,8 @@ pub struct Thread {
     free: Vec<usize>,
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
     out: Vec<u8>,
-    pkt: [u8; 2048],
+    /// This tick's RTP, sent with one system call per 64 packets.
+    outbox: Outbox,
     /// One second of tone as 50 packets in `cfg.codec`.
     tone: Vec<Vec<u8>>,
     report: Report,
@@ -208,7 +209,7 @@ impl Thread {
             free: Vec::new(),
             timers: BinaryHeap::new(),
             out: Vec::with_capacity(2048),
-            pkt: [0; 2048],
+            outbox: Outbox::new(64, 1500),
             tone: tone(cfg.codec),
             report: Report {
                 setup_us: Vec::with_capacity(share.calls.min(10_000_000) as usize),
@@ -513,7 +514,7 @@ impl Thread {
             by_source,
             slots,
             report,
-            pkt,
+            outbox,
             tone,
             ep,
             cfg,
@@ -561,11 +562,12 @@ impl Thread {
                 continue;
             }
             match mode {
-                RtpMode::Echo => s.echo(sock, dst, pkt, late_tick, report),
-                RtpMode::Send => s.send_tone(sock, dst, pkt, tone, ep.payload_type, now, report),
+                RtpMode::Echo => s.echo(sock, dst, outbox, late_tick, report),
+                RtpMode::Send => s.send_tone(sock, dst, outbox, tone, ep.payload_type, now, report),
                 RtpMode::None => {}
             }
         }
+        outbox.flush(sock);
     }
 }
 
@@ -612,7 +614,7 @@ impl Slot {
         &mut self,
         sock: &UdpSocket,
         dst: SocketAddr,
-        buf: &mut [u8],
+        outbox: &mut Outbox,
         late_tick: bool,
         report: &mut Report,
     ) {
@@ -625,7 +627,7 @@ impl Slot {
             let len = self.ring_len[self.head] as usize;
             let (head, pt) = (self.head, self.ring_pt);
             let payload = self.ring[head];
-            if self.send(sock, dst, buf, pt, &payload[..len]) {
+            if self.send(sock, dst, outbox, pt, &payload[..len]) {
                 report.rtp_sent += 1;
                 if late_tick {
                     report.late_frames += 1;
@@ -642,7 +644,7 @@ impl Slot {
         &mut self,
         sock: &UdpSocket,
         dst: SocketAddr,
-        buf: &mut [u8],
+        outbox: &mut Outbox,
         tone: &[Vec<u8>],
         pt: u8,
         now: Instant,
@@ -654,7 +656,7 @@ impl Slot {
         let due = ((now - up_at).as_micros() / FRAME.as_micros()) as u64 + 1;
         while self.frames < due {
             let k = self.frames;
-            if self.send(sock, dst, buf, pt, &tone[k as usize % tone.len()]) {
+            if self.send(sock, dst, outbox, pt, &tone[k as usize % tone.len()]) {
                 report.rtp_sent += 1;
                 if now.saturating_duration_since(up_at + FRAME * k as u32) > FRAME + TICK {
                     report.late_frames += 1;
@@ -663,12 +665,12 @@ impl Slot {
         }
     }
 
-    /// Sends the call's next packet (its own SSRC, sequence and timestamp) and advances them.
+    /// Queues the call's next packet (its own SSRC, sequence and timestamp) and advances them.
     fn send(
         &mut self,
         sock: &UdpSocket,
         dst: SocketAddr,
-        buf: &mut [u8],
+        outbox: &mut Outbox,
         pt: u8,
         payload: &[u8],
     ) -> bool {
@@ -679,10 +681,7 @@ impl Slot {
             timestamp: self.ts,
             ssrc: self.ssrc,
         };
-        let sent = match h.write_with_payload(payload, buf) {
-            Ok(n) => sock.send_to(&buf[..n], dst).is_ok(),
-            Err(_) => false,
-        };
+        let sent = outbox.push(sock, dst, |buf| h.write_with_payload(payload, buf).ok());
         self.seq = self.seq.wrapping_add(1);
         self.ts = self.ts.wrapping_add(SAMPLES);
         self.frames += 1;

@@ -3,6 +3,9 @@
 //! (where `recv_from` in a loop needs a second, empty call to learn it). With `timestamps`, each
 //! datagram also carries the kernel's arrival time (SO_TIMESTAMPNS), so a load generator measures
 //! jitter from when a packet arrived, not from when its frame loop got round to it.
+//!
+//! [`Outbox`] is the sending half: datagrams to many destinations from one socket, queued into
+//! preallocated slots and sent with one `sendmmsg(2)` per full batch.
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -126,6 +129,135 @@ impl Batch {
     }
 }
 
+/// Datagrams queued for one socket and sent with one `sendmmsg(2)` per `n`, each to its own
+/// destination: a sender of many small packets to many peers pays one system call per batch
+/// instead of one per packet.
+pub struct Outbox {
+    size: usize,
+    bufs: Vec<u8>,
+    lens: Vec<usize>,
+    addrs: Vec<libc::sockaddr_storage>,
+    addr_lens: Vec<libc::socklen_t>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    queued: usize,
+}
+
+// SAFETY: as for Batch, the raw pointers are rebuilt from the outbox's own buffers before a send.
+unsafe impl Send for Outbox {}
+
+impl Outbox {
+    /// Room for `n` datagrams of at most `size` bytes.
+    pub fn new(n: usize, size: usize) -> Outbox {
+        Outbox {
+            size,
+            bufs: vec![0u8; n * size],
+            lens: vec![0; n],
+            // SAFETY: plain C structs; all-zero is valid.
+            addrs: vec![unsafe { std::mem::zeroed() }; n],
+            addr_lens: vec![0; n],
+            iovs: Vec::with_capacity(n),
+            hdrs: vec![unsafe { std::mem::zeroed() }; n],
+            queued: 0,
+        }
+    }
+
+    /// Queues a datagram written by `write` into a `size`-byte slot (it returns the length, or
+    /// None to queue nothing), sending the batch first if it is full. Returns whether it was
+    /// queued.
+    pub fn push(
+        &mut self,
+        sock: &impl AsRawFd,
+        to: SocketAddr,
+        write: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
+        if self.queued == self.lens.len() {
+            self.flush(sock);
+        }
+        let i = self.queued;
+        let Some(len) = write(&mut self.bufs[i * self.size..(i + 1) * self.size]) else {
+            return false;
+        };
+        self.lens[i] = len.min(self.size);
+        self.addr_lens[i] = to_sockaddr(to, &mut self.addrs[i]);
+        self.queued += 1;
+        true
+    }
+
+    /// Sends what is queued; returns how many datagrams the kernel took (the rest, if a send
+    /// fails part-way, are dropped as a full socket buffer would drop them).
+    pub fn flush(&mut self, sock: &impl AsRawFd) -> usize {
+        let n = std::mem::take(&mut self.queued);
+        if n == 0 {
+            return 0;
+        }
+        self.iovs.clear();
+        for (i, &len) in self.lens[..n].iter().enumerate() {
+            self.iovs.push(libc::iovec {
+                iov_base: self.bufs[i * self.size..].as_mut_ptr().cast(),
+                iov_len: len,
+            });
+        }
+        for i in 0..n {
+            let h = &mut self.hdrs[i];
+            h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_namelen = self.addr_lens[i];
+            h.msg_hdr.msg_iov = &mut self.iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = std::ptr::null_mut();
+            h.msg_hdr.msg_controllen = 0;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
+        }
+        let (mut sent, mut took) = (0, 0);
+        while sent < n {
+            // SAFETY: headers sent..n point at live buffers and addresses of this outbox.
+            let rc = unsafe {
+                libc::sendmmsg(
+                    sock.as_raw_fd(),
+                    self.hdrs[sent..].as_mut_ptr(),
+                    (n - sent) as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if rc <= 0 {
+                // The first datagram failed (e.g. the far port is closed): skip it, keep on.
+                sent += 1;
+                continue;
+            }
+            sent += rc as usize;
+            took += rc as usize;
+        }
+        took
+    }
+}
+
+/// Writes `a` as a C socket address; returns its length.
+fn to_sockaddr(a: SocketAddr, s: &mut libc::sockaddr_storage) -> libc::socklen_t {
+    match a {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_storage is large enough and aligned for a sockaddr_in.
+            let sin =
+                unsafe { &mut *(s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v4.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(v6) => {
+            // SAFETY: sockaddr_storage is large enough and aligned for a sockaddr_in6.
+            let sin6 =
+                unsafe { &mut *(s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = v6.port().to_be();
+            sin6.sin6_flowinfo = v6.flowinfo();
+            sin6.sin6_addr.s6_addr = v6.ip().octets();
+            sin6.sin6_scope_id = v6.scope_id();
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
 /// This moment on the monotonic and the realtime clock.
 fn clocks() -> (Instant, Duration) {
     let real = SystemTime::now()
@@ -227,5 +359,54 @@ mod plain {
             batch.get(0).unwrap(),
             (&[2u8; 20][..], tx.local_addr().unwrap())
         );
+    }
+}
+
+#[cfg(test)]
+mod outbox {
+    use super::*;
+    use std::net::UdpSocket;
+
+    #[test]
+    fn sends_a_batch_to_several_destinations_in_order() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("[::1]:0").ok();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut out = Outbox::new(2, 64);
+        for i in 0..5u8 {
+            let queued = out.push(&tx, a.local_addr().unwrap(), |buf| {
+                buf[..3].copy_from_slice(&[i; 3]);
+                Some(3)
+            });
+            assert!(queued);
+        }
+        assert!(!out.push(&tx, a.local_addr().unwrap(), |_| None));
+        assert_eq!(
+            out.flush(&tx),
+            1,
+            "the fifth; four went when the batch filled"
+        );
+        assert_eq!(out.flush(&tx), 0);
+        std::thread::sleep(Duration::from_millis(20));
+        let mut batch = Batch::new(8, 64, false);
+        assert_eq!(batch.recv(&a), 5);
+        for i in 0..5 {
+            assert_eq!(
+                batch.get(i).unwrap(),
+                (&[i as u8; 3][..], tx.local_addr().unwrap())
+            );
+        }
+        // A v4 socket cannot reach a v6 destination: that datagram is dropped, the next goes.
+        if let Some(b) = b {
+            out.push(&tx, b.local_addr().unwrap(), |buf| Some(buf.len().min(1)));
+            out.push(&tx, a.local_addr().unwrap(), |buf| {
+                buf[0] = 9;
+                Some(1)
+            });
+            assert_eq!(out.flush(&tx), 1);
+            std::thread::sleep(Duration::from_millis(20));
+            assert_eq!(batch.recv(&a), 1);
+            assert_eq!(batch.get(0).unwrap().0, &[9u8][..]);
+        }
     }
 }
