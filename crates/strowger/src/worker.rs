@@ -235,12 +235,7 @@ impl Worker {
         }
         self.watch_load(now - self.next_tick);
         self.media_tick(now);
-        self.next_tick += TICK;
-        if self.next_tick < now {
-            // Far behind (a stall): skip ahead rather than burst; the media engine emits the
-            // frames a late tick missed.
-            self.next_tick = now + TICK;
-        }
+        self.next_tick = next_tick(self.next_tick, now);
     }
 
     /// IAX2 datagrams, read dry in batches: voice goes straight to the media legs, signalling
@@ -597,6 +592,22 @@ impl Worker {
     }
 }
 
+/// The tick after one due at `due` that ran at `now`. Ticks stay on their first 5 ms grid: a leg's
+/// frames fall due on the grid its first visit set, so a grid that slid by a late tick would send
+/// them up to half a frame early or late from then on (the engine sends what is due within half a
+/// frame), and a few such slides add up to a whole frame of jitter. Ticks missed by less than a
+/// cycle run back to back; a longer stall skips whole cycles, which keeps every phase on its grid.
+fn next_tick(due: Instant, now: Instant) -> Instant {
+    let cycle = TICK * PHASES as u32;
+    let next = due + TICK;
+    match now.checked_duration_since(next) {
+        Some(behind) if behind >= cycle => {
+            next + cycle * (behind.as_nanos() / cycle.as_nanos()) as u32
+        }
+        _ => next,
+    }
+}
+
 /// Hands an envelope to worker `w`, woken once at the end of the loop turn (`wake_posted`).
 fn post(mail: &Mailboxes, to_wake: &mut u64, w: usize, env: Envelope) {
     mail.post(w, env);
@@ -626,4 +637,24 @@ pub fn udp_sockets(listen: &[SocketAddr]) -> std::io::Result<Vec<(UdpSocket, Soc
             Ok((sock, *a))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_keep_their_grid_through_late_turns_and_stalls() {
+        let t0 = Instant::now();
+        let ms = |n: u64| Duration::from_millis(n);
+        // On time or a little late: the next is one tick on.
+        assert_eq!(next_tick(t0, t0 + ms(1)), t0 + ms(5));
+        // A tick and a half late: the missed one runs now, still on the grid.
+        assert_eq!(next_tick(t0, t0 + ms(8)), t0 + ms(5));
+        // Past a whole cycle behind: whole cycles are skipped, the grid kept (5 + 20 k ms).
+        let next = next_tick(t0, t0 + ms(47));
+        assert_eq!(next, t0 + ms(45));
+        assert_eq!((next - t0).as_millis() % 5, 0);
+        assert!(next <= t0 + ms(47) && t0 + ms(47) < next + ms(20));
+    }
 }
