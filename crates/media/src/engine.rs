@@ -3,10 +3,10 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use codec::translate::{Graph, Step};
+use codec::translate::Graph;
 use codec::{Format, Translator};
 use rtp::packet::HEADER_LEN;
 use rtp::rtcp::{self, RtcpPacket, SenderInfo};
@@ -265,7 +265,7 @@ impl Engine {
         };
         leg.translator = match (leg.format, to_format) {
             (a, b) if a == b || (leg.law.is_some() && is_g711(b)) => None,
-            (a, b) => Translator::new(graph(), a, b),
+            (a, b) => Translator::new(Graph::global(), a, b),
         };
     }
 
@@ -656,7 +656,9 @@ fn playout(format: Format, prompt: &Prompt, cache: bool) -> Playout {
         return Playout::Packets(prompt.packets(format));
     }
     match prompt.coded() {
-        Some((from, _)) => Playout::Live(Translator::new(graph(), from, format).map(Box::new)),
+        Some((from, _)) => {
+            Playout::Live(Translator::new(Graph::global(), from, format).map(Box::new))
+        }
         None => {
             // Resample now rather than on the first packet.
             prompt.linear(format.pcm_rate());
@@ -667,26 +669,6 @@ fn playout(format: Format, prompt: &Prompt, cache: bool) -> Playout {
 
 fn is_g711(f: Format) -> bool {
     matches!(f, Format::Pcmu | Format::Pcma)
-}
-
-/// The translation graph bridges use: built once from fixed step costs (µs of
-/// CPU per second of audio, the order of what `strowger show translation`
-/// measures) so that no call waits for a measurement.
-fn graph() -> &'static Graph {
-    static G: OnceLock<Graph> = OnceLock::new();
-    G.get_or_init(|| {
-        Graph::build(|step| match step {
-            Step::Table(..) => 1.0,
-            Step::Resample(..) => 300.0,
-            Step::Decode(f) | Step::Encode(f) => match f {
-                Format::Pcmu | Format::Pcma | Format::L16 | Format::L16Wide => 20.0,
-                Format::G726 | Format::G722 => 400.0,
-                Format::Gsm => 600.0,
-                Format::Speex | Format::Speex16 => 2000.0,
-                _ => 5000.0,
-            },
-        })
-    })
 }
 
 fn dtmf_event(leg: LegId, d: rtp::dtmf::Digit) -> MediaEvent {

@@ -114,6 +114,12 @@ pub fn run(cfg: Config) -> Result<(), String> {
         None => None,
     };
 
+    // Codec costs on this machine, for the cheapest transcoding paths: measured now, so no call
+    // waits for them.
+    let measured = std::time::Instant::now();
+    codec::translate::Graph::global();
+    let measured = measured.elapsed();
+
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
         let settings = Settings {
@@ -218,7 +224,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         );
     }
     eprintln!(
-        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{} data in {}",
+        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{} data in {}; codec costs measured in {} ms",
         env!("CARGO_PKG_VERSION"),
         listen
             .iter()
@@ -227,7 +233,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
             .join(", "),
         iax.as_ref()
             .map_or(String::new(), |(a, _)| format!(" IAX2 on udp:{a};")),
-        data_dir.display()
+        data_dir.display(),
+        measured.as_millis()
     );
     for h in handles {
         let _ = h.join();
