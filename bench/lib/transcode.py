@@ -19,6 +19,9 @@ Two ways to play the file, each its own series:
   live     `playback demo.gsm loop=true cache=false`: every call decodes the GSM frames and encodes
            them to its codec as it plays (what the paper measured: Asterisk transcodes per call).
 
+Speex is encoded at --speex-quality (rtp.speex_quality; default 3, Asterisk's codecs.conf default,
+so both switches do the same work; strowger's own default is 8).
+
 Writes bench/results/transcode.json. Every run is bounded in calls and time, on loopback only.
 """
 
@@ -44,13 +47,15 @@ def config(args, rundir, name):
     path = s.config(args, rundir, name)
     text = open(path).read()
     text, n = re.subn(r'(?m)^codecs = .*$', 'codecs = ["PCMU", "GSM", "iLBC20", "speex"]', text)
+    text, q = re.subn(r'(?m)^speex_quality = .*$', f"speex_quality = {args.speex_quality}", text)
+    n *= q
     rules = "".join(
         f'[[dialplan.contexts.default.rules]]\nexten = "{e}"\n'
         f'steps = ["answer", "playback demo.gsm loop=true{"" if m == "cached" else " cache=false"}"]\n\n'
         for m, e in EXTEN.items())
     text, k = re.subn(r"(?m)^# Echo test\.$", rules + "# Echo test.", text)
     if n != 1 or k != 1:
-        sys.exit("bench: cannot find the codecs line or the echo rule in the default configuration")
+        sys.exit("bench: cannot find the codecs or speex_quality line or the echo rule in the default configuration")
     with open(path, "w") as f:
         f.write(text)
     return path
@@ -81,7 +86,7 @@ def level(args, rundir, codec, mode, calls):
     span = t1 - t0
     rtp = rep["rtp"]
     row = {
-        "codec": codec, "mode": mode, "calls": calls, "completed": rep["completed"], "failed": rep["failed"],
+        "codec": codec, "mode": mode, "calls": calls, "speex_quality": args.speex_quality, "completed": rep["completed"], "failed": rep["failed"],
         "failed_reasons": rep["failed_reasons"],
         "server_cpu_pct": round((c1 - c0) / span * 100, 1),
         "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / calls, 4),
@@ -134,6 +139,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--codecs", nargs="+", default=["ilbc20", "speex"])
+    ap.add_argument("--speex-quality", type=int, default=3, help="rtp.speex_quality (Asterisk's default: 3)")
     ap.add_argument("--modes", nargs="+", default=["live", "cached"], choices=list(EXTEN))
     ap.add_argument("--live-levels", type=int, nargs="+", default=[200, 300, 400, 500, 600, 700])
     ap.add_argument("--cached-levels", type=int, nargs="+", default=[500, 1000, 1500, 2000])

@@ -3,6 +3,7 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::fmt;
 use std::ptr;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::ffi::{self, Opaque};
 use crate::ilbc::{IlbcDecoder, IlbcEncoder, Mode};
@@ -61,7 +62,9 @@ impl Format {
             Format::Gsm => Box::new(Gsm::new()),
             Format::G722 => Box::new(G722Enc::new()),
             Format::G726 => Box::new(G726::new()),
-            Format::Speex | Format::Speex16 => Box::new(SpeexEnc::new(self, 8)),
+            Format::Speex | Format::Speex16 => {
+                Box::new(SpeexEnc::new(self, SPEEX_QUALITY.load(Ordering::Relaxed)))
+            }
             Format::Opus => Box::new(OpusEnc::new(OpusOptions::default()).expect("opus encoder")),
             Format::Ilbc20 | Format::Ilbc30 => Box::new(IlbcEnc(IlbcEncoder::new(ilbc_mode(self)))),
             #[cfg(feature = "g729")]
@@ -383,6 +386,15 @@ struct SpeexEnc {
 }
 // SAFETY: state and bits are owned by this value only.
 unsafe impl Send for SpeexEnc {}
+
+/// Speex encoder quality for every encoder made from here on (0-10; 8 is 15 kbit/s narrowband).
+static SPEEX_QUALITY: AtomicI32 = AtomicI32::new(8);
+
+/// Sets the quality of Speex encoders made from now on (clamped to 0-10). Process-wide, like
+/// Asterisk's codecs.conf: the server sets it from its configuration before its first call.
+pub fn set_speex_quality(quality: u8) {
+    SPEEX_QUALITY.store(quality.min(10) as i32, Ordering::Relaxed);
+}
 
 impl SpeexEnc {
     /// `quality` 0-10 (8 is 15 kbit/s narrowband, 23.8 kbit/s wideband).
@@ -848,5 +860,24 @@ impl Decoder for IlbcDec {
         }
         out[frames * n..].fill(0);
         out.len()
+    }
+}
+
+#[cfg(test)]
+mod speex_quality {
+    use super::*;
+
+    /// The quality sets the bit rate: 20 ms narrowband frames of 20 bytes at quality 3
+    /// (8 kbit/s, Asterisk's default) and 38 bytes at quality 8 (15 kbit/s).
+    #[test]
+    fn quality_sets_the_frame_size() {
+        let pcm = crate::translate::test_signal(8000, 20);
+        let mut out = [0u8; 200];
+        for (q, bytes) in [(3, 20), (8, 38)] {
+            let n = SpeexEnc::new(Format::Speex, q)
+                .encode(&pcm, &mut out)
+                .unwrap();
+            assert_eq!(n, bytes, "quality {q}");
+        }
     }
 }

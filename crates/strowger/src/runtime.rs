@@ -116,6 +116,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
 
     // Codec costs on this machine, for the cheapest transcoding paths: measured now, so no call
     // waits for them.
+    codec::set_speex_quality(cfg.rtp.speex_quality);
     let measured = std::time::Instant::now();
     codec::translate::Graph::global();
     let measured = measured.elapsed();

@@ -192,6 +192,8 @@ pub struct Rtp {
     pub dtmf_pt: u8,
     /// Send RTP to where the remote's RTP comes from (NAT), not to its SDP address.
     pub symmetric: bool,
+    /// Speex encoder quality, 0-10.
+    pub speex_quality: u8,
 }
 
 /// RTP ports `lo..=hi`; RTP uses the even ones, RTCP the odd one above.
@@ -628,6 +630,7 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
         codecs,
         dtmf_pt: narrow(bounded(d, "rtp.dtmf_pt", raw.dtmf_pt, 96, 127)),
         symmetric: raw.symmetric,
+        speex_quality: narrow(bounded(d, "rtp.speex_quality", raw.speex_quality, 0, 10)),
     }
 }
 

@@ -194,6 +194,7 @@ pub(crate) struct RawRtp {
     pub codecs: Vec<String>,
     pub dtmf_pt: u64,
     pub symmetric: bool,
+    pub speex_quality: u64,
 }
 
 impl Default for RawRtp {
@@ -205,6 +206,7 @@ impl Default for RawRtp {
             codecs: vec!["PCMU".into(), "PCMA".into()],
             dtmf_pt: 101,
             symmetric: true,
+            speex_quality: 8,
         }
     }
 }

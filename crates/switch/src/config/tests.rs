@@ -112,7 +112,7 @@ fn type_mismatch_names_the_key() {
 fn all_value_errors_are_reported_with_positions() {
     let text = format!(
         "[general]\nmax_calls = 0\n\n[sip]\nlisten = [\"udp:127.0.0.1:5060\", \"sctp:1.2.3.4:5060\", \"udp:localhost:5060\"]\n\
-         min_se = 30\n\n[rtp]\nports = \"10000-9\"\ncodecs = [\"PCMU\", \"G729\"]\ndtmf_pt = 42\n\n{MINIMAL}"
+         min_se = 30\n\n[rtp]\nports = \"10000-9\"\ncodecs = [\"PCMU\", \"G729\"]\ndtmf_pt = 42\nspeex_quality = 11\n\n{MINIMAL}"
     );
     let e = errors(&text);
     assert_eq!(
@@ -128,6 +128,7 @@ fn all_value_errors_are_reported_with_positions() {
             "strowger.toml:10:19: rtp.codecs[1]: unknown codec \"G729\" — supported: PCMU, PCMA, GSM, G722, G726-32, \
              speex, speex16, opus, L16, iLBC20, iLBC30",
             "strowger.toml:11:11: rtp.dtmf_pt: 42 is out of range — expected 96 to 127",
+            "strowger.toml:12:17: rtp.speex_quality: 11 is out of range — expected 0 to 10",
         ]
     );
 }
