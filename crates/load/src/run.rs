@@ -15,8 +15,9 @@ use crate::uac::{parse_call_id, write, write_ok, Call, Emit, Endpoint, Event, Fa
 use mmsg::{enable_timestamps, Batch, Outbox};
 use rtp::packet::{RtpHeader, RtpPacket};
 use rtp::stats::ReceiveStats;
+use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,7 +106,7 @@ pub struct Thread {
     rtp: Option<UdpSocket>,
     rtp_port: u16,
     /// Which call a packet belongs to, by the server address it came from.
-    by_source: HashMap<SocketAddr, usize>,
+    by_source: FxHashMap<SocketAddr, usize>,
     slots: Vec<Slot>,
     free: Vec<usize>,
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
@@ -204,7 +205,7 @@ impl Thread {
             sip,
             rtp,
             rtp_port,
-            by_source: HashMap::new(),
+            by_source: FxHashMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             timers: BinaryHeap::new(),
