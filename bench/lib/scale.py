@@ -143,6 +143,7 @@ def held_calls(args, rundir, label, workers, calls, rate, hold, window):
         "load_cpu_pct": round((l1 - l0) / span * 100, 1),
         "rss_kib_per_call": round((rss - rss0) / calls, 2),
         "completed": rep["completed"], "failed": rep["failed"], "failed_reasons": rep["failed_reasons"],
+        "retransmissions": rep["retransmissions"],
         "rtp_received": rtp["received"], "rtp_lost": rtp["lost"],
         "late_arrivals": rtp.get("late_arrivals", 0),
         "late_pct": round(100 * rtp.get("late_arrivals", 0) / max(1, rtp["received"]), 4),
@@ -151,6 +152,7 @@ def held_calls(args, rundir, label, workers, calls, rate, hold, window):
     }
     b.log(f"{workers} worker(s), {calls} calls: {row['cpu_ms_per_call_s']} CPU-ms per call-s "
           f"({row['server_cpu_pct']} %), {row['rss_kib_per_call']} KiB/call, failed {row['failed']}, "
+          f"retransmissions {row['retransmissions']}, "
           f"late {row['late_pct']} %, load generator {row['load_cpu_pct']} %")
     return row
 
@@ -283,11 +285,11 @@ def report(_args, _rundir):
     lines = []
     if "capacity" in res:
         lines += ["### Capacity: held playback+echo calls (strowger-load --rtp echo)", "",
-                  "| calls | workers | server CPU % | CPU-ms per call-second | KiB per call | failed | late frames % | "
-                  "RTP lost | load generator CPU % |", "|---|---|---|---|---|---|---|---|---|"]
+                  "| calls | workers | server CPU % | CPU-ms per call-second | KiB per call | failed | SIP retransmissions | "
+                  "late frames % | RTP lost | load generator CPU % |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in res["capacity"]["rows"]:
             lines.append(f"| {r['calls']} | {r['workers']} | {r['server_cpu_pct']} | {r['cpu_ms_per_call_s']} | "
-                         f"{r['rss_kib_per_call']} | {r['failed']} | {r['late_pct']} | {r['rtp_lost']} | "
+                         f"{r['rss_kib_per_call']} | {r['failed']} | {r.get('retransmissions', '-')} | {r['late_pct']} | {r['rtp_lost']} | "
                          f"{r['load_cpu_pct']} |")
         lines.append("")
     for sec, key, what in (("b2bua", "cpu_ms_per_call", "CPU-ms per B2BUA call"),
