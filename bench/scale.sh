@@ -18,7 +18,7 @@ for t in ${TESTS:-capacity b2bua speedup overload}; do
     capacity) python3 $py capacity --workers 2 --levels ${LEVELS:-1000 2000 3000 4000 5000} --rate 250 --hold 60 ;;
     b2bua) python3 $py b2bua --workers 1 2 --calls 20000 --rate 3000 --repeat 3 ;;
     speedup) python3 $py speedup --workers 1 2 --calls 1000 --rate 250 --hold 35 --repeat 3 ;;
-    overload) python3 $py overload --calls 1000 --rate 250 --hold 50 --flood ${FLOOD:-10000} ;;
+    overload) python3 $py overload --calls 1000 --rate 250 --hold 50 --flood ${FLOOD:-25000} ;;
   esac
 done
 python3 $py report
