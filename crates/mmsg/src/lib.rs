@@ -2,7 +2,8 @@
 //! allocates nothing, and one call both takes what is waiting and tells that nothing more is there
 //! (where `recv_from` in a loop needs a second, empty call to learn it). With `timestamps`, each
 //! datagram also carries the kernel's arrival time (SO_TIMESTAMPNS), so a load generator measures
-//! jitter from when a packet arrived, not from when its frame loop got round to it.
+//! jitter from when a packet arrived, not from when its frame loop got round to it. Datagrams to
+//! send go out the same way, many per `sendmmsg(2)` ([`SendBatch`]).
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -126,6 +127,119 @@ impl Batch {
     }
 }
 
+/// Headers and addresses for `sendmmsg(2)`, kept between sends so a send allocates nothing once
+/// the batch has grown to the largest burst.
+#[derive(Default)]
+pub struct SendBatch {
+    addrs: Vec<libc::sockaddr_storage>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers in `iovs`/`hdrs` are only valid during `send`, which rebuilds them.
+unsafe impl Send for SendBatch {}
+
+/// Datagrams per `sendmmsg(2)` (the kernel takes at most UIO_MAXIOV, 1024).
+const SEND_CHUNK: usize = 64;
+
+impl SendBatch {
+    pub fn new() -> SendBatch {
+        SendBatch::default()
+    }
+
+    /// Sends every datagram of `msgs` from `sock` without blocking, in order, up to
+    /// [`SEND_CHUNK`] per system call. A datagram the kernel refuses (a full buffer, an
+    /// unreachable address) is dropped and the rest still go, as with `send_to` one by one.
+    /// Returns how many were sent.
+    pub fn send<'a>(
+        &mut self,
+        sock: &impl AsRawFd,
+        msgs: impl IntoIterator<Item = (&'a [u8], SocketAddr)>,
+    ) -> usize {
+        let mut sent = 0;
+        let mut msgs = msgs.into_iter().peekable();
+        while msgs.peek().is_some() {
+            self.addrs.clear();
+            self.iovs.clear();
+            for (bytes, to) in msgs.by_ref().take(SEND_CHUNK) {
+                self.addrs.push(storage(to));
+                self.iovs.push(libc::iovec {
+                    iov_base: bytes.as_ptr().cast_mut().cast(),
+                    iov_len: bytes.len(),
+                });
+            }
+            let n = self.iovs.len();
+            // SAFETY: mmsghdr is a plain C struct; all-zero is valid.
+            self.hdrs.resize(n, unsafe { std::mem::zeroed() });
+            for (i, h) in self.hdrs.iter_mut().enumerate() {
+                h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+                h.msg_hdr.msg_namelen = socklen(&self.addrs[i]);
+                h.msg_hdr.msg_iov = &mut self.iovs[i];
+                h.msg_hdr.msg_iovlen = 1;
+                h.msg_len = 0;
+            }
+            let mut from = 0;
+            while from < n {
+                // SAFETY: headers `from..n` point at live addresses of this batch and at iovecs
+                // over the callers' slices, which outlive this call.
+                let rc = unsafe {
+                    libc::sendmmsg(
+                        sock.as_raw_fd(),
+                        self.hdrs[from..].as_mut_ptr(),
+                        (n - from) as libc::c_uint,
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                if rc > 0 {
+                    sent += rc as usize;
+                    from += rc as usize;
+                } else {
+                    // The datagram at `from` failed: drop it, go on with the next.
+                    from += 1;
+                }
+            }
+        }
+        sent
+    }
+}
+
+/// `addr` as a C socket address.
+fn storage(addr: SocketAddr) -> libc::sockaddr_storage {
+    // SAFETY: sockaddr_storage is a plain C struct; all-zero is valid.
+    let mut s: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            let sin = unsafe {
+                &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+            };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            let sin6 = unsafe {
+                &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_scope_id = a.scope_id();
+        }
+    }
+    s
+}
+
+fn socklen(s: &libc::sockaddr_storage) -> libc::socklen_t {
+    let len = match s.ss_family as libc::c_int {
+        libc::AF_INET => std::mem::size_of::<libc::sockaddr_in>(),
+        _ => std::mem::size_of::<libc::sockaddr_in6>(),
+    };
+    len as libc::socklen_t
+}
+
 /// This moment on the monotonic and the realtime clock.
 fn clocks() -> (Instant, Duration) {
     let real = SystemTime::now()
@@ -201,6 +315,42 @@ mod tests {
                 later.saturating_duration_since(at)
             );
             assert!(at + Duration::from_millis(15) > sent);
+        }
+    }
+
+    #[test]
+    fn a_send_batch_sends_in_order_to_each_address_and_skips_a_refused_datagram() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("[::1]:0").ok();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut batch = SendBatch::new();
+        let to_a = a.local_addr().unwrap();
+        // More than one system call's worth, with an IPv6 address in the middle that an IPv4
+        // socket refuses.
+        let bytes: Vec<[u8; 4]> = (0..150u32).map(u32::to_be_bytes).collect();
+        let v6: SocketAddr = "[::1]:9".parse().unwrap();
+        let msgs = bytes
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (&d[..], if i == 70 { v6 } else { to_a }));
+        assert_eq!(batch.send(&tx, msgs), 149);
+        a.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..149 {
+            let mut buf = [0u8; 8];
+            let (n, src) = a.recv_from(&mut buf).unwrap();
+            assert_eq!((n, src), (4, tx.local_addr().unwrap()));
+            got.push(u32::from_be_bytes(buf[..4].try_into().unwrap()));
+        }
+        let want: Vec<u32> = (0..150).filter(|i| *i != 70).collect();
+        assert_eq!(got, want);
+        if let Some(b) = b {
+            let tx6 = UdpSocket::bind("[::1]:0").unwrap();
+            let to_b = b.local_addr().unwrap();
+            assert_eq!(batch.send(&tx6, [(&b"six"[..], to_b)]), 1);
+            b.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            let mut buf = [0u8; 8];
+            assert_eq!(b.recv(&mut buf).unwrap(), 3);
         }
     }
 }

@@ -208,6 +208,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
             next_tick: std::time::Instant::now(),
             iax: iax_sock,
             iax_reply,
+            iax_out: Vec::new(),
+            iax_send: mmsg::SendBatch::new(),
         };
         w.register().map_err(|e| e.to_string())?;
         handles.push(

@@ -18,7 +18,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switch::engine::Engine;
-use switch::iax::Route;
+use switch::iax::{Route, Transmit};
 
 const WAKER: Token = Token(0);
 const IAX: Token = Token(999);
@@ -147,6 +147,11 @@ pub struct Worker {
     /// On workers other than 0, the IAX2 port itself, never read here: frames of the calls
     /// peers opened leave from it, the address the peers sent to.
     pub iax_reply: Option<std::net::UdpSocket>,
+    /// IAX2 datagrams taken from the engine, sent together: a read of the port or a media tick
+    /// yields a frame per call, and one `sendmmsg(2)` per 64 of them costs fewer system calls
+    /// than a `send_to` each.
+    pub iax_out: Vec<Transmit>,
+    pub iax_send: mmsg::SendBatch,
 }
 
 impl Worker {
@@ -305,16 +310,22 @@ impl Worker {
         let Some(sock) = self.iax.as_ref() else {
             return;
         };
-        while let Some(t) = self.engine.poll_iax_transmit() {
-            match (&self.iax_reply, t.inbound) {
-                (Some(port), true) => {
-                    let _ = port.send_to(&t.bytes, t.to);
-                }
-                _ => {
-                    let _ = sock.send_to(&t.bytes, t.to);
-                }
-            }
+        let engine = &mut self.engine;
+        self.iax_out
+            .extend(std::iter::from_fn(|| engine.poll_iax_transmit()));
+        let out = &self.iax_out;
+        fn bytes(t: &Transmit) -> (&[u8], SocketAddr) {
+            (&t.bytes, t.to)
         }
+        // Frames of the calls peers opened leave from the IAX2 port they sent to.
+        let reply = self.iax_reply.as_ref();
+        if let Some(port) = reply {
+            let inbound = out.iter().filter(|t| t.inbound);
+            self.iax_send.send(port, inbound.map(bytes));
+        }
+        let own = out.iter().filter(|t| reply.is_none() || !t.inbound);
+        self.iax_send.send(sock, own.map(bytes));
+        self.iax_out.clear();
     }
 
     /// Backpressure, media side: when media ticks run late on average, this worker is past
