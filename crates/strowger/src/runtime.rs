@@ -206,6 +206,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             to_wake: 0,
             unread: Vec::new(),
             next_tick: std::time::Instant::now(),
+            spread: true,
             iax: iax_sock,
             iax_reply,
             iax_out: Vec::new(),
