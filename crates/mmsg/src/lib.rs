@@ -129,28 +129,62 @@ impl Batch {
 
 /// Headers and addresses for `sendmmsg(2)`, kept between sends so a send allocates nothing once
 /// the batch has grown to the largest burst.
-#[derive(Default)]
+///
+/// Consecutive datagrams of one size to one address (a voice frame per call to a peer that
+/// carries many calls) go as one message with UDP generic segmentation offload (UDP_SEGMENT,
+/// Linux 4.18): the kernel routes and builds one packet and splits it into the datagrams, where
+/// it would pay that per datagram. Where the kernel refuses it, the batch sends them one by one
+/// from then on. (As with TCP segmentation, a capture taken before the split, on loopback or
+/// at a NIC that segments in hardware, shows such a message as one large datagram.)
 pub struct SendBatch {
     addrs: Vec<libc::sockaddr_storage>,
     iovs: Vec<libc::iovec>,
+    /// Per message: its first iovec, how many, and their size.
+    runs: Vec<Run>,
     hdrs: Vec<libc::mmsghdr>,
+    cmsgs: Vec<[u64; 4]>,
+    gso: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Run {
+    first: usize,
+    count: usize,
+    size: usize,
+}
+
+impl Default for SendBatch {
+    fn default() -> SendBatch {
+        SendBatch {
+            addrs: Vec::new(),
+            iovs: Vec::new(),
+            runs: Vec::new(),
+            hdrs: Vec::new(),
+            cmsgs: Vec::new(),
+            gso: true,
+        }
+    }
 }
 
 // SAFETY: the raw pointers in `iovs`/`hdrs` are only valid during `send`, which rebuilds them.
 unsafe impl Send for SendBatch {}
 
-/// Datagrams per `sendmmsg(2)` (the kernel takes at most UIO_MAXIOV, 1024).
+/// Messages per `sendmmsg(2)` (the kernel takes at most UIO_MAXIOV, 1024).
 const SEND_CHUNK: usize = 64;
+/// Datagrams per segmented message (the kernel's UDP_MAX_SEGMENTS is 64 on older kernels).
+const MAX_SEGMENTS: usize = 64;
+/// Bytes per segmented message, within a UDP datagram's 65,507.
+const MAX_GSO_BYTES: usize = 60_000;
 
 impl SendBatch {
     pub fn new() -> SendBatch {
         SendBatch::default()
     }
 
-    /// Sends every datagram of `msgs` from `sock` without blocking, in order, up to
-    /// [`SEND_CHUNK`] per system call. A datagram the kernel refuses (a full buffer, an
-    /// unreachable address) is dropped and the rest still go, as with `send_to` one by one.
-    /// Returns how many were sent.
+    /// Sends every datagram of `msgs` from `sock` without blocking, in order, with as few
+    /// system calls as it can. A datagram the kernel refuses (a full buffer, an unreachable
+    /// address) is dropped and the rest still go, as with `send_to` one by one. Returns how
+    /// many were sent.
     pub fn send<'a>(
         &mut self,
         sock: &impl AsRawFd,
@@ -159,29 +193,13 @@ impl SendBatch {
         let mut sent = 0;
         let mut msgs = msgs.into_iter().peekable();
         while msgs.peek().is_some() {
-            self.addrs.clear();
-            self.iovs.clear();
-            for (bytes, to) in msgs.by_ref().take(SEND_CHUNK) {
-                self.addrs.push(storage(to));
-                self.iovs.push(libc::iovec {
-                    iov_base: bytes.as_ptr().cast_mut().cast(),
-                    iov_len: bytes.len(),
-                });
-            }
-            let n = self.iovs.len();
-            // SAFETY: mmsghdr is a plain C struct; all-zero is valid.
-            self.hdrs.resize(n, unsafe { std::mem::zeroed() });
-            for (i, h) in self.hdrs.iter_mut().enumerate() {
-                h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
-                h.msg_hdr.msg_namelen = socklen(&self.addrs[i]);
-                h.msg_hdr.msg_iov = &mut self.iovs[i];
-                h.msg_hdr.msg_iovlen = 1;
-                h.msg_len = 0;
-            }
+            self.fill(&mut msgs);
+            self.headers();
+            let n = self.runs.len();
             let mut from = 0;
             while from < n {
-                // SAFETY: headers `from..n` point at live addresses of this batch and at iovecs
-                // over the callers' slices, which outlive this call.
+                // SAFETY: headers `from..n` point at live addresses, iovecs and control data of
+                // this batch, and the iovecs at the callers' slices, which outlive this call.
                 let rc = unsafe {
                     libc::sendmmsg(
                         sock.as_raw_fd(),
@@ -191,15 +209,115 @@ impl SendBatch {
                     )
                 };
                 if rc > 0 {
-                    sent += rc as usize;
-                    from += rc as usize;
+                    let done = from + rc as usize;
+                    sent += self.runs[from..done].iter().map(|r| r.count).sum::<usize>();
+                    from = done;
                 } else {
-                    // The datagram at `from` failed: drop it, go on with the next.
+                    // The message at `from` failed: a segmented one's datagrams one by one,
+                    // then the next message.
+                    if self.runs[from].count > 1 {
+                        sent += self.send_singly(sock, from);
+                    }
                     from += 1;
                 }
             }
         }
         sent
+    }
+
+    /// Takes up to [`SEND_CHUNK`] messages' worth of datagrams from `msgs`, joining each to the
+    /// run before it when segmentation can carry both.
+    fn fill<'a>(&mut self, msgs: &mut impl Iterator<Item = (&'a [u8], SocketAddr)>) {
+        self.addrs.clear();
+        self.iovs.clear();
+        self.runs.clear();
+        let mut last_to = None;
+        while self.runs.len() < SEND_CHUNK {
+            let Some((bytes, to)) = msgs.next() else {
+                break;
+            };
+            let joins = self.runs.last().is_some_and(|r| {
+                self.gso
+                    && last_to == Some(to)
+                    && r.size == bytes.len()
+                    && r.count < MAX_SEGMENTS
+                    && (r.count + 1) * r.size <= MAX_GSO_BYTES
+            });
+            self.iovs.push(libc::iovec {
+                iov_base: bytes.as_ptr().cast_mut().cast(),
+                iov_len: bytes.len(),
+            });
+            match self.runs.last_mut() {
+                Some(r) if joins => r.count += 1,
+                _ => {
+                    self.runs.push(Run {
+                        first: self.iovs.len() - 1,
+                        count: 1,
+                        size: bytes.len(),
+                    });
+                    self.addrs.push(storage(to));
+                    last_to = Some(to);
+                }
+            }
+        }
+    }
+
+    /// One header per run, with a UDP_SEGMENT control message when it holds more than one.
+    fn headers(&mut self) {
+        let n = self.runs.len();
+        // SAFETY: mmsghdr is a plain C struct; all-zero is valid.
+        self.hdrs.resize(n, unsafe { std::mem::zeroed() });
+        self.cmsgs.resize(n, [0; 4]);
+        for (i, h) in self.hdrs.iter_mut().enumerate() {
+            let run = self.runs[i];
+            h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_namelen = socklen(&self.addrs[i]);
+            h.msg_hdr.msg_iov = &mut self.iovs[run.first];
+            h.msg_hdr.msg_iovlen = run.count as _;
+            h.msg_hdr.msg_control = std::ptr::null_mut();
+            h.msg_hdr.msg_controllen = 0;
+            h.msg_len = 0;
+            if run.count > 1 {
+                segment(h, &mut self.cmsgs[i], run.size as u16);
+            }
+        }
+    }
+
+    /// Sends the datagrams of segmented message `i` one `sendmsg(2)` each. If they go where the
+    /// message did not, the kernel does not take segmentation here: stop asking.
+    fn send_singly(&mut self, sock: &impl AsRawFd, i: usize) -> usize {
+        let run = self.runs[i];
+        let mut h = self.hdrs[i].msg_hdr;
+        h.msg_control = std::ptr::null_mut();
+        h.msg_controllen = 0;
+        h.msg_iovlen = 1;
+        let mut sent = 0;
+        for iov in &mut self.iovs[run.first..run.first + run.count] {
+            h.msg_iov = iov;
+            // SAFETY: the header points at a live address and iovec of this batch.
+            if unsafe { libc::sendmsg(sock.as_raw_fd(), &h, libc::MSG_DONTWAIT) } >= 0 {
+                sent += 1;
+            }
+        }
+        if sent > 0 {
+            self.gso = false;
+        }
+        sent
+    }
+}
+
+/// Adds a UDP_SEGMENT control message of `size` (in `buf`) to `h`.
+fn segment(h: &mut libc::mmsghdr, buf: &mut [u64; 4], size: u16) {
+    h.msg_hdr.msg_control = buf.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE of a u16 (24 bytes) fits the 32-byte buffer; the CMSG macros walk it
+    // within msg_controllen.
+    unsafe {
+        h.msg_hdr.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) as _;
+        let c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+        (*c).cmsg_level = libc::SOL_UDP;
+        (*c).cmsg_type = libc::UDP_SEGMENT;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), size);
     }
 }
 
@@ -325,25 +443,27 @@ mod tests {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut batch = SendBatch::new();
         let to_a = a.local_addr().unwrap();
-        // More than one system call's worth, with an IPv6 address in the middle that an IPv4
-        // socket refuses.
-        let bytes: Vec<[u8; 4]> = (0..150u32).map(u32::to_be_bytes).collect();
+        // Runs of equal datagrams to one address longer than a segmented message takes, one
+        // of another size, and an IPv6 address in the middle that an IPv4 socket refuses.
+        let mut bytes: Vec<Vec<u8>> = (0..200u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        bytes[100].push(0xff);
         let v6: SocketAddr = "[::1]:9".parse().unwrap();
         let msgs = bytes
             .iter()
             .enumerate()
             .map(|(i, d)| (&d[..], if i == 70 { v6 } else { to_a }));
-        assert_eq!(batch.send(&tx, msgs), 149);
+        assert_eq!(batch.send(&tx, msgs), 199);
         a.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
         let mut got = Vec::new();
-        for _ in 0..149 {
+        for _ in 0..199 {
             let mut buf = [0u8; 8];
             let (n, src) = a.recv_from(&mut buf).unwrap();
-            assert_eq!((n, src), (4, tx.local_addr().unwrap()));
-            got.push(u32::from_be_bytes(buf[..4].try_into().unwrap()));
+            assert_eq!(src, tx.local_addr().unwrap());
+            got.push(buf[..n].to_vec());
         }
-        let want: Vec<u32> = (0..150).filter(|i| *i != 70).collect();
-        assert_eq!(got, want);
+        bytes.remove(70);
+        assert_eq!(got, bytes, "each datagram whole, in order");
+        assert!(batch.gso, "loopback takes segmented messages");
         if let Some(b) = b {
             let tx6 = UdpSocket::bind("[::1]:0").unwrap();
             let to_b = b.local_addr().unwrap();
