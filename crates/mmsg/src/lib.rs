@@ -213,9 +213,13 @@ impl SendBatch {
                     sent += self.runs[from..done].iter().map(|r| r.count).sum::<usize>();
                     from = done;
                 } else {
-                    // The message at `from` failed: a segmented one's datagrams one by one,
-                    // then the next message.
-                    if self.runs[from].count > 1 {
+                    // The message at `from` failed. A full buffer drops it; otherwise a
+                    // segmented one's datagrams go one by one. Then the next message.
+                    let full = matches!(
+                        std::io::Error::last_os_error().raw_os_error(),
+                        Some(libc::EAGAIN | libc::ENOBUFS)
+                    );
+                    if !full && self.runs[from].count > 1 {
                         sent += self.send_singly(sock, from);
                     }
                     from += 1;
