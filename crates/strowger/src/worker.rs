@@ -152,8 +152,8 @@ pub struct Worker {
     /// peers opened leave from it, the address the peers sent to.
     pub iax_reply: Option<std::net::UdpSocket>,
     /// IAX2 datagrams taken from the engine, sent together: a read of the port or a media tick
-    /// yields a frame per call, and one `sendmmsg(2)` per 64 of them costs fewer system calls
-    /// than a `send_to` each.
+    /// yields a frame per call, and [`mmsg::SendBatch`] sends them with a fraction of the
+    /// system calls and kernel work of a `send_to` each.
     pub iax_out: Vec<Transmit>,
     pub iax_send: mmsg::SendBatch,
 }
@@ -331,6 +331,9 @@ impl Worker {
     }
 
     fn flush_iax(&mut self) {
+        fn bytes(t: &Transmit) -> (&[u8], SocketAddr) {
+            (&t.bytes, t.to)
+        }
         let Some(sock) = self.iax.as_ref() else {
             return;
         };
@@ -338,9 +341,6 @@ impl Worker {
         self.iax_out
             .extend(std::iter::from_fn(|| engine.poll_iax_transmit()));
         let out = &self.iax_out;
-        fn bytes(t: &Transmit) -> (&[u8], SocketAddr) {
-            (&t.bytes, t.to)
-        }
         // Frames of the calls peers opened leave from the IAX2 port they sent to.
         let reply = self.iax_reply.as_ref();
         if let Some(port) = reply {
