@@ -12,7 +12,7 @@
 use crate::report::{Progress, Report};
 use crate::sipmsg::{scan, sdp_audio, Kind, Method};
 use crate::uac::{parse_call_id, write, write_ok, Call, Emit, Endpoint, Event, Failure, State};
-use mmsg::{enable_timestamps, Batch, Outbox};
+use mmsg::{enable_timestamps, Batch, SendBatch};
 use rtp::packet::{RtpHeader, RtpPacket};
 use rtp::stats::ReceiveStats;
 use rustc_hash::FxHashMap;
@@ -111,7 +111,7 @@ pub struct Thread {
     free: Vec<usize>,
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
     out: Vec<u8>,
-    /// This tick's RTP, sent with one system call per 64 packets.
+    /// This tick's RTP, sent together (sendmmsg) at the end of the tick.
     outbox: Outbox,
     /// One second of tone as 50 packets in `cfg.codec`.
     tone: Vec<Vec<u8>>,
@@ -210,7 +210,7 @@ impl Thread {
             free: Vec::new(),
             timers: BinaryHeap::new(),
             out: Vec::with_capacity(2048),
-            outbox: Outbox::new(64, 1500),
+            outbox: Outbox::default(),
             tone: tone(cfg.codec),
             report: Report {
                 setup_us: Vec::with_capacity(share.calls.min(10_000_000) as usize),
@@ -563,8 +563,8 @@ impl Thread {
                 continue;
             }
             match mode {
-                RtpMode::Echo => s.echo(sock, dst, outbox, late_tick, report),
-                RtpMode::Send => s.send_tone(sock, dst, outbox, tone, ep.payload_type, now, report),
+                RtpMode::Echo => s.echo(dst, outbox, late_tick, report),
+                RtpMode::Send => s.send_tone(dst, outbox, tone, ep.payload_type, now, report),
                 RtpMode::None => {}
             }
         }
@@ -611,14 +611,7 @@ impl Slot {
 
     /// One frame per visit in steady state; after a late visit, all but one of the backlog (the
     /// one kept absorbs a packet that arrives just after its visit).
-    fn echo(
-        &mut self,
-        sock: &UdpSocket,
-        dst: SocketAddr,
-        outbox: &mut Outbox,
-        late_tick: bool,
-        report: &mut Report,
-    ) {
+    fn echo(&mut self, dst: SocketAddr, outbox: &mut Outbox, late_tick: bool, report: &mut Report) {
         let frames = if self.queued >= 2 {
             self.queued - 1
         } else {
@@ -628,7 +621,7 @@ impl Slot {
             let len = self.ring_len[self.head] as usize;
             let (head, pt) = (self.head, self.ring_pt);
             let payload = self.ring[head];
-            if self.send(sock, dst, outbox, pt, &payload[..len]) {
+            if self.send(dst, outbox, pt, &payload[..len]) {
                 report.rtp_sent += 1;
                 if late_tick {
                     report.late_frames += 1;
@@ -640,10 +633,8 @@ impl Slot {
     }
 
     /// Send mode: frame k is due at answer + k·20 ms; sends every frame that is due.
-    #[allow(clippy::too_many_arguments)]
     fn send_tone(
         &mut self,
-        sock: &UdpSocket,
         dst: SocketAddr,
         outbox: &mut Outbox,
         tone: &[Vec<u8>],
@@ -657,7 +648,7 @@ impl Slot {
         let due = ((now - up_at).as_micros() / FRAME.as_micros()) as u64 + 1;
         while self.frames < due {
             let k = self.frames;
-            if self.send(sock, dst, outbox, pt, &tone[k as usize % tone.len()]) {
+            if self.send(dst, outbox, pt, &tone[k as usize % tone.len()]) {
                 report.rtp_sent += 1;
                 if now.saturating_duration_since(up_at + FRAME * k as u32) > FRAME + TICK {
                     report.late_frames += 1;
@@ -667,14 +658,7 @@ impl Slot {
     }
 
     /// Queues the call's next packet (its own SSRC, sequence and timestamp) and advances them.
-    fn send(
-        &mut self,
-        sock: &UdpSocket,
-        dst: SocketAddr,
-        outbox: &mut Outbox,
-        pt: u8,
-        payload: &[u8],
-    ) -> bool {
+    fn send(&mut self, dst: SocketAddr, outbox: &mut Outbox, pt: u8, payload: &[u8]) -> bool {
         let h = RtpHeader {
             marker: self.frames == 0,
             payload_type: pt,
@@ -682,11 +666,49 @@ impl Slot {
             timestamp: self.ts,
             ssrc: self.ssrc,
         };
-        let sent = outbox.push(sock, dst, |buf| h.write_with_payload(payload, buf).ok());
+        let sent = outbox.push(dst, |buf| h.write_with_payload(payload, buf).ok());
         self.seq = self.seq.wrapping_add(1);
         self.ts = self.ts.wrapping_add(SAMPLES);
         self.frames += 1;
         sent
+    }
+}
+
+/// Packets of one tick, written into one growing buffer (its capacity kept from tick to tick, so
+/// steady state allocates nothing) and sent with [`SendBatch`].
+#[derive(Default)]
+struct Outbox {
+    bytes: Vec<u8>,
+    msgs: Vec<(usize, usize, SocketAddr)>,
+    batch: SendBatch,
+}
+
+/// Room for one RTP packet: a header and the largest payload any offered codec sends.
+const PACKET_ROOM: usize = 1500;
+
+impl Outbox {
+    /// Queues the packet `write` puts in a fresh slot (it returns the length, or None for none).
+    fn push(&mut self, to: SocketAddr, write: impl FnOnce(&mut [u8]) -> Option<usize>) -> bool {
+        let start = self.bytes.len();
+        self.bytes.resize(start + PACKET_ROOM, 0);
+        let len = write(&mut self.bytes[start..]);
+        self.bytes.truncate(start + len.unwrap_or(0));
+        if let Some(len) = len {
+            self.msgs.push((start, len, to));
+        }
+        len.is_some()
+    }
+
+    fn flush(&mut self, sock: &UdpSocket) {
+        let bytes = &self.bytes;
+        self.batch.send(
+            sock,
+            self.msgs
+                .iter()
+                .map(|&(at, len, to)| (&bytes[at..at + len], to)),
+        );
+        self.bytes.clear();
+        self.msgs.clear();
     }
 }
 

@@ -88,6 +88,8 @@ pub struct Engine {
     cname: Vec<u8>,
     /// An `Instant` and its NTP time, to stamp SRs without reading clocks.
     ntp_anchor: Option<(Instant, u64)>,
+    /// Legs playing a prompt or a tone.
+    generating: usize,
 }
 
 impl Default for Engine {
@@ -114,7 +116,15 @@ impl Engine {
             rng,
             cname,
             ntp_anchor: None,
+            generating: 0,
         }
+    }
+
+    /// Whether a leg plays a prompt or a tone: its frames leave on the ticks, which must then
+    /// come each frame interval (or its phases). Without one, a tick sends no media, so a
+    /// shell may tick less often while the other legs' packets are relayed as they arrive.
+    pub fn generating(&self) -> bool {
+        self.generating > 0
     }
 
     /// Ties `now` to wall-clock time so SRs carry real NTP timestamps.
@@ -275,7 +285,11 @@ impl Engine {
             return;
         };
         leg.translator = None;
-        if let Source::Peer(peer) = std::mem::replace(&mut leg.source, Source::Idle) {
+        let old = std::mem::replace(&mut leg.source, Source::Idle);
+        if old.generates() {
+            self.generating -= 1;
+        }
+        if let Source::Peer(peer) = old {
             if let Some(p) = self
                 .legs
                 .get_mut(peer.0)
@@ -290,6 +304,7 @@ impl Engine {
     fn set_source(&mut self, id: LegId, source: Source) {
         self.unbridge(id);
         if let Some(leg) = self.legs.get_mut(id.0) {
+            self.generating += usize::from(source.generates());
             leg.source = source;
             leg.next_frame = None;
             leg.out.restart();
@@ -514,6 +529,7 @@ impl Engine {
             pcm,
             rng,
             cname,
+            generating,
             ..
         } = self;
         let end = legs.capacity();
@@ -532,8 +548,10 @@ impl Engine {
                     events.push_back(MediaEvent::MediaTimeout { leg: id });
                 }
             }
-            if matches!(leg.source, Source::Prompt { .. } | Source::Tone(_)) {
-                emit_frames(id, leg, now, &mut buf[..], &mut pcm[..], events, tx);
+            if leg.source.generates()
+                && emit_frames(id, leg, now, &mut buf[..], &mut pcm[..], events, tx)
+            {
+                *generating -= 1;
             }
             if now >= leg.rtcp_due {
                 leg.rtcp_due = now + rtcp_interval(rng);
@@ -550,7 +568,8 @@ impl Engine {
 }
 
 /// Sends every frame due by `now` (with half a frame of slack so tick
-/// jitter does not alternate 0 and 2 frames per tick).
+/// jitter does not alternate 0 and 2 frames per tick). True when the prompt
+/// ended (the leg went idle).
 fn emit_frames<F>(
     id: LegId,
     leg: &mut Leg,
@@ -559,7 +578,8 @@ fn emit_frames<F>(
     pcm: &mut [i16],
     events: &mut VecDeque<MediaEvent>,
     tx: &mut F,
-) where
+) -> bool
+where
     F: FnMut(Transmit<'_>) + ?Sized,
 {
     let units = leg.frame_units;
@@ -594,13 +614,14 @@ fn emit_frames<F>(
             leg.source = Source::Idle;
             events.push_back(MediaEvent::PlaybackDone { leg: id });
             leg.next_frame = None;
-            return;
+            return true;
         }
     }
     if frames > 1 {
         leg.late_ticks += 1;
     }
     leg.next_frame = Some(due);
+    false
 }
 
 /// Builds and sends the leg's compound SR/RR + SDES.

@@ -94,6 +94,13 @@ pub(crate) enum Source {
     Peer(LegId),
 }
 
+impl Source {
+    /// The leg makes its own frames, sent on the media ticks.
+    pub(crate) fn generates(&self) -> bool {
+        matches!(self, Source::Prompt { .. } | Source::Tone(_))
+    }
+}
+
 /// How a prompt becomes a non-G.711 leg's packets.
 pub(crate) enum Playout {
     /// G.711 bytes by table (G.711 legs).

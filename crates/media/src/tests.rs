@@ -141,6 +141,36 @@ fn playback_is_50_packets_per_second_of_the_encoded_prompt() {
 }
 
 #[test]
+fn generating_counts_legs_with_a_prompt_or_a_tone_until_they_stop() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(1);
+    let (a, b) = (
+        e.add_leg(cfg(G711::Pcmu, 4000), t0),
+        e.add_leg(cfg(G711::Pcmu, 4002), t0),
+    );
+    assert!(!e.generating(), "new legs are idle");
+    e.echo(a);
+    assert!(!e.generating(), "echo relays what arrives");
+    e.play(a, ramp_prompt(800), false, true);
+    e.tone(b, ToneSpec::dial());
+    e.tone(b, ToneSpec::busy());
+    assert!(e.generating());
+    for i in 0..10 {
+        tick(&mut e, t0 + 20 * MS * i);
+    }
+    assert_eq!(events(&mut e), vec![MediaEvent::PlaybackDone { leg: a }]);
+    assert!(e.generating(), "the tone goes on");
+    e.bridge(a, b);
+    assert!(!e.generating(), "bridged: both relay");
+    e.tone(a, ToneSpec::ringback());
+    e.remove_leg(a);
+    assert!(!e.generating(), "a removed leg plays nothing");
+    e.play(b, ramp_prompt(8000), true, true);
+    e.silence(b);
+    assert!(!e.generating());
+}
+
+#[test]
 fn looped_playback_wraps_without_finishing() {
     let t0 = Instant::now();
     let mut e = Engine::with_seed(2);

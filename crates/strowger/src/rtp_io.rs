@@ -67,6 +67,8 @@ pub struct MediaSockets {
     ip: IpAddr,
     free: VecDeque<u16>,
     legs: Vec<Option<Pair>>,
+    /// Legs with sockets.
+    open: usize,
 }
 
 /// Ports tried per new leg before giving up: a port of the range may be held by another program,
@@ -80,6 +82,7 @@ impl MediaSockets {
             ip,
             free: (lo..hi.saturating_sub(1)).step_by(2).collect(),
             legs: Vec::new(),
+            open: 0,
         }
     }
 
@@ -92,8 +95,9 @@ impl MediaSockets {
                     if self.legs.len() <= leg {
                         self.legs.resize_with(leg + 1, || None);
                     }
-                    if let Some(old) = self.legs[leg].replace(pair) {
-                        self.free.push_back(old.port);
+                    match self.legs[leg].replace(pair) {
+                        Some(old) => self.free.push_back(old.port),
+                        None => self.open += 1,
                     }
                     return Some(port);
                 }
@@ -119,11 +123,17 @@ impl MediaSockets {
     pub fn close(&mut self, leg: usize) {
         if let Some(pair) = self.legs.get_mut(leg).and_then(Option::take) {
             self.free.push_back(pair.port);
+            self.open -= 1;
         }
     }
 
     pub fn get(&self, leg: usize) -> Option<&Pair> {
         self.legs.get(leg).and_then(Option::as_ref)
+    }
+
+    /// Whether no leg has sockets (none to drain).
+    pub fn is_empty(&self) -> bool {
+        self.open == 0
     }
 
     /// Legs with open sockets, for the per-tick drain.
@@ -170,6 +180,12 @@ mod tests {
         assert_eq!(m.open(5), Some(lo));
         assert!(m.get(1).is_none() && m.get(4).is_some());
         assert_eq!(m.open_legs().count(), 3);
+        for leg in [2, 4, 5] {
+            assert!(!m.is_empty());
+            m.close(leg);
+        }
+        m.close(5);
+        assert!(m.is_empty(), "a leg closed twice counts once");
     }
 
     #[test]

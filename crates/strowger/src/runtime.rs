@@ -213,8 +213,11 @@ pub fn run(cfg: Config) -> Result<(), String> {
             to_wake: 0,
             unread: Vec::new(),
             next_tick: std::time::Instant::now(),
+            spread: true,
             iax: iax_sock,
             iax_reply,
+            iax_out: Vec::new(),
+            iax_send: mmsg::SendBatch::new(),
         };
         w.register().map_err(|e| e.to_string())?;
         handles.push(

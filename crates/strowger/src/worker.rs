@@ -18,7 +18,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switch::engine::Engine;
-use switch::iax::Route;
+use switch::iax::{Route, Transmit};
 
 const WAKER: Token = Token(0);
 const IAX: Token = Token(999);
@@ -29,6 +29,7 @@ const CONN_BASE: usize = 1_000_000;
 /// 20 ms while the calls' frames leave in four bursts instead of one. One burst for 400 calls
 /// overflowed a receiver's default socket buffer (SIPp lost ~20 % of echoed packets); ten
 /// phases of 2 ms cost a quarter more CPU in wake-ups for no fewer drops (bench/RESULTS.md).
+/// Ticks with no media to send come once per frame interval ([`Worker::needs_phases`]).
 const TICK: Duration = Duration::from_millis(5);
 const PHASES: u64 = 4;
 /// SIP (and IAX2) datagrams taken per recvmmsg(2).
@@ -141,12 +142,20 @@ pub struct Worker {
     pub to_wake: u64,
     /// When the next media pass is due.
     pub next_tick: Instant,
+    /// The media passes run a phase each [`TICK`] (see [`Worker::needs_phases`]); false while
+    /// they run over every leg each frame interval.
+    pub spread: bool,
     /// The IAX2 socket: the configured address on worker 0, an ephemeral port of the same
     /// address on the others (for the calls they place).
     pub iax: Option<UdpSocket>,
     /// On workers other than 0, the IAX2 port itself, never read here: frames of the calls
     /// peers opened leave from it, the address the peers sent to.
     pub iax_reply: Option<std::net::UdpSocket>,
+    /// IAX2 datagrams taken from the engine, sent together: a read of the port or a media tick
+    /// yields a frame per call, and [`mmsg::SendBatch`] sends them with a fraction of the
+    /// system calls and kernel work of a `send_to` each.
+    pub iax_out: Vec<Transmit>,
+    pub iax_send: mmsg::SendBatch,
 }
 
 impl Worker {
@@ -183,6 +192,12 @@ impl Worker {
             if stopping.is_some_and(|t| now >= t) {
                 self.flush_sip();
                 return;
+            }
+            if !self.spread && self.needs_phases() {
+                // A call with RTP or a prompt began: its first pass now, not at the end of the
+                // frame interval.
+                self.spread = true;
+                self.next_tick = self.next_tick.min(now);
             }
             let deadline = self
                 .engine
@@ -234,8 +249,22 @@ impl Worker {
             return;
         }
         self.watch_load(now - self.next_tick);
+        self.spread = self.needs_phases();
         self.media_tick(now);
-        self.next_tick = next_tick(self.next_tick, now);
+        let step = match self.spread {
+            true => TICK,
+            false => TICK * PHASES as u32,
+        };
+        self.next_tick = next_tick(self.next_tick, step, now);
+    }
+
+    /// Whether the media passes must spread the legs over [`PHASES`] ticks: RTP sockets to
+    /// drain, or prompts and tones whose frames leave on the ticks. Otherwise (no calls, or
+    /// only IAX2 legs, whose voice is relayed as it arrives on the IAX2 port) a tick sends no
+    /// media, and one pass over every leg per frame interval (RTCP, media timeouts) does with
+    /// a quarter of the wake-ups (50 a second per worker instead of 200).
+    fn needs_phases(&self) -> bool {
+        !self.media.is_empty() || self.engine.media.generating()
     }
 
     /// IAX2 datagrams, read dry in batches: voice goes straight to the media legs, signalling
@@ -297,19 +326,25 @@ impl Worker {
     }
 
     fn flush_iax(&mut self) {
+        fn bytes(t: &Transmit) -> (&[u8], SocketAddr) {
+            (&t.bytes, t.to)
+        }
         let Some(sock) = self.iax.as_ref() else {
             return;
         };
-        while let Some(t) = self.engine.poll_iax_transmit() {
-            match (&self.iax_reply, t.inbound) {
-                (Some(port), true) => {
-                    let _ = port.send_to(&t.bytes, t.to);
-                }
-                _ => {
-                    let _ = sock.send_to(&t.bytes, t.to);
-                }
-            }
+        let engine = &mut self.engine;
+        self.iax_out
+            .extend(std::iter::from_fn(|| engine.poll_iax_transmit()));
+        let out = &self.iax_out;
+        // Frames of the calls peers opened leave from the IAX2 port they sent to.
+        let reply = self.iax_reply.as_ref();
+        if let Some(port) = reply {
+            let inbound = out.iter().filter(|t| t.inbound);
+            self.iax_send.send(port, inbound.map(bytes));
         }
+        let own = out.iter().filter(|t| reply.is_none() || !t.inbound);
+        self.iax_send.send(sock, own.map(bytes));
+        self.iax_out.clear();
     }
 
     /// Backpressure, media side: when media ticks run late on average, this worker is past
@@ -560,17 +595,17 @@ impl Worker {
 
     fn media_tick(&mut self, now: Instant) {
         self.ticks = self.ticks.wrapping_add(1);
-        let phase = (self.ticks % PHASES) as usize;
+        let (phase, phases) = match self.spread {
+            true => ((self.ticks % PHASES) as usize, PHASES as usize),
+            false => (0, 1),
+        };
         // RTCP comes every few seconds: looking at every 10th visit of a leg (200 ms) is plenty.
         let rtcp_turn = (self.ticks / PHASES).is_multiple_of(10);
         let batch = &mut self.batch;
         let media = &self.media;
         let engine = &mut self.engine;
         let mut send = rtp_sender(media);
-        for (leg, pair) in media
-            .open_legs()
-            .filter(|(leg, _)| leg % PHASES as usize == phase)
-        {
+        for (leg, pair) in media.open_legs().filter(|(leg, _)| leg % phases == phase) {
             for i in 0..batch.recv(&pair.rtp) {
                 if let Some((data, src)) = batch.get(i) {
                     engine.on_rtp(leg, data, src, now, &mut send);
@@ -584,7 +619,7 @@ impl Worker {
                 }
             }
         }
-        engine.tick_phase(now, phase, PHASES as usize, &mut send);
+        engine.tick_phase(now, phase, phases, &mut send);
         drop(send);
         self.engine
             .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
@@ -592,14 +627,15 @@ impl Worker {
     }
 }
 
-/// The tick after one due at `due` that ran at `now`. Ticks stay on their first 5 ms grid: a leg's
-/// frames fall due on the grid its first visit set, so a grid that slid by a late tick would send
-/// them up to half a frame early or late from then on (the engine sends what is due within half a
-/// frame), and a few such slides add up to a whole frame of jitter. Ticks missed by less than a
-/// cycle run back to back; a longer stall skips whole cycles, which keeps every phase on its grid.
-fn next_tick(due: Instant, now: Instant) -> Instant {
+/// The tick `step` after one due at `due` that ran at `now`. Ticks stay on their first 5 ms
+/// grid: a leg's frames fall due on the grid its first visit set, so a grid that slid by a late
+/// tick would send them up to half a frame early or late from then on (the engine sends what is
+/// due within half a frame), and a few such slides add up to a whole frame of jitter. Ticks missed
+/// by less than a cycle run back to back; a longer stall skips whole cycles, which keeps every
+/// phase on its grid.
+fn next_tick(due: Instant, step: Duration, now: Instant) -> Instant {
     let cycle = TICK * PHASES as u32;
-    let next = due + TICK;
+    let next = due + step;
     match now.checked_duration_since(next) {
         Some(behind) if behind >= cycle => {
             next + cycle * (behind.as_nanos() / cycle.as_nanos()) as u32
@@ -648,11 +684,13 @@ mod tests {
         let t0 = Instant::now();
         let ms = |n: u64| Duration::from_millis(n);
         // On time or a little late: the next is one tick on.
-        assert_eq!(next_tick(t0, t0 + ms(1)), t0 + ms(5));
+        assert_eq!(next_tick(t0, TICK, t0 + ms(1)), t0 + ms(5));
         // A tick and a half late: the missed one runs now, still on the grid.
-        assert_eq!(next_tick(t0, t0 + ms(8)), t0 + ms(5));
+        assert_eq!(next_tick(t0, TICK, t0 + ms(8)), t0 + ms(5));
+        // One pass per cycle (no phases needed): a whole cycle on, on the same grid.
+        assert_eq!(next_tick(t0, TICK * 4, t0 + ms(3)), t0 + ms(20));
         // Past a whole cycle behind: whole cycles are skipped, the grid kept (5 + 20 k ms).
-        let next = next_tick(t0, t0 + ms(47));
+        let next = next_tick(t0, TICK, t0 + ms(47));
         assert_eq!(next, t0 + ms(45));
         assert_eq!((next - t0).as_millis() % 5, 0);
         assert!(next <= t0 + ms(47) && t0 + ms(47) < next + ms(20));
