@@ -54,6 +54,19 @@ impl Binding {
     pub fn remaining(&self, now: u64) -> u64 {
         self.expires_at.saturating_sub(now)
     }
+
+    /// What makes two bindings the same RFC 5626 flow, so a new one replaces the old: the
+    /// instance and reg-id, as one string ("" without an instance: then only the contact
+    /// counts). The Redis update script compares these.
+    pub(crate) fn instance_key(&self) -> String {
+        match &self.instance {
+            Some(i) => format!(
+                "{i}\n{}",
+                self.reg_id.map(|r| r.to_string()).unwrap_or_default()
+            ),
+            None => String::new(),
+        }
+    }
 }
 
 /// A change to an AOR's bindings, applied in order by `LocationStore::update`.

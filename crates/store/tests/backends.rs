@@ -149,16 +149,50 @@ fn exercise(s: &dyn Store) {
         s.lookup("alice@example.com", t + 5).unwrap(),
         vec![a.clone()]
     );
+    // The same RFC 5626 flow (instance and reg-id) from a new contact replaces the old one; the
+    // same instance with another reg-id is another flow.
+    let a2 = binding("sip:a2@10.0.0.3", t + 60);
+    let mut a3 = binding("sip:a3@10.0.0.4", t + 60);
+    a3.reg_id = Some(2);
     let l = s
         .update(
             "alice@example.com",
-            &[Change::Remove {
-                contact: "sip:a@10.0.0.1".into(),
-            }],
+            &[Change::Put(a2.clone()), Change::Put(a3.clone())],
+            t,
+        )
+        .unwrap();
+    let mut contacts: Vec<&str> = l.iter().map(|b| b.contact.as_str()).collect();
+    contacts.sort_unstable();
+    assert_eq!(
+        contacts,
+        ["sip:a2@10.0.0.3", "sip:a3@10.0.0.4", "sip:b@10.0.0.2"]
+    );
+    // Changes apply in order; a binding lapsed by now is dropped.
+    let l = s
+        .update(
+            "alice@example.com",
+            &[
+                Change::Remove {
+                    contact: "sip:a2@10.0.0.3".into(),
+                },
+                Change::Remove {
+                    contact: "sip:a3@10.0.0.4".into(),
+                },
+                Change::Put(a.clone()),
+                Change::Remove {
+                    contact: "sip:a@10.0.0.1".into(),
+                },
+            ],
             t,
         )
         .unwrap();
     assert_eq!(l, vec![b.clone()]);
+    assert!(s
+        .update("alice@example.com", &[], t + 5)
+        .unwrap()
+        .is_empty());
+    s.update("alice@example.com", &[Change::Put(b.clone())], t)
+        .unwrap();
     let l = s
         .update("alice@example.com", &[Change::RemoveAll], t)
         .unwrap();
