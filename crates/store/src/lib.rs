@@ -13,7 +13,7 @@ mod local;
 mod memcached;
 mod redis_store;
 
-pub use cache::ReadCache;
+pub use cache::{ReadCache, USER_TTL_S};
 pub use local::LocalStore;
 pub use memcached::MemcachedStore;
 pub use redis_store::RedisStore;
@@ -110,7 +110,14 @@ pub trait LocationStore: Send + Sync {
 }
 
 pub trait CredentialStore: Send + Sync {
+    /// The user's credentials as the backend has them now.
     fn user(&self, user: &str, domain: &str) -> Result<Option<Credentials>>;
+    /// The user's credentials as read from the backend less than `USER_TTL_S` before
+    /// `now` (unix seconds), without I/O; None when this store keeps no such copy. `Some(None)`:
+    /// no such user.
+    fn recent_user(&self, _user: &str, _domain: &str, _now: u64) -> Option<Option<Credentials>> {
+        None
+    }
     /// Adds or replaces a user.
     fn put_user(&self, c: &Credentials) -> Result<()>;
     /// Removes a user (and says whether it existed).

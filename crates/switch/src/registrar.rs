@@ -24,8 +24,14 @@ const NONCE_TABLE: usize = 100_000;
 /// What the engine asks the store to do.
 #[derive(Debug, Clone)]
 pub enum StoreOp {
-    /// A user's credentials.
-    User { user: String, domain: String },
+    /// A user's credentials. With `recent`, a copy the store read from its backend shortly
+    /// before `now` (unix seconds; `store::USER_TTL_S`) will do: answered without I/O.
+    User {
+        user: String,
+        domain: String,
+        recent: bool,
+        now: u64,
+    },
     /// Changes to an AOR's bindings; the reply is what remains.
     Update {
         aor: String,
@@ -52,14 +58,37 @@ pub enum StoreReply {
 
 pub type StoreResult = Result<StoreReply, String>;
 
+/// The answer to `op` when the store has it without I/O (a recent copy of credentials): the
+/// shell then answers on the worker, sparing two thread hand-offs.
+pub fn answer_now(s: &dyn store::Store, op: &StoreOp) -> Option<StoreResult> {
+    match op {
+        StoreOp::User {
+            user,
+            domain,
+            recent: true,
+            now,
+        } => s
+            .recent_user(user, domain, *now)
+            .map(|c| Ok(StoreReply::User(c))),
+        _ => None,
+    }
+}
+
 /// Runs an operation on a store (what the shell's store threads do).
 pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
+    if let Some(r) = answer_now(s, &op) {
+        return r;
+    }
     let r = match op {
-        StoreOp::User { user, domain } => s.user(&user, &domain).map(StoreReply::User),
+        StoreOp::User { user, domain, .. } => s.user(&user, &domain).map(StoreReply::User),
         StoreOp::Update { aor, changes, now } => {
             s.update(&aor, &changes, now).map(StoreReply::Bindings)
         }
-        StoreOp::Locate { user, domain, now } => match s.user(&user, &domain) {
+        // Whether the user exists may come from a recent copy; the bindings never do.
+        StoreOp::Locate { user, domain, now } => match s
+            .recent_user(&user, &domain, now)
+            .map_or_else(|| s.user(&user, &domain), Ok)
+        {
             Ok(Some(_)) => {
                 s.lookup(&format!("{user}@{domain}"), now)
                     .map(|bindings| StoreReply::Located {
@@ -143,13 +172,14 @@ pub(crate) enum Digest {
 
 /// What a store operation was for.
 pub(crate) enum Pending {
-    /// A REGISTER whose user's credentials are being fetched.
+    /// A REGISTER whose user's credentials are being fetched (`recent`: a recent copy would do).
     Auth {
         stx: ServerTxId,
         msg: Message,
         peer: Peer,
         auth: Box<Authorization>,
         user: String,
+        recent: bool,
     },
     /// A REGISTER whose bindings are being written.
     Register {
@@ -164,6 +194,7 @@ pub(crate) enum Pending {
         msg: Message,
         peer: Peer,
         auth: Box<Authorization>,
+        recent: bool,
     },
     /// A request for a proxied domain waiting for the callee's bindings.
     Proxy {
@@ -259,10 +290,10 @@ impl Engine {
                 peer,
                 auth,
                 user,
+                recent,
             } => match result {
-                Ok(StoreReply::User(creds)) => {
-                    self.register_authenticated(stx, msg, peer, *auth, user, creds, now, host)
-                }
+                Ok(StoreReply::User(creds)) => self
+                    .register_authenticated(stx, msg, peer, auth, user, creds, recent, now, host),
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
             },
@@ -286,9 +317,10 @@ impl Engine {
                 msg,
                 peer,
                 auth,
+                recent,
             } => match result {
                 Ok(StoreReply::User(creds)) => {
-                    self.proxy_authenticated(stx, msg, peer, &auth, creds, now, host)
+                    self.proxy_authenticated(stx, msg, peer, auth, creds, recent, now, host)
                 }
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
@@ -475,16 +507,35 @@ impl Engine {
             )];
             return self.reg_reply(stx, &msg, peer, 403, &w, now);
         }
+        self.register_credentials(stx, msg, peer, Box::new(auth), user, true, now, host);
+    }
+
+    /// Fetches the credentials to check a REGISTER's digest answer against.
+    #[allow(clippy::too_many_arguments)]
+    fn register_credentials(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        auth: Box<Authorization>,
+        user: String,
+        recent: bool,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
         let op = StoreOp::User {
             user: user.clone(),
-            domain: realm,
+            domain: self.s.registrar.domain.clone(),
+            recent,
+            now: unix_now(),
         };
         let why = Pending::Auth {
             stx,
             msg,
             peer,
-            auth: Box::new(auth),
+            auth,
             user,
+            recent,
         };
         self.store_op(op, why, now, host);
     }
@@ -495,14 +546,19 @@ impl Engine {
         stx: ServerTxId,
         msg: Message,
         peer: Peer,
-        auth: Authorization,
+        auth: Box<Authorization>,
         user: String,
         creds: Option<Credentials>,
+        recent: bool,
         now: Instant,
         host: &mut dyn Host,
     ) {
         match self.check_digest(&auth, creds.as_ref(), "REGISTER") {
             Digest::Valid => {}
+            // The copy may predate a new password: only the backend's answer can deny.
+            Digest::Denied if recent => {
+                return self.register_credentials(stx, msg, peer, auth, user, false, now, host)
+            }
             // Unknown user or wrong password: the same answer, so users cannot be guessed.
             Digest::Denied => return self.reg_reply(stx, &msg, peer, 403, &[], now),
             Digest::Rechallenge { stale } => return self.challenge(stx, &msg, peer, stale, now),
