@@ -89,7 +89,7 @@ impl<S: LocationStore + CredentialStore> ReadCache<S> {
 }
 
 /// A map that forgets its oldest insertions past `capacity` entries.
-struct Bounded<V> {
+pub(crate) struct Bounded<V> {
     capacity: usize,
     map: HashMap<String, (V, u64)>,
     /// Insertion order as (key, generation): a key re-inserted later has a newer generation,
@@ -99,7 +99,7 @@ struct Bounded<V> {
 }
 
 impl<V: Clone> Bounded<V> {
-    fn new(capacity: usize) -> Bounded<V> {
+    pub(crate) fn new(capacity: usize) -> Bounded<V> {
         Bounded {
             capacity: capacity.max(1),
             map: HashMap::new(),
@@ -108,7 +108,7 @@ impl<V: Clone> Bounded<V> {
         }
     }
 
-    fn put(&mut self, k: &str, v: V) {
+    pub(crate) fn put(&mut self, k: &str, v: V) {
         self.generation += 1;
         self.map.insert(k.to_string(), (v, self.generation));
         self.order.push_back((k.to_string(), self.generation));
@@ -122,8 +122,13 @@ impl<V: Clone> Bounded<V> {
         }
     }
 
-    fn get(&self, k: &str) -> Option<V> {
+    pub(crate) fn get(&self, k: &str) -> Option<V> {
         self.map.get(k).map(|(v, _)| v.clone())
+    }
+
+    /// Forgets `k` (its queue entry goes when it reaches the front).
+    pub(crate) fn remove(&mut self, k: &str) {
+        self.map.remove(k);
     }
 
     fn entries(&self) -> Vec<(String, V)> {

@@ -200,6 +200,49 @@ fn exercise(s: &dyn Store) {
     assert!(s.lookup("alice@example.com", t).unwrap().is_empty());
 }
 
+/// Two clients of one server, each acting on what it last saw of an AOR while the other
+/// changes it: no change is lost, and a removal of everything is seen by both.
+fn shared(one: &dyn Store, two: &dyn Store) {
+    let t = now();
+    let at = |c: &str| {
+        let mut b = binding(c, t + 60);
+        b.instance = None;
+        b
+    };
+    let (a, bb, c) = (at("sip:a@1"), at("sip:b@2"), at("sip:c@3"));
+    let contacts = |l: Vec<Binding>| {
+        let mut v: Vec<String> = l.into_iter().map(|b| b.contact).collect();
+        v.sort();
+        v
+    };
+    one.update("s@x", &[Change::Put(a)], t).unwrap();
+    two.update("s@x", &[Change::Put(bb)], t).unwrap();
+    let l = one.update("s@x", &[Change::Put(c)], t).unwrap();
+    assert_eq!(contacts(l), ["sip:a@1", "sip:b@2", "sip:c@3"]);
+    let l = two
+        .update(
+            "s@x",
+            &[Change::Remove {
+                contact: "sip:b@2".into(),
+            }],
+            t,
+        )
+        .unwrap();
+    assert_eq!(contacts(l), ["sip:a@1", "sip:c@3"]);
+    two.update("s@x", &[Change::RemoveAll], t).unwrap();
+    let l = one
+        .update(
+            "s@x",
+            &[Change::Remove {
+                contact: "sip:a@1".into(),
+            }],
+            t,
+        )
+        .unwrap();
+    assert!(l.is_empty(), "{l:?}");
+    assert!(one.lookup("s@x", t).unwrap().is_empty());
+}
+
 /// Stops the server: writes fail (never a fake success), reads of what this process saw come
 /// from the read cache and anything else fails; starts it again, empty, on the same port:
 /// operations work again without anything being reopened, and what the server lost is back.
@@ -240,6 +283,10 @@ fn redis_backend() {
     };
     let s = store::open(&format!("redis://127.0.0.1:{port}")).unwrap();
     exercise(&*s);
+    shared(
+        &*s,
+        &*store::open(&format!("redis://127.0.0.1:{port}")).unwrap(),
+    );
     let _server = survive_restart("redis", port, server, &*s);
 }
 
@@ -251,6 +298,10 @@ fn memcached_backend() {
     };
     let s = store::open(&format!("memcached://127.0.0.1:{port}")).unwrap();
     exercise(&*s);
+    shared(
+        &*s,
+        &*store::open(&format!("memcached://127.0.0.1:{port}")).unwrap(),
+    );
     let _server = survive_restart("memcached", port, server, &*s);
 }
 
