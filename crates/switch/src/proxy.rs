@@ -162,7 +162,11 @@ impl Engine {
         host: &mut dyn Host,
     ) {
         let method = msg.method().map_or("INVITE", Method::as_str).to_string();
-        match self.check_digest(&auth, creds.as_ref(), &method) {
+        match self
+            .s
+            .registrar
+            .check_digest(&auth, creds.as_ref(), &method, unix_now())
+        {
             Digest::Valid => self.proxy_locate(stx, msg, peer, now, host),
             // The copy may predate a new password: only the backend's answer can deny.
             Digest::Denied if recent => {
