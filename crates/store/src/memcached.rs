@@ -1,6 +1,7 @@
-//! `memcached://HOST:PORT`: a small pooled client over memcached's meta protocol. An AOR's
-//! bindings are one JSON value expiring with the last binding, changed with compare-and-set
-//! (retried on a concurrent change). The client remembers the value and CAS id it last saw of
+//! `memcached://HOST:PORT`: a small pooled client over memcached's meta protocol (memcached
+//! 1.6 or later: `mg`, `ms`, `md` with CAS ids returned). An AOR's bindings are one JSON value
+//! expiring with the last binding, changed with compare-and-set (retried on a concurrent
+//! change). The client remembers the value and CAS id it last saw of
 //! each key (`seen`), so a change to a value no one else changed since — a phone refreshing its
 //! registration through the same instance — is one round trip, and so is the first binding of
 //! an AOR (an add); only a wrong guess costs a read. Users are keys, listed through an index
