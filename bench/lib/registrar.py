@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/registrar.sh: the seed paper's registrar workloads (OpenSIPS with a local cache, Memcached or
 Redis: store on REGISTER, fetch on INVITE) run against strowger on each store backend, and Kamailio as
-registrar on the same REGISTER workload in the same run.
+registrar on the same REGISTER workload in the same run: usrloc in memory, and usrloc written through to
+Redis (db_redis, db_mode 1) to compare with strowger on Redis.
 
   register  strowger-load register (unique AORs, with and without digest auth) at rising rates while
             fewer than 0.1 % fail: server CPU-us per REGISTER (utime+stime from /proc/PID/stat; for
@@ -31,6 +32,8 @@ import bench as b  # noqa: E402  (spawn, kill_children, raise_priority, proc_cpu
 
 ROOT = b.ROOT
 RELEASE = os.path.join(ROOT, "target", "release")
+# The strowger binary under test (--strowger).
+STROWGER = os.path.join(RELEASE, "strowger")
 KAMAILIO_CFG = os.path.join(ROOT, "bench", "kamailio", "registrar.cfg")
 REGISTER_XML = os.path.join(ROOT, "bench", "sipp", "register_users.xml")
 PASSWORD = "pw"
@@ -161,17 +164,28 @@ def start_strowger(label, store, authenticate, users, rundir):
         f.write(strowger_config(store, authenticate, users))
     port = b.alloc_ports(1, 1)
     rtp = b.alloc_ports(500)  # calls are not held: a few hundred at once at most
-    cmd = [os.path.join(RELEASE, "strowger"), "--config", path, "--sip-listen", f"127.0.0.1:{port}",
+    cmd = [STROWGER, "--config", path, "--sip-listen", f"127.0.0.1:{port}",
            "--rtp-ports", f"{rtp}-{rtp + 499}", "--data-dir", os.path.join(rundir, f"{label}-data")]
     proc = start(label, cmd, rundir, "worker(s)", 600)
     return proc, port
 
 
-def start_kamailio(auth, rundir):
+def start_kamailio(auth, rundir, redis=None):
+    """Kamailio as registrar; with `redis` (a redis:// URL) usrloc writes through to it (db_redis)."""
     port = b.alloc_ports(1, 1)
     cmd = ["kamailio", "-f", KAMAILIO_CFG, "-l", f"udp:127.0.0.1:{port}", "-n", "4", "-DD", "-E",
            "-m", "256", "-M", "32"] + (["-A", "WITH_AUTH"] if auth else [])
-    proc = start("kamailio-auth" if auth else "kamailio", cmd, rundir, "Aliases:", 30)
+    if redis:
+        # A database of its own per run: usrloc preloads the table at start, and tens of thousands of
+        # bindings from the run before exhaust its private memory. db_redis refuses a table whose
+        # version it cannot read.
+        db = "1" if auth else "0"
+        host, rport = redis.removeprefix("redis://").split(":")
+        subprocess.run(["redis-cli", "-h", host, "-p", rport, "-n", db, "HSET", "version:entry::location",
+                        "table_name", "location", "table_version", "9"], check=True, stdout=subprocess.DEVNULL)
+        cmd += ["-A", "WITH_REDIS", "-A", f'REDIS_URL="{redis}/{db}"']
+    name = "kamailio" + ("-redis" if redis else "") + ("-auth" if auth else "")
+    proc = start(name, cmd, rundir, "Aliases:", 30)
     time.sleep(1)  # its workers fork after the banner
     return proc, port
 
@@ -330,22 +344,23 @@ def report(res):
                + (f"; backend RSS {e['backend_rss_mib']} MiB" if "backend_rss_mib" in e else ""))
         out.append(f"| {e['server']} | {e['backend']} | {'digest' if e['auth'] else 'none'} | "
                    f"{fmt(e['clean_rate'])}/s | {mem} |")
-    kam = {e["auth"]: e for e in res["register"] if e["server"] == "kamailio"}
+    # strowger on Redis against Kamailio on Redis when that ran; every other store against usrloc in memory.
+    kam = {(e["backend"].split()[0], e["auth"]): e for e in res["register"] if e["server"] == "kamailio"}
     ratios = []
     for e in res["register"]:
-        k = kam.get(e["auth"])
+        k = kam.get((e["backend"], e["auth"])) or kam.get(("usrloc", e["auth"]))
         if e["server"] != "strowger" or not k:
             continue
         for r in e["rows"]:
             kr = next((x for x in k["rows"] if x["rate"] == r["rate"]), None)
             if kr and r["server_cpu_us_per_op"] and kr["server_cpu_us_per_op"]:
                 ratios.append(f"| {e['backend']} | {'digest' if e['auth'] else 'none'} | {fmt(r['rate'])} | "
-                              f"{fmt(r['server_cpu_us_per_op'])} | {fmt(kr['server_cpu_us_per_op'])} | "
+                              f"{fmt(r['server_cpu_us_per_op'])} | {k['backend']} | {fmt(kr['server_cpu_us_per_op'])} | "
                               f"**{r['server_cpu_us_per_op'] / kr['server_cpu_us_per_op']:.2f}×** |")
     if ratios:
         out += ["", "Ratio of CPU per REGISTER, strowger ÷ Kamailio at the same offered rate (target ≤ 0.5×):", "",
-                "| strowger store | auth | rate | strowger µs | Kamailio µs | ratio |",
-                "| --- | --- | --- | --- | --- | --- |"] + ratios
+                "| strowger store | auth | rate | strowger µs | Kamailio store | Kamailio µs | ratio |",
+                "| --- | --- | --- | --- | --- | --- | --- |"] + ratios
     if res["invite"]:
         out += ["", "### INVITE to a registered user (strowger-load call --hold 0 --rtp none; a SIPp UAS answers; "
                 "set-up = INVITE→200 on strowger-load's clock)", "",
@@ -368,12 +383,16 @@ def main():
     ap.add_argument("--invite-rates", default="1000,2000")
     ap.add_argument("--invite-seconds", type=float, default=5.0)
     ap.add_argument("--no-kamailio", action="store_true")
+    ap.add_argument("--strowger", metavar="BIN", help="the strowger binary (default: target/release/strowger)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "registrar.json"))
     ap.add_argument("--report", metavar="JSON", help="only print the markdown section for an earlier run")
     args = ap.parse_args()
     if args.report:
         print(report(json.load(open(args.report))))
         return
+    if args.strowger:
+        global STROWGER
+        STROWGER = os.path.abspath(args.strowger)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, b._on_signal)
     rates = [int(x) for x in args.rates.split(",")]
@@ -388,13 +407,21 @@ def main():
     }
     try:
         if not args.no_kamailio:
-            for auth in (False, True):
-                k, port = start_kamailio(auth, rundir)
-                rows = sweep(k, port, auth, rates, args.seconds, None, True, None, rundir)
-                res["register"].append({"server": "kamailio", "backend": "usrloc in memory", "auth": auth,
-                                        "rows": rows, "clean_rate": clean_rate(rows),
-                                        "pss_mib": pss_mib(k.pids())})
-                k.stop()
+            # usrloc in memory, and (beside strowger on Redis) written through to Redis.
+            for kind in ["local"] + (["redis"] if "redis" in args.backends.split(",") else []):
+                backend, url = start_backend(kind, rundir) if kind == "redis" else (None, None)
+                for auth in (False, True):
+                    k, port = start_kamailio(auth, rundir, url)
+                    rows = sweep(k, port, auth, rates, args.seconds, None, True, backend, rundir)
+                    entry = {"server": "kamailio", "backend": "redis (db_redis, db_mode 1)" if url else
+                             "usrloc in memory", "auth": auth, "rows": rows, "clean_rate": clean_rate(rows),
+                             "pss_mib": pss_mib(k.pids())}
+                    if backend:
+                        entry["backend_rss_mib"] = round(b.proc_status(backend.p.pid, "VmRSS") / 1024, 1)
+                    res["register"].append(entry)
+                    k.stop()
+                if backend:
+                    backend.stop()
         for kind in args.backends.split(","):
             backend, store = (None, f"local:{os.path.join(rundir, 'store-' + str(time.time_ns()), 'store.snap')}") \
                 if kind == "local" else start_backend(kind, rundir)

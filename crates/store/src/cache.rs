@@ -1,7 +1,9 @@
-//! A bounded read cache in front of a network backend, consulted only when the backend fails:
-//! while Redis or Memcached is away, calls to users who registered (or were looked up) before
-//! still find them. It never answers a read the backend could answer, so instances sharing a
-//! backend keep seeing each other's changes, and it never makes a failed write look stored.
+//! A bounded read cache in front of a network backend. Bindings are answered from it only when
+//! the backend fails: while Redis or Memcached is away, calls to users who registered (or were
+//! looked up) before still find them, and instances sharing a backend always see each other's
+//! changes. Users' credentials are also answered from it for `USER_TTL_S` after they were read
+//! (`recent_user`), sparing a round trip per authenticated request. A failed write never looks
+//! stored.
 //!
 //! When the backend answers again after failing, what it lost is written back: every cached
 //! AOR with live bindings and every cached user the backend no longer has (a restarted
@@ -16,11 +18,20 @@ use std::sync::Mutex;
 /// What one cache remembers at most: the oldest entries are forgotten first.
 pub const CAPACITY: usize = 100_000;
 
+/// How long credentials read from the backend answer `recent_user`. A password changed or a
+/// user removed by another process (`strowger user passwd|del`) is therefore honoured by a
+/// running instance within this time: a bound, not a cache invalidation, because Memcached
+/// cannot tell anyone of a change. It widens little: bindings made with the old password live
+/// on until they expire anyway, and a new password is never refused (a denial against a recent
+/// copy is checked again against the backend).
+pub const USER_TTL_S: u64 = 30;
+
 /// `inner` with a bounded copy of the last value read or written per AOR and per user.
 pub struct ReadCache<S> {
     inner: S,
     bindings: Mutex<Bounded<Vec<Binding>>>,
-    users: Mutex<Bounded<Option<Credentials>>>,
+    /// A user's credentials (None: no such user) and when they were read (unix seconds).
+    users: Mutex<Bounded<(Option<Credentials>, u64)>>,
     /// An operation failed: before the next one, what the backend lost is written back.
     failing: AtomicBool,
     restoring: Mutex<()>,
@@ -68,7 +79,7 @@ impl<S: LocationStore + CredentialStore> ReadCache<S> {
             }
         }
         let users = self.users.lock().unwrap().entries();
-        for c in users.into_iter().filter_map(|(_, c)| c) {
+        for c in users.into_iter().filter_map(|(_, (c, _))| c) {
             if self.inner.user(&c.user, &c.domain)?.is_none() {
                 self.inner.put_user(&c)?;
             }
@@ -78,7 +89,7 @@ impl<S: LocationStore + CredentialStore> ReadCache<S> {
 }
 
 /// A map that forgets its oldest insertions past `capacity` entries.
-struct Bounded<V> {
+pub(crate) struct Bounded<V> {
     capacity: usize,
     map: HashMap<String, (V, u64)>,
     /// Insertion order as (key, generation): a key re-inserted later has a newer generation,
@@ -88,7 +99,7 @@ struct Bounded<V> {
 }
 
 impl<V: Clone> Bounded<V> {
-    fn new(capacity: usize) -> Bounded<V> {
+    pub(crate) fn new(capacity: usize) -> Bounded<V> {
         Bounded {
             capacity: capacity.max(1),
             map: HashMap::new(),
@@ -97,7 +108,7 @@ impl<V: Clone> Bounded<V> {
         }
     }
 
-    fn put(&mut self, k: &str, v: V) {
+    pub(crate) fn put(&mut self, k: &str, v: V) {
         self.generation += 1;
         self.map.insert(k.to_string(), (v, self.generation));
         self.order.push_back((k.to_string(), self.generation));
@@ -111,8 +122,13 @@ impl<V: Clone> Bounded<V> {
         }
     }
 
-    fn get(&self, k: &str) -> Option<V> {
+    pub(crate) fn get(&self, k: &str) -> Option<V> {
         self.map.get(k).map(|(v, _)| v.clone())
+    }
+
+    /// Forgets `k` (its queue entry goes when it reaches the front).
+    pub(crate) fn remove(&mut self, k: &str) {
+        self.map.remove(k);
     }
 
     fn entries(&self) -> Vec<(String, V)> {
@@ -151,19 +167,28 @@ impl<S: LocationStore + CredentialStore> LocationStore for ReadCache<S> {
 impl<S: LocationStore + CredentialStore> CredentialStore for ReadCache<S> {
     fn user(&self, user: &str, domain: &str) -> Result<Option<Credentials>> {
         let k = user_key(user, domain);
-        match self.via(unix_now(), |s| s.user(user, domain)) {
+        let now = unix_now();
+        match self.via(now, |s| s.user(user, domain)) {
             Ok(c) => {
-                self.users.lock().unwrap().put(&k, c.clone());
+                self.users.lock().unwrap().put(&k, (c.clone(), now));
                 Ok(c)
             }
-            Err(e) => self.users.lock().unwrap().get(&k).ok_or(e),
+            Err(e) => self.users.lock().unwrap().get(&k).map(|(c, _)| c).ok_or(e),
         }
+    }
+
+    fn recent_user(&self, user: &str, domain: &str, now: u64) -> Option<Option<Credentials>> {
+        let (c, read) = self.users.lock().unwrap().get(&user_key(user, domain))?;
+        (now < read + USER_TTL_S).then_some(c)
     }
 
     fn put_user(&self, c: &Credentials) -> Result<()> {
         self.via(unix_now(), |s| s.put_user(c))?;
         let k = user_key(&c.user, &c.domain);
-        self.users.lock().unwrap().put(&k, Some(c.clone()));
+        self.users
+            .lock()
+            .unwrap()
+            .put(&k, (Some(c.clone()), unix_now()));
         Ok(())
     }
 
@@ -172,7 +197,7 @@ impl<S: LocationStore + CredentialStore> CredentialStore for ReadCache<S> {
         self.users
             .lock()
             .unwrap()
-            .put(&user_key(user, domain), None);
+            .put(&user_key(user, domain), (None, unix_now()));
         Ok(had)
     }
 
@@ -275,6 +300,38 @@ mod tests {
         c.inner.down.store(false, Ordering::Relaxed);
         assert_eq!(c.lookup("a@x", 100).unwrap().len(), 1, "restored");
         assert_eq!(c.inner.data.lock().unwrap()["a@x"].len(), 1);
+    }
+
+    #[test]
+    fn credentials_answer_without_io_for_a_while() {
+        let c = ReadCache::new(Flaky::default(), 2);
+        let now = unix_now();
+        assert_eq!(c.recent_user("a", "x", now), None, "never read");
+        assert_eq!(c.user("a", "x").unwrap(), None);
+        assert_eq!(
+            c.recent_user("a", "x", now),
+            Some(None),
+            "read: no such user"
+        );
+        assert_eq!(
+            c.recent_user("a", "x", now + USER_TTL_S + 1),
+            None,
+            "too old"
+        );
+        let a = Credentials {
+            user: "a".into(),
+            domain: "x".into(),
+            ha1_md5: "m".into(),
+            ha1_sha256: "s".into(),
+        };
+        c.put_user(&a).unwrap();
+        assert_eq!(
+            c.recent_user("a", "x", now),
+            Some(Some(a)),
+            "changed here: at once"
+        );
+        c.del_user("a", "x").unwrap();
+        assert_eq!(c.recent_user("a", "x", now), Some(None));
     }
 
     #[test]

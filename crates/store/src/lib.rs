@@ -13,7 +13,7 @@ mod local;
 mod memcached;
 mod redis_store;
 
-pub use cache::ReadCache;
+pub use cache::{ReadCache, USER_TTL_S};
 pub use local::LocalStore;
 pub use memcached::MemcachedStore;
 pub use redis_store::RedisStore;
@@ -53,6 +53,19 @@ impl Binding {
     /// Seconds left at `now` (0 when lapsed).
     pub fn remaining(&self, now: u64) -> u64 {
         self.expires_at.saturating_sub(now)
+    }
+
+    /// What makes two bindings the same RFC 5626 flow, so a new one replaces the old: the
+    /// instance and reg-id, as one string ("" without an instance: then only the contact
+    /// counts). The Redis update script compares these.
+    pub(crate) fn instance_key(&self) -> String {
+        match &self.instance {
+            Some(i) => format!(
+                "{i}\n{}",
+                self.reg_id.map(|r| r.to_string()).unwrap_or_default()
+            ),
+            None => String::new(),
+        }
     }
 }
 
@@ -97,7 +110,14 @@ pub trait LocationStore: Send + Sync {
 }
 
 pub trait CredentialStore: Send + Sync {
+    /// The user's credentials as the backend has them now.
     fn user(&self, user: &str, domain: &str) -> Result<Option<Credentials>>;
+    /// The user's credentials as read from the backend less than `USER_TTL_S` before
+    /// `now` (unix seconds), without I/O; None when this store keeps no such copy. `Some(None)`:
+    /// no such user.
+    fn recent_user(&self, _user: &str, _domain: &str, _now: u64) -> Option<Option<Credentials>> {
+        None
+    }
     /// Adds or replaces a user.
     fn put_user(&self, c: &Credentials) -> Result<()>;
     /// Removes a user (and says whether it existed).

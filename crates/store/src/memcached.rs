@@ -1,9 +1,15 @@
-//! `memcached://HOST:PORT`: a small pooled client over the memcached text protocol. An AOR's
-//! bindings are one JSON value expiring with the last binding, changed with gets/cas (retried
-//! on a concurrent change); users are keys, listed through an index split over `USER_BUCKETS`
-//! values (so adding a user rewrites a small list, not one of every user). A connection that
-//! fails is dropped, so operations fail while memcached is down and recover once it is back.
+//! `memcached://HOST:PORT`: a small pooled client over memcached's meta protocol (memcached
+//! 1.6 or later: `mg`, `ms`, `md` with CAS ids returned). An AOR's bindings are one JSON value
+//! expiring with the last binding, changed with compare-and-set (retried on a concurrent
+//! change). The client remembers the value and CAS id it last saw of
+//! each key (`seen`), so a change to a value no one else changed since — a phone refreshing its
+//! registration through the same instance — is one round trip, and so is the first binding of
+//! an AOR (an add); only a wrong guess costs a read. Users are keys, listed through an index
+//! split over `USER_BUCKETS` values (so adding a user rewrites a small list, not one of every
+//! user). A connection that fails is dropped, so operations fail while memcached is down and
+//! recover once it is back.
 
+use crate::cache::{Bounded, CAPACITY};
 use crate::{
     apply, key, Binding, Change, CredentialStore, Credentials, LocationStore, Result, StoreError,
 };
@@ -17,17 +23,24 @@ const POOL: usize = 8;
 const USER_BUCKETS: u64 = 64;
 const CAS_TRIES: usize = 16;
 
+/// A value and its CAS id.
+type Versioned = (Vec<u8>, u64);
+
 pub struct MemcachedStore {
     addr: String,
     pool: Mutex<Vec<BufReader<TcpStream>>>,
+    /// The value and CAS id of a key as this process last read or wrote it.
+    seen: Mutex<Bounded<Versioned>>,
 }
 
-/// Result of a conditional store.
-#[derive(PartialEq)]
-enum Stored {
-    Yes,
-    /// EXISTS / NOT_STORED / NOT_FOUND: someone else changed it; read again.
-    Conflict,
+/// How `meta_set` stores.
+enum Mode {
+    /// Unconditionally.
+    Set,
+    /// Only if absent.
+    Add,
+    /// Only if the CAS id is still this one.
+    Cas(u64),
 }
 
 impl MemcachedStore {
@@ -40,6 +53,7 @@ impl MemcachedStore {
         MemcachedStore {
             addr: format!("{host}:{port}"),
             pool: Mutex::new(Vec::new()),
+            seen: Mutex::new(Bounded::new(CAPACITY)),
         }
     }
 
@@ -77,8 +91,11 @@ impl MemcachedStore {
         };
         let mut result = f(&mut conn);
         if result.is_err() && reused {
-            // A restarted server leaves every pooled connection dead: drop them all.
+            // A restarted server leaves every pooled connection dead: drop them all. It counts
+            // CAS ids from 1 again, so what we saw before may carry an id it now gives to
+            // another value: forget it.
             self.pool.lock().unwrap().clear();
+            *self.seen.lock().unwrap() = Bounded::new(CAPACITY);
             conn = self.connect()?;
             result = f(&mut conn);
         }
@@ -94,95 +111,103 @@ impl MemcachedStore {
         }
     }
 
-    /// `gets`: the value and its CAS id.
-    fn gets(&self, k: &str) -> Result<Option<(Vec<u8>, u64)>> {
+    /// `mg`: the value and its CAS id.
+    fn get(&self, k: &str) -> Result<Option<Versioned>> {
         self.with(|c| {
-            c.get_mut().write_all(format!("gets {k}\r\n").as_bytes())?;
-            let mut out = None;
-            loop {
-                let line = read_line(c)?;
-                if line == "END" {
-                    return Ok(out);
-                }
-                let parts: Vec<&str> = line.split(' ').collect();
-                if parts.len() < 5 || parts[0] != "VALUE" {
-                    return Err(proto(&line));
-                }
-                let n: usize = parts[3].parse().map_err(|_| proto(&line))?;
-                let cas: u64 = parts[4].parse().map_err(|_| proto(&line))?;
-                let mut data = vec![0; n + 2];
-                c.read_exact(&mut data)?;
-                data.truncate(n);
-                out = Some((data, cas));
+            c.get_mut()
+                .write_all(format!("mg {k} v c\r\n").as_bytes())?;
+            let line = read_line(c)?;
+            if line == "EN" {
+                return Ok(None);
             }
+            let mut parts = line.split(' ');
+            let (Some("VA"), Some(n)) = (parts.next(), parts.next()) else {
+                return Err(proto(&line));
+            };
+            let n: usize = n.parse().map_err(|_| proto(&line))?;
+            let cas = flag(&line, 'c')?;
+            let mut data = vec![0; n + 2];
+            c.read_exact(&mut data)?;
+            data.truncate(n);
+            Ok(Some((data, cas)))
         })
     }
 
-    /// `set`, `add` or `cas` (with `cas`), expiring at unix time `exptime` (0 = never).
-    fn store(
-        &self,
-        cmd: &str,
-        k: &str,
-        data: &[u8],
-        exptime: u64,
-        cas: Option<u64>,
-    ) -> Result<Stored> {
+    /// Notes what `k` holds now (None: absent).
+    fn saw(&self, k: &str, v: Option<Versioned>) {
+        let mut seen = self.seen.lock().unwrap();
+        match v {
+            Some(v) => seen.put(k, v),
+            None => seen.remove(k),
+        }
+    }
+
+    /// `ms`, expiring at unix time `exptime` (0 = never): the new CAS id when stored, None when
+    /// the mode's condition failed (someone else changed the key).
+    fn meta_set(&self, k: &str, data: &[u8], exptime: u64, mode: Mode) -> Result<Option<u64>> {
+        let cond = match mode {
+            Mode::Set => String::new(),
+            Mode::Add => " ME".to_string(),
+            Mode::Cas(cas) => format!(" C{cas}"),
+        };
         self.with(|c| {
-            let mut req = format!("{cmd} {k} 0 {exptime} {}", data.len());
-            if let Some(cas) = cas {
-                req.push_str(&format!(" {cas}"));
-            }
-            req.push_str("\r\n");
-            let mut buf = req.into_bytes();
+            let mut buf = format!("ms {k} {} c T{exptime}{cond}\r\n", data.len()).into_bytes();
             buf.extend_from_slice(data);
             buf.extend_from_slice(b"\r\n");
             c.get_mut().write_all(&buf)?;
             let line = read_line(c)?;
-            match line.as_str() {
-                "STORED" => Ok(Stored::Yes),
-                "EXISTS" | "NOT_STORED" | "NOT_FOUND" => Ok(Stored::Conflict),
+            match line.split(' ').next() {
+                Some("HD") => flag(&line, 'c').map(Some),
+                Some("NS" | "EX" | "NF") => Ok(None),
                 _ => Err(proto(&line)),
             }
         })
     }
 
-    fn delete(&self, k: &str) -> Result<bool> {
+    /// `md`, only if the CAS id is still `cas` when given: whether it deleted.
+    fn delete(&self, k: &str, cas: Option<u64>) -> Result<bool> {
+        let cond = cas.map(|c| format!(" C{c}")).unwrap_or_default();
         self.with(|c| {
             c.get_mut()
-                .write_all(format!("delete {k}\r\n").as_bytes())?;
+                .write_all(format!("md {k}{cond}\r\n").as_bytes())?;
             let line = read_line(c)?;
             match line.as_str() {
-                "DELETED" => Ok(true),
-                "NOT_FOUND" => Ok(false),
+                "HD" => Ok(true),
+                "NF" | "EX" => Ok(false),
                 _ => Err(proto(&line)),
             }
         })
     }
 
-    /// Read-modify-write of one value with gets/cas: `f` gets the old value and returns the new
-    /// one (None deletes) and its expiry.
+    /// Read-modify-write of one value with CAS: `f` gets the old value and returns the new one
+    /// (None deletes) and its expiry. It first works on what `seen` holds — or on an absent
+    /// value when nothing is known — and reads the value only when that guess proves wrong.
     fn modify<T>(
         &self,
         k: &str,
         mut f: impl FnMut(Option<&[u8]>) -> (Option<(Vec<u8>, u64)>, T),
     ) -> Result<T> {
+        let mut old = self.seen.lock().unwrap().get(k);
+        let mut read = false;
         for _ in 0..CAS_TRIES {
-            let old = self.gets(k)?;
             let (new, out) = f(old.as_ref().map(|(d, _)| d.as_slice()));
-            let stored = match (new, &old) {
-                (Some((data, exp)), Some((_, cas))) => {
-                    self.store("cas", k, &data, exp, Some(*cas))?
+            let cas = old.as_ref().map(|(_, cas)| *cas);
+            let done = match new {
+                Some((data, exp)) => {
+                    let mode = cas.map_or(Mode::Add, Mode::Cas);
+                    let stored = self.meta_set(k, &data, exp, mode)?;
+                    stored.map(|cas| Some((data, cas)))
                 }
-                (Some((data, exp)), None) => self.store("add", k, &data, exp, None)?,
-                (None, Some(_)) => {
-                    self.delete(k)?;
-                    Stored::Yes
-                }
-                (None, None) => Stored::Yes,
+                None if cas.is_some() => self.delete(k, cas)?.then_some(None),
+                // Nothing to write to an absent value: done once it was read absent.
+                None => read.then_some(None),
             };
-            if stored == Stored::Yes {
+            if let Some(now) = done {
+                self.saw(k, now);
                 return Ok(out);
             }
+            old = self.get(k)?;
+            read = true;
         }
         Err(self.err(format!(
             "{k} kept changing under concurrent updates; try again"
@@ -193,6 +218,15 @@ impl MemcachedStore {
 /// The index value listing `name` (FNV-1a of the name picks one of `USER_BUCKETS`).
 fn user_bucket(name: &str) -> String {
     format!("strowger:users:{}", crate::fnv1a(name) % USER_BUCKETS)
+}
+
+/// The number after return flag `f` in a meta reply line (`c` for the CAS id).
+fn flag(line: &str, f: char) -> std::io::Result<u64> {
+    line.split(' ')
+        .skip(1)
+        .find_map(|t| t.strip_prefix(f))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| proto(line))
 }
 
 fn proto(line: &str) -> std::io::Error {
@@ -231,10 +265,14 @@ impl LocationStore for MemcachedStore {
     }
 
     fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>> {
-        let v = self.gets(&key("loc", aor))?;
+        let k = key("loc", aor);
+        let v = self.get(&k)?;
         let list: Vec<Binding> = v
-            .and_then(|(d, _)| serde_json::from_slice(&d).ok())
+            .as_ref()
+            .and_then(|(d, _)| serde_json::from_slice(d).ok())
             .unwrap_or_default();
+        // The next REGISTER of a user just called is then one round trip.
+        self.saw(&k, v);
         Ok(list.into_iter().filter(|b| b.expires_at > now).collect())
     }
 }
@@ -259,14 +297,17 @@ impl MemcachedStore {
 
 impl CredentialStore for MemcachedStore {
     fn user(&self, user: &str, domain: &str) -> Result<Option<Credentials>> {
-        let v = self.gets(&key("user", &format!("{user}@{domain}")))?;
+        let v = self.get(&key("user", &format!("{user}@{domain}")))?;
         Ok(v.and_then(|(d, _)| serde_json::from_slice(&d).ok()))
     }
 
     fn put_user(&self, c: &Credentials) -> Result<()> {
         let name = format!("{}@{}", c.user, c.domain);
         let json = serde_json::to_vec(c).map_err(|e| self.err(e))?;
-        if self.store("set", &key("user", &name), &json, 0, None)? != Stored::Yes {
+        if self
+            .meta_set(&key("user", &name), &json, 0, Mode::Set)?
+            .is_none()
+        {
             return Err(self.err("set refused"));
         }
         self.index(&name, true)
@@ -274,7 +315,7 @@ impl CredentialStore for MemcachedStore {
 
     fn del_user(&self, user: &str, domain: &str) -> Result<bool> {
         let name = format!("{user}@{domain}");
-        let had = self.delete(&key("user", &name))?;
+        let had = self.delete(&key("user", &name), None)?;
         self.index(&name, false)?;
         Ok(had)
     }
@@ -283,14 +324,14 @@ impl CredentialStore for MemcachedStore {
         let mut names: Vec<String> = Vec::new();
         for b in 0..USER_BUCKETS {
             let bucket: Vec<String> = self
-                .gets(&format!("strowger:users:{b}"))?
+                .get(&format!("strowger:users:{b}"))?
                 .and_then(|(d, _)| serde_json::from_slice(&d).ok())
                 .unwrap_or_default();
             names.extend(bucket);
         }
         let mut out = Vec::new();
         for n in names {
-            let v = self.gets(&key("user", &n))?;
+            let v = self.get(&key("user", &n))?;
             if let Some(c) = v.and_then(|(d, _)| serde_json::from_slice(&d).ok()) {
                 out.push(c);
             }

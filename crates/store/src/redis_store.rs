@@ -1,13 +1,15 @@
 //! `redis://HOST:PORT` and `redis+cluster://HOST:PORT,HOST:PORT,…`: an AOR's bindings are one
-//! JSON value whose key expires with the last binding (SET … EXAT). A change reads the value,
-//! applies itself and writes it back with a compare-and-set script, retried when another
-//! writer got there first; reads and the write touch one key, so the same two round trips work
-//! on a single server and on a Redis Cluster (where MULTI cannot span nodes). Users are keys
-//! too, listed through a set. Connections are pooled and dropped after any error, so
-//! operations fail while Redis is down and work again once it is back.
+//! hash (contact URI → the binding as JSON) whose key expires with the last binding. A change
+//! is one round trip: a server-side script reads the hash, applies the changes, writes it back
+//! and returns what remains, atomically, so instances sharing a Redis never lose each other's
+//! changes and nothing is retried. The script touches one key, so it runs unchanged on a Redis
+//! Cluster. (Bindings written by versions that kept them as one string under `strowger:loc:`
+//! are not read: phones register again within their expiry.) Users are keys too, listed
+//! through a set. Connections are pooled and dropped after any error, so operations fail while
+//! Redis is down and work again once it is back.
 
 use crate::{
-    apply, key, Binding, Change, CredentialStore, Credentials, LocationStore, Result, StoreError,
+    key, Binding, Change, CredentialStore, Credentials, LocationStore, Result, StoreError,
 };
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::{ConnectionLike, Script};
@@ -18,16 +20,53 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 const USERS: &str = "strowger:users";
 /// Connections kept open: one per store thread (strowger runs 8).
 const POOL: usize = 8;
-const CAS_TRIES: usize = 16;
 
-/// SET KEYS[1] to ARGV[2] expiring at unix time ARGV[3] (DEL when ARGV[2] is empty), only if it
-/// still holds ARGV[1] ("" = absent). 1 when written, 0 when someone else changed it.
-const CAS: &str = r"
-local cur = redis.call('GET', KEYS[1])
-if (cur or '') ~= ARGV[1] then return 0 end
-if ARGV[2] == '' then redis.call('DEL', KEYS[1])
-else redis.call('SET', KEYS[1], ARGV[2], 'EXAT', ARGV[3]) end
-return 1";
+/// Applies changes to the bindings hash KEYS[1] and returns the bindings left (JSON each), the
+/// way `crate::apply` does: ARGV[1] is now (unix seconds), then per change `A` (remove all),
+/// `R contact`, or `P contact instance expires_at json` where `instance` is
+/// `Binding::instance_key` ("" without +sip.instance). Lapsed bindings are dropped; the key
+/// expires with the last binding left.
+const UPDATE: &str = r"
+local k, now = KEYS[1], tonumber(ARGV[1])
+local function instance(b)
+  if b.instance == cjson.null then return '' end
+  local reg = b.reg_id == cjson.null and '' or tostring(b.reg_id)
+  return b.instance .. '\n' .. reg
+end
+local cur, all = {}, redis.call('HGETALL', k)
+for i = 1, #all, 2 do
+  local b = cjson.decode(all[i + 1])
+  cur[all[i]] = {all[i + 1], b.expires_at, instance(b)}
+end
+local i = 2
+while i <= #ARGV do
+  local op = ARGV[i]
+  if op == 'A' then cur = {}; i = i + 1
+  elseif op == 'R' then cur[ARGV[i + 1]] = nil; i = i + 2
+  else
+    local inst = ARGV[i + 2]
+    if inst ~= '' then
+      for c, v in pairs(cur) do if v[3] == inst then cur[c] = nil end end
+    end
+    cur[ARGV[i + 1]] = {ARGV[i + 4], tonumber(ARGV[i + 3]), inst}
+    i = i + 5
+  end
+end
+redis.call('DEL', k)
+local out, fields, last = {}, {}, 0
+for c, v in pairs(cur) do
+  if v[2] > now then
+    fields[#fields + 1] = c
+    fields[#fields + 1] = v[1]
+    out[#out + 1] = v[1]
+    if v[2] > last then last = v[2] end
+  end
+end
+if #fields > 0 then
+  redis.call('HSET', k, unpack(fields))
+  redis.call('EXPIREAT', k, last)
+end
+return out";
 
 enum Client {
     Single(redis::Client),
@@ -41,7 +80,7 @@ pub struct RedisStore {
     addr: String,
     client: std::result::Result<Client, String>,
     pool: Mutex<Vec<Conn>>,
-    cas: Script,
+    update: Script,
 }
 
 fn node_url(host: &str, port: u16) -> String {
@@ -79,7 +118,7 @@ impl RedisStore {
             addr,
             client,
             pool: Mutex::new(Vec::new()),
-            cas: Script::new(CAS),
+            update: Script::new(UPDATE),
         }
     }
 
@@ -138,37 +177,44 @@ impl RedisStore {
     }
 }
 
-fn decode(v: Option<&str>) -> Vec<Binding> {
-    v.and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_default()
+/// Bindings from their JSON texts (one that does not parse is skipped).
+fn decode(values: Vec<String>) -> Vec<Binding> {
+    values
+        .iter()
+        .filter_map(|v| serde_json::from_str(v).ok())
+        .collect()
 }
 
 impl LocationStore for RedisStore {
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
-        let k = key("loc", aor);
-        for _ in 0..CAS_TRIES {
-            let old = self.get(&k)?;
-            let list = apply(decode(old.as_deref()), changes, now);
-            let (json, until) = match list.iter().map(|b| b.expires_at).max() {
-                Some(until) => (serde_json::to_string(&list).unwrap_or_default(), until),
-                None => (String::new(), 0),
-            };
-            let old = old.unwrap_or_default();
-            let written: i32 =
-                self.with(|con| self.cas.key(&k).arg(&old).arg(&json).arg(until).invoke(con))?;
-            if written == 1 {
-                return Ok(list);
+        let k = key("aor", aor);
+        let mut inv = self.update.key(&k);
+        inv.arg(now);
+        for c in changes {
+            match c {
+                Change::Put(b) => {
+                    let json = serde_json::to_string(b).map_err(|e| StoreError(e.to_string()))?;
+                    inv.arg("P")
+                        .arg(&b.contact)
+                        .arg(b.instance_key())
+                        .arg(b.expires_at)
+                        .arg(json);
+                }
+                Change::Remove { contact } => {
+                    inv.arg("R").arg(contact);
+                }
+                Change::RemoveAll => {
+                    inv.arg("A");
+                }
             }
         }
-        Err(StoreError(format!(
-            "{}: {k} kept changing under concurrent updates; try again",
-            self.addr
-        )))
+        self.with(|con| inv.invoke(con)).map(decode)
     }
 
     fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>> {
-        let v = self.get(&key("loc", aor))?;
-        Ok(decode(v.as_deref())
+        let values: Vec<String> =
+            self.with(|con| redis::cmd("HVALS").arg(key("aor", aor)).query(con))?;
+        Ok(decode(values)
             .into_iter()
             .filter(|b| b.expires_at > now)
             .collect())

@@ -140,30 +140,107 @@ fn exercise(s: &dyn Store) {
         )
         .unwrap();
     assert_eq!(l.len(), 2);
-    assert_eq!(
-        s.lookup("alice@example.com", t).unwrap(),
-        vec![a.clone(), b.clone()]
-    );
+    // In no particular order (a Redis hash has none).
+    let mut l = s.lookup("alice@example.com", t).unwrap();
+    l.sort_by(|x, y| x.contact.cmp(&y.contact));
+    assert_eq!(l, vec![a.clone(), b.clone()]);
     // A lapsed binding is not returned.
     assert_eq!(
         s.lookup("alice@example.com", t + 5).unwrap(),
         vec![a.clone()]
     );
+    // The same RFC 5626 flow (instance and reg-id) from a new contact replaces the old one; the
+    // same instance with another reg-id is another flow.
+    let a2 = binding("sip:a2@10.0.0.3", t + 60);
+    let mut a3 = binding("sip:a3@10.0.0.4", t + 60);
+    a3.reg_id = Some(2);
     let l = s
         .update(
             "alice@example.com",
-            &[Change::Remove {
-                contact: "sip:a@10.0.0.1".into(),
-            }],
+            &[Change::Put(a2.clone()), Change::Put(a3.clone())],
+            t,
+        )
+        .unwrap();
+    let mut contacts: Vec<&str> = l.iter().map(|b| b.contact.as_str()).collect();
+    contacts.sort_unstable();
+    assert_eq!(
+        contacts,
+        ["sip:a2@10.0.0.3", "sip:a3@10.0.0.4", "sip:b@10.0.0.2"]
+    );
+    // Changes apply in order; a binding lapsed by now is dropped.
+    let l = s
+        .update(
+            "alice@example.com",
+            &[
+                Change::Remove {
+                    contact: "sip:a2@10.0.0.3".into(),
+                },
+                Change::Remove {
+                    contact: "sip:a3@10.0.0.4".into(),
+                },
+                Change::Put(a.clone()),
+                Change::Remove {
+                    contact: "sip:a@10.0.0.1".into(),
+                },
+            ],
             t,
         )
         .unwrap();
     assert_eq!(l, vec![b.clone()]);
+    assert!(s
+        .update("alice@example.com", &[], t + 5)
+        .unwrap()
+        .is_empty());
+    s.update("alice@example.com", &[Change::Put(b.clone())], t)
+        .unwrap();
     let l = s
         .update("alice@example.com", &[Change::RemoveAll], t)
         .unwrap();
     assert!(l.is_empty());
     assert!(s.lookup("alice@example.com", t).unwrap().is_empty());
+}
+
+/// Two clients of one server, each acting on what it last saw of an AOR while the other
+/// changes it: no change is lost, and a removal of everything is seen by both.
+fn shared(one: &dyn Store, two: &dyn Store) {
+    let t = now();
+    let at = |c: &str| {
+        let mut b = binding(c, t + 60);
+        b.instance = None;
+        b
+    };
+    let (a, bb, c) = (at("sip:a@1"), at("sip:b@2"), at("sip:c@3"));
+    let contacts = |l: Vec<Binding>| {
+        let mut v: Vec<String> = l.into_iter().map(|b| b.contact).collect();
+        v.sort();
+        v
+    };
+    one.update("s@x", &[Change::Put(a)], t).unwrap();
+    two.update("s@x", &[Change::Put(bb)], t).unwrap();
+    let l = one.update("s@x", &[Change::Put(c)], t).unwrap();
+    assert_eq!(contacts(l), ["sip:a@1", "sip:b@2", "sip:c@3"]);
+    let l = two
+        .update(
+            "s@x",
+            &[Change::Remove {
+                contact: "sip:b@2".into(),
+            }],
+            t,
+        )
+        .unwrap();
+    assert_eq!(contacts(l), ["sip:a@1", "sip:c@3"]);
+    two.update("s@x", &[Change::RemoveAll], t).unwrap();
+    let l = one
+        .update(
+            "s@x",
+            &[Change::Remove {
+                contact: "sip:a@1".into(),
+            }],
+            t,
+        )
+        .unwrap();
+    assert!(l.is_empty(), "{l:?}");
+    assert!(one.lookup("s@x", t).unwrap().is_empty());
 }
 
 /// Stops the server: writes fail (never a fake success), reads of what this process saw come
@@ -206,6 +283,10 @@ fn redis_backend() {
     };
     let s = store::open(&format!("redis://127.0.0.1:{port}")).unwrap();
     exercise(&*s);
+    shared(
+        &*s,
+        &*store::open(&format!("redis://127.0.0.1:{port}")).unwrap(),
+    );
     let _server = survive_restart("redis", port, server, &*s);
 }
 
@@ -217,6 +298,10 @@ fn memcached_backend() {
     };
     let s = store::open(&format!("memcached://127.0.0.1:{port}")).unwrap();
     exercise(&*s);
+    shared(
+        &*s,
+        &*store::open(&format!("memcached://127.0.0.1:{port}")).unwrap(),
+    );
     let _server = survive_restart("memcached", port, server, &*s);
 }
 

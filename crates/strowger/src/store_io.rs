@@ -2,7 +2,7 @@
 //! Redis or Memcached, and get the results back through their inbox, so no worker ever waits
 //! on the network. The local store never waits (memory, and a journal append that the kernel
 //! buffers): its operations run on the worker itself, sparing two thread hand-offs per
-//! REGISTER.
+//! REGISTER; so do the answers a network store has without I/O (recent credentials).
 
 use crate::worker::{Envelope, Mailboxes};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -17,17 +17,25 @@ pub struct Job {
 
 /// A worker's handle on the store.
 pub enum StoreQueue {
-    Threads { worker: usize, tx: Sender<Job> },
+    Threads {
+        worker: usize,
+        tx: Sender<Job>,
+        /// For what it answers without I/O (`answer_now`).
+        store: Arc<dyn store::Store>,
+    },
     Inline(Arc<dyn store::Store>),
 }
 
 impl StoreQueue {
     /// Runs `op` now (inline), or queues it: its result arrives later as `Envelope::Store`.
     pub fn submit(&self, token: u64, op: StoreOp) -> Option<StoreResult> {
-        let (worker, tx) = match self {
+        let (worker, tx, store) = match self {
             StoreQueue::Inline(store) => return Some(switch::registrar::run(&**store, op)),
-            StoreQueue::Threads { worker, tx } => (*worker, tx),
+            StoreQueue::Threads { worker, tx, store } => (*worker, tx, store),
         };
+        if let Some(r) = switch::registrar::answer_now(&**store, &op) {
+            return Some(r);
+        }
         match tx.send(Job { worker, token, op }) {
             Ok(()) => None,
             Err(_) => Some(Err("the store threads have stopped".into())),
@@ -57,6 +65,7 @@ pub fn start(
     Box::new(move |worker| StoreQueue::Threads {
         worker,
         tx: tx.clone(),
+        store: store.clone(),
     })
 }
 

@@ -1,11 +1,12 @@
 //! The registrar's SIP behaviour against real SIPp phones (tests/configs/registrar.toml with
-//! settings added per test, local store): digest (stale nonces, replays, SHA-256), 423, several
-//! contacts with q-values, removal, RFC 5626 instance ids, Path (RFC 3327) and phones behind
-//! NAT (received/rport, keep-alives).
+//! settings added per test, local store): digest (stale nonces and replays on every store
+//! backend, SHA-256), 423, several contacts with q-values, removal, RFC 5626 instance ids, Path
+//! (RFC 3327) and phones behind NAT (received/rport, keep-alives).
 
 mod common;
 
 use common::net::free_port;
+use common::servers::Server;
 use common::sip::{sdp, uri_of, Msg, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp, SippResult};
 use common::switch::{config_path, Opts};
@@ -15,10 +16,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// tests/configs/registrar.toml on a local store in `dir`, with `registrar` lines added to its
-/// [registrar] table.
-fn config(dir: &Path, registrar: &str) -> PathBuf {
-    let store = format!("local:{}", dir.join("store.snap").display());
+/// tests/configs/registrar.toml on `store` (None: a local store in `dir`), with `registrar`
+/// lines added to its [registrar] table.
+fn config(dir: &Path, store: Option<&str>, registrar: &str) -> PathBuf {
+    let store = store.map_or_else(
+        || format!("local:{}", dir.join("store.snap").display()),
+        str::to_string,
+    );
     let text = std::fs::read_to_string(config_path("registrar.toml"))
         .unwrap()
         .replace(
@@ -31,11 +35,15 @@ fn config(dir: &Path, registrar: &str) -> PathBuf {
 }
 
 fn start(label: &str, registrar: &str) -> (Strowger, TempDir) {
+    start_on(label, None, registrar)
+}
+
+fn start_on(label: &str, store: Option<&str>, registrar: &str) -> (Strowger, TempDir) {
     let dir = TempDir::new(label);
     let s = Strowger::with(
         label,
         Opts {
-            config_file: Some(config(dir.path(), registrar)),
+            config_file: Some(config(dir.path(), store, registrar)),
             ..Opts::default()
         },
     );
@@ -161,11 +169,11 @@ fn recv(sock: &UdpSocket) -> Msg {
 /// A nonce used after `nonce_lifetime_s` gets 401 stale=true and the retry succeeds (SIPp
 /// checks both, tests/sipp/register_stale.xml); a REGISTER replayed byte for byte with the
 /// same nonce and nonce-count is challenged again, never 200; MD5 and SHA-256 are offered in
-/// the configured order.
-#[test]
-fn stale_nonce_and_replayed_nonce_count() {
-    let (s, _dir) = start(
-        "reg-digest",
+/// the configured order. On `store` (None: local); the credentials come from it.
+fn stale_nonce_and_replay(label: &str, store: Option<&str>) {
+    let (s, _dir) = start_on(
+        label,
+        store,
         "nonce_lifetime_s = 2\nalgorithms = [\"MD5\", \"SHA-256\"]",
     );
     let port = free_port();
@@ -231,6 +239,23 @@ fn stale_nonce_and_replayed_nonce_count() {
             .all(|c| c.contains("stale=true")),
         "a used nonce-count is answered stale=true: {answer:?}"
     );
+}
+
+#[test]
+fn stale_nonce_and_replayed_nonce_count() {
+    stale_nonce_and_replay("reg-digest", None);
+}
+
+#[test]
+fn stale_nonce_and_replayed_nonce_count_redis() {
+    let redis = Server::redis();
+    stale_nonce_and_replay("reg-digest-redis", Some(&redis.url));
+}
+
+#[test]
+fn stale_nonce_and_replayed_nonce_count_memcached() {
+    let mc = Server::memcached();
+    stale_nonce_and_replay("reg-digest-memcached", Some(&mc.url));
 }
 
 /// With `algorithms = ["SHA-256"]` the challenge offers SHA-256 alone; a response computed

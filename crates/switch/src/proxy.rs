@@ -98,15 +98,33 @@ impl Engine {
         let Some(auth) = auth else {
             return self.proxy_challenge(stx, &msg, peer, false, now);
         };
+        self.proxy_credentials(stx, msg, peer, Box::new(auth), true, now, host);
+    }
+
+    /// Fetches the credentials to check a request's digest answer against.
+    #[allow(clippy::too_many_arguments)]
+    fn proxy_credentials(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        auth: Box<Authorization>,
+        recent: bool,
+        now: Instant,
+        host: &mut dyn Host,
+    ) {
         let op = StoreOp::User {
             user: auth.username.clone(),
-            domain: realm,
+            domain: self.s.registrar.domain.clone(),
+            recent,
+            now: unix_now(),
         };
         let why = Pending::ProxyAuth {
             stx,
             msg,
             peer,
-            auth: Box::new(auth),
+            auth,
+            recent,
         };
         self.store_op(op, why, now, host);
     }
@@ -137,14 +155,23 @@ impl Engine {
         stx: ServerTxId,
         msg: Message,
         peer: Peer,
-        auth: &Authorization,
+        auth: Box<Authorization>,
         creds: Option<Credentials>,
+        recent: bool,
         now: Instant,
         host: &mut dyn Host,
     ) {
         let method = msg.method().map_or("INVITE", Method::as_str).to_string();
-        match self.check_digest(auth, creds.as_ref(), &method) {
+        match self
+            .s
+            .registrar
+            .check_digest(&auth, creds.as_ref(), &method, unix_now())
+        {
             Digest::Valid => self.proxy_locate(stx, msg, peer, now, host),
+            // The copy may predate a new password: only the backend's answer can deny.
+            Digest::Denied if recent => {
+                self.proxy_credentials(stx, msg, peer, auth, false, now, host)
+            }
             Digest::Denied => {
                 let tag = self.tag();
                 self.respond(

@@ -2,9 +2,10 @@
 //! location lookups behind `bridge user/NAME`.
 //!
 //! Store I/O never runs here: the engine asks the `Host` to run a `StoreOp` and gets its result
-//! later through `Engine::on_store_result`. A REGISTER therefore waits in `pending` while its
-//! credentials are fetched and again while its bindings are written; if the store fails, the
-//! phone gets 503 with Retry-After, never a 200 for bindings that were not stored.
+//! later through `Engine::on_store_result`. A REGISTER therefore waits in `pending` while one
+//! operation checks its digest answer against the stored credentials and writes its bindings;
+//! if the store fails, the phone gets 503 with Retry-After, never a 200 for bindings that were
+//! not stored.
 
 use crate::call::Wait;
 use crate::config::KeepAliveKind;
@@ -24,8 +25,26 @@ const NONCE_TABLE: usize = 100_000;
 /// What the engine asks the store to do.
 #[derive(Debug, Clone)]
 pub enum StoreOp {
-    /// A user's credentials.
-    User { user: String, domain: String },
+    /// A user's credentials. With `recent`, a copy the store read from its backend shortly
+    /// before `now` (unix seconds; `store::USER_TTL_S`) will do: answered without I/O.
+    User {
+        user: String,
+        domain: String,
+        recent: bool,
+        now: u64,
+    },
+    /// An authenticated REGISTER in one trip to the store thread: `auth` is checked against
+    /// `user`'s credentials (`Registrar::check_digest`), and when it passes, `changes` (None: a
+    /// REGISTER refused once authenticated) are applied to `aor`. A recent copy of the
+    /// credentials can only let it through; a denial is checked again against the backend.
+    Register {
+        user: String,
+        aor: String,
+        auth: Box<Authorization>,
+        changes: Option<Vec<Change>>,
+        now: u64,
+        registrar: Registrar,
+    },
     /// Changes to an AOR's bindings; the reply is what remains.
     Update {
         aor: String,
@@ -44,6 +63,11 @@ pub enum StoreOp {
 pub enum StoreReply {
     User(Option<Credentials>),
     Bindings(Vec<Binding>),
+    /// What a `Register`'s digest answer was worth, and the bindings left when it was applied.
+    Registered {
+        digest: Digest,
+        bindings: Vec<Binding>,
+    },
     Located {
         exists: bool,
         bindings: Vec<Binding>,
@@ -52,14 +76,45 @@ pub enum StoreReply {
 
 pub type StoreResult = Result<StoreReply, String>;
 
+/// The answer to `op` when the store has it without I/O (a recent copy of credentials): the
+/// shell then answers on the worker, sparing two thread hand-offs.
+pub fn answer_now(s: &dyn store::Store, op: &StoreOp) -> Option<StoreResult> {
+    match op {
+        StoreOp::User {
+            user,
+            domain,
+            recent: true,
+            now,
+        } => s
+            .recent_user(user, domain, *now)
+            .map(|c| Ok(StoreReply::User(c))),
+        _ => None,
+    }
+}
+
 /// Runs an operation on a store (what the shell's store threads do).
 pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
+    if let Some(r) = answer_now(s, &op) {
+        return r;
+    }
     let r = match op {
-        StoreOp::User { user, domain } => s.user(&user, &domain).map(StoreReply::User),
+        StoreOp::User { user, domain, .. } => s.user(&user, &domain).map(StoreReply::User),
+        StoreOp::Register {
+            user,
+            aor,
+            auth,
+            changes,
+            now,
+            registrar,
+        } => register(s, &user, &aor, &auth, changes, now, &registrar),
         StoreOp::Update { aor, changes, now } => {
             s.update(&aor, &changes, now).map(StoreReply::Bindings)
         }
-        StoreOp::Locate { user, domain, now } => match s.user(&user, &domain) {
+        // Whether the user exists may come from a recent copy; the bindings never do.
+        StoreOp::Locate { user, domain, now } => match s
+            .recent_user(&user, &domain, now)
+            .map_or_else(|| s.user(&user, &domain), Ok)
+        {
             Ok(Some(_)) => {
                 s.lookup(&format!("{user}@{domain}"), now)
                     .map(|bindings| StoreReply::Located {
@@ -75,6 +130,29 @@ pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
         },
     };
     r.map_err(|e| e.0)
+}
+
+/// `StoreOp::Register` on the store thread.
+fn register(
+    s: &dyn store::Store,
+    user: &str,
+    aor: &str,
+    auth: &Authorization,
+    changes: Option<Vec<Change>>,
+    now: u64,
+    registrar: &Registrar,
+) -> store::Result<StoreReply> {
+    let domain = &registrar.domain;
+    let check = |c: Option<Credentials>| registrar.check_digest(auth, c.as_ref(), "REGISTER", now);
+    let digest = match s.recent_user(user, domain, now).map(check) {
+        Some(Digest::Denied) | None => check(s.user(user, domain)?),
+        Some(d) => d,
+    };
+    let bindings = match (digest, changes) {
+        (Digest::Valid, Some(changes)) => s.update(aor, &changes, now)?,
+        _ => Vec::new(),
+    };
+    Ok(StoreReply::Registered { digest, bindings })
 }
 
 /// HA1s for a new password (what `strowger user add` and `[[users]]` store).
@@ -127,10 +205,46 @@ impl Registrar {
             ))),
         }
     }
+
+    /// Checks digest credentials against a user's stored HA1s, then the nonce (issued here,
+    /// fresh at `now`, unix seconds; nonce-count not seen before).
+    pub fn check_digest(
+        &self,
+        auth: &Authorization,
+        creds: Option<&Credentials>,
+        method: &str,
+        now: u64,
+    ) -> Digest {
+        if !self.algorithms.contains(&auth.algorithm) {
+            // Answered with an algorithm this registrar does not offer: challenge again.
+            return Digest::Rechallenge { stale: false };
+        }
+        let ok = creds.is_some_and(|c| {
+            let ha1 = match auth.algorithm {
+                Algorithm::Md5 => &c.ha1_md5,
+                Algorithm::Sha256 => &c.ha1_sha256,
+            };
+            auth.verify(ha1, method)
+        });
+        if !ok {
+            return Digest::Denied;
+        }
+        let check = self.nonces.lock().unwrap().check(
+            &auth.nonce,
+            auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or("")),
+            now,
+        );
+        match check {
+            NonceCheck::Valid => Digest::Valid,
+            NonceCheck::Stale => Digest::Rechallenge { stale: true },
+            NonceCheck::Invalid => Digest::Rechallenge { stale: false },
+        }
+    }
 }
 
 /// What a digest answer is worth.
-pub(crate) enum Digest {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Digest {
     Valid,
     /// Wrong password or unknown user.
     Denied,
@@ -143,20 +257,14 @@ pub(crate) enum Digest {
 
 /// What a store operation was for.
 pub(crate) enum Pending {
-    /// A REGISTER whose user's credentials are being fetched.
-    Auth {
-        stx: ServerTxId,
-        msg: Message,
-        peer: Peer,
-        auth: Box<Authorization>,
-        user: String,
-    },
-    /// A REGISTER whose bindings are being written.
+    /// A REGISTER whose bindings are being written (after its digest answer is checked, with
+    /// `StoreOp::Register`); `refused`: the answer it gets instead once authenticated.
     Register {
         stx: ServerTxId,
         msg: Message,
         peer: Peer,
         aor: String,
+        refused: Option<Refusal>,
     },
     /// A request for a proxied domain whose caller's credentials are being fetched.
     ProxyAuth {
@@ -164,6 +272,7 @@ pub(crate) enum Pending {
         msg: Message,
         peer: Peer,
         auth: Box<Authorization>,
+        recent: bool,
     },
     /// A request for a proxied domain waiting for the callee's bindings.
     Proxy {
@@ -178,6 +287,9 @@ pub(crate) enum Pending {
         timeout: Duration,
     },
 }
+
+/// An error response to a REGISTER: status and extra headers.
+pub(crate) type Refusal = (u16, Vec<(&'static str, String)>);
 
 /// Where a binding's REGISTER came from, on its transport.
 pub(crate) fn source_of(b: &Binding) -> Peer {
@@ -253,31 +365,24 @@ impl Engine {
             return;
         };
         match why {
-            Pending::Auth {
-                stx,
-                msg,
-                peer,
-                auth,
-                user,
-            } => match result {
-                Ok(StoreReply::User(creds)) => {
-                    self.register_authenticated(stx, msg, peer, *auth, user, creds, now, host)
-                }
-                Ok(_) => {}
-                Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
-            },
             Pending::Register {
                 stx,
                 msg,
                 peer,
                 aor,
+                refused,
             } => match result {
-                Ok(StoreReply::Bindings(list)) => {
-                    if let Some(k) = self.keepalives.as_mut() {
-                        k.update(&aor, &list, now, unix_now());
+                Ok(StoreReply::Bindings(list)) => self.stored(stx, &msg, peer, &aor, &list, now),
+                Ok(StoreReply::Registered { digest, bindings }) => match (digest, refused) {
+                    (Digest::Valid, None) => self.stored(stx, &msg, peer, &aor, &bindings, now),
+                    (Digest::Valid, Some(r)) => self.refuse(stx, &msg, peer, r, now),
+                    // Unknown user or wrong password: the same answer, so users cannot be
+                    // guessed.
+                    (Digest::Denied, _) => self.reg_reply(stx, &msg, peer, 403, &[], now),
+                    (Digest::Rechallenge { stale }, _) => {
+                        self.challenge(stx, &msg, peer, stale, now)
                     }
-                    self.registered(stx, &msg, peer, &list, now)
-                }
+                },
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
             },
@@ -286,9 +391,10 @@ impl Engine {
                 msg,
                 peer,
                 auth,
+                recent,
             } => match result {
                 Ok(StoreReply::User(creds)) => {
-                    self.proxy_authenticated(stx, msg, peer, &auth, creds, now, host)
+                    self.proxy_authenticated(stx, msg, peer, auth, creds, recent, now, host)
                 }
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
@@ -399,41 +505,7 @@ impl Engine {
         self.reg_reply(stx, msg, peer, 401, &extra, now);
     }
 
-    /// Checks digest credentials against a user's stored HA1s, then the nonce (issued here,
-    /// fresh, nonce-count not seen before).
-    pub(crate) fn check_digest(
-        &self,
-        auth: &Authorization,
-        creds: Option<&Credentials>,
-        method: &str,
-    ) -> Digest {
-        if !self.s.registrar.algorithms.contains(&auth.algorithm) {
-            // Answered with an algorithm this registrar does not offer: challenge again.
-            return Digest::Rechallenge { stale: false };
-        }
-        let ok = creds.is_some_and(|c| {
-            let ha1 = match auth.algorithm {
-                Algorithm::Md5 => &c.ha1_md5,
-                Algorithm::Sha256 => &c.ha1_sha256,
-            };
-            auth.verify(ha1, method)
-        });
-        if !ok {
-            return Digest::Denied;
-        }
-        let check = self.s.registrar.nonces.lock().unwrap().check(
-            &auth.nonce,
-            auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or("")),
-            unix_now(),
-        );
-        match check {
-            NonceCheck::Valid => Digest::Valid,
-            NonceCheck::Stale => Digest::Rechallenge { stale: true },
-            NonceCheck::Invalid => Digest::Rechallenge { stale: false },
-        }
-    }
-
-    /// A REGISTER: challenge it, or fetch the user's credentials to check its answer.
+    /// A REGISTER: challenge it, or have the store check its answer and write its bindings.
     pub(crate) fn on_register(
         &mut self,
         stx: ServerTxId,
@@ -475,39 +547,27 @@ impl Engine {
             )];
             return self.reg_reply(stx, &msg, peer, 403, &w, now);
         }
-        let op = StoreOp::User {
-            user: user.clone(),
-            domain: realm,
+        let aor = format!("{user}@{realm}");
+        let (changes, refused) = match self.changes(&msg, peer) {
+            Ok(c) => (Some(c), None),
+            Err(r) => (None, Some(r)),
         };
-        let why = Pending::Auth {
+        let op = StoreOp::Register {
+            user,
+            aor: aor.clone(),
+            auth: Box::new(auth),
+            changes,
+            now: unix_now(),
+            registrar: self.s.registrar.clone(),
+        };
+        let why = Pending::Register {
             stx,
             msg,
             peer,
-            auth: Box::new(auth),
-            user,
+            aor,
+            refused,
         };
         self.store_op(op, why, now, host);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn register_authenticated(
-        &mut self,
-        stx: ServerTxId,
-        msg: Message,
-        peer: Peer,
-        auth: Authorization,
-        user: String,
-        creds: Option<Credentials>,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
-        match self.check_digest(&auth, creds.as_ref(), "REGISTER") {
-            Digest::Valid => {}
-            // Unknown user or wrong password: the same answer, so users cannot be guessed.
-            Digest::Denied => return self.reg_reply(stx, &msg, peer, 403, &[], now),
-            Digest::Rechallenge { stale } => return self.challenge(stx, &msg, peer, stale, now),
-        }
-        self.store_bindings(stx, msg, peer, &user, now, host);
     }
 
     /// Writes the bindings an accepted REGISTER asks for; the 200 is sent once they are stored.
@@ -523,11 +583,7 @@ impl Engine {
         let aor = format!("{user}@{}", self.s.registrar.domain);
         let changes = match self.changes(&msg, peer) {
             Ok(c) => c,
-            Err((status, extra)) => {
-                let extra: Vec<(&str, String)> =
-                    extra.iter().map(|(n, v)| (*n, v.clone())).collect();
-                return self.reg_reply(stx, &msg, peer, status, &extra, now);
-            }
+            Err(r) => return self.refuse(stx, &msg, peer, r, now),
         };
         let op = StoreOp::Update {
             aor: aor.clone(),
@@ -539,17 +595,35 @@ impl Engine {
             msg,
             peer,
             aor,
+            refused: None,
         };
         self.store_op(op, why, now, host);
     }
 
-    /// The binding changes a REGISTER asks for, or the error response (RFC 3261 §10.3).
-    #[allow(clippy::type_complexity)]
-    fn changes(
-        &self,
+    fn refuse(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, r: Refusal, now: Instant) {
+        let (status, extra) = r;
+        let extra: Vec<(&str, String)> = extra.iter().map(|(n, v)| (*n, v.clone())).collect();
+        self.reg_reply(stx, msg, peer, status, &extra, now);
+    }
+
+    /// The bindings are stored: keep-alives follow them, and the phone gets its 200.
+    fn stored(
+        &mut self,
+        stx: ServerTxId,
         msg: &Message,
         peer: Peer,
-    ) -> Result<Vec<Change>, (u16, Vec<(&'static str, String)>)> {
+        aor: &str,
+        list: &[Binding],
+        now: Instant,
+    ) {
+        if let Some(k) = self.keepalives.as_mut() {
+            k.update(aor, list, now, unix_now());
+        }
+        self.registered(stx, msg, peer, list, now)
+    }
+
+    /// The binding changes a REGISTER asks for, or the error response (RFC 3261 §10.3).
+    fn changes(&self, msg: &Message, peer: Peer) -> Result<Vec<Change>, Refusal> {
         let r = &self.s.registrar;
         let header_expires = msg.header(HeaderName::Expires).and_then(parse_u32);
         let contacts: Vec<&str> = msg
