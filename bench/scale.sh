@@ -5,7 +5,7 @@
 # bench/results/scale.{json,md,png}. About 25 minutes; every run is bounded in calls and time.
 #
 # Knobs (environment): LEVELS="1000 2000 3000 4000 5000", TESTS="capacity b2bua speedup overload",
-# NO_BUILD=1.
+# NO_BUILD=1, REALTIME=P (the server's workers at SCHED_FIFO priority P: general.realtime_priority).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
@@ -15,10 +15,10 @@ fi
 py=bench/lib/scale.py
 for t in ${TESTS:-capacity b2bua speedup overload}; do
   case $t in
-    capacity) python3 $py capacity --workers 2 --levels ${LEVELS:-1000 2000 3000 4000 5000} --rate 250 --hold 60 ;;
+    capacity) python3 $py capacity --realtime ${REALTIME:-0} --workers 2 --levels ${LEVELS:-1000 2000 3000 4000 5000} --rate 250 --hold 60 ;;
     b2bua) python3 $py b2bua --workers 1 2 --calls 20000 --rate 3000 --repeat 3 ;;
     speedup) python3 $py speedup --workers 1 2 --calls 1000 --rate 250 --hold 35 --repeat 3 ;;
-    overload) python3 $py overload --calls 1000 --rate 250 --hold 50 --flood ${FLOOD:-25000} ;;
+    overload) python3 $py overload --realtime ${REALTIME:-0} --calls 1000 --rate 250 --hold 50 --flood ${FLOOD:-25000} ;;
   esac
 done
 python3 $py report

@@ -47,10 +47,14 @@ def save(section, data):
 
 
 def config(args, rundir, name, steps=None):
-    """The embedded default configuration, logging at errors only, no call cap, no media timeout."""
+    """The embedded default configuration, logging at errors only, no call cap, no media timeout,
+    and the workers' real-time priority of --realtime (0: none)."""
     text = subprocess.run([args.bin, "default-config"], capture_output=True, text=True, timeout=10,
                           check=True).stdout
-    for key, value in (("max_calls", "100000"), ("log_level", '"error"'), ("media_timeout_s", "0")):
+    keys = [("max_calls", "100000"), ("log_level", '"error"'), ("media_timeout_s", "0")]
+    if getattr(args, "realtime", 0):
+        keys.append(("realtime_priority", str(args.realtime)))
+    for key, value in keys:
         text, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
         if n != 1:
             sys.exit(f"bench: cannot set {key} in the default configuration")
@@ -137,7 +141,7 @@ def held_calls(args, rundir, label, workers, calls, rate, hold, window):
     span = t1 - t0
     rtp = rep["rtp"]
     row = {
-        "workers": workers, "calls": calls, "rate": rate, "hold_s": hold,
+        "workers": workers, "calls": calls, "rate": rate, "hold_s": hold, "realtime_priority": args.realtime,
         "server_cpu_pct": round((c1 - c0) / span * 100, 1),
         "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / calls, 4),
         "load_cpu_pct": round((l1 - l0) / span * 100, 1),
@@ -259,6 +263,7 @@ def overload(args, rundir):
         srv.stop()
         rep = report_of(held)
         row = {"flood_calls_per_s": args.flood if flood else 0, "held_calls": args.calls,
+               "realtime_priority": args.realtime,
                "held_completed": rep["completed"], "held_failed": rep["failed"],
                "held_rtp_received": rep["rtp"]["received"], "held_rtp_lost": rep["rtp"]["lost"],
                "held_late_arrivals": rep["rtp"].get("late_arrivals", 0),
@@ -365,6 +370,8 @@ def main():
     ap.add_argument("--hold", type=float, default=60)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--flood", type=int, default=15000, help="overload: new calls/s offered")
+    ap.add_argument("--realtime", type=int, default=0,
+                    help="general.realtime_priority of the server's workers (SCHED_FIFO; 0: the normal scheduler)")
     args = ap.parse_args()
     args.server = "strowger"
     args.sipp_rcvbuf = None

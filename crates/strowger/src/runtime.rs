@@ -121,6 +121,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     codec::translate::Graph::global();
     let measured = measured.elapsed();
 
+    let priority = cfg.general.realtime_priority;
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
         let settings = Settings {
@@ -223,7 +224,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
         handles.push(
             std::thread::Builder::new()
                 .name(format!("worker-{id}"))
-                .spawn(move || w.run())
+                .spawn(move || {
+                    realtime(id, priority);
+                    w.run()
+                })
                 .map_err(|e| e.to_string())?,
         );
     }
@@ -289,4 +293,23 @@ pub fn secret() -> Result<[u8; 32], String> {
         .and_then(|mut f| f.read_exact(&mut k))
         .map_err(|e| format!("cannot read /dev/urandom for the nonce secret: {e}"))?;
     Ok(k)
+}
+
+/// Puts the calling worker thread under SCHED_FIFO at `priority` (0: leaves it alone), so its
+/// media ticks run when due even when other programs keep every core busy.
+fn realtime(worker: usize, priority: u8) {
+    if priority == 0 {
+        return;
+    }
+    let param = libc::sched_param {
+        sched_priority: priority.into(),
+    };
+    // SAFETY: sched_setscheduler on the calling thread (0) with a valid parameter block.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        eprintln!(
+            "strowger: worker {worker}: cannot take real-time priority {priority} (SCHED_FIFO): {} \
+             — run strowger as root or with CAP_SYS_NICE, or set general.realtime_priority = 0",
+            std::io::Error::last_os_error()
+        );
+    }
 }

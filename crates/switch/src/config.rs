@@ -88,6 +88,8 @@ pub struct General {
     /// CDR file (JSON lines), relative to `data_dir`.
     pub cdr: PathBuf,
     pub log_level: LogLevel,
+    /// SCHED_FIFO priority of the worker threads (1-99); 0 leaves them to the normal scheduler.
+    pub realtime_priority: u8,
 }
 
 /// `[registrar]`: REGISTER handling and the store behind it.
@@ -404,6 +406,13 @@ fn general(raw: RawGeneral, d: &mut Diagnostics) -> General {
         data_dir: raw.data_dir.into(),
         cdr: raw.cdr.into(),
         log_level: raw.log_level,
+        realtime_priority: narrow(bounded(
+            d,
+            "general.realtime_priority",
+            raw.realtime_priority,
+            0,
+            99,
+        )),
     }
 }
 

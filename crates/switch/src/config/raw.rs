@@ -133,6 +133,7 @@ pub(crate) struct RawGeneral {
     pub retry_after_s: u64,
     pub cdr: String,
     pub log_level: LogLevel,
+    pub realtime_priority: u64,
 }
 
 impl Default for RawGeneral {
@@ -144,6 +145,7 @@ impl Default for RawGeneral {
             retry_after_s: 5,
             cdr: "cdr.jsonl".into(),
             log_level: LogLevel::Info,
+            realtime_priority: 0,
         }
     }
 }

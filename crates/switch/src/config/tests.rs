@@ -223,3 +223,12 @@ fn a_user_listed_twice_is_an_error_among_many() {
         t.elapsed()
     );
 }
+
+#[test]
+fn realtime_priority_is_a_sched_fifo_priority() {
+    let e = errors(&format!("[general]\nrealtime_priority = 100\n\n{MINIMAL}"));
+    assert_eq!(
+        e,
+        ["strowger.toml:2:21: general.realtime_priority: 100 is out of range — expected 0 to 99"]
+    );
+}
