@@ -380,11 +380,9 @@ impl Worker {
 
     /// A SIP message for a call this worker owns; `late` if it waited past [`Worker::sip_late`].
     fn handle_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool) {
-        if late {
-            self.engine.mark_late();
-        }
         let host = &mut HostIo::new(&mut self.media, &mut self.host);
-        self.engine.on_sip(msg, peer, local, Instant::now(), host);
+        self.engine
+            .on_sip(msg, peer, local, late, Instant::now(), host);
     }
 
     fn deliver(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool) {

@@ -126,8 +126,6 @@ pub struct Engine {
     pub(crate) orphans: FxHashMap<ClientTxId, Dialog>,
     pub(crate) next_gen: u64,
     pub(crate) overloaded: bool,
-    /// Set by [`Engine::mark_late`] for one message.
-    late: bool,
     /// Calls refused for want of an RTP port, logged at most every 10 s.
     pub(crate) no_port: Throttle,
     /// Store operations under way (registrar, location lookups), by token.
@@ -167,7 +165,6 @@ impl Engine {
             orphans: FxHashMap::default(),
             next_gen: 0,
             overloaded: false,
-            late: false,
             no_port: Throttle::default(),
             pending: FxHashMap::default(),
             next_token: 0,
@@ -180,14 +177,6 @@ impl Engine {
     /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
     pub fn set_overloaded(&mut self, on: bool) {
         self.overloaded = on;
-    }
-
-    /// The next message waited too long in its socket (signalling backlog): if it opens a new
-    /// call it is refused with a stateless 503, while requests of calls in progress are served.
-    /// Refusing by each request's own wait admits what the worker can serve in time and sheds
-    /// the rest, so a flood neither stalls the queue nor starves admission.
-    pub fn mark_late(&mut self) {
-        self.late = true;
     }
 
     pub fn active_calls(&self) -> usize {
@@ -250,20 +239,25 @@ impl Engine {
     // SIP in
     // ---------------------------------------------------------------------------------------
 
+    /// A SIP message from `peer` to our address `local`. `late`: it waited too long in its socket
+    /// (a signalling backlog), so if it opens a new call it is refused with a stateless 503, while
+    /// requests of calls in progress are served. Refusing by each request's own wait admits what
+    /// the worker can serve in time and sheds the rest, so a flood neither stalls the queue nor
+    /// starves admission.
     pub fn on_sip(
         &mut self,
         msg: Message,
         peer: Peer,
         local: SocketAddr,
+        late: bool,
         now: Instant,
         host: &mut dyn Host,
     ) {
         if msg.is_request() {
-            self.on_request(msg, peer, local, now, host);
+            self.on_request(msg, peer, local, late, now, host);
         } else {
             self.on_response(msg, now, host);
         }
-        self.late = false;
         self.run_pending(now, host);
     }
 
@@ -289,8 +283,8 @@ impl Engine {
 
     /// Past capacity, a new INVITE (no To tag, no transaction yet) is refused without creating a
     /// transaction: the 503 costs no state, and a retransmitted INVITE is simply refused again.
-    fn refuses_statelessly(&mut self, msg: &Message) -> bool {
-        (self.overloaded || self.late || self.s.slots.in_use() >= self.s.slots.max())
+    fn refuses_statelessly(&mut self, msg: &Message, late: bool) -> bool {
+        (self.overloaded || late || self.s.slots.in_use() >= self.s.slots.max())
             && msg.method() == Some(&Method::Invite)
             && msg
                 .header(HeaderName::To)
@@ -304,6 +298,7 @@ impl Engine {
         msg: Message,
         peer: Peer,
         local: SocketAddr,
+        late: bool,
         now: Instant,
         host: &mut dyn Host,
     ) {
@@ -323,7 +318,7 @@ impl Engine {
             self.reject_stateless(&msg, peer, r.status, r.reason, &extra);
             return;
         }
-        if self.refuses_statelessly(&msg) {
+        if self.refuses_statelessly(&msg, late) {
             let retry = self.refuse_busy();
             self.reject_stateless(&msg, peer, 503, "Service Unavailable", &retry);
             return;

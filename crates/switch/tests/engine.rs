@@ -113,14 +113,25 @@ impl Rig {
     }
 
     fn send_from(&mut self, text: &str, from: &str) {
+        self.receive(text, from, false);
+    }
+
+    /// A message that waited `late` (too long) in the worker's socket.
+    fn receive(&mut self, text: &str, from: &str, late: bool) {
         let bytes = text.replace('\n', "\r\n");
         let msg = Message::parse(bytes.as_bytes(), true).expect("test message frames");
         let peer = Peer {
             transport: Transport::Udp,
             addr: from.parse().unwrap(),
         };
-        self.engine
-            .on_sip(msg, peer, LOCAL.parse().unwrap(), self.now, &mut self.host);
+        self.engine.on_sip(
+            msg,
+            peer,
+            LOCAL.parse().unwrap(),
+            late,
+            self.now,
+            &mut self.host,
+        );
     }
 
     /// Advances time in 20 ms media ticks, running timers as the worker would.
@@ -330,13 +341,15 @@ fn a_new_call_that_queued_too_long_is_refused_and_the_next_one_admitted() {
         .find(|(_, m)| m.status() == Some(200))
         .unwrap()
         .1;
-    r.engine.mark_late();
-    r.send(&invite("44444", "c15b", true, ""));
+    r.receive(&invite("44444", "c15b", true, ""), CALLER, true);
     assert_eq!(r.statuses(), [503]);
     r.send(&invite("44444", "c15c", true, ""));
     assert_eq!(r.statuses(), [100, 200], "lateness marks one message only");
-    r.engine.mark_late();
-    r.send(&in_dialog("BYE", "c15a", &to_tag(&ok), 2, "c15a-bye", ""));
+    r.receive(
+        &in_dialog("BYE", "c15a", &to_tag(&ok), 2, "c15a-bye", ""),
+        CALLER,
+        true,
+    );
     assert_eq!(
         r.statuses(),
         [200],
