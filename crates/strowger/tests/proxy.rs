@@ -39,15 +39,16 @@ fn start(label: &str, proxy: &str) -> (Strowger, TempDir) {
     (s, dir)
 }
 
-/// 1001 registers from `port` (tests/sipp/register.xml), then answers there.
-fn phone(s: &Strowger, port: u16) -> common::sipp::SippProcess {
+/// 1001 registers from `port` (tests/sipp/register.xml), then answers there with the
+/// `answering` scenario (tests/sipp/).
+fn phone(s: &Strowger, port: u16, answering: &'static str) -> common::sipp::SippProcess {
     Sipp::new(Scenario::File("register.xml"))
         .service("1001")
         .port(port)
         .args(&["-au", "1001", "-ap", "secret-1001"])
         .run(s.sip, s.dir.path())
         .assert_ok(1);
-    let p = Sipp::new(Scenario::File("uas_proxied.xml"))
+    let p = Sipp::new(Scenario::File(answering))
         .port(port)
         .spawn(None, s.dir.path());
     std::thread::sleep(Duration::from_millis(300));
@@ -98,7 +99,7 @@ fn assert_proxied(s: &Strowger, caller: &SippResult, phone: &SippResult) {
 #[test]
 fn proxied_call_is_record_routed_and_bye_passes_through() {
     let (s, _dir) = start("proxy", "record_route = true");
-    let uas = phone(&s, free_port());
+    let uas = phone(&s, free_port(), "uas_proxied.xml");
     let caller = Sipp::new(Scenario::File("proxy_uac.xml"))
         .service("1001")
         .args(&["-key", "domain", "proxy.test"])
@@ -115,7 +116,7 @@ fn proxied_call_is_record_routed_and_bye_passes_through() {
 #[test]
 fn proxy_authentication_407_then_through() {
     let (s, _dir) = start("proxy-auth", "authenticate = true");
-    let uas = phone(&s, free_port());
+    let uas = phone(&s, free_port(), "uas_proxied.xml");
     let caller = Sipp::new(Scenario::File("proxy_uac_auth.xml"))
         .service("1001")
         .args(&["-key", "domain", "proxy.test"])
@@ -165,16 +166,7 @@ fn proxy_cancel_404_and_480() {
         },
     );
     let port = free_port();
-    Sipp::new(Scenario::File("register.xml"))
-        .service("1001")
-        .port(port)
-        .args(&["-au", "1001", "-ap", "secret-1001"])
-        .run(s.sip, s.dir.path())
-        .assert_ok(1);
-    let rings = Sipp::new(Scenario::File("uas_ring_cancel_proxied.xml"))
-        .port(port)
-        .spawn(None, s.dir.path());
-    std::thread::sleep(Duration::from_millis(300));
+    let rings = phone(&s, port, "uas_ring_cancel_proxied.xml");
     Sipp::new(Scenario::File("cancel.xml"))
         .service("1001")
         .run(s.sip, s.dir.path())

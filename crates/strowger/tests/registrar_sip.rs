@@ -393,17 +393,7 @@ fn path_is_the_route_to_the_contact() {
     );
     assert_eq!(final_of(&r).status(), Some(200), "{}", r.evidence());
 
-    let uas = Sipp::new(Scenario::Builtin("uas"))
-        .port(edge)
-        .spawn(None, s.dir.path());
-    std::thread::sleep(Duration::from_millis(300));
-    Sipp::new(Scenario::Builtin("uac"))
-        .service("1001")
-        .duration_ms(300)
-        .run(s.sip, s.dir.path())
-        .assert_ok(1);
-    let r = uas.finish();
-    r.assert_ok(1);
+    let r = call_answered_on(&s, edge, "1001");
     let invite = r
         .received()
         .into_iter()
@@ -431,16 +421,7 @@ fn nat_contact_is_reached_at_its_source_and_kept_alive() {
         "{via}"
     );
 
-    let uas = Sipp::new(Scenario::Builtin("uas"))
-        .port(source)
-        .spawn(None, s.dir.path());
-    std::thread::sleep(Duration::from_millis(300));
-    Sipp::new(Scenario::Builtin("uac"))
-        .service("1001")
-        .duration_ms(300)
-        .run(s.sip, s.dir.path())
-        .assert_ok(1);
-    uas.finish().assert_ok(1);
+    call_answered_on(&s, source, "1001");
 
     let ping = Sipp::new(Scenario::File("uas_options.xml"))
         .port(source)
@@ -465,16 +446,7 @@ fn dialplan_user_at_domain() {
         NO_EXTRA,
     );
     assert_eq!(final_of(&r).status(), Some(200), "{}", r.evidence());
-    let uas = Sipp::new(Scenario::Builtin("uas"))
-        .port(port)
-        .spawn(None, s.dir.path());
-    std::thread::sleep(Duration::from_millis(300));
-    Sipp::new(Scenario::Builtin("uac"))
-        .service("81001")
-        .duration_ms(300)
-        .run(s.sip, s.dir.path())
-        .assert_ok(1);
-    uas.finish().assert_ok(1);
+    call_answered_on(&s, port, "81001");
     let cdrs = s.wait_cdrs(1);
     assert_eq!(
         cdrs[0].str("bridged_to"),
@@ -486,4 +458,21 @@ fn dialplan_user_at_domain() {
     let mut uac = Uac::new(s.sip, "91001");
     let status = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv")).status();
     assert_eq!(status, Some(404), "no such user in that domain");
+}
+
+/// One call to `service` through strowger, answered by a SIPp UAS on `port` (where the user
+/// registered); both ends must complete it. Returns what the UAS saw.
+fn call_answered_on(s: &Strowger, port: u16, service: &str) -> SippResult {
+    let uas = Sipp::new(Scenario::Builtin("uas"))
+        .port(port)
+        .spawn(None, s.dir.path());
+    std::thread::sleep(Duration::from_millis(300));
+    Sipp::new(Scenario::Builtin("uac"))
+        .service(service)
+        .duration_ms(300)
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    let r = uas.finish();
+    r.assert_ok(1);
+    r
 }
