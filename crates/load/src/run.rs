@@ -13,7 +13,7 @@ use crate::report::{Progress, Report};
 use crate::sipmsg::{scan, sdp_audio, Kind, Method};
 use crate::uac::{parse_call_id, write, write_ok, Call, Emit, Endpoint, Event, Failure, State};
 use mmsg::{enable_timestamps, Batch, SendBatch};
-use rtp::packet::{RtpHeader, RtpPacket};
+use rtp::packet::{RtpHeader, RtpPacket, HEADER_LEN};
 use rtp::stats::ReceiveStats;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -666,7 +666,7 @@ impl Slot {
             timestamp: self.ts,
             ssrc: self.ssrc,
         };
-        let sent = outbox.push(dst, |buf| h.write_with_payload(payload, buf).ok());
+        let sent = outbox.push(dst, &h, payload);
         self.seq = self.seq.wrapping_add(1);
         self.ts = self.ts.wrapping_add(SAMPLES);
         self.frames += 1;
@@ -674,7 +674,7 @@ impl Slot {
     }
 }
 
-/// Packets of one tick, written into one growing buffer (its capacity kept from tick to tick, so
+/// Packets of one tick, appended to one growing buffer (its capacity kept from tick to tick, so
 /// steady state allocates nothing) and sent with [`SendBatch`].
 #[derive(Default)]
 struct Outbox {
@@ -683,20 +683,18 @@ struct Outbox {
     batch: SendBatch,
 }
 
-/// Room for one RTP packet: a header and the largest payload any offered codec sends.
-const PACKET_ROOM: usize = 1500;
-
 impl Outbox {
-    /// Queues the packet `write` puts in a fresh slot (it returns the length, or None for none).
-    fn push(&mut self, to: SocketAddr, write: impl FnOnce(&mut [u8]) -> Option<usize>) -> bool {
-        let start = self.bytes.len();
-        self.bytes.resize(start + PACKET_ROOM, 0);
-        let len = write(&mut self.bytes[start..]);
-        self.bytes.truncate(start + len.unwrap_or(0));
-        if let Some(len) = len {
-            self.msgs.push((start, len, to));
+    /// Queues an RTP packet of `header` and `payload` for `to`.
+    fn push(&mut self, to: SocketAddr, header: &RtpHeader, payload: &[u8]) -> bool {
+        let mut head = [0u8; HEADER_LEN];
+        if header.write(&mut head).is_err() {
+            return false;
         }
-        len.is_some()
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(&head);
+        self.bytes.extend_from_slice(payload);
+        self.msgs.push((start, HEADER_LEN + payload.len(), to));
+        true
     }
 
     fn flush(&mut self, sock: &UdpSocket) {
