@@ -195,7 +195,7 @@ impl Worker {
             }
             if !self.spread && self.needs_phases() {
                 // A call with RTP or a prompt began: its first pass now, not at the end of the
-                // frame interval.
+                // frame interval. The grid may move here: no leg's frames were due on it.
                 self.spread = true;
                 self.next_tick = self.next_tick.min(now);
             }
