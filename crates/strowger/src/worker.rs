@@ -1,7 +1,8 @@
 //! One worker thread: its own SIP sockets, its own calls and their RTP sockets, one event loop.
 //!
 //! Calls belong to the worker that Call-ID hashes to; a SIP message that the kernel hands to
-//! another worker is passed over the inbox channel, so no lock sits on the call path. TCP
+//! another worker is passed over the inbox channel, so no lock sits on the call path. A
+//! REGISTER is handled where it arrives (`switch::stateless`). TCP
 //! connections live on worker 0 (TCP is a small share of SIP traffic; see docs/architecture.md).
 
 use crate::host::HostIo;
@@ -386,7 +387,10 @@ impl Worker {
     }
 
     fn deliver(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool) {
-        let owner = self.owner(&msg);
+        let owner = match switch::stateless(&msg) {
+            true => self.id,
+            false => self.owner(&msg),
+        };
         if owner == self.id {
             self.handle_sip(msg, peer, local, late);
         } else {

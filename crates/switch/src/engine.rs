@@ -32,6 +32,15 @@ pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REGIST
 /// Option tags strowger implements (sent in Supported, accepted in Require).
 pub const SUPPORTED: &[&str] = &["timer"];
 
+/// Whether any worker may handle `msg` rather than its Call-ID's owner: a REGISTER keeps no
+/// call state (its bindings live in the store and the nonce counts are shared by all workers),
+/// and its retransmissions come from the same address, so the kernel hands them to the same
+/// worker. Handling it where it arrived spares half of all REGISTERs a hand-off between
+/// workers (two thread wake-ups).
+pub fn stateless(msg: &Message) -> bool {
+    msg.method() == Some(&Method::Register)
+}
+
 /// The worker that owns a Call-ID: a stable hash, so every worker computes the same owner.
 pub fn owner(call_id: &str, workers: usize) -> usize {
     if workers <= 1 {

@@ -16,6 +16,6 @@ mod proxy;
 pub mod registrar;
 pub mod slots;
 
-pub use engine::{owner, Engine, Settings};
+pub use engine::{owner, stateless, Engine, Settings};
 pub use host::Host;
 pub use slots::CallSlots;
