@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # What bench/registrar.sh needs beyond bench/deps.sh, installed from Debian only when missing:
-# Kamailio (the peer registrar, with its Redis modules), redis-server and memcached (the backends).
+# Kamailio (the peer registrar, with its Redis and Memcached modules), redis-server and memcached (the backends).
 set -euo pipefail
 bash "$(dirname "$0")/deps.sh"
 declare -A want=([kamailio]=/usr/sbin/kamailio [kamailio-redis-modules]=/usr/lib/x86_64-linux-gnu/kamailio/modules/ndb_redis.so
+                 [kamailio-memcached-modules]=/usr/lib/x86_64-linux-gnu/kamailio/modules/memcached.so
                  [redis-server]=/usr/bin/redis-server [redis-tools]=/usr/bin/redis-cli [memcached]=/usr/bin/memcached)
 missing=()
 for pkg in "${!want[@]}"; do

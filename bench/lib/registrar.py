@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """bench/registrar.sh: the seed paper's registrar workloads (OpenSIPS with a local cache, Memcached or
 Redis: store on REGISTER, fetch on INVITE) run against strowger on each store backend, and Kamailio as
-registrar on the same REGISTER workload in the same run: usrloc in memory, and usrloc written through to
-Redis (db_redis, db_mode 1) to compare with strowger on Redis.
+registrar on the same REGISTER workload in the same run: usrloc in memory; usrloc written through to
+Redis (db_redis, db_mode 1) to compare with strowger on Redis; and, to compare with strowger on Memcached,
+Kamailio reading each user's HA1 from Memcached and writing each registration's contacts to it (the
+memcached module, as the paper's OpenSIPS used its Memcached cache).
 
   register  strowger-load register (unique AORs, with and without digest auth) at rising rates while
             fewer than 0.1 % fail: server CPU-us per REGISTER (utime+stime from /proc/PID/stat; for
@@ -19,6 +21,7 @@ every run is bounded in operations and time. Loopback only. Standard library onl
 import argparse
 import datetime
 import glob
+import hashlib
 import json
 import os
 import signal
@@ -37,6 +40,10 @@ STROWGER = os.path.join(RELEASE, "strowger")
 KAMAILIO_CFG = os.path.join(ROOT, "bench", "kamailio", "registrar.cfg")
 REGISTER_XML = os.path.join(ROOT, "bench", "sipp", "register_users.xml")
 PASSWORD = "pw"
+# The registrar's domain (strowger's [registrar] domain; the digest realm of both servers).
+DOMAIN = "strowger"
+KAMAILIO_BACKENDS = {"local": "usrloc in memory", "redis": "redis (db_redis, db_mode 1)",
+                     "memcached": "memcached (memcached module)"}
 FIRST_USER = 100000
 # Users registered from the SIPp UAS for the INVITE runs.
 INVITE_USERS = 1000
@@ -147,7 +154,7 @@ def start_backend(kind, rundir):
 def strowger_config(store, authenticate, users):
     lines = [
         "[general]", 'log_level = "error"', "max_calls = 100000", "",
-        "[registrar]", 'domain = "strowger"', f"authenticate = {'true' if authenticate else 'false'}",
+        "[registrar]", f'domain = "{DOMAIN}"', f"authenticate = {'true' if authenticate else 'false'}",
         f'store = "{store}"', "",
         "[dialplan]", 'default_context = "default"',
         "[[dialplan.contexts.default.rules]]", 'regex = "^[0-9]{6}$"',
@@ -170,8 +177,29 @@ def start_strowger(label, store, authenticate, users, rundir):
     return proc, port
 
 
-def start_kamailio(auth, rundir, redis=None):
-    """Kamailio as registrar; with `redis` (a redis:// URL) usrloc writes through to it (db_redis)."""
+def provision_ha1(url, users):
+    """Writes HA1 = MD5(user:realm:password) of the bench users to Memcached as "ha1:USER", which
+    Kamailio's WITH_MEMCACHED registrar reads (strowger provisions its own users from its config)."""
+    host, port = url.removeprefix("memcached://").split(":")
+    buf = bytearray()
+    for u in range(FIRST_USER, FIRST_USER + users):
+        ha1 = hashlib.md5(f"{u}:{DOMAIN}:{PASSWORD}".encode()).hexdigest()
+        buf += f"set ha1:{u} 0 0 {len(ha1)} noreply\r\n{ha1}\r\n".encode()
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(bytes(buf) + b"mn\r\n")
+        reply = b""
+        while not reply.endswith(b"MN\r\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                raise RuntimeError(f"memcached {url} closed the connection while provisioning")
+            reply += chunk
+    if reply != b"MN\r\n":
+        raise RuntimeError(f"memcached {url} refused the HA1 provisioning: {reply[:200]!r}")
+
+
+def start_kamailio(auth, rundir, redis=None, memcached=None):
+    """Kamailio as registrar; with `redis` (a redis:// URL) usrloc writes through to it (db_redis);
+    with `memcached` (a memcached:// URL) HA1s are read from it and contacts written to it."""
     port = b.alloc_ports(1, 1)
     cmd = ["kamailio", "-f", KAMAILIO_CFG, "-l", f"udp:127.0.0.1:{port}", "-n", "4", "-DD", "-E",
            "-m", "256", "-M", "32"] + (["-A", "WITH_AUTH"] if auth else [])
@@ -184,7 +212,9 @@ def start_kamailio(auth, rundir, redis=None):
         subprocess.run(["redis-cli", "-h", host, "-p", rport, "-n", db, "HSET", "version:entry::location",
                         "table_name", "location", "table_version", "9"], check=True, stdout=subprocess.DEVNULL)
         cmd += ["-A", "WITH_REDIS", "-A", f'REDIS_URL="{redis}/{db}"']
-    name = "kamailio" + ("-redis" if redis else "") + ("-auth" if auth else "")
+    if memcached:
+        cmd += ["-A", "WITH_MEMCACHED", "-A", f'MEMCACHED_SERVER="{memcached.removeprefix("memcached://")}"']
+    name = "kamailio" + ("-redis" if redis else "") + ("-memcached" if memcached else "") + ("-auth" if auth else "")
     proc = start(name, cmd, rundir, "Aliases:", 30)
     time.sleep(1)  # its workers fork after the banner
     return proc, port
@@ -407,15 +437,21 @@ def main():
     }
     try:
         if not args.no_kamailio:
-            # usrloc in memory, and (beside strowger on Redis) written through to Redis.
-            for kind in ["local"] + (["redis"] if "redis" in args.backends.split(",") else []):
-                backend, url = start_backend(kind, rundir) if kind == "redis" else (None, None)
+            # usrloc in memory, and beside strowger on Redis / Memcached the same store.
+            kinds = ["local"] + [k for k in ("redis", "memcached") if k in args.backends.split(",")]
+            for kind in kinds:
+                backend, url = start_backend(kind, rundir) if kind != "local" else (None, None)
                 for auth in (False, True):
-                    k, port = start_kamailio(auth, rundir, url)
-                    rows = sweep(k, port, auth, rates, args.seconds, None, True, backend, rundir)
-                    entry = {"server": "kamailio", "backend": "redis (db_redis, db_mode 1)" if url else
-                             "usrloc in memory", "auth": auth, "rows": rows, "clean_rate": clean_rate(rows),
-                             "pss_mib": pss_mib(k.pids())}
+                    if kind == "memcached" and auth:
+                        provision_ha1(url, args.auth_users)
+                    k, port = start_kamailio(auth, rundir, url if kind == "redis" else None,
+                                             url if kind == "memcached" else None)
+                    # Reading HA1s from Memcached limits Kamailio to the provisioned users, as strowger.
+                    capped = kind == "memcached" and auth
+                    rows = sweep(k, port, auth, rates, args.seconds, args.auth_users if capped else None,
+                                 not capped, backend, rundir)
+                    entry = {"server": "kamailio", "backend": KAMAILIO_BACKENDS[kind], "auth": auth, "rows": rows,
+                             "clean_rate": clean_rate(rows), "pss_mib": pss_mib(k.pids())}
                     if backend:
                         entry["backend_rss_mib"] = round(b.proc_status(backend.p.pid, "VmRSS") / 1024, 1)
                     res["register"].append(entry)
