@@ -10,6 +10,7 @@
 //! memcached, or a Redis without persistence, comes back empty). Only missing keys are
 //! restored, so a backend that kept its data is left as it is.
 
+use crate::pipe::{Answer, Ask, Pending, Pipe, Reply};
 use crate::{Binding, Change, CredentialStore, Credentials, LocationStore, Result};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -143,7 +144,44 @@ fn user_key(user: &str, domain: &str) -> String {
     format!("{user}@{domain}")
 }
 
+/// The backend's pipe, keeping the caches as the blocking calls do; while the backend is
+/// failing every operation goes the blocking way, which restores what it lost first.
+impl<S: LocationStore + CredentialStore> Pipe for ReadCache<S> {
+    fn addr(&self) -> &str {
+        self.inner.pipe().map_or("", |p| p.addr())
+    }
+
+    fn begin(&self, ask: &Ask, out: &mut Vec<u8>) -> Option<Pending> {
+        if self.failing.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.inner.pipe()?.begin(ask, out)
+    }
+
+    fn finish(&self, pending: Pending, reply: Reply) -> Option<Answer> {
+        // The answer is an AOR's bindings or a user's credentials: what the cache keys them by.
+        let key = match &pending {
+            Pending::User { user, domain } => user_key(user, domain),
+            Pending::Update { aor, .. } => aor.clone(),
+        };
+        let answer = self.inner.pipe()?.finish(pending, reply)?;
+        match &answer {
+            Answer::Bindings(list) => self.bindings.lock().unwrap().put(&key, list.clone()),
+            Answer::User(c) => self
+                .users
+                .lock()
+                .unwrap()
+                .put(&key, (c.clone(), unix_now())),
+        }
+        Some(answer)
+    }
+}
+
 impl<S: LocationStore + CredentialStore> LocationStore for ReadCache<S> {
+    fn pipe(&self) -> Option<&dyn Pipe> {
+        self.inner.pipe().map(|_| self as &dyn Pipe)
+    }
+
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
         let list = self.via(now, |s| s.update(aor, changes, now))?;
         self.bindings.lock().unwrap().put(aor, list.clone());

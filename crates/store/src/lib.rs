@@ -11,6 +11,7 @@
 mod cache;
 mod local;
 mod memcached;
+pub mod pipe;
 mod redis_store;
 
 pub use cache::{ReadCache, USER_TTL_S};
@@ -107,6 +108,11 @@ pub trait LocationStore: Send + Sync {
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>>;
     /// The bindings of `aor` valid at `now`.
     fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>>;
+    /// This store's common operations as requests over the caller's own connection, when it
+    /// has them (`pipe`).
+    fn pipe(&self) -> Option<&dyn pipe::Pipe> {
+        None
+    }
 }
 
 pub trait CredentialStore: Send + Sync {

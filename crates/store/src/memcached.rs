@@ -10,6 +10,7 @@
 //! recover once it is back.
 
 use crate::cache::{Bounded, CAPACITY};
+use crate::pipe::{Answer, Ask, Pending, Pipe, Reply};
 use crate::{
     apply, key, Binding, Change, CredentialStore, Credentials, LocationStore, Result, StoreError,
 };
@@ -249,6 +250,10 @@ fn read_line(c: &mut BufReader<TcpStream>) -> std::io::Result<String> {
 }
 
 impl LocationStore for MemcachedStore {
+    fn pipe(&self) -> Option<&dyn Pipe> {
+        Some(self)
+    }
+
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
         self.modify(&key("loc", aor), |old| {
             let old: Vec<Binding> = old
@@ -274,6 +279,75 @@ impl LocationStore for MemcachedStore {
         // The next REGISTER of a user just called is then one round trip.
         self.saw(&k, v);
         Ok(list.into_iter().filter(|b| b.expires_at > now).collect())
+    }
+}
+
+/// The credentials read and the binding written over the last value seen, as in `user` and
+/// `modify`, one request each.
+impl Pipe for MemcachedStore {
+    fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    fn begin(&self, ask: &Ask, out: &mut Vec<u8>) -> Option<Pending> {
+        match ask {
+            Ask::User { user, domain } => {
+                let k = key("user", &format!("{user}@{domain}"));
+                out.extend_from_slice(format!("mg {k} v c\r\n").as_bytes());
+                Some(Pending::User {
+                    user: user.clone(),
+                    domain: domain.clone(),
+                })
+            }
+            Ask::Update { aor, changes, now } => {
+                let k = key("loc", aor);
+                let old = self.seen.lock().unwrap().get(&k);
+                let list = apply(
+                    old.as_ref()
+                        .and_then(|(d, _)| serde_json::from_slice(d).ok())
+                        .unwrap_or_default(),
+                    changes,
+                    *now,
+                );
+                // Removing the last binding is a delete: the store thread's business.
+                let until = list.iter().map(|b| b.expires_at).max()?;
+                let data = serde_json::to_vec(&list).ok()?;
+                let cond = match old {
+                    Some((_, cas)) => format!(" C{cas}"),
+                    None => " ME".to_string(),
+                };
+                out.extend_from_slice(
+                    format!("ms {k} {} c T{until}{cond}\r\n", data.len()).as_bytes(),
+                );
+                out.extend_from_slice(&data);
+                out.extend_from_slice(b"\r\n");
+                Some(Pending::Update {
+                    aor: aor.clone(),
+                    key: k,
+                    data,
+                    list,
+                })
+            }
+        }
+    }
+
+    fn finish(&self, pending: Pending, reply: Reply) -> Option<Answer> {
+        match (pending, reply) {
+            (Pending::User { .. }, Reply::Value(d, _)) => {
+                Some(Answer::User(serde_json::from_slice(&d).ok()))
+            }
+            (Pending::User { .. }, Reply::Miss) => Some(Answer::User(None)),
+            (
+                Pending::Update {
+                    key, data, list, ..
+                },
+                Reply::Stored(cas),
+            ) => {
+                self.saw(&key, Some((data, cas)));
+                Some(Answer::Bindings(list))
+            }
+            _ => None,
+        }
     }
 }
 

@@ -322,3 +322,92 @@ fn down_at_start_is_an_error_not_a_hang() {
     let s = store::open(&format!("memcached://127.0.0.1:{port}")).unwrap();
     assert!(s.lookup("a@b", now()).is_err());
 }
+
+/// The pipe as a worker drives it, over a plain connection: a user read, bindings written over
+/// an absent value and over the value last seen, a value another instance changed refused
+/// (nothing written, the other's change kept), and a delete left to the blocking path.
+#[test]
+fn memcached_pipe() {
+    use std::io::{Read, Write};
+    use store::pipe::{reply, Answer, Ask};
+    let port = free_port();
+    let Some(_server) = start("memcached", port) else {
+        return;
+    };
+    let url = format!("memcached://127.0.0.1:{port}");
+    let (s, other) = (store::open(&url).unwrap(), store::open(&url).unwrap());
+    let p = s.pipe().expect("memcached takes asks over a pipe");
+    let mut conn = std::net::TcpStream::connect(p.addr()).unwrap();
+    let mut ask = |a: &Ask| -> Option<Answer> {
+        let mut out = Vec::new();
+        let pending = p.begin(a, &mut out)?;
+        conn.write_all(&out).unwrap();
+        let mut buf = Vec::new();
+        loop {
+            if let Some((r, n)) = reply(&buf) {
+                assert_eq!(n, buf.len(), "one reply per request");
+                return p.finish(pending, r);
+            }
+            let mut chunk = [0u8; 4096];
+            let n = conn.read(&mut chunk).unwrap();
+            assert!(n > 0, "memcached closed the connection");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    let alice = Credentials {
+        user: "alice".into(),
+        domain: "x".into(),
+        ha1_md5: "m".into(),
+        ha1_sha256: "s".into(),
+    };
+    s.put_user(&alice).unwrap();
+    let user = |u: &str| Ask::User {
+        user: u.into(),
+        domain: "x".into(),
+    };
+    assert_eq!(ask(&user("alice")), Some(Answer::User(Some(alice))));
+    assert_eq!(ask(&user("bob")), Some(Answer::User(None)));
+
+    let t = now();
+    let own = |c: &str| Binding {
+        instance: None,
+        reg_id: None,
+        ..binding(c, t + 60)
+    };
+    let put = |c: &str| Ask::Update {
+        aor: "alice@x".into(),
+        changes: vec![Change::Put(own(c))],
+        now: t,
+    };
+    let (b1, b2, b3) = (own("sip:a@h1"), own("sip:a@h2"), own("sip:a@h3"));
+    assert_eq!(
+        ask(&put("sip:a@h1")),
+        Some(Answer::Bindings(vec![b1.clone()]))
+    );
+    assert_eq!(
+        s.lookup("alice@x", t).unwrap(),
+        std::slice::from_ref(&b1),
+        "stored"
+    );
+    assert_eq!(
+        ask(&put("sip:a@h2")),
+        Some(Answer::Bindings(vec![b1.clone(), b2.clone()])),
+        "over the value last seen: one compare-and-set"
+    );
+    other
+        .update("alice@x", &[Change::Put(b3.clone())], t)
+        .unwrap();
+    assert_eq!(ask(&put("sip:a@h4")), None, "changed elsewhere: refused");
+    assert_eq!(
+        s.lookup("alice@x", t).unwrap(),
+        [b1, b2, b3],
+        "the other instance's change stands, nothing of the refused one"
+    );
+    let remove = Ask::Update {
+        aor: "alice@x".into(),
+        changes: vec![Change::RemoveAll],
+        now: t,
+    };
+    let mut out = Vec::new();
+    assert!(p.begin(&remove, &mut out).is_none() && out.is_empty());
+}

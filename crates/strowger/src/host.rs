@@ -14,7 +14,8 @@ pub struct Host {
     prompts: HashMap<String, Arc<Prompt>>,
     cdr: Option<File>,
     cdr_path: PathBuf,
-    /// Store operations go to the store threads; results come back through the inbox.
+    /// Store operations go to the store threads (results come back through the inbox) or over
+    /// the worker's store connection (results from `store_ready`).
     store: Option<crate::store_io::StoreQueue>,
 }
 
@@ -35,6 +36,20 @@ impl Host {
     pub fn with_store(mut self, q: crate::store_io::StoreQueue) -> Host {
         self.store = Some(q);
         self
+    }
+
+    /// The store connection's readiness (or the worker's loop, to time it out): the operations
+    /// it finished.
+    pub fn store_ready(
+        &mut self,
+        now: std::time::Instant,
+    ) -> Vec<(u64, switch::registrar::StoreResult)> {
+        self.store.as_mut().map_or_else(Vec::new, |q| q.ready(now))
+    }
+
+    /// Whether a reply on the store connection is overdue (`store_ready` then breaks it).
+    pub fn store_overdue(&self, now: std::time::Instant) -> bool {
+        self.store.as_ref().is_some_and(|q| q.overdue(now))
     }
 
     fn resolve(&self, name: &str) -> PathBuf {
@@ -119,7 +134,7 @@ impl switch::Host for HostIo<'_> {
         token: u64,
         op: switch::registrar::StoreOp,
     ) -> Option<switch::registrar::StoreResult> {
-        match &self.host.store {
+        match &mut self.host.store {
             Some(q) => q.submit(token, op),
             None => Some(Err("no location store configured".into())),
         }

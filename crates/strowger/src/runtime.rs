@@ -189,6 +189,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
             }
             _ => (None, None),
         };
+        let host =
+            Host::new(data_dir.clone(), cdr_path.clone()).with_store(queues(id, poll.registry()));
         let mut w = Worker {
             id,
             workers,
@@ -202,7 +204,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             next_conn: 0,
             engine,
             media: MediaSockets::new(media_ip, slice_lo, slice_hi),
-            host: Host::new(data_dir.clone(), cdr_path.clone()).with_store(queues(id)),
+            host,
             stop: stop.clone(),
             counters: counters.clone(),
             max_message: cfg.sip.max_message_size,

@@ -2,12 +2,28 @@
 //! Redis or Memcached, and get the results back through their inbox, so no worker ever waits
 //! on the network. The local store never waits (memory, and a journal append that the kernel
 //! buffers): its operations run on the worker itself, sparing two thread hand-offs per
-//! REGISTER; so do the answers a network store has without I/O (recent credentials).
+//! REGISTER; so do the answers a network store has without I/O (recent credentials). A store
+//! with a pipe (Memcached) also takes the common operations straight from each worker over the
+//! worker's own connection (`PipeConn`), and the store threads only see the rest.
 
 use crate::worker::{Envelope, Mailboxes};
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
-use switch::registrar::{StoreOp, StoreResult};
+use std::time::{Duration, Instant};
+use store::pipe::{self, Pending};
+use switch::registrar::{Flow, Next, StoreOp, StoreResult};
+
+/// The worker's poll token of its store connection.
+pub const PIPE: Token = Token(998);
+/// A reply not back within this long breaks the connection (the store threads' timeout).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a broken or refused connection rests before the next try.
+const RECONNECT: Duration = Duration::from_secs(1);
 
 pub struct Job {
     worker: usize,
@@ -22,26 +38,255 @@ pub enum StoreQueue {
         tx: Sender<Job>,
         /// For what it answers without I/O (`answer_now`).
         store: Arc<dyn store::Store>,
+        /// The worker's own connection, when the store has a pipe.
+        pipe: Option<PipeConn>,
     },
     Inline(Arc<dyn store::Store>),
 }
 
 impl StoreQueue {
-    /// Runs `op` now (inline), or queues it: its result arrives later as `Envelope::Store`.
-    pub fn submit(&self, token: u64, op: StoreOp) -> Option<StoreResult> {
-        let (worker, tx, store) = match self {
+    /// Runs `op` now (inline), or starts it: its result comes later, as `Envelope::Store` from
+    /// a store thread or from [`StoreQueue::ready`].
+    pub fn submit(&mut self, token: u64, op: StoreOp) -> Option<StoreResult> {
+        let (worker, tx, store, pipe) = match self {
             StoreQueue::Inline(store) => return Some(switch::registrar::run(&**store, op)),
-            StoreQueue::Threads { worker, tx, store } => (*worker, tx, store),
+            StoreQueue::Threads {
+                worker,
+                tx,
+                store,
+                pipe,
+            } => (*worker, tx, store, pipe),
         };
-        if let Some(r) = switch::registrar::answer_now(&**store, &op) {
-            return Some(r);
+        if let Some(p) = pipe.as_mut().filter(|p| !p.connected) {
+            p.connect(Instant::now());
         }
+        let op = match pipe.as_mut().filter(|p| p.connected) {
+            Some(pipe) => match switch::registrar::drive(&**store, op) {
+                Next::Done(r) => return Some(r),
+                // Sent, or back for the store threads.
+                Next::Ask(ask, flow) => pipe.send(&**store, token, &ask, flow)?,
+                Next::Threads(op) => op,
+            },
+            None => match switch::registrar::answer_now(&**store, &op) {
+                Some(r) => return Some(r),
+                None => op,
+            },
+        };
         match tx.send(Job { worker, token, op }) {
             Ok(()) => None,
             Err(_) => Some(Err("the store threads have stopped".into())),
         }
     }
+
+    /// The store connection is ready (or its time is up): the operations it finished. Those it
+    /// cannot finish go to the store threads.
+    pub fn ready(&mut self, now: Instant) -> Vec<(u64, StoreResult)> {
+        let StoreQueue::Threads {
+            worker,
+            tx,
+            store,
+            pipe: Some(pipe),
+        } = self
+        else {
+            return Vec::new();
+        };
+        let (done, rest) = pipe.ready(&**store, now);
+        for (token, op) in rest {
+            let _ = tx.send(Job {
+                worker: *worker,
+                token,
+                op,
+            });
+        }
+        done
+    }
 }
+
+impl StoreQueue {
+    /// Whether the oldest ask on the pipe has waited past [`REPLY_TIMEOUT`].
+    pub fn overdue(&self, now: Instant) -> bool {
+        match self {
+            StoreQueue::Threads { pipe: Some(p), .. } => p
+                .waiting
+                .front()
+                .is_some_and(|w| now.saturating_duration_since(w.sent) > REPLY_TIMEOUT),
+            _ => false,
+        }
+    }
+}
+
+/// Operations (by token) the pipe hands to the store threads.
+type ForThreads = Vec<(u64, StoreOp)>;
+
+/// An ask sent on the pipe whose reply is awaited.
+struct Waiting {
+    token: u64,
+    flow: Flow,
+    pending: Pending,
+    sent: Instant,
+}
+
+/// A worker's connection to a store's pipe: requests are written as operations start and
+/// replies read when the worker's poll reports the socket readable; they come back in order.
+/// A connection that fails hands what it was waiting for to the store threads (which redo it
+/// or fail it as the backend allows) and is tried again after [`RECONNECT`].
+pub struct PipeConn {
+    addr: SocketAddr,
+    registry: Registry,
+    stream: Option<TcpStream>,
+    connected: bool,
+    retry_at: Instant,
+    out: Vec<u8>,
+    inbuf: Vec<u8>,
+    waiting: VecDeque<Waiting>,
+}
+
+impl PipeConn {
+    fn new(addr: SocketAddr, registry: Registry) -> PipeConn {
+        PipeConn {
+            addr,
+            registry,
+            stream: None,
+            connected: false,
+            retry_at: Instant::now(),
+            out: Vec::new(),
+            inbuf: Vec::new(),
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// Starts connecting when there is no connection and it is time to; asks go out once it
+    /// is up (`ready` sees it writable).
+    fn connect(&mut self, now: Instant) {
+        if self.stream.is_none() && now >= self.retry_at {
+            self.retry_at = now + RECONNECT;
+            if let Ok(mut s) = TcpStream::connect(self.addr) {
+                let _ = s.set_nodelay(true);
+                let both = Interest::READABLE | Interest::WRITABLE;
+                if self.registry.register(&mut s, PIPE, both).is_ok() {
+                    self.stream = Some(s);
+                }
+            }
+        }
+    }
+
+    /// Sends the request for `ask`; the operation back (for the store threads) when the pipe
+    /// cannot take it.
+    fn send(
+        &mut self,
+        store: &dyn store::Store,
+        token: u64,
+        ask: &pipe::Ask,
+        flow: Flow,
+    ) -> Option<StoreOp> {
+        let Some(pending) = store.pipe().and_then(|p| p.begin(ask, &mut self.out)) else {
+            return Some(flow.fallback());
+        };
+        self.waiting.push_back(Waiting {
+            token,
+            flow,
+            pending,
+            sent: Instant::now(),
+        });
+        if self.write().is_err() {
+            // `ready` hands it and the rest to the store threads.
+            self.retry_at = Instant::now();
+        }
+        None
+    }
+
+    /// Writes what is queued, as far as the socket takes it.
+    fn write(&mut self) -> std::io::Result<()> {
+        let Some(s) = self.stream.as_mut() else {
+            return Err(ErrorKind::NotConnected.into());
+        };
+        while !self.out.is_empty() {
+            match s.write(&self.out) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => drop(self.out.drain(..n)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads and finishes what came back: the results, and the operations for the store
+    /// threads (asks the pipe could not finish, or all that waited when the connection broke).
+    fn ready(
+        &mut self,
+        store: &dyn store::Store,
+        now: Instant,
+    ) -> (Vec<(u64, StoreResult)>, ForThreads) {
+        let (mut done, mut rest) = (Vec::new(), Vec::new());
+        let Some(s) = self.stream.as_mut() else {
+            return (done, rest);
+        };
+        if !self.connected && s.peer_addr().is_ok() {
+            self.connected = true;
+        }
+        let mut broken = s.take_error().ok().flatten().is_some();
+        let mut buf = [0u8; 16 * 1024];
+        while !broken {
+            match s.read(&mut buf) {
+                Ok(0) => broken = true,
+                Ok(n) => self.inbuf.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => broken = true,
+            }
+        }
+        let mut at = 0;
+        while let Some((reply, n)) = pipe::reply(&self.inbuf[at..]) {
+            at += n;
+            let Some(w) = self.waiting.pop_front() else {
+                broken = true;
+                break;
+            };
+            let answer = store.pipe().and_then(|p| p.finish(w.pending, reply));
+            let next = match answer {
+                Some(a) => w.flow.resume(a),
+                None => Next::Threads(w.flow.fallback()),
+            };
+            match next {
+                Next::Done(r) => done.push((w.token, r)),
+                Next::Threads(op) => rest.push((w.token, op)),
+                Next::Ask(ask, flow) => {
+                    match store.pipe().and_then(|p| p.begin(&ask, &mut self.out)) {
+                        Some(pending) => self.waiting.push_back(Waiting {
+                            token: w.token,
+                            flow,
+                            pending,
+                            sent: now,
+                        }),
+                        None => rest.push((w.token, flow.fallback())),
+                    }
+                }
+            }
+        }
+        self.inbuf.drain(..at);
+        broken |= self
+            .waiting
+            .front()
+            .is_some_and(|w| now.saturating_duration_since(w.sent) > REPLY_TIMEOUT);
+        broken |= self.write().is_err();
+        if broken {
+            if let Some(mut s) = self.stream.take() {
+                let _ = self.registry.deregister(&mut s);
+            }
+            self.connected = false;
+            self.retry_at = now + RECONNECT;
+            self.out.clear();
+            self.inbuf.clear();
+            rest.extend(self.waiting.drain(..).map(|w| (w.token, w.flow.fallback())));
+        }
+        (done, rest)
+    }
+}
+
+/// Makes a worker's queue, given the worker and its poll registry (for its pipe connection).
+pub type Queues = Box<dyn Fn(usize, &Registry) -> StoreQueue>;
 
 /// Starts `threads` store threads over `store` (none when `inline`); returns a factory of
 /// per-worker queues.
@@ -50,10 +295,13 @@ pub fn start(
     inline: bool,
     mail: Arc<Mailboxes>,
     threads: usize,
-) -> Box<dyn Fn(usize) -> StoreQueue> {
+) -> Queues {
     if inline {
-        return Box::new(move |_| StoreQueue::Inline(store.clone()));
+        return Box::new(move |_, _| StoreQueue::Inline(store.clone()));
     }
+    let pipe_addr = store
+        .pipe()
+        .and_then(|p| p.addr().to_socket_addrs().ok()?.next());
     let (tx, rx) = mpsc::channel::<Job>();
     let rx = Arc::new(Mutex::new(rx));
     for i in 0..threads.max(1) {
@@ -62,10 +310,11 @@ pub fn start(
             .name(format!("store-{i}"))
             .spawn(move || serve(&*store, &mail, &rx));
     }
-    Box::new(move |worker| StoreQueue::Threads {
+    Box::new(move |worker, registry| StoreQueue::Threads {
         worker,
         tx: tx.clone(),
         store: store.clone(),
+        pipe: pipe_addr.and_then(|a| Some(PipeConn::new(a, registry.try_clone().ok()?))),
     })
 }
 

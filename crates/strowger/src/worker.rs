@@ -215,6 +215,7 @@ impl Worker {
                 match ev.token() {
                     WAKER => self.drain_inbox(),
                     IAX => self.iax_ready(&mut sip_batch),
+                    crate::store_io::PIPE => self.store_ready(),
                     Token(t) if t >= CONN_BASE => {
                         self.conn_ready(t, ev.is_readable(), ev.is_writable())
                     }
@@ -227,6 +228,9 @@ impl Worker {
             }
             let now = Instant::now();
             self.tick_if_due(now);
+            if self.host.store_overdue(now) {
+                self.store_ready();
+            }
             self.engine
                 .handle_timeout(now, &mut HostIo::new(&mut self.media, &mut self.host));
             self.flush_sip();
@@ -538,6 +542,15 @@ impl Worker {
                     );
                 }
             }
+        }
+    }
+
+    /// Store operations finished on the worker's own store connection.
+    fn store_ready(&mut self) {
+        let now = Instant::now();
+        for (token, result) in self.host.store_ready(now) {
+            let host = &mut HostIo::new(&mut self.media, &mut self.host);
+            self.engine.on_store_result(token, result, now, host);
         }
     }
 

@@ -17,6 +17,7 @@ use sip::transaction::{Peer, ServerTxId, Transport};
 use sip::{Message, Uri};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use store::pipe::{Answer, Ask};
 use store::{Binding, Change, Credentials};
 
 /// Nonces whose nonce-count is remembered at once (replay protection), across all workers.
@@ -130,6 +131,150 @@ pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
         },
     };
     r.map_err(|e| e.0)
+}
+
+/// A store operation a worker drives itself over the store's pipe (`store::pipe`): the common
+/// path of `run`, one ask at a time, without a store thread.
+#[derive(Debug)]
+pub struct Flow {
+    op: StoreOp,
+    /// A `Register`'s digest answer once checked (its nonce count is then taken).
+    digest: Option<Digest>,
+}
+
+/// What the worker does next with an operation it drives.
+#[derive(Debug)]
+pub enum Next {
+    /// Send this ask and give its answer to `Flow::resume`.
+    Ask(Ask, Flow),
+    Done(StoreResult),
+    /// Run this on a store thread: it is off the common path, and nothing was changed yet.
+    Threads(StoreOp),
+}
+
+/// Starts `op` on the pipe of `s`.
+pub fn drive(s: &dyn store::Store, op: StoreOp) -> Next {
+    if let Some(r) = answer_now(s, &op) {
+        return Next::Done(r);
+    }
+    let flow = Flow { op, digest: None };
+    match &flow.op {
+        StoreOp::User { user, domain, .. } => {
+            let ask = Ask::User {
+                user: user.clone(),
+                domain: domain.clone(),
+            };
+            Next::Ask(ask, flow)
+        }
+        StoreOp::Update { aor, changes, now } => {
+            let ask = Ask::Update {
+                aor: aor.clone(),
+                changes: changes.clone(),
+                now: *now,
+            };
+            Next::Ask(ask, flow)
+        }
+        StoreOp::Register {
+            user,
+            auth,
+            now,
+            registrar,
+            ..
+        } => {
+            let domain = &registrar.domain;
+            let check =
+                |c: Option<Credentials>| registrar.check_digest(auth, c.as_ref(), "REGISTER", *now);
+            match s.recent_user(user, domain, *now).map(check) {
+                // As `register`: a recent copy can only let a phone in.
+                Some(Digest::Denied) | None => {
+                    let ask = Ask::User {
+                        user: user.clone(),
+                        domain: domain.clone(),
+                    };
+                    Next::Ask(ask, flow)
+                }
+                Some(d) => flow.checked(d),
+            }
+        }
+        StoreOp::Locate { .. } => Next::Threads(flow.op),
+    }
+}
+
+impl Flow {
+    /// The next step once `answer` came back for the last ask.
+    pub fn resume(self, answer: Answer) -> Next {
+        match (&self.op, answer, &self.digest) {
+            (StoreOp::User { .. }, Answer::User(c), _) => Next::Done(Ok(StoreReply::User(c))),
+            (StoreOp::Update { .. }, Answer::Bindings(list), _) => {
+                Next::Done(Ok(StoreReply::Bindings(list)))
+            }
+            (
+                StoreOp::Register {
+                    auth,
+                    now,
+                    registrar,
+                    ..
+                },
+                Answer::User(c),
+                None,
+            ) => {
+                let d = registrar.check_digest(auth, c.as_ref(), "REGISTER", *now);
+                self.checked(d)
+            }
+            (StoreOp::Register { .. }, Answer::Bindings(bindings), Some(d)) => {
+                Next::Done(Ok(StoreReply::Registered {
+                    digest: *d,
+                    bindings,
+                }))
+            }
+            _ => Next::Threads(self.fallback()),
+        }
+    }
+
+    /// A `Register` whose digest answer is now known: its bindings next, if it passed.
+    fn checked(mut self, d: Digest) -> Next {
+        match (&self.op, d) {
+            (
+                StoreOp::Register {
+                    aor,
+                    changes: Some(changes),
+                    now,
+                    ..
+                },
+                Digest::Valid,
+            ) => {
+                let ask = Ask::Update {
+                    aor: aor.clone(),
+                    changes: changes.clone(),
+                    now: *now,
+                };
+                self.digest = Some(d);
+                Next::Ask(ask, self)
+            }
+            _ => Next::Done(Ok(StoreReply::Registered {
+                digest: d,
+                bindings: Vec::new(),
+            })),
+        }
+    }
+
+    /// What a store thread runs when the pipe cannot finish this flow: the whole operation, or
+    /// once a `Register`'s digest passed only its bindings (checking the answer again would
+    /// take its nonce count twice).
+    pub fn fallback(self) -> StoreOp {
+        match (self.op, self.digest) {
+            (
+                StoreOp::Register {
+                    aor,
+                    changes: Some(changes),
+                    now,
+                    ..
+                },
+                Some(Digest::Valid),
+            ) => StoreOp::Update { aor, changes, now },
+            (op, _) => op,
+        }
+    }
 }
 
 /// `StoreOp::Register` on the store thread.
@@ -854,6 +999,49 @@ fn httpdate(unix: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `Register` the pipe began, with its digest answer checked (`digest`) or not.
+    fn register_flow(digest: Option<Digest>) -> Flow {
+        let cfg = crate::config::Config::embedded().registrar;
+        let auth = "Digest username=\"a\", realm=\"x\", nonce=\"n\", uri=\"sip:x\", response=\"r\"";
+        let op = StoreOp::Register {
+            user: "a".into(),
+            aor: "a@x".into(),
+            auth: Box::new(Authorization::parse(auth).unwrap()),
+            changes: Some(vec![Change::RemoveAll]),
+            now: 1,
+            registrar: Registrar::new(&cfg, [7; 32]),
+        };
+        Flow { op, digest }
+    }
+
+    #[test]
+    fn a_flow_the_pipe_cannot_finish_never_checks_a_digest_twice() {
+        // Not checked yet: the store thread does all of it.
+        assert!(matches!(
+            register_flow(None).fallback(),
+            StoreOp::Register { .. }
+        ));
+        // Checked (its nonce count taken): only the bindings are left to write.
+        let op = register_flow(Some(Digest::Valid)).fallback();
+        assert!(
+            matches!(&op, StoreOp::Update { aor, changes, now: 1 } if aor == "a@x" && changes == &[Change::RemoveAll]),
+            "{op:?}"
+        );
+        // Its bindings written: done, with the digest's verdict.
+        let Next::Done(Ok(StoreReply::Registered { digest, bindings })) =
+            register_flow(Some(Digest::Valid)).resume(Answer::Bindings(Vec::new()))
+        else {
+            panic!("a registered flow is done");
+        };
+        assert_eq!((digest, bindings.len()), (Digest::Valid, 0));
+        // An answer that does not fit the step goes to the store thread.
+        let next = register_flow(None).resume(Answer::Bindings(Vec::new()));
+        assert!(
+            matches!(next, Next::Threads(StoreOp::Register { .. })),
+            "{next:?}"
+        );
+    }
 
     #[test]
     fn contacts_split_outside_brackets_and_quotes() {
