@@ -2,7 +2,7 @@
 //!
 //! Calls belong to the worker that Call-ID hashes to; a SIP message that the kernel hands to
 //! another worker is passed over the inbox channel, so no lock sits on the call path. A
-//! REGISTER is handled where it arrives (`switch::stateless`). TCP
+//! REGISTER is handled where it arrives while that worker keeps up (`Worker::deliver`). TCP
 //! connections live on worker 0 (TCP is a small share of SIP traffic; see docs/architecture.md).
 
 use crate::host::HostIo;
@@ -390,8 +390,19 @@ impl Worker {
             .on_sip(msg, peer, local, late, Instant::now(), host);
     }
 
-    fn deliver(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool) {
-        let owner = match switch::stateless(&msg) {
+    /// Handles `msg` here or posts it to its Call-ID's worker. A REGISTER (`switch::stateless`)
+    /// stays here while the worker keeps up (`keeping_up`: its last read left the socket
+    /// empty), sparing the other worker a wake-up; a worker reading full batches spreads them,
+    /// so one busy source — an edge proxy, a load generator — still uses every worker.
+    fn deliver(
+        &mut self,
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+        late: bool,
+        keeping_up: bool,
+    ) {
+        let owner = match keeping_up && switch::stateless(&msg) {
             true => self.id,
             false => self.owner(&msg),
         };
@@ -436,7 +447,7 @@ impl Worker {
                     .arrival(i)
                     .is_some_and(|t| now.saturating_duration_since(t) > self.sip_late);
                 match Message::parse(data, true) {
-                    Ok(msg) => self.deliver(msg, peer, local, late),
+                    Ok(msg) => self.deliver(msg, peer, local, late, n < SIP_BATCH),
                     Err(ParseError::KeepAlive) => {}
                     Err(_) => {
                         self.counters
@@ -502,6 +513,7 @@ impl Worker {
                 },
                 local,
                 false,
+                true,
             );
         }
         if let ReadOutcome::Closed = outcome {

@@ -36,7 +36,9 @@ pub const SUPPORTED: &[&str] = &["timer"];
 /// call state (its bindings live in the store and the nonce counts are shared by all workers),
 /// and its retransmissions come from the same address, so the kernel hands them to the same
 /// worker. Handling it where it arrived spares half of all REGISTERs a hand-off between
-/// workers (two thread wake-ups).
+/// workers (two thread wake-ups). (A retransmission handled by another worker than the first
+/// copy is answered as a new request: the same bindings again, or a new challenge once its
+/// nonce count was used.)
 pub fn stateless(msg: &Message) -> bool {
     msg.method() == Some(&Method::Register)
 }
