@@ -14,6 +14,10 @@ memcached module, as the paper's OpenSIPS used its Memcached cache).
             registered user at 1000 calls/s and up: INVITE->200 p50/p99 (strowger-load's own clock;
             SIPp's is ~4 ms coarse here), strowger CPU-us per call.
 
+With --compare BIN (and --repeat N) it instead runs this build and BIN side by side on the same
+REGISTER workload, alternating between them, and prints their ratio of CPU per REGISTER (an A/B within
+one run).
+
 Every child runs in its own session with its autogroup priority raised, dies with this script, and
 every run is bounded in operations and time. Loopback only. Standard library only.
 """
@@ -25,6 +29,7 @@ import hashlib
 import json
 import os
 import signal
+import statistics
 import socket
 import subprocess
 import sys
@@ -165,13 +170,13 @@ def strowger_config(store, authenticate, users):
     return "\n".join(lines) + "\n"
 
 
-def start_strowger(label, store, authenticate, users, rundir):
+def start_strowger(label, store, authenticate, users, rundir, binary=None):
     path = os.path.join(rundir, f"{label}.toml")
     with open(path, "w") as f:
         f.write(strowger_config(store, authenticate, users))
     port = b.alloc_ports(1, 1)
     rtp = b.alloc_ports(500)  # calls are not held: a few hundred at once at most
-    cmd = [STROWGER, "--config", path, "--sip-listen", f"127.0.0.1:{port}",
+    cmd = [binary or STROWGER, "--config", path, "--sip-listen", f"127.0.0.1:{port}",
            "--rtp-ports", f"{rtp}-{rtp + 499}", "--data-dir", os.path.join(rundir, f"{label}-data")]
     proc = start(label, cmd, rundir, "worker(s)", 600)
     return proc, port
@@ -267,6 +272,65 @@ def sweep(server, port, auth, rates, seconds, users_cap, fresh_aors, backend, ru
         if not clean(row):
             break
     return rows
+
+
+def compare(args, rates, rundir):
+    """--compare BIN: strowger (--strowger) and BIN side by side, each with a backend of its own,
+    strowger-load register alternating between them (this build first in even rounds, BIN first in
+    odd ones) at each rate for --repeat rounds: the median CPU per REGISTER of each and their ratio,
+    measured in one run so the machine's drift touches both alike."""
+    rows = []
+    for kind in args.backends.split(","):
+        for auth in (False, True):
+            servers, backends = {}, []
+            for label, binary in (("new", STROWGER), ("old", os.path.abspath(args.compare))):
+                if kind == "local":
+                    store = f"local:{os.path.join(rundir, f'{label}-{kind}-{auth}', 'store.snap')}"
+                else:
+                    backend, store = start_backend(kind, rundir)
+                    backends.append(backend)
+                users = args.auth_users if auth else 1
+                servers[label] = start_strowger(f"ab-{label}-{kind}-{'auth' if auth else 'open'}", store, auth,
+                                                users, rundir, binary)
+            cpu = {}
+            for rnd in range(args.repeat):
+                for i, rate in enumerate(rates):
+                    n = int(rate * args.seconds)
+                    if auth:
+                        n, first = min(n, args.auth_users), FIRST_USER
+                    else:
+                        first = 1_000_000 * (2 + rnd * len(rates) + i)
+                    for label in (("new", "old") if rnd % 2 == 0 else ("old", "new")):
+                        s, port = servers[label]
+                        c0 = s.cpu()
+                        _, r = load_register(port, rate, n, first, auth, rundir)
+                        us = (s.cpu() - c0) / max(r["registered"], 1) * 1e6
+                        cpu.setdefault((rate, label), []).append(round(us, 1))
+                        b.log(f"compare {kind} auth={auth} round {rnd} {rate}/s {label}: {us:.1f} µs per REGISTER, "
+                              f"failed {r['failed']}, p50 {r['latency_us']['p50']} µs")
+            for rate in rates:
+                new, old = statistics.median(cpu[(rate, "new")]), statistics.median(cpu[(rate, "old")])
+                rows.append({"backend": kind, "auth": auth, "rate": rate, "new_us": cpu[(rate, "new")],
+                             "old_us": cpu[(rate, "old")], "new_median": new, "old_median": old,
+                             "ratio": round(new / old, 3) if old else None})
+            for s, _ in servers.values():
+                s.stop()
+            for k in backends:
+                k.stop()
+    return rows
+
+
+def compare_report(res):
+    out = [f"A/B ({res['date']}): `python3 bench/lib/registrar.py {' '.join(res.get('argv', []))}`; "
+           f"this build {res['strowger_rev']} against `{res['args']['compare']}`; CPU-µs per REGISTER, "
+           f"median of {res['args']['repeat']} alternated runs", "",
+           "| store | auth | rate | this build (runs) | compared binary (runs) | ratio |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for r in res["compare"]:
+        out.append(f"| {r['backend']} | {'digest' if r['auth'] else 'none'} | {fmt(r['rate'])} | "
+                   f"{r['new_median']} ({', '.join(map(str, r['new_us']))}) | "
+                   f"{r['old_median']} ({', '.join(map(str, r['old_us']))}) | **×{r['ratio']}** |")
+    return "\n".join(out) + "\n"
 
 
 def limiter(row):
@@ -416,9 +480,12 @@ def main():
     ap.add_argument("--strowger", metavar="BIN", help="the strowger binary (default: target/release/strowger)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "registrar.json"))
     ap.add_argument("--report", metavar="JSON", help="only print the markdown section for an earlier run")
+    ap.add_argument("--compare", metavar="BIN", help="A/B: this build against BIN, alternated (see compare())")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of the --compare A/B")
     args = ap.parse_args()
     if args.report:
-        print(report(json.load(open(args.report))))
+        res = json.load(open(args.report))
+        print(compare_report(res) if "compare" in res else report(res))
         return
     if args.strowger:
         global STROWGER
@@ -435,6 +502,16 @@ def main():
         .split(":", 1)[1].split("\n")[0].strip(), "nproc": os.cpu_count(),
         "args": vars(args), "argv": sys.argv[1:], "register": [], "invite": [],
     }
+    if args.compare:
+        out = args.out.removesuffix(".json") + "-compare.json" if args.out == ap.get_default("out") else args.out
+        try:
+            res["compare"] = compare(args, rates, rundir)
+        finally:
+            b.kill_children()
+        with open(out, "w") as f:
+            json.dump(res, f, indent=1)
+        print(compare_report(res))
+        return
     try:
         if not args.no_kamailio:
             # usrloc in memory, and beside strowger on Redis / Memcached the same store.
