@@ -244,6 +244,9 @@ impl PipeConn {
                 broken = true;
                 break;
             };
+            // After an error line the replies may no longer pair with the requests: this one
+            // goes to the store threads, and the connection starts over.
+            let failed = matches!(reply, pipe::Reply::Failed(_));
             let answer = store.pipe().and_then(|p| p.finish(w.pending, reply));
             let next = match answer {
                 Some(a) => w.flow.resume(a),
@@ -263,6 +266,10 @@ impl PipeConn {
                         None => rest.push((w.token, flow.fallback())),
                     }
                 }
+            }
+            if failed {
+                broken = true;
+                break;
             }
         }
         self.inbuf.drain(..at);
