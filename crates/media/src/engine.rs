@@ -511,14 +511,27 @@ impl Engine {
     where
         F: FnMut(Transmit<'_>) + ?Sized,
     {
-        self.tick_phase(now, 0, 1, tx);
+        self.tick_phase(now, now, 0, 1, tx);
     }
 
     /// The pass over the legs whose index is `phase` modulo `phases`: a shell that ticks
     /// `phases` times per frame interval spreads the calls' packets over the interval instead
     /// of sending them in one burst. Each leg must be visited once per interval.
-    pub fn tick_phase<F>(&mut self, now: Instant, phase: usize, phases: usize, tx: &mut F)
-    where
+    ///
+    /// `due` is when the shell's tick grid scheduled this pass and `now` when it runs (`due`
+    /// ≤ `now`). Frames are scheduled on `due`: a leg's frames fall due on the grid time of its
+    /// first pass, and a pass that runs late sends what was due at its grid time, late, but
+    /// never a frame of the next pass early. Scheduled on `now`, a pass 12 ms late also sent
+    /// the next frame 8 ms early (within the half frame of slack), and the receiver saw
+    /// 20 ms of spread from 12 ms of lateness. RTCP and media timeouts go by `now`.
+    pub fn tick_phase<F>(
+        &mut self,
+        due: Instant,
+        now: Instant,
+        phase: usize,
+        phases: usize,
+        tx: &mut F,
+    ) where
         F: FnMut(Transmit<'_>) + ?Sized,
     {
         let ntp_now = self.ntp_at(now);
@@ -549,7 +562,7 @@ impl Engine {
                 }
             }
             if leg.source.generates()
-                && emit_frames(id, leg, now, &mut buf[..], &mut pcm[..], events, tx)
+                && emit_frames(id, leg, due, &mut buf[..], &mut pcm[..], events, tx)
             {
                 *generating -= 1;
             }
@@ -567,9 +580,10 @@ impl Engine {
     }
 }
 
-/// Sends every frame due by `now` (with half a frame of slack so tick
-/// jitter does not alternate 0 and 2 frames per tick). True when the prompt
-/// ended (the leg went idle).
+/// Sends every frame due by `now`, the pass's grid time (with half a frame
+/// of slack, so a shell that ticks on wall-clock times with jitter does not
+/// alternate 0 and 2 frames per tick). True when the prompt ended (the leg
+/// went idle).
 fn emit_frames<F>(
     id: LegId,
     leg: &mut Leg,

@@ -23,7 +23,9 @@
 //! Timing: generated frames carry timestamps counted in frames, so they are
 //! exact however the ticks jitter; frames are due with half a frame of
 //! slack, so tick jitter up to a quarter frame (±5 ms at 20 ms) never
-//! bunches packets. A late tick emits the missed frames (up
+//! bunches packets. A shell with a tick grid passes each pass's grid time
+//! ([`Engine::tick_phase`]), so frames fall due on the grid and a late pass
+//! never sends the next frame early. A late tick emits the missed frames (up
 //! to 5, counted in [`LegStats::late_ticks`]); a longer stall skips ahead.
 //! Relayed packets (bridge, echo) are sent at once from `on_rtp`, their
 //! sequence numbers and timestamps shifted onto the outgoing leg's stream.

@@ -217,6 +217,34 @@ fn late_ticks_catch_up_and_stalls_skip_ahead() {
     assert_eq!(gap, 1020 * 8);
 }
 
+/// One pass of `e` due on the grid at `due` and run at `now`: the RTP sent.
+fn pass(e: &mut Engine, due: Instant, now: Instant) -> usize {
+    let mut sent = 0;
+    e.tick_phase(due, now, 0, 1, &mut |t: Transmit<'_>| {
+        sent += usize::from(!t.rtcp);
+    });
+    sent
+}
+
+#[test]
+fn a_late_pass_sends_what_was_due_on_its_grid_time_and_nothing_early() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(5);
+    let leg = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    e.tone(leg, ToneSpec::dial());
+    // The first pass ran 4 ms late: the leg's frames still fall due on the grid (t0 + 20 k).
+    assert_eq!(pass(&mut e, t0, t0 + 4 * MS), 1);
+    // 12 ms late: frame 1 leaves late, and frame 2 (due at 40 ms) waits for its own pass;
+    // scheduled on the run time it left now, 8 ms early (40 ≤ 32 + half a frame).
+    assert_eq!(pass(&mut e, t0 + 20 * MS, t0 + 32 * MS), 1);
+    assert_eq!(pass(&mut e, t0 + 40 * MS, t0 + 40 * MS), 1);
+    // Passes that run back to back after a stall send a frame each.
+    assert_eq!(pass(&mut e, t0 + 60 * MS, t0 + 95 * MS), 1);
+    assert_eq!(pass(&mut e, t0 + 80 * MS, t0 + 95 * MS), 1);
+    assert_eq!(pass(&mut e, t0 + 100 * MS, t0 + 100 * MS), 1);
+    assert_eq!(e.stats(leg).unwrap().late_ticks, 0);
+}
+
 #[test]
 fn jittery_ticks_keep_exact_rate_and_timestamps() {
     let t0 = Instant::now();

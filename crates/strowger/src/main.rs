@@ -2,6 +2,7 @@
 //! waits for SIGINT/SIGTERM.
 
 mod codec_cli;
+mod fds;
 mod host;
 mod peers;
 mod rtp_io;

@@ -13,6 +13,11 @@ use switch::config::Config;
 use switch::{Engine, Settings};
 
 pub fn run(cfg: Config) -> Result<(), String> {
+    // Before any thread starts: growing the table later stalls a worker (crate::fds).
+    let fds = crate::fds::wanted(cfg.rtp.ports.pairs(), crate::fds::limit());
+    if let Err(e) = crate::fds::reserve(fds) {
+        eprintln!("strowger: cannot make room for {fds} file descriptors up front: {e}");
+    }
     let workers = match cfg.general.workers {
         // One per core, up to the 64 a worker's wake-up mask holds.
         0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(64)),

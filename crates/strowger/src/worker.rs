@@ -255,7 +255,7 @@ impl Worker {
         }
         self.watch_load(now - self.next_tick);
         self.spread = self.needs_phases();
-        self.media_tick(now);
+        self.media_tick(self.next_tick, now);
         let step = match self.spread {
             true => TICK,
             false => TICK * PHASES as u32,
@@ -620,7 +620,8 @@ impl Worker {
         }
     }
 
-    fn media_tick(&mut self, now: Instant) {
+    /// The media pass due on the tick grid at `due`, run at `now`.
+    fn media_tick(&mut self, due: Instant, now: Instant) {
         self.ticks = self.ticks.wrapping_add(1);
         let (phase, phases) = match self.spread {
             true => ((self.ticks % PHASES) as usize, PHASES as usize),
@@ -646,7 +647,7 @@ impl Worker {
                 }
             }
         }
-        engine.tick_phase(now, phase, phases, &mut send);
+        engine.tick_phase(due, now, phase, phases, &mut send);
         drop(send);
         self.engine
             .process(now, &mut HostIo::new(&mut self.media, &mut self.host));

@@ -989,12 +989,14 @@ impl Engine {
     }
 
     pub fn tick(&mut self, now: Instant, tx: &mut dyn FnMut(media::Transmit<'_>)) {
-        self.tick_phase(now, 0, 1, tx);
+        self.tick_phase(now, now, 0, 1, tx);
     }
 
-    /// One of `phases` passes per 20 ms frame interval (see `media::Engine::tick_phase`).
+    /// One of `phases` passes per 20 ms frame interval, due on the shell's tick grid at `due`
+    /// and run at `now` (see `media::Engine::tick_phase`).
     pub fn tick_phase(
         &mut self,
+        due: Instant,
         now: Instant,
         phase: usize,
         phases: usize,
@@ -1003,8 +1005,8 @@ impl Engine {
         match self.iax.as_mut() {
             Some(iax) => self
                 .media
-                .tick_phase(now, phase, phases, &mut |t| iax.route(t, now, tx)),
-            None => self.media.tick_phase(now, phase, phases, tx),
+                .tick_phase(due, now, phase, phases, &mut |t| iax.route(t, now, tx)),
+            None => self.media.tick_phase(due, now, phase, phases, tx),
         }
     }
 

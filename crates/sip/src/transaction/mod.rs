@@ -9,6 +9,7 @@
 mod client;
 mod key;
 mod server;
+mod sharded;
 #[cfg(test)]
 mod tests;
 mod timer;
@@ -16,8 +17,8 @@ mod timer;
 use crate::message::Message;
 use crate::method::Method;
 use client::ClientTxn;
-use rustc_hash::FxHashMap;
 use server::ServerTxn;
+use sharded::Sharded;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -159,12 +160,15 @@ pub struct Transactions {
     timers: Timers,
     reliable_2xx: bool,
     next_id: u64,
-    servers: FxHashMap<u64, ServerTxn>,
-    clients: FxHashMap<u64, ClientTxn>,
-    server_keys: FxHashMap<Arc<str>, u64>,
-    client_keys: FxHashMap<Arc<str>, u64>,
+    /// Transactions and their keys, in sharded maps: completed non-INVITE server transactions
+    /// linger for timer J (32 s), so a flood of calls leaves many, and no insert may stall the
+    /// worker by resizing a map of them all at once (see [`sharded`]).
+    servers: Sharded<u64, ServerTxn>,
+    clients: Sharded<u64, ClientTxn>,
+    server_keys: Sharded<Arc<str>, u64>,
+    client_keys: Sharded<Arc<str>, u64>,
     /// Call-ID + CSeq of INVITE server transactions, for the ACK to a 2xx.
-    ack_keys: FxHashMap<Arc<str>, u64>,
+    ack_keys: Sharded<Arc<str>, u64>,
     io: Io,
     /// Key buffer reused by every lookup.
     scratch: String,
@@ -178,11 +182,11 @@ impl Transactions {
             timers,
             reliable_2xx: true,
             next_id: 0,
-            servers: FxHashMap::default(),
-            clients: FxHashMap::default(),
-            server_keys: FxHashMap::default(),
-            client_keys: FxHashMap::default(),
-            ack_keys: FxHashMap::default(),
+            servers: Sharded::default(),
+            clients: Sharded::default(),
+            server_keys: Sharded::default(),
+            client_keys: Sharded::default(),
+            ack_keys: Sharded::default(),
             io: Io::default(),
             scratch: String::with_capacity(256),
         }
@@ -475,7 +479,7 @@ impl Transactions {
 }
 
 /// Removes a key only if it still maps to this transaction (a reused branch may have taken it).
-fn unmap(map: &mut FxHashMap<Arc<str>, u64>, key: Option<&Arc<str>>, id: u64) {
+fn unmap(map: &mut Sharded<Arc<str>, u64>, key: Option<&Arc<str>>, id: u64) {
     if let Some(key) = key {
         if map.get(key) == Some(&id) {
             map.remove(key);
