@@ -602,8 +602,15 @@ impl Worker {
         Some(self.conns.entry(token).or_insert(conn))
     }
 
+    /// Sends what the engine queued. A flood's answers can take milliseconds to send: the media
+    /// pass runs in between when it falls due.
     fn flush_sip(&mut self) {
+        let mut sent = 0u32;
         while let Some((to, bytes)) = self.engine.poll_transmit() {
+            sent += 1;
+            if sent.is_multiple_of(SIP_BATCH as u32 * 4) {
+                self.tick_if_due(Instant::now());
+            }
             match to.transport {
                 Transport::Udp => {
                     let family_v6 = to.addr.is_ipv6();

@@ -155,6 +155,9 @@ impl Io {
     }
 }
 
+/// Timers one `Transactions::handle_timeout` fires at most (a few milliseconds of work).
+pub const TIMERS_PER_CALL: usize = 1024;
+
 /// Every transaction of one SIP endpoint.
 pub struct Transactions {
     timers: Timers,
@@ -404,9 +407,14 @@ impl Transactions {
         self.io.queue.next().map(|(at, _, _)| at)
     }
 
-    /// Fires every timer due at `now`.
+    /// Fires the timers due at `now`, at most [`TIMERS_PER_CALL`] of them: a backlog (a flood's
+    /// transactions all ending 32 s later) is swept in slices, and the caller's next
+    /// `poll_timeout` is already due for the rest, so its media passes run in between.
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some((at, id, slot)) = self.io.queue.pop_due(now) {
+        for _ in 0..TIMERS_PER_CALL {
+            let Some((at, id, slot)) = self.io.queue.pop_due(now) else {
+                break;
+            };
             let (t, io) = (&self.timers, &mut self.io);
             let life = if let Some(s) = self.servers.get_mut(&id).filter(|s| s.timers.is(slot, at))
             {

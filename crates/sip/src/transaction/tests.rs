@@ -745,3 +745,26 @@ fn layer_can_move_between_threads() {
     fn send<T: Send>() {}
     send::<Transactions>();
 }
+
+#[test]
+fn a_backlog_of_timers_is_swept_in_slices() {
+    let (mut tx, t0) = layer();
+    let n = TIMERS_PER_CALL + 10;
+    for i in 0..n {
+        let req = request("OPTIONS", &format!("z9hG4bKs{i}"), 1, "");
+        let Incoming::New(id) = tx.on_request(&parse(&req), udp(), t0) else {
+            panic!("new")
+        };
+        tx.respond(id, 200, response(&req, 200, Some("t")), t0);
+    }
+    transmits(&mut tx);
+    let late = t0 + 40_000 * MS;
+    tx.handle_timeout(late);
+    assert_eq!(tx.len(), 10, "one slice ended");
+    assert!(
+        tx.poll_timeout().is_some_and(|at| at <= late),
+        "the rest is due at once"
+    );
+    tx.handle_timeout(late);
+    assert!(tx.is_empty());
+}
