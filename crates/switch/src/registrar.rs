@@ -93,44 +93,47 @@ pub fn answer_now(s: &dyn store::Store, op: &StoreOp) -> Option<StoreResult> {
     }
 }
 
-/// Runs an operation on a store (what the shell's store threads do).
+/// Runs an operation on a store (what the shell's store threads do): the steps `drive` takes
+/// over a pipe, each ask answered by a blocking call, so both paths share one logic.
 pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
-    if let Some(r) = answer_now(s, &op) {
-        return r;
-    }
-    let r = match op {
-        StoreOp::User { user, domain, .. } => s.user(&user, &domain).map(StoreReply::User),
-        StoreOp::Register {
-            user,
-            aor,
-            auth,
-            changes,
-            now,
-            registrar,
-        } => register(s, &user, &aor, &auth, changes, now, &registrar),
-        StoreOp::Update { aor, changes, now } => {
-            s.update(&aor, &changes, now).map(StoreReply::Bindings)
-        }
-        // Whether the user exists may come from a recent copy; the bindings never do.
-        StoreOp::Locate { user, domain, now } => match s
-            .recent_user(&user, &domain, now)
-            .map_or_else(|| s.user(&user, &domain), Ok)
-        {
-            Ok(Some(_)) => {
-                s.lookup(&format!("{user}@{domain}"), now)
-                    .map(|bindings| StoreReply::Located {
-                        exists: true,
-                        bindings,
-                    })
+    let mut next = drive(s, op);
+    loop {
+        next = match next {
+            Next::Done(r) => return r,
+            Next::Ask(ask, flow) => {
+                let answer = match ask {
+                    Ask::User { user, domain } => s.user(&user, &domain).map(Answer::User),
+                    Ask::Update { aor, changes, now } => {
+                        s.update(&aor, &changes, now).map(Answer::Bindings)
+                    }
+                };
+                match answer {
+                    Ok(a) => flow.resume(a),
+                    Err(e) => return Err(e.0),
+                }
             }
-            Ok(None) => Ok(StoreReply::Located {
-                exists: false,
-                bindings: Vec::new(),
-            }),
-            Err(e) => Err(e),
-        },
+            Next::Threads(StoreOp::Locate { user, domain, now }) => {
+                return locate(s, &user, &domain, now).map_err(|e| e.0)
+            }
+            // `resume` hands over only a reply that does not fit its step; a blocking call's
+            // answer always fits.
+            Next::Threads(op) => return Err(format!("no step of {op:?} on this store")),
+        };
+    }
+}
+
+/// `StoreOp::Locate` (the one operation `drive` leaves to the blocking path): whether the user
+/// exists may come from a recent copy; the bindings never do.
+fn locate(s: &dyn store::Store, user: &str, domain: &str, now: u64) -> store::Result<StoreReply> {
+    let exists = s
+        .recent_user(user, domain, now)
+        .map_or_else(|| s.user(user, domain), Ok)?
+        .is_some();
+    let bindings = match exists {
+        true => s.lookup(&format!("{user}@{domain}"), now)?,
+        false => Vec::new(),
     };
-    r.map_err(|e| e.0)
+    Ok(StoreReply::Located { exists, bindings })
 }
 
 /// A store operation a worker drives itself over the store's pipe (`store::pipe`): the common
@@ -152,7 +155,7 @@ pub enum Next {
     Threads(StoreOp),
 }
 
-/// Starts `op` on the pipe of `s`.
+/// The first step of `op` on `s`.
 pub fn drive(s: &dyn store::Store, op: StoreOp) -> Next {
     if let Some(r) = answer_now(s, &op) {
         return Next::Done(r);
@@ -185,7 +188,8 @@ pub fn drive(s: &dyn store::Store, op: StoreOp) -> Next {
             let check =
                 |c: Option<Credentials>| registrar.check_digest(auth, c.as_ref(), "REGISTER", *now);
             match s.recent_user(user, domain, *now).map(check) {
-                // As `register`: a recent copy can only let a phone in.
+                // A recent copy can only let a phone in: a denial is checked again against
+                // the backend.
                 Some(Digest::Denied) | None => {
                     let ask = Ask::User {
                         user: user.clone(),
@@ -275,29 +279,6 @@ impl Flow {
             (op, _) => op,
         }
     }
-}
-
-/// `StoreOp::Register` on the store thread.
-fn register(
-    s: &dyn store::Store,
-    user: &str,
-    aor: &str,
-    auth: &Authorization,
-    changes: Option<Vec<Change>>,
-    now: u64,
-    registrar: &Registrar,
-) -> store::Result<StoreReply> {
-    let domain = &registrar.domain;
-    let check = |c: Option<Credentials>| registrar.check_digest(auth, c.as_ref(), "REGISTER", now);
-    let digest = match s.recent_user(user, domain, now).map(check) {
-        Some(Digest::Denied) | None => check(s.user(user, domain)?),
-        Some(d) => d,
-    };
-    let bindings = match (digest, changes) {
-        (Digest::Valid, Some(changes)) => s.update(aor, &changes, now)?,
-        _ => Vec::new(),
-    };
-    Ok(StoreReply::Registered { digest, bindings })
 }
 
 /// HA1s for a new password (what `strowger user add` and `[[users]]` store).
