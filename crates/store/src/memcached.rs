@@ -27,6 +27,48 @@ const CAS_TRIES: usize = 16;
 /// A value and its CAS id.
 type Versioned = (Vec<u8>, u64);
 
+/// The `mg` request for a value and its CAS id.
+fn mg(k: &str) -> String {
+    format!("mg {k} v c\r\n")
+}
+
+/// Appends the `ms` request storing `data` under `k` as `mode` says, expiring at unix time
+/// `exptime` (0 = never), asking for the new CAS id.
+fn ms(out: &mut Vec<u8>, k: &str, data: &[u8], exptime: u64, mode: Mode) {
+    let cond = match mode {
+        Mode::Set => String::new(),
+        Mode::Add => " ME".to_string(),
+        Mode::Cas(cas) => format!(" C{cas}"),
+    };
+    out.extend_from_slice(format!("ms {k} {} c T{exptime}{cond}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// An AOR's bindings after `changes`, from its stored JSON value (None: absent): the new value
+/// and its expiry (None: no binding left, delete it), and the bindings.
+fn rebind(
+    old: Option<&[u8]>,
+    changes: &[Change],
+    now: u64,
+) -> (Option<(Vec<u8>, u64)>, Vec<Binding>) {
+    let old: Vec<Binding> = old
+        .and_then(|d| serde_json::from_slice(d).ok())
+        .unwrap_or_default();
+    let list = apply(old, changes, now);
+    let new = list
+        .iter()
+        .map(|b| b.expires_at)
+        .max()
+        .map(|until| (serde_json::to_vec(&list).unwrap_or_default(), until));
+    (new, list)
+}
+
+/// The key of a user's credentials.
+fn user_key(user: &str, domain: &str) -> String {
+    key("user", &format!("{user}@{domain}"))
+}
+
 pub struct MemcachedStore {
     addr: String,
     pool: Mutex<Vec<BufReader<TcpStream>>>,
@@ -115,8 +157,7 @@ impl MemcachedStore {
     /// `mg`: the value and its CAS id.
     fn get(&self, k: &str) -> Result<Option<Versioned>> {
         self.with(|c| {
-            c.get_mut()
-                .write_all(format!("mg {k} v c\r\n").as_bytes())?;
+            c.get_mut().write_all(mg(k).as_bytes())?;
             let line = read_line(c)?;
             if line == "EN" {
                 return Ok(None);
@@ -146,15 +187,9 @@ impl MemcachedStore {
     /// `ms`, expiring at unix time `exptime` (0 = never): the new CAS id when stored, None when
     /// the mode's condition failed (someone else changed the key).
     fn meta_set(&self, k: &str, data: &[u8], exptime: u64, mode: Mode) -> Result<Option<u64>> {
-        let cond = match mode {
-            Mode::Set => String::new(),
-            Mode::Add => " ME".to_string(),
-            Mode::Cas(cas) => format!(" C{cas}"),
-        };
+        let mut buf = Vec::new();
+        ms(&mut buf, k, data, exptime, mode);
         self.with(|c| {
-            let mut buf = format!("ms {k} {} c T{exptime}{cond}\r\n", data.len()).into_bytes();
-            buf.extend_from_slice(data);
-            buf.extend_from_slice(b"\r\n");
             c.get_mut().write_all(&buf)?;
             let line = read_line(c)?;
             match line.split(' ').next() {
@@ -255,18 +290,7 @@ impl LocationStore for MemcachedStore {
     }
 
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
-        self.modify(&key("loc", aor), |old| {
-            let old: Vec<Binding> = old
-                .and_then(|d| serde_json::from_slice(d).ok())
-                .unwrap_or_default();
-            let list = apply(old, changes, now);
-            let new = list
-                .iter()
-                .map(|b| b.expires_at)
-                .max()
-                .map(|until| (serde_json::to_vec(&list).unwrap_or_default(), until));
-            (new, list)
-        })
+        self.modify(&key("loc", aor), |old| rebind(old, changes, now))
     }
 
     fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>> {
@@ -292,8 +316,7 @@ impl Pipe for MemcachedStore {
     fn begin(&self, ask: &Ask, out: &mut Vec<u8>) -> Option<Pending> {
         match ask {
             Ask::User { user, domain } => {
-                let k = key("user", &format!("{user}@{domain}"));
-                out.extend_from_slice(format!("mg {k} v c\r\n").as_bytes());
+                out.extend_from_slice(mg(&user_key(user, domain)).as_bytes());
                 Some(Pending::User {
                     user: user.clone(),
                     domain: domain.clone(),
@@ -302,25 +325,14 @@ impl Pipe for MemcachedStore {
             Ask::Update { aor, changes, now } => {
                 let k = key("loc", aor);
                 let old = self.seen.lock().unwrap().get(&k);
-                let list = apply(
-                    old.as_ref()
-                        .and_then(|(d, _)| serde_json::from_slice(d).ok())
-                        .unwrap_or_default(),
-                    changes,
-                    *now,
-                );
                 // Removing the last binding is a delete: the store thread's business.
-                let until = list.iter().map(|b| b.expires_at).max()?;
-                let data = serde_json::to_vec(&list).ok()?;
-                let cond = match old {
-                    Some((_, cas)) => format!(" C{cas}"),
-                    None => " ME".to_string(),
+                let (Some((data, until)), list) =
+                    rebind(old.as_ref().map(|(d, _)| d.as_slice()), changes, *now)
+                else {
+                    return None;
                 };
-                out.extend_from_slice(
-                    format!("ms {k} {} c T{until}{cond}\r\n", data.len()).as_bytes(),
-                );
-                out.extend_from_slice(&data);
-                out.extend_from_slice(b"\r\n");
+                let mode = old.map_or(Mode::Add, |(_, cas)| Mode::Cas(cas));
+                ms(out, &k, &data, until, mode);
                 Some(Pending::Update {
                     aor: aor.clone(),
                     key: k,
@@ -371,7 +383,7 @@ impl MemcachedStore {
 
 impl CredentialStore for MemcachedStore {
     fn user(&self, user: &str, domain: &str) -> Result<Option<Credentials>> {
-        let v = self.get(&key("user", &format!("{user}@{domain}")))?;
+        let v = self.get(&user_key(user, domain))?;
         Ok(v.and_then(|(d, _)| serde_json::from_slice(&d).ok()))
     }
 
