@@ -100,18 +100,10 @@ impl StoreQueue {
         }
         done
     }
-}
 
-impl StoreQueue {
-    /// Whether the oldest ask on the pipe has waited past [`REPLY_TIMEOUT`].
+    /// Whether a reply on the pipe is overdue (`ready` then breaks the connection).
     pub fn overdue(&self, now: Instant) -> bool {
-        match self {
-            StoreQueue::Threads { pipe: Some(p), .. } => p
-                .waiting
-                .front()
-                .is_some_and(|w| now.saturating_duration_since(w.sent) > REPLY_TIMEOUT),
-            _ => false,
-        }
+        matches!(self, StoreQueue::Threads { pipe: Some(p), .. } if p.overdue(now))
     }
 }
 
@@ -179,6 +171,26 @@ impl PipeConn {
         ask: &pipe::Ask,
         flow: Flow,
     ) -> Option<StoreOp> {
+        if let Some(op) = self.queue(store, token, ask, flow, Instant::now()) {
+            return Some(op);
+        }
+        if self.write().is_err() {
+            // `ready` hands it and the rest to the store threads.
+            self.retry_at = Instant::now();
+        }
+        None
+    }
+
+    /// Queues the request for `ask` (written by the next `write`), its reply awaited from
+    /// `now`; the operation back when the pipe cannot take it.
+    fn queue(
+        &mut self,
+        store: &dyn store::Store,
+        token: u64,
+        ask: &pipe::Ask,
+        flow: Flow,
+        now: Instant,
+    ) -> Option<StoreOp> {
         let Some(pending) = store.pipe().and_then(|p| p.begin(ask, &mut self.out)) else {
             return Some(flow.fallback());
         };
@@ -186,13 +198,16 @@ impl PipeConn {
             token,
             flow,
             pending,
-            sent: Instant::now(),
+            sent: now,
         });
-        if self.write().is_err() {
-            // `ready` hands it and the rest to the store threads.
-            self.retry_at = Instant::now();
-        }
         None
+    }
+
+    /// Whether the oldest ask has waited for its reply past [`REPLY_TIMEOUT`].
+    fn overdue(&self, now: Instant) -> bool {
+        self.waiting
+            .front()
+            .is_some_and(|w| now.saturating_duration_since(w.sent) > REPLY_TIMEOUT)
     }
 
     /// Writes what is queued, as far as the socket takes it.
@@ -256,14 +271,8 @@ impl PipeConn {
                 Next::Done(r) => done.push((w.token, r)),
                 Next::Threads(op) => rest.push((w.token, op)),
                 Next::Ask(ask, flow) => {
-                    match store.pipe().and_then(|p| p.begin(&ask, &mut self.out)) {
-                        Some(pending) => self.waiting.push_back(Waiting {
-                            token: w.token,
-                            flow,
-                            pending,
-                            sent: now,
-                        }),
-                        None => rest.push((w.token, flow.fallback())),
+                    if let Some(op) = self.queue(store, w.token, &ask, flow, now) {
+                        rest.push((w.token, op));
                     }
                 }
             }
@@ -273,10 +282,7 @@ impl PipeConn {
             }
         }
         self.inbuf.drain(..at);
-        broken |= self
-            .waiting
-            .front()
-            .is_some_and(|w| now.saturating_duration_since(w.sent) > REPLY_TIMEOUT);
+        broken |= self.overdue(now);
         broken |= self.write().is_err();
         if broken {
             if let Some(mut s) = self.stream.take() {
