@@ -226,6 +226,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
             iax_reply,
             iax_out: Vec::new(),
             iax_send: mmsg::SendBatch::new(),
+            sip_out: Vec::with_capacity(64),
+            sip_send: mmsg::SendBatch::new(),
         };
         w.register().map_err(|e| e.to_string())?;
         handles.push(

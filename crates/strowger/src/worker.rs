@@ -157,6 +157,9 @@ pub struct Worker {
     /// system calls and kernel work of a `send_to` each.
     pub iax_out: Vec<Transmit>,
     pub iax_send: mmsg::SendBatch,
+    /// SIP datagrams taken from the engine, sent together by [`Worker::flush_sip`].
+    pub sip_out: Vec<(SocketAddr, Arc<[u8]>)>,
+    pub sip_send: mmsg::SendBatch,
 }
 
 impl Worker {
@@ -602,28 +605,36 @@ impl Worker {
         Some(self.conns.entry(token).or_insert(conn))
     }
 
-    /// Sends what the engine queued. A flood's answers can take milliseconds to send: the media
-    /// pass runs in between when it falls due.
+    /// Sends what the engine queued, UDP datagrams a `sendmmsg(2)` per [`SIP_BATCH`] × 4: one
+    /// system call, and one wake-up of a peer that sent a batch, instead of one each. A flood's
+    /// answers can take milliseconds to send: the media pass runs between chunks when it falls due.
     fn flush_sip(&mut self) {
-        let mut sent = 0u32;
-        while let Some((to, bytes)) = self.engine.poll_transmit() {
-            sent += 1;
-            if sent.is_multiple_of(SIP_BATCH as u32 * 4) {
-                self.tick_if_due(Instant::now());
-            }
-            match to.transport {
-                Transport::Udp => {
-                    let family_v6 = to.addr.is_ipv6();
-                    if let Some((s, _)) = self.udp.iter().find(|(_, a)| a.is_ipv6() == family_v6) {
-                        let _ = s.send_to(&bytes, to.addr);
+        loop {
+            while self.sip_out.len() < SIP_BATCH * 4 {
+                let Some((to, bytes)) = self.engine.poll_transmit() else {
+                    break;
+                };
+                match to.transport {
+                    Transport::Udp => self.sip_out.push((to.addr, bytes)),
+                    Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
+                    Transport::Tcp => {
+                        let tcp = Envelope::TcpSend { to: to.addr, bytes };
+                        post(&self.mail, &mut self.to_wake, 0, tcp);
                     }
                 }
-                Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
-                Transport::Tcp => {
-                    let tcp = Envelope::TcpSend { to: to.addr, bytes };
-                    post(&self.mail, &mut self.to_wake, 0, tcp);
+            }
+            if self.sip_out.is_empty() {
+                return;
+            }
+            for v6 in [false, true] {
+                let family = self.sip_out.iter().filter(|(a, _)| a.is_ipv6() == v6);
+                let datagrams = family.map(|(a, b)| (&b[..], *a));
+                if let Some((s, _)) = self.udp.iter().find(|(_, a)| a.is_ipv6() == v6) {
+                    self.sip_send.send(s, datagrams);
                 }
             }
+            self.sip_out.clear();
+            self.tick_if_due(Instant::now());
         }
     }
 
