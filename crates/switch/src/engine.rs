@@ -286,9 +286,9 @@ impl Engine {
         let tag = self.tag();
         let mut b = ResponseBuilder::new(req, status, reason, Some(peer.addr), Some(&tag));
         for (n, v) in extra {
-            b.header(n, v);
+            b.header_str(n, v);
         }
-        b.header("Server", &self.s.user_agent);
+        b.header_str("Server", &self.s.user_agent);
         self.out.push_back((peer, b.finish(None).into()));
     }
 
@@ -821,9 +821,9 @@ impl Engine {
     ) -> Vec<u8> {
         let mut b = ResponseBuilder::new(req, status, reason, Some(peer.addr), to_tag);
         for (n, v) in extra {
-            b.header(n, v);
+            b.header_str(n, v);
         }
-        b.header("Server", &self.s.user_agent);
+        b.header_str("Server", &self.s.user_agent);
         b.finish(body.map(|b| ("application/sdp", b)))
     }
 
