@@ -37,24 +37,44 @@ impl Algorithm {
 
     /// Lowercase hex digest of `data`.
     pub fn hash(self, data: &[u8]) -> String {
+        self.hash_parts(&[data])
+    }
+
+    /// The hex digest of `parts` joined with ':' (how every digest input is built), hashed as
+    /// they come instead of formatted into one string first.
+    pub fn hash_parts(self, parts: &[&[u8]]) -> String {
+        fn joined<D: Digest>(parts: &[&[u8]]) -> String {
+            let mut d = D::new();
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    d.update(b":");
+                }
+                d.update(p);
+            }
+            hex(&d.finalize())
+        }
         match self {
-            Algorithm::Md5 => hex(&Md5::digest(data)),
-            Algorithm::Sha256 => hex(&Sha256::digest(data)),
+            Algorithm::Md5 => joined::<Md5>(parts),
+            Algorithm::Sha256 => joined::<Sha256>(parts),
         }
     }
 }
 
+/// Lower-case hex, by table: a digest check writes some 130 digits, and `{:02x}` per byte
+/// costs more than the hashing.
 fn hex(b: &[u8]) -> String {
-    let mut s = String::with_capacity(b.len() * 2);
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = Vec::with_capacity(b.len() * 2);
     for x in b {
-        let _ = write!(s, "{x:02x}");
+        out.push(DIGITS[usize::from(x >> 4)]);
+        out.push(DIGITS[usize::from(x & 15)]);
     }
-    s
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// HA1 = H(username:realm:password), what a credential store keeps instead of the password.
 pub fn ha1(alg: Algorithm, user: &str, realm: &str, password: &str) -> String {
-    alg.hash(format!("{user}:{realm}:{password}").as_bytes())
+    alg.hash_parts(&[user.as_bytes(), realm.as_bytes(), password.as_bytes()])
 }
 
 /// The expected `response` (RFC 7616 §3.4.1, qop=auth or no qop).
@@ -67,12 +87,13 @@ pub fn response(
     nonce: &str,
     qop: Option<(&str, &str)>,
 ) -> String {
-    let ha2 = alg.hash(format!("{method}:{uri}").as_bytes());
+    let ha2 = alg.hash_parts(&[method.as_bytes(), uri.as_bytes()]);
+    let (ha1, nonce, ha2) = (ha1.as_bytes(), nonce.as_bytes(), ha2.as_bytes());
     match qop {
         Some((nc, cnonce)) => {
-            alg.hash(format!("{ha1}:{nonce}:{nc}:{cnonce}:auth:{ha2}").as_bytes())
+            alg.hash_parts(&[ha1, nonce, nc.as_bytes(), cnonce.as_bytes(), b"auth", ha2])
         }
-        None => alg.hash(format!("{ha1}:{nonce}:{ha2}").as_bytes()),
+        None => alg.hash_parts(&[ha1, nonce, ha2]),
     }
 }
 
@@ -135,7 +156,7 @@ impl Challenge {
             realm: p.get("realm").ok_or("no realm")?.to_string(),
             nonce: p.get("nonce").ok_or("no nonce")?.to_string(),
             opaque: p.get("opaque").map(|s| s.to_string()),
-            algorithm: Algorithm::parse(p.get("algorithm").copied()).ok_or("unknown algorithm")?,
+            algorithm: Algorithm::parse(p.get("algorithm")).ok_or("unknown algorithm")?,
             qop_auth: p
                 .get("qop")
                 .is_some_and(|q| q.split(',').any(|t| t.trim().eq_ignore_ascii_case("auth"))),
@@ -177,7 +198,7 @@ impl Authorization {
             nonce: get("nonce").ok_or("no nonce")?,
             uri: get("uri").ok_or("no uri")?,
             response: get("response").ok_or("no response")?.to_ascii_lowercase(),
-            algorithm: Algorithm::parse(p.get("algorithm").copied()).ok_or("unknown algorithm")?,
+            algorithm: Algorithm::parse(p.get("algorithm")).ok_or("unknown algorithm")?,
             cnonce: get("cnonce"),
             nc: get("nc"),
             qop_auth,
@@ -234,21 +255,34 @@ impl Authorization {
     }
 }
 
-/// `Digest k=v, k="v", …` into a map (keys lowercased).
-fn params(v: &str) -> Result<HashMap<String, &str>, &'static str> {
+/// A digest header's parameters, in order (a handful: a list beats a hash map).
+struct DigestParams<'a>(Vec<(&'a str, &'a str)>);
+
+impl<'a> DigestParams<'a> {
+    /// The value of `key` (a lower-case name; names match case-insensitively).
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|&(_, v)| v)
+    }
+}
+
+/// `Digest k=v, k="v", …` into its parameters.
+fn params(v: &str) -> Result<DigestParams<'_>, &'static str> {
     let v = v.trim_start();
     if v.len() < 6 || !v[..6].eq_ignore_ascii_case("digest") {
         return Err("not a Digest header");
     }
     let mut rest = &v[6..];
-    let mut out = HashMap::new();
+    let mut out = DigestParams(Vec::with_capacity(10));
     loop {
         rest = rest.trim_start_matches([' ', '\t', ',', '\r', '\n']);
         if rest.is_empty() {
             return Ok(out);
         }
         let eq = rest.find('=').ok_or("parameter without =")?;
-        let key = rest[..eq].trim().to_ascii_lowercase();
+        let key = rest[..eq].trim();
         rest = rest[eq + 1..].trim_start();
         let value;
         if let Some(r) = rest.strip_prefix('"') {
@@ -274,9 +308,10 @@ fn params(v: &str) -> Result<HashMap<String, &str>, &'static str> {
             value = rest[..end].trim();
             rest = &rest[end..];
         }
-        if out.insert(key, value).is_some() {
+        if out.get(key).is_some() {
             return Err("duplicate parameter");
         }
+        out.0.push((key, value));
     }
 }
 
@@ -321,9 +356,11 @@ impl Nonces {
     /// A fresh nonce at unix time `now`.
     pub fn issue(&mut self, now: u64) -> String {
         self.counter += 1;
-        let body = format!("{now:016x}{:016x}", self.counter);
+        let mut body = hex(&now.to_be_bytes());
+        body.push_str(&hex(&self.counter.to_be_bytes()));
         let mac = self.mac(&body);
-        format!("{body}{mac}")
+        body.push_str(&mac);
+        body
     }
 
     fn issued_at(&self, nonce: &str) -> Option<u64> {
