@@ -144,7 +144,7 @@ impl Message {
                 return Err(ParseError::Invalid("too many headers"));
             }
             let text = &buf[line.clone()];
-            let Some(colon) = text.iter().position(|&b| b == b':') else {
+            let Some(colon) = memchr::memchr(b':', text) else {
                 defect.get_or_insert("header line without a colon");
                 continue;
             };
@@ -266,7 +266,7 @@ impl Message {
 /// Finds the empty line ending the header section; returns (end of headers, start of body).
 fn find_blank_line(b: &[u8]) -> Option<(usize, usize)> {
     let mut i = 0;
-    while let Some(p) = b[i..].iter().position(|&c| c == b'\n') {
+    while let Some(p) = memchr::memchr(b'\n', &b[i..]) {
         let nl = i + p;
         let next = nl + 1;
         if b.get(next) == Some(&b'\n') {
@@ -284,8 +284,9 @@ fn find_blank_line(b: &[u8]) -> Option<(usize, usize)> {
 /// every header value is on one line (RFC 3261 §7.3.1).
 fn unfold(b: &mut [u8]) {
     let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\n' && matches!(b.get(i + 1), Some(b' ' | b'\t')) {
+    while let Some(p) = memchr::memchr(b'\n', &b[i..]) {
+        i += p;
+        if matches!(b.get(i + 1), Some(b' ' | b'\t')) {
             b[i] = b' ';
             if i > 0 && b[i - 1] == b'\r' {
                 b[i - 1] = b' ';
@@ -307,7 +308,7 @@ impl Iterator for LineIter<'_> {
             return None;
         }
         let rest = &self.buf[self.pos..];
-        let (len, adv) = match rest.iter().position(|&c| c == b'\n') {
+        let (len, adv) = match memchr::memchr(b'\n', rest) {
             Some(p) => (p, p + 1),
             None => (rest.len(), rest.len()),
         };
@@ -444,8 +445,25 @@ fn frame_body(
 }
 
 pub(crate) fn is_token(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-.!%*_+`'~".contains(&b)
+    TOKEN[usize::from(b)]
 }
+
+/// RFC 3261 `token` characters, by byte: every header name and many values are checked a
+/// character at a time.
+static TOKEN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        t[i] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'-' | b'.' | b'!' | b'%' | b'*' | b'_' | b'+' | b'`' | b'\'' | b'~'
+            );
+        i += 1;
+    }
+    t
+};
 
 fn trim(b: &[u8]) -> &[u8] {
     let s = b
