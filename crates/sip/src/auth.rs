@@ -7,8 +7,8 @@
 //! nonce-count seen per nonce (RFC 7616 §3.3).
 
 use md5::Md5;
+use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::fmt::Write;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -331,7 +331,8 @@ pub struct Nonces {
     lifetime_s: u64,
     counter: u64,
     /// nonce → highest nonce-count used.
-    seen: HashMap<String, (u64, u32)>,
+    /// A fast hash is safe: only nonces whose MAC checked out are entered.
+    seen: FxHashMap<String, (u64, u32)>,
     capacity: usize,
     /// Nonces issued at or before this time were evicted from `seen`: they are stale.
     floor: u64,
@@ -343,7 +344,7 @@ impl Nonces {
             secret,
             lifetime_s,
             counter: 0,
-            seen: HashMap::new(),
+            seen: FxHashMap::default(),
             capacity: capacity.max(1),
             floor: 0,
         }
