@@ -182,6 +182,10 @@ impl<S: LocationStore + CredentialStore> LocationStore for ReadCache<S> {
         self.inner.pipe().map(|_| self as &dyn Pipe)
     }
 
+    fn commit(&self) -> Result<()> {
+        self.inner.commit()
+    }
+
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
         let list = self.via(now, |s| s.update(aor, changes, now))?;
         self.bindings.lock().unwrap().put(aor, list.clone());

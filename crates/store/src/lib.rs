@@ -105,7 +105,14 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 
 pub trait LocationStore: Send + Sync {
     /// Applies `changes` to `aor` and returns its bindings still valid at `now` (unix seconds).
+    /// A store may hold the change back from its backing file until [`LocationStore::commit`]:
+    /// acknowledge an update only after committing it.
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>>;
+    /// Writes out the updates held back so far (the local store's journal lines), so a batch of
+    /// REGISTERs costs one write. The network stores write as they go: nothing to do.
+    fn commit(&self) -> Result<()> {
+        Ok(())
+    }
     /// The bindings of `aor` valid at `now`.
     fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>>;
     /// This store's common operations as requests over the caller's own connection, when it

@@ -6,18 +6,22 @@
 //! snapshot (written to a temporary file and renamed over PATH, so a crash leaves the old or the
 //! new snapshot, never half of one) and started again empty.
 //!
-//! The journal is written to the kernel on every change, so a crash or restart of strowger
-//! loses nothing acknowledged; a background thread flushes it to the disk once a second (and
-//! every snapshot is flushed before it replaces the old one), so a power cut may lose the last
-//! second, and no change ever waits for the disk. A flush that fails fails the next change.
+//! A binding change's line waits in memory until `commit`, which the worker calls before it sends
+//! the replies of a batch of requests: one write for the batch, and still written to the kernel
+//! before any of its changes is acknowledged, so a crash or restart of strowger loses nothing
+//! acknowledged. (Users added or removed are written at once.) A background thread flushes the
+//! journal to the disk once a second (and every snapshot is flushed before it replaces the old
+//! one), so a power cut may lose the last second, and no change ever waits for the disk. A write
+//! or flush that fails fails the next change (the failed batch's changes stay in memory).
 
 use crate::{
     apply, Binding, Change, CredentialStore, Credentials, LocationStore, Result, StoreError,
 };
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,7 +37,9 @@ const SYNC_EVERY: Duration = Duration::from_secs(1);
 pub struct LocalStore {
     path: PathBuf,
     shards: Vec<Mutex<HashMap<String, Vec<Binding>>>>,
-    users: Mutex<BTreeMap<String, Credentials>>,
+    /// By `user@domain`. Only operators add users, so a fast hash without a random key is safe
+    /// here (a lookup's name may come from anyone, but it inserts nothing).
+    users: Mutex<FxHashMap<String, Credentials>>,
     /// Lock order: a shard or `users`, then `journal` (a fold takes `users`, every shard in
     /// order, then `journal`).
     journal: Mutex<Journal>,
@@ -43,6 +49,25 @@ pub struct LocalStore {
 struct Journal {
     file: File,
     lines: u64,
+    /// Lines not written yet (see `commit`).
+    pending: Vec<u8>,
+}
+
+impl Journal {
+    /// Writes the pending lines; a failure is also remembered to fail the next change.
+    fn write_pending(&mut self, path: &Path, sync: &Flush) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let written = self.file.write_all(&self.pending);
+        self.pending.clear();
+        sync.dirty.store(true, Ordering::Relaxed);
+        written.map_err(|e| {
+            let e = write_error(&journal_path(path), e);
+            *sync.failed.lock().unwrap() = Some(e.0.clone());
+            e
+        })
+    }
 }
 
 /// Shared with the thread that flushes the journal.
@@ -56,6 +81,7 @@ struct Flush {
 
 impl Drop for LocalStore {
     fn drop(&mut self) {
+        let _ = self.commit();
         self.sync.closed.store(true, Ordering::Relaxed);
     }
 }
@@ -103,7 +129,7 @@ impl LocalStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Snapshot::default(),
             Err(e) => return Err(StoreError(format!("{}: cannot read: {e}", path.display()))),
         };
-        let mut users: BTreeMap<String, Credentials> = snap
+        let mut users: FxHashMap<String, Credentials> = snap
             .users
             .into_iter()
             .map(|c| (user_key(&c.user, &c.domain), c))
@@ -166,7 +192,11 @@ impl LocalStore {
             path: path.to_path_buf(),
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             users: Mutex::new(users),
-            journal: Mutex::new(Journal { file, lines }),
+            journal: Mutex::new(Journal {
+                file,
+                lines,
+                pending: Vec::with_capacity(64 * 1024),
+            }),
             sync,
         };
         for (aor, list) in bindings {
@@ -178,26 +208,29 @@ impl LocalStore {
         Ok(s)
     }
 
+    /// The shard of an AOR. A fast hash picks it (an AOR that anyone may choose can at worst
+    /// crowd one of the 16 locks); the shard's own map keeps the keyed hash.
     fn shard(&self, aor: &str) -> &Mutex<HashMap<String, Vec<Binding>>> {
-        let mut h = DefaultHasher::new();
-        aor.hash(&mut h);
-        &self.shards[h.finish() as usize % SHARDS]
+        &self.shards[(FxBuildHasher.hash_one(aor) >> 32) as usize % SHARDS]
     }
 
-    /// Appends one entry (the caller holds the lock of what it changed); returns the journal's
-    /// length in lines.
-    fn append(&self, e: &Entry) -> Result<u64> {
-        let mut line = serde_json::to_vec(e).map_err(|e| StoreError(e.to_string()))?;
-        line.push(b'\n');
+    /// Appends one entry to the pending lines (the caller holds the lock of what it changed);
+    /// `now`: written at once. Returns the journal's length in lines.
+    fn append(&self, e: &Entry, now: bool) -> Result<u64> {
         if let Some(e) = self.sync.failed.lock().unwrap().take() {
             return Err(StoreError(e));
         }
         let mut j = self.journal.lock().unwrap();
-        j.file
-            .write_all(&line)
-            .map_err(|e| write_error(&journal_path(&self.path), e))?;
-        self.sync.dirty.store(true, Ordering::Relaxed);
+        let start = j.pending.len();
+        if let Err(e) = serde_json::to_writer(&mut j.pending, e) {
+            j.pending.truncate(start);
+            return Err(StoreError(e.to_string()));
+        }
+        j.pending.push(b'\n');
         j.lines += 1;
+        if now {
+            j.write_pending(&self.path, &self.sync)?;
+        }
         Ok(j.lines)
     }
 
@@ -231,7 +264,7 @@ impl LocalStore {
             return Ok(()); // another thread folded it meanwhile
         }
         let mut snap = Snapshot {
-            users: users.values().cloned().collect(),
+            users: sorted_users(&users),
             bindings: BTreeMap::new(),
         };
         for shard in shards.iter_mut() {
@@ -254,6 +287,8 @@ impl LocalStore {
         f.write_all(&bytes).map_err(err)?;
         f.sync_data().map_err(err)?;
         std::fs::rename(&tmp, &self.path).map_err(err)?;
+        // The snapshot holds what the pending lines say.
+        j.pending.clear();
         j.file.set_len(0).map_err(err)?;
         j.lines = 0;
         Ok(())
@@ -274,13 +309,18 @@ fn write_error(path: &Path, e: std::io::Error) -> StoreError {
 }
 
 impl LocationStore for LocalStore {
+    fn commit(&self) -> Result<()> {
+        let mut j = self.journal.lock().unwrap();
+        j.write_pending(&self.path, &self.sync)
+    }
+
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
         let (list, lines) = {
             let mut shard = self.shard(aor).lock().unwrap();
             let old = shard.get(aor).cloned().unwrap_or_default();
             let list = apply(old, changes, now);
             // Journal first: a change that cannot be written is not made.
-            let lines = self.append(&Entry::Aor(aor.to_string(), list.clone()))?;
+            let lines = self.append(&Entry::Aor(aor.to_string(), list.clone()), false)?;
             if list.is_empty() {
                 shard.remove(aor);
             } else {
@@ -314,7 +354,7 @@ impl CredentialStore for LocalStore {
     fn put_user(&self, c: &Credentials) -> Result<()> {
         let lines = {
             let mut users = self.users.lock().unwrap();
-            let lines = self.append(&Entry::User(c.clone()))?;
+            let lines = self.append(&Entry::User(c.clone()), true)?;
             users.insert(user_key(&c.user, &c.domain), c.clone());
             lines
         };
@@ -328,7 +368,7 @@ impl CredentialStore for LocalStore {
             if !users.contains_key(&k) {
                 return Ok(false);
             }
-            let lines = self.append(&Entry::DelUser(k.clone()))?;
+            let lines = self.append(&Entry::DelUser(k.clone()), true)?;
             users.remove(&k);
             lines
         };
@@ -337,8 +377,15 @@ impl CredentialStore for LocalStore {
     }
 
     fn users(&self) -> Result<Vec<Credentials>> {
-        Ok(self.users.lock().unwrap().values().cloned().collect())
+        Ok(sorted_users(&self.users.lock().unwrap()))
     }
+}
+
+/// Users in a stable order (by user, then domain), for listings and snapshots.
+fn sorted_users(users: &FxHashMap<String, Credentials>) -> Vec<Credentials> {
+    let mut v: Vec<Credentials> = users.values().cloned().collect();
+    v.sort_by(|a, b| (&a.user, &a.domain).cmp(&(&b.user, &b.domain)));
+    v
 }
 
 /// Credential calls carry no time; a fold after one needs it to drop lapsed bindings.
@@ -365,6 +412,35 @@ pub(crate) mod tests {
             call_id: "c1".into(),
             cseq: 1,
         }
+    }
+
+    #[test]
+    fn updates_reach_the_journal_file_in_one_write_at_commit() {
+        let dir = std::env::temp_dir().join(format!("strowger-commit-{}", std::process::id()));
+        let path = dir.join("s.snap");
+        let _ = std::fs::remove_dir_all(&dir);
+        let s = LocalStore::open(&path).unwrap();
+        let journal = || std::fs::read_to_string(journal_path(&path)).unwrap();
+        for (i, aor) in ["a@x", "b@x", "c@x"].iter().enumerate() {
+            let b = binding(&format!("sip:{i}@1.2.3.4"), 200);
+            s.update(aor, &[Change::Put(b)], 100).unwrap();
+        }
+        assert_eq!(journal(), "", "held back until commit");
+        s.commit().unwrap();
+        assert_eq!(journal().lines().count(), 3);
+        s.commit().unwrap();
+        assert_eq!(journal().lines().count(), 3, "nothing written twice");
+        // What a process that stops between an update and its commit leaves: only what was
+        // committed (the update was never acknowledged). Dropping commits the rest.
+        s.update("d@x", &[Change::Put(binding("sip:d@1.2.3.4", 200))], 100)
+            .unwrap();
+        assert_eq!(journal().lines().count(), 3);
+        drop(s);
+        let s = LocalStore::open(&path).unwrap();
+        for aor in ["a@x", "b@x", "c@x", "d@x"] {
+            assert_eq!(s.lookup(aor, 100).unwrap().len(), 1, "{aor}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

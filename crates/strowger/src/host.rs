@@ -47,6 +47,14 @@ impl Host {
         self.store.as_mut().map_or_else(Vec::new, |q| q.ready(now))
     }
 
+    /// Writes out the store changes of this worker's last requests before their replies leave
+    /// (the local store's journal: one write per batch).
+    pub fn store_commit(&mut self) {
+        if let Some(Err(e)) = self.store.as_ref().map(|q| q.commit()) {
+            eprintln!("strowger: location store: {e}");
+        }
+    }
+
     /// Whether a reply on the store connection is overdue (`store_ready` then breaks it).
     pub fn store_overdue(&self, now: std::time::Instant) -> bool {
         self.store.as_ref().is_some_and(|q| q.overdue(now))

@@ -101,6 +101,15 @@ impl StoreQueue {
         done
     }
 
+    /// Writes out what the operations run on this worker held back (`LocationStore::commit`);
+    /// called before their replies leave.
+    pub fn commit(&self) -> Result<(), String> {
+        match self {
+            StoreQueue::Inline(store) => store.commit().map_err(|e| e.0),
+            StoreQueue::Threads { .. } => Ok(()),
+        }
+    }
+
     /// Whether a reply on the pipe is overdue (`ready` then breaks the connection).
     pub fn overdue(&self, now: Instant) -> bool {
         matches!(self, StoreQueue::Threads { pipe: Some(p), .. } if p.overdue(now))
@@ -339,6 +348,10 @@ fn serve(store: &dyn store::Store, mail: &Mailboxes, rx: &Mutex<Receiver<Job>>) 
         };
         let Ok(job) = job else { return };
         let result = switch::registrar::run(store, job.op);
+        let result = match store.commit() {
+            Ok(()) => result,
+            Err(e) => Err(e.0),
+        };
         mail.send(
             job.worker,
             Envelope::Store {
