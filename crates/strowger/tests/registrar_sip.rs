@@ -138,6 +138,24 @@ fn param<'a>(challenge: &'a str, name: &str) -> Option<&'a str> {
     challenge[at..].split('"').next()
 }
 
+/// The Authorization value answering `challenge` as 1001 (password secret-1001), digests by
+/// coreutils `tool` (md5sum / sha256sum) named `alg`, nonce-count `nc`.
+fn answer(challenge: &str, tool: &str, alg: &str, nc: &str) -> String {
+    let (realm, nonce) = (
+        param(challenge, "realm").unwrap(),
+        param(challenge, "nonce").unwrap(),
+    );
+    let h = |d: &str| coreutils_hash(tool, d);
+    let uri = "sip:strowger";
+    let ha1 = h(&format!("1001:{realm}:secret-1001"));
+    let ha2 = h(&format!("REGISTER:{uri}"));
+    let response = h(&format!("{ha1}:{nonce}:{nc}:c0ffee:auth:{ha2}"));
+    format!(
+        "Digest username=\"1001\", realm=\"{realm}\", nonce=\"{nonce}\", uri=\"{uri}\", \
+         response=\"{response}\", algorithm={alg}, qop=auth, nc={nc}, cnonce=\"c0ffee\""
+    )
+}
+
 /// A REGISTER for 1001 sent from `sock`, with an Authorization header line if given.
 fn send_register(sock: &UdpSocket, s: &Strowger, cseq: u32, auth: Option<&str>) {
     let local = sock.local_addr().unwrap();
@@ -271,19 +289,7 @@ fn sha256_only_when_configured() {
     assert_eq!(challenges.len(), 1, "{r401:?}");
     let c = challenges[0];
     assert!(c.contains("algorithm=SHA-256"), "{c}");
-    let (realm, nonce) = (param(c, "realm").unwrap(), param(c, "nonce").unwrap());
-
-    let authorization = |tool: &str, alg: &str, nc: &str| {
-        let h = |d: &str| coreutils_hash(tool, d);
-        let uri = "sip:strowger";
-        let ha1 = h(&format!("1001:{realm}:secret-1001"));
-        let ha2 = h(&format!("REGISTER:{uri}"));
-        let response = h(&format!("{ha1}:{nonce}:{nc}:c0ffee:auth:{ha2}"));
-        format!(
-            "Digest username=\"1001\", realm=\"{realm}\", nonce=\"{nonce}\", uri=\"{uri}\", \
-             response=\"{response}\", algorithm={alg}, qop=auth, nc={nc}, cnonce=\"c0ffee\""
-        )
-    };
+    let authorization = |tool: &str, alg: &str, nc: &str| answer(c, tool, alg, nc);
     send_register(
         &sock,
         &s,
@@ -300,6 +306,40 @@ fn sha256_only_when_configured() {
     );
     let ok = recv(&sock);
     assert_eq!(ok.status(), Some(200), "SHA-256 digest accepted: {ok:?}");
+}
+
+/// A REGISTER without credentials is challenged statelessly: its retransmission (same branch)
+/// gets a challenge of its own with a fresh nonce, and an answer to either registers.
+#[test]
+fn a_retransmitted_register_gets_a_fresh_challenge_and_either_nonce_registers() {
+    let (s, _dir) = start("reg-stateless-401", "");
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    send_register(&sock, &s, 1, None);
+    let first = recv(&sock);
+    send_register(&sock, &s, 1, None);
+    let again = recv(&sock);
+    let challenge = |m: &Msg| {
+        assert_eq!(m.status(), Some(401), "{m:?}");
+        m.headers("www-authenticate")[0].to_string()
+    };
+    let (c1, c2) = (challenge(&first), challenge(&again));
+    assert_ne!(param(&c1, "nonce"), param(&c2, "nonce"), "{c1} / {c2}");
+    send_register(
+        &sock,
+        &s,
+        2,
+        Some(&answer(&c2, "md5sum", "MD5", "00000001")),
+    );
+    let ok = recv(&sock);
+    assert_eq!(ok.status(), Some(200), "the second nonce registers: {ok:?}");
+    send_register(
+        &sock,
+        &s,
+        3,
+        Some(&answer(&c1, "md5sum", "MD5", "00000001")),
+    );
+    let ok = recv(&sock);
+    assert_eq!(ok.status(), Some(200), "and so does the first: {ok:?}");
 }
 
 /// 423 with Min-Expires; two contacts with q-values in one REGISTER; one removed with

@@ -272,7 +272,7 @@ impl Engine {
         self.run_pending(now, host);
     }
 
-    fn reject_stateless(
+    pub(crate) fn reject_stateless(
         &mut self,
         req: &Message,
         peer: Peer,
@@ -332,6 +332,9 @@ impl Engine {
         if self.refuses_statelessly(&msg, late) {
             let retry = self.refuse_busy();
             self.reject_stateless(&msg, peer, 503, "Service Unavailable", &retry);
+            return;
+        }
+        if self.challenge_statelessly(&msg, peer) {
             return;
         }
         match self.txs.on_request(&msg, peer, now) {

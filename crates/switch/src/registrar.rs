@@ -458,6 +458,13 @@ pub(crate) fn split_contacts(v: &str) -> Vec<&str> {
     out
 }
 
+/// The user a REGISTER registers: the user part of its To URI.
+fn register_user(msg: &Message) -> Option<String> {
+    let to = NameAddr::parse(msg.header(HeaderName::To)?).ok()?;
+    let user = Uri::parse(to.uri).ok()?.user?;
+    (!user.is_empty()).then(|| user.to_string())
+}
+
 fn unquote(s: &str) -> String {
     s.trim_matches('"').to_string()
 }
@@ -621,13 +628,41 @@ impl Engine {
             .collect()
     }
 
-    /// 401 with fresh challenges.
-    fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
-        let extra: Vec<(&str, String)> = self
-            .challenges(stale)
+    /// A REGISTER without credentials is challenged without a transaction, as a stateless
+    /// proxy would: the 401 keeps no state (a retransmission gets a fresh nonce, and every
+    /// nonce this process issued is good), so half of a registration's transactions and their
+    /// 32 s of timer J are spared. Returns false when the request needs the full path.
+    pub(crate) fn challenge_statelessly(&mut self, msg: &Message, peer: Peer) -> bool {
+        if !self.s.registrar.authenticate
+            || msg.method() != Some(&sip::Method::Register)
+            || msg.header(HeaderName::Authorization).is_some()
+            || register_user(msg).is_none()
+        {
+            return false;
+        }
+        let extra = self.challenge_headers(false);
+        self.reject_stateless(msg, peer, 401, "Unauthorized", &extra);
+        true
+    }
+
+    /// The request's Authorization for our realm, if it carries one that parses.
+    fn answer_for_us(&self, msg: &Message) -> Option<Authorization> {
+        let realm = &self.s.registrar.domain;
+        msg.all(HeaderName::Authorization)
+            .filter_map(|v| Authorization::parse(v).ok())
+            .find(|a| &a.realm == realm)
+    }
+
+    fn challenge_headers(&self, stale: bool) -> Vec<(&'static str, String)> {
+        self.challenges(stale)
             .into_iter()
             .map(|c| ("WWW-Authenticate", c))
-            .collect();
+            .collect()
+    }
+
+    /// 401 with fresh challenges.
+    fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
+        let extra = self.challenge_headers(stale);
         self.reg_reply(stx, msg, peer, 401, &extra, now);
     }
 
@@ -640,15 +675,7 @@ impl Engine {
         now: Instant,
         host: &mut dyn Host,
     ) {
-        let user = msg
-            .header(HeaderName::To)
-            .and_then(|t| NameAddr::parse(t).ok())
-            .and_then(|n| {
-                Uri::parse(n.uri)
-                    .ok()
-                    .and_then(|u| u.user.map(str::to_string))
-            });
-        let Some(user) = user.filter(|u| !u.is_empty()) else {
+        let Some(user) = register_user(&msg) else {
             let w = [(
                 "Warning",
                 "399 strowger \"To needs a user: sip:USER@DOMAIN\"".to_string(),
@@ -658,14 +685,10 @@ impl Engine {
         if !self.s.registrar.authenticate {
             return self.store_bindings(stx, msg, peer, &user, now, host);
         }
-        let realm = self.s.registrar.domain.clone();
-        let auth = msg
-            .all(HeaderName::Authorization)
-            .filter_map(|v| Authorization::parse(v).ok())
-            .find(|a| a.realm == realm);
-        let Some(auth) = auth else {
+        let Some(auth) = self.answer_for_us(&msg) else {
             return self.challenge(stx, &msg, peer, false, now);
         };
+        let realm = self.s.registrar.domain.clone();
         if auth.username != user {
             let w = [(
                 "Warning",
