@@ -8,8 +8,8 @@ For each N of --levels, three runs one after the other, each against a fresh str
               50 µ-law mini frames/s each way per call (one IAX2 leg per call);
   iax2-trunk  the same with --trunk and the peer configured trunk = true: every call's voice in one
               meta trunk frame per 20 ms each way.
-All calls come up at --rate; once every call is up (+5 s), the server's CPU (utime+stime from
-/proc/PID/stat, all threads) is taken over --window s: CPU-ms per leg-second = CPU-s / window / legs x 1000,
+All calls come up at --rate; once every call is up (+5 s), the server's CPU (run time of all its
+threads, /proc/PID/task/*/schedstat) is taken over --window s: CPU-ms per leg-second = CPU-s / window / legs x 1000,
 where legs = N minus the calls that failed (they were never up).
 The load generator's CPU and what came back (frames or RTP packets) are recorded too. Every child
 runs in its own session with its autogroup priority raised, is bounded in calls and time, and

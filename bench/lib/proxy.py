@@ -7,7 +7,7 @@ INVITE sip:1001@proxy.test to the server at each --rates R for --seconds S (test
 The servers: strowger with `[proxy] domains = ["proxy.test"]` (local store, the phone registered with
 digest), and Kamailio as registrar + stateful proxy (bench/kamailio/proxy.cfg, usrloc in memory, no
 auth, --kamailio-workers UDP workers). Each server runs in its own session with its autogroup
-priority raised; its CPU is utime+stime of every process of that session from /proc, sampled every
+priority raised; its CPU is the run time of every process of that session (/proc/PID/task/*/schedstat), sampled every
 0.5 s from the caller's start to the first sample after its last call ended, divided by the calls the
 caller completed.
 """
@@ -30,7 +30,7 @@ OUT = os.path.join(b.ROOT, "bench", "out", "proxy")
 
 
 def session_cpu(sid):
-    """utime+stime (s) of every live process in session `sid`."""
+    """CPU seconds (run time, `bench.proc_cpu`) of every live process in session `sid`."""
     total = 0.0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -38,11 +38,11 @@ def session_cpu(sid):
         try:
             with open(f"/proc/{pid}/stat") as f:
                 s = f.read()
+            fields = s[s.rindex(")") + 2:].split()
+            if int(fields[3]) == sid:
+                total += b.proc_cpu(int(pid))
         except OSError:
             continue
-        fields = s[s.rindex(")") + 2:].split()
-        if int(fields[3]) == sid:
-            total += (int(fields[11]) + int(fields[12])) / b.HZ
     return total
 
 

@@ -7,7 +7,7 @@ Kamailio reading each user's HA1 from Memcached and writing each registration's 
 memcached module, as the paper's OpenSIPS used its Memcached cache).
 
   register  strowger-load register (unique AORs, with and without digest auth) at rising rates while
-            fewer than 0.1 % fail: server CPU-us per REGISTER (utime+stime from /proc/PID/stat; for
+            fewer than 0.1 % fail: server CPU-us per REGISTER (run time of all threads, /proc/PID/task/*/schedstat; for
             Kamailio summed over its processes), the load generator's and the backend's CPU, latency
             p50/p99, the highest clean rate and which process limited it.
   invite    users registered by SIPp (no auth) from the port of a SIPp UAS, then strowger-load call to a
@@ -419,7 +419,7 @@ def report(res):
            f"(strowger {res['strowger_rev']})", "",
            f"Machine: {res['nproc']}-core {res['cpu_model']}. Command: `bench/registrar.sh` "
            f"(`python3 bench/lib/registrar.py {' '.join(res.get('argv', []))}`).", ""]
-    out += ["### REGISTER (strowger-load register, unique AORs; server CPU = utime+stime from /proc, all threads; "
+    out += ["### REGISTER (strowger-load register, unique AORs; server CPU = run time of all threads from /proc/PID/task/*/schedstat; "
             "Kamailio summed over its processes)", "",
             "| server | store | auth | rate offered | registered | failed % | server CPU-µs per REGISTER | server % | "
             "load gen % | backend CPU-µs per REGISTER | latency p50 / p99 µs | busiest |",

@@ -18,7 +18,7 @@
              calls got 503.
   report     writes bench/results/scale.md and bench/results/scale.png from bench/results/scale.json.
 
-CPU is utime+stime from /proc/PID/stat (all threads). Every run is bounded in calls and time, on
+CPU is the run time of all threads (/proc/PID/task/*/schedstat). Every run is bounded in calls and time, on
 loopback only; every child runs in its own session and dies with this script.
 """
 

@@ -6,7 +6,7 @@ that offer only iLBC (20 ms), then only Speex (8 kHz): strowger-load places N ca
 (`--codec ilbc20|speex --rtp echo`, so strowger also receives 50 packets/s per call as in Test A)
 and holds them. strowger runs one worker (one thread: at most one core; not pinned, so that on a
 shared machine the scheduler can move it away from other work).
-For each N of --levels: server CPU (utime+stime from /proc/PID/stat) over a 15 s window once all
+For each N of --levels: server CPU (run time of all threads, /proc/PID/task/*/schedstat) over a 15 s window once all
 calls are up, CPU-ms per call-second, failed calls, RTP lost, and late frames (frames that reached
 the caller more than 20 ms behind their call's earliest, by the kernel's arrival stamps). A series
 stops at the first level with failed calls, more than 0.1 % late frames or the core saturated
