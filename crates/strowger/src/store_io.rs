@@ -255,7 +255,14 @@ impl PipeConn {
         while !broken {
             match s.read(&mut buf) {
                 Ok(0) => broken = true,
-                Ok(n) => self.inbuf.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    self.inbuf.extend_from_slice(&buf[..n]);
+                    // A short read took all there was: what comes later raises a new edge, so
+                    // the read that would only say WouldBlock is spared.
+                    if n < buf.len() {
+                        break;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => broken = true,
