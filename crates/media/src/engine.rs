@@ -127,6 +127,15 @@ impl Engine {
         self.generating > 0
     }
 
+    /// Whether what arrives on the leg goes out again at once (bridge, echo). Packets that are
+    /// only counted, recorded or scanned for DTMF can wait in the socket a few frames and be
+    /// read together, with their kernel arrival times.
+    pub fn relays(&self, id: LegId) -> bool {
+        self.legs
+            .get(id.0)
+            .is_some_and(|l| matches!(l.source, Source::Peer(_)))
+    }
+
     /// Ties `now` to wall-clock time so SRs carry real NTP timestamps.
     /// Without it, SR times count from the first leg as if from 1970, which
     /// is still consistent for round-trip times.

@@ -112,6 +112,8 @@ impl MediaSockets {
         let rtcp = UdpSocket::bind(SocketAddr::new(self.ip, port + 1))?;
         rtp.set_nonblocking(true)?;
         rtcp.set_nonblocking(true)?;
+        // Packets read a few frames late (legs that relay nothing) keep their arrival time.
+        mmsg::enable_timestamps(&rtp);
         Ok(Pair {
             rtp,
             rtcp,

@@ -213,7 +213,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             stop: stop.clone(),
             counters: counters.clone(),
             max_message: cfg.sip.max_message_size,
-            batch: mmsg::Batch::new(8, 2048, false),
+            batch: mmsg::Batch::new(8, 2048, true),
             ticks: 0,
             lateness_us: 0,
             sip_late: cfg.sip.t1 / 5,

@@ -986,6 +986,11 @@ impl Engine {
         }
     }
 
+    /// Whether the leg's RTP must be read every frame interval (its packets are relayed).
+    pub fn relays_rtp(&self, leg: usize) -> bool {
+        self.media.relays(media::LegId::from_index(leg))
+    }
+
     pub fn on_rtcp(&mut self, leg: usize, data: &[u8], src: SocketAddr, now: Instant) {
         self.media
             .on_rtcp(media::LegId::from_index(leg), data, src, now);
