@@ -750,6 +750,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn kernel_arrival_stamps_are_used_only_when_plausible() {
+        let now = Instant::now() + Duration::from_secs(10);
+        let earlier = now - Duration::from_millis(60);
+        assert_eq!(arrived(Some(earlier), now), earlier);
+        assert_eq!(arrived(None, now), now);
+        assert_eq!(arrived(Some(now + Duration::from_millis(5)), now), now);
+        assert_eq!(arrived(Some(now - Duration::from_secs(2)), now), now);
+    }
+
+    #[test]
     fn ticks_keep_their_grid_through_late_turns_and_stalls() {
         let t0 = Instant::now();
         let ms = |n: u64| Duration::from_millis(n);
