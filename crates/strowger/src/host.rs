@@ -47,10 +47,10 @@ impl Host {
         self.store.as_mut().map_or_else(Vec::new, |q| q.ready(now))
     }
 
-    /// Writes out the store changes of this worker's last requests before their replies leave
-    /// (the local store's journal: one write per batch).
-    pub fn store_commit(&mut self) {
-        if let Some(Err(e)) = self.store.as_ref().map(|q| q.commit()) {
+    /// Writes out what this worker's last requests queued for the store, before their replies
+    /// leave (`StoreQueue::flush`).
+    pub fn store_flush(&mut self) {
+        if let Some(Err(e)) = self.store.as_mut().map(|q| q.flush()) {
             eprintln!("strowger: location store: {e}");
         }
     }

@@ -64,7 +64,7 @@ impl StoreQueue {
             Some(pipe) => match switch::registrar::drive(&**store, op) {
                 Next::Done(r) => return Some(r),
                 // Sent, or back for the store threads.
-                Next::Ask(ask, flow) => pipe.send(&**store, token, &ask, flow)?,
+                Next::Ask(ask, flow) => pipe.queue(&**store, token, &ask, flow, Instant::now())?,
                 Next::Threads(op) => op,
             },
             None => match switch::registrar::answer_now(&**store, &op) {
@@ -101,11 +101,22 @@ impl StoreQueue {
         done
     }
 
-    /// Writes out what the operations run on this worker held back (`LocationStore::commit`);
-    /// called before their replies leave.
-    pub fn commit(&self) -> Result<(), String> {
+    /// Writes out what the operations started on this worker queued, once per loop turn
+    /// rather than once each: the local store's journal lines (`LocationStore::commit`, before
+    /// the replies leave) or the pipe's requests (one write, one wake-up of the backend, for a
+    /// batch of REGISTERs).
+    pub fn flush(&mut self) -> Result<(), String> {
         match self {
             StoreQueue::Inline(store) => store.commit().map_err(|e| e.0),
+            StoreQueue::Threads {
+                pipe: Some(pipe), ..
+            } => {
+                if !pipe.out.is_empty() && pipe.write().is_err() {
+                    // `ready` hands what waits to the store threads once the poll reports it.
+                    pipe.retry_at = Instant::now();
+                }
+                Ok(())
+            }
             StoreQueue::Threads { .. } => Ok(()),
         }
     }
@@ -169,25 +180,6 @@ impl PipeConn {
                 }
             }
         }
-    }
-
-    /// Sends the request for `ask`; the operation back (for the store threads) when the pipe
-    /// cannot take it.
-    fn send(
-        &mut self,
-        store: &dyn store::Store,
-        token: u64,
-        ask: &pipe::Ask,
-        flow: Flow,
-    ) -> Option<StoreOp> {
-        if let Some(op) = self.queue(store, token, ask, flow, Instant::now()) {
-            return Some(op);
-        }
-        if self.write().is_err() {
-            // `ready` hands it and the rest to the store threads.
-            self.retry_at = Instant::now();
-        }
-        None
     }
 
     /// Queues the request for `ask` (written by the next `write`), its reply awaited from

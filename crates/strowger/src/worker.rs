@@ -612,7 +612,7 @@ impl Worker {
     /// system call, and one wake-up of a peer that sent a batch, instead of one each. A flood's
     /// answers can take milliseconds to send: the media pass runs between chunks when it falls due.
     fn flush_sip(&mut self) {
-        self.host.store_commit();
+        self.host.store_flush();
         loop {
             while self.sip_out.len() < SIP_BATCH * 4 {
                 let Some((to, bytes)) = self.engine.poll_transmit() else {
