@@ -26,10 +26,16 @@ impl Builder {
     /// A header whose value is already text: copied without the formatting machinery, which
     /// costs several times the copy for the short values of a response.
     pub fn header_str(&mut self, name: &str, value: &str) -> &mut Self {
-        self.buf.reserve(name.len() + value.len() + 4);
+        self.header_parts(name, &[value])
+    }
+
+    /// A header whose value is the concatenation of `parts`, copied as text.
+    fn header_parts(&mut self, name: &str, parts: &[&str]) -> &mut Self {
         self.buf.push_str(name);
         self.buf.push_str(": ");
-        self.buf.push_str(value);
+        for p in parts {
+            self.buf.push_str(p);
+        }
         self.buf.push_str("\r\n");
         self
     }
@@ -85,13 +91,10 @@ impl ResponseBuilder {
         }
         for (name, h) in [("From", HeaderName::From), ("To", HeaderName::To)] {
             if let Some(v) = req.header(h) {
-                b.header_str(name, v);
-                if let Some(tag) = to_tag.filter(|_| h == HeaderName::To && !has_tag(v)) {
-                    b.buf.truncate(b.buf.len() - 2);
-                    b.buf.push_str(";tag=");
-                    b.buf.push_str(tag);
-                    b.buf.push_str("\r\n");
-                }
+                match to_tag.filter(|_| h == HeaderName::To && !has_tag(v)) {
+                    Some(tag) => b.header_parts(name, &[v, ";tag=", tag]),
+                    None => b.header_str(name, v),
+                };
             }
         }
         for (name, h) in [("Call-ID", HeaderName::CallId), ("CSeq", HeaderName::CSeq)] {
