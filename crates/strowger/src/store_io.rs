@@ -111,10 +111,7 @@ impl StoreQueue {
             StoreQueue::Threads {
                 pipe: Some(pipe), ..
             } => {
-                if !pipe.out.is_empty() && pipe.write().is_err() {
-                    // `ready` hands what waits to the store threads once the poll reports it.
-                    pipe.retry_at = Instant::now();
-                }
+                pipe.flush();
                 Ok(())
             }
             StoreQueue::Threads { .. } => Ok(()),
@@ -202,6 +199,14 @@ impl PipeConn {
             sent: now,
         });
         None
+    }
+
+    /// Writes the queued requests, if any. A failed write is left for `ready`, which hands what
+    /// waits to the store threads once the poll reports the broken connection.
+    fn flush(&mut self) {
+        if !self.out.is_empty() && self.write().is_err() {
+            self.retry_at = Instant::now();
+        }
     }
 
     /// Whether the oldest ask has waited for its reply past [`REPLY_TIMEOUT`].
