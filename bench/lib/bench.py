@@ -162,6 +162,32 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / HZ
 
 
+def session_pids(sid):
+    """Every live process of session `sid` (Kamailio forks its workers into the session it was given)."""
+    out = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(d + "/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        fields = s[s.rindex(")") + 2:].split()
+        if int(fields[3]) == sid:
+            out.append(int(os.path.basename(d)))
+    return out
+
+
+def session_cpu(sid):
+    """CPU seconds (`proc_cpu`) of every live process of session `sid`."""
+    total = 0.0
+    for p in session_pids(sid):
+        try:
+            total += proc_cpu(p)
+        except OSError:
+            pass
+    return total
+
+
 def thread_cpu(pid):
     """{tid: (name, cpu seconds)} for every live thread."""
     out = {}

@@ -29,23 +29,6 @@ SIPP = os.path.join(b.ROOT, "tests", "sipp")
 OUT = os.path.join(b.ROOT, "bench", "out", "proxy")
 
 
-def session_cpu(sid):
-    """CPU seconds (run time, `bench.proc_cpu`) of every live process in session `sid`."""
-    total = 0.0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                s = f.read()
-            fields = s[s.rindex(")") + 2:].split()
-            if int(fields[3]) == sid:
-                total += b.proc_cpu(int(pid))
-        except OSError:
-            continue
-    return total
-
-
 def sipp(args, name, rundir, timeout_s):
     """Starts SIPp (own session, raised priority) with stats in rundir/name.csv."""
     mp, cp = b.alloc_ports(4), b.alloc_ports(1)
@@ -134,13 +117,13 @@ def run_rate(which, rundir, port, phone_port, rate, seconds, server):
     uas = sipp(["-sf", os.path.join(SIPP, "uas_proxied.xml"), "-p", str(phone_port), "-m", str(calls)],
                f"uas-{tag}", rundir, seconds + 40)
     time.sleep(0.5)
-    samples = [(time.time(), session_cpu(server.pid))]
+    samples = [(time.time(), b.session_cpu(server.pid))]
     uac = sipp([f"127.0.0.1:{port}", "-sf", os.path.join(SIPP, "proxy_uac.xml"), "-s", "1001",
                 "-key", "domain", "proxy.test", "-d", "0", "-r", str(rate), "-m", str(calls),
                 "-l", str(rate * 4), "-p", str(b.alloc_ports(1))], f"uac-{tag}", rundir, seconds + 30)
     while uac.poll() is None:
         time.sleep(0.5)
-        samples.append((time.time(), session_cpu(server.pid)))
+        samples.append((time.time(), b.session_cpu(server.pid)))
     # The window ends at the first sample after the last call ended.
     end = settled_at(rundir, f"uac-{tag}")
     (t0, cpu0) = samples[0]

@@ -24,7 +24,6 @@ every run is bounded in operations and time. Loopback only. Standard library onl
 
 import argparse
 import datetime
-import glob
 import hashlib
 import json
 import os
@@ -54,31 +53,6 @@ FIRST_USER = 100000
 INVITE_USERS = 1000
 
 
-def session_pids(sid):
-    """Every live process of session `sid` (Kamailio forks its workers into the session we gave it)."""
-    out = []
-    for d in glob.glob("/proc/[0-9]*"):
-        try:
-            with open(d + "/stat") as f:
-                s = f.read()
-        except OSError:
-            continue
-        fields = s[s.rindex(")") + 2:].split()
-        if int(fields[3]) == sid:
-            out.append(int(os.path.basename(d)))
-    return out
-
-
-def cpu_s(pids):
-    total = 0.0
-    for p in pids:
-        try:
-            total += b.proc_cpu(p)
-        except OSError:
-            pass
-    return total
-
-
 def pss_mib(pids):
     """Proportional set size (shared pages split among the processes sharing them), MiB."""
     kib = 0
@@ -101,10 +75,10 @@ class Proc:
         b.raise_priority(popen.pid)
 
     def pids(self):
-        return session_pids(self.p.pid)
+        return b.session_pids(self.p.pid)
 
     def cpu(self):
-        return cpu_s(self.pids())
+        return b.session_cpu(self.p.pid)
 
     def stop(self):
         if self.p.poll() is None:
