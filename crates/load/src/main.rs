@@ -1,5 +1,6 @@
 //! `strowger-load call …`: places calls with RTP against a SIP server and reports what it saw;
-//! `strowger-load register …` registers users; `strowger-load iax2 …` places IAX2 calls.
+//! `strowger-load register …` registers users; `strowger-load iax2 …` places IAX2 calls;
+//! `strowger-load floor …` / `floor-echo …` measure the kernel's own cost for held calls' packets.
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::net::{IpAddr, SocketAddr};
@@ -135,11 +136,52 @@ enum Cmd {
         #[arg(long)]
         quiet: bool,
     },
+    /// The packets of held playback+echo calls and nothing else, for the kernel's own cost:
+    /// a connected UDP socket per call (or one for all), 50 packets/s each to --peer, echoes
+    /// read back. Prints what it sent and got back, as JSON.
+    Floor {
+        /// The echo (`strowger-load floor-echo`), HOST:PORT.
+        #[arg(long)]
+        peer: SocketAddr,
+        #[arg(long, default_value_t = 1000)]
+        calls: usize,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// One socket for all calls, echoes read 64 at a time.
+        #[arg(long)]
+        one_socket: bool,
+    },
+    /// Sends every datagram arriving at --listen back to its source, for --seconds.
+    FloorEcho {
+        #[arg(long)]
+        listen: SocketAddr,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Floor {
+            peer,
+            calls,
+            seconds,
+            one_socket,
+        } => match strowger_load::floor::play(peer, calls, seconds, one_socket) {
+            Ok(o) => println!(r#"{{"sent": {}, "received": {}}}"#, o.sent, o.received),
+            Err(e) => {
+                eprintln!("strowger-load: floor: cannot open {calls} sockets to {peer}: {e}");
+                std::process::exit(1);
+            }
+        },
+        Cmd::FloorEcho { listen, seconds } => match strowger_load::floor::echo(listen, seconds) {
+            Ok(n) => println!(r#"{{"echoed": {n}}}"#),
+            Err(e) => {
+                eprintln!("strowger-load: floor-echo: cannot listen on {listen}: {e}");
+                std::process::exit(1);
+            }
+        },
         Cmd::Register {
             target,
             users,

@@ -125,7 +125,7 @@ pub struct Thread {
 
 /// A non-blocking UDP socket with buffers for bursts: 8 MiB (16 MiB for the shared RTP socket,
 /// which takes a 5 ms burst of every call at once; as root past the system's rmem_max).
-fn udp_socket(addr: SocketAddr, buffer: usize) -> std::io::Result<UdpSocket> {
+pub(crate) fn udp_socket(addr: SocketAddr, buffer: usize) -> std::io::Result<UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if s.set_recv_buffer_size(buffer).is_err() || s.recv_buffer_size().unwrap_or(0) < buffer {

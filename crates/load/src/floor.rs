@@ -1,0 +1,143 @@
+//! The kernel's own cost for the packets of held playback+echo calls, measured in the same run as
+//! strowger so that "CPU per call-second" can be judged as a ratio to it on a noisy machine.
+//!
+//! [`play`] does what strowger's I/O shell does for such calls and nothing else: a UDP socket per
+//! call, connected to the far end, a 172-byte packet sent from each every 20 ms in the same four
+//! 5 ms phases, and each socket's echoes read every fourth visit (80 ms), a recvmmsg per socket —
+//! no SIP, no RTP state, no media engine. With `one_socket` every call shares one socket and the
+//! echoes are read in batches of 64: the kernel's path without the per-call sockets (the floor
+//! bench/README.md quotes from a bare recvmmsg/sendmmsg echo). [`echo`] is the far end: one
+//! socket that sends every datagram back where it came from, as strowger-load's calls do.
+
+use crate::run::udp_socket;
+use mmsg::{Batch, SendBatch};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+const TICK: Duration = Duration::from_millis(5);
+const PHASES: usize = 4;
+/// A G.711 frame of 20 ms with its RTP header.
+const PACKET: usize = 172;
+
+/// What [`play`] sent and got back.
+pub struct Outcome {
+    pub sent: u64,
+    pub received: u64,
+}
+
+/// Plays `calls` calls' packets to `peer` for `seconds`.
+pub fn play(peer: SocketAddr, calls: usize, seconds: f64, one_socket: bool) -> io::Result<Outcome> {
+    let local = SocketAddr::new(peer.ip(), 0);
+    let socks = (0..if one_socket { 1 } else { calls })
+        .map(|_| {
+            // One socket takes a pass's echoes of every call at once; a call's socket (like
+            // strowger's) keeps the default buffer.
+            let s = match one_socket {
+                true => udp_socket(local, 16 << 20)?,
+                false => UdpSocket::bind(local)?,
+            };
+            s.connect(peer)?;
+            s.set_nonblocking(true)?;
+            Ok(s)
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut frame = [0u8; PACKET];
+    frame[0] = 0x80;
+    let mut batch = Batch::new(if one_socket { 64 } else { 8 }, 2048, false);
+    let mut out = Outcome {
+        sent: 0,
+        received: 0,
+    };
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    let mut due = Instant::now();
+    let mut tick = 0usize;
+    while due < end {
+        let phase = tick % PHASES;
+        let cycle = tick / PHASES;
+        for call in (phase..calls).step_by(PHASES) {
+            let sock = &socks[if one_socket { 0 } else { call }];
+            frame[2..4].copy_from_slice(&(cycle as u16).to_be_bytes());
+            if sock.send(&frame).is_ok() {
+                out.sent += 1;
+            }
+            if !one_socket && (cycle + call).is_multiple_of(PHASES) {
+                out.received += drain(&mut batch, sock);
+            }
+        }
+        if one_socket {
+            out.received += drain(&mut batch, &socks[0]);
+        }
+        tick += 1;
+        due += TICK;
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+    }
+    Ok(out)
+}
+
+fn drain(batch: &mut Batch, sock: &impl AsRawFd) -> u64 {
+    let mut got = 0;
+    loop {
+        let n = batch.recv(sock);
+        got += n as u64;
+        if n < batch.capacity() {
+            return got;
+        }
+    }
+}
+
+/// Sends every datagram arriving at `listen` back to its source, for `seconds`; returns how many.
+pub fn echo(listen: SocketAddr, seconds: f64) -> io::Result<u64> {
+    let sock = udp_socket(listen, 16 << 20)?;
+    let mut batch = Batch::new(64, 2048, false);
+    let mut send = SendBatch::new();
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    let mut echoed = 0;
+    while Instant::now() < end {
+        let mut pfd = libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, for a socket that outlives the call.
+        unsafe { libc::poll(&mut pfd, 1, 100) };
+        loop {
+            let n = batch.recv(&sock);
+            let datagrams = (0..n).filter_map(|i| batch.get(i));
+            echoed += send.send(&sock, datagrams) as u64;
+            if n < batch.capacity() {
+                break;
+            }
+        }
+    }
+    Ok(echoed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_call_sends_fifty_packets_a_second_and_reads_the_echoes() {
+        let listen: SocketAddr = {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.local_addr().unwrap()
+        };
+        let far = std::thread::spawn(move || echo(listen, 1.5).unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+        for one_socket in [false, true] {
+            let o = play(listen, 20, 0.5, one_socket).unwrap();
+            // 20 calls × 50 packets/s × 0.5 s, give or take a tick at either end.
+            assert!((480..=520).contains(&o.sent), "sent {}", o.sent);
+            // Echoes still in flight at the end (up to 80 ms of them) are not read.
+            assert!(
+                o.received >= o.sent * 8 / 10,
+                "{} of {}",
+                o.received,
+                o.sent
+            );
+        }
+        assert!(far.join().unwrap() >= 960);
+    }
+}
