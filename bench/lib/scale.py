@@ -16,6 +16,10 @@
              generators to core 1), then a flood of new calls at --flood calls/s for 20 s; the held
              calls' late frames and loss against the same run without the flood; how many flood
              calls got 503.
+  floor      for each N of --levels, alternately --repeat times: strowger's held calls (as capacity) and
+             the kernel's own cost for the same packets (strowger-load floor: a connected socket per
+             call, 50 packets/s each, echoes read every 80 ms; and --one-socket), CPU-ms per call-second
+             of each and strowger's ratio to the floor, measured minutes apart instead of sessions apart.
   report     writes bench/results/scale.md and bench/results/scale.png from bench/results/scale.json.
 
 CPU is the run time of all threads (/proc/PID/task/*/schedstat). Every run is bounded in calls and time, on
@@ -173,6 +177,56 @@ def capacity(args, rundir):
     save("capacity", {"rows": rows, "machine": b.machine_info(args)})
 
 
+def floor_once(args, rundir, label, calls, one_socket, window):
+    """strowger-load floor with `calls` calls' packets: its CPU-ms per call-second over `window` s."""
+    d = os.path.join(rundir, label)
+    os.makedirs(d, exist_ok=True)
+    port = b.alloc_ports(1)
+    seconds = window + 8
+    echo_cmd = [args.load_bin, "floor-echo", "--listen", f"127.0.0.1:{port}", "--seconds", str(seconds + 2)]
+    echo = b.spawn(echo_cmd, d, open(os.path.join(d, "echo.json"), "w"), open(os.path.join(d, "echo.err"), "w"))
+    time.sleep(0.3)
+    cmd = [args.load_bin, "floor", "--peer", f"127.0.0.1:{port}", "--calls", str(calls), "--seconds", str(seconds)]
+    if one_socket:
+        cmd.append("--one-socket")
+    out = os.path.join(d, "floor.json")
+    p = b.spawn(cmd, d, open(out, "w"), open(out + ".err", "w"))
+    b.raise_priority(p.pid)
+    time.sleep(4)
+    c0, t0 = b.proc_cpu(p.pid), time.time()
+    time.sleep(window)
+    c1, t1 = b.proc_cpu(p.pid), time.time()
+    p.wait(seconds + 30)
+    echo.wait(30)
+    rep = report_of(out)
+    ms = round((c1 - c0) * 1000 / (t1 - t0) / calls, 4)
+    mode = "one socket" if one_socket else "a socket per call"
+    b.log(f"floor, {calls} calls, {mode}: {ms} CPU-ms per call-s (sent {rep['sent']}, echoes read {rep['received']})")
+    return {"calls": calls, "one_socket": one_socket, "cpu_ms_per_call_s": ms, "sent": rep["sent"],
+            "received": rep["received"], "cmd": b.fmt_cmd(cmd)}
+
+
+def floor(args, rundir):
+    rows = []
+    for i in range(args.repeat):
+        for n in args.levels:
+            b.quiet_check(set())
+            s = held_calls(args, rundir, f"floor-strowger-{n}-{i}", args.workers[0], n, args.rate, args.hold, 20)
+            per_call = floor_once(args, rundir, f"floor-{n}-{i}", n, False, 20)
+            one = floor_once(args, rundir, f"floor-one-{n}-{i}", n, True, 20)
+            row = {"calls": n, "round": i, "strowger": s["cpu_ms_per_call_s"], "strowger_failed": s["failed"],
+                   "strowger_late_pct": s["late_pct"], "floor": per_call["cpu_ms_per_call_s"],
+                   "floor_one_socket": one["cpu_ms_per_call_s"],
+                   "ratio": round(s["cpu_ms_per_call_s"] / per_call["cpu_ms_per_call_s"], 3),
+                   "ratio_one_socket": round(s["cpu_ms_per_call_s"] / one["cpu_ms_per_call_s"], 3),
+                   "server_cmd": s["server_cmd"], "load_cmd": s["load_cmd"], "floor_cmd": per_call["cmd"],
+                   "floor_one_socket_cmd": one["cmd"]}
+            b.log(f"{n} calls: strowger {row['strowger']}, floor {row['floor']} (a socket per call) / "
+                  f"{row['floor_one_socket']} (one socket): {row['ratio']}× / {row['ratio_one_socket']}×")
+            rows.append(row)
+    save("floor", {"rows": rows, "machine": b.machine_info(args)})
+
+
 def b2bua_once(args, rundir, label, workers):
     far_cfg = config(args, rundir, f"{label}-b.toml", steps='["answer", "echo"]')
     far = Server(args, rundir, f"{label}-b", 1, "30000-31999", far_cfg)
@@ -297,6 +351,14 @@ def report(_args, _rundir):
                          f"{r['rss_kib_per_call']} | {r['failed']} | {r.get('retransmissions', '-')} | {r['late_pct']} | {r['rtp_lost']} | "
                          f"{r['load_cpu_pct']} |")
         lines.append("")
+    if "floor" in res:
+        lines += ["### Against the kernel's own cost for the same packets (strowger-load floor), alternated", "",
+                  "| calls | round | strowger CPU-ms per call-s | floor: a socket per call | floor: one socket | "
+                  "strowger ÷ floor (per call / one socket) |", "|---|---|---|---|---|---|"]
+        for r in res["floor"]["rows"]:
+            lines.append(f"| {r['calls']} | {r['round']} | {r['strowger']} | {r['floor']} | {r['floor_one_socket']} | "
+                         f"{r['ratio']} / {r['ratio_one_socket']} |")
+        lines.append("")
     for sec, key, what in (("b2bua", "cpu_ms_per_call", "CPU-ms per B2BUA call"),
                            ("speedup", "cpu_ms_per_call_s", "CPU-ms per call-second (held echo calls)")):
         if sec in res:
@@ -360,7 +422,7 @@ unset multiplot
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("tests", nargs="+", choices=["capacity", "b2bua", "speedup", "overload", "report"])
+    ap.add_argument("tests", nargs="+", choices=["capacity", "floor", "b2bua", "speedup", "overload", "report"])
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--levels", type=int, nargs="+", default=[1000, 2000, 3000, 4000, 5000])
