@@ -339,35 +339,35 @@ def overload(args, rundir):
     save("overload", {**runs, "machine": b.machine_info(args)})
 
 
+def table(title, header, rows):
+    """A markdown table under a heading: `header` names the columns, `rows` holds lists of cells."""
+    return [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(str(c) for c in r) + " |" for r in rows), ""]
+
+
 def report(_args, _rundir):
     res = json.load(open(RESULTS))
     lines = []
     if "capacity" in res:
-        lines += ["### Capacity: held playback+echo calls (strowger-load --rtp echo)", "",
-                  "| calls | workers | server CPU % | CPU-ms per call-second | KiB per call | failed | SIP retransmissions | "
-                  "late frames % | RTP lost | load generator CPU % |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for r in res["capacity"]["rows"]:
-            lines.append(f"| {r['calls']} | {r['workers']} | {r['server_cpu_pct']} | {r['cpu_ms_per_call_s']} | "
-                         f"{r['rss_kib_per_call']} | {r['failed']} | {r.get('retransmissions', '-')} | {r['late_pct']} | {r['rtp_lost']} | "
-                         f"{r['load_cpu_pct']} |")
-        lines.append("")
+        lines += table("Capacity: held playback+echo calls (strowger-load --rtp echo)",
+                       ["calls", "workers", "server CPU %", "CPU-ms per call-second", "KiB per call", "failed",
+                        "SIP retransmissions", "late frames %", "RTP lost", "load generator CPU %"],
+                       [[r["calls"], r["workers"], r["server_cpu_pct"], r["cpu_ms_per_call_s"], r["rss_kib_per_call"],
+                         r["failed"], r.get("retransmissions", "-"), r["late_pct"], r["rtp_lost"], r["load_cpu_pct"]]
+                        for r in res["capacity"]["rows"]])
     if "floor" in res:
-        lines += ["### Against the kernel's own cost for the same packets (strowger-load floor), alternated", "",
-                  "| calls | round | strowger CPU-ms per call-s | floor: a socket per call | floor: one socket | "
-                  "strowger ÷ floor (per call / one socket) |", "|---|---|---|---|---|---|"]
-        for r in res["floor"]["rows"]:
-            lines.append(f"| {r['calls']} | {r['round']} | {r['strowger']} | {r['floor']} | {r['floor_one_socket']} | "
-                         f"{r['ratio']} / {r['ratio_one_socket']} |")
-        lines.append("")
-    for sec, key, what in (("b2bua", "cpu_ms_per_call", "CPU-ms per B2BUA call"),
-                           ("speedup", "cpu_ms_per_call_s", "CPU-ms per call-second (held echo calls)")):
+        lines += table("Against the kernel's own cost for the same packets (strowger-load floor), alternated",
+                       ["calls", "round", "strowger CPU-ms per call-s", "floor: a socket per call", "floor: one socket",
+                        "strowger ÷ floor (per call / one socket)"],
+                       [[r["calls"], r["round"], r["strowger"], r["floor"], r["floor_one_socket"],
+                         f"{r['ratio']} / {r['ratio_one_socket']}"] for r in res["floor"]["rows"]])
+    for sec, what in (("b2bua", "CPU-ms per B2BUA call"),
+                      ("speedup", "CPU-ms per call-second (held echo calls)")):
         if sec in res:
-            lines += [f"### {sec}: {what}, median of interleaved runs", "",
-                      "| workers | median | min | max | runs | implied speed-up (W × cost₁ / cost_W) |",
-                      "|---|---|---|---|---|---|"]
-            for w, s in res[sec]["summary"].items():
-                lines.append(f"| {w} | {s['median']} | {s['min']} | {s['max']} | {s['runs']} | {s.get('speedup', '')} |")
-            lines.append("")
+            lines += table(f"{sec}: {what}, median of interleaved runs",
+                           ["workers", "median", "min", "max", "runs", "implied speed-up (W × cost₁ / cost_W)"],
+                           [[w, x["median"], x["min"], x["max"], x["runs"], x.get("speedup", "")]
+                            for w, x in res[sec]["summary"].items()])
     if "overload" in res:
         o = res["overload"]
         lines += ["### Overload: held calls while new calls flood in", "",
