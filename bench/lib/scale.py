@@ -350,9 +350,9 @@ def report(_args, _rundir):
     lines = []
     if "capacity" in res:
         lines += table("Capacity: held playback+echo calls (strowger-load --rtp echo)",
-                       ["calls", "workers", "server CPU %", "CPU-ms per call-second", "KiB per call", "failed",
+                       ["calls", "workers", "real-time priority", "server CPU %", "CPU-ms per call-second", "KiB per call", "failed",
                         "SIP retransmissions", "late frames %", "RTP lost", "load generator CPU %"],
-                       [[r["calls"], r["workers"], r["server_cpu_pct"], r["cpu_ms_per_call_s"], r["rss_kib_per_call"],
+                       [[r["calls"], r["workers"], r.get("realtime_priority") or "-", r["server_cpu_pct"], r["cpu_ms_per_call_s"], r["rss_kib_per_call"],
                          r["failed"], r.get("retransmissions", "-"), r["late_pct"], r["rtp_lost"], r["load_cpu_pct"]]
                         for r in res["capacity"]["rows"]])
     if "floor" in res:
