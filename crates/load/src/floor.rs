@@ -63,28 +63,17 @@ pub fn play(peer: SocketAddr, calls: usize, seconds: f64, one_socket: bool) -> i
                 out.sent += 1;
             }
             if !one_socket && (cycle + call).is_multiple_of(PHASES) {
-                out.received += drain(&mut batch, sock);
+                out.received += batch.drain(sock, |_, _| {}) as u64;
             }
         }
         if one_socket {
-            out.received += drain(&mut batch, &socks[0]);
+            out.received += batch.drain(&socks[0], |_, _| {}) as u64;
         }
         tick += 1;
         due += TICK;
         std::thread::sleep(due.saturating_duration_since(Instant::now()));
     }
     Ok(out)
-}
-
-fn drain(batch: &mut Batch, sock: &impl AsRawFd) -> u64 {
-    let mut got = 0;
-    loop {
-        let n = batch.recv(sock);
-        got += n as u64;
-        if n < batch.capacity() {
-            return got;
-        }
-    }
 }
 
 /// Sends every datagram arriving at `listen` back to its source, for `seconds`; returns how many.
@@ -102,14 +91,9 @@ pub fn echo(listen: SocketAddr, seconds: f64) -> io::Result<u64> {
         };
         // SAFETY: one pollfd, for a socket that outlives the call.
         unsafe { libc::poll(&mut pfd, 1, 100) };
-        loop {
-            let n = batch.recv(&sock);
-            let datagrams = (0..n).filter_map(|i| batch.get(i));
-            echoed += send.send(&sock, datagrams) as u64;
-            if n < batch.capacity() {
-                break;
-            }
-        }
+        batch.drain(&sock, |batch, n| {
+            echoed += send.send(&sock, (0..n).filter_map(|i| batch.get(i))) as u64;
+        });
     }
     Ok(echoed)
 }

@@ -526,8 +526,7 @@ impl Thread {
         };
         let mode = cfg.rtp;
         // Everything that arrived since the last tick, filed under its call.
-        loop {
-            let n = batch.recv(sock);
+        batch.drain(sock, |batch, n| {
             for k in 0..n {
                 let Some((data, src)) = batch.get(k) else {
                     continue;
@@ -546,10 +545,7 @@ impl Thread {
                 let at = batch.arrival(k).unwrap_or(now);
                 s.receive(&pkt, at, mode, report);
             }
-            if n < batch.capacity() {
-                break;
-            }
-        }
+        });
         // This phase's calls send what is due.
         let late_tick = late > FRAME;
         let mut i = phase;

@@ -50,6 +50,20 @@ impl Batch {
         self.hdrs.len()
     }
 
+    /// Receives until `sock` is dry (a batch short of [`Batch::capacity`]), handing each batch
+    /// to `f` with its count of datagrams; returns how many in all.
+    pub fn drain(&mut self, sock: &impl AsRawFd, mut f: impl FnMut(&Batch, usize)) -> usize {
+        let mut all = 0;
+        loop {
+            let n = self.recv(sock);
+            f(self, n);
+            all += n;
+            if n < self.capacity() {
+                return all;
+            }
+        }
+    }
+
     /// Receives what is waiting on `sock` without blocking; returns how many datagrams.
     pub fn recv(&mut self, sock: &impl AsRawFd) -> usize {
         self.iovs.clear();
@@ -483,6 +497,26 @@ mod tests {
 mod plain {
     use super::*;
     use std::net::UdpSocket;
+
+    #[test]
+    fn drain_reads_batch_after_batch_until_the_socket_is_dry() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for i in 0..10u8 {
+            tx.send_to(&[i], rx.local_addr().unwrap()).unwrap();
+        }
+        let mut batch = Batch::new(4, 64, false);
+        let mut seen = Vec::new();
+        let mut sizes = Vec::new();
+        let all = batch.drain(&rx, |b, n| {
+            sizes.push(n);
+            seen.extend((0..n).map(|i| b.get(i).unwrap().0[0]));
+        });
+        assert_eq!(all, 10);
+        assert_eq!(sizes, [4, 4, 2], "a short batch ends it");
+        assert_eq!(seen, (0..10).collect::<Vec<u8>>());
+        assert_eq!(batch.drain(&rx, |_, _| {}), 0, "dry: one empty read");
+    }
 
     #[test]
     fn without_stamps_a_batch_gives_data_and_sources_only() {

@@ -660,18 +660,14 @@ impl Worker {
             // A leg whose packets go nowhere at once is read every LAZY_RTP-th visit, a few
             // packets per system call instead of one (legs take turns, to spread the reads).
             if engine.relays_rtp(leg) || (cycle + leg as u64).is_multiple_of(LAZY_RTP) {
-                loop {
-                    let n = batch.recv(&pair.rtp);
+                batch.drain(&pair.rtp, |batch, n| {
                     for i in 0..n {
                         if let Some((data, src)) = batch.get(i) {
                             let at = arrived(batch.arrival(i), now);
                             engine.on_rtp(leg, data, src, at, &mut send);
                         }
                     }
-                    if n < batch.capacity() {
-                        break;
-                    }
-                }
+                });
             }
             if rtcp_turn {
                 for i in 0..batch.recv(&pair.rtcp) {
