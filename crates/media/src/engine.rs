@@ -14,6 +14,7 @@ use rtp::stats::ReceiveStats;
 use rtp::{RtpPacket, TelephoneEvent};
 use slab::Slab;
 
+use crate::demux::Demux;
 use crate::leg::{Leg, Playout, Source};
 use crate::recorder::{RecordError, RecordSink, Recorder};
 use crate::stream::OutStream;
@@ -90,6 +91,8 @@ pub struct Engine {
     ntp_anchor: Option<(Instant, u64)>,
     /// Legs playing a prompt or a tone.
     generating: usize,
+    /// Legs by far-end address, for shells that share a socket between legs.
+    demux: Demux,
 }
 
 impl Default for Engine {
@@ -117,6 +120,7 @@ impl Engine {
             cname,
             ntp_anchor: None,
             generating: 0,
+            demux: Demux::default(),
         }
     }
 
@@ -148,7 +152,21 @@ impl Engine {
         self.ntp_anchor.get_or_insert((now, NTP_UNIX_OFFSET << 32));
         let out = OutStream::new(&mut self.rng);
         let rtcp_due = now + rtcp_interval(&mut self.rng);
-        LegId(self.legs.insert(Leg::new(cfg, out, rtcp_due)))
+        let remote = cfg.remote;
+        let id = LegId(self.legs.insert(Leg::new(cfg, out, rtcp_due)));
+        self.demux.moved(id, None, remote);
+        id
+    }
+
+    /// The leg whose far end sends RTP from `src`, for a shell that reads many legs' packets
+    /// from one socket (see `demux`).
+    pub fn rtp_leg_from(&self, src: SocketAddr) -> Option<LegId> {
+        self.demux.rtp(src)
+    }
+
+    /// The leg whose far end sends RTCP from `src`: its RTP comes from the port below.
+    pub fn rtcp_leg_from(&self, src: SocketAddr) -> Option<LegId> {
+        self.demux.rtcp(src)
     }
 
     /// Removes the leg (ending a bridge with it, finishing a recording) and
@@ -156,6 +174,7 @@ impl Engine {
     pub fn remove_leg(&mut self, id: LegId) -> Option<LegStats> {
         self.unbridge(id);
         let mut leg = self.legs.try_remove(id.0)?;
+        self.demux.moved(id, leg.remote, None);
         if let Some(r) = leg.recorder.take() {
             let _ = r.finish();
         }
@@ -173,7 +192,9 @@ impl Engine {
             return;
         };
         let changed = leg.format != update.format;
+        let was = leg.remote;
         leg.update(update);
+        self.demux.moved(id, was, leg.remote);
         if let Some(rec) = &mut leg.recorder {
             rec.set_format(leg.format);
         }
@@ -344,6 +365,7 @@ impl Engine {
         if (leg.symmetric || leg.remote.is_none()) && !leg.latched {
             leg.latched = true;
             if leg.remote != Some(src) {
+                self.demux.moved(id, leg.remote, Some(src));
                 leg.remote = Some(src);
                 self.events
                     .push_back(MediaEvent::RemoteLatched { leg: id, addr: src });

@@ -1,7 +1,8 @@
 //! The per-worker media engine of strowger, sans-IO.
 //!
 //! The I/O shell (the `strowger` binary) owns the sockets — one UDP socket
-//! per leg for RTP (port P) and one for RTCP (P+1) — and the clock. It feeds
+//! per leg for RTP (port P) and one for RTCP (P+1), or one pair for many legs
+//! ([`Engine::rtp_leg_from`] tells them apart) — and the clock. It feeds
 //! the [`Engine`]:
 //!
 //! - [`Engine::on_rtp`] / [`Engine::on_rtcp`] for each datagram received,
@@ -50,6 +51,7 @@
 //! and translators with their buffers are made when a leg is set up or bridged.
 
 mod decimate;
+mod demux;
 mod engine;
 mod leg;
 mod prompt;

@@ -952,3 +952,63 @@ fn recording_decodes_any_format_to_8khz() {
         assert!(q > 0.7, "{format}: recording's 440 Hz purity {q:.2}");
     }
 }
+
+#[test]
+fn legs_sharing_a_socket_are_told_apart_by_their_far_ends_address() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(1);
+    let a = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let b = e.add_leg(cfg(G711::Pcmu, 4002), t0);
+    let latching = e.add_leg(
+        LegConfig {
+            remote: None,
+            symmetric: true,
+            ..cfg(G711::Pcmu, 0)
+        },
+        t0,
+    );
+    assert_eq!(e.rtp_leg_from(addr(4000)), Some(a));
+    assert_eq!(e.rtp_leg_from(addr(4002)), Some(b));
+    assert_eq!(e.rtcp_leg_from(addr(4003)), Some(b), "RTCP from RTP + 1");
+    assert_eq!(e.rtp_leg_from(addr(4004)), None, "nobody's address");
+    assert_eq!(e.rtcp_leg_from(addr(0)), None);
+
+    // A leg that latches to its first packet's source is found there from then on.
+    rtp_in(
+        &mut e,
+        latching,
+        &packet(0, 1, 0, false, &[0xff; 160]),
+        addr(5000),
+        t0,
+    );
+    assert_eq!(e.rtp_leg_from(addr(5000)), Some(latching));
+
+    // A re-INVITE moves the far end; the old address no longer reaches the leg.
+    e.update_leg(
+        a,
+        LegUpdate {
+            payload_type: 0,
+            format: Format::Pcmu,
+            dtmf_pt: Some(101),
+            remote: Some(addr(4010)),
+            remote_rtcp: None,
+            sends: true,
+            receives: true,
+            symmetric: false,
+        },
+    );
+    assert_eq!(e.rtp_leg_from(addr(4000)), None);
+    assert_eq!(e.rtp_leg_from(addr(4010)), Some(a));
+
+    // A leg that ends takes its address with it, but not another leg's entry.
+    let looped = e.add_leg(cfg(G711::Pcmu, 4002), t0);
+    assert_eq!(
+        e.rtp_leg_from(addr(4002)),
+        Some(looped),
+        "the newer leg has it"
+    );
+    e.remove_leg(b);
+    assert_eq!(e.rtp_leg_from(addr(4002)), Some(looped));
+    e.remove_leg(looped);
+    assert_eq!(e.rtp_leg_from(addr(4002)), None);
+}
