@@ -5,10 +5,14 @@
 //! ended call must not land in a new one) and taking one costs O(1) however full the range is:
 //! when it is exhausted a new call is refused at once instead of sweeping every port.
 //!
+//! With `rtp.shared_ports` the legs share a few pairs instead (one per 256 legs), told apart by
+//! their far ends' addresses: one recvmmsg(2) and one sendmmsg(2) then carry many calls' packets,
+//! and the kernel walks a few sockets instead of one per call.
+//!
 //! The sockets are not registered with epoll: the worker drains every leg once per tick, which
-//! costs one system call per leg and tick instead of a wake-up per packet.
+//! costs one system call per leg (or shared pair) and tick instead of a wake-up per packet.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -63,12 +67,42 @@ fn disconnect(sock: &UdpSocket) -> io::Result<()> {
     }
 }
 
+/// A leg's sockets: a pair of its own, or one of the worker's shared pairs (`rtp.shared_ports`).
+enum LegPorts {
+    Own(Pair),
+    Shared(usize),
+}
+
+/// A pair many legs use, told apart by their far ends' addresses (`media::Engine::rtp_leg_from`).
+pub struct SharedPair {
+    pub pair: Pair,
+    legs: usize,
+    /// RTP for this socket queued during a pass, sent by [`MediaSockets::flush`] in batches of
+    /// 64 per sendmmsg(2) instead of a send each: the buffers keep their capacity, so steady
+    /// state does not allocate.
+    out: RefCell<Outbox>,
+}
+
+#[derive(Default)]
+struct Outbox {
+    bytes: Vec<u8>,
+    /// Where each datagram of `bytes` ends, and its destination.
+    ends: Vec<(usize, SocketAddr)>,
+}
+
+/// Legs per shared pair: at 50 packets a second each, 256 legs queue about 64 datagrams in the
+/// socket between two 5 ms passes, and a pass 20 ms late finds 256, within the receive buffer.
+const SHARED_LEGS: usize = 256;
+
 pub struct MediaSockets {
     ip: IpAddr,
     free: VecDeque<u16>,
-    legs: Vec<Option<Pair>>,
+    legs: Vec<Option<LegPorts>>,
     /// Legs with sockets.
     open: usize,
+    /// The worker's shared pairs, when legs share them; `None` gives each leg a pair.
+    shared: Option<Vec<SharedPair>>,
+    send: mmsg::SendBatch,
 }
 
 /// Ports tried per new leg before giving up: a port of the range may be held by another program,
@@ -76,31 +110,74 @@ pub struct MediaSockets {
 const TRIES: usize = 8;
 
 impl MediaSockets {
-    /// `lo..hi` is this worker's slice (lo even, hi exclusive).
-    pub fn new(ip: IpAddr, lo: u16, hi: u16) -> MediaSockets {
+    /// `lo..hi` is this worker's slice (lo even, hi exclusive); `shared` serves legs from a few
+    /// shared pairs, bound as they are needed.
+    pub fn new(ip: IpAddr, lo: u16, hi: u16, shared: bool) -> MediaSockets {
         MediaSockets {
             ip,
             free: (lo..hi.saturating_sub(1)).step_by(2).collect(),
             legs: Vec::new(),
             open: 0,
+            shared: shared.then(Vec::new),
+            send: mmsg::SendBatch::new(),
         }
     }
 
-    /// Binds a pair for `leg`, or None when no port of the slice is free.
+    /// Gives `leg` a pair, its own or a shared one; the RTP port, or None when no port of the
+    /// slice is free.
     pub fn open(&mut self, leg: usize) -> Option<u16> {
+        let (ports, port) = match self.shared.is_some() {
+            true => self.share()?,
+            false => {
+                let pair = self.bind_free()?;
+                let port = pair.port;
+                (LegPorts::Own(pair), port)
+            }
+        };
+        if self.legs.len() <= leg {
+            self.legs.resize_with(leg + 1, || None);
+        }
+        match self.legs[leg].replace(ports) {
+            Some(old) => self.release(old),
+            None => self.open += 1,
+        }
+        Some(port)
+    }
+
+    /// The least used shared pair with room, or a new one.
+    fn share(&mut self) -> Option<(LegPorts, u16)> {
+        let roomy = self
+            .shared
+            .as_ref()?
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.legs < SHARED_LEGS);
+        let i = match roomy.min_by_key(|(_, s)| s.legs) {
+            Some((i, _)) => i,
+            None => {
+                let pair = self.bind_free()?;
+                // Many legs' packets wait here between passes: ask for room (the kernel caps
+                // it at net.core.rmem_max).
+                let _ = socket2::SockRef::from(&pair.rtp).set_recv_buffer_size(1 << 22);
+                let shared = self.shared.as_mut()?;
+                shared.push(SharedPair {
+                    pair,
+                    legs: 0,
+                    out: RefCell::default(),
+                });
+                shared.len() - 1
+            }
+        };
+        let s = &mut self.shared.as_mut()?[i];
+        s.legs += 1;
+        Some((LegPorts::Shared(i), s.pair.port))
+    }
+
+    fn bind_free(&mut self) -> Option<Pair> {
         for _ in 0..TRIES.min(self.free.len()) {
             let port = self.free.pop_front()?;
             match self.bind(port) {
-                Ok(pair) => {
-                    if self.legs.len() <= leg {
-                        self.legs.resize_with(leg + 1, || None);
-                    }
-                    match self.legs[leg].replace(pair) {
-                        Some(old) => self.free.push_back(old.port),
-                        None => self.open += 1,
-                    }
-                    return Some(port);
-                }
+                Ok(pair) => return Some(pair),
                 Err(_) => self.free.push_back(port),
             }
         }
@@ -122,15 +199,22 @@ impl MediaSockets {
         })
     }
 
-    pub fn close(&mut self, leg: usize) {
-        if let Some(pair) = self.legs.get_mut(leg).and_then(Option::take) {
-            self.free.push_back(pair.port);
-            self.open -= 1;
+    fn release(&mut self, ports: LegPorts) {
+        match ports {
+            LegPorts::Own(pair) => self.free.push_back(pair.port),
+            LegPorts::Shared(i) => {
+                if let Some(s) = self.shared.as_mut().and_then(|v| v.get_mut(i)) {
+                    s.legs -= 1;
+                }
+            }
         }
     }
 
-    pub fn get(&self, leg: usize) -> Option<&Pair> {
-        self.legs.get(leg).and_then(Option::as_ref)
+    pub fn close(&mut self, leg: usize) {
+        if let Some(ports) = self.legs.get_mut(leg).and_then(Option::take) {
+            self.release(ports);
+            self.open -= 1;
+        }
     }
 
     /// Whether no leg has sockets (none to drain).
@@ -138,12 +222,68 @@ impl MediaSockets {
         self.open == 0
     }
 
-    /// Legs with open sockets, for the per-tick drain.
-    pub fn open_legs(&self) -> impl Iterator<Item = (usize, &Pair)> {
-        self.legs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.as_ref().map(|p| (i, p)))
+    /// Legs with a pair of their own, for the per-tick drain.
+    pub fn own_pairs(&self) -> impl Iterator<Item = (usize, &Pair)> {
+        self.legs.iter().enumerate().filter_map(|(i, p)| match p {
+            Some(LegPorts::Own(p)) => Some((i, p)),
+            _ => None,
+        })
+    }
+
+    /// The shared pairs (none when each leg has its own).
+    pub fn shared(&self) -> &[SharedPair] {
+        self.shared.as_deref().unwrap_or_default()
+    }
+
+    /// Whether `leg` uses shared pair `i` (a packet there from its far end is its).
+    pub fn shares(&self, leg: usize, i: usize) -> bool {
+        matches!(self.legs.get(leg), Some(Some(LegPorts::Shared(j))) if *j == i)
+    }
+
+    /// Sends what the media engine emits from the leg's RTP or RTCP socket; RTP from a shared
+    /// pair waits for [`MediaSockets::flush`].
+    pub fn transmit(&self, t: media::Transmit<'_>) {
+        match self.legs.get(t.leg.index()) {
+            Some(Some(LegPorts::Own(pair))) if t.rtcp => {
+                let _ = pair.rtcp.send_to(t.payload, t.dst);
+            }
+            Some(Some(LegPorts::Own(pair))) => pair.send_rtp(t.payload, t.dst, t.pinned),
+            Some(Some(LegPorts::Shared(i))) => {
+                let s = &self.shared()[*i];
+                if t.rtcp {
+                    let _ = s.pair.rtcp.send_to(t.payload, t.dst);
+                } else {
+                    let mut out = s.out.borrow_mut();
+                    out.bytes.extend_from_slice(t.payload);
+                    let end = out.bytes.len();
+                    out.ends.push((end, t.dst));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends the RTP queued for the shared pairs.
+    pub fn flush(&mut self) {
+        let Some(shared) = self.shared.as_ref() else {
+            return;
+        };
+        for s in shared {
+            let mut out = s.out.borrow_mut();
+            if out.ends.is_empty() {
+                continue;
+            }
+            let Outbox { bytes, ends } = &mut *out;
+            let mut start = 0;
+            let msgs = ends.iter().map(|&(end, dst)| {
+                let msg = (&bytes[start..end], dst);
+                start = end;
+                msg
+            });
+            self.send.send(&s.pair.rtp, msgs);
+            bytes.clear();
+            ends.clear();
+        }
     }
 }
 
@@ -167,7 +307,7 @@ mod tests {
     #[test]
     fn ports_are_reused_last_and_exhaustion_is_refused_at_once() {
         let (lo, hi) = free_slice(3);
-        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, false);
         assert_eq!(m.open(0), Some(lo));
         assert_eq!(m.open(1), Some(lo + 2));
         assert_eq!(m.open(2), Some(lo + 4));
@@ -180,8 +320,10 @@ mod tests {
             "the first port freed is the first reused"
         );
         assert_eq!(m.open(5), Some(lo));
-        assert!(m.get(1).is_none() && m.get(4).is_some());
-        assert_eq!(m.open_legs().count(), 3);
+        assert_eq!(
+            m.own_pairs().map(|(leg, _)| leg).collect::<Vec<_>>(),
+            [2, 4, 5]
+        );
         for leg in [2, 4, 5] {
             assert!(!m.is_empty());
             m.close(leg);
@@ -193,13 +335,13 @@ mod tests {
     #[test]
     fn a_pinned_leg_connects_and_takes_no_other_source_until_unpinned() {
         let (lo, hi) = free_slice(1);
-        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, false);
         let port = m.open(0).unwrap();
         let far = UdpSocket::bind("127.0.0.1:0").unwrap();
         let other = UdpSocket::bind("127.0.0.1:0").unwrap();
         far.set_read_timeout(Some(std::time::Duration::from_secs(1)))
             .unwrap();
-        let pair = m.get(0).unwrap();
+        let pair = m.own_pairs().next().unwrap().1;
         pair.rtp
             .set_read_timeout(Some(std::time::Duration::from_millis(200)))
             .unwrap();
@@ -227,6 +369,59 @@ mod tests {
     }
 
     #[test]
+    fn shared_legs_fill_one_pair_before_the_next_and_their_rtp_leaves_on_flush() {
+        let (lo, hi) = free_slice(2);
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, true);
+        for leg in 0..SHARED_LEGS {
+            assert_eq!(m.open(leg), Some(lo));
+        }
+        assert_eq!(
+            m.open(SHARED_LEGS),
+            Some(lo + 2),
+            "a full pair opens the next"
+        );
+        m.close(3);
+        assert_eq!(m.open(SHARED_LEGS + 1), Some(lo + 2), "the least used pair");
+        assert!(m.shares(0, 0) && m.shares(SHARED_LEGS, 1) && !m.shares(3, 0));
+        assert!(
+            m.own_pairs().next().is_none(),
+            "no leg has a pair of its own"
+        );
+
+        let far: Vec<UdpSocket> = (0..2)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for (leg, payload) in [(0, &b"zero"[..]), (1, b"one")] {
+            m.transmit(media::Transmit {
+                leg: media::LegId::from_index(leg),
+                rtcp: false,
+                dst: far[leg].local_addr().unwrap(),
+                pinned: true,
+                payload,
+            });
+        }
+        far[0].set_nonblocking(true).unwrap();
+        assert!(
+            far[0].recv(&mut [0; 8]).is_err(),
+            "nothing leaves before the flush"
+        );
+        m.flush();
+        let shared = SocketAddr::from((Ipv4Addr::LOCALHOST, lo));
+        for (sock, payload) in far.iter().zip([&b"zero"[..], b"one"]) {
+            sock.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+                .unwrap();
+            sock.set_nonblocking(false).unwrap();
+            let mut buf = [0; 8];
+            let (n, from) = sock.recv_from(&mut buf).unwrap();
+            assert_eq!((&buf[..n], from), (payload, shared));
+        }
+        for leg in 0..SHARED_LEGS + 2 {
+            m.close(leg);
+        }
+        assert!(m.is_empty());
+    }
+
+    #[test]
     fn a_port_held_by_another_program_is_skipped() {
         // Tests in parallel take ports too: retry if the run found free was taken meanwhile.
         let (lo, hi, _held) = (0..50)
@@ -236,7 +431,7 @@ mod tests {
                 Some((lo, hi, held))
             })
             .expect("a free port run");
-        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, false);
         assert_eq!(m.open(0), Some(lo + 2));
         assert_eq!(m.open(1), None, "the held pair is still held");
     }

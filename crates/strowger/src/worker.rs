@@ -287,7 +287,7 @@ impl Worker {
         };
         let now = Instant::now();
         let media = &self.media;
-        let mut send = rtp_sender(media);
+        let mut send = |t: media::Transmit<'_>| media.transmit(t);
         let reads_port = self.id == 0 && self.workers > 1;
         loop {
             let n = batch.recv(sock);
@@ -330,7 +330,7 @@ impl Worker {
                 break;
             }
         }
-        drop(send);
+        self.media.flush();
         self.engine
             .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
         self.flush_iax();
@@ -547,8 +547,10 @@ impl Worker {
                 Envelope::TcpSend { to, bytes } => self.tcp_send(to, &bytes),
                 Envelope::Iax { from, bytes } => {
                     let now = Instant::now();
-                    let mut send = rtp_sender(&self.media);
-                    self.engine.on_iax(from, &bytes, now, &mut send);
+                    let media = &self.media;
+                    self.engine
+                        .on_iax(from, &bytes, now, &mut |t| media.transmit(t));
+                    self.media.flush();
                 }
                 Envelope::Store { token, result } => {
                     let now = Instant::now();
@@ -655,8 +657,8 @@ impl Worker {
         let batch = &mut self.batch;
         let media = &self.media;
         let engine = &mut self.engine;
-        let mut send = rtp_sender(media);
-        for (leg, pair) in media.open_legs().filter(|(leg, _)| leg % phases == phase) {
+        let mut send = |t: media::Transmit<'_>| media.transmit(t);
+        for (leg, pair) in media.own_pairs().filter(|(leg, _)| leg % phases == phase) {
             // A leg whose packets go nowhere at once is read every LAZY_RTP-th visit, a few
             // packets per system call instead of one (legs take turns, to spread the reads).
             if engine.relays_rtp(leg) || (cycle + leg as u64).is_multiple_of(LAZY_RTP) {
@@ -677,8 +679,35 @@ impl Worker {
                 }
             }
         }
+        // Shared pairs are read on every pass: what arrived for any leg since the last one.
+        // A datagram from an address no leg of that pair sends to is dropped.
+        for (i, shared) in media.shared().iter().enumerate() {
+            batch.drain(&shared.pair.rtp, |batch, n| {
+                for j in 0..n {
+                    let Some((data, src)) = batch.get(j) else {
+                        continue;
+                    };
+                    if let Some(leg) = engine.rtp_leg_from(src).filter(|&l| media.shares(l, i)) {
+                        engine.on_rtp(leg, data, src, arrived(batch.arrival(j), now), &mut send);
+                    }
+                }
+            });
+            if rtcp_turn {
+                batch.drain(&shared.pair.rtcp, |batch, n| {
+                    for j in 0..n {
+                        let Some((data, src)) = batch.get(j) else {
+                            continue;
+                        };
+                        if let Some(leg) = engine.rtcp_leg_from(src).filter(|&l| media.shares(l, i))
+                        {
+                            engine.on_rtcp(leg, data, src, now);
+                        }
+                    }
+                });
+            }
+        }
         engine.tick_phase(due, now, phase, phases, &mut send);
-        drop(send);
+        self.media.flush();
         self.engine
             .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
         self.flush_iax();
@@ -714,19 +743,6 @@ fn arrived(stamp: Option<Instant>, now: Instant) -> Instant {
 fn post(mail: &Mailboxes, to_wake: &mut u64, w: usize, env: Envelope) {
     mail.post(w, env);
     *to_wake |= 1 << w;
-}
-
-/// Sends what the media engine emits from the leg's RTP or RTCP socket.
-fn rtp_sender(media: &MediaSockets) -> impl FnMut(media::Transmit<'_>) + '_ {
-    |t: media::Transmit<'_>| {
-        if let Some(pair) = media.get(t.leg.index()) {
-            if t.rtcp {
-                let _ = pair.rtcp.send_to(t.payload, t.dst);
-            } else {
-                pair.send_rtp(t.payload, t.dst, t.pinned);
-            }
-        }
-    }
 }
 
 pub fn udp_sockets(listen: &[SocketAddr]) -> std::io::Result<Vec<(UdpSocket, SocketAddr)>> {

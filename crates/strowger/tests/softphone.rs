@@ -93,6 +93,37 @@ fn baresip_hears_its_echo_and_the_demo() {
     assert_answered_cdrs(&cdrs[1..], 1, "44444");
 }
 
+/// rtp.shared_ports: baresip's call and the demo's share the worker's one RTP port with every
+/// other call and are told apart by baresip's address; baresip still hears its own speech.
+#[test]
+fn baresip_hears_its_echo_through_a_shared_rtp_port() {
+    let dir = TempDir::new("baresip-shared");
+    let out = run_cli(&["default-config"], dir.path());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("\nshared_ports = false\n"), "{text}");
+    let config = dir.path().join("shared.toml");
+    std::fs::write(
+        &config,
+        text.replace("\nshared_ports = false\n", "\nshared_ports = true\n"),
+    )
+    .unwrap();
+    let s = Strowger::with(
+        "baresip-shared",
+        Opts {
+            config_file: Some(config),
+            ..Opts::default()
+        },
+    );
+    let speech = speech_wav(dir.path());
+    let heard = baresip_call(dir.path(), s.sip, "9196", &speech);
+    assert_heard(
+        &heard,
+        &read_wav(&speech).samples,
+        "the speech it sent (echo)",
+    );
+    assert_answered_cdrs(&s.wait_cdrs(1), 1, "9196");
+}
+
 /// The README's softphone steps with the default configuration: `strowger user add` for two
 /// users (the default local store, relative to where strowger starts), both baresips register
 /// with their passwords, 1002 dials 1001 (default dialplan: `bridge user/${EXTEN}`), 1001

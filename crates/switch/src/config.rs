@@ -194,6 +194,9 @@ pub struct Rtp {
     pub dtmf_pt: u8,
     /// Send RTP to where the remote's RTP comes from (NAT), not to its SDP address.
     pub symmetric: bool,
+    /// Each worker serves its legs from a few RTP ports, told apart by the far end's address,
+    /// instead of a port pair per leg.
+    pub shared_ports: bool,
     /// Speex encoder quality, 0-10.
     pub speex_quality: u8,
 }
@@ -639,6 +642,7 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
         codecs,
         dtmf_pt: narrow(bounded(d, "rtp.dtmf_pt", raw.dtmf_pt, 96, 127)),
         symmetric: raw.symmetric,
+        shared_ports: raw.shared_ports,
         speex_quality: narrow(bounded(d, "rtp.speex_quality", raw.speex_quality, 0, 10)),
     }
 }

@@ -196,6 +196,7 @@ pub(crate) struct RawRtp {
     pub codecs: Vec<String>,
     pub dtmf_pt: u64,
     pub symmetric: bool,
+    pub shared_ports: bool,
     pub speex_quality: u64,
 }
 
@@ -208,6 +209,7 @@ impl Default for RawRtp {
             codecs: vec!["PCMU".into(), "PCMA".into()],
             dtmf_pt: 101,
             symmetric: true,
+            shared_ports: false,
             speex_quality: 8,
         }
     }
