@@ -66,6 +66,11 @@ enum Cmd {
         /// and all its calls use it (packets are told apart by the server port they come from).
         #[arg(long, default_value = "40000-59999")]
         rtp_ports: String,
+        /// A socket (an even port of the thread's share) per call instead: each call then has an
+        /// address of its own, as phones and trunks do, for a server that tells calls apart by
+        /// their far end's address (strowger's rtp.shared_ports).
+        #[arg(long)]
+        socket_per_call: bool,
         /// Give up after this many seconds; calls still up count as failed ("unfinished").
         #[arg(long, default_value_t = 3600.0)]
         max_time: f64,
@@ -253,6 +258,7 @@ fn main() {
             threads,
             limit,
             rtp_ports,
+            socket_per_call,
             max_time,
             quiet,
         } => {
@@ -284,6 +290,7 @@ fn main() {
                 local_ip: local,
                 limit,
                 rtp_ports: ports,
+                socket_per_call,
                 max_time: Duration::from_secs_f64(max_time.max(0.001)),
             };
             let mut report = call(cfg, threads.max(1), quiet);

@@ -54,6 +54,8 @@ pub struct Config {
     pub limit: u64,
     /// Even-aligned port range for RTP, split between threads.
     pub rtp_ports: (u16, u16),
+    /// Each call sends and receives RTP on a socket of its own instead of the thread's one.
+    pub socket_per_call: bool,
     /// Stop (counting what is still up as "unfinished") after this long.
     pub max_time: Duration,
 }
@@ -74,6 +76,8 @@ struct Slot {
     armed: Option<Instant>,
     /// Where the server sends this call's RTP from (its SDP answer), while the call has media.
     rtp_from: Option<SocketAddr>,
+    /// The slot's own RTP socket and port (`socket_per_call`), kept for the calls that reuse it.
+    own: Option<(UdpSocket, u16)>,
     stats: Option<ReceiveStats>,
     /// The first frame's arrival and RTP timestamp, and the smallest transit since (µs), for
     /// counting late arrivals.
@@ -105,6 +109,8 @@ pub struct Thread {
     /// The RTP socket every call of this thread shares (none with `--rtp none`).
     rtp: Option<UdpSocket>,
     rtp_port: u16,
+    /// The next port of the share to try for a slot's own socket.
+    next_port: u16,
     /// Which call a packet belongs to, by the server address it came from.
     by_source: FxHashMap<SocketAddr, usize>,
     slots: Vec<Slot>,
@@ -205,6 +211,7 @@ impl Thread {
             sip,
             rtp,
             rtp_port,
+            next_port: rtp_port + 2,
             by_source: FxHashMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
@@ -333,6 +340,7 @@ impl Thread {
                     call: Call::new(now),
                     armed: None,
                     rtp_from: None,
+                    own: None,
                     stats: None,
                     first_rx: None,
                     min_transit_us: 0,
@@ -350,7 +358,18 @@ impl Thread {
                 self.slots.len() - 1
             }
         };
-        let port = self.rtp_port;
+        let port = match self.cfg.socket_per_call && self.rtp.is_some() {
+            true => match self.own_socket(slot) {
+                Some(port) => port,
+                None => {
+                    self.report.attempted += 1;
+                    self.report.fail("no-rtp-port");
+                    self.free.push(slot);
+                    return;
+                }
+            },
+            false => self.rtp_port,
+        };
         self.report.attempted += 1;
         self.report.first_attempt.get_or_insert(now);
         self.report.last_attempt = Some(now);
@@ -372,6 +391,24 @@ impl Thread {
         s.seq = (mix >> 7) as u16;
         s.ts = mix.rotate_left(13);
         self.apply(slot, o, now);
+    }
+
+    /// The slot's own RTP socket's port, bound on its first call from the share's next free
+    /// even port.
+    fn own_socket(&mut self, slot: usize) -> Option<u16> {
+        if let Some((_, port)) = &self.slots[slot].own {
+            return Some(*port);
+        }
+        while self.next_port < self.share.ports.1 {
+            let port = self.next_port;
+            self.next_port += 2;
+            if let Ok(sock) = udp_socket(SocketAddr::new(self.cfg.local_ip, port), 256 << 10) {
+                enable_timestamps(&sock);
+                self.slots[slot].own = Some((sock, port));
+                return Some(port);
+            }
+        }
+        None
     }
 
     /// Sends what the call asked for, books its event, re-arms its timer.
@@ -536,16 +573,31 @@ impl Thread {
                 let Some(s) = by_source.get(&src).and_then(|&i| slots.get_mut(i)) else {
                     continue;
                 };
-                if data.len() < 2 || (200..=204).contains(&data[1]) {
-                    continue;
-                }
-                let Ok(pkt) = RtpPacket::parse(data) else {
-                    continue;
-                };
-                let at = batch.arrival(k).unwrap_or(now);
-                s.receive(&pkt, at, mode, report);
+                s.take(data, batch.arrival(k).unwrap_or(now), mode, report);
             }
         });
+        // Calls with sockets of their own: this phase's, what arrived since their last visit.
+        let mut i = phase;
+        while i < slots.len() {
+            let s = &mut slots[i];
+            i += PHASES;
+            let Some(own) = s.own.take() else {
+                continue;
+            };
+            if s.rtp_from.is_some() {
+                batch.drain(&own.0, |batch, n| {
+                    for k in 0..n {
+                        match batch.get(k) {
+                            Some((data, src)) if Some(src) == s.rtp_from => {
+                                s.take(data, batch.arrival(k).unwrap_or(now), mode, report)
+                            }
+                            _ => {}
+                        }
+                    }
+                });
+            }
+            s.own = Some(own);
+        }
         // This phase's calls send what is due.
         let late_tick = late > FRAME;
         let mut i = phase;
@@ -563,12 +615,26 @@ impl Thread {
                 RtpMode::Send => s.send_tone(dst, outbox, tone, ep.payload_type, now, report),
                 RtpMode::None => {}
             }
+            if let Some((own, _)) = &s.own {
+                outbox.flush(own);
+            }
         }
         outbox.flush(sock);
     }
 }
 
 impl Slot {
+    /// An RTP datagram from the server for this call: RTCP on the RTP port (PT 200–204 in the
+    /// second byte) and what does not parse are not media.
+    fn take(&mut self, data: &[u8], at: Instant, mode: RtpMode, report: &mut Report) {
+        if data.len() < 2 || (200..=204).contains(&data[1]) {
+            return;
+        }
+        if let Ok(pkt) = RtpPacket::parse(data) {
+            self.receive(&pkt, at, mode, report);
+        }
+    }
+
     /// Books an RTP packet of this call and, in echo mode, queues its payload to go back.
     fn receive(&mut self, pkt: &RtpPacket, at: Instant, mode: RtpMode, report: &mut Report) {
         self.rx += 1;

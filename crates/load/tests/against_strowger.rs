@@ -122,10 +122,15 @@ impl Server {
 
     /// Runs strowger-load with `args` after `call --target … --json`; returns the report and stderr.
     fn load(&self, args: &[&str]) -> (serde_json::Value, String) {
-        let lo = free_range(100);
+        self.load_with_ports(100, args)
+    }
+
+    /// [`Server::load`] with `ports` RTP ports for the load generator.
+    fn load_with_ports(&self, ports: u16, args: &[&str]) -> (serde_json::Value, String) {
+        let lo = free_range(ports);
         let out = Command::new(load_bin())
             .args(["call", "--target", &format!("127.0.0.1:{}", self.port)])
-            .args(["--json", "--rtp-ports", &format!("{lo}-{}", lo + 99)])
+            .args(["--json", "--rtp-ports", &format!("{lo}-{}", lo + ports - 1)])
             .args(["--max-time", "60"])
             .args(args)
             .output()
@@ -189,6 +194,66 @@ fn sent_rtp_comes_back_from_the_echo_extension() {
     assert!((360..=400).contains(&tx), "{r}");
     assert!(rx * 10 >= tx * 8, "echoed back: {r}");
     assert_eq!(r["rtp"]["lost"], 0, "{r}");
+}
+
+/// The embedded configuration (demo dialplan) with rtp.shared_ports set to `on`.
+fn default_config_with_shared_ports(on: bool) -> String {
+    let out = Command::new(strowger_bin())
+        .arg("default-config")
+        .output()
+        .expect("strowger default-config");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("\nshared_ports = false\n"), "{text}");
+    text.replace(
+        "\nshared_ports = false\n",
+        &format!("\nshared_ports = {on}\n"),
+    )
+}
+
+/// 150 calls to the echo with a socket per call at the far end, against a server with 100 RTP
+/// port pairs: with rtp.shared_ports every call completes and gets its own stream back (a packet
+/// filed under the wrong call would show as loss and jitter); with a pair per call the range
+/// runs out and some calls are refused.
+#[test]
+fn shared_ports_carry_more_calls_than_the_range_has_pairs_each_to_its_own_far_end() {
+    let args = [
+        "--ext",
+        "9196",
+        "--calls",
+        "150",
+        "--rate",
+        "100",
+        "--hold",
+        "2",
+        "--rtp",
+        "send",
+        "--socket-per-call",
+    ];
+    let s = Server::with_config(
+        "shared-ports",
+        Some(&default_config_with_shared_ports(true)),
+    );
+    let (r, _) = s.load_with_ports(400, &args);
+    assert_eq!(
+        (r["failed"].as_u64(), r["completed"].as_u64()),
+        (Some(0), Some(150)),
+        "{r}"
+    );
+    let tx = r["rtp"]["sent"].as_u64().unwrap();
+    let rx = r["rtp"]["received"].as_u64().unwrap();
+    // 150 calls × 2 s × 50/s = 15,000 sent; the echo returns them (the last few cross the BYE).
+    assert!((14_500..=15_500).contains(&tx), "{r}");
+    assert!(rx * 10 >= tx * 9, "echoed back: {r}");
+    assert_eq!(r["rtp"]["lost"], 0, "{r}");
+    assert!(r["rtp"]["jitter_max_us"].as_u64().unwrap() < 20_000, "{r}");
+    drop(s);
+
+    let s = Server::with_config("own-ports", Some(&default_config_with_shared_ports(false)));
+    let (r, _) = s.load_with_ports(400, &args);
+    assert!(
+        r["failed"].as_u64().unwrap() > 0,
+        "100 pairs for 150 calls: {r}"
+    );
 }
 
 #[test]
