@@ -20,6 +20,10 @@
              the kernel's own cost for the same packets (strowger-load floor: a connected socket per
              call, 50 packets/s each, echoes read every 80 ms; and --one-socket), CPU-ms per call-second
              of each and strowger's ratio to the floor, measured minutes apart instead of sessions apart.
+  shared     for each N of --levels, alternately --repeat times: held calls with a port pair per call and
+             with rtp.shared_ports (a few ports per worker), both against strowger-load --socket-per-call
+             (every call its own address, as phones and trunks have; the shared ports need that), and the
+             per-call ports against the usual one-socket generator: CPU-ms per call-second and the ratio.
   report     writes bench/results/scale.md and bench/results/scale.png from bench/results/scale.json.
 
 CPU is the run time of all threads (/proc/PID/task/*/schedstat). Every run is bounded in calls and time, on
@@ -50,14 +54,16 @@ def save(section, data):
     b.log(f"results: {os.path.relpath(RESULTS, b.ROOT)} [{section}]")
 
 
-def config(args, rundir, name, steps=None):
+def config(args, rundir, name, steps=None, shared_ports=False):
     """The embedded default configuration, logging at errors only, no call cap, no media timeout,
-    and the workers' real-time priority of --realtime (0: none)."""
+    the workers' real-time priority of --realtime (0: none), and rtp.shared_ports if asked."""
     text = subprocess.run([args.bin, "default-config"], capture_output=True, text=True, timeout=10,
                           check=True).stdout
     keys = [("max_calls", "100000"), ("log_level", '"error"'), ("media_timeout_s", "0")]
     if getattr(args, "realtime", 0):
         keys.append(("realtime_priority", str(args.realtime)))
+    if shared_ports:
+        keys.append(("shared_ports", "true"))
     for key, value in keys:
         text, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
         if n != 1:
@@ -111,12 +117,14 @@ class Server:
         self.log.close()
 
 
-def load(args, target, ext, calls, rate, hold, rtp, out, threads=1, max_time=None, cpus=None):
-    """Starts strowger-load; returns the process (its JSON report goes to `out`)."""
+def load(args, target, ext, calls, rate, hold, rtp, out, threads=1, max_time=None, cpus=None, per_call=False):
+    """Starts strowger-load (`per_call`: a socket per call); returns the process (its JSON report goes to `out`)."""
     cmd = ["taskset", "-c", cpus] if cpus else []
     cmd += [args.load_bin, "call", "--target", target, "--ext", ext, "--calls", str(calls), "--rate", str(rate),
            "--hold", str(hold), "--rtp", rtp, "--json", "--quiet", "--threads", str(threads),
            "--rtp-ports", "40000-59999", "--max-time", str(max_time or int(hold + calls / rate + 60))]
+    if per_call:
+        cmd.append("--socket-per-call")
     p = b.spawn(cmd, os.path.dirname(out), open(out, "w"), open(out + ".err", "w"))
     b.raise_priority(p.pid)
     p.cmd = b.fmt_cmd(cmd)
@@ -128,12 +136,14 @@ def report_of(path):
         return json.load(f)
 
 
-def held_calls(args, rundir, label, workers, calls, rate, hold, window):
-    """Brings `calls` echo calls up, measures over `window` s of steady state, lets them end."""
-    srv = Server(args, rundir, label, workers, "10000-29999", config(args, rundir, f"{label}.toml"))
+def held_calls(args, rundir, label, workers, calls, rate, hold, window, shared_ports=False, per_call=False):
+    """Brings `calls` echo calls up, measures over `window` s of steady state, lets them end.
+    `shared_ports`: the server's rtp.shared_ports; `per_call`: the generator's --socket-per-call."""
+    cfg = config(args, rundir, f"{label}.toml", shared_ports=shared_ports)
+    srv = Server(args, rundir, label, workers, "10000-29999", cfg)
     out = os.path.join(srv.dir, "load.json")
     rss0 = srv.rss_kib()
-    lp = load(args, f"127.0.0.1:{srv.port}", "44444", calls, rate, hold, "echo", out)
+    lp = load(args, f"127.0.0.1:{srv.port}", "44444", calls, rate, hold, "echo", out, per_call=per_call)
     time.sleep(calls / rate + 5)
     c0, l0, t0 = srv.cpu(), b.proc_cpu(lp.pid), time.time()
     time.sleep(window)
@@ -225,6 +235,26 @@ def floor(args, rundir):
                   f"{row['floor_one_socket']} (one socket): {row['ratio']}× / {row['ratio_one_socket']}×")
             rows.append(row)
     save("floor", {"rows": rows, "machine": b.machine_info(args)})
+
+
+def shared(args, rundir):
+    rows = []
+    for i in range(args.repeat):
+        for n in args.levels:
+            row = {"calls": n, "round": i}
+            for key, shared_ports, per_call in (("own", False, False), ("own_per_call_far_ends", False, True),
+                                                ("shared_per_call_far_ends", True, True)):
+                b.quiet_check(set())
+                r = held_calls(args, rundir, f"shared-{key}-{n}-{i}", args.workers[0], n, args.rate, args.hold, 20,
+                               shared_ports=shared_ports, per_call=per_call)
+                row[key] = r
+            own, shared_ = row["own_per_call_far_ends"]["cpu_ms_per_call_s"], row["shared_per_call_far_ends"]["cpu_ms_per_call_s"]
+            row["ratio"] = round(shared_ / own, 3)
+            b.log(f"{n} calls: a port pair per call {own}, shared ports {shared_} CPU-ms per call-s "
+                  f"(both with a socket per call at the far end): {row['ratio']}×; "
+                  f"per-call ports with the one-socket generator {row['own']['cpu_ms_per_call_s']}")
+            rows.append(row)
+    save("shared", {"rows": rows, "machine": b.machine_info(args)})
 
 
 def b2bua_once(args, rundir, label, workers):
@@ -355,6 +385,13 @@ def report(_args, _rundir):
                        [[r["calls"], r["workers"], r.get("realtime_priority") or "-", r["server_cpu_pct"], r["cpu_ms_per_call_s"], r["rss_kib_per_call"],
                          r["failed"], r.get("retransmissions", "-"), r["late_pct"], r["rtp_lost"], r["load_cpu_pct"]]
                         for r in res["capacity"]["rows"]])
+    if "shared" in res:
+        lines += table("rtp.shared_ports against a port pair per call, alternated (CPU-ms per call-second; late frames %)",
+                       ["calls", "round", "per-call ports, one-socket generator", "per-call ports, a socket per far end",
+                        "shared ports, a socket per far end", "shared ÷ per-call"],
+                       [[r["calls"], r["round"]] + [f"{r[k]['cpu_ms_per_call_s']} ({r[k]['late_pct']} %)"
+                                                    for k in ("own", "own_per_call_far_ends", "shared_per_call_far_ends")]
+                        + [r["ratio"]] for r in res["shared"]["rows"]])
     if "floor" in res:
         lines += table("Against the kernel's own cost for the same packets (strowger-load floor), alternated",
                        ["calls", "round", "strowger CPU-ms per call-s", "floor: a socket per call", "floor: one socket",
@@ -422,7 +459,7 @@ unset multiplot
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("tests", nargs="+", choices=["capacity", "floor", "b2bua", "speedup", "overload", "report"])
+    ap.add_argument("tests", nargs="+", choices=["capacity", "floor", "shared", "b2bua", "speedup", "overload", "report"])
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--levels", type=int, nargs="+", default=[1000, 2000, 3000, 4000, 5000])
