@@ -70,18 +70,22 @@ fn assert_heard(heard: &Wav, reference: &[i16], what: &str) {
     );
 }
 
+/// baresip calls the echo (9196) sending `speech` and hears it back.
+fn assert_hears_its_echo(dir: &Path, sip: SocketAddr, speech: &Path) {
+    let heard = baresip_call(dir, sip, "9196", speech);
+    assert_heard(
+        &heard,
+        &read_wav(speech).samples,
+        "the speech it sent (echo)",
+    );
+}
+
 #[test]
 fn baresip_hears_its_echo_and_the_demo() {
     let dir = TempDir::new("baresip");
     let s = Strowger::start("baresip");
     let speech = speech_wav(dir.path());
-
-    let heard = baresip_call(dir.path(), s.sip, "9196", &speech);
-    assert_heard(
-        &heard,
-        &read_wav(&speech).samples,
-        "the speech it sent (echo)",
-    );
+    assert_hears_its_echo(dir.path(), s.sip, &speech);
 
     let heard = baresip_call(dir.path(), s.sip, "44444", &speech);
     let demo = read_wav(&common::repo_root().join("assets/demo.wav"));
@@ -93,8 +97,8 @@ fn baresip_hears_its_echo_and_the_demo() {
     assert_answered_cdrs(&cdrs[1..], 1, "44444");
 }
 
-/// rtp.shared_ports: baresip's call and the demo's share the worker's one RTP port with every
-/// other call and are told apart by baresip's address; baresip still hears its own speech.
+/// rtp.shared_ports: baresip's call shares its worker's one RTP port with every other call there
+/// and is told apart by baresip's address; baresip still hears its own speech.
 #[test]
 fn baresip_hears_its_echo_through_a_shared_rtp_port() {
     let dir = TempDir::new("baresip-shared");
@@ -114,13 +118,7 @@ fn baresip_hears_its_echo_through_a_shared_rtp_port() {
             ..Opts::default()
         },
     );
-    let speech = speech_wav(dir.path());
-    let heard = baresip_call(dir.path(), s.sip, "9196", &speech);
-    assert_heard(
-        &heard,
-        &read_wav(&speech).samples,
-        "the speech it sent (echo)",
-    );
+    assert_hears_its_echo(dir.path(), s.sip, &speech_wav(dir.path()));
     assert_answered_cdrs(&s.wait_cdrs(1), 1, "9196");
 }
 
