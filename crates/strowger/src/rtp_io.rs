@@ -189,8 +189,9 @@ impl MediaSockets {
         let rtcp = UdpSocket::bind(SocketAddr::new(self.ip, port + 1))?;
         rtp.set_nonblocking(true)?;
         rtcp.set_nonblocking(true)?;
-        // Packets read a few frames late (legs that relay nothing) keep their arrival time.
+        // Packets read a few frames late (legs that relay nothing, RTCP) keep their arrival time.
         mmsg::enable_timestamps(&rtp);
+        mmsg::enable_timestamps(&rtcp);
         Ok(Pair {
             rtp,
             rtcp,
