@@ -364,6 +364,8 @@ impl Thread {
                 None => {
                     self.report.attempted += 1;
                     self.report.fail("no-rtp-port");
+                    Progress::add(&self.progress.attempted, 1);
+                    Progress::add(&self.progress.failed, 1);
                     self.free.push(slot);
                     return;
                 }
