@@ -12,7 +12,7 @@
 use crate::report::{Progress, Report};
 use crate::sipmsg::{scan, sdp_audio, Kind, Method};
 use crate::uac::{parse_call_id, write, write_ok, Call, Emit, Endpoint, Event, Failure, State};
-use mmsg::{enable_timestamps, Batch, SendBatch};
+use mmsg::{enable_timestamps, Batch, Outbox};
 use rtp::packet::{RtpHeader, RtpPacket, HEADER_LEN};
 use rtp::stats::ReceiveStats;
 use rustc_hash::FxHashMap;
@@ -730,47 +730,15 @@ impl Slot {
             timestamp: self.ts,
             ssrc: self.ssrc,
         };
-        let sent = outbox.push(dst, &h, payload);
+        let mut head = [0u8; HEADER_LEN];
+        let sent = h.write(&mut head).is_ok();
+        if sent {
+            outbox.push(&[&head, payload], dst);
+        }
         self.seq = self.seq.wrapping_add(1);
         self.ts = self.ts.wrapping_add(SAMPLES);
         self.frames += 1;
         sent
-    }
-}
-
-/// Packets of one tick, appended to one growing buffer (its capacity kept from tick to tick, so
-/// steady state allocates nothing) and sent with [`SendBatch`].
-#[derive(Default)]
-struct Outbox {
-    bytes: Vec<u8>,
-    msgs: Vec<(usize, usize, SocketAddr)>,
-    batch: SendBatch,
-}
-
-impl Outbox {
-    /// Queues an RTP packet of `header` and `payload` for `to`.
-    fn push(&mut self, to: SocketAddr, header: &RtpHeader, payload: &[u8]) -> bool {
-        let mut head = [0u8; HEADER_LEN];
-        if header.write(&mut head).is_err() {
-            return false;
-        }
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(&head);
-        self.bytes.extend_from_slice(payload);
-        self.msgs.push((start, HEADER_LEN + payload.len(), to));
-        true
-    }
-
-    fn flush(&mut self, sock: &UdpSocket) {
-        let bytes = &self.bytes;
-        self.batch.send(
-            sock,
-            self.msgs
-                .iter()
-                .map(|&(at, len, to)| (&bytes[at..at + len], to)),
-        );
-        self.bytes.clear();
-        self.msgs.clear();
     }
 }
 

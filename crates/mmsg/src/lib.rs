@@ -324,6 +324,45 @@ impl SendBatch {
     }
 }
 
+/// Datagrams queued to leave together through a [`SendBatch`]: their bytes in one buffer that
+/// keeps its capacity from flush to flush, so queueing allocates nothing in steady state.
+#[derive(Default)]
+pub struct Outbox {
+    bytes: Vec<u8>,
+    /// Where each datagram of `bytes` ends, and its destination.
+    ends: Vec<(usize, SocketAddr)>,
+    batch: SendBatch,
+}
+
+impl Outbox {
+    /// Queues one datagram for `to`, made of `parts` in order (a header and a payload, say).
+    pub fn push(&mut self, parts: &[&[u8]], to: SocketAddr) {
+        for part in parts {
+            self.bytes.extend_from_slice(part);
+        }
+        self.ends.push((self.bytes.len(), to));
+    }
+
+    /// Sends what is queued from `sock` ([`SendBatch::send`]) and empties the queue; returns
+    /// how many datagrams the kernel took.
+    pub fn flush(&mut self, sock: &impl AsRawFd) -> usize {
+        if self.ends.is_empty() {
+            return 0;
+        }
+        let bytes = &self.bytes;
+        let mut start = 0;
+        let msgs = self.ends.iter().map(|&(end, to)| {
+            let msg = (&bytes[start..end], to);
+            start = end;
+            msg
+        });
+        let sent = self.batch.send(sock, msgs);
+        self.bytes.clear();
+        self.ends.clear();
+        sent
+    }
+}
+
 /// Adds a UDP_SEGMENT control message of `size` (in `buf`) to `h`.
 fn segment(h: &mut libc::mmsghdr, buf: &mut [u64; 4], size: u16) {
     h.msg_hdr.msg_control = buf.as_mut_ptr().cast();
@@ -497,6 +536,30 @@ mod tests {
 mod plain {
     use super::*;
     use std::net::UdpSocket;
+
+    #[test]
+    fn an_outbox_sends_its_datagrams_in_order_on_flush_and_starts_empty_again() {
+        let rx: Vec<UdpSocket> = (0..2)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut out = Outbox::default();
+        out.push(&[b"head", b"-one"], rx[0].local_addr().unwrap());
+        out.push(&[b"two"], rx[1].local_addr().unwrap());
+        out.push(&[b"three"], rx[0].local_addr().unwrap());
+        assert_eq!(out.flush(&tx), 3);
+        assert_eq!(out.flush(&tx), 0, "nothing left to send");
+        let mut got = Vec::new();
+        for (sock, n) in [(&rx[0], 2), (&rx[1], 1)] {
+            sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            for _ in 0..n {
+                let mut buf = [0u8; 16];
+                let len = sock.recv(&mut buf).unwrap();
+                got.push(String::from_utf8_lossy(&buf[..len]).into_owned());
+            }
+        }
+        assert_eq!(got, ["head-one", "three", "two"]);
+    }
 
     #[test]
     fn drain_reads_batch_after_batch_until_the_socket_is_dry() {

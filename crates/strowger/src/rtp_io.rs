@@ -78,16 +78,8 @@ pub struct SharedPair {
     pub pair: Pair,
     legs: usize,
     /// RTP for this socket queued during a pass, sent by [`MediaSockets::flush`] in batches of
-    /// 64 per sendmmsg(2) instead of a send each: the buffers keep their capacity, so steady
-    /// state does not allocate.
-    out: RefCell<Outbox>,
-}
-
-#[derive(Default)]
-struct Outbox {
-    bytes: Vec<u8>,
-    /// Where each datagram of `bytes` ends, and its destination.
-    ends: Vec<(usize, SocketAddr)>,
+    /// 64 per sendmmsg(2) instead of a send each.
+    out: RefCell<mmsg::Outbox>,
 }
 
 /// Legs per shared pair: at 50 packets a second each, 256 legs queue about 64 datagrams in the
@@ -102,7 +94,6 @@ pub struct MediaSockets {
     open: usize,
     /// The worker's shared pairs, when legs share them; `None` gives each leg a pair.
     shared: Option<Vec<SharedPair>>,
-    send: mmsg::SendBatch,
 }
 
 /// Ports tried per new leg before giving up: a port of the range may be held by another program,
@@ -119,7 +110,6 @@ impl MediaSockets {
             legs: Vec::new(),
             open: 0,
             shared: shared.then(Vec::new),
-            send: mmsg::SendBatch::new(),
         }
     }
 
@@ -254,10 +244,7 @@ impl MediaSockets {
                 if t.rtcp {
                     let _ = s.pair.rtcp.send_to(t.payload, t.dst);
                 } else {
-                    let mut out = s.out.borrow_mut();
-                    out.bytes.extend_from_slice(t.payload);
-                    let end = out.bytes.len();
-                    out.ends.push((end, t.dst));
+                    s.out.borrow_mut().push(&[t.payload], t.dst);
                 }
             }
             _ => {}
@@ -266,24 +253,8 @@ impl MediaSockets {
 
     /// Sends the RTP queued for the shared pairs.
     pub fn flush(&mut self) {
-        let Some(shared) = self.shared.as_ref() else {
-            return;
-        };
-        for s in shared {
-            let mut out = s.out.borrow_mut();
-            if out.ends.is_empty() {
-                continue;
-            }
-            let Outbox { bytes, ends } = &mut *out;
-            let mut start = 0;
-            let msgs = ends.iter().map(|&(end, dst)| {
-                let msg = (&bytes[start..end], dst);
-                start = end;
-                msg
-            });
-            self.send.send(&s.pair.rtp, msgs);
-            bytes.clear();
-            ends.clear();
+        for s in self.shared() {
+            s.out.borrow_mut().flush(&s.pair.rtp);
         }
     }
 }
@@ -294,8 +265,11 @@ mod tests {
     use std::net::Ipv4Addr;
 
     fn free_slice(pairs: u16) -> (u16, u16) {
-        // Find a run of free even ports by binding and dropping them.
-        for base in (20_000..60_000).step_by(200) {
+        // Find a run of free even ports by binding and dropping them. Each call starts where the
+        // last one stopped: the tests run in parallel, and two must not find the same run.
+        static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(20_000);
+        let start = NEXT.fetch_add(200, std::sync::atomic::Ordering::Relaxed);
+        for base in (start..60_000).step_by(200) {
             let ok =
                 (base..base + 2 * pairs).all(|p| UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).is_ok());
             if ok {
