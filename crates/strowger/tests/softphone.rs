@@ -70,6 +70,20 @@ fn assert_heard(heard: &Wav, reference: &[i16], what: &str) {
     );
 }
 
+/// The embedded configuration with `rtp.shared_ports = true`, written to `dir`.
+fn shared_ports_config(dir: &Path) -> PathBuf {
+    let out = run_cli(&["default-config"], dir);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("\nshared_ports = false\n"), "{text}");
+    let config = dir.join("shared.toml");
+    std::fs::write(
+        &config,
+        text.replace("\nshared_ports = false\n", "\nshared_ports = true\n"),
+    )
+    .unwrap();
+    config
+}
+
 /// baresip calls the echo (9196) sending `speech` and hears it back.
 fn assert_hears_its_echo(dir: &Path, sip: SocketAddr, speech: &Path) {
     let heard = baresip_call(dir, sip, "9196", speech);
@@ -102,19 +116,10 @@ fn baresip_hears_its_echo_and_the_demo() {
 #[test]
 fn baresip_hears_its_echo_through_a_shared_rtp_port() {
     let dir = TempDir::new("baresip-shared");
-    let out = run_cli(&["default-config"], dir.path());
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("\nshared_ports = false\n"), "{text}");
-    let config = dir.path().join("shared.toml");
-    std::fs::write(
-        &config,
-        text.replace("\nshared_ports = false\n", "\nshared_ports = true\n"),
-    )
-    .unwrap();
     let s = Strowger::with(
         "baresip-shared",
         Opts {
-            config_file: Some(config),
+            config_file: Some(shared_ports_config(dir.path())),
             ..Opts::default()
         },
     );
@@ -129,16 +134,28 @@ fn baresip_hears_its_echo_through_a_shared_rtp_port() {
 /// demo.wav.
 #[test]
 fn two_registered_baresips_call_each_other() {
-    let dir = TempDir::new("baresip-reg");
+    registered_baresips_call_each_other("baresip-reg", false);
+}
+
+/// The same through `rtp.shared_ports`: both legs of the bridge on their worker's shared port,
+/// each phone told apart by its address.
+#[test]
+fn two_registered_baresips_call_each_other_through_shared_rtp_ports() {
+    registered_baresips_call_each_other("baresip-reg-shared", true);
+}
+
+fn registered_baresips_call_each_other(label: &str, shared_ports: bool) {
+    let dir = TempDir::new(label);
     let home = dir.subdir("home");
     for (user, password) in [("1001", "pw-for-1001"), ("1002", "pw-for-1002")] {
         let out = run_cli(&["user", "add", user, "--password", password], &home);
         assert!(out.status.success(), "strowger user add {user}: {out:?}");
     }
     let s = Strowger::with(
-        "baresip-reg",
+        label,
         Opts {
             cwd: Some(home.clone()),
+            config_file: shared_ports.then(|| shared_ports_config(dir.path())),
             ..Opts::default()
         },
     );
