@@ -986,7 +986,6 @@ impl Engine {
         }
     }
 
-    /// Whether the leg's RTP must be read every frame interval (its packets are relayed).
     /// The media leg whose far end sends RTP from `src` (legs sharing a socket).
     pub fn rtp_leg_from(&self, src: SocketAddr) -> Option<usize> {
         self.media.rtp_leg_from(src).map(media::LegId::index)
@@ -997,6 +996,7 @@ impl Engine {
         self.media.rtcp_leg_from(src).map(media::LegId::index)
     }
 
+    /// Whether the leg's RTP must be read every frame interval (its packets are relayed).
     pub fn relays_rtp(&self, leg: usize) -> bool {
         self.media.relays(media::LegId::from_index(leg))
     }
