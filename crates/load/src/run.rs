@@ -437,7 +437,10 @@ impl Thread {
                     .filter(|_| self.rtp.is_some())
                 {
                     self.slots[slot].rtp_from = Some(from);
-                    self.by_source.insert(from, slot);
+                    // A call with its own socket is read there, not filed by source.
+                    if self.slots[slot].own.is_none() {
+                        self.by_source.insert(from, slot);
+                    }
                 }
                 self.report.answered += 1;
                 self.up += 1;
