@@ -3,13 +3,17 @@
 //! (where `recv_from` in a loop needs a second, empty call to learn it). With `timestamps`, each
 //! datagram also carries the kernel's arrival time (SO_TIMESTAMPNS), so a load generator measures
 //! jitter from when a packet arrived, not from when its frame loop got round to it. Datagrams to
-//! send go out the same way, many per `sendmmsg(2)` ([`SendBatch`]).
+//! send go out the same way, many per `sendmmsg(2)` ([`SendBatch`]). A socket bound to the wildcard
+//! address can also learn each datagram's destination ([`enable_destinations`]) and send each
+//! datagram from an address of its choosing ([`Outbox::push_from`]): one socket then stands for
+//! many endpoints that each have an address of their own.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const CMSG_SPACE: usize = 64;
+/// A received datagram's control data: its arrival stamp (32 bytes) and destination (up to 40).
+const CMSG_SPACE: usize = 96;
 
 /// Preallocated buffers, addresses and headers for one `recvmmsg(2)`.
 pub struct Batch {
@@ -79,13 +83,9 @@ impl Batch {
                 std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_hdr.msg_iov = &mut self.iovs[i];
             h.msg_hdr.msg_iovlen = 1;
-            if self.timestamps {
-                h.msg_hdr.msg_control = self.cmsgs[i].as_mut_ptr().cast();
-                h.msg_hdr.msg_controllen = CMSG_SPACE as _;
-            } else {
-                h.msg_hdr.msg_control = std::ptr::null_mut();
-                h.msg_hdr.msg_controllen = 0;
-            }
+            // The kernel fills it only with what the socket asked for.
+            h.msg_hdr.msg_control = self.cmsgs[i].as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = CMSG_SPACE as _;
             h.msg_hdr.msg_flags = 0;
             h.msg_len = 0;
         }
@@ -118,21 +118,44 @@ impl Batch {
         if !self.timestamps {
             return None;
         }
+        // SAFETY: the kernel sizes an SCM_TIMESTAMPNS message for a timespec.
+        let ts: libc::timespec =
+            unsafe { self.control(i, libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS)? };
+        let real = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+        let (base_i, base_r) = self.base;
+        Some(if real >= base_r {
+            base_i + (real - base_r)
+        } else {
+            base_i.checked_sub(base_r - real).unwrap_or(base_i)
+        })
+    }
+
+    /// The address datagram `i` was sent to, if the socket asked for it ([`enable_destinations`]).
+    pub fn destination(&self, i: usize) -> Option<IpAddr> {
+        // SAFETY: the kernel sizes IP_PKTINFO and IPV6_PKTINFO messages for their structs.
+        unsafe {
+            if let Some(p) = self.control::<libc::in_pktinfo>(i, libc::IPPROTO_IP, libc::IP_PKTINFO)
+            {
+                return Some(std::net::Ipv4Addr::from(u32::from_be(p.ipi_addr.s_addr)).into());
+            }
+            let p: libc::in6_pktinfo = self.control(i, libc::IPPROTO_IPV6, libc::IPV6_PKTINFO)?;
+            Some(std::net::Ipv6Addr::from(p.ipi6_addr.s6_addr).into())
+        }
+    }
+
+    /// The data of datagram `i`'s control message of `level` and `kind`, read as a `T`.
+    ///
+    /// # Safety
+    /// Such a message must carry at least a `T`.
+    unsafe fn control<T>(&self, i: usize, level: libc::c_int, kind: libc::c_int) -> Option<T> {
         let h = &self.hdrs[i].msg_hdr;
         // SAFETY: the control buffer was filled by the kernel for this header; the CMSG macros
         // walk it within msg_controllen.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(h);
             while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
-                    let real = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
-                    let (base_i, base_r) = self.base;
-                    return Some(if real >= base_r {
-                        base_i + (real - base_r)
-                    } else {
-                        base_i.checked_sub(base_r - real).unwrap_or(base_i)
-                    });
+                if (*c).cmsg_level == level && (*c).cmsg_type == kind {
+                    return Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<T>()));
                 }
                 c = libc::CMSG_NXTHDR(h, c);
             }
@@ -153,10 +176,10 @@ impl Batch {
 pub struct SendBatch {
     addrs: Vec<libc::sockaddr_storage>,
     iovs: Vec<libc::iovec>,
-    /// Per message: its first iovec, how many, and their size.
+    /// Per message: its first iovec, how many, their size and their source address.
     runs: Vec<Run>,
     hdrs: Vec<libc::mmsghdr>,
-    cmsgs: Vec<[u64; 4]>,
+    cmsgs: Vec<[u64; 8]>,
     gso: bool,
 }
 
@@ -165,6 +188,7 @@ struct Run {
     first: usize,
     count: usize,
     size: usize,
+    from: Option<IpAddr>,
 }
 
 impl Default for SendBatch {
@@ -203,6 +227,16 @@ impl SendBatch {
         &mut self,
         sock: &impl AsRawFd,
         msgs: impl IntoIterator<Item = (&'a [u8], SocketAddr)>,
+    ) -> usize {
+        self.send_from(sock, msgs.into_iter().map(|(d, to)| (d, to, None)))
+    }
+
+    /// As [`SendBatch::send`], each datagram from the source address it names (IP_PKTINFO; the
+    /// socket's own when `None`): a socket bound to the wildcard address sends for many.
+    pub fn send_from<'a>(
+        &mut self,
+        sock: &impl AsRawFd,
+        msgs: impl IntoIterator<Item = (&'a [u8], SocketAddr, Option<IpAddr>)>,
     ) -> usize {
         let mut sent = 0;
         let mut msgs = msgs.into_iter().peekable();
@@ -245,18 +279,22 @@ impl SendBatch {
 
     /// Takes up to [`SEND_CHUNK`] messages' worth of datagrams from `msgs`, joining each to the
     /// run before it when segmentation can carry both.
-    fn fill<'a>(&mut self, msgs: &mut impl Iterator<Item = (&'a [u8], SocketAddr)>) {
+    fn fill<'a>(
+        &mut self,
+        msgs: &mut impl Iterator<Item = (&'a [u8], SocketAddr, Option<IpAddr>)>,
+    ) {
         self.addrs.clear();
         self.iovs.clear();
         self.runs.clear();
         let mut last_to = None;
         while self.runs.len() < SEND_CHUNK {
-            let Some((bytes, to)) = msgs.next() else {
+            let Some((bytes, to, from)) = msgs.next() else {
                 break;
             };
             let joins = self.runs.last().is_some_and(|r| {
                 self.gso
                     && last_to == Some(to)
+                    && r.from == from
                     && r.size == bytes.len()
                     && r.count < MAX_SEGMENTS
                     && (r.count + 1) * r.size <= MAX_GSO_BYTES
@@ -272,6 +310,7 @@ impl SendBatch {
                         first: self.iovs.len() - 1,
                         count: 1,
                         size: bytes.len(),
+                        from,
                     });
                     self.addrs.push(storage(to));
                     last_to = Some(to);
@@ -280,24 +319,22 @@ impl SendBatch {
         }
     }
 
-    /// One header per run, with a UDP_SEGMENT control message when it holds more than one.
+    /// One header per run, with a UDP_SEGMENT control message when it holds more than one and
+    /// the source address when it names one.
     fn headers(&mut self) {
         let n = self.runs.len();
         // SAFETY: mmsghdr is a plain C struct; all-zero is valid.
         self.hdrs.resize(n, unsafe { std::mem::zeroed() });
-        self.cmsgs.resize(n, [0; 4]);
+        self.cmsgs.resize(n, [0; 8]);
         for (i, h) in self.hdrs.iter_mut().enumerate() {
             let run = self.runs[i];
             h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
             h.msg_hdr.msg_namelen = socklen(&self.addrs[i]);
             h.msg_hdr.msg_iov = &mut self.iovs[run.first];
             h.msg_hdr.msg_iovlen = run.count as _;
-            h.msg_hdr.msg_control = std::ptr::null_mut();
-            h.msg_hdr.msg_controllen = 0;
             h.msg_len = 0;
-            if run.count > 1 {
-                segment(h, &mut self.cmsgs[i], run.size as u16);
-            }
+            let segments = (run.count > 1).then_some(run.size as u16);
+            control(&mut h.msg_hdr, &mut self.cmsgs[i], segments, run.from);
         }
     }
 
@@ -306,8 +343,8 @@ impl SendBatch {
     fn send_singly(&mut self, sock: &impl AsRawFd, i: usize) -> usize {
         let run = self.runs[i];
         let mut h = self.hdrs[i].msg_hdr;
-        h.msg_control = std::ptr::null_mut();
-        h.msg_controllen = 0;
+        let mut buf = [0u64; 8];
+        control(&mut h, &mut buf, None, run.from);
         h.msg_iovlen = 1;
         let mut sent = 0;
         for iov in &mut self.iovs[run.first..run.first + run.count] {
@@ -329,18 +366,23 @@ impl SendBatch {
 #[derive(Default)]
 pub struct Outbox {
     bytes: Vec<u8>,
-    /// Where each datagram of `bytes` ends, and its destination.
-    ends: Vec<(usize, SocketAddr)>,
+    /// Where each datagram of `bytes` ends, its destination and its source (if not the socket's).
+    ends: Vec<(usize, SocketAddr, Option<IpAddr>)>,
     batch: SendBatch,
 }
 
 impl Outbox {
     /// Queues one datagram for `to`, made of `parts` in order (a header and a payload, say).
     pub fn push(&mut self, parts: &[&[u8]], to: SocketAddr) {
+        self.push_from(parts, to, None);
+    }
+
+    /// Queues one datagram for `to` from source address `from` ([`SendBatch::send_from`]).
+    pub fn push_from(&mut self, parts: &[&[u8]], to: SocketAddr, from: Option<IpAddr>) {
         for part in parts {
             self.bytes.extend_from_slice(part);
         }
-        self.ends.push((self.bytes.len(), to));
+        self.ends.push((self.bytes.len(), to, from));
     }
 
     /// Sends what is queued from `sock` ([`SendBatch::send`]) and empties the queue; returns
@@ -351,30 +393,71 @@ impl Outbox {
         }
         let bytes = &self.bytes;
         let mut start = 0;
-        let msgs = self.ends.iter().map(|&(end, to)| {
-            let msg = (&bytes[start..end], to);
+        let msgs = self.ends.iter().map(|&(end, to, from)| {
+            let msg = (&bytes[start..end], to, from);
             start = end;
             msg
         });
-        let sent = self.batch.send(sock, msgs);
+        let sent = self.batch.send_from(sock, msgs);
         self.bytes.clear();
         self.ends.clear();
         sent
     }
 }
 
-/// Adds a UDP_SEGMENT control message of `size` (in `buf`) to `h`.
-fn segment(h: &mut libc::mmsghdr, buf: &mut [u64; 4], size: u16) {
-    h.msg_hdr.msg_control = buf.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE of a u16 (24 bytes) fits the 32-byte buffer; the CMSG macros walk it
-    // within msg_controllen.
+/// Sets `h`'s control messages, written into `buf`: UDP_SEGMENT of `segments` bytes each, and
+/// the source address `from` (IP_PKTINFO / IPV6_PKTINFO); none at all when neither is asked.
+fn control(h: &mut libc::msghdr, buf: &mut [u64; 8], segments: Option<u16>, from: Option<IpAddr>) {
+    h.msg_control = std::ptr::null_mut();
+    h.msg_controllen = 0;
+    if segments.is_none() && from.is_none() {
+        return;
+    }
+    *buf = [0; 8];
+    h.msg_control = buf.as_mut_ptr().cast();
+    // SAFETY: the messages' CMSG_SPACE (24 + at most 40 bytes) fits the 64-byte buffer, and each
+    // is written at the header the CMSG macros give within msg_controllen.
     unsafe {
-        h.msg_hdr.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) as _;
-        let c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-        (*c).cmsg_level = libc::SOL_UDP;
-        (*c).cmsg_type = libc::UDP_SEGMENT;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), size);
+        let space = |len: usize| libc::CMSG_SPACE(len as u32) as usize;
+        let pktinfo = match from {
+            Some(IpAddr::V4(_)) => space(std::mem::size_of::<libc::in_pktinfo>()),
+            Some(IpAddr::V6(_)) => space(std::mem::size_of::<libc::in6_pktinfo>()),
+            None => 0,
+        };
+        h.msg_controllen =
+            (segments.map_or(0, |_| space(std::mem::size_of::<u16>())) + pktinfo) as _;
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        if let Some(size) = segments {
+            put(c, libc::SOL_UDP, libc::UDP_SEGMENT, size);
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+        match from {
+            Some(IpAddr::V4(a)) => {
+                let mut p: libc::in_pktinfo = std::mem::zeroed();
+                p.ipi_spec_dst.s_addr = u32::from(a).to_be();
+                put(c, libc::IPPROTO_IP, libc::IP_PKTINFO, p);
+            }
+            Some(IpAddr::V6(a)) => {
+                let mut p: libc::in6_pktinfo = std::mem::zeroed();
+                p.ipi6_addr.s6_addr = a.octets();
+                put(c, libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, p);
+            }
+            None => {}
+        }
+    }
+}
+
+/// Writes a control message of `level` and `kind` carrying `data` at `c`.
+///
+/// # Safety
+/// `c` must point at a header with room for CMSG_SPACE of a `T` after it.
+unsafe fn put<T>(c: *mut libc::cmsghdr, level: libc::c_int, kind: libc::c_int, data: T) {
+    // SAFETY: as the caller promises.
+    unsafe {
+        (*c).cmsg_level = level;
+        (*c).cmsg_type = kind;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<T>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<T>(), data);
     }
 }
 
@@ -435,6 +518,47 @@ pub fn enable_timestamps(sock: &impl AsRawFd) {
             (&on as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
+    }
+}
+
+/// Sets the don't-fragment bit on the IPv4 datagrams `sock` sends (IP_PMTUDISC_DO), for media:
+/// a voice frame is far below any path MTU, and an atomic datagram carries IP ID 0 (RFC 6864),
+/// where the default (IP_PMTUDISC_WANT) has an unconnected socket hash a per-destination IP ID
+/// for every datagram, several per cent of a socket's send cost when it serves many far ends.
+/// A datagram larger than the path MTU is refused (EMSGSIZE) instead of fragmented.
+pub fn set_dont_fragment(sock: &impl AsRawFd) {
+    let v: libc::c_int = libc::IP_PMTUDISC_DO;
+    // SAFETY: a plain setsockopt with an int argument; an IPv6 socket refuses it harmlessly.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Asks the kernel to tell each datagram's destination address (read back by
+/// [`Batch::destination`]), for a socket bound to the wildcard address that answers for many.
+pub fn enable_destinations(sock: &impl AsRawFd) {
+    let on: libc::c_int = 1;
+    for (level, name) in [
+        (libc::IPPROTO_IP, libc::IP_PKTINFO),
+        (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO),
+    ] {
+        // SAFETY: a plain setsockopt with an int argument; the option of the other family fails
+        // harmlessly.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                level,
+                name,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
     }
 }
 
@@ -559,6 +683,55 @@ mod plain {
             }
         }
         assert_eq!(got, ["head-one", "three", "two"]);
+    }
+
+    #[test]
+    fn a_wildcard_socket_learns_each_datagrams_destination_and_answers_from_it() {
+        // Bound to the wildcard address on the loopback device only: 127.0.0.0/8 is all local.
+        let any = UdpSocket::bind("0.0.0.0:0").unwrap();
+        // SAFETY: a setsockopt with the device name's bytes; refused without CAP_NET_RAW, which
+        // only widens what the test's socket hears.
+        unsafe {
+            libc::setsockopt(
+                any.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_BINDTODEVICE,
+                c"lo".as_ptr().cast(),
+                3,
+            );
+        }
+        enable_destinations(&any);
+        let port = any.local_addr().unwrap().port();
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let ends: Vec<IpAddr> = ["127.16.0.5", "127.16.1.9"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        for (i, e) in ends.iter().enumerate() {
+            peer.send_to(&[i as u8], SocketAddr::new(*e, port)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let mut batch = Batch::new(4, 64, false);
+        assert_eq!(batch.recv(&any), 2);
+        let mut out = Outbox::default();
+        for i in 0..2 {
+            let (data, src) = batch.get(i).unwrap();
+            let dst = batch.destination(i).unwrap();
+            assert_eq!(dst, ends[data[0] as usize]);
+            // Three equal answers from the address each was sent to: one segmented message.
+            for _ in 0..3 {
+                out.push_from(&[data], src, Some(dst));
+            }
+        }
+        assert_eq!(out.flush(&any), 6);
+        assert!(out.batch.gso, "segmented, with a source address");
+        peer.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        for i in 0..6 {
+            let mut buf = [0u8; 8];
+            let (n, from) = peer.recv_from(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &[(i / 3) as u8]);
+            assert_eq!(from, SocketAddr::new(ends[i / 3], port));
+        }
     }
 
     #[test]
