@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strowger_load::report::{process_cpu, Progress, Report};
-use strowger_load::run::{Config, RtpMode, Share, Thread};
+use strowger_load::run::{Addressing, Config, RtpMode, Share, Thread};
 
 #[derive(Parser)]
 #[command(name = "strowger-load", version, about = "SIP/RTP load generator")]
@@ -69,8 +69,14 @@ enum Cmd {
         /// A socket (an even port of the thread's share) per call instead: each call then has an
         /// address of its own, as phones and trunks do, for a server that tells calls apart by
         /// their far end's address (strowger's rtp.shared_ports).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "address_per_call")]
         socket_per_call: bool,
+        /// An address per call without a socket per call: the thread's one RTP socket is bound
+        /// to the wildcard address on the loopback device (needs root) and each call offers its
+        /// own loopback address, 127.(16+thread).x.y (--local must be 127.0.0.1 or another IPv4
+        /// loopback address).
+        #[arg(long)]
+        address_per_call: bool,
         /// Give up after this many seconds; calls still up count as failed ("unfinished").
         #[arg(long, default_value_t = 3600.0)]
         max_time: f64,
@@ -259,6 +265,7 @@ fn main() {
             limit,
             rtp_ports,
             socket_per_call,
+            address_per_call,
             max_time,
             quiet,
         } => {
@@ -290,7 +297,11 @@ fn main() {
                 local_ip: local,
                 limit,
                 rtp_ports: ports,
-                socket_per_call,
+                addressing: match (socket_per_call, address_per_call) {
+                    (true, _) => Addressing::SocketPerCall,
+                    (_, true) => Addressing::AddressPerCall,
+                    _ => Addressing::Shared,
+                },
                 max_time: Duration::from_secs_f64(max_time.max(0.001)),
             };
             let mut report = call(cfg, threads.max(1), quiet);

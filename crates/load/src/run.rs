@@ -8,11 +8,17 @@
 //! 20 ms: it echoes what arrived or sends the frames that are due, and nothing is allocated per
 //! packet. SIP is read in batches whenever the socket is readable, and call timers sit in one
 //! heap.
+//!
+//! A server that tells calls apart by their far end's address (strowger's `rtp.shared_ports`) needs
+//! an address per call: [`Addressing::SocketPerCall`] pays a socket per call for it, as phones do;
+//! [`Addressing::AddressPerCall`] keeps the one socket, bound to the wildcard address on the
+//! loopback device, gives each call its own loopback address on it, learns each datagram's call
+//! from the address it was sent to (IP_PKTINFO) and sends each call's packets from its address.
 
 use crate::report::{Progress, Report};
 use crate::sipmsg::{scan, sdp_audio, Kind, Method};
 use crate::uac::{parse_call_id, write, write_ok, Call, Emit, Endpoint, Event, Failure, State};
-use mmsg::{enable_timestamps, Batch, Outbox};
+use mmsg::{enable_destinations, enable_timestamps, set_dont_fragment, Batch, Outbox};
 use rtp::packet::{RtpHeader, RtpPacket, HEADER_LEN};
 use rtp::stats::ReceiveStats;
 use rustc_hash::FxHashMap;
@@ -39,6 +45,17 @@ pub enum RtpMode {
     None,
 }
 
+/// Which address each call of a thread offers for RTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Addressing {
+    /// The thread's one socket and address for every call.
+    Shared,
+    /// A socket (an even port of the thread's share) per call.
+    SocketPerCall,
+    /// The thread's one socket, and a loopback address per call (127.16+thread.x.y).
+    AddressPerCall,
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub target: SocketAddr,
@@ -54,8 +71,8 @@ pub struct Config {
     pub limit: u64,
     /// Even-aligned port range for RTP, split between threads.
     pub rtp_ports: (u16, u16),
-    /// Each call sends and receives RTP on a socket of its own instead of the thread's one.
-    pub socket_per_call: bool,
+    /// Which address each call offers for RTP.
+    pub addressing: Addressing,
     /// Stop (counting what is still up as "unfinished") after this long.
     pub max_time: Duration,
 }
@@ -76,8 +93,10 @@ struct Slot {
     armed: Option<Instant>,
     /// Where the server sends this call's RTP from (its SDP answer), while the call has media.
     rtp_from: Option<SocketAddr>,
-    /// The slot's own RTP socket and port (`socket_per_call`), kept for the calls that reuse it.
+    /// The slot's own RTP socket and port (`SocketPerCall`), kept for the calls that reuse it.
     own: Option<(UdpSocket, u16)>,
+    /// The slot's own address on the thread's socket (`AddressPerCall`), its packets' source.
+    address: Option<IpAddr>,
     stats: Option<ReceiveStats>,
     /// The first frame's arrival and RTP timestamp, and the smallest transit since (µs), for
     /// counting late arrivals.
@@ -132,8 +151,20 @@ pub struct Thread {
 /// A non-blocking UDP socket with buffers for bursts: 8 MiB (16 MiB for the shared RTP socket,
 /// which takes a 5 ms burst of every call at once; as root past the system's rmem_max).
 pub(crate) fn udp_socket(addr: SocketAddr, buffer: usize) -> std::io::Result<UdpSocket> {
+    udp_socket_on(addr, buffer, None)
+}
+
+/// [`udp_socket`] bound to network device `device` too, if given (SO_BINDTODEVICE).
+fn udp_socket_on(
+    addr: SocketAddr,
+    buffer: usize,
+    device: Option<&[u8]>,
+) -> std::io::Result<UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if device.is_some() {
+        s.bind_device(device)?;
+    }
     if s.set_recv_buffer_size(buffer).is_err() || s.recv_buffer_size().unwrap_or(0) < buffer {
         force_recv_buffer(&s, buffer);
     }
@@ -159,19 +190,62 @@ fn force_recv_buffer(s: &socket2::Socket, bytes: usize) {
     }
 }
 
-/// The thread's shared RTP socket: the first even port of its share that binds.
-fn rtp_socket(ip: IpAddr, (lo, hi): (u16, u16)) -> std::io::Result<(UdpSocket, u16)> {
+/// The thread's shared RTP socket: the first even port of its share that binds. For
+/// `AddressPerCall`, bound to the wildcard address on the loopback device (so that it hears every
+/// call's loopback address and nothing from another network) and told each datagram's destination.
+fn rtp_socket(
+    ip: IpAddr,
+    (lo, hi): (u16, u16),
+    addressing: Addressing,
+) -> std::io::Result<(UdpSocket, u16)> {
+    let per_call = addressing == Addressing::AddressPerCall;
+    if per_call && !(ip.is_loopback() && ip.is_ipv4()) {
+        return Err(std::io::Error::other(format!(
+            "--address-per-call gives each call a 127/8 address: --local must be an IPv4 \
+             loopback address, not {ip}"
+        )));
+    }
     let mut last = std::io::Error::other(format!("empty RTP port range {lo}-{hi}"));
     for port in (lo..hi).step_by(2) {
-        match udp_socket(SocketAddr::new(ip, port), 16 << 20) {
+        let bind = match per_call {
+            true => SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), port),
+            false => SocketAddr::new(ip, port),
+        };
+        match udp_socket_on(bind, 16 << 20, per_call.then_some(&b"lo"[..])) {
             Ok(s) => {
                 enable_timestamps(&s);
+                set_dont_fragment(&s);
+                if per_call {
+                    enable_destinations(&s);
+                }
                 return Ok((s, port));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(std::io::Error::other(format!(
+                    "--address-per-call binds RTP to the loopback device, which needs \
+                     CAP_NET_RAW (run as root): {e}"
+                )))
             }
             Err(e) => last = e,
         }
     }
     Err(last)
+}
+
+/// Call `slot`'s own address on thread `thread`'s socket (`AddressPerCall`): 127.(16+thread).x.y,
+/// with y in 1..=250, so never a network or broadcast-looking address.
+fn call_address(thread: u32, slot: usize) -> Option<IpAddr> {
+    let second = u8::try_from(16 + thread).ok()?;
+    let third = u8::try_from(slot / 250).ok()?;
+    Some(std::net::Ipv4Addr::new(127, second, third, (slot % 250) as u8 + 1).into())
+}
+
+/// The slot whose [`call_address`] on `thread` is `ip`.
+fn slot_of(thread: u32, ip: IpAddr) -> Option<usize> {
+    let IpAddr::V4(a) = ip else { return None };
+    let [first, second, third, fourth] = a.octets();
+    let ours = first == 127 && u32::from(second) == 16 + thread && (1..=250).contains(&fourth);
+    ours.then(|| third as usize * 250 + fourth as usize - 1)
 }
 
 /// One second of a 440 Hz tone in `f`: 50 packets of 20 ms, encoded once before the calls start.
@@ -192,7 +266,7 @@ impl Thread {
         let (rtp, rtp_port) = match cfg.rtp {
             RtpMode::None => (None, share.ports.0),
             _ => {
-                let (s, port) = rtp_socket(cfg.local_ip, share.ports)?;
+                let (s, port) = rtp_socket(cfg.local_ip, share.ports, cfg.addressing)?;
                 (Some(s), port)
             }
         };
@@ -341,6 +415,7 @@ impl Thread {
                     armed: None,
                     rtp_from: None,
                     own: None,
+                    address: None,
                     stats: None,
                     first_rx: None,
                     min_transit_us: 0,
@@ -358,19 +433,27 @@ impl Thread {
                 self.slots.len() - 1
             }
         };
-        let port = match self.cfg.socket_per_call && self.rtp.is_some() {
-            true => match self.own_socket(slot) {
-                Some(port) => port,
-                None => {
-                    self.report.attempted += 1;
-                    self.report.fail("no-rtp-port");
-                    Progress::add(&self.progress.attempted, 1);
-                    Progress::add(&self.progress.failed, 1);
-                    self.free.push(slot);
-                    return;
-                }
-            },
-            false => self.rtp_port,
+        let ip = self.cfg.local_ip;
+        let local_rtp = match (self.cfg.addressing, self.rtp.is_some()) {
+            (Addressing::SocketPerCall, true) => self
+                .own_socket(slot)
+                .map(|port| SocketAddr::new(ip, port))
+                .ok_or("no-rtp-port"),
+            (Addressing::AddressPerCall, true) => call_address(self.share.thread, slot)
+                .map(|a| SocketAddr::new(a, self.rtp_port))
+                .ok_or("no-rtp-address"),
+            _ => Ok(SocketAddr::new(ip, self.rtp_port)),
+        };
+        let local_rtp = match local_rtp {
+            Ok(a) => a,
+            Err(why) => {
+                self.report.attempted += 1;
+                self.report.fail(why);
+                Progress::add(&self.progress.attempted, 1);
+                Progress::add(&self.progress.failed, 1);
+                self.free.push(slot);
+                return;
+            }
         };
         self.report.attempted += 1;
         self.report.first_attempt.get_or_insert(now);
@@ -384,7 +467,8 @@ impl Thread {
         s.rx = 0;
         s.frames = 0;
         s.queued = 0;
-        let o = s.call.start(now, self.cfg.hold, port);
+        s.address = (self.cfg.addressing == Addressing::AddressPerCall).then(|| local_rtp.ip());
+        let o = s.call.start(now, self.cfg.hold, local_rtp);
         // A per-call SSRC and random-looking start values (RFC 3550 §5.1).
         let mix = (slot as u32).wrapping_mul(0x9E37_79B9)
             ^ s.call.generation.wrapping_mul(0x85EB_CA6B)
@@ -406,6 +490,7 @@ impl Thread {
             self.next_port += 2;
             if let Ok(sock) = udp_socket(SocketAddr::new(self.cfg.local_ip, port), 256 << 10) {
                 enable_timestamps(&sock);
+                set_dont_fragment(&sock);
                 self.slots[slot].own = Some((sock, port));
                 return Some(port);
             }
@@ -437,8 +522,8 @@ impl Thread {
                     .filter(|_| self.rtp.is_some())
                 {
                     self.slots[slot].rtp_from = Some(from);
-                    // A call with its own socket is read there, not filed by source.
-                    if self.slots[slot].own.is_none() {
+                    // A call with its own socket or address is found by it, not by source.
+                    if self.cfg.addressing == Addressing::Shared {
                         self.by_source.insert(from, slot);
                     }
                 }
@@ -561,12 +646,14 @@ impl Thread {
             tone,
             ep,
             cfg,
+            share,
             ..
         } = self;
         let Some(sock) = rtp.as_ref() else {
             return;
         };
         let mode = cfg.rtp;
+        let per_address = cfg.addressing == Addressing::AddressPerCall;
         // Everything that arrived since the last tick, filed under its call.
         batch.drain(sock, |batch, n| {
             for k in 0..n {
@@ -575,7 +662,14 @@ impl Thread {
                 };
                 // RTCP comes from the server's next port, which names no call; RTCP on the RTP
                 // port (PT 200–204 in the second byte) is not media either.
-                let Some(s) = by_source.get(&src).and_then(|&i| slots.get_mut(i)) else {
+                let slot = match per_address {
+                    true => batch
+                        .destination(k)
+                        .and_then(|d| slot_of(share.thread, d))
+                        .filter(|&i| slots.get(i).is_some_and(|s| s.rtp_from == Some(src))),
+                    false => by_source.get(&src).copied(),
+                };
+                let Some(s) = slot.and_then(|i| slots.get_mut(i)) else {
                     continue;
                 };
                 s.take(data, batch.arrival(k).unwrap_or(now), mode, report);
@@ -736,7 +830,7 @@ impl Slot {
         let mut head = [0u8; HEADER_LEN];
         let sent = h.write(&mut head).is_ok();
         if sent {
-            outbox.push(&[&head, payload], dst);
+            outbox.push_from(&[&head, payload], dst, self.address);
         }
         self.seq = self.seq.wrapping_add(1);
         self.ts = self.ts.wrapping_add(SAMPLES);

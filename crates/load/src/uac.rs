@@ -81,7 +81,8 @@ pub struct Call {
     pub to_tag: String,
     pub contact: String,
     pub remote_rtp: Option<SocketAddr>,
-    pub local_rtp_port: u16,
+    /// Where this call takes RTP (its SDP offer's address and port).
+    pub local_rtp: SocketAddr,
 }
 
 impl Call {
@@ -99,12 +100,12 @@ impl Call {
             to_tag: String::new(),
             contact: String::new(),
             remote_rtp: None,
-            local_rtp_port: 0,
+            local_rtp: SocketAddr::from(([0, 0, 0, 0], 0)),
         }
     }
 
     /// Starts a new call in this slot: send the INVITE.
-    pub fn start(&mut self, now: Instant, hold: Duration, local_rtp_port: u16) -> Out {
+    pub fn start(&mut self, now: Instant, hold: Duration, local_rtp: SocketAddr) -> Out {
         self.generation = self.generation.wrapping_add(1);
         self.state = State::Calling;
         self.invite_at = now;
@@ -117,7 +118,7 @@ impl Call {
         self.to_tag.clear();
         self.contact.clear();
         self.remote_rtp = None;
-        self.local_rtp_port = local_rtp_port;
+        self.local_rtp = local_rtp;
         Out {
             send: Some(Emit::Invite),
             ..Out::default()
@@ -289,6 +290,15 @@ pub fn parse_call_id(id: &str) -> Option<(u32, u32, usize, u32)> {
     Some((run, thread, slot, generation))
 }
 
+/// SDP's name for `ip`'s address family.
+fn family(ip: std::net::IpAddr) -> &'static str {
+    if ip.is_ipv4() {
+        "IP4"
+    } else {
+        "IP6"
+    }
+}
+
 /// Writes `what` for `call` in slot `slot` into `buf` (cleared first).
 pub fn write(buf: &mut Vec<u8>, ep: &Endpoint, slot: usize, call: &Call, what: Emit) {
     buf.clear();
@@ -321,7 +331,8 @@ pub fn write(buf: &mut Vec<u8>, ep: &Endpoint, slot: usize, call: &Call, what: E
     }
     let _ = write!(buf, "Call-ID: L{run}-{th}-{slot}-{g}\r\nCSeq: {cseq}\r\n");
     if what == Emit::Invite {
-        let ip = ep.local.ip();
+        let (o_ip, ip) = (ep.local.ip(), call.local_rtp.ip());
+        let (o_family, family) = (family(o_ip), family(ip));
         // The length is patched in after the body is written (zero-padded digits are valid).
         let _ = write!(
             buf,
@@ -331,9 +342,9 @@ pub fn write(buf: &mut Vec<u8>, ep: &Endpoint, slot: usize, call: &Call, what: E
         let start = buf.len();
         let _ = write!(
             buf,
-            "v=0\r\no=load {g} {g} IN IP4 {ip}\r\ns=strowger-load\r\nc=IN IP4 {ip}\r\nt=0 0\r\n\
-             m=audio {} RTP/AVP {}\r\n{}a=ptime:20\r\na=sendrecv\r\n",
-            call.local_rtp_port, ep.payload_type, ep.sdp_codec
+            "v=0\r\no=load {g} {g} IN {o_family} {o_ip}\r\ns=strowger-load\r\nc=IN {family} {ip}\r\n\
+             t=0 0\r\nm=audio {} RTP/AVP {}\r\n{}a=ptime:20\r\na=sendrecv\r\n",
+            call.local_rtp.port(), ep.payload_type, ep.sdp_codec
         );
         let len = buf.len() - start;
         for (i, d) in buf[start - 8..start - 4].iter_mut().enumerate() {
@@ -375,12 +386,16 @@ mod tests {
         }
     }
 
+    fn rtp(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
     #[test]
     fn a_whole_call_with_a_lost_invite_and_a_retransmitted_200() {
         let t0 = Instant::now();
         let mut c = Call::new(t0);
         let hold = Duration::from_secs(3);
-        assert_eq!(c.start(t0, hold, 40000).send, Some(Emit::Invite));
+        assert_eq!(c.start(t0, hold, rtp(40000)).send, Some(Emit::Invite));
         // Timer A: INVITE again at T1, then 2·T1 later.
         assert_eq!(c.next_timer(), Some(t0 + T1));
         let o = c.on_timer(t0 + T1);
@@ -411,7 +426,7 @@ mod tests {
     fn timers_b_and_f_and_a_rejection() {
         let t0 = Instant::now();
         let mut c = Call::new(t0);
-        c.start(t0, Duration::ZERO, 40000);
+        c.start(t0, Duration::ZERO, rtp(40000));
         let mut t = t0;
         let mut sends = 0;
         while let Some(next) = c.next_timer() {
@@ -428,12 +443,12 @@ mod tests {
             sends, 6,
             "INVITE resent at 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s"
         );
-        c.start(t0, Duration::ZERO, 40000);
+        c.start(t0, Duration::ZERO, rtp(40000));
         let o = c.on_response(404, true, "nf", "", None, t0);
         assert_eq!(o.send, Some(Emit::AckFailure));
         assert_eq!(o.event, Some(Event::Failed(Failure::Status(404))));
         // BYE unanswered: E capped at T2, F after 64·T1.
-        c.start(t0, Duration::ZERO, 40000);
+        c.start(t0, Duration::ZERO, rtp(40000));
         c.on_response(200, true, "a", "", None, t0);
         assert_eq!(c.on_timer(t0).send, Some(Emit::Bye));
         let mut gaps = Vec::new();
@@ -456,13 +471,14 @@ mod tests {
     fn written_messages_scan_back() {
         let t0 = Instant::now();
         let mut c = Call::new(t0);
-        c.start(t0, Duration::ZERO, 40002);
+        // The SDP names the call's own RTP address, not the SIP socket's.
+        c.start(t0, Duration::ZERO, "127.16.0.3:40002".parse().unwrap());
         let mut buf = Vec::new();
         write(&mut buf, &ep(), 17, &c, Emit::Invite);
         let s = scan(&buf).unwrap();
         assert_eq!(s.kind, Kind::Request(Method::Invite));
         assert_eq!(parse_call_id(s.call_id), Some((9, 1, 17, c.generation)));
-        assert_eq!(sdp_audio(s.body), Some("127.0.0.1:40002".parse().unwrap()));
+        assert_eq!(sdp_audio(s.body), Some("127.16.0.3:40002".parse().unwrap()));
         assert!(s.to_tag.is_empty());
         c.on_response(200, true, "srv", "sip:x@127.0.0.1:5060", None, t0);
         write(&mut buf, &ep(), 17, &c, Emit::Bye);

@@ -210,46 +210,49 @@ fn default_config_with_shared_ports(on: bool) -> String {
     )
 }
 
-/// 150 calls to the echo with a socket per call at the far end, against a server with 100 RTP
+/// 150 calls to the echo with an address per call at the far end, against a server with 100 RTP
 /// port pairs: with rtp.shared_ports every call completes and gets its own stream back (a packet
-/// filed under the wrong call would show as loss and jitter); with a pair per call the range
-/// runs out and some calls are refused.
+/// filed under the wrong call would show as loss and jitter), whether each call has a socket of its
+/// own or the generator's threads each answer for their calls' loopback addresses on one socket;
+/// with a pair per call the range runs out and some calls are refused.
 #[test]
 fn shared_ports_carry_more_calls_than_the_range_has_pairs_each_to_its_own_far_end() {
-    let args = [
-        "--ext",
-        "9196",
-        "--calls",
-        "150",
-        "--rate",
-        "100",
-        "--hold",
-        "2",
-        "--rtp",
-        "send",
-        "--socket-per-call",
-    ];
+    let args = |far_ends: &'static [&'static str]| {
+        let mut a = vec![
+            "--ext", "9196", "--calls", "150", "--rate", "100", "--hold", "2", "--rtp", "send",
+        ];
+        a.extend_from_slice(far_ends);
+        a
+    };
     let s = Server::with_config(
         "shared-ports",
         Some(&default_config_with_shared_ports(true)),
     );
-    let (r, _) = s.load_with_ports(400, &args);
-    assert_eq!(
-        (r["failed"].as_u64(), r["completed"].as_u64()),
-        (Some(0), Some(150)),
-        "{r}"
-    );
-    let tx = r["rtp"]["sent"].as_u64().unwrap();
-    let rx = r["rtp"]["received"].as_u64().unwrap();
-    // 150 calls × 2 s × 50/s = 15,000 sent; the echo returns them (the last few cross the BYE).
-    assert!((14_500..=15_500).contains(&tx), "{r}");
-    assert!(rx * 10 >= tx * 9, "echoed back: {r}");
-    assert_eq!(r["rtp"]["lost"], 0, "{r}");
-    assert!(r["rtp"]["jitter_max_us"].as_u64().unwrap() < 20_000, "{r}");
+    for far_ends in [
+        &["--socket-per-call"][..],
+        &["--address-per-call", "--threads", "2"][..],
+    ] {
+        let (r, _) = s.load_with_ports(400, &args(far_ends));
+        assert_eq!(
+            (r["failed"].as_u64(), r["completed"].as_u64()),
+            (Some(0), Some(150)),
+            "{far_ends:?}: {r}"
+        );
+        let tx = r["rtp"]["sent"].as_u64().unwrap();
+        let rx = r["rtp"]["received"].as_u64().unwrap();
+        // 150 calls × 2 s × 50/s = 15,000 sent; the echo returns them (the last few cross the BYE).
+        assert!((14_500..=15_500).contains(&tx), "{far_ends:?}: {r}");
+        assert!(rx * 10 >= tx * 9, "{far_ends:?}: echoed back: {r}");
+        assert_eq!(r["rtp"]["lost"], 0, "{far_ends:?}: {r}");
+        assert!(
+            r["rtp"]["jitter_max_us"].as_u64().unwrap() < 20_000,
+            "{far_ends:?}: {r}"
+        );
+    }
     drop(s);
 
     let s = Server::with_config("own-ports", Some(&default_config_with_shared_ports(false)));
-    let (r, _) = s.load_with_ports(400, &args);
+    let (r, _) = s.load_with_ports(400, &args(&["--socket-per-call"]));
     assert!(
         r["failed"].as_u64().unwrap() > 0,
         "100 pairs for 150 calls: {r}"
