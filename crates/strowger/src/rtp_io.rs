@@ -182,6 +182,8 @@ impl MediaSockets {
         // Packets read a few frames late (legs that relay nothing, RTCP) keep their arrival time.
         mmsg::enable_timestamps(&rtp);
         mmsg::enable_timestamps(&rtcp);
+        mmsg::set_dont_fragment(&rtp);
+        mmsg::set_dont_fragment(&rtcp);
         Ok(Pair {
             rtp,
             rtcp,
