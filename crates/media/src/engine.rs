@@ -151,7 +151,9 @@ impl Engine {
     pub fn add_leg(&mut self, cfg: LegConfig, now: Instant) -> LegId {
         self.ntp_anchor.get_or_insert((now, NTP_UNIX_OFFSET << 32));
         let out = OutStream::new(&mut self.rng);
-        let rtcp_due = now + rtcp_interval(&mut self.rng);
+        // The first report after half an interval (RFC 3550 §6.2), so that a far end learns the
+        // round trip early in the call.
+        let rtcp_due = now + rtcp_interval(&mut self.rng) / 2;
         let remote = cfg.remote;
         let id = LegId(self.legs.insert(Leg::new(cfg, out, rtcp_due)));
         self.demux.moved(id, None, remote);

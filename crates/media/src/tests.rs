@@ -636,8 +636,12 @@ fn rtcp_reports_and_round_trip_time() {
         }
     }
     assert!(
-        !reports.is_empty() && reports[0].0 >= t0 + Duration::from_millis(2500),
+        !reports.is_empty() && reports[0].0 >= t0 + Duration::from_millis(1250),
         "first report too early"
+    );
+    assert!(
+        reports[0].0 <= t0 + Duration::from_millis(3750),
+        "first report after half an interval (RFC 3550 §6.2)"
     );
     let (sr_at, sent_before, sr) = &reports[0];
     assert_eq!(sr.dst, addr(4001));

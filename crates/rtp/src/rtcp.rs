@@ -67,13 +67,18 @@ pub fn round_trip(arrival_ntp: u64, block: &ReportBlock) -> Option<Duration> {
     }
     let rtt = ntp_short(arrival_ntp)
         .wrapping_sub(block.lsr)
-        .wrapping_sub(block.dlsr);
-    // A "negative" result means clock trouble, not a 18-hour RTT.
-    if rtt > u32::MAX / 2 {
-        return None;
+        .wrapping_sub(block.dlsr) as i32;
+    // A far end that rounds its DLSR up makes a round trip near zero (a LAN, loopback) come out
+    // slightly negative: that is zero. Far below it means clock trouble, not an 18-hour RTT.
+    match rtt {
+        0.. => Some(Duration::from_nanos((rtt as u64 * 1_000_000_000) >> 16)),
+        NEGATIVE_SLACK.. => Some(Duration::ZERO),
+        _ => None,
     }
-    Some(Duration::from_nanos((rtt as u64 * 1_000_000_000) >> 16))
 }
+
+/// How far below zero (10 ms in 1/65536 s) a round trip is still rounding, not clock trouble.
+const NEGATIVE_SLACK: i32 = -655;
 
 /// Writes a compound RTCP packet: an SR when `sender` is given, else an RR,
 /// followed by SDES with our CNAME. Returns the length written.
@@ -437,6 +442,17 @@ mod tests {
         let arrival = 3u64 << 32;
         assert_eq!(round_trip(arrival, &b), Some(Duration::from_millis(1500)));
         assert_eq!(round_trip(arrival, &ReportBlock::default()), None);
+        // DLSR rounded past the arrival: zero, not an 18-hour round trip; far past it: no value.
+        let rounded = ReportBlock {
+            dlsr: 0x0002_0000 + 0x40,
+            ..b
+        };
+        assert_eq!(round_trip(arrival, &rounded), Some(Duration::ZERO));
+        let wrong = ReportBlock {
+            dlsr: 0x0002_8000,
+            ..b
+        };
+        assert_eq!(round_trip(arrival, &wrong), None);
         assert_eq!(duration_to_short(Duration::from_millis(1500)), 0x0001_8000);
     }
 

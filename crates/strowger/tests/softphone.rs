@@ -111,6 +111,33 @@ fn baresip_hears_its_echo_and_the_demo() {
     assert_answered_cdrs(&cdrs[1..], 1, "44444");
 }
 
+/// baresip answers strowger's RTCP sender reports with receiver reports: the CDR carries the round
+/// trip they give (loopback: a few ms at most) and the loss baresip saw (none).
+#[test]
+fn the_cdr_carries_the_round_trip_baresip_reports_over_rtcp() {
+    let dir = TempDir::new("baresip-rtcp");
+    let s = Strowger::start("baresip-rtcp");
+    let speech = speech_wav(dir.path());
+    Baresip::spawn(
+        dir.path(),
+        "9196",
+        "<sip:tester@127.0.0.1>;regint=0;audio_codecs=PCMU",
+        &speech,
+        &[&format!("/dial sip:9196@{}", s.sip)],
+        16,
+    )
+    .finish("calling 9196 for 16 s");
+    let cdrs = s.wait_cdrs(1);
+    assert_answered_cdrs(&cdrs, 1, "9196");
+    // A number (not null) only once a receiver report answered one of strowger's sender reports.
+    let rtt = cdrs[0].num("rtt_ms");
+    assert!(
+        (0.0..20.0).contains(&rtt),
+        "round trip from baresip's receiver reports: {cdrs:?}"
+    );
+    assert_eq!(cdrs[0].num("remote_packets_lost"), 0.0, "{cdrs:?}");
+}
+
 /// rtp.shared_ports: baresip's call shares its worker's one RTP port with every other call there
 /// and is told apart by baresip's address; baresip still hears its own speech.
 #[test]

@@ -445,6 +445,8 @@ impl Engine {
                 c.cdr.packets_received = stats.packets_received;
                 c.cdr.packets_lost = stats.packets_lost;
                 c.cdr.jitter_ms = stats.jitter_ms;
+                c.cdr.rtt_ms = stats.rtt.map(|d| (d.as_secs_f64() * 1e4).round() / 10.0);
+                c.cdr.remote_packets_lost = stats.remote_packets_lost;
             }
             self.by_media.remove(&m.index());
             host.close_media(m.index());

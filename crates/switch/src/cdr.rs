@@ -27,6 +27,10 @@ pub struct Cdr {
     pub packets_received: u64,
     pub packets_lost: u64,
     pub jitter_ms: f64,
+    /// Round trip to the caller's phone from its last RTCP report on our stream (RFC 3550
+    /// §6.4.1), and the packets of ours it reported lost; none if it sent no such report.
+    pub rtt_ms: Option<f64>,
+    pub remote_packets_lost: Option<i32>,
     pub bridged_to: Option<String>,
 }
 
