@@ -16,14 +16,16 @@
              generators to core 1), then a flood of new calls at --flood calls/s for 20 s; the held
              calls' late frames and loss against the same run without the flood; how many flood
              calls got 503.
-  floor      for each N of --levels, alternately --repeat times: strowger's held calls (as capacity) and
+             With --shared: the server with rtp.shared_ports, the generator with --address-per-call.
+  floor      for each N of --levels, alternately --repeat times: strowger's held calls (as capacity; with a
+             port pair per call, and with rtp.shared_ports against strowger-load --address-per-call) and
              the kernel's own cost for the same packets (strowger-load floor: a connected socket per
              call, 50 packets/s each, echoes read every 80 ms; and --one-socket), CPU-ms per call-second
-             of each and strowger's ratio to the floor, measured minutes apart instead of sessions apart.
+             of each and strowger's ratios to the floors, measured minutes apart instead of sessions apart.
   shared     for each N of --levels, alternately --repeat times: held calls with a port pair per call and
-             with rtp.shared_ports (a few ports per worker), both against strowger-load --socket-per-call
+             with rtp.shared_ports (a few ports per worker), both against strowger-load --address-per-call
              (every call its own address, as phones and trunks have; the shared ports need that), and the
-             per-call ports against the usual one-socket generator: CPU-ms per call-second and the ratio.
+             per-call ports against the usual generator (one address): CPU-ms per call-second and the ratio.
   report     writes bench/results/scale.md and bench/results/scale.png from bench/results/scale.json.
 
 CPU is the run time of all threads (/proc/PID/task/*/schedstat). Every run is bounded in calls and time, on
@@ -117,14 +119,15 @@ class Server:
         self.log.close()
 
 
-def load(args, target, ext, calls, rate, hold, rtp, out, threads=1, max_time=None, cpus=None, per_call=False):
-    """Starts strowger-load (`per_call`: a socket per call); returns the process (its JSON report goes to `out`)."""
+def load(args, target, ext, calls, rate, hold, rtp, out, threads=1, max_time=None, cpus=None, far_ends=None):
+    """Starts strowger-load (`far_ends`: "socket" or "address" per call, else one address for all); returns
+    the process (its JSON report goes to `out`)."""
     cmd = ["taskset", "-c", cpus] if cpus else []
     cmd += [args.load_bin, "call", "--target", target, "--ext", ext, "--calls", str(calls), "--rate", str(rate),
            "--hold", str(hold), "--rtp", rtp, "--json", "--quiet", "--threads", str(threads),
            "--rtp-ports", "40000-59999", "--max-time", str(max_time or int(hold + calls / rate + 60))]
-    if per_call:
-        cmd.append("--socket-per-call")
+    if far_ends:
+        cmd.append(f"--{far_ends}-per-call")
     p = b.spawn(cmd, os.path.dirname(out), open(out, "w"), open(out + ".err", "w"))
     b.raise_priority(p.pid)
     p.cmd = b.fmt_cmd(cmd)
@@ -136,14 +139,14 @@ def report_of(path):
         return json.load(f)
 
 
-def held_calls(args, rundir, label, workers, calls, rate, hold, window, shared_ports=False, per_call=False):
+def held_calls(args, rundir, label, workers, calls, rate, hold, window, shared_ports=False, far_ends=None):
     """Brings `calls` echo calls up, measures over `window` s of steady state, lets them end.
-    `shared_ports`: the server's rtp.shared_ports; `per_call`: the generator's --socket-per-call."""
+    `shared_ports`: the server's rtp.shared_ports; `far_ends`: as for `load`."""
     cfg = config(args, rundir, f"{label}.toml", shared_ports=shared_ports)
     srv = Server(args, rundir, label, workers, "10000-29999", cfg)
     out = os.path.join(srv.dir, "load.json")
     rss0 = srv.rss_kib()
-    lp = load(args, f"127.0.0.1:{srv.port}", "44444", calls, rate, hold, "echo", out, per_call=per_call)
+    lp = load(args, f"127.0.0.1:{srv.port}", "44444", calls, rate, hold, "echo", out, far_ends=far_ends)
     time.sleep(calls / rate + 5)
     c0, l0, t0 = srv.cpu(), b.proc_cpu(lp.pid), time.time()
     time.sleep(window)
@@ -156,6 +159,7 @@ def held_calls(args, rundir, label, workers, calls, rate, hold, window, shared_p
     rtp = rep["rtp"]
     row = {
         "workers": workers, "calls": calls, "rate": rate, "hold_s": hold, "realtime_priority": args.realtime,
+        "shared_ports": shared_ports, "far_ends": far_ends or "one address",
         "server_cpu_pct": round((c1 - c0) / span * 100, 1),
         "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / calls, 4),
         "load_cpu_pct": round((l1 - l0) / span * 100, 1),
@@ -179,12 +183,13 @@ def capacity(args, rundir):
     rows = []
     for n in args.levels:
         b.quiet_check(set())
-        row = held_calls(args, rundir, f"cap-{n}", args.workers[0], n, args.rate, args.hold, 20)
+        row = held_calls(args, rundir, f"cap-{n}", args.workers[0], n, args.rate, args.hold, 20,
+                         shared_ports=args.shared, far_ends="address" if args.shared else None)
         rows.append(row)
         if row["failed"] > n * 0.001 or row["late_pct"] > 1:
             b.log(f"{n} calls: more than 0.1 % of calls failed or 1 % of frames late: stopping here")
             break
-    save("capacity", {"rows": rows, "machine": b.machine_info(args)})
+    save("capacity_shared" if args.shared else "capacity", {"rows": rows, "machine": b.machine_info(args)})
 
 
 def floor_once(args, rundir, label, calls, one_socket, window):
@@ -222,17 +227,24 @@ def floor(args, rundir):
         for n in args.levels:
             b.quiet_check(set())
             s = held_calls(args, rundir, f"floor-strowger-{n}-{i}", args.workers[0], n, args.rate, args.hold, 20)
+            sh = held_calls(args, rundir, f"floor-shared-{n}-{i}", args.workers[0], n, args.rate, args.hold, 20,
+                            shared_ports=True, far_ends="address")
             per_call = floor_once(args, rundir, f"floor-{n}-{i}", n, False, 20)
             one = floor_once(args, rundir, f"floor-one-{n}-{i}", n, True, 20)
+            fc, fo = per_call["cpu_ms_per_call_s"], one["cpu_ms_per_call_s"]
             row = {"calls": n, "round": i, "strowger": s["cpu_ms_per_call_s"], "strowger_failed": s["failed"],
-                   "strowger_late_pct": s["late_pct"], "floor": per_call["cpu_ms_per_call_s"],
-                   "floor_one_socket": one["cpu_ms_per_call_s"],
-                   "ratio": round(s["cpu_ms_per_call_s"] / per_call["cpu_ms_per_call_s"], 3),
-                   "ratio_one_socket": round(s["cpu_ms_per_call_s"] / one["cpu_ms_per_call_s"], 3),
-                   "server_cmd": s["server_cmd"], "load_cmd": s["load_cmd"], "floor_cmd": per_call["cmd"],
-                   "floor_one_socket_cmd": one["cmd"]}
-            b.log(f"{n} calls: strowger {row['strowger']}, floor {row['floor']} (a socket per call) / "
-                  f"{row['floor_one_socket']} (one socket): {row['ratio']}× / {row['ratio_one_socket']}×")
+                   "strowger_late_pct": s["late_pct"], "strowger_shared": sh["cpu_ms_per_call_s"],
+                   "strowger_shared_failed": sh["failed"], "strowger_shared_late_pct": sh["late_pct"],
+                   "floor": fc, "floor_one_socket": fo,
+                   "ratio": round(s["cpu_ms_per_call_s"] / fc, 3),
+                   "ratio_one_socket": round(s["cpu_ms_per_call_s"] / fo, 3),
+                   "ratio_shared": round(sh["cpu_ms_per_call_s"] / fc, 3),
+                   "ratio_shared_one_socket": round(sh["cpu_ms_per_call_s"] / fo, 3),
+                   "server_cmd": s["server_cmd"], "load_cmd": s["load_cmd"], "shared_server_cmd": sh["server_cmd"],
+                   "shared_load_cmd": sh["load_cmd"], "floor_cmd": per_call["cmd"], "floor_one_socket_cmd": one["cmd"]}
+            b.log(f"{n} calls: strowger {row['strowger']} (a pair per call) / {row['strowger_shared']} (shared ports), "
+                  f"floor {fc} (a socket per call) / {fo} (one socket): pair per call {row['ratio']}× / "
+                  f"{row['ratio_one_socket']}×, shared {row['ratio_shared']}× / {row['ratio_shared_one_socket']}×")
             rows.append(row)
     save("floor", {"rows": rows, "machine": b.machine_info(args)})
 
@@ -242,17 +254,17 @@ def shared(args, rundir):
     for i in range(args.repeat):
         for n in args.levels:
             row = {"calls": n, "round": i}
-            for key, shared_ports, per_call in (("own", False, False), ("own_per_call_far_ends", False, True),
-                                                ("shared_per_call_far_ends", True, True)):
+            for key, shared_ports, far_ends in (("own", False, None), ("own_per_call_far_ends", False, "address"),
+                                                ("shared_per_call_far_ends", True, "address")):
                 b.quiet_check(set())
                 r = held_calls(args, rundir, f"shared-{key}-{n}-{i}", args.workers[0], n, args.rate, args.hold, 20,
-                               shared_ports=shared_ports, per_call=per_call)
+                               shared_ports=shared_ports, far_ends=far_ends)
                 row[key] = r
             own, shared_ = row["own_per_call_far_ends"]["cpu_ms_per_call_s"], row["shared_per_call_far_ends"]["cpu_ms_per_call_s"]
             row["ratio"] = round(shared_ / own, 3)
             b.log(f"{n} calls: a port pair per call {own}, shared ports {shared_} CPU-ms per call-s "
-                  f"(both with a socket per call at the far end): {row['ratio']}×; "
-                  f"per-call ports with the one-socket generator {row['own']['cpu_ms_per_call_s']}")
+                  f"(both with an address per call at the far end): {row['ratio']}×; "
+                  f"per-call ports with one far-end address {row['own']['cpu_ms_per_call_s']}")
             rows.append(row)
     save("shared", {"rows": rows, "machine": b.machine_info(args)})
 
@@ -378,26 +390,32 @@ def table(title, header, rows):
 def report(_args, _rundir):
     res = json.load(open(RESULTS))
     lines = []
-    if "capacity" in res:
-        lines += table("Capacity: held playback+echo calls (strowger-load --rtp echo)",
+    for sec, how in (("capacity", "a port pair per call"),
+                     ("capacity_shared", "rtp.shared_ports, strowger-load --address-per-call")):
+        if sec not in res:
+            continue
+        lines += table(f"Capacity: held playback+echo calls (strowger-load --rtp echo), {how}",
                        ["calls", "workers", "real-time priority", "server CPU %", "CPU-ms per call-second", "KiB per call", "failed",
                         "SIP retransmissions", "late frames %", "RTP lost", "load generator CPU %"],
                        [[r["calls"], r["workers"], r.get("realtime_priority") or "-", r["server_cpu_pct"], r["cpu_ms_per_call_s"], r["rss_kib_per_call"],
                          r["failed"], r.get("retransmissions", "-"), r["late_pct"], r["rtp_lost"], r["load_cpu_pct"]]
-                        for r in res["capacity"]["rows"]])
+                        for r in res[sec]["rows"]])
     if "shared" in res:
         lines += table("rtp.shared_ports against a port pair per call, alternated (CPU-ms per call-second; late frames %)",
-                       ["calls", "round", "per-call ports, one-socket generator", "per-call ports, a socket per far end",
-                        "shared ports, a socket per far end", "shared ÷ per-call"],
+                       ["calls", "round", "per-call ports, one far-end address", "per-call ports, an address per far end",
+                        "shared ports, an address per far end", "shared ÷ per-call"],
                        [[r["calls"], r["round"]] + [f"{r[k]['cpu_ms_per_call_s']} ({r[k]['late_pct']} %)"
                                                     for k in ("own", "own_per_call_far_ends", "shared_per_call_far_ends")]
                         + [r["ratio"]] for r in res["shared"]["rows"]])
     if "floor" in res:
         lines += table("Against the kernel's own cost for the same packets (strowger-load floor), alternated",
-                       ["calls", "round", "strowger CPU-ms per call-s", "floor: a socket per call", "floor: one socket",
-                        "strowger ÷ floor (per call / one socket)"],
-                       [[r["calls"], r["round"], r["strowger"], r["floor"], r["floor_one_socket"],
-                         f"{r['ratio']} / {r['ratio_one_socket']}"] for r in res["floor"]["rows"]])
+                       ["calls", "round", "strowger CPU-ms per call-s: a pair per call / shared ports",
+                        "floor: a socket per call", "floor: one socket",
+                        "pair per call ÷ floor (per call / one socket)", "shared ports ÷ floor (per call / one socket)"],
+                       [[r["calls"], r["round"], f"{r['strowger']} / {r.get('strowger_shared', '-')}", r["floor"],
+                         r["floor_one_socket"], f"{r['ratio']} / {r['ratio_one_socket']}",
+                         f"{r.get('ratio_shared', '-')} / {r.get('ratio_shared_one_socket', '-')}"]
+                        for r in res["floor"]["rows"]])
     for sec, what in (("b2bua", "CPU-ms per B2BUA call"),
                       ("speedup", "CPU-ms per call-second (held echo calls)")):
         if sec in res:
@@ -428,10 +446,24 @@ def plot(res):
     """CPU and late frames against calls, and speed-up against workers, in one PNG (gnuplot)."""
     if "capacity" not in res:
         return
+    # One line per capacity run and scheduler, named by port mode, priority and date (runs from
+    # different days may come from different hosts).
     d = os.path.join(b.RESULTS, "scale.dat")
+    cpu, late = [], []
     with open(d, "w") as f:
-        for r in res["capacity"]["rows"]:
-            f.write(f"{r['calls']} {r['cpu_ms_per_call_s']} {r['late_pct']} {r['server_cpu_pct']}\n")
+        for sec, how in (("capacity", "a pair per call"), ("capacity_shared", "shared ports")):
+            rows = res.get(sec, {}).get("rows", [])
+            date = res.get(sec, {}).get("machine", {}).get("date", "")[:10]
+            for rt in sorted({r.get("realtime_priority") or 0 for r in rows}):
+                group = [r for r in rows if (r.get("realtime_priority") or 0) == rt]
+                f.write(f"# {sec} {rt}\n")
+                for r in group:
+                    f.write(f"{r['calls']} {r['cpu_ms_per_call_s']} {r['late_pct']} {r['server_cpu_pct']}\n")
+                f.write("\n\n")
+                title = f"{how}{', real-time' if rt else ''} ({date})"
+                idx = len(cpu)
+                cpu.append(f'"{d}" index {idx} using 1:2 with linespoints lw 2 title "{title}"')
+                late.append(f'"{d}" index {idx} using 1:3 with linespoints lw 2 title "{title}"')
     sp = os.path.join(b.RESULTS, "speedup.dat")
     with open(sp, "w") as f:
         for sec in ("speedup", "b2bua"):
@@ -444,10 +476,10 @@ set output "{png}"
 set multiplot layout 1,3
 set title "Server CPU per call-second (playback + echo)"
 set xlabel "concurrent calls"; set ylabel "CPU-ms per call-second"; set yrange [0:*]; set grid
-plot "{d}" using 1:2 with linespoints lw 2 title "strowger", 0.20 with lines dt 2 title "kernel floor (peers.md)", 2.18 with lines dt 3 title "Asterisk (400 calls)"
+plot {", ".join(cpu)}, 0.20 with lines dt 2 title "kernel floor (peers.md)", 2.18 with lines dt 3 title "Asterisk (400 calls)"
 set title "Late frames (> 20 ms behind) at the caller"
 set ylabel "% of frames received"; set yrange [0:*]
-plot "{d}" using 1:3 with linespoints lw 2 title "strowger", 0.1 with lines dt 2 title "0.1 % limit"
+plot {", ".join(late)}, 0.1 with lines dt 2 title "0.1 % limit"
 set title "Speed-up against workers"
 set xlabel "workers"; set ylabel "speed-up"; set xrange [0.5:2.5]; set yrange [0:2.2]; set xtics 1
 plot x with lines dt 2 title "ideal", "< grep speedup {sp}" using 1:2 with linespoints lw 2 title "media (held calls)", "< grep b2bua {sp}" using 1:2 with linespoints lw 2 title "B2BUA signalling"
@@ -469,6 +501,8 @@ def main():
     ap.add_argument("--hold", type=float, default=60)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--flood", type=int, default=15000, help="overload: new calls/s offered")
+    ap.add_argument("--shared", action="store_true",
+                    help="capacity: rtp.shared_ports on the server, --address-per-call on the generator")
     ap.add_argument("--realtime", type=int, default=0,
                     help="general.realtime_priority of the server's workers (SCHED_FIFO; 0: the normal scheduler)")
     args = ap.parse_args()
