@@ -895,4 +895,21 @@ mod tests {
             "17 ms late, but 22 ms after the smallest transit"
         );
     }
+
+    #[test]
+    fn each_call_address_is_distinct_and_leads_back_to_its_slot_and_thread() {
+        let mut seen = std::collections::HashSet::new();
+        for thread in [0, 1, 7] {
+            for slot in (0..64_000).step_by(7).chain([249, 250, 251, 63_999]) {
+                let a = call_address(thread, slot).unwrap();
+                assert!(a.is_loopback(), "{a}");
+                assert!(seen.insert(a), "{a} twice");
+                assert_eq!(slot_of(thread, a), Some(slot), "{a}");
+                assert_eq!(slot_of(thread + 1, a), None, "{a} is not the next thread's");
+            }
+        }
+        assert_eq!(call_address(0, 64_000), None, "past 256 × 250 addresses");
+        assert_eq!(slot_of(0, "127.16.0.0".parse().unwrap()), None);
+        assert_eq!(slot_of(0, "127.0.0.1".parse().unwrap()), None);
+    }
 }
