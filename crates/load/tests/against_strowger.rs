@@ -214,7 +214,8 @@ fn default_config_with_shared_ports(on: bool) -> String {
 /// port pairs: with rtp.shared_ports every call completes and gets its own stream back (a packet
 /// filed under the wrong call would show as loss and jitter), whether each call has a socket of its
 /// own or the generator's threads each answer for their calls' loopback addresses on one socket;
-/// with a pair per call the range runs out and some calls are refused.
+/// calls from one far-end address get pairs of their own; with a pair per call the range runs out
+/// and some calls are refused.
 #[test]
 fn shared_ports_carry_more_calls_than_the_range_has_pairs_each_to_its_own_far_end() {
     let args = |far_ends: &'static [&'static str]| {
@@ -249,6 +250,21 @@ fn shared_ports_carry_more_calls_than_the_range_has_pairs_each_to_its_own_far_en
             "{far_ends:?}: {r}"
         );
     }
+    // One address for all calls (SIPp's echo does the same): the calls cannot be told apart by
+    // address, so the first shares a port and the others get pairs of their own, and every call
+    // still gets its own stream.
+    let one_address = [
+        "--ext", "9196", "--calls", "60", "--rate", "100", "--hold", "2", "--rtp", "send",
+    ];
+    let (r, _) = s.load_with_ports(400, &one_address);
+    assert_eq!(
+        (r["failed"].as_u64(), r["completed"].as_u64()),
+        (Some(0), Some(60)),
+        "one far-end address: {r}"
+    );
+    let tx = r["rtp"]["sent"].as_u64().unwrap();
+    assert!(r["rtp"]["received"].as_u64().unwrap() * 10 >= tx * 9, "{r}");
+    assert_eq!(r["rtp"]["lost"], 0, "one far-end address: {r}");
     drop(s);
 
     let s = Server::with_config("own-ports", Some(&default_config_with_shared_ports(false)));

@@ -19,8 +19,10 @@ pub(crate) struct Demux {
 }
 
 impl Demux {
-    /// Leg `id`'s far end moved from `from` to `to`. Two legs with one far end (a call looped
-    /// back to this switch) share an entry: the newer one has it.
+    /// Leg `id`'s far end moved from `from` to `to`. Of two legs with one far end (a far end
+    /// that serves many calls from one port, a call looped back to this switch) the first keeps
+    /// the entry: a shell gives a port it shares only to a leg whose address nobody has yet, so
+    /// the later one has a port of its own and needs no entry.
     pub(crate) fn moved(&mut self, id: LegId, from: Option<SocketAddr>, to: Option<SocketAddr>) {
         if from == to {
             return;
@@ -31,7 +33,7 @@ impl Demux {
             }
         }
         if let Some(a) = to {
-            self.by_remote.insert(a, id);
+            self.by_remote.entry(a).or_insert(id);
         }
     }
 

@@ -1004,15 +1004,16 @@ fn legs_sharing_a_socket_are_told_apart_by_their_far_ends_address() {
     assert_eq!(e.rtp_leg_from(addr(4000)), None);
     assert_eq!(e.rtp_leg_from(addr(4010)), Some(a));
 
-    // A leg that ends takes its address with it, but not another leg's entry.
-    let looped = e.add_leg(cfg(G711::Pcmu, 4002), t0);
+    // A second leg with the same far end leaves the first its entry, and ending takes only a
+    // leg's own entry.
+    let repeated = e.add_leg(cfg(G711::Pcmu, 4002), t0);
     assert_eq!(
         e.rtp_leg_from(addr(4002)),
-        Some(looped),
-        "the newer leg has it"
+        Some(b),
+        "the first leg keeps it"
     );
+    e.remove_leg(repeated);
+    assert_eq!(e.rtp_leg_from(addr(4002)), Some(b));
     e.remove_leg(b);
-    assert_eq!(e.rtp_leg_from(addr(4002)), Some(looped));
-    e.remove_leg(looped);
     assert_eq!(e.rtp_leg_from(addr(4002)), None);
 }

@@ -83,8 +83,8 @@ impl<'a> HostIo<'a> {
 }
 
 impl switch::Host for HostIo<'_> {
-    fn open_media(&mut self, leg: usize) -> Option<u16> {
-        self.media.open(leg)
+    fn open_media(&mut self, leg: usize, shareable: bool) -> Option<u16> {
+        self.media.open(leg, shareable)
     }
 
     fn close_media(&mut self, leg: usize) {

@@ -115,8 +115,8 @@ impl MediaSockets {
 
     /// Gives `leg` a pair, its own or a shared one; the RTP port, or None when no port of the
     /// slice is free.
-    pub fn open(&mut self, leg: usize) -> Option<u16> {
-        let (ports, port) = match self.shared.is_some() {
+    pub fn open(&mut self, leg: usize, shareable: bool) -> Option<u16> {
+        let (ports, port) = match self.shared.is_some() && shareable {
             true => self.share()?,
             false => {
                 let pair = self.bind_free()?;
@@ -285,18 +285,18 @@ mod tests {
     fn ports_are_reused_last_and_exhaustion_is_refused_at_once() {
         let (lo, hi) = free_slice(3);
         let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, false);
-        assert_eq!(m.open(0), Some(lo));
-        assert_eq!(m.open(1), Some(lo + 2));
-        assert_eq!(m.open(2), Some(lo + 4));
-        assert_eq!(m.open(3), None, "all three pairs in use");
+        assert_eq!(m.open(0, true), Some(lo));
+        assert_eq!(m.open(1, true), Some(lo + 2));
+        assert_eq!(m.open(2, true), Some(lo + 4));
+        assert_eq!(m.open(3, true), None, "all three pairs in use");
         m.close(1);
         m.close(0);
         assert_eq!(
-            m.open(4),
+            m.open(4, true),
             Some(lo + 2),
             "the first port freed is the first reused"
         );
-        assert_eq!(m.open(5), Some(lo));
+        assert_eq!(m.open(5, true), Some(lo));
         assert_eq!(
             m.own_pairs().map(|(leg, _)| leg).collect::<Vec<_>>(),
             [2, 4, 5]
@@ -313,7 +313,7 @@ mod tests {
     fn a_pinned_leg_connects_and_takes_no_other_source_until_unpinned() {
         let (lo, hi) = free_slice(1);
         let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, false);
-        let port = m.open(0).unwrap();
+        let port = m.open(0, true).unwrap();
         let far = UdpSocket::bind("127.0.0.1:0").unwrap();
         let other = UdpSocket::bind("127.0.0.1:0").unwrap();
         far.set_read_timeout(Some(std::time::Duration::from_secs(1)))
@@ -346,19 +346,41 @@ mod tests {
     }
 
     #[test]
+    fn a_leg_that_cannot_share_gets_a_pair_of_its_own_beside_the_shared_ones() {
+        let (lo, hi) = free_slice(3);
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, true);
+        assert_eq!(m.open(0, true), Some(lo));
+        assert_eq!(m.open(1, false), Some(lo + 2), "its own pair");
+        assert_eq!(m.open(2, true), Some(lo), "back on the shared pair");
+        assert!(m.shares(0, 0) && m.shares(2, 0) && !m.shares(1, 0));
+        let own: Vec<usize> = m.own_pairs().map(|(leg, _)| leg).collect();
+        assert_eq!(own, [1]);
+        m.close(1);
+        assert_eq!(
+            m.open(3, false),
+            Some(lo + 4),
+            "a freed port waits its turn"
+        );
+    }
+
+    #[test]
     fn shared_legs_fill_one_pair_before_the_next_and_their_rtp_leaves_on_flush() {
         let (lo, hi) = free_slice(2);
         let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, true);
         for leg in 0..SHARED_LEGS {
-            assert_eq!(m.open(leg), Some(lo));
+            assert_eq!(m.open(leg, true), Some(lo));
         }
         assert_eq!(
-            m.open(SHARED_LEGS),
+            m.open(SHARED_LEGS, true),
             Some(lo + 2),
             "a full pair opens the next"
         );
         m.close(3);
-        assert_eq!(m.open(SHARED_LEGS + 1), Some(lo + 2), "the least used pair");
+        assert_eq!(
+            m.open(SHARED_LEGS + 1, true),
+            Some(lo + 2),
+            "the least used pair"
+        );
         assert!(m.shares(0, 0) && m.shares(SHARED_LEGS, 1) && !m.shares(3, 0));
         assert!(
             m.own_pairs().next().is_none(),
@@ -409,7 +431,7 @@ mod tests {
             })
             .expect("a free port run");
         let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, false);
-        assert_eq!(m.open(0), Some(lo + 2));
-        assert_eq!(m.open(1), None, "the held pair is still held");
+        assert_eq!(m.open(0, true), Some(lo + 2));
+        assert_eq!(m.open(1, true), None, "the held pair is still held");
     }
 }

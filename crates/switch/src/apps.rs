@@ -9,6 +9,7 @@ use crate::Host;
 use sip::header::HeaderName;
 use sip::Method;
 use std::cmp::Reverse;
+use std::net::IpAddr;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The media engine's tone from the dialplan's.
@@ -200,8 +201,15 @@ impl Engine {
         let Some(leg) = self.calls[call].leg_mut(outbound) else {
             return false;
         };
+        // A port shared by many legs tells them apart by the address each far end announced,
+        // so it can take only a far end that sends from that address and is alone on it: not
+        // one behind NAT, not one that serves many calls from one port (its address is some
+        // other leg's already), not an outbound leg's (unknown until the answer).
+        let shareable = cfg.remote.is_some_and(|r| {
+            !behind_nat(r.ip(), leg.dialog.peer.addr.ip()) && self.media.rtp_leg_from(r).is_none()
+        });
         let id = self.media.add_leg(cfg, now);
-        let Some(port) = host.open_media(id.index()) else {
+        let Some(port) = host.open_media(id.index(), shareable) else {
             self.media.remove_leg(id);
             if let Some(n) = self.no_port.note(now) {
                 host.log(&format!(
@@ -508,4 +516,19 @@ impl Engine {
 
 fn round_ms(d: Duration) -> f64 {
     (d.as_millis() as f64) / 1000.0
+}
+
+/// Whether a far end that signals from `signalled` and announces media at `announced` is likely
+/// behind NAT: it announced a private address (RFC 1918, shared, link-local, unique local) of
+/// another host, which its packets will not come from. A public or loopback address, or the
+/// signalling host's own, is taken at its word.
+fn behind_nat(announced: IpAddr, signalled: IpAddr) -> bool {
+    let private = match announced {
+        IpAddr::V4(a) => {
+            let [first, second, ..] = a.octets();
+            a.is_private() || a.is_link_local() || (first == 100 && (64..128).contains(&second))
+        }
+        IpAddr::V6(a) => a.is_unique_local() || a.is_unicast_link_local(),
+    };
+    private && announced != signalled
 }

@@ -195,7 +195,7 @@ pub struct Rtp {
     /// Send RTP to where the remote's RTP comes from (NAT), not to its SDP address.
     pub symmetric: bool,
     /// Each worker serves its legs from a few RTP ports, told apart by the far end's address,
-    /// instead of a port pair per leg.
+    /// instead of a port pair per leg (legs whose far end cannot be told apart so keep a pair).
     pub shared_ports: bool,
     /// Speex encoder quality, 0-10.
     pub speex_quality: u8,

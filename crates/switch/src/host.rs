@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 pub trait Host {
     /// Binds RTP (and RTCP on the next port) for media leg `leg`; returns the RTP port.
-    fn open_media(&mut self, leg: usize) -> Option<u16>;
+    /// `shareable`: the far end can be told apart by its address (it announced the address of
+    /// the host that signals, and no other leg has that address), so with `rtp.shared_ports` the
+    /// leg may share a port with others; otherwise it needs a pair of its own.
+    fn open_media(&mut self, leg: usize, shareable: bool) -> Option<u16>;
     fn close_media(&mut self, leg: usize);
     /// A prompt by name (`demo`, or a file relative to the data directory); `cache` keeps it.
     fn prompt(&mut self, name: &str, cache: bool) -> Result<Arc<media::Prompt>, String>;

@@ -39,11 +39,14 @@ steps = ["bridge sip:${EXTEN}@${bridge_target} timeout=5"]
 #[derive(Default)]
 struct TestHost {
     next_port: u16,
+    /// What each open_media call was told: whether the leg may share a port.
+    shareable: Vec<bool>,
     cdrs: Vec<serde_json::Value>,
 }
 
 impl Host for TestHost {
-    fn open_media(&mut self, _leg: usize) -> Option<u16> {
+    fn open_media(&mut self, _leg: usize, shareable: bool) -> Option<u16> {
+        self.shareable.push(shareable);
         self.next_port += 2;
         Some(20000 + self.next_port)
     }
@@ -234,6 +237,65 @@ fn playback_call_answers_with_sdp_and_writes_a_cdr_on_bye() {
     assert_eq!(cdr["codec"], "PCMU");
     assert!(cdr["billable_s"].as_f64().unwrap() >= 1.9);
     assert_eq!(r.engine.active_calls(), 0);
+}
+
+/// Which legs may share a port (rtp.shared_ports): those whose far end announced an address it
+/// sends from and that no other leg has — not a second call from the same RTP address, not a
+/// caller whose SDP names a private address of another host (NAT), not an outbound leg whose far
+/// end is unknown.
+#[test]
+fn a_leg_may_share_a_port_only_when_its_far_end_can_be_told_apart_by_address() {
+    let mut r = Rig::new();
+    let call = |id: &str, port: u16| {
+        invite("44444", id, true, "").replace("m=audio 6000", &format!("m=audio {port}"))
+    };
+    // Sends the INVITE and returns the answer's To tag.
+    let answered = |r: &mut Rig, invite: &str| {
+        r.send(invite);
+        let sent = r.sent();
+        to_tag(
+            &sent
+                .iter()
+                .find(|(_, m)| m.status() == Some(200))
+                .unwrap()
+                .1,
+        )
+    };
+    // Hangs up (the test switch takes two calls at a time).
+    let bye = |r: &mut Rig, id: &str, tag: &str| {
+        r.send(&in_dialog("BYE", id, tag, 2, &format!("bye-{id}"), ""));
+        r.sent();
+    };
+    let first = answered(&mut r, &call("first", 6000));
+    let same = answered(&mut r, &call("same-address", 6000));
+    assert_eq!(r.host.shareable, [true, false]);
+    bye(&mut r, "same-address", &same);
+    // Same length as 127.0.0.1, so the Content-Length holds.
+    let nat = call("nat", 6002).replace("c=IN IP4 127.0.0.1", "c=IN IP4 10.0.0.77");
+    let nat_tag = answered(&mut r, &nat);
+    assert_eq!(
+        r.host.shareable[2..],
+        [false],
+        "SDP names a private address of another host"
+    );
+    bye(&mut r, "nat", &nat_tag);
+    // A media address of another host that is not private (a media server, an SBC) is taken
+    // at its word.
+    let media_host = call("media-host", 6002).replace("c=IN IP4 127.0.0.1", "c=IN IP4 127.0.0.9");
+    let media_tag = answered(&mut r, &media_host);
+    assert_eq!(
+        r.host.shareable[3..],
+        [true],
+        "a routable address of its own"
+    );
+    bye(&mut r, "media-host", &media_tag);
+    bye(&mut r, "first", &first);
+    r.send(&invite("2001", "bridged", true, "").replace("m=audio 6000", "m=audio 6004"));
+    assert_eq!(
+        r.host.shareable[4..],
+        [false],
+        "the callee's leg, opened for strowger's offer"
+    );
 }
 
 #[test]
