@@ -177,17 +177,12 @@ fn udp_socket_on(
 /// SO_RCVBUFFORCE: a receive buffer past net.core.rmem_max (needs CAP_NET_ADMIN; else the
 /// smaller buffer stays and a burst may overflow it, which the report shows as RTP loss).
 fn force_recv_buffer(s: &socket2::Socket, bytes: usize) {
-    let v = bytes as libc::c_int;
-    // SAFETY: a valid socket and an int option of the right size.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    mmsg::set_int_option(
+        s,
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUFFORCE,
+        bytes as libc::c_int,
+    );
 }
 
 /// The thread's shared RTP socket: the first even port of its share that binds. For

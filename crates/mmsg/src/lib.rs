@@ -508,17 +508,7 @@ fn clocks() -> (Instant, Duration) {
 
 /// Asks the kernel to stamp each datagram's arrival (read back by [`Batch::arrival`]).
 pub fn enable_timestamps(sock: &impl AsRawFd) {
-    let on: libc::c_int = 1;
-    // SAFETY: a plain setsockopt with an int argument.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    set_int_option(sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
 }
 
 /// Sets the don't-fragment bit on the IPv4 datagrams `sock` sends (IP_PMTUDISC_DO), for media:
@@ -527,38 +517,39 @@ pub fn enable_timestamps(sock: &impl AsRawFd) {
 /// for every datagram, several per cent of a socket's send cost when it serves many far ends.
 /// A datagram larger than the path MTU is refused (EMSGSIZE) instead of fragmented.
 pub fn set_dont_fragment(sock: &impl AsRawFd) {
-    let v: libc::c_int = libc::IP_PMTUDISC_DO;
-    // SAFETY: a plain setsockopt with an int argument; an IPv6 socket refuses it harmlessly.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    // An IPv6 socket refuses it harmlessly.
+    set_int_option(
+        sock,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DO,
+    );
 }
 
 /// Asks the kernel to tell each datagram's destination address (read back by
 /// [`Batch::destination`]), for a socket bound to the wildcard address that answers for many.
 pub fn enable_destinations(sock: &impl AsRawFd) {
-    let on: libc::c_int = 1;
-    for (level, name) in [
-        (libc::IPPROTO_IP, libc::IP_PKTINFO),
-        (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO),
-    ] {
-        // SAFETY: a plain setsockopt with an int argument; the option of the other family fails
-        // harmlessly.
-        unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                level,
-                name,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
+    // The option of the other family fails harmlessly.
+    set_int_option(sock, libc::IPPROTO_IP, libc::IP_PKTINFO, 1);
+    set_int_option(sock, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1);
+}
+
+/// setsockopt(2) with an int value; false if the kernel refused it.
+pub fn set_int_option(
+    sock: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> bool {
+    // SAFETY: a plain setsockopt with an int argument of the right size.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
     }
 }
 

@@ -270,25 +270,25 @@ fn a_leg_may_share_a_port_only_when_its_far_end_can_be_told_apart_by_address() {
     let same = answered(&mut r, &call("same-address", 6000));
     assert_eq!(r.host.shareable, [true, false]);
     bye(&mut r, "same-address", &same);
-    // Same length as 127.0.0.1, so the Content-Length holds.
-    let nat = call("nat", 6002).replace("c=IN IP4 127.0.0.1", "c=IN IP4 10.0.0.77");
-    let nat_tag = answered(&mut r, &nat);
+    // A call whose SDP names `ip` (as long as 127.0.0.1, so the Content-Length holds): whether
+    // its leg may share; the call is then hung up.
+    let media_at = |r: &mut Rig, id: &str, ip: &str| {
+        let invite = call(id, 6002).replace("c=IN IP4 127.0.0.1", &format!("c=IN IP4 {ip}"));
+        let tag = answered(r, &invite);
+        bye(r, id, &tag);
+        r.host.shareable.last().copied()
+    };
     assert_eq!(
-        r.host.shareable[2..],
-        [false],
+        media_at(&mut r, "nat", "10.0.0.77"),
+        Some(false),
         "SDP names a private address of another host"
     );
-    bye(&mut r, "nat", &nat_tag);
-    // A media address of another host that is not private (a media server, an SBC) is taken
-    // at its word.
-    let media_host = call("media-host", 6002).replace("c=IN IP4 127.0.0.1", "c=IN IP4 127.0.0.9");
-    let media_tag = answered(&mut r, &media_host);
+    // Another host's address that is not private (a media server, an SBC) is taken at its word.
     assert_eq!(
-        r.host.shareable[3..],
-        [true],
+        media_at(&mut r, "media-host", "127.0.0.9"),
+        Some(true),
         "a routable address of its own"
     );
-    bye(&mut r, "media-host", &media_tag);
     bye(&mut r, "first", &first);
     r.send(&invite("2001", "bridged", true, "").replace("m=audio 6000", "m=audio 6004"));
     assert_eq!(
