@@ -72,7 +72,7 @@ enum Cmd {
         #[arg(long, conflicts_with = "address_per_call")]
         socket_per_call: bool,
         /// An address per call without a socket per call: the thread's one RTP socket is bound
-        /// to the wildcard address on the loopback device (needs root) and each call offers its
+        /// to the wildcard address on the loopback device and each call offers its
         /// own loopback address, 127.(16+thread).x.y (--local must be 127.0.0.1 or another IPv4
         /// loopback address).
         #[arg(long)]

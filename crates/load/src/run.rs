@@ -200,13 +200,14 @@ fn rtp_socket(
              loopback address, not {ip}"
         )));
     }
+    let device = per_call.then(loopback_device).flatten();
     let mut last = std::io::Error::other(format!("empty RTP port range {lo}-{hi}"));
     for port in (lo..hi).step_by(2) {
         let bind = match per_call {
             true => SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), port),
             false => SocketAddr::new(ip, port),
         };
-        match udp_socket_on(bind, 16 << 20, per_call.then_some(&b"lo"[..])) {
+        match udp_socket_on(bind, 16 << 20, device) {
             Ok(s) => {
                 enable_timestamps(&s);
                 set_dont_fragment(&s);
@@ -215,16 +216,29 @@ fn rtp_socket(
                 }
                 return Ok((s, port));
             }
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(std::io::Error::other(format!(
-                    "--address-per-call binds RTP to the loopback device, which needs \
-                     CAP_NET_RAW (run as root): {e}"
-                )))
-            }
             Err(e) => last = e,
         }
     }
     Err(last)
+}
+
+/// The loopback device's name to bind a wildcard socket to, if this process may (any process
+/// since Linux 5.7, CAP_NET_RAW before);
+/// else None, with a warning: the socket then listens on every interface's address at its port,
+/// though only loopback traffic is sent to it.
+fn loopback_device() -> Option<&'static [u8]> {
+    use socket2::{Domain, Socket, Type};
+    let probe = Socket::new(Domain::IPV4, Type::DGRAM, None).ok()?;
+    match probe.bind_device(Some(b"lo")) {
+        Ok(()) => Some(b"lo"),
+        Err(e) => {
+            eprintln!(
+                "strowger-load: --address-per-call cannot bind RTP to the loopback device ({e}; \
+                 before Linux 5.7 that needs CAP_NET_RAW): its RTP sockets listen on the wildcard address"
+            );
+            None
+        }
+    }
 }
 
 /// Call `slot`'s own address on thread `thread`'s socket (`AddressPerCall`): 127.(16+thread).x.y,
