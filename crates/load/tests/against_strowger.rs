@@ -4,6 +4,8 @@
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn load_bin() -> &'static str {
@@ -58,6 +60,8 @@ fn free_range(len: u16) -> u16 {
 struct Server {
     child: Child,
     port: u16,
+    /// The first of its 200 RTP ports.
+    rtp_lo: u16,
     dir: PathBuf,
 }
 
@@ -102,7 +106,12 @@ impl Server {
             assert!(Instant::now() < end, "strowger did not start");
             std::thread::sleep(Duration::from_millis(50));
         }
-        Server { child, port, dir }
+        Server {
+            child,
+            port,
+            rtp_lo: lo,
+            dir,
+        }
     }
 
     /// Runs `strowger-load register --target … --json` with `args`; returns the report.
@@ -210,12 +219,35 @@ fn default_config_with_shared_ports(on: bool) -> String {
     )
 }
 
+/// Sends a voice frame (RTP, PCMU) to every even port of `ports` each 20 ms from a socket of its
+/// own until `stop`; returns how many.
+fn spray_rtp(ports: std::ops::Range<u16>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut frame = [0xffu8; 172];
+        frame[..2].copy_from_slice(&[0x80, 0]);
+        let mut sent = 0u64;
+        for seq in 0u16.. {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            frame[2..4].copy_from_slice(&seq.to_be_bytes());
+            for port in ports.clone().step_by(2) {
+                sent += u64::from(sock.send_to(&frame, ("127.0.0.1", port)).is_ok());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sent
+    })
+}
+
 /// 150 calls to the echo with an address per call at the far end, against a server with 100 RTP
 /// port pairs: with rtp.shared_ports every call completes and gets its own stream back (a packet
 /// filed under the wrong call would show as loss and jitter), whether each call has a socket of its
 /// own or the generator's threads each answer for their calls' loopback addresses on one socket;
-/// calls from one far-end address get pairs of their own; with a pair per call the range runs out
-/// and some calls are refused.
+/// calls from one far-end address get pairs of their own; RTP sprayed from an address no call
+/// announced takes no call's audio; with a pair per call the range runs out and some calls are
+/// refused.
 #[test]
 fn shared_ports_carry_more_calls_than_the_range_has_pairs_each_to_its_own_far_end() {
     let args = |far_ends: &'static [&'static str]| {
@@ -233,7 +265,13 @@ fn shared_ports_carry_more_calls_than_the_range_has_pairs_each_to_its_own_far_en
         &["--socket-per-call"][..],
         &["--address-per-call", "--threads", "2"][..],
     ] {
+        // Meanwhile RTP from an address no call announced hits every port of the server's range:
+        // on a shared port it must reach no call.
+        let stop = Arc::new(AtomicBool::new(false));
+        let spray = spray_rtp(s.rtp_lo..s.rtp_lo + 200, stop.clone());
         let (r, _) = s.load_with_ports(400, &args(far_ends));
+        stop.store(true, Ordering::Relaxed);
+        assert!(spray.join().unwrap() > 1_000, "the stray RTP was sent");
         assert_eq!(
             (r["failed"].as_u64(), r["completed"].as_u64()),
             (Some(0), Some(150)),
@@ -252,11 +290,16 @@ fn shared_ports_carry_more_calls_than_the_range_has_pairs_each_to_its_own_far_en
     }
     // One address for all calls (SIPp's echo does the same): the calls cannot be told apart by
     // address, so the first shares a port and the others get pairs of their own, and every call
-    // still gets its own stream.
+    // still gets its own stream — while the spray reaches those pairs too, and may latch a new
+    // call's pair before its far end does ("RTP bleed"; the announced address takes it back).
     let one_address = [
         "--ext", "9196", "--calls", "60", "--rate", "100", "--hold", "2", "--rtp", "send",
     ];
+    let stop = Arc::new(AtomicBool::new(false));
+    let spray = spray_rtp(s.rtp_lo..s.rtp_lo + 200, stop.clone());
     let (r, _) = s.load_with_ports(400, &one_address);
+    stop.store(true, Ordering::Relaxed);
+    spray.join().unwrap();
     assert_eq!(
         (r["failed"].as_u64(), r["completed"].as_u64()),
         (Some(0), Some(60)),

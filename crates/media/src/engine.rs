@@ -53,9 +53,9 @@ pub struct Transmit<'a> {
     pub leg: LegId,
     pub rtcp: bool,
     pub dst: SocketAddr,
-    /// The leg takes RTP from `dst` alone (symmetric and latched to it): the I/O shell may
-    /// connect the socket to `dst`, so the kernel filters other sources and skips the route
-    /// lookup on every send.
+    /// The leg takes RTP from `dst` alone (symmetric and latched to it, the address its far end
+    /// announced): the I/O shell may connect the socket to `dst`, so the kernel filters other
+    /// sources and skips the route lookup on every send.
     pub pinned: bool,
     pub payload: &'a [u8],
 }
@@ -361,8 +361,12 @@ impl Engine {
             return;
         };
         if leg.symmetric && leg.latched && leg.remote != Some(src) {
-            leg.rejected += 1;
-            return;
+            if leg.announced != Some(src) {
+                leg.rejected += 1;
+                return;
+            }
+            // The far end's own address takes its leg back from a source that latched first.
+            leg.latched = false;
         }
         if (leg.symmetric || leg.remote.is_none()) && !leg.latched {
             leg.latched = true;

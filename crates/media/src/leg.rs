@@ -124,6 +124,9 @@ pub(crate) struct Leg {
     pub(crate) dtmf_pt: Option<u8>,
     pub(crate) remote: Option<SocketAddr>,
     pub(crate) remote_rtcp: Option<SocketAddr>,
+    /// The address the far end's SDP gave. A symmetric leg latches to the first source it hears,
+    /// which may be anyone spraying the port range ("RTP bleed"); this address takes it back.
+    pub(crate) announced: Option<SocketAddr>,
     pub(crate) symmetric: bool,
     pub(crate) latched: bool,
     pub(crate) media_timeout: Option<Duration>,
@@ -163,9 +166,13 @@ pub(crate) struct Leg {
 }
 
 impl Leg {
-    /// Takes RTP from its remote address alone (see [`crate::Transmit::pinned`]).
+    /// Takes RTP from its remote address alone (see [`crate::Transmit::pinned`]). A leg latched
+    /// to another address than its SDP gave (NAT, or an intruder first) is not: the announced
+    /// address must still reach it.
     pub(crate) fn pinned(&self) -> bool {
-        self.symmetric && self.latched
+        self.symmetric
+            && self.latched
+            && (self.announced.is_none() || self.remote == self.announced)
     }
 
     pub(crate) fn new(cfg: LegConfig, out: OutStream, rtcp_due: Instant) -> Leg {
@@ -178,6 +185,7 @@ impl Leg {
             dtmf_pt: cfg.dtmf_pt,
             remote: cfg.remote,
             remote_rtcp: cfg.remote_rtcp,
+            announced: cfg.remote,
             symmetric: cfg.symmetric,
             latched: false,
             media_timeout: cfg.media_timeout,
@@ -243,6 +251,7 @@ impl Leg {
         self.dtmf_pt = u.dtmf_pt;
         if u.remote.is_some() {
             self.remote = u.remote;
+            self.announced = u.remote;
         }
         self.remote_rtcp = u.remote_rtcp;
         self.symmetric = u.symmetric;

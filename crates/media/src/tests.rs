@@ -43,6 +43,7 @@ struct Sent {
     leg: LegId,
     rtcp: bool,
     dst: SocketAddr,
+    pinned: bool,
     data: Vec<u8>,
 }
 
@@ -59,6 +60,7 @@ fn tick(e: &mut Engine, now: Instant) -> Vec<Sent> {
             leg: t.leg,
             rtcp: t.rtcp,
             dst: t.dst,
+            pinned: t.pinned,
             data: t.payload.to_vec(),
         })
     });
@@ -72,6 +74,7 @@ fn rtp_in(e: &mut Engine, id: LegId, data: &[u8], src: SocketAddr, now: Instant)
             leg: t.leg,
             rtcp: t.rtcp,
             dst: t.dst,
+            pinned: t.pinned,
             data: t.payload.to_vec(),
         })
     });
@@ -547,6 +550,49 @@ fn symmetric_leg_latches_to_the_packet_source() {
     assert_eq!(tick(&mut e, t0 + 40 * MS)[0].dst, addr(6000));
     assert_eq!(e.stats(leg).unwrap().rejected, 1);
     assert!(events(&mut e).is_empty());
+}
+
+/// RTP bleed: whoever sprays a switch's port range may reach a new leg before its far end and
+/// latch it. The address the far end's SDP gave takes the leg back at its first packet, and the
+/// intruder is ignored from then on.
+#[test]
+fn the_announced_address_takes_its_leg_back_from_a_source_that_latched_first() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(9);
+    let leg = e.add_leg(
+        LegConfig {
+            symmetric: true,
+            ..cfg(G711::Pcmu, 4000)
+        },
+        t0,
+    );
+    e.tone(leg, ToneSpec::dial());
+    let from = |e: &mut Engine, src: u16, seq: u16, at: Duration| {
+        let p = packet(0, seq, 160 * u32::from(seq), false, &[0xFF; 160]);
+        rtp_in(e, leg, &p, addr(src), t0 + at);
+    };
+    from(&mut e, 6666, 1, 5 * MS);
+    let sent = &tick(&mut e, t0 + 10 * MS)[0];
+    assert_eq!(sent.dst, addr(6666), "latched first");
+    assert!(
+        !sent.pinned,
+        "the socket stays open to the announced address"
+    );
+    from(&mut e, 4000, 2, 15 * MS);
+    let sent = &tick(&mut e, t0 + 20 * MS)[0];
+    assert_eq!(sent.dst, addr(4000), "taken back");
+    assert!(sent.pinned);
+    from(&mut e, 6666, 3, 25 * MS);
+    assert_eq!(tick(&mut e, t0 + 40 * MS)[0].dst, addr(4000));
+    assert_eq!(
+        e.stats(leg).unwrap().rejected,
+        1,
+        "the intruder, once latched out"
+    );
+    assert_eq!(
+        events(&mut e),
+        [6666, 4000].map(|p| MediaEvent::RemoteLatched { leg, addr: addr(p) })
+    );
 }
 
 /// A `Cursor` the test can still read after handing it to the engine.
