@@ -511,18 +511,24 @@ fn media_timeout_fires_once_and_not_on_hold() {
     assert!(!events(&mut e).contains(&MediaEvent::MediaTimeout { leg: held }));
 }
 
-#[test]
-fn symmetric_leg_latches_to_the_packet_source() {
+/// A symmetric leg whose SDP gave port `port`, playing a dial tone.
+fn symmetric_leg_playing_to(port: u16) -> (Instant, Engine, LegId) {
     let t0 = Instant::now();
     let mut e = Engine::with_seed(9);
     let leg = e.add_leg(
         LegConfig {
             symmetric: true,
-            ..cfg(G711::Pcmu, 4000)
+            ..cfg(G711::Pcmu, port)
         },
         t0,
     );
     e.tone(leg, ToneSpec::dial());
+    (t0, e, leg)
+}
+
+#[test]
+fn symmetric_leg_latches_to_the_packet_source() {
+    let (t0, mut e, leg) = symmetric_leg_playing_to(4000);
     assert_eq!(tick(&mut e, t0)[0].dst, addr(4000));
     rtp_in(
         &mut e,
@@ -557,16 +563,7 @@ fn symmetric_leg_latches_to_the_packet_source() {
 /// intruder is ignored from then on.
 #[test]
 fn the_announced_address_takes_its_leg_back_from_a_source_that_latched_first() {
-    let t0 = Instant::now();
-    let mut e = Engine::with_seed(9);
-    let leg = e.add_leg(
-        LegConfig {
-            symmetric: true,
-            ..cfg(G711::Pcmu, 4000)
-        },
-        t0,
-    );
-    e.tone(leg, ToneSpec::dial());
+    let (t0, mut e, leg) = symmetric_leg_playing_to(4000);
     let from = |e: &mut Engine, src: u16, seq: u16, at: Duration| {
         let p = packet(0, seq, 160 * u32::from(seq), false, &[0xFF; 160]);
         rtp_in(e, leg, &p, addr(src), t0 + at);
