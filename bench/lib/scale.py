@@ -20,8 +20,10 @@
   floor      for each N of --levels, alternately --repeat times: strowger's held calls (as capacity; with a
              port pair per call, and with rtp.shared_ports against strowger-load --address-per-call) and
              the kernel's own cost for the same packets (strowger-load floor: a connected socket per
-             call, 50 packets/s each, echoes read every 80 ms; and --one-socket), CPU-ms per call-second
-             of each and strowger's ratios to the floors, measured minutes apart instead of sessions apart.
+             call, 50 packets/s each, echoes read every 80 ms; --one-socket; --address-per-call, whose
+             echo — a bare recvmmsg/sendmmsg echo on one socket — serves the packets of shared ports),
+             CPU-ms per call-second of each and strowger's ratios to the floors, measured minutes apart
+             instead of sessions apart.
   shared     for each N of --levels, alternately --repeat times: held calls with a port pair per call and
              with rtp.shared_ports (a few ports per worker), both against strowger-load --address-per-call
              (every call its own address, as phones and trunks have; the shared ports need that), and the
@@ -148,9 +150,9 @@ def held_calls(args, rundir, label, workers, calls, rate, hold, window, shared_p
     rss0 = srv.rss_kib()
     lp = load(args, f"127.0.0.1:{srv.port}", "44444", calls, rate, hold, "echo", out, far_ends=far_ends)
     time.sleep(calls / rate + 5)
-    c0, l0, t0 = srv.cpu(), b.proc_cpu(lp.pid), time.time()
+    c0, u0, l0, t0 = srv.cpu(), user_cpu(srv.proc.pid), b.proc_cpu(lp.pid), time.time()
     time.sleep(window)
-    c1, l1, t1 = srv.cpu(), b.proc_cpu(lp.pid), time.time()
+    c1, u1, l1, t1 = srv.cpu(), user_cpu(srv.proc.pid), b.proc_cpu(lp.pid), time.time()
     rss = srv.rss_kib()
     lp.wait()
     srv.stop()
@@ -162,6 +164,7 @@ def held_calls(args, rundir, label, workers, calls, rate, hold, window, shared_p
         "shared_ports": shared_ports, "far_ends": far_ends or "one address",
         "server_cpu_pct": round((c1 - c0) / span * 100, 1),
         "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / calls, 4),
+        "user_ms_per_call_s": round((u1 - u0) * 1000 / span / calls, 4),
         "load_cpu_pct": round((l1 - l0) / span * 100, 1),
         "rss_kib_per_call": round((rss - rss0) / calls, 2),
         "completed": rep["completed"], "failed": rep["failed"], "failed_reasons": rep["failed_reasons"],
@@ -192,33 +195,48 @@ def capacity(args, rundir):
     save("capacity_shared" if args.shared else "capacity", {"rows": rows, "machine": b.machine_info(args)})
 
 
-def floor_once(args, rundir, label, calls, one_socket, window):
-    """strowger-load floor with `calls` calls' packets: its CPU-ms per call-second over `window` s."""
+def user_cpu(pid):
+    """User-mode CPU seconds of a process (/proc/PID/stat utime, at the 10 ms tick): the part of
+    its time not spent in the kernel."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[11]) / os.sysconf("SC_CLK_TCK")
+
+
+FLOOR_MODES = {"per-call": ([], "a socket per call"), "one": (["--one-socket"], "one socket"),
+               "address": (["--address-per-call"], "one socket, an address per call")}
+
+
+def floor_once(args, rundir, label, calls, mode, window):
+    """strowger-load floor with `calls` calls' packets (`mode`: a socket per call, one socket, or one
+    socket with an address per call) against strowger-load floor-echo: the CPU-ms per call-second of
+    each over `window` s. The echo is the bare recvmmsg/sendmmsg echo of ../shared/peers.md; with an
+    address per call it serves the packets a server with shared ports serves."""
     d = os.path.join(rundir, label)
     os.makedirs(d, exist_ok=True)
     port = b.alloc_ports(1)
     seconds = window + 8
     echo_cmd = [args.load_bin, "floor-echo", "--listen", f"127.0.0.1:{port}", "--seconds", str(seconds + 2)]
     echo = b.spawn(echo_cmd, d, open(os.path.join(d, "echo.json"), "w"), open(os.path.join(d, "echo.err"), "w"))
+    b.raise_priority(echo.pid)
     time.sleep(0.3)
-    cmd = [args.load_bin, "floor", "--peer", f"127.0.0.1:{port}", "--calls", str(calls), "--seconds", str(seconds)]
-    if one_socket:
-        cmd.append("--one-socket")
+    cmd = [args.load_bin, "floor", "--peer", f"127.0.0.1:{port}", "--calls", str(calls), "--seconds", str(seconds),
+           *FLOOR_MODES[mode][0]]
     out = os.path.join(d, "floor.json")
     p = b.spawn(cmd, d, open(out, "w"), open(out + ".err", "w"))
     b.raise_priority(p.pid)
     time.sleep(4)
-    c0, t0 = b.proc_cpu(p.pid), time.time()
+    c0, e0, t0 = b.proc_cpu(p.pid), b.proc_cpu(echo.pid), time.time()
     time.sleep(window)
-    c1, t1 = b.proc_cpu(p.pid), time.time()
+    c1, e1, t1 = b.proc_cpu(p.pid), b.proc_cpu(echo.pid), time.time()
     p.wait(seconds + 30)
     echo.wait(30)
     rep = report_of(out)
     ms = round((c1 - c0) * 1000 / (t1 - t0) / calls, 4)
-    mode = "one socket" if one_socket else "a socket per call"
-    b.log(f"floor, {calls} calls, {mode}: {ms} CPU-ms per call-s (sent {rep['sent']}, echoes read {rep['received']})")
-    return {"calls": calls, "one_socket": one_socket, "cpu_ms_per_call_s": ms, "sent": rep["sent"],
-            "received": rep["received"], "cmd": b.fmt_cmd(cmd)}
+    echo_ms = round((e1 - e0) * 1000 / (t1 - t0) / calls, 4)
+    b.log(f"floor, {calls} calls, {FLOOR_MODES[mode][1]}: {ms} CPU-ms per call-s, its echo {echo_ms} "
+          f"(sent {rep['sent']}, echoes read {rep['received']})")
+    return {"calls": calls, "mode": mode, "cpu_ms_per_call_s": ms, "echo_cpu_ms_per_call_s": echo_ms,
+            "sent": rep["sent"], "received": rep["received"], "cmd": b.fmt_cmd(cmd), "echo_cmd": b.fmt_cmd(echo_cmd)}
 
 
 def floor(args, rundir):
@@ -229,22 +247,28 @@ def floor(args, rundir):
             s = held_calls(args, rundir, f"floor-strowger-{n}-{i}", args.workers[0], n, args.rate, args.hold, 20)
             sh = held_calls(args, rundir, f"floor-shared-{n}-{i}", args.workers[0], n, args.rate, args.hold, 20,
                             shared_ports=True, far_ends="address")
-            per_call = floor_once(args, rundir, f"floor-{n}-{i}", n, False, 20)
-            one = floor_once(args, rundir, f"floor-one-{n}-{i}", n, True, 20)
+            per_call = floor_once(args, rundir, f"floor-{n}-{i}", n, "per-call", 20)
+            one = floor_once(args, rundir, f"floor-one-{n}-{i}", n, "one", 20)
+            addr = floor_once(args, rundir, f"floor-address-{n}-{i}", n, "address", 20)
             fc, fo = per_call["cpu_ms_per_call_s"], one["cpu_ms_per_call_s"]
-            row = {"calls": n, "round": i, "strowger": s["cpu_ms_per_call_s"], "strowger_failed": s["failed"],
-                   "strowger_late_pct": s["late_pct"], "strowger_shared": sh["cpu_ms_per_call_s"],
-                   "strowger_shared_failed": sh["failed"], "strowger_shared_late_pct": sh["late_pct"],
-                   "floor": fc, "floor_one_socket": fo,
-                   "ratio": round(s["cpu_ms_per_call_s"] / fc, 3),
-                   "ratio_one_socket": round(s["cpu_ms_per_call_s"] / fo, 3),
-                   "ratio_shared": round(sh["cpu_ms_per_call_s"] / fc, 3),
-                   "ratio_shared_one_socket": round(sh["cpu_ms_per_call_s"] / fo, 3),
+            ea = addr["echo_cpu_ms_per_call_s"]
+            ss, ps = sh["cpu_ms_per_call_s"], s["cpu_ms_per_call_s"]
+            row = {"calls": n, "round": i, "strowger": ps, "strowger_failed": s["failed"],
+                   "strowger_late_pct": s["late_pct"], "strowger_user": s["user_ms_per_call_s"],
+                   "strowger_shared": ss, "strowger_shared_failed": sh["failed"],
+                   "strowger_shared_late_pct": sh["late_pct"], "strowger_shared_user": sh["user_ms_per_call_s"],
+                   "floor": fc, "floor_one_socket": fo, "echo_one_peer": one["echo_cpu_ms_per_call_s"],
+                   "echo_address_per_call": ea,
+                   "ratio": round(ps / fc, 3), "ratio_one_socket": round(ps / fo, 3),
+                   "ratio_shared": round(ss / fc, 3), "ratio_shared_one_socket": round(ss / fo, 3),
+                   "ratio_shared_echo": round(ss / ea, 3),
                    "server_cmd": s["server_cmd"], "load_cmd": s["load_cmd"], "shared_server_cmd": sh["server_cmd"],
-                   "shared_load_cmd": sh["load_cmd"], "floor_cmd": per_call["cmd"], "floor_one_socket_cmd": one["cmd"]}
-            b.log(f"{n} calls: strowger {row['strowger']} (a pair per call) / {row['strowger_shared']} (shared ports), "
-                  f"floor {fc} (a socket per call) / {fo} (one socket): pair per call {row['ratio']}× / "
-                  f"{row['ratio_one_socket']}×, shared {row['ratio_shared']}× / {row['ratio_shared_one_socket']}×")
+                   "shared_load_cmd": sh["load_cmd"], "floor_cmd": per_call["cmd"], "floor_one_socket_cmd": one["cmd"],
+                   "floor_address_cmd": addr["cmd"], "echo_cmd": addr["echo_cmd"]}
+            b.log(f"{n} calls: strowger {ps} (a pair per call) / {ss} (shared ports), floor {fc} (a socket per call) / "
+                  f"{fo} (one socket), echo {row['echo_one_peer']} (one peer) / {ea} (an address per call): "
+                  f"pair per call {row['ratio']}× / {row['ratio_one_socket']}×, shared {row['ratio_shared']}× / "
+                  f"{row['ratio_shared_one_socket']}× / {row['ratio_shared_echo']}× the echo of the same packets")
             rows.append(row)
     save("floor", {"rows": rows, "machine": b.machine_info(args)})
 
@@ -410,11 +434,14 @@ def report(_args, _rundir):
     if "floor" in res:
         lines += table("Against the kernel's own cost for the same packets (strowger-load floor), alternated",
                        ["calls", "round", "strowger CPU-ms per call-s: a pair per call / shared ports",
-                        "floor: a socket per call", "floor: one socket",
-                        "pair per call ÷ floor (per call / one socket)", "shared ports ÷ floor (per call / one socket)"],
+                        "floor: a socket per call", "floor: one socket", "echo: one peer / an address per call",
+                        "pair per call ÷ floor (per call / one socket)",
+                        "shared ports ÷ floor (per call / one socket / echo of an address per call)"],
                        [[r["calls"], r["round"], f"{r['strowger']} / {r.get('strowger_shared', '-')}", r["floor"],
-                         r["floor_one_socket"], f"{r['ratio']} / {r['ratio_one_socket']}",
-                         f"{r.get('ratio_shared', '-')} / {r.get('ratio_shared_one_socket', '-')}"]
+                         r["floor_one_socket"], f"{r.get('echo_one_peer', '-')} / {r.get('echo_address_per_call', '-')}",
+                         f"{r['ratio']} / {r['ratio_one_socket']}",
+                         f"{r.get('ratio_shared', '-')} / {r.get('ratio_shared_one_socket', '-')} / "
+                         f"{r.get('ratio_shared_echo', '-')}"]
                         for r in res["floor"]["rows"]])
     for sec, what in (("b2bua", "CPU-ms per B2BUA call"),
                       ("speedup", "CPU-ms per call-second (held echo calls)")):

@@ -4,15 +4,18 @@
 //! [`play`] does what strowger's I/O shell does for such calls and nothing else: a UDP socket per
 //! call, connected to the far end, a 172-byte packet sent from each every 20 ms in the same four
 //! 5 ms phases, and each socket's echoes read every fourth visit (80 ms), a recvmmsg per socket —
-//! no SIP, no RTP state, no media engine. With `one_socket` every call shares one socket and the
-//! echoes are read in batches of 64: the kernel's path without the per-call sockets (the floor
-//! bench/README.md quotes from a bare recvmmsg/sendmmsg echo). [`echo`] is the far end: one
-//! socket that sends every datagram back where it came from, as strowger-load's calls do.
+//! no SIP, no RTP state, no media engine. [`Sockets::One`]: every call shares one socket and the
+//! echoes are read in batches of 64, the kernel's path without the per-call sockets.
+//! [`Sockets::AddressPerCall`]: that one socket sends each call's packets from an address of its
+//! own (as `strowger-load call --address-per-call`), so the echo's side is the packets of a server
+//! with `rtp.shared_ports` — many far ends on one socket — and nothing else. [`echo`] is the far
+//! end, a bare recvmmsg/sendmmsg echo (the floor ../shared/peers.md quotes): one socket that sends
+//! every datagram back where it came from.
 
-use crate::run::udp_socket;
-use mmsg::{Batch, SendBatch};
+use crate::run::{call_address, loopback_device, udp_socket, udp_socket_on};
+use mmsg::{enable_timestamps, set_dont_fragment, Batch, SendBatch};
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -27,25 +30,58 @@ pub struct Outcome {
     pub received: u64,
 }
 
+/// How [`play`]'s calls send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sockets {
+    /// A socket per call, connected to the echo.
+    PerCall,
+    /// One socket for every call, connected to the echo.
+    One,
+    /// One socket on the wildcard address of the loopback device, each call's packets sent from
+    /// a 127/8 address of its own.
+    AddressPerCall,
+}
+
 /// Plays `calls` calls' packets to `peer` for `seconds`.
-pub fn play(peer: SocketAddr, calls: usize, seconds: f64, one_socket: bool) -> io::Result<Outcome> {
+pub fn play(peer: SocketAddr, calls: usize, seconds: f64, sockets: Sockets) -> io::Result<Outcome> {
+    let one_socket = sockets != Sockets::PerCall;
     let local = SocketAddr::new(peer.ip(), 0);
     let socks = (0..if one_socket { 1 } else { calls })
         .map(|_| {
             // One socket takes a pass's echoes of every call at once; a call's socket (like
             // strowger's) keeps the default buffer.
-            let s = match one_socket {
-                true => udp_socket(local, 16 << 20)?,
-                false => UdpSocket::bind(local)?,
+            let s = match sockets {
+                Sockets::PerCall => UdpSocket::bind(local)?,
+                Sockets::One => udp_socket(local, 16 << 20)?,
+                Sockets::AddressPerCall => {
+                    let any = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0);
+                    udp_socket_on(any, 16 << 20, loopback_device())?
+                }
             };
-            s.connect(peer)?;
+            // The options of strowger-load's RTP sockets, whose cost the kernel charges to
+            // whoever sends to them: arrival stamps (once any socket asks, every datagram is
+            // stamped as it is queued) and no IP ID per datagram.
+            enable_timestamps(&s);
+            set_dont_fragment(&s);
+            if sockets != Sockets::AddressPerCall {
+                s.connect(peer)?;
+            }
             s.set_nonblocking(true)?;
             Ok(s)
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    let from = (0..calls)
+        .map(|call| match sockets {
+            Sockets::AddressPerCall => call_address(0, call).map(Some).ok_or_else(|| {
+                io::Error::other(format!("{calls} calls: more than one socket's addresses"))
+            }),
+            _ => Ok(None),
         })
         .collect::<io::Result<Vec<_>>>()?;
     let mut frame = [0u8; PACKET];
     frame[0] = 0x80;
     let mut batch = Batch::new(if one_socket { 64 } else { 8 }, 2048, false);
+    let mut send = SendBatch::new();
     let mut out = Outcome {
         sent: 0,
         received: 0,
@@ -56,10 +92,15 @@ pub fn play(peer: SocketAddr, calls: usize, seconds: f64, one_socket: bool) -> i
     while due < end {
         let phase = tick % PHASES;
         let cycle = tick / PHASES;
+        frame[2..4].copy_from_slice(&(cycle as u16).to_be_bytes());
+        if sockets == Sockets::AddressPerCall {
+            let calls = (phase..calls).step_by(PHASES);
+            out.sent +=
+                send.send_from(&socks[0], calls.map(|c| (&frame[..], peer, from[c]))) as u64;
+        }
         for call in (phase..calls).step_by(PHASES) {
             let sock = &socks[if one_socket { 0 } else { call }];
-            frame[2..4].copy_from_slice(&(cycle as u16).to_be_bytes());
-            if sock.send(&frame).is_ok() {
+            if sockets != Sockets::AddressPerCall && sock.send(&frame).is_ok() {
                 out.sent += 1;
             }
             if !one_socket && (cycle + call).is_multiple_of(PHASES) {
@@ -79,6 +120,8 @@ pub fn play(peer: SocketAddr, calls: usize, seconds: f64, one_socket: bool) -> i
 /// Sends every datagram arriving at `listen` back to its source, for `seconds`; returns how many.
 pub fn echo(listen: SocketAddr, seconds: f64) -> io::Result<u64> {
     let sock = udp_socket(listen, 16 << 20)?;
+    // As strowger's media sockets: no IP ID to hash per datagram of an unconnected socket.
+    set_dont_fragment(&sock);
     let mut batch = Batch::new(64, 2048, false);
     let mut send = SendBatch::new();
     let end = Instant::now() + Duration::from_secs_f64(seconds);
@@ -108,10 +151,10 @@ mod tests {
             let s = UdpSocket::bind("127.0.0.1:0").unwrap();
             s.local_addr().unwrap()
         };
-        let far = std::thread::spawn(move || echo(listen, 1.5).unwrap());
+        let far = std::thread::spawn(move || echo(listen, 2.5).unwrap());
         std::thread::sleep(Duration::from_millis(50));
-        for one_socket in [false, true] {
-            let o = play(listen, 20, 0.5, one_socket).unwrap();
+        for sockets in [Sockets::PerCall, Sockets::One, Sockets::AddressPerCall] {
+            let o = play(listen, 20, 0.5, sockets).unwrap();
             // 20 calls × 50 packets/s × 0.5 s, give or take a tick at either end.
             assert!((480..=520).contains(&o.sent), "sent {}", o.sent);
             // Echoes still in flight at the end (up to 80 ms of them) are not read.
@@ -122,6 +165,6 @@ mod tests {
                 o.sent
             );
         }
-        assert!(far.join().unwrap() >= 960);
+        assert!(far.join().unwrap() >= 1440);
     }
 }

@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use strowger_load::floor::Sockets;
 use strowger_load::report::{process_cpu, Progress, Report};
 use strowger_load::run::{Addressing, Config, RtpMode, Share, Thread};
 
@@ -148,8 +149,8 @@ enum Cmd {
         quiet: bool,
     },
     /// The packets of held playback+echo calls and nothing else, for the kernel's own cost:
-    /// a connected UDP socket per call (or one for all), 50 packets/s each to --peer, echoes
-    /// read back. Prints what it sent and got back, as JSON.
+    /// a connected UDP socket per call (or one for all, or one with an address per call),
+    /// 50 packets/s each to --peer, echoes read back. Prints what it sent and got back, as JSON.
     Floor {
         /// The echo (`strowger-load floor-echo`), HOST:PORT.
         #[arg(long)]
@@ -161,6 +162,10 @@ enum Cmd {
         /// One socket for all calls, echoes read 64 at a time.
         #[arg(long)]
         one_socket: bool,
+        /// One socket for all calls, each call's packets from a 127/8 address of its own: the
+        /// echo then sees what a server with shared RTP ports does.
+        #[arg(long, conflicts_with = "one_socket")]
+        address_per_call: bool,
     },
     /// Sends every datagram arriving at --listen back to its source, for --seconds.
     FloorEcho {
@@ -179,7 +184,17 @@ fn main() {
             calls,
             seconds,
             one_socket,
-        } => match strowger_load::floor::play(peer, calls, seconds, one_socket) {
+            address_per_call,
+        } => match strowger_load::floor::play(
+            peer,
+            calls,
+            seconds,
+            match (one_socket, address_per_call) {
+                (_, true) => Sockets::AddressPerCall,
+                (true, false) => Sockets::One,
+                (false, false) => Sockets::PerCall,
+            },
+        ) {
             Ok(o) => println!(r#"{{"sent": {}, "received": {}}}"#, o.sent, o.received),
             Err(e) => {
                 eprintln!("strowger-load: floor: cannot open {calls} sockets to {peer}: {e}");

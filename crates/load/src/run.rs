@@ -155,7 +155,7 @@ pub(crate) fn udp_socket(addr: SocketAddr, buffer: usize) -> std::io::Result<Udp
 }
 
 /// [`udp_socket`] bound to network device `device` too, if given (SO_BINDTODEVICE).
-fn udp_socket_on(
+pub(crate) fn udp_socket_on(
     addr: SocketAddr,
     buffer: usize,
     device: Option<&[u8]>,
@@ -226,7 +226,7 @@ fn rtp_socket(
 /// since Linux 5.7, CAP_NET_RAW before);
 /// else None, with a warning: the socket then listens on every interface's address at its port,
 /// though only loopback traffic is sent to it.
-fn loopback_device() -> Option<&'static [u8]> {
+pub(crate) fn loopback_device() -> Option<&'static [u8]> {
     use socket2::{Domain, Socket, Type};
     let probe = Socket::new(Domain::IPV4, Type::DGRAM, None).ok()?;
     match probe.bind_device(Some(b"lo")) {
@@ -243,7 +243,7 @@ fn loopback_device() -> Option<&'static [u8]> {
 
 /// Call `slot`'s own address on thread `thread`'s socket (`AddressPerCall`): 127.(16+thread).x.y,
 /// with y in 1..=250, so never a network or broadcast-looking address.
-fn call_address(thread: u32, slot: usize) -> Option<IpAddr> {
+pub(crate) fn call_address(thread: u32, slot: usize) -> Option<IpAddr> {
     let second = u8::try_from(16 + thread).ok()?;
     let third = u8::try_from(slot / 250).ok()?;
     Some(std::net::Ipv4Addr::new(127, second, third, (slot % 250) as u8 + 1).into())
