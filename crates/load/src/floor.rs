@@ -167,4 +167,24 @@ mod tests {
         }
         assert!(far.join().unwrap() >= 1440);
     }
+
+    #[test]
+    fn an_address_per_call_sends_each_calls_packets_from_its_own_address() {
+        let far = UdpSocket::bind("127.0.0.1:0").unwrap();
+        far.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let peer = far.local_addr().unwrap();
+        let o = play(peer, 20, 0.1, Sockets::AddressPerCall).unwrap();
+        let mut from = std::collections::HashMap::new();
+        let mut buf = [0u8; 2048];
+        for _ in 0..o.sent {
+            let (_, src) = far.recv_from(&mut buf).unwrap();
+            *from.entry(src).or_insert(0) += 1;
+        }
+        let ips: std::collections::BTreeSet<_> = from.keys().map(|a| a.ip()).collect();
+        let want = (1..=20)
+            .map(|i| std::net::Ipv4Addr::new(127, 16, 0, i).into())
+            .collect();
+        assert_eq!(ips, want, "one source address per call");
+        assert!(from.values().all(|&n| n >= 4), "{from:?}");
+    }
 }
