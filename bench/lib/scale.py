@@ -491,6 +491,27 @@ def plot(res):
                 idx = len(cpu)
                 cpu.append(f'"{d}" index {idx} using 1:2 with linespoints lw 2 title "{title}"')
                 late.append(f'"{d}" index {idx} using 1:3 with linespoints lw 2 title "{title}"')
+    # The floor run's medians (bars: min to max over its rounds), drawn beside the curves: strowger
+    # and the bare echo of the same packets, measured minutes apart on one host.
+    fl = os.path.join(b.RESULTS, "floor.dat")
+    floor_rows = res.get("floor", {}).get("rows", [])
+    fdate = res.get("floor", {}).get("machine", {}).get("date", "")[:10]
+    with open(fl, "w") as f:
+        for key, title in (("strowger_shared", "shared ports, floor run"),
+                           ("echo_address_per_call", "bare echo of the same packets"),
+                           ("echo_one_peer", "bare echo, one far end")):
+            vals = {}
+            for r in floor_rows:
+                if key in r:
+                    vals.setdefault(r["calls"], []).append(r[key])
+            if not vals:
+                continue
+            f.write(f"# {key}\n")
+            for n, v in sorted(vals.items()):
+                f.write(f"{n} {statistics.median(v)} {min(v)} {max(v)}\n")
+            f.write("\n\n")
+            idx = sum(1 for c in cpu if str(fl) in c)
+            cpu.append(f'"{fl}" index {idx} using 1:2:3:4 with yerrorbars pt 7 ps 1.2 title "{title} ({fdate})"')
     sp = os.path.join(b.RESULTS, "speedup.dat")
     with open(sp, "w") as f:
         for sec in ("speedup", "b2bua"):
@@ -498,12 +519,14 @@ def plot(res):
                 f.write(f"{w} {s.get('speedup', 1)} {sec}\n")
     png = os.path.join(b.RESULTS, "scale.png")
     script = f"""
-set terminal pngcairo size 1500,450 font ",10"
+set terminal pngcairo size 1500,600 font ",10"
 set output "{png}"
 set multiplot layout 1,3
 set title "Server CPU per call-second (playback + echo)"
-set xlabel "concurrent calls"; set ylabel "CPU-ms per call-second"; set yrange [0:*]; set grid
-plot {", ".join(cpu)}, 0.20 with lines dt 2 title "kernel floor (peers.md)", 2.18 with lines dt 3 title "Asterisk (400 calls)"
+set xlabel "concurrent calls"; set ylabel "CPU-ms per call-second"; set yrange [0:0.6]; set grid
+set key below maxcols 1
+plot {", ".join(cpu)}, 0.20 with lines dt 2 title "kernel floor (peers.md's host)", 1/0 with lines dt 3 title "Asterisk, 400 calls (peers.md): 2.18, off the scale"
+set key default
 set title "Late frames (> 20 ms behind) at the caller"
 set ylabel "% of frames received"; set yrange [0:*]
 plot {", ".join(late)}, 0.1 with lines dt 2 title "0.1 % limit"
