@@ -54,6 +54,7 @@ mod decimate;
 mod demux;
 mod engine;
 mod leg;
+mod legs;
 mod prompt;
 mod recorder;
 mod stream;

@@ -1060,3 +1060,39 @@ fn legs_sharing_a_socket_are_told_apart_by_their_far_ends_address() {
     e.remove_leg(b);
     assert_eq!(e.rtp_leg_from(addr(4002)), None);
 }
+
+#[test]
+fn a_removed_legs_index_is_reused_and_prefetching_any_index_is_harmless() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(1);
+    let a = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let b = e.add_leg(cfg(G711::Pcmu, 4002), t0);
+    let c = e.add_leg(cfg(G711::Pcmu, 4004), t0);
+    assert!(e.remove_leg(b).is_some());
+    assert!(e.remove_leg(b).is_none(), "removed once");
+    assert!(e.stats(b).is_none());
+    for id in [a, b, c, LegId::from_index(1 << 20)] {
+        e.prefetch(id);
+    }
+    let d = e.add_leg(cfg(G711::Pcmu, 4006), t0);
+    assert_eq!(d, b, "the freed index is taken again");
+    assert_eq!(e.rtp_leg_from(addr(4006)), Some(d));
+    // Bridged both ways round, each side relays to the other.
+    e.bridge(c, a);
+    let mut sent = Vec::new();
+    e.on_rtp(
+        c,
+        &packet(0, 1, 0, false, &[0x55; 160]),
+        addr(4004),
+        t0,
+        &mut |t| sent.push(t.dst),
+    );
+    e.on_rtp(
+        a,
+        &packet(0, 1, 0, false, &[0x55; 160]),
+        addr(4000),
+        t0,
+        &mut |t| sent.push(t.dst),
+    );
+    assert_eq!(sent, [addr(4000), addr(4004)]);
+}

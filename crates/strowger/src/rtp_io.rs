@@ -86,6 +86,9 @@ pub struct SharedPair {
 /// socket between two 5 ms passes, and a pass 20 ms late finds 256, within the receive buffer.
 const SHARED_LEGS: usize = 256;
 
+/// Datagrams a shared pair's read takes at once (one recvmmsg(2)).
+pub const SHARED_BATCH: usize = 64;
+
 pub struct MediaSockets {
     ip: IpAddr,
     free: VecDeque<u16>,

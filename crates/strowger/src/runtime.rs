@@ -1,7 +1,7 @@
 //! Starts the workers: sockets, mailboxes, the RTP port slices, and the stop signal.
 
 use crate::host::Host;
-use crate::rtp_io::MediaSockets;
+use crate::rtp_io::{MediaSockets, SHARED_BATCH};
 use crate::worker::{self, Counters, Mailboxes, Worker};
 use mio::{Poll, Token, Waker};
 use sip::transaction::{Timers, Transport};
@@ -214,7 +214,15 @@ pub fn run(cfg: Config) -> Result<(), String> {
             counters: counters.clone(),
             max_message: cfg.sip.max_message_size,
             // A shared pair's read takes many legs' packets at once; a leg's own, a few.
-            batch: mmsg::Batch::new(if cfg.rtp.shared_ports { 64 } else { 8 }, 2048, true),
+            batch: mmsg::Batch::new(
+                if cfg.rtp.shared_ports {
+                    SHARED_BATCH
+                } else {
+                    8
+                },
+                2048,
+                true,
+            ),
             ticks: 0,
             lateness_us: 0,
             sip_late: cfg.sip.t1 / 5,

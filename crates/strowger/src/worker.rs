@@ -6,7 +6,7 @@
 //! connections live on worker 0 (TCP is a small share of SIP traffic; see docs/architecture.md).
 
 use crate::host::HostIo;
-use crate::rtp_io::MediaSockets;
+use crate::rtp_io::{MediaSockets, SHARED_BATCH};
 use crate::sip_io::{self, Conn, ReadOutcome};
 use mio::net::{TcpListener, UdpSocket};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -686,11 +686,20 @@ impl Worker {
         // A datagram from an address no leg of that pair sends to is dropped.
         for (i, shared) in media.shared().iter().enumerate() {
             batch.drain(&shared.pair.rtp, |batch, n| {
-                for j in 0..n {
-                    let Some((data, src)) = batch.get(j) else {
-                        continue;
-                    };
-                    if let Some(leg) = engine.rtp_leg_from(src).filter(|&l| media.shares(l, i)) {
+                // Every packet is another call's: find the batch's legs and start loading
+                // them before the first is handled, so that their cache misses overlap.
+                let mut legs = [None; SHARED_BATCH];
+                for (j, slot) in legs.iter_mut().enumerate().take(n) {
+                    let src = batch.get(j).map(|(_, src)| src);
+                    *slot = src
+                        .and_then(|s| engine.rtp_leg_from(s))
+                        .filter(|&l| media.shares(l, i));
+                    if let Some(leg) = *slot {
+                        engine.prefetch_leg(leg);
+                    }
+                }
+                for (j, leg) in legs.into_iter().enumerate().take(n) {
+                    if let (Some(leg), Some((data, src))) = (leg, batch.get(j)) {
                         engine.on_rtp(leg, data, src, arrived(batch.arrival(j), now), &mut send);
                     }
                 }

@@ -991,6 +991,11 @@ impl Engine {
         self.media.rtp_leg_from(src).map(media::LegId::index)
     }
 
+    /// See `media::Engine::prefetch`.
+    pub fn prefetch_leg(&self, leg: usize) {
+        self.media.prefetch(media::LegId::from_index(leg));
+    }
+
     /// The media leg whose far end sends RTCP from `src` (legs sharing a socket).
     pub fn rtcp_leg_from(&self, src: SocketAddr) -> Option<usize> {
         self.media.rtcp_leg_from(src).map(media::LegId::index)
