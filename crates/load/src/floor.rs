@@ -93,18 +93,19 @@ pub fn play(peer: SocketAddr, calls: usize, seconds: f64, sockets: Sockets) -> i
         let phase = tick % PHASES;
         let cycle = tick / PHASES;
         frame[2..4].copy_from_slice(&(cycle as u16).to_be_bytes());
+        let due_calls = (phase..calls).step_by(PHASES);
         if sockets == Sockets::AddressPerCall {
-            let calls = (phase..calls).step_by(PHASES);
-            out.sent +=
-                send.send_from(&socks[0], calls.map(|c| (&frame[..], peer, from[c]))) as u64;
-        }
-        for call in (phase..calls).step_by(PHASES) {
-            let sock = &socks[if one_socket { 0 } else { call }];
-            if sockets != Sockets::AddressPerCall && sock.send(&frame).is_ok() {
-                out.sent += 1;
-            }
-            if !one_socket && (cycle + call).is_multiple_of(PHASES) {
-                out.received += batch.drain(sock, |_, _| {}) as u64;
+            let datagrams = due_calls.map(|c| (&frame[..], peer, from[c]));
+            out.sent += send.send_from(&socks[0], datagrams) as u64;
+        } else {
+            for call in due_calls {
+                let sock = &socks[if one_socket { 0 } else { call }];
+                if sock.send(&frame).is_ok() {
+                    out.sent += 1;
+                }
+                if !one_socket && (cycle + call).is_multiple_of(PHASES) {
+                    out.received += batch.drain(sock, |_, _| {}) as u64;
+                }
             }
         }
         if one_socket {

@@ -241,6 +241,18 @@ fn spray_rtp(ports: std::ops::Range<u16>, stop: Arc<AtomicBool>) -> std::thread:
     })
 }
 
+impl Server {
+    /// [`Server::load_with_ports`] (400 ports) while RTP from an address no call announced hits
+    /// every RTP port of the server ([`spray_rtp`]); the report and how many stray frames went.
+    fn load_while_spraying(&self, args: &[&str]) -> (serde_json::Value, u64) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let spray = spray_rtp(self.rtp_lo..self.rtp_lo + 200, stop.clone());
+        let (r, _) = self.load_with_ports(400, args);
+        stop.store(true, Ordering::Relaxed);
+        (r, spray.join().unwrap())
+    }
+}
+
 /// 150 calls to the echo with an address per call at the far end, against a server with 100 RTP
 /// port pairs: with rtp.shared_ports every call completes and gets its own stream back (a packet
 /// filed under the wrong call would show as loss and jitter), whether each call has a socket of its
@@ -267,11 +279,8 @@ fn shared_ports_carry_more_calls_than_the_range_has_pairs_each_to_its_own_far_en
     ] {
         // Meanwhile RTP from an address no call announced hits every port of the server's range:
         // on a shared port it must reach no call.
-        let stop = Arc::new(AtomicBool::new(false));
-        let spray = spray_rtp(s.rtp_lo..s.rtp_lo + 200, stop.clone());
-        let (r, _) = s.load_with_ports(400, &args(far_ends));
-        stop.store(true, Ordering::Relaxed);
-        assert!(spray.join().unwrap() > 1_000, "the stray RTP was sent");
+        let (r, sprayed) = s.load_while_spraying(&args(far_ends));
+        assert!(sprayed > 1_000, "the stray RTP was sent");
         assert_eq!(
             (r["failed"].as_u64(), r["completed"].as_u64()),
             (Some(0), Some(150)),
@@ -295,11 +304,8 @@ fn shared_ports_carry_more_calls_than_the_range_has_pairs_each_to_its_own_far_en
     let one_address = [
         "--ext", "9196", "--calls", "60", "--rate", "100", "--hold", "2", "--rtp", "send",
     ];
-    let stop = Arc::new(AtomicBool::new(false));
-    let spray = spray_rtp(s.rtp_lo..s.rtp_lo + 200, stop.clone());
-    let (r, _) = s.load_with_ports(400, &one_address);
-    stop.store(true, Ordering::Relaxed);
-    spray.join().unwrap();
+    let (r, sprayed) = s.load_while_spraying(&one_address);
+    assert!(sprayed > 1_000, "the stray RTP was sent");
     assert_eq!(
         (r["failed"].as_u64(), r["completed"].as_u64()),
         (Some(0), Some(60)),

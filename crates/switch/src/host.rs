@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 pub trait Host {
     /// Binds RTP (and RTCP on the next port) for media leg `leg`; returns the RTP port.
-    /// `shareable`: the far end can be told apart by its address (it announced the address of
-    /// the host that signals, and no other leg has that address), so with `rtp.shared_ports` the
-    /// leg may share a port with others; otherwise it needs a pair of its own.
+    /// `shareable`: the far end can be told apart by its address (it announced one its packets
+    /// will come from — not a private address of a host behind NAT — and no other leg has that
+    /// address), so with `rtp.shared_ports` the leg may share a port with others; otherwise it
+    /// needs a pair of its own.
     fn open_media(&mut self, leg: usize, shareable: bool) -> Option<u16>;
     fn close_media(&mut self, leg: usize);
     /// A prompt by name (`demo`, or a file relative to the data directory); `cache` keeps it.
