@@ -1,20 +1,10 @@
 //! `strowger`: the softswitch process. Loads the configuration, starts one worker per core and
 //! waits for SIGINT/SIGTERM.
 
-mod codec_cli;
-mod fds;
-mod host;
-mod peers;
-mod rtp_io;
-mod runtime;
-mod sip_io;
-mod store_io;
-mod users;
-mod worker;
-
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use strowger::{codec_cli, peers, runtime, users};
 use switch::config::Config;
 
 #[derive(Parser)]

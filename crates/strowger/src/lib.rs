@@ -1,0 +1,13 @@
+//! The strowger process as a library: the worker loop and its sockets, the store threads, the
+//! command-line tools. `main.rs` only parses the command line; tests build workers from here.
+
+pub mod codec_cli;
+pub mod fds;
+pub mod host;
+pub mod peers;
+pub mod rtp_io;
+pub mod runtime;
+pub mod sip_io;
+pub mod store_io;
+pub mod users;
+pub mod worker;
