@@ -1,17 +1,15 @@
-//! The worker's side of `switch::Host`: media sockets, prompt files, recordings and the CDR file.
+//! What a worker does for its engine's events (`switch::Event`): prompt files, recordings, the
+//! CDR file, state files and the location store.
 
-use crate::rtp_io::MediaSockets;
 use media::Prompt;
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// What a worker keeps between calls: loaded prompts and the open CDR file.
+/// What a worker keeps between calls: the open CDR file and the store connection.
 pub struct Host {
     data_dir: PathBuf,
-    prompts: HashMap<String, Arc<Prompt>>,
     cdr: Option<File>,
     cdr_path: PathBuf,
     /// Store operations go to the store threads (results come back through the inbox) or over
@@ -26,7 +24,6 @@ impl Host {
     pub fn new(data_dir: PathBuf, cdr_path: PathBuf) -> Host {
         Host {
             data_dir,
-            prompts: HashMap::new(),
             cdr: None,
             cdr_path,
             store: None,
@@ -70,63 +67,36 @@ impl Host {
     }
 }
 
-/// Borrows a worker's media sockets and host state for one engine call.
-pub struct HostIo<'a> {
-    media: &'a mut MediaSockets,
-    host: &'a mut Host,
-}
-
-impl<'a> HostIo<'a> {
-    pub fn new(media: &'a mut MediaSockets, host: &'a mut Host) -> HostIo<'a> {
-        HostIo { media, host }
-    }
-}
-
-impl switch::Host for HostIo<'_> {
-    fn open_media(&mut self, leg: usize, shareable: bool) -> Option<u16> {
-        self.media.open(leg, shareable)
-    }
-
-    fn close_media(&mut self, leg: usize) {
-        self.media.close(leg);
-    }
-
-    fn prompt(&mut self, name: &str, cache: bool) -> Result<Arc<Prompt>, String> {
-        if let Some(p) = self.host.prompts.get(name) {
-            return Ok(p.clone());
-        }
+impl Host {
+    /// A prompt by name: `demo` (embedded), or a WAV file relative to the data directory. The
+    /// engine keeps the configured ones, so each is read once.
+    pub fn prompt(&self, name: &str) -> Result<Arc<Prompt>, String> {
         let prompt = if name == "demo" {
             Prompt::from_wav_bytes(DEMO_WAV).map_err(|e| e.to_string())?
         } else {
-            let path = self.host.resolve(name);
-            Prompt::load(&path).map_err(|e| e.to_string())?
+            Prompt::load(&self.resolve(name)).map_err(|e| e.to_string())?
         };
-        let prompt = Arc::new(prompt);
-        // Recordings change between calls; only configured prompts are worth keeping.
-        if cache {
-            self.host.prompts.insert(name.to_string(), prompt.clone());
-        }
-        Ok(prompt)
+        Ok(Arc::new(prompt))
     }
 
-    fn recording(&mut self, name: &str) -> io::Result<File> {
-        let path = self.host.resolve(name);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        File::create(path)
+    /// Creates a recording file (relative to the data directory), buffered: the media pass
+    /// writes to it.
+    pub fn recording(&self, name: &str) -> Result<Box<dyn media::RecordSink>, String> {
+        let path = self.resolve(name);
+        let file = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| File::create(&path))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Box::new(io::BufWriter::new(file)))
     }
 
-    fn log(&mut self, msg: &str) {
-        eprintln!("strowger: {msg}");
-    }
-
-    fn state(&mut self, name: &str, contents: &str) {
+    /// Replaces a small state file in the data directory (`strowger show peers` reads it).
+    pub fn state(&self, name: &str, contents: &str) {
         // Written aside and renamed over the old one, so a reader never sees half a file; the
         // temporary name is the thread's, as workers may write the same state at once.
-        let path = self.host.data_dir.join(name);
+        let path = self.data_dir.join(name);
         let tmp = self
-            .host
             .data_dir
             .join(format!(".{name}.{:?}", std::thread::current().id()));
         if let Err(e) = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, &path)) {
@@ -137,39 +107,39 @@ impl switch::Host for HostIo<'_> {
         }
     }
 
-    fn store(
+    /// Runs a store operation off the worker; a result it has at once is returned, the others
+    /// come back through the inbox or `store_ready`.
+    pub fn store(
         &mut self,
         token: u64,
         op: switch::registrar::StoreOp,
     ) -> Option<switch::registrar::StoreResult> {
-        match &mut self.host.store {
+        match &mut self.store {
             Some(q) => q.submit(token, op),
             None => Some(Err("no location store configured".into())),
         }
     }
 
-    fn cdr(&mut self, line: &str) {
-        if self.host.cdr.is_none() {
-            if let Some(dir) = self.host.cdr_path.parent() {
+    /// Appends one CDR line.
+    pub fn cdr(&mut self, line: &str) {
+        if self.cdr.is_none() {
+            if let Some(dir) = self.cdr_path.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
-            self.host.cdr = OpenOptions::new()
+            self.cdr = OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(&self.host.cdr_path)
+                .open(&self.cdr_path)
                 .ok();
         }
-        if let Some(f) = self.host.cdr.as_mut() {
+        if let Some(f) = self.cdr.as_mut() {
             // One write(2) per record on an O_APPEND file: whole lines from every worker, and in
             // the kernel before the call is forgotten, so a killed process loses no finished call.
             let mut rec = String::with_capacity(line.len() + 1);
             rec.push_str(line);
             rec.push('\n');
             if f.write_all(rec.as_bytes()).is_err() {
-                eprintln!(
-                    "strowger: cannot append CDR to {}",
-                    self.host.cdr_path.display()
-                );
+                eprintln!("strowger: cannot append CDR to {}", self.cdr_path.display());
             }
         }
     }

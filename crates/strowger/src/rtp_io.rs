@@ -82,49 +82,81 @@ pub struct SharedPair {
     out: RefCell<mmsg::Outbox>,
 }
 
-/// Legs per shared pair: at 50 packets a second each, 256 legs queue about 64 datagrams in the
-/// socket between two 5 ms passes, and a pass 20 ms late finds 256, within the receive buffer.
-const SHARED_LEGS: usize = 256;
-
 /// Datagrams a shared pair's read takes at once (one recvmmsg(2)).
 pub const SHARED_BATCH: usize = 64;
 
 pub struct MediaSockets {
     ip: IpAddr,
     free: VecDeque<u16>,
+    /// Bound pairs no leg uses yet, handed to the engine (`switch::Input::MediaPorts`).
+    spare: Vec<Pair>,
     legs: Vec<Option<LegPorts>>,
     /// Legs with sockets.
     open: usize,
-    /// The worker's shared pairs, when legs share them; `None` gives each leg a pair.
-    shared: Option<Vec<SharedPair>>,
+    /// The worker's shared pairs (`rtp.shared_ports`), as the engine opened them.
+    shared: Vec<SharedPair>,
 }
 
-/// Ports tried per new leg before giving up: a port of the range may be held by another program,
-/// which then goes to the back of the queue.
+/// Ports tried per spare pair before giving up: a port of the range may be held by another
+/// program, which then goes to the back of the queue.
 const TRIES: usize = 8;
 
 impl MediaSockets {
-    /// `lo..hi` is this worker's slice (lo even, hi exclusive); `shared` serves legs from a few
-    /// shared pairs, bound as they are needed.
-    pub fn new(ip: IpAddr, lo: u16, hi: u16, shared: bool) -> MediaSockets {
+    /// `lo..hi` is this worker's slice (lo even, hi exclusive).
+    pub fn new(ip: IpAddr, lo: u16, hi: u16) -> MediaSockets {
         MediaSockets {
             ip,
             free: (lo..hi.saturating_sub(1)).step_by(2).collect(),
+            spare: Vec::new(),
             legs: Vec::new(),
             open: 0,
-            shared: shared.then(Vec::new),
+            shared: Vec::new(),
         }
     }
 
-    /// Gives `leg` a pair, its own or a shared one; the RTP port, or None when no port of the
-    /// slice is free.
-    pub fn open(&mut self, leg: usize, shareable: bool) -> Option<u16> {
-        let (ports, port) = match self.shared.is_some() && shareable {
-            true => self.share()?,
-            false => {
-                let pair = self.bind_free()?;
-                let port = pair.port;
-                (LegPorts::Own(pair), port)
+    /// Binds spare pairs until `want` wait; the ports of the new ones go to `fresh`.
+    pub fn top_up(&mut self, want: usize, fresh: &mut Vec<u16>) {
+        while self.spare.len() < want {
+            let Some(pair) = self.bind_free() else {
+                return;
+            };
+            fresh.push(pair.port);
+            self.spare.push(pair);
+        }
+    }
+
+    /// Gives `leg` the pair the engine chose (`switch::Event::MediaOpen`): a spare one of its
+    /// own, a spare one that starts being shared (`first`), or a shared one.
+    pub fn attach(&mut self, leg: usize, port: u16, shared: bool, first: bool) {
+        let ports = if shared && !first {
+            match self.shared.iter().position(|s| s.pair.port == port) {
+                Some(i) => {
+                    self.shared[i].legs += 1;
+                    LegPorts::Shared(i)
+                }
+                None => return,
+            }
+        } else {
+            let Some(i) = self.spare.iter().position(|p| p.port == port) else {
+                return;
+            };
+            let pair = self.spare.swap_remove(i);
+            // What reached the pair while it waited is no call's (a scan of the range).
+            let mut junk = [0u8; 64];
+            while pair.rtp.recv(&mut junk).is_ok() {}
+            while pair.rtcp.recv(&mut junk).is_ok() {}
+            if shared {
+                // Many legs' packets wait here between passes: ask for room (the kernel caps
+                // it at net.core.rmem_max).
+                let _ = socket2::SockRef::from(&pair.rtp).set_recv_buffer_size(1 << 22);
+                self.shared.push(SharedPair {
+                    pair,
+                    legs: 1,
+                    out: RefCell::default(),
+                });
+                LegPorts::Shared(self.shared.len() - 1)
+            } else {
+                LegPorts::Own(pair)
             }
         };
         if self.legs.len() <= leg {
@@ -134,36 +166,6 @@ impl MediaSockets {
             Some(old) => self.release(old),
             None => self.open += 1,
         }
-        Some(port)
-    }
-
-    /// The least used shared pair with room, or a new one.
-    fn share(&mut self) -> Option<(LegPorts, u16)> {
-        let roomy = self
-            .shared
-            .as_ref()?
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.legs < SHARED_LEGS);
-        let i = match roomy.min_by_key(|(_, s)| s.legs) {
-            Some((i, _)) => i,
-            None => {
-                let pair = self.bind_free()?;
-                // Many legs' packets wait here between passes: ask for room (the kernel caps
-                // it at net.core.rmem_max).
-                let _ = socket2::SockRef::from(&pair.rtp).set_recv_buffer_size(1 << 22);
-                let shared = self.shared.as_mut()?;
-                shared.push(SharedPair {
-                    pair,
-                    legs: 0,
-                    out: RefCell::default(),
-                });
-                shared.len() - 1
-            }
-        };
-        let s = &mut self.shared.as_mut()?[i];
-        s.legs += 1;
-        Some((LegPorts::Shared(i), s.pair.port))
     }
 
     fn bind_free(&mut self) -> Option<Pair> {
@@ -199,7 +201,7 @@ impl MediaSockets {
         match ports {
             LegPorts::Own(pair) => self.free.push_back(pair.port),
             LegPorts::Shared(i) => {
-                if let Some(s) = self.shared.as_mut().and_then(|v| v.get_mut(i)) {
+                if let Some(s) = self.shared.get_mut(i) {
                     s.legs -= 1;
                 }
             }
@@ -228,7 +230,7 @@ impl MediaSockets {
 
     /// The shared pairs (none when each leg has its own).
     pub fn shared(&self) -> &[SharedPair] {
-        self.shared.as_deref().unwrap_or_default()
+        &self.shared
     }
 
     /// Whether `leg` uses shared pair `i` (a packet there from its far end is its).
@@ -258,7 +260,7 @@ impl MediaSockets {
 
     /// Sends the RTP queued for the shared pairs.
     pub fn flush(&mut self) {
-        for s in self.shared() {
+        for s in &self.shared {
             s.out.borrow_mut().flush(&s.pair.rtp);
         }
     }
@@ -284,22 +286,31 @@ mod tests {
         panic!("no free port run");
     }
 
+    /// Binds one spare pair and gives it to `leg` as its own; its port.
+    fn open(m: &mut MediaSockets, leg: usize) -> Option<u16> {
+        let mut fresh = Vec::new();
+        m.top_up(1, &mut fresh);
+        let port = *fresh.first()?;
+        m.attach(leg, port, false, true);
+        Some(port)
+    }
+
     #[test]
     fn ports_are_reused_last_and_exhaustion_is_refused_at_once() {
         let (lo, hi) = free_slice(3);
-        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, false);
-        assert_eq!(m.open(0, true), Some(lo));
-        assert_eq!(m.open(1, true), Some(lo + 2));
-        assert_eq!(m.open(2, true), Some(lo + 4));
-        assert_eq!(m.open(3, true), None, "all three pairs in use");
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
+        assert_eq!(open(&mut m, 0), Some(lo));
+        assert_eq!(open(&mut m, 1), Some(lo + 2));
+        assert_eq!(open(&mut m, 2), Some(lo + 4));
+        assert_eq!(open(&mut m, 3), None, "all three pairs in use");
         m.close(1);
         m.close(0);
         assert_eq!(
-            m.open(4, true),
+            open(&mut m, 4),
             Some(lo + 2),
             "the first port freed is the first reused"
         );
-        assert_eq!(m.open(5, true), Some(lo));
+        assert_eq!(open(&mut m, 5), Some(lo));
         assert_eq!(
             m.own_pairs().map(|(leg, _)| leg).collect::<Vec<_>>(),
             [2, 4, 5]
@@ -313,10 +324,38 @@ mod tests {
     }
 
     #[test]
+    fn spare_pairs_are_bound_ahead_and_emptied_when_a_leg_takes_them() {
+        let (lo, hi) = free_slice(3);
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
+        let mut fresh = Vec::new();
+        m.top_up(2, &mut fresh);
+        assert_eq!(fresh, [lo, lo + 2]);
+        m.top_up(2, &mut fresh);
+        assert_eq!(fresh.len(), 2, "already two spare");
+        // A scanner's packet reaches the spare pair before any call has it.
+        let scanner = UdpSocket::bind("127.0.0.1:0").unwrap();
+        scanner.send_to(b"scan", (Ipv4Addr::LOCALHOST, lo)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        m.attach(7, lo, false, true);
+        let pair = m.own_pairs().next().unwrap().1;
+        assert!(
+            pair.rtp.recv(&mut [0u8; 8]).is_err(),
+            "the scan was dropped"
+        );
+        assert!(!m.shares(7, 0) && !m.is_empty());
+        m.attach(8, lo + 4, false, true);
+        assert_eq!(
+            m.own_pairs().count(),
+            1,
+            "a port that is not spare is not attached"
+        );
+    }
+
+    #[test]
     fn a_pinned_leg_connects_and_takes_no_other_source_until_unpinned() {
         let (lo, hi) = free_slice(1);
-        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, false);
-        let port = m.open(0, true).unwrap();
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
+        let port = open(&mut m, 0).unwrap();
         let far = UdpSocket::bind("127.0.0.1:0").unwrap();
         let other = UdpSocket::bind("127.0.0.1:0").unwrap();
         far.set_read_timeout(Some(std::time::Duration::from_secs(1)))
@@ -349,46 +388,19 @@ mod tests {
     }
 
     #[test]
-    fn a_leg_that_cannot_share_gets_a_pair_of_its_own_beside_the_shared_ones() {
+    fn shared_legs_join_the_pair_the_engine_names_and_their_rtp_leaves_on_flush() {
         let (lo, hi) = free_slice(3);
-        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, true);
-        assert_eq!(m.open(0, true), Some(lo));
-        assert_eq!(m.open(1, false), Some(lo + 2), "its own pair");
-        assert_eq!(m.open(2, true), Some(lo), "back on the shared pair");
-        assert!(m.shares(0, 0) && m.shares(2, 0) && !m.shares(1, 0));
-        let own: Vec<usize> = m.own_pairs().map(|(leg, _)| leg).collect();
-        assert_eq!(own, [1]);
-        m.close(1);
-        assert_eq!(
-            m.open(3, false),
-            Some(lo + 4),
-            "a freed port waits its turn"
-        );
-    }
-
-    #[test]
-    fn shared_legs_fill_one_pair_before_the_next_and_their_rtp_leaves_on_flush() {
-        let (lo, hi) = free_slice(2);
-        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, true);
-        for leg in 0..SHARED_LEGS {
-            assert_eq!(m.open(leg, true), Some(lo));
-        }
-        assert_eq!(
-            m.open(SHARED_LEGS, true),
-            Some(lo + 2),
-            "a full pair opens the next"
-        );
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
+        let mut fresh = Vec::new();
+        m.top_up(3, &mut fresh);
+        m.attach(0, lo, true, true);
+        m.attach(1, lo, true, false);
+        m.attach(2, lo + 2, false, true);
+        m.attach(3, lo + 4, true, true);
+        assert!(m.shares(0, 0) && m.shares(1, 0) && m.shares(3, 1) && !m.shares(2, 0));
+        assert_eq!(m.own_pairs().map(|(leg, _)| leg).collect::<Vec<_>>(), [2]);
+        m.close(2);
         m.close(3);
-        assert_eq!(
-            m.open(SHARED_LEGS + 1, true),
-            Some(lo + 2),
-            "the least used pair"
-        );
-        assert!(m.shares(0, 0) && m.shares(SHARED_LEGS, 1) && !m.shares(3, 0));
-        assert!(
-            m.own_pairs().next().is_none(),
-            "no leg has a pair of its own"
-        );
 
         let far: Vec<UdpSocket> = (0..2)
             .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
@@ -417,7 +429,7 @@ mod tests {
             let (n, from) = sock.recv_from(&mut buf).unwrap();
             assert_eq!((&buf[..n], from), (payload, shared));
         }
-        for leg in 0..SHARED_LEGS + 2 {
+        for leg in 0..2 {
             m.close(leg);
         }
         assert!(m.is_empty());
@@ -433,8 +445,8 @@ mod tests {
                 Some((lo, hi, held))
             })
             .expect("a free port run");
-        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi, false);
-        assert_eq!(m.open(0, true), Some(lo + 2));
-        assert_eq!(m.open(1, true), None, "the held pair is still held");
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
+        assert_eq!(open(&mut m, 0), Some(lo + 2));
+        assert_eq!(open(&mut m, 1), None, "the held pair is still held");
     }
 }

@@ -152,6 +152,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             workers,
             registrar: registrar.clone(),
             proxy: cfg.proxy.clone(),
+            shared_ports: cfg.rtp.shared_ports,
         };
         let udp_socks = worker::udp_sockets(&udp).map_err(|e| {
             format!("cannot listen for SIP on UDP {udp:?}: {e} (change sip.listen or --sip-listen)")
@@ -166,7 +167,12 @@ pub fn run(cfg: Config) -> Result<(), String> {
         };
         let slice_lo = lo + (id as u32 * per * 2) as u16;
         let slice_hi = slice_lo + (per * 2) as u16;
-        let mut engine = Engine::new(settings, dialplan.clone());
+        let mut engine = Engine::new(
+            settings,
+            dialplan.clone(),
+            std::time::Instant::now(),
+            std::time::SystemTime::now(),
+        );
         let (iax_sock, iax_reply) = match (&iax, &iax_port) {
             (Some((addr, shared)), Some(port)) => {
                 // Worker 0 reads the IAX2 port (peers call and register there) and hands each
@@ -208,7 +214,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             conn_by_peer: HashMap::new(),
             next_conn: 0,
             engine,
-            media: MediaSockets::new(media_ip, slice_lo, slice_hi, cfg.rtp.shared_ports),
+            media: MediaSockets::new(media_ip, slice_lo, slice_hi),
             host,
             stop: stop.clone(),
             counters: counters.clone(),
@@ -237,6 +243,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
             iax_send: mmsg::SendBatch::new(),
             sip_out: Vec::with_capacity(64),
             sip_send: mmsg::SendBatch::new(),
+            deadline: None,
+            fresh_ports: Vec::new(),
         };
         w.register().map_err(|e| e.to_string())?;
         handles.push(

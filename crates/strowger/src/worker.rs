@@ -5,7 +5,6 @@
 //! REGISTER is handled where it arrives while that worker keeps up (`Worker::deliver`). TCP
 //! connections live on worker 0 (TCP is a small share of SIP traffic; see docs/architecture.md).
 
-use crate::host::HostIo;
 use crate::rtp_io::{MediaSockets, SHARED_BATCH};
 use crate::sip_io::{self, Conn, ReadOutcome};
 use mio::net::{TcpListener, UdpSocket};
@@ -17,9 +16,10 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use switch::engine::Engine;
 use switch::iax::{Route, Transmit};
+use switch::{Clock, Event, Input, Level, Output};
 
 const WAKER: Token = Token(0);
 const IAX: Token = Token(999);
@@ -168,6 +168,19 @@ pub struct Worker {
     /// SIP datagrams taken from the engine, sent together by [`Worker::flush_sip`].
     pub sip_out: Vec<(SocketAddr, Arc<[u8]>)>,
     pub sip_send: mmsg::SendBatch,
+    /// When the engine wants `Input::Timeout` next (its last `Output::Timeout`).
+    pub deadline: Option<Instant>,
+    /// Ports of spare RTP pairs bound since the engine was last told.
+    pub fresh_ports: Vec<u16>,
+}
+
+/// Spare RTP pairs a worker keeps bound for new legs: more than a burst of SIP datagrams opens
+/// between two top-ups (a batch of 16 bridged INVITEs takes 32).
+const SPARE_PAIRS: usize = 64;
+
+/// The time now, both clocks.
+fn clock() -> Clock {
+    Clock::new(Instant::now(), SystemTime::now())
 }
 
 impl Worker {
@@ -193,12 +206,13 @@ impl Worker {
         // One byte more than a message may have, so a longer datagram shows as too large.
         let mut sip_batch = mmsg::Batch::new(SIP_BATCH, self.max_message + 1, true);
         self.next_tick = Instant::now() + TICK;
+        // Spare RTP pairs before the first call.
+        self.drain(clock());
         let mut stopping: Option<Instant> = None;
         loop {
             let now = Instant::now();
             if stopping.is_none() && self.stop.load(Ordering::Relaxed) {
-                self.engine
-                    .shutdown(now, &mut HostIo::new(&mut self.media, &mut self.host));
+                self.input(clock(), Input::Shutdown);
                 stopping = Some(now + Duration::from_millis(300));
             }
             if stopping.is_some_and(|t| now >= t) {
@@ -212,8 +226,7 @@ impl Worker {
                 self.next_tick = self.next_tick.min(now);
             }
             let deadline = self
-                .engine
-                .next_deadline()
+                .deadline
                 .map_or(self.next_tick, |d| d.min(self.next_tick));
             let timeout = match self.unread.is_empty() {
                 true => deadline.saturating_duration_since(now),
@@ -242,8 +255,7 @@ impl Worker {
             if self.host.store_overdue(now) {
                 self.store_ready();
             }
-            self.engine
-                .handle_timeout(now, &mut HostIo::new(&mut self.media, &mut self.host));
+            self.input(clock(), Input::Timeout);
             self.flush_sip();
             self.flush_iax();
             self.wake_posted();
@@ -290,9 +302,7 @@ impl Worker {
         let Some(sock) = self.iax.as_ref() else {
             return;
         };
-        let now = Instant::now();
-        let media = &self.media;
-        let mut send = |t: media::Transmit<'_>| media.transmit(t);
+        let clock = clock();
         let reads_port = self.id == 0 && self.workers > 1;
         loop {
             let n = batch.recv(sock);
@@ -306,10 +316,12 @@ impl Worker {
                     None
                 };
                 match route {
-                    None => self.engine.on_iax(src, data, now, &mut send),
-                    Some(Route::To(w)) if w == self.id => {
-                        self.engine.on_iax(src, data, now, &mut send)
-                    }
+                    None => self
+                        .engine
+                        .handle_input(clock, Input::Iax { from: src, data }),
+                    Some(Route::To(w)) if w == self.id => self
+                        .engine
+                        .handle_input(clock, Input::Iax { from: src, data }),
                     Some(Route::To(w)) => {
                         let bytes = data.to_vec();
                         post(
@@ -322,7 +334,9 @@ impl Worker {
                     Some(Route::Split(parts)) => {
                         for (w, bytes) in parts {
                             if w == self.id {
-                                self.engine.on_iax(src, &bytes, now, &mut send);
+                                let data = &bytes[..];
+                                self.engine
+                                    .handle_input(clock, Input::Iax { from: src, data });
                             } else {
                                 let iax = Envelope::Iax { from: src, bytes };
                                 post(&self.mail, &mut self.to_wake, w, iax);
@@ -335,9 +349,7 @@ impl Worker {
                 break;
             }
         }
-        self.media.flush();
-        self.engine
-            .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
+        self.input(clock, Input::Process);
         self.flush_iax();
     }
 
@@ -348,9 +360,6 @@ impl Worker {
         let Some(sock) = self.iax.as_ref() else {
             return;
         };
-        let engine = &mut self.engine;
-        self.iax_out
-            .extend(std::iter::from_fn(|| engine.poll_iax_transmit()));
         let out = &self.iax_out;
         // Frames of the calls peers opened leave from the IAX2 port they sent to.
         let reply = self.iax_reply.as_ref();
@@ -376,7 +385,7 @@ impl Worker {
         };
         if over != self.overloaded {
             self.overloaded = over;
-            self.engine.set_overloaded(over);
+            self.input(clock(), Input::Overloaded(over));
             match over {
                 true => eprintln!(
                     "strowger: worker {} is past capacity (media ticks {} µs late): new calls get 503",
@@ -396,9 +405,89 @@ impl Worker {
 
     /// A SIP message for a call this worker owns; `late` if it waited past [`Worker::sip_late`].
     fn handle_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool) {
-        let host = &mut HostIo::new(&mut self.media, &mut self.host);
-        self.engine
-            .on_sip(msg, peer, local, late, Instant::now(), host);
+        let sip = Input::Sip {
+            msg,
+            peer,
+            local,
+            late,
+        };
+        self.input(clock(), sip);
+    }
+
+    /// Hands the engine one input, then does what it asks.
+    fn input(&mut self, clock: Clock, input: Input<'_>) {
+        self.engine.handle_input(clock, input);
+        self.drain(clock);
+    }
+
+    /// Takes the engine's outputs until it waits for time: SIP and IAX2 datagrams to their
+    /// queues, media packets to their sockets, events done here (the answers to its requests
+    /// go back in at once), and spare RTP pairs topped up.
+    fn drain(&mut self, clock: Clock) {
+        loop {
+            match self.engine.poll_output() {
+                Output::Sip(to, bytes) => match to.transport {
+                    Transport::Udp => self.sip_out.push((to.addr, bytes)),
+                    Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
+                    Transport::Tcp => {
+                        let tcp = Envelope::TcpSend { to: to.addr, bytes };
+                        post(&self.mail, &mut self.to_wake, 0, tcp);
+                    }
+                },
+                Output::Media(t) => self.media.transmit(t),
+                Output::Iax(t) => self.iax_out.push(t),
+                Output::Event(ev) => self.event(clock, ev),
+                Output::Timeout(t) => {
+                    self.deadline = t;
+                    break;
+                }
+            }
+        }
+        self.media.flush();
+        if self.engine.spare_ports() < SPARE_PAIRS / 2 {
+            self.media.top_up(SPARE_PAIRS, &mut self.fresh_ports);
+            if !self.fresh_ports.is_empty() {
+                let ports = std::mem::take(&mut self.fresh_ports);
+                self.engine.handle_input(clock, Input::MediaPorts(&ports));
+                self.fresh_ports = ports;
+                self.fresh_ports.clear();
+            }
+        }
+    }
+
+    fn event(&mut self, clock: Clock, ev: Event) {
+        match ev {
+            Event::MediaOpen {
+                leg,
+                port,
+                shared,
+                first,
+            } => self.media.attach(leg, port, shared, first),
+            Event::MediaClose { leg } => self.media.close(leg),
+            Event::Store { token, op } => {
+                if let Some(result) = self.host.store(token, op) {
+                    self.engine
+                        .handle_input(clock, Input::Store { token, result });
+                }
+            }
+            Event::Prompt { token, name, .. } => {
+                let result = self.host.prompt(&name);
+                self.engine
+                    .handle_input(clock, Input::Prompt { token, result });
+            }
+            Event::Recording { token, name } => {
+                let result = self.host.recording(&name);
+                self.engine
+                    .handle_input(clock, Input::Recording { token, result });
+            }
+            Event::Cdr(line) => self.host.cdr(&line),
+            Event::State { name, contents } => self.host.state(name, &contents),
+            Event::Log {
+                level,
+                call_id,
+                message,
+            } => log(level, call_id.as_deref(), &message),
+        }
     }
 
     /// Handles `msg` here or posts it to its Call-ID's worker. A REGISTER (`switch::stateless`)
@@ -450,7 +539,9 @@ impl Worker {
                     addr: src,
                 };
                 if data.len() > self.max_message {
-                    self.engine.too_large(data, peer);
+                    self.engine
+                        .handle_input(clock(), Input::TooLarge { bytes: data, peer });
+                    self.drain(clock());
                     self.flush_sip();
                     continue;
                 }
@@ -551,20 +642,11 @@ impl Worker {
                 } => self.handle_sip(msg, peer, local, late),
                 Envelope::TcpSend { to, bytes } => self.tcp_send(to, &bytes),
                 Envelope::Iax { from, bytes } => {
-                    let now = Instant::now();
-                    let media = &self.media;
-                    self.engine
-                        .on_iax(from, &bytes, now, &mut |t| media.transmit(t));
-                    self.media.flush();
+                    let data = &bytes[..];
+                    self.input(clock(), Input::Iax { from, data });
                 }
                 Envelope::Store { token, result } => {
-                    let now = Instant::now();
-                    self.engine.on_store_result(
-                        token,
-                        result,
-                        now,
-                        &mut HostIo::new(&mut self.media, &mut self.host),
-                    );
+                    self.input(clock(), Input::Store { token, result });
                 }
             }
         }
@@ -572,10 +654,9 @@ impl Worker {
 
     /// Store operations finished on the worker's own store connection.
     fn store_ready(&mut self) {
-        let now = Instant::now();
-        for (token, result) in self.host.store_ready(now) {
-            let host = &mut HostIo::new(&mut self.media, &mut self.host);
-            self.engine.on_store_result(token, result, now, host);
+        let now = clock();
+        for (token, result) in self.host.store_ready(now.now) {
+            self.input(now, Input::Store { token, result });
         }
     }
 
@@ -620,31 +701,18 @@ impl Worker {
     /// answers can take milliseconds to send: the media pass runs between chunks when it falls due.
     fn flush_sip(&mut self) {
         self.host.store_flush();
-        loop {
-            while self.sip_out.len() < SIP_BATCH * 4 {
-                let Some((to, bytes)) = self.engine.poll_transmit() else {
-                    break;
-                };
-                match to.transport {
-                    Transport::Udp => self.sip_out.push((to.addr, bytes)),
-                    Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
-                    Transport::Tcp => {
-                        let tcp = Envelope::TcpSend { to: to.addr, bytes };
-                        post(&self.mail, &mut self.to_wake, 0, tcp);
-                    }
-                }
-            }
-            if self.sip_out.is_empty() {
-                return;
-            }
+        while !self.sip_out.is_empty() {
+            let chunk = self.sip_out.len().min(SIP_BATCH * 4);
             for v6 in [false, true] {
-                let family = self.sip_out.iter().filter(|(a, _)| a.is_ipv6() == v6);
+                let family = self.sip_out[..chunk]
+                    .iter()
+                    .filter(|(a, _)| a.is_ipv6() == v6);
                 let datagrams = family.map(|(a, b)| (&b[..], *a));
                 if let Some((s, _)) = self.udp.iter().find(|(_, a)| a.is_ipv6() == v6) {
                     self.sip_send.send(s, datagrams);
                 }
             }
-            self.sip_out.clear();
+            self.sip_out.drain(..chunk);
             self.tick_if_due(Instant::now());
         }
     }
@@ -660,7 +728,12 @@ impl Worker {
         let batch = &mut self.batch;
         let media = &self.media;
         let engine = &mut self.engine;
-        let mut send = |t: media::Transmit<'_>| media.transmit(t);
+        // One wall-clock reading per pass; each packet's input carries its arrival time.
+        let wall = SystemTime::now();
+        let at = |stamp: Option<Instant>| {
+            let t = arrived(stamp, now);
+            Clock::new(t, wall - now.duration_since(t))
+        };
         for (leg, pair) in media.own_pairs().filter(|(leg, _)| leg % phases == phase) {
             // A leg whose packets go nowhere at once is read every LAZY_RTP-th visit, a few
             // packets per system call instead of one (legs take turns, to spread the reads).
@@ -668,8 +741,8 @@ impl Worker {
                 batch.drain(&pair.rtp, |batch, n| {
                     for i in 0..n {
                         if let Some((data, src)) = batch.get(i) {
-                            let at = arrived(batch.arrival(i), now);
-                            engine.on_rtp(leg, data, src, at, &mut send);
+                            engine
+                                .handle_input(at(batch.arrival(i)), Input::Rtp { leg, data, src });
                         }
                     }
                 });
@@ -677,7 +750,7 @@ impl Worker {
             if (cycle + leg as u64).is_multiple_of(RTCP_VISITS) {
                 for i in 0..batch.recv(&pair.rtcp) {
                     if let Some((data, src)) = batch.get(i) {
-                        engine.on_rtcp(leg, data, src, arrived(batch.arrival(i), now));
+                        engine.handle_input(at(batch.arrival(i)), Input::Rtcp { leg, data, src });
                     }
                 }
             }
@@ -700,7 +773,7 @@ impl Worker {
                 }
                 for (j, leg) in legs.into_iter().enumerate().take(n) {
                     if let (Some(leg), Some((data, src))) = (leg, batch.get(j)) {
-                        engine.on_rtp(leg, data, src, arrived(batch.arrival(j), now), &mut send);
+                        engine.handle_input(at(batch.arrival(j)), Input::Rtp { leg, data, src });
                     }
                 }
             });
@@ -710,15 +783,14 @@ impl Worker {
                         continue;
                     };
                     if let Some(leg) = engine.rtcp_leg_from(src).filter(|&l| media.shares(l, i)) {
-                        engine.on_rtcp(leg, data, src, arrived(batch.arrival(j), now));
+                        engine.handle_input(at(batch.arrival(j)), Input::Rtcp { leg, data, src });
                     }
                 }
             });
         }
-        engine.tick_phase(due, now, phase, phases, &mut send);
-        self.media.flush();
-        self.engine
-            .process(now, &mut HostIo::new(&mut self.media, &mut self.host));
+        let clock = Clock::new(now, wall);
+        engine.handle_input(clock, Input::MediaTick { due, phase, phases });
+        self.input(clock, Input::Process);
         self.flush_iax();
     }
 }
@@ -746,6 +818,17 @@ fn arrived(stamp: Option<Instant>, now: Instant) -> Instant {
     stamp
         .filter(|&t| t <= now && now.duration_since(t) < Duration::from_secs(1))
         .unwrap_or(now)
+}
+
+/// An engine's log event, on stderr.
+fn log(level: Level, call_id: Option<&str>, message: &str) {
+    if level > Level::Info {
+        return;
+    }
+    match call_id {
+        Some(id) if !message.contains(id) => eprintln!("strowger: call {id}: {message}"),
+        _ => eprintln!("strowger: {message}"),
+    }
 }
 
 /// Hands an envelope to worker `w`, woken once at the end of the loop turn (`wake_posted`).

@@ -5,12 +5,31 @@ use crate::call::Wait;
 use crate::dialplan::cause::Cause;
 use crate::dialplan::{Audio, Step};
 use crate::engine::{Engine, ALLOW, SUPPORTED};
-use crate::Host;
+use crate::io::Event;
 use sip::header::HeaderName;
 use sip::Method;
 use std::cmp::Reverse;
 use std::net::IpAddr;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
+
+/// A file a call waits for the shell to open (`Event::Prompt`, `Event::Recording`); `gen` is the
+/// call's timer generation, so an answer for a call that ended and whose slot was reused is
+/// dropped.
+pub(crate) enum FileWait {
+    Prompt {
+        call: usize,
+        gen: u64,
+        file: String,
+        looped: bool,
+        cache: bool,
+    },
+    Recording {
+        call: usize,
+        gen: u64,
+        file: String,
+        max: Duration,
+    },
+}
 
 /// The media engine's tone from the dialplan's.
 fn tone_spec(t: &crate::dialplan::Tone) -> media::ToneSpec {
@@ -18,10 +37,150 @@ fn tone_spec(t: &crate::dialplan::Tone) -> media::ToneSpec {
 }
 
 impl Engine {
-    pub(crate) fn run_pending(&mut self, now: Instant, host: &mut dyn Host) {
+    pub(crate) fn run_pending(&mut self, now: Instant) {
         while let Some(call) = self.to_run.pop() {
-            self.run_steps(call, now, host);
+            self.run_steps(call, now);
         }
+    }
+
+    /// Asks the shell for a prompt or recording file; the call waits for the answer.
+    fn ask_file(&mut self, call: usize, mut wait: FileWait) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        let call_id = &c.inbound.dialog.call_id;
+        let event = match &mut wait {
+            FileWait::Prompt { gen, file, .. } => {
+                *gen = c.timer_gen;
+                // Per-call files (recordings named after the call) are not worth keeping.
+                let keep = !file.contains(call_id.as_str());
+                (file.clone(), Some(keep))
+            }
+            FileWait::Recording { gen, file, .. } => {
+                *gen = c.timer_gen;
+                (file.clone(), None)
+            }
+        };
+        c.wait = Wait::File;
+        self.next_token += 1;
+        let token = self.next_token;
+        self.files.insert(token, wait);
+        self.events.push_back(match event {
+            (name, Some(cache)) => Event::Prompt { token, name, cache },
+            (name, None) => Event::Recording { token, name },
+        });
+    }
+
+    /// The call of a file answer, if it still waits for it.
+    fn file_waiter(&mut self, call: usize, gen: u64) -> Option<&mut crate::call::Call> {
+        self.calls
+            .get_mut(call)
+            .filter(|c| c.timer_gen == gen && c.wait == Wait::File)
+    }
+
+    pub(crate) fn on_prompt(
+        &mut self,
+        token: u64,
+        result: Result<std::sync::Arc<media::Prompt>, String>,
+        now: Instant,
+    ) {
+        let Some(FileWait::Prompt {
+            call,
+            gen,
+            file,
+            looped,
+            cache,
+        }) = self.files.remove(&token)
+        else {
+            return;
+        };
+        let Some(c) = self.file_waiter(call, gen) else {
+            return;
+        };
+        c.wait = Wait::None;
+        let call_id = c.inbound.dialog.call_id.clone();
+        match result {
+            Ok(prompt) => {
+                if !file.contains(call_id.as_str()) {
+                    self.prompts.insert(file, prompt.clone());
+                }
+                self.play(call, prompt, looped, cache);
+            }
+            Err(e) => self.log(
+                crate::io::Level::Warn,
+                Some(&call_id),
+                format!("call {call_id}: playback {file}: {e}"),
+            ),
+        }
+        self.to_run.push(call);
+        self.run_pending(now);
+    }
+
+    pub(crate) fn on_recording(
+        &mut self,
+        token: u64,
+        result: Result<Box<dyn media::RecordSink>, String>,
+        now: Instant,
+    ) {
+        let Some(FileWait::Recording {
+            call,
+            gen,
+            file,
+            max,
+        }) = self.files.remove(&token)
+        else {
+            return;
+        };
+        let Some(c) = self.file_waiter(call, gen) else {
+            return;
+        };
+        c.wait = Wait::None;
+        let call_id = c.inbound.dialog.call_id.clone();
+        let started = match (result, c.inbound.media) {
+            (Ok(sink), Some(m)) => self.media.record(m, sink).map_err(|e| e.to_string()),
+            (Ok(_), None) => Ok(()),
+            (Err(e), _) => Err(format!("{e} (check general.data_dir is writable)")),
+        };
+        match started {
+            Ok(()) => {
+                let c = &mut self.calls[call];
+                c.recording = true;
+                let until = now + max;
+                c.wait = Wait::Record { until };
+                self.arm(call, until);
+            }
+            Err(e) => {
+                let msg = format!("call {call_id}: record {file}: {e}");
+                self.log(crate::io::Level::Warn, Some(&call_id), msg);
+                self.to_run.push(call);
+            }
+        }
+        self.run_pending(now);
+    }
+
+    /// Starts a prompt on the call's inbound leg.
+    fn play(
+        &mut self,
+        call: usize,
+        prompt: std::sync::Arc<media::Prompt>,
+        looped: bool,
+        cache: bool,
+    ) {
+        let c = &mut self.calls[call];
+        if let Some(m) = c.inbound.media {
+            self.media.play(m, prompt, looped, cache);
+        }
+        c.wait = if looped {
+            Wait::Forever
+        } else {
+            Wait::Playback
+        };
+    }
+
+    /// Ends a media leg: the shell closes or leaves its port pair.
+    pub(crate) fn close_media(&mut self, m: media::LegId, port: u16) {
+        self.ports.release(port);
+        self.events.push_back(Event::MediaClose { leg: m.index() });
     }
 
     pub(crate) fn arm(&mut self, call: usize, at: Instant) {
@@ -30,7 +189,7 @@ impl Engine {
         }
     }
 
-    fn run_steps(&mut self, call: usize, now: Instant, host: &mut dyn Host) {
+    fn run_steps(&mut self, call: usize, now: Instant) {
         for _ in 0..256 {
             let Some(c) = self.calls.get_mut(call) else {
                 return;
@@ -41,53 +200,53 @@ impl Engine {
             let Some(step) = c.program.next(&mut c.vars) else {
                 let status = c.bridge_status;
                 let q = status.map_or(16, |s| Cause::from_sip_status(s).0);
-                self.hangup(call, q, "switch", None, now, host);
+                self.hangup(call, q, "switch", None, now);
                 return;
             };
-            self.step(call, step, now, host);
+            self.step(call, step, now);
         }
         // A program that loops on itself without waiting (goto cycles) is cut off.
-        self.hangup(call, 41, "switch", None, now, host);
+        self.hangup(call, 41, "switch", None, now);
     }
 
-    fn step(&mut self, call: usize, step: Step, now: Instant, host: &mut dyn Host) {
+    fn step(&mut self, call: usize, step: Step, now: Instant) {
         match step {
             Step::Answer => {
-                self.answer(call, now, host);
+                self.answer(call, now);
             }
-            Step::Ringing => self.provisional(call, 180, "Ringing", false, now, host),
-            Step::Progress => self.provisional(call, 183, "Session Progress", true, now, host),
+            Step::Ringing => self.provisional(call, 180, "Ringing", false, now),
+            Step::Progress => self.provisional(call, 183, "Session Progress", true, now),
             Step::Playback {
                 audio,
                 looped,
                 cache,
             } => {
-                if !self.answer_or_early(call, now, host) {
+                if !self.answer_or_early(call, now) {
                     return;
                 }
-                let call_id = self.calls[call].inbound.dialog.call_id.clone();
                 let file = match audio {
                     Audio::Demo => "demo".to_string(),
                     Audio::File(f) => f,
                 };
-                // Per-call files (recordings named after the call) are not worth caching.
-                match host.prompt(&file, !file.contains(&call_id)) {
-                    Ok(prompt) => {
-                        let c = &mut self.calls[call];
-                        if let Some(m) = c.inbound.media {
-                            self.media.play(m, prompt, looped, cache);
-                        }
-                        c.wait = if looped {
-                            Wait::Forever
-                        } else {
-                            Wait::Playback
-                        };
+                match self.prompts.get(&file) {
+                    Some(prompt) => {
+                        let prompt = prompt.clone();
+                        self.play(call, prompt, looped, cache);
                     }
-                    Err(e) => host.log(&format!("call {call_id}: playback {file}: {e}")),
+                    None => self.ask_file(
+                        call,
+                        FileWait::Prompt {
+                            call,
+                            gen: 0,
+                            file,
+                            looped,
+                            cache,
+                        },
+                    ),
                 }
             }
             Step::Tone { tone, duration } => {
-                if !self.answer_or_early(call, now, host) {
+                if !self.answer_or_early(call, now) {
                     return;
                 }
                 let c = &mut self.calls[call];
@@ -103,7 +262,7 @@ impl Engine {
                 }
             }
             Step::Echo => {
-                if !self.answer(call, now, host) {
+                if !self.answer(call, now) {
                     return;
                 }
                 let c = &mut self.calls[call];
@@ -113,37 +272,26 @@ impl Engine {
                 c.wait = Wait::Forever;
             }
             Step::Record { file, max } => {
-                if !self.answer(call, now, host) {
+                if !self.answer(call, now) {
                     return;
                 }
-                match host.recording(&file) {
-                    Ok(f) => {
-                        let c = &mut self.calls[call];
-                        if let Some(m) = c.inbound.media {
-                            if let Err(e) =
-                                self.media.record(m, Box::new(std::io::BufWriter::new(f)))
-                            {
-                                host.log(&format!("record {file}: {e}"));
-                                return;
-                            }
-                        }
-                        c.recording = true;
-                        let until = now + max;
-                        c.wait = Wait::Record { until };
-                        self.arm(call, until);
-                    }
-                    Err(e) => host.log(&format!(
-                        "record {file}: {e} (check general.data_dir is writable)"
-                    )),
-                }
+                self.ask_file(
+                    call,
+                    FileWait::Recording {
+                        call,
+                        gen: 0,
+                        file,
+                        max,
+                    },
+                );
             }
             Step::Bridge { uri, timeout } => {
                 if let Some(name) = uri.strip_prefix("user/") {
-                    self.dial_user(call, name, timeout, now, host)
+                    self.dial_user(call, name, timeout, now)
                 } else if let Some(target) = uri.strip_prefix("iax2/") {
-                    self.dial_iax(call, target, timeout, now, host)
+                    self.dial_iax(call, target, timeout, now)
                 } else {
-                    self.start_bridge(call, &uri, timeout, now, host)
+                    self.start_bridge(call, &uri, timeout, now)
                 }
             }
             Step::Set { .. } => {}
@@ -152,7 +300,7 @@ impl Engine {
                 self.calls[call].wait = Wait::Timer(until);
                 self.arm(call, until);
             }
-            Step::Hangup { cause } => self.hangup(call, cause.0, "switch", None, now, host),
+            Step::Hangup { cause } => self.hangup(call, cause.0, "switch", None, now),
             Step::Goto { context } => {
                 let c = &mut self.calls[call];
                 let exten = c.cdr.exten.clone();
@@ -161,20 +309,14 @@ impl Engine {
                         c.program = p;
                         c.cdr.context = context;
                     }
-                    None => self.hangup(call, 1, "switch", None, now, host),
+                    None => self.hangup(call, 1, "switch", None, now),
                 }
             }
         }
     }
 
     /// Creates the media leg of a SIP leg (strowger's RTP port is needed for its SDP).
-    pub(crate) fn ensure_media(
-        &mut self,
-        call: usize,
-        outbound: bool,
-        now: Instant,
-        host: &mut dyn Host,
-    ) -> bool {
+    pub(crate) fn ensure_media(&mut self, call: usize, outbound: bool, now: Instant) -> bool {
         let Some(leg) = self.calls.get(call).and_then(|c| {
             if outbound {
                 c.outbound.as_ref()
@@ -209,13 +351,23 @@ impl Engine {
             !behind_nat(r.ip(), leg.dialog.peer.addr.ip()) && self.media.rtp_leg_from(r).is_none()
         });
         let id = self.media.add_leg(cfg, now);
-        let Some(port) = host.open_media(id.index(), shareable) else {
+        let Some(place) = self.ports.take(shareable) else {
             self.media.remove_leg(id);
             if let Some(n) = self.no_port.note(now) {
-                host.log(&format!(
+                self.warn(format!(
                     "no free RTP port ({n} call(s) refused since the last report): widen rtp.ports in the configuration"
                 ));
             }
+            return false;
+        };
+        let port = place.port;
+        self.events.push_back(Event::MediaOpen {
+            leg: id.index(),
+            port,
+            shared: place.shared,
+            first: place.first,
+        });
+        let Some(leg) = self.calls[call].leg_mut(outbound) else {
             return false;
         };
         leg.media = Some(id);
@@ -254,7 +406,6 @@ impl Engine {
         reason: &str,
         with_sdp: bool,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let Some(c) = self.calls.get(call) else {
             return;
@@ -266,7 +417,7 @@ impl Engine {
             return;
         }
         let body = if with_sdp {
-            if !self.ensure_media(call, false, now, host) {
+            if !self.ensure_media(call, false, now) {
                 return;
             }
             self.inbound_body(call)
@@ -297,16 +448,16 @@ impl Engine {
 
     /// Early media when the caller is not answered yet and the program asked for progress;
     /// otherwise a playback or tone answers the call, as in most PBXs.
-    fn answer_or_early(&mut self, call: usize, now: Instant, host: &mut dyn Host) -> bool {
+    fn answer_or_early(&mut self, call: usize, now: Instant) -> bool {
         let c = &self.calls[call];
         if c.early_media && !c.answered {
             return true;
         }
-        self.answer(call, now, host)
+        self.answer(call, now)
     }
 
     /// Sends 200 OK to the caller (once). Returns false if the call could not be answered.
-    pub(crate) fn answer(&mut self, call: usize, now: Instant, host: &mut dyn Host) -> bool {
+    pub(crate) fn answer(&mut self, call: usize, now: Instant) -> bool {
         let Some(c) = self.calls.get(call) else {
             return false;
         };
@@ -316,12 +467,12 @@ impl Engine {
         if c.inbound.iax.is_some() {
             return self.iax_answer(call, now);
         }
-        if !self.ensure_media(call, false, now, host) {
-            self.hangup(call, 34, "switch", None, now, host);
+        if !self.ensure_media(call, false, now) {
+            self.hangup(call, 34, "switch", None, now);
             return false;
         }
         let Some(body) = self.inbound_body(call) else {
-            self.hangup(call, 58, "switch", None, now, host);
+            self.hangup(call, 58, "switch", None, now);
             return false;
         };
         let c = &mut self.calls[call];
@@ -348,7 +499,7 @@ impl Engine {
         }
         c.answered = true;
         c.answered_at = Some(now);
-        c.cdr.answer = Some(crate::cdr::unix_seconds(SystemTime::now()));
+        c.cdr.answer = Some(crate::cdr::unix_seconds(self.clock.wall_at(now)));
         c.inbound.confirmed = true;
         let tag = c.inbound.dialog.local_tag.clone();
         let peer = c.inbound.dialog.peer;
@@ -393,7 +544,6 @@ impl Engine {
         side: &'static str,
         from: Option<bool>,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         if !self.calls.contains(call) {
             return;
@@ -440,10 +590,10 @@ impl Engine {
         self.server_txs.retain(|_, v| *v != call);
         // Outbound leg(s): forks still ringing are cancelled.
         if let Some(mut out) = c.outbound.take() {
-            self.release_outbound(&mut out, q850, from != Some(true), now, host);
+            self.release_outbound(&mut out, q850, from != Some(true), now);
         }
         for mut leg in std::mem::take(&mut c.forks) {
-            self.release_outbound(&mut leg, q850, true, now, host);
+            self.release_outbound(&mut leg, q850, true, now);
         }
         // Media and CDR.
         if let Some(m) = c.inbound.media.take() {
@@ -457,11 +607,10 @@ impl Engine {
                 c.cdr.remote_packets_lost = stats.remote_packets_lost;
             }
             self.by_media.remove(&m.index());
-            host.close_media(m.index());
+            self.close_media(m, c.inbound.port);
         }
         self.by_call_id.remove(&c.inbound.dialog.call_id);
-        let end = SystemTime::now();
-        c.cdr.end = crate::cdr::unix_seconds(end);
+        c.cdr.end = crate::cdr::unix_seconds(self.clock.wall_at(now));
         c.cdr.duration_s = round_ms(now.duration_since(c.started));
         c.cdr.billable_s = c
             .answered_at
@@ -469,7 +618,7 @@ impl Engine {
         c.cdr.cause = q850;
         c.cdr.cause_text = Cause(q850).name().unwrap_or("unknown").to_string();
         c.cdr.hangup_side = side;
-        host.cdr(&c.cdr.to_json());
+        self.events.push_back(Event::Cdr(c.cdr.to_json()));
     }
 
     /// Tears down an outbound leg: CANCEL while it rings, BYE once answered (if `notify`).
@@ -479,7 +628,6 @@ impl Engine {
         q850: u8,
         notify: bool,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         if out.iax.is_some() {
             self.iax_release(out, q850, notify, now);
@@ -498,7 +646,7 @@ impl Engine {
         if let Some(m) = out.media.take() {
             self.media.remove_leg(m);
             self.by_media.remove(&m.index());
-            host.close_media(m.index());
+            self.close_media(m, out.port);
         }
         self.by_call_id.remove(&out.dialog.call_id);
     }

@@ -4,7 +4,6 @@
 use crate::call::{Leg, Wait};
 use crate::dialog::Dialog;
 use crate::engine::{owner, Engine, ALLOW, SUPPORTED};
-use crate::Host;
 use sdp::{LocalSession, SessionDescription};
 use sip::header::{parse_u32, HeaderName};
 use sip::transaction::{Peer, Transport};
@@ -37,7 +36,6 @@ impl Engine {
         target: &str,
         timeout: Duration,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let Some(peer) = Uri::parse(target)
             .ok()
@@ -45,13 +43,13 @@ impl Engine {
             .as_ref()
             .and_then(resolve)
         else {
-            host.log(&format!(
+            self.warn(format!(
                 "bridge: cannot route to {target:?}: use sip:user@IP[:port] in the dialplan"
             ));
-            self.bridge_failed(call, 502, now, host);
+            self.bridge_failed(call, 502, now);
             return;
         };
-        self.bridge_to(call, target, peer, Vec::new(), timeout, now, host);
+        self.bridge_to(call, target, peer, Vec::new(), timeout, now);
     }
 
     /// Dials `target` (the Request-URI) at `peer` (where to send it: for a registered phone,
@@ -66,7 +64,6 @@ impl Engine {
         route_set: Vec<String>,
         timeout: Duration,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let c = &self.calls[call];
         let max_forwards = c
@@ -76,7 +73,7 @@ impl Engine {
             .and_then(parse_u32)
             .unwrap_or(70);
         if max_forwards == 0 {
-            self.bridge_failed(call, 483, now, host);
+            self.bridge_failed(call, 483, now);
             return;
         }
         let caller = match &c.invite {
@@ -120,8 +117,8 @@ impl Engine {
         let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
         self.calls[call].outbound = Some(Leg::new(dialog, sdp, None, None));
         self.by_call_id.insert(call_id, (call, true));
-        if !self.ensure_media(call, true, now, host) {
-            self.bridge_failed(call, 503, now, host);
+        if !self.ensure_media(call, true, now) {
+            self.bridge_failed(call, 503, now);
             return;
         }
         let caps = self.s.caps.clone();
@@ -157,10 +154,9 @@ impl Engine {
         msg: &Message,
         status: u16,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         if status >= 300 {
-            self.leg_failed(call, status, now, host);
+            self.leg_failed(call, status, now);
             return;
         }
         let has_sdp = !msg.body().is_empty();
@@ -177,10 +173,10 @@ impl Engine {
                     .as_ref()
                     .is_some_and(|o| o.negotiated.is_some());
             if early {
-                self.provisional(call, 183, "Session Progress", true, now, host);
+                self.provisional(call, 183, "Session Progress", true, now);
                 self.link_media(call);
             } else if !self.calls[call].early_media {
-                self.provisional(call, 180, "Ringing", false, now, host);
+                self.provisional(call, 180, "Ringing", false, now);
             }
             return;
         }
@@ -198,7 +194,7 @@ impl Engine {
         // The first to answer wins; the other forks are cancelled.
         let losers = std::mem::take(&mut self.calls[call].forks);
         for mut leg in losers {
-            self.release_outbound(&mut leg, 26, true, now, host);
+            self.release_outbound(&mut leg, 26, true, now);
         }
         let branch = self.branch();
         let local = self.local_for(
@@ -217,7 +213,7 @@ impl Engine {
         let ack = (out.dialog.peer, ack.into());
         out.ack = Some(ack.clone());
         self.out.push_back(ack);
-        if !self.answer(call, now, host) {
+        if !self.answer(call, now) {
             return;
         }
         self.link_media(call);
@@ -277,20 +273,14 @@ impl Engine {
 
     /// The current outbound leg failed with `status`: while other forks still ring, drop it and
     /// remember the best failure; once none is left, the bridge fails with the best one.
-    pub(crate) fn leg_failed(
-        &mut self,
-        call: usize,
-        status: u16,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
+    pub(crate) fn leg_failed(&mut self, call: usize, status: u16, now: Instant) {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
         let best = c.best_status.map_or(status, |b| better_final(b, status));
         if c.forks.is_empty() {
             c.best_status = None;
-            self.bridge_failed(call, best, now, host);
+            self.bridge_failed(call, best, now);
             return;
         }
         c.best_status = Some(best);
@@ -301,26 +291,20 @@ impl Engine {
             self.media.unbridge(m);
         }
         if let Some(mut leg) = failed {
-            self.release_outbound(&mut leg, 16, false, now, host);
+            self.release_outbound(&mut leg, 16, false, now);
         }
     }
 
     /// The outbound leg failed (error response, timeout, no route): the program goes on with
     /// DIALSTATUS set, and the caller gets that status if nothing else answers it.
-    pub(crate) fn bridge_failed(
-        &mut self,
-        call: usize,
-        status: u16,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
+    pub(crate) fn bridge_failed(&mut self, call: usize, status: u16, now: Instant) {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
         let forks = std::mem::take(&mut c.forks);
         c.best_status = None;
         for mut leg in forks {
-            self.release_outbound(&mut leg, 16, true, now, host);
+            self.release_outbound(&mut leg, 16, true, now);
         }
         let c = &mut self.calls[call];
         let Some(mut out) = c.outbound.take() else {
@@ -329,7 +313,7 @@ impl Engine {
             self.to_run.push(call);
             return;
         };
-        self.release_outbound(&mut out, 16, true, now, host);
+        self.release_outbound(&mut out, 16, true, now);
         let c = &mut self.calls[call];
         let dialstatus = match status {
             486 | 600 => "BUSY",

@@ -25,6 +25,8 @@ pub enum Wait {
     Bridge {
         until: Instant,
     },
+    /// A prompt or recording file the shell is opening (`Event::Prompt`, `Event::Recording`).
+    File,
     /// Nothing more: the call stays until a side hangs up (echo, looped playback, bridged).
     Forever,
 }

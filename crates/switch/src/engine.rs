@@ -10,7 +10,9 @@ use crate::call::{Call, Leg, Wait};
 use crate::cdr::{unix_seconds, Cdr};
 use crate::dialog::Dialog;
 use crate::dialplan::{self, Dialplan};
-use crate::Host;
+use crate::io::{Clock, Event, Input, Level, Output};
+use crate::media_out::MediaQueue;
+use crate::ports::Ports;
 use rustc_hash::FxHashMap;
 use sdp::{Caps, LocalSession, SessionDescription};
 use sip::header::{parse_u32, HeaderName, NameAddr};
@@ -82,6 +84,8 @@ pub struct Settings {
     pub registrar: crate::registrar::Registrar,
     /// `[proxy]`: domains served as a stateful proxy.
     pub proxy: crate::config::Proxy,
+    /// `rtp.shared_ports`: legs that can be told apart by address share a few port pairs.
+    pub shared_ports: bool,
 }
 
 /// Counters a worker keeps (for logs, the API and tests).
@@ -150,10 +154,24 @@ pub struct Engine {
     /// transaction of each caller's server INVITE transaction (for CANCEL).
     pub(crate) proxy_up: FxHashMap<ClientTxId, crate::proxy::Forwarded>,
     pub(crate) proxy_down: FxHashMap<ServerTxId, ClientTxId>,
+    /// What the engine asks of the shell, taken by `poll_output`.
+    pub(crate) events: VecDeque<Event>,
+    /// Media packets of the last inputs, taken by `poll_output`.
+    pub(crate) media_out: MediaQueue,
+    /// RTP port pairs the shell bound for legs.
+    pub(crate) ports: Ports,
+    /// The time of the input being handled (wall time for CDRs and nonces).
+    pub(crate) clock: Clock,
+    /// Prompt and recording files asked of the shell, by token.
+    pub(crate) files: FxHashMap<u64, crate::apps::FileWait>,
+    /// Configured prompts already loaded (the shell loads each once).
+    pub(crate) prompts: FxHashMap<String, Arc<media::Prompt>>,
 }
 
 impl Engine {
-    pub fn new(s: Settings, dialplan: Arc<Dialplan>) -> Engine {
+    /// A worker's engine; `now`/`wall`: the time it starts at.
+    pub fn new(s: Settings, dialplan: Arc<Dialplan>, now: Instant, wall: SystemTime) -> Engine {
+        let shared_ports = s.shared_ports;
         Engine {
             txs: Transactions::new(s.timers),
             keepalives: s
@@ -182,28 +200,95 @@ impl Engine {
             iax: None,
             proxy_up: FxHashMap::default(),
             proxy_down: FxHashMap::default(),
+            events: VecDeque::new(),
+            media_out: MediaQueue::default(),
+            ports: Ports::new(shared_ports),
+            clock: Clock::new(now, wall),
+            files: FxHashMap::default(),
+            prompts: FxHashMap::default(),
         }
     }
 
-    /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
-    pub fn set_overloaded(&mut self, on: bool) {
-        self.overloaded = on;
+    /// Handles one input at `clock`; then take what it produced with [`Engine::poll_output`].
+    pub fn handle_input(&mut self, clock: Clock, input: Input<'_>) {
+        self.clock = clock;
+        let now = clock.now;
+        match input {
+            Input::Sip {
+                msg,
+                peer,
+                local,
+                late,
+            } => self.on_sip(msg, peer, local, late, now),
+            Input::TooLarge { bytes, peer } => self.too_large(bytes, peer),
+            Input::Rtp { leg, data, src } => self.on_rtp(leg, data, src, now),
+            Input::Rtcp { leg, data, src } => {
+                self.media
+                    .on_rtcp(media::LegId::from_index(leg), data, src, now);
+            }
+            Input::Iax { from, data } => self.on_iax(from, data, now),
+            Input::MediaTick { due, phase, phases } => self.tick_phase(due, now, phase, phases),
+            Input::Process => self.process(now),
+            Input::Timeout => self.handle_timeout(now),
+            Input::Store { token, result } => self.on_store_result(token, result, now),
+            Input::Prompt { token, result } => self.on_prompt(token, result, now),
+            Input::Recording { token, result } => self.on_recording(token, result, now),
+            Input::MediaPorts(ports) => self.ports.add_spare(ports),
+            Input::Overloaded(on) => self.overloaded = on,
+            Input::Shutdown => self.shutdown(now),
+        }
+    }
+
+    /// What the last inputs produced, one at a time, until [`Output::Timeout`].
+    pub fn poll_output(&mut self) -> Output<'_> {
+        if let Some(t) = self.txs.poll_transmit() {
+            return Output::Sip(t.to, t.bytes);
+        }
+        if let Some((peer, bytes)) = self.out.pop_front() {
+            return Output::Sip(peer, bytes);
+        }
+        if let Some(t) = self.iax.as_mut().and_then(|i| i.ep.poll_transmit()) {
+            return Output::Iax(t);
+        }
+        if let Some(ev) = self.events.pop_front() {
+            return Output::Event(ev);
+        }
+        if let Some(ev) = self.iax.as_mut().and_then(|i| i.events.pop_front()) {
+            return Output::Event(ev);
+        }
+        if self.media_out.has_more() {
+            return match self.media_out.pop() {
+                Some(t) => Output::Media(t),
+                None => Output::Timeout(None),
+            };
+        }
+        Output::Timeout(self.next_deadline())
+    }
+
+    /// Spare RTP port pairs left; the shell binds more when this runs low.
+    pub fn spare_ports(&self) -> usize {
+        self.ports.spare()
+    }
+
+    /// An operator message about `call_id`'s call, or about the switch.
+    pub(crate) fn log(&mut self, level: Level, call_id: Option<&str>, message: String) {
+        self.events.push_back(Event::Log {
+            level,
+            call_id: call_id.map(str::to_string),
+            message,
+        });
+    }
+
+    pub(crate) fn warn(&mut self, message: String) {
+        self.log(Level::Warn, None, message);
     }
 
     pub fn active_calls(&self) -> usize {
         self.calls.len()
     }
 
-    /// The next SIP bytes to send.
-    pub fn poll_transmit(&mut self) -> Option<(Peer, Arc<[u8]>)> {
-        if let Some(t) = self.txs.poll_transmit() {
-            return Some((t.to, t.bytes));
-        }
-        self.out.pop_front()
-    }
-
     /// When `handle_timeout` wants to run next.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    fn next_deadline(&self) -> Option<Instant> {
         let call = self.timers.peek().map(|Reverse((t, _, _))| *t);
         let keepalive = self.keepalives.as_ref().and_then(|k| k.next_deadline());
         [
@@ -237,7 +322,7 @@ impl Engine {
     }
 
     /// A datagram larger than `max_message_size`: 513 if it frames as a request, else dropped.
-    pub fn too_large(&mut self, bytes: &[u8], peer: Peer) {
+    fn too_large(&mut self, bytes: &[u8], peer: Peer) {
         if let Ok(m) = Message::parse(bytes, true) {
             if m.is_request() && m.method() != Some(&Method::Ack) {
                 let b = ResponseBuilder::new(&m, 513, "Message Too Large", Some(peer.addr), None);
@@ -255,21 +340,13 @@ impl Engine {
     /// requests of calls in progress are served. Refusing by each request's own wait admits what
     /// the worker can serve in time and sheds the rest, so a flood neither stalls the queue nor
     /// starves admission.
-    pub fn on_sip(
-        &mut self,
-        msg: Message,
-        peer: Peer,
-        local: SocketAddr,
-        late: bool,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
+    fn on_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool, now: Instant) {
         if msg.is_request() {
-            self.on_request(msg, peer, local, late, now, host);
+            self.on_request(msg, peer, local, late, now);
         } else {
-            self.on_response(msg, now, host);
+            self.on_response(msg, now);
         }
-        self.run_pending(now, host);
+        self.run_pending(now);
     }
 
     pub(crate) fn reject_stateless(
@@ -311,7 +388,6 @@ impl Engine {
         local: SocketAddr,
         late: bool,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let accept: Vec<&str> = self.s.accept_require.iter().map(String::as_str).collect();
         if let Err(r) = check_request(&msg, &accept) {
@@ -338,15 +414,15 @@ impl Engine {
             return;
         }
         match self.txs.on_request(&msg, peer, now) {
-            Incoming::New(stx) => self.new_request(stx, msg, peer, local, now, host),
+            Incoming::New(stx) => self.new_request(stx, msg, peer, local, now),
             Incoming::Ack => {
                 if !self.proxy_ack(&msg, now) {
-                    self.on_ack(&msg, now, host)
+                    self.on_ack(&msg)
                 }
             }
             Incoming::Cancel { cancel, invite } => {
                 if !self.proxy_cancel(cancel, invite, &msg, peer, now) {
-                    self.on_cancel(cancel, invite, &msg, peer, now, host)
+                    self.on_cancel(cancel, invite, &msg, peer, now)
                 }
             }
             Incoming::Retransmission | Incoming::AckNon2xx | Incoming::Invalid => {}
@@ -377,7 +453,6 @@ impl Engine {
         peer: Peer,
         local: SocketAddr,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let call_id = msg
@@ -390,15 +465,15 @@ impl Engine {
             .and_then(|n| n.tag().map(str::to_string));
         let existing = self.by_call_id.get(&call_id).copied();
         if method != Method::Register && existing.is_none() && self.proxies(&msg) {
-            return self.proxy_request(stx, msg, peer, now, host);
+            return self.proxy_request(stx, msg, peer, now);
         }
         match (method, to_tag, existing) {
-            (Method::Invite, None, None) => self.new_call(stx, msg, peer, local, now, host),
+            (Method::Invite, None, None) => self.new_call(stx, msg, peer, local, now),
             (Method::Invite, None, Some(_)) => {
                 // A second initial INVITE with a known Call-ID but another branch: a fork or loop.
                 self.respond(stx, &msg, peer, 482, "Loop Detected", None, &[], None, now);
             }
-            (Method::Register, _, _) => self.on_register(stx, msg, peer, now, host),
+            (Method::Register, _, _) => self.on_register(stx, msg, peer, now),
             (Method::Options, None, _) => {
                 let tag = self.tag();
                 let extra = [
@@ -413,7 +488,7 @@ impl Engine {
                 Some(_),
                 Some((call, outbound)),
             ) => {
-                self.in_dialog(stx, msg, peer, call, outbound, now, host);
+                self.in_dialog(stx, msg, peer, call, outbound, now);
             }
             (
                 Method::Bye | Method::Invite | Method::Update | Method::Info | Method::Options,
@@ -456,7 +531,6 @@ impl Engine {
         peer: Peer,
         local: SocketAddr,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let reject = |e: &mut Engine, status: u16, reason: &str, extra: &[(&str, String)]| {
             let tag = e.tag();
@@ -613,7 +687,7 @@ impl Engine {
             to: msg.header(HeaderName::To).unwrap_or_default().to_string(),
             exten,
             context,
-            start: unix_seconds(SystemTime::now()),
+            start: unix_seconds(self.clock.wall_at(now)),
             ..Cdr::default()
         };
         let leg = Leg::new(dialog, sdp_session, offer, negotiated);
@@ -633,7 +707,6 @@ impl Engine {
         self.by_call_id.insert(call_id, (id, false));
         self.server_txs.insert(stx, id);
         self.to_run.push(id);
-        let _ = host;
     }
 
     /// RFC 4028: the interval for this call, or Err when the caller's is below Min-SE (→ 422).
@@ -661,7 +734,6 @@ impl Engine {
         call: usize,
         outbound: bool,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let Some(c) = self.calls.get_mut(call) else {
@@ -693,7 +765,7 @@ impl Engine {
                     .and_then(|c| c.split(';').next())
                     .and_then(|c| c.trim().parse::<u8>().ok())
                     .unwrap_or(16);
-                self.hangup(call, cause, side, Some(outbound), now, host);
+                self.hangup(call, cause, side, Some(outbound), now);
             }
             Method::Invite | Method::Update => self.reoffer(stx, msg, peer, call, outbound, now),
             _ => self.respond(
@@ -856,7 +928,7 @@ impl Engine {
         leg_config(neg, &self.s)
     }
 
-    fn on_ack(&mut self, msg: &Message, now: Instant, host: &mut dyn Host) {
+    fn on_ack(&mut self, msg: &Message) {
         let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
         let Some(&(call, outbound)) = self.by_call_id.get(call_id) else {
             return;
@@ -881,7 +953,6 @@ impl Engine {
             }
             leg.negotiated = Some(neg);
         }
-        let _ = (now, host);
     }
 
     fn on_cancel(
@@ -891,13 +962,12 @@ impl Engine {
         msg: &Message,
         peer: Peer,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let call = invite.and_then(|i| self.server_txs.get(&i).copied());
         match call {
             Some(call) if self.calls.get(call).is_some_and(|c| c.invite_tx.is_some()) => {
                 self.respond(cancel, msg, peer, 200, "OK", None, &[], None, now);
-                self.hangup(call, 127, "caller", Some(false), now, host);
+                self.hangup(call, 127, "caller", Some(false), now);
             }
             _ => self.respond(
                 cancel,
@@ -913,7 +983,7 @@ impl Engine {
         }
     }
 
-    fn on_response(&mut self, msg: Message, now: Instant, host: &mut dyn Host) {
+    fn on_response(&mut self, msg: Message, now: Instant) {
         if check_response(&msg).is_err() {
             self.stats.responses_dropped += 1;
             return;
@@ -962,22 +1032,17 @@ impl Engine {
         if !self.select_fork(call, ctx) {
             return;
         }
-        self.bridge_response(call, &msg, status, now, host);
+        self.bridge_response(call, &msg, status, now);
     }
 
     // ---------------------------------------------------------------------------------------
     // Time and media
     // ---------------------------------------------------------------------------------------
 
-    pub fn on_rtp(
-        &mut self,
-        leg: usize,
-        data: &[u8],
-        src: SocketAddr,
-        now: Instant,
-        tx: &mut dyn FnMut(media::Transmit<'_>),
-    ) {
+    fn on_rtp(&mut self, leg: usize, data: &[u8], src: SocketAddr, now: Instant) {
         let leg = media::LegId::from_index(leg);
+        let out = &mut self.media_out;
+        let tx: &mut dyn FnMut(media::Transmit<'_>) = &mut |t| out.push(t);
         match self.iax.as_mut() {
             Some(iax) => self
                 .media
@@ -1006,25 +1071,11 @@ impl Engine {
         self.media.relays(media::LegId::from_index(leg))
     }
 
-    pub fn on_rtcp(&mut self, leg: usize, data: &[u8], src: SocketAddr, now: Instant) {
-        self.media
-            .on_rtcp(media::LegId::from_index(leg), data, src, now);
-    }
-
-    pub fn tick(&mut self, now: Instant, tx: &mut dyn FnMut(media::Transmit<'_>)) {
-        self.tick_phase(now, now, 0, 1, tx);
-    }
-
     /// One of `phases` passes per 20 ms frame interval, due on the shell's tick grid at `due`
     /// and run at `now` (see `media::Engine::tick_phase`).
-    pub fn tick_phase(
-        &mut self,
-        due: Instant,
-        now: Instant,
-        phase: usize,
-        phases: usize,
-        tx: &mut dyn FnMut(media::Transmit<'_>),
-    ) {
+    fn tick_phase(&mut self, due: Instant, now: Instant, phase: usize, phases: usize) {
+        let out = &mut self.media_out;
+        let tx: &mut dyn FnMut(media::Transmit<'_>) = &mut |t| out.push(t);
         match self.iax.as_mut() {
             Some(iax) => self
                 .media
@@ -1034,15 +1085,15 @@ impl Engine {
     }
 
     /// Media events, then dialplan steps that became runnable.
-    pub fn process(&mut self, now: Instant, host: &mut dyn Host) {
-        self.iax_signalling(now, host);
+    fn process(&mut self, now: Instant) {
+        self.iax_signalling(now);
         while let Some(ev) = self.media.poll_event() {
-            self.media_event(ev, now, host);
+            self.media_event(ev, now);
         }
-        self.run_pending(now, host);
+        self.run_pending(now);
     }
 
-    fn media_event(&mut self, ev: media::MediaEvent, now: Instant, host: &mut dyn Host) {
+    fn media_event(&mut self, ev: media::MediaEvent, now: Instant) {
         use media::MediaEvent as E;
         let leg = match &ev {
             E::PlaybackDone { leg }
@@ -1070,13 +1121,13 @@ impl Engine {
                     self.to_run.push(call);
                 }
             }
-            E::MediaTimeout { .. } => self.hangup(call, 41, "switch", None, now, host),
+            E::MediaTimeout { .. } => self.hangup(call, 41, "switch", None, now),
             E::RemoteLatched { .. } => {}
         }
     }
 
-    pub fn handle_timeout(&mut self, now: Instant, host: &mut dyn Host) {
-        self.iax_timeout(now, host);
+    fn handle_timeout(&mut self, now: Instant) {
+        self.iax_timeout(now);
         self.send_keepalives(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
@@ -1088,25 +1139,18 @@ impl Engine {
                 TxEvent::Timeout(ctx) => {
                     if let Some((call, Method::Invite)) = self.client_txs.remove(&ctx) {
                         if self.select_fork(call, ctx) {
-                            self.leg_failed(call, 408, now, host);
+                            self.leg_failed(call, 408, now);
                         }
                     }
                 }
                 TxEvent::ServerNoAck(stx) => {
                     if let Some(call) = self.server_txs.get(&stx).copied() {
-                        self.hangup(call, 102, "switch", None, now, host);
+                        self.hangup(call, 102, "switch", None, now);
                     }
                 }
                 TxEvent::AckTimeout { call_id, .. } => {
                     if let Some(&(call, outbound)) = self.by_call_id.get(&call_id) {
-                        self.hangup(
-                            call,
-                            102,
-                            "switch",
-                            Some(outbound).filter(|_| false),
-                            now,
-                            host,
-                        );
+                        self.hangup(call, 102, "switch", Some(outbound).filter(|_| false), now);
                     }
                 }
                 _ => {}
@@ -1124,7 +1168,7 @@ impl Engine {
                 continue;
             }
             if c.session_deadline.is_some_and(|d| d <= now) {
-                self.hangup(call, 102, "switch", None, now, host);
+                self.hangup(call, 102, "switch", None, now);
                 continue;
             }
             match c.wait {
@@ -1137,19 +1181,19 @@ impl Engine {
                     self.to_run.push(call);
                 }
                 Wait::Bridge { until } if until <= now => {
-                    self.bridge_failed(call, 408, now, host);
+                    self.bridge_failed(call, 408, now);
                 }
                 _ => {}
             }
         }
-        self.run_pending(now, host);
+        self.run_pending(now);
     }
 
     /// Hangs up every call (process shutdown).
-    pub fn shutdown(&mut self, now: Instant, host: &mut dyn Host) {
+    fn shutdown(&mut self, now: Instant) {
         let ids: Vec<usize> = self.calls.iter().map(|(i, _)| i).collect();
         for id in ids {
-            self.hangup(id, 16, "switch", None, now, host);
+            self.hangup(id, 16, "switch", None, now);
         }
         self.iax_shutdown(now);
     }

@@ -13,7 +13,6 @@ use crate::dialog::Dialog;
 use crate::dialplan::cause::Cause;
 use crate::dialplan::Vars;
 use crate::engine::Engine;
-use crate::Host;
 use iax2::{format as fmt, CallId, EndReason, Event, NewCall};
 pub use iax2::{Route, Transmit};
 use media::Format;
@@ -25,7 +24,7 @@ use sip::transaction::{Peer, Transport};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Payload types of the RTP an IAX2 media leg exchanges with the media engine (internal only).
 const AUDIO_PT: u8 = 96;
@@ -119,8 +118,9 @@ impl Shared {
 
     /// Each configured peer's state as JSON, for `strowger show peers`: where a dynamic peer
     /// registered from and until when (Unix seconds), and its last POKE's round trip.
-    pub fn snapshot(&self, now: Instant) -> String {
-        let wall = unix_seconds(SystemTime::now());
+    pub fn snapshot(&self, clock: crate::io::Clock) -> String {
+        let now = clock.now;
+        let wall = unix_seconds(clock.wall);
         let reach = self.reach.read().map(|r| r.clone()).unwrap_or_default();
         let peers: serde_json::Map<String, serde_json::Value> = self
             .cfg
@@ -141,8 +141,11 @@ impl Shared {
         serde_json::json!({ "written": wall.round(), "peers": peers }).to_string()
     }
 
-    fn save(&self, now: Instant, host: &mut dyn Host) {
-        host.state(PEERS_STATE, &self.snapshot(now));
+    fn save(&self, clock: crate::io::Clock, out: &mut VecDeque<crate::io::Event>) {
+        out.push_back(crate::io::Event::State {
+            name: PEERS_STATE,
+            contents: self.snapshot(clock),
+        });
     }
 }
 
@@ -202,8 +205,10 @@ pub struct Iax {
     /// providers, qualify is one worker's job.
     pokes: FxHashMap<CallId, (String, SocketAddr)>,
     next_qualify: Option<Instant>,
-    /// Signalling events kept for `Engine::process`, which has the host.
+    /// Signalling events kept for `Engine::process`.
     deferred: VecDeque<Event>,
+    /// Log lines and state files for the shell, taken by `Engine::poll_output`.
+    pub(crate) events: VecDeque<crate::io::Event>,
 }
 
 impl Iax {
@@ -242,6 +247,7 @@ impl Iax {
             pokes: FxHashMap::default(),
             next_qualify,
             deferred: VecDeque::new(),
+            events: VecDeque::new(),
         }
     }
 
@@ -269,7 +275,7 @@ impl Iax {
     }
 
     /// A POKE's outcome: kept for `show peers`, logged when the peer's reachability changes.
-    fn poked(&mut self, call: CallId, rtt: Option<Duration>, now: Instant, host: &mut dyn Host) {
+    fn poked(&mut self, call: CallId, rtt: Option<Duration>, clock: crate::io::Clock) {
         let Some((name, addr)) = self.pokes.remove(&call) else {
             return;
         };
@@ -277,17 +283,27 @@ impl Iax {
             Ok(mut r) => r.insert(name.clone(), rtt),
             Err(_) => return,
         };
-        self.shared.save(now, host);
-        match (was, rtt) {
-            (Some(Some(_)), Some(_)) | (Some(None), None) => {}
-            (_, Some(rtt)) => host.log(&format!(
+        self.shared.save(clock, &mut self.events);
+        let message = match (was, rtt) {
+            (Some(Some(_)), Some(_)) | (Some(None), None) => return,
+            (_, Some(rtt)) => format!(
                 "iax2: peer {name} at {addr} is reachable ({} ms round trip)",
                 rtt.as_millis()
-            )),
-            (_, None) => host.log(&format!(
+            ),
+            (_, None) => format!(
                 "iax2: peer {name} at {addr} is unreachable: no PONG to POKE; check its host in [[iax2.peers]] and that it is running"
-            )),
-        }
+            ),
+        };
+        self.note(message);
+    }
+
+    /// A line for the operator about a peer.
+    fn note(&mut self, message: String) {
+        self.events.push_back(crate::io::Event::Log {
+            level: crate::io::Level::Info,
+            call_id: None,
+            message,
+        });
     }
 
     /// At shutdown: REGREL to every provider, so none sends calls to a switch that is gone.
@@ -357,11 +373,6 @@ impl Engine {
         self.iax = Some(Box::new(iax));
     }
 
-    /// The next IAX2 datagram to send from this worker's IAX2 socket.
-    pub fn poll_iax_transmit(&mut self) -> Option<iax2::Transmit> {
-        self.iax.as_mut()?.ep.poll_transmit()
-    }
-
     /// Where a datagram read from the IAX2 port belongs: this worker or another
     /// (`iax2::Endpoint::route`).
     pub fn iax_route(&self, from: SocketAddr, bytes: &[u8]) -> Option<iax2::Route> {
@@ -373,19 +384,15 @@ impl Engine {
         self.iax.as_ref().map(|i| i.ep.stats())
     }
 
-    /// One datagram from the IAX2 socket. Voice and DTMF are handled at once (`tx` sends RTP
-    /// for SIP legs bridged to IAX2 legs); signalling waits for `process`, which has the host.
-    pub fn on_iax(
-        &mut self,
-        from: SocketAddr,
-        bytes: &[u8],
-        now: Instant,
-        tx: &mut dyn FnMut(media::Transmit<'_>),
-    ) {
+    /// One datagram from the IAX2 socket. Voice and DTMF are handled at once (RTP goes out for
+    /// SIP legs bridged to IAX2 legs); signalling waits for `process`.
+    pub(crate) fn on_iax(&mut self, from: SocketAddr, bytes: &[u8], now: Instant) {
         let Some(iax) = self.iax.as_mut() else {
             return;
         };
         iax.ep.handle(from, bytes, now);
+        let mut out = std::mem::take(&mut self.media_out);
+        let tx: &mut dyn FnMut(media::Transmit<'_>) = &mut |t| out.push(t);
         while let Some(ev) = self.iax.as_mut().and_then(|i| i.ep.poll_event()) {
             match ev {
                 Event::Voice { call, ts, data, .. } => {
@@ -405,17 +412,18 @@ impl Engine {
                 }
             }
         }
+        self.media_out = out;
     }
 
     /// IAX2 retransmissions, registrations and trunk frames that are due.
-    pub(crate) fn iax_timeout(&mut self, now: Instant, host: &mut dyn Host) {
+    pub(crate) fn iax_timeout(&mut self, now: Instant) {
         if let Some(iax) = self.iax.as_mut() {
             iax.qualify(now);
             if iax.ep.poll_timeout().is_some_and(|t| t <= now) {
                 iax.ep.handle_timeout(now);
             }
         }
-        self.iax_signalling(now, host);
+        self.iax_signalling(now);
     }
 
     pub(crate) fn iax_deadline(&self) -> Option<Instant> {
@@ -434,7 +442,7 @@ impl Engine {
     }
 
     /// Signalling events: deferred ones from datagrams, then the endpoint's own.
-    pub(crate) fn iax_signalling(&mut self, now: Instant, host: &mut dyn Host) {
+    pub(crate) fn iax_signalling(&mut self, now: Instant) {
         loop {
             let Some(iax) = self.iax.as_mut() else {
                 return;
@@ -443,7 +451,7 @@ impl Engine {
                 return;
             };
             // Outside `on_iax` no RTP socket is at hand; voice here only reaches IAX2 legs.
-            let _ = self.iax_event(ev, now, host, &mut |_| {});
+            let _ = self.iax_event(ev, now, &mut |_| {});
         }
     }
 
@@ -451,13 +459,10 @@ impl Engine {
         &mut self,
         ev: Event,
         now: Instant,
-        host: &mut dyn Host,
         tx: &mut dyn FnMut(media::Transmit<'_>),
     ) -> Option<()> {
         match ev {
-            Event::Incoming { call, peer, info } => {
-                return self.iax_new(call, peer, info, now, host)
-            }
+            Event::Incoming { call, peer, info } => return self.iax_new(call, peer, info, now),
             Event::RegisterRequest {
                 call,
                 peer,
@@ -472,7 +477,7 @@ impl Engine {
                     .and_then(|p| p.secret.clone());
                 let Some(secret) = known else {
                     let _ = iax.ep.reject(call, "No such peer", 21, now);
-                    host.log(&format!(
+                    self.warn(format!(
                         "iax2: registration from {peer} as {username:?} refused: add it as [[iax2.peers]] with host = \"dynamic\" and a secret"
                     ));
                     return None;
@@ -493,7 +498,7 @@ impl Engine {
                 match iax.waiting.remove(&call)? {
                     Waiting::Call { info, peer, name } => {
                         let p = name.and_then(|n| iax.peer_named(&n).cloned());
-                        self.iax_incoming(call, peer, info, p.as_ref(), now, host);
+                        self.iax_incoming(call, peer, info, p.as_ref(), now);
                     }
                     Waiting::Register {
                         name,
@@ -502,10 +507,8 @@ impl Engine {
                         ..
                     } => {
                         iax.shared.registry.remove(&name);
-                        iax.shared.save(now, host);
-                        host.log(&format!(
-                            "iax2: peer {name} at {peer} unregistered (REGREL)"
-                        ));
+                        iax.shared.save(self.clock, &mut iax.events);
+                        iax.note(format!("iax2: peer {name} at {peer} unregistered (REGREL)"));
                         let _ = iax.ep.accept_registration(call, 0, now);
                     }
                     Waiting::Register {
@@ -516,11 +519,11 @@ impl Engine {
                     } => {
                         let until = now + Duration::from_secs(u64::from(refresh) + 10);
                         if iax.shared.registry.set(&name, peer, until, now) {
-                            host.log(&format!(
+                            iax.note(format!(
                                 "iax2: peer {name} registered from {peer} for {refresh} s"
                             ));
                         }
-                        iax.shared.save(now, host);
+                        iax.shared.save(self.clock, &mut iax.events);
                         let _ = iax.ep.accept_registration(call, refresh, now);
                     }
                 }
@@ -536,7 +539,7 @@ impl Engine {
                     return None;
                 };
                 if !self.calls.get(c)?.early_media {
-                    self.provisional(c, 180, "Ringing", false, now, host);
+                    self.provisional(c, 180, "Ringing", false, now);
                 }
             }
             Event::Answered { call } => {
@@ -545,10 +548,10 @@ impl Engine {
                 };
                 let losers = std::mem::take(&mut self.calls.get_mut(c)?.forks);
                 for mut leg in losers {
-                    self.release_outbound(&mut leg, 26, true, now, host);
+                    self.release_outbound(&mut leg, 26, true, now);
                 }
                 self.calls[c].outbound.as_mut()?.confirmed = true;
-                if !self.answer(c, now, host) {
+                if !self.answer(c, now) {
                     return None;
                 }
                 let cl = &self.calls[c];
@@ -575,13 +578,13 @@ impl Engine {
                     _ => return None,
                 };
                 if !self.calls.get(c)?.answered {
-                    self.bridge_failed(c, status, now, host);
+                    self.bridge_failed(c, status, now);
                 }
             }
             Event::Hangup { call, reason } => {
                 let iax = self.iax.as_mut()?;
                 if iax.pokes.contains_key(&call) {
-                    iax.poked(call, None, now, host);
+                    iax.poked(call, None, self.clock);
                     return None;
                 }
                 iax.waiting.remove(&call);
@@ -603,26 +606,26 @@ impl Engine {
                 leg.iax = None;
                 let confirmed = leg.confirmed;
                 if outbound && !(answered && confirmed) {
-                    self.bridge_failed(c, Cause(code).sip_status(), now, host);
+                    self.bridge_failed(c, Cause(code).sip_status(), now);
                 } else {
                     let side = if outbound { "callee" } else { "caller" };
-                    self.hangup(c, code, side, Some(outbound), now, host);
+                    self.hangup(c, code, side, Some(outbound), now);
                 }
             }
-            Event::Pong { call, rtt } => self.iax.as_mut()?.poked(call, Some(rtt), now, host),
+            Event::Pong { call, rtt } => self.iax.as_mut()?.poked(call, Some(rtt), self.clock),
             Event::Registered { reg, refresh, .. } => {
                 let name = self.iax.as_ref()?.regs.get(&reg)?;
-                host.log(&format!("iax2: registered to {name} for {refresh} s"));
+                self.warn(format!("iax2: registered to {name} for {refresh} s"));
             }
             Event::RegistrationFailed { reg, reason } => {
                 let name = self.iax.as_ref()?.regs.get(&reg)?;
-                host.log(&format!(
+                self.warn(format!(
                     "iax2: registration to {name} failed ({reason:?}): check its host, username and secret in [[iax2.peers]]; retrying"
                 ));
             }
             Event::Unregistered { reg } => {
                 let name = self.iax.as_ref()?.regs.get(&reg)?;
-                host.log(&format!("iax2: unregistered from {name} (REGREL)"));
+                self.warn(format!("iax2: unregistered from {name} (REGREL)"));
             }
         }
         Some(())
@@ -647,7 +650,6 @@ impl Engine {
         peer: SocketAddr,
         info: iax2::CallInfo,
         now: Instant,
-        host: &mut dyn Host,
     ) -> Option<()> {
         let iax = self.iax.as_mut()?;
         let named = info
@@ -663,18 +665,18 @@ impl Engine {
                     iax.waiting.insert(call, Waiting::Call { info, peer, name });
                 }
                 None if matches!(p.host, IaxHost::Static(a) if a.ip() == peer.ip()) => {
-                    self.iax_incoming(call, peer, info, Some(&p), now, host)
+                    self.iax_incoming(call, peer, info, Some(&p), now)
                 }
                 None => {
                     let _ = iax.ep.reject(call, "Unknown peer address", 21, now);
                 }
             },
             None if iax.shared.cfg.allow_guests && info.username.is_none() => {
-                self.iax_incoming(call, peer, info, None, now, host)
+                self.iax_incoming(call, peer, info, None, now)
             }
             None => {
                 let _ = iax.ep.reject(call, "No authority found", 21, now);
-                host.log(&format!(
+                self.warn(format!(
                     "iax2: call from {peer} as {:?} refused: add it as [[iax2.peers]] (or set iax2.allow_guests)",
                     info.username.unwrap_or_default()
                 ));
@@ -692,7 +694,6 @@ impl Engine {
         info: iax2::CallInfo,
         peer: Option<&IaxPeer>,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let Some(iax) = self.iax.as_mut() else {
             return;
@@ -749,7 +750,7 @@ impl Engine {
             to: format!("<iax2:{exten}>"),
             exten,
             context,
-            start: unix_seconds(SystemTime::now()),
+            start: unix_seconds(self.clock.wall_at(now)),
             ..Cdr::default()
         };
         let leg = self.iax_leg(call_id, from, call);
@@ -774,8 +775,8 @@ impl Engine {
             };
             iax.calls.insert(call, c);
         }
-        if !self.ensure_media(id, false, now, host) {
-            self.hangup(id, 34, "switch", None, now, host);
+        if !self.ensure_media(id, false, now) {
+            self.hangup(id, 34, "switch", None, now);
             return;
         }
         self.iax_set_format(id, false, format);
@@ -810,34 +811,27 @@ impl Engine {
 
     /// `bridge iax2/PEER/EXTEN`: dials EXTEN at a configured peer (its fixed host, or where it
     /// registered from).
-    pub(crate) fn dial_iax(
-        &mut self,
-        call: usize,
-        target: &str,
-        timeout: Duration,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
+    pub(crate) fn dial_iax(&mut self, call: usize, target: &str, timeout: Duration, now: Instant) {
         let (name, exten) = target.split_once('/').unwrap_or((target, "s"));
         let Some(iax) = self.iax.as_mut() else {
-            host.log("bridge iax2/…: IAX2 is off: set iax2.listen (or --iax-listen)");
-            return self.bridge_failed(call, 503, now, host);
+            self.warn("bridge iax2/…: IAX2 is off: set iax2.listen (or --iax-listen)".into());
+            return self.bridge_failed(call, 503, now);
         };
         let Some(p) = iax.peer_named(name).cloned() else {
-            host.log(&format!(
+            self.warn(format!(
                 "bridge iax2/{target}: no [[iax2.peers]] named {name:?}"
             ));
-            return self.bridge_failed(call, 404, now, host);
+            return self.bridge_failed(call, 404, now);
         };
         let addr = match p.host {
             IaxHost::Static(a) => a,
             IaxHost::Dynamic => match iax.shared.registry.get(&p.name, now) {
                 Some(a) => a,
-                None => return self.bridge_failed(call, 480, now, host),
+                None => return self.bridge_failed(call, 480, now),
             },
         };
         let Some(&first) = p.codecs.first() else {
-            return self.bridge_failed(call, 488, now, host);
+            return self.bridge_failed(call, 488, now);
         };
         let format = iax_format(first).unwrap_or(fmt::ULAW);
         let capability = p
@@ -857,7 +851,7 @@ impl Engine {
             ..NewCall::default()
         };
         let Ok(id) = iax.ep.call(addr, &new, now) else {
-            return self.bridge_failed(call, 503, now, host);
+            return self.bridge_failed(call, 503, now);
         };
         if p.trunk {
             let _ = iax.ep.set_trunk(id, true);
@@ -871,8 +865,8 @@ impl Engine {
         let call_id = format!("iax2-{:016x}@strowger", self.rng.u64(..));
         let leg = self.iax_leg(call_id, addr, id);
         self.calls[call].outbound = Some(leg);
-        if !self.ensure_media(call, true, now, host) {
-            return self.bridge_failed(call, 503, now, host);
+        if !self.ensure_media(call, true, now) {
+            return self.bridge_failed(call, 503, now);
         }
         self.iax_set_format(call, true, format);
         let until = now + timeout;
@@ -993,7 +987,7 @@ impl Engine {
         }
         c.answered = true;
         c.answered_at = Some(now);
-        c.cdr.answer = Some(unix_seconds(SystemTime::now()));
+        c.cdr.answer = Some(unix_seconds(self.clock.wall_at(now)));
         c.inbound.confirmed = true;
         true
     }

@@ -9,13 +9,15 @@ pub mod config;
 pub mod dialog;
 pub mod dialplan;
 pub mod engine;
-mod host;
 pub mod iax;
+pub mod io;
 pub mod keepalive;
+mod media_out;
+mod ports;
 mod proxy;
 pub mod registrar;
 pub mod slots;
 
 pub use engine::{owner, stateless, Engine, Settings};
-pub use host::Host;
+pub use io::{Clock, Event, Input, Level, Output};
 pub use slots::CallSlots;

@@ -9,8 +9,7 @@
 //! the B2BUA role (`bridge user/NAME`).
 
 use crate::engine::Engine;
-use crate::registrar::{unix_now, Digest, Pending, StoreOp};
-use crate::Host;
+use crate::registrar::{Digest, Pending, StoreOp};
 use sip::auth::Authorization;
 use sip::header::{parse_u32, HeaderName, NameAddr};
 use sip::transaction::{ClientTxId, Peer, ServerTxId};
@@ -67,7 +66,6 @@ impl Engine {
         msg: Message,
         peer: Peer,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let mf = msg
             .header(HeaderName::MaxForwards)
@@ -88,7 +86,7 @@ impl Engine {
             return self.forward(Some((stx, peer)), &msg, &ruri, &[], hop, now);
         }
         if !self.s.proxy.authenticate {
-            return self.proxy_locate(stx, msg, peer, now, host);
+            return self.proxy_locate(stx, msg, peer, now);
         }
         let realm = self.s.registrar.domain.clone();
         let auth = msg
@@ -98,7 +96,7 @@ impl Engine {
         let Some(auth) = auth else {
             return self.proxy_challenge(stx, &msg, peer, false, now);
         };
-        self.proxy_credentials(stx, msg, peer, Box::new(auth), true, now, host);
+        self.proxy_credentials(stx, msg, peer, Box::new(auth), true);
     }
 
     /// Fetches the credentials to check a request's digest answer against.
@@ -110,14 +108,12 @@ impl Engine {
         peer: Peer,
         auth: Box<Authorization>,
         recent: bool,
-        now: Instant,
-        host: &mut dyn Host,
     ) {
         let op = StoreOp::User {
             user: auth.username.clone(),
             domain: self.s.registrar.domain.clone(),
             recent,
-            now: unix_now(),
+            now: self.clock.unix(),
         };
         let why = Pending::ProxyAuth {
             stx,
@@ -126,7 +122,7 @@ impl Engine {
             auth,
             recent,
         };
-        self.store_op(op, why, now, host);
+        self.store_op(op, why);
     }
 
     /// 407 with fresh challenges (RFC 3261 §22.3).
@@ -159,19 +155,16 @@ impl Engine {
         creds: Option<Credentials>,
         recent: bool,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let method = msg.method().map_or("INVITE", Method::as_str).to_string();
         match self
             .s
             .registrar
-            .check_digest(&auth, creds.as_ref(), &method, unix_now())
+            .check_digest(&auth, creds.as_ref(), &method, self.clock.unix())
         {
-            Digest::Valid => self.proxy_locate(stx, msg, peer, now, host),
+            Digest::Valid => self.proxy_locate(stx, msg, peer, now),
             // The copy may predate a new password: only the backend's answer can deny.
-            Digest::Denied if recent => {
-                self.proxy_credentials(stx, msg, peer, auth, false, now, host)
-            }
+            Digest::Denied if recent => self.proxy_credentials(stx, msg, peer, auth, false),
             Digest::Denied => {
                 let tag = self.tag();
                 self.respond(
@@ -191,14 +184,7 @@ impl Engine {
     }
 
     /// Looks the Request-URI's user up in the location store.
-    fn proxy_locate(
-        &mut self,
-        stx: ServerTxId,
-        msg: Message,
-        peer: Peer,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
+    fn proxy_locate(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
         let user = msg
             .request_uri()
             .and_then(|u| Uri::parse(u).ok())
@@ -220,9 +206,9 @@ impl Engine {
         let op = StoreOp::Locate {
             user,
             domain: self.s.registrar.domain.clone(),
-            now: unix_now(),
+            now: self.clock.unix(),
         };
-        self.store_op(op, Pending::Proxy { stx, msg, peer }, now, host);
+        self.store_op(op, Pending::Proxy { stx, msg, peer });
     }
 
     /// Where the user is: forward to its best contact, or 404 / 480.

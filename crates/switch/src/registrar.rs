@@ -10,13 +10,12 @@
 use crate::call::Wait;
 use crate::config::KeepAliveKind;
 use crate::engine::Engine;
-use crate::Host;
 use sip::auth::{Algorithm, Authorization, Challenge, NonceCheck, Nonces};
 use sip::header::{parse_u32, HeaderName, NameAddr};
 use sip::transaction::{Peer, ServerTxId, Transport};
 use sip::{Message, Uri};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use store::pipe::{Answer, Ask};
 use store::{Binding, Change, Credentials};
 
@@ -430,12 +429,6 @@ pub(crate) fn source_of(b: &Binding) -> Peer {
     }
 }
 
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Splits a Contact header value into its contacts (commas inside <> or quotes do not split).
 pub(crate) fn split_contacts(v: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -470,30 +463,16 @@ fn unquote(s: &str) -> String {
 }
 
 impl Engine {
-    /// Issues a store operation; a host that completes it at once is answered right here.
-    pub(crate) fn store_op(
-        &mut self,
-        op: StoreOp,
-        why: Pending,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
+    /// Asks the shell for a store operation; its result comes back as `Input::Store`.
+    pub(crate) fn store_op(&mut self, op: StoreOp, why: Pending) {
         self.next_token += 1;
         let token = self.next_token;
         self.pending.insert(token, why);
-        if let Some(result) = host.store(token, op) {
-            self.on_store_result(token, result, now, host);
-        }
+        self.events.push_back(crate::io::Event::Store { token, op });
     }
 
-    /// The result of an operation `Host::store` started.
-    pub fn on_store_result(
-        &mut self,
-        token: u64,
-        result: StoreResult,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
+    /// The result of an operation `store_op` asked for.
+    pub(crate) fn on_store_result(&mut self, token: u64, result: StoreResult, now: Instant) {
         let Some(why) = self.pending.remove(&token) else {
             return;
         };
@@ -517,7 +496,7 @@ impl Engine {
                     }
                 },
                 Ok(_) => {}
-                Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
+                Err(e) => self.store_down(stx, &msg, peer, &e, now),
             },
             Pending::ProxyAuth {
                 stx,
@@ -527,17 +506,17 @@ impl Engine {
                 recent,
             } => match result {
                 Ok(StoreReply::User(creds)) => {
-                    self.proxy_authenticated(stx, msg, peer, auth, creds, recent, now, host)
+                    self.proxy_authenticated(stx, msg, peer, auth, creds, recent, now)
                 }
                 Ok(_) => {}
-                Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
+                Err(e) => self.store_down(stx, &msg, peer, &e, now),
             },
             Pending::Proxy { stx, msg, peer } => match result {
                 Ok(StoreReply::Located { exists, bindings }) => {
                     self.proxy_located(stx, &msg, peer, exists, &bindings, now)
                 }
                 Ok(_) => {}
-                Err(e) => self.store_down(stx, &msg, peer, &e, now, host),
+                Err(e) => self.store_down(stx, &msg, peer, &e, now),
             },
             Pending::Dial { call, gen, timeout } => {
                 let live = self
@@ -549,32 +528,24 @@ impl Engine {
                 }
                 match result {
                     Ok(StoreReply::Located { exists: false, .. }) => {
-                        self.bridge_failed(call, 404, now, host)
+                        self.bridge_failed(call, 404, now)
                     }
                     Ok(StoreReply::Located { bindings, .. }) => {
-                        self.dial_bindings(call, bindings, timeout, now, host)
+                        self.dial_bindings(call, bindings, timeout, now)
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        host.log(&format!("location store: {e}"));
-                        self.bridge_failed(call, 503, now, host);
+                        self.warn(format!("location store: {e}"));
+                        self.bridge_failed(call, 503, now);
                     }
                 }
             }
         }
-        self.run_pending(now, host);
+        self.run_pending(now);
     }
 
-    fn store_down(
-        &mut self,
-        stx: ServerTxId,
-        msg: &Message,
-        peer: Peer,
-        e: &str,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
-        host.log(&format!("location store: {e}"));
+    fn store_down(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, e: &str, now: Instant) {
+        self.warn(format!("location store: {e}"));
         let extra = self.retry_after();
         let tag = self.tag();
         self.respond(
@@ -609,7 +580,13 @@ impl Engine {
     /// Debian 12's baresip refuses any set with SHA-256 in it; hence MD5 alone unless
     /// configured. A client that picks SHA-256 is verified with it.
     pub(crate) fn challenges(&self, stale: bool) -> Vec<String> {
-        let nonce = self.s.registrar.nonces.lock().unwrap().issue(unix_now());
+        let nonce = self
+            .s
+            .registrar
+            .nonces
+            .lock()
+            .unwrap()
+            .issue(self.clock.unix());
         self.s
             .registrar
             .algorithms
@@ -667,14 +644,7 @@ impl Engine {
     }
 
     /// A REGISTER: challenge it, or have the store check its answer and write its bindings.
-    pub(crate) fn on_register(
-        &mut self,
-        stx: ServerTxId,
-        msg: Message,
-        peer: Peer,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
+    pub(crate) fn on_register(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
         let Some(user) = register_user(&msg) else {
             let w = [(
                 "Warning",
@@ -683,7 +653,7 @@ impl Engine {
             return self.reg_reply(stx, &msg, peer, 400, &w, now);
         };
         if !self.s.registrar.authenticate {
-            return self.store_bindings(stx, msg, peer, &user, now, host);
+            return self.store_bindings(stx, msg, peer, &user, now);
         }
         let Some(auth) = self.answer_for_us(&msg) else {
             return self.challenge(stx, &msg, peer, false, now);
@@ -706,7 +676,7 @@ impl Engine {
             aor: aor.clone(),
             auth: Box::new(auth),
             changes,
-            now: unix_now(),
+            now: self.clock.unix(),
             registrar: self.s.registrar.clone(),
         };
         let why = Pending::Register {
@@ -716,7 +686,7 @@ impl Engine {
             aor,
             refused,
         };
-        self.store_op(op, why, now, host);
+        self.store_op(op, why);
     }
 
     /// Writes the bindings an accepted REGISTER asks for; the 200 is sent once they are stored.
@@ -727,7 +697,6 @@ impl Engine {
         peer: Peer,
         user: &str,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         let aor = format!("{user}@{}", self.s.registrar.domain);
         let changes = match self.changes(&msg, peer) {
@@ -737,7 +706,7 @@ impl Engine {
         let op = StoreOp::Update {
             aor: aor.clone(),
             changes,
-            now: unix_now(),
+            now: self.clock.unix(),
         };
         let why = Pending::Register {
             stx,
@@ -746,7 +715,7 @@ impl Engine {
             aor,
             refused: None,
         };
-        self.store_op(op, why, now, host);
+        self.store_op(op, why);
     }
 
     fn refuse(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, r: Refusal, now: Instant) {
@@ -766,7 +735,7 @@ impl Engine {
         now: Instant,
     ) {
         if let Some(k) = self.keepalives.as_mut() {
-            k.update(aor, list, now, unix_now());
+            k.update(aor, list, now, self.clock.unix());
         }
         self.registered(stx, msg, peer, list, now)
     }
@@ -792,7 +761,7 @@ impl Engine {
             .to_string();
         let cseq =
             sip::CSeq::parse(msg.header(HeaderName::CSeq).unwrap_or_default()).map_or(0, |c| c.seq);
-        let now = unix_now();
+        let now = self.clock.unix();
         let mut out = Vec::new();
         for c in contacts {
             let Ok(n) = NameAddr::parse(c) else {
@@ -849,7 +818,7 @@ impl Engine {
         list: &[Binding],
         now: Instant,
     ) {
-        let t = unix_now();
+        let t = self.clock.unix();
         let mut extra: Vec<(&str, String)> = list
             .iter()
             .map(|b| ("Contact", contact_value(b, t)))
@@ -893,14 +862,7 @@ impl Engine {
     }
 
     /// `bridge user/NAME`: look the user up, then call where it registered from.
-    pub(crate) fn dial_user(
-        &mut self,
-        call: usize,
-        name: &str,
-        timeout: Duration,
-        now: Instant,
-        host: &mut dyn Host,
-    ) {
+    pub(crate) fn dial_user(&mut self, call: usize, name: &str, timeout: Duration, now: Instant) {
         let (user, domain) = match name.split_once('@') {
             Some((u, d)) => (u.to_string(), d.to_string()),
             None => (name.to_string(), self.s.registrar.domain.clone()),
@@ -915,9 +877,9 @@ impl Engine {
         let op = StoreOp::Locate {
             user,
             domain,
-            now: unix_now(),
+            now: self.clock.unix(),
         };
-        self.store_op(op, Pending::Dial { call, gen, timeout }, now, host);
+        self.store_op(op, Pending::Dial { call, gen, timeout });
     }
 
     fn dial_bindings(
@@ -926,12 +888,11 @@ impl Engine {
         mut bindings: Vec<Binding>,
         timeout: Duration,
         now: Instant,
-        host: &mut dyn Host,
     ) {
         // Highest q first, then the most recently refreshed: the order the forks are sent in.
         bindings.sort_by(|a, b| b.q.cmp(&a.q).then(b.expires_at.cmp(&a.expires_at)));
         if bindings.is_empty() {
-            return self.bridge_failed(call, 480, now, host);
+            return self.bridge_failed(call, 480, now);
         }
         // Parallel forking: every contact rings at once; the first 2xx wins (bridge.rs).
         for (i, b) in bindings.iter().enumerate() {
@@ -949,7 +910,7 @@ impl Engine {
                 };
                 c.forks.push(prev);
             }
-            self.bridge_to(call, &b.contact, peer, route_set, timeout, now, host);
+            self.bridge_to(call, &b.contact, peer, route_set, timeout, now);
         }
     }
 }

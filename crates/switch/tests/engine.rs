@@ -4,12 +4,12 @@
 use sip::header::HeaderName;
 use sip::transaction::{Peer, Transport};
 use sip::Message;
-use std::fs::File;
+use std::io::Cursor;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use switch::config::Config;
-use switch::{Engine, Host, Settings};
+use switch::{Clock, Engine, Event, Input, Output, Settings};
 
 const DIALPLAN: &str = r#"
 [general]
@@ -35,41 +35,16 @@ regex = "^2(\\d{3})$"
 steps = ["bridge sip:${EXTEN}@${bridge_target} timeout=5"]
 "#;
 
-/// Stands in for the process: ports from a counter, the demo prompt, CDRs kept in memory.
+/// Stands in for the process: RTP ports from a counter, a generated prompt, recordings in
+/// memory, CDRs kept; an operator message fails the test.
 #[derive(Default)]
-struct TestHost {
-    next_port: u16,
-    /// What each open_media call was told: whether the leg may share a port.
+struct Shell {
+    /// What each opened media leg was given: a shared pair or one of its own.
     shareable: Vec<bool>,
     cdrs: Vec<serde_json::Value>,
-}
-
-impl Host for TestHost {
-    fn open_media(&mut self, _leg: usize, shareable: bool) -> Option<u16> {
-        self.shareable.push(shareable);
-        self.next_port += 2;
-        Some(20000 + self.next_port)
-    }
-    fn close_media(&mut self, _leg: usize) {}
-    fn prompt(&mut self, _name: &str, _cache: bool) -> Result<Arc<media::Prompt>, String> {
-        let pcm: Vec<i16> = (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
-        Ok(Arc::new(media::Prompt::from_pcm("test", &pcm)))
-    }
-    fn recording(&mut self, _name: &str) -> std::io::Result<File> {
-        tempfile()
-    }
-    fn cdr(&mut self, line: &str) {
-        self.cdrs
-            .push(serde_json::from_str(line).expect("CDR is JSON"));
-    }
-    fn log(&mut self, msg: &str) {
-        panic!("unexpected operator message: {msg}");
-    }
-}
-
-fn tempfile() -> std::io::Result<File> {
-    let path = std::env::temp_dir().join(format!("strowger-engine-test-{}", std::process::id()));
-    File::create(path)
+    sip: Vec<(SocketAddr, Message)>,
+    /// RTP packets: destination and payload type.
+    media: Vec<(SocketAddr, u8)>,
 }
 
 const CALLER: &str = "127.0.0.1:5061";
@@ -77,8 +52,9 @@ const LOCAL: &str = "127.0.0.1:5060";
 
 struct Rig {
     engine: Engine,
-    host: TestHost,
+    host: Shell,
     now: Instant,
+    start: Instant,
 }
 
 impl Rig {
@@ -103,11 +79,71 @@ impl Rig {
             workers: 1,
             registrar: switch::registrar::Registrar::new(&cfg.registrar, [9; 32]),
             proxy: cfg.proxy.clone(),
+            shared_ports: true,
         };
-        Rig {
-            engine: Engine::new(s, Arc::new(cfg.dialplan)),
-            host: TestHost::default(),
-            now: Instant::now(),
+        let now = Instant::now();
+        let mut rig = Rig {
+            engine: Engine::new(s, Arc::new(cfg.dialplan), now, SystemTime::UNIX_EPOCH),
+            host: Shell::default(),
+            now,
+            start: now,
+        };
+        let ports: Vec<u16> = (1..=64).map(|i| 20000 + 2 * i).collect();
+        rig.input(Input::MediaPorts(&ports));
+        rig
+    }
+
+    /// Both clocks at the rig's virtual time (the wall clock starts at 2027-01-15).
+    fn clock(&self) -> Clock {
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        Clock::new(self.now, wall + (self.now - self.start))
+    }
+
+    fn input(&mut self, input: Input<'_>) {
+        self.engine.handle_input(self.clock(), input);
+        self.drain();
+    }
+
+    /// Does what the engine asks, as the worker would.
+    fn drain(&mut self) {
+        loop {
+            let clock = self.clock();
+            match self.engine.poll_output() {
+                Output::Sip(to, bytes) => self.host.sip.push((
+                    to.addr,
+                    Message::parse(&bytes, true).expect("strowger sends valid SIP"),
+                )),
+                Output::Media(t) => self.host.media.push((t.dst, t.payload[1] & 0x7f)),
+                Output::Iax(_) => panic!("no IAX2 in these tests"),
+                Output::Timeout(_) => return,
+                Output::Event(ev) => match ev {
+                    Event::MediaOpen { shared, .. } => self.host.shareable.push(shared),
+                    Event::MediaClose { .. } | Event::State { .. } => {}
+                    Event::Prompt { token, .. } => {
+                        let pcm: Vec<i16> =
+                            (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
+                        let result = Ok(Arc::new(media::Prompt::from_pcm("test", &pcm)));
+                        self.engine
+                            .handle_input(clock, Input::Prompt { token, result });
+                    }
+                    Event::Recording { token, .. } => {
+                        let sink: Box<dyn media::RecordSink> = Box::new(Cursor::new(Vec::new()));
+                        let result = Ok(sink);
+                        self.engine
+                            .handle_input(clock, Input::Recording { token, result });
+                    }
+                    Event::Store { token, .. } => {
+                        let result = Err("no location store in this rig".into());
+                        self.engine
+                            .handle_input(clock, Input::Store { token, result });
+                    }
+                    Event::Cdr(line) => self
+                        .host
+                        .cdrs
+                        .push(serde_json::from_str(&line).expect("CDR is JSON")),
+                    Event::Log { message, .. } => panic!("unexpected operator message: {message}"),
+                },
+            }
         }
     }
 
@@ -127,14 +163,12 @@ impl Rig {
             transport: Transport::Udp,
             addr: from.parse().unwrap(),
         };
-        self.engine.on_sip(
+        self.input(Input::Sip {
             msg,
             peer,
-            LOCAL.parse().unwrap(),
+            local: LOCAL.parse().unwrap(),
             late,
-            self.now,
-            &mut self.host,
-        );
+        });
     }
 
     /// Advances time in 20 ms media ticks, running timers as the worker would.
@@ -142,22 +176,16 @@ impl Rig {
         let end = self.now + d;
         while self.now < end {
             self.now += Duration::from_millis(20);
-            self.engine.tick(self.now, &mut |_| {});
-            self.engine.process(self.now, &mut self.host);
-            self.engine.handle_timeout(self.now, &mut self.host);
+            let (due, phase, phases) = (self.now, 0, 1);
+            self.input(Input::MediaTick { due, phase, phases });
+            self.input(Input::Process);
+            self.input(Input::Timeout);
         }
     }
 
     /// Everything the engine wants to send, parsed, with its destination.
     fn sent(&mut self) -> Vec<(SocketAddr, Message)> {
-        let mut out = Vec::new();
-        while let Some((to, bytes)) = self.engine.poll_transmit() {
-            out.push((
-                to.addr,
-                Message::parse(&bytes, true).expect("strowger sends valid SIP"),
-            ));
-        }
-        out
+        std::mem::take(&mut self.host.sip)
     }
 
     fn statuses(&mut self) -> Vec<u16> {
@@ -345,11 +373,11 @@ fn past_capacity_new_calls_get_503_and_calls_in_progress_go_on() {
     let mut r = Rig::new();
     r.send(&invite("44444", "c13a", true, ""));
     r.sent();
-    r.engine.set_overloaded(true);
+    r.input(Input::Overloaded(true));
     r.send(&invite("44444", "c13b", true, ""));
     assert_eq!(r.statuses(), [503]);
     assert_eq!(r.engine.active_calls(), 1);
-    r.engine.set_overloaded(false);
+    r.input(Input::Overloaded(false));
     r.send(&invite("44444", "c13c", true, ""));
     assert_eq!(r.statuses(), [100, 200]);
 }
@@ -367,7 +395,7 @@ fn past_capacity_refusals_are_stateless_and_in_dialog_requests_are_served() {
         .unwrap()
         .1;
     r.send(&in_dialog("ACK", "c14b", &to_tag(&ok), 1, "c14b-ack", ""));
-    r.engine.set_overloaded(true);
+    r.input(Input::Overloaded(true));
     let refused = invite("44444", "c14c", true, "");
     r.send(&refused);
     let sent = r.sent();
@@ -445,10 +473,9 @@ fn invite_without_sdp_gets_an_offer_and_the_ack_answers_it() {
     let answer =
         "v=0\no=- 1 1 IN IP4 127.0.0.1\ns=-\nc=IN IP4 127.0.0.1\nt=0 0\nm=audio 7000 RTP/AVP 8\n";
     r.send(&in_dialog("ACK", "c6", &to_tag(&ok), 1, "ack6", answer));
-    let mut frames = Vec::new();
-    r.engine.tick(r.now + Duration::from_millis(20), &mut |t| {
-        frames.push((t.dst, t.payload[1] & 0x7f))
-    });
+    r.host.media.clear();
+    r.advance(Duration::from_millis(20));
+    let frames = std::mem::take(&mut r.host.media);
     assert!(
         frames.contains(&("127.0.0.1:7000".parse().unwrap(), 8)),
         "PCMA to the answer's address: {frames:?}"
@@ -468,10 +495,9 @@ fn reinvite_hold_is_answered_recvonly() {
     assert!(String::from_utf8_lossy(ok.body()).contains("a=recvonly"));
     // On hold strowger sends nothing, and the media timeout does not fire.
     r.send(&in_dialog("ACK", "c7", &tag, 2, "ack7b", ""));
-    let mut sent = 0;
-    r.engine
-        .tick(r.now + Duration::from_millis(20), &mut |_| sent += 1);
-    assert_eq!(sent, 0);
+    r.host.media.clear();
+    r.advance(Duration::from_millis(20));
+    assert_eq!(r.host.media, []);
     r.advance(Duration::from_secs(12));
     assert_eq!(r.engine.active_calls(), 1);
 }
@@ -615,7 +641,10 @@ fn oversized_request_gets_513() {
         transport: Transport::Udp,
         addr: CALLER.parse().unwrap(),
     };
-    r.engine.too_large(big.as_bytes(), peer);
+    r.input(Input::TooLarge {
+        bytes: big.as_bytes(),
+        peer,
+    });
     assert_eq!(r.statuses(), [513]);
     assert_eq!(r.engine.active_calls(), 0);
 }

@@ -1,0 +1,164 @@
+//! The engine's one way in and one way out, in the manner of str0m's `Rtc`: the shell hands it
+//! an [`Input`] with the time, then takes [`Output`]s until [`Output::Timeout`] says when to
+//! come back. Nothing answers synchronously: what the engine needs from the world (a store
+//! lookup, a prompt file, a recording file) goes out as an [`Event`] with a token and comes
+//! back as an input carrying that token; RTP ports come from a pool of bound ports the shell
+//! keeps topped up ([`Input::MediaPorts`]).
+
+use crate::registrar::{StoreOp, StoreResult};
+use sip::transaction::Peer;
+use sip::Message;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The time an input happens at: the monotonic clock for timers, the wall clock for CDRs and
+/// nonces. Both come from the shell; the engine reads no clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    pub now: Instant,
+    pub wall: SystemTime,
+}
+
+impl Clock {
+    pub fn new(now: Instant, wall: SystemTime) -> Clock {
+        Clock { now, wall }
+    }
+
+    /// The wall time at `t`, a monotonic instant near this clock's.
+    pub fn wall_at(&self, t: Instant) -> SystemTime {
+        match t.checked_duration_since(self.now) {
+            Some(d) => self.wall + d,
+            None => self.wall - self.now.duration_since(t),
+        }
+    }
+
+    /// Whole Unix seconds now.
+    pub fn unix(&self) -> u64 {
+        self.wall
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d: Duration| d.as_secs())
+    }
+}
+
+/// Something that happened outside the engine.
+pub enum Input<'a> {
+    /// A SIP message from `peer` to our address `local`; `late`: it waited too long in its
+    /// socket (a signalling backlog), so if it opens a new call it is refused with 503.
+    Sip {
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+        late: bool,
+    },
+    /// A datagram larger than `sip.max_message_size`: 513 if it frames as a request.
+    TooLarge { bytes: &'a [u8], peer: Peer },
+    /// An RTP packet for media leg `leg` (its own socket, or found by its source on a shared one).
+    Rtp {
+        leg: usize,
+        data: &'a [u8],
+        src: SocketAddr,
+    },
+    Rtcp {
+        leg: usize,
+        data: &'a [u8],
+        src: SocketAddr,
+    },
+    /// An IAX2 datagram (voice is relayed at once, signalling handled by [`Input::Process`]).
+    Iax { from: SocketAddr, data: &'a [u8] },
+    /// One of `phases` media passes per 20 ms frame interval, due on the shell's tick grid at
+    /// `due` (see `media::Engine::tick_phase`).
+    MediaTick {
+        due: Instant,
+        phase: usize,
+        phases: usize,
+    },
+    /// Media events and IAX2 signalling gathered by earlier inputs, then runnable dialplan steps
+    /// (the shell sends it after a batch of media or IAX2 inputs).
+    Process,
+    /// The deadline of the last [`Output::Timeout`] passed.
+    Timeout,
+    /// The result of an [`Event::Store`].
+    Store { token: u64, result: StoreResult },
+    /// The prompt an [`Event::Prompt`] asked for, decoded, or why it could not be read.
+    Prompt {
+        token: u64,
+        result: Result<Arc<media::Prompt>, String>,
+    },
+    /// The file an [`Event::Recording`] asked for, or why it could not be created.
+    Recording {
+        token: u64,
+        result: Result<Box<dyn media::RecordSink>, String>,
+    },
+    /// Newly bound RTP port pairs (RTP on the even port, RTCP on the next), ready for legs.
+    MediaPorts(&'a [u16]),
+    /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
+    Overloaded(bool),
+    /// The process is stopping: hang up every call.
+    Shutdown,
+}
+
+/// What the engine asks of the shell.
+pub enum Output<'a> {
+    /// SIP bytes to send to `Peer`.
+    Sip(Peer, Arc<[u8]>),
+    /// An RTP or RTCP packet of a media leg (it borrows the engine's buffer: send it before the
+    /// next poll).
+    Media(media::Transmit<'a>),
+    /// An IAX2 datagram.
+    Iax(iax2::Transmit),
+    Event(Event),
+    /// Nothing more to do before this deadline or the next input.
+    Timeout(Option<Instant>),
+}
+
+/// Side effects and requests, each handled by the shell.
+#[derive(Debug)]
+pub enum Event {
+    /// Media leg `leg` takes the bound pair at `port`: one of its own, or (`shared`) a shared
+    /// pair that many legs use, told apart by their far ends' addresses (`rtp.shared_ports`).
+    /// `first`: the pair was spare until now (a shared pair starts being shared).
+    MediaOpen {
+        leg: usize,
+        port: u16,
+        shared: bool,
+        first: bool,
+    },
+    /// Media leg `leg` ended: its own pair can be closed, or it leaves its shared pair.
+    MediaClose { leg: usize },
+    /// A location/credential store operation; answer with [`Input::Store`] and the token.
+    Store { token: u64, op: StoreOp },
+    /// Load a prompt by name (`demo`, or a file relative to the data directory); `cache`: it
+    /// is a configured prompt worth keeping. Answer with [`Input::Prompt`].
+    Prompt {
+        token: u64,
+        name: String,
+        cache: bool,
+    },
+    /// Create a recording file (relative to the data directory). Answer with
+    /// [`Input::Recording`].
+    Recording { token: u64, name: String },
+    /// One call detail record (JSON, no newline), to append to the CDR log.
+    Cdr(String),
+    /// Something an operator should see; the text names the cause and the fix.
+    Log {
+        level: Level,
+        call_id: Option<String>,
+        message: String,
+    },
+    /// Replace a small state file in the data directory that commands outside the process read
+    /// (`strowger show peers`).
+    State {
+        name: &'static str,
+        contents: String,
+    },
+}
+
+/// How much a log event matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}

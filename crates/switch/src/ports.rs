@@ -1,0 +1,116 @@
+//! RTP port pairs for media legs, from the bound pairs the shell hands in: a leg takes a spare
+//! pair of its own, or with `rtp.shared_ports` a place on a pair shared by up to
+//! [`SHARED_LEGS`] legs (a spare pair becomes shared when every shared pair is full). The shell
+//! binds the sockets ahead and tops the spares up; the engine decides who gets which, so the
+//! SDP it writes and the socket the packets use cannot disagree.
+
+use std::collections::VecDeque;
+
+/// Legs per shared pair: at 50 packets a second each, 256 legs queue about 64 datagrams in the
+/// socket between two 5 ms passes, and a pass 20 ms late finds 256, within the receive buffer.
+pub const SHARED_LEGS: usize = 256;
+
+#[derive(Default)]
+pub(crate) struct Ports {
+    spare: VecDeque<u16>,
+    /// Shared pairs by port with their legs, when `rtp.shared_ports` is on.
+    shared: Option<Vec<(u16, usize)>>,
+}
+
+/// A leg's place: the RTP port, whether it is shared, whether the pair was spare until now.
+pub(crate) struct Place {
+    pub port: u16,
+    pub shared: bool,
+    pub first: bool,
+}
+
+impl Ports {
+    pub(crate) fn new(shared: bool) -> Ports {
+        Ports {
+            spare: VecDeque::new(),
+            shared: shared.then(Vec::new),
+        }
+    }
+
+    pub(crate) fn add_spare(&mut self, ports: &[u16]) {
+        self.spare.extend(ports);
+    }
+
+    pub(crate) fn spare(&self) -> usize {
+        self.spare.len()
+    }
+
+    /// A place for a new leg; `shareable`: its far end can be told apart by its address.
+    pub(crate) fn take(&mut self, shareable: bool) -> Option<Place> {
+        let Some(shared) = self.shared.as_mut().filter(|_| shareable) else {
+            let port = self.spare.pop_front()?;
+            return Some(Place {
+                port,
+                shared: false,
+                first: true,
+            });
+        };
+        let roomy = shared.iter_mut().filter(|(_, legs)| *legs < SHARED_LEGS);
+        if let Some((port, legs)) = roomy.min_by_key(|(_, legs)| *legs) {
+            *legs += 1;
+            return Some(Place {
+                port: *port,
+                shared: true,
+                first: false,
+            });
+        }
+        let port = self.spare.pop_front()?;
+        shared.push((port, 1));
+        Some(Place {
+            port,
+            shared: true,
+            first: true,
+        })
+    }
+
+    /// A leg left `port`: a shared pair has a place more; an own pair is the shell's to close.
+    pub(crate) fn release(&mut self, port: u16) {
+        if let Some(s) = self
+            .shared
+            .as_mut()
+            .and_then(|s| s.iter_mut().find(|(p, _)| *p == port))
+        {
+            s.1 = s.1.saturating_sub(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_pairs_come_from_the_spares_in_order_and_run_out() {
+        let mut p = Ports::new(false);
+        p.add_spare(&[10, 12]);
+        let t = p.take(true).unwrap();
+        assert_eq!((t.port, t.shared, t.first), (10, false, true));
+        assert_eq!(p.take(true).map(|t| t.port), Some(12));
+        assert!(p.take(true).is_none(), "no spare left");
+    }
+
+    #[test]
+    fn shared_legs_fill_one_pair_before_the_next_and_others_get_their_own() {
+        let mut p = Ports::new(true);
+        p.add_spare(&[10, 12, 14]);
+        let first = p.take(true).unwrap();
+        assert_eq!((first.port, first.shared, first.first), (10, true, true));
+        for _ in 1..SHARED_LEGS {
+            let t = p.take(true).unwrap();
+            assert_eq!((t.port, t.shared, t.first), (10, true, false));
+        }
+        let own = p.take(false).unwrap();
+        assert_eq!((own.port, own.shared), (12, false), "a leg that cannot share");
+        let next = p.take(true).unwrap();
+        assert_eq!((next.port, next.first), (14, true), "a full pair opens the next");
+        p.release(10);
+        assert_eq!(p.take(true).map(|t| t.port), Some(14), "the least used pair");
+        p.release(12);
+        assert!(p.take(false).is_none(), "an own pair is not reused by the engine");
+    }
+}
