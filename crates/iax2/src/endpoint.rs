@@ -8,7 +8,7 @@ use crate::frame::{
     control, iax, set_retransmit_bit, Frame, FrameType, FullFrame, MiniFrame, TrunkBuilder,
 };
 use crate::ie::{self, IeBuilder, Ies};
-use crate::md5::{ct_eq, md5_result};
+use crate::md5::md5_result;
 use crate::token::TokenIssuer;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -16,6 +16,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use subtle::ConstantTimeEq;
 
 /// Source call number of stateless replies (CALLTOKEN, PONG to POKE, REJECT over limit).
 const STATELESS_CALL: u16 = 1;
@@ -1732,7 +1733,7 @@ impl Endpoint {
                     (iax::AUTHREP, Role::CallIn) | (iax::REGREQ | iax::REGREL, Role::RegIn) => {
                         let good = match (&call.challenge, &call.secret, ies.str(ie::MD5_RESULT)) {
                             (Some(ch), Some(secret), Some(got)) => {
-                                ct_eq(md5_result(ch, secret).as_bytes(), got.as_bytes())
+                                bool::from(md5_result(ch, secret).as_bytes().ct_eq(got.as_bytes()))
                             }
                             _ => false,
                         };

@@ -3,9 +3,10 @@
 //! endpoint started and a truncated HMAC of (peer address, port, time) under a per-process
 //! secret, as 24 hex characters. Nothing is stored per token: checking recomputes the MAC.
 
-use crate::md5::{ct_eq, hex, hmac_md5};
+use crate::md5::{hex, hmac_md5};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
+use subtle::ConstantTimeEq;
 
 /// Length of an issued token in octets.
 pub const TOKEN_LEN: usize = 24;
@@ -62,7 +63,7 @@ impl TokenIssuer {
         if secs > now_secs || u64::from(now_secs - secs) > self.lifetime.as_secs() {
             return false;
         }
-        ct_eq(self.mac(peer, secs).as_bytes(), &token[8..])
+        bool::from(self.mac(peer, secs).as_bytes().ct_eq(&token[8..]))
     }
 }
 

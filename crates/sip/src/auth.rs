@@ -6,10 +6,15 @@
 //! nonce is answered `stale=true`. Replays are refused with a bounded table of the highest
 //! nonce-count seen per nonce (RFC 7616 §3.3).
 
+use hmac::{Hmac, KeyInit, Mac};
 use md5::Md5;
 use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 use std::fmt::Write;
+use subtle::ConstantTimeEq;
+
+/// HMAC-SHA-256 (RFC 2104), which signs the nonces.
+type HmacSha256 = Hmac<Sha256>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
@@ -95,28 +100,6 @@ pub fn response(
         }
         None => alg.hash_parts(&[ha1, nonce, ha2]),
     }
-}
-
-/// HMAC-SHA-256 (RFC 2104).
-pub fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
-    let mut k = [0u8; 64];
-    if key.len() > 64 {
-        k[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let mut inner = Sha256::new();
-    inner.update(k.map(|b| b ^ 0x36));
-    inner.update(data);
-    let mut outer = Sha256::new();
-    outer.update(k.map(|b| b ^ 0x5c));
-    outer.update(inner.finalize());
-    outer.finalize().into()
-}
-
-/// Compares without leaking where the first difference is.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A `WWW-Authenticate` / `Proxy-Authenticate` challenge.
@@ -251,7 +234,8 @@ impl Authorization {
             None
         };
         let want = response(self.algorithm, ha1, method, &self.uri, &self.nonce, qop);
-        constant_time_eq(want.as_bytes(), self.response.as_bytes())
+        // Without an early exit: the time taken does not tell where the first difference is.
+        bool::from(want.as_bytes().ct_eq(self.response.as_bytes()))
     }
 }
 
@@ -327,7 +311,9 @@ pub enum NonceCheck {
 
 /// Issues and checks nonces for one process.
 pub struct Nonces {
-    secret: [u8; 32],
+    /// HMAC-SHA-256 keyed with this process's secret, cloned for each MAC (the key's two
+    /// blocks are hashed once, here).
+    keyed: HmacSha256,
     lifetime_s: u64,
     counter: u64,
     /// nonce → highest nonce-count used.
@@ -341,7 +327,8 @@ pub struct Nonces {
 impl Nonces {
     pub fn new(secret: [u8; 32], lifetime_s: u64, capacity: usize) -> Nonces {
         Nonces {
-            secret,
+            keyed: <HmacSha256 as KeyInit>::new_from_slice(&secret)
+                .expect("HMAC takes any key length"),
             lifetime_s,
             counter: 0,
             seen: FxHashMap::default(),
@@ -351,7 +338,9 @@ impl Nonces {
     }
 
     fn mac(&self, body: &str) -> String {
-        hex(&hmac_sha256(&self.secret, body.as_bytes())[..16])
+        let mut mac = self.keyed.clone();
+        mac.update(body.as_bytes());
+        hex(&mac.finalize().into_bytes()[..16])
     }
 
     /// A fresh nonce at unix time `now`.
@@ -369,7 +358,7 @@ impl Nonces {
             return None;
         }
         let (body, mac) = nonce.split_at(32);
-        if !constant_time_eq(self.mac(body).as_bytes(), mac.as_bytes()) {
+        if !bool::from(self.mac(body).as_bytes().ct_eq(mac.as_bytes())) {
             return None;
         }
         u64::from_str_radix(&body[..16], 16).ok()
@@ -468,11 +457,42 @@ mod tests {
     }
 
     #[test]
-    fn rfc4231_hmac_vector() {
-        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+    fn rfc4231_hmac_vectors() {
+        // RFC 4231 §4.2, §4.3, §4.4 and §4.7 (a key longer than the block).
+        let hmac = |key: &[u8], data: &[u8]| {
+            let mut m = <HmacSha256 as KeyInit>::new_from_slice(key).unwrap();
+            m.update(data);
+            hex(&m.finalize().into_bytes())
+        };
+        for (key, data, want) in [
+            (
+                &[0x0b; 20][..],
+                &b"Hi There"[..],
+                "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7",
+            ),
+            (
+                b"Jefe",
+                b"what do ya want for nothing?",
+                "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
+            ),
+            (
+                &[0xaa; 20],
+                &[0xdd; 50],
+                "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe",
+            ),
+            (
+                &[0xaa; 131],
+                b"Test Using Larger Than Block-Size Key - Hash Key First",
+                "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54",
+            ),
+        ] {
+            assert_eq!(hmac(key, data), want);
+        }
+        // A nonce is hex(time) . hex(counter) . the first half of HMAC-SHA-256(secret, both).
+        let mut n = Nonces::new([7; 32], 300, 4);
         assert_eq!(
-            hex(&mac),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+            n.issue(1000),
+            "00000000000003e8000000000000000183c2a0ca99ff592bdad5438c7e0d3365"
         );
     }
 

@@ -1,17 +1,18 @@
 //! A bounded read cache in front of a network backend. Bindings are answered from it only when
-//! the backend fails: while Redis or Memcached is away, calls to users who registered (or were
+//! the backend is unavailable (`Error::is_unavailable`; a backend that answers with an error is
+//! not hidden behind old data): while Redis or Memcached is away, calls to users who registered (or were
 //! looked up) before still find them, and instances sharing a backend always see each other's
 //! changes. Users' credentials are also answered from it for `USER_TTL_S` after they were read
 //! (`recent_user`), sparing a round trip per authenticated request. A failed write never looks
 //! stored.
 //!
-//! When the backend answers again after failing, what it lost is written back: every cached
+//! When the backend answers again after being unavailable, what it lost is written back: every cached
 //! AOR with live bindings and every cached user the backend no longer has (a restarted
 //! memcached, or a Redis without persistence, comes back empty). Only missing keys are
 //! restored, so a backend that kept its data is left as it is.
 
 use crate::pipe::{Answer, Ask, Pending, Pipe, Reply};
-use crate::{Binding, Change, CredentialStore, Credentials, LocationStore, Result};
+use crate::{Binding, Change, CredentialStore, Credentials, Error, LocationStore, Result};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -33,7 +34,7 @@ pub struct ReadCache<S> {
     bindings: Mutex<Bounded<Vec<Binding>>>,
     /// A user's credentials (None: no such user) and when they were read (unix seconds).
     users: Mutex<Bounded<(Option<Credentials>, u64)>>,
-    /// An operation failed: before the next one, what the backend lost is written back.
+    /// The backend was unavailable: before the next operation, what it lost is written back.
     failing: AtomicBool,
     restoring: Mutex<()>,
 }
@@ -49,7 +50,7 @@ impl<S: LocationStore + CredentialStore> ReadCache<S> {
         }
     }
 
-    /// Runs `op` on the backend, noting whether it failed. After a failure, what the backend
+    /// Runs `op` on the backend, noting whether it was unavailable. After that, what the backend
     /// lost is restored first (by one thread; the others wait for it), so the operation sees it.
     fn via<T>(&self, now: u64, op: impl FnOnce(&S) -> Result<T>) -> Result<T> {
         if self.failing.load(Ordering::Relaxed) {
@@ -59,7 +60,7 @@ impl<S: LocationStore + CredentialStore> ReadCache<S> {
             }
         }
         let r = op(&self.inner);
-        if r.is_err() {
+        if r.as_ref().is_err_and(Error::is_unavailable) {
             self.failing.store(true, Ordering::Relaxed);
         }
         r
@@ -198,10 +199,11 @@ impl<S: LocationStore + CredentialStore> LocationStore for ReadCache<S> {
                 self.bindings.lock().unwrap().put(aor, list.clone());
                 Ok(list)
             }
-            Err(e) => match self.bindings.lock().unwrap().get(aor) {
+            Err(e) if e.is_unavailable() => match self.bindings.lock().unwrap().get(aor) {
                 Some(list) => Ok(list.into_iter().filter(|b| b.expires_at > now).collect()),
                 None => Err(e),
             },
+            Err(e) => Err(e),
         }
     }
 }
@@ -215,7 +217,10 @@ impl<S: LocationStore + CredentialStore> CredentialStore for ReadCache<S> {
                 self.users.lock().unwrap().put(&k, (c.clone(), now));
                 Ok(c)
             }
-            Err(e) => self.users.lock().unwrap().get(&k).map(|(c, _)| c).ok_or(e),
+            Err(e) if e.is_unavailable() => {
+                self.users.lock().unwrap().get(&k).map(|(c, _)| c).ok_or(e)
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -259,12 +264,12 @@ fn unix_now() -> u64 {
 mod tests {
     use super::*;
     use crate::local::tests::binding;
-    use crate::StoreError;
 
-    /// A backend that can be switched off, as a killed server is.
+    /// A backend that can be switched off, as a killed server is, or made to refuse.
     #[derive(Default)]
     struct Flaky {
         down: AtomicBool,
+        refusing: AtomicBool,
         data: Mutex<HashMap<String, Vec<Binding>>>,
     }
 
@@ -286,7 +291,16 @@ mod tests {
     impl Flaky {
         fn check(&self) -> Result<()> {
             if self.down.load(Ordering::Relaxed) {
-                return Err(StoreError("connection refused".into()));
+                return Err(Error::Unavailable {
+                    backend: "flaky".into(),
+                    reason: "connection refused".into(),
+                });
+            }
+            if self.refusing.load(Ordering::Relaxed) {
+                return Err(Error::Refused {
+                    backend: "flaky".into(),
+                    reason: "ERR unknown command".into(),
+                });
             }
             Ok(())
         }
@@ -342,6 +356,21 @@ mod tests {
         c.inner.down.store(false, Ordering::Relaxed);
         assert_eq!(c.lookup("a@x", 100).unwrap().len(), 1, "restored");
         assert_eq!(c.inner.data.lock().unwrap()["a@x"].len(), 1);
+    }
+
+    #[test]
+    fn a_backend_that_refuses_is_not_hidden_behind_the_cache() {
+        let c = ReadCache::new(Flaky::default(), 2);
+        c.update("a@x", &[Change::Put(binding("sip:a@h", 200))], 100)
+            .unwrap();
+        assert_eq!(c.user("a", "x").unwrap(), None);
+        c.inner.refusing.store(true, Ordering::Relaxed);
+        let e = c.lookup("a@x", 100).unwrap_err();
+        assert!(matches!(e, Error::Refused { .. }), "{e}");
+        assert!(!e.is_unavailable());
+        assert!(c.user("a", "x").is_err());
+        // Nothing was lost: nothing to restore once it answers again.
+        assert!(!c.failing.load(Ordering::Relaxed));
     }
 
     #[test]

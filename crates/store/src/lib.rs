@@ -5,8 +5,8 @@
 //!
 //! Every operation is blocking and may touch the network: the `strowger` binary runs them on
 //! store threads, never on a worker. A backend that is down makes writes fail with
-//! `StoreError` (nothing is reported as stored that was not); reads fall back to a bounded
-//! cache of what this process last saw (`ReadCache`).
+//! `Error::Unavailable` (nothing is reported as stored that was not); reads fall back to a
+//! bounded cache of what this process last saw (`ReadCache`).
 
 mod cache;
 mod local;
@@ -20,7 +20,6 @@ pub use memcached::MemcachedStore;
 pub use redis_store::RedisStore;
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -90,18 +89,62 @@ pub struct Credentials {
     pub ha1_sha256: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoreError(pub String);
+/// Why a store operation failed, as callers tell the cases apart: a backend that is away
+/// (`is_unavailable`: try again later, serve reads from a cache) from a setting or data that a
+/// person must fix. Each message names the problem and what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The store URL is malformed or names no store strowger knows.
+    #[error("{url:?}: {problem} — {URL_HELP}")]
+    Url { url: String, problem: String },
+    /// The backend cannot be reached, or the connection failed during the operation (down,
+    /// restarting, timed out, or still loading). Nothing was reported done that was not; the
+    /// same operation works again once the backend is back.
+    #[error("{backend}: {reason} (check the server is running and reachable)")]
+    Unavailable { backend: String, reason: String },
+    /// The backend answered, but refused the operation or replied in a way this client cannot
+    /// read.
+    #[error("{backend}: {reason}")]
+    Refused { backend: String, reason: String },
+    /// Other instances kept changing a value while this one tried to change it.
+    #[error("{backend}: {key} kept changing under concurrent updates; try again")]
+    Contended { backend: String, key: String },
+    /// A local store's file holds something that is not a strowger store.
+    #[error(
+        "{}: not a strowger store snapshot ({reason}); move it away to start empty",
+        path.display()
+    )]
+    Corrupt { path: PathBuf, reason: String },
+    /// A local store's file cannot be read.
+    #[error("{}: cannot read: {reason} (check it is a file strowger may read)", path.display())]
+    Read { path: PathBuf, reason: String },
+    /// A local store's file cannot be written or flushed to the disk.
+    #[error(
+        "{}: cannot write the store: {reason} (check the directory exists and is writable)",
+        path.display()
+    )]
+    Write { path: PathBuf, reason: String },
+    /// A record could not be encoded as JSON.
+    #[error("cannot encode {what} as JSON: {reason}")]
+    Encode { what: &'static str, reason: String },
+}
 
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl Error {
+    /// The backend is away for now (not a setting or data to fix): a read may be answered from
+    /// a cache, and the operation can be tried again later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Unavailable { .. })
+    }
+
+    pub(crate) fn encode(what: &'static str, e: serde_json::Error) -> Error {
+        Error::Encode {
+            what,
+            reason: e.to_string(),
+        }
     }
 }
 
-impl std::error::Error for StoreError {}
-
-pub type Result<T> = std::result::Result<T, StoreError>;
+pub type Result<T> = std::result::Result<T, Error>;
 
 pub trait LocationStore: Send + Sync {
     /// Applies `changes` to `aor` and returns its bindings still valid at `now` (unix seconds).
@@ -158,18 +201,14 @@ const URL_HELP: &str = "use local:PATH (e.g. local:strowger-data/store.snap), \
                         memcached://HOST:PORT (e.g. memcached://127.0.0.1:11211)";
 
 /// `HOST[:PORT]` of a network store URL, with IPv6 hosts in brackets.
-fn host_port(
-    s: &str,
-    scheme: &str,
-    rest: &str,
-    default_port: u16,
-) -> std::result::Result<(String, u16), String> {
+fn host_port(s: &str, scheme: &str, rest: &str, default_port: u16) -> Result<(String, u16)> {
     let (host, port) = match rest.rsplit_once(':') {
         Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => match p.parse::<u16>() {
             Ok(p) if p > 0 => (h, p),
             _ => {
-                return Err(format!(
-                    "{s:?}: port {p:?} is not a number from 1 to 65535 — {URL_HELP}"
+                return Err(bad_url(
+                    s,
+                    format!("port {p:?} is not a number from 1 to 65535"),
                 ))
             }
         },
@@ -177,20 +216,28 @@ fn host_port(
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if host.is_empty() || host.contains('/') || host.contains('@') {
-        return Err(format!(
-            "{s:?}: expected {scheme}://HOST:PORT (no user, password or path) — {URL_HELP}"
+        return Err(bad_url(
+            s,
+            format!("expected {scheme}://HOST:PORT (no user, password or path)"),
         ));
     }
     Ok((host.to_string(), port))
 }
 
-impl std::str::FromStr for StoreUrl {
-    type Err = String;
+fn bad_url(url: &str, problem: impl Into<String>) -> Error {
+    Error::Url {
+        url: url.to_string(),
+        problem: problem.into(),
+    }
+}
 
-    fn from_str(s: &str) -> std::result::Result<StoreUrl, String> {
+impl std::str::FromStr for StoreUrl {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<StoreUrl> {
         if let Some(path) = s.strip_prefix("local:") {
             if path.is_empty() {
-                return Err(format!("{s:?}: local: needs a file path — {URL_HELP}"));
+                return Err(bad_url(s, "local: needs a file path"));
             }
             return Ok(StoreUrl::Local(PathBuf::from(path)));
         }
@@ -199,7 +246,7 @@ impl std::str::FromStr for StoreUrl {
                 .trim_end_matches('/')
                 .split(',')
                 .map(|n| host_port(s, "redis+cluster", n.trim(), 6379))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
+                .collect::<Result<Vec<_>>>()?;
             return Ok(StoreUrl::RedisCluster(nodes));
         }
         let (scheme, rest, default_port) = if let Some(r) = s.strip_prefix("redis://") {
@@ -207,7 +254,7 @@ impl std::str::FromStr for StoreUrl {
         } else if let Some(r) = s.strip_prefix("memcached://") {
             ("memcached", r, 11211)
         } else {
-            return Err(format!("{s:?}: unknown store — {URL_HELP}"));
+            return Err(bad_url(s, "unknown store"));
         };
         let (host, port) = host_port(s, scheme, rest.trim_end_matches('/'), default_port)?;
         Ok(match scheme {
@@ -220,10 +267,10 @@ impl std::str::FromStr for StoreUrl {
 /// Opens the store a URL names. Network backends connect lazily: a backend that is down now
 /// makes operations fail until it is back, it does not stop strowger from starting. They are
 /// read through a `ReadCache` of `cache::CAPACITY` entries.
-pub fn open(url: &str) -> std::result::Result<Arc<dyn Store>, String> {
+pub fn open(url: &str) -> Result<Arc<dyn Store>> {
     let parsed: StoreUrl = url.parse()?;
     Ok(match parsed {
-        StoreUrl::Local(path) => Arc::new(LocalStore::open(&path).map_err(|e| e.0)?),
+        StoreUrl::Local(path) => Arc::new(LocalStore::open(&path)?),
         StoreUrl::Redis(h, p) => Arc::new(ReadCache::new(RedisStore::new(&h, p), cache::CAPACITY)),
         StoreUrl::RedisCluster(nodes) => {
             Arc::new(ReadCache::new(RedisStore::cluster(&nodes), cache::CAPACITY))
@@ -307,10 +354,18 @@ mod tests {
             "memcached://[::1]:11311".parse(),
             Ok(StoreUrl::Memcached("::1".into(), 11311))
         );
-        let e = "mysql://x".parse::<StoreUrl>().unwrap_err();
+        let e = "mysql://x".parse::<StoreUrl>().unwrap_err().to_string();
+        assert!(
+            e.starts_with("\"mysql://x\": unknown store — use local:PATH"),
+            "{e}"
+        );
         assert!(e.contains("redis://HOST:PORT"), "{e}");
         let e = "redis://h:99999".parse::<StoreUrl>().unwrap_err();
-        assert!(e.contains("port"), "{e}");
+        assert!(
+            matches!(&e, Error::Url { problem, .. } if problem.contains("port")),
+            "{e}"
+        );
+        assert!(!e.is_unavailable());
         assert!("local:".parse::<StoreUrl>().is_err());
         assert_eq!(
             "redis+cluster://127.0.0.1:7000,[::1]:7001,h".parse(),
@@ -321,7 +376,7 @@ mod tests {
             ]))
         );
         let e = "redis+cluster://a:1,,b:2".parse::<StoreUrl>().unwrap_err();
-        assert!(e.contains("redis+cluster://HOST:PORT"), "{e}");
+        assert!(e.to_string().contains("redis+cluster://HOST:PORT"), "{e}");
     }
 
     #[test]

@@ -14,9 +14,7 @@
 //! one), so a power cut may lose the last second, and no change ever waits for the disk. A write
 //! or flush that fails fails the next change (the failed batch's changes stay in memory).
 
-use crate::{
-    apply, Binding, Change, CredentialStore, Credentials, LocationStore, Result, StoreError,
-};
+use crate::{apply, Binding, Change, CredentialStore, Credentials, Error, LocationStore, Result};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -64,7 +62,7 @@ impl Journal {
         sync.dirty.store(true, Ordering::Relaxed);
         written.map_err(|e| {
             let e = write_error(&journal_path(path), e);
-            *sync.failed.lock().unwrap() = Some(e.0.clone());
+            *sync.failed.lock().unwrap() = Some(e.clone());
             e
         })
     }
@@ -76,7 +74,7 @@ struct Flush {
     dirty: AtomicBool,
     /// The store is gone: the thread ends.
     closed: AtomicBool,
-    failed: Mutex<Option<String>>,
+    failed: Mutex<Option<Error>>,
 }
 
 impl Drop for LocalStore {
@@ -92,7 +90,7 @@ fn flush_loop(file: File, path: PathBuf, sync: Arc<Flush>) {
         std::thread::sleep(SYNC_EVERY);
         if sync.dirty.swap(false, Ordering::Relaxed) {
             if let Err(e) = file.sync_data() {
-                *sync.failed.lock().unwrap() = Some(write_error(&path, e).0);
+                *sync.failed.lock().unwrap() = Some(write_error(&path, e));
             }
         }
     }
@@ -120,14 +118,12 @@ impl LocalStore {
     /// Opens (or starts) the store at `path`; a missing file is an empty store.
     pub fn open(path: &Path) -> Result<LocalStore> {
         let snap: Snapshot = match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                StoreError(format!(
-                    "{}: not a strowger store snapshot ({e}); move it away to start empty",
-                    path.display()
-                ))
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Snapshot::default(),
-            Err(e) => return Err(StoreError(format!("{}: cannot read: {e}", path.display()))),
+            Err(e) => return Err(read_error(path, e)),
         };
         let mut users: FxHashMap<String, Credentials> = snap
             .users
@@ -140,9 +136,7 @@ impl LocalStore {
         match File::open(&jpath) {
             Ok(f) => {
                 for line in BufReader::new(f).lines() {
-                    let line = line.map_err(|e| {
-                        StoreError(format!("{}: cannot read: {e}", jpath.display()))
-                    })?;
+                    let line = line.map_err(|e| read_error(&jpath, e))?;
                     // A line cut short by a crash is the last one: what it held was never
                     // acknowledged.
                     let Ok(entry) = serde_json::from_str::<Entry>(&line) else {
@@ -166,7 +160,7 @@ impl LocalStore {
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(StoreError(format!("{}: cannot read: {e}", jpath.display()))),
+            Err(e) => return Err(read_error(&jpath, e)),
         }
         let err = |e: std::io::Error| write_error(path, e);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -218,13 +212,13 @@ impl LocalStore {
     /// `now`: written at once. Returns the journal's length in lines.
     fn append(&self, e: &Entry, now: bool) -> Result<u64> {
         if let Some(e) = self.sync.failed.lock().unwrap().take() {
-            return Err(StoreError(e));
+            return Err(e);
         }
         let mut j = self.journal.lock().unwrap();
         let start = j.pending.len();
         if let Err(e) = serde_json::to_writer(&mut j.pending, e) {
             j.pending.truncate(start);
-            return Err(StoreError(e.to_string()));
+            return Err(Error::encode("a journal line", e));
         }
         j.pending.push(b'\n');
         j.lines += 1;
@@ -276,7 +270,7 @@ impl LocalStore {
                 snap.bindings.insert(k.clone(), v.clone());
             }
         }
-        let bytes = serde_json::to_vec(&snap).map_err(|e| StoreError(e.to_string()))?;
+        let bytes = serde_json::to_vec(&snap).map_err(|e| Error::encode("the snapshot", e))?;
         let err = |e: std::io::Error| write_error(&self.path, e);
         // Per process: two processes opening one store (a mistake, but a possible one) must not
         // rename each other's half-written snapshot.
@@ -301,11 +295,18 @@ fn journal_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-fn write_error(path: &Path, e: std::io::Error) -> StoreError {
-    StoreError(format!(
-        "{}: cannot write the store: {e} (check the directory exists and is writable)",
-        path.display()
-    ))
+fn write_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Write {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
+fn read_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
 }
 
 impl LocationStore for LocalStore {
@@ -530,7 +531,8 @@ pub(crate) mod tests {
         let path = std::env::temp_dir().join(format!("strowger-bad-{}.snap", std::process::id()));
         std::fs::write(&path, b"nope").unwrap();
         let e = LocalStore::open(&path).err().unwrap();
-        assert!(e.0.contains("move it away"), "{e}");
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains("move it away"), "{e}");
         let _ = std::fs::remove_file(&path);
     }
 }

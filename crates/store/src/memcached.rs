@@ -12,7 +12,7 @@
 use crate::cache::{Bounded, CAPACITY};
 use crate::pipe::{Answer, Ask, Pending, Pipe, Reply};
 use crate::{
-    apply, key, Binding, Change, CredentialStore, Credentials, LocationStore, Result, StoreError,
+    apply, key, Binding, Change, CredentialStore, Credentials, Error, LocationStore, Result,
 };
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -100,22 +100,39 @@ impl MemcachedStore {
         }
     }
 
-    fn err(&self, e: impl std::fmt::Display) -> StoreError {
-        StoreError(format!("memcached {}: {e}", self.addr))
+    fn backend(&self) -> String {
+        format!("memcached {}", self.addr)
+    }
+
+    /// memcached cannot be reached, or the connection failed.
+    fn away(&self, reason: impl std::fmt::Display) -> Error {
+        Error::Unavailable {
+            backend: self.backend(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// memcached answered, but not as asked.
+    fn refused(&self, reason: impl std::fmt::Display) -> Error {
+        Error::Refused {
+            backend: self.backend(),
+            reason: reason.to_string(),
+        }
     }
 
     fn connect(&self) -> Result<BufReader<TcpStream>> {
         let addr = self
             .addr
             .to_socket_addrs()
-            .map_err(|e| self.err(e))?
+            .map_err(|e| self.away(e))?
             .next()
-            .ok_or_else(|| self.err("no address"))?;
+            .ok_or_else(|| self.away("no address"))?;
         let s = TcpStream::connect_timeout(&addr, TIMEOUT)
-            .map_err(|e| self.err(format!("cannot connect: {e}")))?;
-        s.set_read_timeout(Some(TIMEOUT)).map_err(|e| self.err(e))?;
+            .map_err(|e| self.away(format!("cannot connect: {e}")))?;
+        s.set_read_timeout(Some(TIMEOUT))
+            .map_err(|e| self.away(e))?;
         s.set_write_timeout(Some(TIMEOUT))
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.away(e))?;
         let _ = s.set_nodelay(true);
         Ok(BufReader::new(s))
     }
@@ -150,7 +167,10 @@ impl MemcachedStore {
                 }
                 Ok(v)
             }
-            Err(e) => Err(self.err(e)),
+            // An error reply or one this client did not expect (`proto`); any other error is the
+            // connection's.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(self.refused(e)),
+            Err(e) => Err(self.away(e)),
         }
     }
 
@@ -245,9 +265,10 @@ impl MemcachedStore {
             old = self.get(k)?;
             read = true;
         }
-        Err(self.err(format!(
-            "{k} kept changing under concurrent updates; try again"
-        )))
+        Err(Error::Contended {
+            backend: self.backend(),
+            key: k.to_string(),
+        })
     }
 }
 
@@ -266,7 +287,10 @@ fn flag(line: &str, f: char) -> std::io::Result<u64> {
 }
 
 fn proto(line: &str) -> std::io::Error {
-    std::io::Error::other(format!("unexpected reply {line:?}"))
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("unexpected reply {line:?}"),
+    )
 }
 
 fn read_line(c: &mut BufReader<TcpStream>) -> std::io::Result<String> {
@@ -279,7 +303,7 @@ fn read_line(c: &mut BufReader<TcpStream>) -> std::io::Result<String> {
     }
     let line = line.trim_end().to_string();
     if line.starts_with("SERVER_ERROR") || line.starts_with("CLIENT_ERROR") || line == "ERROR" {
-        return Err(std::io::Error::other(line));
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, line));
     }
     Ok(line)
 }
@@ -389,12 +413,12 @@ impl CredentialStore for MemcachedStore {
 
     fn put_user(&self, c: &Credentials) -> Result<()> {
         let name = format!("{}@{}", c.user, c.domain);
-        let json = serde_json::to_vec(c).map_err(|e| self.err(e))?;
+        let json = serde_json::to_vec(c).map_err(|e| Error::encode("credentials", e))?;
         if self
             .meta_set(&key("user", &name), &json, 0, Mode::Set)?
             .is_none()
         {
-            return Err(self.err("set refused"));
+            return Err(self.refused("set refused"));
         }
         self.index(&name, true)
     }

@@ -8,11 +8,9 @@
 //! through a set. Connections are pooled and dropped after any error, so operations fail while
 //! Redis is down and work again once it is back.
 
-use crate::{
-    key, Binding, Change, CredentialStore, Credentials, LocationStore, Result, StoreError,
-};
+use crate::{key, Binding, Change, CredentialStore, Credentials, Error, LocationStore, Result};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::{ConnectionLike, Script};
+use redis::{ConnectionLike, ErrorKind, RedisError, Script, ServerErrorKind};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -78,7 +76,7 @@ type Conn = Box<dyn ConnectionLike + Send>;
 pub struct RedisStore {
     /// The URL as given, for errors.
     addr: String,
-    client: std::result::Result<Client, String>,
+    client: Result<Client>,
     pool: Mutex<Vec<Conn>>,
     update: Script,
 }
@@ -96,7 +94,7 @@ impl RedisStore {
         let url = node_url(host, port);
         let client = redis::Client::open(url.as_str())
             .map(Client::Single)
-            .map_err(|e| e.to_string());
+            .map_err(|e| not_an_address(&url, e));
         RedisStore::with_client(url, client)
     }
 
@@ -109,11 +107,11 @@ impl RedisStore {
             .retries(2)
             .build()
             .map(Client::Cluster)
-            .map_err(|e| e.to_string());
+            .map_err(|e| not_an_address(&urls.join(","), e));
         RedisStore::with_client(format!("redis+cluster {}", urls.join(",")), client)
     }
 
-    fn with_client(addr: String, client: std::result::Result<Client, String>) -> RedisStore {
+    fn with_client(addr: String, client: Result<Client>) -> RedisStore {
         RedisStore {
             addr,
             client,
@@ -123,11 +121,11 @@ impl RedisStore {
     }
 
     fn connect(&self) -> Result<Conn> {
-        let client = self
-            .client
-            .as_ref()
-            .map_err(|e| StoreError(format!("{}: not a valid Redis address: {e}", self.addr)))?;
-        let err = |e: redis::RedisError| StoreError(format!("{}: cannot connect: {e}", self.addr));
+        let client = self.client.as_ref().map_err(Error::clone)?;
+        let err = |e: RedisError| Error::Unavailable {
+            backend: self.addr.clone(),
+            reason: format!("cannot connect: {e}"),
+        };
         Ok(match client {
             Client::Single(c) => {
                 let c = c.get_connection_with_timeout(TIMEOUT).map_err(err)?;
@@ -168,12 +166,41 @@ impl RedisStore {
                 }
                 Ok(v)
             }
-            Err(e) => Err(StoreError(format!("{}: {e}", self.addr))),
+            Err(e) => Err(failed(&self.addr, e)),
         }
     }
 
     fn get(&self, k: &str) -> Result<Option<String>> {
         self.with(|con| redis::cmd("GET").arg(k).query(con))
+    }
+}
+
+/// A client that cannot be made: the URL is at fault.
+fn not_an_address(url: &str, e: RedisError) -> Error {
+    Error::Url {
+        url: url.to_string(),
+        problem: format!("not a valid Redis address: {e}"),
+    }
+}
+
+/// An operation's error: Redis away (the connection failed, or the server or cluster cannot
+/// serve yet: loading, failing over) or an answer refusing it.
+fn failed(addr: &str, e: RedisError) -> Error {
+    let away = e.is_io_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::Server(
+                    ServerErrorKind::BusyLoading
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::MasterDown
+                )
+        );
+    let (backend, reason) = (addr.to_string(), e.to_string());
+    match away {
+        true => Error::Unavailable { backend, reason },
+        false => Error::Refused { backend, reason },
     }
 }
 
@@ -193,7 +220,8 @@ impl LocationStore for RedisStore {
         for c in changes {
             match c {
                 Change::Put(b) => {
-                    let json = serde_json::to_string(b).map_err(|e| StoreError(e.to_string()))?;
+                    let json =
+                        serde_json::to_string(b).map_err(|e| Error::encode("a binding", e))?;
                     inv.arg("P")
                         .arg(&b.contact)
                         .arg(b.instance_key())
@@ -231,7 +259,7 @@ impl CredentialStore for RedisStore {
     /// nodes). An index entry without its key is skipped by `users`.
     fn put_user(&self, c: &Credentials) -> Result<()> {
         let name = format!("{}@{}", c.user, c.domain);
-        let json = serde_json::to_string(c).map_err(|e| StoreError(e.to_string()))?;
+        let json = serde_json::to_string(c).map_err(|e| Error::encode("credentials", e))?;
         let k = key("user", &name);
         self.with(|con| redis::cmd("SET").arg(&k).arg(&json).query::<()>(con))?;
         self.with(|con| redis::cmd("SADD").arg(USERS).arg(&name).query::<()>(con))
@@ -258,5 +286,35 @@ impl CredentialStore for RedisStore {
         }
         out.sort_by(|a: &Credentials, b| (&a.domain, &a.user).cmp(&(&b.domain, &b.user)));
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_tell_redis_away_from_redis_refusing() {
+        let away = [
+            RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+            RedisError::from((ErrorKind::Server(ServerErrorKind::BusyLoading), "loading")),
+            RedisError::from((ErrorKind::Server(ServerErrorKind::ClusterDown), "down")),
+        ];
+        for e in away {
+            let e = failed("redis://h:1/", e);
+            assert!(e.is_unavailable(), "{e:?}");
+            assert!(e.to_string().starts_with("redis://h:1/: "), "{e}");
+        }
+        let refused = [
+            RedisError::from((
+                ErrorKind::Server(ServerErrorKind::ResponseError),
+                "WRONGTYPE",
+            )),
+            RedisError::from((ErrorKind::UnexpectedReturnType, "not a string")),
+        ];
+        for e in refused {
+            let e = failed("redis://h:1/", e);
+            assert!(matches!(e, Error::Refused { .. }), "{e:?}");
+        }
     }
 }

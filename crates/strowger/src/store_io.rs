@@ -107,7 +107,7 @@ impl StoreQueue {
     /// batch of REGISTERs).
     pub fn flush(&mut self) -> Result<(), String> {
         match self {
-            StoreQueue::Inline(store) => store.commit().map_err(|e| e.0),
+            StoreQueue::Inline(store) => store.commit().map_err(|e| e.to_string()),
             StoreQueue::Threads {
                 pipe: Some(pipe), ..
             } => {
@@ -354,7 +354,7 @@ fn serve(store: &dyn store::Store, mail: &Mailboxes, rx: &Mutex<Receiver<Job>>) 
         let result = switch::registrar::run(store, job.op);
         let result = match store.commit() {
             Ok(()) => result,
-            Err(e) => Err(e.0),
+            Err(e) => Err(e.to_string()),
         };
         mail.send(
             job.worker,

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use sdp::{Caps, Codec};
 use serde::Deserialize;
-use toml_edit::ImDocument;
+use toml_edit::Document;
 
 use crate::dialplan::Dialplan;
 use raw::{RawConfig, RawGeneral, RawProxy, RawRegistrar, RawRtp, RawSip, RawUser};
@@ -213,7 +213,7 @@ impl Config {
     /// problem found is returned, warnings included, in file order. Unknown keys and
     /// type mismatches stop serde at the first one; all other checks run to the end.
     pub fn from_str(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
-        let doc = ImDocument::parse(text)
+        let doc = Document::parse(text)
             .map_err(|e| vec![source::syntax_error(file, text, e.span(), e.message())])?;
         let mut d = Diagnostics::new(file, text, &doc);
         let raw: RawConfig = match toml::from_str(text) {

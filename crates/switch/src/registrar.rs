@@ -108,11 +108,11 @@ pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
                 };
                 match answer {
                     Ok(a) => flow.resume(a),
-                    Err(e) => return Err(e.0),
+                    Err(e) => return Err(e.to_string()),
                 }
             }
             Next::Threads(StoreOp::Locate { user, domain, now }) => {
-                return locate(s, &user, &domain, now).map_err(|e| e.0)
+                return locate(s, &user, &domain, now).map_err(|e| e.to_string())
             }
             // `resume` hands over only a reply that does not fit its step; a blocking call's
             // answer always fits.

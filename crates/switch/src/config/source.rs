@@ -4,7 +4,7 @@
 use std::fmt;
 use std::ops::Range;
 
-use toml_edit::{ImDocument, Item, Table, Value};
+use toml_edit::{Document, Item, Table, Value};
 
 /// One problem found in a configuration file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub(crate) struct Diagnostics<'a> {
 }
 
 impl<'a> Diagnostics<'a> {
-    pub(crate) fn new(file: &'a str, text: &'a str, doc: &ImDocument<&str>) -> Diagnostics<'a> {
+    pub(crate) fn new(file: &'a str, text: &'a str, doc: &Document<&str>) -> Diagnostics<'a> {
         let mut spans = Vec::new();
         index(doc.as_item(), String::new(), &mut spans);
         Diagnostics {
