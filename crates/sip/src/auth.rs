@@ -343,6 +343,18 @@ impl Nonces {
         hex(&mac.finalize().into_bytes()[..16])
     }
 
+    /// Nonces that carry `issuer` (a worker's index), so a request answering one can be handed
+    /// to the worker whose table counts its uses ([`Nonces::issuer`]).
+    pub fn with_issuer(mut self, issuer: u8) -> Nonces {
+        self.counter = u64::from(issuer) << 56;
+        self
+    }
+
+    /// The issuer a nonce names, unchecked (for routing only: its issuer checks the MAC).
+    pub fn issuer(nonce: &str) -> Option<u8> {
+        u8::from_str_radix(nonce.get(16..18)?, 16).ok()
+    }
+
     /// A fresh nonce at unix time `now`.
     pub fn issue(&mut self, now: u64) -> String {
         self.counter += 1;
@@ -364,26 +376,44 @@ impl Nonces {
         u64::from_str_radix(&body[..16], 16).ok()
     }
 
-    /// Checks a nonce and, when valid, records the nonce-count (`nc` hex; None when the client
-    /// used no qop, which allows one use of the nonce).
-    pub fn check(&mut self, nonce: &str, nc: Option<&str>, now: u64) -> NonceCheck {
+    /// What [`Nonces::check`] would answer, recording nothing: to refuse a stale or foreign nonce
+    /// before the password is looked up, and count its use only once the password is right.
+    pub fn peek(&self, nonce: &str, nc: Option<&str>, now: u64) -> NonceCheck {
+        match self.judge(nonce, nc, now) {
+            Ok(_) => NonceCheck::Valid,
+            Err(c) => c,
+        }
+    }
+
+    /// A nonce's issue time and the nonce-count asked for, if it is ours, fresh and unused.
+    fn judge(&self, nonce: &str, nc: Option<&str>, now: u64) -> Result<(u64, u32), NonceCheck> {
         let Some(t) = self.issued_at(nonce) else {
-            return NonceCheck::Invalid;
+            return Err(NonceCheck::Invalid);
         };
         if t > now + 5 || now.saturating_sub(t) > self.lifetime_s || t <= self.floor {
-            return NonceCheck::Stale;
+            return Err(NonceCheck::Stale);
         }
         let nc = match nc {
             None => 1,
             Some(s) => match u32::from_str_radix(s, 16) {
                 Ok(n) if n > 0 => n,
-                _ => return NonceCheck::Invalid,
+                _ => return Err(NonceCheck::Invalid),
             },
         };
+        match self.seen.get(nonce) {
+            Some((_, last)) if nc <= *last => Err(NonceCheck::Stale),
+            _ => Ok((t, nc)),
+        }
+    }
+
+    /// Checks a nonce and, when valid, records the nonce-count (`nc` hex; None when the client
+    /// used no qop, which allows one use of the nonce).
+    pub fn check(&mut self, nonce: &str, nc: Option<&str>, now: u64) -> NonceCheck {
+        let (t, nc) = match self.judge(nonce, nc, now) {
+            Ok(v) => v,
+            Err(c) => return c,
+        };
         if let Some((_, last)) = self.seen.get_mut(nonce) {
-            if nc <= *last {
-                return NonceCheck::Stale;
-            }
             *last = nc;
             return NonceCheck::Valid;
         }
@@ -539,6 +569,25 @@ mod tests {
         );
         assert!(Authorization::parse("Digest username=\"a\", qop=auth-int").is_err());
         assert!(Authorization::parse("Digest username=\"a").is_err());
+    }
+
+    #[test]
+    fn a_nonce_names_its_issuer_and_peeking_records_nothing() {
+        let mut n = Nonces::new([7; 32], 300, 4).with_issuer(3);
+        let nonce = n.issue(1000);
+        assert_eq!(Nonces::issuer(&nonce), Some(3));
+        assert_eq!(Nonces::issuer("short"), None);
+        assert_eq!(n.peek(&nonce, Some("00000001"), 1001), NonceCheck::Valid);
+        assert_eq!(n.peek(&nonce, Some("00000001"), 1001), NonceCheck::Valid);
+        assert_eq!(n.check(&nonce, Some("00000001"), 1001), NonceCheck::Valid);
+        assert_eq!(n.peek(&nonce, Some("00000001"), 1001), NonceCheck::Stale);
+        assert_eq!(n.peek(&nonce, Some("00000002"), 1001), NonceCheck::Valid);
+        let mut other = Nonces::new([7; 32], 300, 4).with_issuer(4);
+        assert_eq!(
+            other.check(&nonce, Some("00000002"), 1001),
+            NonceCheck::Valid,
+            "another worker with the secret verifies it (its counts are not shared)"
+        );
     }
 
     #[test]

@@ -64,6 +64,12 @@ pub enum Envelope {
     TcpSend { to: SocketAddr, bytes: Arc<[u8]> },
     /// An IAX2 datagram read from the IAX2 port by worker 0, for a call this worker owns.
     Iax { from: SocketAddr, bytes: Vec<u8> },
+    /// Where an IAX2 peer registered from (or that it left), told by the worker that accepted
+    /// its REGREQ: every worker keeps a copy (`switch::Event::IaxPeer`).
+    IaxPeer {
+        name: String,
+        at: Option<(SocketAddr, Instant)>,
+    },
     /// The result of a store operation this worker's engine asked for.
     Store {
         token: u64,
@@ -480,6 +486,18 @@ impl Worker {
                 self.engine
                     .handle_input(clock, Input::Recording { token, result });
             }
+            Event::IaxPeer { name, at } => {
+                for w in (0..self.workers).filter(|&w| w != self.id) {
+                    let name = name.clone();
+                    post(
+                        &self.mail,
+                        &mut self.to_wake,
+                        w,
+                        Envelope::IaxPeer { name, at },
+                    );
+                }
+                self.engine.handle_input(clock, Input::IaxPeer { name, at });
+            }
             Event::Cdr(line) => self.host.cdr(&line),
             Event::State { name, contents } => self.host.state(name, &contents),
             Event::Log {
@@ -490,7 +508,8 @@ impl Worker {
         }
     }
 
-    /// Handles `msg` here or posts it to its Call-ID's worker. A REGISTER (`switch::stateless`)
+    /// Handles `msg` here or posts it to its Call-ID's worker (a digest answer: to the worker
+    /// that issued its nonce). A REGISTER (`switch::stateless`)
     /// stays here while the worker keeps up (`keeping_up`: its last read left the socket
     /// empty), sparing the other worker a wake-up; a worker reading full batches spreads them,
     /// so one busy source — an edge proxy, a load generator — still uses every worker.
@@ -502,9 +521,11 @@ impl Worker {
         late: bool,
         keeping_up: bool,
     ) {
-        let owner = match keeping_up && switch::stateless(&msg) {
-            true => self.id,
-            false => self.owner(&msg),
+        let owner = match switch::nonce_owner(&msg, self.workers) {
+            // A digest answer goes to the worker that counts its nonce's uses.
+            Some(w) => w,
+            None if keeping_up && switch::stateless(&msg) => self.id,
+            None => self.owner(&msg),
         };
         if owner == self.id {
             self.handle_sip(msg, peer, local, late);
@@ -647,6 +668,9 @@ impl Worker {
                 }
                 Envelope::Store { token, result } => {
                     self.input(clock(), Input::Store { token, result });
+                }
+                Envelope::IaxPeer { name, at } => {
+                    self.input(clock(), Input::IaxPeer { name, at });
                 }
             }
         }

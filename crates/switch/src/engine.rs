@@ -35,14 +35,30 @@ pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REGIST
 pub const SUPPORTED: &[&str] = &["timer"];
 
 /// Whether any worker may handle `msg` rather than its Call-ID's owner: a REGISTER keeps no
-/// call state (its bindings live in the store and the nonce counts are shared by all workers),
-/// and its retransmissions come from the same address, so the kernel hands them to the same
-/// worker. Handling it where it arrived spares half of all REGISTERs a hand-off between
-/// workers (two thread wake-ups). (A retransmission handled by another worker than the first
-/// copy is answered as a new request: the same bindings again, or a new challenge once its
-/// nonce count was used.)
+/// call state (its bindings live in the store; one that answers a challenge goes to the worker
+/// that issued the nonce, `nonce_owner`), and its retransmissions come from the same address,
+/// so the kernel hands them to the same worker. Handling it where it arrived spares half of all
+/// REGISTERs a hand-off between workers (two thread wake-ups). (A retransmission handled by
+/// another worker than the first copy is answered as a new request: the same bindings again.)
 pub fn stateless(msg: &Message) -> bool {
     msg.method() == Some(&Method::Register)
+}
+
+/// The worker that issued the nonce a request's digest answer carries (Authorization or
+/// Proxy-Authorization): only its table counts that nonce's uses, so the request goes there.
+pub fn nonce_owner(msg: &Message, workers: usize) -> Option<usize> {
+    let v = msg
+        .header(HeaderName::Authorization)
+        .or_else(|| msg.header(HeaderName::ProxyAuthorization))?;
+    let bytes = v.as_bytes();
+    // `nonce=` as a parameter of its own (not the tail of `cnonce=`).
+    let at = (0..bytes.len().saturating_sub(5)).find(|&i| {
+        bytes[i..i + 6].eq_ignore_ascii_case(b"nonce=")
+            && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric())
+    })?;
+    let value = v[at + 6..].trim_start().trim_start_matches('"');
+    let w = usize::from(sip::auth::Nonces::issuer(value)?);
+    (w < workers).then_some(w)
 }
 
 /// The worker that owns a Call-ID: a stable hash, so every worker computes the same owner.
@@ -80,7 +96,7 @@ pub struct Settings {
     /// Which worker this is and how many there are (outbound Call-IDs must hash back here).
     pub worker: usize,
     pub workers: usize,
-    /// `[registrar]` and the process's nonce table.
+    /// `[registrar]`, with the secret that signs every worker's nonces.
     pub registrar: crate::registrar::Registrar,
     /// `[proxy]`: domains served as a stateful proxy.
     pub proxy: crate::config::Proxy,
@@ -164,6 +180,9 @@ pub struct Engine {
     pub(crate) clock: Clock,
     /// Prompt and recording files asked of the shell, by token.
     pub(crate) files: FxHashMap<u64, crate::apps::FileWait>,
+    /// The nonces this worker issued and how often each was used (requests answering one are
+    /// handed to this worker: `nonce_owner`).
+    pub(crate) nonces: sip::auth::Nonces,
     /// Configured prompts already loaded (the shell loads each once).
     pub(crate) prompts: FxHashMap<String, Arc<media::Prompt>>,
 }
@@ -179,7 +198,6 @@ impl Engine {
                 .keepalive
                 .map(|(period, _)| crate::keepalive::KeepAlives::new(period)),
             media: media::Engine::new(),
-            s,
             dialplan,
             calls: Slab::new(),
             by_call_id: FxHashMap::default(),
@@ -206,6 +224,8 @@ impl Engine {
             clock: Clock::new(now, wall),
             files: FxHashMap::default(),
             prompts: FxHashMap::default(),
+            nonces: s.registrar.nonces(s.worker),
+            s,
         }
     }
 
@@ -234,6 +254,11 @@ impl Engine {
             Input::Prompt { token, result } => self.on_prompt(token, result, now),
             Input::Recording { token, result } => self.on_recording(token, result, now),
             Input::MediaPorts(ports) => self.ports.add_spare(ports),
+            Input::IaxPeer { name, at } => {
+                if let Some(iax) = self.iax.as_mut() {
+                    iax.peer_moved(name, at, clock);
+                }
+            }
             Input::Overloaded(on) => self.overloaded = on,
             Input::Shutdown => self.shutdown(now),
         }

@@ -23,7 +23,7 @@ use sdp::LocalSession;
 use sip::transaction::{Peer, Transport};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Payload types of the RTP an IAX2 media leg exchanges with the media engine (internal only).
@@ -55,39 +55,26 @@ pub fn media_format(bit: u32) -> Option<Format> {
     })
 }
 
-/// Where registered peers are, shared by every worker (written on REGREQ, read when a call
-/// dials a peer; never on the media path).
+/// Where registered peers are. Each worker keeps a copy: the worker that accepts a REGREQ says
+/// so (`Event::IaxPeer`), and the shell hands that to every worker (`Input::IaxPeer`), so a call
+/// dialling a peer finds it on any worker without a lock.
 #[derive(Default)]
-pub struct Registry(RwLock<HashMap<String, (SocketAddr, Instant)>>);
+pub struct Registry(HashMap<String, (SocketAddr, Instant)>);
 
 impl Registry {
     pub fn get(&self, name: &str, now: Instant) -> Option<SocketAddr> {
-        let map = self.0.read().ok()?;
-        map.get(name)
-            .filter(|(_, until)| *until > now)
-            .map(|(a, _)| *a)
+        self.entry(name, now).map(|(a, _)| a)
     }
 
-    /// Records where `name` registered from; true if that is new (first time or moved).
-    fn set(&self, name: &str, addr: SocketAddr, until: Instant, now: Instant) -> bool {
-        let Ok(mut map) = self.0.write() else {
-            return false;
-        };
-        let old = map.insert(name.to_string(), (addr, until));
-        old.is_none_or(|(a, u)| a != addr || u <= now)
-    }
-
-    /// Forgets where `name` is (its REGREL).
-    fn remove(&self, name: &str) {
-        if let Ok(mut map) = self.0.write() {
-            map.remove(name);
-        }
+    /// Whether `name` registering from `addr` is news (first time, moved, or lapsed).
+    fn is_new(&self, name: &str, addr: SocketAddr, now: Instant) -> bool {
+        self.0.get(name).is_none_or(|&(a, u)| a != addr || u <= now)
     }
 
     /// Where `name` registered from and how long that lasts.
     fn entry(&self, name: &str, now: Instant) -> Option<(SocketAddr, Duration)> {
-        let map = self.0.read().ok()?;
-        map.get(name)
+        self.0
+            .get(name)
             .filter(|(_, until)| *until > now)
             .map(|(a, until)| (*a, *until - now))
     }
@@ -96,13 +83,10 @@ impl Registry {
 /// The file in the data directory that `strowger show peers` reads.
 pub const PEERS_STATE: &str = "iax2-peers.json";
 
-/// `[iax2]`, the registry, the peers' last POKE round trips and the calls per address, shared
-/// by the workers.
+/// `[iax2]` and the calls per address, shared by the workers (read-only here; the count of
+/// calls per address is the `iax2` endpoint's own).
 pub struct Shared {
     pub cfg: Iax2,
-    pub registry: Registry,
-    /// By peer name: the round trip of its last answered POKE, or None when it went unanswered.
-    reach: RwLock<HashMap<String, Option<Duration>>>,
     address_counts: Arc<iax2::AddressCounts>,
 }
 
@@ -110,42 +94,8 @@ impl Shared {
     pub fn new(cfg: Iax2) -> Arc<Shared> {
         Arc::new(Shared {
             cfg,
-            registry: Registry::default(),
-            reach: RwLock::default(),
             address_counts: Arc::default(),
         })
-    }
-
-    /// Each configured peer's state as JSON, for `strowger show peers`: where a dynamic peer
-    /// registered from and until when (Unix seconds), and its last POKE's round trip.
-    pub fn snapshot(&self, clock: crate::io::Clock) -> String {
-        let now = clock.now;
-        let wall = unix_seconds(clock.wall);
-        let reach = self.reach.read().map(|r| r.clone()).unwrap_or_default();
-        let peers: serde_json::Map<String, serde_json::Value> = self
-            .cfg
-            .peers
-            .iter()
-            .map(|p| {
-                let reg = self.registry.entry(&p.name, now);
-                let poke = reach.get(&p.name);
-                let state = serde_json::json!({
-                    "registered_from": reg.map(|(a, _)| a.to_string()),
-                    "registered_until": reg.map(|(_, left)| (wall + left.as_secs_f64()).round()),
-                    "reachable": poke.map(Option::is_some),
-                    "rtt_ms": poke.copied().flatten().map(|d| d.as_millis() as u64),
-                });
-                (p.name.clone(), state)
-            })
-            .collect();
-        serde_json::json!({ "written": wall.round(), "peers": peers }).to_string()
-    }
-
-    fn save(&self, clock: crate::io::Clock, out: &mut VecDeque<crate::io::Event>) {
-        out.push_back(crate::io::Event::State {
-            name: PEERS_STATE,
-            contents: self.snapshot(clock),
-        });
     }
 }
 
@@ -209,6 +159,11 @@ pub struct Iax {
     deferred: VecDeque<Event>,
     /// Log lines and state files for the shell, taken by `Engine::poll_output`.
     pub(crate) events: VecDeque<crate::io::Event>,
+    /// Where dynamic peers registered from (every worker's copy).
+    registry: Registry,
+    /// Worker 0 qualifies the peers and writes `show peers`' state: by peer name, the round
+    /// trip of its last answered POKE, or None when it went unanswered.
+    reach: Option<HashMap<String, Option<Duration>>>,
 }
 
 impl Iax {
@@ -248,7 +203,59 @@ impl Iax {
             next_qualify,
             deferred: VecDeque::new(),
             events: VecDeque::new(),
+            registry: Registry::default(),
+            reach: register.then(HashMap::new),
         }
+    }
+
+    /// Each configured peer's state as JSON, for `strowger show peers`: where a dynamic peer
+    /// registered from and until when (Unix seconds), and its last POKE's round trip.
+    fn snapshot(&self, clock: crate::io::Clock) -> String {
+        let now = clock.now;
+        let wall = unix_seconds(clock.wall);
+        let peers: serde_json::Map<String, serde_json::Value> = self
+            .shared
+            .cfg
+            .peers
+            .iter()
+            .map(|p| {
+                let reg = self.registry.entry(&p.name, now);
+                let poke = self.reach.as_ref().and_then(|r| r.get(&p.name));
+                let state = serde_json::json!({
+                    "registered_from": reg.map(|(a, _)| a.to_string()),
+                    "registered_until": reg.map(|(_, left)| (wall + left.as_secs_f64()).round()),
+                    "reachable": poke.map(Option::is_some),
+                    "rtt_ms": poke.copied().flatten().map(|d| d.as_millis() as u64),
+                });
+                (p.name.clone(), state)
+            })
+            .collect();
+        serde_json::json!({ "written": wall.round(), "peers": peers }).to_string()
+    }
+
+    /// Rewrites `show peers`' state file (worker 0's job).
+    fn save(&mut self, clock: crate::io::Clock) {
+        if self.reach.is_some() {
+            let contents = self.snapshot(clock);
+            self.events.push_back(crate::io::Event::State {
+                name: PEERS_STATE,
+                contents,
+            });
+        }
+    }
+
+    /// Where a peer registered from now (`at`), or that it left (None).
+    pub(crate) fn peer_moved(
+        &mut self,
+        name: String,
+        at: Option<(SocketAddr, Instant)>,
+        clock: crate::io::Clock,
+    ) {
+        match at {
+            Some(at) => self.registry.0.insert(name, at),
+            None => self.registry.0.remove(&name),
+        };
+        self.save(clock);
     }
 
     /// POKEs every peer with a known address (fixed, or where it registered from) that has no
@@ -262,7 +269,7 @@ impl Iax {
         for p in &self.shared.cfg.peers {
             let addr = match p.host {
                 IaxHost::Static(a) => Some(a),
-                IaxHost::Dynamic => self.shared.registry.get(&p.name, now),
+                IaxHost::Dynamic => self.registry.get(&p.name, now),
             };
             let Some(addr) = addr else { continue };
             if self.pokes.values().any(|(n, _)| *n == p.name) {
@@ -279,11 +286,11 @@ impl Iax {
         let Some((name, addr)) = self.pokes.remove(&call) else {
             return;
         };
-        let was = match self.shared.reach.write() {
-            Ok(mut r) => r.insert(name.clone(), rtt),
-            Err(_) => return,
+        let Some(reach) = self.reach.as_mut() else {
+            return;
         };
-        self.shared.save(clock, &mut self.events);
+        let was = reach.insert(name.clone(), rtt);
+        self.save(clock);
         let message = match (was, rtt) {
             (Some(Some(_)), Some(_)) | (Some(None), None) => return,
             (_, Some(rtt)) => format!(
@@ -506,9 +513,9 @@ impl Engine {
                         release: true,
                         ..
                     } => {
-                        iax.shared.registry.remove(&name);
-                        iax.shared.save(self.clock, &mut iax.events);
                         iax.note(format!("iax2: peer {name} at {peer} unregistered (REGREL)"));
+                        let at = None;
+                        iax.events.push_back(crate::io::Event::IaxPeer { name, at });
                         let _ = iax.ep.accept_registration(call, 0, now);
                     }
                     Waiting::Register {
@@ -518,12 +525,13 @@ impl Engine {
                         ..
                     } => {
                         let until = now + Duration::from_secs(u64::from(refresh) + 10);
-                        if iax.shared.registry.set(&name, peer, until, now) {
+                        if iax.registry.is_new(&name, peer, now) {
                             iax.note(format!(
                                 "iax2: peer {name} registered from {peer} for {refresh} s"
                             ));
                         }
-                        iax.shared.save(self.clock, &mut iax.events);
+                        let at = Some((peer, until));
+                        iax.events.push_back(crate::io::Event::IaxPeer { name, at });
                         let _ = iax.ep.accept_registration(call, refresh, now);
                     }
                 }
@@ -825,7 +833,7 @@ impl Engine {
         };
         let addr = match p.host {
             IaxHost::Static(a) => a,
-            IaxHost::Dynamic => match iax.shared.registry.get(&p.name, now) {
+            IaxHost::Dynamic => match iax.registry.get(&p.name, now) {
                 Some(a) => a,
                 None => return self.bridge_failed(call, 480, now),
             },

@@ -92,6 +92,12 @@ pub enum Input<'a> {
     },
     /// Newly bound RTP port pairs (RTP on the even port, RTCP on the next), ready for legs.
     MediaPorts(&'a [u16]),
+    /// An IAX2 peer registered from an address until an instant, or left (None): what some
+    /// worker's [`Event::IaxPeer`] said, handed to every worker.
+    IaxPeer {
+        name: String,
+        at: Option<(SocketAddr, Instant)>,
+    },
     /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
     Overloaded(bool),
     /// The process is stopping: hang up every call.
@@ -138,6 +144,12 @@ pub enum Event {
     /// Create a recording file (relative to the data directory). Answer with
     /// [`Input::Recording`].
     Recording { token: u64, name: String },
+    /// An IAX2 peer registered (or left, None): hand it to every worker as [`Input::IaxPeer`],
+    /// this one included, so each finds the peer when a call dials it.
+    IaxPeer {
+        name: String,
+        at: Option<(SocketAddr, Instant)>,
+    },
     /// One call detail record (JSON, no newline), to append to the CDR log.
     Cdr(String),
     /// Something an operator should see; the text names the cause and the fix.

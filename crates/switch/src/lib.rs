@@ -18,6 +18,6 @@ mod proxy;
 pub mod registrar;
 pub mod slots;
 
-pub use engine::{owner, stateless, Engine, Settings};
+pub use engine::{nonce_owner, owner, stateless, Engine, Settings};
 pub use io::{Clock, Event, Input, Level, Output};
 pub use slots::CallSlots;

@@ -105,12 +105,27 @@ mod tests {
             assert_eq!((t.port, t.shared, t.first), (10, true, false));
         }
         let own = p.take(false).unwrap();
-        assert_eq!((own.port, own.shared), (12, false), "a leg that cannot share");
+        assert_eq!(
+            (own.port, own.shared),
+            (12, false),
+            "a leg that cannot share"
+        );
         let next = p.take(true).unwrap();
-        assert_eq!((next.port, next.first), (14, true), "a full pair opens the next");
+        assert_eq!(
+            (next.port, next.first),
+            (14, true),
+            "a full pair opens the next"
+        );
         p.release(10);
-        assert_eq!(p.take(true).map(|t| t.port), Some(14), "the least used pair");
+        assert_eq!(
+            p.take(true).map(|t| t.port),
+            Some(14),
+            "the least used pair"
+        );
         p.release(12);
-        assert!(p.take(false).is_none(), "an own pair is not reused by the engine");
+        assert!(
+            p.take(false).is_none(),
+            "an own pair is not reused by the engine"
+        );
     }
 }

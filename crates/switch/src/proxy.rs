@@ -157,11 +157,15 @@ impl Engine {
         now: Instant,
     ) {
         let method = msg.method().map_or("INVITE", Method::as_str).to_string();
-        match self
+        let digest = match self
             .s
             .registrar
-            .check_digest(&auth, creds.as_ref(), &method, self.clock.unix())
+            .check_digest(&auth, creds.as_ref(), &method)
         {
+            Digest::Valid => self.count_nonce(&auth),
+            d => d,
+        };
+        match digest {
             Digest::Valid => self.proxy_locate(stx, msg, peer, now),
             // The copy may predate a new password: only the backend's answer can deny.
             Digest::Denied if recent => self.proxy_credentials(stx, msg, peer, auth, false),

@@ -14,7 +14,6 @@ use sip::auth::{Algorithm, Authorization, Challenge, NonceCheck, Nonces};
 use sip::header::{parse_u32, HeaderName, NameAddr};
 use sip::transaction::{Peer, ServerTxId, Transport};
 use sip::{Message, Uri};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use store::pipe::{Answer, Ask};
 use store::{Binding, Change, Credentials};
@@ -185,7 +184,7 @@ pub fn drive(s: &dyn store::Store, op: StoreOp) -> Next {
         } => {
             let domain = &registrar.domain;
             let check =
-                |c: Option<Credentials>| registrar.check_digest(auth, c.as_ref(), "REGISTER", *now);
+                |c: Option<Credentials>| registrar.check_digest(auth, c.as_ref(), "REGISTER");
             match s.recent_user(user, domain, *now).map(check) {
                 // A recent copy can only let a phone in: a denial is checked again against
                 // the backend.
@@ -213,15 +212,12 @@ impl Flow {
             }
             (
                 StoreOp::Register {
-                    auth,
-                    now,
-                    registrar,
-                    ..
+                    auth, registrar, ..
                 },
                 Answer::User(c),
                 None,
             ) => {
-                let d = registrar.check_digest(auth, c.as_ref(), "REGISTER", *now);
+                let d = registrar.check_digest(auth, c.as_ref(), "REGISTER");
                 self.checked(d)
             }
             (StoreOp::Register { .. }, Answer::Bindings(bindings), Some(d)) => {
@@ -300,7 +296,9 @@ pub struct Registrar {
     pub algorithms: Vec<Algorithm>,
     pub keepalive: Option<(Duration, KeepAliveKind)>,
     pub authenticate: bool,
-    pub nonces: Arc<Mutex<Nonces>>,
+    /// Signs the nonces every worker issues (each counts the uses of its own).
+    pub secret: [u8; 32],
+    pub nonce_lifetime_s: u64,
 }
 
 impl std::fmt::Debug for Registrar {
@@ -323,22 +321,24 @@ impl Registrar {
             keepalive: (cfg.keepalive_s > 0)
                 .then(|| (Duration::from_secs(cfg.keepalive_s.into()), cfg.keepalive)),
             authenticate: cfg.authenticate,
-            nonces: Arc::new(Mutex::new(Nonces::new(
-                secret,
-                cfg.nonce_lifetime_s.into(),
-                NONCE_TABLE,
-            ))),
+            secret,
+            nonce_lifetime_s: cfg.nonce_lifetime_s.into(),
         }
     }
 
-    /// Checks digest credentials against a user's stored HA1s, then the nonce (issued here,
-    /// fresh at `now`, unix seconds; nonce-count not seen before).
+    /// A worker's nonce table: nonces that name the worker, their uses counted there.
+    pub fn nonces(&self, worker: usize) -> Nonces {
+        Nonces::new(self.secret, self.nonce_lifetime_s, NONCE_TABLE)
+            .with_issuer(u8::try_from(worker).unwrap_or(u8::MAX))
+    }
+
+    /// Checks digest credentials against a user's stored HA1s (the worker checks the nonce:
+    /// `Engine::count_nonce`).
     pub fn check_digest(
         &self,
         auth: &Authorization,
         creds: Option<&Credentials>,
         method: &str,
-        now: u64,
     ) -> Digest {
         if !self.algorithms.contains(&auth.algorithm) {
             // Answered with an algorithm this registrar does not offer: challenge again.
@@ -351,18 +351,9 @@ impl Registrar {
             };
             auth.verify(ha1, method)
         });
-        if !ok {
-            return Digest::Denied;
-        }
-        let check = self.nonces.lock().unwrap().check(
-            &auth.nonce,
-            auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or("")),
-            now,
-        );
-        match check {
-            NonceCheck::Valid => Digest::Valid,
-            NonceCheck::Stale => Digest::Rechallenge { stale: true },
-            NonceCheck::Invalid => Digest::Rechallenge { stale: false },
+        match ok {
+            true => Digest::Valid,
+            false => Digest::Denied,
         }
     }
 }
@@ -390,6 +381,8 @@ pub(crate) enum Pending {
         peer: Peer,
         aor: String,
         refused: Option<Refusal>,
+        /// The digest answer, whose nonce use is counted once the password is right.
+        auth: Option<Box<Authorization>>,
     },
     /// A request for a proxied domain whose caller's credentials are being fetched.
     ProxyAuth {
@@ -483,18 +476,25 @@ impl Engine {
                 peer,
                 aor,
                 refused,
+                auth,
             } => match result {
                 Ok(StoreReply::Bindings(list)) => self.stored(stx, &msg, peer, &aor, &list, now),
-                Ok(StoreReply::Registered { digest, bindings }) => match (digest, refused) {
-                    (Digest::Valid, None) => self.stored(stx, &msg, peer, &aor, &bindings, now),
-                    (Digest::Valid, Some(r)) => self.refuse(stx, &msg, peer, r, now),
-                    // Unknown user or wrong password: the same answer, so users cannot be
-                    // guessed.
-                    (Digest::Denied, _) => self.reg_reply(stx, &msg, peer, 403, &[], now),
-                    (Digest::Rechallenge { stale }, _) => {
-                        self.challenge(stx, &msg, peer, stale, now)
+                Ok(StoreReply::Registered { digest, bindings }) => {
+                    let digest = match (digest, auth) {
+                        (Digest::Valid, Some(a)) => self.count_nonce(&a),
+                        (d, _) => d,
+                    };
+                    match (digest, refused) {
+                        (Digest::Valid, None) => self.stored(stx, &msg, peer, &aor, &bindings, now),
+                        (Digest::Valid, Some(r)) => self.refuse(stx, &msg, peer, r, now),
+                        // Unknown user or wrong password: the same answer, so users cannot be
+                        // guessed.
+                        (Digest::Denied, _) => self.reg_reply(stx, &msg, peer, 403, &[], now),
+                        (Digest::Rechallenge { stale }, _) => {
+                            self.challenge(stx, &msg, peer, stale, now)
+                        }
                     }
-                },
+                }
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now),
             },
@@ -579,14 +579,8 @@ impl Engine {
     /// nonce. Clients differ: SIPp 3.6 answers the first challenge and fails if it is SHA-256,
     /// Debian 12's baresip refuses any set with SHA-256 in it; hence MD5 alone unless
     /// configured. A client that picks SHA-256 is verified with it.
-    pub(crate) fn challenges(&self, stale: bool) -> Vec<String> {
-        let nonce = self
-            .s
-            .registrar
-            .nonces
-            .lock()
-            .unwrap()
-            .issue(self.clock.unix());
+    pub(crate) fn challenges(&mut self, stale: bool) -> Vec<String> {
+        let nonce = self.nonces.issue(self.clock.unix());
         self.s
             .registrar
             .algorithms
@@ -630,11 +624,22 @@ impl Engine {
             .find(|a| &a.realm == realm)
     }
 
-    fn challenge_headers(&self, stale: bool) -> Vec<(&'static str, String)> {
+    fn challenge_headers(&mut self, stale: bool) -> Vec<(&'static str, String)> {
         self.challenges(stale)
             .into_iter()
             .map(|c| ("WWW-Authenticate", c))
             .collect()
+    }
+
+    /// Counts a use of a digest answer's nonce whose password was right: a replayed or stale
+    /// one is challenged again.
+    pub(crate) fn count_nonce(&mut self, auth: &Authorization) -> Digest {
+        let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
+        match self.nonces.check(&auth.nonce, nc, self.clock.unix()) {
+            NonceCheck::Valid => Digest::Valid,
+            NonceCheck::Stale => Digest::Rechallenge { stale: true },
+            NonceCheck::Invalid => Digest::Rechallenge { stale: false },
+        }
     }
 
     /// 401 with fresh challenges.
@@ -666,15 +671,22 @@ impl Engine {
             )];
             return self.reg_reply(stx, &msg, peer, 403, &w, now);
         }
+        let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
+        match self.nonces.peek(&auth.nonce, nc, self.clock.unix()) {
+            NonceCheck::Valid => {}
+            NonceCheck::Stale => return self.challenge(stx, &msg, peer, true, now),
+            NonceCheck::Invalid => return self.challenge(stx, &msg, peer, false, now),
+        }
         let aor = format!("{user}@{realm}");
         let (changes, refused) = match self.changes(&msg, peer) {
             Ok(c) => (Some(c), None),
             Err(r) => (None, Some(r)),
         };
+        let auth = Box::new(auth);
         let op = StoreOp::Register {
             user,
             aor: aor.clone(),
-            auth: Box::new(auth),
+            auth: auth.clone(),
             changes,
             now: self.clock.unix(),
             registrar: self.s.registrar.clone(),
@@ -685,6 +697,7 @@ impl Engine {
             peer,
             aor,
             refused,
+            auth: Some(auth),
         };
         self.store_op(op, why);
     }
@@ -714,6 +727,7 @@ impl Engine {
             peer,
             aor,
             refused: None,
+            auth: None,
         };
         self.store_op(op, why);
     }

@@ -118,7 +118,7 @@ impl Rig {
                 Output::Timeout(_) => return,
                 Output::Event(ev) => match ev {
                     Event::MediaOpen { shared, .. } => self.host.shareable.push(shared),
-                    Event::MediaClose { .. } | Event::State { .. } => {}
+                    Event::MediaClose { .. } | Event::State { .. } | Event::IaxPeer { .. } => {}
                     Event::Prompt { token, .. } => {
                         let pcm: Vec<i16> =
                             (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
@@ -658,4 +658,34 @@ fn unknown_extension_gets_404_and_options_gets_allow() {
     let ok = r.sent().pop().unwrap().1;
     assert_eq!(ok.status(), Some(200));
     assert!(ok.header(HeaderName::Allow).unwrap().contains("INVITE"));
+}
+
+#[test]
+fn a_digest_answer_names_the_worker_that_issued_its_nonce() {
+    let secret = [5; 32];
+    let mut worker3 = sip::auth::Nonces::new(secret, 300, 16).with_issuer(3);
+    let nonce = worker3.issue(1_000);
+    let register = |auth: &str| {
+        let text = format!(
+            "REGISTER sip:127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK-n1\r\n\
+From: <sip:1001@strowger>;tag=1\r\nTo: <sip:1001@strowger>\r\nCall-ID: n1\r\nCSeq: 2 REGISTER\r\n\
+Max-Forwards: 70\r\n{auth}Content-Length: 0\r\n\r\n"
+        );
+        Message::parse(text.as_bytes(), true).unwrap()
+    };
+    let answer = format!(
+        "Authorization: Digest username=\"1001\", realm=\"strowger\", cnonce=\"00ff{nonce}\", \
+nonce=\"{nonce}\", uri=\"sip:127.0.0.1\", response=\"0\", qop=auth, nc=00000001\r\n"
+    );
+    assert_eq!(switch::nonce_owner(&register(&answer), 4), Some(3));
+    assert_eq!(
+        switch::nonce_owner(&register(&answer), 2),
+        None,
+        "no such worker"
+    );
+    assert_eq!(
+        switch::nonce_owner(&register(""), 4),
+        None,
+        "no digest answer"
+    );
 }
