@@ -1,27 +1,475 @@
-//! Calls through strowger on the simulated network (tests/net): IPv6, hold and codec changes,
-//! early media, loss and reordering, shutdown, overload.
+//! Calls through strowger on the simulated network (tests/net): over IPv6, hold and codec
+//! changes mid-call, early media, loss and reordering, shutdown, overload.
 
 mod net;
 
 use net::*;
+use sip::{HeaderName, Message, Method};
+
+const SW: &str = "127.0.0.1:5060";
+const ALICE: &str = "127.0.0.1:5061";
+const BOB: &str = "127.0.0.1:5090";
+
+/// A one-worker switch on 127.0.0.1:5060 whose 2XXX and 3XXX calls go to Bob, with Alice and
+/// Bob (answers at once after 180) on the net; `head` adds configuration tables.
+fn setup(seed: u64, head: &str) -> (Net, Id, Id, Id) {
+    let mut n = Net::new(seed);
+    let toml = format!("{head}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
+    let sw = n.switch(&config(&toml), &[SW], 1);
+    let a = n.ua(ALICE, "alice");
+    let b = n.ua(BOB, "bob");
+    (n, sw, a, b)
+}
+
+fn body(m: &Message) -> String {
+    String::from_utf8_lossy(m.body()).into_owned()
+}
+
+/// The statuses agent `ua` got for its INVITEs in call `c`.
+fn invite_statuses(n: &mut Net, ua: Id, c: usize) -> Vec<u16> {
+    n.agent(ua)
+        .call(c)
+        .responses_to("INVITE")
+        .iter()
+        .filter_map(|m| m.status())
+        .collect()
+}
+
+fn confirmed(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
+    move |n| n.agent(ua).call(c).state == State::Confirmed
+}
+
+/// RTP packets agent `ua` got after `since`, with their payload types.
+fn rtp_since(n: &mut Net, ua: Id, since: std::time::Instant) -> Vec<u8> {
+    n.agent(ua)
+        .rtp
+        .iter()
+        .filter(|(t, _, _)| *t > since)
+        .map(|(_, _, pt)| *pt)
+        .collect()
+}
 
 #[test]
-fn smoke() {
-    let mut n = Net::new(1);
-    let sw = n.switch(
-        &config("[vars]\nbridge_target = \"127.0.0.1:5090\"\nself = \"127.0.0.1:5060\"\n"),
-        &["127.0.0.1:5060"],
-        1,
-    );
-    let a = n.ua("127.0.0.1:5061", "alice");
-    let now = n.now;
-    let c = n
+fn a_call_over_ipv6_is_bridged_answered_hung_up_and_leaves_a_cdr() {
+    let mut n = Net::new(6);
+    let toml = config("[vars]\nbridge_target = \"[::1]:5090\"\n");
+    let sw = n.switch(&toml, &["[::1]:5060"], 1);
+    let a = n.ua("[::1]:5061", "alice");
+    let b = n.ua("[::1]:5090", "bob");
+    n.agent(a).send_rtp = true;
+    n.agent(b).send_rtp = true;
+    let c = n.invite(a, "sip:2001@[::1]", "[::1]:5060");
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    assert_eq!(invite_statuses(&mut n, a, c), [100, 180, 200]);
+
+    // The callee's INVITE came from strowger's IPv6 address, with IPv6 in Via and SDP.
+    let sw_addr = addr("[::1]:5060");
+    let inv = n.agent(b).last().requests[0].clone();
+    assert_eq!(inv.request_uri(), Some("sip:2001@[::1]:5090"));
+    let via = inv.header(HeaderName::Via).unwrap();
+    assert!(via.starts_with("SIP/2.0/UDP [::1]:5060;"), "{via}");
+    assert!(body(&inv).contains("c=IN IP6 ::1"), "{}", body(&inv));
+    assert!(n
+        .agent(b)
+        .received
+        .iter()
+        .all(|(_, from, _)| *from == sw_addr));
+    // The caller's answer is IPv6 SDP and audio flows both ways through strowger.
+    let ok = n
         .agent(a)
-        .invite("sip:44444@127.0.0.1", addr("127.0.0.1:5060"), now);
+        .call(c)
+        .responses_to("INVITE")
+        .last()
+        .cloned()
+        .unwrap();
+    assert!(body(&ok).contains("c=IN IP6 ::1"), "{}", body(&ok));
+    let t = n.now;
+    n.run_for(secs(2));
+    let to_alice = rtp_since(&mut n, a, t);
+    let to_bob = rtp_since(&mut n, b, t);
+    assert!(
+        to_alice.len() > 50,
+        "{} packets to the caller",
+        to_alice.len()
+    );
+    assert!(to_bob.len() > 50, "{} packets to the callee", to_bob.len());
+    assert!(n.agent(a).rtp.iter().all(|(_, from, _)| from.is_ipv6()));
+
+    n.bye(a, c);
+    assert!(
+        n.run_until(secs(5), |n| n.agent(a).call(c).statuses().contains(&200)
+            && n.agent(b).last().state == State::Ended)
+    );
+    assert_eq!(
+        n.agent(a).call(c).responses_to("BYE")[0].status(),
+        Some(200)
+    );
+    assert_eq!(n.agent(b).last().requests_of(&Method::Bye).len(), 1);
+    let cdrs = n.sw(sw).cdrs();
+    assert_eq!(cdrs.len(), 1);
+    assert_eq!(cdrs[0]["sip_status"], 200);
+    assert_eq!(cdrs[0]["hangup_side"], "caller");
+    assert_eq!(cdrs[0]["bridged_to"], "sip:2001@[::1]:5090");
+    assert!(cdrs[0]["billable_s"].as_f64().unwrap() >= 1.9);
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    assert!(n.undeliverable.is_empty(), "{:?}", n.undeliverable);
+}
+
+#[test]
+fn update_puts_an_answered_call_on_hold_and_back() {
+    let (mut n, sw, a, _) = setup(2, "");
+    let c = n.invite(a, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    let t = n.now;
     n.run_for(secs(1));
-    assert_eq!(n.agent(a).call(c).state, State::Confirmed);
-    let now = n.now;
-    n.agent(a).bye(c, now);
+    assert!(rtp_since(&mut n, a, t).len() > 40, "the prompt plays");
+
+    let hold = n.agent(a).sdp(&[0], "sendonly");
+    n.update(a, c, hold);
+    assert!(
+        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("UPDATE").len()
+            == 1)
+    );
+    let ok = n.agent(a).call(c).responses_to("UPDATE")[0].clone();
+    assert_eq!(ok.status(), Some(200));
+    assert!(body(&ok).contains("a=recvonly"), "{}", body(&ok));
+    // On hold strowger sends nothing.
+    n.run_for(ms(100));
+    let t = n.now;
     n.run_for(secs(1));
+    assert_eq!(rtp_since(&mut n, a, t).len(), 0, "no audio while on hold");
+
+    let resume = n.agent(a).sdp(&[0], "sendrecv");
+    n.update(a, c, resume);
+    assert!(
+        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("UPDATE").len()
+            == 2)
+    );
+    let ok = n.agent(a).call(c).responses_to("UPDATE")[1].clone();
+    assert_eq!(ok.status(), Some(200));
+    assert!(body(&ok).contains("a=sendrecv"), "{}", body(&ok));
+    n.run_for(ms(100));
+    let t = n.now;
+    n.run_for(secs(1));
+    assert!(
+        rtp_since(&mut n, a, t).len() > 40,
+        "audio again once resumed"
+    );
+    assert_eq!(n.sw(sw).active_calls(), 1);
+}
+
+#[test]
+fn a_reinvite_changes_the_codec_from_pcmu_to_pcma() {
+    let (mut n, _, a, _) = setup(3, "");
+    n.agent(a).codecs = vec![0];
+    let c = n.invite(a, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    let ok = n
+        .agent(a)
+        .call(c)
+        .responses_to("INVITE")
+        .last()
+        .cloned()
+        .unwrap();
+    assert!(body(&ok).contains("RTP/AVP 0"), "{}", body(&ok));
+    let t = n.now;
+    n.run_for(secs(1));
+    let before = rtp_since(&mut n, a, t);
+    assert!(
+        !before.is_empty() && before.iter().all(|pt| *pt == 0),
+        "{before:?}"
+    );
+
+    n.agent(a).codecs = vec![8];
+    let offer = n.agent(a).sdp(&[8], "sendrecv");
+    n.reinvite(a, c, offer);
+    assert!(n.run_until(secs(2), |n| n
+        .agent(a)
+        .call(c)
+        .responses_to("INVITE")
+        .iter()
+        .any(|m| {
+            m.status() == Some(200)
+                && m.header(HeaderName::CSeq)
+                    .is_some_and(|s| s.starts_with('2'))
+        })));
+    let ok = n
+        .agent(a)
+        .call(c)
+        .responses_to("INVITE")
+        .last()
+        .cloned()
+        .unwrap();
+    let sdp = body(&ok);
+    let m_line = sdp.lines().find(|l| l.starts_with("m=audio")).unwrap();
+    assert!(
+        m_line.ends_with("RTP/AVP 8"),
+        "answered with PCMA alone: {sdp}"
+    );
+    assert!(
+        sdp.contains("a=rtpmap:8 PCMA/8000") || !sdp.contains("rtpmap"),
+        "{sdp}"
+    );
+    // The answer's ACK went out, and the audio is PCMA from then on.
+    assert!(n.sent(addr(ALICE), addr(SW), "ACK").iter().any(|t| t
+        .msg()
+        .unwrap()
+        .header(HeaderName::CSeq)
+        == Some("2 ACK")));
+    n.run_for(ms(100));
+    let t = n.now;
+    n.run_for(secs(1));
+    let after = rtp_since(&mut n, a, t);
+    assert!(
+        !after.is_empty() && after.iter().all(|pt| *pt == 8),
+        "{after:?}"
+    );
+}
+
+#[test]
+fn the_callees_early_media_reaches_the_caller_in_a_183_with_sdp() {
+    let (mut n, _, a, b) = setup(4, "");
+    n.agent(b).policy = Policy {
+        provisional: vec![(183, true)],
+        status: 200,
+        after: secs(3),
+    };
+    n.agent(b).send_rtp = true;
+    let c = n.invite(a, "sip:2001@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| invite_statuses(n, a, c).contains(&183)));
+    let early = n
+        .agent(a)
+        .call(c)
+        .responses_to("INVITE")
+        .into_iter()
+        .find(|m| m.status() == Some(183))
+        .cloned()
+        .unwrap();
+    let sdp = body(&early);
+    assert!(
+        sdp.contains("m=audio") && sdp.contains("c=IN IP4 127.0.0.1"),
+        "183 without SDP: {sdp:?}"
+    );
+    // The callee's early media is relayed before anyone answered.
+    let t = n.now;
+    n.run_for(secs(1));
+    assert_eq!(n.agent(a).call(c).state, State::Calling);
+    assert!(rtp_since(&mut n, a, t).len() > 40, "early media relayed");
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    let statuses = invite_statuses(&mut n, a, c);
+    assert!(
+        !statuses.contains(&180),
+        "no ringing once early media runs: {statuses:?}"
+    );
+    assert_eq!(statuses.last(), Some(&200));
+}
+
+#[test]
+fn progress_then_bridge_keeps_one_early_answer_through_the_callees_183_and_200() {
+    let (mut n, _, a, b) = setup(5, "");
+    n.agent(b).policy = Policy {
+        provisional: vec![(183, true)],
+        status: 200,
+        after: secs(2),
+    };
+    let c = n.invite(a, "sip:3001@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    let responses: Vec<Message> = n
+        .agent(a)
+        .call(c)
+        .responses_to("INVITE")
+        .into_iter()
+        .cloned()
+        .collect();
+    let firsts: Vec<u16> = responses.iter().filter_map(|m| m.status()).collect();
+    assert_eq!(firsts.first(), Some(&100));
+    assert_eq!(firsts.last(), Some(&200));
+    let progress: Vec<&Message> = responses
+        .iter()
+        .filter(|m| m.status() == Some(183))
+        .collect();
+    assert!(!progress.is_empty(), "{firsts:?}");
+    // The dialplan's own 183 and any the callee's early media causes carry the same SDP, and the
+    // 200 answers with it too (one offer, one answer).
+    let first_sdp = body(progress[0]);
+    assert!(first_sdp.contains("m=audio"), "{first_sdp:?}");
+    for p in &progress {
+        assert_eq!(body(p), first_sdp);
+    }
+    assert_eq!(body(responses.last().unwrap()), first_sdp);
+    // The callee was dialled after strowger's own 183.
+    assert_eq!(n.agent(b).calls.len(), 1);
+    assert_eq!(n.agent(b).last().state, State::Confirmed);
+}
+
+/// Loss and reordering on both links: retransmissions carry the call through, and it ends with
+/// one call at the callee and one CDR.
+#[test]
+fn a_bridged_call_survives_ten_percent_loss_and_reordering() {
+    let mut lost = 0;
+    for seed in 1..=8 {
+        let (mut n, sw, a, b) = setup(100 + seed, "");
+        let bad = Link {
+            delay: ms(10),
+            jitter: ms(10),
+            loss: 0.10,
+            reorder: 0.10,
+        };
+        n.link(sw, a, bad);
+        n.link(sw, b, bad);
+        let c = n.invite(a, "sip:2001@127.0.0.1", SW);
+        assert!(
+            n.run_until(secs(40), confirmed(a, c)),
+            "seed {seed}: not answered"
+        );
+        n.run_for(secs(3));
+        n.bye(a, c);
+        assert!(
+            n.run_until(secs(40), |n| n.agent(a).call(c).responses_to("BYE").len()
+                == 1
+                && n.agent(b).last().state == State::Ended),
+            "seed {seed}: not hung up"
+        );
+        assert_eq!(
+            n.agent(a).call(c).responses_to("BYE")[0].status(),
+            Some(200)
+        );
+        n.run_for(secs(40));
+        assert_eq!(
+            n.agent(b).calls.len(),
+            1,
+            "seed {seed}: one call at the callee"
+        );
+        assert_eq!(n.sw(sw).active_calls(), 0, "seed {seed}");
+        let cdrs = n.sw(sw).cdrs();
+        assert_eq!(cdrs.len(), 1, "seed {seed}");
+        assert_eq!(cdrs[0]["sip_status"], 200, "seed {seed}");
+        assert_eq!(cdrs[0]["hangup_side"], "caller", "seed {seed}");
+        lost += n.trace.iter().filter(|t| t.lost).count();
+    }
+    assert!(lost >= 8, "only {lost} SIP datagrams lost in all runs");
+}
+
+#[test]
+fn shutdown_hangs_up_every_call_with_byes_retransmitted_until_answered() {
+    let (mut n, sw, a, b) = setup(7, "");
+    let carol = n.ua("127.0.0.1:5062", "carol");
+    let dave = n.ua("127.0.0.1:5063", "dave");
+    let bridged = n.invite(a, "sip:2001@127.0.0.1", SW);
+    let playing = n.invite(carol, "sip:44444@127.0.0.1", SW);
+    let ringing = n.invite(dave, "sip:5555@127.0.0.1", "127.0.0.1:5060");
+    assert!(n.run_until(secs(2), |n| n.agent(a).call(bridged).state
+        == State::Confirmed
+        && n.agent(carol).call(playing).state == State::Confirmed
+        && invite_statuses(n, dave, ringing).contains(&180)));
+    assert_eq!(n.sw(sw).active_calls(), 3);
+
+    // The first three BYEs to Alice are lost.
+    let (sw_addr, alice) = (addr(SW), addr(ALICE));
+    n.drop_next(3, move |p| {
+        p.from == sw_addr && p.to == alice && p.bytes.starts_with(b"BYE ")
+    });
+    n.shutdown(sw);
+    assert!(n.run_until(secs(30), |n| n.agent(a).call(bridged).state == State::Ended));
+    let byes = n.sent(sw_addr, alice, "BYE");
+    assert_eq!(byes.len(), 4, "three lost, the fourth arrived");
+    assert!(byes[..3].iter().all(|t| t.lost) && !byes[3].lost);
+    assert!(
+        byes[1].sent - byes[0].sent >= ms(500) && byes[2].sent - byes[1].sent >= ms(1000),
+        "timer E backs off"
+    );
+    // Answered: no more retransmissions.
+    n.run_for(secs(30));
+    assert_eq!(n.sent(sw_addr, alice, "BYE").len(), 4);
+    assert_eq!(n.agent(a).call(bridged).requests_of(&Method::Bye).len(), 1);
+    assert_eq!(n.agent(b).last().requests_of(&Method::Bye).len(), 1);
+    assert_eq!(n.agent(carol).call(playing).state, State::Ended);
+    let dave_final = invite_statuses(&mut n, dave, ringing);
+    assert!(
+        dave_final.last().is_some_and(|s| *s >= 400),
+        "the ringing caller gets a final error: {dave_final:?}"
+    );
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    let cdrs = n.sw(sw).cdrs();
+    assert_eq!(cdrs.len(), 3);
+    for cdr in &cdrs {
+        assert_eq!(cdr["hangup_side"], "switch", "{cdr}");
+        assert_eq!(cdr["cause"], 16, "{cdr}");
+    }
+}
+
+#[test]
+fn an_overloaded_switch_refuses_new_calls_with_503_and_serves_byes() {
+    let (mut n, sw, a, b) = setup(8, "[general]\nretry_after_s = 9\n");
+    let c = n.invite(a, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    n.sw(sw).node().set_overloaded(true);
+    let refused = n.invite(b, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| n.agent(b).call(refused).state == State::Ended));
+    let r = n.agent(b).call(refused).responses_to("INVITE")[0].clone();
+    assert_eq!(r.status(), Some(503));
+    assert_eq!(r.header(HeaderName::RetryAfter), Some("9"));
+    // The refused caller's ACK is absorbed and nothing is retransmitted to it.
+    n.run_for(secs(5));
+    assert_eq!(n.sent(addr(SW), addr(BOB), "503").len(), 1);
+    n.bye(a, c);
+    assert!(
+        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("BYE").len()
+            == 1)
+    );
+    assert_eq!(
+        n.agent(a).call(c).responses_to("BYE")[0].status(),
+        Some(200)
+    );
     assert_eq!(n.sw(sw).cdrs().len(), 1);
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    // Back from overload, calls are admitted again.
+    n.sw(sw).node().set_overloaded(false);
+    let again = n.invite(b, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(b, again)));
+}
+
+#[test]
+fn requests_that_queued_too_long_refuse_new_calls_but_not_byes() {
+    let (mut n, sw, a, b) = setup(9, "");
+    let c = n.invite(a, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    n.sw(sw).late = true;
+    let refused = n.invite(b, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| n.agent(b).call(refused).state == State::Ended));
+    assert_eq!(invite_statuses(&mut n, b, refused), [503]);
+    n.bye(a, c);
+    assert!(
+        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("BYE").len()
+            == 1)
+    );
+    assert_eq!(
+        n.agent(a).call(c).responses_to("BYE")[0].status(),
+        Some(200)
+    );
+    assert_eq!(n.sw(sw).cdrs().len(), 1);
+}
+
+#[test]
+fn at_max_calls_a_new_call_gets_503_until_one_ends() {
+    let (mut n, sw, a, b) = setup(10, "[general]\nmax_calls = 1\nretry_after_s = 4\n");
+    let c = n.invite(a, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    let refused = n.invite(b, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| n.agent(b).call(refused).state == State::Ended));
+    let r = n.agent(b).call(refused).responses_to("INVITE")[0].clone();
+    assert_eq!(r.status(), Some(503));
+    assert_eq!(r.header(HeaderName::RetryAfter), Some("4"));
+    n.bye(a, c);
+    assert!(
+        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("BYE").len()
+            == 1)
+    );
+    assert_eq!(
+        n.agent(a).call(c).responses_to("BYE")[0].status(),
+        Some(200)
+    );
+    let admitted = n.invite(b, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(b, admitted)));
+    assert_eq!(n.sw(sw).active_calls(), 1);
 }

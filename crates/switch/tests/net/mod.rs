@@ -218,7 +218,7 @@ pub struct Net {
     drops: Vec<Drop>,
     /// Every SIP (non-media) datagram sent, in order.
     pub trace: Vec<Trace>,
-    /// Datagrams sent to an address no station has.
+    /// SIP datagrams sent to an address no station has.
     pub undeliverable: Vec<Packet>,
 }
 
@@ -266,7 +266,8 @@ impl Net {
     pub fn ua(&mut self, addr: &str, user: &str) -> Id {
         let ua = Ua::new(addr.parse().unwrap(), user);
         let id = self.stations.len();
-        for a in [ua.addr, ua.media] {
+        let rtcp = SocketAddr::new(ua.media.ip(), ua.media.port() + 1);
+        for a in [ua.addr, ua.media, rtcp] {
             assert!(self.addrs.insert(a, id).is_none(), "{a} taken");
         }
         self.stations.push(Station::Ua(Box::new(ua)));
@@ -299,6 +300,51 @@ impl Net {
             matches: Box::new(matches),
             left: count,
         });
+    }
+
+    /// Agent `ua` calls `uri` through `next_hop`; returns the agent's call index.
+    pub fn invite(&mut self, ua: Id, uri: &str, next_hop: &str) -> usize {
+        self.invite_with(ua, uri, next_hop, &[])
+    }
+
+    pub fn invite_with(
+        &mut self,
+        ua: Id,
+        uri: &str,
+        next_hop: &str,
+        extra: &[(&str, &str)],
+    ) -> usize {
+        let now = self.now;
+        self.agent(ua).invite_with(uri, addr(next_hop), extra, now)
+    }
+
+    pub fn bye(&mut self, ua: Id, call: usize) {
+        let now = self.now;
+        self.agent(ua).bye(call, now);
+    }
+
+    pub fn reinvite(&mut self, ua: Id, call: usize, sdp: String) {
+        let now = self.now;
+        self.agent(ua).reinvite(call, sdp, now);
+    }
+
+    pub fn update(&mut self, ua: Id, call: usize, sdp: String) {
+        let now = self.now;
+        self.agent(ua).update(call, sdp, now);
+    }
+
+    pub fn register(&mut self, ua: Id, registrar: &str, domain: &str, expires: u32) {
+        let now = self.now;
+        self.agent(ua)
+            .register(addr(registrar), domain, expires, now);
+    }
+
+    /// Hangs up every call of switch `sw` (process shutdown).
+    pub fn shutdown(&mut self, sw: Id) {
+        let now = self.now;
+        for w in &mut self.sw(sw).workers {
+            w.shutdown(now);
+        }
     }
 
     /// Virtual time since the net started.
@@ -336,7 +382,10 @@ impl Net {
 
     fn send(&mut self, from: usize, p: Packet) {
         let Some(to) = self.station_of(p.to) else {
-            self.undeliverable.push(p);
+            // Media for a leg that just closed is no surprise; signalling nobody gets is.
+            if !p.media {
+                self.undeliverable.push(p);
+            }
             return;
         };
         let link = self

@@ -152,7 +152,7 @@ pub struct Ua {
 
 impl Ua {
     pub fn new(addr: SocketAddr, user: &str) -> Ua {
-        let media = SocketAddr::new(addr.ip(), (addr.port().wrapping_add(10000)) & !1);
+        let media = SocketAddr::new(addr.ip(), 30000 + 2 * (addr.port() % 10000));
         Ua {
             addr,
             user: user.to_string(),
@@ -345,6 +345,7 @@ impl Ua {
     /// A datagram for this agent: SIP to `addr`, RTP to `media`.
     pub fn deliver(&mut self, p: Packet, now: Instant) {
         if p.media {
+            // RTP (RTCP goes to the next port).
             if p.bytes.len() >= 12 && p.to.port() == self.media.port() {
                 self.rtp.push((now, p.from, p.bytes[1] & 0x7f));
             }
@@ -687,10 +688,10 @@ impl Ua {
 
     fn send_frames(&mut self) {
         for c in &mut self.calls {
-            let Some(dst) = c
-                .remote_media
-                .filter(|_| c.state == State::Confirmed && c.sending)
-            else {
+            // Confirmed calls, and incoming ones whose early media we announced (183 with SDP).
+            let early = c.state == State::Calling && !c.outgoing && !c.sdp_sent.is_empty();
+            let up = c.state == State::Confirmed || early;
+            let Some(dst) = c.remote_media.filter(|_| up && c.sending) else {
                 continue;
             };
             c.rtp_seq = c.rtp_seq.wrapping_add(1);
