@@ -140,6 +140,8 @@ pub struct Ua {
     pub rtp: Vec<(Instant, SocketAddr, u8)>,
     /// Statuses of the responses to our REGISTERs.
     pub register_statuses: Vec<u16>,
+    /// Extra headers of our REGISTERs (e.g. a Path).
+    pub register_headers: Vec<(String, String)>,
     txs: Transactions,
     client_txs: HashMap<ClientTxId, (Option<usize>, Method)>,
     /// Final answers due: (when, call).
@@ -166,6 +168,7 @@ impl Ua {
             non_sip: Vec::new(),
             rtp: Vec::new(),
             register_statuses: Vec::new(),
+            register_headers: Vec::new(),
             txs: Transactions::new(Timers::default()),
             client_txs: HashMap::new(),
             due: Vec::new(),
@@ -290,6 +293,9 @@ impl Ua {
         b.header("CSeq", "1 REGISTER");
         b.header("Contact", format_args!("<{}>", self.contact));
         b.header("Expires", expires);
+        for (name, value) in &self.register_headers {
+            b.header(name, value);
+        }
         let bytes = b.finish(None);
         self.send_request(None, Method::Register, bytes, registrar, now);
     }

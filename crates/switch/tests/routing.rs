@@ -1,0 +1,375 @@
+//! Where requests go through strowger on the simulated network (tests/net): loops and hop
+//! limits, keep-alives to NATed phones, the proxy role's Record-Route, and calls handed between
+//! workers by Call-ID.
+
+mod net;
+
+use net::*;
+use sip::{HeaderName, Method};
+
+const SW: &str = "127.0.0.1:5060";
+const ALICE: &str = "127.0.0.1:5061";
+const BOB: &str = "127.0.0.1:5090";
+
+fn invite_statuses(n: &mut Net, ua: Id, c: usize) -> Vec<u16> {
+    n.agent(ua)
+        .call(c)
+        .responses_to("INVITE")
+        .iter()
+        .filter_map(|m| m.status())
+        .collect()
+}
+
+fn ended(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
+    move |n| n.agent(ua).call(c).state == State::Ended
+}
+
+fn b2bua(n: &mut Net, head: &str) -> Id {
+    let toml = format!("{head}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
+    n.switch(&config(&toml), &[SW], 1)
+}
+
+#[test]
+fn max_forwards_zero_gets_483_and_one_reaches_the_callee_with_zero() {
+    let mut n = Net::new(11);
+    let sw = b2bua(&mut n, "");
+    let a = n.ua(ALICE, "alice");
+    let b = n.ua(BOB, "bob");
+    let c = n.invite_with(a, "sip:2001@127.0.0.1", SW, &[("Max-Forwards", "0")]);
+    assert!(n.run_until(secs(5), ended(a, c)));
+    let st = invite_statuses(&mut n, a, c);
+    assert_eq!(st.last(), Some(&483), "{st:?}");
+    assert!(n.agent(b).calls.is_empty(), "nothing forwarded");
+
+    let c = n.invite_with(a, "sip:2001@127.0.0.1", SW, &[("Max-Forwards", "1")]);
+    assert!(n.run_until(secs(5), |n| n.agent(a).call(c).state == State::Confirmed));
+    let inv = n.agent(b).last().requests[0].clone();
+    assert_eq!(inv.header(HeaderName::MaxForwards), Some("0"));
+    n.bye(a, c);
+    n.run_for(secs(2));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+}
+
+/// A bridge whose target is strowger itself: the INVITE comes back carrying strowger's own Via
+/// branch, is refused as a loop, and the caller gets that refusal rather than a call that dials
+/// itself until Max-Forwards runs out.
+#[test]
+fn a_bridge_that_loops_back_into_strowger_is_refused_with_482() {
+    let mut n = Net::new(12);
+    let sw = b2bua(&mut n, "");
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite(a, "sip:7001@127.0.0.1", SW);
+    assert!(n.run_until(secs(10), ended(a, c)));
+    // strowger answered its own looped INVITE with 482.
+    let looped = n.sent(addr(SW), addr(SW), "482");
+    assert_eq!(looped.len(), 1, "one loop detected");
+    assert_eq!(
+        n.sent(addr(SW), addr(SW), "INVITE").len(),
+        1,
+        "dialled once"
+    );
+    let st = invite_statuses(&mut n, a, c);
+    assert_eq!(st.last(), Some(&482), "{st:?}");
+    n.run_for(secs(40));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    let cdrs = n.sw(sw).cdrs();
+    assert_eq!(cdrs.len(), 1, "{cdrs:?}");
+    assert_eq!(cdrs[0]["sip_status"], 482);
+}
+
+/// The proxy role forwards to a registered contact whose Path leads back to strowger itself (a
+/// misconfigured edge proxy) and whose Contact is in a proxied domain: the request goes round
+/// through strowger until Max-Forwards runs out, and the caller gets 483 Too Many Hops, never a
+/// call (the proxy role does no loop detection of its own, RFC 3261 §16.3 step 4 is optional).
+#[test]
+fn a_proxied_request_looping_through_strowger_ends_in_483() {
+    let mut n = Net::new(13);
+    let toml = config(
+        "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"127.0.0.1\"]\n",
+    );
+    let sw = n.switch(&toml, &[SW], 1);
+    n.sw(sw).shared.store.add_user("1003", "strowger", "pw");
+    let loopy = n.ua("127.0.0.1:5070", "1003");
+    n.agent(loopy).contact = format!("sip:1003@{SW}");
+    n.agent(loopy).register_headers = vec![("Path".into(), format!("<sip:{SW};lr>"))];
+    n.register(loopy, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), |n| !n.agent(loopy).register_statuses.is_empty()));
+    assert_eq!(n.agent(loopy).register_statuses, [200]);
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite_with(a, "sip:1003@127.0.0.1", SW, &[("Max-Forwards", "10")]);
+    assert!(n.run_until(secs(40), ended(a, c)));
+    let st = invite_statuses(&mut n, a, c);
+    assert_eq!(st.last(), Some(&483), "{st:?}");
+    // Forwarded with Max-Forwards 9, 8, … 0; the last copy is refused.
+    let hops = n.sent(addr(SW), addr(SW), "INVITE").len();
+    assert_eq!(hops, 10, "{hops} hops for Max-Forwards 10");
+    assert!(n.agent(loopy).calls.is_empty());
+    n.run_for(secs(40));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+}
+
+/// A phone whose Contact names a private address (behind NAT) gets an OPTIONS every
+/// `keepalive_s` at the address its REGISTER came from; a phone reachable at its Contact none.
+#[test]
+fn a_natted_phone_gets_options_keepalives_and_a_direct_one_none() {
+    let mut n = Net::new(14);
+    let toml = config(
+        "[registrar]\nauthenticate = false\nkeepalive_s = 15\nkeepalive = \"options\"\n[vars]\nbridge_target = \"127.0.0.1:5090\"\nself = \"127.0.0.1:5060\"\n",
+    );
+    let sw = n.switch(&toml, &[SW], 1);
+    for u in ["1001", "1002"] {
+        n.sw(sw).shared.store.add_user(u, "strowger", "pw");
+    }
+    let natted = n.ua("127.0.0.1:40000", "1001");
+    n.agent(natted).contact = "sip:1001@192.168.1.20:5060".into();
+    let direct = n.ua("127.0.0.1:5072", "1002");
+    n.register(natted, SW, "strowger", 600);
+    n.register(direct, SW, "strowger", 600);
+    assert!(
+        n.run_until(secs(2), |n| n.agent(natted).register_statuses == [200]
+            && n.agent(direct).register_statuses == [200])
+    );
+    let t0 = n.now;
+    n.run_for(secs(46));
+    let options: Vec<_> = n
+        .agent(natted)
+        .received
+        .iter()
+        .filter(|(_, _, m)| m.method() == Some(&Method::Options))
+        .map(|(t, from, m)| (*t - t0, *from, m.request_uri().map(str::to_string)))
+        .collect();
+    assert_eq!(options.len(), 3, "{options:?}");
+    for (i, (at, from, ruri)) in options.iter().enumerate() {
+        let due = secs(15 * (i as u64 + 1));
+        assert!(
+            *at >= due - ms(100) && *at <= due + secs(1),
+            "keep-alive {i} at {at:?}"
+        );
+        assert_eq!(*from, addr(SW));
+        assert_eq!(ruri.as_deref(), Some("sip:1001@192.168.1.20:5060"));
+    }
+    // The phone answered each; strowger took the answers quietly.
+    assert_eq!(n.sent(addr("127.0.0.1:40000"), addr(SW), "200").len(), 3);
+    assert!(n.sw(sw).logs().is_empty(), "{:?}", n.sw(sw).logs());
+    assert!(n.agent(direct).requests_of(&Method::Options).is_empty());
+    assert!(n.agent(direct).non_sip.is_empty());
+
+    // A call to the NATed phone reaches it through the address the keep-alives hold open.
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite(a, "sip:1001@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), |n| n.agent(a).call(c).state == State::Confirmed));
+    let inv = n.agent(natted).last().requests[0].clone();
+    assert_eq!(inv.request_uri(), Some("sip:1001@192.168.1.20:5060"));
+}
+
+#[test]
+fn crlf_keepalives_go_to_the_natted_phones_source_address() {
+    let mut n = Net::new(15);
+    let toml =
+        config("[registrar]\nauthenticate = false\nkeepalive_s = 20\nkeepalive = \"crlf\"\n");
+    let sw = n.switch(&toml, &[SW], 1);
+    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let natted = n.ua("127.0.0.1:40002", "1001");
+    n.agent(natted).contact = "sip:1001@10.1.2.3:5062".into();
+    n.register(natted, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), |n| n.agent(natted).register_statuses == [200]));
+    let t0 = n.now;
+    n.run_for(secs(61));
+    let crlf: Vec<_> = n
+        .agent(natted)
+        .non_sip
+        .iter()
+        .map(|(t, from, b)| (*t - t0, *from, b.clone()))
+        .collect();
+    assert_eq!(crlf.len(), 3, "{crlf:?}");
+    for (at, from, bytes) in &crlf {
+        assert_eq!(bytes.as_slice(), b"\r\n\r\n");
+        assert_eq!(*from, addr(SW));
+        assert!(*at >= secs(19), "{at:?}");
+    }
+    assert!(n.agent(natted).requests_of(&Method::Options).is_empty());
+}
+
+/// The proxy role with Record-Route: the callee gets strowger's Record-Route, echoes it in its
+/// 200, and every later request of the dialog — the caller's ACK, re-INVITE and BYE, the
+/// callee's BYE — goes through strowger by its Route header.
+#[test]
+fn proxied_dialogs_follow_strowgers_record_route() {
+    let mut n = Net::new(16);
+    let toml = config(
+        "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\nrecord_route = true\n",
+    );
+    let sw = n.switch(&toml, &[SW], 1);
+    n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
+    let b = n.ua(BOB, "1002");
+    n.register(b, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite(a, "sip:1002@example.com", SW);
+    assert!(n.run_until(secs(5), |n| n.agent(a).call(c).state == State::Confirmed));
+
+    let inv = n.agent(b).last().requests[0].clone();
+    assert_eq!(inv.request_uri(), Some("sip:1002@127.0.0.1:5090"));
+    assert_eq!(
+        inv.header(HeaderName::RecordRoute),
+        Some("<sip:127.0.0.1:5060;lr>")
+    );
+    assert_eq!(n.agent(a).call(c).route_set, ["<sip:127.0.0.1:5060;lr>"]);
+    assert_eq!(n.agent(b).last().route_set, ["<sip:127.0.0.1:5060;lr>"]);
+    assert_eq!(n.sw(sw).active_calls(), 0, "the proxy keeps no call");
+    let (sw_a, alice, bob) = (addr(SW), addr(ALICE), addr(BOB));
+
+    // The ACK and a re-INVITE from the caller go to strowger and on to the callee.
+    n.run_for(secs(1));
+    assert_eq!(n.sent(alice, sw_a, "ACK").len(), 1);
+    assert_eq!(n.sent(sw_a, bob, "ACK").len(), 1);
+    assert!(n.sent(alice, bob, "ACK").is_empty());
+    let hold = n.agent(a).sdp(&[0], "sendonly");
+    n.reinvite(a, c, hold);
+    assert!(n.run_until(secs(5), |n| n
+        .agent(a)
+        .call(c)
+        .responses_to("INVITE")
+        .iter()
+        .any(
+            |m| m.status() == Some(200) && m.header(HeaderName::CSeq) == Some("2 INVITE")
+        )));
+    let reinv = n.agent(b).last().requests_of(&Method::Invite)[1].clone();
+    assert!(
+        reinv.header(HeaderName::Route).is_none(),
+        "strowger took its own Route off"
+    );
+    assert!(reinv
+        .header(HeaderName::Via)
+        .unwrap()
+        .contains("127.0.0.1:5060"));
+    let ok = n
+        .agent(a)
+        .call(c)
+        .responses_to("INVITE")
+        .last()
+        .cloned()
+        .unwrap();
+    assert!(String::from_utf8_lossy(ok.body()).contains("a=recvonly"));
+    n.run_for(secs(1));
+    assert_eq!(n.sent(sw_a, bob, "ACK").len(), 2, "the re-INVITE's ACK too");
+
+    // The callee hangs up: its BYE goes through strowger to the caller's Contact.
+    let bc = n.agent(b).last_index().unwrap();
+    n.bye(b, bc);
+    assert!(
+        n.run_until(secs(5), |n| n.agent(b).call(bc).responses_to("BYE").len()
+            == 1)
+    );
+    assert_eq!(
+        n.agent(b).call(bc).responses_to("BYE")[0].status(),
+        Some(200)
+    );
+    assert_eq!(n.sent(bob, sw_a, "BYE").len(), 1);
+    assert_eq!(n.sent(sw_a, alice, "BYE").len(), 1);
+    assert!(n.sent(bob, alice, "BYE").is_empty());
+    assert_eq!(n.agent(a).call(c).state, State::Ended);
+    assert!(n.undeliverable.is_empty(), "{:?}", n.undeliverable);
+}
+
+/// Two workers of one switch behind one address: each datagram goes to the worker that owns its
+/// Call-ID (`switch::owner`), as the real process hands them on. A bridged call's outbound leg
+/// gets a Call-ID its own worker owns, so the callee's answers, ACKs and BYEs reach the worker
+/// that holds the call.
+#[test]
+fn two_workers_hand_each_call_to_the_owner_of_its_call_id() {
+    let mut n = Net::new(17);
+    let toml = config(&format!(
+        "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n"
+    ));
+    let sw = n.switch(&toml, &[SW], 2);
+    let a = n.ua(ALICE, "alice");
+    let b = n.ua(BOB, "bob");
+    let mut calls = Vec::new();
+    for k in 1..=8 {
+        let c = n.invite(a, &format!("sip:200{k}@127.0.0.1"), SW);
+        calls.push(c);
+    }
+    assert!(n.run_until(secs(5), |n| calls
+        .iter()
+        .all(|c| n.agent(a).call(*c).state == State::Confirmed)));
+    let mut per_worker = [0; 2];
+    for (k, c) in calls.iter().enumerate() {
+        let inbound = n.agent(a).call(*c).call_id.clone();
+        let ruri = format!("sip:200{}@127.0.0.1:5090", k + 1);
+        let outbound = n
+            .agent(b)
+            .calls
+            .iter()
+            .find(|bc| bc.requests[0].request_uri() == Some(ruri.as_str()))
+            .map(|bc| bc.call_id.clone())
+            .unwrap();
+        let w = switch::owner(&inbound, 2);
+        assert_eq!(
+            switch::owner(&outbound, 2),
+            w,
+            "call {k}: outbound leg owned elsewhere"
+        );
+        per_worker[w] += 1;
+    }
+    assert!(
+        per_worker.iter().all(|c| *c > 0),
+        "both workers took calls: {per_worker:?}"
+    );
+    assert_eq!(n.sw(sw).workers[0].active_calls(), per_worker[0]);
+    assert_eq!(n.sw(sw).workers[1].active_calls(), per_worker[1]);
+
+    // Half hang up from the caller's side, half from the callee's.
+    for (k, c) in calls.iter().enumerate() {
+        if k % 2 == 0 {
+            n.bye(a, *c);
+        } else {
+            let ruri = format!("sip:200{}@127.0.0.1:5090", k + 1);
+            let bc = n
+                .agent(b)
+                .calls
+                .iter()
+                .position(|bc| bc.requests[0].request_uri() == Some(ruri.as_str()))
+                .unwrap();
+            n.bye(b, bc);
+        }
+    }
+    assert!(n.run_until(secs(5), |n| n.sw(sw).active_calls() == 0));
+    n.run_for(secs(1));
+    assert!(n.agent(a).calls.iter().all(|c| c.state == State::Ended));
+    assert!(n.agent(b).calls.iter().all(|c| c.state == State::Ended));
+    for (w, count) in per_worker.iter().enumerate() {
+        let cdrs = n.sw(sw).workers[w].cdrs().to_vec();
+        assert_eq!(cdrs.len(), *count);
+        for cdr in cdrs {
+            assert_eq!(switch::owner(cdr["call_id"].as_str().unwrap(), 2), w);
+            assert_eq!(cdr["sip_status"], 200);
+        }
+    }
+    // No 481: nothing reached a worker that did not know its dialog.
+    assert!(n.trace.iter().all(|t| t.what() != "481"));
+}
+
+/// A phone registers through whichever worker the kernel handed its REGISTER to; a call owned by
+/// the other worker still finds it (one store for both).
+#[test]
+fn a_registration_taken_by_one_worker_serves_calls_on_the_other() {
+    let mut n = Net::new(18);
+    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
+    let sw = n.switch(&toml, &[SW], 2);
+    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let phone = n.ua("127.0.0.1:5081", "1001");
+    n.register(phone, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), |n| n.agent(phone).register_statuses == [200]));
+    let a = n.ua(ALICE, "alice");
+    let mut owners = Vec::new();
+    for _ in 0..4 {
+        let c = n.invite(a, "sip:1001@127.0.0.1", SW);
+        assert!(n.run_until(secs(5), |n| n.agent(a).call(c).state == State::Confirmed));
+        owners.push(switch::owner(&n.agent(a).call(c).call_id, 2));
+        n.bye(a, c);
+        assert!(n.run_until(secs(5), |n| n.sw(sw).active_calls() == 0));
+    }
+    assert!(owners.contains(&0) && owners.contains(&1), "{owners:?}");
+    assert_eq!(n.sw(sw).cdrs().len(), 4);
+}
