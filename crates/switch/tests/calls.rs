@@ -82,7 +82,7 @@ fn a_call_over_ipv6_is_bridged_answered_hung_up_and_leaves_a_cdr() {
         .last()
         .cloned()
         .unwrap();
-    assert!(body(&ok).contains("c=IN IP6 ::1"), "{}", body(&ok));
+    assert!(body(ok).contains("c=IN IP6 ::1"), "{}", body(ok));
     let t = n.now;
     n.run_for(secs(2));
     let to_alice = rtp_since(&mut n, a, t);
@@ -171,7 +171,7 @@ fn a_reinvite_changes_the_codec_from_pcmu_to_pcma() {
         .last()
         .cloned()
         .unwrap();
-    assert!(body(&ok).contains("RTP/AVP 0"), "{}", body(&ok));
+    assert!(body(ok).contains("RTP/AVP 0"), "{}", body(ok));
     let t = n.now;
     n.run_for(secs(1));
     let before = rtp_since(&mut n, a, t);
@@ -200,7 +200,7 @@ fn a_reinvite_changes_the_codec_from_pcmu_to_pcma() {
         .last()
         .cloned()
         .unwrap();
-    let sdp = body(&ok);
+    let sdp = body(ok);
     let m_line = sdp.lines().find(|l| l.starts_with("m=audio")).unwrap();
     assert!(
         m_line.ends_with("RTP/AVP 8"),
