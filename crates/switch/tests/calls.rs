@@ -473,3 +473,81 @@ fn at_max_calls_a_new_call_gets_503_until_one_ends() {
     assert!(n.run_until(secs(2), confirmed(b, admitted)));
     assert_eq!(n.sw(sw).active_calls(), 1);
 }
+
+/// The caller cancels just as the callee answers, the CANCEL and the 200 crossing at strowger
+/// in either order: whichever wins, the callee's leg is ended (CANCEL, or ACK and BYE for its
+/// 200), nothing stays up and one CDR is written.
+#[test]
+fn a_cancel_crossing_the_callees_200_leaves_no_call_behind() {
+    for offset_ms in [0u64, 3, 5, 7, 10, 20] {
+        let (mut n, sw, a, b) = setup(40 + offset_ms, "");
+        n.agent(b).policy = Policy {
+            provisional: vec![(180, false)],
+            status: 200,
+            after: secs(1),
+        };
+        let c = n.invite(a, "sip:2001@127.0.0.1", SW);
+        // The 200 leaves Bob 1 s after the INVITE reached him (10 ms after it left Alice) and
+        // reaches strowger 5 ms later; the CANCEL takes 5 ms from Alice to strowger.
+        n.run_for(ms(1000 + offset_ms));
+        n.cancel(a, c);
+        n.run_for(secs(40));
+        let what = format!("offset {offset_ms} ms");
+        let alice = invite_statuses(&mut n, a, c);
+        let last = *alice.last().unwrap();
+        assert!(last == 487 || last == 200, "{what}: {alice:?}");
+        if last == 200 {
+            // The answer won: the caller hangs up the call it got.
+            n.bye(a, c);
+            n.run_for(secs(5));
+        }
+        assert_eq!(n.agent(b).calls.len(), 1, "{what}");
+        let bob = n.agent(b).last();
+        assert_eq!(bob.state, State::Ended, "{what}: the callee's leg ended");
+        let ended_by = bob.requests_of(&Method::Cancel).len() + bob.requests_of(&Method::Bye).len();
+        assert!(ended_by >= 1, "{what}: CANCEL or BYE to the callee");
+        if bob.requests_of(&Method::Bye).len() == 1 {
+            assert_eq!(
+                bob.requests_of(&Method::Ack).len(),
+                1,
+                "{what}: the 200 was ACKed before the BYE"
+            );
+        }
+        assert_eq!(n.sw(sw).active_calls(), 0, "{what}");
+        assert_eq!(n.sw(sw).cdrs().len(), 1, "{what}");
+        assert!(n.sw(sw).logs().is_empty(), "{what}: {:?}", n.sw(sw).logs());
+    }
+}
+
+/// strowger anchors the media, so the callee putting its leg on hold is answered by strowger
+/// and the caller hears of it nothing (no re-INVITE on its leg).
+#[test]
+fn the_callee_holds_its_leg_by_reinvite_and_the_caller_is_not_asked() {
+    let (mut n, _, a, b) = setup(12, "");
+    let c = n.invite(a, "sip:2001@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    let bc = n.agent(b).last_index().unwrap();
+    let hold = n.agent(b).sdp(&[0], "sendonly");
+    n.reinvite(b, bc, hold);
+    assert!(n.run_until(secs(2), |n| n
+        .agent(b)
+        .call(bc)
+        .responses_to("INVITE")
+        .len()
+        == 1));
+    let ok = n.agent(b).call(bc).responses_to("INVITE")[0].clone();
+    assert_eq!(ok.status(), Some(200));
+    assert!(body(&ok).contains("a=recvonly"), "{}", body(&ok));
+    n.run_for(secs(1));
+    assert_eq!(n.agent(b).call(bc).requests_of(&Method::Invite).len(), 1);
+    assert_eq!(
+        n.agent(a).call(c).requests.len(),
+        0,
+        "nothing in the caller's dialog"
+    );
+    assert_eq!(
+        n.sent(addr(BOB), addr(SW), "ACK").len(),
+        1,
+        "Bob ACKed strowger's 200"
+    );
+}

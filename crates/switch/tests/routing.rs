@@ -373,3 +373,44 @@ fn a_registration_taken_by_one_worker_serves_calls_on_the_other() {
     assert!(owners.contains(&0) && owners.contains(&1), "{owners:?}");
     assert_eq!(n.sw(sw).cdrs().len(), 4);
 }
+
+/// `bridge user/NAME` rings every contact of the user at once: the first to answer gets the
+/// call and the other is cancelled (487 from it), over the network.
+#[test]
+fn a_user_with_two_phones_rings_both_and_the_loser_is_cancelled() {
+    let mut n = Net::new(19);
+    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
+    let sw = n.switch(&toml, &[SW], 1);
+    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let desk = n.ua("127.0.0.1:5101", "1001");
+    let mobile = n.ua("127.0.0.1:5102", "1001");
+    for (p, after) in [(desk, 1), (mobile, 5)] {
+        n.agent(p).policy = Policy {
+            provisional: vec![(180, false)],
+            status: 200,
+            after: secs(after),
+        };
+        n.register(p, SW, "strowger", 600);
+    }
+    assert!(
+        n.run_until(secs(2), |n| n.agent(desk).register_statuses == [200]
+            && n.agent(mobile).register_statuses == [200])
+    );
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite(a, "sip:1001@127.0.0.1", SW);
+    assert!(n.run_until(secs(3), |n| n.agent(a).call(c).state == State::Confirmed));
+    assert_eq!(n.agent(desk).calls.len(), 1);
+    assert_eq!(n.agent(mobile).calls.len(), 1, "both phones rang");
+    n.run_for(secs(2));
+    let lost = n.agent(mobile).last();
+    assert_eq!(lost.state, State::Ended);
+    assert_eq!(lost.requests_of(&Method::Cancel).len(), 1);
+    assert_eq!(n.sent(addr("127.0.0.1:5102"), addr(SW), "487").len(), 1);
+    assert_eq!(n.agent(desk).last().state, State::Confirmed);
+    n.bye(a, c);
+    assert!(n.run_until(secs(2), |n| n.agent(desk).last().state == State::Ended));
+    let cdrs = n.sw(sw).cdrs();
+    assert_eq!(cdrs.len(), 1);
+    assert_eq!(cdrs[0]["bridged_to"], "sip:1001@127.0.0.1:5101");
+    assert_eq!(n.sw(sw).active_calls(), 0);
+}

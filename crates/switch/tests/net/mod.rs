@@ -323,6 +323,11 @@ impl Net {
         self.agent(ua).bye(call, now);
     }
 
+    pub fn cancel(&mut self, ua: Id, call: usize) {
+        let now = self.now;
+        self.agent(ua).cancel(call, now);
+    }
+
     pub fn reinvite(&mut self, ua: Id, call: usize, sdp: String) {
         let now = self.now;
         self.agent(ua).reinvite(call, sdp, now);

@@ -306,6 +306,19 @@ impl Ua {
         self.calls[call].state = State::Ended;
     }
 
+    /// Cancels the call's pending INVITE (sent once a provisional came, RFC 3261 §9.1).
+    pub fn cancel(&mut self, call: usize, now: Instant) {
+        let invite = self
+            .client_txs
+            .iter()
+            .find(|(_, (c, m))| *c == Some(call) && *m == Method::Invite)
+            .map(|(ctx, _)| *ctx)
+            .expect("the call has an INVITE");
+        if let Some(ctx) = self.txs.cancel(invite, now) {
+            self.client_txs.insert(ctx, (Some(call), Method::Cancel));
+        }
+    }
+
     /// Sends a re-INVITE with `sdp` as the new offer.
     pub fn reinvite(&mut self, call: usize, sdp: String, now: Instant) {
         self.in_dialog(call, Method::Invite, Some(sdp), now);
