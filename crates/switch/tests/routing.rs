@@ -195,29 +195,39 @@ fn crlf_keepalives_go_to_the_natted_phones_source_address() {
 /// callee's BYE — goes through strowger by its Route header.
 #[test]
 fn proxied_dialogs_follow_strowgers_record_route() {
-    let mut n = Net::new(16);
+    proxied_dialog(16, SW, ALICE, BOB);
+}
+
+#[test]
+fn proxied_dialogs_follow_strowgers_record_route_over_ipv6() {
+    proxied_dialog(17, "[::1]:5060", "[::1]:5061", "[::1]:5090");
+}
+
+fn proxied_dialog(seed: u64, sw_at: &str, alice_at: &str, bob_at: &str) {
+    let mut n = Net::new(seed);
     let toml = config(
         "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\nrecord_route = true\n",
     );
-    let sw = n.switch(&toml, &[SW], 1);
+    let sw = n.switch(&toml, &[sw_at], 1);
     n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
-    let b = n.ua(BOB, "1002");
-    n.register(b, SW, "strowger", 600);
+    let b = n.ua(bob_at, "1002");
+    n.register(b, sw_at, "strowger", 600);
     assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
-    let a = n.ua(ALICE, "alice");
-    let c = n.invite(a, "sip:1002@example.com", SW);
+    let a = n.ua(alice_at, "alice");
+    let c = n.invite(a, "sip:1002@example.com", sw_at);
     assert!(n.run_until(secs(5), |n| n.agent(a).call(c).state == State::Confirmed));
 
+    let rr = format!("<sip:{sw_at};lr>");
     let inv = n.agent(b).last().requests[0].clone();
-    assert_eq!(inv.request_uri(), Some("sip:1002@127.0.0.1:5090"));
     assert_eq!(
-        inv.header(HeaderName::RecordRoute),
-        Some("<sip:127.0.0.1:5060;lr>")
+        inv.request_uri(),
+        Some(format!("sip:1002@{bob_at}").as_str())
     );
-    assert_eq!(n.agent(a).call(c).route_set, ["<sip:127.0.0.1:5060;lr>"]);
-    assert_eq!(n.agent(b).last().route_set, ["<sip:127.0.0.1:5060;lr>"]);
+    assert_eq!(inv.header(HeaderName::RecordRoute), Some(rr.as_str()));
+    assert_eq!(n.agent(a).call(c).route_set, [rr.clone()]);
+    assert_eq!(n.agent(b).last().route_set, [rr.clone()]);
     assert_eq!(n.sw(sw).active_calls(), 0, "the proxy keeps no call");
-    let (sw_a, alice, bob) = (addr(SW), addr(ALICE), addr(BOB));
+    let (sw_a, alice, bob) = (addr(sw_at), addr(alice_at), addr(bob_at));
 
     // The ACK and a re-INVITE from the caller go to strowger and on to the callee.
     n.run_for(secs(1));
@@ -239,10 +249,7 @@ fn proxied_dialogs_follow_strowgers_record_route() {
         reinv.header(HeaderName::Route).is_none(),
         "strowger took its own Route off"
     );
-    assert!(reinv
-        .header(HeaderName::Via)
-        .unwrap()
-        .contains("127.0.0.1:5060"));
+    assert!(reinv.header(HeaderName::Via).unwrap().contains(sw_at));
     let ok = n
         .agent(a)
         .call(c)
@@ -270,6 +277,83 @@ fn proxied_dialogs_follow_strowgers_record_route() {
     assert!(n.sent(bob, alice, "BYE").is_empty());
     assert_eq!(n.agent(a).call(c).state, State::Ended);
     assert!(n.undeliverable.is_empty(), "{:?}", n.undeliverable);
+    assert!(
+        n.agent(a).tx_events.is_empty(),
+        "{:?}",
+        n.agent(a).tx_events
+    );
+    assert!(
+        n.agent(b).tx_events.is_empty(),
+        "{:?}",
+        n.agent(b).tx_events
+    );
+}
+
+/// A proxied, record-routed dialog under 10 % loss and reordering: retransmissions on both
+/// sides of strowger (the 2xx and the ACK forwarded without a transaction included) carry it
+/// through; every request is answered and no 2xx goes unACKed.
+#[test]
+fn a_proxied_dialog_survives_ten_percent_loss_and_reordering() {
+    let mut lost = 0;
+    for seed in 1..=8 {
+        let mut n = Net::new(300 + seed);
+        let toml = config(
+            "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\n",
+        );
+        let sw = n.switch(&toml, &[SW], 1);
+        n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
+        let b = n.ua(BOB, "1002");
+        n.register(b, SW, "strowger", 600);
+        assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
+        let a = n.ua(ALICE, "alice");
+        let bad = Link {
+            delay: ms(10),
+            jitter: ms(10),
+            loss: 0.10,
+            reorder: 0.10,
+        };
+        n.link(sw, a, bad);
+        n.link(sw, b, bad);
+        let c = n.invite(a, "sip:1002@example.com", SW);
+        let what = format!("seed {seed}");
+        assert!(
+            n.run_until(secs(40), |n| n.agent(a).call(c).state == State::Confirmed),
+            "{what}: not answered"
+        );
+        n.run_for(secs(2));
+        n.bye(a, c);
+        assert!(
+            n.run_until(secs(40), |n| n.agent(a).call(c).responses_to("BYE").len()
+                == 1
+                && n.agent(b).last().state == State::Ended),
+            "{what}: not hung up"
+        );
+        assert_eq!(
+            n.agent(a).call(c).responses_to("BYE")[0].status(),
+            Some(200),
+            "{what}"
+        );
+        n.run_for(secs(40));
+        assert_eq!(n.agent(b).calls.len(), 1, "{what}");
+        assert!(
+            n.agent(a).tx_events.is_empty(),
+            "{what}: {:?}",
+            n.agent(a).tx_events
+        );
+        assert!(
+            n.agent(b).tx_events.is_empty(),
+            "{what}: {:?}",
+            n.agent(b).tx_events
+        );
+        // Every BYE and ACK the callee got came through strowger.
+        assert!(n
+            .agent(b)
+            .received
+            .iter()
+            .all(|(_, from, _)| *from == addr(SW)));
+        lost += n.trace.iter().filter(|t| t.lost).count();
+    }
+    assert!(lost >= 8, "only {lost} SIP datagrams lost in all runs");
 }
 
 /// Two workers of one switch behind one address: each datagram goes to the worker that owns its

@@ -5,7 +5,9 @@
 
 use super::Packet;
 use sip::header::{HeaderName, NameAddr};
-use sip::transaction::{ClientTxId, Incoming, Peer, ServerTxId, Timers, Transactions, Transport};
+use sip::transaction::{
+    ClientTxId, Incoming, Peer, ServerTxId, Timers, Transactions, Transport, TxEvent,
+};
 use sip::{Message, Method, RequestBuilder, ResponseBuilder, Uri};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -140,6 +142,9 @@ pub struct Ua {
     pub rtp: Vec<(Instant, SocketAddr, u8)>,
     /// Statuses of the responses to our REGISTERs.
     pub register_statuses: Vec<u16>,
+    /// What the transaction layer reported other than ends of transactions: timeouts (no
+    /// answer to a request), a 2xx never ACKed, a non-2xx never ACKed.
+    pub tx_events: Vec<TxEvent>,
     /// Extra headers of our REGISTERs (e.g. a Path).
     pub register_headers: Vec<(String, String)>,
     txs: Transactions,
@@ -169,6 +174,7 @@ impl Ua {
             rtp: Vec::new(),
             register_statuses: Vec::new(),
             register_headers: Vec::new(),
+            tx_events: Vec::new(),
             txs: Transactions::new(Timers::default()),
             client_txs: HashMap::new(),
             due: Vec::new(),
@@ -682,7 +688,17 @@ impl Ua {
             self.txs.handle_timeout(now);
         }
         while let Some(ev) = self.txs.poll_event() {
-            let _ = ev;
+            if let TxEvent::AckTimeout { call_id, .. } = &ev {
+                // RFC 3261 §13.3.1.4: a 2xx never ACKed ends the session with a BYE.
+                if let Some(call) = self.calls.iter().rposition(|c| c.call_id == *call_id) {
+                    if self.calls[call].state == State::Confirmed {
+                        self.bye(call, now);
+                    }
+                }
+            }
+            if !matches!(ev, TxEvent::Terminated(_)) {
+                self.tx_events.push(ev);
+            }
         }
         let due: Vec<usize> = self
             .due
