@@ -224,8 +224,8 @@ fn proxied_dialog(seed: u64, sw_at: &str, alice_at: &str, bob_at: &str) {
         Some(format!("sip:1002@{bob_at}").as_str())
     );
     assert_eq!(inv.header(HeaderName::RecordRoute), Some(rr.as_str()));
-    assert_eq!(n.agent(a).call(c).route_set, [rr.clone()]);
-    assert_eq!(n.agent(b).last().route_set, [rr.clone()]);
+    assert_eq!(n.agent(a).call(c).route_set, std::slice::from_ref(&rr));
+    assert_eq!(n.agent(b).last().route_set, std::slice::from_ref(&rr));
     assert_eq!(n.sw(sw).active_calls(), 0, "the proxy keeps no call");
     let (sw_a, alice, bob) = (addr(sw_at), addr(alice_at), addr(bob_at));
 
