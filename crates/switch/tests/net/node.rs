@@ -22,13 +22,16 @@ struct NodeHost {
     next_port: u16,
     /// Media leg index → its RTP port.
     ports: HashMap<usize, u16>,
+    /// What each `open_media` was told: whether the leg may share a port.
+    shareable: Vec<bool>,
     cdrs: Vec<serde_json::Value>,
     logs: Vec<String>,
     store: Arc<MemStore>,
 }
 
 impl Host for NodeHost {
-    fn open_media(&mut self, leg: usize, _shareable: bool) -> Option<u16> {
+    fn open_media(&mut self, leg: usize, shareable: bool) -> Option<u16> {
+        self.shareable.push(shareable);
         let port = self.next_port;
         self.next_port += 2;
         self.ports.insert(leg, port);
@@ -198,6 +201,7 @@ impl Node {
         let host = NodeHost {
             next_port: port_base,
             ports: HashMap::new(),
+            shareable: Vec::new(),
             cdrs: Vec::new(),
             logs: Vec::new(),
             store: shared.store.clone(),
@@ -342,6 +346,21 @@ impl Node {
     /// The CDRs written so far.
     pub fn cdrs(&self) -> &[serde_json::Value] {
         &self.host.cdrs
+    }
+
+    /// For each media leg opened so far, whether the engine let it share a port.
+    pub fn shareable(&self) -> &[bool] {
+        &self.host.shareable
+    }
+
+    /// A datagram larger than `sip.max_message_size` (the shell hands it over unparsed).
+    pub fn too_large(&mut self, bytes: &[u8], from: SocketAddr) {
+        let peer = Peer {
+            transport: Transport::Udp,
+            addr: from,
+        };
+        self.engine.too_large(bytes, peer);
+        self.collect();
     }
 
     /// Operator messages logged so far.
