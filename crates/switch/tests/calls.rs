@@ -636,3 +636,78 @@ fn a_lost_ack_to_the_callee_is_sent_again_for_its_retransmitted_200() {
     );
     assert_eq!(n.sw(sw).active_calls(), 1);
 }
+
+/// RFC 4028 over the network: a caller that asked for a 90 s session interval and never
+/// refreshes it is hung up by strowger before the interval runs out; one that refreshes by
+/// re-INVITE keeps its call for another interval.
+#[test]
+fn a_session_timer_ends_an_unrefreshed_call_and_a_refresh_keeps_it() {
+    let (mut n, sw, a, b) = setup(13, "");
+    let timer = [("Session-Expires", "90"), ("Supported", "timer")];
+    let quiet = n.invite_with(a, "sip:44444@127.0.0.1", SW, &timer);
+    let refreshing = n.invite_with(b, "sip:44444@127.0.0.1", SW, &timer);
+    assert!(n.run_until(secs(2), |n| n.agent(a).call(quiet).state
+        == State::Confirmed
+        && n.agent(b).call(refreshing).state == State::Confirmed));
+    let t0 = n.now;
+    let ok = n
+        .agent(a)
+        .call(quiet)
+        .responses_to("INVITE")
+        .last()
+        .map(|m| (*m).clone())
+        .unwrap();
+    assert_eq!(
+        ok.header(HeaderName::SessionExpires),
+        Some("90;refresher=uac")
+    );
+
+    // Bob refreshes at 40 s.
+    n.run_for(secs(40));
+    n.agent(b).dialog_headers = vec![("Session-Expires".into(), "90;refresher=uac".into())];
+    let offer = n.agent(b).sdp(&[0], "sendrecv");
+    n.reinvite(b, refreshing, offer);
+    assert!(n.run_until(secs(2), |n| n
+        .agent(b)
+        .call(refreshing)
+        .responses_to("INVITE")
+        .len()
+        >= 3));
+    let refreshed = n
+        .agent(b)
+        .call(refreshing)
+        .responses_to("INVITE")
+        .last()
+        .map(|m| (*m).clone())
+        .unwrap();
+    assert_eq!(refreshed.status(), Some(200));
+    assert_eq!(
+        refreshed.header(HeaderName::SessionExpires),
+        Some("90;refresher=uac")
+    );
+
+    // Alice's call ends a little before 90 s without a refresh, with a BYE from strowger.
+    assert!(n.run_until(secs(60), |n| n.agent(a).call(quiet).state == State::Ended));
+    let ended = n.now - t0;
+    assert!(
+        ended >= secs(50) && ended < secs(90),
+        "ended after {ended:?}"
+    );
+    assert_eq!(n.agent(a).call(quiet).requests_of(&Method::Bye).len(), 1);
+    assert_eq!(
+        n.agent(b).call(refreshing).state,
+        State::Confirmed,
+        "refreshed at 40 s"
+    );
+    let cdrs = n.sw(sw).cdrs();
+    assert_eq!(cdrs.len(), 1);
+    assert_eq!(cdrs[0]["hangup_side"], "switch");
+    // Bob's call lasts until a little before 40 + 90 s.
+    assert!(n.run_until(secs(60), |n| n.agent(b).call(refreshing).state
+        == State::Ended));
+    let ended = n.now - t0;
+    assert!(
+        ended >= secs(90) && ended < secs(130),
+        "ended after {ended:?}"
+    );
+}

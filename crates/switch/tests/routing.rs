@@ -188,6 +188,12 @@ fn crlf_keepalives_go_to_the_natted_phones_source_address() {
         assert!(*at >= secs(19), "{at:?}");
     }
     assert!(n.agent(natted).requests_of(&Method::Options).is_empty());
+
+    // Unregistered, it gets no more.
+    n.register(natted, SW, "strowger", 0);
+    assert!(n.run_until(secs(2), |n| n.agent(natted).register_statuses == [200, 200]));
+    n.run_for(secs(61));
+    assert_eq!(n.agent(natted).non_sip.len(), 3);
 }
 
 /// The proxy role with Record-Route: the callee gets strowger's Record-Route, echoes it in its

@@ -145,6 +145,8 @@ pub struct Ua {
     /// What the transaction layer reported other than ends of transactions: timeouts (no
     /// answer to a request), a 2xx never ACKed, a non-2xx never ACKed.
     pub tx_events: Vec<TxEvent>,
+    /// Extra headers of the requests we send in a dialog (e.g. Session-Expires), ACK aside.
+    pub dialog_headers: Vec<(String, String)>,
     /// Extra headers of our REGISTERs (e.g. a Path).
     pub register_headers: Vec<(String, String)>,
     txs: Transactions,
@@ -174,6 +176,7 @@ impl Ua {
             rtp: Vec::new(),
             register_statuses: Vec::new(),
             register_headers: Vec::new(),
+            dialog_headers: Vec::new(),
             tx_events: Vec::new(),
             txs: Transactions::new(Timers::default()),
             client_txs: HashMap::new(),
@@ -340,7 +343,16 @@ impl Ua {
         let contact = self.contact.clone();
         let c = &mut self.calls[call];
         c.local_cseq += 1;
-        let (bytes, to) = dialog_request(c, &method, &via, c.local_cseq, &contact, sdp.as_deref());
+        let extra = &self.dialog_headers;
+        let (bytes, to) = dialog_request(
+            c,
+            &method,
+            &via,
+            c.local_cseq,
+            &contact,
+            extra,
+            sdp.as_deref(),
+        );
         if let Some(sdp) = sdp {
             c.sdp_sent.push(sdp);
         }
@@ -471,7 +483,7 @@ impl Ua {
             self.addr, self.user, self.counter
         );
         let c = &mut self.calls[call];
-        let (ack, to) = dialog_request(c, &Method::Ack, &via, cseq, "", None);
+        let (ack, to) = dialog_request(c, &Method::Ack, &via, cseq, "", &[], None);
         c.ack = Some((to, ack.clone()));
         self.txs.send_stateless(
             ack,
@@ -794,6 +806,7 @@ fn dialog_request(
     via: &str,
     cseq: u32,
     contact: &str,
+    extra: &[(String, String)],
     sdp: Option<&str>,
 ) -> (Vec<u8>, SocketAddr) {
     let mut b = RequestBuilder::new(method, &c.remote_target);
@@ -812,6 +825,9 @@ fn dialog_request(
     b.header("CSeq", format_args!("{cseq} {method}"));
     if matches!(method, Method::Invite | Method::Update) {
         b.header("Contact", format_args!("<{contact}>"));
+    }
+    for (name, value) in extra {
+        b.header(name, value);
     }
     let to = match c.route_set.first() {
         Some(r) => hop(r),
