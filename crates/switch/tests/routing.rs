@@ -504,3 +504,104 @@ fn a_user_with_two_phones_rings_both_and_the_loser_is_cancelled() {
     assert_eq!(cdrs[0]["bridged_to"], "sip:1001@127.0.0.1:5101");
     assert_eq!(n.sw(sw).active_calls(), 0);
 }
+
+fn proxy_with_bob(seed: u64, bob_policy: Policy) -> (Net, Id, Id, Id) {
+    let mut n = Net::new(seed);
+    let toml = config(
+        "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\n",
+    );
+    let sw = n.switch(&toml, &[SW], 1);
+    n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
+    let b = n.ua(BOB, "1002");
+    n.agent(b).policy = bob_policy;
+    n.register(b, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
+    let a = n.ua(ALICE, "alice");
+    (n, sw, a, b)
+}
+
+/// A CANCEL for a proxied INVITE: strowger answers it, CANCELs downstream, and relays the
+/// callee's 487 (RFC 3261 §16.10); every transaction ends cleanly.
+#[test]
+fn a_cancel_is_forwarded_by_the_proxy_and_the_487_relayed() {
+    let ring = Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: secs(30),
+    };
+    let (mut n, _, a, b) = proxy_with_bob(20, ring);
+    let c = n.invite(a, "sip:1002@example.com", SW);
+    assert!(n.run_until(secs(2), |n| invite_statuses(n, a, c).contains(&180)));
+    n.cancel(a, c);
+    assert!(n.run_until(secs(2), ended(a, c)));
+    assert_eq!(invite_statuses(&mut n, a, c).last(), Some(&487));
+    let cancel = n.agent(a).call(c).responses_to("CANCEL");
+    assert_eq!(cancel.len(), 1);
+    assert_eq!(cancel[0].status(), Some(200));
+    assert_eq!(n.agent(b).last().requests_of(&Method::Cancel).len(), 1);
+    assert_eq!(n.agent(b).last().state, State::Ended);
+    assert_eq!(n.sent(addr(SW), addr(BOB), "CANCEL").len(), 1);
+    assert_eq!(
+        n.sent(addr(BOB), addr(SW), "487").len(),
+        1,
+        "no 487 retransmitted"
+    );
+    n.run_for(secs(40));
+    assert!(
+        n.agent(a).tx_events.is_empty(),
+        "{:?}",
+        n.agent(a).tx_events
+    );
+    assert!(
+        n.agent(b).tx_events.is_empty(),
+        "{:?}",
+        n.agent(b).tx_events
+    );
+    assert_eq!(
+        n.agent(b).calls.len(),
+        1,
+        "the callee was not called again after its 487"
+    );
+}
+
+/// The callee never answers at all (every datagram to it is lost): the proxy's Timer B gives
+/// the caller 408.
+#[test]
+fn a_proxied_invite_nobody_answers_gets_408() {
+    let (mut n, _, a, _) = proxy_with_bob(21, Policy::default());
+    let bob = addr(BOB);
+    n.drop_next(usize::MAX, move |p| p.to == bob);
+    let c = n.invite(a, "sip:1002@example.com", SW);
+    assert!(n.run_until(secs(40), ended(a, c)));
+    let st = invite_statuses(&mut n, a, c);
+    assert_eq!(st, [100, 408]);
+    let took = n.elapsed();
+    assert!(took >= secs(31) && took <= secs(34), "408 after {took:?}");
+}
+
+/// A bridge whose callee never answers (every datagram to it is lost) gives up at its own
+/// timeout (20 s here), before the transaction's 32 s, and the caller gets a final error.
+#[test]
+fn a_bridge_to_a_silent_callee_gives_up_at_its_timeout() {
+    let mut n = Net::new(22);
+    let sw = b2bua(&mut n, "");
+    let a = n.ua(ALICE, "alice");
+    let bob = addr(BOB);
+    n.drop_next(usize::MAX, move |p| p.to == bob);
+    let t0 = n.now;
+    let c = n.invite(a, "sip:2001@127.0.0.1", SW);
+    assert!(n.run_until(secs(40), ended(a, c)));
+    let took = n.now - t0;
+    assert!(
+        took >= secs(20) && took < secs(21),
+        "gave up after {took:?}"
+    );
+    let st = invite_statuses(&mut n, a, c);
+    assert_eq!(st.last(), Some(&408), "{st:?}");
+    n.run_for(secs(40));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    let cdrs = n.sw(sw).cdrs();
+    assert_eq!(cdrs.len(), 1);
+    assert_eq!(cdrs[0]["sip_status"], 408);
+    assert!(n.sw(sw).logs().is_empty(), "{:?}", n.sw(sw).logs());
+}
