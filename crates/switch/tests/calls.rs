@@ -711,3 +711,28 @@ fn a_session_timer_ends_an_unrefreshed_call_and_a_refresh_keeps_it() {
         "ended after {ended:?}"
     );
 }
+
+/// RFC 3311: an UPDATE in the early dialog (after a 180, before the answer) renegotiates the
+/// session; strowger answers it with SDP that accepts the stream.
+#[test]
+#[ignore = "engine bug: reoffer answers with the leg's RTP port, still 0 while the call has only \
+            rung (no media leg yet), so the 200 to an early UPDATE rejects the stream (m=audio 0)"]
+fn an_update_in_the_early_dialog_is_answered_with_sdp() {
+    let (mut n, sw, a, _) = setup(14, "");
+    let c = n.invite(a, "sip:5555@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| invite_statuses(n, a, c).contains(&180)));
+    let hold = n.agent(a).sdp(&[0], "sendonly");
+    n.update(a, c, hold);
+    assert!(
+        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("UPDATE").len()
+            == 1)
+    );
+    let ok = n.agent(a).call(c).responses_to("UPDATE")[0].clone();
+    assert_eq!(ok.status(), Some(200));
+    let sdp = body(&ok);
+    let m_line = sdp.lines().find(|l| l.starts_with("m=audio")).unwrap_or("");
+    assert!(!m_line.starts_with("m=audio 0 "), "stream accepted: {sdp}");
+    assert!(sdp.contains("a=recvonly"), "{sdp}");
+    assert_eq!(n.agent(a).call(c).state, State::Calling, "still ringing");
+    assert_eq!(n.sw(sw).active_calls(), 1);
+}

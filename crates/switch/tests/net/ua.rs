@@ -442,6 +442,24 @@ impl Ua {
             take_remote_sdp(c, &body, false);
             c.sdp_received.push(body);
         }
+        if method == Method::Invite && status > 100 && status < 200 && c.state == State::Calling {
+            // An early dialog (RFC 3261 §12.1.2): requests such as UPDATE may follow in it.
+            if let Some(tag) = msg
+                .header(HeaderName::To)
+                .and_then(|t| NameAddr::parse(t).ok())
+                .and_then(|n| n.tag().map(str::to_string))
+            {
+                if c.remote_tag.is_empty() {
+                    c.remote_tag = tag;
+                    if let Some(target) = msg
+                        .header(HeaderName::Contact)
+                        .and_then(|v| NameAddr::parse(v).ok())
+                    {
+                        c.remote_target = target.uri.to_string();
+                    }
+                }
+            }
+        }
         if method == Method::Update || status < 200 {
             return;
         }
