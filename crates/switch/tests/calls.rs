@@ -736,3 +736,59 @@ fn an_update_in_the_early_dialog_is_answered_with_sdp() {
     assert_eq!(n.agent(a).call(c).state, State::Calling, "still ringing");
     assert_eq!(n.sw(sw).active_calls(), 1);
 }
+
+/// The old way to hold (RFC 2543, still sent by some phones): a re-INVITE whose connection
+/// address is 0.0.0.0. strowger must not send RTP to 0.0.0.0 (on Linux that reaches the local
+/// host) and resumes when the real address comes back.
+#[test]
+fn a_hold_with_connection_address_zero_stops_the_audio() {
+    let (mut n, _, a, _) = setup(15, "");
+    let c = n.invite(a, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    let hold = n
+        .agent(a)
+        .sdp(&[0], "sendrecv")
+        .replace("c=IN IP4 127.0.0.1", "c=IN IP4 0.0.0.0");
+    n.reinvite(a, c, hold);
+    assert!(n.run_until(secs(2), |n| n
+        .agent(a)
+        .call(c)
+        .responses_to("INVITE")
+        .iter()
+        .any(|m| m.header(HeaderName::CSeq) == Some("2 INVITE"))));
+    let ok = n
+        .agent(a)
+        .call(c)
+        .responses_to("INVITE")
+        .last()
+        .map(|m| (*m).clone())
+        .unwrap();
+    assert_eq!(ok.status(), Some(200));
+    n.run_for(ms(100));
+    let t = n.now;
+    n.run_for(secs(1));
+    let to_zero: Vec<_> = n
+        .media_undeliverable
+        .iter()
+        .filter(|(at, _, to)| *at > t && to.ip().is_unspecified())
+        .collect();
+    assert!(
+        to_zero.is_empty(),
+        "{} RTP packets to 0.0.0.0",
+        to_zero.len()
+    );
+    assert!(rtp_since(&mut n, a, t).is_empty(), "no audio on hold");
+
+    let resume = n.agent(a).sdp(&[0], "sendrecv");
+    n.reinvite(a, c, resume);
+    assert!(n.run_until(secs(2), |n| n
+        .agent(a)
+        .call(c)
+        .responses_to("INVITE")
+        .iter()
+        .any(|m| m.header(HeaderName::CSeq) == Some("3 INVITE"))));
+    n.run_for(ms(100));
+    let t = n.now;
+    n.run_for(secs(1));
+    assert!(rtp_since(&mut n, a, t).len() > 40, "audio again");
+}

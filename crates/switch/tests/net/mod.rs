@@ -220,6 +220,8 @@ pub struct Net {
     pub trace: Vec<Trace>,
     /// SIP datagrams sent to an address no station has.
     pub undeliverable: Vec<Packet>,
+    /// Media sent to an address no station has: when, from, to.
+    pub media_undeliverable: Vec<(Instant, SocketAddr, SocketAddr)>,
 }
 
 impl Net {
@@ -238,6 +240,7 @@ impl Net {
             drops: Vec::new(),
             trace: Vec::new(),
             undeliverable: Vec::new(),
+            media_undeliverable: Vec::new(),
         }
     }
 
@@ -388,7 +391,9 @@ impl Net {
     fn send(&mut self, from: usize, p: Packet) {
         let Some(to) = self.station_of(p.to) else {
             // Media for a leg that just closed is no surprise; signalling nobody gets is.
-            if !p.media {
+            if p.media {
+                self.media_undeliverable.push((self.now, p.from, p.to));
+            } else {
                 self.undeliverable.push(p);
             }
             return;
