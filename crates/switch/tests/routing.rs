@@ -605,3 +605,59 @@ fn a_bridge_to_a_silent_callee_gives_up_at_its_timeout() {
     assert_eq!(cdrs[0]["sip_status"], 408);
     assert!(n.sw(sw).logs().is_empty(), "{:?}", n.sw(sw).logs());
 }
+
+/// Forking on a two-worker switch: every fork's Call-ID is owned by the worker of its call, so
+/// the losing phone's 487 and the winner's 200, ACK and BYE all reach that worker.
+#[test]
+fn forks_of_a_call_on_two_workers_come_back_to_its_worker() {
+    let mut n = Net::new(23);
+    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
+    let sw = n.switch(&toml, &[SW, "[::1]:5060"], 2);
+    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let desk = n.ua("127.0.0.1:5101", "1001");
+    let mobile = n.ua("[::1]:5102", "1001");
+    n.agent(mobile).policy.after = secs(30);
+    n.register(desk, SW, "strowger", 600);
+    n.register(mobile, "[::1]:5060", "strowger", 600);
+    assert!(
+        n.run_until(secs(2), |n| n.agent(desk).register_statuses == [200]
+            && n.agent(mobile).register_statuses == [200])
+    );
+    let a = n.ua(ALICE, "alice");
+    for k in 0..6 {
+        let c = n.invite(a, "sip:1001@127.0.0.1", SW);
+        assert!(
+            n.run_until(secs(3), |n| n.agent(a).call(c).state == State::Confirmed),
+            "call {k}"
+        );
+        let w = switch::owner(&n.agent(a).call(c).call_id, 2);
+        for phone in [desk, mobile] {
+            let forked = n.agent(phone).last().call_id.clone();
+            assert_eq!(
+                switch::owner(&forked, 2),
+                w,
+                "call {k}: a fork owned elsewhere"
+            );
+        }
+        n.run_for(secs(1));
+        assert_eq!(
+            n.agent(mobile).last().state,
+            State::Ended,
+            "call {k}: cancelled"
+        );
+        n.bye(a, c);
+        assert!(
+            n.run_until(secs(3), |n| n.agent(desk).last().state == State::Ended),
+            "call {k}"
+        );
+    }
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    assert_eq!(n.sw(sw).cdrs().len(), 6);
+    assert!(n.trace.iter().all(|t| t.what() != "481"));
+    // The IPv6 phone was reached from strowger's IPv6 address.
+    assert!(n
+        .agent(mobile)
+        .received
+        .iter()
+        .all(|(_, from, _)| from.is_ipv6()));
+}

@@ -218,7 +218,7 @@ pub struct Net {
     drops: Vec<Drop>,
     /// Every SIP (non-media) datagram sent, in order.
     pub trace: Vec<Trace>,
-    /// SIP datagrams sent to an address no station has.
+    /// SIP datagrams sent to an address no station has (or of another address family).
     pub undeliverable: Vec<Packet>,
     /// Media sent to an address no station has: when, from, to.
     pub media_undeliverable: Vec<(Instant, SocketAddr, SocketAddr)>,
@@ -389,7 +389,11 @@ impl Net {
     }
 
     fn send(&mut self, from: usize, p: Packet) {
-        let Some(to) = self.station_of(p.to) else {
+        // No datagram crosses from IPv4 to IPv6 or back.
+        let to = self
+            .station_of(p.to)
+            .filter(|_| p.from.is_ipv6() == p.to.is_ipv6());
+        let Some(to) = to else {
             // Media for a leg that just closed is no surprise; signalling nobody gets is.
             if p.media {
                 self.media_undeliverable.push((self.now, p.from, p.to));
