@@ -60,10 +60,9 @@ impl Drop for Rig {
 impl Rig {
     fn new() -> Rig {
         let shared = Shared::new(DIALPLAN);
-        let now = Instant::now();
         Rig {
-            node: Node::new(&shared, &[LOCAL.parse().unwrap()], 0, 1, 20002, now),
-            now,
+            node: Node::new(&shared, &[LOCAL.parse().unwrap()], 0, 1, 20002),
+            now: Instant::now(),
             held: Vec::new(),
         }
     }

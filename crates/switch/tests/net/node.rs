@@ -151,7 +151,8 @@ impl Shared {
     }
 }
 
-/// One worker of a strowger switch listening on `addrs` (UDP), worker `worker` of `workers`.
+/// One worker of a strowger switch listening on `addrs` (UDP), worker `worker` of `workers`,
+/// its RTP ports counted up from `port_base`.
 pub struct Node {
     engine: Engine,
     host: NodeHost,
@@ -169,7 +170,6 @@ impl Node {
         worker: usize,
         workers: usize,
         port_base: u16,
-        now: Instant,
     ) -> Node {
         let cfg = &shared.cfg;
         let media_ip = addrs[0].ip();
@@ -206,7 +206,6 @@ impl Node {
             logs: Vec::new(),
             store: shared.store.clone(),
         };
-        let _ = now;
         Node {
             engine,
             host,
