@@ -208,6 +208,7 @@ pub struct Net {
     pub now: Instant,
     pub start: Instant,
     rng: fastrand::Rng,
+    media_rng: fastrand::Rng,
     stations: Vec<Station>,
     /// Every address a station receives on (SIP and, for agents, media).
     addrs: HashMap<SocketAddr, usize>,
@@ -231,6 +232,7 @@ impl Net {
             now,
             start: now,
             rng: fastrand::Rng::with_seed(seed),
+            media_rng: fastrand::Rng::with_seed(seed ^ 0x6d65_6469_61),
             stations: Vec::new(),
             addrs: HashMap::new(),
             links: HashMap::new(),
@@ -407,7 +409,14 @@ impl Net {
             .get(&(from, to))
             .copied()
             .unwrap_or(self.default_link);
-        let mut lost = link.loss > 0.0 && self.rng.f64() < link.loss;
+        // Media draws from its own generator, so the signalling's fate depends on the
+        // signalling alone (media timing, RTCP intervals, may vary with the engine's randomness).
+        let rng = if p.media {
+            &mut self.media_rng
+        } else {
+            &mut self.rng
+        };
+        let mut lost = link.loss > 0.0 && rng.f64() < link.loss;
         if let Some(d) = self
             .drops
             .iter_mut()
@@ -416,8 +425,13 @@ impl Net {
             d.left -= 1;
             lost = true;
         }
-        let mut delay = link.delay + link.jitter.mul_f64(self.rng.f64());
-        if link.reorder > 0.0 && self.rng.f64() < link.reorder {
+        let rng = if p.media {
+            &mut self.media_rng
+        } else {
+            &mut self.rng
+        };
+        let mut delay = link.delay + link.jitter.mul_f64(rng.f64());
+        if link.reorder > 0.0 && rng.f64() < link.reorder {
             delay += link.delay * 4 + Duration::from_millis(40);
         }
         if !p.media {
