@@ -232,7 +232,7 @@ impl Net {
             now,
             start: now,
             rng: fastrand::Rng::with_seed(seed),
-            media_rng: fastrand::Rng::with_seed(seed ^ 0x6d65_6469_61),
+            media_rng: fastrand::Rng::with_seed(seed ^ 0x6d_6564_6961),
             stations: Vec::new(),
             addrs: HashMap::new(),
             links: HashMap::new(),
