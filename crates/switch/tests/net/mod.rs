@@ -2,7 +2,9 @@
 //! more `Node`s, its workers) and scripted SIP user agents (`Ua`) — addressed by `SocketAddr`
 //! (IPv4 or IPv6), exchanging datagrams with a per-link delay, loss and reordering drawn from a
 //! seeded RNG, in virtual time that only `Net::run_for` / `Net::run_until` move. Nothing sleeps
-//! and nothing touches a socket, so every run with one seed is the same run.
+//! and nothing touches a socket. With one seed the net makes the same choices (what is lost,
+//! delayed, reordered) for the same traffic; the engine still draws its tags, branches and
+//! Call-IDs from a generator of its own, so tests assert on behaviour, never on those values.
 //!
 //! Shaped after quinn-proto's test `Pair`: stations are sans-IO; the net moves their datagrams
 //! and wakes them at their deadlines.
