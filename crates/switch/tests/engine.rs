@@ -1,22 +1,27 @@
 //! The call engine driven by hand-written SIP and injected time: what goes out on the wire and
-//! into the CDR for each call flow, with no sockets and no sleeping.
+//! into the CDR for each call flow, with no sockets and no sleeping. The engine is one `Node` of
+//! the simulated network's (tests/net), driven here datagram by datagram.
 
+mod net;
+
+use net::{Node, Shared};
 use sip::header::HeaderName;
-use sip::transaction::{Peer, Transport};
 use sip::Message;
-use std::io::Cursor;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
-use switch::config::Config;
-use switch::{Clock, Engine, Event, Input, Output, Settings};
+use std::time::{Duration, Instant};
 
 const DIALPLAN: &str = r#"
 [general]
 max_calls = 2
+retry_after_s = 7
 [sip]
 session_expires = 1800
 min_se = 90
+user_agent = "strowger-test"
+[rtp]
+media_timeout_s = 10
+# Shows which legs the engine lets share a port.
+shared_ports = true
 [vars]
 bridge_target = "127.0.0.1:5090"
 [dialplan]
@@ -35,115 +40,32 @@ regex = "^2(\\d{3})$"
 steps = ["bridge sip:${EXTEN}@${bridge_target} timeout=5"]
 "#;
 
-/// Stands in for the process: RTP ports from a counter, a generated prompt, recordings in
-/// memory, CDRs kept; an operator message fails the test.
-#[derive(Default)]
-struct Shell {
-    /// What each opened media leg was given: a shared pair or one of its own.
-    shareable: Vec<bool>,
-    cdrs: Vec<serde_json::Value>,
-    sip: Vec<(SocketAddr, Message)>,
-    /// RTP packets: destination and payload type.
-    media: Vec<(SocketAddr, u8)>,
-}
-
 const CALLER: &str = "127.0.0.1:5061";
 const LOCAL: &str = "127.0.0.1:5060";
 
+/// One engine (RTP ports from 20002 up, the demo prompt, CDRs kept in memory) and the clock.
 struct Rig {
-    engine: Engine,
-    host: Shell,
+    node: Node,
     now: Instant,
-    start: Instant,
+    /// SIP the engine sent during `tick`, for the next `sent`.
+    held: Vec<net::Packet>,
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.no_operator_messages();
+        }
+    }
 }
 
 impl Rig {
     fn new() -> Rig {
-        let cfg = Config::from_str(DIALPLAN, "test.toml").expect("test config is valid");
-        let s = Settings {
-            timers: Default::default(),
-            slots: Arc::new(switch::CallSlots::new(cfg.general.max_calls as usize)),
-            user_agent: "strowger-test".into(),
-            media_timeout: Some(Duration::from_secs(10)),
-            caps: cfg.rtp.caps(),
-            symmetric_rtp: true,
-            session_expires: cfg.sip.session_expires,
-            min_se: cfg.sip.min_se,
-            accept_require: cfg.sip.accept_require.clone(),
-            retry_after_s: 7,
-            media_ip: "127.0.0.1".parse().unwrap(),
-            default_context: "default".into(),
-            listen: vec![(Transport::Udp, LOCAL.parse().unwrap())],
-            data_dir: "/tmp".into(),
-            worker: 0,
-            workers: 1,
-            registrar: switch::registrar::Registrar::new(&cfg.registrar, [9; 32]),
-            proxy: cfg.proxy.clone(),
-            shared_ports: true,
-        };
-        let now = Instant::now();
-        let mut rig = Rig {
-            engine: Engine::new(s, Arc::new(cfg.dialplan), now, SystemTime::UNIX_EPOCH),
-            host: Shell::default(),
-            now,
-            start: now,
-        };
-        let ports: Vec<u16> = (1..=64).map(|i| 20000 + 2 * i).collect();
-        rig.input(Input::MediaPorts(&ports));
-        rig
-    }
-
-    /// Both clocks at the rig's virtual time (the wall clock starts at 2027-01-15).
-    fn clock(&self) -> Clock {
-        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        Clock::new(self.now, wall + (self.now - self.start))
-    }
-
-    fn input(&mut self, input: Input<'_>) {
-        self.engine.handle_input(self.clock(), input);
-        self.drain();
-    }
-
-    /// Does what the engine asks, as the worker would.
-    fn drain(&mut self) {
-        loop {
-            let clock = self.clock();
-            match self.engine.poll_output() {
-                Output::Sip(to, bytes) => self.host.sip.push((
-                    to.addr,
-                    Message::parse(&bytes, true).expect("strowger sends valid SIP"),
-                )),
-                Output::Media(t) => self.host.media.push((t.dst, t.payload[1] & 0x7f)),
-                Output::Iax(_) => panic!("no IAX2 in these tests"),
-                Output::Timeout(_) => return,
-                Output::Event(ev) => match ev {
-                    Event::MediaOpen { shared, .. } => self.host.shareable.push(shared),
-                    Event::MediaClose { .. } | Event::State { .. } | Event::IaxPeer { .. } => {}
-                    Event::Prompt { token, .. } => {
-                        let pcm: Vec<i16> =
-                            (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
-                        let result = Ok(Arc::new(media::Prompt::from_pcm("test", &pcm)));
-                        self.engine
-                            .handle_input(clock, Input::Prompt { token, result });
-                    }
-                    Event::Recording { token, .. } => {
-                        let sink: Box<dyn media::RecordSink> = Box::new(Cursor::new(Vec::new()));
-                        let result = Ok(sink);
-                        self.engine
-                            .handle_input(clock, Input::Recording { token, result });
-                    }
-                    Event::Store { token, .. } => {
-                        let result = Err("no location store in this rig".into());
-                        self.engine
-                            .handle_input(clock, Input::Store { token, result });
-                    }
-                    Event::Cdr(line) => self
-                        .host
-                        .cdrs
-                        .push(serde_json::from_str(&line).expect("CDR is JSON")),
-                    Event::Log { message, .. } => panic!("unexpected operator message: {message}"),
-                },
-            }
+        let shared = Shared::new(DIALPLAN);
+        Rig {
+            node: Node::new(&shared, &[LOCAL.parse().unwrap()], 0, 1, 20002),
+            now: Instant::now(),
+            held: Vec::new(),
         }
     }
 
@@ -158,17 +80,14 @@ impl Rig {
     /// A message that waited `late` (too long) in the worker's socket.
     fn receive(&mut self, text: &str, from: &str, late: bool) {
         let bytes = text.replace('\n', "\r\n");
-        let msg = Message::parse(bytes.as_bytes(), true).expect("test message frames");
-        let peer = Peer {
-            transport: Transport::Udp,
-            addr: from.parse().unwrap(),
-        };
-        self.input(Input::Sip {
-            msg,
-            peer,
-            local: LOCAL.parse().unwrap(),
+        Message::parse(bytes.as_bytes(), true).expect("test message frames");
+        self.node.deliver_sip(
+            bytes.as_bytes(),
+            from.parse().unwrap(),
+            LOCAL.parse().unwrap(),
             late,
-        });
+            self.now,
+        );
     }
 
     /// Advances time in 20 ms media ticks, running timers as the worker would.
@@ -176,20 +95,53 @@ impl Rig {
         let end = self.now + d;
         while self.now < end {
             self.now += Duration::from_millis(20);
-            let (due, phase, phases) = (self.now, 0, 1);
-            self.input(Input::MediaTick { due, phase, phases });
-            self.input(Input::Process);
-            self.input(Input::Timeout);
+            self.node.advance(self.now);
         }
+    }
+
+    /// Runs the media tick due 20 ms from now (the clock stays); the RTP it sends, by
+    /// destination and payload type.
+    fn tick(&mut self) -> Vec<(SocketAddr, u8)> {
+        self.node.advance(self.now + Duration::from_millis(20));
+        let (media, sip): (Vec<_>, Vec<_>) = self.node.drain().into_iter().partition(|p| p.media);
+        self.held.extend(sip);
+        self.no_operator_messages();
+        media
+            .into_iter()
+            .map(|p| (p.to, p.bytes[1] & 0x7f))
+            .collect()
     }
 
     /// Everything the engine wants to send, parsed, with its destination.
     fn sent(&mut self) -> Vec<(SocketAddr, Message)> {
-        std::mem::take(&mut self.host.sip)
+        let mut all = std::mem::take(&mut self.held);
+        all.extend(self.node.drain());
+        let out = all
+            .into_iter()
+            .filter(|p| !p.media)
+            .map(|p| {
+                (
+                    p.to,
+                    Message::parse(&p.bytes, true).expect("strowger sends valid SIP"),
+                )
+            })
+            .collect();
+        self.no_operator_messages();
+        out
     }
 
     fn statuses(&mut self) -> Vec<u16> {
         self.sent().iter().filter_map(|(_, m)| m.status()).collect()
+    }
+
+    fn cdrs(&self) -> &[serde_json::Value] {
+        self.node.cdrs()
+    }
+
+    /// The engine had nothing to tell an operator.
+    fn no_operator_messages(&self) {
+        let logs = self.node.logs();
+        assert!(logs.is_empty(), "unexpected operator message: {logs:?}");
     }
 }
 
@@ -257,14 +209,14 @@ fn playback_call_answers_with_sdp_and_writes_a_cdr_on_bye() {
     r.advance(Duration::from_secs(2));
     r.send(&in_dialog("BYE", "c1", &tag, 2, "bye1", ""));
     assert_eq!(r.statuses(), [200]);
-    assert_eq!(r.host.cdrs.len(), 1);
-    let cdr = &r.host.cdrs[0];
+    assert_eq!(r.cdrs().len(), 1);
+    let cdr = &r.cdrs()[0];
     assert_eq!(cdr["exten"], "44444");
     assert_eq!(cdr["sip_status"], 200);
     assert_eq!(cdr["hangup_side"], "caller");
     assert_eq!(cdr["codec"], "PCMU");
     assert!(cdr["billable_s"].as_f64().unwrap() >= 1.9);
-    assert_eq!(r.engine.active_calls(), 0);
+    assert_eq!(r.node.active_calls(), 0);
 }
 
 /// Which legs may share a port (rtp.shared_ports): those whose far end announced an address it
@@ -296,7 +248,7 @@ fn a_leg_may_share_a_port_only_when_its_far_end_can_be_told_apart_by_address() {
     };
     let first = answered(&mut r, &call("first", 6000));
     let same = answered(&mut r, &call("same-address", 6000));
-    assert_eq!(r.host.shareable, [true, false]);
+    assert_eq!(r.node.shareable(), [true, false]);
     bye(&mut r, "same-address", &same);
     // A call whose SDP names `ip` (as long as 127.0.0.1, so the Content-Length holds): whether
     // its leg may share; the call is then hung up.
@@ -304,7 +256,7 @@ fn a_leg_may_share_a_port_only_when_its_far_end_can_be_told_apart_by_address() {
         let invite = call(id, 6002).replace("c=IN IP4 127.0.0.1", &format!("c=IN IP4 {ip}"));
         let tag = answered(r, &invite);
         bye(r, id, &tag);
-        r.host.shareable.last().copied()
+        r.node.shareable().last().copied()
     };
     assert_eq!(
         media_at(&mut r, "nat", "10.0.0.77"),
@@ -320,7 +272,7 @@ fn a_leg_may_share_a_port_only_when_its_far_end_can_be_told_apart_by_address() {
     bye(&mut r, "first", &first);
     r.send(&invite("2001", "bridged", true, "").replace("m=audio 6000", "m=audio 6004"));
     assert_eq!(
-        r.host.shareable[4..],
+        r.node.shareable()[4..],
         [false],
         "the callee's leg, opened for strowger's offer"
     );
@@ -338,7 +290,7 @@ fn retransmitted_invite_is_absorbed() {
         [180],
         "the retransmission gets the latest provisional again"
     );
-    assert_eq!(r.engine.active_calls(), 1);
+    assert_eq!(r.node.active_calls(), 1);
 }
 
 #[test]
@@ -352,8 +304,8 @@ From: <sip:alice@127.0.0.1>;tag=a1\nTo: <sip:5555@127.0.0.1>\nCall-ID: c3\nCSeq:
     let mut st = r.statuses();
     st.sort();
     assert_eq!(st, [200, 487]);
-    assert_eq!(r.host.cdrs[0]["sip_status"], 487);
-    assert_eq!(r.host.cdrs[0]["answer"], serde_json::Value::Null);
+    assert_eq!(r.cdrs()[0]["sip_status"], 487);
+    assert_eq!(r.cdrs()[0]["answer"], serde_json::Value::Null);
 }
 
 #[test]
@@ -373,11 +325,11 @@ fn past_capacity_new_calls_get_503_and_calls_in_progress_go_on() {
     let mut r = Rig::new();
     r.send(&invite("44444", "c13a", true, ""));
     r.sent();
-    r.input(Input::Overloaded(true));
+    r.node.set_overloaded(true);
     r.send(&invite("44444", "c13b", true, ""));
     assert_eq!(r.statuses(), [503]);
-    assert_eq!(r.engine.active_calls(), 1);
-    r.input(Input::Overloaded(false));
+    assert_eq!(r.node.active_calls(), 1);
+    r.node.set_overloaded(false);
     r.send(&invite("44444", "c13c", true, ""));
     assert_eq!(r.statuses(), [100, 200]);
 }
@@ -395,7 +347,7 @@ fn past_capacity_refusals_are_stateless_and_in_dialog_requests_are_served() {
         .unwrap()
         .1;
     r.send(&in_dialog("ACK", "c14b", &to_tag(&ok), 1, "c14b-ack", ""));
-    r.input(Input::Overloaded(true));
+    r.node.set_overloaded(true);
     let refused = invite("44444", "c14c", true, "");
     r.send(&refused);
     let sent = r.sent();
@@ -418,7 +370,7 @@ fn past_capacity_refusals_are_stateless_and_in_dialog_requests_are_served() {
     assert_eq!(r.statuses(), [180]);
     r.send(&in_dialog("BYE", "c14b", &to_tag(&ok), 2, "c14b-bye", ""));
     assert_eq!(r.statuses(), [200]);
-    assert_eq!(r.engine.active_calls(), 1);
+    assert_eq!(r.node.active_calls(), 1);
 }
 
 #[test]
@@ -460,7 +412,7 @@ fn strowger_hangs_up_with_bye() {
         .find(|(_, m)| m.method() == Some(&sip::Method::Bye))
         .expect("a BYE");
     assert_eq!(bye.1.request_uri(), Some("sip:alice@127.0.0.1:5061"));
-    assert_eq!(r.host.cdrs[0]["hangup_side"], "switch");
+    assert_eq!(r.cdrs()[0]["hangup_side"], "switch");
 }
 
 #[test]
@@ -473,9 +425,7 @@ fn invite_without_sdp_gets_an_offer_and_the_ack_answers_it() {
     let answer =
         "v=0\no=- 1 1 IN IP4 127.0.0.1\ns=-\nc=IN IP4 127.0.0.1\nt=0 0\nm=audio 7000 RTP/AVP 8\n";
     r.send(&in_dialog("ACK", "c6", &to_tag(&ok), 1, "ack6", answer));
-    r.host.media.clear();
-    r.advance(Duration::from_millis(20));
-    let frames = std::mem::take(&mut r.host.media);
+    let frames = r.tick();
     assert!(
         frames.contains(&("127.0.0.1:7000".parse().unwrap(), 8)),
         "PCMA to the answer's address: {frames:?}"
@@ -495,11 +445,10 @@ fn reinvite_hold_is_answered_recvonly() {
     assert!(String::from_utf8_lossy(ok.body()).contains("a=recvonly"));
     // On hold strowger sends nothing, and the media timeout does not fire.
     r.send(&in_dialog("ACK", "c7", &tag, 2, "ack7b", ""));
-    r.host.media.clear();
-    r.advance(Duration::from_millis(20));
-    assert_eq!(r.host.media, []);
+    let sent = r.tick().len();
+    assert_eq!(sent, 0);
     r.advance(Duration::from_secs(12));
-    assert_eq!(r.engine.active_calls(), 1);
+    assert_eq!(r.node.active_calls(), 1);
 }
 
 #[test]
@@ -509,12 +458,12 @@ fn media_timeout_hangs_up() {
     let tag = to_tag(&r.sent()[1].1);
     r.send(&in_dialog("ACK", "c8", &tag, 1, "ack8", ""));
     r.advance(Duration::from_secs(11));
-    assert_eq!(r.engine.active_calls(), 0);
+    assert_eq!(r.node.active_calls(), 0);
     assert!(r
         .sent()
         .iter()
         .any(|(_, m)| m.method() == Some(&sip::Method::Bye)));
-    assert_eq!(r.host.cdrs[0]["cause"], 41);
+    assert_eq!(r.cdrs()[0]["cause"], 41);
 }
 
 #[test]
@@ -594,8 +543,8 @@ From: <sip:2001@127.0.0.1:5090>;tag=b1\nTo: {}\nCall-ID: {}\nCSeq: 2 BYE\nMax-Fo
     assert!(sent
         .iter()
         .any(|(to, m)| m.method() == Some(&sip::Method::Bye) && *to == CALLER.parse().unwrap()));
-    assert_eq!(r.host.cdrs[0]["hangup_side"], "callee");
-    assert_eq!(r.host.cdrs[0]["bridged_to"], "sip:2001@127.0.0.1:5090");
+    assert_eq!(r.cdrs()[0]["hangup_side"], "callee");
+    assert_eq!(r.cdrs()[0]["bridged_to"], "sip:2001@127.0.0.1:5090");
 }
 
 #[test]
@@ -624,7 +573,7 @@ fn busy_callee_is_relayed_to_the_caller() {
     assert!(sent
         .iter()
         .any(|(to, m)| m.status() == Some(486) && *to == CALLER.parse().unwrap()));
-    assert_eq!(r.host.cdrs[0]["sip_status"], 486);
+    assert_eq!(r.cdrs()[0]["sip_status"], 486);
 }
 
 #[test]
@@ -637,16 +586,9 @@ fn oversized_request_gets_513() {
         &format!("X-Padding: {}\n", "a".repeat(70_000)),
     )
     .replace('\n', "\r\n");
-    let peer = Peer {
-        transport: Transport::Udp,
-        addr: CALLER.parse().unwrap(),
-    };
-    r.input(Input::TooLarge {
-        bytes: big.as_bytes(),
-        peer,
-    });
+    r.node.too_large(big.as_bytes(), CALLER.parse().unwrap());
     assert_eq!(r.statuses(), [513]);
-    assert_eq!(r.engine.active_calls(), 0);
+    assert_eq!(r.node.active_calls(), 0);
 }
 
 #[test]

@@ -1,0 +1,593 @@
+//! A simulated network for strowger's call engine: several stations — strowger switches (one or
+//! more `Node`s, its workers) and scripted SIP user agents (`Ua`) — addressed by `SocketAddr`
+//! (IPv4 or IPv6), exchanging datagrams with a per-link delay, loss and reordering drawn from a
+//! seeded RNG, in virtual time that only `Net::run_for` / `Net::run_until` move. Nothing sleeps
+//! and nothing touches a socket. With one seed the net makes the same choices (what is lost,
+//! delayed, reordered) for the same traffic; the engine still draws its tags, branches and
+//! Call-IDs from a generator of its own, so tests assert on behaviour, never on those values.
+//!
+//! Shaped after quinn-proto's test `Pair`: stations are sans-IO; the net moves their datagrams
+//! and wakes them at their deadlines.
+#![allow(dead_code, unused_imports)]
+
+pub mod node;
+pub mod ua;
+
+pub use node::{MemStore, Node, Shared};
+pub use ua::{Policy, State, Ua};
+
+use sip::Message;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// A datagram on the network: SIP (or a keep-alive) or media.
+#[derive(Clone, Debug)]
+pub struct Packet {
+    pub from: SocketAddr,
+    pub to: SocketAddr,
+    pub bytes: Vec<u8>,
+    /// RTP or RTCP rather than signalling.
+    pub media: bool,
+}
+
+impl Packet {
+    pub fn sip(from: SocketAddr, to: SocketAddr, bytes: Vec<u8>) -> Packet {
+        Packet {
+            from,
+            to,
+            bytes,
+            media: false,
+        }
+    }
+
+    pub fn media(from: SocketAddr, to: SocketAddr, bytes: Vec<u8>) -> Packet {
+        Packet {
+            from,
+            to,
+            bytes,
+            media: true,
+        }
+    }
+}
+
+/// What a link does to the datagrams on it (each direction alike).
+#[derive(Clone, Copy, Debug)]
+pub struct Link {
+    pub delay: Duration,
+    /// Up to this much more delay, uniformly.
+    pub jitter: Duration,
+    /// Probability a datagram is lost.
+    pub loss: f64,
+    /// Probability a datagram is held back long enough for later ones to overtake it.
+    pub reorder: f64,
+}
+
+impl Default for Link {
+    fn default() -> Link {
+        Link {
+            delay: Duration::from_millis(5),
+            jitter: Duration::ZERO,
+            loss: 0.0,
+            reorder: 0.0,
+        }
+    }
+}
+
+/// A SIP datagram the net carried (or lost), for tests to look at.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub sent: Instant,
+    pub from: SocketAddr,
+    pub to: SocketAddr,
+    pub bytes: Vec<u8>,
+    pub lost: bool,
+}
+
+impl Trace {
+    pub fn msg(&self) -> Option<Message> {
+        Message::parse(&self.bytes, true).ok()
+    }
+
+    /// The request method or status of a SIP message ("INVITE", "200"), or "" for other bytes.
+    pub fn what(&self) -> String {
+        match self.msg() {
+            Some(m) => match (m.method(), m.status()) {
+                (Some(method), _) => method.to_string(),
+                (None, Some(s)) => s.to_string(),
+                _ => String::new(),
+            },
+            None => String::new(),
+        }
+    }
+}
+
+/// A strowger switch: its workers share its addresses (as the real process's do), and each
+/// datagram is handed to the worker that owns it.
+pub struct Switch {
+    pub workers: Vec<Node>,
+    pub shared: Shared,
+    /// Deliver every SIP datagram as having waited too long in the socket.
+    pub late: bool,
+}
+
+impl Switch {
+    /// The single worker of a one-worker switch.
+    pub fn node(&mut self) -> &mut Node {
+        &mut self.workers[0]
+    }
+
+    pub fn cdrs(&self) -> Vec<serde_json::Value> {
+        self.workers
+            .iter()
+            .flat_map(|w| w.cdrs().to_vec())
+            .collect()
+    }
+
+    pub fn logs(&self) -> Vec<String> {
+        self.workers
+            .iter()
+            .flat_map(|w| w.logs().to_vec())
+            .collect()
+    }
+
+    pub fn active_calls(&self) -> usize {
+        self.workers.iter().map(Node::active_calls).sum()
+    }
+
+    fn deliver(&mut self, p: Packet, now: Instant) {
+        let late = self.late;
+        let n = self.workers.len();
+        if p.media {
+            if let Some(w) = self
+                .workers
+                .iter_mut()
+                .find(|w| w.has_media_port(p.to.port()))
+            {
+                w.deliver_rtp(&p.bytes, p.from, p.to, now);
+            }
+            return;
+        }
+        let w = node::owner_of(&p.bytes, p.from, n);
+        self.workers[w].deliver_sip(&p.bytes, p.from, p.to, late, now);
+    }
+
+    fn advance(&mut self, now: Instant) {
+        for w in &mut self.workers {
+            w.advance(now);
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.workers.iter().filter_map(Node::next_deadline).min()
+    }
+
+    fn drain(&mut self) -> Vec<Packet> {
+        self.workers.iter_mut().flat_map(Node::drain).collect()
+    }
+}
+
+pub enum Station {
+    Switch(Switch),
+    Ua(Box<Ua>),
+}
+
+/// Which station.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Id(usize);
+
+struct InFlight {
+    at: Instant,
+    seq: u64,
+    packet: Packet,
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for InFlight {}
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for InFlight {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+/// A rule that drops matching datagrams, `left` more times.
+struct Drop {
+    matches: Box<dyn Fn(&Packet) -> bool>,
+    left: usize,
+}
+
+pub struct Net {
+    pub now: Instant,
+    pub start: Instant,
+    rng: fastrand::Rng,
+    media_rng: fastrand::Rng,
+    stations: Vec<Station>,
+    /// Every address a station receives on (SIP and, for agents, media).
+    addrs: HashMap<SocketAddr, usize>,
+    links: HashMap<(usize, usize), Link>,
+    pub default_link: Link,
+    queue: BinaryHeap<Reverse<InFlight>>,
+    seq: u64,
+    drops: Vec<Drop>,
+    /// Every SIP (non-media) datagram sent, in order.
+    pub trace: Vec<Trace>,
+    /// SIP datagrams sent to an address no station has (or of another address family).
+    pub undeliverable: Vec<Packet>,
+    /// Media sent to an address no station has: when, from, to.
+    pub media_undeliverable: Vec<(Instant, SocketAddr, SocketAddr)>,
+}
+
+impl Net {
+    pub fn new(seed: u64) -> Net {
+        let now = Instant::now();
+        Net {
+            now,
+            start: now,
+            rng: fastrand::Rng::with_seed(seed),
+            media_rng: fastrand::Rng::with_seed(seed ^ 0x6d_6564_6961),
+            stations: Vec::new(),
+            addrs: HashMap::new(),
+            links: HashMap::new(),
+            default_link: Link::default(),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            drops: Vec::new(),
+            trace: Vec::new(),
+            undeliverable: Vec::new(),
+            media_undeliverable: Vec::new(),
+        }
+    }
+
+    /// A strowger switch with `workers` workers listening on `addrs`, configured by `toml`
+    /// (on top of the built-in defaults).
+    pub fn switch(&mut self, toml: &str, addrs: &[&str], workers: usize) -> Id {
+        let addrs: Vec<SocketAddr> = addrs.iter().map(|a| a.parse().unwrap()).collect();
+        let shared = Shared::new(toml);
+        let id = self.stations.len();
+        let base = 20000 + 2000 * id as u16;
+        let nodes = (0..workers)
+            .map(|w| Node::new(&shared, &addrs, w, workers, base + 500 * w as u16))
+            .collect();
+        for a in &addrs {
+            assert!(self.addrs.insert(*a, id).is_none(), "{a} taken");
+        }
+        self.stations.push(Station::Switch(Switch {
+            workers: nodes,
+            shared,
+            late: false,
+        }));
+        Id(id)
+    }
+
+    /// A user agent at `addr` for `user`.
+    pub fn ua(&mut self, addr: &str, user: &str) -> Id {
+        let ua = Ua::new(addr.parse().unwrap(), user);
+        let id = self.stations.len();
+        let rtcp = SocketAddr::new(ua.media.ip(), ua.media.port() + 1);
+        for a in [ua.addr, ua.media, rtcp] {
+            assert!(self.addrs.insert(a, id).is_none(), "{a} taken");
+        }
+        self.stations.push(Station::Ua(Box::new(ua)));
+        Id(id)
+    }
+
+    pub fn sw(&mut self, id: Id) -> &mut Switch {
+        match &mut self.stations[id.0] {
+            Station::Switch(s) => s,
+            Station::Ua(_) => panic!("station {id:?} is a user agent"),
+        }
+    }
+
+    pub fn agent(&mut self, id: Id) -> &mut Ua {
+        match &mut self.stations[id.0] {
+            Station::Ua(u) => u,
+            Station::Switch(_) => panic!("station {id:?} is a switch"),
+        }
+    }
+
+    /// The link between two stations (both directions).
+    pub fn link(&mut self, a: Id, b: Id, link: Link) {
+        self.links.insert((a.0, b.0), link);
+        self.links.insert((b.0, a.0), link);
+    }
+
+    /// Drops the next `count` datagrams that match.
+    pub fn drop_next(&mut self, count: usize, matches: impl Fn(&Packet) -> bool + 'static) {
+        self.drops.push(Drop {
+            matches: Box::new(matches),
+            left: count,
+        });
+    }
+
+    /// Agent `ua` calls `uri` through `next_hop`; returns the agent's call index.
+    pub fn invite(&mut self, ua: Id, uri: &str, next_hop: &str) -> usize {
+        self.invite_with(ua, uri, next_hop, &[])
+    }
+
+    pub fn invite_with(
+        &mut self,
+        ua: Id,
+        uri: &str,
+        next_hop: &str,
+        extra: &[(&str, &str)],
+    ) -> usize {
+        let now = self.now;
+        self.agent(ua).invite_with(uri, addr(next_hop), extra, now)
+    }
+
+    pub fn bye(&mut self, ua: Id, call: usize) {
+        let now = self.now;
+        self.agent(ua).bye(call, now);
+    }
+
+    pub fn cancel(&mut self, ua: Id, call: usize) {
+        let now = self.now;
+        self.agent(ua).cancel(call, now);
+    }
+
+    pub fn reinvite(&mut self, ua: Id, call: usize, sdp: String) {
+        let now = self.now;
+        self.agent(ua).reinvite(call, sdp, now);
+    }
+
+    pub fn update(&mut self, ua: Id, call: usize, sdp: String) {
+        let now = self.now;
+        self.agent(ua).update(call, sdp, now);
+    }
+
+    pub fn register(&mut self, ua: Id, registrar: &str, domain: &str, expires: u32) {
+        let now = self.now;
+        self.agent(ua)
+            .register(addr(registrar), domain, expires, now);
+    }
+
+    /// Hangs up every call of switch `sw` (process shutdown).
+    pub fn shutdown(&mut self, sw: Id) {
+        let now = self.now;
+        for w in &mut self.sw(sw).workers {
+            w.shutdown(now);
+        }
+    }
+
+    /// Virtual time since the net started.
+    pub fn elapsed(&self) -> Duration {
+        self.now - self.start
+    }
+
+    /// The station a datagram's address belongs to: exact for SIP addresses and agents' media,
+    /// by IP and media port for switches.
+    fn station_of(&self, addr: SocketAddr) -> Option<usize> {
+        if let Some(&s) = self.addrs.get(&addr) {
+            return Some(s);
+        }
+        self.stations.iter().position(|s| match s {
+            Station::Switch(sw) => sw
+                .workers
+                .iter()
+                .any(|w| w.addrs()[0].ip() == addr.ip() && w.has_media_port(addr.port())),
+            Station::Ua(_) => false,
+        })
+    }
+
+    /// Takes what every station sent and puts it on the wire.
+    fn flush(&mut self) {
+        for i in 0..self.stations.len() {
+            let out = match &mut self.stations[i] {
+                Station::Switch(s) => s.drain(),
+                Station::Ua(u) => u.drain(),
+            };
+            for p in out {
+                self.send(i, p);
+            }
+        }
+    }
+
+    fn send(&mut self, from: usize, p: Packet) {
+        // No datagram crosses from IPv4 to IPv6 or back.
+        let to = self
+            .station_of(p.to)
+            .filter(|_| p.from.is_ipv6() == p.to.is_ipv6());
+        let Some(to) = to else {
+            // Media for a leg that just closed is no surprise; signalling nobody gets is.
+            if p.media {
+                self.media_undeliverable.push((self.now, p.from, p.to));
+            } else {
+                self.undeliverable.push(p);
+            }
+            return;
+        };
+        let link = self
+            .links
+            .get(&(from, to))
+            .copied()
+            .unwrap_or(self.default_link);
+        // Media draws from its own generator, so the signalling's fate depends on the
+        // signalling alone (media timing, RTCP intervals, may vary with the engine's randomness).
+        let rng = if p.media {
+            &mut self.media_rng
+        } else {
+            &mut self.rng
+        };
+        let mut lost = link.loss > 0.0 && rng.f64() < link.loss;
+        if let Some(d) = self
+            .drops
+            .iter_mut()
+            .find(|d| d.left > 0 && (d.matches)(&p))
+        {
+            d.left -= 1;
+            lost = true;
+        }
+        let rng = if p.media {
+            &mut self.media_rng
+        } else {
+            &mut self.rng
+        };
+        let mut delay = link.delay + link.jitter.mul_f64(rng.f64());
+        if link.reorder > 0.0 && rng.f64() < link.reorder {
+            delay += link.delay * 4 + Duration::from_millis(40);
+        }
+        if !p.media {
+            self.trace.push(Trace {
+                sent: self.now,
+                from: p.from,
+                to: p.to,
+                bytes: p.bytes.clone(),
+                lost,
+            });
+        }
+        if lost {
+            return;
+        }
+        self.seq += 1;
+        self.queue.push(Reverse(InFlight {
+            at: self.now + delay,
+            seq: self.seq,
+            packet: p,
+        }));
+    }
+
+    fn next_event(&self) -> Option<Instant> {
+        let packet = self.queue.peek().map(|Reverse(f)| f.at);
+        let stations = self.stations.iter().filter_map(|s| match s {
+            Station::Switch(s) => s.next_deadline(),
+            Station::Ua(u) => u.next_deadline(),
+        });
+        packet.into_iter().chain(stations).min()
+    }
+
+    /// Delivers what has arrived by `now` and wakes the stations whose deadlines passed.
+    fn step(&mut self) {
+        let now = self.now;
+        while self.queue.peek().is_some_and(|Reverse(f)| f.at <= now) {
+            let Reverse(f) = self.queue.pop().unwrap();
+            let Some(to) = self.station_of(f.packet.to) else {
+                continue;
+            };
+            match &mut self.stations[to] {
+                Station::Switch(s) => s.deliver(f.packet, now),
+                Station::Ua(u) => u.deliver(f.packet, now),
+            }
+            self.flush();
+        }
+        for s in &mut self.stations {
+            match s {
+                Station::Switch(s) => s.advance(now),
+                Station::Ua(u) => u.advance(now),
+            }
+        }
+        self.flush();
+    }
+
+    /// Runs until `pred` holds (true) or `limit` of virtual time passed (false).
+    pub fn run_until(&mut self, limit: Duration, mut pred: impl FnMut(&mut Net) -> bool) -> bool {
+        let end = self.now + limit;
+        let mut spins = 0u32;
+        loop {
+            self.flush();
+            if pred(self) {
+                return true;
+            }
+            let next = self.next_event().map(|t| t.max(self.now));
+            match next {
+                Some(t) if t <= end => {
+                    if t == self.now {
+                        spins += 1;
+                        assert!(
+                            spins < 100_000,
+                            "the net makes no progress at {:?}",
+                            self.elapsed()
+                        );
+                    } else {
+                        spins = 0;
+                    }
+                    self.now = t;
+                    self.step();
+                }
+                _ => {
+                    self.now = end;
+                    self.step();
+                    return pred(self);
+                }
+            }
+        }
+    }
+
+    /// Runs for `d` of virtual time.
+    pub fn run_for(&mut self, d: Duration) {
+        self.run_until(d, |_| false);
+    }
+
+    /// SIP datagrams sent from `from` to `to` whose method or status is `what`.
+    pub fn sent(&self, from: SocketAddr, to: SocketAddr, what: &str) -> Vec<&Trace> {
+        self.trace
+            .iter()
+            .filter(|t| t.from == from && t.to == to && t.what() == what)
+            .collect()
+    }
+}
+
+/// A dialplan for the tests, appended to a configuration's other tables: 44444 plays the demo
+/// prompt, 5555 rings, 6666 answers and hangs up after a second, 2XXX is bridged to
+/// `${bridge_target}`, 3XXX is bridged after a 183 of strowger's own, 1XXX calls the phone
+/// registered as that user, 7XXX is bridged to strowger's own address `${self}` (a loop).
+pub const DIALPLAN: &str = r#"
+[dialplan]
+default_context = "default"
+[[dialplan.contexts.default.rules]]
+exten = "44444"
+steps = ["answer", "playback demo loop=true"]
+[[dialplan.contexts.default.rules]]
+exten = "5555"
+steps = ["ringing", "wait 30"]
+[[dialplan.contexts.default.rules]]
+exten = "6666"
+steps = ["answer", "wait 1", "hangup"]
+[[dialplan.contexts.default.rules]]
+regex = "^2(\\d{3})$"
+steps = ["bridge sip:${EXTEN}@${bridge_target} timeout=20"]
+[[dialplan.contexts.default.rules]]
+regex = "^3(\\d{3})$"
+steps = ["progress", "bridge sip:${EXTEN}@${bridge_target} timeout=20"]
+[[dialplan.contexts.default.rules]]
+regex = "^1\\d{3}$"
+steps = ["bridge user/${EXTEN} timeout=20"]
+[[dialplan.contexts.default.rules]]
+regex = "^7\\d{3}$"
+steps = ["bridge sip:${EXTEN}@${self} timeout=20"]
+"#;
+
+/// A configuration: `head` (tables other than the dialplan, e.g. `[general]`, `[vars]`) with
+/// media timeouts off, then `DIALPLAN`.
+pub fn config(head: &str) -> String {
+    let rtp = if head.contains("[rtp]") {
+        ""
+    } else {
+        "[rtp]\nmedia_timeout_s = 0\n"
+    };
+    format!("{rtp}{head}\n{DIALPLAN}")
+}
+
+/// `s` seconds.
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// `ms` milliseconds.
+pub fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+/// A socket address from text.
+pub fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}

@@ -1,0 +1,456 @@
+//! `Node`: one strowger worker (`switch::Engine`) on the simulated network. Every call into the
+//! engine's API is made in this file, so a change of that API changes only this adapter.
+
+use super::Packet;
+use sip::transaction::{Peer, Timers, Transport};
+use sip::Message;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use store::{Binding, Change, Credentials};
+use switch::config::Config;
+use switch::{CallSlots, Clock, Engine, Event, Input, Output, Settings};
+
+/// The media tick of the real worker.
+pub const FRAME: Duration = Duration::from_millis(20);
+
+/// Stands in for the process around the engine: RTP ports from a counter, a built-in prompt,
+/// recordings in memory, CDRs and operator messages kept, an in-memory location store.
+struct NodeHost {
+    next_port: u16,
+    /// Media leg index → its RTP port.
+    ports: HashMap<usize, u16>,
+    /// For each media leg opened: whether it shares a port.
+    shareable: Vec<bool>,
+    cdrs: Vec<serde_json::Value>,
+    logs: Vec<String>,
+    store: Arc<MemStore>,
+}
+
+/// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
+const SPARE: usize = 32;
+
+/// A location and credential store in memory, shared by the workers of one switch.
+#[derive(Default)]
+pub struct MemStore {
+    bindings: Mutex<HashMap<String, Vec<Binding>>>,
+    users: Mutex<HashMap<String, Credentials>>,
+}
+
+impl MemStore {
+    pub fn add_user(&self, user: &str, domain: &str, password: &str) {
+        self.users.lock().unwrap().insert(
+            format!("{user}@{domain}"),
+            switch::registrar::credentials(user, domain, password),
+        );
+    }
+}
+
+impl store::LocationStore for MemStore {
+    fn update(&self, aor: &str, changes: &[Change], now: u64) -> store::Result<Vec<Binding>> {
+        let mut map = self.bindings.lock().unwrap();
+        let list = map.remove(aor).unwrap_or_default();
+        let list = store::apply(list, changes, now);
+        map.insert(aor.to_string(), list.clone());
+        Ok(list)
+    }
+    fn lookup(&self, aor: &str, now: u64) -> store::Result<Vec<Binding>> {
+        let map = self.bindings.lock().unwrap();
+        Ok(map
+            .get(aor)
+            .map(|l| store::apply(l.clone(), &[], now))
+            .unwrap_or_default())
+    }
+}
+
+impl store::CredentialStore for MemStore {
+    fn user(&self, user: &str, domain: &str) -> store::Result<Option<Credentials>> {
+        Ok(self
+            .users
+            .lock()
+            .unwrap()
+            .get(&format!("{user}@{domain}"))
+            .cloned())
+    }
+    fn put_user(&self, c: &Credentials) -> store::Result<()> {
+        self.users
+            .lock()
+            .unwrap()
+            .insert(format!("{}@{}", c.user, c.domain), c.clone());
+        Ok(())
+    }
+    fn del_user(&self, user: &str, domain: &str) -> store::Result<bool> {
+        Ok(self
+            .users
+            .lock()
+            .unwrap()
+            .remove(&format!("{user}@{domain}"))
+            .is_some())
+    }
+    fn users(&self) -> store::Result<Vec<Credentials>> {
+        Ok(self.users.lock().unwrap().values().cloned().collect())
+    }
+}
+
+/// What the workers of one switch share: the configuration, the call slots, the registrar's
+/// settings (with the secret that signs every worker's nonces) and the store.
+#[derive(Clone)]
+pub struct Shared {
+    pub cfg: Arc<Config>,
+    pub slots: Arc<CallSlots>,
+    pub registrar: switch::registrar::Registrar,
+    pub store: Arc<MemStore>,
+}
+
+impl Shared {
+    /// `toml` on top of the defaults (every key is optional).
+    pub fn new(toml: &str) -> Shared {
+        let cfg = Config::from_str(toml, "net-test.toml").expect("test config is valid");
+        Shared {
+            slots: Arc::new(CallSlots::new(cfg.general.max_calls as usize)),
+            registrar: switch::registrar::Registrar::new(&cfg.registrar, [7; 32]),
+            store: Arc::new(MemStore::default()),
+            cfg: Arc::new(cfg),
+        }
+    }
+}
+
+/// One worker of a strowger switch listening on `addrs` (UDP), worker `worker` of `workers`,
+/// its RTP ports counted up from `port_base`.
+pub struct Node {
+    engine: Engine,
+    host: NodeHost,
+    addrs: Vec<SocketAddr>,
+    media_ip: IpAddr,
+    /// Packets to send, in order.
+    out: Vec<Packet>,
+    next_tick: Option<Instant>,
+    /// When the engine wants `Input::Timeout` (its last `Output::Timeout`).
+    deadline: Option<Instant>,
+    /// The time of the last input, and of the first.
+    now: Instant,
+    start: Instant,
+}
+
+impl Node {
+    pub fn new(
+        shared: &Shared,
+        addrs: &[SocketAddr],
+        worker: usize,
+        workers: usize,
+        port_base: u16,
+    ) -> Node {
+        let cfg = &shared.cfg;
+        let media_ip = addrs[0].ip();
+        let s = Settings {
+            timers: Timers {
+                t1: cfg.sip.t1,
+                t2: cfg.sip.t2,
+                t4: cfg.sip.t4,
+            },
+            slots: shared.slots.clone(),
+            user_agent: cfg.sip.user_agent.clone(),
+            media_timeout: cfg.rtp.media_timeout,
+            caps: cfg.rtp.caps(),
+            symmetric_rtp: cfg.rtp.symmetric,
+            session_expires: cfg.sip.session_expires,
+            min_se: cfg.sip.min_se,
+            accept_require: cfg.sip.accept_require.clone(),
+            retry_after_s: cfg.general.retry_after_s,
+            media_ip,
+            default_context: cfg.dialplan.default_context().to_string(),
+            listen: addrs.iter().map(|a| (Transport::Udp, *a)).collect(),
+            data_dir: std::env::temp_dir().display().to_string(),
+            worker,
+            workers,
+            registrar: shared.registrar.clone(),
+            proxy: cfg.proxy.clone(),
+            shared_ports: cfg.rtp.shared_ports,
+        };
+        let start = Instant::now();
+        let engine = Engine::new(
+            s,
+            Arc::new(cfg.dialplan.clone()),
+            start,
+            SystemTime::UNIX_EPOCH,
+        );
+        let host = NodeHost {
+            next_port: port_base,
+            ports: HashMap::new(),
+            shareable: Vec::new(),
+            cdrs: Vec::new(),
+            logs: Vec::new(),
+            store: shared.store.clone(),
+        };
+        let mut node = Node {
+            engine,
+            host,
+            addrs: addrs.to_vec(),
+            media_ip,
+            out: Vec::new(),
+            next_tick: None,
+            deadline: None,
+            now: start,
+            start,
+        };
+        node.collect();
+        node
+    }
+
+    /// Both clocks at `now` (the wall clock starts at 2027-01-15 with the node).
+    fn clock(&self, now: Instant) -> Clock {
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        Clock::new(now, wall + now.saturating_duration_since(self.start))
+    }
+
+    /// Hands the engine one input at `now` and does what it asks.
+    fn input(&mut self, now: Instant, input: Input<'_>) {
+        self.now = self.now.max(now);
+        self.engine.handle_input(self.clock(now), input);
+        self.collect();
+    }
+
+    /// The SIP addresses this worker listens on.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The address strowger sends from towards `to` (same address family).
+    fn local_for(&self, to: SocketAddr) -> SocketAddr {
+        self.addrs
+            .iter()
+            .copied()
+            .find(|a| a.is_ipv6() == to.is_ipv6())
+            .unwrap_or(self.addrs[0])
+    }
+
+    /// Whether an RTP or RTCP port of this worker's media legs is `port`.
+    pub fn has_media_port(&self, port: u16) -> bool {
+        self.host
+            .ports
+            .values()
+            .any(|p| *p == port || *p + 1 == port)
+    }
+
+    /// A SIP datagram from `from` to our address `to`. `late`: it waited too long in the socket.
+    /// Bytes that are not SIP (a CRLF keep-alive) are dropped as the shell drops them.
+    pub fn deliver_sip(
+        &mut self,
+        bytes: &[u8],
+        from: SocketAddr,
+        to: SocketAddr,
+        late: bool,
+        now: Instant,
+    ) {
+        let Ok(msg) = Message::parse(bytes, true) else {
+            return;
+        };
+        let peer = Peer {
+            transport: Transport::Udp,
+            addr: from,
+        };
+        let local = to;
+        self.input(
+            now,
+            Input::Sip {
+                msg,
+                peer,
+                local,
+                late,
+            },
+        );
+        self.arm_tick(now);
+    }
+
+    /// An RTP or RTCP datagram to one of our media ports.
+    pub fn deliver_rtp(&mut self, bytes: &[u8], from: SocketAddr, to: SocketAddr, now: Instant) {
+        let on_port = |p: u16| p == to.port() || p + 1 == to.port();
+        let mut legs = self.host.ports.iter().filter(|(_, p)| on_port(**p));
+        let Some((&first, &port)) = legs.next() else {
+            return;
+        };
+        // A shared port's legs are told apart by their far end's address, as the shell does.
+        let found = match legs.next() {
+            None => Some(first),
+            Some(_) if to.port() == port => self.engine.rtp_leg_from(from),
+            Some(_) => self.engine.rtcp_leg_from(from),
+        };
+        let Some(leg) = found else {
+            return;
+        };
+        let (data, src) = (bytes, from);
+        match to.port() == port {
+            true => self.input(now, Input::Rtp { leg, data, src }),
+            false => self.input(now, Input::Rtcp { leg, data, src }),
+        }
+        self.input(now, Input::Process);
+        self.arm_tick(now);
+    }
+
+    /// Media ticks start with the first call.
+    fn arm_tick(&mut self, now: Instant) {
+        if self.next_tick.is_none() && self.engine.active_calls() > 0 {
+            self.next_tick = Some(now + FRAME);
+        }
+    }
+
+    /// Runs what is due at `now`: the media tick every 20 ms while calls are up, then timers.
+    pub fn advance(&mut self, now: Instant) {
+        if self.engine.active_calls() > 0 {
+            let mut tick = *self.next_tick.get_or_insert(now);
+            while tick <= now {
+                let (due, phase, phases) = (tick, 0, 1);
+                self.input(tick, Input::MediaTick { due, phase, phases });
+                self.input(tick, Input::Process);
+                tick += FRAME;
+            }
+            self.next_tick = Some(tick);
+        } else {
+            self.next_tick = None;
+        }
+        if self.deadline.is_some_and(|d| d <= now) {
+            self.input(now, Input::Timeout);
+        }
+    }
+
+    /// When `advance` next has something to do.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let tick = self.next_tick.filter(|_| self.engine.active_calls() > 0);
+        [self.deadline, tick].into_iter().flatten().min()
+    }
+
+    /// Hangs up every call (process shutdown).
+    pub fn shutdown(&mut self, now: Instant) {
+        self.input(now, Input::Shutdown);
+    }
+
+    pub fn set_overloaded(&mut self, on: bool) {
+        self.input(self.now, Input::Overloaded(on));
+    }
+
+    pub fn active_calls(&self) -> usize {
+        self.engine.active_calls()
+    }
+
+    /// Everything the worker sent since the last call, in order.
+    pub fn drain(&mut self) -> Vec<Packet> {
+        self.collect();
+        std::mem::take(&mut self.out)
+    }
+
+    /// The CDRs written so far.
+    pub fn cdrs(&self) -> &[serde_json::Value] {
+        &self.host.cdrs
+    }
+
+    /// For each media leg opened so far, whether the engine let it share a port.
+    pub fn shareable(&self) -> &[bool] {
+        &self.host.shareable
+    }
+
+    /// A datagram larger than `sip.max_message_size` (the shell hands it over unparsed).
+    pub fn too_large(&mut self, bytes: &[u8], from: SocketAddr) {
+        let peer = Peer {
+            transport: Transport::Udp,
+            addr: from,
+        };
+        self.input(self.now, Input::TooLarge { bytes, peer });
+    }
+
+    /// Operator messages logged so far.
+    pub fn logs(&self) -> &[String] {
+        &self.host.logs
+    }
+
+    /// Takes the engine's outputs as the worker does: packets to send, events done here (the
+    /// answers to its requests go back in at once), spare RTP ports topped up.
+    fn collect(&mut self) {
+        let clock = self.clock(self.now);
+        loop {
+            match self.engine.poll_output() {
+                Output::Sip(peer, bytes) => {
+                    let from = self.local_for(peer.addr);
+                    self.out.push(Packet::sip(from, peer.addr, bytes.to_vec()));
+                }
+                Output::Media(t) => {
+                    if let Some(port) = self.host.ports.get(&t.leg.index()) {
+                        let port = if t.rtcp { port + 1 } else { *port };
+                        let from = SocketAddr::new(self.media_ip, port);
+                        self.out
+                            .push(Packet::media(from, t.dst, t.payload.to_vec()));
+                    }
+                }
+                Output::Iax(_) => {}
+                Output::Timeout(t) => {
+                    self.deadline = t;
+                    break;
+                }
+                Output::Event(ev) => self.event(clock, ev),
+            }
+        }
+        if self.engine.spare_ports() < SPARE / 2 {
+            let ports: Vec<u16> = (0..SPARE as u16)
+                .map(|i| self.host.next_port + 2 * i)
+                .collect();
+            self.host.next_port += 2 * SPARE as u16;
+            self.engine.handle_input(clock, Input::MediaPorts(&ports));
+        }
+    }
+
+    fn event(&mut self, clock: Clock, ev: Event) {
+        let h = &mut self.host;
+        match ev {
+            Event::MediaOpen {
+                leg, port, shared, ..
+            } => {
+                h.shareable.push(shared);
+                h.ports.insert(leg, port);
+            }
+            Event::MediaClose { leg } => {
+                h.ports.remove(&leg);
+            }
+            Event::Store { token, op } => {
+                let result = switch::registrar::run(&*h.store, op);
+                self.engine
+                    .handle_input(clock, Input::Store { token, result });
+            }
+            Event::Prompt { token, .. } => {
+                let pcm: Vec<i16> = (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
+                let result = Ok(Arc::new(media::Prompt::from_pcm("test", &pcm)));
+                self.engine
+                    .handle_input(clock, Input::Prompt { token, result });
+            }
+            Event::Recording { token, .. } => {
+                let sink: Box<dyn media::RecordSink> = Box::new(std::io::Cursor::new(Vec::new()));
+                let result = Ok(sink);
+                self.engine
+                    .handle_input(clock, Input::Recording { token, result });
+            }
+            Event::Cdr(line) => h
+                .cdrs
+                .push(serde_json::from_str(&line).expect("a CDR is JSON")),
+            Event::Log { message, .. } => h.logs.push(message),
+            Event::State { .. } => {}
+            Event::IaxPeer { .. } => {}
+        }
+    }
+}
+
+/// The worker of `workers` that handles a SIP datagram, as the real process routes them: by
+/// its Call-ID's owner, except for digest answers (to the worker that issued their nonce) and
+/// requests any worker may take (REGISTER), which stay where the kernel put them (here: by the
+/// source port), and bytes that are not SIP (worker 0).
+pub fn owner_of(bytes: &[u8], from: SocketAddr, workers: usize) -> usize {
+    let Ok(msg) = Message::parse(bytes, true) else {
+        return 0;
+    };
+    if let Some(w) = switch::nonce_owner(&msg, workers) {
+        return w;
+    }
+    if switch::stateless(&msg) {
+        return usize::from(from.port()) % workers;
+    }
+    let call_id = msg.header(sip::HeaderName::CallId).unwrap_or_default();
+    switch::owner(call_id, workers)
+}
