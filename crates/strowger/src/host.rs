@@ -51,7 +51,7 @@ impl Host {
     /// leave (`StoreQueue::flush`).
     pub fn store_flush(&mut self) {
         if let Some(Err(e)) = self.store.as_mut().map(|q| q.flush()) {
-            eprintln!("strowger: location store: {e}");
+            tracing::warn!("location store: {e}");
         }
     }
 
@@ -118,7 +118,8 @@ impl switch::Host for HostIo<'_> {
     }
 
     fn log(&mut self, msg: &str) {
-        eprintln!("strowger: {msg}");
+        // The engine's messages are for the operator: problems it met and worked around.
+        tracing::warn!("{msg}");
     }
 
     fn state(&mut self, name: &str, contents: &str) {
@@ -130,8 +131,8 @@ impl switch::Host for HostIo<'_> {
             .data_dir
             .join(format!(".{name}.{:?}", std::thread::current().id()));
         if let Err(e) = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, &path)) {
-            eprintln!(
-                "strowger: cannot write {}: {e} (check general.data_dir)",
+            tracing::warn!(
+                "cannot write {}: {e} (check general.data_dir)",
                 path.display()
             );
         }
@@ -166,10 +167,7 @@ impl switch::Host for HostIo<'_> {
             rec.push_str(line);
             rec.push('\n');
             if f.write_all(rec.as_bytes()).is_err() {
-                eprintln!(
-                    "strowger: cannot append CDR to {}",
-                    self.host.cdr_path.display()
-                );
+                tracing::error!("cannot append CDR to {}", self.host.cdr_path.display());
             }
         }
     }

@@ -16,7 +16,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     // Before any thread starts: growing the table later stalls a worker (crate::fds).
     let fds = crate::fds::wanted(cfg.rtp.ports.pairs(), crate::fds::limit());
     if let Err(e) = crate::fds::reserve(fds) {
-        eprintln!("strowger: cannot make room for {fds} file descriptors up front: {e}");
+        tracing::warn!("cannot make room for {fds} file descriptors up front: {e}");
     }
     let workers = match cfg.general.workers {
         // One per core, up to the 64 a worker's wake-up mask holds.
@@ -249,7 +249,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
                 .map_err(|e| e.to_string())?,
         );
     }
-    eprintln!(
+    tracing::info!(
         "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{} data in {}; codec costs measured in {} ms",
         env!("CARGO_PKG_VERSION"),
         listen
@@ -265,8 +265,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
     for h in handles {
         let _ = h.join();
     }
-    eprintln!(
-        "strowger: stopped ({} unparseable datagrams dropped)",
+    tracing::info!(
+        "stopped ({} unparseable datagrams dropped)",
         counters.dropped_unparseable.load(Ordering::Relaxed)
     );
     Ok(())
@@ -324,8 +324,8 @@ fn realtime(worker: usize, priority: u8) {
     };
     // SAFETY: sched_setscheduler on the calling thread (0) with a valid parameter block.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        eprintln!(
-            "strowger: worker {worker}: cannot take real-time priority {priority} (SCHED_FIFO): {} \
+        tracing::warn!(
+            "worker {worker}: cannot take real-time priority {priority} (SCHED_FIFO): {} \
              — run strowger as root or with CAP_SYS_NICE, or set general.realtime_priority = 0",
             std::io::Error::last_os_error()
         );

@@ -6,6 +6,7 @@
 //! connections live on worker 0 (TCP is a small share of SIP traffic; see docs/architecture.md).
 
 use crate::host::HostIo;
+use crate::logging::{self, Dir};
 use crate::rtp_io::{MediaSockets, SHARED_BATCH};
 use crate::sip_io::{self, Conn, ReadOutcome};
 use mio::net::{TcpListener, UdpSocket};
@@ -378,11 +379,12 @@ impl Worker {
             self.overloaded = over;
             self.engine.set_overloaded(over);
             match over {
-                true => eprintln!(
-                    "strowger: worker {} is past capacity (media ticks {} µs late): new calls get 503",
-                    self.id, self.lateness_us
+                true => tracing::warn!(
+                    "worker {} is past capacity (media ticks {} µs late): new calls get 503",
+                    self.id,
+                    self.lateness_us
                 ),
-                false => eprintln!("strowger: worker {} is back under capacity", self.id),
+                false => tracing::info!("worker {} is back under capacity", self.id),
             }
         }
     }
@@ -449,6 +451,9 @@ impl Worker {
                     transport: Transport::Udp,
                     addr: src,
                 };
+                if logging::sip_enabled() {
+                    logging::sip(Dir::Received, Transport::Udp, src, data);
+                }
                 if data.len() > self.max_message {
                     self.engine.too_large(data, peer);
                     self.flush_sip();
@@ -625,6 +630,9 @@ impl Worker {
                 let Some((to, bytes)) = self.engine.poll_transmit() else {
                     break;
                 };
+                if logging::sip_enabled() {
+                    logging::sip(Dir::Sent, to.transport, to.addr, &bytes);
+                }
                 match to.transport {
                     Transport::Udp => self.sip_out.push((to.addr, bytes)),
                     Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
