@@ -214,6 +214,11 @@ impl MediaSockets {
     }
 
     /// Whether no leg has sockets (none to drain).
+    /// Whether legs share the worker's few pairs (`rtp.shared_ports`).
+    pub fn shares_ports(&self) -> bool {
+        self.shared.is_some()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.open == 0
     }

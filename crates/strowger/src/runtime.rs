@@ -1,11 +1,10 @@
 //! Starts the workers: sockets, mailboxes, the RTP port slices, and the stop signal.
 
 use crate::host::Host;
-use crate::rtp_io::{MediaSockets, SHARED_BATCH};
-use crate::worker::{self, Counters, Mailboxes, Worker};
+use crate::rtp_io::MediaSockets;
+use crate::worker::{self, Counters, Crew, Mailboxes, Sockets, Worker};
 use mio::{Poll, Token, Waker};
 use sip::transaction::{Timers, Transport};
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -196,49 +195,23 @@ pub fn run(cfg: Config) -> Result<(), String> {
         };
         let host =
             Host::new(data_dir.clone(), cdr_path.clone()).with_store(queues(id, poll.registry()));
-        let mut w = Worker {
+        let crew = Crew {
             id,
             workers,
-            poll,
             inbox,
             mail: mail.clone(),
-            udp: udp_socks,
-            listeners,
-            conns: HashMap::new(),
-            conn_by_peer: HashMap::new(),
-            next_conn: 0,
-            engine,
-            media: MediaSockets::new(media_ip, slice_lo, slice_hi, cfg.rtp.shared_ports),
-            host,
             stop: stop.clone(),
             counters: counters.clone(),
-            max_message: cfg.sip.max_message_size,
-            // A shared pair's read takes many legs' packets at once; a leg's own, a few.
-            batch: mmsg::Batch::new(
-                if cfg.rtp.shared_ports {
-                    SHARED_BATCH
-                } else {
-                    8
-                },
-                2048,
-                true,
-            ),
-            ticks: 0,
-            lateness_us: 0,
-            sip_late: cfg.sip.t1 / 5,
-            overloaded: false,
-            to_wake: 0,
-            unread: Vec::new(),
-            next_tick: std::time::Instant::now(),
-            spread: true,
+        };
+        let sockets = Sockets {
+            udp: udp_socks,
+            listeners,
             iax: iax_sock,
             iax_reply,
-            iax_out: Vec::new(),
-            iax_send: mmsg::SendBatch::new(),
-            sip_out: Vec::with_capacity(64),
-            sip_send: mmsg::SendBatch::new(),
         };
-        w.register().map_err(|e| e.to_string())?;
+        let media = MediaSockets::new(media_ip, slice_lo, slice_hi, cfg.rtp.shared_ports);
+        let w = Worker::new(crew, poll, sockets, engine, media, host, &cfg.sip)
+            .map_err(|e| e.to_string())?;
         handles.push(
             std::thread::Builder::new()
                 .name(format!("worker-{id}"))

@@ -121,6 +121,45 @@ impl Mailboxes {
     }
 }
 
+/// A worker's place among the others: its id, its inbox and everyone's, and what the process
+/// shares (the stop flag, the counters).
+pub struct Crew {
+    pub id: usize,
+    pub workers: usize,
+    pub inbox: Receiver<Envelope>,
+    pub mail: Arc<Mailboxes>,
+    pub stop: Arc<AtomicBool>,
+    pub counters: Arc<Counters>,
+}
+
+impl Crew {
+    /// A crew of one worker (for a worker built alone, e.g. in a test), with `poll`'s waker.
+    pub fn alone(poll: &Poll) -> std::io::Result<Crew> {
+        let (tx, inbox) = std::sync::mpsc::channel();
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        Ok(Crew {
+            id: 0,
+            workers: 1,
+            inbox,
+            mail: Arc::new(Mailboxes::new(vec![tx], vec![waker])),
+            stop: Arc::new(AtomicBool::new(false)),
+            counters: Arc::new(Counters::default()),
+        })
+    }
+}
+
+/// The sockets a worker reads signalling from.
+#[derive(Default)]
+pub struct Sockets {
+    /// SIP over UDP, with the address each is bound to ([`udp_sockets`]).
+    pub udp: Vec<(UdpSocket, SocketAddr)>,
+    /// SIP over TCP: the listeners (worker 0's only).
+    pub listeners: Vec<(TcpListener, SocketAddr)>,
+    /// See [`Worker::iax`] and [`Worker::iax_reply`].
+    pub iax: Option<UdpSocket>,
+    pub iax_reply: Option<std::net::UdpSocket>,
+}
+
 pub struct Worker {
     pub id: usize,
     pub workers: usize,
@@ -172,6 +211,60 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// A worker ready to [`Worker::run`], its sockets registered with `poll` (whose waker the
+    /// crew's mailboxes hold). `sip` gives the largest message and the lateness past which a
+    /// new INVITE is refused (T1/5); the media sockets, whether RTP pairs are shared.
+    pub fn new(
+        crew: Crew,
+        poll: Poll,
+        sockets: Sockets,
+        engine: Engine,
+        media: MediaSockets,
+        host: crate::host::Host,
+        sip: &switch::config::Sip,
+    ) -> std::io::Result<Worker> {
+        // A shared pair's read takes many legs' packets at once; a leg's own, a few.
+        let batch = match media.shares_ports() {
+            true => SHARED_BATCH,
+            false => 8,
+        };
+        let mut w = Worker {
+            id: crew.id,
+            workers: crew.workers,
+            poll,
+            inbox: crew.inbox,
+            mail: crew.mail,
+            udp: sockets.udp,
+            listeners: sockets.listeners,
+            conns: HashMap::new(),
+            conn_by_peer: HashMap::new(),
+            next_conn: 0,
+            engine,
+            media,
+            host,
+            stop: crew.stop,
+            counters: crew.counters,
+            max_message: sip.max_message_size,
+            batch: mmsg::Batch::new(batch, 2048, true),
+            ticks: 0,
+            lateness_us: 0,
+            sip_late: sip.t1 / 5,
+            overloaded: false,
+            to_wake: 0,
+            unread: Vec::new(),
+            next_tick: Instant::now(),
+            spread: true,
+            iax: sockets.iax,
+            iax_reply: sockets.iax_reply,
+            iax_out: Vec::new(),
+            iax_send: mmsg::SendBatch::new(),
+            sip_out: Vec::with_capacity(64),
+            sip_send: mmsg::SendBatch::new(),
+        };
+        w.register()?;
+        Ok(w)
+    }
+
     pub fn register(&mut self) -> std::io::Result<()> {
         for (i, (s, _)) in self.udp.iter_mut().enumerate() {
             self.poll
