@@ -128,30 +128,15 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let priority = cfg.general.realtime_priority;
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
-        let settings = Settings {
-            timers: Timers {
-                t1: cfg.sip.t1,
-                t2: cfg.sip.t2,
-                t4: cfg.sip.t4,
-            },
-            slots: slots.clone(),
-            retry_after_s: cfg.general.retry_after_s,
-            accept_require: cfg.sip.accept_require.clone(),
-            user_agent: cfg.sip.user_agent.clone(),
-            media_timeout: cfg.rtp.media_timeout,
-            caps: cfg.rtp.caps(),
-            symmetric_rtp: cfg.rtp.symmetric,
-            session_expires: cfg.sip.session_expires,
-            min_se: cfg.sip.min_se,
+        let settings = settings(
+            &cfg,
+            &listen,
             media_ip,
-            default_context: cfg.dialplan.default_context().to_string(),
-            listen: listen.clone(),
-            data_dir: cfg.general.data_dir.display().to_string(),
-            worker: id,
+            slots.clone(),
+            registrar.clone(),
+            id,
             workers,
-            registrar: registrar.clone(),
-            proxy: cfg.proxy.clone(),
-        };
+        );
         let udp_socks = worker::udp_sockets(&udp).map_err(|e| {
             format!("cannot listen for SIP on UDP {udp:?}: {e} (change sip.listen or --sip-listen)")
         })?;
@@ -243,6 +228,43 @@ pub fn run(cfg: Config) -> Result<(), String> {
         counters.dropped_unparseable.load(Ordering::Relaxed)
     );
     Ok(())
+}
+
+/// Worker `id`'s engine settings: the configuration's, with what the workers share (the call
+/// slots, the registrar) and the addresses strowger listens and sends media on.
+pub fn settings(
+    cfg: &Config,
+    listen: &[(Transport, SocketAddr)],
+    media_ip: IpAddr,
+    slots: Arc<switch::CallSlots>,
+    registrar: switch::registrar::Registrar,
+    id: usize,
+    workers: usize,
+) -> Settings {
+    Settings {
+        timers: Timers {
+            t1: cfg.sip.t1,
+            t2: cfg.sip.t2,
+            t4: cfg.sip.t4,
+        },
+        slots,
+        retry_after_s: cfg.general.retry_after_s,
+        accept_require: cfg.sip.accept_require.clone(),
+        user_agent: cfg.sip.user_agent.clone(),
+        media_timeout: cfg.rtp.media_timeout,
+        caps: cfg.rtp.caps(),
+        symmetric_rtp: cfg.rtp.symmetric,
+        session_expires: cfg.sip.session_expires,
+        min_se: cfg.sip.min_se,
+        media_ip,
+        default_context: cfg.dialplan.default_context().to_string(),
+        listen: listen.to_vec(),
+        data_dir: cfg.general.data_dir.display().to_string(),
+        worker: id,
+        workers,
+        registrar,
+        proxy: cfg.proxy.clone(),
+    }
 }
 
 /// A non-blocking IAX2 socket. The IAX2 port carries every call's media: 1,000 calls are 50,000

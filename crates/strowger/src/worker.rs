@@ -870,6 +870,97 @@ pub fn udp_sockets(listen: &[SocketAddr]) -> std::io::Result<Vec<(UdpSocket, Soc
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    /// A log sink the test reads back.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A worker built in-process from the embedded configuration answers an OPTIONS, traces
+    /// both messages at debug with the Call-ID, and stops on the stop flag.
+    #[test]
+    fn a_worker_built_alone_answers_and_traces_sip() {
+        let port = std::net::UdpSocket::bind("127.0.0.1:0")
+            .and_then(|s| s.local_addr())
+            .unwrap()
+            .port();
+        let mut cfg = switch::config::Config::embedded();
+        cfg.override_sip_listen(&format!("127.0.0.1:{port}"))
+            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let listen = [(Transport::Udp, addr)];
+        let data = std::env::temp_dir().join(format!("strowger-worker-{}", std::process::id()));
+        let settings = crate::runtime::settings(
+            &cfg,
+            &listen,
+            addr.ip(),
+            Arc::new(switch::CallSlots::new(10)),
+            switch::registrar::Registrar::new(&cfg.registrar, [7; 32]),
+            0,
+            1,
+        );
+        let engine = Engine::new(settings, Arc::new(cfg.dialplan.clone()));
+        let poll = Poll::new().unwrap();
+        let crew = Crew::alone(&poll).unwrap();
+        let stop = crew.stop.clone();
+        let sockets = Sockets {
+            udp: udp_sockets(&[addr]).unwrap(),
+            ..Sockets::default()
+        };
+        let media = MediaSockets::new(addr.ip(), 0, 0, false);
+        let host = crate::host::Host::new(data.clone(), data.join("cdr.jsonl"));
+        let w = Worker::new(crew, poll, sockets, engine, media, host, &cfg.sip).unwrap();
+        let sink = Sink::default();
+        let log = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || log.clone())
+            .with_ansi(false)
+            .finish();
+        let running =
+            std::thread::spawn(move || tracing::subscriber::with_default(subscriber, || w.run()));
+
+        let phone = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let me = phone.local_addr().unwrap();
+        let options = format!(
+            "OPTIONS sip:{addr} SIP/2.0\r\nVia: SIP/2.0/UDP {me};branch=z9hG4bK-w1\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:t@{me}>;tag=1\r\nTo: <sip:{addr}>\r\n\
+             Call-ID: in-process-1\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n"
+        );
+        phone
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        phone.send_to(options.as_bytes(), addr).unwrap();
+        let mut buf = [0u8; 4096];
+        let n = phone.recv(&mut buf).expect("an answer to the OPTIONS");
+        assert!(buf[..n].starts_with(b"SIP/2.0 200 OK\r\n"));
+        stop.store(true, Ordering::Relaxed);
+        // The worker notices the flag on its next turn (a tick at most) and leaves 300 ms later.
+        running.join().unwrap();
+        let _ = std::fs::remove_dir_all(&data);
+
+        let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let traced = |what: &str| {
+            log.lines().any(|l| {
+                l.contains("strowger::sip:")
+                    && l.contains("call_id=\"in-process-1\"")
+                    && l.contains(what)
+            })
+        };
+        assert!(traced(&format!("SIP received from udp:{me}")), "{log}");
+        assert!(traced(&format!("SIP sent to udp:{me}")), "{log}");
+        assert!(log.lines().any(|l| l == "SIP/2.0 200 OK"), "{log}");
+    }
 
     #[test]
     fn kernel_arrival_stamps_are_used_only_when_plausible() {
