@@ -65,7 +65,7 @@ def settled_at(rundir, name):
 def strowger_config(args, rundir, port):
     text = subprocess.run([args.bin, "default-config"], capture_output=True, text=True, timeout=10,
                           check=True).stdout
-    for key, value in (("log_level", '"error"'), ("max_calls", "100000"),
+    for key, value in (("log_level", '"info"'), ("max_calls", "100000"),
                        ("store", f'"local:{rundir}/store.snap"'),
                        ("domains", '["proxy.test"]'), ("keepalive_s", "0")):
         text, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)

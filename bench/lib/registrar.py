@@ -132,7 +132,7 @@ def start_backend(kind, rundir):
 
 def strowger_config(store, authenticate, users):
     lines = [
-        "[general]", 'log_level = "error"', "max_calls = 100000", "",
+        "[general]", 'log_level = "info"', "max_calls = 100000", "",
         "[registrar]", f'domain = "{DOMAIN}"', f"authenticate = {'true' if authenticate else 'false'}",
         f'store = "{store}"', "",
         "[dialplan]", 'default_context = "default"',

@@ -59,11 +59,11 @@ def save(section, data):
 
 
 def config(args, rundir, name, steps=None, shared_ports=False):
-    """The embedded default configuration, logging at errors only, no call cap, no media timeout,
+    """The embedded default configuration, logging at info (start-up line, admission changes), no call cap, no media timeout,
     the workers' real-time priority of --realtime (0: none), and rtp.shared_ports if asked."""
     text = subprocess.run([args.bin, "default-config"], capture_output=True, text=True, timeout=10,
                           check=True).stdout
-    keys = [("max_calls", "100000"), ("log_level", '"error"'), ("media_timeout_s", "0")]
+    keys = [("max_calls", "100000"), ("log_level", '"info"'), ("media_timeout_s", "0")]
     if getattr(args, "realtime", 0):
         keys.append(("realtime_priority", str(args.realtime)))
     if shared_ports:

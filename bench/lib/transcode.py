@@ -42,7 +42,7 @@ EXTEN = {"cached": "44445", "live": "44446"}
 
 
 def config(args, rundir, name):
-    """The default configuration (errors only, no call cap, no media timeout) offering iLBC and
+    """The default configuration (logging at info, no call cap, no media timeout) offering iLBC and
     Speex, with 44445/44446 playing demo.gsm cached and live."""
     path = s.config(args, rundir, name)
     text = open(path).read()

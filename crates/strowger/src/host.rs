@@ -48,7 +48,7 @@ impl Host {
     /// leave (`StoreQueue::flush`).
     pub fn store_flush(&mut self) {
         if let Some(Err(e)) = self.store.as_mut().map(|q| q.flush()) {
-            eprintln!("strowger: location store: {e}");
+            tracing::warn!("location store: {e}");
         }
     }
 
@@ -100,8 +100,8 @@ impl Host {
             .data_dir
             .join(format!(".{name}.{:?}", std::thread::current().id()));
         if let Err(e) = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, &path)) {
-            eprintln!(
-                "strowger: cannot write {}: {e} (check general.data_dir)",
+            tracing::warn!(
+                "cannot write {}: {e} (check general.data_dir)",
                 path.display()
             );
         }
@@ -139,7 +139,7 @@ impl Host {
             rec.push_str(line);
             rec.push('\n');
             if f.write_all(rec.as_bytes()).is_err() {
-                eprintln!("strowger: cannot append CDR to {}", self.cdr_path.display());
+                tracing::error!("cannot append CDR to {}", self.cdr_path.display());
             }
         }
     }

@@ -4,6 +4,7 @@
 pub mod codec_cli;
 pub mod fds;
 pub mod host;
+pub mod logging;
 pub mod peers;
 pub mod rtp_io;
 pub mod runtime;

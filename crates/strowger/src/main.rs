@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use strowger::{codec_cli, peers, runtime, users};
+use strowger::{codec_cli, logging, peers, runtime, users};
 use switch::config::Config;
 
 #[derive(Parser)]
@@ -32,6 +32,9 @@ struct Cli {
     /// Number of workers (threads), replacing general.workers (0 = one per core).
     #[arg(long)]
     workers: Option<usize>,
+    /// Log from this level up, replacing general.log_level (debug adds every SIP message).
+    #[arg(long, value_name = "LEVEL", value_parser = switch::config::LogLevel::NAMES)]
+    log_level: Option<String>,
     /// Set a dialplan variable ([vars]), e.g. --var bridge_target=127.0.0.1:5090.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     vars: Vec<String>,
@@ -191,6 +194,7 @@ fn main() -> ExitCode {
         cli.iax_listen
             .as_deref()
             .map(|v| cfg.iax2.override_listen(v)),
+        cli.log_level.as_deref().map(|v| cfg.override_log_level(v)),
     ];
     for o in overrides.into_iter().flatten() {
         if let Err(e) = o {
@@ -212,13 +216,15 @@ fn main() -> ExitCode {
         };
         cfg.dialplan.set_global(name, value);
     }
+    // From here on the server logs: errors and warnings too, so a log collector sees them.
+    logging::init(cfg.general.log_level, cfg.general.log_format);
     for w in &cfg.warnings {
-        eprintln!("{w}");
+        tracing::warn!("{w}");
     }
     match runtime::run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("strowger: {e}");
+            tracing::error!("{e}");
             ExitCode::FAILURE
         }
     }

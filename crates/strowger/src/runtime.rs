@@ -1,11 +1,10 @@
 //! Starts the workers: sockets, mailboxes, the RTP port slices, and the stop signal.
 
 use crate::host::Host;
-use crate::rtp_io::{MediaSockets, SHARED_BATCH};
-use crate::worker::{self, Counters, Mailboxes, Worker};
+use crate::rtp_io::MediaSockets;
+use crate::worker::{self, Counters, Crew, Mailboxes, Sockets, Worker};
 use mio::{Poll, Token, Waker};
 use sip::transaction::{Timers, Transport};
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -16,7 +15,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     // Before any thread starts: growing the table later stalls a worker (crate::fds).
     let fds = crate::fds::wanted(cfg.rtp.ports.pairs(), crate::fds::limit());
     if let Err(e) = crate::fds::reserve(fds) {
-        eprintln!("strowger: cannot make room for {fds} file descriptors up front: {e}");
+        tracing::warn!("cannot make room for {fds} file descriptors up front: {e}");
     }
     let workers = match cfg.general.workers {
         // One per core, up to the 64 a worker's wake-up mask holds.
@@ -129,31 +128,15 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let priority = cfg.general.realtime_priority;
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
-        let settings = Settings {
-            timers: Timers {
-                t1: cfg.sip.t1,
-                t2: cfg.sip.t2,
-                t4: cfg.sip.t4,
-            },
-            slots: slots.clone(),
-            retry_after_s: cfg.general.retry_after_s,
-            accept_require: cfg.sip.accept_require.clone(),
-            user_agent: cfg.sip.user_agent.clone(),
-            media_timeout: cfg.rtp.media_timeout,
-            caps: cfg.rtp.caps(),
-            symmetric_rtp: cfg.rtp.symmetric,
-            session_expires: cfg.sip.session_expires,
-            min_se: cfg.sip.min_se,
+        let settings = settings(
+            &cfg,
+            &listen,
             media_ip,
-            default_context: cfg.dialplan.default_context().to_string(),
-            listen: listen.clone(),
-            data_dir: cfg.general.data_dir.display().to_string(),
-            worker: id,
+            slots.clone(),
+            registrar.clone(),
+            id,
             workers,
-            registrar: registrar.clone(),
-            proxy: cfg.proxy.clone(),
-            shared_ports: cfg.rtp.shared_ports,
-        };
+        );
         let udp_socks = worker::udp_sockets(&udp).map_err(|e| {
             format!("cannot listen for SIP on UDP {udp:?}: {e} (change sip.listen or --sip-listen)")
         })?;
@@ -202,51 +185,23 @@ pub fn run(cfg: Config) -> Result<(), String> {
         };
         let host =
             Host::new(data_dir.clone(), cdr_path.clone()).with_store(queues(id, poll.registry()));
-        let mut w = Worker {
+        let crew = Crew {
             id,
             workers,
-            poll,
             inbox,
             mail: mail.clone(),
-            udp: udp_socks,
-            listeners,
-            conns: HashMap::new(),
-            conn_by_peer: HashMap::new(),
-            next_conn: 0,
-            engine,
-            media: MediaSockets::new(media_ip, slice_lo, slice_hi),
-            host,
             stop: stop.clone(),
             counters: counters.clone(),
-            max_message: cfg.sip.max_message_size,
-            // A shared pair's read takes many legs' packets at once; a leg's own, a few.
-            batch: mmsg::Batch::new(
-                if cfg.rtp.shared_ports {
-                    SHARED_BATCH
-                } else {
-                    8
-                },
-                2048,
-                true,
-            ),
-            ticks: 0,
-            lateness_us: 0,
-            sip_late: cfg.sip.t1 / 5,
-            overloaded: false,
-            to_wake: 0,
-            unread: Vec::new(),
-            next_tick: std::time::Instant::now(),
-            spread: true,
+        };
+        let sockets = Sockets {
+            udp: udp_socks,
+            listeners,
             iax: iax_sock,
             iax_reply,
-            iax_out: Vec::new(),
-            iax_send: mmsg::SendBatch::new(),
-            sip_out: Vec::with_capacity(64),
-            sip_send: mmsg::SendBatch::new(),
-            deadline: None,
-            fresh_ports: Vec::new(),
         };
-        w.register().map_err(|e| e.to_string())?;
+        let media = MediaSockets::new(media_ip, slice_lo, slice_hi);
+        let w = Worker::new(crew, poll, sockets, engine, media, host, &cfg.sip)
+            .map_err(|e| e.to_string())?;
         handles.push(
             std::thread::Builder::new()
                 .name(format!("worker-{id}"))
@@ -257,7 +212,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
                 .map_err(|e| e.to_string())?,
         );
     }
-    eprintln!(
+    tracing::info!(
         "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{} data in {}; codec costs measured in {} ms",
         env!("CARGO_PKG_VERSION"),
         listen
@@ -273,11 +228,49 @@ pub fn run(cfg: Config) -> Result<(), String> {
     for h in handles {
         let _ = h.join();
     }
-    eprintln!(
-        "strowger: stopped ({} unparseable datagrams dropped)",
+    tracing::info!(
+        "stopped ({} unparseable datagrams dropped)",
         counters.dropped_unparseable.load(Ordering::Relaxed)
     );
     Ok(())
+}
+
+/// Worker `id`'s engine settings: the configuration's, with what the workers share (the call
+/// slots, the registrar) and the addresses strowger listens and sends media on.
+pub fn settings(
+    cfg: &Config,
+    listen: &[(Transport, SocketAddr)],
+    media_ip: IpAddr,
+    slots: Arc<switch::CallSlots>,
+    registrar: switch::registrar::Registrar,
+    id: usize,
+    workers: usize,
+) -> Settings {
+    Settings {
+        timers: Timers {
+            t1: cfg.sip.t1,
+            t2: cfg.sip.t2,
+            t4: cfg.sip.t4,
+        },
+        slots,
+        retry_after_s: cfg.general.retry_after_s,
+        accept_require: cfg.sip.accept_require.clone(),
+        user_agent: cfg.sip.user_agent.clone(),
+        media_timeout: cfg.rtp.media_timeout,
+        caps: cfg.rtp.caps(),
+        symmetric_rtp: cfg.rtp.symmetric,
+        session_expires: cfg.sip.session_expires,
+        min_se: cfg.sip.min_se,
+        media_ip,
+        default_context: cfg.dialplan.default_context().to_string(),
+        listen: listen.to_vec(),
+        data_dir: cfg.general.data_dir.display().to_string(),
+        worker: id,
+        workers,
+        registrar,
+        proxy: cfg.proxy.clone(),
+        shared_ports: cfg.rtp.shared_ports,
+    }
 }
 
 /// A non-blocking IAX2 socket. The IAX2 port carries every call's media: 1,000 calls are 50,000
@@ -332,8 +325,8 @@ fn realtime(worker: usize, priority: u8) {
     };
     // SAFETY: sched_setscheduler on the calling thread (0) with a valid parameter block.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        eprintln!(
-            "strowger: worker {worker}: cannot take real-time priority {priority} (SCHED_FIFO): {} \
+        tracing::warn!(
+            "worker {worker}: cannot take real-time priority {priority} (SCHED_FIFO): {} \
              — run strowger as root or with CAP_SYS_NICE, or set general.realtime_priority = 0",
             std::io::Error::last_os_error()
         );

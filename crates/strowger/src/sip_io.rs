@@ -1,7 +1,9 @@
 //! SIP transports: UDP sockets (one per worker and listen address, SO_REUSEPORT so the kernel
 //! spreads datagrams over workers) and TCP connections with stream framing.
 
+use crate::logging::{self, Dir};
 use mio::net::{TcpListener, TcpStream, UdpSocket};
+use sip::transaction::Transport;
 use sip::{Message, ParseError};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read, Write};
@@ -81,6 +83,10 @@ impl Conn {
             }
             match Message::parse(&self.inbuf, false) {
                 Ok(m) => {
+                    if logging::sip_enabled() {
+                        let bytes = &self.inbuf[..m.consumed];
+                        logging::sip(Dir::Received, Transport::Tcp, self.peer, bytes);
+                    }
                     self.inbuf.drain(..m.consumed);
                     on_msg(m);
                 }

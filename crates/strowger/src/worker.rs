@@ -5,6 +5,7 @@
 //! REGISTER is handled where it arrives while that worker keeps up (`Worker::deliver`). TCP
 //! connections live on worker 0 (TCP is a small share of SIP traffic; see docs/architecture.md).
 
+use crate::logging::{self, Dir};
 use crate::rtp_io::{MediaSockets, SHARED_BATCH};
 use crate::sip_io::{self, Conn, ReadOutcome};
 use mio::net::{TcpListener, UdpSocket};
@@ -126,6 +127,45 @@ impl Mailboxes {
     }
 }
 
+/// A worker's place among the others: its id, its inbox and everyone's, and what the process
+/// shares (the stop flag, the counters).
+pub struct Crew {
+    pub id: usize,
+    pub workers: usize,
+    pub inbox: Receiver<Envelope>,
+    pub mail: Arc<Mailboxes>,
+    pub stop: Arc<AtomicBool>,
+    pub counters: Arc<Counters>,
+}
+
+impl Crew {
+    /// A crew of one worker (for a worker built alone, e.g. in a test), with `poll`'s waker.
+    pub fn alone(poll: &Poll) -> std::io::Result<Crew> {
+        let (tx, inbox) = std::sync::mpsc::channel();
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        Ok(Crew {
+            id: 0,
+            workers: 1,
+            inbox,
+            mail: Arc::new(Mailboxes::new(vec![tx], vec![waker])),
+            stop: Arc::new(AtomicBool::new(false)),
+            counters: Arc::new(Counters::default()),
+        })
+    }
+}
+
+/// The sockets a worker reads signalling from.
+#[derive(Default)]
+pub struct Sockets {
+    /// SIP over UDP, with the address each is bound to ([`udp_sockets`]).
+    pub udp: Vec<(UdpSocket, SocketAddr)>,
+    /// SIP over TCP: the listeners (worker 0's only).
+    pub listeners: Vec<(TcpListener, SocketAddr)>,
+    /// See [`Worker::iax`] and [`Worker::iax_reply`].
+    pub iax: Option<UdpSocket>,
+    pub iax_reply: Option<std::net::UdpSocket>,
+}
+
 pub struct Worker {
     pub id: usize,
     pub workers: usize,
@@ -190,6 +230,62 @@ fn clock() -> Clock {
 }
 
 impl Worker {
+    /// A worker ready to [`Worker::run`], its sockets registered with `poll` (whose waker the
+    /// crew's mailboxes hold). `sip` gives the largest message and the lateness past which a
+    /// new INVITE is refused (T1/5); the media sockets, whether RTP pairs are shared.
+    pub fn new(
+        crew: Crew,
+        poll: Poll,
+        sockets: Sockets,
+        engine: Engine,
+        media: MediaSockets,
+        host: crate::host::Host,
+        sip: &switch::config::Sip,
+    ) -> std::io::Result<Worker> {
+        // A shared pair's read takes many legs' packets at once; a leg's own, a few.
+        let batch = match engine.shares_ports() {
+            true => SHARED_BATCH,
+            false => 8,
+        };
+        let mut w = Worker {
+            id: crew.id,
+            workers: crew.workers,
+            poll,
+            inbox: crew.inbox,
+            mail: crew.mail,
+            udp: sockets.udp,
+            listeners: sockets.listeners,
+            conns: HashMap::new(),
+            conn_by_peer: HashMap::new(),
+            next_conn: 0,
+            engine,
+            media,
+            host,
+            stop: crew.stop,
+            counters: crew.counters,
+            max_message: sip.max_message_size,
+            batch: mmsg::Batch::new(batch, 2048, true),
+            ticks: 0,
+            lateness_us: 0,
+            sip_late: sip.t1 / 5,
+            overloaded: false,
+            to_wake: 0,
+            unread: Vec::new(),
+            next_tick: Instant::now(),
+            spread: true,
+            iax: sockets.iax,
+            iax_reply: sockets.iax_reply,
+            iax_out: Vec::new(),
+            iax_send: mmsg::SendBatch::new(),
+            sip_out: Vec::with_capacity(64),
+            sip_send: mmsg::SendBatch::new(),
+            deadline: None,
+            fresh_ports: Vec::new(),
+        };
+        w.register()?;
+        Ok(w)
+    }
+
     pub fn register(&mut self) -> std::io::Result<()> {
         for (i, (s, _)) in self.udp.iter_mut().enumerate() {
             self.poll
@@ -393,11 +489,12 @@ impl Worker {
             self.overloaded = over;
             self.input(clock(), Input::Overloaded(over));
             match over {
-                true => eprintln!(
-                    "strowger: worker {} is past capacity (media ticks {} µs late): new calls get 503",
-                    self.id, self.lateness_us
+                true => tracing::warn!(
+                    "worker {} is past capacity (media ticks {} µs late): new calls get 503",
+                    self.id,
+                    self.lateness_us
                 ),
-                false => eprintln!("strowger: worker {} is back under capacity", self.id),
+                false => tracing::info!("worker {} is back under capacity", self.id),
             }
         }
     }
@@ -432,14 +529,12 @@ impl Worker {
     fn drain(&mut self, clock: Clock) {
         loop {
             match self.engine.poll_output() {
-                Output::Sip(to, bytes) => match to.transport {
-                    Transport::Udp => self.sip_out.push((to.addr, bytes)),
-                    Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
-                    Transport::Tcp => {
-                        let tcp = Envelope::TcpSend { to: to.addr, bytes };
-                        post(&self.mail, &mut self.to_wake, 0, tcp);
+                Output::Sip(to, bytes) => {
+                    if logging::sip_enabled() {
+                        logging::sip(Dir::Sent, to.transport, to.addr, &bytes);
                     }
-                },
+                    self.send_sip(to, bytes);
+                }
                 Output::Media(t) => self.media.transmit(t),
                 Output::Iax(t) => self.iax_out.push(t),
                 Output::Event(ev) => self.event(clock, ev),
@@ -457,6 +552,18 @@ impl Worker {
                 self.engine.handle_input(clock, Input::MediaPorts(&ports));
                 self.fresh_ports = ports;
                 self.fresh_ports.clear();
+            }
+        }
+    }
+
+    /// A SIP message to send: UDP from this worker's socket (batched), TCP through worker 0.
+    fn send_sip(&mut self, to: Peer, bytes: Arc<[u8]>) {
+        match to.transport {
+            Transport::Udp => self.sip_out.push((to.addr, bytes)),
+            Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
+            Transport::Tcp => {
+                let tcp = Envelope::TcpSend { to: to.addr, bytes };
+                post(&self.mail, &mut self.to_wake, 0, tcp);
             }
         }
     }
@@ -559,6 +666,9 @@ impl Worker {
                     transport: Transport::Udp,
                     addr: src,
                 };
+                if logging::sip_enabled() {
+                    logging::sip(Dir::Received, Transport::Udp, src, data);
+                }
                 if data.len() > self.max_message {
                     self.engine
                         .handle_input(clock(), Input::TooLarge { bytes: data, peer });
@@ -844,14 +954,17 @@ fn arrived(stamp: Option<Instant>, now: Instant) -> Instant {
         .unwrap_or(now)
 }
 
-/// An engine's log event, on stderr.
+/// An engine's log event, with its call's Call-ID as a field.
 fn log(level: Level, call_id: Option<&str>, message: &str) {
-    if level > Level::Info {
-        return;
-    }
-    match call_id {
-        Some(id) if !message.contains(id) => eprintln!("strowger: call {id}: {message}"),
-        _ => eprintln!("strowger: {message}"),
+    match (level, call_id) {
+        (Level::Error, Some(call_id)) => tracing::error!(call_id, "{message}"),
+        (Level::Error, None) => tracing::error!("{message}"),
+        (Level::Warn, Some(call_id)) => tracing::warn!(call_id, "{message}"),
+        (Level::Warn, None) => tracing::warn!("{message}"),
+        (Level::Info, Some(call_id)) => tracing::info!(call_id, "{message}"),
+        (Level::Info, None) => tracing::info!("{message}"),
+        (Level::Debug, Some(call_id)) => tracing::debug!(call_id, "{message}"),
+        (Level::Debug, None) => tracing::debug!("{message}"),
     }
 }
 
@@ -876,6 +989,98 @@ pub fn udp_sockets(listen: &[SocketAddr]) -> std::io::Result<Vec<(UdpSocket, Soc
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    /// A log sink the test reads back.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A worker built in-process from the embedded configuration answers an OPTIONS, traces
+    /// both messages at debug with the Call-ID, and stops on the stop flag.
+    #[test]
+    fn a_worker_built_alone_answers_and_traces_sip() {
+        let port = std::net::UdpSocket::bind("127.0.0.1:0")
+            .and_then(|s| s.local_addr())
+            .unwrap()
+            .port();
+        let mut cfg = switch::config::Config::embedded();
+        cfg.override_sip_listen(&format!("127.0.0.1:{port}"))
+            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let listen = [(Transport::Udp, addr)];
+        let data = std::env::temp_dir().join(format!("strowger-worker-{}", std::process::id()));
+        let settings = crate::runtime::settings(
+            &cfg,
+            &listen,
+            addr.ip(),
+            Arc::new(switch::CallSlots::new(10)),
+            switch::registrar::Registrar::new(&cfg.registrar, [7; 32]),
+            0,
+            1,
+        );
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let engine = Engine::new(settings, Arc::new(cfg.dialplan.clone()), now, wall);
+        let poll = Poll::new().unwrap();
+        let crew = Crew::alone(&poll).unwrap();
+        let stop = crew.stop.clone();
+        let sockets = Sockets {
+            udp: udp_sockets(&[addr]).unwrap(),
+            ..Sockets::default()
+        };
+        let media = MediaSockets::new(addr.ip(), 0, 0);
+        let host = crate::host::Host::new(data.clone(), data.join("cdr.jsonl"));
+        let w = Worker::new(crew, poll, sockets, engine, media, host, &cfg.sip).unwrap();
+        let sink = Sink::default();
+        let log = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || log.clone())
+            .with_ansi(false)
+            .finish();
+        let running =
+            std::thread::spawn(move || tracing::subscriber::with_default(subscriber, || w.run()));
+
+        let phone = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let me = phone.local_addr().unwrap();
+        let options = format!(
+            "OPTIONS sip:{addr} SIP/2.0\r\nVia: SIP/2.0/UDP {me};branch=z9hG4bK-w1\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:t@{me}>;tag=1\r\nTo: <sip:{addr}>\r\n\
+             Call-ID: in-process-1\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n"
+        );
+        phone
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        phone.send_to(options.as_bytes(), addr).unwrap();
+        let mut buf = [0u8; 4096];
+        let n = phone.recv(&mut buf).expect("an answer to the OPTIONS");
+        assert!(buf[..n].starts_with(b"SIP/2.0 200 OK\r\n"));
+        stop.store(true, Ordering::Relaxed);
+        // The worker notices the flag on its next turn (a tick at most) and leaves 300 ms later.
+        running.join().unwrap();
+        let _ = std::fs::remove_dir_all(&data);
+
+        let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let traced = |what: &str| {
+            log.lines().any(|l| {
+                l.contains("strowger::sip:")
+                    && l.contains("call_id=\"in-process-1\"")
+                    && l.contains(what)
+            })
+        };
+        assert!(traced(&format!("SIP received from udp:{me}")), "{log}");
+        assert!(traced(&format!("SIP sent to udp:{me}")), "{log}");
+        assert!(log.lines().any(|l| l == "SIP/2.0 200 OK"), "{log}");
+    }
 
     #[test]
     fn kernel_arrival_stamps_are_used_only_when_plausible() {

@@ -87,7 +87,10 @@ pub struct General {
     pub retry_after_s: u32,
     /// CDR file (JSON lines), relative to `data_dir`.
     pub cdr: PathBuf,
+    /// The least severe log events written (`--log-level` overrides).
     pub log_level: LogLevel,
+    /// How log lines are written: text for people, JSON objects for log collectors.
+    pub log_format: LogFormat,
     /// SCHED_FIFO priority of the worker threads (1-99); 0 leaves them to the normal scheduler.
     pub realtime_priority: u8,
 }
@@ -150,6 +153,36 @@ pub enum LogLevel {
     Info,
     Debug,
     Trace,
+}
+
+impl LogLevel {
+    pub const NAMES: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
+}
+
+impl FromStr for LogLevel {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LogLevel, String> {
+        match s {
+            "error" => Ok(LogLevel::Error),
+            "warn" => Ok(LogLevel::Warn),
+            "info" => Ok(LogLevel::Info),
+            "debug" => Ok(LogLevel::Debug),
+            "trace" => Ok(LogLevel::Trace),
+            _ => Err(format!(
+                "{s:?} — expected one of {}",
+                LogLevel::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+/// `general.log_format`: one line of text per event, or one JSON object per line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -283,6 +316,12 @@ impl Config {
         Ok(())
     }
 
+    /// `--log-level LEVEL`.
+    pub fn override_log_level(&mut self, level: &str) -> Result<(), String> {
+        self.general.log_level = level.parse().map_err(|e| format!("--log-level {e}"))?;
+        Ok(())
+    }
+
     /// `--data-dir DIR`.
     pub fn override_data_dir(&mut self, dir: &str) -> Result<(), String> {
         if dir.is_empty() {
@@ -409,6 +448,7 @@ fn general(raw: RawGeneral, d: &mut Diagnostics) -> General {
         data_dir: raw.data_dir.into(),
         cdr: raw.cdr.into(),
         log_level: raw.log_level,
+        log_format: raw.log_format,
         realtime_priority: narrow(bounded(
             d,
             "general.realtime_priority",

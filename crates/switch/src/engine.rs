@@ -290,6 +290,11 @@ impl Engine {
         Output::Timeout(self.next_deadline())
     }
 
+    /// Whether legs share a few port pairs (`rtp.shared_ports`).
+    pub fn shares_ports(&self) -> bool {
+        self.s.shared_ports
+    }
+
     /// Spare RTP port pairs left; the shell binds more when this runs low.
     pub fn spare_ports(&self) -> usize {
         self.ports.spare()

@@ -34,6 +34,11 @@ pub struct Opts {
     /// `local:strowger-data/store.snap`, are under it); None: the test's own temporary directory,
     /// so no two strowgers share a store file.
     pub cwd: Option<PathBuf>,
+    /// `--log-level LEVEL`.
+    pub log_level: Option<&'static str>,
+    /// strowger logs nothing on start (logging at error or warn only): it is taken as started
+    /// once it answers an OPTIONS, not on its startup line.
+    pub quiet: bool,
 }
 
 pub struct Strowger {
@@ -84,6 +89,9 @@ impl Strowger {
         if let Some(n) = opts.workers {
             cmd.arg("--workers").arg(n.to_string());
         }
+        if let Some(l) = opts.log_level {
+            cmd.arg("--log-level").arg(l);
+        }
         for (k, v) in &opts.vars {
             cmd.arg("--var").arg(format!("{k}={v}"));
         }
@@ -101,18 +109,19 @@ impl Strowger {
             dir,
             log,
         };
-        s.wait_started();
+        s.wait_started(opts.quiet);
         s
     }
 
-    /// Waits for the startup line: `strowger ...worker(s)...`.
-    fn wait_started(&mut self) {
+    /// Waits for the startup line (`… strowger VERSION: N worker(s) …`, after the timestamp and
+    /// level), or when `quiet`, for an answer to an OPTIONS.
+    fn wait_started(&mut self, quiet: bool) {
         let started = wait_for(Duration::from_secs(15), || {
             let log = self.stderr();
-            if log
+            let logged = log
                 .lines()
-                .any(|l| l.starts_with("strowger ") && l.contains("worker(s)"))
-            {
+                .any(|l| l.contains("strowger ") && l.contains("worker(s)"));
+            if logged || (quiet && answers_options(self.sip)) {
                 return Some(true);
             }
             self.try_exit().map(|_| false)
@@ -220,6 +229,27 @@ impl Drop for Strowger {
             );
         }
     }
+}
+
+/// Whether a SIP server at `sip` answers an OPTIONS over UDP within 200 ms.
+fn answers_options(sip: SocketAddr) -> bool {
+    let Ok(sock) = std::net::UdpSocket::bind("127.0.0.1:0") else {
+        return false;
+    };
+    let Ok(local) = sock.local_addr() else {
+        return false;
+    };
+    let options = format!(
+        "OPTIONS sip:probe@{sip} SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bK-probe\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:probe@{local}>;tag=probe\r\nTo: <sip:probe@{sip}>\r\n\
+         Call-ID: probe-{}@{local}\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n",
+        std::process::id()
+    );
+    let mut buf = [0u8; 4096];
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .is_ok()
+        && sock.send_to(options.as_bytes(), sip).is_ok()
+        && sock.recv(&mut buf).is_ok()
 }
 
 pub fn config_path(name: &str) -> PathBuf {

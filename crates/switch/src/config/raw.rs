@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::LogLevel;
+use super::{LogFormat, LogLevel};
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -133,6 +133,7 @@ pub(crate) struct RawGeneral {
     pub retry_after_s: u64,
     pub cdr: String,
     pub log_level: LogLevel,
+    pub log_format: LogFormat,
     pub realtime_priority: u64,
 }
 
@@ -145,6 +146,7 @@ impl Default for RawGeneral {
             retry_after_s: 5,
             cdr: "cdr.jsonl".into(),
             log_level: LogLevel::Info,
+            log_format: LogFormat::Text,
             realtime_priority: 0,
         }
     }

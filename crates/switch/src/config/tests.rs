@@ -232,3 +232,33 @@ fn realtime_priority_is_a_sched_fifo_priority() {
         ["strowger.toml:2:21: general.realtime_priority: 100 is out of range — expected 0 to 99"]
     );
 }
+
+#[test]
+fn log_level_and_format() {
+    let c = Config::from_str(
+        &format!("[general]\nlog_level = \"debug\"\nlog_format = \"json\"\n\n{MINIMAL}"),
+        "strowger.toml",
+    )
+    .unwrap();
+    assert_eq!(c.general.log_level, LogLevel::Debug);
+    assert_eq!(c.general.log_format, LogFormat::Json);
+    assert_eq!(Config::embedded().general.log_format, LogFormat::Text);
+    let e = errors(&format!("[general]\nlog_format = \"xml\"\n\n{MINIMAL}"));
+    assert!(
+        e[0].starts_with("strowger.toml:2:14: general.log_format: unknown variant `xml`"),
+        "{}",
+        e[0]
+    );
+    let mut c = Config::embedded();
+    c.override_log_level("error").unwrap();
+    assert_eq!(c.general.log_level, LogLevel::Error);
+    assert_eq!(
+        c.override_log_level("loud").unwrap_err(),
+        "--log-level \"loud\" — expected one of error, warn, info, debug, trace"
+    );
+    assert_eq!(
+        c.general.log_level,
+        LogLevel::Error,
+        "a rejected override changes nothing"
+    );
+}
