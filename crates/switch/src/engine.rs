@@ -826,6 +826,26 @@ impl Engine {
     ) {
         let caps = self.s.caps.clone();
         let se = self.session_timer(&msg).ok().flatten();
+        let Some(leg) = self.calls.get(call).and_then(|c| match outbound {
+            true => c.outbound.as_ref(),
+            false => Some(&c.inbound),
+        }) else {
+            return;
+        };
+        // RFC 3311 §5.2: a new offer while the caller's last one waits for our answer (an early
+        // UPDATE after a 180 without SDP) is refused with 500 and Retry-After.
+        let unanswered = leg.remote_offer.is_some() && leg.local_body.is_none();
+        if unanswered && !msg.body().is_empty() {
+            let extra = [("Retry-After", "1".to_string())];
+            let reason = "Offer Pending";
+            return self.respond(stx, &msg, peer, 500, reason, None, &extra, None, now);
+        }
+        // An early dialog's first offer: the leg needs its RTP port for the answer.
+        if leg.media.is_none() && leg.iax.is_none() && !self.ensure_media(call, outbound, now) {
+            let extra = self.retry_after();
+            let reason = "Service Unavailable";
+            return self.respond(stx, &msg, peer, 503, reason, None, &extra, None, now);
+        }
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
@@ -1035,29 +1055,30 @@ impl Engine {
             }
             return;
         }
+        let status = msg.status().unwrap_or(500);
+        if !first {
+            // A retransmitted 2xx: our ACK was lost; send it again. Its transaction's entry went
+            // with the first 2xx, so the leg is found by its dialog's Call-ID.
+            if (200..300).contains(&status) {
+                let leg = msg
+                    .header(HeaderName::CallId)
+                    .and_then(|id| self.by_call_id.get(id))
+                    .filter(|(_, outbound)| *outbound)
+                    .and_then(|&(call, _)| self.calls.get(call)?.outbound.as_ref());
+                if let Some(ack) = leg.and_then(|l| l.ack.clone()) {
+                    self.out.push_back(ack);
+                }
+            }
+            return;
+        }
         let Some(&(call, ref method)) = self.client_txs.get(&ctx) else {
             return;
         };
         if *method != Method::Invite {
             return;
         }
-        let status = msg.status().unwrap_or(500);
         if status >= 200 {
             self.client_txs.remove(&ctx);
-        }
-        if !first {
-            // A retransmitted 2xx: our ACK was lost; send it again.
-            if (200..300).contains(&status) {
-                if let Some(ack) = self
-                    .calls
-                    .get(call)
-                    .and_then(|c| c.outbound.as_ref())
-                    .and_then(|l| l.ack.clone())
-                {
-                    self.out.push_back(ack);
-                }
-            }
-            return;
         }
         if !self.select_fork(call, ctx) {
             return;

@@ -550,6 +550,9 @@ steps = ["answer", "playback demo loop=true"]
 exten = "5555"
 steps = ["ringing", "wait 30"]
 [[dialplan.contexts.default.rules]]
+exten = "5556"
+steps = ["progress", "wait 30"]
+[[dialplan.contexts.default.rules]]
 exten = "6666"
 steps = ["answer", "wait 1", "hangup"]
 [[dialplan.contexts.default.rules]]
