@@ -95,6 +95,9 @@ pub struct MediaSockets {
     open: usize,
     /// The worker's shared pairs (`rtp.shared_ports`), as the engine opened them.
     shared: Vec<SharedPair>,
+    /// No free port could be bound (the range is used up, or held by other programs): spare
+    /// pairs are sought again only once a leg gives a port back, not on every top-up.
+    starved: bool,
 }
 
 /// Ports tried per spare pair before giving up: a port of the range may be held by another
@@ -111,13 +114,15 @@ impl MediaSockets {
             legs: Vec::new(),
             open: 0,
             shared: Vec::new(),
+            starved: false,
         }
     }
 
     /// Binds spare pairs until `want` wait; the ports of the new ones go to `fresh`.
     pub fn top_up(&mut self, want: usize, fresh: &mut Vec<u16>) {
-        while self.spare.len() < want {
+        while self.spare.len() < want && !self.starved {
             let Some(pair) = self.bind_free() else {
+                self.starved = true;
                 return;
             };
             fresh.push(pair.port);
@@ -199,7 +204,10 @@ impl MediaSockets {
 
     fn release(&mut self, ports: LegPorts) {
         match ports {
-            LegPorts::Own(pair) => self.free.push_back(pair.port),
+            LegPorts::Own(pair) => {
+                self.free.push_back(pair.port);
+                self.starved = false;
+            }
             LegPorts::Shared(i) => {
                 if let Some(s) = self.shared.get_mut(i) {
                     s.legs -= 1;
