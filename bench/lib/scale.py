@@ -46,7 +46,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402  (the rig's process, /proc and port helpers)
 
-RESULTS = os.path.join(b.RESULTS, "scale.json")
+# SCALE_RESULTS: another file (bench/core_ab.sh keeps each of its runs apart).
+RESULTS = os.environ.get("SCALE_RESULTS") or os.path.join(b.RESULTS, "scale.json")
 
 
 def save(section, data):
