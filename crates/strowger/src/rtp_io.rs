@@ -145,11 +145,9 @@ impl MediaSockets {
             let Some(i) = self.spare.iter().position(|p| p.port == port) else {
                 return;
             };
+            // What a scan of the range left in a spare pair reaches the leg as a scan during the
+            // call would: the address the far end announced takes the leg back (media::Engine).
             let pair = self.spare.swap_remove(i);
-            // What reached the pair while it waited is no call's (a scan of the range).
-            let mut junk = [0u8; 64];
-            while pair.rtp.recv(&mut junk).is_ok() {}
-            while pair.rtcp.recv(&mut junk).is_ok() {}
             if shared {
                 // Many legs' packets wait here between passes: ask for room (the kernel caps
                 // it at net.core.rmem_max).
@@ -332,7 +330,7 @@ mod tests {
     }
 
     #[test]
-    fn spare_pairs_are_bound_ahead_and_emptied_when_a_leg_takes_them() {
+    fn spare_pairs_are_bound_ahead_and_only_a_spare_one_is_attached() {
         let (lo, hi) = free_slice(3);
         let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
         let mut fresh = Vec::new();
@@ -340,16 +338,7 @@ mod tests {
         assert_eq!(fresh, [lo, lo + 2]);
         m.top_up(2, &mut fresh);
         assert_eq!(fresh.len(), 2, "already two spare");
-        // A scanner's packet reaches the spare pair before any call has it.
-        let scanner = UdpSocket::bind("127.0.0.1:0").unwrap();
-        scanner.send_to(b"scan", (Ipv4Addr::LOCALHOST, lo)).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
         m.attach(7, lo, false, true);
-        let pair = m.own_pairs().next().unwrap().1;
-        assert!(
-            pair.rtp.recv(&mut [0u8; 8]).is_err(),
-            "the scan was dropped"
-        );
         assert!(!m.shares(7, 0) && !m.is_empty());
         m.attach(8, lo + 4, false, true);
         assert_eq!(
