@@ -166,10 +166,8 @@ pub struct Engine {
     pub(crate) iax: Option<Box<crate::iax::Iax>>,
     /// Keep-alives to NATed phones registered through this worker (`registrar.keepalive_s`).
     pub(crate) keepalives: Option<crate::keepalive::KeepAlives>,
-    /// Proxy role: forwarded requests by their client transaction, and the client INVITE
-    /// transaction of each caller's server INVITE transaction (for CANCEL).
-    pub(crate) proxy_up: FxHashMap<ClientTxId, crate::proxy::Forwarded>,
-    pub(crate) proxy_down: FxHashMap<ServerTxId, ClientTxId>,
+    /// The proxy role's forwarded requests (proxy.rs).
+    pub(crate) proxy: crate::proxy::Proxy,
     /// What the engine asks of the shell, taken by `poll_output`.
     pub(crate) events: VecDeque<Event>,
     /// Media packets of the last inputs, taken by `poll_output`.
@@ -216,8 +214,7 @@ impl Engine {
             pending: FxHashMap::default(),
             next_token: 0,
             iax: None,
-            proxy_up: FxHashMap::default(),
-            proxy_down: FxHashMap::default(),
+            proxy: crate::proxy::Proxy::default(),
             events: VecDeque::new(),
             media_out: MediaQueue::default(),
             ports: Ports::new(shared_ports),
