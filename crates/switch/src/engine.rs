@@ -159,13 +159,12 @@ pub struct Engine {
     pub(crate) overloaded: bool,
     /// Calls refused for want of an RTP port, logged at most every 10 s.
     pub(crate) no_port: Throttle,
-    /// Store operations under way (registrar, location lookups), by token.
-    pub(crate) pending: FxHashMap<u64, crate::registrar::Pending>,
+    /// The registrar's store operations, nonces and keep-alives (registrar.rs).
+    pub(crate) registrar: crate::registrar::RegistrarState,
+    /// Tokens of the files asked of the shell.
     pub(crate) next_token: u64,
     /// IAX2 legs, when `[iax2]` is on (iax.rs).
     pub(crate) iax: Option<Box<crate::iax::Iax>>,
-    /// Keep-alives to NATed phones registered through this worker (`registrar.keepalive_s`).
-    pub(crate) keepalives: Option<crate::keepalive::KeepAlives>,
     /// The proxy role's forwarded requests (proxy.rs).
     pub(crate) proxy: crate::proxy::Proxy,
     /// What the engine asks of the shell, taken by `poll_output`.
@@ -178,9 +177,6 @@ pub struct Engine {
     pub(crate) clock: Clock,
     /// Prompt and recording files asked of the shell, by token.
     pub(crate) files: FxHashMap<u64, crate::apps::FileWait>,
-    /// The nonces this worker issued and how often each was used (requests answering one are
-    /// handed to this worker: `nonce_owner`).
-    pub(crate) nonces: sip::auth::Nonces,
     /// Configured prompts already loaded (the shell loads each once).
     pub(crate) prompts: FxHashMap<String, Arc<media::Prompt>>,
 }
@@ -191,10 +187,6 @@ impl Engine {
         let shared_ports = s.shared_ports;
         Engine {
             txs: Transactions::new(s.timers),
-            keepalives: s
-                .registrar
-                .keepalive
-                .map(|(period, _)| crate::keepalive::KeepAlives::new(period)),
             media: media::Engine::new(),
             dialplan,
             calls: Slab::new(),
@@ -211,7 +203,7 @@ impl Engine {
             next_gen: 0,
             overloaded: false,
             no_port: Throttle::default(),
-            pending: FxHashMap::default(),
+            registrar: crate::registrar::RegistrarState::new(&s.registrar, s.worker),
             next_token: 0,
             iax: None,
             proxy: crate::proxy::Proxy::default(),
@@ -221,7 +213,6 @@ impl Engine {
             clock: Clock::new(now, wall),
             files: FxHashMap::default(),
             prompts: FxHashMap::default(),
-            nonces: s.registrar.nonces(s.worker),
             s,
         }
     }
@@ -317,7 +308,7 @@ impl Engine {
     /// When `handle_timeout` wants to run next.
     fn next_deadline(&self) -> Option<Instant> {
         let call = self.timers.peek().map(|Reverse((t, _, _))| *t);
-        let keepalive = self.keepalives.as_ref().and_then(|k| k.next_deadline());
+        let keepalive = self.registrar.next_deadline();
         [
             call,
             self.txs.poll_timeout(),
