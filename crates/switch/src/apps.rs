@@ -8,7 +8,6 @@ use crate::engine::{Engine, ALLOW, SUPPORTED};
 use crate::io::Event;
 use sip::header::HeaderName;
 use sip::Method;
-use std::cmp::Reverse;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -38,7 +37,7 @@ fn tone_spec(t: &crate::dialplan::Tone) -> media::ToneSpec {
 
 impl Engine {
     pub(crate) fn run_pending(&mut self, now: Instant) {
-        while let Some(call) = self.to_run.pop() {
+        while let Some(call) = self.calls.next_to_run() {
             self.run_steps(call, now);
         }
     }
@@ -112,7 +111,7 @@ impl Engine {
                 format!("call {call_id}: playback {file}: {e}"),
             ),
         }
-        self.to_run.push(call);
+        self.calls.run_later(call);
         self.run_pending(now);
     }
 
@@ -147,12 +146,12 @@ impl Engine {
                 c.recording = true;
                 let until = now + max;
                 c.wait = Wait::Record { until };
-                self.arm(call, until);
+                self.calls.arm(call, until);
             }
             Err(e) => {
                 let msg = format!("call {call_id}: record {file}: {e}");
                 self.log(crate::io::Level::Warn, Some(&call_id), msg);
-                self.to_run.push(call);
+                self.calls.run_later(call);
             }
         }
         self.run_pending(now);
@@ -181,12 +180,6 @@ impl Engine {
     pub(crate) fn close_media(&mut self, m: media::LegId, port: u16) {
         self.ports.release(port);
         self.events.push_back(Event::MediaClose { leg: m.index() });
-    }
-
-    pub(crate) fn arm(&mut self, call: usize, at: Instant) {
-        if let Some(c) = self.calls.get(call) {
-            self.timers.push(Reverse((at, call, c.timer_gen)));
-        }
     }
 
     fn run_steps(&mut self, call: usize, now: Instant) {
@@ -258,7 +251,7 @@ impl Engine {
                     None => Wait::Forever,
                 };
                 if let Wait::Timer(t) = c.wait {
-                    self.arm(call, t);
+                    self.calls.arm(call, t);
                 }
             }
             Step::Echo => {
@@ -298,7 +291,7 @@ impl Engine {
             Step::Wait { duration } => {
                 let until = now + duration;
                 self.calls[call].wait = Wait::Timer(until);
-                self.arm(call, until);
+                self.calls.arm(call, until);
             }
             Step::Hangup { cause } => self.hangup(call, cause.0, "switch", None, now),
             Step::Goto { context } => {
@@ -333,7 +326,7 @@ impl Engine {
             let peer = leg.dialog.peer.addr;
             let id = self.media.add_leg(self.iax_leg_config(peer), now);
             self.iax_media(id, iax, peer);
-            self.by_media.insert(id.index(), (call, outbound));
+            self.calls.bind_media(id, call, outbound);
             if let Some(leg) = self.calls[call].leg_mut(outbound) {
                 leg.media = Some(id);
             }
@@ -372,7 +365,7 @@ impl Engine {
         };
         leg.media = Some(id);
         leg.port = port;
-        self.by_media.insert(id.index(), (call, outbound));
+        self.calls.bind_media(id, call, outbound);
         true
     }
 
@@ -515,7 +508,7 @@ impl Engine {
         );
         self.txs.respond(stx, 200, bytes, now);
         if let Some(d) = deadline {
-            self.arm(call, d);
+            self.calls.arm(call, d);
         }
         true
     }
@@ -549,7 +542,9 @@ impl Engine {
             return;
         }
         self.stop_recording(call);
-        let mut c = self.calls.remove(call);
+        let Some(mut c) = self.calls.remove(call) else {
+            return;
+        };
         self.s.slots.give_back();
         let status = Cause(q850).sip_status();
         let status = if from.is_none() {
@@ -587,7 +582,6 @@ impl Engine {
         } else {
             c.cdr.sip_status = 200;
         }
-        self.server_txs.retain(|_, v| *v != call);
         // Outbound leg(s): forks still ringing are cancelled.
         if let Some(mut out) = c.outbound.take() {
             self.release_outbound(&mut out, q850, from != Some(true), now);
@@ -606,10 +600,8 @@ impl Engine {
                 c.cdr.rtt_ms = stats.rtt.map(|d| (d.as_secs_f64() * 1e4).round() / 10.0);
                 c.cdr.remote_packets_lost = stats.remote_packets_lost;
             }
-            self.by_media.remove(&m.index());
             self.close_media(m, c.inbound.port);
         }
-        self.by_call_id.remove(&c.inbound.dialog.call_id);
         c.cdr.end = crate::cdr::unix_seconds(self.clock.wall_at(now));
         c.cdr.duration_s = round_ms(now.duration_since(c.started));
         c.cdr.billable_s = c
@@ -629,26 +621,24 @@ impl Engine {
         notify: bool,
         now: Instant,
     ) {
+        self.calls.forget_leg(out);
         if out.iax.is_some() {
             self.iax_release(out, q850, notify, now);
         } else if let Some(ctx) = out.invite_tx.take() {
-            self.client_txs.remove(&ctx);
             if notify {
                 if let Some(cancel) = self.txs.cancel(ctx, now) {
                     let _ = cancel;
                 }
                 // If the callee answers anyway, its 2xx must still be ACKed and ended with a BYE.
-                self.orphans.insert(ctx, out.dialog.clone());
+                self.calls.orphan(ctx, out.dialog.clone());
             }
         } else if notify && out.confirmed {
             self.send_bye(out, q850, now);
         }
         if let Some(m) = out.media.take() {
             self.media.remove_leg(m);
-            self.by_media.remove(&m.index());
             self.close_media(m, out.port);
         }
-        self.by_call_id.remove(&out.dialog.call_id);
     }
 
     pub(crate) fn send_bye(&mut self, leg: &mut crate::call::Leg, q850: u8, now: Instant) {

@@ -116,7 +116,7 @@ impl Engine {
         };
         let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
         self.calls[call].outbound = Some(Leg::new(dialog, sdp, None, None));
-        self.by_call_id.insert(call_id, (call, true));
+        self.calls.index_call_id(call_id, call);
         if !self.ensure_media(call, true, now) {
             self.bridge_failed(call, 503, now);
             return;
@@ -140,11 +140,11 @@ impl Engine {
         if let Some(out) = self.calls[call].outbound.as_mut() {
             out.invite_tx = Some(ctx);
         }
-        self.client_txs.insert(ctx, (call, Method::Invite));
+        self.calls.index_invite(ctx, call);
         let until = now + timeout;
         self.calls[call].wait = Wait::Bridge { until };
         self.calls[call].cdr.bridged_to = Some(target.to_string());
-        self.arm(call, until);
+        self.calls.arm(call, until);
     }
 
     /// A first response to the outbound INVITE.
@@ -310,7 +310,7 @@ impl Engine {
         let Some(mut out) = c.outbound.take() else {
             c.bridge_status = Some(status);
             c.wait = Wait::None;
-            self.to_run.push(call);
+            self.calls.run_later(call);
             return;
         };
         self.release_outbound(&mut out, 16, true, now);
@@ -328,7 +328,7 @@ impl Engine {
         if let Some(m) = c.inbound.media {
             self.media.unbridge(m);
         }
-        self.to_run.push(call);
+        self.calls.run_later(call);
     }
 
     /// A 2xx for an outbound INVITE whose call is already gone (the caller hung up while the

@@ -99,7 +99,8 @@ pub struct Call {
     pub cdr: Cdr,
     pub started: Instant,
     pub answered_at: Option<Instant>,
-    /// Call timers are lazily deleted: a timer fires only if it carries the call's current generation.
+    /// Call timers are lazily deleted: a timer fires only if it carries the call's current
+    /// generation (given by `Calls::add`).
     pub timer_gen: u64,
     pub session_interval: Option<u32>,
     pub session_deadline: Option<Instant>,
@@ -119,7 +120,6 @@ impl Call {
         cdr: Cdr,
         now: Instant,
         session_interval: Option<u32>,
-        timer_gen: u64,
     ) -> Call {
         Call {
             inbound,
@@ -137,7 +137,7 @@ impl Call {
             cdr,
             started: now,
             answered_at: None,
-            timer_gen,
+            timer_gen: 0,
             session_interval,
             session_deadline: None,
             bridge_status: None,

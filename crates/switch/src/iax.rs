@@ -762,19 +762,8 @@ impl Engine {
             ..Cdr::default()
         };
         let leg = self.iax_leg(call_id, from, call);
-        self.next_gen += 1;
-        let c = Call::new(
-            leg,
-            None,
-            None,
-            program,
-            vars,
-            cdr,
-            now,
-            None,
-            self.next_gen,
-        );
-        let id = self.calls.insert(c);
+        let c = Call::new(leg, None, None, program, vars, cdr, now, None);
+        let id = self.calls.add(c);
         if let Some(iax) = self.iax.as_mut() {
             let c = IaxCall {
                 call: id,
@@ -788,7 +777,7 @@ impl Engine {
             return;
         }
         self.iax_set_format(id, false, format);
-        self.to_run.push(id);
+        self.calls.run_later(id);
     }
 
     /// A call leg signalled over IAX2 (the dialog only names the leg: its Call-ID is the key
@@ -881,7 +870,7 @@ impl Engine {
         let c = &mut self.calls[call];
         c.wait = Wait::Bridge { until };
         c.cdr.bridged_to = Some(format!("iax2/{target}"));
-        self.arm(call, until);
+        self.calls.arm(call, until);
     }
 
     /// The media leg of an IAX2 leg: no socket; its packets go through `Iax::route`.

@@ -930,7 +930,7 @@ impl Engine {
         let until = now + timeout;
         c.wait = Wait::Bridge { until };
         let gen = c.timer_gen;
-        self.arm(call, until);
+        self.calls.arm(call, until);
         let op = StoreOp::Locate {
             user,
             domain,
