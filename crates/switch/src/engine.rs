@@ -239,13 +239,13 @@ impl Engine {
         if let Some((peer, bytes)) = self.out.pop_front() {
             return Output::Sip(peer, bytes);
         }
-        if let Some(t) = self.iax.as_mut().and_then(|i| i.ep.poll_transmit()) {
+        if let Some(t) = self.iax.as_mut().and_then(|i| i.poll_transmit()) {
             return Output::Iax(t);
         }
         if let Some(ev) = self.events.pop_front() {
             return Output::Event(ev);
         }
-        if let Some(ev) = self.iax.as_mut().and_then(|i| i.events.pop_front()) {
+        if let Some(ev) = self.iax.as_mut().and_then(|i| i.poll_event()) {
             return Output::Event(ev);
         }
         if self.media_out.has_more() {

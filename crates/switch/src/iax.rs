@@ -144,7 +144,7 @@ struct IaxCall {
 
 /// One worker's IAX2: its endpoint and which call each IAX2 call and media leg belongs to.
 pub struct Iax {
-    pub ep: iax2::Endpoint,
+    ep: iax2::Endpoint,
     shared: Arc<Shared>,
     calls: FxHashMap<CallId, IaxCall>,
     /// By media leg index.
@@ -158,7 +158,7 @@ pub struct Iax {
     /// Signalling events kept for `Engine::process`.
     deferred: VecDeque<Event>,
     /// Log lines and state files for the shell, taken by `Engine::poll_output`.
-    pub(crate) events: VecDeque<crate::io::Event>,
+    events: VecDeque<crate::io::Event>,
     /// Where dynamic peers registered from (every worker's copy).
     registry: Registry,
     /// Worker 0 qualifies the peers and writes `show peers`' state: by peer name, the round
@@ -242,6 +242,16 @@ impl Iax {
                 contents,
             });
         }
+    }
+
+    /// The next IAX2 datagram to send (`Engine::poll_output`).
+    pub(crate) fn poll_transmit(&mut self) -> Option<iax2::Transmit> {
+        self.ep.poll_transmit()
+    }
+
+    /// The next event for the shell (`Engine::poll_output`).
+    pub(crate) fn poll_event(&mut self) -> Option<crate::io::Event> {
+        self.events.pop_front()
     }
 
     /// Where a peer registered from now (`at`), or that it left (None).
