@@ -47,12 +47,12 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        let call_id = &c.inbound.dialog.call_id;
+        let call_id = c.inbound.call_id();
         let event = match &mut wait {
             FileWait::Prompt { gen, file, .. } => {
                 *gen = c.timer_gen;
                 // Per-call files (recordings named after the call) are not worth keeping.
-                let keep = !file.contains(call_id.as_str());
+                let keep = !file.contains(call_id);
                 (file.clone(), Some(keep))
             }
             FileWait::Recording { gen, file, .. } => {
@@ -97,7 +97,7 @@ impl Engine {
             return;
         };
         c.wait = Wait::None;
-        let call_id = c.inbound.dialog.call_id.clone();
+        let call_id = c.inbound.call_id().to_string();
         match result {
             Ok(prompt) => {
                 if !file.contains(call_id.as_str()) {
@@ -134,7 +134,7 @@ impl Engine {
             return;
         };
         c.wait = Wait::None;
-        let call_id = c.inbound.dialog.call_id.clone();
+        let call_id = c.inbound.call_id().to_string();
         let started = match (result, c.inbound.media) {
             (Ok(sink), Some(m)) => self.media.record(m, sink).map_err(|e| e.to_string()),
             (Ok(_), None) => Ok(()),
@@ -322,8 +322,8 @@ impl Engine {
         if leg.media.is_some() {
             return true;
         }
-        if let Some(iax) = leg.iax {
-            let peer = leg.dialog.peer.addr;
+        if let Some(iax) = leg.iax() {
+            let peer = leg.peer_addr();
             let id = self.media.add_leg(self.iax_leg_config(peer), now);
             self.iax_media(id, iax, peer);
             self.calls.bind_media(id, call, outbound);
@@ -341,7 +341,7 @@ impl Engine {
         // one behind NAT, not one that serves many calls from one port (its address is some
         // other leg's already), not an outbound leg's (unknown until the answer).
         let shareable = cfg.remote.is_some_and(|r| {
-            !behind_nat(r.ip(), leg.dialog.peer.addr.ip()) && self.media.rtp_leg_from(r).is_none()
+            !behind_nat(r.ip(), leg.peer_addr().ip()) && self.media.rtp_leg_from(r).is_none()
         });
         let id = self.media.add_leg(cfg, now);
         let Some(place) = self.ports.take(shareable) else {
@@ -403,7 +403,7 @@ impl Engine {
         let Some(c) = self.calls.get(call) else {
             return;
         };
-        if c.inbound.iax.is_some() {
+        if c.inbound.iax().is_some() {
             return self.iax_ringing(call, with_sdp, now);
         }
         if c.answered || c.invite_tx.is_none() {
@@ -424,8 +424,11 @@ impl Engine {
         let (Some(stx), Some(invite)) = (c.invite_tx, c.invite.clone()) else {
             return;
         };
-        let (peer, tag) = (c.inbound.dialog.peer, c.inbound.dialog.local_tag.clone());
-        let extra = [("Contact", c.inbound.dialog.local_contact.clone())];
+        let Some(d) = c.inbound.dialog() else {
+            return;
+        };
+        let (peer, tag) = (d.peer, d.local_tag.clone());
+        let extra = [("Contact", d.local_contact.clone())];
         self.respond(
             stx,
             &invite,
@@ -457,7 +460,7 @@ impl Engine {
         if c.answered {
             return true;
         }
-        if c.inbound.iax.is_some() {
+        if c.inbound.iax().is_some() {
             return self.iax_answer(call, now);
         }
         if !self.ensure_media(call, false, now) {
@@ -472,8 +475,12 @@ impl Engine {
         let (Some(stx), Some(invite)) = (c.invite_tx.take(), c.invite.clone()) else {
             return false;
         };
+        let Some(d) = c.inbound.dialog() else {
+            return false;
+        };
+        let (tag, peer) = (d.local_tag.clone(), d.peer);
         let mut extra = vec![
-            ("Contact", c.inbound.dialog.local_contact.clone()),
+            ("Contact", d.local_contact.clone()),
             ("Allow", ALLOW.to_string()),
             ("Supported", SUPPORTED.join(", ")),
         ];
@@ -494,8 +501,6 @@ impl Engine {
         c.answered_at = Some(now);
         c.cdr.answer = Some(crate::cdr::unix_seconds(self.clock.wall_at(now)));
         c.inbound.confirmed = true;
-        let tag = c.inbound.dialog.local_tag.clone();
-        let peer = c.inbound.dialog.peer;
         let deadline = c.session_deadline;
         let bytes = self.response_bytes(
             &invite,
@@ -554,16 +559,17 @@ impl Engine {
         };
         let reason = sip::status::reason_phrase(status);
         // Inbound leg.
-        if c.inbound.iax.is_some() {
+        if c.inbound.iax().is_some() {
             self.iax_release(&mut c.inbound, q850, from != Some(false), now);
-        } else if let (Some(stx), Some(invite)) = (c.invite_tx.take(), &c.invite) {
+        } else if let (Some(stx), Some(invite), Some(d)) =
+            (c.invite_tx.take(), &c.invite, c.inbound.dialog())
+        {
             let (status, reason) = if from == Some(false) {
                 (487, "Request Terminated")
             } else {
                 (status, reason)
             };
-            let tag = c.inbound.dialog.local_tag.clone();
-            let peer = c.inbound.dialog.peer;
+            let (tag, peer) = (d.local_tag.clone(), d.peer);
             self.respond(
                 stx,
                 invite,
@@ -622,7 +628,7 @@ impl Engine {
         now: Instant,
     ) {
         self.calls.forget_leg(out);
-        if out.iax.is_some() {
+        if out.iax().is_some() {
             self.iax_release(out, q850, notify, now);
         } else if let Some(ctx) = out.invite_tx.take() {
             if notify {
@@ -630,7 +636,9 @@ impl Engine {
                     let _ = cancel;
                 }
                 // If the callee answers anyway, its 2xx must still be ACKed and ended with a BYE.
-                self.calls.orphan(ctx, out.dialog.clone());
+                if let Some(d) = out.dialog() {
+                    self.calls.orphan(ctx, d.clone());
+                }
             }
         } else if notify && out.confirmed {
             self.send_bye(out, q850, now);
@@ -643,12 +651,15 @@ impl Engine {
 
     pub(crate) fn send_bye(&mut self, leg: &mut crate::call::Leg, q850: u8, now: Instant) {
         let branch = self.branch();
-        let local = self.local_for(leg.dialog.peer);
-        let mut b = leg.dialog.request(&Method::Bye, &branch, local, None);
+        let Some(d) = leg.dialog_mut() else {
+            return;
+        };
+        let local = self.local_for(d.peer);
+        let mut b = d.request(&Method::Bye, &branch, local, None);
         b.header("Reason", format_args!("Q.850;cause={q850}"));
         b.header("User-Agent", &self.s.user_agent);
         let bytes = b.finish(None);
-        self.txs.send_request(bytes, leg.dialog.peer, now);
+        self.txs.send_request(bytes, d.peer, now);
     }
 }
 

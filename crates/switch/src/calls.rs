@@ -41,11 +41,7 @@ impl Calls {
     pub(crate) fn add(&mut self, mut call: Call) -> usize {
         self.next_gen += 1;
         call.timer_gen = self.next_gen;
-        let sip = call
-            .inbound
-            .iax
-            .is_none()
-            .then(|| call.inbound.dialog.call_id.clone());
+        let sip = call.inbound.dialog().map(|d| d.call_id.clone());
         let stx = call.invite_tx;
         let id = self.calls.insert(call);
         if let Some(call_id) = sip {
@@ -63,7 +59,7 @@ impl Calls {
         let c = self.calls.try_remove(id)?;
         // The INVITE's transaction is no longer on the call once answered: find it by value.
         self.server_txs.retain(|_, v| *v != id);
-        self.by_call_id.remove(&c.inbound.dialog.call_id);
+        self.by_call_id.remove(c.inbound.call_id());
         if let Some(m) = c.inbound.media {
             self.by_media.remove(&m.index());
         }
@@ -72,7 +68,7 @@ impl Calls {
 
     /// Forgets an outbound leg being released: its Call-ID, media leg and pending INVITE.
     pub(crate) fn forget_leg(&mut self, leg: &Leg) {
-        self.by_call_id.remove(&leg.dialog.call_id);
+        self.by_call_id.remove(leg.call_id());
         if let Some(m) = leg.media {
             self.by_media.remove(&m.index());
         }

@@ -6,7 +6,7 @@
 //! per contact (forks, bridge.rs). Every input ends in `Engine::process`, which runs the call's dialplan
 //! steps until one has to wait (for playback, a timer, DTMF, the callee or the caller).
 
-use crate::call::{Call, Leg, Wait};
+use crate::call::{Call, Leg, Signal, Wait};
 use crate::calls::Calls;
 use crate::cdr::{unix_seconds, Cdr};
 use crate::dialog::Dialog;
@@ -686,7 +686,7 @@ impl Engine {
             start: unix_seconds(self.clock.wall_at(now)),
             ..Cdr::default()
         };
-        let leg = Leg::new(dialog, sdp_session, offer, negotiated);
+        let leg = Leg::new(Signal::Sip(dialog), sdp_session, offer, negotiated);
         let call = Call::new(
             leg,
             Some(msg),
@@ -731,9 +731,10 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        let leg = c.leg_mut(outbound);
-        let Some(leg) = leg else { return };
-        if !leg.dialog.accept_remote_cseq(&msg) {
+        let Some(dialog) = c.leg_mut(outbound).and_then(Leg::dialog_mut) else {
+            return;
+        };
+        if !dialog.accept_remote_cseq(&msg) {
             self.respond(
                 stx,
                 &msg,
@@ -803,7 +804,7 @@ impl Engine {
             return self.respond(stx, &msg, peer, 500, reason, None, &extra, None, now);
         }
         // An early dialog's first offer: the leg needs its RTP port for the answer.
-        if leg.media.is_none() && leg.iax.is_none() && !self.ensure_media(call, outbound, now) {
+        if leg.media.is_none() && leg.iax().is_none() && !self.ensure_media(call, outbound, now) {
             let extra = self.retry_after();
             let reason = "Service Unavailable";
             return self.respond(stx, &msg, peer, 503, reason, None, &extra, None, now);
@@ -812,6 +813,9 @@ impl Engine {
             return;
         };
         let Some(leg) = c.leg_mut(outbound) else {
+            return;
+        };
+        let Some(contact) = leg.dialog().map(|d| d.local_contact.clone()) else {
             return;
         };
         let body = if msg.body().is_empty() {
@@ -854,10 +858,7 @@ impl Engine {
                 }
             }
         };
-        let mut extra = vec![
-            ("Contact", leg.dialog.local_contact.clone()),
-            ("Allow", ALLOW.to_string()),
-        ];
+        let mut extra = vec![("Contact", contact), ("Allow", ALLOW.to_string())];
         if let Some(se) = se {
             c.refresh_session(se, now);
             extra.push(("Session-Expires", format!("{se};refresher=uac")));
