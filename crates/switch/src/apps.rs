@@ -6,15 +6,26 @@ use crate::dialplan::cause::Cause;
 use crate::dialplan::{Audio, Step};
 use crate::engine::{Engine, ALLOW, SUPPORTED};
 use crate::io::Event;
+use rustc_hash::FxHashMap;
 use sip::header::HeaderName;
 use sip::Method;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The files of the calls' apps: prompts loaded once (the shell loads each configured one
+/// once), and the prompt and recording files asked of the shell, by token.
+#[derive(Default)]
+pub(crate) struct Files {
+    waiting: FxHashMap<u64, FileWait>,
+    next_token: u64,
+    prompts: FxHashMap<String, Arc<media::Prompt>>,
+}
 
 /// A file a call waits for the shell to open (`Event::Prompt`, `Event::Recording`); `gen` is the
 /// call's timer generation, so an answer for a call that ended and whose slot was reused is
 /// dropped.
-pub(crate) enum FileWait {
+enum FileWait {
     Prompt {
         call: usize,
         gen: u64,
@@ -61,9 +72,10 @@ impl Engine {
             }
         };
         c.wait = Wait::File;
-        self.next_token += 1;
-        let token = self.next_token;
-        self.files.insert(token, wait);
+        let files = &mut self.files;
+        files.next_token += 1;
+        let token = files.next_token;
+        files.waiting.insert(token, wait);
         self.events.push_back(match event {
             (name, Some(cache)) => Event::Prompt { token, name, cache },
             (name, None) => Event::Recording { token, name },
@@ -80,7 +92,7 @@ impl Engine {
     pub(crate) fn on_prompt(
         &mut self,
         token: u64,
-        result: Result<std::sync::Arc<media::Prompt>, String>,
+        result: Result<Arc<media::Prompt>, String>,
         now: Instant,
     ) {
         let Some(FileWait::Prompt {
@@ -89,7 +101,7 @@ impl Engine {
             file,
             looped,
             cache,
-        }) = self.files.remove(&token)
+        }) = self.files.waiting.remove(&token)
         else {
             return;
         };
@@ -101,7 +113,7 @@ impl Engine {
         match result {
             Ok(prompt) => {
                 if !file.contains(call_id.as_str()) {
-                    self.prompts.insert(file, prompt.clone());
+                    self.files.prompts.insert(file, prompt.clone());
                 }
                 self.play(call, prompt, looped, cache);
             }
@@ -126,7 +138,7 @@ impl Engine {
             gen,
             file,
             max,
-        }) = self.files.remove(&token)
+        }) = self.files.waiting.remove(&token)
         else {
             return;
         };
@@ -158,13 +170,7 @@ impl Engine {
     }
 
     /// Starts a prompt on the call's inbound leg.
-    fn play(
-        &mut self,
-        call: usize,
-        prompt: std::sync::Arc<media::Prompt>,
-        looped: bool,
-        cache: bool,
-    ) {
+    fn play(&mut self, call: usize, prompt: Arc<media::Prompt>, looped: bool, cache: bool) {
         let c = &mut self.calls[call];
         if let Some(m) = c.inbound.media {
             self.media.play(m, prompt, looped, cache);
@@ -221,7 +227,7 @@ impl Engine {
                     Audio::Demo => "demo".to_string(),
                     Audio::File(f) => f,
                 };
-                match self.prompts.get(&file) {
+                match self.files.prompts.get(&file) {
                     Some(prompt) => {
                         let prompt = prompt.clone();
                         self.play(call, prompt, looped, cache);

@@ -14,7 +14,6 @@ use crate::dialplan::{self, Dialplan};
 use crate::io::{Clock, Event, Input, Level, Output};
 use crate::media_out::MediaQueue;
 use crate::ports::Ports;
-use rustc_hash::FxHashMap;
 use sdp::{Caps, LocalSession, SessionDescription};
 use sip::header::{parse_u32, HeaderName, NameAddr};
 use sip::transaction::{Incoming, Peer, ServerTxId, Timers, Transactions, Transport, TxEvent};
@@ -148,8 +147,6 @@ pub struct Engine {
     pub(crate) no_port: Throttle,
     /// The registrar's store operations, nonces and keep-alives (registrar.rs).
     pub(crate) registrar: crate::registrar::RegistrarState,
-    /// Tokens of the files asked of the shell.
-    pub(crate) next_token: u64,
     /// IAX2 legs, when `[iax2]` is on (iax.rs).
     pub(crate) iax: Option<Box<crate::iax::Iax>>,
     /// The proxy role's forwarded requests (proxy.rs).
@@ -162,10 +159,8 @@ pub struct Engine {
     pub(crate) ports: Ports,
     /// The time of the input being handled (wall time for CDRs and nonces).
     pub(crate) clock: Clock,
-    /// Prompt and recording files asked of the shell, by token.
-    pub(crate) files: FxHashMap<u64, crate::apps::FileWait>,
-    /// Configured prompts already loaded (the shell loads each once).
-    pub(crate) prompts: FxHashMap<String, Arc<media::Prompt>>,
+    /// Prompts loaded, and files asked of the shell (apps.rs).
+    pub(crate) files: crate::apps::Files,
 }
 
 impl Engine {
@@ -183,15 +178,13 @@ impl Engine {
             overloaded: false,
             no_port: Throttle::default(),
             registrar: crate::registrar::RegistrarState::new(&s.registrar, s.worker),
-            next_token: 0,
             iax: None,
             proxy: crate::proxy::Proxy::default(),
             events: VecDeque::new(),
             media_out: MediaQueue::default(),
             ports: Ports::new(shared_ports),
             clock: Clock::new(now, wall),
-            files: FxHashMap::default(),
-            prompts: FxHashMap::default(),
+            files: crate::apps::Files::default(),
             s,
         }
     }
