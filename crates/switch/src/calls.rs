@@ -1,7 +1,7 @@
 //! The call table of one worker: the calls, the maps that find a call from what arrives (a
 //! Call-ID, a server or client transaction, a media leg), the calls' timers and the calls whose
-//! program can run. The maps are kept in step here, by adding and forgetting legs, so no other
-//! file can leave an entry pointing at a call that is gone or at another call in its slot.
+//! program can run. The maps change only here, as calls are added and removed and legs are
+//! indexed and forgotten, so keeping them in step with the calls is this file's job alone.
 
 use crate::call::{Call, Leg};
 use crate::dialog::Dialog;
