@@ -6,16 +6,26 @@ use crate::dialplan::cause::Cause;
 use crate::dialplan::{Audio, Step};
 use crate::engine::{Engine, ALLOW, SUPPORTED};
 use crate::io::Event;
+use rustc_hash::FxHashMap;
 use sip::header::HeaderName;
 use sip::Method;
-use std::cmp::Reverse;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The files of the calls' apps: prompts loaded once (the shell loads each configured one
+/// once), and the prompt and recording files asked of the shell, by token.
+#[derive(Default)]
+pub(crate) struct Files {
+    waiting: FxHashMap<u64, FileWait>,
+    next_token: u64,
+    prompts: FxHashMap<String, Arc<media::Prompt>>,
+}
 
 /// A file a call waits for the shell to open (`Event::Prompt`, `Event::Recording`); `gen` is the
 /// call's timer generation, so an answer for a call that ended and whose slot was reused is
 /// dropped.
-pub(crate) enum FileWait {
+enum FileWait {
     Prompt {
         call: usize,
         gen: u64,
@@ -38,7 +48,7 @@ fn tone_spec(t: &crate::dialplan::Tone) -> media::ToneSpec {
 
 impl Engine {
     pub(crate) fn run_pending(&mut self, now: Instant) {
-        while let Some(call) = self.to_run.pop() {
+        while let Some(call) = self.calls.next_to_run() {
             self.run_steps(call, now);
         }
     }
@@ -48,12 +58,12 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        let call_id = &c.inbound.dialog.call_id;
+        let call_id = c.inbound.call_id();
         let event = match &mut wait {
             FileWait::Prompt { gen, file, .. } => {
                 *gen = c.timer_gen;
                 // Per-call files (recordings named after the call) are not worth keeping.
-                let keep = !file.contains(call_id.as_str());
+                let keep = !file.contains(call_id);
                 (file.clone(), Some(keep))
             }
             FileWait::Recording { gen, file, .. } => {
@@ -62,9 +72,10 @@ impl Engine {
             }
         };
         c.wait = Wait::File;
-        self.next_token += 1;
-        let token = self.next_token;
-        self.files.insert(token, wait);
+        let files = &mut self.files;
+        files.next_token += 1;
+        let token = files.next_token;
+        files.waiting.insert(token, wait);
         self.events.push_back(match event {
             (name, Some(cache)) => Event::Prompt { token, name, cache },
             (name, None) => Event::Recording { token, name },
@@ -81,7 +92,7 @@ impl Engine {
     pub(crate) fn on_prompt(
         &mut self,
         token: u64,
-        result: Result<std::sync::Arc<media::Prompt>, String>,
+        result: Result<Arc<media::Prompt>, String>,
         now: Instant,
     ) {
         let Some(FileWait::Prompt {
@@ -90,7 +101,7 @@ impl Engine {
             file,
             looped,
             cache,
-        }) = self.files.remove(&token)
+        }) = self.files.waiting.remove(&token)
         else {
             return;
         };
@@ -98,11 +109,11 @@ impl Engine {
             return;
         };
         c.wait = Wait::None;
-        let call_id = c.inbound.dialog.call_id.clone();
+        let call_id = c.inbound.call_id().to_string();
         match result {
             Ok(prompt) => {
                 if !file.contains(call_id.as_str()) {
-                    self.prompts.insert(file, prompt.clone());
+                    self.files.prompts.insert(file, prompt.clone());
                 }
                 self.play(call, prompt, looped, cache);
             }
@@ -112,7 +123,7 @@ impl Engine {
                 format!("call {call_id}: playback {file}: {e}"),
             ),
         }
-        self.to_run.push(call);
+        self.calls.run_later(call);
         self.run_pending(now);
     }
 
@@ -127,7 +138,7 @@ impl Engine {
             gen,
             file,
             max,
-        }) = self.files.remove(&token)
+        }) = self.files.waiting.remove(&token)
         else {
             return;
         };
@@ -135,7 +146,7 @@ impl Engine {
             return;
         };
         c.wait = Wait::None;
-        let call_id = c.inbound.dialog.call_id.clone();
+        let call_id = c.inbound.call_id().to_string();
         let started = match (result, c.inbound.media) {
             (Ok(sink), Some(m)) => self.media.record(m, sink).map_err(|e| e.to_string()),
             (Ok(_), None) => Ok(()),
@@ -147,25 +158,19 @@ impl Engine {
                 c.recording = true;
                 let until = now + max;
                 c.wait = Wait::Record { until };
-                self.arm(call, until);
+                self.calls.arm(call, until);
             }
             Err(e) => {
                 let msg = format!("call {call_id}: record {file}: {e}");
                 self.log(crate::io::Level::Warn, Some(&call_id), msg);
-                self.to_run.push(call);
+                self.calls.run_later(call);
             }
         }
         self.run_pending(now);
     }
 
     /// Starts a prompt on the call's inbound leg.
-    fn play(
-        &mut self,
-        call: usize,
-        prompt: std::sync::Arc<media::Prompt>,
-        looped: bool,
-        cache: bool,
-    ) {
+    fn play(&mut self, call: usize, prompt: Arc<media::Prompt>, looped: bool, cache: bool) {
         let c = &mut self.calls[call];
         if let Some(m) = c.inbound.media {
             self.media.play(m, prompt, looped, cache);
@@ -181,12 +186,6 @@ impl Engine {
     pub(crate) fn close_media(&mut self, m: media::LegId, port: u16) {
         self.ports.release(port);
         self.events.push_back(Event::MediaClose { leg: m.index() });
-    }
-
-    pub(crate) fn arm(&mut self, call: usize, at: Instant) {
-        if let Some(c) = self.calls.get(call) {
-            self.timers.push(Reverse((at, call, c.timer_gen)));
-        }
     }
 
     fn run_steps(&mut self, call: usize, now: Instant) {
@@ -228,7 +227,7 @@ impl Engine {
                     Audio::Demo => "demo".to_string(),
                     Audio::File(f) => f,
                 };
-                match self.prompts.get(&file) {
+                match self.files.prompts.get(&file) {
                     Some(prompt) => {
                         let prompt = prompt.clone();
                         self.play(call, prompt, looped, cache);
@@ -258,7 +257,7 @@ impl Engine {
                     None => Wait::Forever,
                 };
                 if let Wait::Timer(t) = c.wait {
-                    self.arm(call, t);
+                    self.calls.arm(call, t);
                 }
             }
             Step::Echo => {
@@ -298,7 +297,7 @@ impl Engine {
             Step::Wait { duration } => {
                 let until = now + duration;
                 self.calls[call].wait = Wait::Timer(until);
-                self.arm(call, until);
+                self.calls.arm(call, until);
             }
             Step::Hangup { cause } => self.hangup(call, cause.0, "switch", None, now),
             Step::Goto { context } => {
@@ -329,11 +328,11 @@ impl Engine {
         if leg.media.is_some() {
             return true;
         }
-        if let Some(iax) = leg.iax {
-            let peer = leg.dialog.peer.addr;
+        if let Some(iax) = leg.iax() {
+            let peer = leg.peer_addr();
             let id = self.media.add_leg(self.iax_leg_config(peer), now);
             self.iax_media(id, iax, peer);
-            self.by_media.insert(id.index(), (call, outbound));
+            self.calls.bind_media(id, call, outbound);
             if let Some(leg) = self.calls[call].leg_mut(outbound) {
                 leg.media = Some(id);
             }
@@ -348,7 +347,7 @@ impl Engine {
         // one behind NAT, not one that serves many calls from one port (its address is some
         // other leg's already), not an outbound leg's (unknown until the answer).
         let shareable = cfg.remote.is_some_and(|r| {
-            !behind_nat(r.ip(), leg.dialog.peer.addr.ip()) && self.media.rtp_leg_from(r).is_none()
+            !behind_nat(r.ip(), leg.peer_addr().ip()) && self.media.rtp_leg_from(r).is_none()
         });
         let id = self.media.add_leg(cfg, now);
         let Some(place) = self.ports.take(shareable) else {
@@ -372,7 +371,7 @@ impl Engine {
         };
         leg.media = Some(id);
         leg.port = port;
-        self.by_media.insert(id.index(), (call, outbound));
+        self.calls.bind_media(id, call, outbound);
         true
     }
 
@@ -410,7 +409,7 @@ impl Engine {
         let Some(c) = self.calls.get(call) else {
             return;
         };
-        if c.inbound.iax.is_some() {
+        if c.inbound.iax().is_some() {
             return self.iax_ringing(call, with_sdp, now);
         }
         if c.answered || c.invite_tx.is_none() {
@@ -431,8 +430,11 @@ impl Engine {
         let (Some(stx), Some(invite)) = (c.invite_tx, c.invite.clone()) else {
             return;
         };
-        let (peer, tag) = (c.inbound.dialog.peer, c.inbound.dialog.local_tag.clone());
-        let extra = [("Contact", c.inbound.dialog.local_contact.clone())];
+        let Some(d) = c.inbound.dialog() else {
+            return;
+        };
+        let (peer, tag) = (d.peer, d.local_tag.clone());
+        let extra = [("Contact", d.local_contact.clone())];
         self.respond(
             stx,
             &invite,
@@ -464,7 +466,7 @@ impl Engine {
         if c.answered {
             return true;
         }
-        if c.inbound.iax.is_some() {
+        if c.inbound.iax().is_some() {
             return self.iax_answer(call, now);
         }
         if !self.ensure_media(call, false, now) {
@@ -479,8 +481,12 @@ impl Engine {
         let (Some(stx), Some(invite)) = (c.invite_tx.take(), c.invite.clone()) else {
             return false;
         };
+        let Some(d) = c.inbound.dialog() else {
+            return false;
+        };
+        let (tag, peer) = (d.local_tag.clone(), d.peer);
         let mut extra = vec![
-            ("Contact", c.inbound.dialog.local_contact.clone()),
+            ("Contact", d.local_contact.clone()),
             ("Allow", ALLOW.to_string()),
             ("Supported", SUPPORTED.join(", ")),
         ];
@@ -501,8 +507,6 @@ impl Engine {
         c.answered_at = Some(now);
         c.cdr.answer = Some(crate::cdr::unix_seconds(self.clock.wall_at(now)));
         c.inbound.confirmed = true;
-        let tag = c.inbound.dialog.local_tag.clone();
-        let peer = c.inbound.dialog.peer;
         let deadline = c.session_deadline;
         let bytes = self.response_bytes(
             &invite,
@@ -515,7 +519,7 @@ impl Engine {
         );
         self.txs.respond(stx, 200, bytes, now);
         if let Some(d) = deadline {
-            self.arm(call, d);
+            self.calls.arm(call, d);
         }
         true
     }
@@ -549,7 +553,9 @@ impl Engine {
             return;
         }
         self.stop_recording(call);
-        let mut c = self.calls.remove(call);
+        let Some(mut c) = self.calls.remove(call) else {
+            return;
+        };
         self.s.slots.give_back();
         let status = Cause(q850).sip_status();
         let status = if from.is_none() {
@@ -559,16 +565,17 @@ impl Engine {
         };
         let reason = sip::status::reason_phrase(status);
         // Inbound leg.
-        if c.inbound.iax.is_some() {
+        if c.inbound.iax().is_some() {
             self.iax_release(&mut c.inbound, q850, from != Some(false), now);
-        } else if let (Some(stx), Some(invite)) = (c.invite_tx.take(), &c.invite) {
+        } else if let (Some(stx), Some(invite), Some(d)) =
+            (c.invite_tx.take(), &c.invite, c.inbound.dialog())
+        {
             let (status, reason) = if from == Some(false) {
                 (487, "Request Terminated")
             } else {
                 (status, reason)
             };
-            let tag = c.inbound.dialog.local_tag.clone();
-            let peer = c.inbound.dialog.peer;
+            let (tag, peer) = (d.local_tag.clone(), d.peer);
             self.respond(
                 stx,
                 invite,
@@ -587,7 +594,6 @@ impl Engine {
         } else {
             c.cdr.sip_status = 200;
         }
-        self.server_txs.retain(|_, v| *v != call);
         // Outbound leg(s): forks still ringing are cancelled.
         if let Some(mut out) = c.outbound.take() {
             self.release_outbound(&mut out, q850, from != Some(true), now);
@@ -606,10 +612,8 @@ impl Engine {
                 c.cdr.rtt_ms = stats.rtt.map(|d| (d.as_secs_f64() * 1e4).round() / 10.0);
                 c.cdr.remote_packets_lost = stats.remote_packets_lost;
             }
-            self.by_media.remove(&m.index());
             self.close_media(m, c.inbound.port);
         }
-        self.by_call_id.remove(&c.inbound.dialog.call_id);
         c.cdr.end = crate::cdr::unix_seconds(self.clock.wall_at(now));
         c.cdr.duration_s = round_ms(now.duration_since(c.started));
         c.cdr.billable_s = c
@@ -629,36 +633,39 @@ impl Engine {
         notify: bool,
         now: Instant,
     ) {
-        if out.iax.is_some() {
+        self.calls.forget_leg(out);
+        if out.iax().is_some() {
             self.iax_release(out, q850, notify, now);
         } else if let Some(ctx) = out.invite_tx.take() {
-            self.client_txs.remove(&ctx);
             if notify {
                 if let Some(cancel) = self.txs.cancel(ctx, now) {
                     let _ = cancel;
                 }
                 // If the callee answers anyway, its 2xx must still be ACKed and ended with a BYE.
-                self.orphans.insert(ctx, out.dialog.clone());
+                if let Some(d) = out.dialog() {
+                    self.calls.orphan(ctx, d.clone());
+                }
             }
         } else if notify && out.confirmed {
             self.send_bye(out, q850, now);
         }
         if let Some(m) = out.media.take() {
             self.media.remove_leg(m);
-            self.by_media.remove(&m.index());
             self.close_media(m, out.port);
         }
-        self.by_call_id.remove(&out.dialog.call_id);
     }
 
     pub(crate) fn send_bye(&mut self, leg: &mut crate::call::Leg, q850: u8, now: Instant) {
         let branch = self.branch();
-        let local = self.local_for(leg.dialog.peer);
-        let mut b = leg.dialog.request(&Method::Bye, &branch, local, None);
+        let Some(d) = leg.dialog_mut() else {
+            return;
+        };
+        let local = self.local_for(d.peer);
+        let mut b = d.request(&Method::Bye, &branch, local, None);
         b.header("Reason", format_args!("Q.850;cause={q850}"));
         b.header("User-Agent", &self.s.user_agent);
         let bytes = b.finish(None);
-        self.txs.send_request(bytes, leg.dialog.peer, now);
+        self.txs.send_request(bytes, d.peer, now);
     }
 }
 

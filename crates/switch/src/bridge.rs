@@ -1,7 +1,7 @@
 //! The `bridge` app: strowger as a B2BUA dials a second leg, relays its progress to the caller
 //! and, once it answers, relays media between the two legs.
 
-use crate::call::{Leg, Wait};
+use crate::call::{Leg, Signal, Wait};
 use crate::dialog::Dialog;
 use crate::engine::{owner, Engine, ALLOW, SUPPORTED};
 use sdp::{LocalSession, SessionDescription};
@@ -115,8 +115,8 @@ impl Engine {
             ),
         };
         let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
-        self.calls[call].outbound = Some(Leg::new(dialog, sdp, None, None));
-        self.by_call_id.insert(call_id, (call, true));
+        self.calls[call].outbound = Some(Leg::new(Signal::Sip(dialog), sdp, None, None));
+        self.calls.index_call_id(call_id, call);
         if !self.ensure_media(call, true, now) {
             self.bridge_failed(call, 503, now);
             return;
@@ -131,7 +131,10 @@ impl Engine {
         let sdp_offer = out.sdp.offer(&caps, out.port);
         let offer = sdp_offer.to_string();
         out.our_offer = Some(sdp_offer);
-        let mut b = out.dialog.request(&Method::Invite, &branch, local, None);
+        let Signal::Sip(d) = &mut out.signal else {
+            return;
+        };
+        let mut b = d.request(&Method::Invite, &branch, local, None);
         b.header("Allow", ALLOW);
         b.header("Supported", SUPPORTED.join(", "));
         b.header("User-Agent", ua);
@@ -140,11 +143,11 @@ impl Engine {
         if let Some(out) = self.calls[call].outbound.as_mut() {
             out.invite_tx = Some(ctx);
         }
-        self.client_txs.insert(ctx, (call, Method::Invite));
+        self.calls.index_invite(ctx, call);
         let until = now + timeout;
         self.calls[call].wait = Wait::Bridge { until };
         self.calls[call].cdr.bridged_to = Some(target.to_string());
-        self.arm(call, until);
+        self.calls.arm(call, until);
     }
 
     /// A first response to the outbound INVITE.
@@ -184,12 +187,15 @@ impl Engine {
         let Some(out) = self.calls[call].outbound.as_mut() else {
             return;
         };
+        let Signal::Sip(d) = &mut out.signal else {
+            return;
+        };
         // The contact dialled (before the 2xx's Contact replaces the remote target).
-        let target = out.dialog.remote_target.clone();
-        out.dialog.confirm_uac(msg);
+        let target = d.remote_target.clone();
+        d.confirm_uac(msg);
+        let cseq = d.local_cseq;
         out.invite_tx = None;
         out.confirmed = true;
-        let cseq = out.dialog.local_cseq;
         self.calls[call].cdr.bridged_to = Some(target);
         // The first to answer wins; the other forks are cancelled.
         let losers = std::mem::take(&mut self.calls[call].forks);
@@ -197,20 +203,21 @@ impl Engine {
             self.release_outbound(&mut leg, 26, true, now);
         }
         let branch = self.branch();
-        let local = self.local_for(
-            self.calls[call]
-                .outbound
-                .as_ref()
-                .map_or(self.calls[call].inbound.dialog.peer, |o| o.dialog.peer),
-        );
+        let out = self.calls[call].outbound.as_ref();
+        let Some(peer) = out.and_then(Leg::dialog).map(|d| d.peer) else {
+            return;
+        };
+        let local = self.local_for(peer);
         let Some(out) = self.calls[call].outbound.as_mut() else {
             return;
         };
-        let ack = out
-            .dialog
+        let Signal::Sip(d) = &mut out.signal else {
+            return;
+        };
+        let ack = d
             .request(&Method::Ack, &branch, local, Some(cseq))
             .finish(None);
-        let ack = (out.dialog.peer, ack.into());
+        let ack = (d.peer, ack.into());
         out.ack = Some(ack.clone());
         self.out.push_back(ack);
         if !self.answer(call, now) {
@@ -310,7 +317,7 @@ impl Engine {
         let Some(mut out) = c.outbound.take() else {
             c.bridge_status = Some(status);
             c.wait = Wait::None;
-            self.to_run.push(call);
+            self.calls.run_later(call);
             return;
         };
         self.release_outbound(&mut out, 16, true, now);
@@ -328,7 +335,7 @@ impl Engine {
         if let Some(m) = c.inbound.media {
             self.media.unbridge(m);
         }
-        self.to_run.push(call);
+        self.calls.run_later(call);
     }
 
     /// A 2xx for an outbound INVITE whose call is already gone (the caller hung up while the

@@ -6,6 +6,7 @@ use crate::dialplan::{Route, Vars};
 use sdp::{LocalSession, Negotiated, SessionDescription};
 use sip::transaction::{ClientTxId, Peer, ServerTxId};
 use sip::Message;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,9 +32,21 @@ pub enum Wait {
     Forever,
 }
 
-/// One SIP leg of a call and its media.
+/// How a leg is signalled.
+pub enum Signal {
+    Sip(Dialog),
+    /// Over IAX2 (iax.rs). `call_id` names the leg (the key of CDRs and per-call files);
+    /// `call` is None once the IAX2 call is over, so no HANGUP is sent for it again.
+    Iax {
+        call: Option<iax2::CallId>,
+        call_id: String,
+        peer: SocketAddr,
+    },
+}
+
+/// One leg of a call, its signalling and its media.
 pub struct Leg {
-    pub dialog: Dialog,
+    pub signal: Signal,
     pub sdp: LocalSession,
     /// The offer the peer made (inbound INVITE with SDP), answered when strowger answers.
     pub remote_offer: Option<SessionDescription>,
@@ -49,19 +62,17 @@ pub struct Leg {
     /// The pending outbound INVITE.
     pub invite_tx: Option<ClientTxId>,
     pub confirmed: bool,
-    /// The leg is signalled over IAX2 (iax.rs), not by its dialog.
-    pub iax: Option<iax2::CallId>,
 }
 
 impl Leg {
     pub fn new(
-        dialog: Dialog,
+        signal: Signal,
         sdp: LocalSession,
         remote_offer: Option<SessionDescription>,
         negotiated: Option<Negotiated>,
     ) -> Leg {
         Leg {
-            dialog,
+            signal,
             sdp,
             remote_offer,
             negotiated,
@@ -72,7 +83,52 @@ impl Leg {
             ack: None,
             invite_tx: None,
             confirmed: false,
-            iax: None,
+        }
+    }
+
+    /// The SIP dialog (None for an IAX2 leg).
+    pub fn dialog(&self) -> Option<&Dialog> {
+        match &self.signal {
+            Signal::Sip(d) => Some(d),
+            Signal::Iax { .. } => None,
+        }
+    }
+
+    pub fn dialog_mut(&mut self) -> Option<&mut Dialog> {
+        match &mut self.signal {
+            Signal::Sip(d) => Some(d),
+            Signal::Iax { .. } => None,
+        }
+    }
+
+    /// The IAX2 call of an IAX2 leg while that call lasts.
+    pub fn iax(&self) -> Option<iax2::CallId> {
+        match self.signal {
+            Signal::Iax { call, .. } => call,
+            Signal::Sip(_) => None,
+        }
+    }
+
+    /// Ends the leg's IAX2 call on our side: returns it, and no HANGUP is sent for it later.
+    pub fn take_iax(&mut self) -> Option<iax2::CallId> {
+        match &mut self.signal {
+            Signal::Iax { call, .. } => call.take(),
+            Signal::Sip(_) => None,
+        }
+    }
+
+    pub fn call_id(&self) -> &str {
+        match &self.signal {
+            Signal::Sip(d) => &d.call_id,
+            Signal::Iax { call_id, .. } => call_id,
+        }
+    }
+
+    /// The far end's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        match &self.signal {
+            Signal::Sip(d) => d.peer.addr,
+            Signal::Iax { peer, .. } => *peer,
         }
     }
 }
@@ -99,7 +155,8 @@ pub struct Call {
     pub cdr: Cdr,
     pub started: Instant,
     pub answered_at: Option<Instant>,
-    /// Call timers are lazily deleted: a timer fires only if it carries the call's current generation.
+    /// Call timers are lazily deleted: a timer fires only if it carries the call's current
+    /// generation (given by `Calls::add`).
     pub timer_gen: u64,
     pub session_interval: Option<u32>,
     pub session_deadline: Option<Instant>,
@@ -119,7 +176,6 @@ impl Call {
         cdr: Cdr,
         now: Instant,
         session_interval: Option<u32>,
-        timer_gen: u64,
     ) -> Call {
         Call {
             inbound,
@@ -137,7 +193,7 @@ impl Call {
             cdr,
             started: now,
             answered_at: None,
-            timer_gen,
+            timer_gen: 0,
             session_interval,
             session_deadline: None,
             bridge_status: None,

@@ -6,24 +6,20 @@
 //! per contact (forks, bridge.rs). Every input ends in `Engine::process`, which runs the call's dialplan
 //! steps until one has to wait (for playback, a timer, DTMF, the callee or the caller).
 
-use crate::call::{Call, Leg, Wait};
+use crate::call::{Call, Leg, Signal, Wait};
+use crate::calls::Calls;
 use crate::cdr::{unix_seconds, Cdr};
 use crate::dialog::Dialog;
 use crate::dialplan::{self, Dialplan};
 use crate::io::{Clock, Event, Input, Level, Output};
 use crate::media_out::MediaQueue;
 use crate::ports::Ports;
-use rustc_hash::FxHashMap;
 use sdp::{Caps, LocalSession, SessionDescription};
 use sip::header::{parse_u32, HeaderName, NameAddr};
-use sip::transaction::{
-    ClientTxId, Incoming, Peer, ServerTxId, Timers, Transactions, Transport, TxEvent,
-};
+use sip::transaction::{Incoming, Peer, ServerTxId, Timers, Transactions, Transport, TxEvent};
 use sip::validate::{check_request, check_response};
 use sip::{Message, Method, ResponseBuilder};
-use slab::Slab;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -141,35 +137,20 @@ pub struct Engine {
     pub(crate) dialplan: Arc<Dialplan>,
     pub(crate) txs: Transactions,
     pub media: media::Engine,
-    pub(crate) calls: Slab<Call>,
-    /// Call-ID → (call, outbound leg?).
-    pub(crate) by_call_id: FxHashMap<String, (usize, bool)>,
-    pub(crate) server_txs: FxHashMap<ServerTxId, usize>,
-    pub(crate) client_txs: FxHashMap<ClientTxId, (usize, Method)>,
-    /// Media leg index → (call, outbound leg?).
-    pub(crate) by_media: FxHashMap<usize, (usize, bool)>,
-    pub(crate) timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    /// The calls, the maps that find them and their timers (calls.rs).
+    pub(crate) calls: Calls,
     pub(crate) out: VecDeque<(Peer, Arc<[u8]>)>,
     pub(crate) rng: fastrand::Rng,
     pub stats: Stats,
-    pub(crate) to_run: Vec<usize>,
-    /// Outbound INVITEs whose call ended before the callee answered.
-    pub(crate) orphans: FxHashMap<ClientTxId, Dialog>,
-    pub(crate) next_gen: u64,
     pub(crate) overloaded: bool,
     /// Calls refused for want of an RTP port, logged at most every 10 s.
     pub(crate) no_port: Throttle,
-    /// Store operations under way (registrar, location lookups), by token.
-    pub(crate) pending: FxHashMap<u64, crate::registrar::Pending>,
-    pub(crate) next_token: u64,
+    /// The registrar's store operations, nonces and keep-alives (registrar.rs).
+    pub(crate) registrar: crate::registrar::RegistrarState,
     /// IAX2 legs, when `[iax2]` is on (iax.rs).
     pub(crate) iax: Option<Box<crate::iax::Iax>>,
-    /// Keep-alives to NATed phones registered through this worker (`registrar.keepalive_s`).
-    pub(crate) keepalives: Option<crate::keepalive::KeepAlives>,
-    /// Proxy role: forwarded requests by their client transaction, and the client INVITE
-    /// transaction of each caller's server INVITE transaction (for CANCEL).
-    pub(crate) proxy_up: FxHashMap<ClientTxId, crate::proxy::Forwarded>,
-    pub(crate) proxy_down: FxHashMap<ServerTxId, ClientTxId>,
+    /// The proxy role's forwarded requests (proxy.rs).
+    pub(crate) proxy: crate::proxy::Proxy,
     /// What the engine asks of the shell, taken by `poll_output`.
     pub(crate) events: VecDeque<Event>,
     /// Media packets of the last inputs, taken by `poll_output`.
@@ -178,13 +159,8 @@ pub struct Engine {
     pub(crate) ports: Ports,
     /// The time of the input being handled (wall time for CDRs and nonces).
     pub(crate) clock: Clock,
-    /// Prompt and recording files asked of the shell, by token.
-    pub(crate) files: FxHashMap<u64, crate::apps::FileWait>,
-    /// The nonces this worker issued and how often each was used (requests answering one are
-    /// handed to this worker: `nonce_owner`).
-    pub(crate) nonces: sip::auth::Nonces,
-    /// Configured prompts already loaded (the shell loads each once).
-    pub(crate) prompts: FxHashMap<String, Arc<media::Prompt>>,
+    /// Prompts loaded, and files asked of the shell (apps.rs).
+    pub(crate) files: crate::apps::Files,
 }
 
 impl Engine {
@@ -193,38 +169,22 @@ impl Engine {
         let shared_ports = s.shared_ports;
         Engine {
             txs: Transactions::new(s.timers),
-            keepalives: s
-                .registrar
-                .keepalive
-                .map(|(period, _)| crate::keepalive::KeepAlives::new(period)),
             media: media::Engine::new(),
             dialplan,
-            calls: Slab::new(),
-            by_call_id: FxHashMap::default(),
-            server_txs: FxHashMap::default(),
-            client_txs: FxHashMap::default(),
-            by_media: FxHashMap::default(),
-            timers: BinaryHeap::new(),
+            calls: Calls::default(),
             out: VecDeque::new(),
             rng: fastrand::Rng::new(),
             stats: Stats::default(),
-            to_run: Vec::new(),
-            orphans: FxHashMap::default(),
-            next_gen: 0,
             overloaded: false,
             no_port: Throttle::default(),
-            pending: FxHashMap::default(),
-            next_token: 0,
+            registrar: crate::registrar::RegistrarState::new(&s.registrar, s.worker),
             iax: None,
-            proxy_up: FxHashMap::default(),
-            proxy_down: FxHashMap::default(),
+            proxy: crate::proxy::Proxy::default(),
             events: VecDeque::new(),
             media_out: MediaQueue::default(),
             ports: Ports::new(shared_ports),
             clock: Clock::new(now, wall),
-            files: FxHashMap::default(),
-            prompts: FxHashMap::default(),
-            nonces: s.registrar.nonces(s.worker),
+            files: crate::apps::Files::default(),
             s,
         }
     }
@@ -272,13 +232,13 @@ impl Engine {
         if let Some((peer, bytes)) = self.out.pop_front() {
             return Output::Sip(peer, bytes);
         }
-        if let Some(t) = self.iax.as_mut().and_then(|i| i.ep.poll_transmit()) {
+        if let Some(t) = self.iax.as_mut().and_then(|i| i.poll_transmit()) {
             return Output::Iax(t);
         }
         if let Some(ev) = self.events.pop_front() {
             return Output::Event(ev);
         }
-        if let Some(ev) = self.iax.as_mut().and_then(|i| i.events.pop_front()) {
+        if let Some(ev) = self.iax.as_mut().and_then(|i| i.poll_event()) {
             return Output::Event(ev);
         }
         if self.media_out.has_more() {
@@ -319,8 +279,8 @@ impl Engine {
 
     /// When `handle_timeout` wants to run next.
     fn next_deadline(&self) -> Option<Instant> {
-        let call = self.timers.peek().map(|Reverse((t, _, _))| *t);
-        let keepalive = self.keepalives.as_ref().and_then(|k| k.next_deadline());
+        let call = self.calls.next_timer();
+        let keepalive = self.registrar.next_deadline();
         [
             call,
             self.txs.poll_timeout(),
@@ -493,7 +453,7 @@ impl Engine {
             .header(HeaderName::To)
             .and_then(|t| NameAddr::parse(t).ok())
             .and_then(|n| n.tag().map(str::to_string));
-        let existing = self.by_call_id.get(&call_id).copied();
+        let existing = self.calls.leg_by_call_id(&call_id);
         if method != Method::Register && existing.is_none() && self.proxies(&msg) {
             return self.proxy_request(stx, msg, peer, now);
         }
@@ -710,9 +670,8 @@ impl Engine {
         }
         self.respond(stx, &msg, peer, 100, "Trying", None, &[], None, now);
         self.stats.calls_started += 1;
-        let call_id = dialog.call_id.clone();
         let cdr = Cdr {
-            call_id: call_id.clone(),
+            call_id: dialog.call_id.clone(),
             from: from.to_string(),
             to: msg.header(HeaderName::To).unwrap_or_default().to_string(),
             exten,
@@ -720,8 +679,7 @@ impl Engine {
             start: unix_seconds(self.clock.wall_at(now)),
             ..Cdr::default()
         };
-        let leg = Leg::new(dialog, sdp_session, offer, negotiated);
-        self.next_gen += 1;
+        let leg = Leg::new(Signal::Sip(dialog), sdp_session, offer, negotiated);
         let call = Call::new(
             leg,
             Some(msg),
@@ -731,12 +689,9 @@ impl Engine {
             cdr,
             now,
             session_expires,
-            self.next_gen,
         );
-        let id = self.calls.insert(call);
-        self.by_call_id.insert(call_id, (id, false));
-        self.server_txs.insert(stx, id);
-        self.to_run.push(id);
+        let id = self.calls.add(call);
+        self.calls.run_later(id);
     }
 
     /// RFC 4028: the interval for this call, or Err when the caller's is below Min-SE (→ 422).
@@ -769,9 +724,10 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        let leg = c.leg_mut(outbound);
-        let Some(leg) = leg else { return };
-        if !leg.dialog.accept_remote_cseq(&msg) {
+        let Some(dialog) = c.leg_mut(outbound).and_then(Leg::dialog_mut) else {
+            return;
+        };
+        if !dialog.accept_remote_cseq(&msg) {
             self.respond(
                 stx,
                 &msg,
@@ -841,7 +797,7 @@ impl Engine {
             return self.respond(stx, &msg, peer, 500, reason, None, &extra, None, now);
         }
         // An early dialog's first offer: the leg needs its RTP port for the answer.
-        if leg.media.is_none() && leg.iax.is_none() && !self.ensure_media(call, outbound, now) {
+        if leg.media.is_none() && leg.iax().is_none() && !self.ensure_media(call, outbound, now) {
             let extra = self.retry_after();
             let reason = "Service Unavailable";
             return self.respond(stx, &msg, peer, 503, reason, None, &extra, None, now);
@@ -850,6 +806,9 @@ impl Engine {
             return;
         };
         let Some(leg) = c.leg_mut(outbound) else {
+            return;
+        };
+        let Some(contact) = leg.dialog().map(|d| d.local_contact.clone()) else {
             return;
         };
         let body = if msg.body().is_empty() {
@@ -892,18 +851,13 @@ impl Engine {
                 }
             }
         };
-        let mut extra = vec![
-            ("Contact", leg.dialog.local_contact.clone()),
-            ("Allow", ALLOW.to_string()),
-        ];
+        let mut extra = vec![("Contact", contact), ("Allow", ALLOW.to_string())];
         if let Some(se) = se {
             c.refresh_session(se, now);
             extra.push(("Session-Expires", format!("{se};refresher=uac")));
             extra.push(("Require", "timer".to_string()));
-            let deadline = c.session_deadline;
-            let gen = c.timer_gen;
-            if let Some(d) = deadline {
-                self.timers.push(Reverse((d, call, gen)));
+            if let Some(d) = c.session_deadline {
+                self.calls.arm(call, d);
             }
         }
         let is_invite = msg.method() == Some(&Method::Invite);
@@ -980,7 +934,7 @@ impl Engine {
 
     fn on_ack(&mut self, msg: &Message) {
         let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
-        let Some(&(call, outbound)) = self.by_call_id.get(call_id) else {
+        let Some((call, outbound)) = self.calls.leg_by_call_id(call_id) else {
             return;
         };
         let symmetric = self.s.symmetric_rtp;
@@ -1013,7 +967,7 @@ impl Engine {
         peer: Peer,
         now: Instant,
     ) {
-        let call = invite.and_then(|i| self.server_txs.get(&i).copied());
+        let call = invite.and_then(|i| self.calls.call_by_server_tx(i));
         match call {
             Some(call) if self.calls.get(call).is_some_and(|c| c.invite_tx.is_some()) => {
                 self.respond(cancel, msg, peer, 200, "OK", None, &[], None, now);
@@ -1044,12 +998,10 @@ impl Engine {
         if self.proxy_response(ctx, &msg, first, now) {
             return;
         }
-        if let Some(dialog) = self.orphans.get(&ctx) {
+        if self.calls.is_orphan(ctx) {
             let status = msg.status().unwrap_or(500);
             if status >= 200 {
-                let dialog = dialog.clone();
-                self.orphans.remove(&ctx);
-                if status < 300 {
+                if let Some(dialog) = self.calls.take_orphan(ctx).filter(|_| status < 300) {
                     self.orphan_answer(dialog, &msg, now);
                 }
             }
@@ -1062,24 +1014,18 @@ impl Engine {
             if (200..300).contains(&status) {
                 let leg = msg
                     .header(HeaderName::CallId)
-                    .and_then(|id| self.by_call_id.get(id))
+                    .and_then(|id| self.calls.leg_by_call_id(id))
                     .filter(|(_, outbound)| *outbound)
-                    .and_then(|&(call, _)| self.calls.get(call)?.outbound.as_ref());
+                    .and_then(|(call, _)| self.calls.get(call)?.outbound.as_ref());
                 if let Some(ack) = leg.and_then(|l| l.ack.clone()) {
                     self.out.push_back(ack);
                 }
             }
             return;
         }
-        let Some(&(call, ref method)) = self.client_txs.get(&ctx) else {
+        let Some(call) = self.calls.call_by_client_tx(ctx, status >= 200) else {
             return;
         };
-        if *method != Method::Invite {
-            return;
-        }
-        if status >= 200 {
-            self.client_txs.remove(&ctx);
-        }
         if !self.select_fork(call, ctx) {
             return;
         }
@@ -1152,7 +1098,7 @@ impl Engine {
             | E::MediaTimeout { leg }
             | E::RemoteLatched { leg, .. } => leg.index(),
         };
-        let Some(&(call, _outbound)) = self.by_media.get(&leg) else {
+        let Some((call, _outbound)) = self.calls.leg_by_media(leg) else {
             return;
         };
         let Some(c) = self.calls.get_mut(call) else {
@@ -1162,14 +1108,14 @@ impl Engine {
             E::PlaybackDone { .. } => {
                 if matches!(c.wait, Wait::Playback) {
                     c.wait = Wait::None;
-                    self.to_run.push(call);
+                    self.calls.run_later(call);
                 }
             }
             E::Dtmf { digit, .. } => {
                 c.digits.push(digit);
                 if digit == '#' && matches!(c.wait, Wait::Record { .. }) {
                     self.stop_recording(call);
-                    self.to_run.push(call);
+                    self.calls.run_later(call);
                 }
             }
             E::MediaTimeout { .. } => self.hangup(call, 41, "switch", None, now),
@@ -1188,36 +1134,27 @@ impl Engine {
                     self.proxy_forget(ctx);
                 }
                 TxEvent::Timeout(ctx) => {
-                    if let Some((call, Method::Invite)) = self.client_txs.remove(&ctx) {
+                    if let Some(call) = self.calls.call_by_client_tx(ctx, true) {
                         if self.select_fork(call, ctx) {
                             self.leg_failed(call, 408, now);
                         }
                     }
                 }
                 TxEvent::ServerNoAck(stx) => {
-                    if let Some(call) = self.server_txs.get(&stx).copied() {
+                    if let Some(call) = self.calls.call_by_server_tx(stx) {
                         self.hangup(call, 102, "switch", None, now);
                     }
                 }
                 TxEvent::AckTimeout { call_id, .. } => {
-                    if let Some(&(call, outbound)) = self.by_call_id.get(&call_id) {
+                    if let Some((call, outbound)) = self.calls.leg_by_call_id(&call_id) {
                         self.hangup(call, 102, "switch", Some(outbound).filter(|_| false), now);
                     }
                 }
                 _ => {}
             }
         }
-        while let Some(&Reverse((t, call, gen))) = self.timers.peek() {
-            if t > now {
-                break;
-            }
-            self.timers.pop();
-            let Some(c) = self.calls.get_mut(call) else {
-                continue;
-            };
-            if c.timer_gen != gen {
-                continue;
-            }
+        while let Some(call) = self.calls.pop_due(now) {
+            let c = &mut self.calls[call];
             if c.session_deadline.is_some_and(|d| d <= now) {
                 self.hangup(call, 102, "switch", None, now);
                 continue;
@@ -1225,11 +1162,11 @@ impl Engine {
             match c.wait {
                 Wait::Timer(until) if until <= now => {
                     c.wait = Wait::None;
-                    self.to_run.push(call);
+                    self.calls.run_later(call);
                 }
                 Wait::Record { until } if until <= now => {
                     self.stop_recording(call);
-                    self.to_run.push(call);
+                    self.calls.run_later(call);
                 }
                 Wait::Bridge { until } if until <= now => {
                     self.bridge_failed(call, 408, now);
@@ -1242,8 +1179,7 @@ impl Engine {
 
     /// Hangs up every call (process shutdown).
     fn shutdown(&mut self, now: Instant) {
-        let ids: Vec<usize> = self.calls.iter().map(|(i, _)| i).collect();
-        for id in ids {
+        for id in self.calls.ids() {
             self.hangup(id, 16, "switch", None, now);
         }
         self.iax_shutdown(now);

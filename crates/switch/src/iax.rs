@@ -6,10 +6,9 @@
 //! sends is taken back out of the header and sent as mini/full voice (or trunk) frames, so
 //! prompts, echo, recording, bridges and codec translation are the ones SIP legs use.
 
-use crate::call::{Call, Leg, Wait};
+use crate::call::{Call, Leg, Signal, Wait};
 use crate::cdr::{unix_seconds, Cdr};
 use crate::config::{Iax2, IaxHost, IaxPeer};
-use crate::dialog::Dialog;
 use crate::dialplan::cause::Cause;
 use crate::dialplan::Vars;
 use crate::engine::Engine;
@@ -20,7 +19,6 @@ use rtp::packet::{RtpHeader, HEADER_LEN};
 use rtp::{RtpPacket, TelephoneEvent};
 use rustc_hash::FxHashMap;
 use sdp::LocalSession;
-use sip::transaction::{Peer, Transport};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -144,7 +142,7 @@ struct IaxCall {
 
 /// One worker's IAX2: its endpoint and which call each IAX2 call and media leg belongs to.
 pub struct Iax {
-    pub ep: iax2::Endpoint,
+    ep: iax2::Endpoint,
     shared: Arc<Shared>,
     calls: FxHashMap<CallId, IaxCall>,
     /// By media leg index.
@@ -158,7 +156,7 @@ pub struct Iax {
     /// Signalling events kept for `Engine::process`.
     deferred: VecDeque<Event>,
     /// Log lines and state files for the shell, taken by `Engine::poll_output`.
-    pub(crate) events: VecDeque<crate::io::Event>,
+    events: VecDeque<crate::io::Event>,
     /// Where dynamic peers registered from (every worker's copy).
     registry: Registry,
     /// Worker 0 qualifies the peers and writes `show peers`' state: by peer name, the round
@@ -242,6 +240,16 @@ impl Iax {
                 contents,
             });
         }
+    }
+
+    /// The next IAX2 datagram to send (`Engine::poll_output`).
+    pub(crate) fn poll_transmit(&mut self) -> Option<iax2::Transmit> {
+        self.ep.poll_transmit()
+    }
+
+    /// The next event for the shell (`Engine::poll_output`).
+    pub(crate) fn poll_event(&mut self) -> Option<crate::io::Event> {
+        self.events.pop_front()
     }
 
     /// Where a peer registered from now (`at`), or that it left (None).
@@ -611,7 +619,7 @@ impl Engine {
                 let answered = cl.answered;
                 // The IAX2 call is over: its leg must not send HANGUP for it again.
                 let leg = cl.leg_mut(outbound)?;
-                leg.iax = None;
+                leg.take_iax();
                 let confirmed = leg.confirmed;
                 if outbound && !(answered && confirmed) {
                     self.bridge_failed(c, Cause(code).sip_status(), now);
@@ -762,19 +770,8 @@ impl Engine {
             ..Cdr::default()
         };
         let leg = self.iax_leg(call_id, from, call);
-        self.next_gen += 1;
-        let c = Call::new(
-            leg,
-            None,
-            None,
-            program,
-            vars,
-            cdr,
-            now,
-            None,
-            self.next_gen,
-        );
-        let id = self.calls.insert(c);
+        let c = Call::new(leg, None, None, program, vars, cdr, now, None);
+        let id = self.calls.add(c);
         if let Some(iax) = self.iax.as_mut() {
             let c = IaxCall {
                 call: id,
@@ -788,33 +785,18 @@ impl Engine {
             return;
         }
         self.iax_set_format(id, false, format);
-        self.to_run.push(id);
+        self.calls.run_later(id);
     }
 
-    /// A call leg signalled over IAX2 (the dialog only names the leg: its Call-ID is the key
-    /// of CDRs and per-call files).
+    /// A call leg signalled over IAX2 (`call_id` names it: the key of CDRs and per-call files).
     fn iax_leg(&mut self, call_id: String, peer: SocketAddr, call: CallId) -> Leg {
-        let dialog = Dialog {
+        let signal = Signal::Iax {
+            call: Some(call),
             call_id,
-            local_tag: String::new(),
-            remote_tag: String::new(),
-            local_uri: String::new(),
-            remote_uri: String::new(),
-            remote_target: String::new(),
-            route_set: Vec::new(),
-            local_cseq: 0,
-            remote_cseq: 0,
-            peer: Peer {
-                transport: Transport::Udp,
-                addr: peer,
-            },
-            local_contact: String::new(),
-            max_forwards: 70,
+            peer,
         };
         let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
-        let mut leg = Leg::new(dialog, sdp, None, None);
-        leg.iax = Some(call);
-        leg
+        Leg::new(signal, sdp, None, None)
     }
 
     /// `bridge iax2/PEER/EXTEN`: dials EXTEN at a configured peer (its fixed host, or where it
@@ -881,7 +863,7 @@ impl Engine {
         let c = &mut self.calls[call];
         c.wait = Wait::Bridge { until };
         c.cdr.bridged_to = Some(format!("iax2/{target}"));
-        self.arm(call, until);
+        self.calls.arm(call, until);
     }
 
     /// The media leg of an IAX2 leg: no socket; its packets go through `Iax::route`.
@@ -938,7 +920,7 @@ impl Engine {
             return;
         };
         let Some(m) = leg.media else { return };
-        let peer = leg.dialog.peer.addr;
+        let peer = leg.peer_addr();
         if let Some(x) = self
             .iax
             .as_mut()
@@ -968,7 +950,7 @@ impl Engine {
         let Some(iax) = self.iax.as_mut() else {
             return;
         };
-        if let Some(id) = leg.iax.take() {
+        if let Some(id) = leg.take_iax() {
             iax.calls.remove(&id);
             if notify {
                 let _ = iax.ep.hangup(id, q850, now);
@@ -987,7 +969,7 @@ impl Engine {
         if c.answered {
             return true;
         }
-        let (Some(iax), Some(id)) = (self.iax.as_mut(), c.inbound.iax) else {
+        let (Some(iax), Some(id)) = (self.iax.as_mut(), c.inbound.iax()) else {
             return false;
         };
         if iax.ep.answer(id, now).is_err() {
@@ -1009,7 +991,7 @@ impl Engine {
             return;
         }
         c.early_media |= early;
-        if let (Some(iax), Some(id)) = (self.iax.as_mut(), c.inbound.iax) {
+        if let (Some(iax), Some(id)) = (self.iax.as_mut(), c.inbound.iax()) {
             let _ = iax.ep.ringing(id, now);
         }
     }

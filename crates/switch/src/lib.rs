@@ -4,6 +4,7 @@
 mod apps;
 mod bridge;
 pub mod call;
+mod calls;
 pub mod cdr;
 pub mod config;
 pub mod dialog;

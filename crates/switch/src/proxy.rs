@@ -10,6 +10,7 @@
 
 use crate::engine::Engine;
 use crate::registrar::{Digest, Pending, StoreOp};
+use rustc_hash::FxHashMap;
 use sip::auth::Authorization;
 use sip::header::{parse_u32, HeaderName, NameAddr};
 use sip::transaction::{ClientTxId, Peer, ServerTxId};
@@ -19,11 +20,44 @@ use std::time::Instant;
 use store::{Binding, Credentials};
 
 /// A request forwarded downstream: the caller's server transaction its responses go back on.
-pub(crate) struct Forwarded {
-    pub stx: ServerTxId,
-    pub peer: Peer,
+struct Forwarded {
+    stx: ServerTxId,
+    peer: Peer,
     /// The request as received (a 408 on timeout is built from it).
-    pub req: Message,
+    req: Message,
+}
+
+/// What the proxy role keeps per forwarded request, until its client transaction ends.
+#[derive(Default)]
+pub(crate) struct Proxy {
+    /// Forwarded requests by their client transaction.
+    up: FxHashMap<ClientTxId, Forwarded>,
+    /// The client INVITE transaction of each caller's server INVITE transaction (for CANCEL).
+    down: FxHashMap<ServerTxId, ClientTxId>,
+}
+
+impl Proxy {
+    fn record(&mut self, ctx: ClientTxId, f: Forwarded, invite: bool) {
+        if invite {
+            self.down.insert(f.stx, ctx);
+        }
+        self.up.insert(ctx, f);
+    }
+
+    fn forwarded(&self, ctx: ClientTxId) -> Option<&Forwarded> {
+        self.up.get(&ctx)
+    }
+
+    /// The client transaction an INVITE's server transaction was forwarded on.
+    fn client_of(&self, stx: ServerTxId) -> Option<ClientTxId> {
+        self.down.get(&stx).copied()
+    }
+
+    fn forget(&mut self, ctx: ClientTxId) -> Option<Forwarded> {
+        let f = self.up.remove(&ctx)?;
+        self.down.remove(&f.stx);
+        Some(f)
+    }
 }
 
 impl Engine {
@@ -309,10 +343,8 @@ impl Engine {
             Some((stx, peer)) => {
                 let ctx = self.txs.send_request(bytes, hop, now);
                 let req = msg.clone();
-                self.proxy_up.insert(ctx, Forwarded { stx, peer, req });
-                if method == Method::Invite {
-                    self.proxy_down.insert(stx, ctx);
-                }
+                let invite = method == Method::Invite;
+                self.proxy.record(ctx, Forwarded { stx, peer, req }, invite);
             }
             // Through the transaction layer's queue, like the BYE that may follow in the same
             // batch: an ACK sent after that BYE would reach the callee out of order.
@@ -342,7 +374,7 @@ impl Engine {
         peer: Peer,
         now: Instant,
     ) -> bool {
-        let Some(ctx) = invite.and_then(|i| self.proxy_down.get(&i).copied()) else {
+        let Some(ctx) = invite.and_then(|i| self.proxy.client_of(i)) else {
             return false;
         };
         self.respond(cancel, msg, peer, 200, "OK", None, &[], None, now);
@@ -360,7 +392,7 @@ impl Engine {
         first: bool,
         now: Instant,
     ) -> bool {
-        let Some(up) = self.proxy_up.get(&ctx) else {
+        let Some(up) = self.proxy.forwarded(ctx) else {
             return false;
         };
         let (stx, peer) = (up.stx, up.peer);
@@ -398,10 +430,9 @@ impl Engine {
 
     /// No final response from downstream (Timer B/F): 408 to the caller.
     pub(crate) fn proxy_timeout(&mut self, ctx: ClientTxId, now: Instant) -> bool {
-        let Some(f) = self.proxy_up.remove(&ctx) else {
+        let Some(f) = self.proxy.forget(ctx) else {
             return false;
         };
-        self.proxy_down.remove(&f.stx);
         let tag = self.tag();
         let reason = "Request Timeout";
         self.respond(
@@ -420,9 +451,7 @@ impl Engine {
 
     /// A client transaction ended: forget what the proxy kept for it.
     pub(crate) fn proxy_forget(&mut self, ctx: ClientTxId) {
-        if let Some(f) = self.proxy_up.remove(&ctx) {
-            self.proxy_down.remove(&f.stx);
-        }
+        self.proxy.forget(ctx);
     }
 
     /// The route set and first hop towards a binding: its Path if it has one (RFC 3327),

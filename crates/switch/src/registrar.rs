@@ -10,6 +10,8 @@
 use crate::call::Wait;
 use crate::config::KeepAliveKind;
 use crate::engine::Engine;
+use crate::keepalive::KeepAlives;
+use rustc_hash::FxHashMap;
 use sip::auth::{Algorithm, Authorization, Challenge, NonceCheck, Nonces};
 use sip::header::{parse_u32, HeaderName, NameAddr};
 use sip::transaction::{Peer, ServerTxId, Transport};
@@ -406,6 +408,36 @@ pub(crate) enum Pending {
     },
 }
 
+/// What one worker's registrar keeps between inputs: store operations under way, the nonces it
+/// issued and the keep-alives of the phones that registered through it. The fields are this
+/// module's: only the registrar and its lookups read and write them.
+pub(crate) struct RegistrarState {
+    /// Store operations under way (registrar, location lookups), by token.
+    pending: FxHashMap<u64, Pending>,
+    next_token: u64,
+    /// The nonces this worker issued and how often each was used (requests answering one are
+    /// handed to this worker: `nonce_owner`).
+    nonces: Nonces,
+    /// Keep-alives to NATed phones registered through this worker (`registrar.keepalive_s`).
+    keepalives: Option<KeepAlives>,
+}
+
+impl RegistrarState {
+    pub(crate) fn new(r: &Registrar, worker: usize) -> RegistrarState {
+        RegistrarState {
+            pending: FxHashMap::default(),
+            next_token: 0,
+            nonces: r.nonces(worker),
+            keepalives: r.keepalive.map(|(period, _)| KeepAlives::new(period)),
+        }
+    }
+
+    /// When the next keep-alive is due.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.keepalives.as_ref().and_then(KeepAlives::next_deadline)
+    }
+}
+
 /// An error response to a REGISTER: status and extra headers.
 pub(crate) type Refusal = (u16, Vec<(&'static str, String)>);
 
@@ -458,15 +490,16 @@ fn unquote(s: &str) -> String {
 impl Engine {
     /// Asks the shell for a store operation; its result comes back as `Input::Store`.
     pub(crate) fn store_op(&mut self, op: StoreOp, why: Pending) {
-        self.next_token += 1;
-        let token = self.next_token;
-        self.pending.insert(token, why);
+        let r = &mut self.registrar;
+        r.next_token += 1;
+        let token = r.next_token;
+        r.pending.insert(token, why);
         self.events.push_back(crate::io::Event::Store { token, op });
     }
 
     /// The result of an operation `store_op` asked for.
     pub(crate) fn on_store_result(&mut self, token: u64, result: StoreResult, now: Instant) {
-        let Some(why) = self.pending.remove(&token) else {
+        let Some(why) = self.registrar.pending.remove(&token) else {
             return;
         };
         match why {
@@ -580,7 +613,7 @@ impl Engine {
     /// Debian 12's baresip refuses any set with SHA-256 in it; hence MD5 alone unless
     /// configured. A client that picks SHA-256 is verified with it.
     pub(crate) fn challenges(&mut self, stale: bool) -> Vec<String> {
-        let nonce = self.nonces.issue(self.clock.unix());
+        let nonce = self.registrar.nonces.issue(self.clock.unix());
         self.s
             .registrar
             .algorithms
@@ -635,7 +668,11 @@ impl Engine {
     /// one is challenged again.
     pub(crate) fn count_nonce(&mut self, auth: &Authorization) -> Digest {
         let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
-        match self.nonces.check(&auth.nonce, nc, self.clock.unix()) {
+        match self
+            .registrar
+            .nonces
+            .check(&auth.nonce, nc, self.clock.unix())
+        {
             NonceCheck::Valid => Digest::Valid,
             NonceCheck::Stale => Digest::Rechallenge { stale: true },
             NonceCheck::Invalid => Digest::Rechallenge { stale: false },
@@ -672,7 +709,11 @@ impl Engine {
             return self.reg_reply(stx, &msg, peer, 403, &w, now);
         }
         let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
-        match self.nonces.peek(&auth.nonce, nc, self.clock.unix()) {
+        match self
+            .registrar
+            .nonces
+            .peek(&auth.nonce, nc, self.clock.unix())
+        {
             NonceCheck::Valid => {}
             NonceCheck::Stale => return self.challenge(stx, &msg, peer, true, now),
             NonceCheck::Invalid => return self.challenge(stx, &msg, peer, false, now),
@@ -748,7 +789,7 @@ impl Engine {
         list: &[Binding],
         now: Instant,
     ) {
-        if let Some(k) = self.keepalives.as_mut() {
+        if let Some(k) = self.registrar.keepalives.as_mut() {
             k.update(aor, list, now, self.clock.unix());
         }
         self.registered(stx, msg, peer, list, now)
@@ -844,8 +885,10 @@ impl Engine {
     /// Sends the keep-alives that are due: a stateless OPTIONS (its answer matches no
     /// transaction and is dropped) or a CRLF pair, to where the phone's REGISTER came from.
     pub(crate) fn send_keepalives(&mut self, now: Instant) {
-        let (Some(k), Some((_, kind))) = (self.keepalives.as_mut(), self.s.registrar.keepalive)
-        else {
+        let (Some(k), Some((_, kind))) = (
+            self.registrar.keepalives.as_mut(),
+            self.s.registrar.keepalive,
+        ) else {
             return;
         };
         for (peer, contact) in k.poll(now) {
@@ -887,7 +930,7 @@ impl Engine {
         let until = now + timeout;
         c.wait = Wait::Bridge { until };
         let gen = c.timer_gen;
-        self.arm(call, until);
+        self.calls.arm(call, until);
         let op = StoreOp::Locate {
             user,
             domain,

@@ -1,0 +1,201 @@
+//! The call table of one worker: the calls, the maps that find a call from what arrives (a
+//! Call-ID, a server or client transaction, a media leg), the calls' timers and the calls whose
+//! program can run. The maps change only here, as calls are added and removed and legs are
+//! indexed and forgotten, so keeping them in step with the calls is this file's job alone.
+
+use crate::call::{Call, Leg};
+use crate::dialog::Dialog;
+use rustc_hash::FxHashMap;
+use sip::transaction::{ClientTxId, ServerTxId};
+use slab::Slab;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ops::{Index, IndexMut};
+use std::time::Instant;
+
+#[derive(Default)]
+pub(crate) struct Calls {
+    calls: Slab<Call>,
+    /// Call-ID → (call, outbound leg?), for the SIP legs.
+    by_call_id: FxHashMap<String, (usize, bool)>,
+    /// The caller's INVITE transaction → its call.
+    server_txs: FxHashMap<ServerTxId, usize>,
+    /// Outbound INVITE transactions (every ringing leg, forks too) → their call.
+    client_txs: FxHashMap<ClientTxId, usize>,
+    /// Media leg index → (call, outbound leg?).
+    by_media: FxHashMap<usize, (usize, bool)>,
+    /// (when, call, generation): a timer fires only if it carries the call's current generation,
+    /// so a slot reused by a new call never gets the old call's timers.
+    timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    next_gen: u64,
+    /// Calls whose program may take its next step.
+    to_run: Vec<usize>,
+    /// Outbound INVITEs whose call ended before the callee answered: a late 2xx is still ACKed
+    /// and ended with a BYE.
+    orphans: FxHashMap<ClientTxId, Dialog>,
+}
+
+impl Calls {
+    /// Adds a call with its inbound leg: found from then on by its Call-ID (a SIP caller's) and
+    /// its INVITE's server transaction. The call gets a new timer generation.
+    pub(crate) fn add(&mut self, mut call: Call) -> usize {
+        self.next_gen += 1;
+        call.timer_gen = self.next_gen;
+        let sip = call.inbound.dialog().map(|d| d.call_id.clone());
+        let stx = call.invite_tx;
+        let id = self.calls.insert(call);
+        if let Some(call_id) = sip {
+            self.by_call_id.insert(call_id, (id, false));
+        }
+        if let Some(stx) = stx {
+            self.server_txs.insert(stx, id);
+        }
+        id
+    }
+
+    /// Removes a call with the entries of its inbound leg; its outbound legs and forks are the
+    /// caller's to release (`forget_leg`).
+    pub(crate) fn remove(&mut self, id: usize) -> Option<Call> {
+        let c = self.calls.try_remove(id)?;
+        // The INVITE's transaction is no longer on the call once answered: find it by value.
+        self.server_txs.retain(|_, v| *v != id);
+        self.by_call_id.remove(c.inbound.call_id());
+        if let Some(m) = c.inbound.media {
+            self.by_media.remove(&m.index());
+        }
+        Some(c)
+    }
+
+    /// Forgets an outbound leg being released: its Call-ID, media leg and pending INVITE.
+    pub(crate) fn forget_leg(&mut self, leg: &Leg) {
+        self.by_call_id.remove(leg.call_id());
+        if let Some(m) = leg.media {
+            self.by_media.remove(&m.index());
+        }
+        if let Some(ctx) = leg.invite_tx {
+            self.client_txs.remove(&ctx);
+        }
+    }
+
+    /// An outbound (or fork) leg's Call-ID, under which the callee's requests arrive.
+    pub(crate) fn index_call_id(&mut self, call_id: String, call: usize) {
+        self.by_call_id.insert(call_id, (call, true));
+    }
+
+    /// The INVITE sent on an outbound leg of `call`.
+    pub(crate) fn index_invite(&mut self, ctx: ClientTxId, call: usize) {
+        self.client_txs.insert(ctx, call);
+    }
+
+    /// A media leg created for a leg of `call`.
+    pub(crate) fn bind_media(&mut self, m: media::LegId, call: usize, outbound: bool) {
+        self.by_media.insert(m.index(), (call, outbound));
+    }
+
+    /// The call and leg (outbound?) a Call-ID names.
+    pub(crate) fn leg_by_call_id(&self, call_id: &str) -> Option<(usize, bool)> {
+        self.by_call_id.get(call_id).copied()
+    }
+
+    /// The call whose caller's INVITE is `stx`.
+    pub(crate) fn call_by_server_tx(&self, stx: ServerTxId) -> Option<usize> {
+        self.server_txs.get(&stx).copied()
+    }
+
+    /// The call whose outbound INVITE is `ctx`; with `done`, forgotten (it got its final
+    /// response or timed out).
+    pub(crate) fn call_by_client_tx(&mut self, ctx: ClientTxId, done: bool) -> Option<usize> {
+        match done {
+            true => self.client_txs.remove(&ctx),
+            false => self.client_txs.get(&ctx).copied(),
+        }
+    }
+
+    /// The call and leg (outbound?) of a media leg.
+    pub(crate) fn leg_by_media(&self, leg: usize) -> Option<(usize, bool)> {
+        self.by_media.get(&leg).copied()
+    }
+
+    /// Remembers a released leg's INVITE that was CANCELled (see `orphans`).
+    pub(crate) fn orphan(&mut self, ctx: ClientTxId, dialog: Dialog) {
+        self.orphans.insert(ctx, dialog);
+    }
+
+    pub(crate) fn is_orphan(&self, ctx: ClientTxId) -> bool {
+        self.orphans.contains_key(&ctx)
+    }
+
+    /// An orphaned INVITE got its final response: its dialog, forgotten.
+    pub(crate) fn take_orphan(&mut self, ctx: ClientTxId) -> Option<Dialog> {
+        self.orphans.remove(&ctx)
+    }
+
+    /// A timer for `call` at `at`, in the call's current generation.
+    pub(crate) fn arm(&mut self, call: usize, at: Instant) {
+        if let Some(c) = self.calls.get(call) {
+            self.timers.push(Reverse((at, call, c.timer_gen)));
+        }
+    }
+
+    /// When the earliest call timer is due.
+    pub(crate) fn next_timer(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    /// The call of the next timer due at `now` that is still its call's (stale ones are dropped).
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<usize> {
+        while let Some(&Reverse((t, call, gen))) = self.timers.peek() {
+            if t > now {
+                return None;
+            }
+            self.timers.pop();
+            if self.calls.get(call).is_some_and(|c| c.timer_gen == gen) {
+                return Some(call);
+            }
+        }
+        None
+    }
+
+    /// The call's program may take its next step (`Engine::run_pending`).
+    pub(crate) fn run_later(&mut self, call: usize) {
+        self.to_run.push(call);
+    }
+
+    pub(crate) fn next_to_run(&mut self) -> Option<usize> {
+        self.to_run.pop()
+    }
+
+    pub(crate) fn get(&self, id: usize) -> Option<&Call> {
+        self.calls.get(id)
+    }
+
+    pub(crate) fn get_mut(&mut self, id: usize) -> Option<&mut Call> {
+        self.calls.get_mut(id)
+    }
+
+    pub(crate) fn contains(&self, id: usize) -> bool {
+        self.calls.contains(id)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub(crate) fn ids(&self) -> Vec<usize> {
+        self.calls.iter().map(|(i, _)| i).collect()
+    }
+}
+
+impl Index<usize> for Calls {
+    type Output = Call;
+
+    fn index(&self, id: usize) -> &Call {
+        &self.calls[id]
+    }
+}
+
+impl IndexMut<usize> for Calls {
+    fn index_mut(&mut self, id: usize) -> &mut Call {
+        &mut self.calls[id]
+    }
+}
