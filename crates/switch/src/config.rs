@@ -242,14 +242,16 @@ pub struct PortRange {
 }
 
 impl Config {
-    /// Parses and validates `text`; `file` is only used in messages. On failure every
+    /// Parses and validates `text` (one parse: the document that gives errors their line and
+    /// column is the one deserialized); `file` is only used in messages. On failure every
     /// problem found is returned, warnings included, in file order. Unknown keys and
     /// type mismatches stop serde at the first one; all other checks run to the end.
     pub fn from_str(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
         let doc = Document::parse(text)
             .map_err(|e| vec![source::syntax_error(file, text, e.span(), e.message())])?;
         let mut d = Diagnostics::new(file, text, &doc);
-        let raw: RawConfig = match toml::from_str(text) {
+        let de = toml_edit::de::Deserializer::from(doc.clone());
+        let raw = match <RawConfig as serde::Deserialize>::deserialize(de) {
             Ok(raw) => raw,
             Err(e) => {
                 d.serde(e.span(), e.message());
