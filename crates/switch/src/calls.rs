@@ -203,3 +203,127 @@ impl IndexMut<usize> for Calls {
         &mut self.calls[id]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Calls;
+    use crate::call::{Call, Leg, LegRef, Role, Signal};
+    use crate::cdr::Cdr;
+    use crate::config::Config;
+    use crate::dialog::Dialog;
+    use crate::dialplan::Vars;
+    use sdp::LocalSession;
+    use sip::transaction::{Peer, Transport};
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    use std::time::Instant;
+
+    fn sip_leg(call_id: &str) -> Leg {
+        let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), 5060);
+        let dialog = Dialog {
+            call_id: call_id.to_string(),
+            local_tag: "l".into(),
+            remote_tag: "r".into(),
+            local_uri: "<sip:a@example.com>".into(),
+            remote_uri: "<sip:b@example.com>".into(),
+            remote_target: "sip:b@192.0.2.1".into(),
+            route_set: Vec::new(),
+            local_cseq: 1,
+            remote_cseq: 1,
+            peer: Peer {
+                transport: Transport::Udp,
+                addr,
+            },
+            local_contact: "<sip:strowger@192.0.2.2>".into(),
+            max_forwards: 70,
+        };
+        let sdp = LocalSession::new(1, IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)));
+        Leg::new(Signal::Sip(dialog), sdp, None, None)
+    }
+
+    fn call(caller: Leg) -> Call {
+        let rules = "[[dialplan.contexts.default.rules]]\nexten = \"9196\"\nsteps = [\"echo\"]\n";
+        let plan = match Config::from_str(rules, "t.toml") {
+            Ok(c) => c.dialplan,
+            Err(_) => panic!("test dialplan"),
+        };
+        let vars = Vars::new();
+        let route = plan.route(plan.default_context(), "9196", &vars);
+        let route = route.expect("a route for 9196");
+        Call::new(
+            caller,
+            None,
+            None,
+            route,
+            vars,
+            Cdr::default(),
+            Instant::now(),
+            None,
+        )
+    }
+
+    /// A call holding three legs (say a consultation call during an attended transfer): each
+    /// is found by its Call-ID and media leg, a leg without media is fine, and a released leg
+    /// is forgotten while the others stay.
+    #[test]
+    fn a_call_with_three_legs() {
+        let mut calls = Calls::default();
+        let id = calls.add(call(sip_leg("caller@x")));
+        let caller = LegRef {
+            call: id,
+            leg: Call::CALLER,
+        };
+        assert_eq!(calls.leg_by_call_id("caller@x"), Some(caller));
+
+        let callee = calls[id].set_callee(sip_leg("callee@x"));
+        let callee = LegRef {
+            call: id,
+            leg: callee,
+        };
+        calls.index_call_id("callee@x".into(), callee);
+        let third = calls[id].add_leg(sip_leg("third@x"), Role::Ringing);
+        let third = LegRef {
+            call: id,
+            leg: third,
+        };
+        calls.index_call_id("third@x".into(), third);
+        assert_eq!(calls[id].legs().count(), 3);
+
+        // Media for the caller and the third leg; the callee has none (a parked leg, say).
+        let (m_caller, m_third) = (media::LegId::from_index(7), media::LegId::from_index(9));
+        calls[id].caller_mut().media = Some(m_caller);
+        calls.bind_media(m_caller, caller);
+        if let Some(l) = calls[id].leg_mut(third.leg) {
+            l.media = Some(m_third);
+        }
+        calls.bind_media(m_third, third);
+
+        assert_eq!(calls.leg_by_call_id("callee@x"), Some(callee));
+        assert_eq!(calls.leg_by_call_id("third@x"), Some(third));
+        assert_eq!(calls.leg_by_media(7), Some(caller));
+        assert_eq!(calls.leg_by_media(9), Some(third));
+        assert_ne!(callee.leg, third.leg);
+        let c = &calls[id];
+        assert_eq!(c.caller().call_id(), "caller@x");
+        assert_eq!(c.callee().map(Leg::call_id), Some("callee@x"));
+        assert!(c.callee().is_some_and(|l| l.media.is_none()));
+        let ringing: Vec<_> = c.ringing().map(|(_, l)| l.call_id()).collect();
+        assert_eq!(ringing, ["third@x"]);
+
+        // The third leg is released: forgotten by the maps, the other two stay.
+        let leg = calls[id].remove_leg(third.leg).expect("the third leg");
+        calls.forget_leg(&leg);
+        assert_eq!(calls.leg_by_call_id("third@x"), None);
+        assert_eq!(calls.leg_by_media(9), None);
+        assert_eq!(calls.leg_by_call_id("callee@x"), Some(callee));
+        assert_eq!(calls.leg_by_media(7), Some(caller));
+        assert!(calls[id].leg(third.leg).is_none());
+        assert_eq!(calls[id].legs().count(), 2);
+        assert_eq!(calls[id].ringing().count(), 0);
+        // The caller's leg is never removed on its own; removing the call forgets it.
+        assert!(calls[id].remove_leg(Call::CALLER).is_none());
+        let c = calls.remove(id).expect("the call");
+        assert_eq!(c.callee().map(Leg::call_id), Some("callee@x"));
+        assert_eq!(calls.leg_by_call_id("caller@x"), None);
+        assert_eq!(calls.leg_by_media(7), None);
+    }
+}
