@@ -1,7 +1,7 @@
 //! The dialplan interpreter: runs a call's steps (answer, playback, echo, record, …) until one
 //! waits, and the answer / hang-up procedures every app shares.
 
-use crate::call::Wait;
+use crate::call::{Call, LegIdx, LegRef, Wait};
 use crate::dialplan::cause::Cause;
 use crate::dialplan::{Audio, Step};
 use crate::engine::{Engine, ALLOW, SUPPORTED};
@@ -58,7 +58,7 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        let call_id = c.inbound.call_id();
+        let call_id = c.caller().call_id();
         let event = match &mut wait {
             FileWait::Prompt { gen, file, .. } => {
                 *gen = c.timer_gen;
@@ -109,7 +109,7 @@ impl Engine {
             return;
         };
         c.wait = Wait::None;
-        let call_id = c.inbound.call_id().to_string();
+        let call_id = c.caller().call_id().to_string();
         match result {
             Ok(prompt) => {
                 if !file.contains(call_id.as_str()) {
@@ -146,8 +146,8 @@ impl Engine {
             return;
         };
         c.wait = Wait::None;
-        let call_id = c.inbound.call_id().to_string();
-        let started = match (result, c.inbound.media) {
+        let call_id = c.caller().call_id().to_string();
+        let started = match (result, c.caller().media) {
             (Ok(sink), Some(m)) => self.media.record(m, sink).map_err(|e| e.to_string()),
             (Ok(_), None) => Ok(()),
             (Err(e), _) => Err(format!("{e} (check general.data_dir is writable)")),
@@ -172,7 +172,7 @@ impl Engine {
     /// Starts a prompt on the call's inbound leg.
     fn play(&mut self, call: usize, prompt: Arc<media::Prompt>, looped: bool, cache: bool) {
         let c = &mut self.calls[call];
-        if let Some(m) = c.inbound.media {
+        if let Some(m) = c.caller().media {
             self.media.play(m, prompt, looped, cache);
         }
         c.wait = if looped {
@@ -249,7 +249,7 @@ impl Engine {
                     return;
                 }
                 let c = &mut self.calls[call];
-                if let Some(m) = c.inbound.media {
+                if let Some(m) = c.caller().media {
                     self.media.tone(m, tone_spec(&tone));
                 }
                 c.wait = match duration {
@@ -265,7 +265,7 @@ impl Engine {
                     return;
                 }
                 let c = &mut self.calls[call];
-                if let Some(m) = c.inbound.media {
+                if let Some(m) = c.caller().media {
                     self.media.echo(m);
                 }
                 c.wait = Wait::Forever;
@@ -315,14 +315,8 @@ impl Engine {
     }
 
     /// Creates the media leg of a SIP leg (strowger's RTP port is needed for its SDP).
-    pub(crate) fn ensure_media(&mut self, call: usize, outbound: bool, now: Instant) -> bool {
-        let Some(leg) = self.calls.get(call).and_then(|c| {
-            if outbound {
-                c.outbound.as_ref()
-            } else {
-                Some(&c.inbound)
-            }
-        }) else {
+    pub(crate) fn ensure_media(&mut self, call: usize, at: LegIdx, now: Instant) -> bool {
+        let Some(leg) = self.calls.get(call).and_then(|c| c.leg(at)) else {
             return false;
         };
         if leg.media.is_some() {
@@ -332,14 +326,14 @@ impl Engine {
             let peer = leg.peer_addr();
             let id = self.media.add_leg(self.iax_leg_config(peer), now);
             self.iax_media(id, iax, peer);
-            self.calls.bind_media(id, call, outbound);
-            if let Some(leg) = self.calls[call].leg_mut(outbound) {
+            self.calls.bind_media(id, LegRef { call, leg: at });
+            if let Some(leg) = self.calls[call].leg_mut(at) {
                 leg.media = Some(id);
             }
             return true;
         }
-        let cfg = self.leg_config(call, outbound);
-        let Some(leg) = self.calls[call].leg_mut(outbound) else {
+        let cfg = self.leg_config(call, at);
+        let Some(leg) = self.calls[call].leg_mut(at) else {
             return false;
         };
         // A port shared by many legs tells them apart by the address each far end announced,
@@ -366,12 +360,12 @@ impl Engine {
             shared: place.shared,
             first: place.first,
         });
-        let Some(leg) = self.calls[call].leg_mut(outbound) else {
+        let Some(leg) = self.calls[call].leg_mut(at) else {
             return false;
         };
         leg.media = Some(id);
         leg.port = port;
-        self.calls.bind_media(id, call, outbound);
+        self.calls.bind_media(id, LegRef { call, leg: at });
         true
     }
 
@@ -380,7 +374,7 @@ impl Engine {
     fn inbound_body(&mut self, call: usize) -> Option<String> {
         let caps = self.s.caps.clone();
         let c = self.calls.get_mut(call)?;
-        let leg = &mut c.inbound;
+        let leg = c.caller_mut();
         if let Some(b) = &leg.local_body {
             return Some(b.clone());
         }
@@ -409,14 +403,14 @@ impl Engine {
         let Some(c) = self.calls.get(call) else {
             return;
         };
-        if c.inbound.iax().is_some() {
+        if c.caller().iax().is_some() {
             return self.iax_ringing(call, with_sdp, now);
         }
         if c.answered || c.invite_tx.is_none() {
             return;
         }
         let body = if with_sdp {
-            if !self.ensure_media(call, false, now) {
+            if !self.ensure_media(call, Call::CALLER, now) {
                 return;
             }
             self.inbound_body(call)
@@ -430,7 +424,7 @@ impl Engine {
         let (Some(stx), Some(invite)) = (c.invite_tx, c.invite.clone()) else {
             return;
         };
-        let Some(d) = c.inbound.dialog() else {
+        let Some(d) = c.caller().dialog() else {
             return;
         };
         let (peer, tag) = (d.peer, d.local_tag.clone());
@@ -466,10 +460,10 @@ impl Engine {
         if c.answered {
             return true;
         }
-        if c.inbound.iax().is_some() {
+        if c.caller().iax().is_some() {
             return self.iax_answer(call, now);
         }
-        if !self.ensure_media(call, false, now) {
+        if !self.ensure_media(call, Call::CALLER, now) {
             self.hangup(call, 34, "switch", None, now);
             return false;
         }
@@ -481,7 +475,7 @@ impl Engine {
         let (Some(stx), Some(invite)) = (c.invite_tx.take(), c.invite.clone()) else {
             return false;
         };
-        let Some(d) = c.inbound.dialog() else {
+        let Some(d) = c.caller().dialog() else {
             return false;
         };
         let (tag, peer) = (d.local_tag.clone(), d.peer);
@@ -506,7 +500,7 @@ impl Engine {
         c.answered = true;
         c.answered_at = Some(now);
         c.cdr.answer = Some(crate::cdr::unix_seconds(self.clock.wall_at(now)));
-        c.inbound.confirmed = true;
+        c.caller_mut().confirmed = true;
         let deadline = c.session_deadline;
         let bytes = self.response_bytes(
             &invite,
@@ -530,7 +524,7 @@ impl Engine {
         };
         if c.recording {
             c.recording = false;
-            if let Some(m) = c.inbound.media {
+            if let Some(m) = c.caller().media {
                 self.media.silence(m);
             }
         }
@@ -565,10 +559,10 @@ impl Engine {
         };
         let reason = sip::status::reason_phrase(status);
         // Inbound leg.
-        if c.inbound.iax().is_some() {
-            self.iax_release(&mut c.inbound, q850, from != Some(false), now);
+        if c.caller().iax().is_some() {
+            self.iax_release(c.caller_mut(), q850, from != Some(false), now);
         } else if let (Some(stx), Some(invite), Some(d)) =
-            (c.invite_tx.take(), &c.invite, c.inbound.dialog())
+            (c.invite_tx.take(), &c.invite, c.caller().dialog())
         {
             let (status, reason) = if from == Some(false) {
                 (487, "Request Terminated")
@@ -589,20 +583,23 @@ impl Engine {
             );
             c.cdr.sip_status = status;
         } else if from != Some(false) {
-            self.send_bye(&mut c.inbound, q850, now);
+            self.send_bye(c.caller_mut(), q850, now);
             c.cdr.sip_status = 200;
         } else {
             c.cdr.sip_status = 200;
         }
-        // Outbound leg(s): forks still ringing are cancelled.
-        if let Some(mut out) = c.outbound.take() {
+        // The callee's leg, then the others: those still ringing are cancelled.
+        if let Some(mut out) = c.take_callee(false) {
             self.release_outbound(&mut out, q850, from != Some(true), now);
         }
-        for mut leg in std::mem::take(&mut c.forks) {
-            self.release_outbound(&mut leg, q850, true, now);
+        let others: Vec<LegIdx> = c.legs().map(|(i, _)| i).collect();
+        for i in others {
+            if let Some(mut leg) = c.remove_leg(i) {
+                self.release_outbound(&mut leg, q850, true, now);
+            }
         }
         // Media and CDR.
-        if let Some(m) = c.inbound.media.take() {
+        if let Some(m) = c.caller_mut().media.take() {
             if let Some(stats) = self.media.remove_leg(m) {
                 c.cdr.codec = stats.codec.to_string();
                 c.cdr.packets_sent = stats.packets_sent;
@@ -612,7 +609,7 @@ impl Engine {
                 c.cdr.rtt_ms = stats.rtt.map(|d| (d.as_secs_f64() * 1e4).round() / 10.0);
                 c.cdr.remote_packets_lost = stats.remote_packets_lost;
             }
-            self.close_media(m, c.inbound.port);
+            self.close_media(m, c.caller().port);
         }
         c.cdr.end = crate::cdr::unix_seconds(self.clock.wall_at(now));
         c.cdr.duration_s = round_ms(now.duration_since(c.started));

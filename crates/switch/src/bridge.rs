@@ -1,7 +1,7 @@
 //! The `bridge` app: strowger as a B2BUA dials a second leg, relays its progress to the caller
 //! and, once it answers, relays media between the two legs.
 
-use crate::call::{Leg, Signal, Wait};
+use crate::call::{Leg, LegRef, Signal, Wait};
 use crate::dialog::Dialog;
 use crate::engine::{owner, Engine, ALLOW, SUPPORTED};
 use sdp::{LocalSession, SessionDescription};
@@ -115,9 +115,9 @@ impl Engine {
             ),
         };
         let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
-        self.calls[call].outbound = Some(Leg::new(Signal::Sip(dialog), sdp, None, None));
-        self.calls.index_call_id(call_id, call);
-        if !self.ensure_media(call, true, now) {
+        let leg = self.calls[call].set_callee(Leg::new(Signal::Sip(dialog), sdp, None, None));
+        self.calls.index_call_id(call_id, LegRef { call, leg });
+        if !self.ensure_media(call, leg, now) {
             self.bridge_failed(call, 503, now);
             return;
         }
@@ -125,7 +125,7 @@ impl Engine {
         let branch = self.branch();
         let ua = self.s.user_agent.clone();
         let c = &mut self.calls[call];
-        let Some(out) = c.outbound.as_mut() else {
+        let Some(out) = c.leg_mut(leg) else {
             return;
         };
         let sdp_offer = out.sdp.offer(&caps, out.port);
@@ -140,10 +140,10 @@ impl Engine {
         b.header("User-Agent", ua);
         let bytes = b.finish(Some(("application/sdp", offer.as_bytes())));
         let ctx = self.txs.send_request(bytes, peer, now);
-        if let Some(out) = self.calls[call].outbound.as_mut() {
+        if let Some(out) = self.calls[call].leg_mut(leg) {
             out.invite_tx = Some(ctx);
         }
-        self.calls.index_invite(ctx, call);
+        self.calls.index_invite(ctx, LegRef { call, leg });
         let until = now + timeout;
         self.calls[call].wait = Wait::Bridge { until };
         self.calls[call].cdr.bridged_to = Some(target.to_string());
@@ -172,8 +172,7 @@ impl Engine {
             }
             let early = has_sdp
                 && self.calls[call]
-                    .outbound
-                    .as_ref()
+                    .callee()
                     .is_some_and(|o| o.negotiated.is_some());
             if early {
                 self.provisional(call, 183, "Session Progress", true, now);
@@ -184,7 +183,7 @@ impl Engine {
             return;
         }
         // 2xx: confirm the dialog, ACK it, answer the caller and join the media.
-        let Some(out) = self.calls[call].outbound.as_mut() else {
+        let Some(out) = self.calls[call].callee_mut() else {
             return;
         };
         let Signal::Sip(d) = &mut out.signal else {
@@ -198,17 +197,17 @@ impl Engine {
         out.confirmed = true;
         self.calls[call].cdr.bridged_to = Some(target);
         // The first to answer wins; the other forks are cancelled.
-        let losers = std::mem::take(&mut self.calls[call].forks);
+        let losers = self.calls[call].take_ringing();
         for mut leg in losers {
             self.release_outbound(&mut leg, 26, true, now);
         }
         let branch = self.branch();
-        let out = self.calls[call].outbound.as_ref();
+        let out = self.calls[call].callee();
         let Some(peer) = out.and_then(Leg::dialog).map(|d| d.peer) else {
             return;
         };
         let local = self.local_for(peer);
-        let Some(out) = self.calls[call].outbound.as_mut() else {
+        let Some(out) = self.calls[call].callee_mut() else {
             return;
         };
         let Signal::Sip(d) = &mut out.signal else {
@@ -229,7 +228,7 @@ impl Engine {
 
     fn accept_outbound_answer(&mut self, call: usize, body: &[u8]) {
         let symmetric = self.s.symmetric_rtp;
-        let Some(out) = self.calls[call].outbound.as_mut() else {
+        let Some(out) = self.calls[call].callee_mut() else {
             return;
         };
         let Some(offer) = out.our_offer.as_ref() else {
@@ -250,32 +249,21 @@ impl Engine {
 
     fn link_media(&mut self, call: usize) {
         let c = &self.calls[call];
-        if let (Some(a), Some(b)) = (c.inbound.media, c.outbound.as_ref().and_then(|o| o.media)) {
+        if let (Some(a), Some(b)) = (c.caller().media, c.callee().and_then(|o| o.media)) {
             self.media.bridge(a, b);
         }
     }
 
-    /// Makes the ringing leg whose INVITE is `ctx` the call's `outbound` leg (forks swap places;
-    /// the maps from Call-ID and media leg to the call do not tell outbound legs apart). False if
-    /// no leg of the call has that INVITE pending.
-    pub(crate) fn select_fork(&mut self, call: usize, ctx: sip::transaction::ClientTxId) -> bool {
-        let Some(c) = self.calls.get_mut(call) else {
+    /// Makes the ringing leg whose INVITE is `ctx` the call's callee (the callee it replaces
+    /// rings on). False if that leg does not have that INVITE pending.
+    pub(crate) fn select_fork(&mut self, at: LegRef, ctx: sip::transaction::ClientTxId) -> bool {
+        let Some(c) = self.calls.get_mut(at.call) else {
             return false;
         };
-        if c.outbound
-            .as_ref()
-            .is_some_and(|o| o.invite_tx == Some(ctx))
-        {
-            return true;
-        }
-        let Some(i) = c.forks.iter().position(|f| f.invite_tx == Some(ctx)) else {
+        if !c.leg(at.leg).is_some_and(|l| l.invite_tx == Some(ctx)) {
             return false;
-        };
-        match c.outbound.as_mut() {
-            Some(out) => std::mem::swap(out, &mut c.forks[i]),
-            None => c.outbound = Some(c.forks.swap_remove(i)),
         }
-        true
+        c.select_callee(at.leg)
     }
 
     /// The current outbound leg failed with `status`: while other forks still ring, drop it and
@@ -285,15 +273,14 @@ impl Engine {
             return;
         };
         let best = c.best_status.map_or(status, |b| better_final(b, status));
-        if c.forks.is_empty() {
+        if c.ringing().next().is_none() {
             c.best_status = None;
             self.bridge_failed(call, best, now);
             return;
         }
         c.best_status = Some(best);
-        let next = c.forks.pop();
-        let failed = std::mem::replace(&mut c.outbound, next);
-        if let Some(m) = c.inbound.media {
+        let failed = c.take_callee(true);
+        if let Some(m) = c.caller().media {
             // It may have been sending early media.
             self.media.unbridge(m);
         }
@@ -308,13 +295,13 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        let forks = std::mem::take(&mut c.forks);
+        let forks = c.take_ringing();
         c.best_status = None;
         for mut leg in forks {
             self.release_outbound(&mut leg, 16, true, now);
         }
         let c = &mut self.calls[call];
-        let Some(mut out) = c.outbound.take() else {
+        let Some(mut out) = c.take_callee(false) else {
             c.bridge_status = Some(status);
             c.wait = Wait::None;
             self.calls.run_later(call);
@@ -332,7 +319,7 @@ impl Engine {
         c.vars.set("BRIDGE_STATUS", status.to_string());
         c.bridge_status = Some(status);
         c.wait = Wait::None;
-        if let Some(m) = c.inbound.media {
+        if let Some(m) = c.caller().media {
             self.media.unbridge(m);
         }
         self.calls.run_later(call);

@@ -6,6 +6,7 @@ use crate::dialplan::{Route, Vars};
 use sdp::{LocalSession, Negotiated, SessionDescription};
 use sip::transaction::{ClientTxId, Peer, ServerTxId};
 use sip::Message;
+use slab::Slab;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,8 +45,33 @@ pub enum Signal {
     },
 }
 
-/// One leg of a call, its signalling and its media.
+/// What a leg is to its call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The leg the call came in on; it lives as long as the call.
+    Caller,
+    /// The callee: the one answered, or while ringing the one that last responded (at most one).
+    Callee,
+    /// Another callee ringing at once (parallel forking to every contact of a user); the first
+    /// to answer becomes the callee and the rest are cancelled.
+    Ringing,
+}
+
+/// A leg of a call, by its place in the call's legs (stable while the leg lasts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LegIdx(usize);
+
+/// A leg of a call in the call table: what the maps of `Calls` find from a Call-ID, an
+/// outbound INVITE or a media leg.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LegRef {
+    pub call: usize,
+    pub leg: LegIdx,
+}
+
+/// One leg of a call, its signalling and its media (none for a leg without media).
 pub struct Leg {
+    pub role: Role,
     pub signal: Signal,
     pub sdp: LocalSession,
     /// The offer the peer made (inbound INVITE with SDP), answered when strowger answers.
@@ -72,6 +98,7 @@ impl Leg {
         negotiated: Option<Negotiated>,
     ) -> Leg {
         Leg {
+            role: Role::Caller,
             signal,
             sdp,
             remote_offer,
@@ -134,12 +161,9 @@ impl Leg {
 }
 
 pub struct Call {
-    pub inbound: Leg,
-    /// The outbound leg: the one answered, or while ringing the one that last responded.
-    pub outbound: Option<Leg>,
-    /// The other outbound legs ringing at once (parallel forking to every contact of a user);
-    /// the first to answer becomes `outbound` and the rest are cancelled.
-    pub forks: Vec<Leg>,
+    /// Every leg of the call, each with its role: the caller first (`Call::CALLER`), then the
+    /// callee and the legs ringing; more (a conference, a queue, a transfer) need no new field.
+    legs: Slab<Leg>,
     /// The best final response of the forks that failed so far (RFC 3261 §16.7).
     pub best_status: Option<u16>,
     /// The inbound INVITE (none for an IAX2 caller) and its server transaction, until a final
@@ -168,7 +192,7 @@ pub struct Call {
 impl Call {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        inbound: Leg,
+        mut caller: Leg,
         invite: Option<Message>,
         invite_tx: Option<ServerTxId>,
         program: Route,
@@ -177,10 +201,11 @@ impl Call {
         now: Instant,
         session_interval: Option<u32>,
     ) -> Call {
+        caller.role = Role::Caller;
+        let mut legs = Slab::with_capacity(2);
+        legs.insert(caller);
         Call {
-            inbound,
-            outbound: None,
-            forks: Vec::new(),
+            legs,
             best_status: None,
             invite,
             invite_tx,
@@ -201,12 +226,123 @@ impl Call {
         }
     }
 
-    pub fn leg_mut(&mut self, outbound: bool) -> Option<&mut Leg> {
-        if outbound {
-            self.outbound.as_mut()
-        } else {
-            Some(&mut self.inbound)
+    /// The caller's leg, first of the call's legs and there as long as the call.
+    pub const CALLER: LegIdx = LegIdx(0);
+
+    pub fn caller(&self) -> &Leg {
+        &self.legs[Self::CALLER.0]
+    }
+
+    pub fn caller_mut(&mut self) -> &mut Leg {
+        &mut self.legs[Self::CALLER.0]
+    }
+
+    /// The callee's leg (`Role::Callee`), if any.
+    pub fn callee_idx(&self) -> Option<LegIdx> {
+        self.legs
+            .iter()
+            .find(|(_, l)| l.role == Role::Callee)
+            .map(|(i, _)| LegIdx(i))
+    }
+
+    pub fn callee(&self) -> Option<&Leg> {
+        self.leg(self.callee_idx()?)
+    }
+
+    pub fn callee_mut(&mut self) -> Option<&mut Leg> {
+        let i = self.callee_idx()?;
+        self.leg_mut(i)
+    }
+
+    /// The other callees still ringing (`Role::Ringing`).
+    pub fn ringing(&self) -> impl Iterator<Item = (LegIdx, &Leg)> {
+        self.legs
+            .iter()
+            .filter(|(_, l)| l.role == Role::Ringing)
+            .map(|(i, l)| (LegIdx(i), l))
+    }
+
+    pub fn legs(&self) -> impl Iterator<Item = (LegIdx, &Leg)> {
+        self.legs.iter().map(|(i, l)| (LegIdx(i), l))
+    }
+
+    pub fn leg(&self, i: LegIdx) -> Option<&Leg> {
+        self.legs.get(i.0)
+    }
+
+    pub fn leg_mut(&mut self, i: LegIdx) -> Option<&mut Leg> {
+        self.legs.get_mut(i.0)
+    }
+
+    /// Adds a leg in `role` (not a second caller: one with that role is added as ringing).
+    pub fn add_leg(&mut self, mut leg: Leg, role: Role) -> LegIdx {
+        leg.role = match role {
+            Role::Caller => Role::Ringing,
+            r => r,
+        };
+        LegIdx(self.legs.insert(leg))
+    }
+
+    /// Takes a leg out of the call (never the caller's): the caller releases it.
+    pub fn remove_leg(&mut self, i: LegIdx) -> Option<Leg> {
+        if i == Self::CALLER {
+            return None;
         }
+        self.legs.try_remove(i.0)
+    }
+
+    /// Makes `leg` the callee, dropping the callee it replaces (released already, if any).
+    pub fn set_callee(&mut self, leg: Leg) -> LegIdx {
+        if let Some(old) = self.callee_idx() {
+            self.legs.remove(old.0);
+        }
+        self.add_leg(leg, Role::Callee)
+    }
+
+    /// Makes the ringing leg `i` the callee; the callee it replaces rings on. False if `i` is
+    /// not a callee's leg.
+    pub fn select_callee(&mut self, i: LegIdx) -> bool {
+        match self.leg(i).map(|l| l.role) {
+            Some(Role::Callee) => true,
+            Some(Role::Ringing) => {
+                if let Some(old) = self.callee_mut() {
+                    old.role = Role::Ringing;
+                }
+                self.legs[i.0].role = Role::Callee;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The callee rings on as one of the ringing legs while another is dialled. False if there
+    /// is no callee.
+    pub fn demote_callee(&mut self) -> bool {
+        match self.callee_mut() {
+            Some(l) => {
+                l.role = Role::Ringing;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes the callee's leg out of the call; the latest leg still ringing, if any, becomes
+    /// the callee in its place when `next`.
+    pub fn take_callee(&mut self, next: bool) -> Option<Leg> {
+        let old = self.callee_idx().and_then(|i| self.remove_leg(i));
+        if next {
+            if let Some((i, _)) = self.ringing().last() {
+                self.legs[i.0].role = Role::Callee;
+            }
+        }
+        old
+    }
+
+    /// Takes every ringing leg out of the call.
+    pub fn take_ringing(&mut self) -> Vec<Leg> {
+        let ids: Vec<LegIdx> = self.ringing().map(|(i, _)| i).collect();
+        ids.into_iter().filter_map(|i| self.remove_leg(i)).collect()
     }
 
     /// RFC 4028 §10: without a refresh, the session ends a little before the interval runs out.

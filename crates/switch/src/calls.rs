@@ -3,7 +3,7 @@
 //! program can run. The maps change only here, as calls are added and removed and legs are
 //! indexed and forgotten, so keeping them in step with the calls is this file's job alone.
 
-use crate::call::{Call, Leg};
+use crate::call::{Call, Leg, LegRef};
 use crate::dialog::Dialog;
 use rustc_hash::FxHashMap;
 use sip::transaction::{ClientTxId, ServerTxId};
@@ -16,14 +16,14 @@ use std::time::Instant;
 #[derive(Default)]
 pub(crate) struct Calls {
     calls: Slab<Call>,
-    /// Call-ID → (call, outbound leg?), for the SIP legs.
-    by_call_id: FxHashMap<String, (usize, bool)>,
+    /// Call-ID → its leg, for the SIP legs.
+    by_call_id: FxHashMap<String, LegRef>,
     /// The caller's INVITE transaction → its call.
     server_txs: FxHashMap<ServerTxId, usize>,
-    /// Outbound INVITE transactions (every ringing leg, forks too) → their call.
-    client_txs: FxHashMap<ClientTxId, usize>,
-    /// Media leg index → (call, outbound leg?).
-    by_media: FxHashMap<usize, (usize, bool)>,
+    /// Outbound INVITE transactions (every ringing leg, forks too) → their leg.
+    client_txs: FxHashMap<ClientTxId, LegRef>,
+    /// Media leg index → its call's leg.
+    by_media: FxHashMap<usize, LegRef>,
     /// (when, call, generation): a timer fires only if it carries the call's current generation,
     /// so a slot reused by a new call never gets the old call's timers.
     timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
@@ -36,16 +36,20 @@ pub(crate) struct Calls {
 }
 
 impl Calls {
-    /// Adds a call with its inbound leg: found from then on by its Call-ID (a SIP caller's) and
+    /// Adds a call with its caller's leg: found from then on by its Call-ID (a SIP caller's) and
     /// its INVITE's server transaction. The call gets a new timer generation.
     pub(crate) fn add(&mut self, mut call: Call) -> usize {
         self.next_gen += 1;
         call.timer_gen = self.next_gen;
-        let sip = call.inbound.dialog().map(|d| d.call_id.clone());
+        let sip = call.caller().dialog().map(|d| d.call_id.clone());
         let stx = call.invite_tx;
         let id = self.calls.insert(call);
         if let Some(call_id) = sip {
-            self.by_call_id.insert(call_id, (id, false));
+            let caller = LegRef {
+                call: id,
+                leg: Call::CALLER,
+            };
+            self.by_call_id.insert(call_id, caller);
         }
         if let Some(stx) = stx {
             self.server_txs.insert(stx, id);
@@ -53,20 +57,20 @@ impl Calls {
         id
     }
 
-    /// Removes a call with the entries of its inbound leg; its outbound legs and forks are the
-    /// caller's to release (`forget_leg`).
+    /// Removes a call with the entries of its caller's leg; its other legs are the caller's to
+    /// release (`forget_leg`).
     pub(crate) fn remove(&mut self, id: usize) -> Option<Call> {
         let c = self.calls.try_remove(id)?;
         // The INVITE's transaction is no longer on the call once answered: find it by value.
         self.server_txs.retain(|_, v| *v != id);
-        self.by_call_id.remove(c.inbound.call_id());
-        if let Some(m) = c.inbound.media {
+        self.by_call_id.remove(c.caller().call_id());
+        if let Some(m) = c.caller().media {
             self.by_media.remove(&m.index());
         }
         Some(c)
     }
 
-    /// Forgets an outbound leg being released: its Call-ID, media leg and pending INVITE.
+    /// Forgets a leg being released: its Call-ID, media leg and pending INVITE.
     pub(crate) fn forget_leg(&mut self, leg: &Leg) {
         self.by_call_id.remove(leg.call_id());
         if let Some(m) = leg.media {
@@ -77,23 +81,23 @@ impl Calls {
         }
     }
 
-    /// An outbound (or fork) leg's Call-ID, under which the callee's requests arrive.
-    pub(crate) fn index_call_id(&mut self, call_id: String, call: usize) {
-        self.by_call_id.insert(call_id, (call, true));
+    /// A leg's Call-ID (a callee's, a fork's), under which its far end's requests arrive.
+    pub(crate) fn index_call_id(&mut self, call_id: String, leg: LegRef) {
+        self.by_call_id.insert(call_id, leg);
     }
 
-    /// The INVITE sent on an outbound leg of `call`.
-    pub(crate) fn index_invite(&mut self, ctx: ClientTxId, call: usize) {
-        self.client_txs.insert(ctx, call);
+    /// The INVITE sent on a leg.
+    pub(crate) fn index_invite(&mut self, ctx: ClientTxId, leg: LegRef) {
+        self.client_txs.insert(ctx, leg);
     }
 
-    /// A media leg created for a leg of `call`.
-    pub(crate) fn bind_media(&mut self, m: media::LegId, call: usize, outbound: bool) {
-        self.by_media.insert(m.index(), (call, outbound));
+    /// A media leg created for a leg of a call.
+    pub(crate) fn bind_media(&mut self, m: media::LegId, leg: LegRef) {
+        self.by_media.insert(m.index(), leg);
     }
 
-    /// The call and leg (outbound?) a Call-ID names.
-    pub(crate) fn leg_by_call_id(&self, call_id: &str) -> Option<(usize, bool)> {
+    /// The leg a Call-ID names.
+    pub(crate) fn leg_by_call_id(&self, call_id: &str) -> Option<LegRef> {
         self.by_call_id.get(call_id).copied()
     }
 
@@ -102,17 +106,17 @@ impl Calls {
         self.server_txs.get(&stx).copied()
     }
 
-    /// The call whose outbound INVITE is `ctx`; with `done`, forgotten (it got its final
+    /// The leg whose outbound INVITE is `ctx`; with `done`, forgotten (it got its final
     /// response or timed out).
-    pub(crate) fn call_by_client_tx(&mut self, ctx: ClientTxId, done: bool) -> Option<usize> {
+    pub(crate) fn leg_by_client_tx(&mut self, ctx: ClientTxId, done: bool) -> Option<LegRef> {
         match done {
             true => self.client_txs.remove(&ctx),
             false => self.client_txs.get(&ctx).copied(),
         }
     }
 
-    /// The call and leg (outbound?) of a media leg.
-    pub(crate) fn leg_by_media(&self, leg: usize) -> Option<(usize, bool)> {
+    /// The call's leg of a media leg.
+    pub(crate) fn leg_by_media(&self, leg: usize) -> Option<LegRef> {
         self.by_media.get(&leg).copied()
     }
 
@@ -197,5 +201,129 @@ impl Index<usize> for Calls {
 impl IndexMut<usize> for Calls {
     fn index_mut(&mut self, id: usize) -> &mut Call {
         &mut self.calls[id]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Calls;
+    use crate::call::{Call, Leg, LegRef, Role, Signal};
+    use crate::cdr::Cdr;
+    use crate::config::Config;
+    use crate::dialog::Dialog;
+    use crate::dialplan::Vars;
+    use sdp::LocalSession;
+    use sip::transaction::{Peer, Transport};
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    use std::time::Instant;
+
+    fn sip_leg(call_id: &str) -> Leg {
+        let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), 5060);
+        let dialog = Dialog {
+            call_id: call_id.to_string(),
+            local_tag: "l".into(),
+            remote_tag: "r".into(),
+            local_uri: "<sip:a@example.com>".into(),
+            remote_uri: "<sip:b@example.com>".into(),
+            remote_target: "sip:b@192.0.2.1".into(),
+            route_set: Vec::new(),
+            local_cseq: 1,
+            remote_cseq: 1,
+            peer: Peer {
+                transport: Transport::Udp,
+                addr,
+            },
+            local_contact: "<sip:strowger@192.0.2.2>".into(),
+            max_forwards: 70,
+        };
+        let sdp = LocalSession::new(1, IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)));
+        Leg::new(Signal::Sip(dialog), sdp, None, None)
+    }
+
+    fn call(caller: Leg) -> Call {
+        let rules = "[[dialplan.contexts.default.rules]]\nexten = \"9196\"\nsteps = [\"echo\"]\n";
+        let plan = match Config::from_str(rules, "t.toml") {
+            Ok(c) => c.dialplan,
+            Err(_) => panic!("test dialplan"),
+        };
+        let vars = Vars::new();
+        let route = plan.route(plan.default_context(), "9196", &vars);
+        let route = route.expect("a route for 9196");
+        Call::new(
+            caller,
+            None,
+            None,
+            route,
+            vars,
+            Cdr::default(),
+            Instant::now(),
+            None,
+        )
+    }
+
+    /// A call holding three legs (say a consultation call during an attended transfer): each
+    /// is found by its Call-ID and media leg, a leg without media is fine, and a released leg
+    /// is forgotten while the others stay.
+    #[test]
+    fn a_call_with_three_legs() {
+        let mut calls = Calls::default();
+        let id = calls.add(call(sip_leg("caller@x")));
+        let caller = LegRef {
+            call: id,
+            leg: Call::CALLER,
+        };
+        assert_eq!(calls.leg_by_call_id("caller@x"), Some(caller));
+
+        let callee = calls[id].set_callee(sip_leg("callee@x"));
+        let callee = LegRef {
+            call: id,
+            leg: callee,
+        };
+        calls.index_call_id("callee@x".into(), callee);
+        let third = calls[id].add_leg(sip_leg("third@x"), Role::Ringing);
+        let third = LegRef {
+            call: id,
+            leg: third,
+        };
+        calls.index_call_id("third@x".into(), third);
+        assert_eq!(calls[id].legs().count(), 3);
+
+        // Media for the caller and the third leg; the callee has none (a parked leg, say).
+        let (m_caller, m_third) = (media::LegId::from_index(7), media::LegId::from_index(9));
+        calls[id].caller_mut().media = Some(m_caller);
+        calls.bind_media(m_caller, caller);
+        if let Some(l) = calls[id].leg_mut(third.leg) {
+            l.media = Some(m_third);
+        }
+        calls.bind_media(m_third, third);
+
+        assert_eq!(calls.leg_by_call_id("callee@x"), Some(callee));
+        assert_eq!(calls.leg_by_call_id("third@x"), Some(third));
+        assert_eq!(calls.leg_by_media(7), Some(caller));
+        assert_eq!(calls.leg_by_media(9), Some(third));
+        assert_ne!(callee.leg, third.leg);
+        let c = &calls[id];
+        assert_eq!(c.caller().call_id(), "caller@x");
+        assert_eq!(c.callee().map(Leg::call_id), Some("callee@x"));
+        assert!(c.callee().is_some_and(|l| l.media.is_none()));
+        let ringing: Vec<_> = c.ringing().map(|(_, l)| l.call_id()).collect();
+        assert_eq!(ringing, ["third@x"]);
+
+        // The third leg is released: forgotten by the maps, the other two stay.
+        let leg = calls[id].remove_leg(third.leg).expect("the third leg");
+        calls.forget_leg(&leg);
+        assert_eq!(calls.leg_by_call_id("third@x"), None);
+        assert_eq!(calls.leg_by_media(9), None);
+        assert_eq!(calls.leg_by_call_id("callee@x"), Some(callee));
+        assert_eq!(calls.leg_by_media(7), Some(caller));
+        assert!(calls[id].leg(third.leg).is_none());
+        assert_eq!(calls[id].legs().count(), 2);
+        assert_eq!(calls[id].ringing().count(), 0);
+        // The caller's leg is never removed on its own; removing the call forgets it.
+        assert!(calls[id].remove_leg(Call::CALLER).is_none());
+        let c = calls.remove(id).expect("the call");
+        assert_eq!(c.callee().map(Leg::call_id), Some("callee@x"));
+        assert_eq!(calls.leg_by_call_id("caller@x"), None);
+        assert_eq!(calls.leg_by_media(7), None);
     }
 }

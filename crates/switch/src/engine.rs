@@ -1,12 +1,12 @@
 //! The call engine of one worker: SIP transactions, calls and their legs, the dialplan
 //! interpreter and the media engine, driven by messages, media ticks and time (sans-IO).
 //!
-//! A call has an inbound leg (strowger is its UAS) and at most one outbound leg (strowger is its
-//! UAC, for `bridge`) once answered; while ringing a user with several contacts, one outbound leg
-//! per contact (forks, bridge.rs). Every input ends in `Engine::process`, which runs the call's dialplan
+//! A call holds its legs, each with its role (call.rs): the caller's (strowger is its UAS) and at
+//! most one callee's (strowger is its UAC, for `bridge`) once answered; while ringing a user with
+//! several contacts, one leg per contact (forks, bridge.rs). Every input ends in `Engine::process`, which runs the call's dialplan
 //! steps until one has to wait (for playback, a timer, DTMF, the callee or the caller).
 
-use crate::call::{Call, Leg, Signal, Wait};
+use crate::call::{Call, Leg, LegIdx, Signal, Wait};
 use crate::calls::Calls;
 use crate::cdr::{unix_seconds, Cdr};
 use crate::dialog::Dialog;
@@ -476,9 +476,9 @@ impl Engine {
             (
                 Method::Bye | Method::Invite | Method::Update | Method::Info | Method::Options,
                 Some(_),
-                Some((call, outbound)),
+                Some(at),
             ) => {
-                self.in_dialog(stx, msg, peer, call, outbound, now);
+                self.in_dialog(stx, msg, peer, at.call, at.leg, now);
             }
             (
                 Method::Bye | Method::Invite | Method::Update | Method::Info | Method::Options,
@@ -717,14 +717,14 @@ impl Engine {
         msg: Message,
         peer: Peer,
         call: usize,
-        outbound: bool,
+        at: LegIdx,
         now: Instant,
     ) {
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        let Some(dialog) = c.leg_mut(outbound).and_then(Leg::dialog_mut) else {
+        let Some(dialog) = c.leg_mut(at).and_then(Leg::dialog_mut) else {
             return;
         };
         if !dialog.accept_remote_cseq(&msg) {
@@ -744,6 +744,7 @@ impl Engine {
         match method {
             Method::Bye => {
                 self.respond(stx, &msg, peer, 200, "OK", None, &[], None, now);
+                let outbound = at != Call::CALLER;
                 let side = if outbound { "callee" } else { "caller" };
                 let cause = msg
                     .header(HeaderName::Reason)
@@ -753,7 +754,7 @@ impl Engine {
                     .unwrap_or(16);
                 self.hangup(call, cause, side, Some(outbound), now);
             }
-            Method::Invite | Method::Update => self.reoffer(stx, msg, peer, call, outbound, now),
+            Method::Invite | Method::Update => self.reoffer(stx, msg, peer, call, at, now),
             _ => self.respond(
                 stx,
                 &msg,
@@ -777,15 +778,12 @@ impl Engine {
         msg: Message,
         peer: Peer,
         call: usize,
-        outbound: bool,
+        at: LegIdx,
         now: Instant,
     ) {
         let caps = self.s.caps.clone();
         let se = self.session_timer(&msg).ok().flatten();
-        let Some(leg) = self.calls.get(call).and_then(|c| match outbound {
-            true => c.outbound.as_ref(),
-            false => Some(&c.inbound),
-        }) else {
+        let Some(leg) = self.calls.get(call).and_then(|c| c.leg(at)) else {
             return;
         };
         // RFC 3311 §5.2: a new offer while the caller's last one waits for our answer (an early
@@ -797,7 +795,7 @@ impl Engine {
             return self.respond(stx, &msg, peer, 500, reason, None, &extra, None, now);
         }
         // An early dialog's first offer: the leg needs its RTP port for the answer.
-        if leg.media.is_none() && leg.iax().is_none() && !self.ensure_media(call, outbound, now) {
+        if leg.media.is_none() && leg.iax().is_none() && !self.ensure_media(call, at, now) {
             let extra = self.retry_after();
             let reason = "Service Unavailable";
             return self.respond(stx, &msg, peer, 503, reason, None, &extra, None, now);
@@ -805,7 +803,7 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        let Some(leg) = c.leg_mut(outbound) else {
+        let Some(leg) = c.leg_mut(at) else {
             return;
         };
         let Some(contact) = leg.dialog().map(|d| d.local_contact.clone()) else {
@@ -917,31 +915,25 @@ impl Engine {
     }
 
     /// Media settings of a leg from what its SDP negotiated (or a silent leg until it does).
-    pub(crate) fn leg_config(&self, call: usize, outbound: bool) -> media::LegConfig {
+    pub(crate) fn leg_config(&self, call: usize, at: LegIdx) -> media::LegConfig {
         let neg = self
             .calls
             .get(call)
-            .and_then(|c| {
-                if outbound {
-                    c.outbound.as_ref()
-                } else {
-                    Some(&c.inbound)
-                }
-            })
+            .and_then(|c| c.leg(at))
             .and_then(|l| l.negotiated.as_ref());
         leg_config(neg, &self.s)
     }
 
     fn on_ack(&mut self, msg: &Message) {
         let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
-        let Some((call, outbound)) = self.calls.leg_by_call_id(call_id) else {
+        let Some(at) = self.calls.leg_by_call_id(call_id) else {
             return;
         };
         let symmetric = self.s.symmetric_rtp;
-        let Some(c) = self.calls.get_mut(call) else {
+        let Some(c) = self.calls.get_mut(at.call) else {
             return;
         };
-        let Some(leg) = c.leg_mut(outbound) else {
+        let Some(leg) = c.leg_mut(at.leg) else {
             return;
         };
         if msg.body().is_empty() {
@@ -1015,21 +1007,21 @@ impl Engine {
                 let leg = msg
                     .header(HeaderName::CallId)
                     .and_then(|id| self.calls.leg_by_call_id(id))
-                    .filter(|(_, outbound)| *outbound)
-                    .and_then(|(call, _)| self.calls.get(call)?.outbound.as_ref());
+                    .filter(|at| at.leg != Call::CALLER)
+                    .and_then(|at| self.calls.get(at.call)?.leg(at.leg));
                 if let Some(ack) = leg.and_then(|l| l.ack.clone()) {
                     self.out.push_back(ack);
                 }
             }
             return;
         }
-        let Some(call) = self.calls.call_by_client_tx(ctx, status >= 200) else {
+        let Some(at) = self.calls.leg_by_client_tx(ctx, status >= 200) else {
             return;
         };
-        if !self.select_fork(call, ctx) {
+        if !self.select_fork(at, ctx) {
             return;
         }
-        self.bridge_response(call, &msg, status, now);
+        self.bridge_response(at.call, &msg, status, now);
     }
 
     // ---------------------------------------------------------------------------------------
@@ -1098,7 +1090,7 @@ impl Engine {
             | E::MediaTimeout { leg }
             | E::RemoteLatched { leg, .. } => leg.index(),
         };
-        let Some((call, _outbound)) = self.calls.leg_by_media(leg) else {
+        let Some(call) = self.calls.leg_by_media(leg).map(|at| at.call) else {
             return;
         };
         let Some(c) = self.calls.get_mut(call) else {
@@ -1134,9 +1126,9 @@ impl Engine {
                     self.proxy_forget(ctx);
                 }
                 TxEvent::Timeout(ctx) => {
-                    if let Some(call) = self.calls.call_by_client_tx(ctx, true) {
-                        if self.select_fork(call, ctx) {
-                            self.leg_failed(call, 408, now);
+                    if let Some(at) = self.calls.leg_by_client_tx(ctx, true) {
+                        if self.select_fork(at, ctx) {
+                            self.leg_failed(at.call, 408, now);
                         }
                     }
                 }
@@ -1146,8 +1138,8 @@ impl Engine {
                     }
                 }
                 TxEvent::AckTimeout { call_id, .. } => {
-                    if let Some((call, outbound)) = self.calls.leg_by_call_id(&call_id) {
-                        self.hangup(call, 102, "switch", Some(outbound).filter(|_| false), now);
+                    if let Some(at) = self.calls.leg_by_call_id(&call_id) {
+                        self.hangup(at.call, 102, "switch", None, now);
                     }
                 }
                 _ => {}

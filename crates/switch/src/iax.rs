@@ -562,16 +562,16 @@ impl Engine {
                 let (c, true) = self.iax_call(call)? else {
                     return None;
                 };
-                let losers = std::mem::take(&mut self.calls.get_mut(c)?.forks);
+                let losers = self.calls.get_mut(c)?.take_ringing();
                 for mut leg in losers {
                     self.release_outbound(&mut leg, 26, true, now);
                 }
-                self.calls[c].outbound.as_mut()?.confirmed = true;
+                self.calls[c].callee_mut()?.confirmed = true;
                 if !self.answer(c, now) {
                     return None;
                 }
                 let cl = &self.calls[c];
-                if let (Some(a), Some(b)) = (cl.inbound.media, cl.outbound.as_ref()?.media) {
+                if let (Some(a), Some(b)) = (cl.caller().media, cl.callee()?.media) {
                     self.media.bridge(a, b);
                 }
                 self.calls[c].wait = Wait::Forever;
@@ -618,7 +618,10 @@ impl Engine {
                 let cl = self.calls.get_mut(c)?;
                 let answered = cl.answered;
                 // The IAX2 call is over: its leg must not send HANGUP for it again.
-                let leg = cl.leg_mut(outbound)?;
+                let leg = match outbound {
+                    true => cl.callee_mut()?,
+                    false => cl.caller_mut(),
+                };
                 leg.take_iax();
                 let confirmed = leg.confirmed;
                 if outbound && !(answered && confirmed) {
@@ -780,7 +783,7 @@ impl Engine {
             };
             iax.calls.insert(call, c);
         }
-        if !self.ensure_media(id, false, now) {
+        if !self.ensure_media(id, Call::CALLER, now) {
             self.hangup(id, 34, "switch", None, now);
             return;
         }
@@ -854,8 +857,8 @@ impl Engine {
         iax.calls.insert(id, c);
         let call_id = format!("iax2-{:016x}@strowger", self.rng.u64(..));
         let leg = self.iax_leg(call_id, addr, id);
-        self.calls[call].outbound = Some(leg);
-        if !self.ensure_media(call, true, now) {
+        let leg = self.calls[call].set_callee(leg);
+        if !self.ensure_media(call, leg, now) {
             return self.bridge_failed(call, 503, now);
         }
         self.iax_set_format(call, true, format);
@@ -912,9 +915,9 @@ impl Engine {
         };
         let Some(leg) = self.calls.get(call).and_then(|c| {
             if outbound {
-                c.outbound.as_ref()
+                c.callee()
             } else {
-                Some(&c.inbound)
+                Some(c.caller())
             }
         }) else {
             return;
@@ -969,7 +972,7 @@ impl Engine {
         if c.answered {
             return true;
         }
-        let (Some(iax), Some(id)) = (self.iax.as_mut(), c.inbound.iax()) else {
+        let (Some(iax), Some(id)) = (self.iax.as_mut(), c.caller().iax()) else {
             return false;
         };
         if iax.ep.answer(id, now).is_err() {
@@ -978,7 +981,7 @@ impl Engine {
         c.answered = true;
         c.answered_at = Some(now);
         c.cdr.answer = Some(unix_seconds(self.clock.wall_at(now)));
-        c.inbound.confirmed = true;
+        c.caller_mut().confirmed = true;
         true
     }
 
@@ -991,7 +994,7 @@ impl Engine {
             return;
         }
         c.early_media |= early;
-        if let (Some(iax), Some(id)) = (self.iax.as_mut(), c.inbound.iax()) {
+        if let (Some(iax), Some(id)) = (self.iax.as_mut(), c.caller().iax()) {
             let _ = iax.ep.ringing(id, now);
         }
     }

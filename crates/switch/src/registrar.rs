@@ -555,7 +555,7 @@ impl Engine {
                 let live = self
                     .calls
                     .get(call)
-                    .is_some_and(|c| c.timer_gen == gen && c.outbound.is_none());
+                    .is_some_and(|c| c.timer_gen == gen && c.callee().is_none());
                 if !live {
                     return;
                 }
@@ -962,10 +962,9 @@ impl Engine {
                 let Some(c) = self.calls.get_mut(call) else {
                     return;
                 };
-                let Some(prev) = c.outbound.take() else {
+                if !c.demote_callee() {
                     return;
-                };
-                c.forks.push(prev);
+                }
             }
             self.bridge_to(call, &b.contact, peer, route_set, timeout, now);
         }
