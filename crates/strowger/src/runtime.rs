@@ -4,7 +4,7 @@ use crate::host::Host;
 use crate::rtp_io::MediaSockets;
 use crate::worker::{self, Counters, Crew, Mailboxes, Sockets, Worker};
 use mio::{Poll, Token, Waker};
-use sip::transaction::{Timers, Transport};
+use sip::transaction::Transport;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -128,7 +128,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let priority = cfg.general.realtime_priority;
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
-        let settings = settings(
+        let settings = Settings::new(
             &cfg,
             &listen,
             media_ip,
@@ -233,44 +233,6 @@ pub fn run(cfg: Config) -> Result<(), String> {
         counters.dropped_unparseable.load(Ordering::Relaxed)
     );
     Ok(())
-}
-
-/// Worker `id`'s engine settings: the configuration's, with what the workers share (the call
-/// slots, the registrar) and the addresses strowger listens and sends media on.
-pub fn settings(
-    cfg: &Config,
-    listen: &[(Transport, SocketAddr)],
-    media_ip: IpAddr,
-    slots: Arc<switch::CallSlots>,
-    registrar: switch::registrar::Registrar,
-    id: usize,
-    workers: usize,
-) -> Settings {
-    Settings {
-        timers: Timers {
-            t1: cfg.sip.t1,
-            t2: cfg.sip.t2,
-            t4: cfg.sip.t4,
-        },
-        slots,
-        retry_after_s: cfg.general.retry_after_s,
-        accept_require: cfg.sip.accept_require.clone(),
-        user_agent: cfg.sip.user_agent.clone(),
-        media_timeout: cfg.rtp.media_timeout,
-        caps: cfg.rtp.caps(),
-        symmetric_rtp: cfg.rtp.symmetric,
-        session_expires: cfg.sip.session_expires,
-        min_se: cfg.sip.min_se,
-        media_ip,
-        default_context: cfg.dialplan.default_context().to_string(),
-        listen: listen.to_vec(),
-        data_dir: cfg.general.data_dir.display().to_string(),
-        worker: id,
-        workers,
-        registrar,
-        proxy: cfg.proxy.clone(),
-        shared_ports: cfg.rtp.shared_ports,
-    }
 }
 
 /// A non-blocking IAX2 socket. The IAX2 port carries every call's media: 1,000 calls are 50,000

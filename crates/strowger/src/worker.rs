@@ -1019,7 +1019,7 @@ mod tests {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let listen = [(Transport::Udp, addr)];
         let data = std::env::temp_dir().join(format!("strowger-worker-{}", std::process::id()));
-        let settings = crate::runtime::settings(
+        let settings = switch::Settings::new(
             &cfg,
             &listen,
             addr.ip(),

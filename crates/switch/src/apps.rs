@@ -82,11 +82,21 @@ impl Engine {
         });
     }
 
-    /// The call of a file answer, if it still waits for it.
-    fn file_waiter(&mut self, call: usize, gen: u64) -> Option<&mut crate::call::Call> {
-        self.calls
-            .get_mut(call)
-            .filter(|c| c.timer_gen == gen && c.wait == Wait::File)
+    /// The request `token` answers, if its call still waits for it (it waits no more), with the
+    /// call's Call-ID.
+    fn file_answer(&mut self, token: u64) -> Option<(FileWait, String)> {
+        let wait = self.files.waiting.remove(&token)?;
+        let (call, gen) = match &wait {
+            FileWait::Prompt { call, gen, .. } | FileWait::Recording { call, gen, .. } => {
+                (*call, *gen)
+            }
+        };
+        let c = self.calls.get_mut(call)?;
+        if c.timer_gen != gen || c.wait != Wait::File {
+            return None;
+        }
+        c.wait = Wait::None;
+        Some((wait, c.caller().call_id().to_string()))
     }
 
     pub(crate) fn on_prompt(
@@ -95,21 +105,19 @@ impl Engine {
         result: Result<Arc<media::Prompt>, String>,
         now: Instant,
     ) {
-        let Some(FileWait::Prompt {
-            call,
-            gen,
-            file,
-            looped,
-            cache,
-        }) = self.files.waiting.remove(&token)
+        let Some((
+            FileWait::Prompt {
+                call,
+                file,
+                looped,
+                cache,
+                ..
+            },
+            call_id,
+        )) = self.file_answer(token)
         else {
             return;
         };
-        let Some(c) = self.file_waiter(call, gen) else {
-            return;
-        };
-        c.wait = Wait::None;
-        let call_id = c.caller().call_id().to_string();
         match result {
             Ok(prompt) => {
                 if !file.contains(call_id.as_str()) {
@@ -133,21 +141,17 @@ impl Engine {
         result: Result<Box<dyn media::RecordSink>, String>,
         now: Instant,
     ) {
-        let Some(FileWait::Recording {
-            call,
-            gen,
-            file,
-            max,
-        }) = self.files.waiting.remove(&token)
+        let Some((
+            FileWait::Recording {
+                call, file, max, ..
+            },
+            call_id,
+        )) = self.file_answer(token)
         else {
             return;
         };
-        let Some(c) = self.file_waiter(call, gen) else {
-            return;
-        };
-        c.wait = Wait::None;
-        let call_id = c.caller().call_id().to_string();
-        let started = match (result, c.caller().media) {
+        let media = self.calls[call].caller().media;
+        let started = match (result, media) {
             (Ok(sink), Some(m)) => self.media.record(m, sink).map_err(|e| e.to_string()),
             (Ok(_), None) => Ok(()),
             (Err(e), _) => Err(format!("{e} (check general.data_dir is writable)")),

@@ -100,6 +100,46 @@ pub struct Settings {
     pub shared_ports: bool,
 }
 
+impl Settings {
+    /// Worker `worker`'s settings: the configuration's, with what the workers share (the call
+    /// slots, the registrar) and the addresses strowger listens and sends media on.
+    pub fn new(
+        cfg: &crate::config::Config,
+        listen: &[(Transport, SocketAddr)],
+        media_ip: IpAddr,
+        slots: Arc<crate::CallSlots>,
+        registrar: crate::registrar::Registrar,
+        worker: usize,
+        workers: usize,
+    ) -> Settings {
+        Settings {
+            timers: Timers {
+                t1: cfg.sip.t1,
+                t2: cfg.sip.t2,
+                t4: cfg.sip.t4,
+            },
+            slots,
+            retry_after_s: cfg.general.retry_after_s,
+            accept_require: cfg.sip.accept_require.clone(),
+            user_agent: cfg.sip.user_agent.clone(),
+            media_timeout: cfg.rtp.media_timeout,
+            caps: cfg.rtp.caps(),
+            symmetric_rtp: cfg.rtp.symmetric,
+            session_expires: cfg.sip.session_expires,
+            min_se: cfg.sip.min_se,
+            media_ip,
+            default_context: cfg.dialplan.default_context().to_string(),
+            listen: listen.to_vec(),
+            data_dir: cfg.general.data_dir.display().to_string(),
+            worker,
+            workers,
+            registrar,
+            proxy: cfg.proxy.clone(),
+            shared_ports: cfg.rtp.shared_ports,
+        }
+    }
+}
+
 /// Counters a worker keeps (for logs, the API and tests).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Stats {

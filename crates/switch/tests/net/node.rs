@@ -143,31 +143,11 @@ impl Node {
     ) -> Node {
         let cfg = &shared.cfg;
         let media_ip = addrs[0].ip();
-        let s = Settings {
-            timers: Timers {
-                t1: cfg.sip.t1,
-                t2: cfg.sip.t2,
-                t4: cfg.sip.t4,
-            },
-            slots: shared.slots.clone(),
-            user_agent: cfg.sip.user_agent.clone(),
-            media_timeout: cfg.rtp.media_timeout,
-            caps: cfg.rtp.caps(),
-            symmetric_rtp: cfg.rtp.symmetric,
-            session_expires: cfg.sip.session_expires,
-            min_se: cfg.sip.min_se,
-            accept_require: cfg.sip.accept_require.clone(),
-            retry_after_s: cfg.general.retry_after_s,
-            media_ip,
-            default_context: cfg.dialplan.default_context().to_string(),
-            listen: addrs.iter().map(|a| (Transport::Udp, *a)).collect(),
-            data_dir: std::env::temp_dir().display().to_string(),
-            worker,
-            workers,
-            registrar: shared.registrar.clone(),
-            proxy: cfg.proxy.clone(),
-            shared_ports: cfg.rtp.shared_ports,
-        };
+        let listen: Vec<_> = addrs.iter().map(|a| (Transport::Udp, *a)).collect();
+        let slots = shared.slots.clone();
+        let registrar = shared.registrar.clone();
+        let mut s = Settings::new(cfg, &listen, media_ip, slots, registrar, worker, workers);
+        s.data_dir = std::env::temp_dir().display().to_string();
         let start = Instant::now();
         let engine = Engine::new(
             s,
