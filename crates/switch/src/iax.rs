@@ -333,6 +333,15 @@ impl Iax {
         self.shared.cfg.peer(name)
     }
 
+    /// Where the media engine's output goes while IAX2 is on (see [`Output`]).
+    pub(crate) fn output<'a>(
+        &'a mut self,
+        now: Instant,
+        tx: &'a mut dyn FnMut(media::Transmit<'_>),
+    ) -> Output<'a> {
+        Output { iax: self, now, tx }
+    }
+
     /// Sends what the media engine emits on an IAX2 leg as IAX2 voice or DTMF; anything else
     /// goes to `tx` (RTP sockets). RTCP of IAX2 legs is dropped: IAX2 has its own LAGRQ.
     pub(crate) fn route(
@@ -380,6 +389,22 @@ impl Iax {
             .ep
             .send_voice_step(m.call, m.format, pkt.payload(), step, now);
     }
+}
+
+/// The media engine's output on a worker with IAX2: what it sends on IAX2 legs goes out as IAX2
+/// voice and DTMF, the rest to `tx` (the RTP sockets).
+pub(crate) struct Output<'a> {
+    iax: &'a mut Iax,
+    now: Instant,
+    tx: &'a mut dyn FnMut(media::Transmit<'_>),
+}
+
+impl media::Output for Output<'_> {
+    fn transmit(&mut self, t: media::Transmit<'_>) {
+        self.iax.route(t, self.now, self.tx)
+    }
+
+    fn frame(&mut self, _: media::FrameOut<'_>) {}
 }
 
 impl Engine {
@@ -1041,9 +1066,8 @@ impl Engine {
             return;
         }
         let peer = m.peer;
-        media.on_rtp(leg, &buf[..HEADER_LEN + body_len], peer, now, &mut |t| {
-            iax.route(t, now, tx)
-        });
+        let data = &buf[..HEADER_LEN + body_len];
+        media.on_rtp(leg, data, peer, now, &mut iax.output(now, tx));
     }
 
     /// DTMF_BEGIN / DTMF_END become an RFC 4733 event (start, then end) on the media leg, so
