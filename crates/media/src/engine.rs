@@ -225,7 +225,8 @@ impl Engine {
         LegId(self.legs.insert(leg))
     }
 
-    /// Applies a re-INVITE's result: codec, addresses, hold direction.
+    /// Applies a re-INVITE's result: codec, addresses, hold direction (of an RTP leg; a frame
+    /// leg changes codec with [`Engine::set_format`]).
     pub fn update_leg(&mut self, id: LegId, update: LegUpdate) {
         let Some(leg) = self.legs.get_mut(id.0) else {
             return;

@@ -75,7 +75,8 @@ pub struct LegStats {
     pub remote_packets_lost: Option<i32>,
     /// Ticks that had to emit more than one frame to catch up.
     pub late_ticks: u64,
-    /// RTP/RTCP datagrams that failed to parse or came from a foreign address.
+    /// RTP/RTCP datagrams that failed to parse or came from a foreign address (or were handed to
+    /// a frame leg), and frames handed to an RTP leg.
     pub rejected: u64,
 }
 

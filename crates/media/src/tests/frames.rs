@@ -410,3 +410,37 @@ fn a_frame_leg_plays_prompts_as_frames_and_sends_no_rtcp() {
     assert_eq!(e.stats(f).unwrap().rejected, 1);
     assert_eq!(e.stats(r).unwrap().rejected, 1);
 }
+
+#[test]
+fn a_frame_legs_recording_fills_gaps_by_the_frames_timestamps() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(27);
+    let f = e.add_frame_leg(Format::Pcma, None, t0);
+    let sink = Shared::default();
+    e.record(f, Box::new(sink.clone())).unwrap();
+    // The frame at 40 ms is lost.
+    for (ts, v) in [(0u32, 1000), (20, 2000), (60, 3000)] {
+        let payload = [G711::Pcma.encode_sample(v); 160];
+        frame_in(
+            &mut e,
+            f,
+            Frame::Voice {
+                ts,
+                payload: &payload,
+            },
+            t0,
+        );
+    }
+    assert_eq!(e.silence(f).unwrap().unwrap(), 640);
+    let bytes = sink.0.lock().unwrap().get_ref().clone();
+    let samples: Vec<i16> = hound::WavReader::new(&bytes[..])
+        .unwrap()
+        .samples::<i16>()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        samples[320..480].iter().all(|&s| s == 0),
+        "lost frame became silence"
+    );
+    assert!(samples[480..].iter().all(|&s| s != 0));
+}
