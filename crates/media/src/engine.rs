@@ -12,9 +12,10 @@ use codec::{Format, Translator};
 use rtp::packet::HEADER_LEN;
 use rtp::rtcp::{self, RtcpPacket, SenderInfo};
 use rtp::stats::ReceiveStats;
-use rtp::{RtpPacket, TelephoneEvent};
+use rtp::{RtpHeader, RtpPacket, TelephoneEvent};
 
 use crate::demux::Demux;
+use crate::frames::{DigitIn, Frame, FrameOut, Output, MIN_DIGIT};
 use crate::leg::{Leg, Playout, Source};
 use crate::legs::Legs;
 use crate::recorder::{RecordError, RecordSink, Recorder};
@@ -72,7 +73,7 @@ pub enum MediaEvent {
         digit: char,
         duration_ms: u32,
     },
-    /// No RTP for the leg's `media_timeout` while expecting it.
+    /// No RTP (frames, on a frame leg) for the leg's `media_timeout` while expecting it.
     MediaTimeout { leg: LegId },
     /// RTP now goes to the source address of what the far end sends.
     RemoteLatched { leg: LegId, addr: SocketAddr },
@@ -197,7 +198,35 @@ impl Engine {
         self.legs.get(id.0).map(Leg::stats)
     }
 
-    /// Applies a re-INVITE's result: codec, addresses, hold direction.
+    /// Adds a frame leg: one whose transport carries its frames and digits itself (IAX2), fed
+    /// with [`Engine::on_frame`] and sending [`FrameOut`]s through [`Output::frame`]; no RTP,
+    /// no RTCP, no addresses. It sends a frame per 20 ms (per packet of a coded format).
+    pub fn add_frame_leg(
+        &mut self,
+        format: Format,
+        media_timeout: Option<Duration>,
+        now: Instant,
+    ) -> LegId {
+        let cfg = LegConfig {
+            payload_type: 0,
+            format,
+            dtmf_pt: None,
+            remote: None,
+            remote_rtcp: None,
+            // Latched to no address: a datagram handed to `on_rtp` for it is rejected.
+            symmetric: true,
+            media_timeout,
+            ptime_ms: 20,
+        };
+        let out = OutStream::new(&mut self.rng);
+        let mut leg = Leg::new(cfg, out, now);
+        leg.latched = true;
+        leg.frames = Some(Box::default());
+        LegId(self.legs.insert(leg))
+    }
+
+    /// Applies a re-INVITE's result: codec, addresses, hold direction (of an RTP leg; a frame
+    /// leg changes codec with [`Engine::set_format`]).
     pub fn update_leg(&mut self, id: LegId, update: LegUpdate) {
         let Some(leg) = self.legs.get_mut(id.0) else {
             return;
@@ -206,6 +235,25 @@ impl Engine {
         let was = leg.remote;
         leg.update(update);
         self.demux.moved(id, was, leg.remote);
+        self.format_set(id, changed);
+    }
+
+    /// Changes a leg's codec alone (a frame leg's, whose transport agreed on another).
+    pub fn set_format(&mut self, id: LegId, format: Format) {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        let changed = leg.format != format;
+        leg.set_format(format);
+        self.format_set(id, changed);
+    }
+
+    /// What follows the leg's format: its recording, and when it `changed`, its bridge's
+    /// translators or its prompt's playout.
+    fn format_set(&mut self, id: LegId, changed: bool) {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
         if let Some(rec) = &mut leg.recorder {
             rec.set_format(leg.format);
         }
@@ -360,7 +408,7 @@ impl Engine {
     /// echo) go out through `tx` before this returns.
     pub fn on_rtp<F>(&mut self, id: LegId, data: &[u8], src: SocketAddr, now: Instant, tx: &mut F)
     where
-        F: FnMut(Transmit<'_>) + ?Sized,
+        F: Output + ?Sized,
     {
         let Some(leg) = self.legs.get_mut(id.0) else {
             return;
@@ -447,6 +495,10 @@ impl Engine {
             return;
         };
         let (Some(dst), true) = (out.remote, out.sends) else {
+            // A frame leg has no address: its packets leave as frames.
+            if out.frames.is_some() {
+                rtp_to_frames(peer, out, &pkt, audio, from_law, &mut self.buf[..], now, tx);
+            }
             return;
         };
         let payload = pkt.payload();
@@ -475,7 +527,7 @@ impl Engine {
         };
         let _ = header.write(&mut self.buf[..]);
         out.out.sent(&header, payload.len(), now);
-        tx(Transmit {
+        tx.transmit(Transmit {
             leg: peer,
             rtcp: false,
             dst,
@@ -494,7 +546,7 @@ impl Engine {
         now: Instant,
         tx: &mut F,
     ) where
-        F: FnMut(Transmit<'_>) + ?Sized,
+        F: Output + ?Sized,
     {
         let Some((leg, out)) = self.legs.get2_mut(id.0, peer.0) else {
             return;
@@ -506,18 +558,188 @@ impl Engine {
             return; // a corrupt packet is dropped like a lost one
         }
         while let Some(r) = tr.pull(out.ptime_ms, &mut self.buf[HEADER_LEN..]) {
-            let (Ok(n), Some(dst), true) = (r, out.remote, out.sends) else {
+            let (Ok(n), true) = (r, out.sends) else {
+                continue;
+            };
+            let Some(dst) = out.remote else {
+                if out.frames.is_some() {
+                    let header = out.out.next_frame(out.payload_type, out.frame_units, now);
+                    let body = &self.buf[HEADER_LEN..HEADER_LEN + n];
+                    frame_out(peer, out, &header, body, now, tx);
+                }
                 continue;
             };
             let header = out.out.next_frame(out.payload_type, out.frame_units, now);
             let _ = header.write(&mut self.buf[..]);
             out.out.sent(&header, n, now);
-            tx(Transmit {
+            tx.transmit(Transmit {
                 leg: peer,
                 rtcp: false,
                 dst,
                 pinned: out.pinned(),
                 payload: &self.buf[..HEADER_LEN + n],
+            });
+        }
+    }
+
+    /// A frame arrived on frame leg `id` ([`Engine::add_frame_leg`]): voice in the leg's
+    /// format, or a digit. What it relays (bridge, echo) goes out through `tx` before this
+    /// returns: RTP to an RTP peer, frames to a frame leg.
+    pub fn on_frame<F>(&mut self, id: LegId, frame: Frame<'_>, now: Instant, tx: &mut F)
+    where
+        F: Output + ?Sized,
+    {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        let Some(fs) = leg.frames.as_deref_mut() else {
+            leg.rejected += 1;
+            return;
+        };
+        leg.last_rx = Some(now);
+        leg.timed_out = false;
+        let (ts, payload) = match frame {
+            Frame::Voice { ts, payload } => (ts, payload),
+            Frame::Digit { digit, end } => return self.digit_in(id, digit, end, now, tx),
+        };
+        leg.packets_received += 1;
+        leg.bytes_received += payload.len() as u64;
+        if !leg.receives {
+            return;
+        }
+        let clock = leg.format.rtp_clock();
+        let ts = ts.wrapping_mul(clock / 1000);
+        fs.jitter
+            .get_or_insert_with(|| ReceiveStats::new(0, clock, now))
+            .on_timestamp(ts, now);
+        if let Some(rec) = &mut leg.recorder {
+            if rec.write(0, ts, payload).is_err() {
+                leg.recorder = None;
+            }
+        }
+        let Source::Peer(peer) = leg.source else {
+            return;
+        };
+        if leg.translator.is_some() {
+            return self.relay_translated(id, peer, payload, now, tx);
+        }
+        let from_law = leg.law;
+        let Some(out) = self.legs.get_mut(peer.0) else {
+            return;
+        };
+        let len = HEADER_LEN + payload.len();
+        if !out.sends || len > MAX_PACKET {
+            return;
+        }
+        // Same format, or G.711 both sides (a translator handles the rest).
+        let body = &mut self.buf[HEADER_LEN..len];
+        let units = match (from_law, out.law) {
+            (Some(a), Some(b)) => {
+                a.transcode(b, payload, body);
+                payload.len() as u32
+            }
+            _ => {
+                body.copy_from_slice(payload);
+                out.frame_units
+            }
+        };
+        let header = out.out.relay_frame(ts, out.payload_type, units, now);
+        let Some(dst) = out.remote else {
+            return frame_out(peer, out, &header, &self.buf[HEADER_LEN..len], now, tx);
+        };
+        let _ = header.write(&mut self.buf[..]);
+        out.out.sent(&header, payload.len(), now);
+        tx.transmit(Transmit {
+            leg: peer,
+            rtcp: false,
+            dst,
+            pinned: out.pinned(),
+            payload: &self.buf[..len],
+        });
+    }
+
+    /// A digit went down or came up on frame leg `id`: reported when it ends, and relayed to
+    /// the peer as a digit frame or as RFC 4733 events (the start once, the end three times).
+    fn digit_in<F>(&mut self, id: LegId, digit: char, end: bool, now: Instant, tx: &mut F)
+    where
+        F: Output + ?Sized,
+    {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        let code = rtp::dtmf::char_event(digit);
+        let (Some(fs), Some(code), true) = (leg.frames.as_deref_mut(), code, leg.receives) else {
+            return;
+        };
+        let ongoing = fs.digit_in.filter(|d| d.digit == digit);
+        if !end && ongoing.is_some() {
+            return; // a repeated begin
+        }
+        let peer = match leg.source {
+            Source::Peer(p) => self.legs.get_mut(p.0).map(|o| (p, o)),
+            _ => None,
+        };
+        let start = ongoing.unwrap_or_else(|| DigitIn {
+            digit,
+            since: now,
+            peer_ts: peer.map_or(0, |(_, o)| o.out.position(now)),
+        });
+        let held = now.saturating_duration_since(start.since).max(MIN_DIGIT);
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        if let Some(fs) = leg.frames.as_deref_mut() {
+            fs.digit_in = (!end).then_some(start);
+        }
+        if end {
+            self.events.push_back(MediaEvent::Dtmf {
+                leg: id,
+                digit,
+                duration_ms: held.as_millis() as u32,
+            });
+        }
+        let Some(peer) = (match leg.source {
+            Source::Peer(p) => Some(p),
+            _ => None,
+        }) else {
+            return;
+        };
+        let Some(out) = self.legs.get_mut(peer.0).filter(|o| o.sends) else {
+            return;
+        };
+        if out.frames.is_some() {
+            return tx.frame(FrameOut::Digit {
+                leg: peer,
+                digit,
+                end,
+            });
+        }
+        let (Some(dst), Some(pt)) = (out.remote, out.dtmf_pt) else {
+            return;
+        };
+        let duration = match end {
+            true => held.as_millis() as u64 * u64::from(out.format.rtp_clock()) / 1000,
+            false => u64::from(out.frame_units),
+        };
+        let event = TelephoneEvent {
+            event: code,
+            end,
+            volume: 10,
+            duration: duration.min(u64::from(u16::MAX)) as u16,
+        };
+        let len = HEADER_LEN + rtp::dtmf::EVENT_LEN;
+        let _ = event.write(&mut self.buf[HEADER_LEN..]);
+        for i in 0..if end { 3 } else { 1 } {
+            let marker = i == 0 && ongoing.is_none();
+            let header = out.out.event(pt, start.peer_ts, marker);
+            let _ = header.write(&mut self.buf[..]);
+            out.out.sent(&header, rtp::dtmf::EVENT_LEN, now);
+            tx.transmit(Transmit {
+                leg: peer,
+                rtcp: false,
+                dst,
+                pinned: out.pinned(),
+                payload: &self.buf[..len],
             });
         }
     }
@@ -555,7 +777,7 @@ impl Engine {
     /// catch-up after a late tick), RTCP reports, media timeouts.
     pub fn tick<F>(&mut self, now: Instant, tx: &mut F)
     where
-        F: FnMut(Transmit<'_>) + ?Sized,
+        F: Output + ?Sized,
     {
         self.tick_phase(now, now, 0, 1, tx);
     }
@@ -578,7 +800,7 @@ impl Engine {
         phases: usize,
         tx: &mut F,
     ) where
-        F: FnMut(Transmit<'_>) + ?Sized,
+        F: Output + ?Sized,
     {
         let ntp_now = self.ntp_at(now);
         let Engine {
@@ -654,7 +876,7 @@ fn emit_frames<F>(
     tx: &mut F,
 ) -> bool
 where
-    F: FnMut(Transmit<'_>) + ?Sized,
+    F: Output + ?Sized,
 {
     let units = leg.frame_units;
     let mut due = *leg.next_frame.get_or_insert(now);
@@ -675,13 +897,15 @@ where
         if let (Some(dst), true, true) = (leg.remote, leg.sends, n > 0) {
             let _ = header.write(buf);
             leg.out.sent(&header, n, now);
-            tx(Transmit {
+            tx.transmit(Transmit {
                 leg: id,
                 rtcp: false,
                 dst,
                 pinned: leg.pinned(),
                 payload: &buf[..len],
             });
+        } else if leg.sends && n > 0 {
+            frame_out(id, leg, &header, &buf[HEADER_LEN..len], now, tx);
         }
         due += leg.ptime;
         if done {
@@ -698,6 +922,95 @@ where
     false
 }
 
+/// Sends a packet built for frame leg `id` (an RTP leg sends nothing here) as a voice frame,
+/// stamped in ms from its RTP `header`.
+fn frame_out<F>(
+    id: LegId,
+    leg: &mut Leg,
+    header: &RtpHeader,
+    payload: &[u8],
+    now: Instant,
+    tx: &mut F,
+) where
+    F: Output + ?Sized,
+{
+    let Some(fs) = leg.frames.as_deref_mut() else {
+        return;
+    };
+    leg.out.sent(header, payload.len(), now);
+    let ts = fs.out_ms(header.timestamp, leg.format.rtp_clock() / 1000);
+    tx.frame(FrameOut::Voice {
+        leg: id,
+        ts,
+        payload,
+    });
+}
+
+/// Relays an RTP packet of a bridged leg to frame leg `peer` (which sends): audio as a voice
+/// frame on the peer's clock, RFC 4733 events as a digit's begin and end.
+#[cold]
+#[allow(clippy::too_many_arguments)]
+fn rtp_to_frames<F>(
+    peer: LegId,
+    out: &mut Leg,
+    pkt: &RtpPacket<'_>,
+    audio: bool,
+    from_law: Option<codec::G711>,
+    buf: &mut [u8],
+    now: Instant,
+    tx: &mut F,
+) where
+    F: Output + ?Sized,
+{
+    let Some(fs) = out.frames.as_deref_mut().filter(|_| out.sends) else {
+        return;
+    };
+    let payload = pkt.payload();
+    if !audio {
+        let Ok(ev) = TelephoneEvent::parse(payload) else {
+            return;
+        };
+        let Some(digit) = rtp::dtmf::event_char(ev.event) else {
+            return;
+        };
+        let ts = pkt.timestamp();
+        match fs.digit_out {
+            Some((t, true)) if t == ts => return,
+            Some((t, false)) if t == ts => {}
+            _ => tx.frame(FrameOut::Digit {
+                leg: peer,
+                digit,
+                end: false,
+            }),
+        }
+        fs.digit_out = Some((ts, ev.end));
+        if ev.end {
+            tx.frame(FrameOut::Digit {
+                leg: peer,
+                digit,
+                end: true,
+            });
+        }
+        return;
+    }
+    let Some(body) = buf.get_mut(..payload.len()) else {
+        return;
+    };
+    // Same format, or G.711 both sides (a translator handles the rest).
+    let units = match (from_law, out.law) {
+        (Some(a), Some(b)) => {
+            a.transcode(b, payload, body);
+            payload.len() as u32
+        }
+        _ => {
+            body.copy_from_slice(payload);
+            out.frame_units
+        }
+    };
+    let header = out.out.relay(pkt, out.payload_type, units, now);
+    frame_out(peer, out, &header, &buf[..payload.len()], now, tx);
+}
+
 /// Builds and sends the leg's compound SR/RR + SDES.
 fn send_report<F>(
     id: LegId,
@@ -708,7 +1021,7 @@ fn send_report<F>(
     buf: &mut [u8],
     tx: &mut F,
 ) where
-    F: FnMut(Transmit<'_>) + ?Sized,
+    F: Output + ?Sized,
 {
     let Some(dst) = leg.rtcp_destination() else {
         return;
@@ -732,7 +1045,7 @@ fn send_report<F>(
     }
     let blocks = block.as_slice();
     if let Ok(n) = rtcp::write_report(buf, leg.out.ssrc, sender.as_ref(), blocks, cname) {
-        tx(Transmit {
+        tx.transmit(Transmit {
             leg: id,
             rtcp: true,
             dst,

@@ -10,6 +10,7 @@ use rtp::rtcp::ReportBlock;
 use rtp::stats::ReceiveStats;
 use rtp::DtmfDetector;
 
+use crate::frames::FrameState;
 use crate::prompt::Packets;
 use crate::recorder::Recorder;
 use crate::stream::OutStream;
@@ -74,7 +75,8 @@ pub struct LegStats {
     pub remote_packets_lost: Option<i32>,
     /// Ticks that had to emit more than one frame to catch up.
     pub late_ticks: u64,
-    /// RTP/RTCP datagrams that failed to parse or came from a foreign address.
+    /// RTP/RTCP datagrams that failed to parse or came from a foreign address (or were handed to
+    /// a frame leg), and frames handed to an RTP leg.
     pub rejected: u64,
 }
 
@@ -163,6 +165,8 @@ pub(crate) struct Leg {
     pub(crate) rtt: Option<Duration>,
     pub(crate) late_ticks: u64,
     pub(crate) rejected: u64,
+    /// A frame leg's own state (see [`crate::Frame`]); `None` for an RTP leg.
+    pub(crate) frames: Option<Box<FrameState>>,
 }
 
 impl Leg {
@@ -213,6 +217,7 @@ impl Leg {
             rtt: None,
             late_ticks: 0,
             rejected: 0,
+            frames: None,
         };
         leg.set_format(cfg.format);
         leg
@@ -238,6 +243,9 @@ impl Leg {
         self.out.clock = format.rtp_clock().into();
         if !same {
             self.encoder = self.law.is_none().then(|| format.encoder());
+            if let Some(f) = &mut self.frames {
+                f.reclock();
+            }
         }
     }
 
@@ -274,6 +282,9 @@ impl Leg {
         let (lost, jitter_ms) = self.rx.as_ref().map_or((0, 0.0), |(_, s)| {
             (s.lost(), s.jitter_duration().as_secs_f64() * 1000.0)
         });
+        let frame_jitter = self.frames.as_ref().and_then(|f| f.jitter.as_ref());
+        let jitter_ms =
+            frame_jitter.map_or(jitter_ms, |s| s.jitter_duration().as_secs_f64() * 1000.0);
         LegStats {
             codec: self.format.encoding_name(),
             packets_sent: self.out.packets,

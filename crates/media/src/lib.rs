@@ -14,6 +14,13 @@
 //! and sends every [`Transmit`] handed to its `tx` callback from the leg's
 //! RTP or RTCP socket, then drains [`Engine::poll_event`].
 //!
+//! A leg whose transport carries frames itself (IAX2) is a frame leg
+//! ([`Engine::add_frame_leg`]): the shell hands what arrives to [`Engine::on_frame`] as a
+//! [`Frame`] (voice with a millisecond timestamp, or a digit), and what the engine sends it
+//! comes out as a [`FrameOut`] through [`Output::frame`] (the `tx` callbacks are [`Output`]s; a
+//! closure taking [`Transmit`] is one that has no frame legs). No RTP header is written or
+//! parsed for such a leg, and sequence-based statistics and RTCP do not apply to it.
+//!
 //! The call logic controls legs with [`Engine::add_leg`],
 //! [`Engine::update_leg`] (re-INVITE, hold), [`Engine::play`],
 //! [`Engine::tone`], [`Engine::echo`], [`Engine::bridge`],
@@ -53,6 +60,7 @@
 mod decimate;
 mod demux;
 mod engine;
+mod frames;
 mod leg;
 mod legs;
 mod prompt;
@@ -63,6 +71,7 @@ mod tone;
 pub use codec::Format;
 pub use codec::G711 as Law;
 pub use engine::{Engine, LegId, MediaEvent, Transmit};
+pub use frames::{Frame, FrameOut, Output};
 pub use leg::{LegConfig, LegStats, LegUpdate};
 pub use prompt::{Frames, Packets, Prompt, PromptError};
 pub use recorder::{RecordError, RecordSink};

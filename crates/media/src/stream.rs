@@ -25,6 +25,8 @@ pub(crate) struct OutStream {
     /// Set when the source changed: the next packet starts a talkspurt.
     restart: bool,
     relay: Option<RelayMap>,
+    /// How a frame leg's timestamps map onto ours while relaying its frames.
+    frame_offset: Option<u32>,
     /// When the last packet went out and its timestamp, to resume in step
     /// with wall-clock time after a pause.
     last: Option<(Instant, u32)>,
@@ -41,6 +43,7 @@ impl OutStream {
             ts: rng.u32(..),
             restart: true,
             relay: None,
+            frame_offset: None,
             last: None,
             packets: 0,
             octets: 0,
@@ -52,6 +55,7 @@ impl OutStream {
     pub(crate) fn restart(&mut self) {
         self.restart = true;
         self.relay = None;
+        self.frame_offset = None;
     }
 
     /// Moves `ts` forward to account for wall-clock time since the last packet.
@@ -130,6 +134,58 @@ impl OutStream {
         if is_after(end, self.ts) {
             self.ts = end;
         }
+        h
+    }
+
+    /// Header for relaying a frame leg's frame stamped `ts` (in this stream's clock units),
+    /// holding `samples`: shifted by a fixed offset as [`OutStream::relay`] does; frames carry no
+    /// sequence numbers, so they are numbered as they go out.
+    pub(crate) fn relay_frame(
+        &mut self,
+        ts: u32,
+        payload_type: u8,
+        samples: u32,
+        now: Instant,
+    ) -> RtpHeader {
+        let offset = match self.frame_offset {
+            Some(o) => o,
+            None => {
+                self.restart = true;
+                self.resync(now);
+                *self.frame_offset.insert(self.ts.wrapping_sub(ts))
+            }
+        };
+        let h = RtpHeader {
+            marker: std::mem::take(&mut self.restart),
+            payload_type,
+            sequence: self.seq,
+            timestamp: ts.wrapping_add(offset),
+            ssrc: self.ssrc,
+        };
+        self.seq = self.seq.wrapping_add(1);
+        let end = h.timestamp.wrapping_add(samples);
+        if is_after(end, self.ts) {
+            self.ts = end;
+        }
+        h
+    }
+
+    /// Where an event starting now lies on the stream: just past the last sample sent.
+    pub(crate) fn position(&mut self, now: Instant) -> u32 {
+        self.resync(now);
+        self.ts
+    }
+
+    /// Header for an RFC 4733 event packet of the event starting at `timestamp`.
+    pub(crate) fn event(&mut self, payload_type: u8, timestamp: u32, marker: bool) -> RtpHeader {
+        let h = RtpHeader {
+            marker,
+            payload_type,
+            sequence: self.seq,
+            timestamp,
+            ssrc: self.ssrc,
+        };
+        self.seq = self.seq.wrapping_add(1);
         h
     }
 

@@ -794,7 +794,7 @@ fn hostile_datagrams_never_panic() {
         });
         e.on_rtcp(leg, &buf[..len], addr(4001), now);
         if i % 20 == 0 {
-            e.tick(now, &mut |_| {});
+            e.tick(now, &mut |_: Transmit<'_>| {});
         }
     }
     let _ = events(&mut e);
@@ -1083,3 +1083,5 @@ fn a_removed_legs_index_is_reused_and_prefetching_any_index_is_harmless() {
     assert_eq!(rtp_in(&mut e, c, &frame, addr(4004), t0)[0].dst, addr(4000));
     assert_eq!(rtp_in(&mut e, a, &frame, addr(4000), t0)[0].dst, addr(4004));
 }
+
+mod frames;

@@ -1,10 +1,10 @@
 //! Steady-state media costs no heap allocation: playback (G.711, GSM, Opus), echo, a PCMU↔PCMA
-//! bridge, a transcoding PCMU↔GSM bridge and RTCP run
+//! bridge, a transcoding PCMU↔GSM bridge, a frame leg bridged to an RTP leg and RTCP run
 //! for a simulated minute under a counting allocator after a warm-up, and the count must not move.
 //! (Per-packet allocations are what make a media engine slow at thousands of calls.)
 
 use codec::{Format, G711};
-use media::{Engine, LegConfig, Prompt, Transmit};
+use media::{Engine, Frame, LegConfig, Prompt, Transmit};
 use rtp::RtpHeader;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
@@ -90,6 +90,11 @@ fn a_minute_of_media_allocates_nothing() {
         e.add_leg(leg(G711::Pcma, 6006), t0),
     );
     e.bridge(a, b);
+    let (f, g) = (
+        e.add_frame_leg(Format::Pcmu, Some(Duration::from_secs(30)), t0),
+        e.add_leg(leg(G711::Pcma, 6018), t0),
+    );
+    e.bridge(f, g);
 
     let mut packet = [0u8; 172];
     let mut sent = 0u64;
@@ -97,11 +102,23 @@ fn a_minute_of_media_allocates_nothing() {
         for n in frames {
             let now = t0 + Duration::from_millis(20) * n;
             let mut tx = |_: Transmit<'_>| *sent += 1;
-            for (id, port) in [(echo, 6002), (a, 6004), (b, 6006), (c, 6014), (d, 6016)] {
+            let frame = Frame::Voice {
+                ts: n * 20,
+                payload: &[0xFF; 160],
+            };
+            e.on_frame(f, frame, now, &mut tx);
+            for (id, port) in [
+                (echo, 6002),
+                (a, 6004),
+                (b, 6006),
+                (c, 6014),
+                (d, 6016),
+                (g, 6018),
+            ] {
                 let h = RtpHeader {
                     marker: false,
                     payload_type: match port {
-                        6006 => 8,
+                        6006 | 6018 => 8,
                         6016 => 3,
                         _ => 0,
                     },

@@ -327,9 +327,7 @@ impl Engine {
             return true;
         }
         if let Some(iax) = leg.iax() {
-            let peer = leg.peer_addr();
-            let id = self.media.add_leg(self.iax_leg_config(peer), now);
-            self.iax_media(id, iax, peer);
+            let id = self.iax_media(iax, now);
             self.calls.bind_media(id, LegRef { call, leg: at });
             if let Some(leg) = self.calls[call].leg_mut(at) {
                 leg.media = Some(id);

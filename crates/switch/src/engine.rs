@@ -1075,7 +1075,7 @@ impl Engine {
         match self.iax.as_mut() {
             Some(iax) => self
                 .media
-                .on_rtp(leg, data, src, now, &mut |t| iax.route(t, now, tx)),
+                .on_rtp(leg, data, src, now, &mut iax.output(now, tx)),
             None => self.media.on_rtp(leg, data, src, now, tx),
         }
     }
@@ -1108,7 +1108,7 @@ impl Engine {
         match self.iax.as_mut() {
             Some(iax) => self
                 .media
-                .tick_phase(due, now, phase, phases, &mut |t| iax.route(t, now, tx)),
+                .tick_phase(due, now, phase, phases, &mut iax.output(now, tx)),
             None => self.media.tick_phase(due, now, phase, phases, tx),
         }
     }

@@ -1,10 +1,10 @@
 //! IAX2 legs (RFC 5456) in the call engine. The worker's `iax2::Endpoint` runs the protocol;
 //! this module turns its events into the same calls, dialplan runs and bridges SIP legs get:
 //! an incoming NEW enters the dialplan with its called number, and `bridge iax2/PEER/EXTEN`
-//! dials a peer. An IAX2 leg's media is an ordinary media-engine leg: voice frames that
-//! arrive are handed to it as RTP packets (a 12-byte header on the payload), and the RTP it
-//! sends is taken back out of the header and sent as mini/full voice (or trunk) frames, so
-//! prompts, echo, recording, bridges and codec translation are the ones SIP legs use.
+//! dials a peer. An IAX2 leg's media is a frame leg of the media engine: voice frames and
+//! DTMF that arrive are handed to it as they are (`media::Frame`, with their timestamps), and
+//! the frames it sends (`media::FrameOut`) go out as mini/full voice (or trunk) frames and
+//! DTMF, so prompts, echo, recording, bridges and codec translation are the ones SIP legs use.
 
 use crate::call::{Call, Leg, Signal, Wait};
 use crate::cdr::{unix_seconds, Cdr};
@@ -14,19 +14,13 @@ use crate::dialplan::Vars;
 use crate::engine::Engine;
 use iax2::{format as fmt, CallId, EndReason, Event, NewCall};
 pub use iax2::{Route, Transmit};
-use media::Format;
-use rtp::packet::{RtpHeader, HEADER_LEN};
-use rtp::{RtpPacket, TelephoneEvent};
+use media::{Format, Frame, FrameOut};
 use rustc_hash::FxHashMap;
 use sdp::LocalSession;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Payload types of the RTP an IAX2 media leg exchanges with the media engine (internal only).
-const AUDIO_PT: u8 = 96;
-const DTMF_PT: u8 = 101;
 
 /// The IAX2 format bit of a media format, and back.
 pub fn iax_format(f: Format) -> Option<u32> {
@@ -117,18 +111,8 @@ enum Waiting {
 struct IaxMedia {
     call: CallId,
     format: u32,
-    /// RTP clock units per millisecond of IAX2 timestamp.
-    units_per_ms: u32,
-    peer: SocketAddr,
-    seq: u16,
-    /// The RTP timestamp of the digit being sent, and whether its DTMF_END went out (RFC 4733
-    /// sends the end packet three times; one DTMF_END is sent).
-    dtmf_out: Option<(u32, bool)>,
-    /// A digit being received and its start, in ms.
-    dtmf_in: Option<(char, u32)>,
-    last_ts: u32,
-    /// RTP timestamp of the last frame sent.
-    tx_rtp_ts: Option<u32>,
+    /// Timestamp (ms) of the last voice frame sent.
+    tx_ts: Option<u32>,
 }
 
 /// The switch call an IAX2 call is a leg of.
@@ -333,52 +317,55 @@ impl Iax {
         self.shared.cfg.peer(name)
     }
 
-    /// Sends what the media engine emits on an IAX2 leg as IAX2 voice or DTMF; anything else
-    /// goes to `tx` (RTP sockets). RTCP of IAX2 legs is dropped: IAX2 has its own LAGRQ.
-    pub(crate) fn route(
-        &mut self,
-        t: media::Transmit<'_>,
+    /// Where the media engine's output goes while IAX2 is on (see [`Output`]).
+    pub(crate) fn output<'a>(
+        &'a mut self,
         now: Instant,
-        tx: &mut dyn FnMut(media::Transmit<'_>),
-    ) {
-        let Some(m) = self.legs.get_mut(t.leg.index()).and_then(Option::as_mut) else {
-            return tx(t);
+        tx: &'a mut dyn FnMut(media::Transmit<'_>),
+    ) -> Output<'a> {
+        Output { iax: self, now, tx }
+    }
+
+    /// Sends a frame the media engine emits on an IAX2 leg as IAX2 voice or DTMF.
+    fn send_frame(&mut self, f: FrameOut<'_>, now: Instant) {
+        let leg = match f {
+            FrameOut::Voice { leg, .. } | FrameOut::Digit { leg, .. } => leg,
         };
-        if t.rtcp {
-            return;
-        }
-        let Ok(pkt) = RtpPacket::parse(t.payload) else {
+        let Some(m) = self.legs.get_mut(leg.index()).and_then(Option::as_mut) else {
             return;
         };
-        if pkt.payload_type() == DTMF_PT {
-            let Ok(ev) = TelephoneEvent::parse(pkt.payload()) else {
-                return;
-            };
-            let Some(digit) = rtp::dtmf::event_char(ev.event) else {
-                return;
-            };
-            let ts = pkt.timestamp();
-            if m.dtmf_out == Some((ts, true)) {
-                return;
+        match f {
+            FrameOut::Voice { ts, payload, .. } => {
+                // Frames are spaced by their timestamps, not by when a media tick sent them.
+                let step = m.tx_ts.map(|t| ts.wrapping_sub(t));
+                m.tx_ts = Some(ts);
+                let step = step.filter(|s| (1..=200).contains(s));
+                let _ = self
+                    .ep
+                    .send_voice_step(m.call, m.format, payload, step, now);
             }
-            if m.dtmf_out != Some((ts, false)) {
-                let _ = self.ep.send_dtmf(m.call, digit, true, now);
+            FrameOut::Digit { digit, end, .. } => {
+                let _ = self.ep.send_dtmf(m.call, digit, !end, now);
             }
-            m.dtmf_out = Some((ts, ev.end));
-            if ev.end {
-                let _ = self.ep.send_dtmf(m.call, digit, false, now);
-            }
-            return;
         }
-        // Frames are spaced by their RTP timestamps, not by when a media tick sent them.
-        let step = m
-            .tx_rtp_ts
-            .map(|t| pkt.timestamp().wrapping_sub(t) / m.units_per_ms.max(1));
-        m.tx_rtp_ts = Some(pkt.timestamp());
-        let step = step.filter(|s| (1..=200).contains(s));
-        let _ = self
-            .ep
-            .send_voice_step(m.call, m.format, pkt.payload(), step, now);
+    }
+}
+
+/// The media engine's output on a worker with IAX2: frames of IAX2 legs go out as IAX2 voice
+/// and DTMF, datagrams to `tx` (the RTP sockets).
+pub(crate) struct Output<'a> {
+    iax: &'a mut Iax,
+    now: Instant,
+    tx: &'a mut dyn FnMut(media::Transmit<'_>),
+}
+
+impl media::Output for Output<'_> {
+    fn transmit(&mut self, t: media::Transmit<'_>) {
+        (self.tx)(t)
+    }
+
+    fn frame(&mut self, f: FrameOut<'_>) {
+        self.iax.send_frame(f, self.now)
     }
 }
 
@@ -412,12 +399,13 @@ impl Engine {
             match ev {
                 Event::Voice { call, ts, data, .. } => {
                     if let Some(m) = self.iax_media_leg(call) {
-                        self.iax_inject(m, ts, Payload::Audio(&data), now, tx);
+                        let payload = &data[..];
+                        self.iax_inject(m, Frame::Voice { ts, payload }, now, tx);
                     }
                 }
                 Event::Dtmf { call, digit, begin } => {
                     if let Some(m) = self.iax_media_leg(call) {
-                        self.iax_dtmf(m, digit, begin, now, tx);
+                        self.iax_inject(m, Frame::Digit { digit, end: !begin }, now, tx);
                     }
                 }
                 ev => {
@@ -578,11 +566,11 @@ impl Engine {
             }
             Event::Voice { call, ts, data, .. } => {
                 let m = self.iax_media_leg(call)?;
-                self.iax_inject(m, ts, Payload::Audio(&data), now, tx);
+                self.iax_inject(m, Frame::Voice { ts, payload: &data }, now, tx);
             }
             Event::Dtmf { call, digit, begin } => {
                 let m = self.iax_media_leg(call)?;
-                self.iax_dtmf(m, digit, begin, now, tx);
+                self.iax_inject(m, Frame::Digit { digit, end: !begin }, now, tx);
             }
             Event::Control { call, subclass } => {
                 let (c, true) = self.iax_call(call)? else {
@@ -869,10 +857,14 @@ impl Engine {
         self.calls.arm(call, until);
     }
 
-    /// The media leg of an IAX2 leg: no socket; its packets go through `Iax::route`.
-    pub(crate) fn iax_media(&mut self, leg: media::LegId, call: CallId, peer: SocketAddr) {
+    /// A new media leg for IAX2 call `call`: a frame leg (no socket; its frames go through
+    /// `Iax::send_frame`), in µ-law until the call's format is known.
+    pub(crate) fn iax_media(&mut self, call: CallId, now: Instant) -> media::LegId {
+        let leg = self
+            .media
+            .add_frame_leg(Format::Pcmu, self.s.media_timeout, now);
         let Some(iax) = self.iax.as_mut() else {
-            return;
+            return leg;
         };
         if let Some(c) = iax.calls.get_mut(&call) {
             c.media = Some(leg);
@@ -884,28 +876,9 @@ impl Engine {
         iax.legs[i] = Some(IaxMedia {
             call,
             format: fmt::ULAW,
-            units_per_ms: 8,
-            peer,
-            seq: 0,
-            dtmf_out: None,
-            dtmf_in: None,
-            last_ts: 0,
-            tx_rtp_ts: None,
+            tx_ts: None,
         });
-    }
-
-    /// Media settings of an IAX2 leg (it starts in µ-law until its format is known).
-    pub(crate) fn iax_leg_config(&self, peer: SocketAddr) -> media::LegConfig {
-        media::LegConfig {
-            payload_type: AUDIO_PT,
-            format: Format::Pcmu,
-            dtmf_pt: Some(DTMF_PT),
-            remote: Some(peer),
-            remote_rtcp: None,
-            symmetric: false,
-            media_timeout: self.s.media_timeout,
-            ptime_ms: 20,
-        }
+        leg
     }
 
     /// The leg's IAX2 format became `bit` (ACCEPT): the media leg follows, with its bridge.
@@ -923,7 +896,6 @@ impl Engine {
             return;
         };
         let Some(m) = leg.media else { return };
-        let peer = leg.peer_addr();
         if let Some(x) = self
             .iax
             .as_mut()
@@ -931,21 +903,8 @@ impl Engine {
             .and_then(Option::as_mut)
         {
             x.format = bit;
-            x.units_per_ms = format.rtp_clock() / 1000;
         }
-        self.media.update_leg(
-            m,
-            media::LegUpdate {
-                payload_type: AUDIO_PT,
-                format,
-                dtmf_pt: Some(DTMF_PT),
-                remote: Some(peer),
-                remote_rtcp: None,
-                sends: true,
-                receives: true,
-                symmetric: false,
-            },
-        );
+        self.media.set_format(m, format);
     }
 
     /// Ends the IAX2 side of a leg: HANGUP if `notify` and the call is up, mappings dropped.
@@ -999,115 +958,17 @@ impl Engine {
         }
     }
 
-    /// A voice frame or DTMF event of an IAX2 leg, handed to the media engine as RTP.
+    /// A voice frame or DTMF of an IAX2 leg, handed to its media leg as it came.
     fn iax_inject(
         &mut self,
         leg: media::LegId,
-        ts_ms: u32,
-        payload: Payload<'_>,
+        frame: Frame<'_>,
         now: Instant,
         tx: &mut dyn FnMut(media::Transmit<'_>),
     ) {
         let Engine { media, iax, .. } = self;
-        let Some(iax) = iax.as_mut() else { return };
-        let Some(m) = iax.legs.get_mut(leg.index()).and_then(Option::as_mut) else {
-            return;
-        };
-        let mut buf = [0u8; 1500];
-        m.seq = m.seq.wrapping_add(1);
-        m.last_ts = ts_ms;
-        let (pt, body_len) = match payload {
-            Payload::Audio(data) => {
-                let Some(body) = buf.get_mut(HEADER_LEN..HEADER_LEN + data.len()) else {
-                    return;
-                };
-                body.copy_from_slice(data);
-                (AUDIO_PT, data.len())
-            }
-            Payload::Event(ev) => match ev.write(&mut buf[HEADER_LEN..]) {
-                Ok(n) => (DTMF_PT, n),
-                Err(_) => return,
-            },
-        };
-        let ts = match payload {
-            Payload::Event(_) => m.dtmf_in.map_or(ts_ms, |(_, start)| start),
-            Payload::Audio(_) => ts_ms,
-        };
-        let header = RtpHeader {
-            marker: false,
-            payload_type: pt,
-            sequence: m.seq,
-            timestamp: ts.wrapping_mul(m.units_per_ms),
-            ssrc: leg.index() as u32 ^ 0x1a2b_3c4d,
-        };
-        if header.write(&mut buf).is_err() {
-            return;
-        }
-        let peer = m.peer;
-        media.on_rtp(leg, &buf[..HEADER_LEN + body_len], peer, now, &mut |t| {
-            iax.route(t, now, tx)
-        });
-    }
-
-    /// DTMF_BEGIN / DTMF_END become an RFC 4733 event (start, then end) on the media leg, so
-    /// digits reach the dialplan and a bridged SIP leg the way RTP events do.
-    fn iax_dtmf(
-        &mut self,
-        leg: media::LegId,
-        digit: char,
-        begin: bool,
-        now: Instant,
-        tx: &mut dyn FnMut(media::Transmit<'_>),
-    ) {
-        let Some(m) = self
-            .iax
-            .as_mut()
-            .and_then(|i| i.legs.get_mut(leg.index()))
-            .and_then(Option::as_mut)
-        else {
-            return;
-        };
-        let Some(event) = rtp::dtmf::char_event(digit) else {
-            return;
-        };
-        let at = m.last_ts.wrapping_add(20);
-        let (start, end) = match (begin, m.dtmf_in) {
-            (true, _) => {
-                m.dtmf_in = Some((digit, at));
-                (at, false)
-            }
-            (false, Some((d, start))) if d == digit => (start, true),
-            (false, _) => {
-                m.dtmf_in = Some((digit, at));
-                (at, true)
-            }
-        };
-        let units = at
-            .saturating_sub(start)
-            .max(40)
-            .saturating_mul(m.units_per_ms);
-        let ev = TelephoneEvent {
-            event,
-            end,
-            volume: 10,
-            duration: units.min(u32::from(u16::MAX)) as u16,
-        };
-        self.iax_inject(leg, at, Payload::Event(ev), now, tx);
-        if end {
-            if let Some(m) = self
-                .iax
-                .as_mut()
-                .and_then(|i| i.legs.get_mut(leg.index()))
-                .and_then(Option::as_mut)
-            {
-                m.dtmf_in = None;
-            }
+        if let Some(iax) = iax.as_mut() {
+            media.on_frame(leg, frame, now, &mut iax.output(now, tx));
         }
     }
-}
-
-#[derive(Clone, Copy)]
-enum Payload<'a> {
-    Audio(&'a [u8]),
-    Event(TelephoneEvent),
 }
