@@ -43,9 +43,12 @@ impl Engine {
             .as_ref()
             .and_then(resolve)
         else {
-            self.warn(format!(
-                "bridge: cannot route to {target:?}: use sip:user@IP[:port] in the dialplan"
-            ));
+            self.warn_call(
+                call,
+                format!(
+                    "bridge: cannot route to {target:?}: use sip:user@IP[:port] in the dialplan"
+                ),
+            );
             self.bridge_failed(call, 502, now);
             return;
         };

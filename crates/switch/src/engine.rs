@@ -313,6 +313,15 @@ impl Engine {
         self.log(Level::Warn, None, message);
     }
 
+    /// A warning about call `call`, with its Call-ID.
+    pub(crate) fn warn_call(&mut self, call: usize, message: String) {
+        let call_id = self
+            .calls
+            .get(call)
+            .map(|c| c.caller().call_id().to_string());
+        self.log(Level::Warn, call_id.as_deref(), message);
+    }
+
     pub fn active_calls(&self) -> usize {
         self.calls.len()
     }

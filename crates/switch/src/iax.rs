@@ -622,7 +622,8 @@ impl Engine {
             Event::Pong { call, rtt } => self.iax.as_mut()?.poked(call, Some(rtt), self.clock),
             Event::Registered { reg, refresh, .. } => {
                 let name = self.iax.as_ref()?.regs.get(&reg)?;
-                self.warn(format!("iax2: registered to {name} for {refresh} s"));
+                let msg = format!("iax2: registered to {name} for {refresh} s");
+                self.log(crate::io::Level::Info, None, msg);
             }
             Event::RegistrationFailed { reg, reason } => {
                 let name = self.iax.as_ref()?.regs.get(&reg)?;
@@ -632,7 +633,8 @@ impl Engine {
             }
             Event::Unregistered { reg } => {
                 let name = self.iax.as_ref()?.regs.get(&reg)?;
-                self.warn(format!("iax2: unregistered from {name} (REGREL)"));
+                let msg = format!("iax2: unregistered from {name} (REGREL)");
+                self.log(crate::io::Level::Info, None, msg);
             }
         }
         Some(())
@@ -795,13 +797,13 @@ impl Engine {
     pub(crate) fn dial_iax(&mut self, call: usize, target: &str, timeout: Duration, now: Instant) {
         let (name, exten) = target.split_once('/').unwrap_or((target, "s"));
         let Some(iax) = self.iax.as_mut() else {
-            self.warn("bridge iax2/…: IAX2 is off: set iax2.listen (or --iax-listen)".into());
+            let msg = "bridge iax2/…: IAX2 is off: set iax2.listen (or --iax-listen)";
+            self.warn_call(call, msg.into());
             return self.bridge_failed(call, 503, now);
         };
         let Some(p) = iax.peer_named(name).cloned() else {
-            self.warn(format!(
-                "bridge iax2/{target}: no [[iax2.peers]] named {name:?}"
-            ));
+            let msg = format!("bridge iax2/{target}: no [[iax2.peers]] named {name:?}");
+            self.warn_call(call, msg);
             return self.bridge_failed(call, 404, now);
         };
         let addr = match p.host {

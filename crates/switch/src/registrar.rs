@@ -568,7 +568,7 @@ impl Engine {
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        self.warn(format!("location store: {e}"));
+                        self.warn_call(call, format!("location store: {e}"));
                         self.bridge_failed(call, 503, now);
                     }
                 }
