@@ -31,6 +31,29 @@ fn rtp_since(n: &mut Net, ua: Id, since: std::time::Instant) -> Vec<u8> {
         .collect()
 }
 
+/// The payload types of the RTP agent `ua` gets during the next `d` of virtual time.
+fn rtp_during(n: &mut Net, ua: Id, d: std::time::Duration) -> Vec<u8> {
+    let t = n.now;
+    n.run_for(d);
+    rtp_since(n, ua, t)
+}
+
+/// Agent `ua` sends an UPDATE in call `c` offering PCMU `direction`; within 2 s it is answered
+/// (its `nth` answer) with a 200, which is returned.
+fn update_answered(n: &mut Net, ua: Id, c: usize, direction: &str, nth: usize) -> Message {
+    let offer = n.agent(ua).sdp(&[0], direction);
+    n.update(ua, c, offer);
+    assert!(n.run_until(secs(2), |n| n
+        .agent(ua)
+        .call(c)
+        .responses_to("UPDATE")
+        .len()
+        == nth + 1));
+    let ok = n.agent(ua).call(c).responses_to("UPDATE")[nth].clone();
+    assert_eq!(ok.status(), Some(200));
+    ok
+}
+
 #[test]
 fn a_call_over_ipv6_is_bridged_answered_hung_up_and_leaves_a_cdr() {
     let mut n = Net::new(6);
@@ -107,9 +130,7 @@ fn a_dual_stack_switch_answers_an_ipv6_caller_with_ipv6_media() {
         .iter()
         .all(|(_, from, _)| from.is_ipv6()));
     assert!(body(&ok).contains("c=IN IP6 ::1"), "{}", body(&ok));
-    let t = n.now;
-    n.run_for(secs(1));
-    assert!(!rtp_since(&mut n, a, t).is_empty());
+    assert!(!rtp_during(&mut n, a, secs(1)).is_empty());
     assert!(n.agent(a).rtp.iter().all(|(_, from, _)| from.is_ipv6()));
     assert_eq!(n.sw(sw).active_calls(), 1);
 }
@@ -119,39 +140,26 @@ fn update_puts_an_answered_call_on_hold_and_back() {
     let (mut n, sw, a, _) = setup(2, "");
     let c = n.invite(a, "sip:44444@127.0.0.1", SW);
     assert!(n.run_until(secs(2), confirmed(a, c)));
-    let t = n.now;
-    n.run_for(secs(1));
-    assert!(rtp_since(&mut n, a, t).len() > 40, "the prompt plays");
-
-    let hold = n.agent(a).sdp(&[0], "sendonly");
-    n.update(a, c, hold);
     assert!(
-        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("UPDATE").len()
-            == 1)
+        rtp_during(&mut n, a, secs(1)).len() > 40,
+        "the prompt plays"
     );
-    let ok = n.agent(a).call(c).responses_to("UPDATE")[0].clone();
-    assert_eq!(ok.status(), Some(200));
+
+    let ok = update_answered(&mut n, a, c, "sendonly", 0);
     assert!(body(&ok).contains("a=recvonly"), "{}", body(&ok));
     // On hold strowger sends nothing.
     n.run_for(ms(100));
-    let t = n.now;
-    n.run_for(secs(1));
-    assert_eq!(rtp_since(&mut n, a, t).len(), 0, "no audio while on hold");
-
-    let resume = n.agent(a).sdp(&[0], "sendrecv");
-    n.update(a, c, resume);
-    assert!(
-        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("UPDATE").len()
-            == 2)
+    assert_eq!(
+        rtp_during(&mut n, a, secs(1)).len(),
+        0,
+        "no audio while on hold"
     );
-    let ok = n.agent(a).call(c).responses_to("UPDATE")[1].clone();
-    assert_eq!(ok.status(), Some(200));
+
+    let ok = update_answered(&mut n, a, c, "sendrecv", 1);
     assert!(body(&ok).contains("a=sendrecv"), "{}", body(&ok));
     n.run_for(ms(100));
-    let t = n.now;
-    n.run_for(secs(1));
     assert!(
-        rtp_since(&mut n, a, t).len() > 40,
+        rtp_during(&mut n, a, secs(1)).len() > 40,
         "audio again once resumed"
     );
     assert_eq!(n.sw(sw).active_calls(), 1);
@@ -165,9 +173,7 @@ fn a_reinvite_changes_the_codec_from_pcmu_to_pcma() {
     assert!(n.run_until(secs(2), confirmed(a, c)));
     let ok = last_response(&mut n, a, c, "INVITE");
     assert!(body(&ok).contains("RTP/AVP 0"), "{}", body(&ok));
-    let t = n.now;
-    n.run_for(secs(1));
-    let before = rtp_since(&mut n, a, t);
+    let before = rtp_during(&mut n, a, secs(1));
     assert!(
         !before.is_empty() && before.iter().all(|pt| *pt == 0),
         "{before:?}"
@@ -204,9 +210,7 @@ fn a_reinvite_changes_the_codec_from_pcmu_to_pcma() {
         .header(HeaderName::CSeq)
         == Some("2 ACK")));
     n.run_for(ms(100));
-    let t = n.now;
-    n.run_for(secs(1));
-    let after = rtp_since(&mut n, a, t);
+    let after = rtp_during(&mut n, a, secs(1));
     assert!(
         !after.is_empty() && after.iter().all(|pt| *pt == 8),
         "{after:?}"
@@ -659,7 +663,5 @@ fn a_hold_with_connection_address_zero_stops_the_audio() {
         .iter()
         .any(|m| m.header(HeaderName::CSeq) == Some("3 INVITE"))));
     n.run_for(ms(100));
-    let t = n.now;
-    n.run_for(secs(1));
-    assert!(rtp_since(&mut n, a, t).len() > 40, "audio again");
+    assert!(rtp_during(&mut n, a, secs(1)).len() > 40, "audio again");
 }

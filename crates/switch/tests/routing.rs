@@ -16,6 +16,43 @@ fn b2bua(n: &mut Net, head: &str) -> Id {
     n.switch(&config(&toml), &[SW], 1)
 }
 
+/// A switch on `addrs` with `workers` workers whose registrar takes user 1001 unauthenticated.
+fn registrar(n: &mut Net, addrs: &[&str], workers: usize) -> Id {
+    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
+    let sw = n.switch(&toml, addrs, workers);
+    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    sw
+}
+
+/// A proxy for example.com on `sw_at` (`proxy` adds to its `[proxy]` table) with Bob registered
+/// as user 1002 from `bob_at` and answering by `policy`; returns the switch and Bob.
+fn proxy_with_bob_at(
+    n: &mut Net,
+    proxy: &str,
+    sw_at: &str,
+    bob_at: &str,
+    policy: Policy,
+) -> (Id, Id) {
+    let toml = config(&format!(
+        "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\n{proxy}"
+    ));
+    let sw = n.switch(&toml, &[sw_at], 1);
+    n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
+    let b = n.ua(bob_at, "1002");
+    n.agent(b).policy = policy;
+    n.register(b, sw_at, "strowger", 600);
+    assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
+    (sw, b)
+}
+
+/// `proxy_with_bob_at` on the IPv4 addresses, with Alice on the net.
+fn proxy_with_bob(seed: u64, bob_policy: Policy) -> (Net, Id, Id, Id) {
+    let mut n = Net::new(seed);
+    let (sw, b) = proxy_with_bob_at(&mut n, "", SW, BOB, bob_policy);
+    let a = n.ua(ALICE, "alice");
+    (n, sw, a, b)
+}
+
 #[test]
 fn max_forwards_zero_gets_483_and_one_reaches_the_callee_with_zero() {
     let mut n = Net::new(11);
@@ -196,14 +233,13 @@ fn proxied_dialogs_follow_strowgers_record_route_over_ipv6() {
 
 fn proxied_dialog(seed: u64, sw_at: &str, alice_at: &str, bob_at: &str) {
     let mut n = Net::new(seed);
-    let toml = config(
-        "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\nrecord_route = true\n",
+    let (sw, b) = proxy_with_bob_at(
+        &mut n,
+        "record_route = true\n",
+        sw_at,
+        bob_at,
+        Policy::default(),
     );
-    let sw = n.switch(&toml, &[sw_at], 1);
-    n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
-    let b = n.ua(bob_at, "1002");
-    n.register(b, sw_at, "strowger", 600);
-    assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
     let a = n.ua(alice_at, "alice");
     let c = n.invite(a, "sip:1002@example.com", sw_at);
     assert!(n.run_until(secs(5), confirmed(a, c)));
@@ -361,9 +397,7 @@ fn two_workers_hand_each_call_to_the_owner_of_its_call_id() {
 #[test]
 fn a_registration_taken_by_one_worker_serves_calls_on_the_other() {
     let mut n = Net::new(18);
-    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
-    let sw = n.switch(&toml, &[SW], 2);
-    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let sw = registrar(&mut n, &[SW], 2);
     let phone = n.ua("127.0.0.1:5081", "1001");
     n.register(phone, SW, "strowger", 600);
     assert!(n.run_until(secs(2), |n| n.agent(phone).register_statuses == [200]));
@@ -385,9 +419,7 @@ fn a_registration_taken_by_one_worker_serves_calls_on_the_other() {
 #[test]
 fn a_user_with_two_phones_rings_both_and_the_loser_is_cancelled() {
     let mut n = Net::new(19);
-    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
-    let sw = n.switch(&toml, &[SW], 1);
-    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let sw = registrar(&mut n, &[SW], 1);
     let desk = n.ua("127.0.0.1:5101", "1001");
     let mobile = n.ua("127.0.0.1:5102", "1001");
     for (p, after) in [(desk, 1), (mobile, 5)] {
@@ -420,21 +452,6 @@ fn a_user_with_two_phones_rings_both_and_the_loser_is_cancelled() {
         "sip:1001@127.0.0.1:5101"
     );
     assert_eq!(n.sw(sw).active_calls(), 0);
-}
-
-fn proxy_with_bob(seed: u64, bob_policy: Policy) -> (Net, Id, Id, Id) {
-    let mut n = Net::new(seed);
-    let toml = config(
-        "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\n",
-    );
-    let sw = n.switch(&toml, &[SW], 1);
-    n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
-    let b = n.ua(BOB, "1002");
-    n.agent(b).policy = bob_policy;
-    n.register(b, SW, "strowger", 600);
-    assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
-    let a = n.ua(ALICE, "alice");
-    (n, sw, a, b)
 }
 
 /// A CANCEL for a proxied INVITE: strowger answers it, CANCELs downstream, and relays the
@@ -517,9 +534,7 @@ fn a_bridge_to_a_silent_callee_gives_up_at_its_timeout() {
 #[test]
 fn forks_of_a_call_on_two_workers_come_back_to_its_worker() {
     let mut n = Net::new(23);
-    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
-    let sw = n.switch(&toml, &[SW, "[::1]:5060"], 2);
-    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let sw = registrar(&mut n, &[SW, "[::1]:5060"], 2);
     let desk = n.ua("127.0.0.1:5101", "1001");
     let mobile = n.ua("[::1]:5102", "1001");
     n.agent(mobile).policy.after = secs(30);
