@@ -536,11 +536,11 @@ impl Net {
     }
 }
 
-/// A dialplan for the tests, appended to a configuration's other tables: 44444 plays the demo
-/// prompt, 5555 rings, 6666 answers and hangs up after a second, 2XXX is bridged to
-/// `${bridge_target}`, 3XXX is bridged after a 183 of strowger's own, 1XXX calls the phone
-/// registered as that user, 7XXX is bridged to strowger's own address `${self}` (a loop).
-pub const DIALPLAN: &str = r#"
+/// The start of every test dialplan (tests/net's and tests/engine.rs's), a string literal for
+/// `concat!`: 44444 plays the demo prompt, 5555 rings, 6666 answers and hangs up after a second.
+macro_rules! basic_dialplan {
+    () => {
+        r#"
 [dialplan]
 default_context = "default"
 [[dialplan.contexts.default.rules]]
@@ -550,11 +550,22 @@ steps = ["answer", "playback demo loop=true"]
 exten = "5555"
 steps = ["ringing", "wait 30"]
 [[dialplan.contexts.default.rules]]
-exten = "5556"
-steps = ["progress", "wait 30"]
-[[dialplan.contexts.default.rules]]
 exten = "6666"
 steps = ["answer", "wait 1", "hangup"]
+"#
+    };
+}
+pub(crate) use basic_dialplan;
+
+/// A dialplan for the tests, appended to a configuration's other tables: `basic_dialplan!`,
+/// 5556 sends a 183 and waits, 2XXX is bridged to `${bridge_target}`, 3XXX is bridged after a
+/// 183 of strowger's own, 1XXX calls the phone registered as that user, 7XXX is bridged to
+/// strowger's own address `${self}` (a loop).
+pub const DIALPLAN: &str = concat!(
+    basic_dialplan!(),
+    r#"[[dialplan.contexts.default.rules]]
+exten = "5556"
+steps = ["progress", "wait 30"]
 [[dialplan.contexts.default.rules]]
 regex = "^2(\\d{3})$"
 steps = ["bridge sip:${EXTEN}@${bridge_target} timeout=20"]
@@ -567,7 +578,8 @@ steps = ["bridge user/${EXTEN} timeout=20"]
 [[dialplan.contexts.default.rules]]
 regex = "^7\\d{3}$"
 steps = ["bridge sip:${EXTEN}@${self} timeout=20"]
-"#;
+"#
+);
 
 /// A configuration: `head` (tables other than the dialplan, e.g. `[general]`, `[vars]`) with
 /// media timeouts off, then `DIALPLAN`.
