@@ -6,16 +6,11 @@ mod net;
 use net::*;
 use sip::{HeaderName, Message, Method};
 
-const SW: &str = "127.0.0.1:5060";
-const ALICE: &str = "127.0.0.1:5061";
-const BOB: &str = "127.0.0.1:5090";
-
 /// A one-worker switch on 127.0.0.1:5060 whose 2XXX and 3XXX calls go to Bob, with Alice and
 /// Bob (answers at once after 180) on the net; `head` adds configuration tables.
 fn setup(seed: u64, head: &str) -> (Net, Id, Id, Id) {
     let mut n = Net::new(seed);
-    let toml = format!("{head}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
-    let sw = n.switch(&config(&toml), &[SW], 1);
+    let sw = b2bua(&mut n, head);
     let a = n.ua(ALICE, "alice");
     let b = n.ua(BOB, "bob");
     (n, sw, a, b)

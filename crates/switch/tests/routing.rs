@@ -7,15 +7,6 @@ mod net;
 use net::*;
 use sip::{HeaderName, Method};
 
-const SW: &str = "127.0.0.1:5060";
-const ALICE: &str = "127.0.0.1:5061";
-const BOB: &str = "127.0.0.1:5090";
-
-fn b2bua(n: &mut Net, head: &str) -> Id {
-    let toml = format!("{head}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
-    n.switch(&config(&toml), &[SW], 1)
-}
-
 /// A switch on `addrs` with `workers` workers whose registrar takes user 1001 unauthenticated.
 fn registrar(n: &mut Net, addrs: &[&str], workers: usize) -> Id {
     let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");

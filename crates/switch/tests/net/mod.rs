@@ -592,6 +592,20 @@ pub fn config(head: &str) -> String {
     format!("{rtp}{head}\n{DIALPLAN}")
 }
 
+/// The switch's address in the IPv4 tests.
+pub const SW: &str = "127.0.0.1:5060";
+/// Alice's address (a caller) in the IPv4 tests.
+pub const ALICE: &str = "127.0.0.1:5061";
+/// Bob's address (a callee) in the IPv4 tests.
+pub const BOB: &str = "127.0.0.1:5090";
+
+/// A one-worker switch on `SW` whose 2XXX and 3XXX calls are bridged to `BOB` and 7XXX back to
+/// itself; `head` adds configuration tables.
+pub fn b2bua(n: &mut Net, head: &str) -> Id {
+    let toml = format!("{head}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
+    n.switch(&config(&toml), &[SW], 1)
+}
+
 /// `s` seconds.
 pub fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
