@@ -32,7 +32,7 @@ fn proxy_with_bob_at(
     let b = n.ua(bob_at, "1002");
     n.agent(b).policy = policy;
     n.register(b, sw_at, "strowger", 600);
-    assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
+    assert!(n.run_until(secs(2), registered([b])));
     (sw, b)
 }
 
@@ -138,10 +138,7 @@ fn a_natted_phone_gets_options_keepalives_and_a_direct_one_none() {
     let direct = n.ua("127.0.0.1:5072", "1002");
     n.register(natted, SW, "strowger", 600);
     n.register(direct, SW, "strowger", 600);
-    assert!(
-        n.run_until(secs(2), |n| n.agent(natted).register_statuses == [200]
-            && n.agent(direct).register_statuses == [200])
-    );
+    assert!(n.run_until(secs(2), registered([natted, direct])));
     let t0 = n.now;
     n.run_for(secs(46));
     let options: Vec<_> = n
@@ -185,7 +182,7 @@ fn crlf_keepalives_go_to_the_natted_phones_source_address() {
     let natted = n.ua("127.0.0.1:40002", "1001");
     n.agent(natted).contact = "sip:1001@10.1.2.3:5062".into();
     n.register(natted, SW, "strowger", 600);
-    assert!(n.run_until(secs(2), |n| n.agent(natted).register_statuses == [200]));
+    assert!(n.run_until(secs(2), registered([natted])));
     let t0 = n.now;
     n.run_for(secs(61));
     let crlf: Vec<_> = n
@@ -391,7 +388,7 @@ fn a_registration_taken_by_one_worker_serves_calls_on_the_other() {
     let sw = registrar(&mut n, &[SW], 2);
     let phone = n.ua("127.0.0.1:5081", "1001");
     n.register(phone, SW, "strowger", 600);
-    assert!(n.run_until(secs(2), |n| n.agent(phone).register_statuses == [200]));
+    assert!(n.run_until(secs(2), registered([phone])));
     let a = n.ua(ALICE, "alice");
     let mut owners = Vec::new();
     for _ in 0..4 {
@@ -421,10 +418,7 @@ fn a_user_with_two_phones_rings_both_and_the_loser_is_cancelled() {
         };
         n.register(p, SW, "strowger", 600);
     }
-    assert!(
-        n.run_until(secs(2), |n| n.agent(desk).register_statuses == [200]
-            && n.agent(mobile).register_statuses == [200])
-    );
+    assert!(n.run_until(secs(2), registered([desk, mobile])));
     let a = n.ua(ALICE, "alice");
     let c = n.invite(a, "sip:1001@127.0.0.1", SW);
     assert!(n.run_until(secs(3), confirmed(a, c)));
@@ -531,10 +525,7 @@ fn forks_of_a_call_on_two_workers_come_back_to_its_worker() {
     n.agent(mobile).policy.after = secs(30);
     n.register(desk, SW, "strowger", 600);
     n.register(mobile, "[::1]:5060", "strowger", 600);
-    assert!(
-        n.run_until(secs(2), |n| n.agent(desk).register_statuses == [200]
-            && n.agent(mobile).register_statuses == [200])
-    );
+    assert!(n.run_until(secs(2), registered([desk, mobile])));
     let a = n.ua(ALICE, "alice");
     for k in 0..6 {
         let c = n.invite(a, "sip:1001@127.0.0.1", SW);

@@ -664,6 +664,11 @@ pub fn ended(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
     move |n| n.agent(ua).call(c).state == State::Ended
 }
 
+/// Whether each of `uas` got a 200 for its one REGISTER.
+pub fn registered<const N: usize>(uas: [Id; N]) -> impl FnMut(&mut Net) -> bool {
+    move |n| uas.iter().all(|&ua| n.agent(ua).register_statuses == [200])
+}
+
 /// Whether agent `ua` got one answer to a BYE in call `c`.
 pub fn bye_answered(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
     move |n| n.agent(ua).call(c).responses_to("BYE").len() == 1
