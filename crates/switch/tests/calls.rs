@@ -6,37 +6,14 @@ mod net;
 use net::*;
 use sip::{HeaderName, Message, Method};
 
-const SW: &str = "127.0.0.1:5060";
-const ALICE: &str = "127.0.0.1:5061";
-const BOB: &str = "127.0.0.1:5090";
-
 /// A one-worker switch on 127.0.0.1:5060 whose 2XXX and 3XXX calls go to Bob, with Alice and
 /// Bob (answers at once after 180) on the net; `head` adds configuration tables.
 fn setup(seed: u64, head: &str) -> (Net, Id, Id, Id) {
     let mut n = Net::new(seed);
-    let toml = format!("{head}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
-    let sw = n.switch(&config(&toml), &[SW], 1);
+    let sw = b2bua(&mut n, head);
     let a = n.ua(ALICE, "alice");
     let b = n.ua(BOB, "bob");
     (n, sw, a, b)
-}
-
-fn body(m: &Message) -> String {
-    String::from_utf8_lossy(m.body()).into_owned()
-}
-
-/// The statuses agent `ua` got for its INVITEs in call `c`.
-fn invite_statuses(n: &mut Net, ua: Id, c: usize) -> Vec<u16> {
-    n.agent(ua)
-        .call(c)
-        .responses_to("INVITE")
-        .iter()
-        .filter_map(|m| m.status())
-        .collect()
-}
-
-fn confirmed(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
-    move |n| n.agent(ua).call(c).state == State::Confirmed
 }
 
 /// RTP packets agent `ua` got after `since`, with their payload types.
@@ -47,6 +24,29 @@ fn rtp_since(n: &mut Net, ua: Id, since: std::time::Instant) -> Vec<u8> {
         .filter(|(t, _, _)| *t > since)
         .map(|(_, _, pt)| *pt)
         .collect()
+}
+
+/// The payload types of the RTP agent `ua` gets during the next `d` of virtual time.
+fn rtp_during(n: &mut Net, ua: Id, d: std::time::Duration) -> Vec<u8> {
+    let t = n.now;
+    n.run_for(d);
+    rtp_since(n, ua, t)
+}
+
+/// Agent `ua` sends an UPDATE in call `c` offering PCMU `direction`; within 2 s it is answered
+/// (its `nth` answer) with a 200, which is returned.
+fn update_answered(n: &mut Net, ua: Id, c: usize, direction: &str, nth: usize) -> Message {
+    let offer = n.agent(ua).sdp(&[0], direction);
+    n.update(ua, c, offer);
+    assert!(n.run_until(secs(2), |n| n
+        .agent(ua)
+        .call(c)
+        .responses_to("UPDATE")
+        .len()
+        == nth + 1));
+    let ok = n.agent(ua).call(c).responses_to("UPDATE")[nth].clone();
+    assert_eq!(ok.status(), Some(200));
+    ok
 }
 
 #[test]
@@ -75,14 +75,8 @@ fn a_call_over_ipv6_is_bridged_answered_hung_up_and_leaves_a_cdr() {
         .iter()
         .all(|(_, from, _)| *from == sw_addr));
     // The caller's answer is IPv6 SDP and audio flows both ways through strowger.
-    let ok = n
-        .agent(a)
-        .call(c)
-        .responses_to("INVITE")
-        .last()
-        .cloned()
-        .unwrap();
-    assert!(body(ok).contains("c=IN IP6 ::1"), "{}", body(ok));
+    let ok = last_response(&mut n, a, c, "INVITE");
+    assert!(body(&ok).contains("c=IN IP6 ::1"), "{}", body(&ok));
     let t = n.now;
     n.run_for(secs(2));
     let to_alice = rtp_since(&mut n, a, t);
@@ -100,17 +94,13 @@ fn a_call_over_ipv6_is_bridged_answered_hung_up_and_leaves_a_cdr() {
         n.run_until(secs(5), |n| n.agent(a).call(c).statuses().contains(&200)
             && n.agent(b).last().state == State::Ended)
     );
-    assert_eq!(
-        n.agent(a).call(c).responses_to("BYE")[0].status(),
-        Some(200)
-    );
+    assert_bye_ok(&mut n, a, c, "");
     assert_eq!(n.agent(b).last().requests_of(&Method::Bye).len(), 1);
-    let cdrs = n.sw(sw).cdrs();
-    assert_eq!(cdrs.len(), 1);
-    assert_eq!(cdrs[0]["sip_status"], 200);
-    assert_eq!(cdrs[0]["hangup_side"], "caller");
-    assert_eq!(cdrs[0]["bridged_to"], "sip:2001@[::1]:5090");
-    assert!(cdrs[0]["billable_s"].as_f64().unwrap() >= 1.9);
+    let cdr = one_cdr(&mut n, sw, "");
+    assert_eq!(cdr["sip_status"], 200);
+    assert_eq!(cdr["hangup_side"], "caller");
+    assert_eq!(cdr["bridged_to"], "sip:2001@[::1]:5090");
+    assert!(cdr["billable_s"].as_f64().unwrap() >= 1.9);
     assert_eq!(n.sw(sw).active_calls(), 0);
     assert!(n.undeliverable.is_empty(), "{:?}", n.undeliverable);
 }
@@ -127,13 +117,7 @@ fn a_dual_stack_switch_answers_an_ipv6_caller_with_ipv6_media() {
     let a = n.ua("[::1]:5061", "alice");
     let c = n.invite(a, "sip:44444@[::1]", "[::1]:5060");
     assert!(n.run_until(secs(2), confirmed(a, c)));
-    let ok: Message = n
-        .agent(a)
-        .call(c)
-        .responses_to("INVITE")
-        .last()
-        .map(|m| (*m).clone())
-        .unwrap();
+    let ok = last_response(&mut n, a, c, "INVITE");
     // Signalling is IPv6 all the way.
     assert!(n
         .agent(a)
@@ -141,9 +125,7 @@ fn a_dual_stack_switch_answers_an_ipv6_caller_with_ipv6_media() {
         .iter()
         .all(|(_, from, _)| from.is_ipv6()));
     assert!(body(&ok).contains("c=IN IP6 ::1"), "{}", body(&ok));
-    let t = n.now;
-    n.run_for(secs(1));
-    assert!(!rtp_since(&mut n, a, t).is_empty());
+    assert!(!rtp_during(&mut n, a, secs(1)).is_empty());
     assert!(n.agent(a).rtp.iter().all(|(_, from, _)| from.is_ipv6()));
     assert_eq!(n.sw(sw).active_calls(), 1);
 }
@@ -153,39 +135,26 @@ fn update_puts_an_answered_call_on_hold_and_back() {
     let (mut n, sw, a, _) = setup(2, "");
     let c = n.invite(a, "sip:44444@127.0.0.1", SW);
     assert!(n.run_until(secs(2), confirmed(a, c)));
-    let t = n.now;
-    n.run_for(secs(1));
-    assert!(rtp_since(&mut n, a, t).len() > 40, "the prompt plays");
-
-    let hold = n.agent(a).sdp(&[0], "sendonly");
-    n.update(a, c, hold);
     assert!(
-        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("UPDATE").len()
-            == 1)
+        rtp_during(&mut n, a, secs(1)).len() > 40,
+        "the prompt plays"
     );
-    let ok = n.agent(a).call(c).responses_to("UPDATE")[0].clone();
-    assert_eq!(ok.status(), Some(200));
+
+    let ok = update_answered(&mut n, a, c, "sendonly", 0);
     assert!(body(&ok).contains("a=recvonly"), "{}", body(&ok));
     // On hold strowger sends nothing.
     n.run_for(ms(100));
-    let t = n.now;
-    n.run_for(secs(1));
-    assert_eq!(rtp_since(&mut n, a, t).len(), 0, "no audio while on hold");
-
-    let resume = n.agent(a).sdp(&[0], "sendrecv");
-    n.update(a, c, resume);
-    assert!(
-        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("UPDATE").len()
-            == 2)
+    assert_eq!(
+        rtp_during(&mut n, a, secs(1)).len(),
+        0,
+        "no audio while on hold"
     );
-    let ok = n.agent(a).call(c).responses_to("UPDATE")[1].clone();
-    assert_eq!(ok.status(), Some(200));
+
+    let ok = update_answered(&mut n, a, c, "sendrecv", 1);
     assert!(body(&ok).contains("a=sendrecv"), "{}", body(&ok));
     n.run_for(ms(100));
-    let t = n.now;
-    n.run_for(secs(1));
     assert!(
-        rtp_since(&mut n, a, t).len() > 40,
+        rtp_during(&mut n, a, secs(1)).len() > 40,
         "audio again once resumed"
     );
     assert_eq!(n.sw(sw).active_calls(), 1);
@@ -197,17 +166,9 @@ fn a_reinvite_changes_the_codec_from_pcmu_to_pcma() {
     n.agent(a).codecs = vec![0];
     let c = n.invite(a, "sip:44444@127.0.0.1", SW);
     assert!(n.run_until(secs(2), confirmed(a, c)));
-    let ok = n
-        .agent(a)
-        .call(c)
-        .responses_to("INVITE")
-        .last()
-        .cloned()
-        .unwrap();
-    assert!(body(ok).contains("RTP/AVP 0"), "{}", body(ok));
-    let t = n.now;
-    n.run_for(secs(1));
-    let before = rtp_since(&mut n, a, t);
+    let ok = last_response(&mut n, a, c, "INVITE");
+    assert!(body(&ok).contains("RTP/AVP 0"), "{}", body(&ok));
+    let before = rtp_during(&mut n, a, secs(1));
     assert!(
         !before.is_empty() && before.iter().all(|pt| *pt == 0),
         "{before:?}"
@@ -226,14 +187,8 @@ fn a_reinvite_changes_the_codec_from_pcmu_to_pcma() {
                 && m.header(HeaderName::CSeq)
                     .is_some_and(|s| s.starts_with('2'))
         })));
-    let ok = n
-        .agent(a)
-        .call(c)
-        .responses_to("INVITE")
-        .last()
-        .cloned()
-        .unwrap();
-    let sdp = body(ok);
+    let ok = last_response(&mut n, a, c, "INVITE");
+    let sdp = body(&ok);
     let m_line = sdp.lines().find(|l| l.starts_with("m=audio")).unwrap();
     assert!(
         m_line.ends_with("RTP/AVP 8"),
@@ -250,9 +205,7 @@ fn a_reinvite_changes_the_codec_from_pcmu_to_pcma() {
         .header(HeaderName::CSeq)
         == Some("2 ACK")));
     n.run_for(ms(100));
-    let t = n.now;
-    n.run_for(secs(1));
-    let after = rtp_since(&mut n, a, t);
+    let after = rtp_during(&mut n, a, secs(1));
     assert!(
         !after.is_empty() && after.iter().all(|pt| *pt == 8),
         "{after:?}"
@@ -342,53 +295,13 @@ fn a_bridged_call_survives_ten_percent_loss_and_reordering() {
     let mut lost = 0;
     for seed in 1..=8 {
         let (mut n, sw, a, b) = setup(100 + seed, "");
-        let bad = Link {
-            delay: ms(10),
-            jitter: ms(10),
-            loss: 0.10,
-            reorder: 0.10,
-        };
-        n.link(sw, a, bad);
-        n.link(sw, b, bad);
-        let c = n.invite(a, "sip:2001@127.0.0.1", SW);
-        assert!(
-            n.run_until(secs(40), confirmed(a, c)),
-            "seed {seed}: not answered"
-        );
-        n.run_for(secs(3));
-        n.bye(a, c);
-        assert!(
-            n.run_until(secs(40), |n| n.agent(a).call(c).responses_to("BYE").len()
-                == 1
-                && n.agent(b).last().state == State::Ended),
-            "seed {seed}: not hung up"
-        );
-        assert_eq!(
-            n.agent(a).call(c).responses_to("BYE")[0].status(),
-            Some(200)
-        );
-        n.run_for(secs(40));
-        assert_eq!(
-            n.agent(b).calls.len(),
-            1,
-            "seed {seed}: one call at the callee"
-        );
+        let what = format!("seed {seed}");
         // Every request was answered, every 2xx ACKed (a lost ACK is sent again).
-        assert!(
-            n.agent(a).tx_events.is_empty(),
-            "seed {seed}: {:?}",
-            n.agent(a).tx_events
-        );
-        assert!(
-            n.agent(b).tx_events.is_empty(),
-            "seed {seed}: {:?}",
-            n.agent(b).tx_events
-        );
-        assert_eq!(n.sw(sw).active_calls(), 0, "seed {seed}");
-        let cdrs = n.sw(sw).cdrs();
-        assert_eq!(cdrs.len(), 1, "seed {seed}");
-        assert_eq!(cdrs[0]["sip_status"], 200, "seed {seed}");
-        assert_eq!(cdrs[0]["hangup_side"], "caller", "seed {seed}");
+        lossy_call(&mut n, sw, a, b, "sip:2001@127.0.0.1", SW, secs(3), &what);
+        assert_eq!(n.sw(sw).active_calls(), 0, "{what}");
+        let cdr = one_cdr(&mut n, sw, &what);
+        assert_eq!(cdr["sip_status"], 200, "{what}");
+        assert_eq!(cdr["hangup_side"], "caller", "{what}");
         lost += n.trace.iter().filter(|t| t.lost).count();
     }
     assert!(lost >= 8, "only {lost} SIP datagrams lost in all runs");
@@ -414,7 +327,7 @@ fn shutdown_hangs_up_every_call_with_byes_retransmitted_until_answered() {
         p.from == sw_addr && p.to == alice && p.bytes.starts_with(b"BYE ")
     });
     n.shutdown(sw);
-    assert!(n.run_until(secs(30), |n| n.agent(a).call(bridged).state == State::Ended));
+    assert!(n.run_until(secs(30), ended(a, bridged)));
     let byes = n.sent(sw_addr, alice, "BYE");
     assert_eq!(byes.len(), 4, "three lost, the fourth arrived");
     assert!(byes[..3].iter().all(|t| t.lost) && !byes[3].lost);
@@ -449,22 +362,14 @@ fn an_overloaded_switch_refuses_new_calls_with_503_and_serves_byes() {
     assert!(n.run_until(secs(2), confirmed(a, c)));
     n.sw(sw).node().set_overloaded(true);
     let refused = n.invite(b, "sip:44444@127.0.0.1", SW);
-    assert!(n.run_until(secs(2), |n| n.agent(b).call(refused).state == State::Ended));
+    assert!(n.run_until(secs(2), ended(b, refused)));
     let r = n.agent(b).call(refused).responses_to("INVITE")[0].clone();
     assert_eq!(r.status(), Some(503));
     assert_eq!(r.header(HeaderName::RetryAfter), Some("9"));
     // The refused caller's ACK is absorbed and nothing is retransmitted to it.
     n.run_for(secs(5));
     assert_eq!(n.sent(addr(SW), addr(BOB), "503").len(), 1);
-    n.bye(a, c);
-    assert!(
-        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("BYE").len()
-            == 1)
-    );
-    assert_eq!(
-        n.agent(a).call(c).responses_to("BYE")[0].status(),
-        Some(200)
-    );
+    hang_up(&mut n, a, c, secs(2));
     assert_eq!(n.sw(sw).cdrs().len(), 1);
     assert_eq!(n.sw(sw).active_calls(), 0);
     // Back from overload, calls are admitted again.
@@ -480,17 +385,9 @@ fn requests_that_queued_too_long_refuse_new_calls_but_not_byes() {
     assert!(n.run_until(secs(2), confirmed(a, c)));
     n.sw(sw).late = true;
     let refused = n.invite(b, "sip:44444@127.0.0.1", SW);
-    assert!(n.run_until(secs(2), |n| n.agent(b).call(refused).state == State::Ended));
+    assert!(n.run_until(secs(2), ended(b, refused)));
     assert_eq!(invite_statuses(&mut n, b, refused), [503]);
-    n.bye(a, c);
-    assert!(
-        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("BYE").len()
-            == 1)
-    );
-    assert_eq!(
-        n.agent(a).call(c).responses_to("BYE")[0].status(),
-        Some(200)
-    );
+    hang_up(&mut n, a, c, secs(2));
     assert_eq!(n.sw(sw).cdrs().len(), 1);
 }
 
@@ -500,19 +397,11 @@ fn at_max_calls_a_new_call_gets_503_until_one_ends() {
     let c = n.invite(a, "sip:44444@127.0.0.1", SW);
     assert!(n.run_until(secs(2), confirmed(a, c)));
     let refused = n.invite(b, "sip:44444@127.0.0.1", SW);
-    assert!(n.run_until(secs(2), |n| n.agent(b).call(refused).state == State::Ended));
+    assert!(n.run_until(secs(2), ended(b, refused)));
     let r = n.agent(b).call(refused).responses_to("INVITE")[0].clone();
     assert_eq!(r.status(), Some(503));
     assert_eq!(r.header(HeaderName::RetryAfter), Some("4"));
-    n.bye(a, c);
-    assert!(
-        n.run_until(secs(2), |n| n.agent(a).call(c).responses_to("BYE").len()
-            == 1)
-    );
-    assert_eq!(
-        n.agent(a).call(c).responses_to("BYE")[0].status(),
-        Some(200)
-    );
+    hang_up(&mut n, a, c, secs(2));
     let admitted = n.invite(b, "sip:44444@127.0.0.1", SW);
     assert!(n.run_until(secs(2), confirmed(b, admitted)));
     assert_eq!(n.sw(sw).active_calls(), 1);
@@ -617,11 +506,7 @@ fn a_lost_ack_to_the_callee_is_sent_again_for_its_retransmitted_200() {
     );
     assert_eq!(n.agent(b).last().requests_of(&Method::Ack).len(), 1);
     n.run_for(secs(40));
-    assert!(
-        n.agent(b).tx_events.is_empty(),
-        "{:?}",
-        n.agent(b).tx_events
-    );
+    assert_no_tx_events(&mut n, &[b], "");
     assert_eq!(
         n.agent(b).last().state,
         State::Confirmed,
@@ -643,13 +528,7 @@ fn a_session_timer_ends_an_unrefreshed_call_and_a_refresh_keeps_it() {
         == State::Confirmed
         && n.agent(b).call(refreshing).state == State::Confirmed));
     let t0 = n.now;
-    let ok = n
-        .agent(a)
-        .call(quiet)
-        .responses_to("INVITE")
-        .last()
-        .map(|m| (*m).clone())
-        .unwrap();
+    let ok = last_response(&mut n, a, quiet, "INVITE");
     assert_eq!(
         ok.header(HeaderName::SessionExpires),
         Some("90;refresher=uac")
@@ -666,13 +545,7 @@ fn a_session_timer_ends_an_unrefreshed_call_and_a_refresh_keeps_it() {
         .responses_to("INVITE")
         .len()
         >= 3));
-    let refreshed = n
-        .agent(b)
-        .call(refreshing)
-        .responses_to("INVITE")
-        .last()
-        .map(|m| (*m).clone())
-        .unwrap();
+    let refreshed = last_response(&mut n, b, refreshing, "INVITE");
     assert_eq!(refreshed.status(), Some(200));
     assert_eq!(
         refreshed.header(HeaderName::SessionExpires),
@@ -680,7 +553,7 @@ fn a_session_timer_ends_an_unrefreshed_call_and_a_refresh_keeps_it() {
     );
 
     // Alice's call ends a little before 90 s without a refresh, with a BYE from strowger.
-    assert!(n.run_until(secs(60), |n| n.agent(a).call(quiet).state == State::Ended));
+    assert!(n.run_until(secs(60), ended(a, quiet)));
     let ended = n.now - t0;
     assert!(
         ended >= secs(50) && ended < secs(90),
@@ -692,9 +565,7 @@ fn a_session_timer_ends_an_unrefreshed_call_and_a_refresh_keeps_it() {
         State::Confirmed,
         "refreshed at 40 s"
     );
-    let cdrs = n.sw(sw).cdrs();
-    assert_eq!(cdrs.len(), 1);
-    assert_eq!(cdrs[0]["hangup_side"], "switch");
+    assert_eq!(one_cdr(&mut n, sw, "")["hangup_side"], "switch");
     // Bob's call lasts until a little before 40 + 90 s.
     assert!(n.run_until(secs(60), |n| n.agent(b).call(refreshing).state
         == State::Ended));
@@ -761,13 +632,7 @@ fn a_hold_with_connection_address_zero_stops_the_audio() {
         .responses_to("INVITE")
         .iter()
         .any(|m| m.header(HeaderName::CSeq) == Some("2 INVITE"))));
-    let ok = n
-        .agent(a)
-        .call(c)
-        .responses_to("INVITE")
-        .last()
-        .map(|m| (*m).clone())
-        .unwrap();
+    let ok = last_response(&mut n, a, c, "INVITE");
     assert_eq!(ok.status(), Some(200));
     n.run_for(ms(100));
     let t = n.now;
@@ -793,7 +658,5 @@ fn a_hold_with_connection_address_zero_stops_the_audio() {
         .iter()
         .any(|m| m.header(HeaderName::CSeq) == Some("3 INVITE"))));
     n.run_for(ms(100));
-    let t = n.now;
-    n.run_for(secs(1));
-    assert!(rtp_since(&mut n, a, t).len() > 40, "audio again");
+    assert!(rtp_during(&mut n, a, secs(1)).len() > 40, "audio again");
 }

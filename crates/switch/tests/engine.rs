@@ -10,7 +10,8 @@ use sip::Message;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-const DIALPLAN: &str = r#"
+const DIALPLAN: &str = concat!(
+    r#"
 [general]
 max_calls = 2
 retry_after_s = 7
@@ -24,21 +25,13 @@ media_timeout_s = 10
 shared_ports = true
 [vars]
 bridge_target = "127.0.0.1:5090"
-[dialplan]
-default_context = "default"
-[[dialplan.contexts.default.rules]]
-exten = "44444"
-steps = ["answer", "playback demo loop=true"]
-[[dialplan.contexts.default.rules]]
-exten = "5555"
-steps = ["ringing", "wait 30"]
-[[dialplan.contexts.default.rules]]
-exten = "6666"
-steps = ["answer", "wait 1", "hangup"]
-[[dialplan.contexts.default.rules]]
+"#,
+    net::basic_dialplan!(),
+    r#"[[dialplan.contexts.default.rules]]
 regex = "^2(\\d{3})$"
 steps = ["bridge sip:${EXTEN}@${bridge_target} timeout=5"]
-"#;
+"#
+);
 
 const CALLER: &str = "127.0.0.1:5061";
 const LOCAL: &str = "127.0.0.1:5060";

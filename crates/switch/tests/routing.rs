@@ -7,26 +7,41 @@ mod net;
 use net::*;
 use sip::{HeaderName, Method};
 
-const SW: &str = "127.0.0.1:5060";
-const ALICE: &str = "127.0.0.1:5061";
-const BOB: &str = "127.0.0.1:5090";
-
-fn invite_statuses(n: &mut Net, ua: Id, c: usize) -> Vec<u16> {
-    n.agent(ua)
-        .call(c)
-        .responses_to("INVITE")
-        .iter()
-        .filter_map(|m| m.status())
-        .collect()
+/// A switch on `addrs` with `workers` workers whose registrar takes user 1001 unauthenticated.
+fn registrar(n: &mut Net, addrs: &[&str], workers: usize) -> Id {
+    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
+    let sw = n.switch(&toml, addrs, workers);
+    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    sw
 }
 
-fn ended(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
-    move |n| n.agent(ua).call(c).state == State::Ended
+/// A proxy for example.com on `sw_at` (`proxy` adds to its `[proxy]` table) with Bob registered
+/// as user 1002 from `bob_at` and answering by `policy`; returns the switch and Bob.
+fn proxy_with_bob_at(
+    n: &mut Net,
+    proxy: &str,
+    sw_at: &str,
+    bob_at: &str,
+    policy: Policy,
+) -> (Id, Id) {
+    let toml = config(&format!(
+        "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\n{proxy}"
+    ));
+    let sw = n.switch(&toml, &[sw_at], 1);
+    n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
+    let b = n.ua(bob_at, "1002");
+    n.agent(b).policy = policy;
+    n.register(b, sw_at, "strowger", 600);
+    assert!(n.run_until(secs(2), registered([b])));
+    (sw, b)
 }
 
-fn b2bua(n: &mut Net, head: &str) -> Id {
-    let toml = format!("{head}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
-    n.switch(&config(&toml), &[SW], 1)
+/// `proxy_with_bob_at` on the IPv4 addresses, with Alice on the net.
+fn proxy_with_bob(seed: u64, bob_policy: Policy) -> (Net, Id, Id, Id) {
+    let mut n = Net::new(seed);
+    let (sw, b) = proxy_with_bob_at(&mut n, "", SW, BOB, bob_policy);
+    let a = n.ua(ALICE, "alice");
+    (n, sw, a, b)
 }
 
 #[test]
@@ -42,7 +57,7 @@ fn max_forwards_zero_gets_483_and_one_reaches_the_callee_with_zero() {
     assert!(n.agent(b).calls.is_empty(), "nothing forwarded");
 
     let c = n.invite_with(a, "sip:2001@127.0.0.1", SW, &[("Max-Forwards", "1")]);
-    assert!(n.run_until(secs(5), |n| n.agent(a).call(c).state == State::Confirmed));
+    assert!(n.run_until(secs(5), confirmed(a, c)));
     let inv = n.agent(b).last().requests[0].clone();
     assert_eq!(inv.header(HeaderName::MaxForwards), Some("0"));
     n.bye(a, c);
@@ -72,9 +87,7 @@ fn a_bridge_that_loops_back_into_strowger_is_refused_with_482() {
     assert_eq!(st.last(), Some(&482), "{st:?}");
     n.run_for(secs(40));
     assert_eq!(n.sw(sw).active_calls(), 0);
-    let cdrs = n.sw(sw).cdrs();
-    assert_eq!(cdrs.len(), 1, "{cdrs:?}");
-    assert_eq!(cdrs[0]["sip_status"], 482);
+    assert_eq!(one_cdr(&mut n, sw, "")["sip_status"], 482);
 }
 
 /// The proxy role forwards to a registered contact whose Path leads back to strowger itself (a
@@ -125,10 +138,7 @@ fn a_natted_phone_gets_options_keepalives_and_a_direct_one_none() {
     let direct = n.ua("127.0.0.1:5072", "1002");
     n.register(natted, SW, "strowger", 600);
     n.register(direct, SW, "strowger", 600);
-    assert!(
-        n.run_until(secs(2), |n| n.agent(natted).register_statuses == [200]
-            && n.agent(direct).register_statuses == [200])
-    );
+    assert!(n.run_until(secs(2), registered([natted, direct])));
     let t0 = n.now;
     n.run_for(secs(46));
     let options: Vec<_> = n
@@ -157,7 +167,7 @@ fn a_natted_phone_gets_options_keepalives_and_a_direct_one_none() {
     // A call to the NATed phone reaches it through the address the keep-alives hold open.
     let a = n.ua(ALICE, "alice");
     let c = n.invite(a, "sip:1001@127.0.0.1", SW);
-    assert!(n.run_until(secs(5), |n| n.agent(a).call(c).state == State::Confirmed));
+    assert!(n.run_until(secs(5), confirmed(a, c)));
     let inv = n.agent(natted).last().requests[0].clone();
     assert_eq!(inv.request_uri(), Some("sip:1001@192.168.1.20:5060"));
 }
@@ -172,7 +182,7 @@ fn crlf_keepalives_go_to_the_natted_phones_source_address() {
     let natted = n.ua("127.0.0.1:40002", "1001");
     n.agent(natted).contact = "sip:1001@10.1.2.3:5062".into();
     n.register(natted, SW, "strowger", 600);
-    assert!(n.run_until(secs(2), |n| n.agent(natted).register_statuses == [200]));
+    assert!(n.run_until(secs(2), registered([natted])));
     let t0 = n.now;
     n.run_for(secs(61));
     let crlf: Vec<_> = n
@@ -211,17 +221,16 @@ fn proxied_dialogs_follow_strowgers_record_route_over_ipv6() {
 
 fn proxied_dialog(seed: u64, sw_at: &str, alice_at: &str, bob_at: &str) {
     let mut n = Net::new(seed);
-    let toml = config(
-        "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\nrecord_route = true\n",
+    let (sw, b) = proxy_with_bob_at(
+        &mut n,
+        "record_route = true\n",
+        sw_at,
+        bob_at,
+        Policy::default(),
     );
-    let sw = n.switch(&toml, &[sw_at], 1);
-    n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
-    let b = n.ua(bob_at, "1002");
-    n.register(b, sw_at, "strowger", 600);
-    assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
     let a = n.ua(alice_at, "alice");
     let c = n.invite(a, "sip:1002@example.com", sw_at);
-    assert!(n.run_until(secs(5), |n| n.agent(a).call(c).state == State::Confirmed));
+    assert!(n.run_until(secs(5), confirmed(a, c)));
 
     let rr = format!("<sip:{sw_at};lr>");
     let inv = n.agent(b).last().requests[0].clone();
@@ -256,43 +265,20 @@ fn proxied_dialog(seed: u64, sw_at: &str, alice_at: &str, bob_at: &str) {
         "strowger took its own Route off"
     );
     assert!(reinv.header(HeaderName::Via).unwrap().contains(sw_at));
-    let ok = n
-        .agent(a)
-        .call(c)
-        .responses_to("INVITE")
-        .last()
-        .cloned()
-        .unwrap();
-    assert!(String::from_utf8_lossy(ok.body()).contains("a=recvonly"));
+    let ok = last_response(&mut n, a, c, "INVITE");
+    assert!(body(&ok).contains("a=recvonly"));
     n.run_for(secs(1));
     assert_eq!(n.sent(sw_a, bob, "ACK").len(), 2, "the re-INVITE's ACK too");
 
     // The callee hangs up: its BYE goes through strowger to the caller's Contact.
     let bc = n.agent(b).last_index().unwrap();
-    n.bye(b, bc);
-    assert!(
-        n.run_until(secs(5), |n| n.agent(b).call(bc).responses_to("BYE").len()
-            == 1)
-    );
-    assert_eq!(
-        n.agent(b).call(bc).responses_to("BYE")[0].status(),
-        Some(200)
-    );
+    hang_up(&mut n, b, bc, secs(5));
     assert_eq!(n.sent(bob, sw_a, "BYE").len(), 1);
     assert_eq!(n.sent(sw_a, alice, "BYE").len(), 1);
     assert!(n.sent(bob, alice, "BYE").is_empty());
     assert_eq!(n.agent(a).call(c).state, State::Ended);
     assert!(n.undeliverable.is_empty(), "{:?}", n.undeliverable);
-    assert!(
-        n.agent(a).tx_events.is_empty(),
-        "{:?}",
-        n.agent(a).tx_events
-    );
-    assert!(
-        n.agent(b).tx_events.is_empty(),
-        "{:?}",
-        n.agent(b).tx_events
-    );
+    assert_no_tx_events(&mut n, &[a, b], "");
 }
 
 /// A proxied, record-routed dialog under 10 % loss and reordering: retransmissions on both
@@ -302,55 +288,9 @@ fn proxied_dialog(seed: u64, sw_at: &str, alice_at: &str, bob_at: &str) {
 fn a_proxied_dialog_survives_ten_percent_loss_and_reordering() {
     let mut lost = 0;
     for seed in 1..=8 {
-        let mut n = Net::new(300 + seed);
-        let toml = config(
-            "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\n",
-        );
-        let sw = n.switch(&toml, &[SW], 1);
-        n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
-        let b = n.ua(BOB, "1002");
-        n.register(b, SW, "strowger", 600);
-        assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
-        let a = n.ua(ALICE, "alice");
-        let bad = Link {
-            delay: ms(10),
-            jitter: ms(10),
-            loss: 0.10,
-            reorder: 0.10,
-        };
-        n.link(sw, a, bad);
-        n.link(sw, b, bad);
-        let c = n.invite(a, "sip:1002@example.com", SW);
+        let (mut n, sw, a, b) = proxy_with_bob(300 + seed, Policy::default());
         let what = format!("seed {seed}");
-        assert!(
-            n.run_until(secs(40), |n| n.agent(a).call(c).state == State::Confirmed),
-            "{what}: not answered"
-        );
-        n.run_for(secs(2));
-        n.bye(a, c);
-        assert!(
-            n.run_until(secs(40), |n| n.agent(a).call(c).responses_to("BYE").len()
-                == 1
-                && n.agent(b).last().state == State::Ended),
-            "{what}: not hung up"
-        );
-        assert_eq!(
-            n.agent(a).call(c).responses_to("BYE")[0].status(),
-            Some(200),
-            "{what}"
-        );
-        n.run_for(secs(40));
-        assert_eq!(n.agent(b).calls.len(), 1, "{what}");
-        assert!(
-            n.agent(a).tx_events.is_empty(),
-            "{what}: {:?}",
-            n.agent(a).tx_events
-        );
-        assert!(
-            n.agent(b).tx_events.is_empty(),
-            "{what}: {:?}",
-            n.agent(b).tx_events
-        );
+        lossy_call(&mut n, sw, a, b, "sip:1002@example.com", SW, secs(2), &what);
         // Every BYE and ACK the callee got came through strowger.
         assert!(n
             .agent(b)
@@ -445,17 +385,15 @@ fn two_workers_hand_each_call_to_the_owner_of_its_call_id() {
 #[test]
 fn a_registration_taken_by_one_worker_serves_calls_on_the_other() {
     let mut n = Net::new(18);
-    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
-    let sw = n.switch(&toml, &[SW], 2);
-    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let sw = registrar(&mut n, &[SW], 2);
     let phone = n.ua("127.0.0.1:5081", "1001");
     n.register(phone, SW, "strowger", 600);
-    assert!(n.run_until(secs(2), |n| n.agent(phone).register_statuses == [200]));
+    assert!(n.run_until(secs(2), registered([phone])));
     let a = n.ua(ALICE, "alice");
     let mut owners = Vec::new();
     for _ in 0..4 {
         let c = n.invite(a, "sip:1001@127.0.0.1", SW);
-        assert!(n.run_until(secs(5), |n| n.agent(a).call(c).state == State::Confirmed));
+        assert!(n.run_until(secs(5), confirmed(a, c)));
         owners.push(switch::owner(&n.agent(a).call(c).call_id, 2));
         n.bye(a, c);
         assert!(n.run_until(secs(5), |n| n.sw(sw).active_calls() == 0));
@@ -469,9 +407,7 @@ fn a_registration_taken_by_one_worker_serves_calls_on_the_other() {
 #[test]
 fn a_user_with_two_phones_rings_both_and_the_loser_is_cancelled() {
     let mut n = Net::new(19);
-    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
-    let sw = n.switch(&toml, &[SW], 1);
-    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let sw = registrar(&mut n, &[SW], 1);
     let desk = n.ua("127.0.0.1:5101", "1001");
     let mobile = n.ua("127.0.0.1:5102", "1001");
     for (p, after) in [(desk, 1), (mobile, 5)] {
@@ -482,13 +418,10 @@ fn a_user_with_two_phones_rings_both_and_the_loser_is_cancelled() {
         };
         n.register(p, SW, "strowger", 600);
     }
-    assert!(
-        n.run_until(secs(2), |n| n.agent(desk).register_statuses == [200]
-            && n.agent(mobile).register_statuses == [200])
-    );
+    assert!(n.run_until(secs(2), registered([desk, mobile])));
     let a = n.ua(ALICE, "alice");
     let c = n.invite(a, "sip:1001@127.0.0.1", SW);
-    assert!(n.run_until(secs(3), |n| n.agent(a).call(c).state == State::Confirmed));
+    assert!(n.run_until(secs(3), confirmed(a, c)));
     assert_eq!(n.agent(desk).calls.len(), 1);
     assert_eq!(n.agent(mobile).calls.len(), 1, "both phones rang");
     n.run_for(secs(2));
@@ -499,25 +432,11 @@ fn a_user_with_two_phones_rings_both_and_the_loser_is_cancelled() {
     assert_eq!(n.agent(desk).last().state, State::Confirmed);
     n.bye(a, c);
     assert!(n.run_until(secs(2), |n| n.agent(desk).last().state == State::Ended));
-    let cdrs = n.sw(sw).cdrs();
-    assert_eq!(cdrs.len(), 1);
-    assert_eq!(cdrs[0]["bridged_to"], "sip:1001@127.0.0.1:5101");
-    assert_eq!(n.sw(sw).active_calls(), 0);
-}
-
-fn proxy_with_bob(seed: u64, bob_policy: Policy) -> (Net, Id, Id, Id) {
-    let mut n = Net::new(seed);
-    let toml = config(
-        "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\n",
+    assert_eq!(
+        one_cdr(&mut n, sw, "")["bridged_to"],
+        "sip:1001@127.0.0.1:5101"
     );
-    let sw = n.switch(&toml, &[SW], 1);
-    n.sw(sw).shared.store.add_user("1002", "strowger", "pw");
-    let b = n.ua(BOB, "1002");
-    n.agent(b).policy = bob_policy;
-    n.register(b, SW, "strowger", 600);
-    assert!(n.run_until(secs(2), |n| n.agent(b).register_statuses == [200]));
-    let a = n.ua(ALICE, "alice");
-    (n, sw, a, b)
+    assert_eq!(n.sw(sw).active_calls(), 0);
 }
 
 /// A CANCEL for a proxied INVITE: strowger answers it, CANCELs downstream, and relays the
@@ -547,16 +466,7 @@ fn a_cancel_is_forwarded_by_the_proxy_and_the_487_relayed() {
         "no 487 retransmitted"
     );
     n.run_for(secs(40));
-    assert!(
-        n.agent(a).tx_events.is_empty(),
-        "{:?}",
-        n.agent(a).tx_events
-    );
-    assert!(
-        n.agent(b).tx_events.is_empty(),
-        "{:?}",
-        n.agent(b).tx_events
-    );
+    assert_no_tx_events(&mut n, &[a, b], "");
     assert_eq!(
         n.agent(b).calls.len(),
         1,
@@ -600,9 +510,7 @@ fn a_bridge_to_a_silent_callee_gives_up_at_its_timeout() {
     assert_eq!(st.last(), Some(&408), "{st:?}");
     n.run_for(secs(40));
     assert_eq!(n.sw(sw).active_calls(), 0);
-    let cdrs = n.sw(sw).cdrs();
-    assert_eq!(cdrs.len(), 1);
-    assert_eq!(cdrs[0]["sip_status"], 408);
+    assert_eq!(one_cdr(&mut n, sw, "")["sip_status"], 408);
     assert!(n.sw(sw).logs().is_empty(), "{:?}", n.sw(sw).logs());
 }
 
@@ -611,25 +519,17 @@ fn a_bridge_to_a_silent_callee_gives_up_at_its_timeout() {
 #[test]
 fn forks_of_a_call_on_two_workers_come_back_to_its_worker() {
     let mut n = Net::new(23);
-    let toml = config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
-    let sw = n.switch(&toml, &[SW, "[::1]:5060"], 2);
-    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let sw = registrar(&mut n, &[SW, "[::1]:5060"], 2);
     let desk = n.ua("127.0.0.1:5101", "1001");
     let mobile = n.ua("[::1]:5102", "1001");
     n.agent(mobile).policy.after = secs(30);
     n.register(desk, SW, "strowger", 600);
     n.register(mobile, "[::1]:5060", "strowger", 600);
-    assert!(
-        n.run_until(secs(2), |n| n.agent(desk).register_statuses == [200]
-            && n.agent(mobile).register_statuses == [200])
-    );
+    assert!(n.run_until(secs(2), registered([desk, mobile])));
     let a = n.ua(ALICE, "alice");
     for k in 0..6 {
         let c = n.invite(a, "sip:1001@127.0.0.1", SW);
-        assert!(
-            n.run_until(secs(3), |n| n.agent(a).call(c).state == State::Confirmed),
-            "call {k}"
-        );
+        assert!(n.run_until(secs(3), confirmed(a, c)), "call {k}");
         let w = switch::owner(&n.agent(a).call(c).call_id, 2);
         for phone in [desk, mobile] {
             let forked = n.agent(phone).last().call_id.clone();

@@ -536,11 +536,11 @@ impl Net {
     }
 }
 
-/// A dialplan for the tests, appended to a configuration's other tables: 44444 plays the demo
-/// prompt, 5555 rings, 6666 answers and hangs up after a second, 2XXX is bridged to
-/// `${bridge_target}`, 3XXX is bridged after a 183 of strowger's own, 1XXX calls the phone
-/// registered as that user, 7XXX is bridged to strowger's own address `${self}` (a loop).
-pub const DIALPLAN: &str = r#"
+/// The start of every test dialplan (tests/net's and tests/engine.rs's), a string literal for
+/// `concat!`: 44444 plays the demo prompt, 5555 rings, 6666 answers and hangs up after a second.
+macro_rules! basic_dialplan {
+    () => {
+        r#"
 [dialplan]
 default_context = "default"
 [[dialplan.contexts.default.rules]]
@@ -550,11 +550,22 @@ steps = ["answer", "playback demo loop=true"]
 exten = "5555"
 steps = ["ringing", "wait 30"]
 [[dialplan.contexts.default.rules]]
-exten = "5556"
-steps = ["progress", "wait 30"]
-[[dialplan.contexts.default.rules]]
 exten = "6666"
 steps = ["answer", "wait 1", "hangup"]
+"#
+    };
+}
+pub(crate) use basic_dialplan;
+
+/// A dialplan for the tests, appended to a configuration's other tables: `basic_dialplan!`,
+/// 5556 sends a 183 and waits, 2XXX is bridged to `${bridge_target}`, 3XXX is bridged after a
+/// 183 of strowger's own, 1XXX calls the phone registered as that user, 7XXX is bridged to
+/// strowger's own address `${self}` (a loop).
+pub const DIALPLAN: &str = concat!(
+    basic_dialplan!(),
+    r#"[[dialplan.contexts.default.rules]]
+exten = "5556"
+steps = ["progress", "wait 30"]
 [[dialplan.contexts.default.rules]]
 regex = "^2(\\d{3})$"
 steps = ["bridge sip:${EXTEN}@${bridge_target} timeout=20"]
@@ -567,7 +578,8 @@ steps = ["bridge user/${EXTEN} timeout=20"]
 [[dialplan.contexts.default.rules]]
 regex = "^7\\d{3}$"
 steps = ["bridge sip:${EXTEN}@${self} timeout=20"]
-"#;
+"#
+);
 
 /// A configuration: `head` (tables other than the dialplan, e.g. `[general]`, `[vars]`) with
 /// media timeouts off, then `DIALPLAN`.
@@ -578,6 +590,20 @@ pub fn config(head: &str) -> String {
         "[rtp]\nmedia_timeout_s = 0\n"
     };
     format!("{rtp}{head}\n{DIALPLAN}")
+}
+
+/// The switch's address in the IPv4 tests.
+pub const SW: &str = "127.0.0.1:5060";
+/// Alice's address (a caller) in the IPv4 tests.
+pub const ALICE: &str = "127.0.0.1:5061";
+/// Bob's address (a callee) in the IPv4 tests.
+pub const BOB: &str = "127.0.0.1:5090";
+
+/// A one-worker switch on `SW` whose 2XXX and 3XXX calls are bridged to `BOB` and 7XXX back to
+/// itself; `head` adds configuration tables.
+pub fn b2bua(n: &mut Net, head: &str) -> Id {
+    let toml = format!("{head}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
+    n.switch(&config(&toml), &[SW], 1)
 }
 
 /// `s` seconds.
@@ -593,4 +619,127 @@ pub fn ms(ms: u64) -> Duration {
 /// A socket address from text.
 pub fn addr(s: &str) -> SocketAddr {
     s.parse().unwrap()
+}
+
+/// 10 ms of delay and of jitter, 10 % loss and 10 % reordering.
+pub const LOSSY: Link = Link {
+    delay: Duration::from_millis(10),
+    jitter: Duration::from_millis(10),
+    loss: 0.10,
+    reorder: 0.10,
+};
+
+/// A message's body as text.
+pub fn body(m: &Message) -> String {
+    String::from_utf8_lossy(m.body()).into_owned()
+}
+
+/// The statuses agent `ua` got for its INVITEs in call `c`.
+pub fn invite_statuses(n: &mut Net, ua: Id, c: usize) -> Vec<u16> {
+    n.agent(ua)
+        .call(c)
+        .responses_to("INVITE")
+        .iter()
+        .filter_map(|m| m.status())
+        .collect()
+}
+
+/// The last response agent `ua` got to its `method` requests in call `c`.
+pub fn last_response(n: &mut Net, ua: Id, c: usize, method: &str) -> Message {
+    n.agent(ua)
+        .call(c)
+        .responses_to(method)
+        .last()
+        .map(|m| (*m).clone())
+        .unwrap()
+}
+
+/// Whether agent `ua`'s call `c` is confirmed.
+pub fn confirmed(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
+    move |n| n.agent(ua).call(c).state == State::Confirmed
+}
+
+/// Whether agent `ua`'s call `c` has ended.
+pub fn ended(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
+    move |n| n.agent(ua).call(c).state == State::Ended
+}
+
+/// Whether each of `uas` got a 200 for its one REGISTER.
+pub fn registered<const N: usize>(uas: [Id; N]) -> impl FnMut(&mut Net) -> bool {
+    move |n| uas.iter().all(|&ua| n.agent(ua).register_statuses == [200])
+}
+
+/// Whether agent `ua` got one answer to a BYE in call `c`.
+pub fn bye_answered(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
+    move |n| n.agent(ua).call(c).responses_to("BYE").len() == 1
+}
+
+/// Asserts that the answer agent `ua` got to its BYE in call `c` is a 200.
+pub fn assert_bye_ok(n: &mut Net, ua: Id, c: usize, what: &str) {
+    assert_eq!(
+        n.agent(ua).call(c).responses_to("BYE")[0].status(),
+        Some(200),
+        "{what}"
+    );
+}
+
+/// Agent `ua` hangs up call `c`; within `limit` the BYE is answered with a 200.
+pub fn hang_up(n: &mut Net, ua: Id, c: usize, limit: Duration) {
+    n.bye(ua, c);
+    assert!(n.run_until(limit, bye_answered(ua, c)));
+    assert_bye_ok(n, ua, c, "");
+}
+
+/// Asserts that each of `agents` has no transaction left unanswered or 2xx left unACKed.
+pub fn assert_no_tx_events(n: &mut Net, agents: &[Id], what: &str) {
+    for &ua in agents {
+        assert!(
+            n.agent(ua).tx_events.is_empty(),
+            "{what}{:?}",
+            n.agent(ua).tx_events
+        );
+    }
+}
+
+/// Asserts that switch `sw` wrote one CDR, and returns it.
+pub fn one_cdr(n: &mut Net, sw: Id, what: &str) -> serde_json::Value {
+    let cdrs = n.sw(sw).cdrs();
+    assert_eq!(cdrs.len(), 1, "{what}{cdrs:?}");
+    cdrs[0].clone()
+}
+
+/// With `LOSSY` links from switch `sw` to caller `a` and callee `b`, `a` calls `uri` through
+/// `next_hop`, talks for `talk` and hangs up: retransmissions carry the call through (answered,
+/// the BYE answered with a 200 and the callee's leg ended), and 40 s later the callee had one
+/// call and neither agent a transaction left unanswered or a 2xx unACKed. `what` names the run.
+#[allow(clippy::too_many_arguments)]
+pub fn lossy_call(
+    n: &mut Net,
+    sw: Id,
+    a: Id,
+    b: Id,
+    uri: &str,
+    next_hop: &str,
+    talk: Duration,
+    what: &str,
+) {
+    n.link(sw, a, LOSSY);
+    n.link(sw, b, LOSSY);
+    let c = n.invite(a, uri, next_hop);
+    assert!(
+        n.run_until(secs(40), confirmed(a, c)),
+        "{what}: not answered"
+    );
+    n.run_for(talk);
+    n.bye(a, c);
+    let mut answered = bye_answered(a, c);
+    assert!(
+        n.run_until(secs(40), |n| answered(n)
+            && n.agent(b).last().state == State::Ended),
+        "{what}: not hung up"
+    );
+    assert_bye_ok(n, a, c, what);
+    n.run_for(secs(40));
+    assert_eq!(n.agent(b).calls.len(), 1, "{what}: one call at the callee");
+    assert_no_tx_events(n, &[a, b], &format!("{what}: "));
 }
