@@ -509,16 +509,7 @@ impl Engine {
         let header = if audio {
             // Same format, or G.711 both sides (a translator handles the rest).
             let body = &mut self.buf[HEADER_LEN..len];
-            let units = match (from_law, out.law) {
-                (Some(a), Some(b)) => {
-                    a.transcode(b, payload, body);
-                    payload.len() as u32
-                }
-                _ => {
-                    body.copy_from_slice(payload);
-                    out.frame_units
-                }
-            };
+            let units = relay_payload(from_law, out.law, payload, body, out.frame_units);
             out.out.relay(&pkt, out.payload_type, units, now)
         } else {
             let Some(pt) = out.dtmf_pt else { return };
@@ -633,16 +624,7 @@ impl Engine {
         }
         // Same format, or G.711 both sides (a translator handles the rest).
         let body = &mut self.buf[HEADER_LEN..len];
-        let units = match (from_law, out.law) {
-            (Some(a), Some(b)) => {
-                a.transcode(b, payload, body);
-                payload.len() as u32
-            }
-            _ => {
-                body.copy_from_slice(payload);
-                out.frame_units
-            }
-        };
+        let units = relay_payload(from_law, out.law, payload, body, out.frame_units);
         let header = out.out.relay_frame(ts, out.payload_type, units, now);
         let Some(dst) = out.remote else {
             return frame_out(peer, out, &header, &self.buf[HEADER_LEN..len], now, tx);
@@ -997,18 +979,31 @@ fn rtp_to_frames<F>(
         return;
     };
     // Same format, or G.711 both sides (a translator handles the rest).
-    let units = match (from_law, out.law) {
+    let units = relay_payload(from_law, out.law, payload, body, out.frame_units);
+    let header = out.out.relay(pkt, out.payload_type, units, now);
+    frame_out(peer, out, &header, &buf[..payload.len()], now, tx);
+}
+
+/// Copies a relayed payload into `body`: as it is (same format), or from one G.711 law to the
+/// other (a translator handles every other pair); returns the timestamp units it spans.
+#[inline]
+fn relay_payload(
+    from: Option<crate::Law>,
+    to: Option<crate::Law>,
+    payload: &[u8],
+    body: &mut [u8],
+    frame_units: u32,
+) -> u32 {
+    match (from, to) {
         (Some(a), Some(b)) => {
             a.transcode(b, payload, body);
             payload.len() as u32
         }
         _ => {
             body.copy_from_slice(payload);
-            out.frame_units
+            frame_units
         }
-    };
-    let header = out.out.relay(pkt, out.payload_type, units, now);
-    frame_out(peer, out, &header, &buf[..payload.len()], now, tx);
+    }
 }
 
 /// Builds and sends the leg's compound SR/RR + SDES.
