@@ -507,14 +507,14 @@ impl Worker {
     }
 
     /// A SIP message for a call this worker owns; `late` if it waited past [`Worker::sip_late`].
-    fn handle_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool) {
+    fn handle_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool, at: Clock) {
         let sip = Input::Sip {
             msg,
             peer,
             local,
             late,
         };
-        self.input(clock(), sip);
+        self.input(at, sip);
     }
 
     /// Hands the engine one input, then does what it asks.
@@ -578,7 +578,7 @@ impl Worker {
             } => self.media.attach(leg, port, shared, first),
             Event::MediaClose { leg } => self.media.close(leg),
             Event::Store { token, op } => {
-                if let Some(result) = self.host.store(token, op) {
+                if let Some(result) = self.host.store(token, *op) {
                     self.engine
                         .handle_input(clock, Input::Store { token, result });
                 }
@@ -627,6 +627,7 @@ impl Worker {
         local: SocketAddr,
         late: bool,
         keeping_up: bool,
+        at: Clock,
     ) {
         let owner = match switch::nonce_owner(&msg, self.workers) {
             // A digest answer goes to the worker that counts its nonce's uses.
@@ -635,7 +636,7 @@ impl Worker {
             None => self.owner(&msg),
         };
         if owner == self.id {
-            self.handle_sip(msg, peer, local, late);
+            self.handle_sip(msg, peer, local, late, at);
         } else {
             let sip = Envelope::Sip {
                 msg,
@@ -657,7 +658,9 @@ impl Worker {
             };
             let local = *local;
             let n = batch.recv(sock);
-            let now = Instant::now();
+            // One reading of the clocks per batch: its datagrams arrived together.
+            let at = clock();
+            let now = at.now;
             for i in 0..n {
                 let Some((data, src)) = batch.get(i) else {
                     continue;
@@ -671,8 +674,8 @@ impl Worker {
                 }
                 if data.len() > self.max_message {
                     self.engine
-                        .handle_input(clock(), Input::TooLarge { bytes: data, peer });
-                    self.drain(clock());
+                        .handle_input(at, Input::TooLarge { bytes: data, peer });
+                    self.drain(at);
                     self.flush_sip();
                     continue;
                 }
@@ -680,7 +683,7 @@ impl Worker {
                     .arrival(i)
                     .is_some_and(|t| now.saturating_duration_since(t) > self.sip_late);
                 match Message::parse(data, true) {
-                    Ok(msg) => self.deliver(msg, peer, local, late, n < SIP_BATCH),
+                    Ok(msg) => self.deliver(msg, peer, local, late, n < SIP_BATCH, at),
                     Err(ParseError::KeepAlive) => {}
                     Err(_) => {
                         self.counters
@@ -737,6 +740,7 @@ impl Worker {
         let (peer, local) = (conn.peer, conn.local);
         let mut msgs = Vec::new();
         let outcome = conn.read(self.max_message, |m| msgs.push(m));
+        let at = clock();
         for m in msgs {
             self.deliver(
                 m,
@@ -747,6 +751,7 @@ impl Worker {
                 local,
                 false,
                 true,
+                at,
             );
         }
         if let ReadOutcome::Closed = outcome {
@@ -763,6 +768,7 @@ impl Worker {
 
     fn drain_inbox(&mut self) {
         self.mail.draining(self.id);
+        let now = clock();
         while let Ok(env) = self.inbox.try_recv() {
             match env {
                 Envelope::Sip {
@@ -770,17 +776,17 @@ impl Worker {
                     peer,
                     local,
                     late,
-                } => self.handle_sip(msg, peer, local, late),
+                } => self.handle_sip(msg, peer, local, late, now),
                 Envelope::TcpSend { to, bytes } => self.tcp_send(to, &bytes),
                 Envelope::Iax { from, bytes } => {
                     let data = &bytes[..];
-                    self.input(clock(), Input::Iax { from, data });
+                    self.input(now, Input::Iax { from, data });
                 }
                 Envelope::Store { token, result } => {
-                    self.input(clock(), Input::Store { token, result });
+                    self.input(now, Input::Store { token, result });
                 }
                 Envelope::IaxPeer { name, at } => {
-                    self.input(clock(), Input::IaxPeer { name, at });
+                    self.input(now, Input::IaxPeer { name, at });
                 }
             }
         }

@@ -43,6 +43,9 @@ pub fn stateless(msg: &Message) -> bool {
 /// The worker that issued the nonce a request's digest answer carries (Authorization or
 /// Proxy-Authorization): only its table counts that nonce's uses, so the request goes there.
 pub fn nonce_owner(msg: &Message, workers: usize) -> Option<usize> {
+    if workers <= 1 || !msg.is_request() {
+        return None;
+    }
     let v = msg
         .header(HeaderName::Authorization)
         .or_else(|| msg.header(HeaderName::ProxyAuthorization))?;

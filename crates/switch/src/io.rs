@@ -133,7 +133,8 @@ pub enum Event {
     /// Media leg `leg` ended: its own pair can be closed, or it leaves its shared pair.
     MediaClose { leg: usize },
     /// A location/credential store operation; answer with [`Input::Store`] and the token.
-    Store { token: u64, op: StoreOp },
+    /// (Boxed: the largest operation would make every output that large to move.)
+    Store { token: u64, op: Box<StoreOp> },
     /// Load a prompt by name (`demo`, or a file relative to the data directory); `cache`: it
     /// is a configured prompt worth keeping. Answer with [`Input::Prompt`].
     Prompt {

@@ -494,6 +494,7 @@ impl Engine {
         r.next_token += 1;
         let token = r.next_token;
         r.pending.insert(token, why);
+        let op = Box::new(op);
         self.events.push_back(crate::io::Event::Store { token, op });
     }
 

@@ -391,7 +391,7 @@ impl Node {
                 h.ports.remove(&leg);
             }
             Event::Store { token, op } => {
-                let result = switch::registrar::run(&*h.store, op);
+                let result = switch::registrar::run(&*h.store, *op);
                 self.engine
                     .handle_input(clock, Input::Store { token, result });
             }
