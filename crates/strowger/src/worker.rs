@@ -357,7 +357,10 @@ impl Worker {
             if self.host.store_overdue(now) {
                 self.store_ready();
             }
-            self.input(clock(), Input::Timeout);
+            // The engine said when it next has work (its last `Output::Timeout`).
+            if self.deadline.is_some_and(|d| d <= now) {
+                self.input(clock(), Input::Timeout);
+            }
             self.flush_sip();
             self.flush_iax();
             self.wake_posted();
