@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
 
 pub struct Pair {
     pub rtp: UdpSocket,
@@ -96,9 +97,14 @@ pub struct MediaSockets {
     /// The worker's shared pairs (`rtp.shared_ports`), as the engine opened them.
     shared: Vec<SharedPair>,
     /// No free port could be bound (the range is used up, or held by other programs): spare
-    /// pairs are sought again only once a leg gives a port back, not on every top-up.
-    starved: bool,
+    /// pairs are sought again once a leg gives a port back or [`RETRY`] later, not on every
+    /// top-up (each costs a bind(2) per port tried).
+    starved: Option<Instant>,
 }
+
+/// How long a starved worker waits before trying the range again (ports another program held
+/// may be free by then).
+const RETRY: Duration = Duration::from_secs(1);
 
 /// Ports tried per spare pair before giving up: a port of the range may be held by another
 /// program, which then goes to the back of the queue.
@@ -114,15 +120,19 @@ impl MediaSockets {
             legs: Vec::new(),
             open: 0,
             shared: Vec::new(),
-            starved: false,
+            starved: None,
         }
     }
 
     /// Binds spare pairs until `want` wait; the ports of the new ones go to `fresh`.
-    pub fn top_up(&mut self, want: usize, fresh: &mut Vec<u16>) {
-        while self.spare.len() < want && !self.starved {
+    pub fn top_up(&mut self, want: usize, fresh: &mut Vec<u16>, now: Instant) {
+        if self.starved.is_some_and(|t| now < t + RETRY) {
+            return;
+        }
+        self.starved = None;
+        while self.spare.len() < want {
             let Some(pair) = self.bind_free() else {
-                self.starved = true;
+                self.starved = Some(now);
                 return;
             };
             fresh.push(pair.port);
@@ -204,7 +214,7 @@ impl MediaSockets {
         match ports {
             LegPorts::Own(pair) => {
                 self.free.push_back(pair.port);
-                self.starved = false;
+                self.starved = None;
             }
             LegPorts::Shared(i) => {
                 if let Some(s) = self.shared.get_mut(i) {
@@ -295,7 +305,7 @@ mod tests {
     /// Binds one spare pair and gives it to `leg` as its own; its port.
     fn open(m: &mut MediaSockets, leg: usize) -> Option<u16> {
         let mut fresh = Vec::new();
-        m.top_up(1, &mut fresh);
+        m.top_up(1, &mut fresh, Instant::now());
         let port = *fresh.first()?;
         m.attach(leg, port, false, true);
         Some(port)
@@ -334,9 +344,9 @@ mod tests {
         let (lo, hi) = free_slice(3);
         let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
         let mut fresh = Vec::new();
-        m.top_up(2, &mut fresh);
+        m.top_up(2, &mut fresh, Instant::now());
         assert_eq!(fresh, [lo, lo + 2]);
-        m.top_up(2, &mut fresh);
+        m.top_up(2, &mut fresh, Instant::now());
         assert_eq!(fresh.len(), 2, "already two spare");
         m.attach(7, lo, false, true);
         assert!(!m.shares(7, 0) && !m.is_empty());
@@ -389,7 +399,7 @@ mod tests {
         let (lo, hi) = free_slice(3);
         let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
         let mut fresh = Vec::new();
-        m.top_up(3, &mut fresh);
+        m.top_up(3, &mut fresh, Instant::now());
         m.attach(0, lo, true, true);
         m.attach(1, lo, true, false);
         m.attach(2, lo + 2, false, true);
@@ -430,6 +440,26 @@ mod tests {
             m.close(leg);
         }
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn a_range_held_by_another_program_is_tried_again_a_second_later() {
+        let (lo, hi, held) = (0..50)
+            .find_map(|_| {
+                let (lo, hi) = free_slice(1);
+                let held = UdpSocket::bind((Ipv4Addr::LOCALHOST, lo)).ok()?;
+                Some((lo, hi, held))
+            })
+            .expect("a free port run");
+        let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
+        let (t0, mut fresh) = (Instant::now(), Vec::new());
+        m.top_up(1, &mut fresh, t0);
+        assert!(fresh.is_empty(), "the only pair is held");
+        drop(held);
+        m.top_up(1, &mut fresh, t0 + Duration::from_millis(500));
+        assert!(fresh.is_empty(), "no bind(2) on every top-up while starved");
+        m.top_up(1, &mut fresh, t0 + RETRY);
+        assert_eq!(fresh, [lo], "tried again after RETRY");
     }
 
     #[test]

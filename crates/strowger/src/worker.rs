@@ -549,7 +549,8 @@ impl Worker {
         }
         self.media.flush();
         if self.engine.spare_ports() < SPARE_PAIRS / 2 {
-            self.media.top_up(SPARE_PAIRS, &mut self.fresh_ports);
+            self.media
+                .top_up(SPARE_PAIRS, &mut self.fresh_ports, clock.now);
             if !self.fresh_ports.is_empty() {
                 let ports = std::mem::take(&mut self.fresh_ports);
                 self.engine.handle_input(clock, Input::MediaPorts(&ports));
