@@ -1,0 +1,109 @@
+"""Exact instruction counts of this build against an older one (valgrind's callgrind), for figures
+this host's noisy clocks cannot settle: per REGISTER (local store, with and without digest auth) and
+per bridged B2BUA call. Each figure is the difference between a long and a short run of one worker
+under callgrind, divided by the requests or calls between them, so start-up cancels.
+
+    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua]
+
+About 15 minutes (valgrind runs strowger some 50 times slower); every run is bounded in requests and
+time and stops by itself.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as b  # noqa: E402
+import registrar as R  # noqa: E402
+import scale as S  # noqa: E402
+
+NEW = os.path.join(b.ROOT, "target", "release", "strowger")
+LOAD = os.path.join(b.ROOT, "target", "release", "strowger-load")
+
+
+def instructions(path):
+    for line in open(path):
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path}")
+
+
+def under_callgrind(rundir, label, cmd):
+    """Starts `cmd` under callgrind and waits for its start-up line; returns (process, its output)."""
+    out = os.path.join(rundir, f"{label}.cg")
+    log_path = os.path.join(rundir, f"{label}.log")
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd],
+                         stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 300
+    while "worker(s)" not in open(log_path).read():
+        if time.time() > deadline or p.poll() is not None:
+            sys.exit(f"callgrind_ab: {label} did not start: see {log_path}")
+        time.sleep(0.2)
+    return p, out
+
+
+def stop(p):
+    p.send_signal(signal.SIGINT)
+    p.wait(60)
+
+
+def register(rundir, label, binary, n, auth):
+    """`n` REGISTERs at 150/s; the server's instructions."""
+    store = f"local:{rundir}/{label}-store.snap"
+    path = os.path.join(rundir, f"{label}.toml")
+    with open(path, "w") as f:
+        f.write(R.strowger_config(store, auth, 2000))
+    port, rtp = b.alloc_ports(1, 1), b.alloc_ports(200)
+    p, out = under_callgrind(rundir, label, [binary, "--config", path, "--sip-listen", f"127.0.0.1:{port}",
+                                            "--rtp-ports", f"{rtp}-{rtp + 199}", "--data-dir",
+                                            os.path.join(rundir, f"{label}-data"), "--workers", "1"])
+    _, r = R.load_register(port, 150, n, R.FIRST_USER, auth, rundir)
+    stop(p)
+    return instructions(out), r["registered"]
+
+
+def bridged(rundir, label, binary, n):
+    """`n` calls at 8/s bridged to a second strowger that answers; the bridging server's instructions."""
+    args = types.SimpleNamespace(bin=binary, load_bin=LOAD, realtime=0)
+    far = S.Server(args, rundir, f"{label}-far", 1, "30000-31999",
+                   S.config(args, rundir, f"{label}-far.toml", steps='["answer", "echo"]'))
+    port = b.alloc_ports(1)
+    p, out = under_callgrind(rundir, label, [binary, "--config", S.config(args, rundir, f"{label}.toml"),
+                                            "--sip-listen", f"127.0.0.1:{port}", "--rtp-ports", "32000-33999",
+                                            "--data-dir", os.path.join(rundir, f"{label}-data"), "--workers", "1",
+                                            "--var", f"bridge_target=127.0.0.1:{far.port}"])
+    rep = os.path.join(rundir, f"{label}.json")
+    S.load(args, f"127.0.0.1:{port}", "2001", n, 8, 0, "none", rep, max_time=int(n / 8 + 120)).wait()
+    stop(p)
+    far.stop()
+    return instructions(out), json.load(open(rep))["completed"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("old", help="the strowger binary to compare this build against")
+    ap.add_argument("--what", default="register,digest,b2bua")
+    args = ap.parse_args()
+    rundir = tempfile.mkdtemp(prefix="callgrind-ab-", dir=b.OUT if os.path.isdir(b.OUT) else None)
+    runs = {"register": lambda l, bin_, n: register(rundir, l, bin_, n * 5, False),
+            "digest": lambda l, bin_, n: register(rundir, l, bin_, n * 5, True),
+            "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n)}
+    for what in args.what.split(","):
+        per = {}
+        for label, binary in (("old", os.path.abspath(args.old)), ("new", NEW)):
+            lo, n_lo = runs[what](f"{what}-{label}-short", binary, 100)
+            hi, n_hi = runs[what](f"{what}-{label}-long", binary, 300)
+            per[label] = (hi - lo) / max(1, n_hi - n_lo)
+            b.log(f"{what} {label}: {per[label]:,.0f} instructions each ({n_lo} and {n_hi} completed)")
+        print(f"{what}: old {per['old']:,.0f}, new {per['new']:,.0f} instructions each, "
+              f"new/old x{per['new'] / per['old']:.4f}")
+
+
+if __name__ == "__main__":
+    main()
