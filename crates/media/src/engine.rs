@@ -516,15 +516,16 @@ impl Engine {
             self.buf[HEADER_LEN..len].copy_from_slice(payload);
             out.out.relay(&pkt, pt, 0, now)
         };
-        let _ = header.write(&mut self.buf[..]);
-        out.out.sent(&header, payload.len(), now);
-        tx.transmit(Transmit {
-            leg: peer,
-            rtcp: false,
+        send_rtp(
+            &mut self.buf[..],
+            peer,
+            out,
             dst,
-            pinned: out.pinned(),
-            payload: &self.buf[..len],
-        });
+            &header,
+            payload.len(),
+            now,
+            tx,
+        );
     }
 
     /// Runs a bridged packet through the leg's translator and sends every
@@ -561,15 +562,7 @@ impl Engine {
                 continue;
             };
             let header = out.out.next_frame(out.payload_type, out.frame_units, now);
-            let _ = header.write(&mut self.buf[..]);
-            out.out.sent(&header, n, now);
-            tx.transmit(Transmit {
-                leg: peer,
-                rtcp: false,
-                dst,
-                pinned: out.pinned(),
-                payload: &self.buf[..HEADER_LEN + n],
-            });
+            send_rtp(&mut self.buf[..], peer, out, dst, &header, n, now, tx);
         }
     }
 
@@ -629,15 +622,16 @@ impl Engine {
         let Some(dst) = out.remote else {
             return frame_out(peer, out, &header, &self.buf[HEADER_LEN..len], now, tx);
         };
-        let _ = header.write(&mut self.buf[..]);
-        out.out.sent(&header, payload.len(), now);
-        tx.transmit(Transmit {
-            leg: peer,
-            rtcp: false,
+        send_rtp(
+            &mut self.buf[..],
+            peer,
+            out,
             dst,
-            pinned: out.pinned(),
-            payload: &self.buf[..len],
-        });
+            &header,
+            payload.len(),
+            now,
+            tx,
+        );
     }
 
     /// A digit went down or came up on frame leg `id`: reported when it ends, and relayed to
@@ -709,20 +703,20 @@ impl Engine {
             volume: 10,
             duration: duration.min(u64::from(u16::MAX)) as u16,
         };
-        let len = HEADER_LEN + rtp::dtmf::EVENT_LEN;
         let _ = event.write(&mut self.buf[HEADER_LEN..]);
         for i in 0..if end { 3 } else { 1 } {
             let marker = i == 0 && ongoing.is_none();
             let header = out.out.event(pt, start.peer_ts, marker);
-            let _ = header.write(&mut self.buf[..]);
-            out.out.sent(&header, rtp::dtmf::EVENT_LEN, now);
-            tx.transmit(Transmit {
-                leg: peer,
-                rtcp: false,
+            send_rtp(
+                &mut self.buf[..],
+                peer,
+                out,
                 dst,
-                pinned: out.pinned(),
-                payload: &self.buf[..len],
-            });
+                &header,
+                rtp::dtmf::EVENT_LEN,
+                now,
+                tx,
+            );
         }
     }
 
@@ -906,6 +900,33 @@ where
 
 /// Sends a packet built for frame leg `id` (an RTP leg sends nothing here) as a voice frame,
 /// stamped in ms from its RTP `header`.
+/// Writes `header` in front of the `body_len` bytes of payload already in `buf` and sends the
+/// packet to `dst` from leg `peer`, counting it in the leg's sender statistics.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn send_rtp<F>(
+    buf: &mut [u8],
+    peer: LegId,
+    out: &mut Leg,
+    dst: SocketAddr,
+    header: &RtpHeader,
+    body_len: usize,
+    now: Instant,
+    tx: &mut F,
+) where
+    F: Output + ?Sized,
+{
+    let _ = header.write(buf);
+    out.out.sent(header, body_len, now);
+    tx.transmit(Transmit {
+        leg: peer,
+        rtcp: false,
+        dst,
+        pinned: out.pinned(),
+        payload: &buf[..HEADER_LEN + body_len],
+    });
+}
+
 fn frame_out<F>(
     id: LegId,
     leg: &mut Leg,
