@@ -552,9 +552,8 @@ impl Worker {
             self.media
                 .top_up(SPARE_PAIRS, &mut self.fresh_ports, clock.now);
             if !self.fresh_ports.is_empty() {
-                let ports = std::mem::take(&mut self.fresh_ports);
-                self.engine.handle_input(clock, Input::MediaPorts(&ports));
-                self.fresh_ports = ports;
+                let ports = Input::MediaPorts(&self.fresh_ports);
+                self.engine.handle_input(clock, ports);
                 self.fresh_ports.clear();
             }
         }
@@ -677,9 +676,7 @@ impl Worker {
                     logging::sip(Dir::Received, Transport::Udp, src, data);
                 }
                 if data.len() > self.max_message {
-                    self.engine
-                        .handle_input(at, Input::TooLarge { bytes: data, peer });
-                    self.drain(at);
+                    self.input(at, Input::TooLarge { bytes: data, peer });
                     self.flush_sip();
                     continue;
                 }
