@@ -20,7 +20,7 @@ use serde::Deserialize;
 use toml_edit::Document;
 
 use crate::dialplan::Dialplan;
-use raw::{RawConfig, RawGeneral, RawProxy, RawRegistrar, RawRtp, RawSip, RawUser};
+use raw::{RawConfig, RawGeneral, RawProxy, RawRegistrar, RawRtp, RawSecurity, RawSip, RawUser};
 pub use source::ConfigError;
 pub(crate) use source::Diagnostics;
 
@@ -72,6 +72,8 @@ pub struct Config {
     pub iax2: Iax2,
     /// `[proxy]`: domains served as a stateful proxy instead of the B2BUA.
     pub proxy: Proxy,
+    /// `[security]`: who is trusted, and the limits that keep strangers out.
+    pub security: Security,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -126,6 +128,14 @@ pub struct Proxy {
     pub record_route: bool,
     /// Challenge callers (407) for the credentials of a `[registrar]` user before forwarding.
     pub authenticate: bool,
+}
+
+/// `[security]`: what strowger grants by address.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Security {
+    /// Trunks and edge proxies: their requests are not challenged and may carry a preloaded
+    /// Route or a Path.
+    pub trusted: crate::acl::Acl,
 }
 
 /// What keeps a NAT binding open towards a registered phone.
@@ -266,6 +276,7 @@ impl Config {
         let users = users(raw.users, &registrar.domain, &mut d);
         let iax2 = iax2::iax2(raw.iax2, &rtp.codecs, &mut d);
         let proxy = proxy(raw.proxy, &mut d);
+        let security = security(raw.security, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -290,6 +301,7 @@ impl Config {
             users,
             iax2,
             proxy,
+            security,
             warnings: found,
         })
     }
@@ -600,6 +612,17 @@ fn proxy(raw: RawProxy, d: &mut Diagnostics) -> Proxy {
         record_route: raw.record_route,
         authenticate: raw.authenticate,
     }
+}
+
+fn security(raw: RawSecurity, d: &mut Diagnostics) -> Security {
+    let mut trusted = crate::acl::Acl::default();
+    for (i, t) in raw.trusted.iter().enumerate() {
+        match t.parse() {
+            Ok(c) => trusted.0.push(c),
+            Err(e) => d.error(&format!("security.trusted[{i}]"), e),
+        }
+    }
+    Security { trusted }
 }
 
 fn users(raw: Vec<RawUser>, domain: &str, d: &mut Diagnostics) -> Vec<User> {

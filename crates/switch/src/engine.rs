@@ -99,6 +99,8 @@ pub struct Settings {
     pub registrar: crate::registrar::Registrar,
     /// `[proxy]`: domains served as a stateful proxy.
     pub proxy: crate::config::Proxy,
+    /// `[security]`: trusted peers and limits.
+    pub security: crate::config::Security,
     /// `rtp.shared_ports`: legs that can be told apart by address share a few port pairs.
     pub shared_ports: bool,
 }
@@ -138,6 +140,7 @@ impl Settings {
             workers,
             registrar,
             proxy: cfg.proxy.clone(),
+            security: cfg.security.clone(),
             shared_ports: cfg.rtp.shared_ports,
         }
     }

@@ -20,6 +20,13 @@ pub(crate) struct RawConfig {
     pub users: Vec<RawUser>,
     pub iax2: RawIax2,
     pub proxy: RawProxy,
+    pub security: RawSecurity,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawSecurity {
+    pub trusted: Vec<String>,
 }
 
 #[derive(Deserialize)]
