@@ -615,6 +615,13 @@ impl Worker {
                 call_id,
                 message,
             } => log(level, call_id.as_deref(), &message),
+            Event::Security {
+                source,
+                user,
+                reason,
+            } => {
+                tracing::warn!(target: "strowger::security", "{reason} from {source} user {user:?}")
+            }
         }
     }
 

@@ -153,6 +153,13 @@ pub enum Event {
     },
     /// One call detail record (JSON, no newline), to append to the CDR log.
     Cdr(String),
+    /// A request that failed authentication (or was refused as an attack): one line of the
+    /// security log, which intrusion-prevention tools (fail2ban) read.
+    Security {
+        source: std::net::IpAddr,
+        user: String,
+        reason: &'static str,
+    },
     /// Something an operator should see; the text names the cause and the fix.
     Log {
         level: Level,

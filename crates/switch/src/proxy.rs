@@ -204,6 +204,7 @@ impl Engine {
             // The copy may predate a new password: only the backend's answer can deny.
             Digest::Denied if recent => self.proxy_credentials(stx, msg, peer, auth, false),
             Digest::Denied => {
+                self.auth_failed(peer, &auth.username, "wrong password");
                 let tag = self.tag();
                 self.respond(
                     stx,

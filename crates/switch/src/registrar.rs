@@ -523,7 +523,10 @@ impl Engine {
                         (Digest::Valid, Some(r)) => self.refuse(stx, &msg, peer, r, now),
                         // Unknown user or wrong password: the same answer, so users cannot be
                         // guessed.
-                        (Digest::Denied, _) => self.reg_reply(stx, &msg, peer, 403, &[], now),
+                        (Digest::Denied, _) => {
+                            self.auth_failed(peer, &aor, "wrong password");
+                            self.reg_reply(stx, &msg, peer, 403, &[], now)
+                        }
                         (Digest::Rechallenge { stale }, _) => {
                             self.challenge(stx, &msg, peer, stale, now)
                         }
@@ -681,6 +684,17 @@ impl Engine {
     }
 
     /// 401 with fresh challenges.
+    /// A digest that did not prove the password (or named an unknown user: the same to the
+    /// caller): a security event, which the ban logic and the security log take.
+    pub(crate) fn auth_failed(&mut self, peer: Peer, user: &str, reason: &'static str) {
+        let user = user.to_string();
+        self.events.push_back(crate::io::Event::Security {
+            source: peer.addr.ip(),
+            user,
+            reason,
+        });
+    }
+
     fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
         let extra = self.challenge_headers(stale);
         self.reg_reply(stx, msg, peer, 401, &extra, now);
