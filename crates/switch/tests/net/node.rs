@@ -411,6 +411,13 @@ impl Node {
                 .cdrs
                 .push(serde_json::from_str(&line).expect("a CDR is JSON")),
             Event::Log { message, .. } => h.logs.push(message),
+            Event::Security {
+                source,
+                user,
+                reason,
+            } => h
+                .logs
+                .push(format!("security: {reason} from {source} user {user:?}")),
             Event::State { .. } => {}
             Event::IaxPeer { .. } => {}
         }
