@@ -5,8 +5,10 @@ A SIPp phone registers as 1001 and answers (tests/sipp/uas_proxied.xml); a SIPp 
 INVITE sip:1001@proxy.test to the server at each --rates R for --seconds S (tests/sipp/proxy_uac.xml,
 -d 0): INVITE/100/180/200 through the proxy, then ACK and BYE/200 along the Record-Route set.
 The servers: strowger with `[proxy] domains = ["proxy.test"]` (local store, the phone registered with
-digest), and Kamailio as registrar + stateful proxy (bench/kamailio/proxy.cfg, usrloc in memory, no
-auth, --kamailio-workers UDP workers). Each server runs in its own session with its autogroup
+digest), and Kamailio as registrar + stateful proxy (bench/kamailio/proxy.cfg, usrloc in memory,
+--kamailio-workers UDP workers). With --auth both challenge every initial INVITE (407) and the caller
+answers with the credentials of user 1001 (tests/sipp/proxy_uac_auth.xml): strowger's
+`proxy.authenticate`, Kamailio's pv_proxy_check (-A WITH_AUTH). Each server runs in its own session with its autogroup
 priority raised; its CPU is the run time of every process of that session (/proc/PID/task/*/schedstat), sampled every
 0.5 s from the caller's start to the first sample after its last call ended, divided by the calls the
 caller completed.
@@ -67,8 +69,10 @@ def strowger_config(args, rundir, port):
                           check=True).stdout
     for key, value in (("log_level", '"info"'), ("max_calls", "100000"),
                        ("store", f'"local:{rundir}/store.snap"'),
-                       ("domains", '["proxy.test"]'), ("keepalive_s", "0")):
-        text, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
+                       ("domains", '["proxy.test"]'), ("keepalive_s", "0"),
+                       ("authenticate = false", f"authenticate = {str(args.auth).lower()}")):
+        pattern = rf"(?m)^{key}$" if "=" in key else rf"(?m)^{key}\s*=.*$"
+        text, n = re.subn(pattern, value if "=" in key else f"{key} = {value}", text)
         if n != 1:
             sys.exit(f"bench: cannot set {key} in the default configuration")
     text += '\n[[users]]\nuser = "1001"\npassword = "bench-secret-1001"\n'
@@ -85,7 +89,7 @@ def start_server(args, which, rundir, port):
     else:
         cmd = ["kamailio", "-f", os.path.join(b.ROOT, "bench", "kamailio", "proxy.cfg"), "-DD", "-E",
                "-l", f"udp:127.0.0.1:{port}", "-n", str(args.kamailio_workers), "-m", "1024",
-               "-Y", rundir, "-w", rundir]
+               "-Y", rundir, "-w", rundir] + (["-A", "WITH_AUTH"] if args.auth else [])
     log = open(os.path.join(rundir, f"{which}.log"), "w")
     p = b.spawn(cmd, rundir, log, log)
     b.raise_priority(p.pid)
@@ -111,14 +115,17 @@ def register(which, rundir, port, phone_port):
         sys.exit(f"bench: the phone did not register with {which}; see {rundir}/register-{which}.log")
 
 
-def run_rate(which, rundir, port, phone_port, rate, seconds, server):
+def run_rate(which, rundir, port, phone_port, rate, seconds, server, auth):
     calls = rate * seconds
     tag = f"{which}-{rate}"
     uas = sipp(["-sf", os.path.join(SIPP, "uas_proxied.xml"), "-p", str(phone_port), "-m", str(calls)],
                f"uas-{tag}", rundir, seconds + 40)
     time.sleep(0.5)
     samples = [(time.time(), b.session_cpu(server.pid))]
-    uac = sipp([f"127.0.0.1:{port}", "-sf", os.path.join(SIPP, "proxy_uac.xml"), "-s", "1001",
+    scenario, creds = "proxy_uac.xml", []
+    if auth:
+        scenario, creds = "proxy_uac_auth.xml", ["-au", "1001", "-ap", "bench-secret-1001"]
+    uac = sipp([f"127.0.0.1:{port}", "-sf", os.path.join(SIPP, scenario), "-s", "1001", *creds,
                 "-key", "domain", "proxy.test", "-d", "0", "-r", str(rate), "-m", str(calls),
                 "-l", str(rate * 4), "-p", str(b.alloc_ports(1))], f"uac-{tag}", rundir, seconds + 30)
     while uac.poll() is None:
@@ -134,7 +141,7 @@ def run_rate(which, rundir, port, phone_port, rate, seconds, server):
         os.killpg(uas.pid, signal.SIGTERM)
         uas.wait()
     ok, failed = sipp_counts(rundir, f"uac-{tag}")
-    r = {"server": which, "rate": rate, "calls": calls, "completed": ok, "failed": failed,
+    r = {"server": which, "auth": auth, "rate": rate, "calls": calls, "completed": ok, "failed": failed,
          "wall_s": round(t1 - t0, 1), "cpu_s": round(cpu1 - cpu0, 3),
          "cpu_ms_per_call": round((cpu1 - cpu0) * 1000 / ok, 4) if ok else None}
     b.log(json.dumps(r))
@@ -147,6 +154,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=15)
     ap.add_argument("--kamailio-workers", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--auth", action="store_true",
+                    help="challenge every initial INVITE (407) and answer it with digest credentials")
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     args = ap.parse_args()
     for s in (signal.SIGINT, signal.SIGTERM):
@@ -164,7 +173,8 @@ def main():
                 server = start_server(args, which, rundir, port)
                 register(which, rundir, port, phone_port)
                 for rate in args.rates:
-                    results.append(run_rate(which, rundir, port, phone_port, rate, args.seconds, server))
+                    results.append(run_rate(which, rundir, port, phone_port, rate, args.seconds, server,
+                                            args.auth))
                 os.killpg(server.pid, signal.SIGTERM)
                 server.wait(10)
     finally:
@@ -189,7 +199,7 @@ def main():
             m = f"{med[which]:.3f}" if med[which] else "–"
             print(f"| {rate} | {which} | {done} / {failed} | {each} | {m} | {ratio} |")
     os.makedirs(b.RESULTS, exist_ok=True)
-    with open(os.path.join(b.RESULTS, "proxy.json"), "w") as f:
+    with open(os.path.join(b.RESULTS, "proxy-auth.json" if args.auth else "proxy.json"), "w") as f:
         json.dump(results, f, indent=1)
 
 
