@@ -17,6 +17,12 @@
              calls' late frames and loss against the same run without the flood; how many flood
              calls got 503.
              With --shared: the server with rtp.shared_ports, the generator with --address-per-call.
+  flood      attack traffic beside real service: --calls held echo calls and --real-rate real calls/s
+             (9196, 1 s each) from a trusted address, then strowger-load flood for 15 s from 1,000
+             rotating addresses (--flood-invites unauthenticated INVITEs/s and --flood-digests wrong
+             digest REGISTERs/s), then one banned address sending --flood-invites INVITEs/s: the server's
+             CPU per flood request and per banned datagram (over the same window without the flood),
+             real calls failed, held calls' late frames, and what the flood got back.
   floor      for each N of --levels, alternately --repeat times: strowger's held calls (as capacity; with a
              port pair per call, and with rtp.shared_ports against strowger-load --address-per-call) and
              the kernel's own cost for the same packets (strowger-load floor: a connected socket per
@@ -406,6 +412,82 @@ def overload(args, rundir):
     save("overload", {**runs, "machine": b.machine_info(args)})
 
 
+def flood(args, rundir):
+    cfg = config(args, rundir, "flood.toml")
+    text = open(cfg).read()
+    text, n = re.subn(r"(?m)^trusted = \[\]$", 'trusted = ["127.0.0.1"]', text)
+    if n != 1 and "[security]" in text:
+        sys.exit("bench: cannot set security.trusted in the default configuration")
+    if n != 1:
+        b.log("flood: this build has no [security] section (no trust, no bans): measuring it as it is")
+    text += '\n[[users]]\nuser = "1001"\npassword = "flood-bench-secret"\n'
+    open(cfg, "w").write(text)
+    srv = Server(args, rundir, "flood", 2, "10000-29999", cfg)
+    target = f"127.0.0.1:{srv.port}"
+    window = 15
+    held = os.path.join(srv.dir, "held.json")
+    # Held until just after the last window: strowger-load writes its report when its calls end.
+    hp = load(args, target, "44444", args.calls, args.rate, 3 * window + 25, "echo", held)
+    time.sleep(args.calls / args.rate + 3)
+    real_s = 3 * window + 10
+    real = os.path.join(srv.dir, "real.json")
+    rp = load(args, target, "9196", int(args.real_rate * real_s), args.real_rate, 1, "echo", real)
+    time.sleep(2)
+
+    def window_cpu(gen_cmd):
+        g = None
+        if gen_cmd:
+            g = b.spawn(gen_cmd, srv.dir, open(os.path.join(srv.dir, "gen.json"), "w"),
+                        open(os.path.join(srv.dir, "gen.err"), "a"))
+        c0, u0 = srv.cpu(), user_cpu(srv.proc.pid)
+        time.sleep(window)
+        c1, u1 = srv.cpu(), user_cpu(srv.proc.pid)
+        out = None
+        if g:
+            g.wait(30)
+            out = json.loads(open(os.path.join(srv.dir, "gen.json")).read())
+        return c1 - c0, u1 - u0, out
+
+    flood_cmd = [args.load_bin, "flood", "--target", target]
+    base_cpu, base_user, _ = window_cpu(None)
+    fl_cmd = flood_cmd + ["--seconds", str(window), "--invites", str(args.flood_invites),
+                          "--digests", str(args.flood_digests)]
+    fl_cpu, fl_user, fl = window_cpu(fl_cmd)
+    # One address cracks a password until it is banned, then floods from the banned address.
+    ban_cmd = flood_cmd + ["--seconds", "3", "--sources", "1", "--invites", "0", "--digests", "100"]
+    subprocess.run(ban_cmd, capture_output=True, timeout=30)
+    bn_cmd = flood_cmd + ["--seconds", str(window), "--from", "127.2.0.1", "--invites", str(args.flood_invites)]
+    bn_cpu, bn_user, bn = window_cpu(bn_cmd)
+    rp.wait()
+    hp.wait()
+    srv.stop()
+    hrep, rrep = report_of(held), report_of(real)
+    fl_n = sum(fl["sent"].values())
+    bn_n = bn["sent"].get("invite", 0)
+    row = {"held_calls": args.calls, "real_calls_per_s": args.real_rate,
+           "real_attempted": rrep["attempted"], "real_completed": rrep["completed"], "real_failed": rrep["failed"],
+           "real_failed_reasons": rrep["failed_reasons"],
+           "held_failed": hrep["failed"], "held_late_arrivals": hrep["rtp"].get("late_arrivals", 0),
+           "held_late_pct": round(100 * hrep["rtp"].get("late_arrivals", 0) / max(1, hrep["rtp"]["received"]), 4),
+           "held_rtp_lost": hrep["rtp"]["lost"],
+           "base_cpu_pct": round(base_cpu / window * 100, 1), "flood_cpu_pct": round(fl_cpu / window * 100, 1),
+           "banned_cpu_pct": round(bn_cpu / window * 100, 1),
+           "flood": fl, "flood_requests": fl_n,
+           "flood_us_per_request": round((fl_cpu - base_cpu) * 1e6 / max(1, fl_n), 2),
+           "flood_user_us_per_request": round((fl_user - base_user) * 1e6 / max(1, fl_n), 2),
+           "banned": bn, "banned_datagrams": bn_n,
+           "banned_us_per_datagram": round((bn_cpu - base_cpu) * 1e6 / max(1, bn_n), 3),
+           "banned_user_us_per_datagram": round((bn_user - base_user) * 1e6 / max(1, bn_n), 3),
+           "server_cmd": b.fmt_cmd(srv.cmd), "held_cmd": hp.cmd, "real_cmd": rp.cmd,
+           "flood_cmd": b.fmt_cmd(fl_cmd), "banned_cmd": b.fmt_cmd(bn_cmd)}
+    b.log(f"flood: real calls {row['real_completed']}/{row['real_attempted']} completed, "
+          f"{row['real_failed']} failed; held late {row['held_late_pct']} %; "
+          f"{fl_n} flood requests, {row['flood_us_per_request']} µs each "
+          f"({row['flood_user_us_per_request']} µs user); banned datagram {row['banned_us_per_datagram']} µs "
+          f"({row['banned_user_us_per_datagram']} µs user); answers {fl['statuses']} / banned {bn['statuses']}")
+    save(os.environ.get("FLOOD_SECTION", "flood"), {"rows": [row], "machine": b.machine_info(args)})
+
+
 def table(title, header, rows):
     """A markdown table under a heading: `header` names the columns, `rows` holds lists of cells."""
     return [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
@@ -542,7 +624,8 @@ unset multiplot
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("tests", nargs="+", choices=["capacity", "floor", "shared", "b2bua", "speedup", "overload", "report"])
+    ap.add_argument("tests", nargs="+", choices=["capacity", "floor", "shared", "b2bua", "speedup", "overload", "flood",
+                                                  "report"])
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--levels", type=int, nargs="+", default=[1000, 2000, 3000, 4000, 5000])
@@ -552,6 +635,9 @@ def main():
     ap.add_argument("--hold", type=float, default=60)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--flood", type=int, default=15000, help="overload: new calls/s offered")
+    ap.add_argument("--real-rate", type=float, default=100, help="flood: real calls/s beside the attack")
+    ap.add_argument("--flood-invites", type=int, default=20000, help="flood: unauthenticated INVITEs/s")
+    ap.add_argument("--flood-digests", type=int, default=5000, help="flood: wrong digest REGISTERs/s")
     ap.add_argument("--shared", action="store_true",
                     help="capacity: rtp.shared_ports on the server, --address-per-call on the generator")
     ap.add_argument("--realtime", type=int, default=0,

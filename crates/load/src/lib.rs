@@ -2,8 +2,10 @@
 //! own SIP socket and a sans-IO UAC per call ([`uac`]), RTP per call on its own port, served in
 //! the same 5 ms phases as the server's media pass ([`run`]); [`iax`] places IAX2 calls;
 //! [`register`] registers users, with or without digest authentication; [`floor`] measures the
-//! kernel's own cost for the packets of held calls.
+//! kernel's own cost for the packets of held calls; [`flood`] sends attack traffic from many
+//! loopback addresses for the flood benchmark.
 
+pub mod flood;
 pub mod floor;
 pub mod iax;
 pub mod register;

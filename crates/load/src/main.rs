@@ -1,6 +1,7 @@
 //! `strowger-load call …`: places calls with RTP against a SIP server and reports what it saw;
 //! `strowger-load register …` registers users; `strowger-load iax2 …` places IAX2 calls;
-//! `strowger-load floor …` / `floor-echo …` measure the kernel's own cost for held calls' packets.
+//! `strowger-load floor …` / `floor-echo …` measure the kernel's own cost for held calls' packets;
+//! `strowger-load flood …` sends attack traffic (unauthenticated INVITEs, wrong digests).
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::net::{IpAddr, SocketAddr};
@@ -167,6 +168,29 @@ enum Cmd {
         #[arg(long, conflicts_with = "one_socket")]
         address_per_call: bool,
     },
+    /// Attack traffic from many loopback addresses (127.2.x.y) for --seconds: unauthenticated
+    /// INVITEs and REGISTERs with wrong digests; prints what was sent and answered, as JSON.
+    Flood {
+        /// The server, HOST:PORT (a loopback address).
+        #[arg(long)]
+        target: SocketAddr,
+        /// The user the INVITEs call and the digests guess the password of.
+        #[arg(long, default_value = "1001")]
+        user: String,
+        #[arg(long, default_value_t = 20_000)]
+        invites: u32,
+        #[arg(long, default_value_t = 5_000)]
+        digests: u32,
+        /// Source addresses the requests rotate over.
+        #[arg(long, default_value_t = 1000)]
+        sources: u32,
+        /// At most 120.
+        #[arg(long, default_value_t = 15.0)]
+        seconds: f64,
+        /// Send only the INVITE stream, from this one address (a source the server banned).
+        #[arg(long)]
+        from: Option<std::net::Ipv4Addr>,
+    },
     /// Sends every datagram arriving at --listen back to its source, for --seconds.
     FloorEcho {
         #[arg(long)]
@@ -179,6 +203,32 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Flood {
+            target,
+            user,
+            invites,
+            digests,
+            sources,
+            seconds,
+            from,
+        } => {
+            let f = strowger_load::flood::Flood {
+                target,
+                user,
+                invites_per_s: invites,
+                digests_per_s: digests,
+                sources,
+                seconds,
+                from,
+            };
+            match strowger_load::flood::run(&f) {
+                Ok(o) => println!("{}", o.to_json()),
+                Err(e) => {
+                    eprintln!("strowger-load: flood: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
         Cmd::Floor {
             peer,
             calls,
