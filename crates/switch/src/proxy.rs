@@ -143,7 +143,7 @@ impl Engine {
         let tags = [tag(HeaderName::From), tag(HeaderName::To)];
         self.proxy
             .key
-            .verify(sig, call_id, &tags, source.addr, hop.addr)
+            .verify(sig, call_id, &tags, source.addr.ip(), hop.addr.ip())
     }
 
     /// 403 for a request strowger will not forward, with a Warning saying why.
@@ -429,7 +429,10 @@ impl Engine {
                 .and_then(|f| NameAddr::parse(f).ok())
                 .and_then(|n| n.tag())
                 .unwrap_or("");
-            let sig = self.proxy.key.sign(call_id, ftag, caller.addr, hop.addr);
+            let sig = self
+                .proxy
+                .key
+                .sign(call_id, ftag, caller.addr.ip(), hop.addr.ip());
             let _ = write!(
                 out,
                 "Record-Route: <sip:{local};lr{};rr={sig}>\r\n",

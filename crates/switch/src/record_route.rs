@@ -1,16 +1,17 @@
 //! The signature on strowger's own Record-Route. A Route naming strowger is loose-routed only
 //! for the dialog strowger record-routed itself: the `rr` parameter is a MAC, under a key of
-//! this process, of the dialog's Call-ID, its caller's From tag and the two addresses the dialog
-//! runs between (where the INVITE came from, where strowger sent it). An in-dialog request passes
-//! when one of its tags and the pair (its source, where it would go next) give that MAC, so
-//! neither a Route copied from another dialog, nor forged tags, nor a dialog of one's own
-//! pointed at a third address make strowger relay. Nothing is kept per dialog: any worker
+//! this process, of the dialog's Call-ID, its caller's From tag and the two hosts the dialog runs
+//! between (the IP address the INVITE came from, the one strowger sent it to). An in-dialog
+//! request passes when one of its tags and the pair (its source, where it would go next) give
+//! that MAC, so neither a Route copied from another dialog, nor forged tags, nor a dialog of
+//! one's own pointed at a third host make strowger relay. Addresses, not ports: a caller over TCP
+//! sends from another port than its Contact names, and requests towards it go to the Contact. Nothing is kept per dialog: any worker
 //! checks any Route, and what a restart loses is only the key (dialogs in progress then get
 //! 403 for their in-dialog requests, as their B2BUA calls would end).
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use subtle::ConstantTimeEq;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -39,8 +40,9 @@ impl RouteKey {
         }
     }
 
-    /// The MAC of a dialog between `a` and `b` (in either order).
-    pub(crate) fn sign(&self, call_id: &str, tag: &str, a: SocketAddr, b: SocketAddr) -> String {
+    /// The MAC of a dialog between hosts `a` and `b` (in either order).
+    pub(crate) fn sign(&self, call_id: &str, tag: &str, a: IpAddr, b: IpAddr) -> String {
+        let (a, b) = (a.to_canonical(), b.to_canonical());
         let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
         let mut mac = self.keyed.clone();
         for part in [call_id, tag, &lo.to_string(), &hi.to_string()] {
@@ -58,8 +60,8 @@ impl RouteKey {
         sig: &str,
         call_id: &str,
         tags: &[&str],
-        a: SocketAddr,
-        b: SocketAddr,
+        a: IpAddr,
+        b: IpAddr,
     ) -> bool {
         tags.iter().any(|t| {
             let want = self.sign(call_id, t, a, b);
@@ -72,23 +74,20 @@ impl RouteKey {
 mod tests {
     use super::*;
 
-    fn addr(s: &str) -> SocketAddr {
+    fn addr(s: &str) -> IpAddr {
         s.parse().unwrap()
     }
 
     #[test]
     fn a_signature_holds_for_its_dialog_and_endpoints_only() {
         let k = RouteKey::new(&[7; 32]);
-        let (alice, bob, eve) = (
-            addr("127.0.0.1:5061"),
-            addr("127.0.0.1:5090"),
-            addr("127.0.0.9:5099"),
-        );
+        let (alice, bob, eve) = (addr("127.0.0.1"), addr("127.0.0.2"), addr("127.0.0.9"));
         let sig = k.sign("c1@x", "ftag", alice, bob);
         assert_eq!(sig.len(), 2 * MAC_BYTES);
         // Either direction, and the tag found among the request's.
         assert!(k.verify(&sig, "c1@x", &["ttag", "ftag"], bob, alice));
         assert!(k.verify(&sig, "c1@x", &["ftag", "x"], alice, bob));
+        assert!(k.verify(&sig, "c1@x", &["ftag"], addr("::ffff:127.0.0.1"), bob));
         // Another dialog, forged tags, a third address, another process's key.
         assert!(!k.verify(&sig, "c2@x", &["ftag"], alice, bob));
         assert!(!k.verify(&sig, "c1@x", &["forged", "ttag"], alice, bob));
