@@ -78,12 +78,21 @@ impl Proxy {
 
 impl Engine {
     /// Whether the proxy role takes this request: its Request-URI is in a proxied domain, or its
-    /// top Route names strowger (the rest of a proxied dialog, or strowger as outbound proxy).
+    /// top Route names strowger (the rest of a proxied dialog, or strowger as outbound proxy) —
+    /// unless that Route is all there is to a new request for strowger itself, which its dialplan
+    /// serves as if the phone had sent it without.
     pub(crate) fn proxies(&self, msg: &Message) -> bool {
         if self.s.proxy.domains.is_empty() {
             return false;
         }
-        self.routed_to_us(msg) || self.in_domains(msg)
+        if self.in_domains(msg) {
+            return true;
+        }
+        let for_us = msg
+            .request_uri()
+            .and_then(|u| Uri::parse(u).ok())
+            .is_some_and(|u| self.names_us(&u));
+        self.routed_to_us(msg) && !(for_us && !in_dialog(msg) && msg.count(HeaderName::Route) == 1)
     }
 
     /// The Request-URI's host is a proxied domain.
@@ -500,18 +509,21 @@ impl Engine {
 
     /// An ACK routed through strowger (the ACK for a 2xx in a record-routed dialog): forwarded
     /// as it is, without a transaction. Returns false if it is not the proxy's.
-    /// An ACK whose Route was not strowger's for its dialog is dropped, as a request would get 403.
+    /// An ACK whose Route is not strowger's for its dialog is not forwarded: it is left to the
+    /// B2BUA (a phone that names strowger as its outbound proxy on every request), which drops
+    /// it if it knows no such call.
     pub(crate) fn proxy_ack(&mut self, msg: &Message, peer: Peer, now: Instant) -> bool {
         if self.s.proxy.domains.is_empty() || !self.routed_to_us(msg) {
             return false;
         }
         let trusted = self.s.security.trusted.contains(peer.addr.ip());
-        if let Some((hop, ruri)) = loose_route(msg) {
-            if trusted || self.signed_for(msg, peer, hop) {
+        match loose_route(msg) {
+            Some((hop, ruri)) if trusted || self.signed_for(msg, peer, hop) => {
                 self.forward(None, msg, &ruri, &[], hop, now);
+                true
             }
+            _ => false,
         }
-        true
     }
 
     /// A CANCEL for an INVITE the proxy forwarded: 200 to it, and CANCEL downstream (§16.10).

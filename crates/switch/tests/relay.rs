@@ -111,6 +111,21 @@ fn strowger_as_outbound_proxy_for_its_own_domain_still_works() {
     assert_victim_untouched(&mut n, v);
 }
 
+/// A phone that uses strowger as its outbound proxy and dials one of strowger's own extensions
+/// reaches the dialplan, as without the Route.
+#[test]
+fn strowger_as_outbound_proxy_for_its_own_extensions_reaches_the_dialplan() {
+    let (mut n, sw, a, _, _, v) = proxy(12, "");
+    for route in ["<sip:127.0.0.1;lr>", "<sip:strowger;lr>"] {
+        let c = n.invite_with(a, "sip:44444@127.0.0.1", SW, &[("Route", route)]);
+        assert!(n.run_until(secs(5), confirmed(a, c)), "{route}");
+        assert_eq!(n.sw(sw).active_calls(), 1, "a B2BUA call");
+        hang_up(&mut n, a, c, secs(5));
+        assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 0));
+    }
+    assert_victim_untouched(&mut n, v);
+}
+
 /// With `proxy.relay_for_users`, a foreign domain is reached by an authenticated user only: the
 /// anonymous caller is challenged (407), a wrong password gets 403 and reaches nobody, the
 /// right one is forwarded.
