@@ -78,6 +78,30 @@ pub enum Change {
     Remove { contact: String },
     /// Remove every contact (`Contact: *` with `Expires: 0`).
     RemoveAll,
+    /// At most `max` bindings once the changes before it are applied (`registrar.max_contacts`).
+    /// Decided where the change is applied, atomically with it, so that neither several workers
+    /// nor several instances sharing a backend can each add the last binding allowed.
+    Limit { max: usize, overflow: Overflow },
+}
+
+/// What a `Change::Limit` does when the changes before it would leave too many bindings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overflow {
+    /// Nothing of the change set is applied (the registrar then answers 403), unless it leaves
+    /// no more bindings than there were (a refresh after the limit was lowered).
+    Refuse,
+    /// The bindings that lapse first go, never one the change set itself put.
+    ReplaceOldest,
+}
+
+impl Overflow {
+    /// The name the Redis update script and `registrar.contacts_overflow` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Overflow::Refuse => "refuse",
+            Overflow::ReplaceOldest => "replace_oldest",
+        }
+    }
 }
 
 /// A user's digest credentials: HA1 = H(user:realm:password) for MD5 and SHA-256 (RFC 8760).
@@ -284,6 +308,7 @@ pub fn open(url: &str) -> Result<Arc<dyn Store>> {
 /// Applies changes to a list of bindings (shared by the backends that store an AOR as one value),
 /// dropping lapsed ones; returns the bindings valid at `now`.
 pub fn apply(mut list: Vec<Binding>, changes: &[Change], now: u64) -> Vec<Binding> {
+    let before = list.clone();
     for c in changes {
         match c {
             Change::Put(b) => {
@@ -297,6 +322,37 @@ pub fn apply(mut list: Vec<Binding>, changes: &[Change], now: u64) -> Vec<Bindin
             }
             Change::Remove { contact } => list.retain(|x| &x.contact != contact),
             Change::RemoveAll => list.clear(),
+            Change::Limit { max, overflow } => {
+                list.retain(|b| b.expires_at > now);
+                if list.len() <= *max {
+                    continue;
+                }
+                match overflow {
+                    Overflow::Refuse => {
+                        let had = before.iter().filter(|b| b.expires_at > now).count();
+                        if list.len() > had {
+                            list.clone_from(&before);
+                        }
+                    }
+                    Overflow::ReplaceOldest => {
+                        let put: std::collections::HashSet<&str> = changes
+                            .iter()
+                            .filter_map(|c| match c {
+                                Change::Put(b) => Some(b.contact.as_str()),
+                                _ => None,
+                            })
+                            .collect();
+                        // What this change set put first, then the latest to lapse.
+                        list.sort_by_key(|b| {
+                            (
+                                !put.contains(b.contact.as_str()),
+                                std::cmp::Reverse(b.expires_at),
+                            )
+                        });
+                        list.truncate(*max);
+                    }
+                }
+            }
         }
     }
     list.retain(|b| b.expires_at > now);

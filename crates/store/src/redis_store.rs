@@ -22,8 +22,8 @@ const POOL: usize = 8;
 /// Applies changes to the bindings hash KEYS[1] and returns the bindings left (JSON each), the
 /// way `crate::apply` does: ARGV[1] is now (unix seconds), then per change `A` (remove all),
 /// `R contact`, or `P contact instance expires_at json` where `instance` is
-/// `Binding::instance_key` ("" without +sip.instance). Lapsed bindings are dropped; the key
-/// expires with the last binding left.
+/// `Binding::instance_key` ("" without +sip.instance), or `L max overflow` (`Change::Limit`,
+/// `Overflow::name`). Lapsed bindings are dropped; the key expires with the last binding left.
 const UPDATE: &str = r"
 local k, now = KEYS[1], tonumber(ARGV[1])
 local function instance(b)
@@ -31,17 +31,40 @@ local function instance(b)
   local reg = b.reg_id == cjson.null and '' or tostring(b.reg_id)
   return b.instance .. '\n' .. reg
 end
+local function live(t)
+  local l = {}
+  for c, v in pairs(t) do if v[2] > now then l[#l + 1] = c end end
+  return l
+end
 local cur, all = {}, redis.call('HGETALL', k)
 for i = 1, #all, 2 do
   local b = cjson.decode(all[i + 1])
   cur[all[i]] = {all[i + 1], b.expires_at, instance(b)}
 end
+local before, put = {}, {}
+for c, v in pairs(cur) do before[c] = v end
 local i = 2
 while i <= #ARGV do
   local op = ARGV[i]
   if op == 'A' then cur = {}; i = i + 1
   elseif op == 'R' then cur[ARGV[i + 1]] = nil; i = i + 2
+  elseif op == 'L' then
+    local max, l = tonumber(ARGV[i + 1]), live(cur)
+    if #l > max then
+      if ARGV[i + 2] == 'replace_oldest' then
+        table.sort(l, function(a, b)
+          if (put[a] or false) ~= (put[b] or false) then return put[a] or false end
+          return cur[a][2] > cur[b][2]
+        end)
+        for j = max + 1, #l do cur[l[j]] = nil end
+      elseif #l > #live(before) then
+        cur = {}
+        for c, v in pairs(before) do cur[c] = v end
+      end
+    end
+    i = i + 3
   else
+    put[ARGV[i + 1]] = true
     local inst = ARGV[i + 2]
     if inst ~= '' then
       for c, v in pairs(cur) do if v[3] == inst then cur[c] = nil end end
@@ -233,6 +256,9 @@ impl LocationStore for RedisStore {
                 }
                 Change::RemoveAll => {
                     inv.arg("A");
+                }
+                Change::Limit { max, overflow } => {
+                    inv.arg("L").arg(*max).arg(overflow.name());
                 }
             }
         }

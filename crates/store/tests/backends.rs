@@ -200,6 +200,82 @@ fn exercise(s: &dyn Store) {
     assert!(s.lookup("alice@example.com", t).unwrap().is_empty());
 }
 
+/// `Change::Limit`: over the limit, `Refuse` applies nothing of the change set (a refresh that
+/// adds nothing still passes) and `ReplaceOldest` drops the bindings that lapse first, never one
+/// the change set put; two clients of one backend (`other`) cannot both add the last one.
+fn limits(s: &dyn Store, other: &dyn Store) {
+    use store::Overflow::{Refuse, ReplaceOldest};
+    let t = now();
+    let at = |c: &str, until: u64| {
+        let mut b = binding(c, until);
+        b.instance = None;
+        b
+    };
+    let contacts = |l: &[Binding]| {
+        let mut v: Vec<String> = l.iter().map(|b| b.contact.clone()).collect();
+        v.sort();
+        v
+    };
+    let limit = |max, overflow| Change::Limit { max, overflow };
+    for k in 0..3 {
+        let b = at(&format!("sip:{k}@x"), t + 60 + k);
+        let l = s
+            .update("lim@x", &[Change::Put(b), limit(3, Refuse)], t)
+            .unwrap();
+        assert_eq!(l.len(), k as usize + 1);
+    }
+    let l = other
+        .update(
+            "lim@x",
+            &[Change::Put(at("sip:3@x", t + 90)), limit(3, Refuse)],
+            t,
+        )
+        .unwrap();
+    assert_eq!(contacts(&l), ["sip:0@x", "sip:1@x", "sip:2@x"], "refused");
+    // A refresh, and a swap of one contact for another, stay within the limit.
+    let swap = [
+        Change::Remove {
+            contact: "sip:0@x".into(),
+        },
+        Change::Put(at("sip:1@x", t + 70)),
+        Change::Put(at("sip:4@x", t + 70)),
+        limit(3, Refuse),
+    ];
+    let l = s.update("lim@x", &swap, t).unwrap();
+    assert_eq!(contacts(&l), ["sip:1@x", "sip:2@x", "sip:4@x"]);
+    // Lowered to 2: a refresh that adds nothing passes, a new contact does not.
+    let l = s
+        .update(
+            "lim@x",
+            &[Change::Put(at("sip:2@x", t + 80)), limit(2, Refuse)],
+            t,
+        )
+        .unwrap();
+    assert_eq!(l.len(), 3);
+    let l = s
+        .update(
+            "lim@x",
+            &[Change::Put(at("sip:5@x", t + 80)), limit(2, Refuse)],
+            t,
+        )
+        .unwrap();
+    assert_eq!(contacts(&l), ["sip:1@x", "sip:2@x", "sip:4@x"]);
+    // Replace the oldest: sip:1 and sip:4 lapse first (t+70), sip:2 at t+80.
+    let l = other
+        .update(
+            "lim@x",
+            &[Change::Put(at("sip:6@x", t + 10)), limit(2, ReplaceOldest)],
+            t,
+        )
+        .unwrap();
+    assert_eq!(contacts(&l), ["sip:2@x", "sip:6@x"], "the new one stays");
+    assert_eq!(
+        contacts(&s.lookup("lim@x", t).unwrap()),
+        ["sip:2@x", "sip:6@x"]
+    );
+    s.update("lim@x", &[Change::RemoveAll], t).unwrap();
+}
+
 /// Two clients of one server, each acting on what it last saw of an AOR while the other
 /// changes it: no change is lost, and a removal of everything is seen by both.
 fn shared(one: &dyn Store, two: &dyn Store) {
@@ -284,10 +360,9 @@ fn redis_backend() {
     };
     let s = store::open(&format!("redis://127.0.0.1:{port}")).unwrap();
     exercise(&*s);
-    shared(
-        &*s,
-        &*store::open(&format!("redis://127.0.0.1:{port}")).unwrap(),
-    );
+    let other = store::open(&format!("redis://127.0.0.1:{port}")).unwrap();
+    limits(&*s, &*other);
+    shared(&*s, &*other);
     let _server = survive_restart("redis", port, server, &*s);
 }
 
@@ -299,10 +374,9 @@ fn memcached_backend() {
     };
     let s = store::open(&format!("memcached://127.0.0.1:{port}")).unwrap();
     exercise(&*s);
-    shared(
-        &*s,
-        &*store::open(&format!("memcached://127.0.0.1:{port}")).unwrap(),
-    );
+    let other = store::open(&format!("memcached://127.0.0.1:{port}")).unwrap();
+    limits(&*s, &*other);
+    shared(&*s, &*other);
     let _server = survive_restart("memcached", port, server, &*s);
 }
 
@@ -312,6 +386,7 @@ fn local_backend() {
     let path = dir.join("store.snap");
     let s = store::open(&format!("local:{}", path.display())).unwrap();
     exercise(&*s);
+    limits(&*s, &*s);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -562,6 +562,13 @@ impl Worker {
     /// A SIP message to send: UDP from this worker's socket (batched), TCP through worker 0.
     fn send_sip(&mut self, to: Peer, bytes: Arc<[u8]>) {
         match to.transport {
+            // The engine answers 513 instead of building such a message; anything else that large
+            // would fail in sendmmsg (EMSGSIZE) unseen.
+            Transport::Udp if bytes.len() > switch::engine::MAX_UDP_PAYLOAD => tracing::warn!(
+                "a SIP message of {} bytes to {} does not fit in a UDP datagram: not sent",
+                bytes.len(),
+                to.addr
+            ),
             Transport::Udp => self.sip_out.push((to.addr, bytes)),
             Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
             Transport::Tcp => {

@@ -416,11 +416,12 @@ fn bindings_q_values_removal_and_instances() {
     assert_eq!(final_of(&r).status(), Some(400), "* needs Expires: 0");
 }
 
-/// A REGISTER that came through an edge proxy (Path, RFC 3327): a call to the user is sent to
-/// the Path's address with the Path as its Route, and the Request-URI is the contact.
+/// A REGISTER that came through an edge proxy (Path, RFC 3327; the edge in `security.trusted`):
+/// a call to the user is sent to the Path's address with the Path as its Route, and the
+/// Request-URI is the contact.
 #[test]
 fn path_is_the_route_to_the_contact() {
-    let (s, _dir) = start("reg-path", "");
+    let (s, _dir) = start("reg-path", "[security]\ntrusted = [\"127.0.0.1\"]");
     let (edge, unreachable) = (free_port(), free_port());
     let contact = format!("sip:1001@127.0.0.1:{unreachable}");
     let path = format!("<sip:127.0.0.1:{edge};lr>");

@@ -117,6 +117,9 @@ pub struct Registrar {
     /// Keep-alive period for contacts behind NAT (0: none), and what is sent.
     pub keepalive_s: u32,
     pub keepalive: KeepAliveKind,
+    /// Contacts one address-of-record may have, and what a REGISTER that would add more gets.
+    pub max_contacts: usize,
+    pub contacts_overflow: store::Overflow,
 }
 
 /// `[proxy]`: strowger as a stateful proxy (RFC 3261 §16) for some domains.
@@ -128,6 +131,9 @@ pub struct Proxy {
     pub record_route: bool,
     /// Challenge callers (407) for the credentials of a `[registrar]` user before forwarding.
     pub authenticate: bool,
+    /// Forward a request for a domain not listed here (routed to strowger as an outbound
+    /// proxy) when its caller authenticates as a user; otherwise such requests get 403.
+    pub relay_for_users: bool,
 }
 
 /// `[security]`: what strowger grants by address.
@@ -582,6 +588,18 @@ fn registrar(raw: RawRegistrar, d: &mut Diagnostics) -> Registrar {
             KeepAliveKind::Options
         }
     };
+    let max_contacts = bounded(d, "registrar.max_contacts", raw.max_contacts, 1, 1000);
+    let contacts_overflow = match raw.contacts_overflow.to_ascii_lowercase().as_str() {
+        "refuse" => store::Overflow::Refuse,
+        "replace_oldest" => store::Overflow::ReplaceOldest,
+        other => {
+            d.error(
+                "registrar.contacts_overflow",
+                format_args!("{other:?} — expected \"refuse\" or \"replace_oldest\""),
+            );
+            store::Overflow::Refuse
+        }
+    };
     Registrar {
         domain: raw.domain,
         min_expires: narrow(min),
@@ -593,6 +611,8 @@ fn registrar(raw: RawRegistrar, d: &mut Diagnostics) -> Registrar {
         algorithms,
         keepalive_s: narrow(keepalive_s),
         keepalive,
+        max_contacts: narrow(max_contacts),
+        contacts_overflow,
     }
 }
 
@@ -611,6 +631,7 @@ fn proxy(raw: RawProxy, d: &mut Diagnostics) -> Proxy {
         domains: raw.domains.iter().map(|d| d.to_ascii_lowercase()).collect(),
         record_route: raw.record_route,
         authenticate: raw.authenticate,
+        relay_for_users: raw.relay_for_users,
     }
 }
 

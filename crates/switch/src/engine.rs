@@ -103,6 +103,8 @@ pub struct Settings {
     pub security: crate::config::Security,
     /// `rtp.shared_ports`: legs that can be told apart by address share a few port pairs.
     pub shared_ports: bool,
+    /// The largest SIP datagram strowger sends: `sip.max_message_size`, at most what UDP holds.
+    pub max_datagram: usize,
 }
 
 impl Settings {
@@ -142,9 +144,13 @@ impl Settings {
             proxy: cfg.proxy.clone(),
             security: cfg.security.clone(),
             shared_ports: cfg.rtp.shared_ports,
+            max_datagram: cfg.sip.max_message_size.min(MAX_UDP_PAYLOAD),
         }
     }
 }
+
+/// The largest UDP payload over IPv4 (65,535 less the IP and UDP headers).
+pub const MAX_UDP_PAYLOAD: usize = 65_507;
 
 /// Counters a worker keeps (for logs, the API and tests).
 #[derive(Debug, Default, Clone, Copy)]
@@ -225,7 +231,7 @@ impl Engine {
             no_port: Throttle::default(),
             registrar: crate::registrar::RegistrarState::new(&s.registrar, s.worker),
             iax: None,
-            proxy: crate::proxy::Proxy::default(),
+            proxy: crate::proxy::Proxy::new(&s.registrar.secret),
             events: VecDeque::new(),
             media_out: MediaQueue::default(),
             ports: Ports::new(shared_ports),
@@ -461,7 +467,7 @@ impl Engine {
         match self.txs.on_request(&msg, peer, now) {
             Incoming::New(stx) => self.new_request(stx, msg, peer, local, now),
             Incoming::Ack => {
-                if !self.proxy_ack(&msg, now) {
+                if !self.proxy_ack(&msg, peer, now) {
                     self.on_ack(&msg)
                 }
             }
@@ -487,7 +493,20 @@ impl Engine {
         body: Option<&[u8]>,
         now: Instant,
     ) {
-        let bytes = self.response_bytes(req, peer, status, reason, to_tag, extra, body);
+        let mut bytes = self.response_bytes(req, peer, status, reason, to_tag, extra, body);
+        let mut status = status;
+        if peer.transport == Transport::Udp && bytes.len() > self.s.max_datagram {
+            // It would be lost on the way (EMSGSIZE): say so rather than leave the peer waiting.
+            let w = format!(
+                "399 strowger \"the {status} response ({} bytes) does not fit in a UDP datagram \
+                 ({} bytes, sip.max_message_size); use TCP\"",
+                bytes.len(),
+                self.s.max_datagram
+            );
+            status = 513;
+            let reason = "Message Too Large";
+            bytes = self.response_bytes(req, peer, status, reason, to_tag, &[("Warning", w)], None);
+        }
         self.txs.respond(stx, status, bytes, now);
     }
 

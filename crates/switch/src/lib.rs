@@ -17,6 +17,7 @@ pub mod keepalive;
 mod media_out;
 mod ports;
 mod proxy;
+mod record_route;
 pub mod registrar;
 pub mod slots;
 

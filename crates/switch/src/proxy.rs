@@ -9,11 +9,12 @@
 //! the B2BUA role (`bridge user/NAME`).
 
 use crate::engine::Engine;
+use crate::record_route::RouteKey;
 use crate::registrar::{Digest, Pending, StoreOp};
 use rustc_hash::FxHashMap;
 use sip::auth::Authorization;
 use sip::header::{parse_u32, HeaderName, NameAddr};
-use sip::transaction::{ClientTxId, Peer, ServerTxId};
+use sip::transaction::{ClientTxId, Peer, ServerTxId, Transport};
 use sip::{Message, Method, Uri};
 use std::fmt::Write;
 use std::time::Instant;
@@ -28,15 +29,30 @@ struct Forwarded {
 }
 
 /// What the proxy role keeps per forwarded request, until its client transaction ends.
-#[derive(Default)]
 pub(crate) struct Proxy {
     /// Forwarded requests by their client transaction.
     up: FxHashMap<ClientTxId, Forwarded>,
     /// The client INVITE transaction of each caller's server INVITE transaction (for CANCEL).
     down: FxHashMap<ServerTxId, ClientTxId>,
+    /// Signs strowger's Record-Route and checks the Routes that name strowger.
+    key: RouteKey,
 }
 
+/// Why a request is not forwarded: 403 with this Warning text.
+const PRELOADED: &str = "a Route beyond strowger is accepted only from peers in security.trusted";
+const NOT_OURS: &str =
+    "this Route was not record-routed by strowger for this dialog (peers in security.trusted may route)";
+
 impl Proxy {
+    /// `secret`: the registrar's per-process secret, from which the Route key is derived.
+    pub(crate) fn new(secret: &[u8; 32]) -> Proxy {
+        Proxy {
+            up: FxHashMap::default(),
+            down: FxHashMap::default(),
+            key: RouteKey::new(secret),
+        }
+    }
+
     fn record(&mut self, ctx: ClientTxId, f: Forwarded, invite: bool) {
         if invite {
             self.down.insert(f.stx, ctx);
@@ -62,38 +78,103 @@ impl Proxy {
 
 impl Engine {
     /// Whether the proxy role takes this request: its Request-URI is in a proxied domain, or its
-    /// top Route is strowger's own Record-Route (the rest of a proxied dialog).
+    /// top Route names strowger (the rest of a proxied dialog, or strowger as outbound proxy) —
+    /// unless that Route is all there is to a new request for strowger itself, which its dialplan
+    /// serves as if the phone had sent it without.
     pub(crate) fn proxies(&self, msg: &Message) -> bool {
         if self.s.proxy.domains.is_empty() {
             return false;
         }
-        self.routed_to_us(msg)
-            || msg
-                .request_uri()
-                .and_then(|u| Uri::parse(u).ok())
-                .is_some_and(|u| {
-                    self.s
-                        .proxy
-                        .domains
-                        .iter()
-                        .any(|d| d.eq_ignore_ascii_case(u.host))
-                })
+        if self.in_domains(msg) {
+            return true;
+        }
+        let for_us = msg
+            .request_uri()
+            .and_then(|u| Uri::parse(u).ok())
+            .is_some_and(|u| self.names_us(&u));
+        self.routed_to_us(msg) && !(for_us && !in_dialog(msg) && msg.count(HeaderName::Route) == 1)
     }
 
-    /// The top Route names one of strowger's listen addresses.
+    /// The Request-URI's host is a proxied domain.
+    fn in_domains(&self, msg: &Message) -> bool {
+        msg.request_uri()
+            .and_then(|u| Uri::parse(u).ok())
+            .is_some_and(|u| {
+                self.s
+                    .proxy
+                    .domains
+                    .iter()
+                    .any(|d| d.eq_ignore_ascii_case(u.host))
+            })
+    }
+
+    /// The top Route names strowger: one of its listen addresses, or by name a domain it serves
+    /// (`registrar.domain`, `proxy.domains`).
     fn routed_to_us(&self, msg: &Message) -> bool {
         msg.header(HeaderName::Route)
             .and_then(|r| NameAddr::parse(r).ok())
-            .and_then(|n| {
-                Uri::parse(n.uri)
-                    .ok()
-                    .as_ref()
-                    .and_then(crate::bridge::resolve)
-            })
-            .is_some_and(|p| self.s.listen.iter().any(|(_, a)| *a == p.addr))
+            .and_then(|n| Uri::parse(n.uri).ok())
+            .is_some_and(|u| self.names_us(&u))
     }
 
-    /// A request the proxy role takes (see `proxies`).
+    fn names_us(&self, u: &Uri) -> bool {
+        if let Some(p) = crate::bridge::resolve(u) {
+            return self.s.listen.iter().any(|(_, a)| *a == p.addr);
+        }
+        let port_ours = u
+            .port
+            .is_none_or(|p| self.s.listen.iter().any(|(_, a)| a.port() == p));
+        port_ours
+            && (u.host.eq_ignore_ascii_case(&self.s.registrar.domain)
+                || self
+                    .s
+                    .proxy
+                    .domains
+                    .iter()
+                    .any(|d| d.eq_ignore_ascii_case(u.host)))
+    }
+
+    /// Whether the top Route, which names strowger, is strowger's own signed Record-Route of
+    /// this request's dialog, the request coming from one end of it and going to the other.
+    fn signed_for(&self, msg: &Message, source: Peer, hop: Peer) -> bool {
+        let sig = msg
+            .header(HeaderName::Route)
+            .and_then(|r| NameAddr::parse(r).ok())
+            .and_then(|n| Uri::parse(n.uri).ok().and_then(|u| u.params.get("rr")))
+            .unwrap_or("");
+        let tag = |h| {
+            msg.header(h)
+                .and_then(|v| NameAddr::parse(v).ok())
+                .and_then(|n| n.tag())
+                .unwrap_or("")
+        };
+        let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
+        let tags = [tag(HeaderName::From), tag(HeaderName::To)];
+        self.proxy
+            .key
+            .verify(sig, call_id, &tags, source.addr.ip(), hop.addr.ip())
+    }
+
+    /// 403 for a request strowger will not forward, with a Warning saying why.
+    fn refuse_relay(
+        &mut self,
+        stx: ServerTxId,
+        msg: &Message,
+        peer: Peer,
+        why: &str,
+        now: Instant,
+    ) {
+        let tag = self.tag();
+        let w = [("Warning", format!("399 strowger \"{why}\""))];
+        self.respond(stx, msg, peer, 403, "Forbidden", Some(&tag), &w, None, now);
+    }
+
+    /// A request the proxy role takes (see `proxies`). A Route naming strowger is followed
+    /// (loose routing, RFC 3261 §16.4) when it is strowger's own Record-Route of the request's
+    /// dialog or the request comes from a trusted peer; from anyone else an initial request may
+    /// name strowger alone (an outbound proxy) and is then handled by its Request-URI: a proxied
+    /// domain is looked up, any other domain is a relay, for authenticated users only
+    /// (`proxy.relay_for_users`).
     pub(crate) fn proxy_request(
         &mut self,
         stx: ServerTxId,
@@ -111,16 +192,33 @@ impl Engine {
         if msg.method() == Some(&Method::Invite) {
             self.respond(stx, &msg, peer, 100, "Trying", None, &[], None, now);
         }
-        if self.routed_to_us(&msg) {
-            // Later in a dialog: loose routing (§16.4): our Route goes, the next one (or the
-            // Request-URI) says where to.
+        let trusted = self.s.security.trusted.contains(peer.addr.ip());
+        if self.routed_to_us(&msg) && (trusted || in_dialog(&msg)) {
+            // Later in a dialog: our Route goes, the next one (or the Request-URI) says where to.
             let Some((hop, ruri)) = loose_route(&msg) else {
                 return self.respond(stx, &msg, peer, 404, "Not Found", None, &[], None, now);
             };
+            if !trusted && !self.signed_for(&msg, peer, hop) {
+                return self.refuse_relay(stx, &msg, peer, NOT_OURS, now);
+            }
             return self.forward(Some((stx, peer)), &msg, &ruri, &[], hop, now);
         }
-        if !self.s.proxy.authenticate {
-            return self.proxy_locate(stx, msg, peer, now);
+        // From a stranger, a Route may name strowger alone, as a phone's outbound proxy.
+        let routes = msg.count(HeaderName::Route);
+        if !trusted && (routes > 1 || (routes == 1 && !self.routed_to_us(&msg))) {
+            return self.refuse_relay(stx, &msg, peer, PRELOADED, now);
+        }
+        let ours = self.in_domains(&msg);
+        if !ours && !trusted && !self.s.proxy.relay_for_users {
+            let why = format!(
+                "strowger does not relay to {}: not in proxy.domains \
+                 (users may when proxy.relay_for_users is on)",
+                request_host(&msg)
+            );
+            return self.refuse_relay(stx, &msg, peer, &why, now);
+        }
+        if trusted || (ours && !self.s.proxy.authenticate) {
+            return self.proxy_onward(stx, msg, peer, now);
         }
         let realm = self.s.registrar.domain.clone();
         let auth = msg
@@ -131,6 +229,31 @@ impl Engine {
             return self.proxy_challenge(stx, &msg, peer, false, now);
         };
         self.proxy_credentials(stx, msg, peer, Box::new(auth), true);
+    }
+
+    /// A request allowed on: to the user's contact for a proxied domain, else (a relay, or a
+    /// trusted peer's routed request) on by its Route or Request-URI.
+    fn proxy_onward(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
+        if self.in_domains(&msg) {
+            return self.proxy_locate(stx, msg, peer, now);
+        }
+        match loose_route(&msg) {
+            Some((hop, ruri)) => self.forward(Some((stx, peer)), &msg, &ruri, &[], hop, now),
+            None => {
+                let tag = self.tag();
+                self.respond(
+                    stx,
+                    &msg,
+                    peer,
+                    404,
+                    "Not Found",
+                    Some(&tag),
+                    &[],
+                    None,
+                    now,
+                )
+            }
+        }
     }
 
     /// Fetches the credentials to check a request's digest answer against.
@@ -200,7 +323,7 @@ impl Engine {
             d => d,
         };
         match digest {
-            Digest::Valid => self.proxy_locate(stx, msg, peer, now),
+            Digest::Valid => self.proxy_onward(stx, msg, peer, now),
             // The copy may predate a new password: only the backend's answer can deny.
             Digest::Denied if recent => self.proxy_credentials(stx, msg, peer, auth, false),
             Digest::Denied => {
@@ -306,10 +429,22 @@ impl Engine {
             .header(HeaderName::To)
             .and_then(|t| NameAddr::parse(t).ok())
             .is_some_and(|n| n.tag().is_none());
-        if self.s.proxy.record_route && initial && method == Method::Invite {
+        if let Some((_, caller)) =
+            up.filter(|_| self.s.proxy.record_route && initial && method == Method::Invite)
+        {
+            let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
+            let ftag = msg
+                .header(HeaderName::From)
+                .and_then(|f| NameAddr::parse(f).ok())
+                .and_then(|n| n.tag())
+                .unwrap_or("");
+            let sig = self
+                .proxy
+                .key
+                .sign(call_id, ftag, caller.addr.ip(), hop.addr.ip());
             let _ = write!(
                 out,
-                "Record-Route: <sip:{local};lr{}>\r\n",
+                "Record-Route: <sip:{local};lr{};rr={sig}>\r\n",
                 crate::engine::transport_param(hop.transport)
             );
         }
@@ -329,7 +464,12 @@ impl Engine {
                     continue;
                 }
                 HeaderName::ContentLength => continue,
-                HeaderName::ProxyAuthorization if self.s.proxy.authenticate => continue,
+                // Credentials strowger may have consumed (RFC 3261 §22.3).
+                HeaderName::ProxyAuthorization
+                    if self.s.proxy.authenticate || self.s.proxy.relay_for_users =>
+                {
+                    continue
+                }
                 _ => {}
             }
             let _ = write!(out, "{text}: {value}\r\n");
@@ -340,6 +480,20 @@ impl Engine {
         let _ = write!(out, "Content-Length: {}\r\n\r\n", msg.body().len());
         let mut bytes = out.into_bytes();
         bytes.extend_from_slice(msg.body());
+        if hop.transport == Transport::Udp && bytes.len() > self.s.max_datagram {
+            if let Some((stx, peer)) = up {
+                let w = format!(
+                    "399 strowger \"forwarded, the request ({} bytes) would not fit in a UDP \
+                     datagram ({} bytes, sip.max_message_size)\"",
+                    bytes.len(),
+                    self.s.max_datagram
+                );
+                let (tag, reason) = (self.tag(), "Message Too Large");
+                let extra = [("Warning", w)];
+                self.respond(stx, msg, peer, 513, reason, Some(&tag), &extra, None, now);
+            }
+            return;
+        }
         match up {
             Some((stx, peer)) => {
                 let ctx = self.txs.send_request(bytes, hop, now);
@@ -355,14 +509,21 @@ impl Engine {
 
     /// An ACK routed through strowger (the ACK for a 2xx in a record-routed dialog): forwarded
     /// as it is, without a transaction. Returns false if it is not the proxy's.
-    pub(crate) fn proxy_ack(&mut self, msg: &Message, now: Instant) -> bool {
+    /// An ACK whose Route is not strowger's for its dialog is not forwarded: it is left to the
+    /// B2BUA (a phone that names strowger as its outbound proxy on every request), which drops
+    /// it if it knows no such call.
+    pub(crate) fn proxy_ack(&mut self, msg: &Message, peer: Peer, now: Instant) -> bool {
         if self.s.proxy.domains.is_empty() || !self.routed_to_us(msg) {
             return false;
         }
-        if let Some((hop, ruri)) = loose_route(msg) {
-            self.forward(None, msg, &ruri, &[], hop, now);
+        let trusted = self.s.security.trusted.contains(peer.addr.ip());
+        match loose_route(msg) {
+            Some((hop, ruri)) if trusted || self.signed_for(msg, peer, hop) => {
+                self.forward(None, msg, &ruri, &[], hop, now);
+                true
+            }
+            _ => false,
         }
-        true
     }
 
     /// A CANCEL for an INVITE the proxy forwarded: 200 to it, and CANCEL downstream (§16.10).
@@ -476,6 +637,20 @@ impl Engine {
         let hop = first_hop.unwrap_or_else(|| crate::registrar::source_of(b));
         (route_set, hop)
     }
+}
+
+/// A request inside a dialog (its To has a tag).
+fn in_dialog(msg: &Message) -> bool {
+    msg.header(HeaderName::To)
+        .and_then(|t| NameAddr::parse(t).ok())
+        .is_some_and(|n| n.tag().is_some())
+}
+
+/// The Request-URI's host, for messages.
+fn request_host(msg: &Message) -> String {
+    msg.request_uri()
+        .and_then(|u| Uri::parse(u).ok())
+        .map_or_else(String::new, |u| u.host.to_string())
 }
 
 /// A branch derived from the request's own top Via branch: the same request forwarded twice

@@ -301,6 +301,9 @@ pub struct Registrar {
     /// Signs the nonces every worker issues (each counts the uses of its own).
     pub secret: [u8; 32],
     pub nonce_lifetime_s: u64,
+    /// Contacts per address-of-record (`Change::Limit`, decided by the store).
+    pub max_contacts: usize,
+    pub contacts_overflow: store::Overflow,
 }
 
 impl std::fmt::Debug for Registrar {
@@ -325,6 +328,8 @@ impl Registrar {
             authenticate: cfg.authenticate,
             secret,
             nonce_lifetime_s: cfg.nonce_lifetime_s.into(),
+            max_contacts: cfg.max_contacts,
+            contacts_overflow: cfg.contacts_overflow,
         }
     }
 
@@ -804,15 +809,42 @@ impl Engine {
         list: &[Binding],
         now: Instant,
     ) {
+        if self.over_limit(msg, peer, list) {
+            let w = format!(
+                "399 strowger \"{aor} has registrar.max_contacts ({}) contacts; \
+                 unregister one or raise the limit\"",
+                self.s.registrar.max_contacts
+            );
+            return self.reg_reply(stx, msg, peer, 403, &[("Warning", w)], now);
+        }
         if let Some(k) = self.registrar.keepalives.as_mut() {
             k.update(aor, list, now, self.clock.unix());
         }
         self.registered(stx, msg, peer, list, now)
     }
 
+    /// Whether the store refused a REGISTER's new contacts for `registrar.max_contacts`: one it
+    /// put is not among the bindings it returned (`Overflow::Refuse` applies nothing).
+    fn over_limit(&self, msg: &Message, peer: Peer, list: &[Binding]) -> bool {
+        self.s.registrar.contacts_overflow == store::Overflow::Refuse
+            && self.changes(msg, peer).is_ok_and(|changes| {
+                changes.iter().any(
+                    |c| matches!(c, Change::Put(b) if !list.iter().any(|l| l.contact == b.contact)),
+                )
+            })
+    }
+
     /// The binding changes a REGISTER asks for, or the error response (RFC 3261 §10.3).
     fn changes(&self, msg: &Message, peer: Peer) -> Result<Vec<Change>, Refusal> {
         let r = &self.s.registrar;
+        // A Path makes strowger send a user's calls wherever it points (RFC 3327): only an edge
+        // proxy strowger trusts may set one.
+        if msg.header(HeaderName::Path).is_some()
+            && !self.s.security.trusted.contains(peer.addr.ip())
+        {
+            let w = "399 strowger \"Path is accepted only from edge proxies in security.trusted\"";
+            return Err((403, vec![("Warning", w.to_string())]));
+        }
         let header_expires = msg.header(HeaderName::Expires).and_then(parse_u32);
         let contacts: Vec<&str> = msg
             .all(HeaderName::Contact)
@@ -875,6 +907,20 @@ impl Engine {
                 call_id: call_id.clone(),
                 cseq,
             }));
+        }
+        let puts = out.iter().filter(|c| matches!(c, Change::Put(_))).count();
+        if puts > r.max_contacts {
+            let w = format!(
+                "399 strowger \"{puts} contacts in one REGISTER; registrar.max_contacts is {}\"",
+                r.max_contacts
+            );
+            return Err((403, vec![("Warning", w)]));
+        }
+        if puts > 0 {
+            out.push(Change::Limit {
+                max: r.max_contacts,
+                overflow: r.contacts_overflow,
+            });
         }
         Ok(out)
     }

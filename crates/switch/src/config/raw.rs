@@ -35,6 +35,7 @@ pub(crate) struct RawProxy {
     pub domains: Vec<String>,
     pub record_route: bool,
     pub authenticate: bool,
+    pub relay_for_users: bool,
 }
 
 impl Default for RawProxy {
@@ -43,6 +44,7 @@ impl Default for RawProxy {
             domains: Vec::new(),
             record_route: true,
             authenticate: false,
+            relay_for_users: false,
         }
     }
 }
@@ -104,6 +106,8 @@ pub(crate) struct RawRegistrar {
     pub algorithms: Vec<String>,
     pub keepalive_s: u64,
     pub keepalive: String,
+    pub max_contacts: u64,
+    pub contacts_overflow: String,
 }
 
 impl Default for RawRegistrar {
@@ -119,6 +123,8 @@ impl Default for RawRegistrar {
             algorithms: vec!["MD5".into()],
             keepalive_s: 30,
             keepalive: "options".into(),
+            max_contacts: 10,
+            contacts_overflow: "refuse".into(),
         }
     }
 }

@@ -38,6 +38,41 @@ fn defaults_match_default_toml() {
     assert_eq!(minimal.general, default.general);
     assert_eq!(minimal.sip, default.sip);
     assert_eq!(minimal.rtp, default.rtp);
+    assert_eq!(minimal.registrar, default.registrar);
+    assert_eq!(minimal.proxy, default.proxy);
+}
+
+#[test]
+fn contact_limit_and_relay_settings() {
+    let d = Config::embedded();
+    assert_eq!(d.registrar.max_contacts, 10);
+    assert_eq!(d.registrar.contacts_overflow, store::Overflow::Refuse);
+    assert!(!d.proxy.relay_for_users);
+    let c = Config::from_str(
+        &format!(
+            "[registrar]\nmax_contacts = 3\ncontacts_overflow = \"replace_oldest\"\n\
+             [proxy]\nrelay_for_users = true\n\n{MINIMAL}"
+        ),
+        "r.toml",
+    )
+    .unwrap();
+    assert_eq!(c.registrar.max_contacts, 3);
+    assert_eq!(
+        c.registrar.contacts_overflow,
+        store::Overflow::ReplaceOldest
+    );
+    assert!(c.proxy.relay_for_users);
+    let e = errors(&format!(
+        "[registrar]\nmax_contacts = 0\ncontacts_overflow = \"drop\"\n\n{MINIMAL}"
+    ));
+    assert_eq!(
+        e,
+        [
+            "strowger.toml:2:16: registrar.max_contacts: 0 is out of range — expected 1 to 1000",
+            "strowger.toml:3:21: registrar.contacts_overflow: \"drop\" — expected \"refuse\" or \
+             \"replace_oldest\"",
+        ]
+    );
 }
 
 #[test]
