@@ -141,7 +141,10 @@ impl Message {
                 continue;
             }
             if headers.len() >= MAX_HEADERS {
-                return Err(ParseError::Invalid("too many headers"));
+                // Kept as a defect, not an error: the request is answered 400 (from the headers
+                // read so far) rather than dropped without a word.
+                defect.get_or_insert("too many header fields");
+                break;
             }
             let text = &buf[line.clone()];
             let Some(colon) = memchr::memchr(b':', text) else {
@@ -515,6 +518,21 @@ fn split_commas(buf: &[u8], r: Range<usize>) -> Vec<Range<usize>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_request_with_too_many_headers_parses_with_a_defect() {
+        let mut req = String::from(
+            "REGISTER sip:s SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5070;branch=z9hG4bK-1\r\n\
+             From: <sip:a@s>;tag=1\r\nTo: <sip:a@s>\r\nCall-ID: c\r\nCSeq: 1 REGISTER\r\n",
+        );
+        for i in 0..2000 {
+            req.push_str(&format!("Contact: <sip:a@127.0.0.1:{}>\r\n", 1000 + i));
+        }
+        req.push_str("Content-Length: 0\r\n\r\n");
+        let m = super::Message::parse(req.as_bytes(), true).expect("parses");
+        assert_eq!(m.defect, Some("too many header fields"));
+        assert!(m.header(super::HeaderName::Via).is_some());
+    }
+
     use super::*;
 
     const INVITE: &[u8] = b"INVITE sip:44444@127.0.0.1:5060 SIP/2.0\r\n\
