@@ -6,14 +6,12 @@ run:
 	bash scripts/setup.sh build
 	cargo run --release -p strowger
 
-# A bounded cargo-fuzz run of every parser (FUZZ_SECONDS per target; libFuzzer needs the
-# unstable sanitizer flags, which RUSTC_BOOTSTRAP enables on the stable toolchain).
+# A bounded cargo-fuzz run of every target (FUZZ_SECONDS each, one after another): the parsers
+# (SIP, SDP, RTP/RTCP, IAX2) and every codec decoder a received payload reaches (fuzz/run.sh).
 FUZZ_SECONDS ?= 60
 fuzz:
 	bash scripts/setup.sh build
-	command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-	mkdir -p fuzz/corpus/sip_message && cp ../shared/conformance/sip-torture/rfc4475/*.dat ../shared/conformance/sip-torture/rfc5118/*.dat fuzz/corpus/sip_message/ 2>/dev/null || true
-	cd fuzz && for t in $$(cargo fuzz list); do RUSTC_BOOTSTRAP=1 cargo fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; done
+	bash fuzz/run.sh $(FUZZ_SECONDS)
 
 # Load tests against SIPp (bench/README.md): FULL=1 for more levels; about 12 min (FULL=1: 25).
 bench:
@@ -25,10 +23,13 @@ bench-scale:
 
 # The whole suite (README's test command): installs the test tools (SIPp, baresip, sox,
 # espeak-ng: scripts/setup.sh), checks formatting and lints, then builds and runs every test,
-# including the black-box tests in crates/strowger/tests (about 3 minutes after the build).
+# including the black-box tests in crates/strowger/tests (about 3 minutes after the build), then
+# fuzzes every target for FUZZ_TEST_SECONDS (a crash fails the suite).
+FUZZ_TEST_SECONDS ?= 10
 test:
 	bash scripts/setup.sh
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo build --workspace --all-targets
 	bash scripts/run-tests.sh
+	bash fuzz/run.sh $(FUZZ_TEST_SECONDS)

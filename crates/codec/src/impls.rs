@@ -663,6 +663,11 @@ impl Decoder for OpusDec {
         Format::Opus
     }
     fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
+        // A packet has at least its TOC byte (RFC 6716 §3.4); libopus takes an empty one for a
+        // lost packet and would conceal the whole of `out` (120 ms in the engine's buffer).
+        if payload.is_empty() {
+            return Err(CodecError::Corrupt("opus"));
+        }
         // SAFETY: out.len() samples of room (opus never writes more than frame_size).
         let n = unsafe {
             ffi::opus_decode(

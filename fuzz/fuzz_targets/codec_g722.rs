@@ -1,0 +1,21 @@
+//! Any bytes as a G.722 (64 kbit/s, the only rate strowger negotiates) stream through spandsp
+//! (framing: packets/mod.rs): every byte gives two samples, and a payload whose samples do not
+//! fit the output is refused before spandsp writes them.
+#![no_main]
+
+mod packets;
+
+use codec::{CodecError, Format};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((ctl, packets)) = packets::split(data) else {
+        return;
+    };
+    let mut dec = Format::G722.decoder();
+    let check = |_, p: &[u8], out: usize, r: Result<usize, CodecError>| match r {
+        Ok(n) => assert_eq!(n, 2 * p.len()),
+        Err(e) => assert!(2 * p.len() > out, "{e}"),
+    };
+    packets::run(&mut *dec, ctl, packets, check, packets::conceal);
+});
