@@ -23,13 +23,13 @@ bench-scale:
 
 # The whole suite (README's test command): installs the test tools (SIPp, baresip, sox,
 # espeak-ng: scripts/setup.sh), checks formatting and lints, then builds and runs every test,
-# including the black-box tests in crates/strowger/tests (about 3 minutes after the build), then
-# fuzzes every target for FUZZ_TEST_SECONDS (a crash fails the suite).
+# fuzzes every target for FUZZ_TEST_SECONDS (a crash fails the suite), then runs every test,
+# including the black-box tests in crates/strowger/tests; the tests' summary line comes last.
 FUZZ_TEST_SECONDS ?= 10
 test:
 	bash scripts/setup.sh
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo build --workspace --all-targets
-	bash scripts/run-tests.sh
 	bash fuzz/run.sh $(FUZZ_TEST_SECONDS)
+	bash scripts/run-tests.sh
