@@ -90,6 +90,11 @@ pub enum Input<'a> {
         token: u64,
         result: Result<Box<dyn media::RecordSink>, String>,
     },
+    /// The answer to an [`Event::Resolve`]: the provider's servers in order, or why not.
+    Resolved {
+        token: u64,
+        result: Result<crate::trunks::Resolved, String>,
+    },
     /// Newly bound RTP port pairs (RTP on the even port, RTCP on the next), ready for legs.
     MediaPorts(&'a [u16]),
     /// An IAX2 peer registered from an address until an instant, or left (None): what some
@@ -135,6 +140,12 @@ pub enum Event {
     /// A location/credential store operation; answer with [`Input::Store`] and the token.
     /// (Boxed: the largest operation would make every output that large to move.)
     Store { token: u64, op: Box<StoreOp> },
+    /// Resolve a trunk's host per RFC 3263 (NAPTR, SRV, A/AAAA), off the worker; answer with
+    /// [`Input::Resolved`] and the token.
+    Resolve {
+        token: u64,
+        query: crate::trunks::DnsQuery,
+    },
     /// Load a prompt by name (`demo`, or a file relative to the data directory); `cache`: it
     /// is a configured prompt worth keeping. Answer with [`Input::Prompt`].
     Prompt {

@@ -19,6 +19,7 @@ mod ports;
 mod proxy;
 pub mod registrar;
 pub mod slots;
+pub mod trunks;
 
 pub use engine::{nonce_owner, owner, stateless, Engine, Settings};
 pub use io::{Clock, Event, Input, Level, Output};
