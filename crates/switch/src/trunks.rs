@@ -197,6 +197,13 @@ impl Engine {
         self.events.push_back(Event::Resolve { token, query });
     }
 
+    /// `dead` did not answer: trunk `t`'s calls try it last for [`DOWN_FOR`].
+    fn mark_down(&mut self, t: usize, dead: Peer, now: Instant) {
+        let d = &mut self.trunks.dns[t];
+        d.down.retain(|(p, u)| *p != dead && *u > now);
+        d.down.push((dead, now + DOWN_FOR));
+    }
+
     fn trunk_fresh(&self, t: usize, now: Instant) -> bool {
         self.trunks.dns[t].valid_until.is_some_and(|u| u > now)
     }
@@ -373,6 +380,13 @@ impl Engine {
         let Some(t) = self.trunks.reg_txs.remove(&ctx) else {
             return false;
         };
+        // Calls on this worker try that server last for a while.
+        if let Some(dead) = self.trunks.regs[t]
+            .as_ref()
+            .and_then(|r| r.machine.server())
+        {
+            self.mark_down(t, dead, now);
+        }
         let targets = self.trunk_order(t, now);
         let Some(reg) = self.trunks.regs[t].as_mut() else {
             return true;
@@ -573,12 +587,8 @@ impl Engine {
                 let Some(&next) = targets.iter().find(|p| !tried.contains(p)) else {
                     return false;
                 };
-                if status == 408 {
-                    if let Some(&dead) = tried.last() {
-                        let d = &mut self.trunks.dns[t];
-                        d.down.retain(|(p, u)| *p != dead && *u > now);
-                        d.down.push((dead, now + DOWN_FOR));
-                    }
+                if let Some(&dead) = tried.last().filter(|_| status == 408) {
+                    self.mark_down(t, dead, now);
                 }
                 let local = self.local_for(next);
                 let Some(leg) = self.calls[at.call].leg_mut(at.leg) else {

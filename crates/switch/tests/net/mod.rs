@@ -225,6 +225,8 @@ pub struct Net {
     pub undeliverable: Vec<Packet>,
     /// Media sent to an address no station has: when, from, to.
     pub media_undeliverable: Vec<(Instant, SocketAddr, SocketAddr)>,
+    /// The DNS switches created from now on resolve trunk hosts with (see `Shared::dns`).
+    pub dns: HashMap<String, Vec<sip::transaction::Peer>>,
 }
 
 impl Net {
@@ -245,6 +247,7 @@ impl Net {
             trace: Vec::new(),
             undeliverable: Vec::new(),
             media_undeliverable: Vec::new(),
+            dns: HashMap::new(),
         }
     }
 
@@ -253,6 +256,7 @@ impl Net {
     pub fn switch(&mut self, toml: &str, addrs: &[&str], workers: usize) -> Id {
         let addrs: Vec<SocketAddr> = addrs.iter().map(|a| a.parse().unwrap()).collect();
         let shared = Shared::new(toml);
+        *shared.dns.lock().unwrap() = self.dns.clone();
         let id = self.stations.len();
         let base = 20000 + 2000 * id as u16;
         let nodes = (0..workers)
