@@ -76,6 +76,11 @@ pub enum Envelope {
         token: u64,
         result: switch::registrar::StoreResult,
     },
+    /// The answer to a DNS lookup this worker's engine asked for (`Event::Resolve`).
+    Resolved {
+        token: u64,
+        result: Result<switch::trunks::Resolved, String>,
+    },
 }
 
 /// Counters shared with the process (read by tests and the bench through the log on exit).
@@ -586,6 +591,13 @@ impl Worker {
                         .handle_input(clock, Input::Store { token, result });
                 }
             }
+            Event::Resolve { token, query } => {
+                if let Err(e) = self.host.lookup(self.id, token, query) {
+                    let result = Err(e);
+                    self.engine
+                        .handle_input(clock, Input::Resolved { token, result });
+                }
+            }
             Event::Prompt { token, name, .. } => {
                 let result = self.host.prompt(&name);
                 self.engine
@@ -792,6 +804,9 @@ impl Worker {
                 }
                 Envelope::Store { token, result } => {
                     self.input(now, Input::Store { token, result });
+                }
+                Envelope::Resolved { token, result } => {
+                    self.input(now, Input::Resolved { token, result });
                 }
                 Envelope::IaxPeer { name, at } => {
                     self.input(now, Input::IaxPeer { name, at });
