@@ -29,6 +29,15 @@ pub fn resolve(uri: &Uri) -> Option<Peer> {
     })
 }
 
+/// What a callee leg may have of its own rather than a plain bridge's.
+#[derive(Default)]
+pub(crate) struct LegOptions {
+    /// The From of its INVITE (a name-addr without tag); None: the caller's.
+    pub from: Option<String>,
+    /// The codecs it offers; None: `rtp.codecs`.
+    pub caps: Option<sdp::Caps>,
+}
+
 impl Engine {
     pub(crate) fn start_bridge(
         &mut self,
@@ -68,11 +77,12 @@ impl Engine {
         timeout: Duration,
         now: Instant,
     ) {
-        self.bridge_leg(call, target, peer, route_set, None, timeout, now);
+        let opts = LegOptions::default();
+        self.bridge_leg(call, target, peer, route_set, opts, timeout, now);
     }
 
-    /// `bridge_to` with the From of the outbound INVITE given (`from`, a name-addr without
-    /// tag; None: the caller's); returns the new callee leg.
+    /// `bridge_to` with `opts` (a From of its own, codecs of its own); returns the new callee
+    /// leg.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn bridge_leg(
         &mut self,
@@ -80,7 +90,7 @@ impl Engine {
         target: &str,
         peer: Peer,
         route_set: Vec<String>,
-        from: Option<String>,
+        opts: LegOptions,
         timeout: Duration,
         now: Instant,
     ) -> Option<LegIdx> {
@@ -95,7 +105,7 @@ impl Engine {
             self.bridge_failed(call, 483, now);
             return None;
         }
-        let caller = match (&from, &c.invite) {
+        let caller = match (&opts.from, &c.invite) {
             (Some(f), _) => f.clone(),
             (None, Some(invite)) => invite
                 .header(HeaderName::From)
@@ -141,7 +151,7 @@ impl Engine {
             self.bridge_failed(call, 503, now);
             return None;
         }
-        let caps = self.s.caps.clone();
+        let caps = opts.caps.unwrap_or_else(|| self.s.caps.clone());
         let c = &mut self.calls[call];
         let out = c.leg_mut(leg)?;
         let sdp_offer = out.sdp.offer(&caps, out.port);
@@ -263,10 +273,12 @@ impl Engine {
         let Signal::Sip(d) = &mut out.signal else {
             return;
         };
-        let ack = d
-            .request(&Method::Ack, &branch, local, Some(cseq))
-            .finish(None);
-        let ack = (d.peer, ack.into());
+        let mut b = d.request(&Method::Ack, &branch, local, Some(cseq));
+        // RFC 3261 §22.1: an ACK for a 2xx carries the credentials of its INVITE.
+        if let Some((name, value)) = out.trunk.as_ref().and_then(|t| t.credentials()) {
+            b.header(name, value);
+        }
+        let ack = (d.peer, b.finish(None).into());
         out.ack = Some(ack.clone());
         self.out.push_back(ack);
         if !self.answer(call, now) {

@@ -85,6 +85,15 @@ pub struct Outbound {
     /// The INVITE under way answers a challenge.
     answered: bool,
     nc: u32,
+    /// The credentials the INVITE under way carries (header name and value).
+    auth: Option<(&'static str, String)>,
+}
+
+impl Outbound {
+    /// The credentials of the INVITE under way, for the ACK of its 2xx.
+    pub(crate) fn credentials(&self) -> Option<(&'static str, &str)> {
+        self.auth.as_ref().map(|(n, v)| (*n, v.as_str()))
+    }
 }
 
 impl Trunks {
@@ -506,8 +515,14 @@ impl Engine {
         let from = format!("<sip:{user}@{}>", trunk.from_domain);
         let target = format!("sip:{number}@{}", trunk.host.uri_host());
         let timeout = until.saturating_duration_since(now);
-        let Some(leg) = self.bridge_leg(call, &target, peer, Vec::new(), Some(from), timeout, now)
-        else {
+        let opts = crate::bridge::LegOptions {
+            from: Some(from),
+            caps: (!trunk.codecs.is_empty()).then(|| sdp::Caps {
+                codecs: trunk.codecs.clone(),
+                dtmf_pt: self.s.caps.dtmf_pt,
+            }),
+        };
+        let Some(leg) = self.bridge_leg(call, &target, peer, Vec::new(), opts, timeout, now) else {
             return;
         };
         if let Some(l) = self.calls.get_mut(call).and_then(|c| c.leg_mut(leg)) {
@@ -516,6 +531,7 @@ impl Engine {
                 tried: vec![peer],
                 answered: false,
                 nc: 0,
+                auth: None,
             }));
         }
     }
@@ -579,6 +595,7 @@ impl Engine {
                 let header = Authorization::build(
                     &challenge, &auth_user, &password, "INVITE", &uri, out.nc, &cnonce,
                 );
+                out.auth = Some((answer, header.clone()));
                 self.send_invite(at.call, at.leg, Some((answer, &header)), now);
                 true
             }
@@ -602,6 +619,7 @@ impl Engine {
                 if let Some(out) = leg.trunk.as_deref_mut() {
                     out.tried.push(next);
                     out.answered = false;
+                    out.auth = None;
                 }
                 let name = self.s.trunks[t].name.clone();
                 let from = tried.last().map_or(String::new(), |p| p.addr.to_string());

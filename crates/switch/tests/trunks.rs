@@ -155,7 +155,11 @@ fn registers_with_digest_and_refreshes_before_expiry() {
 fn calls_out_answer_the_407_with_the_trunks_credentials() {
     let mut n = Net::new(2);
     let p = provider(&mut n, PROVIDER);
-    let sw = switch(&mut n, "127.0.0.5", "caller_id = \"4930100\"");
+    let sw = switch(
+        &mut n,
+        "127.0.0.5",
+        "caller_id = \"4930100\"\ncodecs = [\"PCMA\"]",
+    );
     let a = n.ua(ALICE, "alice");
     let c = n.invite(a, "sip:0301234@127.0.0.1", SW);
     assert!(
@@ -198,6 +202,19 @@ fn calls_out_answer_the_407_with_the_trunks_credentials() {
     );
     assert_ne!(branch(&invites[0]), branch(&invites[1]));
     assert_eq!(invites[0].body(), invites[1].body());
+    // The trunk's codecs alone are offered; the ACK of the 2xx carries the credentials too.
+    let offer = body(&invites[0]);
+    assert!(
+        offer.contains("m=audio ") && offer.contains(" RTP/AVP 8 101\r\n"),
+        "{offer}"
+    );
+    let acks = got(&mut n, p, &Method::Ack);
+    assert_eq!(acks.len(), 2, "{acks:?}");
+    assert_eq!(cseq(&acks[1]), "2 ACK");
+    assert_eq!(
+        acks[1].header(HeaderName::ProxyAuthorization),
+        invites[1].header(HeaderName::ProxyAuthorization)
+    );
     assert_eq!(n.agent(p).calls.len(), 1, "the provider took one call");
     hang_up(&mut n, a, c, secs(5));
     assert!(n.run_until(secs(2), |n| n.agent(p).last().state == State::Ended));

@@ -51,6 +51,8 @@ pub(crate) struct RawTrunk {
     pub did_strip: u64,
     #[serde(default)]
     pub did_prefix: String,
+    #[serde(default)]
+    pub codecs: Vec<String>,
 }
 
 fn default_trunk_expires() -> u64 {

@@ -68,6 +68,8 @@ pub struct Trunk {
     /// Inbound DID rewriting, the same way, before the dialplan sees it.
     pub did_strip: usize,
     pub did_prefix: String,
+    /// The codecs offered on calls out, in order (empty: `rtp.codecs`).
+    pub codecs: Vec<sdp::Codec>,
 }
 
 impl Trunk {
@@ -223,6 +225,22 @@ pub(crate) fn trunks(raw: Vec<RawTrunk>, d: &mut Diagnostics) -> Vec<Trunk> {
                 );
             }
         }
+        let mut codecs = Vec::new();
+        for (j, name) in t.codecs.iter().enumerate() {
+            match super::supported_codec(name) {
+                Some(c) if codecs.contains(&c) => d.error(
+                    &format!("{key}.codecs[{j}]"),
+                    format_args!("{name:?} is listed twice"),
+                ),
+                Some(c) => codecs.push(c),
+                None => d.error(
+                    &format!("{key}.codecs[{j}]"),
+                    format_args!(
+                        "unknown codec {name:?} — use the names of rtp.codecs, e.g. \"PCMA\""
+                    ),
+                ),
+            }
+        }
         let username = t.username.clone().unwrap_or_else(|| t.name.clone());
         out.push(Trunk {
             auth_user: t.auth_user.unwrap_or_else(|| username.clone()),
@@ -242,6 +260,7 @@ pub(crate) fn trunks(raw: Vec<RawTrunk>, d: &mut Diagnostics) -> Vec<Trunk> {
             prefix: t.prefix,
             did_strip: narrow(did_strip),
             did_prefix: t.did_prefix,
+            codecs,
         });
     }
     out
