@@ -1092,6 +1092,7 @@ impl Engine {
         if !self.select_fork(at, ctx) {
             return;
         }
+        self.trunk_heard(at);
         if status >= 300 && self.trunk_retry(at, Some(&msg), status, now) {
             return;
         }
@@ -1200,6 +1201,7 @@ impl Engine {
                 TxEvent::Timeout(ctx) if self.trunk_tx_timeout(ctx, now) => {}
                 TxEvent::Terminated(sip::transaction::TxId::Client(ctx)) => {
                     self.proxy_forget(ctx);
+                    self.calls.take_orphan(ctx);
                 }
                 TxEvent::Timeout(ctx) => {
                     if let Some(at) = self.calls.leg_by_client_tx(ctx, true) {
@@ -1222,6 +1224,7 @@ impl Engine {
             }
         }
         while let Some(call) = self.calls.pop_due(now) {
+            self.trunk_silence(call, now);
             let c = &mut self.calls[call];
             if c.session_deadline.is_some_and(|d| d <= now) {
                 self.hangup(call, 102, "switch", None, now);

@@ -34,6 +34,9 @@ const NEGATIVE_TTL: Duration = Duration::from_secs(10);
 const MIN_TTL: Duration = Duration::from_secs(1);
 /// A server that let a call's INVITE time out is tried last by other calls for this long.
 const DOWN_FOR: Duration = Duration::from_secs(60);
+/// A server that has not answered a call's INVITE at all (not even 100 Trying) within this
+/// many T1 is given up for the next one, if there is one, rather than after timer B (64 T1).
+const SILENT_T1S: u32 = 8;
 
 /// The trunk state of one worker.
 pub(crate) struct Trunks {
@@ -87,6 +90,8 @@ pub struct Outbound {
     nc: u32,
     /// The credentials the INVITE under way carries (header name and value).
     auth: Option<(&'static str, String)>,
+    /// Until when the server may stay silent before the next one is tried (None: it answered).
+    silent_until: Option<Instant>,
 }
 
 impl Outbound {
@@ -532,7 +537,9 @@ impl Engine {
                 answered: false,
                 nc: 0,
                 auth: None,
+                silent_until: None,
             }));
+            self.watch_silence(call, leg, now);
         }
     }
 
@@ -621,6 +628,7 @@ impl Engine {
                     out.answered = false;
                     out.auth = None;
                 }
+                self.watch_silence(at.call, at.leg, now);
                 let name = self.s.trunks[t].name.clone();
                 let from = tried.last().map_or(String::new(), |p| p.addr.to_string());
                 let call_id = self.calls[at.call].caller().call_id().to_string();
@@ -642,6 +650,65 @@ impl Engine {
             }
             _ => false,
         }
+    }
+
+    /// The INVITE just sent on trunk leg `leg` must hear from its server within
+    /// [`SILENT_T1S`] T1 (when another server is left to try).
+    fn watch_silence(&mut self, call: usize, leg: crate::call::LegIdx, now: Instant) {
+        let until = now + self.s.timers.t1 * SILENT_T1S;
+        if let Some(out) = self
+            .calls
+            .get_mut(call)
+            .and_then(|c| c.leg_mut(leg))
+            .and_then(|l| l.trunk.as_deref_mut())
+        {
+            out.silent_until = Some(until);
+            self.calls.arm(call, until);
+        }
+    }
+
+    /// A response to a trunk leg's INVITE: its server is alive.
+    pub(crate) fn trunk_heard(&mut self, at: LegRef) {
+        if let Some(out) = self
+            .calls
+            .get_mut(at.call)
+            .and_then(|c| c.leg_mut(at.leg))
+            .and_then(|l| l.trunk.as_deref_mut())
+        {
+            out.silent_until = None;
+        }
+    }
+
+    /// A call timer: if its trunk leg's server stayed silent too long, the INVITE goes to the
+    /// next server now. The silent one's transaction runs on unwatched; should it answer 2xx
+    /// after all, that dialog is ACKed and ended at once (an orphan, as after a CANCEL).
+    pub(crate) fn trunk_silence(&mut self, call: usize, now: Instant) {
+        let Some(c) = self.calls.get(call) else {
+            return;
+        };
+        let Some(leg) = c.callee_idx() else {
+            return;
+        };
+        let Some(l) = c.leg(leg) else {
+            return;
+        };
+        let (Some(out), Some(ctx), Some(dialog)) = (l.trunk.as_deref(), l.invite_tx, l.dialog())
+        else {
+            return;
+        };
+        if out.silent_until.is_none_or(|u| u > now) {
+            return;
+        }
+        let t = out.trunk;
+        let tried = out.tried.clone();
+        if !self.trunk_order(t, now).iter().any(|p| !tried.contains(p)) {
+            return;
+        }
+        let dialog = dialog.clone();
+        self.calls.leg_by_client_tx(ctx, true);
+        self.calls.orphan(ctx, dialog);
+        let at = LegRef { call, leg };
+        self.trunk_retry(at, None, 408, now);
     }
 
     /// Whether a new INVITE from `from` is a trunk's call: from an address in its `acl`, or

@@ -340,7 +340,7 @@ fn the_next_srv_target_takes_over_when_the_first_does_not_answer() {
 }
 
 #[test]
-fn a_call_fails_over_after_timer_b_and_gives_up_when_no_server_is_left() {
+fn a_call_fails_over_when_a_server_stays_silent_and_gives_up_when_none_is_left() {
     let mut n = Net::new(7);
     n.dns
         .insert("provider.test".into(), vec![peer(DEAD), peer(PROVIDER)]);
@@ -348,8 +348,9 @@ fn a_call_fails_over_after_timer_b_and_gives_up_when_no_server_is_left() {
     let sw = switch(&mut n, "provider.test", "");
     let a = n.ua(ALICE, "alice");
     let c = n.invite(a, "sip:0301234@127.0.0.1", SW);
-    assert!(n.run_until(secs(10), confirmed(a, c)));
-    assert!(n.elapsed() >= ms(6400));
+    // Not even a 100 Trying within 8 × T1 (0.8 s): the next server, long before timer B.
+    assert!(n.run_until(secs(3), confirmed(a, c)));
+    assert!(n.elapsed() >= ms(800), "{:?}", n.elapsed());
     assert!(
         n.sw(sw)
             .logs()
@@ -359,13 +360,14 @@ fn a_call_fails_over_after_timer_b_and_gives_up_when_no_server_is_left() {
         n.sw(sw).logs()
     );
     hang_up(&mut n, a, c, secs(5));
-    // Only dead servers: the caller gets 408 once every one timed out.
+    // Only dead servers: the caller gets 408 once the last one timed out (timer B).
     let mut n = Net::new(8);
     n.dns.insert("provider.test".into(), vec![peer(DEAD)]);
     let _sw = switch(&mut n, "provider.test", "");
     let a = n.ua(ALICE, "alice");
     let c = n.invite(a, "sip:0301234@127.0.0.1", SW);
     assert!(n.run_until(secs(10), ended(a, c)));
+    assert!(n.elapsed() >= ms(6400));
     assert_eq!(invite_statuses(&mut n, a, c).last(), Some(&408));
     // A host that does not resolve: 503 at once.
     let mut n = Net::new(9);
@@ -379,4 +381,42 @@ fn a_call_fails_over_after_timer_b_and_gives_up_when_no_server_is_left() {
         .logs()
         .iter()
         .any(|l| l.contains("trunk provider: cannot resolve nowhere.test")));
+}
+
+#[test]
+fn a_slow_server_that_answers_after_the_failover_is_hung_up_on() {
+    let mut n = Net::new(10);
+    n.dns
+        .insert("provider.test".into(), vec![peer(DEAD), peer(PROVIDER)]);
+    let _p = provider(&mut n, PROVIDER);
+    // The first server answers, but 2 s late (1 s each way): after the failover.
+    let slow = n.ua(DEAD, "slow");
+    let sw = switch(&mut n, "provider.test", "");
+    let slow_link = Link {
+        delay: secs(1),
+        ..Link::default()
+    };
+    n.link(sw, slow, slow_link);
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite(a, "sip:0301234@127.0.0.1", SW);
+    assert!(n.run_until(secs(3), confirmed(a, c)));
+    // Its late 200 is ACKed and its call ended with a BYE; the caller stays with the other.
+    assert!(n.run_until(secs(6), |n| n
+        .agent(slow)
+        .calls
+        .last()
+        .is_some_and(|c| c.state == State::Ended)));
+    let slow_got: Vec<String> = n
+        .agent(slow)
+        .received
+        .iter()
+        .map(|(_, _, m)| m.method().map_or(String::new(), ToString::to_string))
+        .collect();
+    assert!(
+        slow_got.iter().any(|m| m == "ACK") && slow_got.iter().any(|m| m == "BYE"),
+        "{slow_got:?}"
+    );
+    assert_eq!(n.agent(a).call(c).state, State::Confirmed);
+    hang_up(&mut n, a, c, secs(5));
+    assert_eq!(n.sw(sw).active_calls(), 0);
 }
