@@ -71,6 +71,13 @@ pub enum Envelope {
         name: String,
         at: Option<(SocketAddr, Instant)>,
     },
+    /// A trunk's server stopped answering or answered again, told by the worker that saw it
+    /// (`switch::Event::TrunkServer`).
+    TrunkServer {
+        trunk: usize,
+        server: Peer,
+        down_until: Option<Instant>,
+    },
     /// The result of a store operation this worker's engine asked for.
     Store {
         token: u64,
@@ -620,6 +627,20 @@ impl Worker {
                 }
                 self.engine.handle_input(clock, Input::IaxPeer { name, at });
             }
+            Event::TrunkServer {
+                trunk,
+                server,
+                down_until,
+            } => {
+                for w in (0..self.workers).filter(|&w| w != self.id) {
+                    let env = Envelope::TrunkServer {
+                        trunk,
+                        server,
+                        down_until,
+                    };
+                    post(&self.mail, &mut self.to_wake, w, env);
+                }
+            }
             Event::Cdr(line) => self.host.cdr(&line),
             Event::State { name, contents } => self.host.state(name, &contents),
             Event::Log {
@@ -810,6 +831,18 @@ impl Worker {
                 }
                 Envelope::IaxPeer { name, at } => {
                     self.input(now, Input::IaxPeer { name, at });
+                }
+                Envelope::TrunkServer {
+                    trunk,
+                    server,
+                    down_until,
+                } => {
+                    let input = Input::TrunkServer {
+                        trunk,
+                        server,
+                        down_until,
+                    };
+                    self.input(now, input);
                 }
             }
         }

@@ -274,6 +274,11 @@ impl Engine {
                     iax.peer_moved(name, at, clock);
                 }
             }
+            Input::TrunkServer {
+                trunk,
+                server,
+                down_until,
+            } => self.trunk_server(trunk, server, down_until),
             Input::Overloaded(on) => self.overloaded = on,
             Input::Shutdown => self.shutdown(now),
         }

@@ -103,6 +103,13 @@ pub enum Input<'a> {
         name: String,
         at: Option<(SocketAddr, Instant)>,
     },
+    /// A trunk's server stopped answering (`down_until`: tried last until then) or answered
+    /// again (None): what some worker's [`Event::TrunkServer`] said, handed to the others.
+    TrunkServer {
+        trunk: usize,
+        server: Peer,
+        down_until: Option<Instant>,
+    },
     /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
     Overloaded(bool),
     /// The process is stopping: hang up every call.
@@ -161,6 +168,13 @@ pub enum Event {
     IaxPeer {
         name: String,
         at: Option<(SocketAddr, Instant)>,
+    },
+    /// A trunk's server stopped answering, or answered again: hand it to every other worker as
+    /// [`Input::TrunkServer`], so their calls skip a dead server at once.
+    TrunkServer {
+        trunk: usize,
+        server: Peer,
+        down_until: Option<Instant>,
     },
     /// One call detail record (JSON, no newline), to append to the CDR log.
     Cdr(String),

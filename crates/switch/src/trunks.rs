@@ -211,11 +211,39 @@ impl Engine {
         self.events.push_back(Event::Resolve { token, query });
     }
 
-    /// `dead` did not answer: trunk `t`'s calls try it last for [`DOWN_FOR`].
+    /// `dead` did not answer: trunk `t`'s calls, on every worker, try it last for
+    /// [`DOWN_FOR`].
     fn mark_down(&mut self, t: usize, dead: Peer, now: Instant) {
-        let d = &mut self.trunks.dns[t];
-        d.down.retain(|(p, u)| *p != dead && *u > now);
-        d.down.push((dead, now + DOWN_FOR));
+        let until = now + DOWN_FOR;
+        self.trunk_server(t, dead, Some(until));
+        self.events.push_back(Event::TrunkServer {
+            trunk: t,
+            server: dead,
+            down_until: Some(until),
+        });
+    }
+
+    /// `server` answered: if it was taken for dead, it is not any more, on every worker.
+    fn mark_up(&mut self, t: usize, server: Peer) {
+        if self.trunks.dns[t].down.iter().any(|(p, _)| *p == server) {
+            self.trunk_server(t, server, None);
+            self.events.push_back(Event::TrunkServer {
+                trunk: t,
+                server,
+                down_until: None,
+            });
+        }
+    }
+
+    /// What some worker learnt of a trunk's server (`Input::TrunkServer`), or this one.
+    pub(crate) fn trunk_server(&mut self, t: usize, server: Peer, down_until: Option<Instant>) {
+        let Some(d) = self.trunks.dns.get_mut(t) else {
+            return;
+        };
+        d.down.retain(|(p, _)| *p != server);
+        if let Some(until) = down_until {
+            d.down.push((server, until));
+        }
     }
 
     fn trunk_fresh(&self, t: usize, now: Instant) -> bool {
@@ -417,6 +445,7 @@ impl Engine {
         let (level, message) = match outcome {
             Outcome::Retrying => return,
             Outcome::Registered { at, granted } => {
+                self.mark_up(t, at);
                 let Some(reg) = self.trunks.regs[t].as_mut() else {
                     return;
                 };
@@ -669,13 +698,17 @@ impl Engine {
 
     /// A response to a trunk leg's INVITE: its server is alive.
     pub(crate) fn trunk_heard(&mut self, at: LegRef) {
-        if let Some(out) = self
-            .calls
-            .get_mut(at.call)
-            .and_then(|c| c.leg_mut(at.leg))
-            .and_then(|l| l.trunk.as_deref_mut())
-        {
-            out.silent_until = None;
+        let Some(leg) = self.calls.get_mut(at.call).and_then(|c| c.leg_mut(at.leg)) else {
+            return;
+        };
+        let server = leg.dialog().map(|d| d.peer);
+        let Some(out) = leg.trunk.as_deref_mut() else {
+            return;
+        };
+        out.silent_until = None;
+        let t = out.trunk;
+        if let Some(server) = server {
+            self.mark_up(t, server);
         }
     }
 

@@ -18,6 +18,11 @@ const DEAD: &str = "127.0.0.6:5060";
 /// variable); context lobby (reached by 7) lists no trunk; calls from the provider enter
 /// from-provider, where 4930555 answers with an echo.
 fn switch(n: &mut Net, host: &str, extra: &str) -> Id {
+    switch_with(n, host, extra, 1)
+}
+
+/// `switch` with `workers` workers.
+fn switch_with(n: &mut Net, host: &str, extra: &str, workers: usize) -> Id {
     let toml = format!(
         r#"
 [rtp]
@@ -57,7 +62,7 @@ prefix = ""
 steps = ["hangup unallocated_number"]
 "#
     );
-    n.switch(&toml, &[SW], 1)
+    n.switch(&toml, &[SW], workers)
 }
 
 /// The provider: challenges REGISTER and INVITE for the account 4930100 and answers calls.
@@ -419,4 +424,29 @@ fn a_slow_server_that_answers_after_the_failover_is_hung_up_on() {
     assert_eq!(n.agent(a).call(c).state, State::Confirmed);
     hang_up(&mut n, a, c, secs(5));
     assert_eq!(n.sw(sw).active_calls(), 0);
+}
+
+#[test]
+fn every_worker_skips_the_server_the_registration_found_dead() {
+    // Four workers: one registers (it finds the first server dead after timer F); calls
+    // placed on any worker then go straight to the second.
+    let mut n = Net::new(11);
+    n.dns
+        .insert("provider.test".into(), vec![peer(DEAD), peer(PROVIDER)]);
+    let p = provider(&mut n, PROVIDER);
+    let sw = switch_with(&mut n, "provider.test", "register = true", 4);
+    assert!(n.run_until(secs(10), |n| n.agent(p).bindings.len() == 1));
+    let dead_before = n.undeliverable.len();
+    let a = n.ua(ALICE, "alice");
+    for i in 0..6 {
+        let c = n.invite(a, &format!("sip:030123{i}@127.0.0.1"), SW);
+        assert!(n.run_until(secs(2), confirmed(a, c)), "call {i}");
+        hang_up(&mut n, a, c, secs(5));
+    }
+    assert_eq!(
+        n.undeliverable.len(),
+        dead_before,
+        "no INVITE went to the dead server"
+    );
+    assert_eq!(n.sw(sw).cdrs().len(), 6);
 }

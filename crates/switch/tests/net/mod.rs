@@ -164,6 +164,16 @@ impl Switch {
     }
 
     fn drain(&mut self) -> Vec<Packet> {
+        // What a worker tells the others (trunk servers found dead or alive) reaches them now.
+        for w in 0..self.workers.len() {
+            for (trunk, server, until) in self.workers[w].take_broadcasts() {
+                for (o, other) in self.workers.iter_mut().enumerate() {
+                    if o != w {
+                        other.trunk_server(trunk, server, until);
+                    }
+                }
+            }
+        }
         self.workers.iter_mut().flat_map(Node::drain).collect()
     }
 }

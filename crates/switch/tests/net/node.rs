@@ -29,6 +29,8 @@ struct NodeHost {
     dns: Arc<Mutex<HashMap<String, Vec<Peer>>>>,
     /// Every name the engine asked to resolve, in order.
     lookups: Vec<String>,
+    /// What this worker tells the others of trunk servers (`Event::TrunkServer`).
+    broadcasts: Vec<(usize, Peer, Option<Instant>)>,
 }
 
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
@@ -171,6 +173,7 @@ impl Node {
             store: shared.store.clone(),
             dns: shared.dns.clone(),
             lookups: Vec::new(),
+            broadcasts: Vec::new(),
         };
         let mut node = Node {
             engine,
@@ -347,6 +350,21 @@ impl Node {
         self.input(self.now, Input::TooLarge { bytes, peer });
     }
 
+    /// What this worker told the others about trunk servers since the last call.
+    pub fn take_broadcasts(&mut self) -> Vec<(usize, Peer, Option<Instant>)> {
+        std::mem::take(&mut self.host.broadcasts)
+    }
+
+    /// What another worker told of a trunk's server.
+    pub fn trunk_server(&mut self, trunk: usize, server: Peer, down_until: Option<Instant>) {
+        let input = Input::TrunkServer {
+            trunk,
+            server,
+            down_until,
+        };
+        self.input(self.now, input);
+    }
+
     /// The names the engine asked the DNS for.
     pub fn lookups(&self) -> &[String] {
         &self.host.lookups
@@ -447,6 +465,11 @@ impl Node {
                 .push(format!("security: {reason} from {source} user {user:?}")),
             Event::State { .. } => {}
             Event::IaxPeer { .. } => {}
+            Event::TrunkServer {
+                trunk,
+                server,
+                down_until,
+            } => h.broadcasts.push((trunk, server, down_until)),
         }
     }
 }
