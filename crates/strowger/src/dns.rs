@@ -111,6 +111,18 @@ async fn serve(server: Option<SocketAddr>, mut rx: UnboundedReceiver<Job>, mail:
     }
 }
 
+/// One lookup outside the workers' DNS thread, waiting for the answer (for tests and tools).
+pub fn lookup_once(server: Option<SocketAddr>, query: &DnsQuery) -> Result<Resolved, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let r = resolver(server)?;
+        resolve(&r, query).await
+    })
+}
+
 /// A name as an absolute one, so no search domain is tried.
 fn fqdn(name: &str) -> String {
     format!("{}.", name.trim_end_matches('.'))

@@ -122,6 +122,9 @@ fn dnsmasq(port: u16, dir: &Path) -> Proc {
         "--srv-host=_sip._udp.provider.test,sip2.provider.test,5060,20,10",
         "--host-record=sip1.provider.test,127.0.0.2",
         "--host-record=sip2.provider.test,127.0.0.3",
+        // Without NAPTR: SRV for TCP only; without NAPTR or SRV: an A record alone.
+        "--srv-host=_sip._tcp.tcp-only.test,sip2.provider.test,5080,0,0",
+        "--host-record=plain.test,127.0.0.9",
     ]);
     let mut p = Proc::spawn("dnsmasq", &mut cmd, dir);
     let up = wait_for(Duration::from_secs(5), || {
@@ -226,7 +229,9 @@ fn provider_inside_netns() {
         "trunk",
         Opts {
             config_file: Some(config(dir.path(), dns_port)),
-            workers: Some(1),
+            // The registration runs on one worker; the calls may land on the other, which
+            // must learn that the first server is dead (Event::TrunkServer).
+            workers: Some(2),
             log_level: Some("debug"),
             ..Opts::default()
         },
@@ -343,4 +348,42 @@ fn provider_inside_netns() {
     assert!(!inbound.is_null("answer"));
     s.assert_alive();
     s.stop();
+    resolver_fallbacks(dns_port);
+}
+
+/// The RFC 3263 steps strowger's resolver takes without NAPTR, and without SRV records.
+fn resolver_fallbacks(dns_port: u16) {
+    use sip::transaction::{Peer, Transport};
+    use strowger::dns::lookup_once;
+    use switch::trunks::DnsQuery;
+    let server = Some(format!("127.0.0.1:{dns_port}").parse().unwrap());
+    let q = |name: &str, port, transport| DnsQuery {
+        name: name.into(),
+        port,
+        transport,
+    };
+    let peer = |t, a: &str| Peer {
+        transport: t,
+        addr: a.parse().unwrap(),
+    };
+    // NAPTR then SRV by priority: the dead server first, the live one next.
+    let r = lookup_once(server, &q("provider.test", None, None)).unwrap();
+    assert_eq!(
+        r.targets,
+        [
+            peer(Transport::Udp, "127.0.0.2:5060"),
+            peer(Transport::Udp, "127.0.0.3:5060")
+        ]
+    );
+    assert!(r.valid_until > std::time::Instant::now() + Duration::from_secs(30));
+    // No NAPTR: _sip._udp (none), then _sip._tcp.
+    let r = lookup_once(server, &q("tcp-only.test", None, None)).unwrap();
+    assert_eq!(r.targets, [peer(Transport::Tcp, "127.0.0.3:5080")]);
+    // No NAPTR, no SRV: the host's A record on 5060; with a port, A only.
+    let r = lookup_once(server, &q("plain.test", None, None)).unwrap();
+    assert_eq!(r.targets, [peer(Transport::Udp, "127.0.0.9:5060")]);
+    let r = lookup_once(server, &q("plain.test", Some(5070), Some(Transport::Tcp))).unwrap();
+    assert_eq!(r.targets, [peer(Transport::Tcp, "127.0.0.9:5070")]);
+    let e = lookup_once(server, &q("nowhere.test", None, None)).unwrap_err();
+    assert!(e.contains("nowhere.test"), "{e}");
 }
