@@ -384,3 +384,24 @@ fn trunk_errors_name_the_key() {
         "{e:#?}"
     );
 }
+
+/// The commented `[[trunks]]` example of default.toml, uncommented, loads.
+#[test]
+fn the_documented_trunk_example_loads() {
+    let start = DEFAULT_TOML.find("# [[trunks]]").expect("the example");
+    let example: String = DEFAULT_TOML[start..]
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| format!("{}\n", l.trim_start_matches("# ").trim_start_matches('#')))
+        .collect();
+    let text = format!(
+        "{DEFAULT_TOML}\n{example}\n[[dialplan.contexts.from-provider.rules]]\nprefix = \"\"\nsteps = [\"echo\"]\n"
+    );
+    let c = Config::from_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e:#?}\n{example}"));
+    let t = &c.trunks[0];
+    assert_eq!(
+        (t.name.as_str(), t.register, t.strip),
+        ("provider", true, 1)
+    );
+    assert_eq!(t.outbound_number("0301234"), "+49301234");
+}
