@@ -478,19 +478,18 @@ impl Engine {
         self.log(level, None, message);
     }
 
-    /// `bridge trunk/NAME/NUMBER`: NUMBER through trunk NAME, if the call's context lists it.
-    pub(crate) fn dial_trunk(&mut self, call: usize, spec: &str, timeout: Duration, now: Instant) {
-        let Some((name, number)) = spec.split_once('/').filter(|(_, n)| !n.is_empty()) else {
-            self.warn_call(
-                call,
-                format!("bridge trunk/{spec}: expected trunk/NAME/NUMBER"),
-            );
+    /// `bridge trunk/NAME/NUMBER` (`uri`): NUMBER through trunk NAME, if the call's context
+    /// lists it.
+    pub(crate) fn dial_trunk(&mut self, call: usize, uri: &str, timeout: Duration, now: Instant) {
+        let Some((name, number)) = crate::config::trunk_target(uri).filter(|(_, n)| !n.is_empty())
+        else {
+            self.warn_call(call, format!("bridge {uri}: expected trunk/NAME/NUMBER"));
             return self.bridge_failed(call, 404, now);
         };
         let Some(t) = self.s.trunks.iter().position(|t| t.name == name) else {
             self.warn_call(
                 call,
-                format!("bridge trunk/{spec}: no trunk {name:?} in [[trunks]]"),
+                format!("bridge {uri}: no trunk {name:?} in [[trunks]]"),
             );
             return self.bridge_failed(call, 404, now);
         };
@@ -498,7 +497,7 @@ impl Engine {
         if !self.dialplan.allows_trunk(&context, name) {
             self.warn_call(
                 call,
-                format!("bridge trunk/{spec}: context {context:?} may not dial out through trunk {name:?} (its trunks = [...] does not list it)"),
+                format!("bridge {uri}: context {context:?} may not dial out through trunk {name:?} (its trunks = [...] does not list it)"),
             );
             return self.bridge_failed(call, 403, now);
         }
