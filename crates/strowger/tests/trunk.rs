@@ -61,7 +61,8 @@ fn trunk_to_kamailio_in_private_netns() {
     );
 }
 
-/// A helper process, killed on drop, its output in a file.
+/// A helper process in a process group of its own (Kamailio forks its workers), the whole
+/// group stopped on drop, its output in a file.
 struct Proc {
     child: Child,
     name: &'static str,
@@ -72,7 +73,9 @@ impl Proc {
     fn spawn(name: &'static str, cmd: &mut Command, dir: &Path) -> Proc {
         let log = dir.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
+        use std::os::unix::process::CommandExt;
         let child = cmd
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
             .stderr(file)
@@ -94,7 +97,16 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SIGTERM lets Kamailio's main process stop its children; SIGKILL to the group then
+        // ends whatever is left.
+        let group = -(self.child.id() as i32);
+        // SAFETY: kill(2) on the process group this test started.
+        unsafe { libc::kill(group, libc::SIGTERM) };
+        let _ = wait_for(Duration::from_secs(3), || {
+            self.child.try_wait().ok().flatten()
+        });
+        // SAFETY: as above.
+        unsafe { libc::kill(group, libc::SIGKILL) };
         let _ = self.child.wait();
     }
 }
