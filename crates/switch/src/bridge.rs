@@ -118,13 +118,7 @@ impl Engine {
                 self.local_for(peer)
             ),
         };
-        // The outbound Call-ID must hash to this worker, so the callee's answers find the call.
-        let call_id = loop {
-            let id = format!("{:032x}@strowger", self.rng.u128(..));
-            if owner(&id, self.s.workers) == self.s.worker {
-                break id;
-            }
-        };
+        let call_id = self.own_call_id();
         let local = self.local_for(peer);
         let tag = self.tag();
         let dialog = Dialog {
@@ -162,6 +156,17 @@ impl Engine {
         self.calls[call].cdr.bridged_to = Some(target.to_string());
         self.calls.arm(call, until);
         Some(leg)
+    }
+
+    /// A new Call-ID for a dialog or registration strowger starts: one that hashes to this
+    /// worker (`owner`), so the answers find their way back here.
+    pub(crate) fn own_call_id(&mut self) -> String {
+        loop {
+            let id = format!("{:032x}@strowger", self.rng.u128(..));
+            if owner(&id, self.s.workers) == self.s.worker {
+                return id;
+            }
+        }
     }
 
     /// Sends the INVITE of outbound leg `leg` with its offer, to its dialog's peer: the first

@@ -21,7 +21,7 @@ use crate::engine::{owner, transport_param, Engine, ALLOW};
 use crate::io::{Event, Level};
 use register::{Account, Next, Outcome, Registration};
 use rustc_hash::FxHashMap;
-use sip::auth::{Authorization, Challenge};
+use sip::auth::Authorization;
 use sip::header::{HeaderName, NameAddr};
 use sip::transaction::{ClientTxId, Peer, Transport};
 use sip::{Message, Method, RequestBuilder, Uri};
@@ -177,13 +177,7 @@ impl Engine {
                     uri: format!("sip:{}", t.from_domain),
                     expires: t.expires,
                 };
-                // The Call-ID must hash back to this worker, so the answers find it.
-                let call_id = loop {
-                    let id = format!("{:032x}@strowger", self.rng.u128(..));
-                    if owner(&id, self.s.workers) == self.s.worker {
-                        break id;
-                    }
-                };
+                let call_id = self.own_call_id();
                 let from_tag = self.tag();
                 self.trunks.regs[i] = Some(Reg {
                     machine: Registration::new(account, now),
@@ -598,12 +592,7 @@ impl Engine {
                 let Some(password) = trunk.password.clone() else {
                     return false;
                 };
-                let (name, answer) = if status == 401 {
-                    (HeaderName::WwwAuthenticate, "Authorization")
-                } else {
-                    (HeaderName::ProxyAuthenticate, "Proxy-Authorization")
-                };
-                let Some(challenge) = msg.all(name).find_map(|v| Challenge::parse(v).ok()) else {
+                let Some((challenge, answer)) = register::challenge(msg) else {
                     return false;
                 };
                 if answered && !challenge.stale {

@@ -210,18 +210,9 @@ impl Registration {
                 (Next::Wait, Outcome::Registered { at: to, granted })
             }
             401 | 407 => {
-                let (name, answer) = if status == 401 {
-                    (HeaderName::WwwAuthenticate, "Authorization")
-                } else {
-                    (HeaderName::ProxyAuthenticate, "Proxy-Authorization")
-                };
-                let challenge = msg
-                    .all(name)
-                    .filter_map(|v| Challenge::parse(v).ok())
-                    .next();
-                match challenge {
+                match challenge(msg) {
                     // A challenge to an answer is a wrong password, unless the nonce was stale.
-                    Some(c) if !answered || c.stale => {
+                    Some((c, answer)) if !answered || c.stale => {
                         self.nc += 1;
                         let a = &self.account;
                         let header = Authorization::build(
@@ -343,6 +334,18 @@ impl Registration {
             auth: None,
         })
     }
+}
+
+/// The digest challenge of a 401 (WWW-Authenticate) or 407 (Proxy-Authenticate) strowger can
+/// answer, and the header its answer goes in.
+pub fn challenge(msg: &Message) -> Option<(Challenge, &'static str)> {
+    let (name, answer) = match msg.status()? {
+        401 => (HeaderName::WwwAuthenticate, "Authorization"),
+        407 => (HeaderName::ProxyAuthenticate, "Proxy-Authorization"),
+        _ => return None,
+    };
+    let c = msg.all(name).find_map(|v| Challenge::parse(v).ok())?;
+    Some((c, answer))
 }
 
 /// The seconds a 2xx granted: the `expires` parameter of our contact (the one at the address
