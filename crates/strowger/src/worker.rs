@@ -71,6 +71,9 @@ pub enum Envelope {
         name: String,
         at: Option<(SocketAddr, Instant)>,
     },
+    /// A TCP peer could not be reached (worker 0 holds the connections; every worker may have
+    /// sent to it).
+    Unreachable(Peer),
     /// A trunk's server stopped answering or answered again, told by the worker that saw it
     /// (`switch::Event::TrunkServer`).
     TrunkServer {
@@ -804,6 +807,22 @@ impl Worker {
         if let Some(mut c) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(&mut c.stream);
             self.conn_by_peer.remove(&c.peer);
+            if c.unsent() {
+                // Never delivered: what waits on it (a trunk's REGISTER or INVITE) fails over.
+                let peer = Peer {
+                    transport: Transport::Tcp,
+                    addr: c.peer,
+                };
+                for w in (0..self.workers).filter(|&w| w != self.id) {
+                    post(
+                        &self.mail,
+                        &mut self.to_wake,
+                        w,
+                        Envelope::Unreachable(peer),
+                    );
+                }
+                self.input(clock(), Input::Unreachable(peer));
+            }
         }
     }
 
@@ -832,6 +851,7 @@ impl Worker {
                 Envelope::IaxPeer { name, at } => {
                     self.input(now, Input::IaxPeer { name, at });
                 }
+                Envelope::Unreachable(peer) => self.input(now, Input::Unreachable(peer)),
                 Envelope::TrunkServer {
                     trunk,
                     server,

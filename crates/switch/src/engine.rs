@@ -279,6 +279,7 @@ impl Engine {
                 server,
                 down_until,
             } => self.trunk_server(trunk, server, down_until),
+            Input::Unreachable(peer) => self.trunk_unreachable(peer, now),
             Input::Overloaded(on) => self.overloaded = on,
             Input::Shutdown => self.shutdown(now),
         }

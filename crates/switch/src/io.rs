@@ -110,6 +110,10 @@ pub enum Input<'a> {
         server: Peer,
         down_until: Option<Instant>,
     },
+    /// What was sent to `Peer` could not be delivered: a TCP connection that could not be made,
+    /// or broke with bytes unsent. A trunk's REGISTER or INVITE waiting on it goes on to the
+    /// provider's next server at once, as after a timeout.
+    Unreachable(Peer),
     /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
     Overloaded(bool),
     /// The process is stopping: hang up every call.

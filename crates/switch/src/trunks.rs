@@ -413,6 +413,11 @@ impl Engine {
 
     /// Timer F of one of our REGISTERs (true), or another transaction's (false).
     pub(crate) fn trunk_tx_timeout(&mut self, ctx: ClientTxId, now: Instant) -> bool {
+        self.register_failed(ctx, "no answer", now)
+    }
+
+    /// One of our REGISTERs failed without an answer (true), or `ctx` is not one (false).
+    fn register_failed(&mut self, ctx: ClientTxId, why: &str, now: Instant) -> bool {
         let Some(t) = self.trunks.reg_txs.remove(&ctx) else {
             return false;
         };
@@ -427,7 +432,7 @@ impl Engine {
         let Some(reg) = self.trunks.regs[t].as_mut() else {
             return true;
         };
-        let (next, outcome) = reg.machine.on_timeout(now, &targets);
+        let (next, outcome) = reg.machine.on_failure(now, &targets, why);
         self.reg_outcome(t, outcome);
         self.reg_act(t, next, now);
         true
@@ -701,35 +706,76 @@ impl Engine {
     }
 
     /// A call timer: if its trunk leg's server stayed silent too long, the INVITE goes to the
-    /// next server now. The silent one's transaction runs on unwatched; should it answer 2xx
-    /// after all, that dialog is ACKed and ended at once (an orphan, as after a CANCEL).
+    /// next server now (with none left, timer B decides).
     pub(crate) fn trunk_silence(&mut self, call: usize, now: Instant) {
-        let Some(c) = self.calls.get(call) else {
-            return;
-        };
-        let Some(leg) = c.callee_idx() else {
-            return;
-        };
-        let Some(l) = c.leg(leg) else {
-            return;
-        };
-        let (Some(out), Some(ctx), Some(dialog)) = (l.trunk.as_deref(), l.invite_tx, l.dialog())
-        else {
-            return;
-        };
-        if out.silent_until.is_none_or(|u| u > now) {
-            return;
+        let silent = self
+            .trunk_invite(call)
+            .is_some_and(|(_, out, _)| out.silent_until.is_some_and(|u| u <= now));
+        if silent {
+            self.leave_server(call, now);
         }
-        let t = out.trunk;
-        let tried = out.tried.clone();
+    }
+
+    /// `server` cannot be reached (`Input::Unreachable`): the REGISTER and the calls' INVITEs
+    /// waiting on it go on to the next server now; a call with none left fails with 503.
+    pub(crate) fn trunk_unreachable(&mut self, server: Peer, now: Instant) {
+        let regs: Vec<ClientTxId> = self
+            .trunks
+            .reg_txs
+            .iter()
+            .filter(|(_, &t)| {
+                self.trunks.regs[t]
+                    .as_ref()
+                    .and_then(|r| r.machine.server())
+                    == Some(server)
+            })
+            .map(|(ctx, _)| *ctx)
+            .collect();
+        for ctx in regs {
+            self.register_failed(ctx, "unreachable", now);
+        }
+        for call in self.calls.ids() {
+            let waiting = self
+                .trunk_invite(call)
+                .is_some_and(|(_, _, peer)| peer == server);
+            if waiting && !self.leave_server(call, now) {
+                if let Some((ctx, _, _)) = self.trunk_invite(call) {
+                    self.calls.leg_by_client_tx(ctx, true);
+                    self.leg_failed(call, 503, now);
+                }
+            }
+        }
+        self.run_pending(now);
+    }
+
+    /// The INVITE a call's trunk leg waits on: its transaction, its trunk state, its server.
+    fn trunk_invite(&self, call: usize) -> Option<(ClientTxId, &Outbound, Peer)> {
+        let c = self.calls.get(call)?;
+        let l = c.leg(c.callee_idx()?)?;
+        Some((l.invite_tx?, l.trunk.as_deref()?, l.dialog()?.peer))
+    }
+
+    /// Gives up the server a call's trunk leg waits on for the next one (false: none is left).
+    /// The old transaction runs on unwatched; should it answer 2xx after all, that dialog is
+    /// ACKed and ended at once (an orphan, as after a CANCEL).
+    fn leave_server(&mut self, call: usize, now: Instant) -> bool {
+        let Some((ctx, out, _)) = self.trunk_invite(call) else {
+            return false;
+        };
+        let (t, tried) = (out.trunk, out.tried.clone());
         if !self.trunk_order(t, now).iter().any(|p| !tried.contains(p)) {
-            return;
+            return false;
         }
-        let dialog = dialog.clone();
+        let c = &self.calls[call];
+        let Some(leg) = c.callee_idx() else {
+            return false;
+        };
+        let Some(dialog) = c.leg(leg).and_then(|l| l.dialog()).cloned() else {
+            return false;
+        };
         self.calls.leg_by_client_tx(ctx, true);
         self.calls.orphan(ctx, dialog);
-        let at = LegRef { call, leg };
-        self.trunk_retry(at, None, 408, now);
+        self.trunk_retry(LegRef { call, leg }, None, 408, now)
     }
 
     /// Whether a new INVITE from `from` is a trunk's call: from an address in its `acl`, or

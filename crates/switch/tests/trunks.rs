@@ -450,3 +450,41 @@ fn every_worker_skips_the_server_the_registration_found_dead() {
     );
     assert_eq!(n.sw(sw).cdrs().len(), 6);
 }
+
+#[test]
+fn an_unreachable_server_is_left_at_once() {
+    // The shell reports that the first server cannot be reached (a refused TCP connection):
+    // the REGISTER and the call go to the second at once, not after timer F or the silence.
+    let mut n = Net::new(12);
+    n.dns
+        .insert("provider.test".into(), vec![peer(DEAD), peer(PROVIDER)]);
+    let p = provider(&mut n, PROVIDER);
+    let sw = switch(&mut n, "provider.test", "register = true");
+    n.run_for(ms(10));
+    n.sw(sw).node().unreachable(peer(DEAD));
+    assert!(n.run_until(secs(1), |n| n.agent(p).bindings.len() == 1));
+    assert!(n.elapsed() < ms(200), "{:?}", n.elapsed());
+    // A call whose server becomes unreachable while it waits goes on too; with no server
+    // left, the caller gets 503 at once.
+    let mut n = Net::new(13);
+    n.dns
+        .insert("provider.test".into(), vec![peer(DEAD), peer(PROVIDER)]);
+    let _p = provider(&mut n, PROVIDER);
+    let sw = switch(&mut n, "provider.test", "");
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite(a, "sip:0301234@127.0.0.1", SW);
+    n.run_for(ms(20));
+    n.sw(sw).node().unreachable(peer(DEAD));
+    assert!(n.run_until(secs(1), confirmed(a, c)));
+    assert!(n.elapsed() < ms(300), "{:?}", n.elapsed());
+    hang_up(&mut n, a, c, secs(5));
+    let mut n = Net::new(14);
+    n.dns.insert("provider.test".into(), vec![peer(DEAD)]);
+    let sw = switch(&mut n, "provider.test", "");
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite(a, "sip:0301234@127.0.0.1", SW);
+    n.run_for(ms(20));
+    n.sw(sw).node().unreachable(peer(DEAD));
+    assert!(n.run_until(secs(1), ended(a, c)));
+    assert_eq!(invite_statuses(&mut n, a, c).last(), Some(&503));
+}

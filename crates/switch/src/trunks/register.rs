@@ -263,12 +263,17 @@ impl Registration {
         }
     }
 
-    /// The REGISTER under way got no answer (timer F) or could not be sent.
+    /// The REGISTER under way got no answer (timer F).
     pub fn on_timeout(&mut self, now: Instant, targets: &[Peer]) -> (Next, Outcome) {
+        self.on_failure(now, targets, "no answer")
+    }
+
+    /// The REGISTER under way failed without an answer (`why`): the next server.
+    pub fn on_failure(&mut self, now: Instant, targets: &[Peer], why: &str) -> (Next, Outcome) {
         let State::Sent { to, .. } = self.state else {
             return (Next::Wait, Outcome::Retrying);
         };
-        self.failed(to, now, targets, "no answer".into(), true)
+        self.failed(to, now, targets, why.into(), true)
     }
 
     /// `to` failed: with `failover`, the next server of this round at once; otherwise (or

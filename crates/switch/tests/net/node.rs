@@ -355,6 +355,11 @@ impl Node {
         std::mem::take(&mut self.host.broadcasts)
     }
 
+    /// What the shell says when a TCP connection to `peer` could not be made.
+    pub fn unreachable(&mut self, peer: Peer) {
+        self.input(self.now, Input::Unreachable(peer));
+    }
+
     /// What another worker told of a trunk's server.
     pub fn trunk_server(&mut self, trunk: usize, server: Peer, down_until: Option<Instant>) {
         let input = Input::TrunkServer {
