@@ -277,6 +277,28 @@ fn provider_inside_netns() {
         dns.log()
     );
     assert!(dns.log().contains("query[SRV] _sip._udp.provider.test"));
+    // `show peers` reads where the trunk is registered from the state the switch writes.
+    let cfg = dir.path().join("trunk.toml");
+    let data = s.data_dir();
+    let out = common::switch::run_cli(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "show",
+            "peers",
+        ],
+        s.dir.path(),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.contains("provider")
+            && l.contains("provider.test")
+            && l.contains("registered at 127.0.0.3:5060, expires in")),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let contact = format!("<sip:{ACCOUNT}@127.0.0.1:{}>", s.sip.port());
     assert!(
         kam.log().contains(&format!("provider: saved {contact}")),

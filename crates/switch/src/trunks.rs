@@ -2,8 +2,8 @@
 //!
 //! - where a provider is: its host resolved per RFC 3263 by the shell (`Event::Resolve`, answered
 //!   by `Input::Resolved`), kept until the answer's TTL runs out, on every worker;
-//! - registration to it: one worker (the trunk name's `owner`) runs each trunk's
-//!   [`register::Registration`] on the engine's timers;
+//! - registration to it: worker 0 runs each trunk's [`register::Registration`] on the
+//!   engine's timers, and writes their state for `strowger show peers` ([`TRUNKS_STATE`]);
 //! - calls out (`bridge trunk/NAME/NUMBER`, from a context that lists the trunk): a callee leg
 //!   whose INVITE answers a 401/407 once with the trunk's credentials and goes on to the next
 //!   server when one times out or answers 503;
@@ -17,7 +17,7 @@ pub use dns::{DnsQuery, Resolved};
 
 use crate::call::{LegRef, Signal};
 use crate::config::{Trunk, TrunkHost};
-use crate::engine::{owner, transport_param, Engine, ALLOW};
+use crate::engine::{transport_param, Engine, ALLOW};
 use crate::io::{Event, Level};
 use register::{Account, Next, Outcome, Registration};
 use rustc_hash::FxHashMap;
@@ -27,6 +27,9 @@ use sip::transaction::{ClientTxId, Peer, Transport};
 use sip::{Message, Method, RequestBuilder, Uri};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+
+/// The file in the data directory that `strowger show peers` reads the registrations from.
+pub const TRUNKS_STATE: &str = "trunks.json";
 
 /// A lookup that failed is tried again after this long (calls meanwhile fail at once).
 const NEGATIVE_TTL: Duration = Duration::from_secs(10);
@@ -77,6 +80,8 @@ struct Reg {
     from_tag: String,
     /// The server last reported registered at (logged only when it changes).
     reported: Option<Peer>,
+    /// Why the last REGISTER failed, until one succeeds (for `show peers`).
+    last_error: Option<String>,
 }
 
 /// An outbound leg through a trunk.
@@ -167,7 +172,9 @@ impl Engine {
                 }
                 Ok(_) => self.resolve_trunk(i),
             }
-            if t.register && owner(&t.name, self.s.workers) == self.s.worker {
+            // Worker 0 registers every trunk (as it registers to IAX2 providers), so one worker
+            // writes the registrations' state file.
+            if t.register && self.s.worker == 0 {
                 let Some(password) = t.password.clone() else {
                     continue;
                 };
@@ -184,6 +191,7 @@ impl Engine {
                     call_id,
                     from_tag,
                     reported: None,
+                    last_error: None,
                 });
             }
         }
@@ -438,9 +446,19 @@ impl Engine {
         true
     }
 
-    /// Tells the operator what became of a REGISTER (a refresh at the same server is quiet).
+    /// Tells the operator what became of a REGISTER (a refresh at the same server is quiet),
+    /// and rewrites the registrations' state file.
     fn reg_outcome(&mut self, t: usize, outcome: Outcome) {
         let name = self.s.trunks[t].name.clone();
+        if !matches!(outcome, Outcome::Retrying) {
+            if let Some(reg) = self.trunks.regs[t].as_mut() {
+                reg.last_error = match &outcome {
+                    Outcome::Failed { at, why, .. } => Some(format!("{}: {why}", at.addr)),
+                    _ => None,
+                };
+            }
+            self.save_trunks();
+        }
         let (level, message) = match outcome {
             Outcome::Retrying => return,
             Outcome::Registered { at, granted } => {
@@ -475,6 +493,34 @@ impl Engine {
             }
         };
         self.log(level, None, message);
+    }
+
+    /// Writes where each registering trunk is registered, until when, and its last failure
+    /// (`strowger show peers` reads it).
+    fn save_trunks(&mut self) {
+        let now = self.clock.now;
+        let wall = crate::cdr::unix_seconds(self.clock.wall);
+        let trunks: serde_json::Map<String, serde_json::Value> = self
+            .trunks
+            .regs
+            .iter()
+            .enumerate()
+            .filter_map(|(t, r)| Some((t, r.as_ref()?)))
+            .map(|(t, r)| {
+                let until = r.machine.until.filter(|u| *u > now);
+                let state = serde_json::json!({
+                    "registered_at": until.and(r.machine.server()).map(|p| p.addr.to_string()),
+                    "registered_until": until.map(|u| (wall + (u - now).as_secs_f64()).round()),
+                    "last_error": r.last_error,
+                });
+                (self.s.trunks[t].name.clone(), state)
+            })
+            .collect();
+        let contents = serde_json::json!({ "written": wall.round(), "trunks": trunks }).to_string();
+        self.events.push_back(Event::State {
+            name: TRUNKS_STATE,
+            contents,
+        });
     }
 
     /// `bridge trunk/NAME/NUMBER` (`uri`): NUMBER through trunk NAME, if the call's context
