@@ -26,6 +26,10 @@ declare -A want=(
   [tshark]=tshark # IAX2 frames checked by Wireshark's dissector
   [iaxmodem]=iaxmodem # a real IAX2 peer: registers to strowger and takes calls
   [ffmpeg]=ffmpeg # quality/interop tests: independent encoders and decoders (and an iLBC decoder)
+  # trunk test: Kamailio as the provider (registrar, auth, tm, rr, usrloc are in the base package)
+  # and dnsmasq serving its NAPTR/SRV/A records
+  [kamailio]=/usr/sbin/kamailio
+  [dnsmasq-base]=/usr/sbin/dnsmasq
   # a human voice and music (CC-BY-SA 3.0) for the PESQ quality test
   [asterisk-core-sounds-en-wav]=/usr/share/asterisk/sounds/en_US_f_Allison/demo-congrats.wav
   [asterisk-moh-opsound-wav]=/usr/share/asterisk/moh/macroform-cold_day.wav

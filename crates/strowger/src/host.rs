@@ -15,6 +15,8 @@ pub struct Host {
     /// Store operations go to the store threads (results come back through the inbox) or over
     /// the worker's store connection (results from `store_ready`).
     store: Option<crate::store_io::StoreQueue>,
+    /// The DNS thread, when a trunk's host needs DNS.
+    dns: Option<crate::dns::Dns>,
 }
 
 /// The embedded announcement behind the dialplan's `demo` prompt.
@@ -27,6 +29,25 @@ impl Host {
             cdr: None,
             cdr_path,
             store: None,
+            dns: None,
+        }
+    }
+
+    pub fn with_dns(mut self, dns: Option<crate::dns::Dns>) -> Host {
+        self.dns = dns;
+        self
+    }
+
+    /// Starts a DNS lookup for `worker`: its answer comes back through the inbox.
+    pub fn lookup(
+        &self,
+        worker: usize,
+        token: u64,
+        query: switch::trunks::DnsQuery,
+    ) -> Result<(), String> {
+        match &self.dns {
+            Some(d) => d.submit(worker, token, query),
+            None => Err("no DNS resolver was started".into()),
         }
     }
 

@@ -2,6 +2,7 @@
 //! command-line tools. `main.rs` only parses the command line; tests build workers from here.
 
 pub mod codec_cli;
+pub mod dns;
 pub mod fds;
 pub mod host;
 pub mod logging;

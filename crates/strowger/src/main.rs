@@ -67,8 +67,8 @@ enum Command {
         output: PathBuf,
     },
     /// Show state: `show translation [--paths]` measures codec costs and prints the matrix;
-    /// `show peers` lists SIP users with their registered contacts and IAX2 peers with their
-    /// registration and reachability.
+    /// `show peers` lists SIP users with their registered contacts, IAX2 peers with their
+    /// registration and reachability, and SIP trunks with where each is registered.
     Show {
         #[arg(value_parser = ["translation", "peers"])]
         what: String,

@@ -1,7 +1,7 @@
 //! `strowger show peers`: the SIP users with the contacts they registered (read from the location
 //! store, as the running switch sees them) and the `[[iax2.peers]]` with the state the running
 //! switch last wrote to its data directory (where a dynamic peer registered from, until when, and
-//! its last POKE's round trip).
+//! its last POKE's round trip), and the `[[trunks]]` with where each is registered.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 use switch::config::{Config, IaxHost};
@@ -93,5 +93,35 @@ pub fn show(cfg: &Config) -> Result<(), String> {
             flags.join(", ")
         );
     }
+    trunks(cfg, now);
     Ok(())
+}
+
+/// The `[[trunks]]`: host, and for those that register, where and until when (or why not).
+fn trunks(cfg: &Config, now: u64) {
+    let path = cfg.general.data_dir.join(switch::trunks::TRUNKS_STATE);
+    let state: Option<serde_json::Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    println!("SIP trunks ([[trunks]]; state in {}):", path.display());
+    if cfg.trunks.is_empty() {
+        println!("  none");
+    }
+    for t in &cfg.trunks {
+        let st = state.as_ref().map(|s| &s["trunks"][&t.name]);
+        let until = st
+            .and_then(|s| s["registered_until"].as_f64())
+            .map(|u| u as u64);
+        let reg = match (st.and_then(|s| s["registered_at"].as_str()), until) {
+            _ if !t.register => "does not register".to_string(),
+            (Some(at), Some(u)) if u > now => {
+                format!("registered at {at}, expires in {} s", u - now)
+            }
+            _ => match st.and_then(|s| s["last_error"].as_str()) {
+                Some(e) => format!("NOT REGISTERED: {e}"),
+                None => "not registered".to_string(),
+            },
+        };
+        println!("  {:<12} {:<32} {reg}", t.name, t.host.uri_host());
+    }
 }

@@ -103,6 +103,18 @@ pub fn run(cfg: Config) -> Result<(), String> {
     );
     let queues = crate::store_io::start(store, inline, mail.clone(), STORE_THREADS);
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
+    // Trunk hosts that are names are resolved on a DNS thread (RFC 3263).
+    let needs_dns = cfg
+        .trunks
+        .iter()
+        .any(|t| !matches!(t.host, switch::config::TrunkHost::Addr(_)));
+    let dns = match needs_dns {
+        true => Some(crate::dns::Dns::start(
+            cfg.general.dns_server,
+            mail.clone(),
+        )?),
+        false => None,
+    };
     let iax = cfg
         .iax2
         .listen
@@ -183,8 +195,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
             }
             _ => (None, None),
         };
-        let host =
-            Host::new(data_dir.clone(), cdr_path.clone()).with_store(queues(id, poll.registry()));
+        let host = Host::new(data_dir.clone(), cdr_path.clone())
+            .with_store(queues(id, poll.registry()))
+            .with_dns(dns.clone());
         let crew = Crew {
             id,
             workers,

@@ -118,6 +118,11 @@ impl Conn {
         }
     }
 
+    /// Whether bytes wait to be written (a connection that closes so never delivered them).
+    pub fn unsent(&self) -> bool {
+        !self.outbuf.is_empty()
+    }
+
     /// Writes what is pending once the socket is writable again.
     pub fn flush(&mut self) -> io::Result<()> {
         while !self.outbuf.is_empty() {

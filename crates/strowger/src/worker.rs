@@ -71,10 +71,25 @@ pub enum Envelope {
         name: String,
         at: Option<(SocketAddr, Instant)>,
     },
+    /// A TCP peer could not be reached (worker 0 holds the connections; every worker may have
+    /// sent to it).
+    Unreachable(Peer),
+    /// A trunk's server stopped answering or answered again, told by the worker that saw it
+    /// (`switch::Event::TrunkServer`).
+    TrunkServer {
+        trunk: usize,
+        server: Peer,
+        down_until: Option<Instant>,
+    },
     /// The result of a store operation this worker's engine asked for.
     Store {
         token: u64,
         result: switch::registrar::StoreResult,
+    },
+    /// The answer to a DNS lookup this worker's engine asked for (`Event::Resolve`).
+    Resolved {
+        token: u64,
+        result: Result<switch::trunks::Resolved, String>,
     },
 }
 
@@ -593,6 +608,13 @@ impl Worker {
                         .handle_input(clock, Input::Store { token, result });
                 }
             }
+            Event::Resolve { token, query } => {
+                if let Err(e) = self.host.lookup(self.id, token, query) {
+                    let result = Err(e);
+                    self.engine
+                        .handle_input(clock, Input::Resolved { token, result });
+                }
+            }
             Event::Prompt { token, name, .. } => {
                 let result = self.host.prompt(&name);
                 self.engine
@@ -614,6 +636,20 @@ impl Worker {
                     );
                 }
                 self.engine.handle_input(clock, Input::IaxPeer { name, at });
+            }
+            Event::TrunkServer {
+                trunk,
+                server,
+                down_until,
+            } => {
+                for w in (0..self.workers).filter(|&w| w != self.id) {
+                    let env = Envelope::TrunkServer {
+                        trunk,
+                        server,
+                        down_until,
+                    };
+                    post(&self.mail, &mut self.to_wake, w, env);
+                }
             }
             Event::Cdr(line) => self.host.cdr(&line),
             Event::State { name, contents } => self.host.state(name, &contents),
@@ -778,6 +814,22 @@ impl Worker {
         if let Some(mut c) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(&mut c.stream);
             self.conn_by_peer.remove(&c.peer);
+            if c.unsent() {
+                // Never delivered: what waits on it (a trunk's REGISTER or INVITE) fails over.
+                let peer = Peer {
+                    transport: Transport::Tcp,
+                    addr: c.peer,
+                };
+                for w in (0..self.workers).filter(|&w| w != self.id) {
+                    post(
+                        &self.mail,
+                        &mut self.to_wake,
+                        w,
+                        Envelope::Unreachable(peer),
+                    );
+                }
+                self.input(clock(), Input::Unreachable(peer));
+            }
         }
     }
 
@@ -800,8 +852,24 @@ impl Worker {
                 Envelope::Store { token, result } => {
                     self.input(now, Input::Store { token, result });
                 }
+                Envelope::Resolved { token, result } => {
+                    self.input(now, Input::Resolved { token, result });
+                }
                 Envelope::IaxPeer { name, at } => {
                     self.input(now, Input::IaxPeer { name, at });
+                }
+                Envelope::Unreachable(peer) => self.input(now, Input::Unreachable(peer)),
+                Envelope::TrunkServer {
+                    trunk,
+                    server,
+                    down_until,
+                } => {
+                    let input = Input::TrunkServer {
+                        trunk,
+                        server,
+                        down_until,
+                    };
+                    self.input(now, input);
                 }
             }
         }

@@ -293,6 +293,8 @@ impl Engine {
                     self.dial_user(call, name, timeout, now)
                 } else if let Some(target) = uri.strip_prefix("iax2/") {
                     self.dial_iax(call, target, timeout, now)
+                } else if uri.starts_with("trunk/") {
+                    self.dial_trunk(call, &uri, timeout, now)
                 } else {
                     self.start_bridge(call, &uri, timeout, now)
                 }

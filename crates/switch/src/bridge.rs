@@ -1,7 +1,7 @@
 //! The `bridge` app: strowger as a B2BUA dials a second leg, relays its progress to the caller
 //! and, once it answers, relays media between the two legs.
 
-use crate::call::{Leg, LegRef, Signal, Wait};
+use crate::call::{Leg, LegIdx, LegRef, Signal, Wait};
 use crate::dialog::Dialog;
 use crate::engine::{owner, Engine, ALLOW, SUPPORTED};
 use sdp::{LocalSession, SessionDescription};
@@ -27,6 +27,15 @@ pub fn resolve(uri: &Uri) -> Option<Peer> {
         transport,
         addr: SocketAddr::new(ip, uri.port.unwrap_or(5060)),
     })
+}
+
+/// What a callee leg may have of its own rather than a plain bridge's.
+#[derive(Default)]
+pub(crate) struct LegOptions {
+    /// The From of its INVITE (a name-addr without tag); None: the caller's.
+    pub from: Option<String>,
+    /// The codecs it offers; None: `rtp.codecs`.
+    pub caps: Option<sdp::Caps>,
 }
 
 impl Engine {
@@ -68,6 +77,23 @@ impl Engine {
         timeout: Duration,
         now: Instant,
     ) {
+        let opts = LegOptions::default();
+        self.bridge_leg(call, target, peer, route_set, opts, timeout, now);
+    }
+
+    /// `bridge_to` with `opts` (a From of its own, codecs of its own); returns the new callee
+    /// leg.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn bridge_leg(
+        &mut self,
+        call: usize,
+        target: &str,
+        peer: Peer,
+        route_set: Vec<String>,
+        opts: LegOptions,
+        timeout: Duration,
+        now: Instant,
+    ) -> Option<LegIdx> {
         let c = &self.calls[call];
         let max_forwards = c
             .invite
@@ -77,27 +103,22 @@ impl Engine {
             .unwrap_or(70);
         if max_forwards == 0 {
             self.bridge_failed(call, 483, now);
-            return;
+            return None;
         }
-        let caller = match &c.invite {
-            Some(invite) => invite
+        let caller = match (&opts.from, &c.invite) {
+            (Some(f), _) => f.clone(),
+            (None, Some(invite)) => invite
                 .header(HeaderName::From)
                 .map(crate::dialog::without_tag)
                 .unwrap_or_default(),
             // An IAX2 caller: its number at strowger.
-            None => format!(
+            (None, None) => format!(
                 "<sip:{}@{}>",
                 c.vars.get("CALLER").unwrap_or("anonymous"),
                 self.local_for(peer)
             ),
         };
-        // The outbound Call-ID must hash to this worker, so the callee's answers find the call.
-        let call_id = loop {
-            let id = format!("{:032x}@strowger", self.rng.u128(..));
-            if owner(&id, self.s.workers) == self.s.worker {
-                break id;
-            }
-        };
+        let call_id = self.own_call_id();
         let local = self.local_for(peer);
         let tag = self.tag();
         let dialog = Dialog {
@@ -122,18 +143,60 @@ impl Engine {
         self.calls.index_call_id(call_id, LegRef { call, leg });
         if !self.ensure_media(call, leg, now) {
             self.bridge_failed(call, 503, now);
-            return;
+            return None;
         }
-        let caps = self.s.caps.clone();
+        let caps = opts.caps.unwrap_or_else(|| self.s.caps.clone());
+        let c = &mut self.calls[call];
+        let out = c.leg_mut(leg)?;
+        let sdp_offer = out.sdp.offer(&caps, out.port);
+        out.our_offer = Some(sdp_offer);
+        self.send_invite(call, leg, None, now);
+        let until = now + timeout;
+        self.calls[call].wait = Wait::Bridge { until };
+        self.calls[call].cdr.bridged_to = Some(target.to_string());
+        self.calls.arm(call, until);
+        Some(leg)
+    }
+
+    /// A new Call-ID for a dialog or registration strowger starts: one that hashes to this
+    /// worker (`owner`), so the answers find their way back here.
+    pub(crate) fn own_call_id(&mut self) -> String {
+        loop {
+            let id = format!("{:032x}@strowger", self.rng.u128(..));
+            if owner(&id, self.s.workers) == self.s.worker {
+                return id;
+            }
+        }
+    }
+
+    /// Sends the INVITE of outbound leg `leg` with its offer, to its dialog's peer: the first
+    /// one, or again in a new transaction (next CSeq, new branch) answering a challenge with
+    /// `auth` (header name and value) or to another server of a trunk.
+    pub(crate) fn send_invite(
+        &mut self,
+        call: usize,
+        leg: LegIdx,
+        auth: Option<(&str, &str)>,
+        now: Instant,
+    ) {
         let branch = self.branch();
         let ua = self.s.user_agent.clone();
-        let c = &mut self.calls[call];
-        let Some(out) = c.leg_mut(leg) else {
+        let Some(peer) = self.calls[call]
+            .leg(leg)
+            .and_then(Leg::dialog)
+            .map(|d| d.peer)
+        else {
             return;
         };
-        let sdp_offer = out.sdp.offer(&caps, out.port);
-        let offer = sdp_offer.to_string();
-        out.our_offer = Some(sdp_offer);
+        let local = self.local_for(peer);
+        let Some(out) = self.calls[call].leg_mut(leg) else {
+            return;
+        };
+        let offer = out
+            .our_offer
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         let Signal::Sip(d) = &mut out.signal else {
             return;
         };
@@ -141,16 +204,15 @@ impl Engine {
         b.header("Allow", ALLOW);
         b.header("Supported", SUPPORTED.join(", "));
         b.header("User-Agent", ua);
+        if let Some((name, value)) = auth {
+            b.header(name, value);
+        }
         let bytes = b.finish(Some(("application/sdp", offer.as_bytes())));
         let ctx = self.txs.send_request(bytes, peer, now);
         if let Some(out) = self.calls[call].leg_mut(leg) {
             out.invite_tx = Some(ctx);
         }
         self.calls.index_invite(ctx, LegRef { call, leg });
-        let until = now + timeout;
-        self.calls[call].wait = Wait::Bridge { until };
-        self.calls[call].cdr.bridged_to = Some(target.to_string());
-        self.calls.arm(call, until);
     }
 
     /// A first response to the outbound INVITE.
@@ -216,10 +278,12 @@ impl Engine {
         let Signal::Sip(d) = &mut out.signal else {
             return;
         };
-        let ack = d
-            .request(&Method::Ack, &branch, local, Some(cseq))
-            .finish(None);
-        let ack = (d.peer, ack.into());
+        let mut b = d.request(&Method::Ack, &branch, local, Some(cseq));
+        // RFC 3261 §22.1: an ACK for a 2xx carries the credentials of its INVITE.
+        if let Some((name, value)) = out.trunk.as_ref().and_then(|t| t.credentials()) {
+            b.header(name, value);
+        }
+        let ack = (d.peer, b.finish(None).into());
         out.ack = Some(ack.clone());
         self.out.push_back(ack);
         if !self.answer(call, now) {

@@ -88,6 +88,8 @@ pub struct Leg {
     /// The pending outbound INVITE.
     pub invite_tx: Option<ClientTxId>,
     pub confirmed: bool,
+    /// An outbound leg through a trunk: its credentials' use and the servers left to try.
+    pub trunk: Option<Box<crate::trunks::Outbound>>,
 }
 
 impl Leg {
@@ -110,6 +112,7 @@ impl Leg {
             ack: None,
             invite_tx: None,
             confirmed: false,
+            trunk: None,
         }
     }
 

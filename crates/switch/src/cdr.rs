@@ -32,6 +32,8 @@ pub struct Cdr {
     pub rtt_ms: Option<f64>,
     pub remote_packets_lost: Option<i32>,
     pub bridged_to: Option<String>,
+    /// The trunk the call came in by or went out through.
+    pub trunk: Option<String>,
 }
 
 pub fn unix_seconds(t: SystemTime) -> f64 {

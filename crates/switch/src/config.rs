@@ -6,8 +6,10 @@
 mod iax2;
 pub(crate) mod raw;
 mod source;
+mod trunks;
 
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
+pub use trunks::{trunk_target, Trunk, TrunkHost};
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -74,6 +76,8 @@ pub struct Config {
     pub proxy: Proxy,
     /// `[security]`: who is trusted, and the limits that keep strangers out.
     pub security: Security,
+    /// `[[trunks]]`: SIP trunks to providers.
+    pub trunks: Vec<Trunk>,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -95,6 +99,8 @@ pub struct General {
     pub log_format: LogFormat,
     /// SCHED_FIFO priority of the worker threads (1-99); 0 leaves them to the normal scheduler.
     pub realtime_priority: u8,
+    /// The DNS server trunk hosts are resolved with; None: those of /etc/resolv.conf.
+    pub dns_server: Option<SocketAddr>,
 }
 
 /// `[registrar]`: REGISTER handling and the store behind it.
@@ -283,6 +289,8 @@ impl Config {
         let iax2 = iax2::iax2(raw.iax2, &rtp.codecs, &mut d);
         let proxy = proxy(raw.proxy, &mut d);
         let security = security(raw.security, &mut d);
+        let trunks = trunks::trunks(raw.trunks, &mut d);
+        trunks::check_dialplan(&trunks, &raw.dialplan, |c| dialplan.has_context(c), &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -308,6 +316,7 @@ impl Config {
             iax2,
             proxy,
             security,
+            trunks,
             warnings: found,
         })
     }
@@ -476,6 +485,19 @@ fn general(raw: RawGeneral, d: &mut Diagnostics) -> General {
             0,
             99,
         )),
+        dns_server: raw.dns_server.as_deref().and_then(|s| {
+            let addr = s
+                .parse::<SocketAddr>()
+                .ok()
+                .or_else(|| Some(SocketAddr::new(sip::uri::host_ip(s)?, 53)));
+            if addr.is_none() {
+                d.error(
+                    "general.dns_server",
+                    format_args!("{s:?} — expected an IP address with an optional port, e.g. \"127.0.0.1:5353\" or \"192.0.2.53\""),
+                );
+            }
+            addr
+        }),
     }
 }
 

@@ -23,6 +23,8 @@ use crate::config::Diagnostics;
 pub struct Dialplan {
     default_context: String,
     contexts: BTreeMap<String, Vec<Rule>>,
+    /// Each context's `trunks`: the trunks its calls may dial out through.
+    trunks: BTreeMap<String, Vec<String>>,
     /// `[vars]`: visible to every call, overridden by call variables.
     globals: Arc<Vars>,
 }
@@ -63,6 +65,13 @@ impl Dialplan {
     /// Sets a `[vars]` global (the `--var NAME=VALUE` command-line override).
     pub fn has_context(&self, name: &str) -> bool {
         self.contexts.contains_key(name)
+    }
+
+    /// Whether calls in `context` may dial out through trunk `trunk` (the context lists it).
+    pub fn allows_trunk(&self, context: &str, trunk: &str) -> bool {
+        self.trunks
+            .get(context)
+            .is_some_and(|t| t.iter().any(|n| n == trunk))
     }
 
     pub fn set_global(&mut self, name: &str, value: &str) {
@@ -129,9 +138,15 @@ impl Dialplan {
                 (name.clone(), rules.collect())
             })
             .collect();
+        let trunks = raw
+            .contexts
+            .iter()
+            .map(|(name, c)| (name.clone(), c.trunks.clone()))
+            .collect();
         Dialplan {
             default_context: raw.default_context.clone(),
             contexts,
+            trunks,
             globals,
         }
     }

@@ -101,6 +101,8 @@ pub struct Settings {
     pub proxy: crate::config::Proxy,
     /// `[security]`: trusted peers and limits.
     pub security: crate::config::Security,
+    /// `[[trunks]]`, shared by the workers.
+    pub trunks: Arc<[crate::config::Trunk]>,
     /// `rtp.shared_ports`: legs that can be told apart by address share a few port pairs.
     pub shared_ports: bool,
     /// The largest SIP datagram strowger sends: `sip.max_message_size`, at most what UDP holds.
@@ -143,6 +145,7 @@ impl Settings {
             registrar,
             proxy: cfg.proxy.clone(),
             security: cfg.security.clone(),
+            trunks: cfg.trunks.clone().into(),
             shared_ports: cfg.rtp.shared_ports,
             max_datagram: cfg.sip.max_message_size.min(MAX_UDP_PAYLOAD),
         }
@@ -213,13 +216,15 @@ pub struct Engine {
     pub(crate) clock: Clock,
     /// Prompts loaded, and files asked of the shell (apps.rs).
     pub(crate) files: crate::apps::Files,
+    /// Trunks to providers: their servers, registrations (trunks.rs).
+    pub(crate) trunks: crate::trunks::Trunks,
 }
 
 impl Engine {
     /// A worker's engine; `now`/`wall`: the time it starts at.
     pub fn new(s: Settings, dialplan: Arc<Dialplan>, now: Instant, wall: SystemTime) -> Engine {
         let shared_ports = s.shared_ports;
-        Engine {
+        let mut engine = Engine {
             txs: Transactions::new(s.timers),
             media: media::Engine::new(),
             dialplan,
@@ -237,8 +242,11 @@ impl Engine {
             ports: Ports::new(shared_ports),
             clock: Clock::new(now, wall),
             files: crate::apps::Files::default(),
+            trunks: crate::trunks::Trunks::new(s.trunks.len()),
             s,
-        }
+        };
+        engine.trunks_start(now);
+        engine
     }
 
     /// Handles one input at `clock`; then take what it produced with [`Engine::poll_output`].
@@ -265,12 +273,19 @@ impl Engine {
             Input::Store { token, result } => self.on_store_result(token, result, now),
             Input::Prompt { token, result } => self.on_prompt(token, result, now),
             Input::Recording { token, result } => self.on_recording(token, result, now),
+            Input::Resolved { token, result } => self.on_resolved(token, result, now),
             Input::MediaPorts(ports) => self.ports.add_spare(ports),
             Input::IaxPeer { name, at } => {
                 if let Some(iax) = self.iax.as_mut() {
                     iax.peer_moved(name, at, clock);
                 }
             }
+            Input::TrunkServer {
+                trunk,
+                server,
+                down_until,
+            } => self.trunk_server(trunk, server, down_until),
+            Input::Unreachable(peer) => self.trunk_unreachable(peer, now),
             Input::Overloaded(on) => self.overloaded = on,
             Input::Shutdown => self.shutdown(now),
         }
@@ -347,6 +362,7 @@ impl Engine {
             self.txs.poll_timeout(),
             self.iax_deadline(),
             keepalive,
+            self.trunks.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -724,7 +740,12 @@ impl Engine {
             None => None,
         };
 
-        let context = self.s.default_context.clone();
+        // A provider's call (trunks.rs) enters its trunk's context by its DID.
+        let inbound = self.trunk_call(peer.addr, &msg);
+        let (context, exten) = match &inbound {
+            Some(t) => (t.context.clone(), t.exten.clone()),
+            None => (self.s.default_context.clone(), exten),
+        };
         let vars = dialplan::Vars::for_call(&exten, &caller, &dialog.call_id, &self.s.data_dir);
         let Some(program) = self.dialplan.route(&context, &exten, &vars) else {
             return reject(
@@ -750,6 +771,7 @@ impl Engine {
             to: msg.header(HeaderName::To).unwrap_or_default().to_string(),
             exten,
             context,
+            trunk: inbound.map(|t| t.trunk),
             start: unix_seconds(self.clock.wall_at(now)),
             ..Cdr::default()
         };
@@ -1061,7 +1083,7 @@ impl Engine {
         let Some((ctx, first)) = self.txs.on_response(&msg, now) else {
             return;
         };
-        if self.proxy_response(ctx, &msg, first, now) {
+        if self.proxy_response(ctx, &msg, first, now) || self.trunk_response(ctx, &msg, now) {
             return;
         }
         if self.calls.is_orphan(ctx) {
@@ -1093,6 +1115,10 @@ impl Engine {
             return;
         };
         if !self.select_fork(at, ctx) {
+            return;
+        }
+        self.trunk_heard(at);
+        if status >= 300 && self.trunk_retry(at, Some(&msg), status, now) {
             return;
         }
         self.bridge_response(at.call, &msg, status, now);
@@ -1192,16 +1218,19 @@ impl Engine {
     fn handle_timeout(&mut self, now: Instant) {
         self.iax_timeout(now);
         self.send_keepalives(now);
+        self.trunk_timers(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {
                 TxEvent::Timeout(ctx) if self.proxy_timeout(ctx, now) => {}
+                TxEvent::Timeout(ctx) if self.trunk_tx_timeout(ctx, now) => {}
                 TxEvent::Terminated(sip::transaction::TxId::Client(ctx)) => {
                     self.proxy_forget(ctx);
+                    self.calls.take_orphan(ctx);
                 }
                 TxEvent::Timeout(ctx) => {
                     if let Some(at) = self.calls.leg_by_client_tx(ctx, true) {
-                        if self.select_fork(at, ctx) {
+                        if self.select_fork(at, ctx) && !self.trunk_retry(at, None, 408, now) {
                             self.leg_failed(at.call, 408, now);
                         }
                     }
@@ -1220,6 +1249,7 @@ impl Engine {
             }
         }
         while let Some(call) = self.calls.pop_due(now) {
+            self.trunk_silence(call, now);
             let c = &mut self.calls[call];
             if c.session_deadline.is_some_and(|d| d <= now) {
                 self.hangup(call, 102, "switch", None, now);
@@ -1249,6 +1279,7 @@ impl Engine {
             self.hangup(id, 16, "switch", None, now);
         }
         self.iax_shutdown(now);
+        self.trunks_shutdown(now);
     }
 }
 

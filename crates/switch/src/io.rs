@@ -90,6 +90,11 @@ pub enum Input<'a> {
         token: u64,
         result: Result<Box<dyn media::RecordSink>, String>,
     },
+    /// The answer to an [`Event::Resolve`]: the provider's servers in order, or why not.
+    Resolved {
+        token: u64,
+        result: Result<crate::trunks::Resolved, String>,
+    },
     /// Newly bound RTP port pairs (RTP on the even port, RTCP on the next), ready for legs.
     MediaPorts(&'a [u16]),
     /// An IAX2 peer registered from an address until an instant, or left (None): what some
@@ -98,6 +103,17 @@ pub enum Input<'a> {
         name: String,
         at: Option<(SocketAddr, Instant)>,
     },
+    /// A trunk's server stopped answering (`down_until`: tried last until then) or answered
+    /// again (None): what some worker's [`Event::TrunkServer`] said, handed to the others.
+    TrunkServer {
+        trunk: usize,
+        server: Peer,
+        down_until: Option<Instant>,
+    },
+    /// What was sent to `Peer` could not be delivered: a TCP connection that could not be made,
+    /// or broke with bytes unsent. A trunk's REGISTER or INVITE waiting on it goes on to the
+    /// provider's next server at once, as after a timeout.
+    Unreachable(Peer),
     /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
     Overloaded(bool),
     /// The process is stopping: hang up every call.
@@ -135,6 +151,12 @@ pub enum Event {
     /// A location/credential store operation; answer with [`Input::Store`] and the token.
     /// (Boxed: the largest operation would make every output that large to move.)
     Store { token: u64, op: Box<StoreOp> },
+    /// Resolve a trunk's host per RFC 3263 (NAPTR, SRV, A/AAAA), off the worker; answer with
+    /// [`Input::Resolved`] and the token.
+    Resolve {
+        token: u64,
+        query: crate::trunks::DnsQuery,
+    },
     /// Load a prompt by name (`demo`, or a file relative to the data directory); `cache`: it
     /// is a configured prompt worth keeping. Answer with [`Input::Prompt`].
     Prompt {
@@ -150,6 +172,13 @@ pub enum Event {
     IaxPeer {
         name: String,
         at: Option<(SocketAddr, Instant)>,
+    },
+    /// A trunk's server stopped answering, or answered again: hand it to every other worker as
+    /// [`Input::TrunkServer`], so their calls skip a dead server at once.
+    TrunkServer {
+        trunk: usize,
+        server: Peer,
+        down_until: Option<Instant>,
     },
     /// One call detail record (JSON, no newline), to append to the CDR log.
     Cdr(String),

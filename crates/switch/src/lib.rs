@@ -20,6 +20,7 @@ mod proxy;
 mod record_route;
 pub mod registrar;
 pub mod slots;
+pub mod trunks;
 
 pub use engine::{nonce_owner, owner, stateless, Engine, Settings};
 pub use io::{Clock, Event, Input, Level, Output};

@@ -21,6 +21,42 @@ pub(crate) struct RawConfig {
     pub iax2: RawIax2,
     pub proxy: RawProxy,
     pub security: RawSecurity,
+    pub trunks: Vec<RawTrunk>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTrunk {
+    pub name: String,
+    pub host: String,
+    pub transport: Option<String>,
+    pub username: Option<String>,
+    pub auth_user: Option<String>,
+    pub password: Option<String>,
+    #[serde(default)]
+    pub register: bool,
+    #[serde(default = "default_trunk_expires")]
+    pub expires: u64,
+    pub from_user: Option<String>,
+    pub from_domain: Option<String>,
+    #[serde(default)]
+    pub acl: Vec<String>,
+    pub did_context: Option<String>,
+    pub caller_id: Option<String>,
+    #[serde(default)]
+    pub strip: u64,
+    #[serde(default)]
+    pub prefix: String,
+    #[serde(default)]
+    pub did_strip: u64,
+    #[serde(default)]
+    pub did_prefix: String,
+    #[serde(default)]
+    pub codecs: Vec<String>,
+}
+
+fn default_trunk_expires() -> u64 {
+    600
 }
 
 #[derive(Deserialize, Default)]
@@ -148,6 +184,7 @@ pub(crate) struct RawGeneral {
     pub log_level: LogLevel,
     pub log_format: LogFormat,
     pub realtime_priority: u64,
+    pub dns_server: Option<String>,
 }
 
 impl Default for RawGeneral {
@@ -161,6 +198,7 @@ impl Default for RawGeneral {
             log_level: LogLevel::Info,
             log_format: LogFormat::Text,
             realtime_priority: 0,
+            dns_server: None,
         }
     }
 }
@@ -249,6 +287,9 @@ impl Default for RawDialplan {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawContext {
+    /// Trunks (`[[trunks]]` names) this context's calls may dial out through.
+    #[serde(default)]
+    pub trunks: Vec<String>,
     pub rules: Vec<RawRule>,
 }
 

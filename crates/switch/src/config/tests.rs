@@ -297,3 +297,146 @@ fn log_level_and_format() {
         "a rejected override changes nothing"
     );
 }
+
+/// A trunk to a provider by name, and the contexts that may use it.
+const TRUNK: &str = r#"[general]
+dns_server = "127.0.0.1:5353"
+[[trunks]]
+name = "provider"
+host = "sip.example.com"
+username = "4930100"
+password = "pw"
+register = true
+did_context = "in"
+strip = 1
+prefix = "+49"
+[dialplan]
+default_context = "office"
+[dialplan.contexts.office]
+trunks = ["provider"]
+[[dialplan.contexts.office.rules]]
+prefix = "0"
+steps = ["bridge trunk/provider/${EXTEN}"]
+[[dialplan.contexts.in.rules]]
+prefix = ""
+steps = ["echo"]
+"#;
+
+#[test]
+fn trunks_load_with_their_defaults() {
+    let c = Config::from_str(TRUNK, "t.toml").unwrap();
+    assert_eq!(
+        c.general.dns_server,
+        Some("127.0.0.1:5353".parse().unwrap())
+    );
+    let t = &c.trunks[0];
+    assert_eq!(t.host, TrunkHost::Domain("sip.example.com".into()));
+    assert_eq!(
+        (t.auth_user.as_str(), t.from_domain.as_str()),
+        ("4930100", "sip.example.com")
+    );
+    assert_eq!((t.expires, t.transport), (600, None));
+    assert_eq!(t.outbound_number("0301234"), "+49301234");
+    assert_eq!(t.inbound_did("4930555"), "4930555");
+    assert!(c.dialplan.allows_trunk("office", "provider"));
+    assert!(!c.dialplan.allows_trunk("in", "provider"));
+    let hosts = |h: &str| {
+        let text = TRUNK.replace("\"sip.example.com\"", &format!("\"{h}\""));
+        Config::from_str(&text, "t.toml").map(|c| c.trunks[0].host.clone())
+    };
+    assert_eq!(
+        hosts("192.0.2.7").unwrap(),
+        TrunkHost::Addr("192.0.2.7:5060".parse().unwrap())
+    );
+    assert_eq!(
+        hosts("[2001:db8::7]:5080").unwrap(),
+        TrunkHost::Addr("[2001:db8::7]:5080".parse().unwrap())
+    );
+    assert_eq!(
+        hosts("sip.example.com:5080").unwrap(),
+        TrunkHost::NamePort("sip.example.com".into(), 5080)
+    );
+    assert!(hosts("sip example").is_err());
+}
+
+#[test]
+fn a_context_dials_only_the_trunks_it_lists() {
+    // The inbound context may not dial out; a trunk nobody defined; a context listing one.
+    let text = format!(
+        "{TRUNK}[[dialplan.contexts.in.rules]]\nexten = \"9\"\nsteps = [\"bridge trunk/provider/0301234\"]\n\
+         [[dialplan.contexts.in.rules]]\nexten = \"8\"\nsteps = [\"bridge trunk/other/1\", \"bridge trunk/provider\"]\n\
+         [dialplan.contexts.lobby]\ntrunks = [\"nope\"]\nrules = []\n"
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 4, "{e:#?}");
+    assert!(e[0].contains("dialplan.contexts.in.rules[1].steps[0]: bridge: context \"in\" may not dial out through trunk \"provider\" — add it to the context's list: trunks = [\"provider\"]"), "{}", e[0]);
+    assert!(e[1].contains("dialplan.contexts.in.rules[2].steps[0]: bridge: no trunk \"other\" — defined: provider"), "{}", e[1]);
+    assert!(
+        e[2].contains("rules[2].steps[1]: bridge trunk/NAME/NUMBER needs the number to dial"),
+        "{}",
+        e[2]
+    );
+    assert!(
+        e[3].contains("dialplan.contexts.lobby.trunks[0]: no trunk \"nope\" — defined: provider"),
+        "{}",
+        e[3]
+    );
+    // A name in a variable is checked when the call dials.
+    let text = format!(
+        "{TRUNK}[[dialplan.contexts.in.rules]]\nexten = \"9\"\nsteps = [\"set t=provider\", \"bridge trunk/${{t}}/1\"]\n"
+    );
+    assert!(Config::from_str(&text, "t.toml").is_ok());
+}
+
+#[test]
+fn trunk_errors_name_the_key() {
+    let text = TRUNK
+        .replace("username = \"4930100\"\n", "transport = \"sctp\"\n")
+        .replace(
+            "did_context = \"in\"",
+            "did_context = \"nowhere\"\nacl = [\"10.0.0.0/33\"]\nexpires = 5",
+        )
+        .replace(
+            "dns_server = \"127.0.0.1:5353\"",
+            "dns_server = \"dns.example\"",
+        );
+    let e = errors(&text);
+    let keys: Vec<&str> = e
+        .iter()
+        .map(|m| m.split(": ").nth(1).unwrap_or_default())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "general.dns_server",
+            "trunks[0].transport",
+            "trunks[0].password",
+            "trunks[0].register",
+            "trunks[0].did_context",
+            "trunks[0].acl[0]",
+            "trunks[0].expires",
+        ],
+        "{e:#?}"
+    );
+}
+
+/// The commented `[[trunks]]` example of default.toml, uncommented, loads.
+#[test]
+fn the_documented_trunk_example_loads() {
+    let start = DEFAULT_TOML.find("# [[trunks]]").expect("the example");
+    let example: String = DEFAULT_TOML[start..]
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| format!("{}\n", l.trim_start_matches("# ").trim_start_matches('#')))
+        .collect();
+    let text = format!(
+        "{DEFAULT_TOML}\n{example}\n[[dialplan.contexts.from-provider.rules]]\nprefix = \"\"\nsteps = [\"echo\"]\n"
+    );
+    let c = Config::from_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e:#?}\n{example}"));
+    let t = &c.trunks[0];
+    assert_eq!(
+        (t.name.as_str(), t.register, t.strip),
+        ("provider", true, 1)
+    );
+    assert_eq!(t.outbound_number("0301234"), "+49301234");
+}

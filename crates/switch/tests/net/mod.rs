@@ -164,6 +164,16 @@ impl Switch {
     }
 
     fn drain(&mut self) -> Vec<Packet> {
+        // What a worker tells the others (trunk servers found dead or alive) reaches them now.
+        for w in 0..self.workers.len() {
+            for (trunk, server, until) in self.workers[w].take_broadcasts() {
+                for (o, other) in self.workers.iter_mut().enumerate() {
+                    if o != w {
+                        other.trunk_server(trunk, server, until);
+                    }
+                }
+            }
+        }
         self.workers.iter_mut().flat_map(Node::drain).collect()
     }
 }
@@ -225,6 +235,8 @@ pub struct Net {
     pub undeliverable: Vec<Packet>,
     /// Media sent to an address no station has: when, from, to.
     pub media_undeliverable: Vec<(Instant, SocketAddr, SocketAddr)>,
+    /// The DNS switches created from now on resolve trunk hosts with (see `Shared::dns`).
+    pub dns: HashMap<String, Vec<sip::transaction::Peer>>,
 }
 
 impl Net {
@@ -245,6 +257,7 @@ impl Net {
             trace: Vec::new(),
             undeliverable: Vec::new(),
             media_undeliverable: Vec::new(),
+            dns: HashMap::new(),
         }
     }
 
@@ -253,6 +266,7 @@ impl Net {
     pub fn switch(&mut self, toml: &str, addrs: &[&str], workers: usize) -> Id {
         let addrs: Vec<SocketAddr> = addrs.iter().map(|a| a.parse().unwrap()).collect();
         let shared = Shared::new(toml);
+        *shared.dns.lock().unwrap() = self.dns.clone();
         let id = self.stations.len();
         let base = 20000 + 2000 * id as u16;
         let nodes = (0..workers)

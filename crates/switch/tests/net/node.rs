@@ -26,6 +26,11 @@ struct NodeHost {
     cdrs: Vec<serde_json::Value>,
     logs: Vec<String>,
     store: Arc<MemStore>,
+    dns: Arc<Mutex<HashMap<String, Vec<Peer>>>>,
+    /// Every name the engine asked to resolve, in order.
+    lookups: Vec<String>,
+    /// What this worker tells the others of trunk servers (`Event::TrunkServer`).
+    broadcasts: Vec<(usize, Peer, Option<Instant>)>,
 }
 
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
@@ -101,6 +106,9 @@ pub struct Shared {
     pub slots: Arc<CallSlots>,
     pub registrar: switch::registrar::Registrar,
     pub store: Arc<MemStore>,
+    /// The DNS as the shell's resolver would answer `Event::Resolve`: a trunk host's name →
+    /// its servers in order (a name not listed does not resolve). Answers hold for 300 s.
+    pub dns: Arc<Mutex<HashMap<String, Vec<Peer>>>>,
 }
 
 impl Shared {
@@ -111,6 +119,7 @@ impl Shared {
             slots: Arc::new(CallSlots::new(cfg.general.max_calls as usize)),
             registrar: switch::registrar::Registrar::new(&cfg.registrar, [7; 32]),
             store: Arc::new(MemStore::default()),
+            dns: Arc::default(),
             cfg: Arc::new(cfg),
         }
     }
@@ -162,6 +171,9 @@ impl Node {
             cdrs: Vec::new(),
             logs: Vec::new(),
             store: shared.store.clone(),
+            dns: shared.dns.clone(),
+            lookups: Vec::new(),
+            broadcasts: Vec::new(),
         };
         let mut node = Node {
             engine,
@@ -338,6 +350,31 @@ impl Node {
         self.input(self.now, Input::TooLarge { bytes, peer });
     }
 
+    /// What this worker told the others about trunk servers since the last call.
+    pub fn take_broadcasts(&mut self) -> Vec<(usize, Peer, Option<Instant>)> {
+        std::mem::take(&mut self.host.broadcasts)
+    }
+
+    /// What the shell says when a TCP connection to `peer` could not be made.
+    pub fn unreachable(&mut self, peer: Peer) {
+        self.input(self.now, Input::Unreachable(peer));
+    }
+
+    /// What another worker told of a trunk's server.
+    pub fn trunk_server(&mut self, trunk: usize, server: Peer, down_until: Option<Instant>) {
+        let input = Input::TrunkServer {
+            trunk,
+            server,
+            down_until,
+        };
+        self.input(self.now, input);
+    }
+
+    /// The names the engine asked the DNS for.
+    pub fn lookups(&self) -> &[String] {
+        &self.host.lookups
+    }
+
     /// Operator messages logged so far.
     pub fn logs(&self) -> &[String] {
         &self.host.logs
@@ -395,6 +432,19 @@ impl Node {
                 self.engine
                     .handle_input(clock, Input::Store { token, result });
             }
+            Event::Resolve { token, query } => {
+                h.lookups.push(query.name.clone());
+                let found = h.dns.lock().unwrap().get(&query.name).cloned();
+                let result = match found {
+                    Some(targets) => Ok(switch::trunks::Resolved {
+                        targets,
+                        valid_until: clock.now + Duration::from_secs(300),
+                    }),
+                    None => Err(format!("{}: no such name", query.name)),
+                };
+                self.engine
+                    .handle_input(clock, Input::Resolved { token, result });
+            }
             Event::Prompt { token, .. } => {
                 let pcm: Vec<i16> = (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
                 let result = Ok(Arc::new(media::Prompt::from_pcm("test", &pcm)));
@@ -420,6 +470,11 @@ impl Node {
                 .push(format!("security: {reason} from {source} user {user:?}")),
             Event::State { .. } => {}
             Event::IaxPeer { .. } => {}
+            Event::TrunkServer {
+                trunk,
+                server,
+                down_until,
+            } => h.broadcasts.push((trunk, server, down_until)),
         }
     }
 }

@@ -149,6 +149,14 @@ pub struct Ua {
     pub dialog_headers: Vec<(String, String)>,
     /// Extra headers of our REGISTERs (e.g. a Path).
     pub register_headers: Vec<(String, String)>,
+    /// Acting as a provider: REGISTERs are challenged (401) and INVITEs too (407) for these
+    /// credentials (realm, user, password); None: neither is.
+    pub auth: Option<(String, String, String)>,
+    /// Acting as a registrar: the expires granted to a REGISTER, and the contacts registered.
+    pub register_expires: u32,
+    pub bindings: Vec<String>,
+    /// Requests refused for their credentials (a wrong or missing answer), by method.
+    pub challenged: Vec<String>,
     txs: Transactions,
     client_txs: HashMap<ClientTxId, (Option<usize>, Method)>,
     /// Final answers due: (when, call).
@@ -176,6 +184,10 @@ impl Ua {
             rtp: Vec::new(),
             register_statuses: Vec::new(),
             register_headers: Vec::new(),
+            auth: None,
+            register_expires: 600,
+            bindings: Vec::new(),
+            challenged: Vec::new(),
             dialog_headers: Vec::new(),
             tx_events: Vec::new(),
             txs: Transactions::new(Timers::default()),
@@ -247,7 +259,10 @@ impl Ua {
             local_tag: tag.clone(),
             remote_tag: String::new(),
             local_uri: format!("<sip:{}@{}>", self.user, addr_text(self.addr)),
-            remote_uri: format!("<{uri}>"),
+            remote_uri: extra
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("To"))
+                .map_or_else(|| format!("<{uri}>"), |(_, v)| v.to_string()),
             remote_target: uri.to_string(),
             route_set: Vec::new(),
             local_cseq: 1,
@@ -275,7 +290,7 @@ impl Ua {
         b.header("CSeq", "1 INVITE");
         b.header("Contact", format_args!("<{}>", self.contact));
         for (n, v) in extra {
-            if !n.eq_ignore_ascii_case("Max-Forwards") {
+            if !n.eq_ignore_ascii_case("Max-Forwards") && !n.eq_ignore_ascii_case("To") {
                 b.header(n, v);
             }
         }
@@ -557,6 +572,23 @@ impl Ua {
             .header(HeaderName::To)
             .and_then(|t| NameAddr::parse(t).ok())
             .is_some_and(|n| n.tag().is_some());
+        if matches!(method, Method::Invite | Method::Register) && !has_to_tag {
+            if let Some(header) = self.challenge(&msg, &method) {
+                self.challenged.push(method.to_string());
+                let (status, reason, name) = match method {
+                    Method::Register => (401, "Unauthorized", "WWW-Authenticate"),
+                    _ => (407, "Proxy Authentication Required", "Proxy-Authenticate"),
+                };
+                let tag = self.id("tag-");
+                let mut b = ResponseBuilder::new(&msg, status, reason, Some(peer.addr), Some(&tag));
+                b.header(name, header);
+                let r = b.finish(None);
+                return self.txs.respond(stx, status, r, now);
+            }
+        }
+        if method == Method::Register {
+            return self.registrar(stx, msg, peer, now);
+        }
         if method == Method::Invite && !has_to_tag {
             return self.incoming_call(stx, msg, peer, now);
         }
@@ -605,6 +637,52 @@ impl Ua {
             b.header("Contact", format_args!("<{contact}>"));
         }
         let r = b.finish(answer.as_deref().map(|a| ("application/sdp", a.as_bytes())));
+        self.txs.respond(stx, 200, r, now);
+    }
+
+    /// The challenge to send for `msg` (None: its credentials are good, or none are asked).
+    fn challenge(&self, msg: &Message, method: &Method) -> Option<String> {
+        let (realm, user, password) = self.auth.as_ref()?;
+        let name = match method {
+            Method::Register => HeaderName::Authorization,
+            _ => HeaderName::ProxyAuthorization,
+        };
+        let good = msg
+            .all(name)
+            .filter_map(|v| sip::auth::Authorization::parse(v).ok())
+            .any(|a| {
+                let ha1 = sip::auth::ha1(a.algorithm, user, realm, password);
+                &a.username == user
+                    && &a.realm == realm
+                    && Some(a.uri.as_str()) == msg.request_uri()
+                    && a.verify(&ha1, &method.to_string())
+            });
+        let nonce = format!("nonce-{}", self.counter);
+        (!good).then(|| {
+            format!("Digest realm=\"{realm}\", nonce=\"{nonce}\", qop=\"auth\", algorithm=MD5")
+        })
+    }
+
+    /// A registrar's answer: 200 with the contact and `register_expires`.
+    fn registrar(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
+        let contact = msg
+            .header(HeaderName::Contact)
+            .and_then(|c| NameAddr::parse(c).ok())
+            .map(|n| n.uri.to_string())
+            .unwrap_or_default();
+        let expires = msg
+            .header(HeaderName::Expires)
+            .and_then(sip::header::parse_u32)
+            .unwrap_or(self.register_expires)
+            .min(self.register_expires);
+        self.bindings.retain(|c| *c != contact);
+        if expires > 0 {
+            self.bindings.push(contact.clone());
+        }
+        let tag = self.id("tag-");
+        let mut b = ResponseBuilder::new(&msg, 200, "OK", Some(peer.addr), Some(&tag));
+        b.header("Contact", format_args!("<{contact}>;expires={expires}"));
+        let r = b.finish(None);
         self.txs.respond(stx, 200, r, now);
     }
 
