@@ -207,6 +207,8 @@ pub struct Engine {
     pub(crate) clock: Clock,
     /// Prompts loaded, and files asked of the shell (apps.rs).
     pub(crate) files: crate::apps::Files,
+    /// Rates, failed authentications, bans and scanners by source (guard.rs).
+    pub(crate) guard: crate::guard::Guard,
 }
 
 impl Engine {
@@ -231,6 +233,7 @@ impl Engine {
             ports: Ports::new(shared_ports),
             clock: Clock::new(now, wall),
             files: crate::apps::Files::default(),
+            guard: crate::guard::Guard::new(&s.security),
             s,
         }
     }
@@ -265,6 +268,7 @@ impl Engine {
                     iax.peer_moved(name, at, clock);
                 }
             }
+            Input::Ban { source, until } => self.guard.ban(source, until),
             Input::Overloaded(on) => self.overloaded = on,
             Input::Shutdown => self.shutdown(now),
         }
@@ -386,6 +390,9 @@ impl Engine {
     /// the worker can serve in time and sheds the rest, so a flood neither stalls the queue nor
     /// starves admission.
     fn on_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool, now: Instant) {
+        if msg.is_request() && self.screen(&msg, peer, now) {
+            return;
+        }
         if msg.is_request() {
             self.on_request(msg, peer, local, late, now);
         } else {

@@ -200,7 +200,10 @@ impl Engine {
             d => d,
         };
         match digest {
-            Digest::Valid => self.proxy_locate(stx, msg, peer, now),
+            Digest::Valid => {
+                self.authenticated(peer);
+                self.proxy_locate(stx, msg, peer, now)
+            }
             // The copy may predate a new password: only the backend's answer can deny.
             Digest::Denied if recent => self.proxy_credentials(stx, msg, peer, auth, false),
             Digest::Denied => {

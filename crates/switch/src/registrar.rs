@@ -683,18 +683,20 @@ impl Engine {
         }
     }
 
-    /// 401 with fresh challenges.
     /// A digest that did not prove the password (or named an unknown user: the same to the
-    /// caller): a security event, which the ban logic and the security log take.
+    /// caller): a security event for the security log, counted towards the source's ban
+    /// (`security.max_auth_failures`).
     pub(crate) fn auth_failed(&mut self, peer: Peer, user: &str, reason: &'static str) {
         let user = user.to_string();
         self.events.push_back(crate::io::Event::Security {
-            source: peer.addr.ip(),
+            source: crate::acl::canonical(peer.addr.ip()),
             user,
             reason,
         });
+        self.count_auth_failure(peer);
     }
 
+    /// 401 with fresh challenges.
     fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
         let extra = self.challenge_headers(stale);
         self.reg_reply(stx, msg, peer, 401, &extra, now);
@@ -717,6 +719,7 @@ impl Engine {
         };
         let realm = self.s.registrar.domain.clone();
         if auth.username != user {
+            self.auth_failed(peer, &auth.username, "username does not match");
             let w = [(
                 "Warning",
                 "399 strowger \"username does not match the To user\"".to_string(),
@@ -807,6 +810,7 @@ impl Engine {
         if let Some(k) = self.registrar.keepalives.as_mut() {
             k.update(aor, list, now, self.clock.unix());
         }
+        self.authenticated(peer);
         self.registered(stx, msg, peer, list, now)
     }
 
