@@ -810,7 +810,9 @@ impl Worker {
                     .dropped_guard
                     .fetch_add(dropped, Ordering::Relaxed);
                 // A ban just decided leaves as an event: hand it to the other workers now.
-                self.drain(at);
+                if self.engine.has_events() {
+                    self.drain(at);
+                }
             }
             if n < SIP_BATCH {
                 return;

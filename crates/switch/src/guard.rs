@@ -356,6 +356,12 @@ impl Engine {
         }
     }
 
+    /// Whether events wait to be taken (`poll_output`): after a datagram `admit` dropped, only
+    /// a new ban leaves one, and the shell need not poll otherwise.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// Whether `ip` is banned (a TCP connection from it is closed at once).
     pub fn banned(&self, ip: IpAddr, now: Instant) -> bool {
         self.guard.banned(ip, now)

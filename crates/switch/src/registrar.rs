@@ -718,14 +718,8 @@ impl Engine {
             return self.challenge(stx, &msg, peer, false, now);
         };
         let realm = self.s.registrar.domain.clone();
-        if auth.username != user {
-            self.auth_failed(peer, &auth.username, "username does not match");
-            let w = [(
-                "Warning",
-                "399 strowger \"username does not match the To user\"".to_string(),
-            )];
-            return self.reg_reply(stx, &msg, peer, 403, &w, now);
-        }
+        // The nonce first: a failure is counted towards a ban only for an answer to one of our
+        // challenges, not for any datagram that names a user.
         let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
         match self
             .registrar
@@ -735,6 +729,14 @@ impl Engine {
             NonceCheck::Valid => {}
             NonceCheck::Stale => return self.challenge(stx, &msg, peer, true, now),
             NonceCheck::Invalid => return self.challenge(stx, &msg, peer, false, now),
+        }
+        if auth.username != user {
+            self.auth_failed(peer, &auth.username, "username does not match");
+            let w = [(
+                "Warning",
+                "399 strowger \"username does not match the To user\"".to_string(),
+            )];
+            return self.reg_reply(stx, &msg, peer, 403, &w, now);
         }
         let aor = format!("{user}@{realm}");
         let (changes, refused) = match self.changes(&msg, peer) {
