@@ -465,3 +465,68 @@ fn tcp_flood_inside_netns() {
         started.elapsed()
     );
 }
+
+#[test]
+fn a_garbage_flood_beside_held_calls_loses_no_call() {
+    in_private_netns("garbage_flood_inside_netns");
+}
+
+/// 20,000 datagrams of garbage at 5,000/s from 127.0.0.1 beside 50 held echo calls from
+/// 127.0.0.2: the flooding source is banned past its burst, and no call is lost.
+#[test]
+#[ignore = "runs only inside the private network namespace set up by a_garbage_flood_beside_held_calls_loses_no_call"]
+fn garbage_flood_inside_netns() {
+    assert_isolated();
+    let dir = TempDir::new("garbage");
+    let s = Strowger::with(
+        "garbage",
+        Opts {
+            config_file: Some(config(dir.path(), &[("whitelist", "[]")])),
+            rtp_ports: Some(200),
+            ..Opts::default()
+        },
+    );
+    let calls = {
+        let (sip, dir) = (s.sip, s.dir.path().to_path_buf());
+        std::thread::spawn(move || {
+            Sipp::new(Scenario::Builtin("uac"))
+                .ip("127.0.0.2")
+                .service("9196")
+                .calls(50, 50, 50)
+                .duration_ms(8000)
+                .rtp_echo()
+                .run(sip, &dir)
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let started = Instant::now();
+    for i in 0..20_000u32 {
+        let len = 20 + (rng % 400) as usize;
+        let junk: Vec<u8> = (0..len)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng as u8
+            })
+            .collect();
+        let _ = sock.send_to(&junk, s.sip);
+        // 5,000 a second.
+        let due = started + Duration::from_micros(200 * u64::from(i));
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    println!("20,000 datagrams of garbage in {:?}", started.elapsed());
+    calls.join().unwrap().assert_ok(50);
+    let log = security_log(&s);
+    assert_eq!(
+        log.len(),
+        1,
+        "the flood's source is banned once:\n{}",
+        log.join("\n")
+    );
+    assert!(log[0].ends_with("security: banned source=127.0.0.1 reason=\"request rate\" for=600s"));
+}
