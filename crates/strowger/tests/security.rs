@@ -79,26 +79,36 @@ fn assert_isolated() {
     assert_eq!(ifaces, ["lo"], "only loopback may exist here");
 }
 
-/// The embedded configuration with `[security]` keys replaced (`key = value` lines), written
-/// to `dir`.
-fn config(dir: &Path, security: &[(&str, &str)]) -> PathBuf {
+/// The embedded configuration with keys replaced (`key = value` lines; `key` alone is a
+/// `[security]` key, else `table.key`; the last of a key wins), written to `dir`.
+fn config(dir: &Path, keys: &[(&str, &str)]) -> PathBuf {
     let text = String::from_utf8(run_cli(&["default-config"], dir).stdout).unwrap();
     let mut out = String::new();
+    let mut table = "";
+    let mut replaced = 0;
     for line in text.lines() {
-        match security
-            .iter()
-            .rfind(|(k, _)| line.starts_with(&format!("{k} = ")))
-        {
-            Some((k, v)) => out.push_str(&format!("{k} = {v}\n")),
+        if line.starts_with('[') {
+            table = line.trim_matches(['[', ']']);
+        }
+        let found = keys.iter().rfind(|(k, _)| {
+            let (t, key) = k.split_once('.').unwrap_or(("security", k));
+            t == table && line.starts_with(&format!("{key} = "))
+        });
+        match found {
+            Some((k, v)) => {
+                let key = k.split_once('.').map_or(*k, |(_, key)| key);
+                out.push_str(&format!("{key} = {v}\n"));
+                replaced += 1;
+            }
             None => out.push_str(&format!("{line}\n")),
         }
     }
-    for (k, _) in security {
-        assert!(
-            out.contains(&format!("\n{k} = ")),
-            "no key {k} in default-config"
-        );
-    }
+    let distinct: std::collections::BTreeSet<&str> = keys.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        replaced,
+        distinct.len(),
+        "keys not in default-config: {keys:?}"
+    );
     let path = dir.join("security.toml");
     std::fs::write(&path, out).unwrap();
     path
@@ -463,6 +473,63 @@ fn tcp_flood_inside_netns() {
     println!(
         "the held connections were closed {:?} after the flood began",
         started.elapsed()
+    );
+}
+
+/// An unauthenticated TCP connection is closed `tcp_unauthenticated_s` after it opened; one that
+/// carried a successful REGISTER stays (loopback, normal traffic: no namespace needed).
+#[test]
+fn a_tcp_connection_that_registered_outlives_one_that_did_not() {
+    use std::io::Write;
+    let dir = TempDir::new("tcp-auth");
+    let s = Strowger::with(
+        "tcp-auth",
+        Opts {
+            config_file: Some(config(
+                dir.path(),
+                &[
+                    ("whitelist", "[]"),
+                    ("tcp_unauthenticated_s", "2"),
+                    ("registrar.authenticate", "false"),
+                ],
+            )),
+            ..Opts::default()
+        },
+    );
+    let request = |c: &mut TcpStream, method: &str, n: u32| {
+        let me = c.local_addr().unwrap();
+        let contact = match method {
+            "REGISTER" => format!("Contact: <sip:1001@{me};transport=tcp>\r\nExpires: 600\r\n"),
+            _ => String::new(),
+        };
+        let msg = format!(
+            "{method} sip:strowger SIP/2.0\r\nVia: SIP/2.0/TCP {me};branch=z9hG4bK-t{n}\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:1001@strowger>;tag=t{n}\r\n\
+             To: <sip:1001@strowger>\r\nCall-ID: tcp-auth-{n}\r\nCSeq: 1 {method}\r\n\
+             {contact}Content-Length: 0\r\n\r\n"
+        );
+        c.write_all(msg.as_bytes()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 4096];
+        let n = c.read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let mut phone = TcpStream::connect(s.sip).unwrap();
+    let mut other = TcpStream::connect(s.sip).unwrap();
+    let registered = request(&mut phone, "REGISTER", 1);
+    assert!(registered.starts_with("SIP/2.0 200 "), "{registered}");
+    let answered = request(&mut other, "OPTIONS", 2);
+    assert!(answered.starts_with("SIP/2.0 200 "), "{answered}");
+    let closed = wait_for(Duration::from_secs(5), || {
+        (!is_open(&mut other)).then_some(())
+    });
+    assert!(
+        closed.is_some(),
+        "the unauthenticated connection is still open"
+    );
+    assert!(
+        is_open(&mut phone),
+        "the registered phone's connection was closed"
     );
 }
 
