@@ -167,6 +167,33 @@ fn a_password_guesser_is_banned_after_five_failures_and_another_source_still_reg
     assert_eq!(attacker.register(&mut n, sw, "1001", "right"), Some(200));
 }
 
+/// A nonce is bound to the address it was sent to: an attacker who got one cannot spend it in a
+/// forged datagram from a victim's address to have the victim banned (or logged for fail2ban).
+#[test]
+fn failures_forged_in_another_sources_name_are_not_counted() {
+    let mut n = Net::new(7);
+    let sw = guarded(&mut n, "max_auth_failures = 2");
+    let mut attacker = Client::new("127.0.0.66:5070");
+    let text = attacker.register_text("1001", None, "x");
+    let r = attacker.ask(&mut n, sw, &text);
+    let ch = Challenge::parse(r[0].header(HeaderName::WwwAuthenticate).unwrap()).unwrap();
+    let mut victim = Client::new("127.0.0.2:5060");
+    for i in 0..5 {
+        let auth =
+            Authorization::build(&ch, "1001", "wrong", "REGISTER", "sip:strowger", i + 1, "c");
+        let text = victim.register_text("1001", Some(&auth), "x");
+        // Sent "from" the victim: a fresh challenge, not a 403.
+        let r = victim.ask(&mut n, sw, &text);
+        assert_eq!(r[0].status(), Some(401), "{r:?}");
+    }
+    assert!(
+        security_lines(&mut n, sw).is_empty(),
+        "{:?}",
+        security_lines(&mut n, sw)
+    );
+    assert_eq!(victim.register(&mut n, sw, "1001", "right"), Some(200));
+}
+
 #[test]
 fn a_username_that_is_not_the_to_user_counts_as_a_failure() {
     let mut n = Net::new(2);
