@@ -30,6 +30,7 @@ declare -A want=(
   # and dnsmasq serving its NAPTR/SRV/A records
   [kamailio]=/usr/sbin/kamailio
   [dnsmasq-base]=/usr/sbin/dnsmasq
+  [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
   # a human voice and music (CC-BY-SA 3.0) for the PESQ quality test
   [asterisk-core-sounds-en-wav]=/usr/share/asterisk/sounds/en_US_f_Allison/demo-congrats.wav
   [asterisk-moh-opsound-wav]=/usr/share/asterisk/moh/macroform-cold_day.wav
@@ -53,6 +54,18 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq >/dev/null
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Attack tools for the security test (crates/strowger/tests/security.rs): SIPVicious from PyPI.
+if [[ ${1:-test} != build ]] && ! command -v sipvicious_svcrack >/dev/null; then
+  echo "setup.sh: installing the sipvicious Python package"
+  python3 -m pip --version >/dev/null 2>&1 || {
+    sudo=""
+    ((EUID == 0)) || sudo="sudo"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+  }
+  python3 -m pip install --quiet sipvicious 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages sipvicious
 fi
 
 # PESQ scoring (crates/strowger/tests/quality.rs): the `pesq` package from PyPI.

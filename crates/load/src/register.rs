@@ -442,7 +442,7 @@ mod tests {
 
         // The registrar's side: a nonce it issued, checked with the same code strowger uses.
         let mut nonces = Nonces::new([9; 32], 300, 100);
-        let nonce = nonces.issue(1_000);
+        let nonce = nonces.issue(1_000, b"");
         let md5 = Challenge {
             realm: "strowger".into(),
             nonce,
@@ -464,7 +464,7 @@ mod tests {
         let ha1 = sip::auth::ha1(Algorithm::Md5, "5000", "strowger", "pw");
         assert!(a.verify(&ha1, "REGISTER"), "{a:?}");
         assert_eq!(
-            nonces.check(&a.nonce, a.nc.as_deref(), 1_001),
+            nonces.check(&a.nonce, a.nc.as_deref(), 1_001, b""),
             NonceCheck::Valid
         );
 

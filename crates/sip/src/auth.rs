@@ -337,9 +337,10 @@ impl Nonces {
         }
     }
 
-    fn mac(&self, body: &str) -> String {
+    fn mac(&self, body: &str, bind: &[u8]) -> String {
         let mut mac = self.keyed.clone();
         mac.update(body.as_bytes());
+        mac.update(bind);
         hex(&mac.finalize().into_bytes()[..16])
     }
 
@@ -355,22 +356,26 @@ impl Nonces {
         u8::from_str_radix(nonce.get(16..18)?, 16).ok()
     }
 
-    /// A fresh nonce at unix time `now`.
-    pub fn issue(&mut self, now: u64) -> String {
+    /// A fresh nonce at unix time `now`, bound to `bind` (the client's address): its MAC covers
+    /// it, so the nonce is good only when answered with the same `bind` — from the address it
+    /// was sent to. One client cannot spend a challenge sent to another, and an answer that
+    /// fails proves the round trip from its source (a failure counted against an address was
+    /// sent from it, not forged in its name).
+    pub fn issue(&mut self, now: u64, bind: &[u8]) -> String {
         self.counter += 1;
         let mut body = hex(&now.to_be_bytes());
         body.push_str(&hex(&self.counter.to_be_bytes()));
-        let mac = self.mac(&body);
+        let mac = self.mac(&body, bind);
         body.push_str(&mac);
         body
     }
 
-    fn issued_at(&self, nonce: &str) -> Option<u64> {
+    fn issued_at(&self, nonce: &str, bind: &[u8]) -> Option<u64> {
         if nonce.len() != 64 || !nonce.is_ascii() {
             return None;
         }
         let (body, mac) = nonce.split_at(32);
-        if !bool::from(self.mac(body).as_bytes().ct_eq(mac.as_bytes())) {
+        if !bool::from(self.mac(body, bind).as_bytes().ct_eq(mac.as_bytes())) {
             return None;
         }
         u64::from_str_radix(&body[..16], 16).ok()
@@ -378,16 +383,22 @@ impl Nonces {
 
     /// What [`Nonces::check`] would answer, recording nothing: to refuse a stale or foreign nonce
     /// before the password is looked up, and count its use only once the password is right.
-    pub fn peek(&self, nonce: &str, nc: Option<&str>, now: u64) -> NonceCheck {
-        match self.judge(nonce, nc, now) {
+    pub fn peek(&self, nonce: &str, nc: Option<&str>, now: u64, bind: &[u8]) -> NonceCheck {
+        match self.judge(nonce, nc, now, bind) {
             Ok(_) => NonceCheck::Valid,
             Err(c) => c,
         }
     }
 
     /// A nonce's issue time and the nonce-count asked for, if it is ours, fresh and unused.
-    fn judge(&self, nonce: &str, nc: Option<&str>, now: u64) -> Result<(u64, u32), NonceCheck> {
-        let Some(t) = self.issued_at(nonce) else {
+    fn judge(
+        &self,
+        nonce: &str,
+        nc: Option<&str>,
+        now: u64,
+        bind: &[u8],
+    ) -> Result<(u64, u32), NonceCheck> {
+        let Some(t) = self.issued_at(nonce, bind) else {
             return Err(NonceCheck::Invalid);
         };
         if t > now + 5 || now.saturating_sub(t) > self.lifetime_s || t <= self.floor {
@@ -406,10 +417,10 @@ impl Nonces {
         }
     }
 
-    /// Checks a nonce and, when valid, records the nonce-count (`nc` hex; None when the client
-    /// used no qop, which allows one use of the nonce).
-    pub fn check(&mut self, nonce: &str, nc: Option<&str>, now: u64) -> NonceCheck {
-        let (t, nc) = match self.judge(nonce, nc, now) {
+    /// Checks a nonce answered with `bind` and, when valid, records the nonce-count (`nc` hex;
+    /// None when the client used no qop, which allows one use of the nonce).
+    pub fn check(&mut self, nonce: &str, nc: Option<&str>, now: u64, bind: &[u8]) -> NonceCheck {
+        let (t, nc) = match self.judge(nonce, nc, now, bind) {
             Ok(v) => v,
             Err(c) => return c,
         };
@@ -521,7 +532,7 @@ mod tests {
         // A nonce is hex(time) . hex(counter) . the first half of HMAC-SHA-256(secret, both).
         let mut n = Nonces::new([7; 32], 300, 4);
         assert_eq!(
-            n.issue(1000),
+            n.issue(1000, b""),
             "00000000000003e8000000000000000183c2a0ca99ff592bdad5438c7e0d3365"
         );
     }
@@ -574,17 +585,40 @@ mod tests {
     #[test]
     fn a_nonce_names_its_issuer_and_peeking_records_nothing() {
         let mut n = Nonces::new([7; 32], 300, 4).with_issuer(3);
-        let nonce = n.issue(1000);
+        // Bound to the address it was sent to: from another, it is not ours.
+        let to_a = n.issue(1000, b"192.0.2.1");
+        assert_eq!(n.peek(&to_a, None, 1001, b"192.0.2.1"), NonceCheck::Valid);
+        assert_eq!(n.peek(&to_a, None, 1001, b"192.0.2.2"), NonceCheck::Invalid);
+        assert_eq!(
+            n.check(&to_a, None, 1001, b"192.0.2.2"),
+            NonceCheck::Invalid
+        );
+        let nonce = n.issue(1000, b"");
         assert_eq!(Nonces::issuer(&nonce), Some(3));
         assert_eq!(Nonces::issuer("short"), None);
-        assert_eq!(n.peek(&nonce, Some("00000001"), 1001), NonceCheck::Valid);
-        assert_eq!(n.peek(&nonce, Some("00000001"), 1001), NonceCheck::Valid);
-        assert_eq!(n.check(&nonce, Some("00000001"), 1001), NonceCheck::Valid);
-        assert_eq!(n.peek(&nonce, Some("00000001"), 1001), NonceCheck::Stale);
-        assert_eq!(n.peek(&nonce, Some("00000002"), 1001), NonceCheck::Valid);
+        assert_eq!(
+            n.peek(&nonce, Some("00000001"), 1001, b""),
+            NonceCheck::Valid
+        );
+        assert_eq!(
+            n.peek(&nonce, Some("00000001"), 1001, b""),
+            NonceCheck::Valid
+        );
+        assert_eq!(
+            n.check(&nonce, Some("00000001"), 1001, b""),
+            NonceCheck::Valid
+        );
+        assert_eq!(
+            n.peek(&nonce, Some("00000001"), 1001, b""),
+            NonceCheck::Stale
+        );
+        assert_eq!(
+            n.peek(&nonce, Some("00000002"), 1001, b""),
+            NonceCheck::Valid
+        );
         let mut other = Nonces::new([7; 32], 300, 4).with_issuer(4);
         assert_eq!(
-            other.check(&nonce, Some("00000002"), 1001),
+            other.check(&nonce, Some("00000002"), 1001, b""),
             NonceCheck::Valid,
             "another worker with the secret verifies it (its counts are not shared)"
         );
@@ -593,51 +627,57 @@ mod tests {
     #[test]
     fn nonces_are_ours_expire_and_refuse_replays() {
         let mut n = Nonces::new([7; 32], 300, 4);
-        let nonce = n.issue(1000);
-        assert_eq!(n.check(&nonce, Some("00000001"), 1001), NonceCheck::Valid);
+        let nonce = n.issue(1000, b"");
         assert_eq!(
-            n.check(&nonce, Some("00000001"), 1001),
+            n.check(&nonce, Some("00000001"), 1001, b""),
+            NonceCheck::Valid
+        );
+        assert_eq!(
+            n.check(&nonce, Some("00000001"), 1001, b""),
             NonceCheck::Stale,
             "replay"
         );
-        assert_eq!(n.check(&nonce, Some("00000002"), 1002), NonceCheck::Valid);
         assert_eq!(
-            n.check(&nonce, Some("00000002"), 1300),
+            n.check(&nonce, Some("00000002"), 1002, b""),
+            NonceCheck::Valid
+        );
+        assert_eq!(
+            n.check(&nonce, Some("00000002"), 1300, b""),
             NonceCheck::Stale,
             "replay"
         );
         assert_eq!(
-            n.check(&nonce, Some("00000003"), 1301),
+            n.check(&nonce, Some("00000003"), 1301, b""),
             NonceCheck::Stale,
             "expired"
         );
         // Another process (another secret) did not issue it; a forged MAC is refused.
         let mut other = Nonces::new([8; 32], 300, 4);
         assert_eq!(
-            other.check(&nonce, Some("00000009"), 1001),
+            other.check(&nonce, Some("00000009"), 1001, b""),
             NonceCheck::Invalid
         );
         let mut forged = nonce.clone();
         forged.replace_range(0..1, "1");
-        assert_eq!(n.check(&forged, None, 1001), NonceCheck::Invalid);
+        assert_eq!(n.check(&forged, None, 1001, b""), NonceCheck::Invalid);
         // Without qop a nonce is good once.
-        let once = n.issue(1000);
-        assert_eq!(n.check(&once, None, 1000), NonceCheck::Valid);
-        assert_eq!(n.check(&once, None, 1000), NonceCheck::Stale);
+        let once = n.issue(1000, b"");
+        assert_eq!(n.check(&once, None, 1000, b""), NonceCheck::Valid);
+        assert_eq!(n.check(&once, None, 1000, b""), NonceCheck::Stale);
     }
 
     #[test]
     fn nc_table_is_bounded_and_eviction_stays_safe() {
         let mut n = Nonces::new([1; 32], 300, 4);
-        let old: Vec<String> = (0..4).map(|i| n.issue(1000 + i)).collect();
+        let old: Vec<String> = (0..4).map(|i| n.issue(1000 + i, b"")).collect();
         for o in &old {
-            assert_eq!(n.check(o, Some("1"), 1010), NonceCheck::Valid);
+            assert_eq!(n.check(o, Some("1"), 1010, b""), NonceCheck::Valid);
         }
-        let new = n.issue(1005);
-        assert_eq!(n.check(&new, Some("1"), 1010), NonceCheck::Valid);
+        let new = n.issue(1005, b"");
+        assert_eq!(n.check(&new, Some("1"), 1010, b""), NonceCheck::Valid);
         assert!(n.seen.len() <= 4);
         // The evicted ones cannot be replayed: they are stale now.
-        assert_eq!(n.check(&old[0], Some("2"), 1010), NonceCheck::Stale);
-        assert_eq!(n.check(&new, Some("1"), 1010), NonceCheck::Stale);
+        assert_eq!(n.check(&old[0], Some("2"), 1010, b""), NonceCheck::Stale);
+        assert_eq!(n.check(&new, Some("1"), 1010, b""), NonceCheck::Stale);
     }
 }

@@ -21,6 +21,24 @@ pub fn wanted(rtp_pairs: usize, limit: u64) -> usize {
     rtp_pairs.saturating_mul(2).saturating_add(OTHER).min(limit)
 }
 
+/// Descriptors kept free for everything but RTP and TCP connections when capping TCP.
+pub const HEADROOM: usize = 256;
+
+/// The most TCP connections to hold at once: `tcp_max` (`security.tcp_max`), lowered so that
+/// the RTP sockets `rtp_fds` and [`HEADROOM`] still fit under the soft RLIMIT_NOFILE `limit`: a
+/// flood of connections must never leave a call without its RTP sockets. At least 16.
+pub fn tcp_cap(tcp_max: usize, rtp_fds: usize, limit: u64) -> usize {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let room = limit.saturating_sub(rtp_fds.saturating_add(HEADROOM));
+    tcp_max.min(room.max(16))
+}
+
+/// RTP descriptors a process may hold: two per port pair it may bind, which is no more than
+/// the range's pairs nor than two legs per call (`max_calls`) and each worker's spare pairs.
+pub fn rtp_fds(rtp_pairs: usize, max_calls: usize, workers: usize, spare: usize) -> usize {
+    2 * rtp_pairs.min(2 * max_calls + workers * spare)
+}
+
 /// The soft RLIMIT_NOFILE.
 pub fn limit() -> u64 {
     let mut rl = libc::rlimit {
@@ -68,6 +86,18 @@ mod tests {
         assert_eq!(wanted(10_000, 20_000), 20_000);
         assert_eq!(wanted(0, 20_000), OTHER);
         assert_eq!(wanted(usize::MAX, u64::MAX), usize::MAX);
+    }
+
+    #[test]
+    fn tcp_connections_leave_room_for_the_rtp_sockets() {
+        // The default range (5,000 pairs) under a limit of 20,000: 4,096 fit beside 10,000.
+        let rtp = rtp_fds(5_000, 1_000, 2, 64);
+        assert_eq!(rtp, 2 * 2_128);
+        assert_eq!(tcp_cap(4_096, 10_000, 20_000), 4_096);
+        // Under the common 1,024 a few hundred, and never none.
+        assert_eq!(tcp_cap(4_096, 500, 1_024), 268);
+        assert_eq!(tcp_cap(4_096, 10_000, 1_024), 16);
+        assert_eq!(tcp_cap(8, 0, 1_000_000), 8);
     }
 
     /// The table's size is FDSize in /proc/self/status.

@@ -4,14 +4,79 @@
 //! SIP messages are traced at debug under the target [`SIP`], like Asterisk's `sip set debug
 //! on`: every message a worker reads or sends, whole. At info and above nothing of them is
 //! formatted ([`sip_enabled`] is checked first).
+//!
+//! Security events (failed authentications, scanners, bans) go to the target [`SECURITY`] and,
+//! when `general.security_log` names a file, to that file too, one line each in a format that
+//! never changes with `general.log_format` and that nothing but these events writes:
+//! `2026-11-26T08:14:28.123Z strowger[4242]: security: auth_failed source=192.0.2.7
+//! user="1001@strowger" reason="wrong password"`. contrib/fail2ban reads it. Every value a peer
+//! chose (a user name, a User-Agent) is quoted with its quotes, backslashes and control
+//! characters escaped, so no peer can write a line that names another source.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 use switch::config::{LogFormat, LogLevel};
 use tracing::level_filters::LevelFilter;
 
 /// The target of the SIP message trace.
 pub const SIP: &str = "strowger::sip";
+/// The target of security events.
+pub const SECURITY: &str = "strowger::security";
+
+static SECURITY_LOG: OnceLock<Mutex<std::fs::File>> = OnceLock::new();
+
+/// Opens (appends to, creating it) the security log; the process writes it from then on.
+pub fn open_security_log(path: &Path) -> std::io::Result<()> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let _ = SECURITY_LOG.set(Mutex::new(f));
+    Ok(())
+}
+
+/// One security event: `what` is its kind and fields (`auth_failed source=… user="…" …`),
+/// written to the main log (warn, target [`SECURITY`]) and to the security log file.
+pub fn security(what: std::fmt::Arguments<'_>) {
+    tracing::warn!(target: SECURITY, "{what}");
+    if let Some(f) = SECURITY_LOG.get() {
+        let line = format!(
+            "{} strowger[{}]: security: {what}\n",
+            rfc3339(SystemTime::now()),
+            std::process::id()
+        );
+        if let Ok(mut f) = f.lock() {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
+/// `2026-11-26T08:14:28.123Z`: UTC, milliseconds.
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
 
 /// Installs the process's subscriber: stderr, a timestamp on every line, events at `level` and
 /// more severe. Called once, by `main` for the server; a second call changes nothing.
@@ -90,6 +155,14 @@ pub fn call_id(text: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_in_utc_with_milliseconds() {
+        let t = |s: u64, ms: u64| UNIX_EPOCH + std::time::Duration::from_millis(s * 1000 + ms);
+        assert_eq!(rfc3339(t(0, 0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(t(951_782_400, 5)), "2000-02-29T00:00:00.005Z");
+        assert_eq!(rfc3339(t(1_795_680_868, 123)), "2026-11-26T08:14:28.123Z");
+    }
 
     #[test]
     fn call_id_in_full_and_compact_form() {

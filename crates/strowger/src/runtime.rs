@@ -62,6 +62,15 @@ pub fn run(cfg: Config) -> Result<(), String> {
         )
     })?;
     let cdr_path = data_dir.join(&cfg.general.cdr);
+    if let Some(name) = &cfg.general.security_log {
+        let path = data_dir.join(name);
+        crate::logging::open_security_log(&path).map_err(|e| {
+            format!(
+                "cannot open the security log {}: {e} (set general.security_log, \"\" for none)",
+                path.display()
+            )
+        })?;
+    }
     let dialplan = Arc::new(cfg.dialplan.clone());
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())
@@ -137,6 +146,24 @@ pub fn run(cfg: Config) -> Result<(), String> {
     codec::translate::Graph::global();
     let measured = measured.elapsed();
 
+    // TCP connections may take what the RTP sockets leave of the descriptor limit.
+    let limit = crate::fds::limit();
+    let rtp_fds = crate::fds::rtp_fds(
+        cfg.rtp.ports.pairs(),
+        cfg.general.max_calls as usize,
+        workers,
+        worker::SPARE_PAIRS,
+    );
+    let tcp_max = crate::fds::tcp_cap(cfg.security.tcp_max as usize, rtp_fds, limit);
+    if tcp_max < cfg.security.tcp_max as usize && !tcp.is_empty() {
+        tracing::warn!(
+            "at most {tcp_max} TCP connections (security.tcp_max is {}): the file descriptor \
+             limit {limit} must also hold {rtp_fds} RTP sockets — raise it (ulimit -n, \
+             LimitNOFILE=) or narrow rtp.ports",
+            cfg.security.tcp_max
+        );
+    }
+    let tcp_limits = crate::sip_io::TcpLimits::new(&cfg.security, tcp_max);
     let priority = cfg.general.realtime_priority;
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
@@ -213,8 +240,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
             iax_reply,
         };
         let media = MediaSockets::new(media_ip, slice_lo, slice_hi);
-        let w = Worker::new(crew, poll, sockets, engine, media, host, &cfg.sip)
+        let mut w = Worker::new(crew, poll, sockets, engine, media, host, &cfg.sip)
             .map_err(|e| e.to_string())?;
+        w.tcp = tcp_limits;
         handles.push(
             std::thread::Builder::new()
                 .name(format!("worker-{id}"))
@@ -242,8 +270,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let _ = h.join();
     }
     tracing::info!(
-        "stopped ({} unparseable datagrams dropped)",
-        counters.dropped_unparseable.load(Ordering::Relaxed)
+        "stopped ({} unparseable datagrams dropped, {} dropped from banned or flooding sources, {} TCP connections refused)",
+        counters.dropped_unparseable.load(Ordering::Relaxed),
+        counters.dropped_guard.load(Ordering::Relaxed),
+        counters.tcp_refused.load(Ordering::Relaxed)
     );
     Ok(())
 }

@@ -8,6 +8,41 @@ use sip::{Message, ParseError};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// What TCP connections may hold (`[security]`): connections at once in all (lowered at start
+/// to leave the RTP ports their descriptors, `crate::fds::tcp_cap`) and per source, how long
+/// one may stay silent, and how long one may stay without authenticating.
+#[derive(Clone, Copy, Debug)]
+pub struct TcpLimits {
+    pub max: usize,
+    pub per_source: usize,
+    pub idle: Duration,
+    pub unauthenticated: Duration,
+}
+
+impl TcpLimits {
+    pub fn new(s: &switch::config::Security, max: usize) -> TcpLimits {
+        TcpLimits {
+            max,
+            per_source: s.tcp_max_per_source as usize,
+            idle: s.tcp_idle,
+            unauthenticated: s.tcp_unauthenticated,
+        }
+    }
+}
+
+impl Default for TcpLimits {
+    /// What `[security]` defaults to.
+    fn default() -> TcpLimits {
+        TcpLimits {
+            max: 4096,
+            per_source: 32,
+            idle: Duration::from_secs(120),
+            unauthenticated: Duration::from_secs(30),
+        }
+    }
+}
 
 /// A UDP socket bound with SO_REUSEPORT, so every worker can bind the same address.
 pub fn udp_reuseport(addr: SocketAddr) -> io::Result<UdpSocket> {
@@ -45,6 +80,12 @@ pub struct Conn {
     pub local: SocketAddr,
     inbuf: Vec<u8>,
     outbuf: Vec<u8>,
+    pub opened: Instant,
+    /// When bytes last went either way.
+    pub last: Instant,
+    /// A REGISTER or authenticated request succeeded on it, strowger opened it, or its peer
+    /// is whitelisted or trusted: it is not closed for want of authentication.
+    pub authenticated: bool,
 }
 
 /// What reading a connection gave.
@@ -54,14 +95,27 @@ pub enum ReadOutcome {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, peer: SocketAddr, local: SocketAddr) -> Conn {
+    pub fn new(stream: TcpStream, peer: SocketAddr, local: SocketAddr, now: Instant) -> Conn {
         Conn {
             stream,
             peer,
             local,
             inbuf: Vec::new(),
             outbuf: Vec::new(),
+            opened: now,
+            last: now,
+            authenticated: false,
         }
+    }
+
+    /// Why it should be closed at `now`, if it should: silent past `idle`, or unauthenticated
+    /// past `unauthenticated` since it opened.
+    pub fn expired(&self, limits: &TcpLimits, now: Instant) -> Option<&'static str> {
+        if now.saturating_duration_since(self.last) >= limits.idle {
+            return Some("idle");
+        }
+        let age = now.saturating_duration_since(self.opened);
+        (!self.authenticated && age >= limits.unauthenticated).then_some("unauthenticated")
     }
 
     /// Reads what is there and frames whole messages (Content-Length is mandatory on streams).
@@ -71,7 +125,10 @@ impl Conn {
         loop {
             match self.stream.read(&mut chunk) {
                 Ok(0) => return ReadOutcome::Closed,
-                Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    self.last = Instant::now();
+                    self.inbuf.extend_from_slice(&chunk[..n]);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return ReadOutcome::Closed,
@@ -107,6 +164,7 @@ impl Conn {
     }
 
     pub fn send(&mut self, bytes: &[u8]) {
+        self.last = Instant::now();
         if self.outbuf.is_empty() {
             match self.stream.write(bytes) {
                 Ok(n) if n == bytes.len() => {}

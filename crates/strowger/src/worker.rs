@@ -7,13 +7,13 @@
 
 use crate::logging::{self, Dir};
 use crate::rtp_io::{MediaSockets, SHARED_BATCH};
-use crate::sip_io::{self, Conn, ReadOutcome};
+use crate::sip_io::{self, Conn, ReadOutcome, TcpLimits};
 use mio::net::{TcpListener, UdpSocket};
 use mio::{Events, Interest, Poll, Token, Waker};
 use sip::transaction::{Peer, Transport};
 use sip::{Message, ParseError};
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -91,12 +91,20 @@ pub enum Envelope {
         token: u64,
         result: Result<switch::trunks::Resolved, String>,
     },
+    /// A source another worker banned (`switch::Event::Ban`): dropped here too.
+    Ban { source: IpAddr, until: Instant },
+    /// The TCP peer authenticated on another worker (connections live on worker 0).
+    TcpAuthenticated { peer: SocketAddr },
 }
 
 /// Counters shared with the process (read by tests and the bench through the log on exit).
 #[derive(Default)]
 pub struct Counters {
     pub dropped_unparseable: AtomicU64,
+    /// SIP datagrams and TCP messages dropped unread: banned sources, or over their rate.
+    pub dropped_guard: AtomicU64,
+    /// TCP connections accepted and closed at once (banned source, or over a cap).
+    pub tcp_refused: AtomicU64,
 }
 
 /// The workers' inboxes. A wake-up is a write to the target's eventfd and often a context
@@ -233,11 +241,22 @@ pub struct Worker {
     pub deadline: Option<Instant>,
     /// Ports of spare RTP pairs bound since the engine was last told.
     pub fresh_ports: Vec<u16>,
+    /// What TCP connections may hold (`[security]`; set by the runtime, defaults otherwise).
+    pub tcp: TcpLimits,
+    /// TCP connections open per source address.
+    pub tcp_per_source: HashMap<IpAddr, usize>,
+    /// When the TCP connections are next checked for idle and unauthenticated ones.
+    pub next_conn_sweep: Instant,
+    /// A listener's accept failed (out of descriptors): it is tried again on the next sweep,
+    /// since its readiness is edge-triggered.
+    pub accept_retry: bool,
+    /// When TCP connections refused over a cap were last logged.
+    pub tcp_refused_logged: Option<Instant>,
 }
 
 /// Spare RTP pairs a worker keeps bound for new legs: more than a burst of SIP datagrams opens
 /// between two top-ups (a batch of 16 bridged INVITEs takes 32).
-const SPARE_PAIRS: usize = 64;
+pub const SPARE_PAIRS: usize = 64;
 
 /// The time now, both clocks.
 fn clock() -> Clock {
@@ -296,6 +315,11 @@ impl Worker {
             sip_send: mmsg::SendBatch::new(),
             deadline: None,
             fresh_ports: Vec::new(),
+            tcp: TcpLimits::default(),
+            tcp_per_source: HashMap::new(),
+            next_conn_sweep: Instant::now(),
+            accept_retry: false,
+            tcp_refused_logged: None,
         };
         w.register()?;
         Ok(w)
@@ -369,6 +393,9 @@ impl Worker {
             }
             let now = Instant::now();
             self.tick_if_due(now);
+            if now >= self.next_conn_sweep {
+                self.sweep_conns(now);
+            }
             if self.host.store_overdue(now) {
                 self.store_ready();
             }
@@ -662,8 +689,80 @@ impl Worker {
                 source,
                 user,
                 reason,
+            } => logging::security(format_args!(
+                "auth_failed source={source} user={user:?} reason={reason:?}"
+            )),
+            Event::Scanner { source, user_agent } => logging::security(format_args!(
+                "scanner source={source} user_agent={user_agent:?}"
+            )),
+            Event::Ban {
+                source,
+                until,
+                seconds,
+                reason,
             } => {
-                tracing::warn!(target: "strowger::security", "{reason} from {source} user {user:?}")
+                logging::security(format_args!(
+                    "banned source={source} reason={reason:?} for={seconds}s"
+                ));
+                for w in (0..self.workers).filter(|&w| w != self.id) {
+                    let ban = Envelope::Ban { source, until };
+                    post(&self.mail, &mut self.to_wake, w, ban);
+                }
+                self.close_conns_from(source);
+            }
+            Event::TcpAuthenticated { peer } => self.tcp_authenticated(peer),
+        }
+    }
+
+    /// The TCP peer at `peer` authenticated: its connection stays past the unauthenticated
+    /// lifetime (connections live on worker 0).
+    fn tcp_authenticated(&mut self, peer: SocketAddr) {
+        if self.id != 0 {
+            let env = Envelope::TcpAuthenticated { peer };
+            post(&self.mail, &mut self.to_wake, 0, env);
+            return;
+        }
+        if let Some(c) = self
+            .conn_by_peer
+            .get(&peer)
+            .and_then(|t| self.conns.get_mut(t))
+        {
+            c.authenticated = true;
+        }
+    }
+
+    /// Closes every TCP connection from a banned source.
+    fn close_conns_from(&mut self, source: IpAddr) {
+        let from: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| switch::acl::canonical(c.peer.ip()) == source)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in from {
+            self.close_conn(t);
+        }
+    }
+
+    /// Closes the TCP connections silent past `security.tcp_idle_s` or unauthenticated past
+    /// `security.tcp_unauthenticated_s`, and retries a listener that ran out of descriptors.
+    /// Runs once a second.
+    fn sweep_conns(&mut self, now: Instant) {
+        self.next_conn_sweep = now + Duration::from_secs(1);
+        let expired: Vec<(usize, &'static str)> = self
+            .conns
+            .iter()
+            .filter_map(|(t, c)| c.expired(&self.tcp, now).map(|why| (*t, why)))
+            .collect();
+        for (t, why) in expired {
+            if let Some(c) = self.conns.get(&t) {
+                tracing::debug!("closing the TCP connection from {} ({why})", c.peer);
+            }
+            self.close_conn(t);
+        }
+        if std::mem::take(&mut self.accept_retry) {
+            for i in 0..self.listeners.len() {
+                self.accept(i);
             }
         }
     }
@@ -714,10 +813,16 @@ impl Worker {
             // One reading of the clocks per batch: its datagrams arrived together.
             let at = clock();
             let now = at.now;
+            let mut dropped = 0;
             for i in 0..n {
                 let Some((data, src)) = batch.get(i) else {
                     continue;
                 };
+                // Banned sources (and sources over their rate) cost one lookup, nothing more.
+                if !self.engine.admit(src.ip(), now) {
+                    dropped += 1;
+                    continue;
+                }
                 let peer = Peer {
                     transport: Transport::Udp,
                     addr: src,
@@ -741,6 +846,15 @@ impl Worker {
                             .dropped_unparseable
                             .fetch_add(1, Ordering::Relaxed);
                     }
+                }
+            }
+            if dropped > 0 {
+                self.counters
+                    .dropped_guard
+                    .fetch_add(dropped, Ordering::Relaxed);
+                // A ban just decided leaves as an event: hand it to the other workers now.
+                if self.engine.has_events() {
+                    self.drain(at);
                 }
             }
             if n < SIP_BATCH {
@@ -769,12 +883,61 @@ impl Worker {
             let local = *local;
             match l.accept() {
                 Ok((stream, peer)) => {
+                    let now = Instant::now();
+                    if let Some(why) = self.refuse_conn(peer.ip(), now) {
+                        // Accepted and closed at once: the peer sees the connection reset.
+                        drop(stream);
+                        self.counters.tcp_refused.fetch_add(1, Ordering::Relaxed);
+                        self.log_refused(peer.ip(), why, now);
+                        continue;
+                    }
                     let _ = stream.set_nodelay(true);
-                    self.add_conn(Conn::new(stream, peer, local));
+                    let mut conn = Conn::new(stream, peer, local, now);
+                    conn.authenticated = self.engine.exempt(peer.ip());
+                    self.add_conn(conn);
                 }
-                Err(_) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors (EMFILE/ENFILE) or the like: the pending connections
+                    // stay in the backlog and the listener will not signal again; try later.
+                    self.accept_retry = true;
+                    tracing::warn!("cannot accept a TCP connection on {local}: {e}");
+                    return;
+                }
             }
         }
+    }
+
+    /// Why a new TCP connection from `ip` is refused, if it is: a banned source, all
+    /// connections taken (`security.tcp_max`), or its own taken (`security.tcp_max_per_source`,
+    /// whitelisted and trusted sources aside).
+    fn refuse_conn(&self, ip: IpAddr, now: Instant) -> Option<&'static str> {
+        if self.engine.banned(ip, now) {
+            return Some("banned");
+        }
+        if self.conns.len() >= self.tcp.max {
+            return Some("security.tcp_max");
+        }
+        let mine = self.tcp_per_source.get(&ip).copied().unwrap_or(0);
+        (mine >= self.tcp.per_source && !self.engine.exempt(ip))
+            .then_some("security.tcp_max_per_source")
+    }
+
+    /// Refused connections are logged at most every 10 s (a connection flood is many).
+    fn log_refused(&mut self, ip: IpAddr, why: &str, now: Instant) {
+        if why == "banned"
+            || self
+                .tcp_refused_logged
+                .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(10))
+        {
+            return;
+        }
+        self.tcp_refused_logged = Some(now);
+        tracing::warn!(
+            "refusing TCP connections from {ip}: {why} reached ({} refused so far)",
+            self.counters.tcp_refused.load(Ordering::Relaxed)
+        );
     }
 
     fn conn_ready(&mut self, token: usize, readable: bool, writable: bool) {
@@ -793,6 +956,12 @@ impl Worker {
         let outcome = conn.read(self.max_message, |m| msgs.push(m));
         let at = clock();
         for m in msgs {
+            if !self.engine.admit(peer.ip(), at.now) {
+                self.counters.dropped_guard.fetch_add(1, Ordering::Relaxed);
+                self.drain(at);
+                self.close_conn(token);
+                return;
+            }
             self.deliver(
                 m,
                 Peer {
@@ -813,7 +982,16 @@ impl Worker {
     fn close_conn(&mut self, token: usize) {
         if let Some(mut c) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(&mut c.stream);
-            self.conn_by_peer.remove(&c.peer);
+            if self.conn_by_peer.get(&c.peer) == Some(&token) {
+                self.conn_by_peer.remove(&c.peer);
+            }
+            let ip = c.peer.ip();
+            if let Some(n) = self.tcp_per_source.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    self.tcp_per_source.remove(&ip);
+                }
+            }
             if c.unsent() {
                 // Never delivered: what waits on it (a trunk's REGISTER or INVITE) fails over.
                 let peer = Peer {
@@ -871,6 +1049,11 @@ impl Worker {
                     };
                     self.input(now, input);
                 }
+                Envelope::Ban { source, until } => {
+                    self.input(now, Input::Ban { source, until });
+                    self.close_conns_from(source);
+                }
+                Envelope::TcpAuthenticated { peer } => self.tcp_authenticated(peer),
             }
         }
     }
@@ -897,7 +1080,10 @@ impl Worker {
             return;
         };
         let local = self.listeners.first().map_or(to, |l| l.1);
-        if let Some(conn) = self.add_conn(Conn::new(stream, to, local)) {
+        let mut conn = Conn::new(stream, to, local, Instant::now());
+        // strowger opened it: the peer need not prove anything to keep it.
+        conn.authenticated = true;
+        if let Some(conn) = self.add_conn(conn) {
             conn.send(bytes);
         }
     }
@@ -916,6 +1102,7 @@ impl Worker {
             )
             .ok()?;
         self.conn_by_peer.insert(conn.peer, token);
+        *self.tcp_per_source.entry(conn.peer.ip()).or_insert(0) += 1;
         Some(self.conns.entry(token).or_insert(conn))
     }
 

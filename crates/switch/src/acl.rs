@@ -22,7 +22,8 @@ impl Cidr {
     }
 }
 
-fn canonical(ip: IpAddr) -> IpAddr {
+/// An IPv4 address reached over an IPv6 socket (`::ffff:a.b.c.d`) as the IPv4 address it is.
+pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,

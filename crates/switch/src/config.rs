@@ -93,6 +93,9 @@ pub struct General {
     pub retry_after_s: u32,
     /// CDR file (JSON lines), relative to `data_dir`.
     pub cdr: PathBuf,
+    /// The security log (failed authentications, bans: what fail2ban reads), relative to
+    /// `data_dir`; None: only the main log has them.
+    pub security_log: Option<PathBuf>,
     /// The least severe log events written (`--log-level` overrides).
     pub log_level: LogLevel,
     /// How log lines are written: text for people, JSON objects for log collectors.
@@ -142,12 +145,45 @@ pub struct Proxy {
     pub relay_for_users: bool,
 }
 
-/// `[security]`: what strowger grants by address.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// `[security]`: what strowger grants by address, and the limits that keep floods, scanners
+/// and password guessers out (switch::guard; TCP limits in the shell).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Security {
     /// Trunks and edge proxies: their requests are not challenged and may carry a preloaded
-    /// Route or a Path.
+    /// Route or a Path. Never rate-limited nor banned.
     pub trusted: crate::acl::Acl,
+    /// Never rate-limited nor banned (nor capped per source over TCP).
+    pub whitelist: crate::acl::Acl,
+    /// How long a ban lasts; zero: nobody is banned (floods are still cut to the rate).
+    pub ban: Duration,
+    /// SIP datagrams (and TCP messages) a second one source may send, sustained, and in a
+    /// burst; past that its datagrams are dropped and it is banned. Rate 0: no limit.
+    pub requests_per_s: u32,
+    pub request_burst: u32,
+    /// Failed authentications from one source within `auth_window` that ban it (0: none do).
+    pub max_auth_failures: u32,
+    pub auth_window: Duration,
+    /// User-Agent substrings (compared without case) of known scanners: their requests go
+    /// unanswered.
+    pub scanner_user_agents: Vec<String>,
+    pub scanner_action: ScannerAction,
+    /// TCP connections at once, in all and from one source (the whitelisted aside).
+    pub tcp_max: u32,
+    pub tcp_max_per_source: u32,
+    /// A TCP connection that carried nothing either way this long is closed.
+    pub tcp_idle: Duration,
+    /// A TCP connection that carried no successful REGISTER or authenticated request this
+    /// long after it opened is closed (trusted and whitelisted peers aside).
+    pub tcp_unauthenticated: Duration,
+}
+
+/// What a request from a known scanner gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScannerAction {
+    /// No answer; its source is logged once.
+    Drop,
+    /// No answer, and its source is banned.
+    Ban,
 }
 
 /// What keeps a NAT binding open towards a registered phone.
@@ -476,6 +512,7 @@ fn general(raw: RawGeneral, d: &mut Diagnostics) -> General {
         )),
         data_dir: raw.data_dir.into(),
         cdr: raw.cdr.into(),
+        security_log: (!raw.security_log.is_empty()).then(|| raw.security_log.into()),
         log_level: raw.log_level,
         log_format: raw.log_format,
         realtime_priority: narrow(bounded(
@@ -657,15 +694,108 @@ fn proxy(raw: RawProxy, d: &mut Diagnostics) -> Proxy {
     }
 }
 
-fn security(raw: RawSecurity, d: &mut Diagnostics) -> Security {
-    let mut trusted = crate::acl::Acl::default();
-    for (i, t) in raw.trusted.iter().enumerate() {
+fn acl(list: &[String], key: &str, d: &mut Diagnostics) -> crate::acl::Acl {
+    let mut acl = crate::acl::Acl::default();
+    for (i, t) in list.iter().enumerate() {
         match t.parse() {
-            Ok(c) => trusted.0.push(c),
-            Err(e) => d.error(&format!("security.trusted[{i}]"), e),
+            Ok(c) => acl.0.push(c),
+            Err(e) => d.error(&format!("{key}[{i}]"), e),
         }
     }
-    Security { trusted }
+    acl
+}
+
+fn security(raw: RawSecurity, d: &mut Diagnostics) -> Security {
+    let trusted = acl(&raw.trusted, "security.trusted", d);
+    let whitelist = acl(&raw.whitelist, "security.whitelist", d);
+    let day = 86_400;
+    let ban = bounded(d, "security.ban_s", raw.ban_s, 0, 30 * day);
+    let requests_per_s = bounded(
+        d,
+        "security.requests_per_s",
+        raw.requests_per_s,
+        0,
+        1_000_000,
+    );
+    let request_burst = bounded(
+        d,
+        "security.request_burst",
+        raw.request_burst,
+        1,
+        10_000_000,
+    );
+    if requests_per_s > 0 && request_burst < requests_per_s {
+        d.error(
+            "security.request_burst",
+            format_args!(
+                "{request_burst} is below security.requests_per_s ({requests_per_s}) — a burst \
+                 must hold at least a second of the rate"
+            ),
+        );
+    }
+    let max_auth_failures = bounded(
+        d,
+        "security.max_auth_failures",
+        raw.max_auth_failures,
+        0,
+        1_000_000,
+    );
+    let auth_window = bounded(d, "security.auth_window_s", raw.auth_window_s, 1, day);
+    for (i, ua) in raw.scanner_user_agents.iter().enumerate() {
+        if ua.trim().is_empty() {
+            d.error(
+                &format!("security.scanner_user_agents[{i}]"),
+                "must not be empty (it would match every User-Agent)",
+            );
+        }
+    }
+    let scanner_action = match raw.scanner_action.as_str() {
+        "drop" => ScannerAction::Drop,
+        "ban" => ScannerAction::Ban,
+        other => {
+            d.error(
+                "security.scanner_action",
+                format_args!("{other:?} — expected \"drop\" or \"ban\""),
+            );
+            ScannerAction::Drop
+        }
+    };
+    let tcp_max = bounded(d, "security.tcp_max", raw.tcp_max, 1, 1_000_000);
+    let tcp_max_per_source = bounded(
+        d,
+        "security.tcp_max_per_source",
+        raw.tcp_max_per_source,
+        1,
+        1_000_000,
+    );
+    let tcp_idle = bounded(d, "security.tcp_idle_s", raw.tcp_idle_s, 1, day);
+    let tcp_unauthenticated = bounded(
+        d,
+        "security.tcp_unauthenticated_s",
+        raw.tcp_unauthenticated_s,
+        1,
+        day,
+    );
+    Security {
+        trusted,
+        whitelist,
+        ban: Duration::from_secs(ban),
+        requests_per_s: narrow(requests_per_s),
+        request_burst: narrow(request_burst),
+        max_auth_failures: narrow(max_auth_failures),
+        auth_window: Duration::from_secs(auth_window),
+        scanner_user_agents: raw
+            .scanner_user_agents
+            .iter()
+            .map(|s| s.trim().to_ascii_lowercase())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        scanner_action,
+        tcp_max: narrow(tcp_max),
+        tcp_max_per_source: narrow(tcp_max_per_source),
+        tcp_idle: Duration::from_secs(tcp_idle),
+        tcp_unauthenticated: Duration::from_secs(tcp_unauthenticated),
+    }
 }
 
 fn users(raw: Vec<RawUser>, domain: &str, d: &mut Diagnostics) -> Vec<User> {

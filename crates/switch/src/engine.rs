@@ -218,6 +218,8 @@ pub struct Engine {
     pub(crate) files: crate::apps::Files,
     /// Trunks to providers: their servers, registrations (trunks.rs).
     pub(crate) trunks: crate::trunks::Trunks,
+    /// Rates, failed authentications, bans and scanners by source (guard.rs).
+    pub(crate) guard: crate::guard::Guard,
 }
 
 impl Engine {
@@ -243,6 +245,7 @@ impl Engine {
             clock: Clock::new(now, wall),
             files: crate::apps::Files::default(),
             trunks: crate::trunks::Trunks::new(s.trunks.len()),
+            guard: crate::guard::Guard::new(&s.security),
             s,
         };
         engine.trunks_start(now);
@@ -286,6 +289,7 @@ impl Engine {
                 down_until,
             } => self.trunk_server(trunk, server, down_until),
             Input::Unreachable(peer) => self.trunk_unreachable(peer, now),
+            Input::Ban { source, until } => self.guard.ban(source, until),
             Input::Overloaded(on) => self.overloaded = on,
             Input::Shutdown => self.shutdown(now),
         }
@@ -408,6 +412,9 @@ impl Engine {
     /// the worker can serve in time and sheds the rest, so a flood neither stalls the queue nor
     /// starves admission.
     fn on_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool, now: Instant) {
+        if msg.is_request() && self.screen(&msg, peer, now) {
+            return;
+        }
         if msg.is_request() {
             self.on_request(msg, peer, local, late, now);
         } else {

@@ -114,6 +114,11 @@ pub enum Input<'a> {
     /// or broke with bytes unsent. A trunk's REGISTER or INVITE waiting on it goes on to the
     /// provider's next server at once, as after a timeout.
     Unreachable(Peer),
+    /// A source another worker banned (its `Event::Ban`): dropped here too until `until`.
+    Ban {
+        source: std::net::IpAddr,
+        until: Instant,
+    },
     /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
     Overloaded(bool),
     /// The process is stopping: hang up every call.
@@ -189,6 +194,24 @@ pub enum Event {
         user: String,
         reason: &'static str,
     },
+    /// A source banned for `seconds` (until `until`) for `reason` (`switch::guard`): hand it
+    /// to every other worker as [`Input::Ban`], close its TCP connections, and write a line of
+    /// the security log.
+    Ban {
+        source: std::net::IpAddr,
+        until: Instant,
+        seconds: u64,
+        reason: &'static str,
+    },
+    /// A known scanner's request was dropped (the first from its source in a while): a line of
+    /// the security log.
+    Scanner {
+        source: std::net::IpAddr,
+        user_agent: String,
+    },
+    /// The TCP peer at this address authenticated (a REGISTER or an authenticated request
+    /// succeeded): its connection is kept past `security.tcp_unauthenticated_s`.
+    TcpAuthenticated { peer: SocketAddr },
     /// Something an operator should see; the text names the cause and the fix.
     Log {
         level: Level,

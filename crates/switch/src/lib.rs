@@ -11,6 +11,7 @@ pub mod config;
 pub mod dialog;
 pub mod dialplan;
 pub mod engine;
+pub mod guard;
 pub mod iax;
 pub mod io;
 pub mod keepalive;

@@ -292,7 +292,7 @@ impl Engine {
         now: Instant,
     ) {
         let extra: Vec<(&str, String)> = self
-            .challenges(stale)
+            .challenges(stale, peer)
             .into_iter()
             .map(|c| ("Proxy-Authenticate", c))
             .collect();
@@ -319,15 +319,20 @@ impl Engine {
             .registrar
             .check_digest(&auth, creds.as_ref(), &method)
         {
-            Digest::Valid => self.count_nonce(&auth),
+            Digest::Valid => self.count_nonce(&auth, peer),
             d => d,
         };
         match digest {
-            Digest::Valid => self.proxy_onward(stx, msg, peer, now),
+            Digest::Valid => {
+                self.authenticated(peer);
+                self.proxy_onward(stx, msg, peer, now)
+            }
             // The copy may predate a new password: only the backend's answer can deny.
             Digest::Denied if recent => self.proxy_credentials(stx, msg, peer, auth, false),
             Digest::Denied => {
-                self.auth_failed(peer, &auth.username, "wrong password");
+                if self.nonce_sent_to(&auth, peer) {
+                    self.auth_failed(peer, &auth.username, "wrong password");
+                }
                 let tag = self.tag();
                 self.respond(
                     stx,

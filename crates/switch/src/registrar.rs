@@ -488,6 +488,15 @@ fn register_user(msg: &Message) -> Option<String> {
     (!user.is_empty()).then(|| user.to_string())
 }
 
+/// What a nonce is bound to: the address it is sent to (an IPv4 address as its IPv6-mapped
+/// form, so both sockets agree).
+fn nonce_bind(peer: Peer) -> [u8; 16] {
+    match crate::acl::canonical(peer.addr.ip()) {
+        std::net::IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        std::net::IpAddr::V6(a) => a.octets(),
+    }
+}
+
 fn unquote(s: &str) -> String {
     s.trim_matches('"').to_string()
 }
@@ -520,7 +529,7 @@ impl Engine {
                 Ok(StoreReply::Bindings(list)) => self.stored(stx, &msg, peer, &aor, &list, now),
                 Ok(StoreReply::Registered { digest, bindings }) => {
                     let digest = match (digest, auth) {
-                        (Digest::Valid, Some(a)) => self.count_nonce(&a),
+                        (Digest::Valid, Some(a)) => self.count_nonce(&a, peer),
                         (d, _) => d,
                     };
                     match (digest, refused) {
@@ -621,8 +630,11 @@ impl Engine {
     /// nonce. Clients differ: SIPp 3.6 answers the first challenge and fails if it is SHA-256,
     /// Debian 12's baresip refuses any set with SHA-256 in it; hence MD5 alone unless
     /// configured. A client that picks SHA-256 is verified with it.
-    pub(crate) fn challenges(&mut self, stale: bool) -> Vec<String> {
-        let nonce = self.registrar.nonces.issue(self.clock.unix());
+    pub(crate) fn challenges(&mut self, stale: bool, peer: Peer) -> Vec<String> {
+        let nonce = self
+            .registrar
+            .nonces
+            .issue(self.clock.unix(), &nonce_bind(peer));
         self.s
             .registrar
             .algorithms
@@ -653,7 +665,7 @@ impl Engine {
         {
             return false;
         }
-        let extra = self.challenge_headers(false);
+        let extra = self.challenge_headers(false, peer);
         self.reject_stateless(msg, peer, 401, "Unauthorized", &extra);
         true
     }
@@ -666,21 +678,22 @@ impl Engine {
             .find(|a| &a.realm == realm)
     }
 
-    fn challenge_headers(&mut self, stale: bool) -> Vec<(&'static str, String)> {
-        self.challenges(stale)
+    fn challenge_headers(&mut self, stale: bool, peer: Peer) -> Vec<(&'static str, String)> {
+        self.challenges(stale, peer)
             .into_iter()
             .map(|c| ("WWW-Authenticate", c))
             .collect()
     }
 
     /// Counts a use of a digest answer's nonce whose password was right: a replayed or stale
-    /// one is challenged again.
-    pub(crate) fn count_nonce(&mut self, auth: &Authorization) -> Digest {
+    /// one, or one sent to another address than `peer`'s, is challenged again.
+    pub(crate) fn count_nonce(&mut self, auth: &Authorization, peer: Peer) -> Digest {
         let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
+        let bind = nonce_bind(peer);
         match self
             .registrar
             .nonces
-            .check(&auth.nonce, nc, self.clock.unix())
+            .check(&auth.nonce, nc, self.clock.unix(), &bind)
         {
             NonceCheck::Valid => Digest::Valid,
             NonceCheck::Stale => Digest::Rechallenge { stale: true },
@@ -688,20 +701,34 @@ impl Engine {
         }
     }
 
-    /// 401 with fresh challenges.
     /// A digest that did not prove the password (or named an unknown user: the same to the
-    /// caller): a security event, which the ban logic and the security log take.
+    /// caller): a security event for the security log, counted towards the source's ban
+    /// (`security.max_auth_failures`).
     pub(crate) fn auth_failed(&mut self, peer: Peer, user: &str, reason: &'static str) {
         let user = user.to_string();
         self.events.push_back(crate::io::Event::Security {
-            source: peer.addr.ip(),
+            source: crate::acl::canonical(peer.addr.ip()),
             user,
             reason,
         });
+        self.count_auth_failure(peer);
+    }
+
+    /// 401 with fresh challenges.
+    /// Whether a digest answer's nonce is one this worker sent to `peer`'s address (fresh or
+    /// not): only then does its failure count against that address, which a forged source
+    /// cannot make it do.
+    pub(crate) fn nonce_sent_to(&self, auth: &Authorization, peer: Peer) -> bool {
+        let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
+        let bind = nonce_bind(peer);
+        self.registrar
+            .nonces
+            .peek(&auth.nonce, nc, self.clock.unix(), &bind)
+            != NonceCheck::Invalid
     }
 
     fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
-        let extra = self.challenge_headers(stale);
+        let extra = self.challenge_headers(stale, peer);
         self.reg_reply(stx, msg, peer, 401, &extra, now);
     }
 
@@ -721,22 +748,26 @@ impl Engine {
             return self.challenge(stx, &msg, peer, false, now);
         };
         let realm = self.s.registrar.domain.clone();
+        // The nonce first: a failure is counted towards a ban only for an answer to one of our
+        // challenges, not for any datagram that names a user.
+        let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
+        let bind = nonce_bind(peer);
+        match self
+            .registrar
+            .nonces
+            .peek(&auth.nonce, nc, self.clock.unix(), &bind)
+        {
+            NonceCheck::Valid => {}
+            NonceCheck::Stale => return self.challenge(stx, &msg, peer, true, now),
+            NonceCheck::Invalid => return self.challenge(stx, &msg, peer, false, now),
+        }
         if auth.username != user {
+            self.auth_failed(peer, &auth.username, "username does not match");
             let w = [(
                 "Warning",
                 "399 strowger \"username does not match the To user\"".to_string(),
             )];
             return self.reg_reply(stx, &msg, peer, 403, &w, now);
-        }
-        let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
-        match self
-            .registrar
-            .nonces
-            .peek(&auth.nonce, nc, self.clock.unix())
-        {
-            NonceCheck::Valid => {}
-            NonceCheck::Stale => return self.challenge(stx, &msg, peer, true, now),
-            NonceCheck::Invalid => return self.challenge(stx, &msg, peer, false, now),
         }
         let aor = format!("{user}@{realm}");
         let (changes, refused) = match self.changes(&msg, peer) {
@@ -820,6 +851,7 @@ impl Engine {
         if let Some(k) = self.registrar.keepalives.as_mut() {
             k.update(aor, list, now, self.clock.unix());
         }
+        self.authenticated(peer);
         self.registered(stx, msg, peer, list, now)
     }
 

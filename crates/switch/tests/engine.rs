@@ -599,7 +599,7 @@ fn unknown_extension_gets_404_and_options_gets_allow() {
 fn a_digest_answer_names_the_worker_that_issued_its_nonce() {
     let secret = [5; 32];
     let mut worker3 = sip::auth::Nonces::new(secret, 300, 16).with_issuer(3);
-    let nonce = worker3.issue(1_000);
+    let nonce = worker3.issue(1_000, b"");
     let register = |auth: &str| {
         let text = format!(
             "REGISTER sip:127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK-n1\r\n\

@@ -25,14 +25,27 @@ impl Baresip {
         commands: &[&str],
         run_s: u32,
     ) -> Baresip {
+        Baresip::spawn_at("127.0.0.1", dir, label, account, source, commands, run_s)
+    }
+
+    /// [`Baresip::spawn`] with SIP and RTP on another loopback address.
+    pub fn spawn_at(
+        ip: &str,
+        dir: &Path,
+        label: &str,
+        account: &str,
+        source: &Path,
+        commands: &[&str],
+        run_s: u32,
+    ) -> Baresip {
         let conf = dir.join(format!("baresip-{label}"));
         let dumps = conf.join("dumps");
         std::fs::create_dir_all(&dumps).unwrap();
         let rtp = free_port_range(10);
         let config = format!(
             "poll_method epoll\n\
-             sip_listen 127.0.0.1:{sip_port}\n\
-             net_interface 127.0.0.1\n\
+             sip_listen {ip}:{sip_port}\n\
+             net_interface {ip}\n\
              rtp_ports {rtp}-{rtp_hi}\n\
              call_local_timeout 10\n\
              audio_source aufile,{source}\n\

@@ -41,6 +41,8 @@ pub struct Sipp {
     rtp_echo: bool,
     /// Local SIP port (`-p`); None: a free one.
     port: Option<u16>,
+    /// The address SIPp sends SIP and media from (`-i`, `-mi`); default 127.0.0.1.
+    ip: &'static str,
     extra: Vec<String>,
 }
 
@@ -55,8 +57,16 @@ impl Sipp {
             duration_ms: None,
             rtp_echo: false,
             port: None,
+            ip: "127.0.0.1",
             extra: Vec::new(),
         }
+    }
+
+    /// Send and listen from another loopback address than 127.0.0.1 (its ports are checked
+    /// free on 127.0.0.1, which on loopback is as good).
+    pub fn ip(mut self, ip: &'static str) -> Sipp {
+        self.ip = ip;
+        self
     }
 
     pub fn service(mut self, exten: &str) -> Sipp {
@@ -113,7 +123,7 @@ impl Sipp {
             Scenario::File(f) => cmd.arg("-sf").arg(tests_dir().join("sipp").join(f)),
         };
         let num = |v: u32| v.to_string();
-        cmd.args(["-i", "127.0.0.1", "-mi", "127.0.0.1"])
+        cmd.args(["-i", self.ip, "-mi", self.ip])
             .args(["-p", &num(port.into())])
             // Media (-rtp_echo uses mp and mp+2) and control ports: defaults would collide.
             .args(["-mp", &num(free_port_range(4).into())])
@@ -149,7 +159,7 @@ impl Sipp {
             .expect("spawn sipp (run scripts/setup.sh)");
         SippProcess {
             child: Some(child),
-            addr: format!("127.0.0.1:{port}").parse().unwrap(),
+            addr: format!("{}:{port}", self.ip).parse().unwrap(),
             dir,
         }
     }

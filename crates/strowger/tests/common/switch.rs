@@ -144,6 +144,11 @@ impl Strowger {
         self.child.as_mut()?.try_wait().ok().flatten()
     }
 
+    /// The process id (for /proc/PID/fd).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }

@@ -59,10 +59,45 @@ fn default_trunk_expires() -> u64 {
     600
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawSecurity {
     pub trusted: Vec<String>,
+    pub whitelist: Vec<String>,
+    pub ban_s: u64,
+    pub requests_per_s: u64,
+    pub request_burst: u64,
+    pub max_auth_failures: u64,
+    pub auth_window_s: u64,
+    pub scanner_user_agents: Vec<String>,
+    pub scanner_action: String,
+    pub tcp_max: u64,
+    pub tcp_max_per_source: u64,
+    pub tcp_idle_s: u64,
+    pub tcp_unauthenticated_s: u64,
+}
+
+impl Default for RawSecurity {
+    fn default() -> Self {
+        RawSecurity {
+            trusted: Vec::new(),
+            whitelist: vec!["127.0.0.0/8".into(), "::1".into()],
+            ban_s: 600,
+            requests_per_s: 200,
+            request_burst: 400,
+            max_auth_failures: 5,
+            auth_window_s: 600,
+            scanner_user_agents: crate::guard::SCANNERS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            scanner_action: "drop".into(),
+            tcp_max: 4096,
+            tcp_max_per_source: 32,
+            tcp_idle_s: 120,
+            tcp_unauthenticated_s: 30,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -181,6 +216,7 @@ pub(crate) struct RawGeneral {
     pub max_calls: u64,
     pub retry_after_s: u64,
     pub cdr: String,
+    pub security_log: String,
     pub log_level: LogLevel,
     pub log_format: LogFormat,
     pub realtime_priority: u64,
@@ -195,6 +231,7 @@ impl Default for RawGeneral {
             max_calls: 1000,
             retry_after_s: 5,
             cdr: "cdr.jsonl".into(),
+            security_log: "security.log".into(),
             log_level: LogLevel::Info,
             log_format: LogFormat::Text,
             realtime_priority: 0,

@@ -40,6 +40,47 @@ fn defaults_match_default_toml() {
     assert_eq!(minimal.rtp, default.rtp);
     assert_eq!(minimal.registrar, default.registrar);
     assert_eq!(minimal.proxy, default.proxy);
+    assert_eq!(minimal.security, default.security);
+    assert_eq!(
+        default.security.scanner_user_agents,
+        crate::guard::SCANNERS,
+        "default.toml lists the scanners guard.rs names"
+    );
+    assert_eq!(
+        default.general.security_log,
+        Some(PathBuf::from("security.log"))
+    );
+}
+
+#[test]
+fn security_limits_are_checked() {
+    let c = Config::from_str(
+        &format!(
+            "[general]\nsecurity_log = \"\"\n[security]\nwhitelist = [\"10.0.0.0/8\"]\nban_s = 0\nscanner_action = \"ban\"\nscanner_user_agents = [\"Evil-Scanner\"]\n\n{MINIMAL}"
+        ),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(c.general.security_log, None);
+    assert_eq!(c.security.ban, Duration::ZERO);
+    assert_eq!(c.security.scanner_action, ScannerAction::Ban);
+    assert_eq!(c.security.scanner_user_agents, ["evil-scanner"]);
+    assert!(c.security.whitelist.contains("10.1.1.1".parse().unwrap()));
+    let e = errors(&format!(
+        "[security]\nwhitelist = [\"10.0.0.0/40\"]\nrequests_per_s = 100\nrequest_burst = 10\nscanner_action = \"tarpit\"\nscanner_user_agents = [\" \"]\ntcp_max = 0\n\n{MINIMAL}"
+    ));
+    let keys: Vec<&str> = e.iter().map(|m| m.split(": ").nth(1).unwrap()).collect();
+    assert_eq!(
+        keys,
+        [
+            "security.whitelist[0]",
+            "security.request_burst",
+            "security.scanner_action",
+            "security.scanner_user_agents[0]",
+            "security.tcp_max",
+        ],
+        "{e:#?}"
+    );
 }
 
 #[test]

@@ -136,7 +136,7 @@ impl Switch {
         self.workers.iter().map(Node::active_calls).sum()
     }
 
-    fn deliver(&mut self, p: Packet, now: Instant) {
+    pub fn deliver(&mut self, p: Packet, now: Instant) {
         let late = self.late;
         let n = self.workers.len();
         if p.media {
@@ -149,8 +149,24 @@ impl Switch {
             }
             return;
         }
-        let w = node::owner_of(&p.bytes, p.from, n);
-        self.workers[w].deliver_sip(&p.bytes, p.from, p.to, late, now);
+        // The kernel hands a source address's datagrams to one worker (here: by port), whose
+        // guard reads them or drops them before the owner gets them.
+        let first = usize::from(p.from.port()) % n;
+        let pass = self.workers[first].admit(p.from, now);
+        if pass {
+            let w = node::owner_of(&p.bytes, p.from, n);
+            self.workers[w].deliver_admitted(&p.bytes, p.from, p.to, late, now);
+        }
+        // A ban holds on every worker, as the shell broadcasts it.
+        for w in 0..n {
+            for (source, until) in self.workers[w].take_bans() {
+                for (i, other) in self.workers.iter_mut().enumerate() {
+                    if i != w {
+                        other.ban(source, until);
+                    }
+                }
+            }
+        }
     }
 
     fn advance(&mut self, now: Instant) {
@@ -163,7 +179,7 @@ impl Switch {
         self.workers.iter().filter_map(Node::next_deadline).min()
     }
 
-    fn drain(&mut self) -> Vec<Packet> {
+    pub fn drain(&mut self) -> Vec<Packet> {
         // What a worker tells the others (trunk servers found dead or alive) reaches them now.
         for w in 0..self.workers.len() {
             for (trunk, server, until) in self.workers[w].take_broadcasts() {

@@ -25,6 +25,8 @@ struct NodeHost {
     shareable: Vec<bool>,
     cdrs: Vec<serde_json::Value>,
     logs: Vec<String>,
+    /// Bans decided here, not yet handed to the other workers.
+    bans: Vec<(IpAddr, Instant)>,
     store: Arc<MemStore>,
     dns: Arc<Mutex<HashMap<String, Vec<Peer>>>>,
     /// Every name the engine asked to resolve, in order.
@@ -170,6 +172,7 @@ impl Node {
             shareable: Vec::new(),
             cdrs: Vec::new(),
             logs: Vec::new(),
+            bans: Vec::new(),
             store: shared.store.clone(),
             dns: shared.dns.clone(),
             lookups: Vec::new(),
@@ -228,6 +231,32 @@ impl Node {
     /// A SIP datagram from `from` to our address `to`. `late`: it waited too long in the socket.
     /// Bytes that are not SIP (a CRLF keep-alive) are dropped as the shell drops them.
     pub fn deliver_sip(
+        &mut self,
+        bytes: &[u8],
+        from: SocketAddr,
+        to: SocketAddr,
+        late: bool,
+        now: Instant,
+    ) {
+        if !self.admit(from, now) {
+            return;
+        }
+        self.deliver_admitted(bytes, from, to, late, now);
+    }
+
+    /// What the shell asks the guard of every datagram, before parsing it (on the worker the
+    /// kernel gave it to): whether to read it.
+    pub fn admit(&mut self, from: SocketAddr, now: Instant) -> bool {
+        self.now = self.now.max(now);
+        let pass = self.engine.admit(from.ip(), now);
+        if !pass {
+            self.collect();
+        }
+        pass
+    }
+
+    /// A datagram the receiving worker's guard let through.
+    pub fn deliver_admitted(
         &mut self,
         bytes: &[u8],
         from: SocketAddr,
@@ -375,6 +404,16 @@ impl Node {
         &self.host.lookups
     }
 
+    /// Bans this worker decided since the last call (for the other workers: `ban`).
+    pub fn take_bans(&mut self) -> Vec<(IpAddr, Instant)> {
+        std::mem::take(&mut self.host.bans)
+    }
+
+    /// A ban another worker decided, as the shell hands it over.
+    pub fn ban(&mut self, source: IpAddr, until: Instant) {
+        self.input(self.now, Input::Ban { source, until });
+    }
+
     /// Operator messages logged so far.
     pub fn logs(&self) -> &[String] {
         &self.host.logs
@@ -465,9 +504,24 @@ impl Node {
                 source,
                 user,
                 reason,
-            } => h
-                .logs
-                .push(format!("security: {reason} from {source} user {user:?}")),
+            } => h.logs.push(format!(
+                "security: auth_failed source={source} user={user:?} reason={reason:?}"
+            )),
+            Event::Ban {
+                source,
+                until,
+                seconds,
+                reason,
+            } => {
+                h.logs.push(format!(
+                    "security: banned source={source} reason=\"{reason}\" for={seconds}s"
+                ));
+                h.bans.push((source, until));
+            }
+            Event::Scanner { source, user_agent } => h.logs.push(format!(
+                "security: scanner source={source} user_agent={user_agent:?}"
+            )),
+            Event::TcpAuthenticated { .. } => {}
             Event::State { .. } => {}
             Event::IaxPeer { .. } => {}
             Event::TrunkServer {
