@@ -79,13 +79,15 @@ impl Engine {
             self.bridge_failed(call, 483, now);
             return;
         }
-        let caller = match &c.invite {
-            Some(invite) => invite
+        let caller = match (&c.user, &c.invite) {
+            // An authenticated user: its caller ID, whatever its From said.
+            (Some(user), _) => user.caller_from(self.local_for(peer)),
+            (None, Some(invite)) => invite
                 .header(HeaderName::From)
                 .map(crate::dialog::without_tag)
                 .unwrap_or_default(),
             // An IAX2 caller: its number at strowger.
-            None => format!(
+            (None, None) => format!(
                 "<sip:{}@{}>",
                 c.vars.get("CALLER").unwrap_or("anonymous"),
                 self.local_for(peer)

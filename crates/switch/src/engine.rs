@@ -10,7 +10,7 @@ use crate::call::{Call, Leg, LegIdx, Signal, Wait};
 use crate::calls::Calls;
 use crate::cdr::{unix_seconds, Cdr};
 use crate::dialog::Dialog;
-use crate::dialplan::{self, Dialplan};
+use crate::dialplan::Dialplan;
 use crate::io::{Clock, Event, Input, Level, Output};
 use crate::media_out::MediaQueue;
 use crate::ports::Ports;
@@ -40,15 +40,21 @@ pub fn stateless(msg: &Message) -> bool {
     msg.method() == Some(&Method::Register)
 }
 
-/// The worker that issued the nonce a request's digest answer carries (Authorization or
-/// Proxy-Authorization): only its table counts that nonce's uses, so the request goes there.
+/// The worker that issued the nonce a request's digest answer carries (a REGISTER's
+/// Authorization, or the Proxy-Authorization of a request for the proxy role): only its table
+/// counts that nonce's uses, so the request goes there. Other requests' Authorization is not
+/// followed: a call lives on its Call-ID's worker, which challenges a nonce of another worker's
+/// again (auth.rs), and a phone that sends its credentials along on every request of a dialog
+/// must not have them take its BYE to a worker that does not know the call.
 pub fn nonce_owner(msg: &Message, workers: usize) -> Option<usize> {
     if workers <= 1 || !msg.is_request() {
         return None;
     }
-    let v = msg
-        .header(HeaderName::Authorization)
-        .or_else(|| msg.header(HeaderName::ProxyAuthorization))?;
+    let authorization = match msg.method() {
+        Some(&Method::Register) => msg.header(HeaderName::Authorization),
+        _ => None,
+    };
+    let v = authorization.or_else(|| msg.header(HeaderName::ProxyAuthorization))?;
     let bytes = v.as_bytes();
     // `nonce=` as a parameter of its own (not the tail of `cnonce=`).
     let at = (0..bytes.len().saturating_sub(5)).find(|&i| {
@@ -207,6 +213,8 @@ pub struct Engine {
     pub(crate) clock: Clock,
     /// Prompts loaded, and files asked of the shell (apps.rs).
     pub(crate) files: crate::apps::Files,
+    /// Admission's compiled patterns and the INVITEs waiting for their credentials (auth.rs).
+    pub(crate) auth: crate::auth::AuthState,
 }
 
 impl Engine {
@@ -231,6 +239,7 @@ impl Engine {
             ports: Ports::new(shared_ports),
             clock: Clock::new(now, wall),
             files: crate::apps::Files::default(),
+            auth: crate::auth::AuthState::default(),
             s,
         }
     }
@@ -466,7 +475,9 @@ impl Engine {
                 }
             }
             Incoming::Cancel { cancel, invite } => {
-                if !self.proxy_cancel(cancel, invite, &msg, peer, now) {
+                if !self.proxy_cancel(cancel, invite, &msg, peer, now)
+                    && !self.cancel_authenticating(cancel, invite, &msg, peer, now)
+                {
                     self.on_cancel(cancel, invite, &msg, peer, now)
                 }
             }
@@ -643,6 +654,36 @@ impl Engine {
                 )
             }
         };
+        self.admit_call(stx, msg, peer, local, session_expires, now);
+    }
+
+    /// A new call admitted (auth.rs: a trusted peer's, the public context's or a user's) with
+    /// the rule it runs: its SDP answered, an RTP slot taken, and its program started.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start_call(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+        session_expires: Option<u32>,
+        a: crate::auth::Admitted,
+        now: Instant,
+    ) {
+        let reject = |e: &mut Engine, status: u16, reason: &str, extra: &[(&str, String)]| {
+            let tag = e.tag();
+            e.respond(
+                stx,
+                &msg,
+                peer,
+                status,
+                reason,
+                Some(&tag),
+                extra,
+                None,
+                now,
+            );
+        };
         let offer = if msg.body().is_empty() {
             None
         } else {
@@ -661,18 +702,7 @@ impl Engine {
                 }
             }
         };
-        let uri = msg.request_uri().unwrap_or_default();
-        let exten = sip::Uri::parse(uri)
-            .ok()
-            .and_then(|u| u.user)
-            .unwrap_or("")
-            .to_string();
         let from = msg.header(HeaderName::From).unwrap_or_default();
-        let caller = NameAddr::parse(from)
-            .ok()
-            .and_then(|n| sip::Uri::parse(n.uri).ok().and_then(|u| u.user))
-            .unwrap_or("")
-            .to_string();
 
         let local_tag = self.tag();
         let contact = format!(
@@ -705,25 +735,21 @@ impl Engine {
             None => None,
         };
 
-        let context = self.s.default_context.clone();
-        let vars = dialplan::Vars::for_call(&exten, &caller, &dialog.call_id, &self.s.data_dir);
-        let Some(program) = self.dialplan.route(&context, &exten, &vars) else {
-            return reject(
-                self,
-                404,
-                "Not Found",
-                &[(
-                    "Warning",
-                    format!("399 strowger \"no dialplan rule for {exten} in context {context}\""),
-                )],
-            );
-        };
-
+        let crate::auth::Admitted {
+            context,
+            exten,
+            vars,
+            program,
+            user,
+            trying,
+        } = a;
         if !self.s.slots.try_take() {
             let retry = self.refuse_busy();
             return reject(self, 503, "Service Unavailable", &retry);
         }
-        self.respond(stx, &msg, peer, 100, "Trying", None, &[], None, now);
+        if !trying {
+            self.respond(stx, &msg, peer, 100, "Trying", None, &[], None, now);
+        }
         self.stats.calls_started += 1;
         let cdr = Cdr {
             call_id: dialog.call_id.clone(),
@@ -731,11 +757,12 @@ impl Engine {
             to: msg.header(HeaderName::To).unwrap_or_default().to_string(),
             exten,
             context,
+            user: user.as_ref().map(|u| u.name.clone()),
             start: unix_seconds(self.clock.wall_at(now)),
             ..Cdr::default()
         };
         let leg = Leg::new(Signal::Sip(dialog), sdp_session, offer, negotiated);
-        let call = Call::new(
+        let mut call = Call::new(
             leg,
             Some(msg),
             Some(stx),
@@ -745,6 +772,7 @@ impl Engine {
             now,
             session_expires,
         );
+        call.user = user;
         let id = self.calls.add(call);
         self.calls.run_later(id);
     }

@@ -27,6 +27,8 @@ pub(crate) struct RawConfig {
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawSecurity {
     pub trusted: Vec<String>,
+    /// None: "public" when the dialplan has such a context.
+    pub public_context: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -129,6 +131,12 @@ pub(crate) struct RawUser {
     pub user: String,
     pub password: String,
     pub domain: Option<String>,
+    pub context: Option<String>,
+    pub caller_id: Option<String>,
+    #[serde(default)]
+    pub max_calls: u64,
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -187,7 +195,7 @@ impl Default for RawSip {
             t1_ms: 500,
             t2_ms: 4000,
             t4_ms: 5000,
-            user_agent: concat!("strowger/", env!("CARGO_PKG_VERSION")).into(),
+            user_agent: "strowger".into(),
             max_message_size: 65535,
             session_expires: 1800,
             min_se: 90,
