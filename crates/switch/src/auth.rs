@@ -96,6 +96,7 @@ pub(crate) struct UserCall {
     /// The display name as written in a From (quoted), if any.
     pub display: Option<String>,
     pub number: String,
+    /// Never read: dropping it (with the call) gives the user's call back.
     pub _slot: Option<UserSlot>,
 }
 
