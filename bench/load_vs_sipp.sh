@@ -53,6 +53,8 @@ def start_server(tag):
     d = os.path.join(out, tag); os.makedirs(d, exist_ok=True)
     cfg = subprocess.run([srv_bin, "default-config"], capture_output=True, text=True, check=True).stdout
     cfg = cfg.replace("max_calls = 1000", "max_calls = 100000")
+    # SIPp calls from a trusted address: the default context, unchallenged.
+    cfg = cfg.replace("\ntrusted = []\n", "\ntrusted = [\"127.0.0.1\"]\n")
     open(os.path.join(d, "strowger.toml"), "w").write(cfg)
     port, lo = free_port(), free_range(2 * calls + 200)
     p = subprocess.Popen([srv_bin, "--config", os.path.join(d, "strowger.toml"), "--sip-listen", f"127.0.0.1:{port}",

@@ -653,14 +653,16 @@ def machine_info(args):
 
 def make_config(args, rundir):
     """The embedded default configuration logging at info (the start-up line and admission changes,
-    nothing per call) and the call cap lifted (Test B needs more than the default 1000 calls)."""
+    nothing per call), the call cap lifted (Test B needs more than the default 1000 calls) and SIPp on
+    127.0.0.1 trusted (its calls run in the default context unchallenged, as before calls were authenticated)."""
     if args.server != "strowger":
         return None
     text = subprocess.run([args.bin, "default-config"], capture_output=True, text=True, timeout=10, check=True).stdout
     new, n1 = re.subn(r"(?m)^max_calls\s*=.*$", "max_calls = 100000", text)
     new, n2 = re.subn(r"(?m)^log_level\s*=.*$", 'log_level = "info"', new)
-    if n1 != 1 or n2 != 1:
-        log(f"warning: could not set max_calls ({n1}) / log_level ({n2}) in the default configuration")
+    new, n3 = re.subn(r"(?m)^trusted\s*=.*$", 'trusted = ["127.0.0.1"]', new)
+    if n1 != 1 or n2 != 1 or n3 != 1:
+        log(f"warning: could not set max_calls ({n1}) / log_level ({n2}) / trusted ({n3}) in the default configuration")
     path = os.path.join(rundir, "strowger-bench.toml")
     with open(path, "w") as f:
         f.write(new)

@@ -133,6 +133,8 @@ def start_backend(kind, rundir):
 def strowger_config(store, authenticate, users):
     lines = [
         "[general]", 'log_level = "info"', "max_calls = 100000", "",
+        # strowger-load's calls to the users come from 127.0.0.1 without credentials.
+        "[security]", 'trusted = ["127.0.0.1"]', "",
         "[registrar]", f'domain = "{DOMAIN}"', f"authenticate = {'true' if authenticate else 'false'}",
         f'store = "{store}"', "",
         "[dialplan]", 'default_context = "default"',

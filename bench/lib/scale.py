@@ -67,10 +67,12 @@ def save(section, data):
 
 def config(args, rundir, name, steps=None, shared_ports=False):
     """The embedded default configuration, logging at info (start-up line, admission changes), no call cap, no media timeout,
-    the workers' real-time priority of --realtime (0: none), and rtp.shared_ports if asked."""
+    the load generators on 127.0.0.1 trusted (their calls run in the default context unchallenged, the path calls took
+    before calls were authenticated: an ACL lookup more), the workers' real-time priority of --realtime (0: none), and
+    rtp.shared_ports if asked."""
     text = subprocess.run([args.bin, "default-config"], capture_output=True, text=True, timeout=10,
                           check=True).stdout
-    keys = [("max_calls", "100000"), ("log_level", '"info"'), ("media_timeout_s", "0")]
+    keys = [("max_calls", "100000"), ("log_level", '"info"'), ("media_timeout_s", "0"), ("trusted", '["127.0.0.1"]')]
     if getattr(args, "realtime", 0):
         keys.append(("realtime_priority", str(args.realtime)))
     if shared_ports:

@@ -324,14 +324,23 @@ fn shared_ports_carry_more_calls_than_the_range_has_pairs_each_to_its_own_far_en
     );
 }
 
+/// From a trusted address (as a trunk calls) an unknown extension is a 404; a stranger gets the
+/// same 401 for it as for every extension outside the public context, counted by its status too.
 #[test]
 fn an_unknown_extension_fails_with_404() {
-    let s = Server::start("404");
+    let text = default_config_with_shared_ports(false);
+    assert!(text.contains("\ntrusted = []\n"), "{text}");
+    let trusting = text.replace("\ntrusted = []\n", "\ntrusted = [\"127.0.0.1\"]\n");
+    let s = Server::with_config("404", Some(&trusting));
     let (r, _) = s.load(&["--ext", "7777777", "--calls", "3", "--rate", "10"]);
     assert_eq!(r["attempted"], 3);
     assert_eq!(r["failed"], 3, "{r}");
     assert_eq!(r["failed_reasons"]["404"], 3, "{r}");
     assert_eq!(r["completed"], 0);
+    drop(s);
+    let s = Server::start("401");
+    let (r, _) = s.load(&["--ext", "7777777", "--calls", "3", "--rate", "10"]);
+    assert_eq!(r["failed_reasons"]["401"], 3, "{r}");
 }
 
 /// A registrar with users 100000-100049 (password "pw"), digest authentication on or off.

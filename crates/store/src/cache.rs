@@ -394,6 +394,7 @@ mod tests {
             domain: "x".into(),
             ha1_md5: "m".into(),
             ha1_sha256: "s".into(),
+            ..Credentials::default()
         };
         c.put_user(&a).unwrap();
         assert_eq!(

@@ -104,13 +104,33 @@ impl Overflow {
     }
 }
 
-/// A user's digest credentials: HA1 = H(user:realm:password) for MD5 and SHA-256 (RFC 8760).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A user's digest credentials: HA1 = H(user:realm:password) for MD5 and SHA-256 (RFC 8760),
+/// and what the user's calls may do. The settings are optional in every backend's record: one
+/// written before they existed reads as the defaults, and defaults are not written (so an older
+/// strowger still reads a newer record, ignoring what it does not know).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Credentials {
     pub user: String,
     pub domain: String,
     pub ha1_md5: String,
     pub ha1_sha256: String,
+    /// The dialplan context the user's calls run in; None: `dialplan.default_context`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The caller ID of the user's calls, `"Name" <number>` or a number; None: the user name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_id: Option<String>,
+    /// Calls the user may have at once; 0: no limit.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_calls: u32,
+    /// Regular expressions the dialled extension must match one of; empty: anything the
+    /// user's context routes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Why a store operation failed, as callers tell the cases apart: a backend that is away
@@ -433,6 +453,32 @@ mod tests {
         );
         let e = "redis+cluster://a:1,,b:2".parse::<StoreUrl>().unwrap_err();
         assert!(e.to_string().contains("redis+cluster://HOST:PORT"), "{e}");
+    }
+
+    #[test]
+    fn credentials_without_settings_read_as_defaults_and_defaults_are_not_written() {
+        let old = r#"{"user":"a","domain":"x","ha1_md5":"m","ha1_sha256":"s"}"#;
+        let c: Credentials = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            c,
+            Credentials {
+                user: "a".into(),
+                domain: "x".into(),
+                ha1_md5: "m".into(),
+                ha1_sha256: "s".into(),
+                ..Credentials::default()
+            }
+        );
+        assert_eq!(serde_json::to_string(&c).unwrap(), old);
+        let full = Credentials {
+            context: Some("office".into()),
+            caller_id: Some("\"Alice\" <1001>".into()),
+            max_calls: 2,
+            allow: vec!["^1".into()],
+            ..c
+        };
+        let json = serde_json::to_string(&full).unwrap();
+        assert_eq!(serde_json::from_str::<Credentials>(&json).unwrap(), full);
     }
 
     #[test]

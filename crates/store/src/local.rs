@@ -466,6 +466,7 @@ pub(crate) mod tests {
             domain: "x".into(),
             ha1_md5: "m".into(),
             ha1_sha256: "s".into(),
+            ..Credentials::default()
         })
         .unwrap();
         drop(s);

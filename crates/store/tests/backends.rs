@@ -115,6 +115,11 @@ fn exercise(s: &dyn Store) {
         domain: "example.com".into(),
         ha1_md5: "md5".into(),
         ha1_sha256: "sha".into(),
+        // Per-user call settings travel with the credentials in every backend.
+        context: Some("office".into()),
+        caller_id: Some("\"Alice\" <1001>".into()),
+        max_calls: 2,
+        allow: vec!["^1\\d{3}$".into(), "^9196$".into()],
     };
     s.put_user(&alice).unwrap();
     s.put_user(&Credentials {
@@ -435,6 +440,9 @@ fn memcached_pipe() {
         domain: "x".into(),
         ha1_md5: "m".into(),
         ha1_sha256: "s".into(),
+        context: Some("office".into()),
+        max_calls: 1,
+        ..Credentials::default()
     };
     s.put_user(&alice).unwrap();
     let user = |u: &str| Ask::User {

@@ -298,7 +298,7 @@ const STORE_THREADS: usize = 8;
 /// `[[users]]` from the configuration, written to the store (as HA1s) before calls are taken.
 fn load_users(s: &dyn store::Store, users: &[switch::config::User]) -> Result<(), String> {
     for u in users {
-        let c = switch::registrar::credentials(&u.user, &u.domain, &u.password);
+        let c = switch::registrar::user_credentials(u);
         s.put_user(&c).map_err(|e| {
             format!(
                 "cannot load [[users]] {}@{} into the store: {e}",

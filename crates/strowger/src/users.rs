@@ -1,12 +1,13 @@
-//! `strowger user add|del|list|passwd`: the users phones register as. Passwords are stored as
-//! digest HA1s (MD5 and SHA-256 of user:domain:password), never as text.
+//! `strowger user add|del|list|passwd`: the users phones register and call as. Passwords are
+//! stored as digest HA1s (MD5 and SHA-256 of user:domain:password), never as text; with them,
+//! each user's call settings (context, caller ID, call limit, allowed patterns).
 
 use clap::Subcommand;
 use switch::config::Config;
 
 #[derive(Subcommand)]
 pub enum UserCmd {
-    /// Add a user (or replace its password).
+    /// Add a user (or replace it, password and settings).
     Add {
         user: String,
         #[arg(long)]
@@ -14,6 +15,20 @@ pub enum UserCmd {
         /// Default: registrar.domain of the configuration.
         #[arg(long)]
         domain: Option<String>,
+        /// The dialplan context the user's calls run in (default: dialplan.default_context).
+        #[arg(long)]
+        context: Option<String>,
+        /// The caller ID of the user's calls: a number, or "\"Name\" <number>" (default: the
+        /// user name).
+        #[arg(long, value_name = "ID")]
+        caller_id: Option<String>,
+        /// Calls the user may have at once (default 0: no limit).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        max_calls: u32,
+        /// A regex the dialled extension must match; repeat for more (default: anything the
+        /// user's context routes).
+        #[arg(long, value_name = "REGEX")]
+        allow: Vec<String>,
         /// Default: registrar.store of the configuration.
         #[arg(long, value_name = "URL")]
         store: Option<String>,
@@ -31,7 +46,7 @@ pub enum UserCmd {
         #[arg(long, value_name = "URL")]
         store: Option<String>,
     },
-    /// Change a user's password.
+    /// Change a user's password (its settings stay).
     Passwd {
         user: String,
         #[arg(long)]
@@ -64,16 +79,38 @@ pub fn run(cmd: UserCmd, cfg: &Config) -> Result<(), String> {
             user,
             password,
             domain,
+            context,
+            caller_id,
+            max_calls,
+            allow,
             store,
         } => {
             check_name(&user)?;
             if password.is_empty() {
                 return Err("--password must not be empty".into());
             }
+            if let Some(c) = context.as_ref().filter(|c| !cfg.dialplan.has_context(c)) {
+                return Err(format!(
+                    "--context {c:?}: the configuration has no such dialplan context (give the \
+                     configuration the switch runs with: strowger --config FILE user add ...)"
+                ));
+            }
+            if let Some(id) = &caller_id {
+                switch::auth::CallerId::parse(id).map_err(|e| format!("--caller-id {e}"))?;
+            }
+            for a in &allow {
+                switch::auth::check_pattern(a).map_err(|e| format!("--allow {e}"))?;
+            }
             let s = open(store.as_ref(), cfg)?;
             let domain = dom(domain);
-            s.put_user(&switch::registrar::credentials(&user, &domain, &password))
-                .map_err(|e| e.to_string())?;
+            let c = store::Credentials {
+                context,
+                caller_id,
+                max_calls,
+                allow,
+                ..switch::registrar::credentials(&user, &domain, &password)
+            };
+            s.put_user(&c).map_err(|e| e.to_string())?;
             println!("{user}@{domain}: added");
         }
         UserCmd::Passwd {
@@ -87,13 +124,18 @@ pub fn run(cmd: UserCmd, cfg: &Config) -> Result<(), String> {
             }
             let s = open(store.as_ref(), cfg)?;
             let domain = dom(domain);
-            if s.user(&user, &domain).map_err(|e| e.to_string())?.is_none() {
+            let Some(old) = s.user(&user, &domain).map_err(|e| e.to_string())? else {
                 return Err(format!(
                     "{user}@{domain}: no such user (add it with `strowger user add`)"
                 ));
-            }
-            s.put_user(&switch::registrar::credentials(&user, &domain, &password))
-                .map_err(|e| e.to_string())?;
+            };
+            let new = switch::registrar::credentials(&user, &domain, &password);
+            let c = store::Credentials {
+                ha1_md5: new.ha1_md5,
+                ha1_sha256: new.ha1_sha256,
+                ..old
+            };
+            s.put_user(&c).map_err(|e| e.to_string())?;
             println!("{user}@{domain}: password changed");
         }
         UserCmd::Del {
@@ -111,9 +153,27 @@ pub fn run(cmd: UserCmd, cfg: &Config) -> Result<(), String> {
         UserCmd::List { store } => {
             let s = open(store.as_ref(), cfg)?;
             for c in s.users().map_err(|e| e.to_string())? {
-                println!("{}@{}", c.user, c.domain);
+                println!("{}", listing(&c));
             }
         }
     }
     Ok(())
+}
+
+/// A user as `user list` shows it: USER@DOMAIN, then its settings that are not the defaults.
+fn listing(c: &store::Credentials) -> String {
+    let mut line = format!("{}@{}", c.user, c.domain);
+    if let Some(x) = &c.context {
+        line.push_str(&format!("  context={x}"));
+    }
+    if let Some(x) = &c.caller_id {
+        line.push_str(&format!("  caller_id={x}"));
+    }
+    if c.max_calls > 0 {
+        line.push_str(&format!("  max_calls={}", c.max_calls));
+    }
+    for a in &c.allow {
+        line.push_str(&format!("  allow={a}"));
+    }
+    line
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::sipp::{Scenario, Sipp};
-use common::switch::{assert_answered_cdrs, Cdr, Opts};
+use common::switch::{assert_answered_cdrs, default_config_trusting_loopback, Cdr, Opts};
 use common::Strowger;
 
 const CALLS: u32 = 10;
@@ -72,7 +72,8 @@ fn echo_9196() {
 }
 
 /// 2XXX is bridged to sip:${EXTEN}@${bridge_target}; a SIPp uas there must see every call
-/// complete, and the CDRs must name it.
+/// complete, and the CDRs must name it. SIPp calls from a trusted address (2XXX is no public
+/// extension).
 #[test]
 fn bridge_2xxx_to_sipp_uas() {
     let dir = common::TempDir::new("bridge-uas");
@@ -84,6 +85,7 @@ fn bridge_2xxx_to_sipp_uas() {
     let mut s = Strowger::with(
         "bridge",
         Opts {
+            config_file: Some(default_config_trusting_loopback(dir.path())),
             vars: vec![("bridge_target".into(), target.clone())],
             ..Opts::default()
         },

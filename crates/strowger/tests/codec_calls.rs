@@ -19,10 +19,11 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
 /// Strowger with the default dialplan offering every codec, and `bridge_target` set; 44445 and
-/// 44446 play demo.gsm from the data directory, cached and transcoded per call.
+/// 44446 play demo.gsm from the data directory, cached and transcoded per call. The test's
+/// phones call from a trusted address (in the default context, unchallenged).
 fn start(label: &str, bridge_target: Option<SocketAddr>) -> (Strowger, common::TempDir) {
     let dir = common::TempDir::new(&format!("{label}-config"));
-    let default = include_str!("../../switch/src/default.toml");
+    let default = common::switch::trusting_loopback(include_str!("../../switch/src/default.toml"));
     let config = default
         .replace(
             "codecs = [\"PCMU\", \"PCMA\"]",

@@ -174,7 +174,8 @@ exten = "5000"
 steps = ["bridge iax2/modem/5000 timeout=30"]
 
 # Everything else: 404 Not Found."#;
-    let mut text = base
+    // The SIP phones of the tests call from a trusted address (in the default context).
+    let mut text = common::switch::trusting_loopback(base)
         .replace("# Everything else: 404 Not Found.", rules)
         .replace(
             "# listen = \"127.0.0.1:4569\"",

@@ -121,10 +121,32 @@ fn user_cli(label: &str, store: &str, dir: &TempDir) {
         (out.status.success(), text)
     };
     let dom = ["--domain", "strowger"];
-    let (ok, out) = cli(&[&["add", "2001", "--password", "old-2001"][..], &dom].concat());
+    let settings = [
+        "--context",
+        "default",
+        "--caller-id",
+        "\"Two\" <2001>",
+        "--max-calls",
+        "2",
+        "--allow",
+        "^9",
+    ];
+    let (ok, out) = cli(&[
+        &["add", "2001", "--password", "old-2001"][..],
+        &dom,
+        &settings,
+    ]
+    .concat());
     assert!(ok && out.contains("2001@strowger: added"), "{out}");
+    let listed = "2001@strowger  context=default  caller_id=\"Two\" <2001>  max_calls=2  allow=^9";
     let (ok, out) = cli(&["list"]);
-    assert!(ok && out.lines().any(|l| l == "2001@strowger"), "{out}");
+    assert!(ok && out.lines().any(|l| l == listed), "{out}");
+    let (ok, out) = cli(&[
+        &["add", "2002", "--password", "x", "--context", "nowhere"][..],
+        &dom,
+    ]
+    .concat());
+    assert!(!ok && out.contains("no such dialplan context"), "{out}");
     let config = write_config(dir.path(), store);
     let port = free_port();
     let running = (!store.starts_with("local:")).then(|| {
@@ -134,6 +156,11 @@ fn user_cli(label: &str, store: &str, dir: &TempDir) {
     });
     let (ok, out) = cli(&[&["passwd", "2001", "--password", "new-2001"][..], &dom].concat());
     assert!(ok && out.contains("password changed"), "{out}");
+    let (ok, out) = cli(&["list"]);
+    assert!(
+        ok && out.lines().any(|l| l == listed),
+        "passwd keeps the settings: {out}"
+    );
     let (ok, out) = cli(&[&["passwd", "2999", "--password", "x"][..], &dom].concat());
     assert!(!ok && out.contains("no such user"), "{out}");
 

@@ -1,8 +1,9 @@
 //! Real softphones: Debian's baresip, headless, with file audio (aufile source; the sndfile
 //! filter dumps what it decodes), bound to 127.0.0.1 only (common/baresip.rs). Unregistered, it
 //! calls 9196 with espeak-ng speech and must hear that speech back, then calls 44444 and must
-//! hear demo.wav. Registered with passwords, two of them call each other through strowger and
-//! each must hear what the other sends.
+//! hear demo.wav (the public context: no password asked). Registered with passwords, two of
+//! them call each other through strowger, the caller answering the 401 to its INVITE as its
+//! user, and each must hear what the other sends.
 
 mod common;
 
@@ -109,6 +110,10 @@ fn baresip_hears_its_echo_and_the_demo() {
     cdrs.sort_by(|a, b| a.num("start").total_cmp(&b.num("start")));
     assert_answered_cdrs(&cdrs[..1], 1, "9196");
     assert_answered_cdrs(&cdrs[1..], 1, "44444");
+    for c in &cdrs {
+        assert_eq!(c.str("context"), "public", "a stranger's call: {c:?}");
+        assert!(c.is_null("user"), "{c:?}");
+    }
 }
 
 /// baresip answers strowger's RTCP sender reports with receiver reports: the CDR carries the round
@@ -234,6 +239,9 @@ fn registered_baresips_call_each_other(label: &str, shared_ports: bool) {
     );
     let cdrs = s.wait_cdrs(1);
     assert_answered_cdrs(&cdrs, 1, "1001");
+    // 1001 is no public extension: 1002's baresip answered the challenge as its user.
+    assert_eq!(cdrs[0].str("user"), "1002", "{cdrs:?}");
+    assert_eq!(cdrs[0].str("context"), "default", "{cdrs:?}");
     // baresip registers a Contact of its own making: sip:1001-0x…@127.0.0.1:PORT.
     assert!(
         cdrs[0].str("bridged_to").starts_with("sip:1001-"),

@@ -105,14 +105,17 @@ impl Engine {
             self.bridge_failed(call, 483, now);
             return None;
         }
-        let caller = match (&opts.from, &c.invite) {
-            (Some(f), _) => f.clone(),
-            (None, Some(invite)) => invite
+        let caller = match (&opts.from, &c.user, &c.invite) {
+            // A trunk's own caller ID (trunks.rs) wins over everything.
+            (Some(f), _, _) => f.clone(),
+            // An authenticated user: its caller ID, whatever its From said.
+            (None, Some(user), _) => user.caller_from(self.local_for(peer)),
+            (None, None, Some(invite)) => invite
                 .header(HeaderName::From)
                 .map(crate::dialog::without_tag)
                 .unwrap_or_default(),
             // An IAX2 caller: its number at strowger.
-            (None, None) => format!(
+            (None, None, None) => format!(
                 "<sip:{}@{}>",
                 c.vars.get("CALLER").unwrap_or("anonymous"),
                 self.local_for(peer)

@@ -190,6 +190,9 @@ pub struct Call {
     /// Status of the last failed bridge, for the caller's final response.
     pub bridge_status: Option<u16>,
     pub recording: bool,
+    /// The user the caller authenticated as: the caller ID of the calls it places, and its
+    /// share of its `max_calls` until the call is dropped (auth.rs).
+    pub(crate) user: Option<Box<crate::auth::UserCall>>,
 }
 
 impl Call {
@@ -226,6 +229,7 @@ impl Call {
             session_deadline: None,
             bridge_status: None,
             recording: false,
+            user: None,
         }
     }
 

@@ -10,6 +10,8 @@ pub struct Cdr {
     pub to: String,
     pub exten: String,
     pub context: String,
+    /// The user the caller authenticated as (None: a trusted peer, or the public context).
+    pub user: Option<String>,
     /// Unix times in seconds with millisecond precision.
     pub start: f64,
     pub answer: Option<f64>,

@@ -175,6 +175,9 @@ pub struct Security {
     /// A TCP connection that carried no successful REGISTER or authenticated request this
     /// long after it opened is closed (trusted and whitelisted peers aside).
     pub tcp_unauthenticated: Duration,
+    /// The context of callers that are neither users nor trusted peers; None: such callers are
+    /// challenged for every extension.
+    pub public_context: Option<String>,
 }
 
 /// What a request from a known scanner gets.
@@ -201,6 +204,14 @@ pub struct User {
     pub user: String,
     pub password: String,
     pub domain: String,
+    /// The dialplan context of the user's calls (None: `dialplan.default_context`).
+    pub context: Option<String>,
+    /// `"Name" <number>` or a number: the CALLER and From of the user's calls.
+    pub caller_id: Option<String>,
+    /// Calls at once; 0: no limit.
+    pub max_calls: u32,
+    /// Regexes the dialled extension must match one of (empty: any).
+    pub allow: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -321,10 +332,10 @@ impl Config {
         let rtp = rtp(raw.rtp, &mut d);
         let dialplan = Dialplan::compile(&raw.dialplan, raw.vars, &mut d);
         let registrar = registrar(raw.registrar, &mut d);
-        let users = users(raw.users, &registrar.domain, &mut d);
+        let users = users(raw.users, &registrar.domain, &dialplan, &mut d);
         let iax2 = iax2::iax2(raw.iax2, &rtp.codecs, &mut d);
         let proxy = proxy(raw.proxy, &mut d);
-        let security = security(raw.security, &mut d);
+        let security = security(raw.security, &dialplan, &mut d);
         let trunks = trunks::trunks(raw.trunks, &mut d);
         trunks::check_dialplan(&trunks, &raw.dialplan, |c| dialplan.has_context(c), &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
@@ -705,7 +716,7 @@ fn acl(list: &[String], key: &str, d: &mut Diagnostics) -> crate::acl::Acl {
     acl
 }
 
-fn security(raw: RawSecurity, d: &mut Diagnostics) -> Security {
+fn security(raw: RawSecurity, dialplan: &Dialplan, d: &mut Diagnostics) -> Security {
     let trusted = acl(&raw.trusted, "security.trusted", d);
     let whitelist = acl(&raw.whitelist, "security.whitelist", d);
     let day = 86_400;
@@ -776,8 +787,34 @@ fn security(raw: RawSecurity, d: &mut Diagnostics) -> Security {
         1,
         day,
     );
+    let public_context = match raw.public_context {
+        // Not set: the `public` context if the dialplan has one.
+        None => Some("public".to_string()).filter(|c| dialplan.has_context(c)),
+        Some(c) if c.is_empty() => None,
+        Some(c) if !dialplan.has_context(&c) => {
+            d.error(
+                "security.public_context",
+                format_args!(
+                    "no dialplan context {c:?} — define [[dialplan.contexts.{c}.rules]], or set \"\" so that every caller must be a user or a trusted peer"
+                ),
+            );
+            None
+        }
+        Some(c) => Some(c),
+    };
+    if let Some(c) = &public_context {
+        if let Some(i) = dialplan.catch_all(c) {
+            d.error(
+                &format!("dialplan.contexts.{c}.rules[{i}]"),
+                format_args!(
+                    "matches every extension, so callers that are not users would never be asked for a password: the public context {c:?} may list only the extensions anyone may call"
+                ),
+            );
+        }
+    }
     Security {
         trusted,
+        public_context,
         whitelist,
         ban: Duration::from_secs(ban),
         requests_per_s: narrow(requests_per_s),
@@ -798,7 +835,7 @@ fn security(raw: RawSecurity, d: &mut Diagnostics) -> Security {
     }
 }
 
-fn users(raw: Vec<RawUser>, domain: &str, d: &mut Diagnostics) -> Vec<User> {
+fn users(raw: Vec<RawUser>, domain: &str, dialplan: &Dialplan, d: &mut Diagnostics) -> Vec<User> {
     let mut out: Vec<User> = Vec::new();
     // (user, domain) seen so far: a set, so tens of thousands of users load in linear time.
     let mut seen = std::collections::HashSet::new();
@@ -823,10 +860,33 @@ fn users(raw: Vec<RawUser>, domain: &str, d: &mut Diagnostics) -> Vec<User> {
                 format_args!("{}@{domain} is listed twice", u.user),
             );
         }
+        if let Some(c) = &u.context {
+            if !dialplan.has_context(c) {
+                d.error(
+                    &format!("{key}.context"),
+                    format_args!("no dialplan context {c:?}"),
+                );
+            }
+        }
+        if let Some(id) = &u.caller_id {
+            if let Err(e) = crate::auth::CallerId::parse(id) {
+                d.error(&format!("{key}.caller_id"), e);
+            }
+        }
+        for (j, a) in u.allow.iter().enumerate() {
+            if let Err(e) = crate::auth::check_pattern(a) {
+                d.error(&format!("{key}.allow[{j}]"), e);
+            }
+        }
+        let max_calls = bounded(d, &format!("{key}.max_calls"), u.max_calls, 0, 1_000_000);
         out.push(User {
             user: u.user,
             password: u.password,
             domain,
+            context: u.context,
+            caller_id: u.caller_id,
+            max_calls: narrow(max_calls),
+            allow: u.allow,
         });
     }
     out

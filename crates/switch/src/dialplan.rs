@@ -62,7 +62,7 @@ impl Dialplan {
         &self.default_context
     }
 
-    /// Sets a `[vars]` global (the `--var NAME=VALUE` command-line override).
+    /// Whether the dialplan defines context `name`.
     pub fn has_context(&self, name: &str) -> bool {
         self.contexts.contains_key(name)
     }
@@ -74,6 +74,21 @@ impl Dialplan {
             .is_some_and(|t| t.iter().any(|n| n == trunk))
     }
 
+    /// The first rule of `context` that matches every extension (a `prefix = ""`, or a regex
+    /// that matches whatever is dialled), if any.
+    pub fn catch_all(&self, context: &str) -> Option<usize> {
+        const PROBES: [&str; 8] = ["", "0", "9", "1001", "2000", "s", "+15551234567", "0044203"];
+        self.contexts
+            .get(context)?
+            .iter()
+            .position(|r| match &r.exten {
+                Pattern::Prefix(p) => p.is_empty(),
+                Pattern::Regex(re) => PROBES.iter().all(|p| re.is_match(p)),
+                Pattern::Exact(_) => false,
+            })
+    }
+
+    /// Sets a `[vars]` global (the `--var NAME=VALUE` command-line override).
     pub fn set_global(&mut self, name: &str, value: &str) {
         Arc::make_mut(&mut self.globals).set(name, value);
     }

@@ -10,7 +10,7 @@ use crate::call::{Call, Leg, LegIdx, Signal, Wait};
 use crate::calls::Calls;
 use crate::cdr::{unix_seconds, Cdr};
 use crate::dialog::Dialog;
-use crate::dialplan::{self, Dialplan};
+use crate::dialplan::Dialplan;
 use crate::io::{Clock, Event, Input, Level, Output};
 use crate::media_out::MediaQueue;
 use crate::ports::Ports;
@@ -40,15 +40,21 @@ pub fn stateless(msg: &Message) -> bool {
     msg.method() == Some(&Method::Register)
 }
 
-/// The worker that issued the nonce a request's digest answer carries (Authorization or
-/// Proxy-Authorization): only its table counts that nonce's uses, so the request goes there.
+/// The worker that issued the nonce a request's digest answer carries (a REGISTER's
+/// Authorization, or the Proxy-Authorization of a request for the proxy role): only its table
+/// counts that nonce's uses, so the request goes there. Other requests' Authorization is not
+/// followed: a call lives on its Call-ID's worker, which challenges a nonce of another worker's
+/// again (auth.rs), and a phone that sends its credentials along on every request of a dialog
+/// must not have them take its BYE to a worker that does not know the call.
 pub fn nonce_owner(msg: &Message, workers: usize) -> Option<usize> {
     if workers <= 1 || !msg.is_request() {
         return None;
     }
-    let v = msg
-        .header(HeaderName::Authorization)
-        .or_else(|| msg.header(HeaderName::ProxyAuthorization))?;
+    let authorization = match msg.method() {
+        Some(&Method::Register) => msg.header(HeaderName::Authorization),
+        _ => None,
+    };
+    let v = authorization.or_else(|| msg.header(HeaderName::ProxyAuthorization))?;
     let bytes = v.as_bytes();
     // `nonce=` as a parameter of its own (not the tail of `cnonce=`).
     let at = (0..bytes.len().saturating_sub(5)).find(|&i| {
@@ -220,6 +226,8 @@ pub struct Engine {
     pub(crate) trunks: crate::trunks::Trunks,
     /// Rates, failed authentications, bans and scanners by source (guard.rs).
     pub(crate) guard: crate::guard::Guard,
+    /// Admission's compiled patterns and the INVITEs waiting for their credentials (auth.rs).
+    pub(crate) auth: crate::auth::AuthState,
 }
 
 impl Engine {
@@ -246,6 +254,7 @@ impl Engine {
             files: crate::apps::Files::default(),
             trunks: crate::trunks::Trunks::new(s.trunks.len()),
             guard: crate::guard::Guard::new(&s.security),
+            auth: crate::auth::AuthState::default(),
             s,
         };
         engine.trunks_start(now);
@@ -495,7 +504,9 @@ impl Engine {
                 }
             }
             Incoming::Cancel { cancel, invite } => {
-                if !self.proxy_cancel(cancel, invite, &msg, peer, now) {
+                if !self.proxy_cancel(cancel, invite, &msg, peer, now)
+                    && !self.cancel_authenticating(cancel, invite, &msg, peer, now)
+                {
                     self.on_cancel(cancel, invite, &msg, peer, now)
                 }
             }
@@ -685,6 +696,36 @@ impl Engine {
                 )
             }
         };
+        self.admit_call(stx, msg, peer, local, session_expires, now);
+    }
+
+    /// A new call admitted (auth.rs: a trusted peer's, the public context's or a user's) with
+    /// the rule it runs: its SDP answered, an RTP slot taken, and its program started.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start_call(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+        session_expires: Option<u32>,
+        a: crate::auth::Admitted,
+        now: Instant,
+    ) {
+        let reject = |e: &mut Engine, status: u16, reason: &str, extra: &[(&str, String)]| {
+            let tag = e.tag();
+            e.respond(
+                stx,
+                &msg,
+                peer,
+                status,
+                reason,
+                Some(&tag),
+                extra,
+                None,
+                now,
+            );
+        };
         let offer = if msg.body().is_empty() {
             None
         } else {
@@ -703,18 +744,7 @@ impl Engine {
                 }
             }
         };
-        let uri = msg.request_uri().unwrap_or_default();
-        let exten = sip::Uri::parse(uri)
-            .ok()
-            .and_then(|u| u.user)
-            .unwrap_or("")
-            .to_string();
         let from = msg.header(HeaderName::From).unwrap_or_default();
-        let caller = NameAddr::parse(from)
-            .ok()
-            .and_then(|n| sip::Uri::parse(n.uri).ok().and_then(|u| u.user))
-            .unwrap_or("")
-            .to_string();
 
         let local_tag = self.tag();
         let contact = format!(
@@ -747,30 +777,22 @@ impl Engine {
             None => None,
         };
 
-        // A provider's call (trunks.rs) enters its trunk's context by its DID.
-        let inbound = self.trunk_call(peer.addr, &msg);
-        let (context, exten) = match &inbound {
-            Some(t) => (t.context.clone(), t.exten.clone()),
-            None => (self.s.default_context.clone(), exten),
-        };
-        let vars = dialplan::Vars::for_call(&exten, &caller, &dialog.call_id, &self.s.data_dir);
-        let Some(program) = self.dialplan.route(&context, &exten, &vars) else {
-            return reject(
-                self,
-                404,
-                "Not Found",
-                &[(
-                    "Warning",
-                    format!("399 strowger \"no dialplan rule for {exten} in context {context}\""),
-                )],
-            );
-        };
-
+        let crate::auth::Admitted {
+            context,
+            exten,
+            vars,
+            program,
+            user,
+            trying,
+            trunk,
+        } = a;
         if !self.s.slots.try_take() {
             let retry = self.refuse_busy();
             return reject(self, 503, "Service Unavailable", &retry);
         }
-        self.respond(stx, &msg, peer, 100, "Trying", None, &[], None, now);
+        if !trying {
+            self.respond(stx, &msg, peer, 100, "Trying", None, &[], None, now);
+        }
         self.stats.calls_started += 1;
         let cdr = Cdr {
             call_id: dialog.call_id.clone(),
@@ -778,12 +800,13 @@ impl Engine {
             to: msg.header(HeaderName::To).unwrap_or_default().to_string(),
             exten,
             context,
-            trunk: inbound.map(|t| t.trunk),
+            trunk,
+            user: user.as_ref().map(|u| u.name.clone()),
             start: unix_seconds(self.clock.wall_at(now)),
             ..Cdr::default()
         };
         let leg = Leg::new(Signal::Sip(dialog), sdp_session, offer, negotiated);
-        let call = Call::new(
+        let mut call = Call::new(
             leg,
             Some(msg),
             Some(stx),
@@ -793,6 +816,7 @@ impl Engine {
             now,
             session_expires,
         );
+        call.user = user;
         let id = self.calls.add(call);
         self.calls.run_later(id);
     }

@@ -3,6 +3,7 @@
 
 pub mod acl;
 mod apps;
+pub mod auth;
 mod bridge;
 pub mod call;
 mod calls;

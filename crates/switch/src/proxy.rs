@@ -8,9 +8,10 @@
 //! One contact is tried, the highest q (then the most recently refreshed): forking belongs to
 //! the B2BUA role (`bridge user/NAME`).
 
+use crate::auth::{AuthWait, Then};
 use crate::engine::Engine;
 use crate::record_route::RouteKey;
-use crate::registrar::{Digest, Pending, StoreOp};
+use crate::registrar::{Pending, StoreOp};
 use rustc_hash::FxHashMap;
 use sip::auth::Authorization;
 use sip::header::{parse_u32, HeaderName, NameAddr};
@@ -18,7 +19,7 @@ use sip::transaction::{ClientTxId, Peer, ServerTxId, Transport};
 use sip::{Message, Method, Uri};
 use std::fmt::Write;
 use std::time::Instant;
-use store::{Binding, Credentials};
+use store::Binding;
 
 /// A request forwarded downstream: the caller's server transaction its responses go back on.
 struct Forwarded {
@@ -228,12 +229,19 @@ impl Engine {
         let Some(auth) = auth else {
             return self.proxy_challenge(stx, &msg, peer, false, now);
         };
-        self.proxy_credentials(stx, msg, peer, Box::new(auth), true);
+        self.fetch_credentials(AuthWait {
+            stx,
+            msg,
+            peer,
+            auth: Box::new(auth),
+            recent: true,
+            then: Then::Proxy,
+        });
     }
 
     /// A request allowed on: to the user's contact for a proxied domain, else (a relay, or a
     /// trusted peer's routed request) on by its Route or Request-URI.
-    fn proxy_onward(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
+    pub(crate) fn proxy_onward(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
         if self.in_domains(&msg) {
             return self.proxy_locate(stx, msg, peer, now);
         }
@@ -256,34 +264,8 @@ impl Engine {
         }
     }
 
-    /// Fetches the credentials to check a request's digest answer against.
-    #[allow(clippy::too_many_arguments)]
-    fn proxy_credentials(
-        &mut self,
-        stx: ServerTxId,
-        msg: Message,
-        peer: Peer,
-        auth: Box<Authorization>,
-        recent: bool,
-    ) {
-        let op = StoreOp::User {
-            user: auth.username.clone(),
-            domain: self.s.registrar.domain.clone(),
-            recent,
-            now: self.clock.unix(),
-        };
-        let why = Pending::ProxyAuth {
-            stx,
-            msg,
-            peer,
-            auth,
-            recent,
-        };
-        self.store_op(op, why);
-    }
-
     /// 407 with fresh challenges (RFC 3261 §22.3).
-    fn proxy_challenge(
+    pub(crate) fn proxy_challenge(
         &mut self,
         stx: ServerTxId,
         msg: &Message,
@@ -301,57 +283,8 @@ impl Engine {
         self.respond(stx, msg, peer, 407, reason, Some(&tag), &extra, None, now);
     }
 
-    /// The caller's credentials arrived from the store.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn proxy_authenticated(
-        &mut self,
-        stx: ServerTxId,
-        msg: Message,
-        peer: Peer,
-        auth: Box<Authorization>,
-        creds: Option<Credentials>,
-        recent: bool,
-        now: Instant,
-    ) {
-        let method = msg.method().map_or("INVITE", Method::as_str).to_string();
-        let digest = match self
-            .s
-            .registrar
-            .check_digest(&auth, creds.as_ref(), &method)
-        {
-            Digest::Valid => self.count_nonce(&auth, peer),
-            d => d,
-        };
-        match digest {
-            Digest::Valid => {
-                self.authenticated(peer);
-                self.proxy_onward(stx, msg, peer, now)
-            }
-            // The copy may predate a new password: only the backend's answer can deny.
-            Digest::Denied if recent => self.proxy_credentials(stx, msg, peer, auth, false),
-            Digest::Denied => {
-                if self.nonce_sent_to(&auth, peer) {
-                    self.auth_failed(peer, &auth.username, "wrong password");
-                }
-                let tag = self.tag();
-                self.respond(
-                    stx,
-                    &msg,
-                    peer,
-                    403,
-                    "Forbidden",
-                    Some(&tag),
-                    &[],
-                    None,
-                    now,
-                )
-            }
-            Digest::Rechallenge { stale } => self.proxy_challenge(stx, &msg, peer, stale, now),
-        }
-    }
-
     /// Looks the Request-URI's user up in the location store.
-    fn proxy_locate(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
+    pub(crate) fn proxy_locate(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
         let user = msg
             .request_uri()
             .and_then(|u| Uri::parse(u).ok())

@@ -278,13 +278,26 @@ impl Flow {
     }
 }
 
-/// HA1s for a new password (what `strowger user add` and `[[users]]` store).
+/// HA1s for a new password (what `strowger user add` and `[[users]]` store), with the default
+/// call settings.
 pub fn credentials(user: &str, domain: &str, password: &str) -> Credentials {
     Credentials {
         user: user.to_string(),
         domain: domain.to_string(),
         ha1_md5: sip::auth::ha1(Algorithm::Md5, user, domain, password),
         ha1_sha256: sip::auth::ha1(Algorithm::Sha256, user, domain, password),
+        ..Credentials::default()
+    }
+}
+
+/// What a `[[users]]` entry stores: its HA1s and its call settings.
+pub fn user_credentials(u: &crate::config::User) -> Credentials {
+    Credentials {
+        context: u.context.clone(),
+        caller_id: u.caller_id.clone(),
+        max_calls: u.max_calls,
+        allow: u.allow.clone(),
+        ..credentials(&u.user, &u.domain, &u.password)
     }
 }
 
@@ -391,14 +404,9 @@ pub(crate) enum Pending {
         /// The digest answer, whose nonce use is counted once the password is right.
         auth: Option<Box<Authorization>>,
     },
-    /// A request for a proxied domain whose caller's credentials are being fetched.
-    ProxyAuth {
-        stx: ServerTxId,
-        msg: Message,
-        peer: Peer,
-        auth: Box<Authorization>,
-        recent: bool,
-    },
+    /// A request (a proxied one, or a new call) whose caller's credentials are being fetched
+    /// to check its digest answer (auth.rs).
+    Auth(Box<crate::auth::AuthWait>),
     /// A request for a proxied domain waiting for the callee's bindings.
     Proxy {
         stx: ServerTxId,
@@ -502,14 +510,31 @@ fn unquote(s: &str) -> String {
 }
 
 impl Engine {
-    /// Asks the shell for a store operation; its result comes back as `Input::Store`.
-    pub(crate) fn store_op(&mut self, op: StoreOp, why: Pending) {
+    /// Asks the shell for a store operation; its result comes back as `Input::Store` with the
+    /// token returned.
+    pub(crate) fn store_op(&mut self, op: StoreOp, why: Pending) -> u64 {
         let r = &mut self.registrar;
         r.next_token += 1;
         let token = r.next_token;
         r.pending.insert(token, why);
         let op = Box::new(op);
         self.events.push_back(crate::io::Event::Store { token, op });
+        token
+    }
+
+    /// Gives up waiting for a store operation: its result will be dropped when it comes.
+    pub(crate) fn take_pending(&mut self, token: u64) -> Option<Pending> {
+        self.registrar.pending.remove(&token)
+    }
+
+    /// What this worker's nonce table says of a nonce and nonce-count, recording nothing.
+    /// Whether `nonce` is one of ours, sent to `peer`'s address, still fresh and (with `nc`)
+    /// not replayed; nothing is counted.
+    pub(crate) fn peek_nonce(&self, nonce: &str, nc: Option<&str>, peer: Peer) -> NonceCheck {
+        let bind = nonce_bind(peer);
+        self.registrar
+            .nonces
+            .peek(nonce, nc, self.clock.unix(), &bind)
     }
 
     /// The result of an operation `store_op` asked for.
@@ -549,18 +574,10 @@ impl Engine {
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now),
             },
-            Pending::ProxyAuth {
-                stx,
-                msg,
-                peer,
-                auth,
-                recent,
-            } => match result {
-                Ok(StoreReply::User(creds)) => {
-                    self.proxy_authenticated(stx, msg, peer, auth, creds, recent, now)
-                }
+            Pending::Auth(w) => match result {
+                Ok(StoreReply::User(creds)) => self.credentials_arrived(w, creds, now),
                 Ok(_) => {}
-                Err(e) => self.store_down(stx, &msg, peer, &e, now),
+                Err(e) => self.credentials_failed(w, &e, now),
             },
             Pending::Proxy { stx, msg, peer } => match result {
                 Ok(StoreReply::Located { exists, bindings }) => {
@@ -595,7 +612,14 @@ impl Engine {
         self.run_pending(now);
     }
 
-    fn store_down(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, e: &str, now: Instant) {
+    pub(crate) fn store_down(
+        &mut self,
+        stx: ServerTxId,
+        msg: &Message,
+        peer: Peer,
+        e: &str,
+        now: Instant,
+    ) {
         self.warn(format!("location store: {e}"));
         let extra = self.retry_after();
         let tag = self.tag();
@@ -671,7 +695,7 @@ impl Engine {
     }
 
     /// The request's Authorization for our realm, if it carries one that parses.
-    fn answer_for_us(&self, msg: &Message) -> Option<Authorization> {
+    pub(crate) fn answer_for_us(&self, msg: &Message) -> Option<Authorization> {
         let realm = &self.s.registrar.domain;
         msg.all(HeaderName::Authorization)
             .filter_map(|v| Authorization::parse(v).ok())
@@ -714,20 +738,23 @@ impl Engine {
         self.count_auth_failure(peer);
     }
 
-    /// 401 with fresh challenges.
     /// Whether a digest answer's nonce is one this worker sent to `peer`'s address (fresh or
     /// not): only then does its failure count against that address, which a forged source
     /// cannot make it do.
     pub(crate) fn nonce_sent_to(&self, auth: &Authorization, peer: Peer) -> bool {
         let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
-        let bind = nonce_bind(peer);
-        self.registrar
-            .nonces
-            .peek(&auth.nonce, nc, self.clock.unix(), &bind)
-            != NonceCheck::Invalid
+        self.peek_nonce(&auth.nonce, nc, peer) != NonceCheck::Invalid
     }
 
-    fn challenge(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, stale: bool, now: Instant) {
+    /// 401 with fresh challenges.
+    pub(crate) fn challenge(
+        &mut self,
+        stx: ServerTxId,
+        msg: &Message,
+        peer: Peer,
+        stale: bool,
+        now: Instant,
+    ) {
         let extra = self.challenge_headers(stale, peer);
         self.reg_reply(stx, msg, peer, 401, &extra, now);
     }
@@ -751,12 +778,7 @@ impl Engine {
         // The nonce first: a failure is counted towards a ban only for an answer to one of our
         // challenges, not for any datagram that names a user.
         let nc = auth.qop_auth.then_some(auth.nc.as_deref().unwrap_or(""));
-        let bind = nonce_bind(peer);
-        match self
-            .registrar
-            .nonces
-            .peek(&auth.nonce, nc, self.clock.unix(), &bind)
-        {
+        match self.peek_nonce(&auth.nonce, nc, peer) {
             NonceCheck::Valid => {}
             NonceCheck::Stale => return self.challenge(stx, &msg, peer, true, now),
             NonceCheck::Invalid => return self.challenge(stx, &msg, peer, false, now),

@@ -25,6 +25,9 @@ media_timeout_s = 10
 shared_ports = true
 [vars]
 bridge_target = "127.0.0.1:5090"
+# The caller is a trusted peer: its calls run in the default context unchallenged.
+[security]
+trusted = ["127.0.0.1"]
 "#,
     net::basic_dialplan!(),
     r#"[[dialplan.contexts.default.rules]]
@@ -622,5 +625,23 @@ nonce=\"{nonce}\", uri=\"sip:127.0.0.1\", response=\"0\", qop=auth, nc=00000001\
         switch::nonce_owner(&register(""), 4),
         None,
         "no digest answer"
+    );
+    // A call stays on its Call-ID's worker whatever nonce its INVITE (or a BYE that carries
+    // the credentials along) answers; that worker challenges a nonce of another's again. The
+    // proxy role's answers (Proxy-Authorization) go to their nonce's worker.
+    let request = |method: &str, auth: &str| {
+        let text = format!(
+            "{method} sip:1002@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5061;branch=z9hG4bK-n2\r\n\
+From: <sip:1001@strowger>;tag=1\r\nTo: <sip:1002@strowger>\r\nCall-ID: n2\r\nCSeq: 2 {method}\r\n\
+Max-Forwards: 70\r\n{auth}Content-Length: 0\r\n\r\n"
+        );
+        Message::parse(text.as_bytes(), true).unwrap()
+    };
+    assert_eq!(switch::nonce_owner(&request("INVITE", &answer), 4), None);
+    assert_eq!(switch::nonce_owner(&request("BYE", &answer), 4), None);
+    let proxied = answer.replace("Authorization:", "Proxy-Authorization:");
+    assert_eq!(
+        switch::nonce_owner(&request("INVITE", &proxied), 4),
+        Some(3)
     );
 }

@@ -20,6 +20,11 @@ const MALLORY: &str = "127.0.0.66:5061";
 /// victim).
 fn proxy(seed: u64, head: &str) -> (Net, Id, Id, Id, Id, Id) {
     let mut n = Net::new(seed);
+    // Strangers on loopback are strangers here: nobody is trusted unless `head` says so.
+    let head = match head.contains("[security]") {
+        true => head.to_string(),
+        false => format!("{head}[security]\ntrusted = []\n"),
+    };
     let toml = config(&format!(
         "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[proxy]\ndomains = [\"example.com\"]\n{head}"
     ));
@@ -74,11 +79,11 @@ fn preloaded_routes_and_foreign_domains_from_strangers_get_403() {
             assert_eq!(status, 403, "authenticate={auth} {route}: {warning}");
             assert!(warning.contains("security.trusted"), "{warning}");
         }
-        // A Route not naming strowger is no business of the proxy role: the B2BUA's dialplan
-        // takes the request (no rule here) and never follows a Route.
+        // A Route not naming strowger is no business of the proxy role: the B2BUA takes the
+        // request, never follows a Route, and asks a stranger who it is.
         let c = n.invite_with(m, &ruri, SW, &[("Route", &format!("<sip:{VICTIM};lr>"))]);
         assert!(n.run_until(secs(5), ended(m, c)));
-        assert_eq!(refusal(&mut n, m, c, "INVITE").0, 404);
+        assert_eq!(refusal(&mut n, m, c, "INVITE").0, 401);
         // strowger as outbound proxy for a domain it does not serve: a relay.
         let c = n.invite_with(m, &ruri, SW, &[("Route", &format!("<sip:{SW};lr>"))]);
         assert!(n.run_until(secs(5), ended(m, c)));
@@ -115,7 +120,9 @@ fn strowger_as_outbound_proxy_for_its_own_domain_still_works() {
 /// reaches the dialplan, as without the Route.
 #[test]
 fn strowger_as_outbound_proxy_for_its_own_extensions_reaches_the_dialplan() {
-    let (mut n, sw, a, _, _, v) = proxy(12, "");
+    // 44444 is open to strangers (a public context), as in the default configuration.
+    let public = "[[dialplan.contexts.public.rules]]\nexten = \"44444\"\nsteps = [\"answer\", \"playback demo loop=true\"]\n";
+    let (mut n, sw, a, _, _, v) = proxy(12, public);
     for route in ["<sip:127.0.0.1;lr>", "<sip:strowger;lr>"] {
         let c = n.invite_with(a, "sip:44444@127.0.0.1", SW, &[("Route", route)]);
         assert!(n.run_until(secs(5), confirmed(a, c)), "{route}");

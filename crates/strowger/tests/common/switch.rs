@@ -257,6 +257,25 @@ fn answers_options(sip: SocketAddr) -> bool {
         && sock.recv(&mut buf).is_ok()
 }
 
+/// `text` (a configuration with the default `[security]` table) with 127.0.0.1 trusted: the
+/// test's phones call in the default context without credentials, as a trunk does.
+pub fn trusting_loopback(text: &str) -> String {
+    assert_eq!(
+        text.matches("\ntrusted = []\n").count(),
+        1,
+        "no `trusted = []` line to replace"
+    );
+    text.replace("\ntrusted = []\n", "\ntrusted = [\"127.0.0.1\"]\n")
+}
+
+/// The embedded configuration trusting 127.0.0.1 (`trusting_loopback`), written to `dir`.
+pub fn default_config_trusting_loopback(dir: &Path) -> PathBuf {
+    let text = include_str!("../../../switch/src/default.toml");
+    let path = dir.join("trusting-loopback.toml");
+    std::fs::write(&path, trusting_loopback(text)).unwrap();
+    path
+}
+
 pub fn config_path(name: &str) -> PathBuf {
     tests_dir().join("configs").join(name)
 }

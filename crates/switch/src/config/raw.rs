@@ -75,6 +75,8 @@ pub(crate) struct RawSecurity {
     pub tcp_max_per_source: u64,
     pub tcp_idle_s: u64,
     pub tcp_unauthenticated_s: u64,
+    /// None: "public" when the dialplan has such a context.
+    pub public_context: Option<String>,
 }
 
 impl Default for RawSecurity {
@@ -96,6 +98,7 @@ impl Default for RawSecurity {
             tcp_max_per_source: 32,
             tcp_idle_s: 120,
             tcp_unauthenticated_s: 30,
+            public_context: None,
         }
     }
 }
@@ -206,6 +209,12 @@ pub(crate) struct RawUser {
     pub user: String,
     pub password: String,
     pub domain: Option<String>,
+    pub context: Option<String>,
+    pub caller_id: Option<String>,
+    #[serde(default)]
+    pub max_calls: u64,
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -268,7 +277,7 @@ impl Default for RawSip {
             t1_ms: 500,
             t2_ms: 4000,
             t4_ms: 5000,
-            user_agent: concat!("strowger/", env!("CARGO_PKG_VERSION")).into(),
+            user_agent: "strowger".into(),
             max_message_size: 65535,
             session_expires: 1800,
             min_se: 90,

@@ -40,7 +40,12 @@ fn defaults_match_default_toml() {
     assert_eq!(minimal.rtp, default.rtp);
     assert_eq!(minimal.registrar, default.registrar);
     assert_eq!(minimal.proxy, default.proxy);
-    assert_eq!(minimal.security, default.security);
+    // The minimal dialplan has no `public` context, so strangers get none.
+    let public_off = Security {
+        public_context: None,
+        ..default.security.clone()
+    };
+    assert_eq!(minimal.security, public_off);
     assert_eq!(
         default.security.scanner_user_agents,
         crate::guard::SCANNERS,
@@ -480,4 +485,119 @@ fn the_documented_trunk_example_loads() {
         ("provider", true, 1)
     );
     assert_eq!(t.outbound_number("0301234"), "+49301234");
+}
+
+#[test]
+fn the_default_exposes_only_the_demo_to_strangers_and_says_no_version() {
+    let c = Config::embedded();
+    assert_eq!(c.sip.user_agent, "strowger", "no version by default");
+    assert_eq!(c.security.public_context.as_deref(), Some("public"));
+    assert!(c.security.trusted.is_empty());
+    let vars = crate::dialplan::Vars::for_call("", "anonymous", "c", "d");
+    let routes = |context: &str, exten: &str| c.dialplan.route(context, exten, &vars).is_some();
+    for exten in ["44444", "9196", "9197"] {
+        assert!(routes("public", exten), "{exten} is public");
+        assert!(routes("default", exten), "{exten} is in default");
+    }
+    for exten in ["1001", "2000", "2999", "0", "s", ""] {
+        assert!(!routes("public", exten), "{exten:?} is not public");
+    }
+    assert!(routes("default", "1001") && routes("default", "2000"));
+}
+
+#[test]
+fn the_public_context_is_checked() {
+    // Not set and no `public` context: nobody is let in unauthenticated.
+    let c = Config::from_str(MINIMAL, "m.toml").unwrap();
+    assert_eq!(c.security.public_context, None);
+    // Named: it must exist; "" turns it off.
+    let e = errors(&format!(
+        "[security]\npublic_context = \"guests\"\n\n{MINIMAL}"
+    ));
+    assert!(
+        e[0].starts_with(
+            "strowger.toml:2:18: security.public_context: no dialplan context \"guests\""
+        ),
+        "{e:?}"
+    );
+    let text = DEFAULT_TOML.replace("# public_context = \"public\"", "public_context = \"\"");
+    assert_eq!(
+        Config::from_str(&text, "s.toml")
+            .unwrap()
+            .security
+            .public_context,
+        None
+    );
+    // A catch-all would let strangers reach every extension without a challenge.
+    for rule in ["prefix = \"\"", "regex = \".*\"", "regex = \"^.*$\""] {
+        let text = format!(
+            "{MINIMAL}[[dialplan.contexts.public.rules]]\nexten = \"9196\"\nsteps = [\"echo\"]\n\
+             [[dialplan.contexts.public.rules]]\n{rule}\nsteps = [\"hangup\"]\n"
+        );
+        let e = errors(&text);
+        assert!(
+            e.len() == 1
+                && e[0].contains("dialplan.contexts.public.rules[1]: matches every extension"),
+            "{rule}: {e:?}"
+        );
+    }
+    let narrow = format!(
+        "{MINIMAL}[[dialplan.contexts.public.rules]]\nregex = \"^9\\\\d+$\"\nsteps = [\"echo\"]\n"
+    );
+    let c = Config::from_str(&narrow, "n.toml").unwrap();
+    assert_eq!(c.security.public_context.as_deref(), Some("public"));
+}
+
+#[test]
+fn users_call_settings_are_checked() {
+    let ok = format!(
+        "{MINIMAL}[[users]]\nuser = \"1001\"\npassword = \"p\"\ncontext = \"default\"\n\
+         caller_id = \"\\\"Alice\\\" <1001>\"\nmax_calls = 2\nallow = [\"^1\\\\d{{3}}$\"]\n"
+    );
+    let c = Config::from_str(&ok, "u.toml").unwrap();
+    let u = &c.users[0];
+    assert_eq!(u.context.as_deref(), Some("default"));
+    assert_eq!(u.caller_id.as_deref(), Some("\"Alice\" <1001>"));
+    assert_eq!(
+        (u.max_calls, u.allow.as_slice()),
+        (2, &["^1\\d{3}$".to_string()][..])
+    );
+    let creds = crate::registrar::user_credentials(u);
+    assert_eq!(creds.max_calls, 2);
+    assert_eq!(creds.context.as_deref(), Some("default"));
+
+    let bad = format!(
+        "{MINIMAL}[[users]]\nuser = \"1001\"\npassword = \"p\"\ncontext = \"nowhere\"\n\
+         caller_id = \"Alice <>\"\nallow = [\"(\"]\n"
+    );
+    let e = errors(&bad);
+    assert_eq!(e.len(), 3, "{e:?}");
+    assert!(
+        e[0].contains("users[0].context: no dialplan context \"nowhere\""),
+        "{e:?}"
+    );
+    assert!(
+        e[1].contains("users[0].caller_id: \"Alice <>\" — expected a number"),
+        "{e:?}"
+    );
+    assert!(
+        e[2].contains("users[0].allow[0]: invalid regex \"(\""),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn the_users_example_in_the_default_file_is_valid() {
+    let text = DEFAULT_TOML
+        .lines()
+        .skip_while(|l| *l != "# [[users]]")
+        .take_while(|l| l.starts_with("# "))
+        .filter(|l| !l.starts_with("#  "))
+        .map(|l| &l[2..])
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("caller_id"), "{text}");
+    let c = Config::from_str(&format!("{DEFAULT_TOML}\n{text}\n"), "d.toml").unwrap();
+    assert_eq!(c.users.len(), 1);
+    assert_eq!(c.users[0].max_calls, 2);
 }

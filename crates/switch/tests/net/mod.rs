@@ -612,15 +612,25 @@ steps = ["bridge sip:${EXTEN}@${self} timeout=20"]
 );
 
 /// A configuration: `head` (tables other than the dialplan, e.g. `[general]`, `[vars]`) with
-/// media timeouts off, then `DIALPLAN`.
+/// media timeouts off and the loopback addresses trusted (the agents call without credentials,
+/// as a trunk does; a `[security]` table in `head` replaces that), then `DIALPLAN`.
 pub fn config(head: &str) -> String {
     let rtp = if head.contains("[rtp]") {
         ""
     } else {
         "[rtp]\nmedia_timeout_s = 0\n"
     };
-    format!("{rtp}{head}\n{DIALPLAN}")
+    let security = if head.contains("[security]") {
+        ""
+    } else {
+        TRUST_LOOPBACK
+    };
+    format!("{rtp}{security}{head}\n{DIALPLAN}")
 }
+
+/// Every agent on 127.0.0.0/8 and ::1 is a trusted peer: calls in the default context,
+/// unchallenged.
+pub const TRUST_LOOPBACK: &str = "[security]\ntrusted = [\"127.0.0.0/8\", \"::1\"]\n";
 
 /// The switch's address in the IPv4 tests.
 pub const SW: &str = "127.0.0.1:5060";

@@ -33,6 +33,8 @@ struct NodeHost {
     lookups: Vec<String>,
     /// What this worker tells the others of trunk servers (`Event::TrunkServer`).
     broadcasts: Vec<(usize, Peer, Option<Instant>)>,
+    /// Store operations held back (`Node::hold_store`) instead of answered at once.
+    held: Option<Vec<(u64, switch::registrar::StoreOp)>>,
 }
 
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
@@ -177,6 +179,7 @@ impl Node {
             dns: shared.dns.clone(),
             lookups: Vec::new(),
             broadcasts: Vec::new(),
+            held: None,
         };
         let mut node = Node {
             engine,
@@ -414,6 +417,22 @@ impl Node {
         self.input(self.now, Input::Ban { source, until });
     }
 
+    /// From now on the store answers only when `release_store` says so (a slow backend).
+    pub fn hold_store(&mut self) {
+        self.host.held = Some(Vec::new());
+    }
+
+    /// Answers the store operations held back, and answers at once again.
+    pub fn release_store(&mut self) {
+        let clock = self.clock(self.now);
+        for (token, op) in self.host.held.take().unwrap_or_default() {
+            let result = switch::registrar::run(&*self.host.store, op);
+            self.engine
+                .handle_input(clock, Input::Store { token, result });
+        }
+        self.collect();
+    }
+
     /// Operator messages logged so far.
     pub fn logs(&self) -> &[String] {
         &self.host.logs
@@ -465,6 +484,9 @@ impl Node {
             }
             Event::MediaClose { leg } => {
                 h.ports.remove(&leg);
+            }
+            Event::Store { token, op } if h.held.is_some() => {
+                h.held.get_or_insert_with(Vec::new).push((token, *op));
             }
             Event::Store { token, op } => {
                 let result = switch::registrar::run(&*h.store, *op);

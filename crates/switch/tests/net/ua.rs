@@ -71,6 +71,14 @@ pub struct Call {
     pub sending: bool,
     /// For an incoming call: its INVITE's server transaction and the INVITE, until answered.
     invite_tx: Option<(ServerTxId, Message, Peer)>,
+    /// For an outgoing call: where its INVITE went and the extra headers it carried (an INVITE
+    /// answering a challenge goes the same way).
+    next_hop: Option<SocketAddr>,
+    extra: Vec<(String, String)>,
+    /// INVITEs sent with credentials in this call.
+    pub auth_attempts: u32,
+    /// The client transaction of the latest initial INVITE (the one a CANCEL cancels).
+    invite_ctx: Option<ClientTxId>,
     /// The ACK of the last 2xx we got, re-sent when the 2xx is.
     ack: Option<(SocketAddr, Vec<u8>)>,
     rtp_seq: u16,
@@ -157,6 +165,9 @@ pub struct Ua {
     pub bindings: Vec<String>,
     /// Requests refused for their credentials (a wrong or missing answer), by method.
     pub challenged: Vec<String>,
+    /// User name and password to answer a 401/407 to an INVITE with (RFC 3261 §22.2); none:
+    /// a challenge ends the call.
+    pub credentials: Option<(String, String)>,
     txs: Transactions,
     client_txs: HashMap<ClientTxId, (Option<usize>, Method)>,
     /// Final answers due: (when, call).
@@ -188,6 +199,7 @@ impl Ua {
             register_expires: 600,
             bindings: Vec::new(),
             challenged: Vec::new(),
+            credentials: None,
             dialog_headers: Vec::new(),
             tx_events: Vec::new(),
             txs: Transactions::new(Timers::default()),
@@ -274,31 +286,87 @@ impl Ua {
             pt: codecs[0],
             sending: true,
             invite_tx: None,
+            next_hop: Some(next_hop),
+            extra: extra
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            auth_attempts: 0,
+            invite_ctx: None,
             ack: None,
             rtp_seq: 0,
         };
-        let mut b = RequestBuilder::new(&Method::Invite, uri);
-        b.header("Via", self.via());
-        let mf = extra
+        self.calls.push(call);
+        let idx = self.calls.len() - 1;
+        self.send_invite(idx, None, now);
+        idx
+    }
+
+    /// Sends call `idx`'s INVITE (again, with its next CSeq, when `auth` answers a challenge:
+    /// the header name and value).
+    fn send_invite(&mut self, idx: usize, auth: Option<(&str, String)>, now: Instant) {
+        let via = self.via();
+        let contact = self.contact.clone();
+        let c = &self.calls[idx];
+        let uri = c.remote_target.clone();
+        let mut b = RequestBuilder::new(&Method::Invite, &uri);
+        b.header("Via", via);
+        let mf = c
+            .extra
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case("Max-Forwards"))
-            .map_or("70", |(_, v)| *v);
+            .map_or("70", |(_, v)| v.as_str());
         b.header("Max-Forwards", mf);
-        b.header("From", format_args!("{};tag={tag}", call.local_uri));
-        b.header("To", &call.remote_uri);
-        b.header("Call-ID", &call_id);
-        b.header("CSeq", "1 INVITE");
-        b.header("Contact", format_args!("<{}>", self.contact));
-        for (n, v) in extra {
+        b.header("From", format_args!("{};tag={}", c.local_uri, c.local_tag));
+        b.header("To", &c.remote_uri);
+        b.header("Call-ID", &c.call_id);
+        b.header("CSeq", format_args!("{} INVITE", c.local_cseq));
+        b.header("Contact", format_args!("<{contact}>"));
+        for (n, v) in &c.extra {
             if !n.eq_ignore_ascii_case("Max-Forwards") && !n.eq_ignore_ascii_case("To") {
                 b.header(n, v);
             }
         }
+        if let Some((name, value)) = auth {
+            b.header(name, value);
+        }
+        let offer = c.sdp_sent[0].clone();
+        let to = c.next_hop.expect("an outgoing call");
         let bytes = b.finish(Some(("application/sdp", offer.as_bytes())));
-        self.calls.push(call);
-        let idx = self.calls.len() - 1;
-        self.send_request(Some(idx), Method::Invite, bytes, next_hop, now);
-        idx
+        let ctx = self.send_request(Some(idx), Method::Invite, bytes, to, now);
+        self.calls[idx].invite_ctx = Some(ctx);
+    }
+
+    /// A 401 or 407 to call `idx`'s INVITE: the INVITE again with our credentials (twice at
+    /// most, so a wrong password does not loop). False if we do not answer it.
+    fn answer_challenge(&mut self, idx: usize, msg: &Message, now: Instant) -> bool {
+        let Some((user, password)) = self.credentials.clone() else {
+            return false;
+        };
+        let (ask, answer) = match msg.status() {
+            Some(401) => (HeaderName::WwwAuthenticate, "Authorization"),
+            Some(407) => (HeaderName::ProxyAuthenticate, "Proxy-Authorization"),
+            _ => return false,
+        };
+        let Some(challenge) = msg
+            .header(ask)
+            .and_then(|v| sip::auth::Challenge::parse(v).ok())
+        else {
+            return false;
+        };
+        let c = &mut self.calls[idx];
+        if c.auth_attempts >= 2 {
+            return false;
+        }
+        c.auth_attempts += 1;
+        c.local_cseq += 1;
+        let uri = c.remote_target.clone();
+        let cnonce = format!("cn{}", c.auth_attempts);
+        let value = sip::auth::Authorization::build(
+            &challenge, &user, &password, "INVITE", &uri, 1, &cnonce,
+        );
+        self.send_invite(idx, Some((answer, value)), now);
+        true
     }
 
     /// Registers `contact` (ours by default) as our user at `registrar` for `domain`.
@@ -332,12 +400,7 @@ impl Ua {
 
     /// Cancels the call's pending INVITE (sent once a provisional came, RFC 3261 §9.1).
     pub fn cancel(&mut self, call: usize, now: Instant) {
-        let invite = self
-            .client_txs
-            .iter()
-            .find(|(_, (c, m))| *c == Some(call) && *m == Method::Invite)
-            .map(|(ctx, _)| *ctx)
-            .expect("the call has an INVITE");
+        let invite = self.calls[call].invite_ctx.expect("the call has an INVITE");
         if let Some(ctx) = self.txs.cancel(invite, now) {
             self.client_txs.insert(ctx, (Some(call), Method::Cancel));
         }
@@ -381,13 +444,14 @@ impl Ua {
         bytes: Vec<u8>,
         to: SocketAddr,
         now: Instant,
-    ) {
+    ) -> ClientTxId {
         let peer = Peer {
             transport: Transport::Udp,
             addr: to,
         };
         let ctx = self.txs.send_request(bytes, peer, now);
         self.client_txs.insert(ctx, (call, method));
+        ctx
     }
 
     // -----------------------------------------------------------------------------------------
@@ -479,6 +543,13 @@ impl Ua {
             return;
         }
         if status >= 300 {
+            if method == Method::Invite
+                && c.state == State::Calling
+                && self.answer_challenge(call, &msg, now)
+            {
+                return;
+            }
+            let c = &mut self.calls[call];
             if c.state == State::Calling {
                 c.state = State::Ended;
             }
@@ -724,6 +795,10 @@ impl Ua {
             pt: pts.first().copied().unwrap_or(0),
             sending: true,
             invite_tx: Some((stx, msg.clone(), peer)),
+            next_hop: None,
+            extra: Vec::new(),
+            auth_attempts: 0,
+            invite_ctx: None,
             ack: None,
             rtp_seq: 0,
         };
