@@ -420,6 +420,11 @@ def flood(args, rundir):
     text, n = re.subn(r"(?m)^trusted = \[\]$", 'trusted = ["127.0.0.1"]', text)
     if n != 1 and "[security]" in text:
         sys.exit("bench: cannot set security.trusted in the default configuration")
+    # Loopback is whitelisted by default; the flood comes from 127.2.x.y, so only the trusted
+    # load generator's address may be spared here.
+    text, w = re.subn(r'(?m)^whitelist = .*$', "whitelist = []", text)
+    if n == 1 and w != 1:
+        sys.exit("bench: cannot set security.whitelist in the default configuration")
     if n != 1:
         b.log("flood: this build has no [security] section (no trust, no bans): measuring it as it is")
     text += '\n[[users]]\nuser = "1001"\npassword = "flood-bench-secret"\n'
