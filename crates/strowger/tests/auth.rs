@@ -135,8 +135,8 @@ fn strangers_cannot_tell_users_extensions_or_passwords_apart() {
     // The security log has both, for fail2ban and the ban logic.
     let logged = common::wait_for(Duration::from_secs(5), || {
         let log = s.stderr();
-        (log.contains("wrong password from 127.0.0.1 user \"1001\"")
-            && log.contains("wrong password from 127.0.0.1 user \"1999\""))
+        (log.contains("auth_failed source=127.0.0.1 user=\"1001\" reason=\"wrong password\"")
+            && log.contains("auth_failed source=127.0.0.1 user=\"1999\" reason=\"wrong password\""))
         .then_some(())
     });
     assert!(logged.is_some(), "security log:\n{}", s.stderr());

@@ -21,6 +21,8 @@ fn config(dir: &Path, proxy: &str) -> PathBuf {
             "store = \"local:strowger-data/store.snap\"",
             &format!("store = \"{store}\""),
         )
+        // The callers are strangers to the proxy: a trusted peer would skip its 407.
+        .replace("trusted = [\"127.0.0.1\"]", "trusted = []")
         + &format!("\n[proxy]\ndomains = [\"proxy.test\"]\n{proxy}\n");
     let path = dir.join("proxy.toml");
     std::fs::write(&path, text).unwrap();

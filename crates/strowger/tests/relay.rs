@@ -66,6 +66,8 @@ fn start() -> (Strowger, TempDir) {
             "store = \"local:strowger-data/store.snap\"",
             &format!("store = \"{store}\""),
         )
+        // The attacker is on loopback too: nobody is trusted here.
+        .replace("trusted = [\"127.0.0.1\"]", "trusted = []")
         + "\n[proxy]\ndomains = [\"proxy.test\"]\nauthenticate = true\n";
     let path = dir.path().join("relay.toml");
     std::fs::write(&path, text).unwrap();

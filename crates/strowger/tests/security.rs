@@ -255,9 +255,11 @@ fn sipvicious_inside_netns() {
         .args(&["-au", "1001", "-ap", PASSWORD])
         .run(s.sip, s.dir.path());
     reg.assert_ok(1);
-    let to_phone = Sipp::new(Scenario::Builtin("uac"))
+    // A user's call (it answers the 401 as 1001) to the baresip phone registered as 1002.
+    let to_phone = Sipp::new(Scenario::File("uac_auth.xml"))
         .ip("127.0.0.2")
         .service("1002")
+        .args(&["-au", "1001", "-ap", PASSWORD])
         .calls(3, 1, 1)
         .duration_ms(1000)
         .run(s.sip, s.dir.path());

@@ -181,6 +181,9 @@ dns_server = "127.0.0.1:{dns}"
 t1_ms = 100
 [rtp]
 media_timeout_s = 0
+# The office's phone (SIPp on 127.0.0.1) is a trusted peer: it dials out without a password.
+[security]
+trusted = ["127.0.0.1"]
 
 [[trunks]]
 name = "provider"
