@@ -58,7 +58,7 @@ def register(rundir, label, binary, n, auth):
     store = f"local:{rundir}/{label}-store.snap"
     path = os.path.join(rundir, f"{label}.toml")
     with open(path, "w") as f:
-        f.write(R.strowger_config(store, auth, 2000))
+        f.write(R.strowger_config(store, auth, 2000, binary))
     port, rtp = b.alloc_ports(1, 1), b.alloc_ports(200)
     p, out = under_callgrind(rundir, label, [binary, "--config", path, "--sip-listen", f"127.0.0.1:{port}",
                                             "--rtp-ports", f"{rtp}-{rtp + 199}", "--data-dir",

@@ -879,8 +879,15 @@ impl Engine {
 
     /// Whether the store refused a REGISTER's new contacts for `registrar.max_contacts`: one it
     /// put is not among the bindings it returned (`Overflow::Refuse` applies nothing).
+    /// A refusal needs the bindings and the new contacts (at most one more than the commas in
+    /// the Contact values) to pass the limit, so the common REGISTER is not parsed again.
     fn over_limit(&self, msg: &Message, peer: Peer, list: &[Binding]) -> bool {
+        let most_new: usize = msg
+            .all(HeaderName::Contact)
+            .map(|v| 1 + v.bytes().filter(|&b| b == b',').count())
+            .sum();
         self.s.registrar.contacts_overflow == store::Overflow::Refuse
+            && list.len() + most_new > self.s.registrar.max_contacts
             && self.changes(msg, peer).is_ok_and(|changes| {
                 changes.iter().any(
                     |c| matches!(c, Change::Put(b) if !list.iter().any(|l| l.contact == b.contact)),
