@@ -241,6 +241,36 @@ impl Engine {
         self.start_call(stx, msg, peer, local, session_expires, a, now);
     }
 
+    /// A new INVITE without credentials that only a user may make (not from a trusted peer or a
+    /// trunk, not for the public context, not for the proxy role) gets its 401 at once and
+    /// statelessly, as a REGISTER does: a scanner's or a flood's INVITEs leave no transaction
+    /// retransmitting the challenge, and a phone that missed it sends its INVITE again.
+    pub(crate) fn challenge_call_statelessly(&mut self, msg: &Message, peer: Peer) -> bool {
+        let initial = msg.method() == Some(&Method::Invite)
+            && msg.header(HeaderName::Authorization).is_none()
+            && msg
+                .header(HeaderName::To)
+                .and_then(|t| NameAddr::parse(t).ok())
+                .is_some_and(|t| t.tag().is_none());
+        if !initial
+            || self.s.security.trusted.contains(peer.addr.ip())
+            || self.proxies(msg)
+            || self.trunk_call(peer.addr, msg).is_some()
+        {
+            return false;
+        }
+        if let Some(public) = &self.s.security.public_context {
+            let (exten, caller) = call_names(msg);
+            let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
+            let vars = Vars::for_call(&exten, &caller, call_id, &self.s.data_dir);
+            if self.dialplan.route(public, &exten, &vars).is_some() {
+                return false;
+            }
+        }
+        self.stateless_challenge(msg, peer);
+        true
+    }
+
     /// A caller that must be a user: a 401 without (or with a stale) digest answer, else its
     /// credentials are fetched to check the answer.
     fn authenticate_call(

@@ -493,7 +493,7 @@ impl Engine {
             self.reject_stateless(&msg, peer, 503, "Service Unavailable", &retry);
             return;
         }
-        if self.challenge_statelessly(&msg, peer) {
+        if self.challenge_statelessly(&msg, peer) || self.challenge_call_statelessly(&msg, peer) {
             return;
         }
         match self.txs.on_request(&msg, peer, now) {

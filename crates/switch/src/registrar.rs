@@ -689,9 +689,14 @@ impl Engine {
         {
             return false;
         }
+        self.stateless_challenge(msg, peer);
+        true
+    }
+
+    /// A 401 with fresh challenges, sent without a transaction.
+    pub(crate) fn stateless_challenge(&mut self, msg: &Message, peer: Peer) {
         let extra = self.challenge_headers(false, peer);
         self.reject_stateless(msg, peer, 401, "Unauthorized", &extra);
-        true
     }
 
     /// The request's Authorization for our realm, if it carries one that parses.

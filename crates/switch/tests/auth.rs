@@ -499,3 +499,35 @@ fn a_cancel_while_the_credentials_are_fetched_ends_the_invite() {
     assert!(sent(&mut node).is_empty(), "nothing more");
     assert_eq!(node.active_calls(), 0);
 }
+
+/// A stranger's INVITE is challenged without a transaction, as a REGISTER is: one 401, never
+/// retransmitted while no ACK comes (a flood's INVITEs leave nothing behind), and the same
+/// INVITE sent again gets a 401 again.
+#[test]
+fn a_strangers_invite_is_challenged_statelessly() {
+    let (mut node, now) = worker_zero();
+    node.deliver_sip(
+        invite_text("s1", 1, "").as_bytes(),
+        addr(ALICE),
+        addr(SW),
+        false,
+        now,
+    );
+    let first: Vec<_> = sent(&mut node).iter().filter_map(Message::status).collect();
+    assert_eq!(first, [401]);
+    for s in 1..=40 {
+        node.advance(now + std::time::Duration::from_secs(s));
+    }
+    assert!(sent(&mut node).is_empty(), "no retransmitted 401");
+    assert_eq!(node.next_deadline(), None, "no transaction left");
+    let later = now + std::time::Duration::from_secs(41);
+    node.deliver_sip(
+        invite_text("s1", 1, "").as_bytes(),
+        addr(ALICE),
+        addr(SW),
+        false,
+        later,
+    );
+    let again: Vec<_> = sent(&mut node).iter().filter_map(Message::status).collect();
+    assert_eq!(again, [401]);
+}
