@@ -252,7 +252,9 @@ impl Engine {
                 .header(HeaderName::To)
                 .and_then(|t| NameAddr::parse(t).ok())
                 .is_some_and(|t| t.tag().is_none());
+        // An INVITE refused for its content gets that answer (415, 406) from the call path.
         if !initial
+            || crate::engine::content_refusal(msg).is_some()
             || self.s.security.trusted.contains(peer.addr.ip())
             || self.proxies(msg)
             || self.trunk_call(peer.addr, msg).is_some()

@@ -657,33 +657,9 @@ impl Engine {
             let retry = self.refuse_busy();
             return reject(self, 503, "Service Unavailable", &retry);
         }
-        if !msg.body().is_empty() {
-            let ct = msg
-                .header(HeaderName::ContentType)
-                .unwrap_or("application/sdp");
-            if !ct.to_ascii_lowercase().starts_with("application/sdp") {
-                return reject(
-                    self,
-                    415,
-                    "Unsupported Media Type",
-                    &[("Accept", "application/sdp".to_string())],
-                );
-            }
-        }
-        if msg.count(HeaderName::Accept) > 0
-            && !msg.all(HeaderName::Accept).any(|a| {
-                let a = a.to_ascii_lowercase();
-                a.starts_with("application/sdp")
-                    || a.starts_with("*/*")
-                    || a.starts_with("application/*")
-            })
-        {
-            return reject(
-                self,
-                406,
-                "Not Acceptable",
-                &[("Accept", "application/sdp".to_string())],
-            );
+        if let Some((status, reason)) = content_refusal(&msg) {
+            let extra = [("Accept", "application/sdp".to_string())];
+            return reject(self, status, reason, &extra);
         }
         let session_expires = match self.session_timer(&msg) {
             Ok(se) => se,
@@ -1312,6 +1288,27 @@ impl Engine {
         self.iax_shutdown(now);
         self.trunks_shutdown(now);
     }
+}
+
+/// 415 for a body that is not SDP, 406 for an Accept that excludes SDP: what a new INVITE is
+/// refused for before anything else is asked of it (RFC 3261 §21.4.7, §21.4.19).
+pub(crate) fn content_refusal(msg: &Message) -> Option<(u16, &'static str)> {
+    if !msg.body().is_empty() {
+        let ct = msg
+            .header(HeaderName::ContentType)
+            .unwrap_or("application/sdp");
+        if !ct.to_ascii_lowercase().starts_with("application/sdp") {
+            return Some((415, "Unsupported Media Type"));
+        }
+    }
+    let takes_sdp = |a: &str| {
+        let a = a.to_ascii_lowercase();
+        a.starts_with("application/sdp") || a.starts_with("*/*") || a.starts_with("application/*")
+    };
+    if msg.count(HeaderName::Accept) > 0 && !msg.all(HeaderName::Accept).any(takes_sdp) {
+        return Some((406, "Not Acceptable"));
+    }
+    None
 }
 
 pub(crate) fn transport_param(t: Transport) -> &'static str {
