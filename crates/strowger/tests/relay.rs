@@ -9,50 +9,19 @@
 
 mod common;
 
+use common::netns::{assert_isolated, in_private_netns};
 use common::sip::Msg;
 use common::switch::{config_path, Opts};
 use common::{Strowger, TempDir};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const INNER: &str = "relay_inside_netns";
-const NETNS_ENV: &str = "STROWGER_TEST_IN_NETNS";
 const VICTIM: &str = "127.0.0.9:5099";
 
 #[test]
 fn relay_attempts_in_private_netns() {
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "--",
-            "sh",
-            "-c",
-            "ip link set lo up && exec \"$0\" \"$@\"",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            INNER,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(NETNS_ENV, "1")
-        .output()
-        .expect("run unshare (util-linux; needs root)");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    println!("{text}");
-    assert!(
-        out.status.success(),
-        "the run inside the namespace failed ({}):\n{text}",
-        out.status
-    );
-    assert!(
-        text.contains("1 passed"),
-        "the inner test did not run:\n{text}"
-    );
+    in_private_netns(INNER);
 }
 
 /// tests/configs/registrar.toml (users 1001 and 1002, digest authentication) proxying
@@ -168,19 +137,7 @@ fn assert_refused(m: &Msg, status: u16, warning: &str) {
 #[test]
 #[ignore = "runs only inside the private network namespace set up by relay_attempts_in_private_netns"]
 fn relay_inside_netns() {
-    assert_eq!(
-        std::env::var(NETNS_ENV).as_deref(),
-        Ok("1"),
-        "run via relay_attempts_in_private_netns"
-    );
-    let devs = std::fs::read_to_string("/proc/self/net/dev").unwrap();
-    let ifaces: Vec<&str> = devs
-        .lines()
-        .skip(2)
-        .filter_map(|l| l.split(':').next())
-        .map(str::trim)
-        .collect();
-    assert_eq!(ifaces, ["lo"], "not an isolated network namespace");
+    assert_isolated();
 
     let victim = UdpSocket::bind(VICTIM).unwrap();
     victim.set_nonblocking(true).unwrap();

@@ -14,6 +14,7 @@
 mod common;
 
 use common::baresip::Baresip;
+use common::netns::{assert_isolated, in_private_netns};
 use common::sipp::{Scenario, Sipp};
 use common::switch::{run_cli, Opts};
 use common::{read_text, repo_root, tail, wait_for, Strowger, TempDir};
@@ -23,61 +24,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-const NETNS_ENV: &str = "STROWGER_TEST_IN_NETNS";
 /// The right password sits after 300 wrong ones in svcrack's word list.
 const PASSWORD: &str = "correct-horse-battery-staple";
-
-/// Runs this binary's test `inner` inside `unshare -n` with loopback up, and checks it passed.
-fn in_private_netns(inner: &str) {
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "--",
-            "sh",
-            "-c",
-            "ip link set lo up && exec \"$0\" \"$@\"",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            inner,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(NETNS_ENV, "1")
-        .output()
-        .expect("run unshare (util-linux; needs root)");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    println!("{text}");
-    assert!(
-        out.status.success(),
-        "{inner} inside the namespace failed ({}):\n{text}",
-        out.status
-    );
-    assert!(
-        text.contains("1 passed"),
-        "the inner test did not run:\n{text}"
-    );
-}
-
-/// Inner tests send attack traffic: only inside the namespace the outer test made.
-fn assert_isolated() {
-    assert_eq!(
-        std::env::var(NETNS_ENV).as_deref(),
-        Ok("1"),
-        "run through the outer test (unshare -n)"
-    );
-    let devs = std::fs::read_to_string("/proc/self/net/dev").unwrap();
-    let ifaces: Vec<&str> = devs
-        .lines()
-        .skip(2)
-        .filter_map(|l| l.split(':').next())
-        .map(str::trim)
-        .collect();
-    assert_eq!(ifaces, ["lo"], "only loopback may exist here");
-}
 
 /// The embedded configuration with keys replaced (`key = value` lines; `key` alone is a
 /// `[security]` key, else `table.key`; the last of a key wins), written to `dir`.

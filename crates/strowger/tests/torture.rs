@@ -8,50 +8,19 @@
 
 mod common;
 
+use common::netns::{assert_isolated, in_private_netns};
 use common::sip::Msg;
 use common::sipp::{Scenario, Sipp};
 use common::{shared_dir, Strowger};
 use std::net::UdpSocket;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const INNER: &str = "corpus_inside_netns";
-const NETNS_ENV: &str = "STROWGER_TEST_IN_NETNS";
 
 #[test]
 fn torture_corpus_in_private_netns() {
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "--",
-            "sh",
-            "-c",
-            "ip link set lo up && exec \"$0\" \"$@\"",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            INNER,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(NETNS_ENV, "1")
-        .output()
-        .expect("run unshare (util-linux; needs root)");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    println!("{text}");
-    assert!(
-        out.status.success(),
-        "torture run inside the namespace failed ({}):\n{text}",
-        out.status
-    );
-    assert!(
-        text.contains("1 passed"),
-        "the inner test did not run:\n{text}"
-    );
+    in_private_netns(INNER);
 }
 
 /// What strowger must do with one corpus message.
@@ -234,19 +203,7 @@ fn verdict(want: &Want, got: &[u16]) -> bool {
 #[ignore = "runs only inside the private network namespace set up by torture_corpus_in_private_netns"]
 fn corpus_inside_netns() {
     // Refuse to send the corpus anywhere but an isolated namespace: only `lo` may exist.
-    assert_eq!(
-        std::env::var(NETNS_ENV).as_deref(),
-        Ok("1"),
-        "run via torture_corpus_in_private_netns"
-    );
-    let devs = std::fs::read_to_string("/proc/self/net/dev").unwrap();
-    let ifaces: Vec<&str> = devs
-        .lines()
-        .skip(2)
-        .filter_map(|l| l.split(':').next())
-        .map(str::trim)
-        .collect();
-    assert_eq!(ifaces, ["lo"], "not an isolated network namespace");
+    assert_isolated();
 
     let mut s = Strowger::start("torture");
     let listeners = Listeners::new(s.sip.port());

@@ -13,6 +13,7 @@
 mod common;
 
 use common::net::free_port;
+use common::netns::{assert_isolated, in_private_netns};
 use common::sipp::{Scenario, Sipp};
 use common::switch::Opts;
 use common::{read_text, tail, wait_for, Strowger, TempDir};
@@ -21,44 +22,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const INNER: &str = "provider_inside_netns";
-const NETNS_ENV: &str = "STROWGER_TEST_IN_NETNS";
 const ACCOUNT: &str = "4930100";
 const PASSWORD: &str = "trunk-secret-7";
 const DID: &str = "4930555";
 
 #[test]
 fn trunk_to_kamailio_in_private_netns() {
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "--",
-            "sh",
-            "-c",
-            "ip link set lo up && exec \"$0\" \"$@\"",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            INNER,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(NETNS_ENV, "1")
-        .output()
-        .expect("run unshare (util-linux; needs root)");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    println!("{text}");
-    assert!(
-        out.status.success(),
-        "the trunk test inside the namespace failed ({}):\n{text}",
-        out.status
-    );
-    assert!(
-        text.contains("1 passed"),
-        "the inner test did not run:\n{text}"
-    );
+    in_private_netns(INNER);
 }
 
 /// A helper process in a process group of its own (Kamailio forks its workers), the whole
@@ -217,19 +187,7 @@ steps = ["answer", "echo"]
 #[test]
 #[ignore = "runs only inside the private network namespace set up by trunk_to_kamailio_in_private_netns"]
 fn provider_inside_netns() {
-    assert_eq!(
-        std::env::var(NETNS_ENV).as_deref(),
-        Ok("1"),
-        "run via trunk_to_kamailio_in_private_netns"
-    );
-    let devs = std::fs::read_to_string("/proc/self/net/dev").unwrap();
-    let ifaces: Vec<&str> = devs
-        .lines()
-        .skip(2)
-        .filter_map(|l| l.split(':').next())
-        .map(str::trim)
-        .collect();
-    assert_eq!(ifaces, ["lo"], "not an isolated network namespace");
+    assert_isolated();
 
     let dir = TempDir::new("trunk");
     let dns_port = free_port();

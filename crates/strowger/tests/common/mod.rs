@@ -8,6 +8,7 @@ pub mod audio;
 pub mod baresip;
 pub mod json;
 pub mod net;
+pub mod netns;
 pub mod registrar;
 pub mod servers;
 pub mod sip;
