@@ -215,19 +215,8 @@ impl Engine {
             }
             let warning =
                 format!("399 strowger \"no dialplan rule for {exten} in context {context}\"");
-            let tag = self.tag();
             let extra = [("Warning", warning)];
-            return self.respond(
-                stx,
-                &msg,
-                peer,
-                404,
-                "Not Found",
-                Some(&tag),
-                &extra,
-                None,
-                now,
-            );
+            return self.reply(stx, &msg, peer, 404, "Not Found", &extra, now);
         };
         let a = Admitted {
             context: context.clone(),
@@ -393,8 +382,7 @@ impl Engine {
     /// user may not call (same status, reason and headers, no Warning), so none of them can be
     /// told from the others.
     pub(crate) fn forbid(&mut self, stx: ServerTxId, msg: &Message, peer: Peer, now: Instant) {
-        let tag = self.tag();
-        self.respond(stx, msg, peer, 403, "Forbidden", Some(&tag), &[], None, now);
+        self.reply(stx, msg, peer, 403, "Forbidden", &[], now);
     }
 
     /// A CANCEL for an INVITE whose caller's credentials are being fetched: 200 to it, 487 to
@@ -495,18 +483,7 @@ impl Engine {
             max => match self.s.slots.try_take_user(&creds.user, max) {
                 Some(slot) => Some(slot),
                 None => {
-                    let tag = self.tag();
-                    return self.respond(
-                        stx,
-                        &msg,
-                        peer,
-                        486,
-                        "Busy Here",
-                        Some(&tag),
-                        &[],
-                        None,
-                        now,
-                    );
+                    return self.reply(stx, &msg, peer, 486, "Busy Here", &[], now);
                 }
             },
         };

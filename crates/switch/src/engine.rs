@@ -544,6 +544,23 @@ impl Engine {
         self.txs.respond(stx, status, bytes, now);
     }
 
+    /// A final response in a new dialog role (a To tag of ours) with no body: what every
+    /// refusal of a request sends.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn reply(
+        &mut self,
+        stx: ServerTxId,
+        req: &Message,
+        peer: Peer,
+        status: u16,
+        reason: &str,
+        extra: &[(&str, String)],
+        now: Instant,
+    ) {
+        let tag = self.tag();
+        self.respond(stx, req, peer, status, reason, Some(&tag), extra, None, now);
+    }
+
     fn new_request(
         &mut self,
         stx: ServerTxId,
@@ -631,18 +648,7 @@ impl Engine {
         now: Instant,
     ) {
         let reject = |e: &mut Engine, status: u16, reason: &str, extra: &[(&str, String)]| {
-            let tag = e.tag();
-            e.respond(
-                stx,
-                &msg,
-                peer,
-                status,
-                reason,
-                Some(&tag),
-                extra,
-                None,
-                now,
-            );
+            e.reply(stx, &msg, peer, status, reason, extra, now)
         };
         // A request carrying one of our own branches came back to us: a routing loop.
         if msg
@@ -689,18 +695,7 @@ impl Engine {
         now: Instant,
     ) {
         let reject = |e: &mut Engine, status: u16, reason: &str, extra: &[(&str, String)]| {
-            let tag = e.tag();
-            e.respond(
-                stx,
-                &msg,
-                peer,
-                status,
-                reason,
-                Some(&tag),
-                extra,
-                None,
-                now,
-            );
+            e.reply(stx, &msg, peer, status, reason, extra, now)
         };
         let offer = if msg.body().is_empty() {
             None

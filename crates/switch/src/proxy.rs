@@ -247,20 +247,7 @@ impl Engine {
         }
         match loose_route(&msg) {
             Some((hop, ruri)) => self.forward(Some((stx, peer)), &msg, &ruri, &[], hop, now),
-            None => {
-                let tag = self.tag();
-                self.respond(
-                    stx,
-                    &msg,
-                    peer,
-                    404,
-                    "Not Found",
-                    Some(&tag),
-                    &[],
-                    None,
-                    now,
-                )
-            }
+            None => self.reply(stx, &msg, peer, 404, "Not Found", &[], now),
         }
     }
 
@@ -290,18 +277,7 @@ impl Engine {
             .and_then(|u| Uri::parse(u).ok())
             .and_then(|u| u.user.map(str::to_string));
         let Some(user) = user else {
-            let tag = self.tag();
-            return self.respond(
-                stx,
-                &msg,
-                peer,
-                404,
-                "Not Found",
-                Some(&tag),
-                &[],
-                None,
-                now,
-            );
+            return self.reply(stx, &msg, peer, 404, "Not Found", &[], now);
         };
         let op = StoreOp::Locate {
             user,

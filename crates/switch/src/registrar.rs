@@ -622,18 +622,7 @@ impl Engine {
     ) {
         self.warn(format!("location store: {e}"));
         let extra = self.retry_after();
-        let tag = self.tag();
-        self.respond(
-            stx,
-            msg,
-            peer,
-            503,
-            "Service Unavailable",
-            Some(&tag),
-            &extra,
-            None,
-            now,
-        );
+        self.reply(stx, msg, peer, 503, "Service Unavailable", &extra, now);
     }
 
     fn reg_reply(
