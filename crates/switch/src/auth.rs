@@ -241,12 +241,13 @@ impl Engine {
                 .header(HeaderName::To)
                 .and_then(|t| NameAddr::parse(t).ok())
                 .is_some_and(|t| t.tag().is_none());
-        // An INVITE refused for its content gets that answer (415, 406) from the call path.
+        // An INVITE refused for its content gets that answer (415, 406) from the call path;
+        // asked last, so a trusted peer's INVITE is not checked twice.
         if !initial
-            || crate::engine::content_refusal(msg).is_some()
             || self.s.security.trusted.contains(peer.addr.ip())
             || self.proxies(msg)
             || self.trunk_call(peer.addr, msg).is_some()
+            || crate::engine::content_refusal(msg).is_some()
         {
             return false;
         }
