@@ -711,6 +711,22 @@ impl Worker {
                 self.close_conns_from(source);
             }
             Event::TcpAuthenticated { peer } => self.tcp_authenticated(peer),
+            Event::HandOff(h) => {
+                let switch::HandOff {
+                    worker,
+                    msg,
+                    peer,
+                    local,
+                    late,
+                } = *h;
+                let sip = Envelope::Sip {
+                    msg,
+                    peer,
+                    local,
+                    late,
+                };
+                post(&self.mail, &mut self.to_wake, worker, sip);
+            }
         }
     }
 
@@ -785,7 +801,12 @@ impl Worker {
             // A digest answer goes to the worker that counts its nonce's uses.
             Some(w) => w,
             None if keeping_up && switch::stateless(&msg) => self.id,
-            None => self.owner(&msg),
+            // A call pinned to another worker (it joined a call there), or an INVITE with
+            // Replaces: one relaxed atomic load while nothing is pinned.
+            None => match self.engine.pins().route(&msg, self.workers) {
+                Some(w) => w,
+                None => self.owner(&msg),
+            },
         };
         if owner == self.id {
             self.handle_sip(msg, peer, local, late, at);

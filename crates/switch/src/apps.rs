@@ -28,6 +28,8 @@ pub(crate) struct Files {
 enum FileWait {
     Prompt {
         call: usize,
+        /// The leg that hears it.
+        leg: LegIdx,
         gen: u64,
         file: String,
         looped: bool,
@@ -108,6 +110,7 @@ impl Engine {
         let Some((
             FileWait::Prompt {
                 call,
+                leg,
                 file,
                 looped,
                 cache,
@@ -123,7 +126,7 @@ impl Engine {
                 if !file.contains(call_id.as_str()) {
                     self.files.prompts.insert(file, prompt.clone());
                 }
-                self.play(call, prompt, looped, cache);
+                self.play(call, leg, prompt, looped, cache);
             }
             Err(e) => self.log(
                 crate::io::Level::Warn,
@@ -173,10 +176,17 @@ impl Engine {
         self.run_pending(now);
     }
 
-    /// Starts a prompt on the call's inbound leg.
-    fn play(&mut self, call: usize, prompt: Arc<media::Prompt>, looped: bool, cache: bool) {
+    /// Starts a prompt on one of the call's legs.
+    fn play(
+        &mut self,
+        call: usize,
+        leg: LegIdx,
+        prompt: Arc<media::Prompt>,
+        looped: bool,
+        cache: bool,
+    ) {
         let c = &mut self.calls[call];
-        if let Some(m) = c.caller().media {
+        if let Some(m) = c.leg(leg).and_then(|l| l.media) {
             self.media.play(m, prompt, looped, cache);
         }
         c.wait = if looped {
@@ -200,6 +210,12 @@ impl Engine {
             if c.wait != Wait::None {
                 return;
             }
+            if self.parked_step(call, now) {
+                continue;
+            }
+            let Some(c) = self.calls.get_mut(call) else {
+                return;
+            };
             let Some(step) = c.program.next(&mut c.vars) else {
                 let status = c.bridge_status;
                 let q = status.map_or(16, |s| Cause::from_sip_status(s).0);
@@ -231,22 +247,7 @@ impl Engine {
                     Audio::Demo => "demo".to_string(),
                     Audio::File(f) => f,
                 };
-                match self.files.prompts.get(&file) {
-                    Some(prompt) => {
-                        let prompt = prompt.clone();
-                        self.play(call, prompt, looped, cache);
-                    }
-                    None => self.ask_file(
-                        call,
-                        FileWait::Prompt {
-                            call,
-                            gen: 0,
-                            file,
-                            looped,
-                            cache,
-                        },
-                    ),
-                }
+                self.play_file(call, Call::CALLER, file, looped, cache);
             }
             Step::Tone { tone, duration } => {
                 if !self.answer_or_early(call, now) {
@@ -288,17 +289,7 @@ impl Engine {
                     },
                 );
             }
-            Step::Bridge { uri, timeout } => {
-                if let Some(name) = uri.strip_prefix("user/") {
-                    self.dial_user(call, name, timeout, now)
-                } else if let Some(target) = uri.strip_prefix("iax2/") {
-                    self.dial_iax(call, target, timeout, now)
-                } else if uri.starts_with("trunk/") {
-                    self.dial_trunk(call, &uri, timeout, now)
-                } else {
-                    self.start_bridge(call, &uri, timeout, now)
-                }
-            }
+            Step::Bridge { uri, timeout } => self.dial(call, &uri, timeout, now),
             Step::Set { .. } => {}
             Step::Wait { duration } => {
                 let until = now + duration;
@@ -317,6 +308,52 @@ impl Engine {
                     None => self.hangup(call, 1, "switch", None, now),
                 }
             }
+            Step::Park { lot } => self.park(call, &lot, now),
+            Step::Retrieve { slot } => self.retrieve(call, &slot, now),
+            Step::Pickup { exten } => self.pickup(call, exten.as_deref(), now),
+        }
+    }
+
+    /// Dials `uri` (`user/NAME`, `iax2/…`, `trunk/…` or a SIP URI) as the call's callee.
+    pub(crate) fn dial(&mut self, call: usize, uri: &str, timeout: Duration, now: Instant) {
+        if let Some(name) = uri.strip_prefix("user/") {
+            self.ring_start(call, name);
+            self.dial_user(call, name, timeout, now)
+        } else if let Some(target) = uri.strip_prefix("iax2/") {
+            self.dial_iax(call, target, timeout, now)
+        } else if uri.starts_with("trunk/") {
+            self.dial_trunk(call, uri, timeout, now)
+        } else {
+            self.start_bridge(call, uri, timeout, now)
+        }
+    }
+
+    /// Plays `file` (or `demo`) to leg `leg` of the call: at once if it is loaded, else once
+    /// the shell has loaded it (the call waits for it).
+    pub(crate) fn play_file(
+        &mut self,
+        call: usize,
+        leg: LegIdx,
+        file: String,
+        looped: bool,
+        cache: bool,
+    ) {
+        match self.files.prompts.get(&file) {
+            Some(prompt) => {
+                let prompt = prompt.clone();
+                self.play(call, leg, prompt, looped, cache);
+            }
+            None => self.ask_file(
+                call,
+                FileWait::Prompt {
+                    call,
+                    leg,
+                    gen: 0,
+                    file,
+                    looped,
+                    cache,
+                },
+            ),
         }
     }
 
@@ -624,6 +661,7 @@ impl Engine {
         c.cdr.cause_text = Cause(q850).name().unwrap_or("unknown").to_string();
         c.cdr.hangup_side = side;
         self.events.push_back(Event::Cdr(c.cdr.to_json()));
+        self.call_ended(call, side, now);
     }
 
     /// Tears down an outbound leg: CANCEL while it rings, BYE once answered (if `notify`).

@@ -265,6 +265,7 @@ impl Engine {
         out.confirmed = true;
         self.calls[call].cdr.bridged_to = Some(target);
         // The first to answer wins; the other forks are cancelled.
+        self.ring_end(call);
         let losers = self.calls[call].take_ringing();
         for mut leg in losers {
             self.release_outbound(&mut leg, 26, true, now);
@@ -362,6 +363,7 @@ impl Engine {
     /// The outbound leg failed (error response, timeout, no route): the program goes on with
     /// DIALSTATUS set, and the caller gets that status if nothing else answers it.
     pub(crate) fn bridge_failed(&mut self, call: usize, status: u16, now: Instant) {
+        self.ring_end(call);
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };

@@ -27,6 +27,8 @@ pub struct Dialplan {
     trunks: BTreeMap<String, Vec<String>>,
     /// `[vars]`: visible to every call, overridden by call variables.
     globals: Arc<Vars>,
+    /// The rules of every context that start with `retrieve` or `pickup` (`rendezvous`).
+    rendezvous: Vec<Rule>,
 }
 
 #[derive(Clone, Debug)]
@@ -96,32 +98,59 @@ impl Dialplan {
     /// Finds the first rule in `context` matching `exten` and `vars["CALLER"]`.
     pub fn route(&self, context: &str, exten: &str, vars: &Vars) -> Option<Route> {
         let caller = vars.get("CALLER").unwrap_or_default();
-        self.contexts.get(context)?.iter().find_map(|rule| {
-            if rule.caller.as_ref().is_some_and(|re| !re.is_match(caller)) {
-                return None;
-            }
-            let mut captures = Vars::new();
-            match &rule.exten {
-                Pattern::Exact(e) if e == exten => {}
-                Pattern::Prefix(p) if exten.starts_with(p.as_str()) => {}
-                Pattern::Regex(re) => {
-                    let found = re.captures(exten)?;
-                    for (i, name) in re.capture_names().enumerate() {
-                        let value = found.get(i).map_or("", |m| m.as_str());
-                        captures.set(i.to_string(), value);
-                        if let Some(name) = name {
-                            captures.set(name, value);
-                        }
+        self.contexts
+            .get(context)?
+            .iter()
+            .find_map(|rule| self.matched(rule, exten, caller))
+    }
+
+    /// The retrieve or pickup step a new call to `exten` would start with in some context
+    /// (rules whose first step other than `set` is one), expanded: what tells a worker which
+    /// call it must join before it knows which context the caller's credentials give it.
+    pub fn rendezvous(&self, exten: &str, vars: &Vars) -> Option<Step> {
+        let caller = vars.get("CALLER").unwrap_or_default();
+        self.rendezvous.iter().find_map(|rule| {
+            let mut route = self.matched(rule, exten, caller)?;
+            let mut vars = vars.clone();
+            std::iter::from_fn(|| route.next(&mut vars))
+                .find(|s| !matches!(s, Step::Set { .. }))
+                .filter(|s| matches!(s, Step::Retrieve { .. } | Step::Pickup { .. }))
+        })
+    }
+
+    /// Whether some rule starts with a rendezvous step (calls then go on the ring board).
+    pub fn has_pickup(&self) -> bool {
+        self.rendezvous
+            .iter()
+            .any(|r| r.steps.iter().any(|s| matches!(s, Step::Pickup { .. })))
+    }
+
+    /// `rule` run for `exten` dialled by `caller`, if it matches.
+    fn matched(&self, rule: &Rule, exten: &str, caller: &str) -> Option<Route> {
+        if rule.caller.as_ref().is_some_and(|re| !re.is_match(caller)) {
+            return None;
+        }
+        let mut captures = Vars::new();
+        match &rule.exten {
+            Pattern::Exact(e) if e == exten => {}
+            Pattern::Prefix(p) if exten.starts_with(p.as_str()) => {}
+            Pattern::Regex(re) => {
+                let found = re.captures(exten)?;
+                for (i, name) in re.capture_names().enumerate() {
+                    let value = found.get(i).map_or("", |m| m.as_str());
+                    captures.set(i.to_string(), value);
+                    if let Some(name) = name {
+                        captures.set(name, value);
                     }
                 }
-                _ => return None,
             }
-            Some(Route {
-                steps: rule.steps.clone(),
-                next: 0,
-                captures,
-                globals: self.globals.clone(),
-            })
+            _ => return None,
+        }
+        Some(Route {
+            steps: rule.steps.clone(),
+            next: 0,
+            captures,
+            globals: self.globals.clone(),
         })
     }
 
@@ -141,7 +170,7 @@ impl Dialplan {
             );
         }
         let globals: Arc<Vars> = Arc::new(globals.into_iter().collect());
-        let contexts = raw
+        let contexts: BTreeMap<String, Vec<Rule>> = raw
             .contexts
             .iter()
             .map(|(name, context)| {
@@ -158,11 +187,21 @@ impl Dialplan {
             .iter()
             .map(|(name, c)| (name.clone(), c.trunks.clone()))
             .collect();
+        let rendezvous = contexts
+            .values()
+            .flatten()
+            .filter(|r: &&Rule| {
+                let first = r.steps.iter().find(|s| !matches!(s, Step::Set { .. }));
+                matches!(first, Some(Step::Retrieve { .. } | Step::Pickup { .. }))
+            })
+            .cloned()
+            .collect();
         Dialplan {
             default_context: raw.default_context.clone(),
             contexts,
             trunks,
             globals,
+            rendezvous,
         }
     }
 }

@@ -113,6 +113,11 @@ pub struct Settings {
     pub shared_ports: bool,
     /// The largest SIP datagram strowger sends: `sip.max_message_size`, at most what UDP holds.
     pub max_datagram: usize,
+    /// What the workers share so a call can join a call of another worker (handoff.rs): a
+    /// fresh one here; the process gives every worker the same.
+    pub rendezvous: Arc<crate::Rendezvous>,
+    /// `[parking.LOT]` and `[pickup_groups]`.
+    pub parking: Arc<crate::config::Parking>,
 }
 
 impl Settings {
@@ -154,6 +159,8 @@ impl Settings {
             trunks: cfg.trunks.clone().into(),
             shared_ports: cfg.rtp.shared_ports,
             max_datagram: cfg.sip.max_message_size.min(MAX_UDP_PAYLOAD),
+            rendezvous: Arc::default(),
+            parking: Arc::new(cfg.parking.clone()),
         }
     }
 }
@@ -228,6 +235,14 @@ pub struct Engine {
     pub(crate) guard: crate::guard::Guard,
     /// Admission's compiled patterns and the INVITEs waiting for their credentials (auth.rs).
     pub(crate) auth: crate::auth::AuthState,
+    /// Call-IDs pinned to this worker (handoff.rs).
+    pub(crate) handoffs: crate::handoff::HandOffs,
+    /// This worker's parked calls (parking.rs).
+    pub(crate) parking: crate::parking::Parking,
+    /// This worker's calls on the ring board (pickup.rs).
+    pub(crate) pickup: crate::pickup::Pickup,
+    /// Calls joined by a retrieval or a pickup (joins.rs).
+    pub(crate) joins: crate::joins::Joins,
 }
 
 impl Engine {
@@ -255,6 +270,10 @@ impl Engine {
             trunks: crate::trunks::Trunks::new(s.trunks.len()),
             guard: crate::guard::Guard::new(&s.security),
             auth: crate::auth::AuthState::default(),
+            handoffs: Default::default(),
+            parking: Default::default(),
+            pickup: Default::default(),
+            joins: Default::default(),
             s,
         };
         engine.trunks_start(now);
@@ -330,6 +349,11 @@ impl Engine {
         Output::Timeout(self.next_deadline())
     }
 
+    /// The Call-IDs pinned to a worker, which dispatch asks before hashing (pins.rs).
+    pub fn pins(&self) -> &crate::Pins {
+        &self.s.rendezvous.pins
+    }
+
     /// Whether legs share a few port pairs (`rtp.shared_ports`).
     pub fn shares_ports(&self) -> bool {
         self.s.shared_ports
@@ -376,6 +400,8 @@ impl Engine {
             self.iax_deadline(),
             keepalive,
             self.trunks.next_deadline(),
+            self.pins_deadline(),
+            self.parking.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -488,6 +514,9 @@ impl Engine {
             self.reject_stateless(&msg, peer, r.status, r.reason, &extra);
             return;
         }
+        let Some(msg) = self.hand_off(msg, peer, local, late, now) else {
+            return;
+        };
         if self.refuses_statelessly(&msg, late) {
             let retry = self.refuse_busy();
             self.reject_stateless(&msg, peer, 503, "Service Unavailable", &retry);
@@ -1221,6 +1250,8 @@ impl Engine {
         self.iax_timeout(now);
         self.send_keepalives(now);
         self.trunk_timers(now);
+        self.sweep_pins(now);
+        self.park_timeouts(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {

@@ -224,6 +224,20 @@ pub enum Event {
         name: &'static str,
         contents: String,
     },
+    /// A new call that must run on another worker (handoff.rs): post it to that worker's
+    /// inbox as the SIP input it is. Nothing was answered or kept here, and its Call-ID is
+    /// pinned there, so its retransmissions and what follows go there too.
+    HandOff(Box<HandOff>),
+}
+
+/// A SIP message for worker `worker`, as `Input::Sip` would have brought it there.
+#[derive(Debug)]
+pub struct HandOff {
+    pub worker: usize,
+    pub msg: Message,
+    pub peer: Peer,
+    pub local: SocketAddr,
+    pub late: bool,
 }
 
 /// How much a log event matters.

@@ -22,6 +22,8 @@ pub(crate) struct RawConfig {
     pub proxy: RawProxy,
     pub security: RawSecurity,
     pub trunks: Vec<RawTrunk>,
+    pub parking: BTreeMap<String, super::parking::RawLot>,
+    pub pickup_groups: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Deserialize)]

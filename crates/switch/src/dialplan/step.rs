@@ -56,6 +56,19 @@ pub enum Step {
     Goto {
         context: String,
     },
+    /// Parks the caller in the first free slot of `lot` (parking.rs).
+    Park {
+        lot: String,
+    },
+    /// Connects the caller to the call parked in `slot` (the dialled extension by default).
+    Retrieve {
+        slot: String,
+    },
+    /// Connects the caller to a call ringing user `exten`, or without one to a call ringing
+    /// a member of the caller's pickup groups (pickup.rs).
+    Pickup {
+        exten: Option<String>,
+    },
 }
 
 /// What `playback` plays.
@@ -84,7 +97,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 12] = [
+const APPS: [(&str, Option<&str>, &[&str]); 15] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -97,6 +110,9 @@ const APPS: [(&str, Option<&str>, &[&str]); 12] = [
     ("set", None, &[]),
     ("hangup", Some("cause"), &[]),
     ("goto", Some("context"), &[]),
+    ("park", Some("lot"), &[]),
+    ("retrieve", Some("slot"), &[]),
+    ("pickup", Some("exten"), &[]),
 ];
 
 const DEFAULT_RECORD_MAX: Duration = Duration::from_secs(60);
@@ -186,6 +202,10 @@ impl Step {
             Step::Set { name, value } => Step::Set {
                 name: name.clone(),
                 value: expand(value),
+            },
+            Step::Retrieve { slot } => Step::Retrieve { slot: expand(slot) },
+            Step::Pickup { exten: Some(e) } => Step::Pickup {
+                exten: Some(expand(e)).filter(|e| !e.is_empty()),
             },
             other => other.clone(),
         }
@@ -333,6 +353,17 @@ impl Args {
                     })
                 })?,
             },
+            "park" => Step::Park {
+                lot: self.optional("lot", crate::config::DEFAULT_LOT.to_string(), |v| {
+                    Ok(v.to_string())
+                })?,
+            },
+            "retrieve" => Step::Retrieve {
+                slot: self.optional("slot", "${EXTEN}".to_string(), |v| Ok(v.to_string()))?,
+            },
+            "pickup" => Step::Pickup {
+                exten: self.optional("exten", None, |v| Ok(Some(v.to_string())))?,
+            },
             _ => Step::Goto {
                 context: self.required("context")?,
             },
@@ -362,6 +393,9 @@ fn usage(app: &str) -> String {
         "set" => "set NAME=VALUE",
         "hangup" => "hangup [CAUSE]",
         "goto" => "goto CONTEXT",
+        "park" => "park [LOT]",
+        "retrieve" => "retrieve [SLOT]",
+        "pickup" => "pickup [EXTEN]",
         other => other,
     };
     format!("usage: {example}")

@@ -239,6 +239,31 @@ fn every_app_parses() {
         ),
         ("hangup 17", Step::Hangup { cause: Cause(17) }),
         ("hangup cause=USER_BUSY", Step::Hangup { cause: Cause(17) }),
+        (
+            "park",
+            Step::Park {
+                lot: "default".into(),
+            },
+        ),
+        (
+            "park lot=sales",
+            Step::Park {
+                lot: "sales".into(),
+            },
+        ),
+        (
+            "retrieve",
+            Step::Retrieve {
+                slot: "${EXTEN}".into(),
+            },
+        ),
+        ("pickup", Step::Pickup { exten: None }),
+        (
+            "pickup ${1}",
+            Step::Pickup {
+                exten: Some("${1}".into()),
+            },
+        ),
     ];
     for (text, step) in cases {
         assert_eq!(Step::parse(text), Ok(step), "{text}");
@@ -253,7 +278,7 @@ fn step_errors_point_into_the_string() {
     assert_eq!(
         e,
         [
-            format!("t.toml:5:20: {key}[1]: unknown app \"playbak\" — known apps: answer, ringing, progress, playback, tone, echo, record, bridge, wait, set, hangup, goto"),
+            format!("t.toml:5:20: {key}[1]: unknown app \"playbak\" — known apps: answer, ringing, progress, playback, tone, echo, record, bridge, wait, set, hangup, goto, park, retrieve, pickup"),
             format!("t.toml:5:51: {key}[2]: unknown option \"lop\" — usage: playback FILE|demo [loop=true] [cache=false]"),
             format!("t.toml:5:68: {key}[3]: seconds: \"soon\" — expected seconds, more than 0 and at most 86400"),
             format!("t.toml:5:83: {key}[4]: cause: unknown cause \"99\" — expected a Q.850 number or one of {}", Cause::names().collect::<Vec<_>>().join(", ")),
@@ -384,4 +409,42 @@ fn vars_expansion() {
     );
     assert_eq!(vars.expand("x${a}y${b}z$a"), "x1yz$a");
     assert_eq!(vars.expand("${a}${a}"), "11");
+}
+
+/// The first retrieve or pickup step a dialled extension would run in some context, expanded:
+/// what a worker asks before it knows the caller's context.
+#[test]
+fn rendezvous_steps_are_found_in_any_context() {
+    let toml = r#"
+[dialplan]
+default_context = "default"
+[[dialplan.contexts.default.rules]]
+regex = "^7(0[1-9]|1[0-9]|20)$"
+steps = ["retrieve"]
+[[dialplan.contexts.default.rules]]
+exten = "700"
+steps = ["park"]
+[[dialplan.contexts.office.rules]]
+regex = "^\\*8(\\d+)$"
+steps = ["set X=1", "pickup ${1}"]
+[[dialplan.contexts.office.rules]]
+exten = "*8"
+steps = ["pickup"]
+"#;
+    let plan = crate::config::Config::from_str(toml, "t.toml")
+        .unwrap()
+        .dialplan;
+    let vars = |e: &str| Vars::for_call(e, "1002", "c@x", "/tmp");
+    let found = |e: &str| plan.rendezvous(e, &vars(e));
+    assert_eq!(found("705"), Some(Step::Retrieve { slot: "705".into() }));
+    assert_eq!(
+        found("*81001"),
+        Some(Step::Pickup {
+            exten: Some("1001".into())
+        })
+    );
+    assert_eq!(found("*8"), Some(Step::Pickup { exten: None }));
+    assert_eq!(found("700"), None, "parking joins no other call");
+    assert_eq!(found("1001"), None);
+    assert!(plan.has_pickup());
 }

@@ -154,8 +154,10 @@ impl Switch {
         let first = usize::from(p.from.port()) % n;
         let pass = self.workers[first].admit(p.from, now);
         if pass {
-            let w = node::owner_of(&p.bytes, p.from, n);
+            let pins = &self.shared.rendezvous.pins;
+            let w = node::owner_of(&p.bytes, p.from, n, pins);
             self.workers[w].deliver_admitted(&p.bytes, p.from, p.to, late, now);
+            self.hand_offs(now);
         }
         // A ban holds on every worker, as the shell broadcasts it.
         for w in 0..n {
@@ -165,6 +167,28 @@ impl Switch {
                         other.ban(source, until);
                     }
                 }
+            }
+        }
+    }
+
+    /// New calls handed from one worker to another so far.
+    pub fn handed_off(&self) -> usize {
+        self.workers.iter().map(Node::handed_off).sum()
+    }
+
+    /// New calls a worker handed to another reach it, as through its inbox.
+    fn hand_offs(&mut self, now: Instant) {
+        loop {
+            let handed: Vec<_> = self
+                .workers
+                .iter_mut()
+                .flat_map(Node::take_handoffs)
+                .collect();
+            if handed.is_empty() {
+                return;
+            }
+            for h in handed {
+                self.workers[h.worker].deliver_msg(h.msg, h.peer, h.local, h.late, now);
             }
         }
     }

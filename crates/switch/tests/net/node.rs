@@ -35,6 +35,9 @@ struct NodeHost {
     broadcasts: Vec<(usize, Peer, Option<Instant>)>,
     /// Store operations held back (`Node::hold_store`) instead of answered at once.
     held: Option<Vec<(u64, switch::registrar::StoreOp)>>,
+    /// New calls handed to another worker (`Event::HandOff`), for the switch to deliver.
+    handoffs: Vec<switch::HandOff>,
+    handed_off: usize,
 }
 
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
@@ -113,6 +116,8 @@ pub struct Shared {
     /// The DNS as the shell's resolver would answer `Event::Resolve`: a trunk host's name →
     /// its servers in order (a name not listed does not resolve). Answers hold for 300 s.
     pub dns: Arc<Mutex<HashMap<String, Vec<Peer>>>>,
+    /// The pins and boards calls of different workers meet through.
+    pub rendezvous: Arc<switch::Rendezvous>,
 }
 
 impl Shared {
@@ -124,6 +129,7 @@ impl Shared {
             registrar: switch::registrar::Registrar::new(&cfg.registrar, [7; 32]),
             store: Arc::new(MemStore::default()),
             dns: Arc::default(),
+            rendezvous: Arc::default(),
             cfg: Arc::new(cfg),
         }
     }
@@ -161,6 +167,7 @@ impl Node {
         let registrar = shared.registrar.clone();
         let mut s = Settings::new(cfg, &listen, media_ip, slots, registrar, worker, workers);
         s.data_dir = std::env::temp_dir().display().to_string();
+        s.rendezvous = shared.rendezvous.clone();
         let start = Instant::now();
         let engine = Engine::new(
             s,
@@ -180,6 +187,8 @@ impl Node {
             lookups: Vec::new(),
             broadcasts: Vec::new(),
             held: None,
+            handoffs: Vec::new(),
+            handed_off: 0,
         };
         let mut node = Node {
             engine,
@@ -274,7 +283,18 @@ impl Node {
             transport: Transport::Udp,
             addr: from,
         };
-        let local = to;
+        self.deliver_msg(msg, peer, to, late, now);
+    }
+
+    /// A parsed SIP message, as the shell hands it over (from the socket or another worker).
+    pub fn deliver_msg(
+        &mut self,
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+        late: bool,
+        now: Instant,
+    ) {
         self.input(
             now,
             Input::Sip {
@@ -433,6 +453,16 @@ impl Node {
         self.collect();
     }
 
+    /// New calls this worker handed to another since the last call.
+    pub fn take_handoffs(&mut self) -> Vec<switch::HandOff> {
+        std::mem::take(&mut self.host.handoffs)
+    }
+
+    /// New calls this worker handed to another so far.
+    pub fn handed_off(&self) -> usize {
+        self.host.handed_off
+    }
+
     /// Operator messages logged so far.
     pub fn logs(&self) -> &[String] {
         &self.host.logs
@@ -551,6 +581,10 @@ impl Node {
                 server,
                 down_until,
             } => h.broadcasts.push((trunk, server, down_until)),
+            Event::HandOff(handoff) => {
+                h.handed_off += 1;
+                h.handoffs.push(*handoff);
+            }
         }
     }
 }
@@ -559,7 +593,7 @@ impl Node {
 /// its Call-ID's owner, except for digest answers (to the worker that issued their nonce) and
 /// requests any worker may take (REGISTER), which stay where the kernel put them (here: by the
 /// source port), and bytes that are not SIP (worker 0).
-pub fn owner_of(bytes: &[u8], from: SocketAddr, workers: usize) -> usize {
+pub fn owner_of(bytes: &[u8], from: SocketAddr, workers: usize, pins: &switch::Pins) -> usize {
     let Ok(msg) = Message::parse(bytes, true) else {
         return 0;
     };
@@ -568,6 +602,9 @@ pub fn owner_of(bytes: &[u8], from: SocketAddr, workers: usize) -> usize {
     }
     if switch::stateless(&msg) {
         return usize::from(from.port()) % workers;
+    }
+    if let Some(w) = pins.route(&msg, workers) {
+        return w;
     }
     let call_id = msg.header(sip::HeaderName::CallId).unwrap_or_default();
     switch::owner(call_id, workers)

@@ -1,0 +1,152 @@
+//! A new call that must join a call living on another worker (a parked call's retrieval, a
+//! pickup) is handed to that worker before anything is answered or kept here: its Call-ID is
+//! pinned there (`Pins`), and the message leaves as `Event::HandOff` for the shell to post to
+//! that worker's inbox, as dispatch would have. See docs/architecture.md, "Calls that join a
+//! call on another worker".
+
+use crate::dialplan::{Step, Vars};
+use crate::engine::Engine;
+use crate::io::{Event, HandOff};
+use crate::parklot::ParkLots;
+use crate::pins::Pins;
+use crate::ringboard::RingBoard;
+use rustc_hash::FxHashMap;
+use sip::header::{HeaderName, NameAddr};
+use sip::transaction::Peer;
+use sip::{Message, Method, Uri};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// What the workers share so a call can find, and move to, a call of another worker.
+#[derive(Default, Debug)]
+pub struct Rendezvous {
+    /// Call-IDs that run elsewhere than their hash says.
+    pub pins: Pins,
+    /// The parked calls, by slot.
+    pub lots: ParkLots,
+    /// The calls ringing a user, for pickup.
+    pub ringing: RingBoard,
+}
+
+/// The Call-IDs pinned to this worker, each with when it was last seen without a call here:
+/// one that has no call a while later (the caller never came back after a challenge, or its
+/// call ended and its last retransmissions are past) is unpinned.
+#[derive(Default)]
+pub(crate) struct HandOffs {
+    pinned: FxHashMap<Box<str>, Instant>,
+}
+
+impl Engine {
+    /// Before any transaction or response: an initial INVITE that must run on another worker
+    /// (its Call-ID is pinned there, or it dials a slot whose call is parked there or picks up
+    /// a call ringing there) leaves for it, and None is returned; otherwise the message stays.
+    pub(crate) fn hand_off(
+        &mut self,
+        msg: Message,
+        peer: Peer,
+        local: SocketAddr,
+        late: bool,
+        now: Instant,
+    ) -> Option<Message> {
+        let rv = &self.s.rendezvous;
+        if self.s.workers <= 1
+            || msg.method() != Some(&Method::Invite)
+            || (rv.pins.is_empty() && rv.lots.is_empty() && rv.ringing.is_empty())
+        {
+            return Some(msg);
+        }
+        let initial = msg
+            .header(HeaderName::To)
+            .and_then(|t| NameAddr::parse(t).ok())
+            .is_some_and(|t| t.tag().is_none());
+        if !initial {
+            return Some(msg);
+        }
+        let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
+        let worker = match rv.pins.get(call_id) {
+            Some(w) if w == self.s.worker => {
+                let pinned = &mut self.handoffs.pinned;
+                pinned.entry(call_id.into()).or_insert(now);
+                return Some(msg);
+            }
+            Some(w) => w,
+            // A retransmission of an INVITE this worker took before the boards changed stays.
+            None if self.txs.has_server(&msg) => return Some(msg),
+            None => match self.meeting_worker(&msg) {
+                Some(w) if w != self.s.worker => {
+                    self.s.rendezvous.pins.pin(call_id, w);
+                    w
+                }
+                _ => return Some(msg),
+            },
+        };
+        let h = HandOff {
+            worker,
+            msg,
+            peer,
+            local,
+            late,
+        };
+        self.events.push_back(Event::HandOff(Box::new(h)));
+        None
+    }
+
+    /// The worker of the call a new INVITE joins, by what its extension would run first in
+    /// some context (`Dialplan::rendezvous`): the parked call's of a slot, the ringing call's
+    /// of a pickup. A group pickup knows its caller by the From user here, before the caller
+    /// authenticated: this only chooses the worker, and the pickup there checks the user.
+    fn meeting_worker(&self, msg: &Message) -> Option<usize> {
+        let user = |v: &str| Uri::parse(v).ok().and_then(|u| u.user).map(str::to_string);
+        let exten = user(msg.request_uri()?)?;
+        let from = msg.header(HeaderName::From)?;
+        let caller = NameAddr::parse(from)
+            .ok()
+            .and_then(|n| user(n.uri))
+            .unwrap_or_default();
+        let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
+        let vars = Vars::for_call(&exten, &caller, call_id, &self.s.data_dir);
+        let rv = &self.s.rendezvous;
+        match self.dialplan.rendezvous(&exten, &vars)? {
+            Step::Retrieve { slot } => rv.lots.find(&slot).map(|p| p.worker),
+            Step::Pickup { exten: Some(e) } => rv.ringing.oldest([e.as_str()]).map(|r| r.worker),
+            Step::Pickup { exten: None } => {
+                let peers = self.s.parking.pickup_peers(&caller);
+                rv.ringing.oldest(peers).map(|r| r.worker)
+            }
+            _ => None,
+        }
+    }
+
+    /// How long a pin outlives its call (or waits for one): RFC 3261's 64·T1, the life of a
+    /// transaction, so retransmissions and a challenged caller's second INVITE still find it.
+    fn pin_linger(&self) -> Duration {
+        self.s.timers.t1 * 64
+    }
+
+    /// When `sweep_pins` has something to look at.
+    pub(crate) fn pins_deadline(&self) -> Option<Instant> {
+        let linger = self.pin_linger();
+        self.handoffs.pinned.values().min().map(|t| *t + linger)
+    }
+
+    /// Unpins the Call-IDs pinned here that have had no call for `pin_linger`.
+    pub(crate) fn sweep_pins(&mut self, now: Instant) {
+        let linger = self.pin_linger();
+        if self.handoffs.pinned.values().all(|t| *t + linger > now) {
+            return;
+        }
+        let calls = &self.calls;
+        let pins = &self.s.rendezvous.pins;
+        self.handoffs.pinned.retain(|id, since| {
+            if *since + linger > now {
+                return true;
+            }
+            if calls.leg_by_call_id(id).is_some() {
+                *since = now;
+                return true;
+            }
+            pins.unpin(id);
+            false
+        });
+    }
+}

@@ -1,0 +1,231 @@
+//! Call parking: the `park` step puts the caller in the first free slot of a lot (the shared
+//! `ParkLots` says which call holds which slot, on which worker), tells the slot number and
+//! plays music on hold; `retrieve` (dialling the slot) joins whoever dials it to the parked
+//! call — on the worker that holds it, where the hand-off (handoff.rs) brought the retriever;
+//! when the lot's timeout passes, the parked call rings back whoever parked it (`PARKER`).
+
+use crate::call::{Call, LegIdx, Wait};
+use crate::engine::Engine;
+use crate::io::Level;
+use rustc_hash::FxHashMap;
+use std::time::Instant;
+
+/// This worker's parked calls, by call.
+#[derive(Default)]
+pub(crate) struct Parking {
+    here: FxHashMap<usize, ParkedCall>,
+}
+
+struct ParkedCall {
+    slot: String,
+    lot: String,
+    /// The parked party's Call-ID (what the shared lot knows the call by).
+    call_id: String,
+    until: Instant,
+    stage: Stage,
+}
+
+/// Where a parked call's own program stands (`Engine::parked_step`).
+enum Stage {
+    /// Telling `leg` the slot: the digits still to say.
+    Announce { leg: LegIdx, left: Vec<char> },
+    /// Music on hold to start.
+    Music,
+    /// Held: nothing to do until it is retrieved, times out or hangs up.
+    Held,
+}
+
+impl Parking {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.here.values().map(|p| p.until).min()
+    }
+}
+
+impl Engine {
+    /// The `park` step: answers the caller, takes a slot of `lot`, sets PARKINGSLOT (and
+    /// PARKER, unless the dialplan set it: the authenticated caller), and announces the slot.
+    pub(crate) fn park(&mut self, call: usize, lot: &str, now: Instant) {
+        let parking = self.s.parking.clone();
+        let Some(l) = parking.lots.get(lot) else {
+            self.warn_call(
+                call,
+                format!("park: no lot {lot:?}: add [parking.{lot}] with slots = \"801-820\" to the configuration, or name a lot that exists"),
+            );
+            return self.hangup(call, 34, "switch", None, now);
+        };
+        let until = now + l.timeout;
+        if !self.answer(call, now) {
+            return;
+        }
+        let c = &mut self.calls[call];
+        let call_id = c.caller().call_id().to_string();
+        let slots = l.slots.iter().map(String::as_str);
+        let lots = &self.s.rendezvous.lots;
+        let Some(slot) = lots.take(lot, slots, self.s.worker, &call_id) else {
+            let msg =
+                format!("park: every slot of lot {lot:?} is taken: widen parking.{lot}.slots");
+            self.warn_call(call, msg);
+            return self.hangup(call, 34, "switch", None, now);
+        };
+        let slot = slot.to_string();
+        c.vars.set("PARKINGSLOT", slot.as_str());
+        if c.vars.get("PARKER").is_none() {
+            if let Some(u) = &c.user {
+                let parker = format!("user/{}", u.name);
+                c.vars.set("PARKER", parker);
+            }
+        }
+        let message = format!("parked in slot {slot} of lot {lot}");
+        self.log(Level::Info, Some(&call_id), message);
+        let parked = ParkedCall {
+            slot,
+            lot: lot.to_string(),
+            call_id,
+            until,
+            stage: Stage::Music,
+        };
+        self.parking.here.insert(call, parked);
+        self.announce_slot(call, Call::CALLER);
+    }
+
+    /// Tells leg `leg` of parked call `call` its slot, digit by digit, then plays the parked
+    /// party music on hold. The `park` step announces to the caller it parks; a transfer to
+    /// the park extension announces to the transferor.
+    pub(crate) fn announce_slot(&mut self, call: usize, leg: LegIdx) {
+        let Some(p) = self.parking.here.get_mut(&call) else {
+            return;
+        };
+        let left = p.slot.chars().rev().collect();
+        p.stage = Stage::Announce { leg, left };
+        if let Some(c) = self.calls.get_mut(call) {
+            if !matches!(c.wait, Wait::File | Wait::Playback) {
+                c.wait = Wait::None;
+                self.calls.run_later(call);
+            }
+        }
+    }
+
+    /// A parked call's program: the next digit of its slot, then its music, then holding. True
+    /// if the call is parked (its dialplan program waits until it is no longer).
+    pub(crate) fn parked_step(&mut self, call: usize, now: Instant) -> bool {
+        let Some(p) = self.parking.here.get_mut(&call) else {
+            return false;
+        };
+        let lot = self.s.parking.lots.get(&p.lot);
+        match &mut p.stage {
+            Stage::Announce { leg, left } => {
+                let leg = *leg;
+                let dir = lot.map_or("", |l| l.announce.as_str());
+                match left.pop().filter(|_| !dir.is_empty()) {
+                    Some(d) => {
+                        let file = format!("{}/{d}.wav", dir.trim_end_matches('/'));
+                        self.play_file(call, leg, file, false, true);
+                    }
+                    None => p.stage = Stage::Music,
+                }
+            }
+            Stage::Music => {
+                p.stage = Stage::Held;
+                let music = lot.map(|l| l.music.clone()).unwrap_or_default();
+                self.hold_music(call, music, now);
+            }
+            Stage::Held => self.calls[call].wait = Wait::Forever,
+        }
+        true
+    }
+
+    /// Music on hold for the parked party: until the music on hold classes come, the class
+    /// `default` loops the built-in announcement and any other class names a file to loop.
+    fn hold_music(&mut self, call: usize, class: String, _now: Instant) {
+        let file = match class.as_str() {
+            "default" | "" => "demo".to_string(),
+            f => f.to_string(),
+        };
+        self.play_file(call, Call::CALLER, file, true, true);
+    }
+
+    /// The `retrieve` step: joins the caller to the call parked in `slot` on this worker (the
+    /// hand-off brought the caller here); an empty slot is refused with 404.
+    pub(crate) fn retrieve(&mut self, call: usize, slot: &str, now: Instant) {
+        let lots = &self.s.rendezvous.lots;
+        let parked = lots
+            .find(slot)
+            .filter(|p| p.worker == self.s.worker)
+            .and_then(|p| self.calls.leg_by_call_id(&p.call_id))
+            .map(|at| at.call)
+            .filter(|p| *p != call && self.parking.here.contains_key(p));
+        let Some(parked) = parked else {
+            let call_id = self.calls[call].caller().call_id().to_string();
+            let message = format!("retrieve: no call is parked in slot {slot:?}");
+            self.log(Level::Info, Some(&call_id), message);
+            return self.hangup(call, 1, "switch", None, now);
+        };
+        self.unpark(parked);
+        if !self.answer(call, now) {
+            return;
+        }
+        self.join(call, parked);
+    }
+
+    /// The call leaves its slot (retrieved, timed out or gone).
+    fn unpark(&mut self, call: usize) -> Option<ParkedCall> {
+        let p = self.parking.here.remove(&call)?;
+        self.s.rendezvous.lots.release(&p.slot, &p.call_id);
+        Some(p)
+    }
+
+    /// A parked call ended: its slot is free again.
+    pub(crate) fn parked_gone(&mut self, call: usize) {
+        self.unpark(call);
+    }
+
+    /// Parked calls whose time is up ring back whoever parked them (`PARKER`, a dial string
+    /// such as `user/1001`), or go to their lot's `timeout_exten`; without either they are
+    /// hung up. If the ring-back fails, the park rule's next steps run.
+    pub(crate) fn park_timeouts(&mut self, now: Instant) {
+        if self.parking.here.values().all(|p| p.until > now) {
+            return;
+        }
+        let due: Vec<usize> = self
+            .parking
+            .here
+            .iter()
+            .filter(|(_, p)| p.until <= now)
+            .map(|(c, _)| *c)
+            .collect();
+        for call in due {
+            let Some(p) = self.unpark(call) else {
+                continue;
+            };
+            let lot = self.s.parking.lots.get(&p.lot).cloned();
+            let Some(c) = self.calls.get_mut(call) else {
+                continue;
+            };
+            c.wait = Wait::None;
+            let message = format!("parked call in slot {} timed out", p.slot);
+            let call_id = p.call_id.clone();
+            self.log(Level::Info, Some(&call_id), message);
+            let c = &mut self.calls[call];
+            let parker = c.vars.get("PARKER").map(str::to_string);
+            let timeout = lot.as_ref().map(|l| l.timeout);
+            match (parker, lot.and_then(|l| l.timeout_exten)) {
+                (Some(parker), _) => {
+                    let timeout = timeout.unwrap_or(std::time::Duration::from_secs(60));
+                    self.dial(call, &parker, timeout, now);
+                }
+                (None, Some(exten)) => {
+                    let route = self.dialplan.route(&c.cdr.context, &exten, &c.vars);
+                    match route {
+                        Some(r) => {
+                            c.program = r;
+                            c.cdr.exten = exten;
+                            self.calls.run_later(call);
+                        }
+                        None => self.hangup(call, 1, "switch", None, now),
+                    }
+                }
+                (None, None) => self.hangup(call, 16, "switch", None, now),
+            }
+        }
+    }
+}

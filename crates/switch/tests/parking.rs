@@ -1,0 +1,294 @@
+//! Call parking and pickup on the simulated network (tests/net), in virtual time: park by
+//! dialling 700, retrieve by dialling the slot, an empty slot, the ring-back when a parked
+//! call times out, directed and group pickup — on one worker, then on two, where the caller
+//! who retrieves or picks up is handed to the worker holding the other call.
+
+mod net;
+
+use net::*;
+use sip::Method;
+use std::time::Duration;
+
+/// Parking at 700 (slots 701-703), 799 parks in a short lot whose calls ring user 1003 back,
+/// 798 in one whose calls go nowhere; *8EXT picks up EXT's call, *8 a call of the caller's
+/// pickup group (1001 and 1002); 1XXX rings the user.
+const TOML: &str = r#"
+[rtp]
+media_timeout_s = 0
+[security]
+trusted = ["127.0.0.0/8", "::1"]
+[registrar]
+authenticate = false
+keepalive_s = 0
+[parking.default]
+slots = "701-703"
+timeout_s = 600
+[parking.short]
+slots = "731-732"
+timeout_s = 5
+[parking.nowhere]
+slots = "741-742"
+timeout_s = 5
+[pickup_groups]
+sales = ["1001", "1002"]
+[dialplan]
+default_context = "default"
+[[dialplan.contexts.default.rules]]
+exten = "700"
+steps = ["park"]
+[[dialplan.contexts.default.rules]]
+exten = "799"
+steps = ["set PARKER=user/1003", "park short"]
+[[dialplan.contexts.default.rules]]
+exten = "798"
+steps = ["park nowhere"]
+[[dialplan.contexts.default.rules]]
+regex = "^7(0[1-9]|[1-4][0-9])$"
+steps = ["retrieve"]
+[[dialplan.contexts.default.rules]]
+regex = "^\\*8(\\d+)$"
+steps = ["pickup ${1}"]
+[[dialplan.contexts.default.rules]]
+exten = "*8"
+steps = ["pickup"]
+[[dialplan.contexts.default.rules]]
+regex = "^1\\d{3}$"
+steps = ["bridge user/${EXTEN} timeout=60"]
+"#;
+
+const CAROL: &str = "127.0.0.1:5062";
+const DAVE: &str = "127.0.0.1:5063";
+
+fn setup(seed: u64, workers: usize) -> (Net, Id, Id, Id) {
+    let mut n = Net::new(seed);
+    let sw = n.switch(TOML, &[SW], workers);
+    for user in ["1001", "1002", "1003"] {
+        n.sw(sw).shared.store.add_user(user, "strowger", "secret");
+    }
+    let a = n.ua(ALICE, "alice");
+    let c = n.ua(CAROL, "1002");
+    (n, sw, a, c)
+}
+
+/// A phone registered as `user` at `at` that rings and never answers by itself.
+fn ringing_phone(n: &mut Net, at: &str, user: &str) -> Id {
+    let p = n.ua(at, user);
+    n.agent(p).policy = ua::Policy {
+        provisional: vec![(180, false)],
+        status: 480,
+        after: Duration::from_secs(300),
+    };
+    n.register(p, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), registered([p])));
+    p
+}
+
+/// Whether agent `ua` got RTP after `since`.
+fn rtp_after(n: &mut Net, ua: Id, since: std::time::Instant) -> usize {
+    n.agent(ua).rtp.iter().filter(|(t, ..)| *t > since).count()
+}
+
+/// Alice parks by dialling 700 (answered at once, the slot told, music); Carol dials 701 and
+/// is joined to her: each hears the other; Carol hangs up and Alice gets a BYE.
+fn park_and_retrieve(n: &mut Net, sw: Id, a: Id, c: Id) {
+    n.agent(a).send_rtp = true;
+    n.agent(c).send_rtp = true;
+    let parked = n.invite(a, "sip:700@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, parked)));
+    // The slot's digits and then the music play to the parked caller.
+    let t = n.now;
+    n.run_for(secs(3));
+    assert!(rtp_after(n, a, t) > 100, "Alice hears the slot and music");
+    let r = n.invite(c, "sip:701@127.0.0.1", SW);
+    assert!(
+        n.run_until(secs(2), confirmed(c, r)),
+        "{:?}",
+        invite_statuses(n, c, r)
+    );
+    let t = n.now;
+    n.run_for(secs(1));
+    assert!(rtp_after(n, c, t) > 40, "Carol hears Alice");
+    assert!(rtp_after(n, a, t) > 40, "Alice hears Carol");
+    n.bye(c, r);
+    assert!(n.run_until(secs(2), |n| n
+        .agent(a)
+        .call(parked)
+        .requests_of(&Method::Bye)
+        .len()
+        == 1));
+    assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 0));
+    n.agent(a).send_rtp = false;
+    n.agent(c).send_rtp = false;
+}
+
+#[test]
+fn a_call_parked_at_700_is_retrieved_by_dialling_its_slot() {
+    let (mut n, sw, a, c) = setup(1, 1);
+    park_and_retrieve(&mut n, sw, a, c);
+    // The slot is free again: the next call parks there too.
+    park_and_retrieve(&mut n, sw, a, c);
+    let cdrs = n.sw(sw).cdrs();
+    assert_eq!(cdrs.len(), 4);
+    assert!(n.sw(sw).shared.rendezvous.lots.is_empty());
+}
+
+#[test]
+fn an_empty_slot_is_refused_with_404() {
+    let (mut n, _sw, _a, c) = setup(2, 1);
+    let r = n.invite(c, "sip:702@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| n.agent(c).call(r).state == State::Ended));
+    assert_eq!(invite_statuses(&mut n, c, r).last(), Some(&404));
+}
+
+#[test]
+fn slots_are_taken_in_order_and_a_parked_callers_hang_up_frees_its_slot() {
+    let (mut n, sw, a, c) = setup(3, 1);
+    let first = n.invite(a, "sip:700@127.0.0.1", SW);
+    let second = n.invite(c, "sip:700@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| n.agent(a).call(first).state
+        == State::Confirmed
+        && n.agent(c).call(second).state == State::Confirmed));
+    let lots = &n.sw(sw).shared.rendezvous.lots;
+    let held: Vec<_> = ["701", "702", "703"]
+        .iter()
+        .map(|s| lots.find(s).is_some())
+        .collect();
+    assert_eq!(held, [true, true, false]);
+    n.bye(a, first);
+    assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 1));
+    assert!(n.sw(sw).shared.rendezvous.lots.find("701").is_none());
+    assert!(n.sw(sw).shared.rendezvous.lots.find("702").is_some());
+}
+
+#[test]
+fn a_parked_call_that_times_out_rings_the_parker_back() {
+    let (mut n, sw, a, _c) = setup(4, 1);
+    let d = n.ua(DAVE, "1003");
+    n.register(d, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), registered([d])));
+    let parked = n.invite(a, "sip:799@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, parked)));
+    assert!(n.sw(sw).shared.rendezvous.lots.find("731").is_some());
+    // Nothing for 5 s, then Dave (PARKER=user/1003) rings, answers and talks to Alice.
+    n.run_for(secs(4));
+    assert!(n.agent(d).calls.is_empty());
+    assert!(n.run_until(secs(3), |n| n
+        .agent(d)
+        .calls
+        .first()
+        .is_some_and(|c| c.state == State::Confirmed)));
+    assert!(n.sw(sw).shared.rendezvous.lots.is_empty());
+    n.agent(a).send_rtp = true;
+    let t = n.now;
+    n.run_for(secs(1));
+    assert!(rtp_after(&mut n, d, t) > 40, "Dave hears Alice");
+}
+
+#[test]
+fn a_parked_call_that_times_out_with_nobody_to_ring_back_is_hung_up() {
+    let (mut n, sw, a, _c) = setup(5, 1);
+    let parked = n.invite(a, "sip:798@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, parked)));
+    assert!(n.run_until(secs(7), |n| !n
+        .agent(a)
+        .call(parked)
+        .requests_of(&Method::Bye)
+        .is_empty()));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    assert!(n.sw(sw).shared.rendezvous.lots.is_empty());
+}
+
+/// Alice calls 1001, whose phone rings; `picker` dials `exten` and is joined to Alice, the
+/// ringing phone gets a CANCEL.
+fn pick_up(n: &mut Net, sw: Id, a: Id, picker: Id, phone: Id, exten: &str) {
+    let call = n.invite(a, "sip:1001@127.0.0.1", SW);
+    let rings = n.agent(phone).calls.len() + 1;
+    assert!(n.run_until(secs(2), |n| n.agent(phone).calls.len() == rings));
+    let ringing = rings - 1;
+    n.agent(a).send_rtp = true;
+    n.agent(picker).send_rtp = true;
+    let p = n.invite(picker, &format!("sip:{exten}@127.0.0.1"), SW);
+    assert!(
+        n.run_until(secs(2), |n| n.agent(picker).call(p).state
+            == State::Confirmed
+            && n.agent(a).call(call).state == State::Confirmed),
+        "picker {:?}, caller {:?}",
+        invite_statuses(n, picker, p),
+        invite_statuses(n, a, call)
+    );
+    assert!(n.run_until(secs(2), |n| !n
+        .agent(phone)
+        .call(ringing)
+        .requests_of(&Method::Cancel)
+        .is_empty()));
+    let t = n.now;
+    n.run_for(secs(1));
+    assert!(rtp_after(n, a, t) > 40, "Alice hears the picker");
+    assert!(rtp_after(n, picker, t) > 40, "the picker hears Alice");
+    n.bye(a, call);
+    assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 0));
+    assert!(n.sw(sw).shared.rendezvous.ringing.is_empty());
+    n.agent(a).send_rtp = false;
+    n.agent(picker).send_rtp = false;
+}
+
+#[test]
+fn a_call_ringing_a_user_is_picked_up_by_dialling_star_8_and_its_extension() {
+    let (mut n, sw, a, c) = setup(6, 1);
+    let phone = ringing_phone(&mut n, "127.0.0.1:5091", "1001");
+    pick_up(&mut n, sw, a, c, phone, "*81001");
+}
+
+#[test]
+fn star_8_picks_up_a_call_ringing_a_member_of_the_callers_pickup_group() {
+    let (mut n, sw, a, c) = setup(7, 1);
+    let phone = ringing_phone(&mut n, "127.0.0.1:5091", "1001");
+    pick_up(&mut n, sw, a, c, phone, "*8");
+}
+
+#[test]
+fn pickup_with_nothing_ringing_is_refused_with_480() {
+    let (mut n, _sw, _a, c) = setup(8, 1);
+    for exten in ["*81001", "*8"] {
+        let r = n.invite(c, &format!("sip:{exten}@127.0.0.1"), SW);
+        assert!(n.run_until(secs(2), |n| n.agent(c).call(r).state == State::Ended));
+        assert_eq!(invite_statuses(&mut n, c, r).last(), Some(&480), "{exten}");
+    }
+}
+
+/// With two workers, the calls land on either by their Call-IDs: retrieval and pickup work
+/// whether the other call is on the same worker or not, the other worker's caller handed over
+/// before anything was answered; the pins go once the calls are over.
+#[test]
+fn on_two_workers_retrieval_and_pickup_reach_the_other_calls_worker() {
+    let (mut n, sw, a, c) = setup(9, 2);
+    for _ in 0..10 {
+        park_and_retrieve(&mut n, sw, a, c);
+    }
+    let parks = n.sw(sw).handed_off();
+    assert!(
+        parks > 0 && parks < 10,
+        "handed over {parks} of 10 retrievals"
+    );
+    let phone = ringing_phone(&mut n, "127.0.0.1:5091", "1001");
+    for i in 0..10 {
+        let exten = if i % 2 == 0 { "*81001" } else { "*8" };
+        pick_up(&mut n, sw, a, c, phone, exten);
+    }
+    let pickups = n.sw(sw).handed_off() - parks;
+    assert!(
+        pickups > 0 && pickups < 10,
+        "handed over {pickups} of 10 pickups"
+    );
+    // Every handed-over call answered 100 Trying once, from the worker it ran on.
+    for call in &n.agent(c).calls {
+        let trying = call.statuses().iter().filter(|s| **s == 100).count();
+        assert!(trying <= 1, "{:?}", call.statuses());
+    }
+    assert!(!n.sw(sw).shared.rendezvous.pins.is_empty());
+    n.run_for(secs(70));
+    assert!(
+        n.sw(sw).shared.rendezvous.pins.is_empty(),
+        "pins outlive their calls"
+    );
+}
