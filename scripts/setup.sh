@@ -31,7 +31,7 @@ declare -A want=(
   [kamailio]=/usr/sbin/kamailio
   [dnsmasq-base]=/usr/sbin/dnsmasq
   [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
-  # a human voice and music (CC-BY-SA 3.0) for the PESQ quality test
+  # a human voice and music (CC-BY-SA 3.0) for the PESQ quality test; its digits tell a parking slot
   [asterisk-core-sounds-en-wav]=/usr/share/asterisk/sounds/en_US_f_Allison/demo-congrats.wav
   [asterisk-moh-opsound-wav]=/usr/share/asterisk/moh/macroform-cold_day.wav
 )

@@ -6,7 +6,7 @@
 
 use crate::dialplan::{Step, Vars};
 use crate::engine::Engine;
-use crate::io::{Event, HandOff};
+use crate::io::{Event, HandOff, Level};
 use crate::parklot::ParkLots;
 use crate::pins::Pins;
 use crate::ringboard::RingBoard;
@@ -80,6 +80,8 @@ impl Engine {
                 _ => return Some(msg),
             },
         };
+        let message = format!("new call handed to worker {worker}, where the call it joins is");
+        self.log(Level::Debug, Some(call_id), message);
         let h = HandOff {
             worker,
             msg,

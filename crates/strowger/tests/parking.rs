@@ -1,0 +1,243 @@
+//! Call parking and pickup against the real process with two workers, so that the caller who
+//! retrieves or picks up lands on another worker than the call it joins about half the time
+//! (random Call-IDs): park at 700 and retrieve by dialling the slot (the retriever hears the
+//! parked caller), a parked call that times out rings back its parker (a SIPp phone), directed
+//! and group pickup of a call ringing a SIPp phone registered as a user.
+
+mod common;
+
+use common::audio::{dominant_freq, tone, ulaw_decode_all, ulaw_encode};
+use common::net::free_port;
+use common::registrar::registered;
+use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
+use common::sipp::{Scenario, Sipp};
+use common::switch::Opts;
+use common::Strowger;
+use std::time::Duration;
+
+/// Trusted loopback callers (they call as "tester"), user 1001 (the phone that rings) and 1003
+/// (the parker a timed-out call rings back); park at 700, a short lot at 799.
+const CONFIG: &str = r#"
+[general]
+log_level = "debug"
+[security]
+trusted = ["127.0.0.1"]
+[rtp]
+media_timeout_s = 0
+[registrar]
+domain = "strowger"
+store = "local:strowger-data/store.snap"
+[[users]]
+user = "1001"
+password = "secret-1001"
+[[users]]
+user = "1003"
+password = "secret-1003"
+[parking.default]
+slots = "701-720"
+timeout_s = 600
+[parking.short]
+slots = "731-732"
+timeout_s = 3
+[pickup_groups]
+desk = ["1001", "tester"]
+[dialplan]
+default_context = "default"
+[[dialplan.contexts.default.rules]]
+exten = "700"
+steps = ["park"]
+[[dialplan.contexts.default.rules]]
+exten = "799"
+steps = ["set PARKER=user/1003", "park short"]
+[[dialplan.contexts.default.rules]]
+regex = "^7(0[1-9]|[1-3][0-9])$"
+steps = ["retrieve"]
+[[dialplan.contexts.default.rules]]
+regex = "^\\*8(\\d+)$"
+steps = ["pickup ${1}"]
+[[dialplan.contexts.default.rules]]
+exten = "*8"
+steps = ["pickup"]
+[[dialplan.contexts.default.rules]]
+regex = "^1[0-9]{3}$"
+steps = ["bridge user/${EXTEN} timeout=20"]
+"#;
+
+/// Calls retried until both kinds were seen this many times (or `MAX_CALLS` calls).
+const EACH_KIND: usize = 3;
+const MAX_CALLS: usize = 20;
+
+/// strowger with `CONFIG` and two workers (the config file lives in the returned directory).
+fn start(label: &str) -> (Strowger, common::TempDir) {
+    let dir = common::TempDir::new(label);
+    let path = dir.path().join("parking.toml");
+    std::fs::write(&path, CONFIG).unwrap();
+    let s = Strowger::with(
+        label,
+        Opts {
+            config_file: Some(path),
+            workers: Some(2),
+            ..Opts::default()
+        },
+    );
+    (s, dir)
+}
+
+/// A call from a hand-written client to `exten`, answered, its RTP pointed at the answer.
+fn answered_call(s: &Strowger, exten: &str) -> (Uac, Rtp) {
+    let mut rtp = Rtp::bind();
+    let mut uac = Uac::new(s.sip, exten);
+    let resp = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv"));
+    assert_eq!(
+        resp.status(),
+        Some(200),
+        "INVITE to {exten}: {resp:?}\n{}",
+        common::tail(&s.stderr(), 30)
+    );
+    rtp.remote = Some(sdp_audio(&resp.body).0);
+    uac.ack("");
+    (uac, rtp)
+}
+
+/// `from` sends a second of a 1 kHz tone; `to` must hear it.
+fn assert_heard(from: &mut Rtp, to: &Rtp, what: &str) {
+    to.recv_for(Duration::from_millis(50));
+    let frames: Vec<Vec<u8>> = tone(1000.0, 8000, 8000.0)
+        .chunks(160)
+        .map(|c| c.iter().map(|&x| ulaw_encode(x)).collect())
+        .collect();
+    from.send_frames(&frames, Duration::from_millis(100));
+    let heard: Vec<u8> = to
+        .recv_for(Duration::from_millis(200))
+        .into_iter()
+        .flat_map(|p| p.payload)
+        .collect();
+    assert!(
+        heard.len() >= 4000,
+        "{what}: {} bytes of audio",
+        heard.len()
+    );
+    let f = dominant_freq(&ulaw_decode_all(&heard));
+    assert!((f - 1000.0).abs() < 50.0, "{what}: heard {f} Hz, not 1 kHz");
+}
+
+/// Whether strowger's log says it handed the call `call_id` to another worker.
+fn handed_off(s: &Strowger, call_id: &str) -> bool {
+    s.stderr()
+        .lines()
+        .any(|l| l.contains("handed to worker") && l.contains(call_id))
+}
+
+/// Repeats `one` (which returns its joining call's Call-ID) until it has run on the other
+/// call's worker and on another worker `EACH_KIND` times each; each run must succeed.
+fn both_ways(s: &Strowger, mut one: impl FnMut(usize) -> String) {
+    let (mut same, mut cross) = (0, 0);
+    for i in 0..MAX_CALLS {
+        let call_id = one(i);
+        match handed_off(s, &call_id) {
+            true => cross += 1,
+            false => same += 1,
+        }
+        if same >= EACH_KIND && cross >= EACH_KIND {
+            break;
+        }
+    }
+    assert!(
+        same > 0 && cross > 0,
+        "{same} calls on the same worker and {cross} handed over: both kinds wanted"
+    );
+}
+
+#[test]
+fn a_call_parked_at_700_is_retrieved_by_dialling_its_slot_from_either_worker() {
+    let (s, _config) = start("park-retrieve");
+    both_ways(&s, |i| {
+        let (parked, mut parked_rtp) = answered_call(&s, "700");
+        // The slot is told, then music: the parked caller hears something.
+        let heard = parked_rtp.recv_for(Duration::from_millis(1500));
+        assert!(
+            heard.len() > 25,
+            "call {i}: {} packets to the parked caller",
+            heard.len()
+        );
+        let (mut retriever, retriever_rtp) = answered_call(&s, "701");
+        assert_heard(&mut parked_rtp, &retriever_rtp, "the retriever");
+        let bye = retriever.bye();
+        assert_eq!(bye.status(), Some(200));
+        parked.expect_request("BYE", Duration::from_secs(5));
+        retriever.call_id
+    });
+    // An empty slot.
+    let mut uac = Uac::new(s.sip, "705");
+    let resp = uac.invite(&sdp(Rtp::bind().port, &[PCMU], "sendrecv"));
+    assert_eq!(resp.status(), Some(404), "{resp:?}");
+}
+
+#[test]
+fn a_parked_call_that_times_out_rings_its_parker_back() {
+    let (s, _config) = start("park-timeout");
+    let port = free_port();
+    registered(&s, "1003", "secret-1003", port);
+    let phone = Sipp::new(Scenario::Builtin("uas"))
+        .port(port)
+        .spawn(None, s.dir.path());
+    std::thread::sleep(Duration::from_millis(300));
+    let (mut parked, _rtp) = answered_call(&s, "799");
+    // The lot's 3 s pass: the phone of 1003 rings and answers; then the parked caller hangs up.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(parked.bye().status(), Some(200));
+    phone.finish().assert_ok(1);
+    let cdrs = s.wait_cdrs(1);
+    let c = &cdrs[0];
+    assert_eq!(c.str("exten"), "799");
+    assert_eq!(
+        c.str("bridged_to"),
+        format!("sip:1003@127.0.0.1:{port}"),
+        "{c:?}"
+    );
+}
+
+/// Calls ringing the SIPp phone of 1001 are picked up by dialling `exten` (`*81001`, `*8`):
+/// the caller is answered and heard by the picker, the phone gets a CANCEL.
+fn pickups(label: &str, exten: &'static str) {
+    let (s, _config) = start(label);
+    let port = free_port();
+    registered(&s, "1001", "secret-1001", port);
+    both_ways(&s, |i| {
+        let phone = Sipp::new(Scenario::File("uas_ring_cancel.xml"))
+            .port(port)
+            .spawn(None, s.dir.path());
+        std::thread::sleep(Duration::from_millis(300));
+        let mut rtp = Rtp::bind();
+        let mut caller = Uac::new(s.sip, "1001");
+        caller.send_invite(&sdp(rtp.port, &[PCMU], "sendrecv"));
+        // The phone rings (180 relayed), then someone picks up.
+        let ringing = caller.recv_all(Duration::from_millis(500));
+        assert!(
+            ringing.iter().any(|m| m.status() == Some(180)),
+            "call {i}: {ringing:?}"
+        );
+        let (mut picker, picker_rtp) = answered_call(&s, exten);
+        let resp = caller.final_response("INVITE", Duration::from_secs(5));
+        assert_eq!(resp.status(), Some(200), "call {i}: the caller is answered");
+        caller.invite_answered(&resp);
+        caller.ack("");
+        rtp.remote = Some(sdp_audio(&resp.body).0);
+        assert_heard(&mut rtp, &picker_rtp, "the picker");
+        assert_eq!(picker.bye().status(), Some(200));
+        caller.expect_request("BYE", Duration::from_secs(5));
+        // The phone stopped ringing: CANCEL, 487, ACK.
+        phone.finish().assert_ok(1);
+        picker.call_id
+    });
+}
+
+#[test]
+fn star_8_and_an_extension_picks_up_the_call_ringing_it_from_either_worker() {
+    pickups("pickup-directed", "*81001");
+}
+
+#[test]
+fn star_8_picks_up_a_call_ringing_the_pickup_group_from_either_worker() {
+    pickups("pickup-group", "*8");
+}
