@@ -1,14 +1,18 @@
-//! Hold with music between real phones: two registered baresips in a call through strowger;
-//! the callee puts the call on hold with its own hold command and the caller must hear the
-//! default music class (Debian's asterisk-moh-opsound-wav, whose first file plays first) —
-//! matched sample for sample against the file — until the callee resumes, when the callee's
-//! tone comes back.
+//! Hold with music between real phones: a callee (two registered baresips, the callee holding
+//! with its own hold command; a SIPp phone running tests/sipp/uas_hold.xml) puts the call on
+//! hold and the caller must hear the default music class (Debian's asterisk-moh-opsound-wav,
+//! whose first file plays first) — matched sample for sample against the file — until the
+//! callee resumes, when the callee's tone comes back.
 
 mod common;
 
-use common::audio::{best_correlation, read_wav, rms, tone_purity};
+use common::audio::{
+    best_correlation, read_wav, rms, tone, tone_purity, ulaw_decode_all, ulaw_encode,
+};
 use common::baresip::Baresip;
-use common::switch::{run_cli, Opts};
+use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
+use common::sipp::{Scenario, Sipp};
+use common::switch::{default_config_trusting_loopback, run_cli, Opts};
 use common::{tail, wait_for, Strowger, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -138,7 +142,14 @@ fn a_baresip_that_holds_leaves_the_other_hearing_music_on_hold_until_it_resumes(
         tail(&callee_log, 30)
     );
 
-    let f = frames(&heard.samples);
+    assert_music_while_held(&heard.samples, 30..=45);
+    assert_eq!(s.wait_cdrs(1).len(), 1);
+}
+
+/// `heard` is the callee's tone, then the class's first track from its start for a number of
+/// 100 ms frames in `held`, then the tone again.
+fn assert_music_while_held(heard: &[i16], held: std::ops::RangeInclusive<usize>) {
+    let f = frames(heard);
     let (start, len) = longest_run(&f, Heard::Other);
     let summary: String = f
         .iter()
@@ -150,8 +161,8 @@ fn a_baresip_that_holds_leaves_the_other_hearing_music_on_hold_until_it_resumes(
         .collect();
     println!("what the caller heard, per 100 ms: {summary}");
     assert!(
-        (30..=45).contains(&len),
-        "about 4 s of music while held, not {len} frames: {summary}"
+        held.contains(&len),
+        "music while held for {held:?} frames, not {len}: {summary}"
     );
     let tone_before = f[..start].iter().filter(|h| **h == Heard::Tone).count();
     let tone_after = f[start + len..]
@@ -168,16 +179,47 @@ fn a_baresip_that_holds_leaves_the_other_hearing_music_on_hold_until_it_resumes(
     assert_eq!(music.rate, 8000);
     let at = (start + 5) * FRAME;
     let lag = -(start as isize * FRAME as isize);
-    let (c, found) = best_correlation(
-        &heard.samples,
-        &music.samples,
-        at,
-        8000,
-        lag - 4000..=lag + 4000,
-    );
+    let (c, found) = best_correlation(heard, &music.samples, at, 8000, lag - 4000..=lag + 4000);
     assert!(
         c > 0.9,
         "the held caller hears {FIRST_TRACK}: best correlation {c:.3} at lag {found}"
     );
-    assert_eq!(s.wait_cdrs(1).len(), 1);
+}
+
+/// A SIPp phone (tests/sipp/uas_hold.xml, echoing what it hears) answers 2001, holds the call
+/// 2 s in and resumes it 3 s later; the caller, sending a 1 kHz tone, hears its tone, the music
+/// while held, then its tone again.
+#[test]
+fn a_sipp_phone_holds_and_resumes_and_the_caller_hears_music_in_between() {
+    let dir = TempDir::new("hold-sipp");
+    let uas = Sipp::new(Scenario::File("uas_hold.xml"))
+        .rtp_echo()
+        .spawn(None, dir.path());
+    let s = Strowger::with(
+        "hold-sipp",
+        Opts {
+            config_file: Some(default_config_trusting_loopback(dir.path())),
+            vars: vec![("bridge_target".into(), uas.addr.to_string())],
+            ..Opts::default()
+        },
+    );
+    let mut rtp = Rtp::bind();
+    let mut uac = Uac::new(s.sip, "2001");
+    let ok = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv"));
+    assert_eq!(ok.status(), Some(200), "{ok:?}");
+    uac.ack("");
+    rtp.remote = Some(sdp_audio(&ok.body).0);
+    let frames: Vec<Vec<u8>> = tone(1000.0, 8000 * 7, 12000.0)
+        .chunks(160)
+        .map(|f| f.iter().map(|&x| ulaw_encode(x)).collect())
+        .collect();
+    let mut got = rtp.send_frames(&frames, Duration::from_millis(200));
+    assert_eq!(uac.bye().status(), Some(200));
+    uas.finish().assert_ok(1);
+    got.sort_by_key(|p| p.at);
+    let heard: Vec<i16> = got
+        .iter()
+        .flat_map(|p| ulaw_decode_all(&p.payload))
+        .collect();
+    assert_music_while_held(&heard, 25..=35);
 }
