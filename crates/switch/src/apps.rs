@@ -210,7 +210,7 @@ impl Engine {
             if c.wait != Wait::None {
                 return;
             }
-            if self.parked_step(call, now) {
+            if self.parked_step(call) {
                 continue;
             }
             let Some(c) = self.calls.get_mut(call) else {
@@ -274,6 +274,17 @@ impl Engine {
                     self.media.echo(m);
                 }
                 c.wait = Wait::Forever;
+            }
+            Step::Music { class } => {
+                if !self.answer_or_early(call, now) {
+                    return;
+                }
+                let c = &mut self.calls[call];
+                if let Some(class) = class {
+                    c.vars.set("MOH", class);
+                }
+                c.wait = Wait::Forever;
+                self.start_moh(call, Call::CALLER);
             }
             Step::Record { file, max } => {
                 if !self.answer(call, now) {

@@ -4,12 +4,14 @@
 //! `file:line:column: key: message` and says what would be accepted.
 
 mod iax2;
+mod music;
 mod parking;
 pub(crate) mod raw;
 mod source;
 mod trunks;
 
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
+pub use music::MusicClass;
 pub use parking::{Lot, Parking, DEFAULT_LOT};
 pub use trunks::{trunk_target, Trunk, TrunkHost};
 
@@ -82,6 +84,8 @@ pub struct Config {
     pub trunks: Vec<Trunk>,
     /// `[parking.LOT]` and `[pickup_groups]`.
     pub parking: Parking,
+    /// `[moh.NAME]`: music-on-hold classes.
+    pub music: Vec<MusicClass>,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -341,7 +345,8 @@ impl Config {
         let proxy = proxy(raw.proxy, &mut d);
         let security = security(raw.security, &dialplan, &mut d);
         let trunks = trunks::trunks(raw.trunks, &mut d);
-        let parking = parking::parking(raw.parking, raw.pickup_groups, &mut d);
+        let music = music::music(raw.moh, &mut d);
+        let parking = parking::parking(raw.parking, raw.pickup_groups, &music, &mut d);
         trunks::check_dialplan(&trunks, &raw.dialplan, |c| dialplan.has_context(c), &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
@@ -370,6 +375,7 @@ impl Config {
             security,
             trunks,
             parking,
+            music,
             warnings: found,
         })
     }

@@ -118,6 +118,9 @@ pub struct Settings {
     pub rendezvous: Arc<crate::Rendezvous>,
     /// `[parking.LOT]` and `[pickup_groups]`.
     pub parking: Arc<crate::config::Parking>,
+    /// The music-on-hold classes, loaded once by the shell and shared by the workers (only the
+    /// built-in tune until the shell sets them).
+    pub music: Arc<crate::moh::Music>,
 }
 
 impl Settings {
@@ -161,6 +164,7 @@ impl Settings {
             max_datagram: cfg.sip.max_message_size.min(MAX_UDP_PAYLOAD),
             rendezvous: Arc::default(),
             parking: Arc::new(cfg.parking.clone()),
+            music: Arc::default(),
         }
     }
 }
@@ -936,6 +940,7 @@ impl Engine {
         let Some(contact) = leg.dialog().map(|d| d.local_contact.clone()) else {
             return;
         };
+        let mut held = None;
         let body = if msg.body().is_empty() {
             if msg.method() == Some(&Method::Invite) {
                 // Offer in our 200, answer in the ACK (RFC 3264 §5 / RFC 3261 §13.2.1).
@@ -957,6 +962,7 @@ impl Engine {
                         self.media
                             .update_leg(m, leg_update(&neg, self.s.symmetric_rtp));
                     }
+                    held = Some(crate::hold::holds(&neg));
                     leg.negotiated = Some(neg);
                     Some(answer.to_string())
                 }
@@ -1009,6 +1015,9 @@ impl Engine {
                 body.as_deref().map(str::as_bytes),
                 now,
             );
+        }
+        if let Some(held) = held {
+            self.set_held(call, at, held);
         }
     }
 
@@ -1074,7 +1083,9 @@ impl Engine {
             if let Some(m) = leg.media {
                 self.media.update_leg(m, leg_update(&neg, symmetric));
             }
+            let held = crate::hold::holds(&neg);
             leg.negotiated = Some(neg);
+            self.set_held(at.call, at.leg, held);
         }
     }
 

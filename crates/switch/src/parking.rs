@@ -107,7 +107,7 @@ impl Engine {
 
     /// A parked call's program: the next digit of its slot, then its music, then holding. True
     /// if the call is parked (its dialplan program waits until it is no longer).
-    pub(crate) fn parked_step(&mut self, call: usize, now: Instant) -> bool {
+    pub(crate) fn parked_step(&mut self, call: usize) -> bool {
         let Some(p) = self.parking.here.get_mut(&call) else {
             return false;
         };
@@ -127,21 +127,22 @@ impl Engine {
             Stage::Music => {
                 p.stage = Stage::Held;
                 let music = lot.map(|l| l.music.clone()).unwrap_or_default();
-                self.hold_music(call, music, now);
+                self.hold_music(call, music);
             }
             Stage::Held => self.calls[call].wait = Wait::Forever,
         }
         true
     }
 
-    /// Music on hold for the parked party: until the music on hold classes come, the class
-    /// `default` loops the built-in announcement and any other class names a file to loop.
-    fn hold_music(&mut self, call: usize, class: String, _now: Instant) {
-        let file = match class.as_str() {
-            "default" | "" => "demo".to_string(),
-            f => f.to_string(),
-        };
-        self.play_file(call, Call::CALLER, file, true, true);
+    /// Music on hold for the parked party: the lot's class (`[moh.NAME]`), which becomes the
+    /// call's `MOH`.
+    fn hold_music(&mut self, call: usize, class: String) {
+        let c = &mut self.calls[call];
+        if !class.is_empty() {
+            c.vars.set("MOH", class);
+        }
+        c.wait = Wait::Forever;
+        self.start_moh(call, Call::CALLER);
     }
 
     /// The `retrieve` step: joins the caller to the call parked in `slot` on this worker (the

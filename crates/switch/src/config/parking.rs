@@ -44,7 +44,7 @@ pub struct Lot {
     pub slots: Vec<String>,
     /// How long a call stays parked before it rings back whoever parked it.
     pub timeout: Duration,
-    /// The music on hold class the parked call hears.
+    /// The music on hold class (`[moh.NAME]`) the parked call hears.
     pub music: String,
     /// The directory of the digit prompts (`N.wav`) the slot is told with; "" = not told.
     pub announce: String,
@@ -88,6 +88,7 @@ impl Parking {
 pub(crate) fn parking(
     mut raw: BTreeMap<String, RawLot>,
     groups: BTreeMap<String, Vec<String>>,
+    music: &[super::MusicClass],
     d: &mut Diagnostics,
 ) -> Parking {
     raw.entry(DEFAULT_LOT.into()).or_default();
@@ -102,6 +103,15 @@ pub(crate) fn parking(
             }
         };
         let timeout = bounded(d, &format!("{key}.timeout_s"), l.timeout_s, 1, 86_400);
+        if l.music != crate::moh::DEFAULT_CLASS && !music.iter().any(|c| c.name == l.music) {
+            d.error(
+                &format!("{key}.music"),
+                format_args!(
+                    "no music class {:?} — define [moh.{}] or use \"default\"",
+                    l.music, l.music
+                ),
+            );
+        }
         let lot = Lot {
             slots,
             timeout: Duration::from_secs(timeout),

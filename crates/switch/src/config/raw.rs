@@ -24,6 +24,7 @@ pub(crate) struct RawConfig {
     pub trunks: Vec<RawTrunk>,
     pub parking: BTreeMap<String, super::parking::RawLot>,
     pub pickup_groups: BTreeMap<String, Vec<String>>,
+    pub moh: BTreeMap<String, super::music::RawMusicClass>,
 }
 
 #[derive(Deserialize)]
