@@ -6,14 +6,20 @@
 
 mod common;
 
-use common::audio::{dominant_freq, tone, ulaw_decode_all, ulaw_encode};
+use common::audio::{
+    best_correlation, dominant_freq, read_wav, tone, ulaw_decode_all, ulaw_encode,
+};
 use common::net::free_port;
 use common::registrar::registered;
 use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp};
 use common::switch::Opts;
 use common::Strowger;
+use std::path::Path;
 use std::time::Duration;
+
+/// Debian's asterisk-core-sounds-en-wav digits, which tell a parking slot.
+const DIGITS: &str = "/usr/share/asterisk/sounds/en_US_f_Allison/digits";
 
 /// Trusted loopback callers (they call as "tester"), user 1001 (the phone that rings) and 1003
 /// (the parker a timed-out call rings back); park at 700, a short lot at 799.
@@ -240,4 +246,43 @@ fn star_8_and_an_extension_picks_up_the_call_ringing_it_from_either_worker() {
 #[test]
 fn star_8_picks_up_a_call_ringing_the_pickup_group_from_either_worker() {
     pickups("pickup-group", "*8");
+}
+
+/// The embedded configuration (trusting loopback): 700 parks in 701 and says so — the parked
+/// caller first hears Allison's "seven" — and 701 retrieves it.
+#[test]
+fn the_default_configuration_parks_at_700_tells_the_slot_and_retrieves_at_701() {
+    let dir = common::TempDir::new("park-default");
+    let config = common::switch::default_config_trusting_loopback(dir.path());
+    let s = Strowger::with(
+        "park-default",
+        Opts {
+            config_file: Some(config),
+            workers: Some(2),
+            ..Opts::default()
+        },
+    );
+    let (parked, mut parked_rtp) = answered_call(&s, "700");
+    let heard: Vec<u8> = parked_rtp
+        .recv_for(Duration::from_millis(1500))
+        .into_iter()
+        .flat_map(|p| p.payload)
+        .collect();
+    let heard = ulaw_decode_all(&heard);
+    let seven = read_wav(Path::new(DIGITS).join("7.wav").as_path()).samples;
+    let len = 2400.min(seven.len() - 800);
+    assert!(
+        heard.len() >= 800 + len + 4000,
+        "{} samples heard",
+        heard.len()
+    );
+    let (c, lag) = best_correlation(&seven, &heard, 800, len, 0..=4000);
+    assert!(
+        c > 0.8,
+        "the slot's first digit: correlation {c:.2} at lag {lag}"
+    );
+    let (mut retriever, retriever_rtp) = answered_call(&s, "701");
+    assert_heard(&mut parked_rtp, &retriever_rtp, "the retriever");
+    assert_eq!(retriever.bye().status(), Some(200));
+    parked.expect_request("BYE", Duration::from_secs(5));
 }

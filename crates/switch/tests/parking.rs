@@ -292,3 +292,45 @@ fn on_two_workers_retrieval_and_pickup_reach_the_other_calls_worker() {
         "pins outlive their calls"
     );
 }
+
+/// An INVITE with Replaces (RFC 3891) is taken by the worker of the dialog it replaces
+/// whatever its own Call-ID hashes to, and its Call-ID is pinned there.
+#[test]
+fn an_invite_with_replaces_reaches_the_worker_of_the_dialog_it_replaces() {
+    let (mut n, sw, a, _c) = setup(10, 2);
+    let parked = n.invite(a, "sip:700@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, parked)));
+    let replaced = n.agent(a).call(parked).call_id.clone();
+    let there = switch::owner(&replaced, 2);
+    // An agent whose first Call-ID hashes to the other worker.
+    let user = (0..)
+        .map(|i| format!("eve{i}"))
+        .find(|u| switch::owner(&format!("call-{u}1@ua"), 2) != there)
+        .unwrap();
+    let e = n.ua(DAVE, &user);
+    let (to_tag, from_tag) = {
+        let c = n.agent(a).call(parked);
+        (c.remote_tag.clone(), c.local_tag.clone())
+    };
+    let replaces = format!("{replaced};to-tag={to_tag};from-tag={from_tag}");
+    let c = n.invite_with(e, "sip:700@127.0.0.1", SW, &[("Replaces", &replaces)]);
+    let own = n.agent(e).call(c).call_id.clone();
+    assert_ne!(switch::owner(&own, 2), there);
+    assert!(n.run_until(secs(2), confirmed(e, c)));
+    assert_eq!(
+        n.sw(sw).workers[there].active_calls(),
+        2,
+        "both calls on one worker"
+    );
+    assert_eq!(n.sw(sw).shared.rendezvous.pins.get(&own), Some(there));
+    assert_eq!(
+        n.sw(sw).handed_off(),
+        0,
+        "routed by dispatch, not handed over"
+    );
+    n.bye(e, c);
+    n.bye(a, parked);
+    assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 0));
+    n.run_for(secs(40));
+    assert!(n.sw(sw).shared.rendezvous.pins.is_empty());
+}
