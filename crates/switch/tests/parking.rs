@@ -334,3 +334,54 @@ fn an_invite_with_replaces_reaches_the_worker_of_the_dialog_it_replaces() {
     n.run_for(secs(40));
     assert!(n.sw(sw).shared.rendezvous.pins.is_empty());
 }
+
+/// Users who authenticate: the retriever's first INVITE is handed over before its challenge,
+/// so the worker that keeps the call challenges it with its own nonce and the answer comes
+/// back there through the pin — one 401, no second (stale) challenge. The parker is the user
+/// who parked (PARKER).
+#[test]
+fn a_user_retrieves_a_call_parked_on_another_worker_after_one_challenge() {
+    let mut n = Net::new(11);
+    let toml = TOML.replace(
+        "trusted = [\"127.0.0.0/8\", \"::1\"]",
+        "trusted = []\npublic_context = \"\"",
+    );
+    let sw = n.switch(&toml, &[SW], 2);
+    for user in ["1001", "1002"] {
+        n.sw(sw).shared.store.add_user(user, "strowger", "secret");
+    }
+    let a = n.ua(ALICE, "1001");
+    n.agent(a).credentials = Some(("1001".into(), "secret".into()));
+    let mut crossed = 0;
+    for i in 0..12 {
+        let parked = n.invite(a, "sip:700@127.0.0.1", SW);
+        assert!(n.run_until(secs(2), confirmed(a, parked)));
+        // A phone of its own each time: Call-IDs are unique per agent name.
+        let c = n.ua(&format!("127.0.0.1:{}", 5200 + i), &format!("carol{i}"));
+        n.agent(c).credentials = Some(("1002".into(), "secret".into()));
+        let r = n.invite(c, "sip:701@127.0.0.1", SW);
+        assert!(
+            n.run_until(secs(2), confirmed(c, r)),
+            "{:?}",
+            invite_statuses(&mut n, c, r)
+        );
+        let statuses = invite_statuses(&mut n, c, r);
+        assert_eq!(
+            statuses.iter().filter(|s| **s == 401).count(),
+            1,
+            "{statuses:?}"
+        );
+        let (ours, theirs) = (
+            n.agent(a).call(parked).call_id.clone(),
+            n.agent(c).call(r).call_id.clone(),
+        );
+        if switch::owner(&ours, 2) != switch::owner(&theirs, 2) {
+            crossed += 1;
+        }
+        n.bye(c, r);
+        assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 0));
+    }
+    assert!(crossed > 0, "no retrieval crossed workers");
+    let parker = n.sw(sw).cdrs().iter().any(|c| c["user"] == "1001");
+    assert!(parker, "the parker's calls are the user's");
+}
