@@ -60,14 +60,15 @@ impl Pins {
     /// the dialog it replaces — its Call-ID's pin or hash, every strowger dialog living there —
     /// to which its own Call-ID is then pinned. None: the hash decides.
     pub fn route(&self, msg: &Message, workers: usize) -> Option<usize> {
-        if workers <= 1 {
+        let invite = msg.method() == Some(&Method::Invite);
+        if workers <= 1 || (!invite && self.is_empty()) {
             return None;
         }
         let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
         if let Some(w) = self.get(call_id) {
             return Some(w);
         }
-        if msg.method() != Some(&Method::Invite) {
+        if !invite {
             return None;
         }
         let replaced = replaced_call_id(msg)?;

@@ -10,7 +10,7 @@ use sip::Method;
 use std::time::Duration;
 
 /// Parking at 700 (slots 701-703), 799 parks in a short lot whose calls ring user 1003 back,
-/// 798 in one whose calls go nowhere; *8EXT picks up EXT's call, *8 a call of the caller's
+/// 798 in one whose calls go nowhere, 797 in one whose calls go to the echo test (9196); *8EXT picks up EXT's call, *8 a call of the caller's
 /// pickup group (1001 and 1002); 1XXX rings the user.
 const TOML: &str = r#"
 [rtp]
@@ -29,6 +29,10 @@ timeout_s = 5
 [parking.nowhere]
 slots = "741-742"
 timeout_s = 5
+[parking.fallback]
+slots = "751-752"
+timeout_s = 5
+timeout_exten = "9196"
 [pickup_groups]
 sales = ["1001", "1002"]
 [dialplan]
@@ -42,6 +46,12 @@ steps = ["set PARKER=user/1003", "park short"]
 [[dialplan.contexts.default.rules]]
 exten = "798"
 steps = ["park nowhere"]
+[[dialplan.contexts.default.rules]]
+exten = "797"
+steps = ["park fallback"]
+[[dialplan.contexts.default.rules]]
+exten = "9196"
+steps = ["answer", "echo"]
 [[dialplan.contexts.default.rules]]
 regex = "^7(0[1-9]|[1-4][0-9])$"
 steps = ["retrieve"]
@@ -196,6 +206,26 @@ fn a_parked_call_that_times_out_with_nobody_to_ring_back_is_hung_up() {
         .is_empty()));
     assert_eq!(n.sw(sw).active_calls(), 0);
     assert!(n.sw(sw).shared.rendezvous.lots.is_empty());
+}
+
+#[test]
+fn a_parked_call_that_times_out_without_a_parker_goes_to_its_lots_timeout_exten() {
+    let (mut n, sw, a, _c) = setup(12, 1);
+    let parked = n.invite(a, "sip:797@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, parked)));
+    n.run_for(secs(6));
+    assert!(n.sw(sw).shared.rendezvous.lots.is_empty());
+    // The echo test now: the music stopped, and Alice hears herself.
+    let t = n.now;
+    n.run_for(secs(1));
+    assert_eq!(rtp_after(&mut n, a, t), 0, "no more music");
+    n.agent(a).send_rtp = true;
+    let t = n.now;
+    n.run_for(secs(1));
+    assert!(rtp_after(&mut n, a, t) > 40, "Alice hears her echo");
+    n.bye(a, parked);
+    assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 0));
+    assert_eq!(n.sw(sw).cdrs()[0]["exten"], "9196");
 }
 
 /// Alice calls 1001, whose phone rings; `picker` dials `exten` and is joined to Alice, the

@@ -61,14 +61,6 @@ pub struct Parking {
 }
 
 impl Parking {
-    /// The lot that holds `slot`, with its name.
-    pub fn lot_of(&self, slot: &str) -> Option<(&str, &Lot)> {
-        self.lots
-            .iter()
-            .find(|(_, l)| l.slots.iter().any(|s| s == slot))
-            .map(|(n, l)| (n.as_str(), l))
-    }
-
     /// The users whose ringing calls `user` may pick up: the members of every group it is in.
     pub fn pickup_peers(&self, user: &str) -> Vec<&str> {
         let mut peers: Vec<&str> = self
@@ -165,6 +157,25 @@ fn slot_range(s: &str) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::slot_range;
+
+    #[test]
+    fn a_user_picks_up_the_calls_of_every_group_it_is_in() {
+        let groups = [
+            ("a", vec!["1", "2"]),
+            ("b", vec!["2", "3", "1"]),
+            ("c", vec!["4"]),
+        ];
+        let p = super::Parking {
+            pickup_groups: groups
+                .iter()
+                .map(|(n, m)| (n.to_string(), m.iter().map(|u| u.to_string()).collect()))
+                .collect(),
+            ..Default::default()
+        };
+        assert_eq!(p.pickup_peers("2"), ["1", "3"]);
+        assert_eq!(p.pickup_peers("4"), Vec::<&str>::new());
+        assert_eq!(p.pickup_peers("9"), Vec::<&str>::new());
+    }
 
     #[test]
     fn slot_ranges() {
