@@ -61,7 +61,7 @@ impl Engine {
         let call_id = c.caller().call_id().to_string();
         let slots = l.slots.iter().map(String::as_str);
         let lots = &self.s.rendezvous.lots;
-        let Some(slot) = lots.take(lot, slots, self.s.worker, &call_id) else {
+        let Some(slot) = lots.take(slots, self.s.worker, &call_id) else {
             let msg =
                 format!("park: every slot of lot {lot:?} is taken: widen parking.{lot}.slots");
             self.warn_call(call, msg);
@@ -198,34 +198,37 @@ impl Engine {
             let Some(p) = self.unpark(call) else {
                 continue;
             };
-            let lot = self.s.parking.lots.get(&p.lot).cloned();
-            let Some(c) = self.calls.get_mut(call) else {
+            let message = format!("parked call in slot {} timed out", p.slot);
+            self.log(Level::Info, Some(&p.call_id), message);
+            let parking = self.s.parking.clone();
+            let Some(lot) = parking.lots.get(&p.lot) else {
                 continue;
             };
-            c.wait = Wait::None;
-            let message = format!("parked call in slot {} timed out", p.slot);
-            let call_id = p.call_id.clone();
-            self.log(Level::Info, Some(&call_id), message);
             let c = &mut self.calls[call];
-            let parker = c.vars.get("PARKER").map(str::to_string);
-            let timeout = lot.as_ref().map(|l| l.timeout);
-            match (parker, lot.and_then(|l| l.timeout_exten)) {
-                (Some(parker), _) => {
-                    let timeout = timeout.unwrap_or(std::time::Duration::from_secs(60));
-                    self.dial(call, &parker, timeout, now);
+            c.wait = Wait::None;
+            if let Some(parker) = c.vars.get("PARKER").map(str::to_string) {
+                // For as long again as it was parked.
+                self.dial(call, &parker, lot.timeout, now);
+                continue;
+            }
+            let route = lot
+                .timeout_exten
+                .as_ref()
+                .and_then(|e| Some((e, self.dialplan.route(&c.cdr.context, e, &c.vars)?)));
+            match route {
+                Some((exten, program)) => {
+                    c.program = program;
+                    c.cdr.exten = exten.clone();
+                    self.calls.run_later(call);
                 }
-                (None, Some(exten)) => {
-                    let route = self.dialplan.route(&c.cdr.context, &exten, &c.vars);
-                    match route {
-                        Some(r) => {
-                            c.program = r;
-                            c.cdr.exten = exten;
-                            self.calls.run_later(call);
-                        }
-                        None => self.hangup(call, 1, "switch", None, now),
+                None => {
+                    if let Some(e) = &lot.timeout_exten {
+                        let context = &c.cdr.context;
+                        let msg = format!("parking.{}.timeout_exten {e:?}: context {context} has no rule for it; add one or change the key", p.lot);
+                        self.warn_call(call, msg);
                     }
+                    self.hangup(call, 16, "switch", None, now)
                 }
-                (None, None) => self.hangup(call, 16, "switch", None, now),
             }
         }
     }

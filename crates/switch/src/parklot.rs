@@ -9,7 +9,6 @@ use std::sync::Mutex;
 /// A parked call as the other workers see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Parked {
-    pub lot: Box<str>,
     pub worker: usize,
     /// The parked party's Call-ID (its leg on `worker`).
     pub call_id: Box<str>,
@@ -24,11 +23,10 @@ pub struct ParkLots {
 }
 
 impl ParkLots {
-    /// Parks `call_id` of `worker` in the first free slot of `slots` (lot `lot`), or None when
+    /// Parks `call_id` of `worker` in the first free slot of `slots` (a lot's), or None when
     /// all are taken.
     pub fn take<'a>(
         &self,
-        lot: &str,
         mut slots: impl Iterator<Item = &'a str>,
         worker: usize,
         call_id: &str,
@@ -36,7 +34,6 @@ impl ParkLots {
         let mut map = self.lock();
         let slot = slots.find(|s| !map.contains_key(*s))?;
         let parked = Parked {
-            lot: lot.into(),
             worker,
             call_id: call_id.into(),
         };
@@ -88,17 +85,17 @@ mod tests {
         let slots = range();
         let it = || slots.iter().map(String::as_str);
         assert!(lots.is_empty());
-        assert_eq!(lots.take("default", it(), 0, "a"), Some("701"));
-        assert_eq!(lots.take("default", it(), 1, "b"), Some("702"));
-        assert_eq!(lots.take("default", it(), 1, "c"), Some("703"));
-        assert_eq!(lots.take("default", it(), 0, "d"), None, "the lot is full");
+        assert_eq!(lots.take(it(), 0, "a"), Some("701"));
+        assert_eq!(lots.take(it(), 1, "b"), Some("702"));
+        assert_eq!(lots.take(it(), 1, "c"), Some("703"));
+        assert_eq!(lots.take(it(), 0, "d"), None, "the lot is full");
         let b = lots.find("702").unwrap();
-        assert_eq!((b.worker, &*b.call_id, &*b.lot), (1, "b", "default"));
+        assert_eq!((b.worker, &*b.call_id), (1, "b"));
         assert!(!lots.release("702", "a"), "not a's slot");
         assert!(lots.release("702", "b"));
         assert!(!lots.release("702", "b"), "freed once");
         assert_eq!(lots.find("702"), None);
-        assert_eq!(lots.take("default", it(), 0, "d"), Some("702"), "reused");
+        assert_eq!(lots.take(it(), 0, "d"), Some("702"), "reused");
         for (s, c) in [("701", "a"), ("702", "d"), ("703", "c")] {
             assert!(lots.release(s, c));
         }
