@@ -24,38 +24,41 @@ impl Engine {
         self.rejoin(call);
     }
 
-    /// The media of an answered two-party bridge as its parties' holds say: bridged when
-    /// neither holds, music to the one not holding otherwise. Other calls (a prompt, a queue,
-    /// a call still ringing) are left as they are.
+    /// The media of an answered two-party bridge — a call's caller and callee, or the callers
+    /// of two joined calls (joins.rs) — as its parties' holds say: bridged when neither holds,
+    /// music to the one not holding otherwise. Other calls (a prompt, a queue, a call still
+    /// ringing) are left as they are.
     pub(crate) fn rejoin(&mut self, call: usize) {
         let Some(c) = self.calls.get(call) else {
             return;
         };
-        let Some(callee) = c.callee_idx() else {
+        let (a, b) = match (c.callee_idx(), self.joined_to(call)) {
+            (Some(callee), _) => ((call, Call::CALLER), (call, callee)),
+            (None, Some(other)) => ((call, Call::CALLER), (other, Call::CALLER)),
+            (None, None) => return,
+        };
+        let party = |e: &Engine, (call, at): (usize, LegIdx)| {
+            let c = e.calls.get(call)?;
+            let leg = c.leg(at)?;
+            let up = c.answered && c.wait == Wait::Forever && (at == Call::CALLER || leg.confirmed);
+            Some((leg.media?, leg.held)).filter(|_| up)
+        };
+        let (Some((am, a_held)), Some((bm, b_held))) = (party(self, a), party(self, b)) else {
             return;
         };
-        let (a, b) = (c.caller(), c.leg(callee));
-        let bridged = c.answered && c.wait == Wait::Forever && b.is_some_and(|b| b.confirmed);
-        let (Some(am), Some((bm, b_held))) = (a.media, b.and_then(|b| Some((b.media?, b.held))))
-        else {
-            return;
-        };
-        if !bridged {
-            return;
-        }
-        match (a.held, b_held) {
+        match (a_held, b_held) {
             (false, false) => self.media.bridge(am, bm),
             (true, false) => {
                 self.media.unbridge(am);
-                self.start_moh(call, callee);
+                self.start_moh(b.0, b.1);
             }
             (false, true) => {
                 self.media.unbridge(bm);
-                self.start_moh(call, Call::CALLER);
+                self.start_moh(a.0, a.1);
             }
             (true, true) => {
-                self.stop_moh(call, Call::CALLER);
-                self.stop_moh(call, callee);
+                self.stop_moh(a.0, a.1);
+                self.stop_moh(b.0, b.1);
             }
         }
     }

@@ -27,6 +27,11 @@ impl Engine {
         self.joins.peer.insert(b, a);
     }
 
+    /// The call `call` is joined to, if any.
+    pub(crate) fn joined_to(&self, call: usize) -> Option<usize> {
+        self.joins.peer.get(&call).copied()
+    }
+
     /// Call `call` ended: the call joined to it ends too, a parked call's slot is freed, a
     /// ringing call leaves the ring board.
     pub(crate) fn call_ended(&mut self, call: usize, side: &'static str, now: Instant) {

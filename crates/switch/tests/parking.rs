@@ -142,6 +142,31 @@ fn a_call_parked_at_700_is_retrieved_by_dialling_its_slot() {
     assert!(n.sw(sw).shared.rendezvous.lots.is_empty());
 }
 
+/// A retrieved call is a two-party call like any: the retriever holds it and the parked
+/// caller hears music until it resumes.
+#[test]
+fn holding_a_retrieved_call_plays_the_other_party_music() {
+    let (mut n, _sw, a, c) = setup(13, 2);
+    let parked = n.invite(a, "sip:700@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, parked)));
+    let r = n.invite(c, "sip:701@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(c, r)));
+    let quiet = |n: &mut Net| {
+        let t = n.now;
+        n.run_for(secs(1));
+        rtp_after(n, a, t)
+    };
+    assert_eq!(quiet(&mut n), 0, "joined, nobody talks: silence");
+    let hold = n.agent(c).sdp(&[0], "sendonly");
+    n.reinvite(c, r, hold);
+    n.run_for(ms(200));
+    assert!(quiet(&mut n) > 40, "held: Alice hears music");
+    let resume = n.agent(c).sdp(&[0], "sendrecv");
+    n.reinvite(c, r, resume);
+    n.run_for(ms(200));
+    assert_eq!(quiet(&mut n), 0, "resumed: silence again");
+}
+
 #[test]
 fn an_empty_slot_is_refused_with_404() {
     let (mut n, _sw, _a, c) = setup(2, 1);
