@@ -527,6 +527,7 @@ impl Engine {
             return;
         }
         if self.challenge_statelessly(&msg, peer) || self.challenge_call_statelessly(&msg, peer) {
+            self.unpin_challenged(&msg);
             return;
         }
         match self.txs.on_request(&msg, peer, now) {

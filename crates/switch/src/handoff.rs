@@ -119,6 +119,22 @@ impl Engine {
         }
     }
 
+    /// An INVITE handed here was challenged statelessly: it leaves nothing here, so neither does
+    /// its pin (a flood of strangers' INVITEs to a slot pins nothing). The caller's answer is
+    /// handed here again by the board, and this worker's nonce is checked here.
+    pub(crate) fn unpin_challenged(&mut self, msg: &Message) {
+        let pins = &self.s.rendezvous.pins;
+        if pins.is_empty() {
+            return;
+        }
+        let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
+        if pins.get(call_id) == Some(self.s.worker) && self.calls.leg_by_call_id(call_id).is_none()
+        {
+            pins.unpin(call_id);
+            self.handoffs.pinned.remove(call_id);
+        }
+    }
+
     /// How long a pin outlives its call (or waits for one): RFC 3261's 64·T1, the life of a
     /// transaction, so retransmissions and a challenged caller's second INVITE still find it.
     fn pin_linger(&self) -> Duration {

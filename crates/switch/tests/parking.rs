@@ -437,6 +437,24 @@ fn a_user_retrieves_a_call_parked_on_another_worker_after_one_challenge() {
         assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 0));
     }
     assert!(crossed > 0, "no retrieval crossed workers");
+    // Strangers' INVITEs to a slot are challenged by the worker holding the parked call, and
+    // pin nothing.
+    let parked = n.invite(a, "sip:700@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, parked)));
+    n.run_for(secs(40));
+    assert!(n.sw(sw).shared.rendezvous.pins.is_empty());
+    let stranger = n.ua(DAVE, "mallory");
+    let before = n.sw(sw).handed_off();
+    for _ in 0..10 {
+        let r = n.invite(stranger, "sip:701@127.0.0.1", SW);
+        assert!(n.run_until(secs(2), |n| n.agent(stranger).call(r).state == State::Ended));
+        assert_eq!(invite_statuses(&mut n, stranger, r), [401]);
+    }
+    assert!(n.sw(sw).handed_off() > before, "some were handed over");
+    assert!(
+        n.sw(sw).shared.rendezvous.pins.is_empty(),
+        "and pinned nothing"
+    );
     let parker = n.sw(sw).cdrs().iter().any(|c| c["user"] == "1001");
     assert!(parker, "the parker's calls are the user's");
 }
