@@ -9,7 +9,7 @@ mod common;
 use common::net::free_port;
 use common::registrar::register;
 use common::sipp::{Scenario, Sipp, SippResult};
-use common::switch::Opts;
+use common::switch::{run_cli, Opts};
 use common::{Strowger, TempDir};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -86,8 +86,20 @@ fn a_sipp_user_forwards_its_calls_with_star_72_and_takes_them_back_with_star_73(
         "ringall",
         vec![("bridge_target".into(), bob.addr.to_string())],
     );
-    // 1002 forwards every call to 2001 (at the bridge target): answered with a tone.
+    // 1002 forwards every call to 2001 (at the bridge target): answered with a tone, and kept
+    // with the user in the store.
     call_as(&s, "*722001", "1002").assert_ok(1);
+    let cfg = dir.path().join("forwarding.toml");
+    let out = run_cli(
+        &["--config", cfg.to_str().unwrap(), "user", "list"],
+        s.dir.path(),
+    );
+    let list = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        list.lines()
+            .any(|l| l == "1002@strowger  forward_always=2001"),
+        "{list}{out:?}"
+    );
     // 1001 calls 1002, whose phone is not even registered: Bob answers as 2001.
     call_as(&s, "1002", "1001").assert_ok(1);
     let bob = bob.finish();
