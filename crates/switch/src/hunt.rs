@@ -40,6 +40,13 @@ impl Hunt {
     }
 }
 
+/// A user lookup's answer: its store token, and the call (slot and generation) it is for.
+pub(crate) struct Lookup {
+    pub token: u64,
+    pub call: usize,
+    pub gen: u64,
+}
+
 /// What one `bridge` step asks for.
 pub(crate) struct BridgeStep {
     pub uri: String,
@@ -52,7 +59,8 @@ pub(crate) struct BridgeStep {
 impl Engine {
     /// Runs a `bridge` step: one target, a `group/NAME` or targets joined by `&`.
     pub(crate) fn bridge_step(&mut self, call: usize, b: BridgeStep, now: Instant) {
-        let group = b.uri.strip_prefix("group/").map(|name| {
+        let group = b.uri.strip_prefix("group/");
+        let found = group.map(|name| {
             self.dialplan
                 .ring_group(name)
                 .map(|g| {
@@ -67,7 +75,7 @@ impl Engine {
                     format!("bridge: no ring group {name:?} — define [ring_groups.{name}]")
                 })
         });
-        let (members, strategy, member_timeout, turn) = match group {
+        let (members, strategy, member_timeout, turn) = match found {
             Some(Ok((members, strategy, timeout, turn))) => (
                 members,
                 b.strategy.unwrap_or(strategy),
@@ -85,6 +93,8 @@ impl Engine {
             }
         };
         let several = members.len() > 1;
+        // A user's forwarding applies when it is dialled alone, never as a group's member.
+        let single = !several && group.is_none();
         let mut members: VecDeque<String> = members
             .into_iter()
             .filter(|m| {
@@ -114,7 +124,7 @@ impl Engine {
             until: now + b.timeout,
             best: None,
             lookups: Vec::new(),
-            single: !several,
+            single,
             alone: None,
         }));
         if several && strategy == Strategy::RingAll {
@@ -133,6 +143,10 @@ impl Engine {
         let left = h.until.saturating_duration_since(now);
         let mut rung = false;
         for m in members {
+            // A member that failed at once (no RTP port left) may have ended the bridge.
+            if self.hunt_mut(call).is_none() {
+                return;
+            }
             if let Some(name) = m.strip_prefix("user/") {
                 self.dial_user_member(call, name, left, now);
                 rung = true;
@@ -217,29 +231,36 @@ impl Engine {
     /// The answer to a user lookup (`dial_user`): ring its phones, or follow its forwarding.
     pub(crate) fn dial_located(
         &mut self,
-        token: u64,
-        call: usize,
+        lookup: Lookup,
         user: &str,
         result: StoreResult,
         timeout: Duration,
         now: Instant,
     ) {
         use crate::registrar::StoreReply::Located;
-        let Some(c) = self.calls.get_mut(call) else {
+        let call = lookup.call;
+        let Some(c) = self
+            .calls
+            .get_mut(call)
+            .filter(|c| c.timer_gen == lookup.gen)
+        else {
             return;
         };
-        let Some(h) = c.hunt.as_mut() else {
-            return;
+        // An answer nobody waits for any more (the member's turn is over, the call moved on);
+        // a lookup no `bridge` step made is wanted while nothing else rings.
+        let wanted = match c.hunt.as_mut() {
+            Some(h) => h
+                .lookups
+                .iter()
+                .position(|t| *t == lookup.token)
+                .map(|i| h.lookups.remove(i))
+                .is_some(),
+            None => c.callee().is_none(),
         };
-        // An answer nobody waits for any more (the member's turn is over, the call moved on).
-        let Some(i) = h.lookups.iter().position(|t| *t == token) else {
-            return;
-        };
-        h.lookups.remove(i);
-        let alone = h.single;
-        if !matches!(c.wait, Wait::Bridge { .. }) {
+        if !wanted || !matches!(c.wait, Wait::Bridge { .. }) {
             return;
         }
+        let alone = c.hunt.as_ref().is_some_and(|h| h.single);
         match result {
             Ok(Located { exists: false, .. }) => self.member_failed(call, 404, now),
             Ok(Located {

@@ -441,6 +441,7 @@ pub(crate) enum Pending {
     /// `bridge user/NAME` waiting for the callee's bindings.
     Dial {
         call: usize,
+        gen: u64,
         user: String,
         timeout: Duration,
     },
@@ -615,9 +616,13 @@ impl Engine {
             },
             Pending::Dial {
                 call,
+                gen,
                 user,
                 timeout,
-            } => self.dial_located(token, call, &user, result, timeout, now),
+            } => {
+                let lookup = crate::hunt::Lookup { token, call, gen };
+                self.dial_located(lookup, &user, result, timeout, now)
+            }
             Pending::Forward { call, gen } => self.forward_stored(call, gen, result, now),
         }
         self.run_pending(now);
@@ -1061,6 +1066,7 @@ impl Engine {
         let c = self.calls.get_mut(call)?;
         let until = now + timeout;
         c.wait = Wait::Bridge { until };
+        let gen = c.timer_gen;
         self.calls.arm(call, until);
         let op = StoreOp::Locate {
             user: user.clone(),
@@ -1069,6 +1075,7 @@ impl Engine {
         };
         let why = Pending::Dial {
             call,
+            gen,
             user,
             timeout,
         };
