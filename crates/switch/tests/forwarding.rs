@@ -64,12 +64,16 @@ strategy = "roundrobin"
 /// A one-worker switch with `RULES` and the time zone `tz`; users 1001-1004 with password
 /// "pw".
 fn switch(n: &mut Net, tz: &str) -> Id {
+    switch_with(n, tz, 1)
+}
+
+fn switch_with(n: &mut Net, tz: &str, workers: usize) -> Id {
     let toml = format!(
         "[rtp]\nmedia_timeout_s = 0\n[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
          [security]\ntrusted = []\n[vars]\nbridge_target = \"{BOB}\"\n\
          [dialplan]\ntimezone = \"{tz}\"\n{RULES}"
     );
-    let sw = n.switch(&toml, &[SW], 1);
+    let sw = n.switch(&toml, &[SW], workers);
     for u in ["1001", "1002", "1003", "1004"] {
         n.sw(sw).shared.store.add_user(u, "strowger", "pw");
     }
@@ -366,17 +370,18 @@ fn sequential_hunts_past_a_busy_and_a_silent_member() {
     assert_eq!(n.agent(p4).calls.len(), 1);
 }
 
+/// Two workers: the calls land on either, and the turn is one for both.
 #[test]
 fn roundrobin_starts_one_member_further_each_call() {
     let mut n = Net::new(79);
-    let sw = switch(&mut n, "UTC");
+    let sw = switch_with(&mut n, "UTC", 2);
     let phones: Vec<Id> = ["1002", "1003", "1004"]
         .iter()
         .enumerate()
         .map(|(i, u)| phone(&mut n, &format!("127.0.0.1:506{}", i + 2), u, answers()))
         .collect();
     let a = alice(&mut n);
-    for round in 0..4 {
+    for round in 0..6 {
         call_answered(&mut n, sw, a, "6002");
         let rung: Vec<usize> = phones.iter().map(|p| n.agent(*p).calls.len()).collect();
         // Each call is answered by the first member it tries: member `round % 3`.
@@ -386,4 +391,9 @@ fn roundrobin_starts_one_member_further_each_call() {
         }
         assert_eq!(rung, want, "after call {round}");
     }
+    let per_worker: Vec<usize> = n.sw(sw).workers.iter().map(|w| w.cdrs().len()).collect();
+    assert!(
+        per_worker.iter().all(|&c| c > 0),
+        "both workers took calls: {per_worker:?}"
+    );
 }
