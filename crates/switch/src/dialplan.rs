@@ -287,13 +287,15 @@ fn compile_rule(
                     ),
                 );
             }
-            Ok(Step::Bridge { uri, .. }) if bridge_problem(&uri, ring_groups).is_some() => {
-                let problem = bridge_problem(&uri, ring_groups).unwrap_or_default();
-                d.error(&step_key, format_args!("bridge: {problem}"));
-            }
             Ok(step) => {
-                if let Step::Set { name, .. } = &step {
-                    known.push(name.clone());
+                match &step {
+                    Step::Set { name, .. } => known.push(name.clone()),
+                    Step::Bridge { uri, .. } => {
+                        if let Some(problem) = bridge_problem(uri, ring_groups) {
+                            d.error(&step_key, format_args!("bridge: {problem}"));
+                        }
+                    }
+                    _ => {}
                 }
                 steps.push(step);
             }
