@@ -11,7 +11,8 @@ use std::time::Instant;
 use store::CredentialStore;
 
 /// Users register unchallenged and call with their password (nobody is trusted by address);
-/// 1XXX rings the user (5 s), then voicemail-like 9XXX when nobody answered; 2XXX is Bob.
+/// 1XXX rings the user (5 s), then a voicemail (vm-1XXX answers for a second) when the user
+/// was busy or did not answer; 2XXX is Bob.
 const RULES: &str = r#"
 [[dialplan.contexts.public.rules]]
 exten = "*99"
@@ -30,13 +31,16 @@ regex = '^\*92(\d+)$'
 steps = ["forward set noanswer ${1}", "answer", "hangup"]
 [[dialplan.contexts.default.rules]]
 regex = '^1\d{3}$'
-steps = ["bridge user/${EXTEN} timeout=5", 'goto default exten=4486 if="${DIALSTATUS} = BUSY"']
+steps = [
+    "bridge user/${EXTEN} timeout=5",
+    'goto default exten=vm-${EXTEN} if="${DIALSTATUS} =~ ^(BUSY|NOANSWER)$"',
+]
 [[dialplan.contexts.default.rules]]
 regex = '^2(\d{3})$'
 steps = ["bridge sip:${EXTEN}@${bridge_target} timeout=20"]
 [[dialplan.contexts.default.rules]]
-exten = "4486"
-steps = ["hangup user_busy"]
+regex = '^vm-(\d+)$'
+steps = ["answer", "wait 1", "hangup"]
 [[dialplan.contexts.default.rules]]
 exten = "5000"
 steps = ['goto default exten=5001 time="fri 08:00-09:00"', "hangup call_rejected"]
@@ -46,6 +50,9 @@ steps = ["hangup user_busy"]
 [[dialplan.contexts.default.rules]]
 exten = "6000"
 steps = ["bridge user/1002&user/1003&user/1004 timeout=10"]
+[[dialplan.contexts.default.rules]]
+exten = "6003"
+steps = ["bridge user/1002&sip:2001@${bridge_target} timeout=10"]
 [[dialplan.contexts.default.rules]]
 exten = "6001"
 steps = ["bridge group/seq timeout=20"]
@@ -64,13 +71,14 @@ strategy = "roundrobin"
 /// A one-worker switch with `RULES` and the time zone `tz`; users 1001-1004 with password
 /// "pw".
 fn switch(n: &mut Net, tz: &str) -> Id {
-    switch_with(n, tz, 1)
+    switch_with(n, tz, 1, "")
 }
 
-fn switch_with(n: &mut Net, tz: &str, workers: usize) -> Id {
+/// `workers` workers, trusting `trusted` (e.g. "\"127.0.0.1\"": callers need no password).
+fn switch_with(n: &mut Net, tz: &str, workers: usize, trusted: &str) -> Id {
     let toml = format!(
         "[rtp]\nmedia_timeout_s = 0\n[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
-         [security]\ntrusted = []\n[vars]\nbridge_target = \"{BOB}\"\n\
+         [security]\ntrusted = [{trusted}]\n[vars]\nbridge_target = \"{BOB}\"\n\
          [dialplan]\ntimezone = \"{tz}\"\n{RULES}"
     );
     let sw = n.switch(&toml, &[SW], workers);
@@ -199,10 +207,11 @@ fn busy_forwarding_takes_a_busy_users_calls() {
     let p2 = phone(&mut n, "127.0.0.1:5062", "1002", busy());
     let bob = n.ua(BOB, "bob");
     let a = alice(&mut n);
-    // Without forwarding the program sees DIALSTATUS=BUSY: its 486.
+    // Without forwarding the program sees DIALSTATUS=BUSY: the voicemail answers.
     let c = n.invite(a, "sip:1002@127.0.0.1", SW);
-    assert!(n.run_until(secs(10), ended(a, c)));
-    assert_eq!(invite_statuses(&mut n, a, c).last(), Some(&486));
+    assert!(n.run_until(secs(10), confirmed(a, c)));
+    assert!(n.run_until(secs(5), ended(a, c)), "the voicemail hangs up");
+    assert_eq!(n.agent(bob).calls.len(), 0);
 
     // Busy forwarding: the phone rings (and says busy), then Bob gets the call.
     n.agent(p2).policy = answers();
@@ -374,7 +383,7 @@ fn sequential_hunts_past_a_busy_and_a_silent_member() {
 #[test]
 fn roundrobin_starts_one_member_further_each_call() {
     let mut n = Net::new(79);
-    let sw = switch_with(&mut n, "UTC", 2);
+    let sw = switch_with(&mut n, "UTC", 2, "");
     let phones: Vec<Id> = ["1002", "1003", "1004"]
         .iter()
         .enumerate()
@@ -396,4 +405,41 @@ fn roundrobin_starts_one_member_further_each_call() {
         per_worker.iter().all(|&c| c > 0),
         "both workers took calls: {per_worker:?}"
     );
+}
+
+/// A ringall of a user and a SIP URI: the URI's busy does not end the bridge while the user's
+/// phones are still being looked up; then the user's phone answers.
+#[test]
+fn ringall_waits_for_a_members_lookup_before_failing() {
+    let mut n = Net::new(80);
+    // Alice is trusted here, so the lookup of 1002's phones is the call's one store operation.
+    let sw = switch_with(&mut n, "UTC", 1, "\"127.0.0.1\"");
+    let p2 = phone(
+        &mut n,
+        "127.0.0.1:5062",
+        "1002",
+        Policy {
+            after: secs(1),
+            ..Policy::default()
+        },
+    );
+    let bob = n.ua(BOB, "bob");
+    n.agent(bob).policy = busy();
+    let a = alice(&mut n);
+    n.sw(sw).node().hold_store();
+    let c = n.invite(a, "sip:6003@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| n.agent(bob).calls.len() == 1));
+    assert!(n.run_until(secs(2), |n| n.agent(bob).calls[0].state == State::Ended));
+    n.run_for(secs(1));
+    assert_eq!(
+        n.agent(a).call(c).state,
+        State::Calling,
+        "still ringing 1002"
+    );
+    n.sw(sw).node().release_store();
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    assert_eq!(n.agent(p2).calls.len(), 1);
+    hang_up(&mut n, a, c, secs(2));
+    n.run_for(secs(1));
+    assert_eq!(n.sw(sw).active_calls(), 0);
 }
