@@ -241,6 +241,16 @@ fn no_answer_forwarding_after_the_bridge_timeout() {
     let p2 = phone(&mut n, "127.0.0.1:5062", "1002", answers());
     let bob = n.ua(BOB, "bob");
     let a = alice(&mut n);
+    // Without forwarding the bridge's timeout is DIALSTATUS=NOANSWER: the voicemail answers.
+    n.agent(p2).policy = rings();
+    let start = n.elapsed();
+    let c = n.invite(a, "sip:1002@127.0.0.1", SW);
+    assert!(n.run_until(secs(10), confirmed(a, c)));
+    assert!(n.elapsed() - start >= secs(5), "after the bridge's timeout");
+    assert!(cancelled(&mut n, p2, 0));
+    assert!(n.run_until(secs(5), ended(a, c)), "the voicemail hangs up");
+
+    n.agent(p2).policy = answers();
     feature_code(&mut n, p2, "*922001");
     n.agent(p2).policy = rings();
     let start = n.elapsed();
