@@ -16,6 +16,7 @@ use regex::Regex;
 
 pub use cause::Cause;
 pub use groups::{RingGroup, Strategy};
+pub(crate) use step::dialable;
 pub use step::{Audio, Step, Tone};
 pub use vars::{Vars, BUILTIN_VARS, ENGINE_VARS};
 

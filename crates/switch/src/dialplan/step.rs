@@ -413,6 +413,12 @@ fn forward(tokens: Vec<(usize, String)>, end: usize) -> Result<Step, StepError> 
         None => return Err(bad(offset, &format!("unknown kind {kind:?}"))),
     };
     let target = match (set, it.next()) {
+        (true, Some((offset, number))) if !number.contains("${") && !dialable(&number) => {
+            return Err(bad(
+                offset,
+                &format!("{number:?} is not a number to forward to"),
+            ))
+        }
         (true, Some((_, number))) => Some(number),
         (true, None) => return Err(bad(end, "missing the NUMBER to forward to")),
         (false, None) => None,
@@ -424,6 +430,14 @@ fn forward(tokens: Vec<(usize, String)>, end: usize) -> Result<Step, StepError> 
         return Err(bad(offset, &format!("unexpected {extra:?}")));
     }
     Ok(Step::Forward { kind, target })
+}
+
+/// Whether `target` can be a forward target: what a phone can dial (digits, letters, `*#+._-`).
+pub(crate) fn dialable(target: &str) -> bool {
+    (1..=64).contains(&target.len())
+        && target
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"*#+._-".contains(&b))
 }
 
 fn error(offset: usize, message: String) -> StepError {

@@ -435,6 +435,7 @@ fn conditional_goto_forward_and_ring_group_steps_parse() {
         "forward set always",
         "forward set all 1",
         "forward clear busy 1",
+        "forward set busy sip:a@b",
         "forward toggle busy",
         "goto x if=\"a b\"",
         "goto x time=\"someday\"",
@@ -452,6 +453,12 @@ fn conditional_goto_forward_and_ring_group_steps_parse() {
         &steps[1],
         Step::Goto { exten: Some(e), cond: Some(c), .. } if e == "2" && c.holds()
     ));
+    for ok in ["2001", "+4930123", "*97", "sales.desk"] {
+        assert!(super::dialable(ok), "{ok}");
+    }
+    for bad in ["", "20 01", "sip:x@y", "a;b", &"1".repeat(65)] {
+        assert!(!super::dialable(bad), "{bad}");
+    }
 }
 
 #[test]
