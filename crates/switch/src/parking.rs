@@ -208,7 +208,14 @@ impl Engine {
             c.wait = Wait::None;
             if let Some(parker) = c.vars.get("PARKER").map(str::to_string) {
                 // For as long again as it was parked.
-                self.dial(call, &parker, lot.timeout, now);
+                let ring_back = crate::hunt::BridgeStep {
+                    uri: parker,
+                    timeout: lot.timeout,
+                    strategy: None,
+                    member_timeout: None,
+                    turn: Default::default(),
+                };
+                self.bridge_step(call, ring_back, now);
                 continue;
             }
             let route = lot

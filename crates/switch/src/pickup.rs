@@ -10,10 +10,11 @@ use crate::io::Level;
 use rustc_hash::FxHashMap;
 use std::time::Instant;
 
-/// This worker's calls on the ring board: call → (user rung, its caller's Call-ID).
+/// This worker's calls on the ring board: call → its caller's Call-ID and the users it rings
+/// (a ring group rings several).
 #[derive(Default)]
 pub(crate) struct Pickup {
-    ringing: FxHashMap<usize, (Box<str>, Box<str>)>,
+    ringing: FxHashMap<usize, (Box<str>, Vec<Box<str>>)>,
 }
 
 impl Engine {
@@ -22,15 +23,21 @@ impl Engine {
         if !self.dialplan.has_pickup() {
             return;
         }
-        self.ring_end(call);
         let Some(c) = self.calls.get(call) else {
             return;
         };
         let call_id = c.caller().call_id();
-        self.s.rendezvous.ringing.ring(user, self.s.worker, call_id);
-        self.pickup
+        let (_, users) = self
+            .pickup
             .ringing
-            .insert(call, (user.into(), call_id.into()));
+            .entry(call)
+            .or_insert_with(|| (call_id.into(), Vec::new()));
+        if users.iter().any(|u| &**u == user) {
+            return;
+        }
+        users.push(user.into());
+        let board = &self.s.rendezvous.ringing;
+        board.ring(user, self.s.worker, call_id);
     }
 
     /// Call `call` no longer rings anyone (answered, failed, picked up or ended).
@@ -38,8 +45,10 @@ impl Engine {
         if self.pickup.ringing.is_empty() {
             return;
         }
-        if let Some((user, call_id)) = self.pickup.ringing.remove(&call) {
-            self.s.rendezvous.ringing.stop(&user, &call_id);
+        if let Some((call_id, users)) = self.pickup.ringing.remove(&call) {
+            for user in users {
+                self.s.rendezvous.ringing.stop(&user, &call_id);
+            }
         }
     }
 

@@ -35,6 +35,9 @@ timeout_s = 5
 timeout_exten = "9196"
 [pickup_groups]
 sales = ["1001", "1002"]
+[ring_groups.desk]
+members = ["user/1001", "user/1003"]
+strategy = "ringall"
 [dialplan]
 default_context = "default"
 [[dialplan.contexts.default.rules]]
@@ -61,6 +64,9 @@ steps = ["pickup ${1}"]
 [[dialplan.contexts.default.rules]]
 exten = "*8"
 steps = ["pickup"]
+[[dialplan.contexts.default.rules]]
+exten = "6000"
+steps = ["bridge group/desk timeout=60"]
 [[dialplan.contexts.default.rules]]
 regex = "^1\\d{3}$"
 steps = ["bridge user/${EXTEN} timeout=60"]
@@ -299,6 +305,33 @@ fn star_8_picks_up_a_call_ringing_a_member_of_the_callers_pickup_group() {
     let (mut n, sw, a, c) = setup(7, 1);
     let phone = ringing_phone(&mut n, "127.0.0.1:5091", "1001");
     pick_up(&mut n, sw, a, c, phone, "*8");
+}
+
+/// A ring group rings two users at once: picking up either one's call answers the caller
+/// and both phones stop ringing.
+#[test]
+fn a_call_ringing_a_ring_group_is_picked_up_by_any_members_extension() {
+    let (mut n, sw, a, c) = setup(14, 2);
+    let p1 = ringing_phone(&mut n, "127.0.0.1:5091", "1001");
+    let p3 = ringing_phone(&mut n, "127.0.0.1:5093", "1003");
+    let call = n.invite(a, "sip:6000@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| !n.agent(p1).calls.is_empty()
+        && !n.agent(p3).calls.is_empty()));
+    let p = n.invite(c, "sip:*81003@127.0.0.1", SW);
+    assert!(
+        n.run_until(secs(2), |n| n.agent(c).call(p).state == State::Confirmed
+            && n.agent(a).call(call).state == State::Confirmed)
+    );
+    for phone in [p1, p3] {
+        assert!(n.run_until(secs(2), |n| !n
+            .agent(phone)
+            .call(0)
+            .requests_of(&Method::Cancel)
+            .is_empty()));
+    }
+    n.bye(a, call);
+    assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 0));
+    assert!(n.sw(sw).shared.rendezvous.ringing.is_empty());
 }
 
 #[test]
