@@ -3,7 +3,7 @@
 //! program can run. The maps change only here, as calls are added and removed and legs are
 //! indexed and forgotten, so keeping them in step with the calls is this file's job alone.
 
-use crate::call::{Call, Leg, LegRef};
+use crate::call::{Call, Leg, LegIdx, LegRef, Role};
 use crate::dialog::Dialog;
 use rustc_hash::FxHashMap;
 use sip::transaction::{ClientTxId, ServerTxId};
@@ -78,6 +78,54 @@ impl Calls {
         }
         if let Some(ctx) = leg.invite_tx {
             self.client_txs.remove(&ctx);
+        }
+    }
+
+    /// Makes leg `leg` of `call` the caller and the caller a leg in `role` (call.rs
+    /// `Call::swap_caller`), with the maps following both legs to their new places.
+    pub(crate) fn swap_caller(&mut self, call: usize, leg: LegIdx, role: Role) -> bool {
+        let Some(c) = self.calls.get_mut(call) else {
+            return false;
+        };
+        if !c.swap_caller(leg, role) {
+            return false;
+        }
+        for at in [Call::CALLER, leg] {
+            self.index_leg(LegRef { call, leg: at });
+        }
+        true
+    }
+
+    /// Puts `leg` into `call` in `role`, found from then on by its Call-ID, media leg and
+    /// pending INVITE (a leg moved from another call, or one that replaces another).
+    pub(crate) fn put_leg(&mut self, call: usize, leg: Leg, role: Role) -> Option<LegRef> {
+        let i = self.calls.get_mut(call)?.add_leg(leg, role);
+        let at = LegRef { call, leg: i };
+        self.index_leg(at);
+        Some(at)
+    }
+
+    /// Takes a leg (never a caller's) out of its call and out of the maps; it is the caller's
+    /// to release or to put into another call.
+    pub(crate) fn take_leg(&mut self, at: LegRef) -> Option<Leg> {
+        let leg = self.calls.get_mut(at.call)?.remove_leg(at.leg)?;
+        self.forget_leg(&leg);
+        Some(leg)
+    }
+
+    /// Points the maps at `at` for what its leg is found by.
+    fn index_leg(&mut self, at: LegRef) {
+        let Some(leg) = self.calls.get(at.call).and_then(|c| c.leg(at.leg)) else {
+            return;
+        };
+        if let Some(d) = leg.dialog() {
+            self.by_call_id.insert(d.call_id.clone(), at);
+        }
+        if let Some(m) = leg.media {
+            self.by_media.insert(m.index(), at);
+        }
+        if let Some(ctx) = leg.invite_tx {
+            self.client_txs.insert(ctx, at);
         }
     }
 

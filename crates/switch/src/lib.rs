@@ -22,6 +22,7 @@ mod proxy;
 mod record_route;
 pub mod registrar;
 pub mod slots;
+mod transfer;
 pub mod trunks;
 
 pub use engine::{nonce_owner, owner, stateless, Engine, Settings};
