@@ -13,6 +13,20 @@ use std::collections::BinaryHeap;
 use std::ops::{Index, IndexMut};
 use std::time::Instant;
 
+/// What a worker's call table holds: every entry of its maps, its legs and the timers not yet
+/// fired (tests check that calls leave nothing behind).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TableCounts {
+    pub calls: usize,
+    pub legs: usize,
+    pub call_ids: usize,
+    pub server_txs: usize,
+    pub client_txs: usize,
+    pub media_legs: usize,
+    pub timers: usize,
+    pub orphans: usize,
+}
+
 #[derive(Default)]
 pub(crate) struct Calls {
     calls: Slab<Call>,
@@ -231,6 +245,19 @@ impl Calls {
 
     pub(crate) fn len(&self) -> usize {
         self.calls.len()
+    }
+
+    pub(crate) fn counts(&self) -> TableCounts {
+        TableCounts {
+            calls: self.calls.len(),
+            legs: self.calls.iter().map(|(_, c)| c.legs().count()).sum(),
+            call_ids: self.by_call_id.len(),
+            server_txs: self.server_txs.len(),
+            client_txs: self.client_txs.len(),
+            media_legs: self.by_media.len(),
+            timers: self.timers.len(),
+            orphans: self.orphans.len(),
+        }
     }
 
     pub(crate) fn ids(&self) -> Vec<usize> {

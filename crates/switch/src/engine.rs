@@ -367,6 +367,11 @@ impl Engine {
         self.calls.len()
     }
 
+    /// What the call table holds (tests check that calls leave nothing behind).
+    pub fn table_counts(&self) -> crate::TableCounts {
+        self.calls.counts()
+    }
+
     /// When `handle_timeout` wants to run next.
     fn next_deadline(&self) -> Option<Instant> {
         let call = self.calls.next_timer();

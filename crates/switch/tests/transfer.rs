@@ -370,3 +370,68 @@ fn allow_and_supported_name_refer_and_replaces() {
         .is_empty()));
     assert_eq!(last_response(&mut n, a, ca, "NOTIFY").status(), Some(200));
 }
+
+/// A thousand transfers leave nothing behind (see `transfer_cycles`).
+#[test]
+fn a_thousand_transfers_leave_no_state() {
+    transfer_cycles(1_000);
+}
+
+/// Ten thousand: about 100 s in a debug build, so run on demand (`cargo test -p switch --test
+/// transfer -- --ignored`).
+#[test]
+#[ignore = "long: 10,000 call cycles"]
+fn ten_thousand_transfers_leave_no_state() {
+    transfer_cycles(10_000);
+}
+
+/// `cycles` transfers, in every flavour that ends well (from the callee, from the caller, the
+/// transferor hanging up itself or released by strowger), leave nothing behind: no call, leg,
+/// map entry or timer. Fresh agents every `BATCH` cycles keep their own records short.
+fn transfer_cycles(cycles: usize) {
+    const BATCH: usize = 500;
+    let mut n = Net::new(9);
+    let rules = format!(
+        "{RULES}[[dialplan.contexts.default.rules]]\nregex = \"^8(\\\\d{{5}})$\"\nsteps = [\"bridge sip:b@127.0.0.1:${{1}} timeout=20\"]\n"
+    );
+    let sw = b2bua(&mut n, &rules);
+    let (mut a, mut b, mut bob) = (None, None, String::new());
+    for i in 0..cycles {
+        if i % BATCH == 0 {
+            let k = i / BATCH;
+            a = Some(n.ua(&format!("127.0.0.1:{}", 11_000 + k), "alice"));
+            let port = 12_000 + k;
+            b = Some(n.ua(&format!("127.0.0.1:{port}"), "bob"));
+            bob = format!("sip:8{port:05}@127.0.0.1");
+            n.trace.clear();
+        }
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let (ca, cb) = {
+            let ca = n.invite(a, &bob, SW);
+            assert!(n.run_until(secs(5), confirmed(a, ca)), "cycle {i}");
+            (ca, n.agent(b).last_index().unwrap())
+        };
+        // Transferor and transferee by turns; every other transferor hangs up by itself.
+        let (from, call, to, other) = match i % 2 {
+            0 => (b, cb, a, ca),
+            _ => (a, ca, b, cb),
+        };
+        n.refer(from, call, "<sip:9196@127.0.0.1>");
+        let done = |n: &mut Net| n.agent(from).call(call).requests_of(&Method::Notify).len() == 2;
+        assert!(n.run_until(secs(5), done), "cycle {i}");
+        if i % 4 < 2 {
+            n.bye(from, call);
+        }
+        assert!(
+            n.run_until(secs(5), |n| n.agent(from).call(call).state == State::Ended),
+            "cycle {i}"
+        );
+        n.bye(to, other);
+        assert!(n.run_until(secs(5), bye_answered(to, other)), "cycle {i}");
+        assert_eq!(n.sw(sw).active_calls(), 0, "cycle {i}");
+    }
+    n.run_for(secs(60));
+    let counts = n.sw(sw).node().table_counts();
+    assert_eq!(counts, switch::TableCounts::default());
+    assert_eq!(n.sw(sw).cdrs().len(), cycles);
+}
