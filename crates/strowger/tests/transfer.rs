@@ -6,10 +6,11 @@
 
 mod common;
 
+use common::baresip::Baresip;
 use common::sip::{sdp, sdp_audio, Rtp, Uac};
 use common::sipp::{Scenario, Sipp};
 use common::switch::{default_config_trusting_loopback, Cdr, Opts};
-use common::{Strowger, TempDir};
+use common::{wait_for, Strowger, TempDir};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -215,4 +216,47 @@ fn a_phone_takes_over_a_call_with_an_invite_with_replaces() {
     far.finish().assert_ok(1);
     let cdr = one_cdr(&s);
     assert!(cdr.str("transferred_to").contains("tester"), "{cdr:?}");
+}
+
+/// A softphone transfers its call with its own command: baresip calls 2001 (SIPp's uas, echoing
+/// RTP), then `/transfer sip:9198@strowger`; the uas ends up at 9198, hears its tone and is hung
+/// up after it, and baresip's leg is released.
+#[test]
+fn baresip_transfers_its_call_with_its_transfer_command() {
+    let dir = TempDir::new("transfer-baresip");
+    let far = Sipp::new(Scenario::Builtin("uas"))
+        .rtp_echo()
+        .spawn(None, dir.path());
+    let s = strowger("transfer-baresip", dir.path(), &far.addr.to_string());
+    let phone = Baresip::spawn(
+        dir.path(),
+        "transferor",
+        "<sip:tester@127.0.0.1>;regint=0;audio_codecs=PCMU",
+        &common::repo_root().join("assets/demo.wav"),
+        &[&format!("/dial sip:2001@{}", s.sip)],
+        12,
+    );
+    let up = wait_for(Duration::from_secs(8), || {
+        phone.log().contains("Call established").then_some(())
+    });
+    assert!(up.is_some(), "baresip's call: {}", phone.log());
+    std::thread::sleep(Duration::from_millis(500));
+    phone.command(&format!("/transfer sip:9198@{}", s.sip));
+    far.finish().assert_ok(1);
+    let cdr = one_cdr(&s);
+    assert_eq!(
+        cdr.str("transferred_to"),
+        "9198",
+        "{cdr:?}\n{}",
+        phone.log()
+    );
+    assert!(
+        cdr.num("packets_sent") >= 100.0,
+        "the tone reached the uas: {cdr:?}"
+    );
+    assert!(
+        cdr.num("packets_received") >= 50.0,
+        "and came back: {cdr:?}"
+    );
+    phone.finish("transferring its call");
 }

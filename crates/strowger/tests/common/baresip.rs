@@ -4,6 +4,7 @@
 use super::audio::{read_wav, Wav};
 use super::net::{free_port, free_port_range};
 use super::{read_text, tail};
+use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -11,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 pub struct Baresip {
     child: Option<Child>,
     conf: PathBuf,
+    /// Its UDP console (the cons module), which takes menu commands while it runs.
+    console: SocketAddr,
 }
 
 impl Baresip {
@@ -42,6 +45,7 @@ impl Baresip {
         let dumps = conf.join("dumps");
         std::fs::create_dir_all(&dumps).unwrap();
         let rtp = free_port_range(10);
+        let console: SocketAddr = format!("{ip}:{}", free_port()).parse().unwrap();
         let config = format!(
             "poll_method epoll\n\
              sip_listen {ip}:{sip_port}\n\
@@ -61,7 +65,9 @@ impl Baresip {
              module sndfile.so\n\
              snd_path {dumps}\n\
              module_tmp account.so\n\
-             module_app menu.so\n",
+             module_app menu.so\n\
+             module cons.so\n\
+             cons_listen {console}\n",
             sip_port = free_port(),
             rtp_hi = rtp + 9,
             source = source.display(),
@@ -87,7 +93,16 @@ impl Baresip {
         Baresip {
             child: Some(child),
             conf,
+            console,
         }
+    }
+
+    /// Runs a menu command (e.g. `/transfer sip:9196@127.0.0.1:5060`) in the running baresip,
+    /// through its UDP console.
+    pub fn command(&self, cmd: &str) {
+        let sock = UdpSocket::bind((self.console.ip(), 0)).unwrap();
+        sock.send_to(format!("{cmd}\n").as_bytes(), self.console)
+            .unwrap();
     }
 
     /// Its log so far (status lines that redraw with \r split into lines, audio meters dropped).
