@@ -401,4 +401,52 @@ mod tests {
         assert_eq!(calls.leg_by_call_id("caller@x"), None);
         assert_eq!(calls.leg_by_media(7), None);
     }
+
+    /// A transfer's moves: the callee takes the caller's place (the maps follow both legs), a
+    /// leg leaves one call and joins another, and every map finds each leg where it is.
+    #[test]
+    fn legs_swap_places_and_move_between_calls() {
+        let mut calls = Calls::default();
+        let one = calls.add(call(sip_leg("a@x")));
+        let b = calls[one].set_callee(sip_leg("b@x"));
+        calls.index_call_id("b@x".into(), LegRef { call: one, leg: b });
+        let m = media::LegId::from_index(3);
+        calls[one].leg_mut(b).expect("b").media = Some(m);
+        calls.bind_media(m, LegRef { call: one, leg: b });
+
+        assert!(calls.swap_caller(one, b, Role::Transferor));
+        let caller = LegRef {
+            call: one,
+            leg: Call::CALLER,
+        };
+        assert_eq!(calls.leg_by_call_id("b@x"), Some(caller));
+        assert_eq!(calls.leg_by_media(3), Some(caller));
+        assert_eq!(
+            calls.leg_by_call_id("a@x"),
+            Some(LegRef { call: one, leg: b })
+        );
+        assert_eq!(calls[one].leg(b).map(|l| l.role), Some(Role::Transferor));
+        assert_eq!(calls[one].caller().call_id(), "b@x");
+
+        // The old caller leaves for another call, as a consultation's party does.
+        let two = calls.add(call(sip_leg("c@x")));
+        let moved = calls.take_leg(LegRef { call: one, leg: b }).expect("a leg");
+        assert_eq!(calls.leg_by_call_id("a@x"), None);
+        let at = calls.put_leg(two, moved, Role::Callee).expect("put");
+        assert_eq!(calls.leg_by_call_id("a@x"), Some(at));
+        assert_eq!(calls[two].callee().map(Leg::call_id), Some("a@x"));
+        // The caller's place is never taken by a put.
+        assert!(calls
+            .take_leg(LegRef {
+                call: two,
+                leg: Call::CALLER
+            })
+            .is_none());
+        calls.remove(one);
+        let c = calls.remove(two).expect("call two");
+        for l in c.legs().map(|(_, l)| l) {
+            calls.forget_leg(l);
+        }
+        assert_eq!(calls.counts(), super::TableCounts::default());
+    }
 }
