@@ -127,6 +127,12 @@ impl Calls {
         Some(leg)
     }
 
+    /// Another INVITE answered into `call` (one with Replaces): if its 2xx is never ACKed, the
+    /// call ends as for the caller's own INVITE.
+    pub(crate) fn index_server_tx(&mut self, stx: ServerTxId, call: usize) {
+        self.server_txs.insert(stx, call);
+    }
+
     /// Points the maps at `at` for what its leg is found by.
     fn index_leg(&mut self, at: LegRef) {
         let Some(leg) = self.calls.get(at.call).and_then(|c| c.leg(at.leg)) else {

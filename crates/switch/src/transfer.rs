@@ -706,6 +706,7 @@ impl Engine {
             Some(body.as_bytes()),
             now,
         );
+        self.calls.index_server_tx(stx, call);
         // A pickup answers the caller now.
         if self.answer(call, now) {
             let c = &self.calls[call];

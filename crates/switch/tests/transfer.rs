@@ -106,12 +106,16 @@ fn refer_to_replacing(n: &mut Net, ua: Id, c: usize, exten: &str) -> String {
     format!("<sip:{exten}@127.0.0.1?Replaces={escaped}>")
 }
 
-/// Alice hangs up call `ca` and `other`'s call `co` ends with it; the switch is left empty.
+/// Alice hangs up call `ca` and `other`'s call `co` ends with it; the switch is left empty:
+/// no call, and once the timers of the ended calls ran out, no leg, map entry or timer.
 fn hang_up_all(n: &mut Net, sw: Id, a: Id, ca: usize, other: Id, co: usize) {
     hang_up(n, a, ca, secs(5));
     assert!(n.run_until(secs(5), got_bye(other, co)));
     n.run_for(secs(1));
     assert_eq!(n.sw(sw).active_calls(), 0);
+    n.run_for(secs(40));
+    let counts = n.sw(sw).node().table_counts();
+    assert_eq!(counts, switch::TableCounts::default());
 }
 
 #[test]
@@ -434,4 +438,63 @@ fn transfer_cycles(cycles: usize) {
     let counts = n.sw(sw).node().table_counts();
     assert_eq!(counts, switch::TableCounts::default());
     assert_eq!(n.sw(sw).cdrs().len(), cycles);
+}
+
+/// A transfer runs in the call's own context: a caller from the public context cannot reach
+/// the default context's bridge target (404), only what the public context lists. A REFER
+/// outside a dialog, or with another dialog's tags, is refused.
+#[test]
+fn a_transfer_reaches_only_the_calls_context() {
+    let mut n = Net::new(10);
+    let head = "[security]\ntrusted = []\npublic_context = \"public\"\n\
+        [[dialplan.contexts.public.rules]]\nexten = \"44444\"\n\
+        steps = [\"answer\", \"playback demo loop=true\"]\n\
+        [[dialplan.contexts.public.rules]]\nexten = \"9196\"\nsteps = [\"answer\", \"echo\"]\n";
+    let sw = b2bua(&mut n, head);
+    let a = n.ua(ALICE, "alice");
+    n.ua(BOB, "bob");
+    let ca = n.invite(a, "sip:44444@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), confirmed(a, ca)));
+    n.refer(a, ca, "<sip:2001@127.0.0.1>");
+    assert!(n.run_until(secs(5), |n| notifies(n, a, ca).len() == 2));
+    assert_eq!(notifies(&mut n, a, ca), [100, 404]);
+    n.refer(a, ca, "<sip:9196@127.0.0.1>");
+    assert!(n.run_until(secs(5), |n| notifies(n, a, ca).len() == 4));
+    assert_eq!(notifies(&mut n, a, ca)[2..], [100, 200]);
+
+    // Another dialog's tags: 481; no To tag (outside a dialog): 403.
+    let tag = std::mem::replace(&mut n.agent(a).calls[ca].remote_tag, "other".into());
+    n.refer(a, ca, "<sip:9196@127.0.0.1>");
+    assert!(n.run_until(secs(5), |n| refer_status(n, a, ca) == Some(481)));
+    n.agent(a).calls[ca].remote_tag.clear();
+    n.refer(a, ca, "<sip:9196@127.0.0.1>");
+    assert!(n.run_until(secs(5), |n| refer_status(n, a, ca) == Some(403)));
+    n.agent(a).calls[ca].remote_tag = tag;
+    hang_up(&mut n, a, ca, secs(5));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    assert_eq!(one_cdr(&mut n, sw, "")["context"], "public");
+}
+
+/// The phone that replaced a leg never ACKs strowger's 200: the call ends (as for a caller's
+/// INVITE), its legs released, nothing left.
+#[test]
+fn a_replacing_invite_never_acked_ends_the_call() {
+    let (mut n, sw, a, b, c) = setup(11);
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    let carol = addr(CAROL);
+    n.drop_next(1000, move |p| {
+        p.from == carol
+            && Message::parse(&p.bytes, true).is_ok_and(|m| m.method() == Some(&Method::Ack))
+    });
+    let replaces = n.agent(b).replaces(cb);
+    let cc = n.invite_with(c, "sip:2001@127.0.0.1", SW, &[("Replaces", &replaces)]);
+    assert!(n.run_until(secs(5), confirmed(c, cc)));
+    assert!(n.run_until(secs(5), got_bye(b, cb)));
+    assert!(n.run_until(secs(40), got_bye(a, ca)), "the call ends");
+    n.run_for(secs(40));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    assert_eq!(
+        n.sw(sw).node().table_counts(),
+        switch::TableCounts::default()
+    );
 }
