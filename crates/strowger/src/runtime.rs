@@ -72,6 +72,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         })?;
     }
     let dialplan = Arc::new(cfg.dialplan.clone());
+    let music = Arc::new(crate::music::load(&cfg.music, &data_dir));
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())
         .map_err(|e| e.to_string())?;
@@ -167,7 +168,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let priority = cfg.general.realtime_priority;
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
-        let settings = Settings::new(
+        let mut settings = Settings::new(
             &cfg,
             &listen,
             media_ip,
@@ -176,6 +177,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             id,
             workers,
         );
+        settings.music = music.clone();
         let udp_socks = worker::udp_sockets(&udp).map_err(|e| {
             format!("cannot listen for SIP on UDP {udp:?}: {e} (change sip.listen or --sip-listen)")
         })?;

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// A target that plays a 3 s tone and hangs up: the transferee hears it and the call ends.
-const TONE_RULE: &str = "[[dialplan.contexts.default.rules]]\nexten = \"9198\"\n\
+const TONE_RULE: &str = "[[dialplan.contexts.default.rules]]\nexten = \"81990\"\n\
 steps = [\"answer\", \"tone 1000 duration=3\", \"hangup\"]\n\n";
 
-/// The embedded configuration trusting 127.0.0.1, with 9198 (`TONE_RULE`) in the default
+/// The embedded configuration trusting 127.0.0.1, with 81990 (`TONE_RULE`) in the default
 /// context, written to `dir`.
 fn config(dir: &Path) -> PathBuf {
     let path = default_config_trusting_loopback(dir);
@@ -76,7 +76,7 @@ fn sipp_callee_transfers_its_caller_to_the_demo() {
 }
 
 /// The caller (SIPp, tests/sipp/transfer_uac_refer.xml) sends its callee (SIPp's uas, echoing
-/// RTP) to 9198: the callee hears the tone, and strowger ends its call after it.
+/// RTP) to 81990: the callee hears the tone, and strowger ends its call after it.
 #[test]
 fn sipp_caller_transfers_its_callee_to_a_tone() {
     let dir = TempDir::new("transfer-caller");
@@ -86,12 +86,12 @@ fn sipp_caller_transfers_its_callee_to_a_tone() {
     let s = strowger("transfer-caller", dir.path(), &callee.addr.to_string());
     Sipp::new(Scenario::File("transfer_uac_refer.xml"))
         .service("2001")
-        .args(&["-key", "target", "9198"])
+        .args(&["-key", "target", "81990"])
         .run(s.sip, s.dir.path())
         .assert_ok(1);
     callee.finish().assert_ok(1);
     let cdr = one_cdr(&s);
-    assert_eq!(cdr.str("transferred_to"), "9198", "{cdr:?}");
+    assert_eq!(cdr.str("transferred_to"), "81990", "{cdr:?}");
     assert_eq!(cdr.str("hangup_side"), "switch", "{cdr:?}");
     // The CDR's caller is the transferee now: the 3 s tone went to it and came back.
     assert!(cdr.num("packets_sent") >= 100.0, "{cdr:?}");
@@ -219,7 +219,7 @@ fn a_phone_takes_over_a_call_with_an_invite_with_replaces() {
 }
 
 /// A softphone transfers its call with its own command: baresip calls 2001 (SIPp's uas, echoing
-/// RTP), then `/transfer sip:9198@strowger`; the uas ends up at 9198, hears its tone and is hung
+/// RTP), then `/transfer sip:81990@strowger`; the uas ends up at 81990, hears its tone and is hung
 /// up after it, and baresip's leg is released.
 #[test]
 fn baresip_transfers_its_call_with_its_transfer_command() {
@@ -241,12 +241,12 @@ fn baresip_transfers_its_call_with_its_transfer_command() {
     });
     assert!(up.is_some(), "baresip's call: {}", phone.log());
     std::thread::sleep(Duration::from_millis(500));
-    phone.command(&format!("/transfer sip:9198@{}", s.sip));
+    phone.command(&format!("/transfer sip:81990@{}", s.sip));
     far.finish().assert_ok(1);
     let cdr = one_cdr(&s);
     assert_eq!(
         cdr.str("transferred_to"),
-        "9198",
+        "81990",
         "{cdr:?}\n{}",
         phone.log()
     );

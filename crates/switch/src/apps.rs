@@ -277,6 +277,17 @@ impl Engine {
                 }
                 c.wait = Wait::Forever;
             }
+            Step::Music { class } => {
+                if !self.answer_or_early(call, now) {
+                    return;
+                }
+                let c = &mut self.calls[call];
+                if let Some(class) = class {
+                    c.vars.set("MOH", class);
+                }
+                c.wait = Wait::Forever;
+                self.start_moh(call, Call::CALLER);
+            }
             Step::Record { file, max } => {
                 if !self.answer(call, now) {
                     return;

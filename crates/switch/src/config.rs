@@ -4,11 +4,13 @@
 //! `file:line:column: key: message` and says what would be accepted.
 
 mod iax2;
+mod music;
 pub(crate) mod raw;
 mod source;
 mod trunks;
 
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
+pub use music::MusicClass;
 pub use trunks::{trunk_target, Trunk, TrunkHost};
 
 use std::fmt;
@@ -78,6 +80,8 @@ pub struct Config {
     pub security: Security,
     /// `[[trunks]]`: SIP trunks to providers.
     pub trunks: Vec<Trunk>,
+    /// `[moh.NAME]`: music-on-hold classes.
+    pub music: Vec<MusicClass>,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -337,6 +341,7 @@ impl Config {
         let proxy = proxy(raw.proxy, &mut d);
         let security = security(raw.security, &dialplan, &mut d);
         let trunks = trunks::trunks(raw.trunks, &mut d);
+        let music = music::music(raw.moh, &mut d);
         trunks::check_dialplan(&trunks, &raw.dialplan, |c| dialplan.has_context(c), &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
@@ -364,6 +369,7 @@ impl Config {
             proxy,
             security,
             trunks,
+            music,
             warnings: found,
         })
     }

@@ -114,6 +114,9 @@ pub struct Settings {
     pub shared_ports: bool,
     /// The largest SIP datagram strowger sends: `sip.max_message_size`, at most what UDP holds.
     pub max_datagram: usize,
+    /// The music-on-hold classes, loaded once by the shell and shared by the workers (only the
+    /// built-in tune until the shell sets them).
+    pub music: Arc<crate::moh::Music>,
 }
 
 impl Settings {
@@ -155,6 +158,7 @@ impl Settings {
             trunks: cfg.trunks.clone().into(),
             shared_ports: cfg.rtp.shared_ports,
             max_datagram: cfg.sip.max_message_size.min(MAX_UDP_PAYLOAD),
+            music: Arc::default(),
         }
     }
 }
@@ -938,6 +942,7 @@ impl Engine {
         let Some(contact) = leg.dialog().map(|d| d.local_contact.clone()) else {
             return;
         };
+        let mut held = None;
         let body = if msg.body().is_empty() {
             if msg.method() == Some(&Method::Invite) {
                 // Offer in our 200, answer in the ACK (RFC 3264 §5 / RFC 3261 §13.2.1).
@@ -959,6 +964,7 @@ impl Engine {
                         self.media
                             .update_leg(m, leg_update(&neg, self.s.symmetric_rtp));
                     }
+                    held = Some(crate::hold::holds(&neg));
                     leg.negotiated = Some(neg);
                     Some(answer.to_string())
                 }
@@ -1011,6 +1017,9 @@ impl Engine {
                 body.as_deref().map(str::as_bytes),
                 now,
             );
+        }
+        if let Some(held) = held {
+            self.set_held(call, at, held);
         }
     }
 
@@ -1076,7 +1085,9 @@ impl Engine {
             if let Some(m) = leg.media {
                 self.media.update_leg(m, leg_update(&neg, symmetric));
             }
+            let held = crate::hold::holds(&neg);
             leg.negotiated = Some(neg);
+            self.set_held(at.call, at.leg, held);
         }
     }
 

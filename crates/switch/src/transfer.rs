@@ -435,11 +435,9 @@ impl Engine {
                 l.role = Role::Callee;
             }
             self.iax_rehome(call);
-            let c = &mut self.calls[call];
-            c.wait = before.wait;
-            if let (Some(a), Some(b)) = (c.caller().media, c.callee().and_then(|l| l.media)) {
-                self.media.bridge(a, b);
-            }
+            self.calls[call].wait = before.wait;
+            // Bridged again, or music for the one not holding (hold.rs).
+            self.rejoin(call);
         }
         self.notify(LegRef { call, leg: who }, t.id, status, now);
         true
@@ -581,9 +579,6 @@ impl Engine {
         c.wait = Wait::Forever;
         c.cdr.bridged_to = Some(reached.clone());
         c.cdr.transferred_to = Some(reached);
-        if let (Some(a), Some(b)) = (c.caller().media, c.callee().and_then(|l| l.media)) {
-            self.media.bridge(a, b);
-        }
         let until = now + GRACE;
         c.transfer = Some(Box::new(Transfer {
             transferor: Some(transferor),
@@ -593,6 +588,7 @@ impl Engine {
             release_at: Some(until),
         }));
         self.calls.arm(call, until);
+        self.rejoin(call);
         self.notify(
             LegRef {
                 call,
@@ -709,10 +705,7 @@ impl Engine {
         self.calls.index_server_tx(stx, call);
         // A pickup answers the caller now.
         if self.answer(call, now) {
-            let c = &self.calls[call];
-            if let (Some(a), Some(b)) = (c.caller().media, c.callee().and_then(|l| l.media)) {
-                self.media.bridge(a, b);
-            }
+            self.rejoin(call);
         }
     }
 }

@@ -498,3 +498,39 @@ fn a_replacing_invite_never_acked_ends_the_call() {
         switch::TableCounts::default()
     );
 }
+
+/// As phones do, the transferor holds the call before it transfers: its party hears music,
+/// then ringback while the target is dialled; the target is busy, so the party is back on hold
+/// with music until the transferor resumes and the two are bridged again.
+#[test]
+fn a_held_party_returns_to_its_music_when_the_transfer_fails() {
+    let (mut n, sw, a, b, c) = setup(12);
+    n.agent(c).policy = Policy {
+        provisional: vec![(180, false)],
+        status: 486,
+        after: ms(500),
+    };
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    n.agent(b).send_rtp = false;
+    n.agent(a).send_rtp = false;
+    let hold = n.agent(b).sdp(&[0], "sendonly");
+    n.reinvite(b, cb, hold);
+    n.run_for(ms(300));
+    assert!(rtp_during(&mut n, a, secs(1)) > 40, "Alice hears music");
+    n.refer(b, cb, "<sip:4001@127.0.0.1>");
+    assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+    assert_eq!(notifies(&mut n, b, cb), [100, 486]);
+    n.run_for(ms(200));
+    assert!(
+        rtp_during(&mut n, a, secs(1)) > 40,
+        "music again, Bob still holds"
+    );
+    let resume = n.agent(b).sdp(&[0], "sendrecv");
+    n.reinvite(b, cb, resume);
+    n.run_for(ms(300));
+    assert_eq!(rtp_during(&mut n, a, secs(1)), 0, "bridged to a silent Bob");
+    n.agent(b).send_rtp = true;
+    n.run_for(ms(100));
+    assert!(rtp_during(&mut n, a, secs(1)) > 40, "Bob heard again");
+    hang_up_all(&mut n, sw, a, ca, b, cb);
+}

@@ -4,7 +4,6 @@
 use super::audio::{read_wav, Wav};
 use super::net::{free_port, free_port_range};
 use super::{read_text, tail};
-use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -12,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 pub struct Baresip {
     child: Option<Child>,
     conf: PathBuf,
-    /// Its UDP console (the cons module), which takes menu commands while it runs.
-    console: SocketAddr,
+    /// Its console (the cons module): commands sent here as UDP datagrams run as if typed.
+    console: u16,
 }
 
 impl Baresip {
@@ -45,7 +44,7 @@ impl Baresip {
         let dumps = conf.join("dumps");
         std::fs::create_dir_all(&dumps).unwrap();
         let rtp = free_port_range(10);
-        let console: SocketAddr = format!("{ip}:{}", free_port()).parse().unwrap();
+        let console = free_port();
         let config = format!(
             "poll_method epoll\n\
              sip_listen {ip}:{sip_port}\n\
@@ -63,11 +62,11 @@ impl Baresip {
              module g711.so\n\
              module aufile.so\n\
              module sndfile.so\n\
+             module cons.so\n\
+             cons_listen 127.0.0.1:{console}\n\
              snd_path {dumps}\n\
              module_tmp account.so\n\
-             module_app menu.so\n\
-             module cons.so\n\
-             cons_listen {console}\n",
+             module_app menu.so\n",
             sip_port = free_port(),
             rtp_hi = rtp + 9,
             source = source.display(),
@@ -97,12 +96,14 @@ impl Baresip {
         }
     }
 
-    /// Runs a menu command (e.g. `/transfer sip:9196@127.0.0.1:5060`) in the running baresip,
-    /// through its UDP console.
-    pub fn command(&self, cmd: &str) {
-        let sock = UdpSocket::bind((self.console.ip(), 0)).unwrap();
-        sock.send_to(format!("{cmd}\n").as_bytes(), self.console)
-            .unwrap();
+    /// Runs `command` (e.g. `/hold`, `/transfer sip:…`) now, as if typed at its console.
+    pub fn command(&self, command: &str) {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.send_to(
+            format!("{command}\n").as_bytes(),
+            ("127.0.0.1", self.console),
+        )
+        .unwrap();
     }
 
     /// Its log so far (status lines that redraw with \r split into lines, audio meters dropped).
