@@ -2,7 +2,8 @@
 //! side and from the caller's (tests/sipp/transfer_*.xml: 202, NOTIFY sipfrag 100 then 200),
 //! and the transferee is checked to get the target's audio; a hand-written phone (common/sip.rs)
 //! completes an attended transfer (REFER with Replaces) and takes over a call with an INVITE
-//! with Replaces, with SIPp as the far ends.
+//! with Replaces, with SIPp as the far ends, and SIPp takes over a call the same way; baresip
+//! transfers its call with its own command.
 
 mod common;
 
@@ -216,6 +217,29 @@ fn a_phone_takes_over_a_call_with_an_invite_with_replaces() {
     far.finish().assert_ok(1);
     let cdr = one_cdr(&s);
     assert!(cdr.str("transferred_to").contains("tester"), "{cdr:?}");
+}
+
+/// SIPp (tests/sipp/replaces_uac.xml, with `Require: replaces`) takes over a phone's call with
+/// an INVITE with Replaces: answered with SDP, the phone gets BYE, and SIPp's own BYE ends the
+/// call with the far end (SIPp's uas).
+#[test]
+fn sipp_takes_over_a_call_with_an_invite_with_replaces() {
+    let dir = TempDir::new("transfer-sipp-replaces");
+    let far = Sipp::new(Scenario::Builtin("uas"))
+        .rtp_echo()
+        .spawn(None, dir.path());
+    let s = strowger("transfer-sipp-replaces", dir.path(), &far.addr.to_string());
+    let (old, _r) = call(&s, "2001");
+    Sipp::new(Scenario::File("replaces_uac.xml"))
+        .service("2001")
+        .args(&["-key", "replaces", &old.replaces()])
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    old.expect_request("BYE", Duration::from_secs(1));
+    far.finish().assert_ok(1);
+    let cdr = one_cdr(&s);
+    assert!(cdr.str("transferred_to").contains("sipp"), "{cdr:?}");
+    assert_eq!(cdr.str("hangup_side"), "caller", "{cdr:?}");
 }
 
 /// A softphone transfers its call with its own command: baresip calls 2001 (SIPp's uas, echoing
