@@ -42,6 +42,13 @@ pub(crate) struct Transfer {
     release_at: Option<Instant>,
 }
 
+impl Transfer {
+    /// The target's program still runs (no final NOTIFY yet).
+    fn pending(&self) -> bool {
+        self.before.is_some()
+    }
+}
+
 /// The call before a blind transfer, restored if the target fails.
 struct Before {
     program: Route,
@@ -201,7 +208,7 @@ impl Engine {
             let reason = "Call/Transaction Does Not Exist";
             return self.respond(stx, &msg, peer, 481, reason, None, &[], None, now);
         }
-        if c.transfer.as_ref().is_some_and(|t| t.before.is_some()) {
+        if c.transfer.as_ref().is_some_and(|t| t.pending()) {
             let extra = [("Retry-After", "1".to_string())];
             let reason = "Request Pending";
             return self.respond(stx, &msg, peer, 491, reason, None, &extra, None, now);
@@ -405,6 +412,10 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return false;
         };
+        // Only a pending transfer is undone; a done one keeps its transferor's release.
+        if c.transfer.as_ref().is_none_or(|t| !t.pending()) {
+            return false;
+        }
         let Some(t) = c.transfer.take() else {
             return false;
         };
@@ -457,7 +468,7 @@ impl Engine {
             return false;
         }
         t.transferor = None;
-        if t.before.is_none() {
+        if !t.pending() {
             c.transfer = None;
         }
         if let Some(mut leg) = c.remove_leg(at.leg) {
@@ -484,7 +495,7 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        if c.transfer.as_ref().is_none_or(|t| t.before.is_some()) {
+        if c.transfer.as_ref().is_none_or(|t| t.pending()) {
             return;
         }
         let who = c.transfer.take().and_then(|t| t.transferor);
