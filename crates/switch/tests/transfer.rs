@@ -534,3 +534,45 @@ fn a_held_party_returns_to_its_music_when_the_transfer_fails() {
     assert!(rtp_during(&mut n, a, secs(1)) > 40, "Bob heard again");
     hang_up_all(&mut n, sw, a, ca, b, cb);
 }
+
+/// Hang-ups while the target rings: the transferee's ends everything (the target's ringing is
+/// cancelled, the transferor gets BYE); after the transferor's own, a target that then fails
+/// ends the call, since there is nobody to return to.
+#[test]
+fn hang_ups_while_the_target_rings_leave_nothing() {
+    let (mut n, sw, a, b, c) = setup(13);
+    n.agent(c).policy.after = secs(30);
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    n.refer(b, cb, "<sip:4001@127.0.0.1>");
+    assert!(n.run_until(secs(5), |n| n.agent(c).last_index().is_some()));
+    let cc = n.agent(c).last_index().unwrap();
+    hang_up(&mut n, a, ca, secs(5));
+    assert!(
+        n.run_until(secs(5), ended(c, cc)),
+        "Carol's ringing cancelled"
+    );
+    assert!(n.run_until(secs(5), got_bye(b, cb)), "Bob released");
+    n.run_for(secs(40));
+    assert_eq!(
+        n.sw(sw).node().table_counts(),
+        switch::TableCounts::default()
+    );
+
+    n.agent(c).policy = Policy {
+        provisional: vec![(180, false)],
+        status: 486,
+        after: secs(2),
+    };
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    n.refer(b, cb, "<sip:4001@127.0.0.1>");
+    assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 1));
+    hang_up(&mut n, b, cb, secs(5));
+    assert!(n.run_until(secs(10), got_bye(a, ca)), "Alice's call ends");
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    n.run_for(secs(40));
+    assert_eq!(
+        n.sw(sw).node().table_counts(),
+        switch::TableCounts::default()
+    );
+    assert_eq!(n.sw(sw).cdrs().len(), 2);
+}
