@@ -571,6 +571,7 @@ impl Engine {
             return;
         }
         self.stop_recording(call);
+        self.transfer_abandoned(call, now);
         let Some(mut c) = self.calls.remove(call) else {
             return;
         };

@@ -454,6 +454,19 @@ impl Engine {
         true
     }
 
+    /// The call ends while its transfer is pending (its transferee hung up, or the switch is
+    /// shutting down): the transferor hears 487 in the final NOTIFY, just before its BYE.
+    pub(crate) fn transfer_abandoned(&mut self, call: usize, now: Instant) {
+        let Some(t) = self.calls.get(call).and_then(|c| c.transfer.as_ref()) else {
+            return;
+        };
+        let alone = t.before.as_ref().is_none_or(|b| b.alone);
+        if let (Some(leg), false) = (t.transferor, alone) {
+            let id = t.id;
+            self.notify(LegRef { call, leg }, id, 487, now);
+        }
+    }
+
     /// Leg `at` hung up (its BYE answered): if it is a transferor's, only its leg goes and the
     /// transfer goes on without it. False for any other leg.
     pub(crate) fn transferor_left(&mut self, at: LegRef, now: Instant) -> bool {
@@ -692,11 +705,15 @@ impl Engine {
             return;
         };
         let (tag, contact) = (d.local_tag.clone(), d.local_contact.clone());
-        let extra = [
+        let mut extra = vec![
             ("Contact", contact),
             ("Allow", ALLOW.to_string()),
             ("Supported", SUPPORTED.join(", ")),
         ];
+        // Proxies on the way stay in the new dialog (RFC 3261 §12.1.1).
+        for rr in msg.all(HeaderName::RecordRoute) {
+            extra.push(("Record-Route", rr.to_string()));
+        }
         if let Some(l) = c.leg_mut(new) {
             l.confirmed = true;
         }

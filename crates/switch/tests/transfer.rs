@@ -536,7 +536,7 @@ fn a_held_party_returns_to_its_music_when_the_transfer_fails() {
 }
 
 /// Hang-ups while the target rings: the transferee's ends everything (the target's ringing is
-/// cancelled, the transferor gets BYE); after the transferor's own, a target that then fails
+/// cancelled, the transferor hears 487 and gets BYE); after the transferor's own, a target that then fails
 /// ends the call, since there is nobody to return to.
 #[test]
 fn hang_ups_while_the_target_rings_leave_nothing() {
@@ -552,6 +552,7 @@ fn hang_ups_while_the_target_rings_leave_nothing() {
         "Carol's ringing cancelled"
     );
     assert!(n.run_until(secs(5), got_bye(b, cb)), "Bob released");
+    assert_eq!(notifies(&mut n, b, cb), [100, 487], "told before his BYE");
     n.run_for(secs(40));
     assert_eq!(
         n.sw(sw).node().table_counts(),
