@@ -517,11 +517,14 @@ impl Engine {
         }
     }
 
-    /// Releases the call's callee and the legs ringing (CANCEL, or BYE once answered).
+    /// Releases the call's callee and the legs ringing (CANCEL, or BYE once answered), and
+    /// ends the bridge that dialled them.
     fn drop_callees(&mut self, call: usize, q850: u8, now: Instant) {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
+        // A ring group's members still to ring or being looked up go with them (hunt.rs).
+        c.hunt = None;
         let mut gone = c.take_ringing();
         gone.extend(c.take_callee(false));
         for mut leg in gone {
