@@ -1343,7 +1343,7 @@ fn iaxmodem_dials_strowger() {
 fn an_iax2_caller_is_transferred_by_its_sip_callee() {
     let dir = TempDir::new("iax-transferee");
     let callee = Sipp::new(Scenario::File("transfer_uas_refer.xml"))
-        .args(&["-key", "target", "9196"])
+        .args(&["-key", "target", "9196", "-aa"])
         .spawn(None, dir.path());
     let mut c = Client::bind(Config::default());
     let r = start(
@@ -1373,7 +1373,7 @@ fn an_iax2_caller_is_transferred_by_its_sip_callee() {
 fn a_sip_caller_is_transferred_to_an_iax2_peer() {
     let dir = TempDir::new("iax-target");
     let callee = Sipp::new(Scenario::File("transfer_uas_refer.xml"))
-        .args(&["-key", "target", "3001"])
+        .args(&["-key", "target", "3001", "-aa"])
         .spawn(None, dir.path());
     let mut c = Client::bind(Config::default());
     let r = start(

@@ -58,7 +58,7 @@ fn one_cdr(s: &Strowger) -> Cdr {
 fn sipp_callee_transfers_its_caller_to_the_demo() {
     let dir = TempDir::new("transfer-callee");
     let callee = Sipp::new(Scenario::File("transfer_uas_refer.xml"))
-        .args(&["-key", "target", "44444"])
+        .args(&["-key", "target", "44444", "-aa"])
         .spawn(None, dir.path());
     let s = strowger("transfer-callee", dir.path(), &callee.addr.to_string());
     Sipp::new(Scenario::Builtin("uac"))
@@ -87,7 +87,7 @@ fn sipp_caller_transfers_its_callee_to_a_tone() {
     let s = strowger("transfer-caller", dir.path(), &callee.addr.to_string());
     Sipp::new(Scenario::File("transfer_uac_refer.xml"))
         .service("2001")
-        .args(&["-key", "target", "81990"])
+        .args(&["-key", "target", "81990", "-aa"])
         .run(s.sip, s.dir.path())
         .assert_ok(1);
     callee.finish().assert_ok(1);
