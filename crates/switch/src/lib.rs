@@ -33,8 +33,10 @@ mod record_route;
 pub mod registrar;
 pub mod ringboard;
 pub mod slots;
+mod transfer;
 pub mod trunks;
 
+pub use calls::TableCounts;
 pub use engine::{nonce_owner, owner, stateless, Engine, Settings};
 pub use handoff::Rendezvous;
 pub use io::{Clock, Event, HandOff, Input, Level, Output};
