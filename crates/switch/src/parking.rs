@@ -116,7 +116,9 @@ impl Engine {
             Stage::Announce { leg, left } => {
                 let leg = *leg;
                 let dir = lot.map_or("", |l| l.announce.as_str());
-                match left.pop().filter(|_| !dir.is_empty()) {
+                // A leg gone meanwhile (a transferor that hung up) hears nothing more.
+                let heard = self.calls[call].leg(leg).is_some_and(|l| l.media.is_some());
+                match left.pop().filter(|_| heard && !dir.is_empty()) {
                     Some(d) => {
                         let file = format!("{}/{d}.wav", dir.trim_end_matches('/'));
                         self.play_file(call, leg, file, false, true);
@@ -149,12 +151,14 @@ impl Engine {
     /// hand-off brought the caller here); an empty slot is refused with 404.
     pub(crate) fn retrieve(&mut self, call: usize, slot: &str, now: Instant) {
         let lots = &self.s.rendezvous.lots;
+        // Found by its slot here: its caller may have been replaced (RFC 3891) meanwhile.
+        let here = &self.parking.here;
         let parked = lots
             .find(slot)
             .filter(|p| p.worker == self.s.worker)
-            .and_then(|p| self.calls.leg_by_call_id(&p.call_id))
-            .map(|at| at.call)
-            .filter(|p| *p != call && self.parking.here.contains_key(p));
+            .and_then(|_| here.iter().find(|(_, p)| p.slot == slot))
+            .map(|(c, _)| *c)
+            .filter(|p| *p != call);
         let Some(parked) = parked else {
             let call_id = self.calls[call].caller().call_id().to_string();
             let message = format!("retrieve: no call is parked in slot {slot:?}");

@@ -173,6 +173,49 @@ fn holding_a_retrieved_call_plays_the_other_party_music() {
     assert_eq!(quiet(&mut n), 0, "resumed: silence again");
 }
 
+/// A blind transfer to 700 parks the transferee (it takes the call's caller's place): the
+/// transferor hears the transfer succeed, and whoever dials the slot — on either worker — is
+/// joined to the transferee.
+#[test]
+fn a_blind_transfer_to_700_parks_the_transferee() {
+    let (mut n, sw, a, c) = setup(15, 2);
+    let b = n.ua("127.0.0.1:5091", "1001");
+    n.register(b, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), registered([b])));
+    for round in 0..4 {
+        let ca = n.invite(a, "sip:1001@127.0.0.1", SW);
+        assert!(n.run_until(secs(2), confirmed(a, ca)));
+        let cb = n.agent(b).last_index().unwrap();
+        n.refer(b, cb, "<sip:700@127.0.0.1>");
+        assert!(n.run_until(secs(2), |n| n
+            .agent(b)
+            .call(cb)
+            .requests_of(&Method::Notify)
+            .iter()
+            .any(|m| net::body(m).contains("200"))));
+        n.bye(b, cb);
+        assert!(n.run_until(secs(2), |n| n
+            .sw(sw)
+            .shared
+            .rendezvous
+            .lots
+            .find("701")
+            .is_some()));
+        n.agent(a).send_rtp = true;
+        let r = n.invite(c, "sip:701@127.0.0.1", SW);
+        assert!(n.run_until(secs(2), confirmed(c, r)), "round {round}");
+        let t = n.now;
+        n.run_for(secs(1));
+        assert!(
+            rtp_after(&mut n, c, t) > 40,
+            "round {round}: Carol hears Alice"
+        );
+        n.agent(a).send_rtp = false;
+        n.bye(c, r);
+        assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 0));
+    }
+}
+
 #[test]
 fn an_empty_slot_is_refused_with_404() {
     let (mut n, _sw, _a, c) = setup(2, 1);
@@ -382,10 +425,11 @@ fn on_two_workers_retrieval_and_pickup_reach_the_other_calls_worker() {
 }
 
 /// An INVITE with Replaces (RFC 3891) is taken by the worker of the dialog it replaces
-/// whatever its own Call-ID hashes to, and its Call-ID is pinned there.
+/// whatever its own Call-ID hashes to, and its Call-ID is pinned there: it replaces that
+/// dialog's leg.
 #[test]
 fn an_invite_with_replaces_reaches_the_worker_of_the_dialog_it_replaces() {
-    let (mut n, sw, a, _c) = setup(10, 2);
+    let (mut n, sw, a, carol) = setup(10, 2);
     let parked = n.invite(a, "sip:700@127.0.0.1", SW);
     assert!(n.run_until(secs(2), confirmed(a, parked)));
     let replaced = n.agent(a).call(parked).call_id.clone();
@@ -405,19 +449,24 @@ fn an_invite_with_replaces_reaches_the_worker_of_the_dialog_it_replaces() {
     let own = n.agent(e).call(c).call_id.clone();
     assert_ne!(switch::owner(&own, 2), there);
     assert!(n.run_until(secs(2), confirmed(e, c)));
-    assert_eq!(
-        n.sw(sw).workers[there].active_calls(),
-        2,
-        "both calls on one worker"
-    );
+    // It replaced Alice's leg in the call that worker holds (transfer.rs): Alice gets a BYE.
+    assert!(n.run_until(secs(2), |n| !n
+        .agent(a)
+        .call(parked)
+        .requests_of(&Method::Bye)
+        .is_empty()));
+    assert_eq!(n.sw(sw).workers[there].active_calls(), 1);
+    assert_eq!(n.sw(sw).active_calls(), 1);
     assert_eq!(n.sw(sw).shared.rendezvous.pins.get(&own), Some(there));
     assert_eq!(
         n.sw(sw).handed_off(),
         0,
         "routed by dispatch, not handed over"
     );
+    // Still parked, the new party is retrieved from its slot.
+    let r = n.invite(carol, "sip:701@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(carol, r)));
     n.bye(e, c);
-    n.bye(a, parked);
     assert!(n.run_until(secs(2), |n| n.sw(sw).active_calls() == 0));
     n.run_for(secs(40));
     assert!(n.sw(sw).shared.rendezvous.pins.is_empty());
