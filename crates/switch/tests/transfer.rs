@@ -577,3 +577,25 @@ fn hang_ups_while_the_target_rings_leave_nothing() {
     );
     assert_eq!(n.sw(sw).cdrs().len(), 2);
 }
+
+/// The attended transfer from the caller's side: Alice, who called Bob, consults Carol and
+/// joins them; Bob takes the caller's place and his BYE ends the call with Carol.
+#[test]
+fn attended_transfer_by_the_caller_makes_the_callee_the_caller() {
+    let (mut n, sw, a, b, c) = setup(14);
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    let consult = n.invite(a, "sip:4005@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), confirmed(a, consult)));
+    let cc = n.agent(c).last_index().unwrap();
+    let refer_to = refer_to_replacing(&mut n, a, consult, "4005");
+    n.refer(a, ca, &refer_to);
+    assert!(n.run_until(secs(5), |n| notifies(n, a, ca).len() == 2));
+    assert_eq!(notifies(&mut n, a, ca), [100, 200]);
+    assert!(n.run_until(secs(5), got_bye(a, consult)));
+    assert!(n.run_until(secs(5), got_bye(a, ca)));
+    n.run_for(ms(200));
+    assert!(rtp_during(&mut n, b, secs(1)) > 40, "Bob hears Carol");
+    assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears Bob");
+    hang_up_all(&mut n, sw, b, cb, c, cc);
+    assert_eq!(n.sw(sw).cdrs().len(), 2);
+}
