@@ -599,3 +599,32 @@ fn attended_transfer_by_the_caller_makes_the_callee_the_caller() {
     hang_up_all(&mut n, sw, b, cb, c, cc);
     assert_eq!(n.sw(sw).cdrs().len(), 2);
 }
+
+/// Transfers in a row: Alice sends Bob to Carol, and Bob at once sends Carol to the echo; the
+/// first transferor, still in its grace, is released right then, and Carol hears herself.
+#[test]
+fn a_transferred_party_transfers_again() {
+    let (mut n, sw, a, b, c) = setup(15);
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    n.refer(a, ca, "<sip:4001@127.0.0.1>");
+    assert!(n.run_until(secs(5), |n| notifies(n, a, ca).len() == 2));
+    n.refer(b, cb, "<sip:9196@127.0.0.1>");
+    assert!(
+        n.run_until(secs(1), got_bye(a, ca)),
+        "Alice released at once"
+    );
+    assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+    assert_eq!(notifies(&mut n, b, cb), [100, 200]);
+    assert!(n.run_until(secs(5), got_bye(b, cb)));
+    n.run_for(ms(200));
+    let cc = n.agent(c).last_index().unwrap();
+    assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears her echo");
+    hang_up(&mut n, c, cc, secs(5));
+    n.run_for(secs(40));
+    assert_eq!(
+        n.sw(sw).node().table_counts(),
+        switch::TableCounts::default()
+    );
+    let cdr = one_cdr(&mut n, sw, "");
+    assert_eq!(cdr["transferred_to"], "9196");
+}
