@@ -142,6 +142,22 @@ fn ringback() -> Option<media::ToneSpec> {
     }
 }
 
+/// The other party of leg `at` in its call: the caller for the callee, the answered callee for
+/// the caller.
+fn party_of(c: &Call, at: LegIdx) -> Option<LegIdx> {
+    match c.leg(at).map(|l| l.role) {
+        Some(Role::Callee) => Some(Call::CALLER),
+        Some(Role::Caller) => c
+            .callee_idx()
+            .filter(|&i| c.leg(i).is_some_and(|l| l.confirmed)),
+        _ => None,
+    }
+}
+
+/// What stops naming the call's caller when a transfer puts another leg in its place: its
+/// INVITE and its user.
+type CallerOf = (Option<Message>, Option<Box<crate::auth::UserCall>>);
+
 /// Whether an in-dialog request's tags are those of `d` (its From tag the far end's, its To tag
 /// ours).
 fn tags_match(msg: &Message, d: &Dialog) -> bool {
@@ -288,12 +304,7 @@ impl Engine {
     fn blind(&mut self, at: LegRef, id: u32, exten: String, now: Instant) {
         let call = at.call;
         let c = &self.calls[call];
-        let transferee = match c.leg(at.leg).map(|l| l.role) {
-            Some(Role::Callee) => Some(Call::CALLER),
-            _ => c
-                .callee_idx()
-                .filter(|&i| c.leg(i).is_some_and(|l| l.confirmed)),
-        };
+        let transferee = party_of(c, at.leg);
         let mut vars = c.vars.clone();
         vars.set("EXTEN", exten.as_str());
         if let Some(t) = transferee.filter(|&t| t != Call::CALLER) {
@@ -337,21 +348,14 @@ impl Engine {
                 }
                 Call::CALLER
             }
-            Some(t) if at.leg == Call::CALLER => {
-                self.calls.swap_caller(call, t, Role::Transferor);
-                let c = &mut self.calls[call];
-                before.swapped = true;
-                before.invite = c.invite.take();
-                before.user = c.user.take();
-                c.session_interval = None;
-                c.session_deadline = None;
-                t
-            }
-            Some(_) => {
-                if let Some(l) = c.leg_mut(at.leg) {
-                    l.role = Role::Transferor;
+            Some(t) => {
+                let (transferor, caller) = self.step_aside(at, t);
+                if let Some((invite, user)) = caller {
+                    before.swapped = true;
+                    before.invite = invite;
+                    before.user = user;
                 }
-                at.leg
+                transferor
             }
         };
         self.iax_rehome(call);
@@ -517,6 +521,30 @@ impl Engine {
         }
     }
 
+    /// The transferor `at` becomes `Role::Transferor`, its place taken by `transferee` if it
+    /// was the caller (its session timer dropped with it). Returns where the transferor is now
+    /// and, if it was the caller, what named it so (`CallerOf`).
+    fn step_aside(&mut self, at: LegRef, transferee: LegIdx) -> (LegIdx, Option<CallerOf>) {
+        let call = at.call;
+        if at.leg != Call::CALLER {
+            if let Some(l) = self.calls[call].leg_mut(at.leg) {
+                l.role = Role::Transferor;
+            }
+            return (at.leg, None);
+        }
+        self.calls.swap_caller(call, transferee, Role::Transferor);
+        (transferee, Some(self.caller_replaced(call)))
+    }
+
+    /// Another leg took the caller's place: the session timer the old caller asked for goes, and
+    /// its INVITE and user no longer name the caller (returned).
+    fn caller_replaced(&mut self, call: usize) -> CallerOf {
+        let c = &mut self.calls[call];
+        c.session_interval = None;
+        c.session_deadline = None;
+        (c.invite.take(), c.user.take())
+    }
+
     /// Releases the call's callee and the legs ringing (CANCEL, or BYE once answered), and
     /// ends the bridge that dialled them.
     fn drop_callees(&mut self, call: usize, q850: u8, now: Instant) {
@@ -549,21 +577,8 @@ impl Engine {
         let here = self.calls[at.call].leg(at.leg).map(Leg::peer_addr);
         // The same phone on both dialogs (by address: a phone's dialogs come from one host).
         let same_party = here.is_some_and(|h| h.ip() == named.peer_addr().ip());
-        // Its partner there: the caller, or the answered callee.
-        let partner = match c2.leg(other.leg).map(|l| l.role) {
-            Some(Role::Callee) => Some(Call::CALLER),
-            Some(Role::Caller) => c2
-                .callee_idx()
-                .filter(|&i| c2.leg(i).is_some_and(|l| l.confirmed)),
-            _ => None,
-        };
-        let c1 = &self.calls[at.call];
-        let transferee = match c1.leg(at.leg).map(|l| l.role) {
-            Some(Role::Callee) => Some(Call::CALLER),
-            _ => c1
-                .callee_idx()
-                .filter(|&i| c1.leg(i).is_some_and(|l| l.confirmed)),
-        };
+        let partner = party_of(c2, other.leg);
+        let transferee = party_of(&self.calls[at.call], at.leg);
         let (Some(partner), Some(transferee), true, None) =
             (partner, transferee, same_party, c2.transfer.as_ref())
         else {
@@ -586,20 +601,7 @@ impl Engine {
             .map_or_else(|| moved.call_id().to_string(), |d| d.remote_uri.clone());
         // The transferor leaves its place here, as in a blind transfer, and the partner joins.
         let call = at.call;
-        let transferor = if at.leg == Call::CALLER {
-            self.calls.swap_caller(call, transferee, Role::Transferor);
-            let c = &mut self.calls[call];
-            c.invite = None;
-            c.user = None;
-            c.session_interval = None;
-            c.session_deadline = None;
-            transferee
-        } else {
-            if let Some(l) = self.calls[call].leg_mut(at.leg) {
-                l.role = Role::Transferor;
-            }
-            at.leg
-        };
+        let (transferor, _) = self.step_aside(at, transferee);
         self.calls.put_leg(call, moved, Role::Callee);
         self.iax_rehome(call);
         let c = &mut self.calls[call];
@@ -680,11 +682,7 @@ impl Engine {
             if let Some(mut gone) = self.calls[call].remove_leg(n.leg) {
                 self.release_outbound(&mut gone, 16, true, now);
             }
-            let c = &mut self.calls[call];
-            c.invite = None;
-            c.user = None;
-            c.session_interval = None;
-            c.session_deadline = None;
+            self.caller_replaced(call);
             Call::CALLER
         } else {
             // A callee answered or ringing (a pickup): it and every other fork go.

@@ -577,3 +577,54 @@ fn hang_ups_while_the_target_rings_leave_nothing() {
     );
     assert_eq!(n.sw(sw).cdrs().len(), 2);
 }
+
+/// The attended transfer from the caller's side: Alice, who called Bob, consults Carol and
+/// joins them; Bob takes the caller's place and his BYE ends the call with Carol.
+#[test]
+fn attended_transfer_by_the_caller_makes_the_callee_the_caller() {
+    let (mut n, sw, a, b, c) = setup(14);
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    let consult = n.invite(a, "sip:4005@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), confirmed(a, consult)));
+    let cc = n.agent(c).last_index().unwrap();
+    let refer_to = refer_to_replacing(&mut n, a, consult, "4005");
+    n.refer(a, ca, &refer_to);
+    assert!(n.run_until(secs(5), |n| notifies(n, a, ca).len() == 2));
+    assert_eq!(notifies(&mut n, a, ca), [100, 200]);
+    assert!(n.run_until(secs(5), got_bye(a, consult)));
+    assert!(n.run_until(secs(5), got_bye(a, ca)));
+    n.run_for(ms(200));
+    assert!(rtp_during(&mut n, b, secs(1)) > 40, "Bob hears Carol");
+    assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears Bob");
+    hang_up_all(&mut n, sw, b, cb, c, cc);
+    assert_eq!(n.sw(sw).cdrs().len(), 2);
+}
+
+/// Transfers in a row: Alice sends Bob to Carol, and Bob at once sends Carol to the echo; the
+/// first transferor, still in its grace, is released right then, and Carol hears herself.
+#[test]
+fn a_transferred_party_transfers_again() {
+    let (mut n, sw, a, b, c) = setup(15);
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    n.refer(a, ca, "<sip:4001@127.0.0.1>");
+    assert!(n.run_until(secs(5), |n| notifies(n, a, ca).len() == 2));
+    n.refer(b, cb, "<sip:9196@127.0.0.1>");
+    assert!(
+        n.run_until(secs(1), got_bye(a, ca)),
+        "Alice released at once"
+    );
+    assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+    assert_eq!(notifies(&mut n, b, cb), [100, 200]);
+    assert!(n.run_until(secs(5), got_bye(b, cb)));
+    n.run_for(ms(200));
+    let cc = n.agent(c).last_index().unwrap();
+    assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears her echo");
+    hang_up(&mut n, c, cc, secs(5));
+    n.run_for(secs(40));
+    assert_eq!(
+        n.sw(sw).node().table_counts(),
+        switch::TableCounts::default()
+    );
+    let cdr = one_cdr(&mut n, sw, "");
+    assert_eq!(cdr["transferred_to"], "9196");
+}
