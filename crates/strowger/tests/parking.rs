@@ -315,3 +315,35 @@ fn the_default_configuration_parks_at_700_tells_the_slot_and_retrieves_at_701() 
     assert_eq!(retriever.bye().status(), Some(200));
     parked.expect_request("BYE", Duration::from_secs(5));
 }
+
+/// An INVITE with Replaces (RFC 3891) from a new phone takes over a parked caller's dialog,
+/// whichever of the two workers holds it: dispatch sends it to the replaced dialog's worker.
+/// Eight times with random Call-IDs (a missed routing would be 481 about half the time).
+#[test]
+fn an_invite_with_replaces_takes_over_a_call_whichever_worker_holds_it() {
+    let (s, _config) = start("replaces");
+    for i in 0..8 {
+        let (old, _old_rtp) = answered_call(&s, "700");
+        let rtp = Rtp::bind();
+        let offer = sdp(rtp.port, &[PCMU], "sendrecv");
+        let replaces = format!("Replaces: {}\r\n", old.replaces());
+        let (mut new, ok) = (0..OVERLOAD_RETRIES)
+            .find_map(|_| {
+                let mut new = Uac::new(s.sip, "700");
+                new.send_request("INVITE", &replaces, &offer);
+                let ok = new.final_response("INVITE", Duration::from_secs(5));
+                if ok.status() != Some(503) {
+                    return Some((new, ok));
+                }
+                new.invite_answered(&ok);
+                std::thread::sleep(Duration::from_millis(500));
+                None
+            })
+            .expect("refused as overloaded every time");
+        assert_eq!(ok.status(), Some(200), "call {i}: {ok:?}");
+        new.invite_answered(&ok);
+        new.ack("");
+        old.expect_request("BYE", Duration::from_secs(5));
+        assert_eq!(new.bye().status(), Some(200));
+    }
+}
