@@ -2,7 +2,8 @@
 //! retrieves or picks up lands on another worker than the call it joins about half the time
 //! (random Call-IDs): park at 700 and retrieve by dialling the slot (the retriever hears the
 //! parked caller), a parked call that times out rings back its parker (a SIPp phone), directed
-//! and group pickup of a call ringing a SIPp phone registered as a user.
+//! and group pickup of a call ringing a SIPp phone registered as a user, and an INVITE with
+//! Replaces reaching the worker of the dialog it replaces.
 
 mod common;
 
