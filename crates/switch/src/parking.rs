@@ -27,7 +27,8 @@ struct ParkedCall {
 
 /// Where a parked call's own program stands (`Engine::parked_step`).
 enum Stage {
-    /// Telling `leg` the slot: the digits still to say.
+    /// Telling `leg` the slot: the digits still to say. Another leg than the parked caller
+    /// (a transferor) is told while the caller hears its music already.
     Announce { leg: LegIdx, left: Vec<char> },
     /// Music on hold to start.
     Music,
@@ -85,18 +86,24 @@ impl Engine {
             stage: Stage::Music,
         };
         self.parking.here.insert(call, parked);
-        self.announce_slot(call, Call::CALLER);
+        // Parked by a transfer (transfer.rs), the transferor is told, while its leg lasts.
+        let parker = self.transferor(call).unwrap_or(Call::CALLER);
+        self.announce_slot(call, parker);
     }
 
-    /// Tells leg `leg` of parked call `call` its slot, digit by digit, then plays the parked
-    /// party music on hold. The `park` step announces to the caller it parks; a transfer to
-    /// the park extension announces to the transferor.
+    /// Tells leg `leg` of parked call `call` its slot, digit by digit, and plays the parked
+    /// party music on hold (after the slot when it is the one told). The `park` step announces
+    /// to the caller it parks, or to the transferor when a transfer brought the caller there.
     pub(crate) fn announce_slot(&mut self, call: usize, leg: LegIdx) {
         let Some(p) = self.parking.here.get_mut(&call) else {
             return;
         };
         let left = p.slot.chars().rev().collect();
         p.stage = Stage::Announce { leg, left };
+        if leg != Call::CALLER {
+            let music = self.s.parking.lots.get(&p.lot).map(|l| l.music.clone());
+            self.hold_music(call, music.unwrap_or_default());
+        }
         if let Some(c) = self.calls.get_mut(call) {
             if !matches!(c.wait, Wait::File | Wait::Playback) {
                 c.wait = Wait::None;
@@ -123,7 +130,9 @@ impl Engine {
                         let file = format!("{}/{d}.wav", dir.trim_end_matches('/'));
                         self.play_file(call, leg, file, false, true);
                     }
-                    None => p.stage = Stage::Music,
+                    // The caller's music is on already when another leg was told.
+                    None if leg == Call::CALLER => p.stage = Stage::Music,
+                    None => p.stage = Stage::Held,
                 }
             }
             Stage::Music => {

@@ -174,8 +174,8 @@ fn holding_a_retrieved_call_plays_the_other_party_music() {
 }
 
 /// A blind transfer to 700 parks the transferee (it takes the call's caller's place): the
-/// transferor hears the transfer succeed, and whoever dials the slot — on either worker — is
-/// joined to the transferee.
+/// transferor hears the transfer succeed and is told the slot while the transferee hears
+/// music, and whoever dials the slot — on either worker — is joined to the transferee.
 #[test]
 fn a_blind_transfer_to_700_parks_the_transferee() {
     let (mut n, sw, a, c) = setup(15, 2);
@@ -193,6 +193,17 @@ fn a_blind_transfer_to_700_parks_the_transferee() {
             .requests_of(&Method::Notify)
             .iter()
             .any(|m| net::body(m).contains("200"))));
+        // Bob, the transferor, is told the slot while Alice already hears music.
+        let t = n.now;
+        n.run_for(ms(800));
+        assert!(
+            rtp_after(&mut n, b, t) > 20,
+            "round {round}: Bob hears the slot"
+        );
+        assert!(
+            rtp_after(&mut n, a, t) > 20,
+            "round {round}: Alice hears music"
+        );
         n.bye(b, cb);
         assert!(n.run_until(secs(2), |n| n
             .sw(sw)
