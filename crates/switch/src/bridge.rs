@@ -269,6 +269,7 @@ impl Engine {
         for mut leg in losers {
             self.release_outbound(&mut leg, 26, true, now);
         }
+        self.queue_answered(call, now);
         let branch = self.branch();
         let out = self.calls[call].callee();
         let Some(peer) = out.and_then(Leg::dialog).map(|d| d.peer) else {
@@ -356,6 +357,7 @@ impl Engine {
         }
         if let Some(mut leg) = failed {
             self.release_outbound(&mut leg, 16, false, now);
+            self.queue_fork_failed(call, leg.call_id(), status, now);
         }
     }
 
@@ -372,12 +374,19 @@ impl Engine {
         }
         let c = &mut self.calls[call];
         let Some(mut out) = c.take_callee(false) else {
+            if self.queue_agents_failed(call, status, now) {
+                return;
+            }
+            let c = &mut self.calls[call];
             c.bridge_status = Some(status);
             c.wait = Wait::None;
             self.calls.run_later(call);
             return;
         };
         self.release_outbound(&mut out, 16, true, now);
+        if self.queue_agents_failed(call, status, now) {
+            return;
+        }
         let c = &mut self.calls[call];
         let dialstatus = match status {
             486 | 600 => "BUSY",

@@ -4,11 +4,13 @@
 //! `file:line:column: key: message` and says what would be accepted.
 
 mod iax2;
+mod queues;
 pub(crate) mod raw;
 mod source;
 mod trunks;
 
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
+pub use queues::{Queue, Strategy};
 pub use trunks::{trunk_target, Trunk, TrunkHost};
 
 use std::fmt;
@@ -78,6 +80,8 @@ pub struct Config {
     pub security: Security,
     /// `[[trunks]]`: SIP trunks to providers.
     pub trunks: Vec<Trunk>,
+    /// `[queues.NAME]`: call queues.
+    pub queues: Vec<Queue>,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -338,6 +342,8 @@ impl Config {
         let security = security(raw.security, &dialplan, &mut d);
         let trunks = trunks::trunks(raw.trunks, &mut d);
         trunks::check_dialplan(&trunks, &raw.dialplan, |c| dialplan.has_context(c), &mut d);
+        let queues = queues::queues(raw.queues, &mut d);
+        queues::check_dialplan(&queues, &raw.dialplan, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -364,6 +370,7 @@ impl Config {
             proxy,
             security,
             trunks,
+            queues,
             warnings: found,
         })
     }

@@ -19,6 +19,7 @@ pub mod keepalive;
 mod media_out;
 mod ports;
 mod proxy;
+pub mod queues;
 mod record_route;
 pub mod registrar;
 pub mod slots;

@@ -413,6 +413,12 @@ pub(crate) enum Pending {
         msg: Message,
         peer: Peer,
     },
+    /// A queue's agent being located for a waiting caller (queues.rs).
+    Queue {
+        call: usize,
+        gen: u64,
+        agent: Box<str>,
+    },
     /// `bridge user/NAME` waiting for the callee's bindings.
     Dial {
         call: usize,
@@ -586,6 +592,9 @@ impl Engine {
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now),
             },
+            Pending::Queue { call, gen, agent } => {
+                self.queue_located(call, gen, agent, result, now)
+            }
             Pending::Dial { call, gen, timeout } => {
                 let live = self
                     .calls
@@ -1055,7 +1064,9 @@ impl Engine {
         self.store_op(op, Pending::Dial { call, gen, timeout });
     }
 
-    fn dial_bindings(
+    /// Rings every contact of `bindings` (none: the bridge fails with 480); a callee already
+    /// ringing (another queue agent) rings on beside them.
+    pub(crate) fn dial_bindings(
         &mut self,
         call: usize,
         mut bindings: Vec<Binding>,
@@ -1073,14 +1084,12 @@ impl Engine {
             // route set and its first hop is where the INVITE goes. Otherwise the INVITE goes
             // where the REGISTER came from (NAT), not to the Contact's host.
             let (route_set, peer) = self.route_to(b);
-            if i > 0 {
-                // The previous contact keeps ringing as a fork; a failed dial ends the loop.
-                let Some(c) = self.calls.get_mut(call) else {
-                    return;
-                };
-                if !c.demote_callee() {
-                    return;
-                }
+            // The previous contact keeps ringing as a fork; a failed dial ends the loop.
+            let Some(c) = self.calls.get_mut(call) else {
+                return;
+            };
+            if (i > 0 || c.callee().is_some()) && !c.demote_callee() {
+                return;
             }
             self.bridge_to(call, &b.contact, peer, route_set, timeout, now);
         }

@@ -56,6 +56,19 @@ pub enum Step {
     Goto {
         context: String,
     },
+    /// Waits in a call queue (queues.rs) until an agent answers; on max wait the program goes
+    /// on with QUEUESTATUS set.
+    Queue {
+        queue: String,
+    },
+    /// The caller's user joins the queue as an agent.
+    QueueLogin {
+        queue: String,
+    },
+    /// The caller's user leaves the queue.
+    QueueLogout {
+        queue: String,
+    },
 }
 
 /// What `playback` plays.
@@ -84,7 +97,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 12] = [
+const APPS: [(&str, Option<&str>, &[&str]); 15] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -97,6 +110,9 @@ const APPS: [(&str, Option<&str>, &[&str]); 12] = [
     ("set", None, &[]),
     ("hangup", Some("cause"), &[]),
     ("goto", Some("context"), &[]),
+    ("queue", Some("queue"), &[]),
+    ("queue_login", Some("queue"), &[]),
+    ("queue_logout", Some("queue"), &[]),
 ];
 
 const DEFAULT_RECORD_MAX: Duration = Duration::from_secs(60);
@@ -333,6 +349,15 @@ impl Args {
                     })
                 })?,
             },
+            "queue" => Step::Queue {
+                queue: self.required("queue")?,
+            },
+            "queue_login" => Step::QueueLogin {
+                queue: self.required("queue")?,
+            },
+            "queue_logout" => Step::QueueLogout {
+                queue: self.required("queue")?,
+            },
             _ => Step::Goto {
                 context: self.required("context")?,
             },
@@ -362,6 +387,7 @@ fn usage(app: &str) -> String {
         "set" => "set NAME=VALUE",
         "hangup" => "hangup [CAUSE]",
         "goto" => "goto CONTEXT",
+        "queue" | "queue_login" | "queue_logout" => return format!("usage: {app} QUEUE"),
         other => other,
     };
     format!("usage: {example}")
