@@ -135,7 +135,8 @@ impl Engine {
             };
             match result {
                 Ok(prompt) => {
-                    self.files.prompts.insert(file, prompt);
+                    self.files.prompts.insert(file.clone(), prompt);
+                    self.queue_prompt_loaded(&file);
                 }
                 Err(e) => self.warn(format!("prompt {file}: {e}")),
             }

@@ -463,6 +463,20 @@ impl Engine {
         self.queue_music(call);
     }
 
+    /// A prompt asked for ahead arrived: if it is the music, the callers waiting without it
+    /// hear it now.
+    pub(crate) fn queue_prompt_loaded(&mut self, file: &str) {
+        if file != MUSIC {
+            return;
+        }
+        let calls: Vec<usize> = self.queued.calls.keys().copied().collect();
+        for call in calls {
+            if !matches!(self.queued.calls[&call].phase, Phase::Connected { .. }) {
+                self.queue_music(call);
+            }
+        }
+    }
+
     /// Music for a caller waiting (or hearing agents ring).
     fn queue_music(&mut self, call: usize) {
         let announcing = self
