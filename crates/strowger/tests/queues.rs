@@ -1,0 +1,129 @@
+//! Call queues in the real process: SIPp agents registered as users 1001 and 1002 take the
+//! calls of SIPp callers waiting in queue `support` in the order the callers came
+//! (tests/configs/queues.toml), and a caller waiting hears music, then its position.
+
+mod common;
+
+use common::audio::{best_correlation, read_wav, rms, ulaw_decode_all};
+use common::net::free_port;
+use common::registrar::registered;
+use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
+use common::sipp::{Scenario, Sipp};
+use common::switch::{config_path, Opts};
+use common::Strowger;
+use std::time::Duration;
+
+fn start(label: &str) -> Strowger {
+    Strowger::with(
+        label,
+        Opts {
+            config_file: Some(config_path("queues.toml")),
+            workers: Some(2),
+            ..Opts::default()
+        },
+    )
+}
+
+/// Four callers 300 ms apart, two agents (round robin) who each talk a second and hang up:
+/// the first two callers go to 1001 and 1002, the third to the agent free first (1001), the
+/// fourth to 1002; every caller is hung up by the switch when its agent hangs up.
+#[test]
+fn sipp_callers_are_answered_in_arrival_order_by_sipp_agents() {
+    let s = start("queues-order");
+    let ports = [free_port(), free_port()];
+    registered(&s, "1001", "secret-1001", ports[0]);
+    registered(&s, "1002", "secret-1002", ports[1]);
+    let agents: Vec<_> = ports
+        .iter()
+        .map(|&p| {
+            Sipp::new(Scenario::File("uas_agent.xml"))
+                .port(p)
+                .calls(2, 10, 2)
+                .spawn(None, s.dir.path())
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300)); // let them bind
+    let mut callers = Vec::new();
+    for _ in 0..4 {
+        let c = Sipp::new(Scenario::File("switch_bye.xml"))
+            .service("7000")
+            .spawn(Some(s.sip), s.dir.path());
+        callers.push(c);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let caller_ports: Vec<u16> = callers.iter().map(|c| c.addr.port()).collect();
+    for c in callers {
+        c.finish().assert_ok(1);
+    }
+    let mut taken = Vec::new();
+    for a in agents {
+        let r = a.finish();
+        r.assert_ok(2);
+        let from: Vec<usize> = r
+            .received()
+            .iter()
+            .filter(|m| m.method() == Some("INVITE"))
+            .map(|m| {
+                let from = m.header("from").unwrap_or_default().to_string();
+                caller_ports
+                    .iter()
+                    .position(|p| from.contains(&format!(":{p}>")))
+                    .unwrap_or_else(|| panic!("INVITE from {from}, callers at {caller_ports:?}"))
+            })
+            .collect();
+        taken.push(from);
+    }
+    assert_eq!(
+        taken,
+        [vec![0, 2], vec![1, 3]],
+        "callers taken by 1001, 1002"
+    );
+    let cdrs = s.wait_cdrs(4);
+    assert!(cdrs.iter().all(|c| c.str("exten") == "7000"), "{cdrs:?}");
+    let log = s.stderr();
+    assert!(
+        log.contains("queue support: call with agent") && log.contains("answered 4"),
+        "{}",
+        common::tail(&log, 30)
+    );
+}
+
+/// A caller of the agentless queue: answered at once, it hears music (RTP that is not
+/// silence) and after announce_s (2 s) "you are next" from the sounds directory; at max_wait_s
+/// (4 s) the next step hangs up.
+#[test]
+fn a_waiting_caller_hears_music_then_its_position() {
+    let s = start("queues-music");
+    let mut rtp = Rtp::bind();
+    let mut uac = Uac::new(s.sip, "7001");
+    let resp = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv"));
+    assert_eq!(resp.status(), Some(200), "{resp:?}");
+    rtp.remote = Some(sdp_audio(&resp.body).0);
+    uac.ack("");
+    let pkts = rtp.recv_for(Duration::from_millis(3500));
+    let pcm: Vec<i16> = pkts
+        .iter()
+        .filter(|p| p.pt == 0)
+        .flat_map(|p| ulaw_decode_all(&p.payload))
+        .collect();
+    assert!(pkts.len() > 150, "{} RTP packets in 3.5 s", pkts.len());
+    let music = rms(&pcm[..8000 * 3 / 2]);
+    assert!(
+        music > 300.0,
+        "music while waiting, not silence: rms {music:.0}"
+    );
+    let next = read_wav(std::path::Path::new(
+        "/usr/share/asterisk/sounds/en_US_f_Allison/queue-youarenext.wav",
+    ));
+    // sig[i] ≈ next[i + lag]: the announcement starts 2 s after the answer, which is 1.5 s to
+    // 3 s into what arrived.
+    let (c, lag) = best_correlation(&pcm, &next.samples, 8000 * 5 / 2, 8000, -24000..=-12000);
+    assert!(
+        c > 0.8,
+        "\"you are next\" after 2 s: correlation {c:.3} at lag {lag}"
+    );
+    let bye = uac.expect_request("BYE", Duration::from_secs(3));
+    uac.respond(&bye, 200);
+    let cdrs = s.wait_cdrs(1);
+    assert_eq!(cdrs[0].str("exten"), "7001");
+}
