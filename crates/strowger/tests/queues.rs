@@ -5,12 +5,13 @@
 mod common;
 
 use common::audio::{best_correlation, read_wav, rms, ulaw_decode_all};
+use common::baresip::Baresip;
 use common::net::free_port;
 use common::registrar::registered;
 use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp};
 use common::switch::{config_path, Opts};
-use common::Strowger;
+use common::{wait_for, Strowger};
 use std::time::Duration;
 
 fn start(label: &str) -> Strowger {
@@ -126,4 +127,61 @@ fn a_waiting_caller_hears_music_then_its_position() {
     uac.respond(&bye, 200);
     let cdrs = s.wait_cdrs(1);
     assert_eq!(cdrs[0].str("exten"), "7001");
+}
+
+/// Two baresips registered as the agents 1001 and 1002 (auto answer) take the calls of two
+/// SIPp callers queued at 7000, one each (round robin).
+#[test]
+fn two_baresip_agents_take_queued_calls() {
+    let s = start("queues-baresip");
+    let demo = common::repo_root().join("assets/demo.wav");
+    let agent = |user: &str| {
+        let account = format!(
+            "<sip:{user}@127.0.0.1:{port}>;auth_pass=secret-{user};regint=600;\
+             audio_codecs=PCMU;answermode=auto",
+            port = s.sip.port()
+        );
+        let b = Baresip::spawn(s.dir.path(), user, &account, &demo, &[], 12);
+        let registered = wait_for(Duration::from_secs(10), || {
+            b.log().contains("200 OK").then_some(())
+        });
+        assert!(
+            registered.is_some(),
+            "{user} did not register:\n{}",
+            b.log()
+        );
+        b
+    };
+    let agents = [agent("1001"), agent("1002")];
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let c = Sipp::new(Scenario::Builtin("uac"))
+                .service("7000")
+                .duration_ms(3000)
+                .spawn(Some(s.sip), s.dir.path());
+            std::thread::sleep(Duration::from_millis(300));
+            c
+        })
+        .collect();
+    for c in callers {
+        c.finish().assert_ok(1);
+    }
+    let cdrs = s.wait_cdrs(2);
+    let mut bridged: Vec<&str> = cdrs.iter().map(|c| c.str("bridged_to")).collect();
+    bridged.sort();
+    assert!(
+        bridged[0].starts_with("sip:1001-") && bridged[1].starts_with("sip:1002-"),
+        "one call each to the agents' registered contacts: {cdrs:?}"
+    );
+    for (a, user) in agents.into_iter().zip(["1001", "1002"]) {
+        a.finish(&format!("agent {user}"));
+    }
+    let log = s.stderr();
+    for user in ["1001", "1002"] {
+        assert!(
+            log.contains(&format!("queue support: call with agent {user} ended")),
+            "{}",
+            common::tail(&log, 20)
+        );
+    }
 }
