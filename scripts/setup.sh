@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian packages only, what strowger needs: `setup.sh build` the C libraries the
-# binary links (codecs), `setup.sh` (or `setup.sh test`) those plus every tool and server the
-# tests use. Idempotent and quiet: `apt-get update` runs once, and only when something is missing.
+# binary links (codecs) and the sounds of its default configuration, `setup.sh` (or
+# `setup.sh test`) those plus every tool and server the tests use. Idempotent and quiet: `apt-get update` runs once, and only when something is missing.
 set -euo pipefail
 
 # package -> a command (or file) it provides, so present packages cost no apt call.
@@ -11,6 +11,10 @@ declare -A build=(
   [libspeex-dev]=/usr/include/speex/speex.h
   [libspeexdsp-dev]=/usr/include/speex/speex_resampler.h
   [libopus-dev]=/usr/include/opus/opus.h
+  # the default configuration's music on hold, and the prompts of its queue and parking lot
+  # (also the PESQ quality test's human voice and music; CC-BY-SA 3.0)
+  [asterisk-core-sounds-en-wav]=/usr/share/asterisk/sounds/en_US_f_Allison/demo-congrats.wav
+  [asterisk-moh-opsound-wav]=/usr/share/asterisk/moh/macroform-cold_day.wav
 )
 declare -A want=(
   [sip-tester]=sipp
@@ -31,9 +35,6 @@ declare -A want=(
   [kamailio]=/usr/sbin/kamailio
   [dnsmasq-base]=/usr/sbin/dnsmasq
   [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
-  # a human voice and music (CC-BY-SA 3.0) for the PESQ quality test
-  [asterisk-core-sounds-en-wav]=/usr/share/asterisk/sounds/en_US_f_Allison/demo-congrats.wav
-  [asterisk-moh-opsound-wav]=/usr/share/asterisk/moh/macroform-cold_day.wav
 )
 for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
 if [[ ${1:-test} == build ]]; then

@@ -18,6 +18,7 @@ use crate::demux::Demux;
 use crate::frames::{DigitIn, Frame, FrameOut, Output, MIN_DIGIT};
 use crate::leg::{Leg, Playout, Source};
 use crate::legs::Legs;
+use crate::playlist::{Cursor, Playlist};
 use crate::recorder::{RecordError, RecordSink, Recorder};
 use crate::stream::OutStream;
 use crate::tone::ToneGen;
@@ -296,6 +297,31 @@ impl Engine {
                 pos: 0,
                 looped,
                 playout,
+                list: None,
+            },
+        );
+    }
+
+    /// Plays `list`'s tracks one after another until something else is started (music on
+    /// hold): in order from the first, or shuffled from any. Each track's packets in the leg's
+    /// format are encoded once and shared, as `play` with `cache` does.
+    pub fn play_list(&mut self, id: LegId, list: Arc<Playlist>) {
+        let Some(leg) = self.legs.get(id.0) else {
+            return;
+        };
+        let seed = self.rng.u64(1..);
+        let at = list.first(seed);
+        let prompt = list.tracks()[at].clone();
+        let one = list.tracks().len() == 1;
+        let playout = playout(leg.format, &prompt, true);
+        self.set_source(
+            id,
+            Source::Prompt {
+                prompt,
+                pos: 0,
+                looped: one,
+                playout,
+                list: (!one).then(|| Box::new(Cursor { list, at, seed })),
             },
         );
     }
@@ -884,6 +910,9 @@ where
             frame_out(id, leg, &header, &buf[HEADER_LEN..len], now, tx);
         }
         due += leg.ptime;
+        if done && next_track(leg) {
+            continue;
+        }
         if done {
             leg.source = Source::Idle;
             events.push_back(MediaEvent::PlaybackDone { leg: id });
@@ -1069,6 +1098,26 @@ fn send_report<F>(
             payload: &buf[..n],
         });
     }
+}
+
+/// Moves a leg whose track just ended to its playlist's next track; false if it plays no list.
+fn next_track(leg: &mut Leg) -> bool {
+    let format = leg.format;
+    let Source::Prompt {
+        prompt,
+        pos,
+        playout: out,
+        list: Some(cursor),
+        ..
+    } = &mut leg.source
+    else {
+        return false;
+    };
+    cursor.at = cursor.list.after(cursor.at, &mut cursor.seed);
+    *prompt = cursor.list.tracks()[cursor.at].clone();
+    *pos = 0;
+    *out = playout(format, prompt, true);
+    true
 }
 
 /// How `prompt` becomes the packets of a leg in `format` (see [`Engine::play`]).

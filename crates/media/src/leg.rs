@@ -89,6 +89,8 @@ pub(crate) enum Source {
         pos: usize,
         looped: bool,
         playout: Playout,
+        /// The playlist this prompt is a track of: when it ends, the next one plays.
+        list: Option<Box<crate::playlist::Cursor>>,
     },
     Tone(ToneGen),
     /// Packets arriving on the peer are relayed out of this leg, and vice
@@ -324,6 +326,7 @@ impl Leg {
                         pos,
                         looped,
                         playout: Playout::Live(Some(tr)),
+                        ..
                     } => {
                         let packets = prompt.coded().map_or(&[][..], |(_, p)| &p[..]);
                         return transcode_packet(tr, packets, pos, *looped, ms, out);

@@ -194,6 +194,29 @@ fn looped_playback_wraps_without_finishing() {
     assert!(events(&mut e).is_empty());
 }
 
+/// Music on hold from a class of files: each track follows the last without an event, and the
+/// list starts over after its last track, for as long as the leg plays it.
+#[test]
+fn a_playlist_plays_its_tracks_in_turn_without_finishing() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(2);
+    let leg = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let track = |level: i16| Arc::new(Prompt::from_pcm("t", &[level; 320]));
+    let (a, b) = (track(1000), track(-6000));
+    let list = crate::Playlist::new(vec![a.clone(), b.clone()], false).unwrap();
+    e.play_list(leg, Arc::new(list));
+    assert!(e.generating());
+    let sent: Vec<_> = (0..8)
+        .flat_map(|i| tick(&mut e, t0 + 20 * MS * i))
+        .collect();
+    let (a, b) = (a.encoded(G711::Pcmu), b.encoded(G711::Pcmu));
+    let expect = [a, b, a, b].concat();
+    assert_eq!(contiguous(&sent, 160), expect);
+    assert!(events(&mut e).is_empty(), "a playlist never ends");
+    e.unbridge(leg);
+    assert!(!e.generating(), "stopped by whatever plays next");
+}
+
 #[test]
 fn late_ticks_catch_up_and_stalls_skip_ahead() {
     let t0 = Instant::now();

@@ -72,6 +72,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         })?;
     }
     let dialplan = Arc::new(cfg.dialplan.clone());
+    let music = Arc::new(crate::music::load(&cfg.music, &data_dir));
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())
         .map_err(|e| e.to_string())?;
@@ -178,6 +179,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             workers,
         );
         settings.queues = board.clone();
+        settings.music = music.clone();
         let udp_socks = worker::udp_sockets(&udp).map_err(|e| {
             format!("cannot listen for SIP on UDP {udp:?}: {e} (change sip.listen or --sip-listen)")
         })?;

@@ -89,11 +89,11 @@ fn sipp_callers_are_answered_in_arrival_order_by_sipp_agents() {
     );
 }
 
-/// A caller of the agentless queue: answered at once, it hears music (RTP that is not
-/// silence) and after announce_s (2 s) "you are next" from the sounds directory; at max_wait_s
-/// (4 s) the next step hangs up.
+/// A caller of the agentless queue: answered at once, it hears the music class (RTP that is
+/// not silence: the class's first file), after announce_s (2 s) "you are next" from the
+/// sounds directory, then the music again; at max_wait_s (9 s) the next step hangs up.
 #[test]
-fn a_waiting_caller_hears_music_then_its_position() {
+fn a_waiting_caller_hears_music_then_its_position_then_music() {
     let s = start("queues-music");
     let mut rtp = Rtp::bind();
     let mut uac = Uac::new(s.sip, "7001");
@@ -101,17 +101,26 @@ fn a_waiting_caller_hears_music_then_its_position() {
     assert_eq!(resp.status(), Some(200), "{resp:?}");
     rtp.remote = Some(sdp_audio(&resp.body).0);
     uac.ack("");
-    let pkts = rtp.recv_for(Duration::from_millis(3500));
+    let pkts = rtp.recv_for(Duration::from_millis(8500));
     let pcm: Vec<i16> = pkts
         .iter()
         .filter(|p| p.pt == 0)
         .flat_map(|p| ulaw_decode_all(&p.payload))
         .collect();
-    assert!(pkts.len() > 150, "{} RTP packets in 3.5 s", pkts.len());
+    assert!(pkts.len() > 400, "{} RTP packets in 8.5 s", pkts.len());
     let music = rms(&pcm[..8000 * 3 / 2]);
     assert!(
         music > 300.0,
         "music while waiting, not silence: rms {music:.0}"
+    );
+    // The music class's first file from its start: 1 s of it, 0.3 s in.
+    let first = read_wav(std::path::Path::new(
+        "/usr/share/asterisk/moh/macroform-cold_day.wav",
+    ));
+    let (c, lag) = best_correlation(&pcm, &first.samples, 2400, 8000, -4000..=4000);
+    assert!(
+        c > 0.9,
+        "the default music class: correlation {c:.3} at lag {lag}"
     );
     let next = read_wav(std::path::Path::new(
         "/usr/share/asterisk/sounds/en_US_f_Allison/queue-youarenext.wav",
@@ -122,6 +131,18 @@ fn a_waiting_caller_hears_music_then_its_position() {
     assert!(
         c > 0.8,
         "\"you are next\" after 2 s: correlation {c:.3} at lag {lag}"
+    );
+    // "You are next" lasts 5.4 s: then the music resumes for announce_s, no new announcement
+    // right away (the start of one would match at 7.5 s), until max_wait_s (9 s).
+    let resumed = rms(&pcm[8000 * 15 / 2..8000 * 8]);
+    assert!(
+        resumed > 300.0,
+        "music after the announcement: rms {resumed:.0}"
+    );
+    let (c, _) = best_correlation(&pcm, &next.samples, 8000 * 15 / 2, 4000, -62000..=-50000);
+    assert!(
+        c < 0.5,
+        "no second announcement at once: correlation {c:.3}"
     );
     let bye = uac.expect_request("BYE", Duration::from_secs(3));
     uac.respond(&bye, 200);

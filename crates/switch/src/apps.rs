@@ -135,8 +135,7 @@ impl Engine {
             };
             match result {
                 Ok(prompt) => {
-                    self.files.prompts.insert(file.clone(), prompt);
-                    self.queue_prompt_loaded(&file);
+                    self.files.prompts.insert(file, prompt);
                 }
                 Err(e) => self.warn(format!("prompt {file}: {e}")),
             }
@@ -310,6 +309,17 @@ impl Engine {
                     self.media.echo(m);
                 }
                 c.wait = Wait::Forever;
+            }
+            Step::Music { class } => {
+                if !self.answer_or_early(call, now) {
+                    return;
+                }
+                let c = &mut self.calls[call];
+                if let Some(class) = class {
+                    c.vars.set("MOH", class);
+                }
+                c.wait = Wait::Forever;
+                self.start_moh(call, Call::CALLER);
             }
             Step::Record { file, max } => {
                 if !self.answer(call, now) {

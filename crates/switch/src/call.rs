@@ -90,6 +90,8 @@ pub struct Leg {
     pub confirmed: bool,
     /// An outbound leg through a trunk: its credentials' use and the servers left to try.
     pub trunk: Option<Box<crate::trunks::Outbound>>,
+    /// The far end put the call on hold (its last offer stops it receiving).
+    pub held: bool,
 }
 
 impl Leg {
@@ -113,6 +115,7 @@ impl Leg {
             invite_tx: None,
             confirmed: false,
             trunk: None,
+            held: false,
         }
     }
 

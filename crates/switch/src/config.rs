@@ -4,12 +4,14 @@
 //! `file:line:column: key: message` and says what would be accepted.
 
 mod iax2;
+mod music;
 mod queues;
 pub(crate) mod raw;
 mod source;
 mod trunks;
 
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
+pub use music::MusicClass;
 pub use queues::{Queue, Strategy};
 pub use trunks::{trunk_target, Trunk, TrunkHost};
 
@@ -82,6 +84,8 @@ pub struct Config {
     pub trunks: Vec<Trunk>,
     /// `[queues.NAME]`: call queues.
     pub queues: Vec<Queue>,
+    /// `[moh.NAME]`: music-on-hold classes.
+    pub music: Vec<MusicClass>,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -341,9 +345,11 @@ impl Config {
         let proxy = proxy(raw.proxy, &mut d);
         let security = security(raw.security, &dialplan, &mut d);
         let trunks = trunks::trunks(raw.trunks, &mut d);
+        let music = music::music(raw.moh, &mut d);
         trunks::check_dialplan(&trunks, &raw.dialplan, |c| dialplan.has_context(c), &mut d);
         let queues = queues::queues(raw.queues, &mut d);
         queues::check_dialplan(&queues, &raw.dialplan, &mut d);
+        queues::check_music(&queues, &music, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -371,6 +377,7 @@ impl Config {
             security,
             trunks,
             queues,
+            music,
             warnings: found,
         })
     }

@@ -117,6 +117,9 @@ pub struct Settings {
     /// every worker's settings the same one (a board of its own per worker would split the
     /// queues).
     pub queues: Arc<crate::queues::Board>,
+    /// The music-on-hold classes, loaded once by the shell and shared by the workers (only the
+    /// built-in tune until the shell sets them).
+    pub music: Arc<crate::moh::Music>,
 }
 
 impl Settings {
@@ -159,6 +162,7 @@ impl Settings {
             shared_ports: cfg.rtp.shared_ports,
             max_datagram: cfg.sip.max_message_size.min(MAX_UDP_PAYLOAD),
             queues: Arc::new(crate::queues::Board::new(&cfg.queues)),
+            music: Arc::default(),
         }
     }
 }
@@ -916,6 +920,7 @@ impl Engine {
         let Some(contact) = leg.dialog().map(|d| d.local_contact.clone()) else {
             return;
         };
+        let mut held = None;
         let body = if msg.body().is_empty() {
             if msg.method() == Some(&Method::Invite) {
                 // Offer in our 200, answer in the ACK (RFC 3264 §5 / RFC 3261 §13.2.1).
@@ -937,6 +942,7 @@ impl Engine {
                         self.media
                             .update_leg(m, leg_update(&neg, self.s.symmetric_rtp));
                     }
+                    held = Some(crate::hold::holds(&neg));
                     leg.negotiated = Some(neg);
                     Some(answer.to_string())
                 }
@@ -989,6 +995,9 @@ impl Engine {
                 body.as_deref().map(str::as_bytes),
                 now,
             );
+        }
+        if let Some(held) = held {
+            self.set_held(call, at, held);
         }
     }
 
@@ -1054,7 +1063,9 @@ impl Engine {
             if let Some(m) = leg.media {
                 self.media.update_leg(m, leg_update(&neg, symmetric));
             }
+            let held = crate::hold::holds(&neg);
             leg.negotiated = Some(neg);
+            self.set_held(at.call, at.leg, held);
         }
     }
 
@@ -1213,7 +1224,7 @@ impl Engine {
                     c.wait = Wait::None;
                     self.calls.run_later(call);
                 } else {
-                    self.queue_playback_done(call);
+                    self.queue_playback_done(call, now);
                 }
             }
             E::Dtmf { digit, .. } => {

@@ -10,7 +10,7 @@ mod board;
 
 pub use board::{Action, Board, Stats};
 
-use crate::call::Wait;
+use crate::call::{Call, Wait};
 use crate::config::Queue as Config;
 use crate::engine::Engine;
 use crate::io::Level;
@@ -34,9 +34,6 @@ const PROMPTS: [&str; 7] = [
     "queue-minute",
     "queue-minutes",
 ];
-
-/// Until music on hold is a class of its own, callers hear the built-in announcement.
-const MUSIC: &str = "demo";
 
 /// This worker's callers in queues.
 #[derive(Default)]
@@ -100,6 +97,10 @@ impl Engine {
         self.load_prompts(&cfg.sounds_dir);
         let c = &mut self.calls[call];
         c.wait = Wait::Forever;
+        // The queue's music, unless the call's context chose a class (`set MOH=...`).
+        if c.vars.get("MOH").is_none() {
+            c.vars.set("MOH", cfg.music.clone());
+        }
         let q = QueueCall {
             gen: c.timer_gen,
             next_announce: cfg.announce.map(|a| now + a),
@@ -407,16 +408,15 @@ impl Engine {
             return;
         };
         self.queued.by_ticket.remove(&q.ticket);
+        self.stop_moh(call, Call::CALLER);
         let c = &mut self.calls[call];
         c.vars.set("QUEUESTATUS", status);
-        if let Some(m) = c.caller().media {
-            self.media.silence(m);
-        }
         c.wait = Wait::None;
         self.calls.run_later(call);
     }
 
-    /// Announces the caller's position and expected wait when its `announce_s` is up.
+    /// Announces the caller's position and expected wait when `announce_s` of music since
+    /// joining or since the last announcement are up.
     fn announce(&mut self, call: usize, position: usize, expected: Option<Duration>, now: Instant) {
         let Some(q) = self.queued.calls.get_mut(&call) else {
             return;
@@ -425,30 +425,30 @@ impl Engine {
         if !due || !matches!(q.phase, Phase::Waiting) || q.announcing.is_some() {
             return;
         }
-        q.next_announce = q.cfg.announce.map(|a| now + a);
+        // The next one is due `announce_s` after this one ends (`next_prompt`).
+        q.next_announce = None;
         let dir = &q.cfg.sounds_dir;
         let pieces = announcement(position, expected);
         q.announcing = Some(pieces.iter().map(|p| format!("{dir}/{p}.wav")).collect());
-        self.next_prompt(call);
+        self.next_prompt(call, now);
     }
 
     /// A prompt ended on a queue caller's leg: the announcement goes on, or the music
-    /// resumes. False if the call is not announcing.
-    pub(crate) fn queue_playback_done(&mut self, call: usize) -> bool {
+    /// resumes.
+    pub(crate) fn queue_playback_done(&mut self, call: usize, now: Instant) {
         let announcing = self
             .queued
             .calls
             .get(&call)
             .is_some_and(|q| q.announcing.is_some());
         if announcing {
-            self.next_prompt(call);
+            self.next_prompt(call, now);
         }
-        announcing
     }
 
     /// Plays the announcement's next prompt (one the shell could not load is left out), or
-    /// the music after the last.
-    fn next_prompt(&mut self, call: usize) {
+    /// the music after the last, until the next announcement.
+    fn next_prompt(&mut self, call: usize, now: Instant) {
         let Some(q) = self.queued.calls.get_mut(&call) else {
             return;
         };
@@ -460,43 +460,26 @@ impl Engine {
             }
         }
         q.announcing = None;
+        q.next_announce = q.cfg.announce.map(|a| now + a);
         self.queue_music(call);
     }
 
-    /// A prompt asked for ahead arrived: if it is the music, the callers waiting without it
-    /// hear it now.
-    pub(crate) fn queue_prompt_loaded(&mut self, file: &str) {
-        if file != MUSIC {
-            return;
-        }
-        let calls: Vec<usize> = self.queued.calls.keys().copied().collect();
-        for call in calls {
-            if !matches!(self.queued.calls[&call].phase, Phase::Connected { .. }) {
-                self.queue_music(call);
-            }
-        }
-    }
-
-    /// Music for a caller waiting (or hearing agents ring).
+    /// Music for a caller waiting (or hearing agents ring), unless an announcement plays.
     fn queue_music(&mut self, call: usize) {
         let announcing = self
             .queued
             .calls
             .get(&call)
             .is_some_and(|q| q.announcing.is_some());
-        let m = self.calls.get(call).and_then(|c| c.caller().media);
-        if let (false, Some(m), Some(p)) = (announcing, m, self.files.prompt(MUSIC)) {
-            self.media.play(m, p, true, true);
+        if !announcing {
+            self.start_moh(call, Call::CALLER);
         }
     }
 
-    /// Asks the shell once for the prompts of announcements in `dir`, and the music.
+    /// Asks the shell once for the prompts of announcements in `dir`.
     fn load_prompts(&mut self, dir: &str) {
         if !self.queued.loaded.insert(dir.to_string()) {
             return;
-        }
-        if self.queued.loaded.len() == 1 {
-            self.preload(MUSIC.to_string());
         }
         let digits = (0..=20)
             .chain((30..=90).step_by(10))

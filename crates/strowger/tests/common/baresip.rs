@@ -11,6 +11,8 @@ use std::process::{Child, Command, Stdio};
 pub struct Baresip {
     child: Option<Child>,
     conf: PathBuf,
+    /// Its console (the cons module): commands sent here as UDP datagrams run as if typed.
+    console: u16,
 }
 
 impl Baresip {
@@ -42,6 +44,7 @@ impl Baresip {
         let dumps = conf.join("dumps");
         std::fs::create_dir_all(&dumps).unwrap();
         let rtp = free_port_range(10);
+        let console = free_port();
         let config = format!(
             "poll_method epoll\n\
              sip_listen {ip}:{sip_port}\n\
@@ -59,6 +62,8 @@ impl Baresip {
              module g711.so\n\
              module aufile.so\n\
              module sndfile.so\n\
+             module cons.so\n\
+             cons_listen 127.0.0.1:{console}\n\
              snd_path {dumps}\n\
              module_tmp account.so\n\
              module_app menu.so\n",
@@ -87,7 +92,18 @@ impl Baresip {
         Baresip {
             child: Some(child),
             conf,
+            console,
         }
+    }
+
+    /// Runs `command` (e.g. `/hold`, `/transfer sip:…`) now, as if typed at its console.
+    pub fn command(&self, command: &str) {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.send_to(
+            format!("{command}\n").as_bytes(),
+            ("127.0.0.1", self.console),
+        )
+        .unwrap();
     }
 
     /// Its log so far (status lines that redraw with \r split into lines, audio meters dropped).

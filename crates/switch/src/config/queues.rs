@@ -46,9 +46,11 @@ pub struct Queue {
     /// The caller leaves the queue (QUEUESTATUS=TIMEOUT, or EMPTY with no agent logged in)
     /// and its program goes on after this long.
     pub max_wait: Duration,
-    /// The music class callers hear while they wait.
+    /// The music class (`[moh.NAME]`) callers hear while they wait, unless their context
+    /// chose one (`set MOH=...`).
     pub music: String,
-    /// Position and expected wait are announced this often; None: never.
+    /// Position and expected wait are announced after this much music (from joining, then
+    /// from the end of the last announcement); None: never.
     pub announce: Option<Duration>,
     /// Where the announcement prompts are (queue-thereare.wav, digits/N.wav, ...).
     pub sounds_dir: String,
@@ -118,6 +120,28 @@ pub(crate) fn queues(
             }
         })
         .collect()
+}
+
+/// A queue's music class must be one of `[moh.NAME]` (or `default`, which always exists).
+pub(crate) fn check_music(queues: &[Queue], classes: &[super::MusicClass], d: &mut Diagnostics) {
+    for q in queues {
+        let known =
+            q.music == crate::moh::DEFAULT_CLASS || classes.iter().any(|c| c.name == q.music);
+        if !known {
+            let names: Vec<&str> = std::iter::once(crate::moh::DEFAULT_CLASS)
+                .chain(classes.iter().map(|c| c.name.as_str()))
+                .collect();
+            d.error(
+                &format!("queues.{}.music", q.name),
+                format_args!(
+                    "no music class {:?} — defined: {} (add a [moh.{}] table)",
+                    q.music,
+                    names.join(", "),
+                    q.music
+                ),
+            );
+        }
+    }
 }
 
 /// Every `queue`, `queue_login` and `queue_logout` step must name a configured queue.

@@ -22,6 +22,7 @@ pub(crate) struct RawConfig {
     pub proxy: RawProxy,
     pub security: RawSecurity,
     pub trunks: Vec<RawTrunk>,
+    pub moh: BTreeMap<String, super::music::RawMusicClass>,
     pub queues: BTreeMap<String, RawQueue>,
 }
 

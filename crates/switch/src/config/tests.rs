@@ -615,7 +615,7 @@ fn queues_take_their_defaults_and_errors_name_the_key() {
     assert_eq!(minimal.queues, default.queues);
     assert_eq!(default.queues[0].strategy, Strategy::RingAll);
     let e = errors(&format!(
-        "{MINIMAL}[queues.q]\nstrategy = \"random\"\nmax_wait_s = 0\n\
+        "{MINIMAL}[queues.q]\nstrategy = \"random\"\nmax_wait_s = 0\nmusic = \"jazz\"\n\
          [[dialplan.contexts.default.rules]]\nexten = \"2\"\nsteps = [\"queue sales\"]\n"
     ));
     assert!(e.iter().any(|m| m.contains("queues.q.strategy: \"random\" — expected one of ringall, roundrobin, leastrecent, fewestcalls")), "{e:?}");
@@ -629,4 +629,7 @@ fn queues_take_their_defaults_and_errors_name_the_key() {
             .any(|m| m.contains("steps[0]: no queue \"sales\" — defined: q")),
         "{e:?}"
     );
+    let music =
+        "queues.q.music: no music class \"jazz\" — defined: default (add a [moh.jazz] table)";
+    assert!(e.iter().any(|m| m.contains(music)), "{e:?}");
 }

@@ -29,6 +29,11 @@ pub enum Step {
     },
     /// Returns the caller's audio until the call ends.
     Echo,
+    /// Music on hold from `class` (default: the call's `MOH` variable, else `default`) until
+    /// the call ends.
+    Music {
+        class: Option<String>,
+    },
     /// Records the caller to a WAV file (relative to the data directory) until `#`,
     /// hangup or `max`; then the next step runs.
     Record {
@@ -97,13 +102,14 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 15] = [
+const APPS: [(&str, Option<&str>, &[&str]); 16] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
     ("playback", Some("file"), &["loop", "cache"]),
     ("tone", Some("tone"), &["cadence", "duration"]),
     ("echo", None, &[]),
+    ("moh", Some("class"), &[]),
     ("record", Some("file"), &["max"]),
     ("bridge", Some("uri"), &["timeout"]),
     ("wait", Some("seconds"), &[]),
@@ -198,6 +204,9 @@ impl Step {
             Step::Bridge { uri, timeout } => Step::Bridge {
                 uri: expand(uri),
                 timeout: *timeout,
+            },
+            Step::Music { class } => Step::Music {
+                class: class.as_deref().map(expand),
             },
             Step::Set { name, value } => Step::Set {
                 name: name.clone(),
@@ -298,6 +307,9 @@ impl Args {
             "ringing" => Step::Ringing,
             "progress" => Step::Progress,
             "echo" => Step::Echo,
+            "moh" => Step::Music {
+                class: self.take("class").map(|(_, v)| v),
+            },
             "playback" => Step::Playback {
                 audio: Audio::named(self.required("file")?),
                 looped: self.optional("loop", false, boolean)?,
@@ -382,6 +394,7 @@ fn usage(app: &str) -> String {
         "playback" => "playback FILE|demo [loop=true] [cache=false]",
         "tone" => "tone ringback|busy|congestion|dial|HZ+HZ [cadence=MS,MS,...] [duration=S]",
         "record" => "record FILE [max=S]",
+        "moh" => "moh [CLASS]",
         "bridge" => "bridge URI [timeout=S]",
         "wait" => "wait S",
         "set" => "set NAME=VALUE",

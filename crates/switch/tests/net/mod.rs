@@ -286,7 +286,9 @@ impl Net {
         let id = self.stations.len();
         let base = 20000 + 2000 * id as u16;
         let nodes = (0..workers)
-            .map(|w| Node::new(&shared, &addrs, w, workers, base + 500 * w as u16))
+            .map(|w| {
+                Node::starting_at(&shared, &addrs, w, workers, base + 500 * w as u16, self.now)
+            })
             .collect();
         for a in &addrs {
             assert!(self.addrs.insert(*a, id).is_none(), "{a} taken");

@@ -157,6 +157,19 @@ impl Node {
         workers: usize,
         port_base: u16,
     ) -> Node {
+        Node::starting_at(shared, addrs, worker, workers, port_base, Instant::now())
+    }
+
+    /// A node whose clock starts at `start` (a network's virtual time, however long building
+    /// the engine took in real time).
+    pub fn starting_at(
+        shared: &Shared,
+        addrs: &[SocketAddr],
+        worker: usize,
+        workers: usize,
+        port_base: u16,
+        start: Instant,
+    ) -> Node {
         let cfg = &shared.cfg;
         let media_ip = addrs[0].ip();
         let listen: Vec<_> = addrs.iter().map(|a| (Transport::Udp, *a)).collect();
@@ -165,7 +178,6 @@ impl Node {
         let mut s = Settings::new(cfg, &listen, media_ip, slots, registrar, worker, workers);
         s.data_dir = std::env::temp_dir().display().to_string();
         s.queues = shared.queues.clone();
-        let start = Instant::now();
         let engine = Engine::new(
             s,
             Arc::new(cfg.dialplan.clone()),

@@ -148,6 +148,8 @@ pub struct Ua {
     pub non_sip: Vec<(Instant, SocketAddr, Vec<u8>)>,
     /// RTP received: time, source, payload type.
     pub rtp: Vec<(Instant, SocketAddr, u8)>,
+    /// The payload of each packet in `rtp`.
+    pub rtp_payloads: Vec<Vec<u8>>,
     /// Statuses of the responses to our REGISTERs.
     pub register_statuses: Vec<u16>,
     /// What the transaction layer reported other than ends of transactions: timeouts (no
@@ -193,6 +195,7 @@ impl Ua {
             received: Vec::new(),
             non_sip: Vec::new(),
             rtp: Vec::new(),
+            rtp_payloads: Vec::new(),
             register_statuses: Vec::new(),
             register_headers: Vec::new(),
             auth: None,
@@ -464,6 +467,7 @@ impl Ua {
             // RTP (RTCP goes to the next port).
             if p.bytes.len() >= 12 && p.to.port() == self.media.port() {
                 self.rtp.push((now, p.from, p.bytes[1] & 0x7f));
+                self.rtp_payloads.push(p.bytes[12..].to_vec());
             }
             return;
         }
