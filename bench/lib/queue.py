@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Callers waiting in a call queue beside playback calls, on the same machine in the same run (bench/queue.sh).
 
-For each N of --levels, two runs one after the other, each against a fresh strowger (2 workers):
-  queue     strowger-load call --ext 7000 --rtp none: N callers wait in queue `support`, which has no agent
+For each N of --levels, three runs one after the other, each against a fresh strowger (2 workers):
+  queue     strowger-load call --ext 7000 --rtp echo: N callers wait in queue `support`, which has no agent
             (members = [], so none is ever logged in), hearing its music and, every --announce s, their position
             and expected wait (the queue's prompts from asterisk-core-sounds-en-wav); max_wait_s is past the hold;
+  moh       the same to 9198, which answers and plays the same music class (the `moh` step): the music alone,
+            so queue / moh is what the queue itself adds (board, announcements);
   playback  the same to 44444, which answers and loops the built-in announcement: the cheapest call that sends
             a stream, for comparison.
+The load generator echoes what it hears (as Test A's SIPp does), so each call has a stream each way and what
+came back shows the callers heard a stream.
 All calls come up at --rate; once every call is up (+5 s), the server's CPU (run time of all its threads,
 /proc/PID/task/*/schedstat) is taken over --window s: CPU-ms per waiting call-second = CPU-s / window / calls
-x 1000 (calls that failed are not counted as up). The ratio queue / playback is printed per level. Every
+x 1000 (calls that failed are not counted as up). The ratios to playback and to moh are printed per level. Every
 child runs in its own session with its autogroup priority raised, is bounded in calls and time, and dies
 with this script. Results: bench/results/queue.json (--results) and a Markdown table on stdout.
 """
@@ -46,8 +50,8 @@ def one(args, rundir, kind, calls):
     out = os.path.join(srv.dir, "load.json")
     ramp = calls / args.rate
     hold = ramp + 5 + args.window + 3
-    ext = "7000" if kind == "queue" else "44444"
-    lp = scale.load(args, f"127.0.0.1:{srv.port}", ext, calls, args.rate, hold, "none", out)
+    ext = {"queue": "7000", "moh": "9198", "playback": "44444"}[kind]
+    lp = scale.load(args, f"127.0.0.1:{srv.port}", ext, calls, args.rate, hold, "echo", out)
     time.sleep(ramp + 5)
     c0, l0, m0, t0 = srv.cpu(), b.proc_cpu(lp.pid), b.machine_cpu(), time.time()
     time.sleep(args.window)
@@ -81,6 +85,7 @@ def main():
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--window", type=float, default=20)
     ap.add_argument("--announce", type=int, default=10, help="the queue's announce_s")
+    ap.add_argument("--kinds", nargs="+", default=["queue", "moh", "playback"], choices=["queue", "moh", "playback"])
     ap.add_argument("--results", default="queue.json", help="file name under bench/results")
     args = ap.parse_args()
     args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
@@ -92,7 +97,7 @@ def main():
     rows = []
     try:
         for n in args.levels:
-            for kind in ("queue", "playback"):
+            for kind in args.kinds:
                 rows.append(one(args, rundir, kind, n))
     finally:
         b.kill_children()
@@ -101,13 +106,17 @@ def main():
     with open(path, "w") as f:
         json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
     b.log(f"results: {os.path.relpath(path, b.ROOT)}")
-    print("| calls | kind | server CPU | CPU-ms per call-second | vs playback | load generator CPU | RTP received | failed |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| calls | kind | server CPU | CPU-ms per call-second | vs playback | vs moh | load generator CPU | "
+          "RTP received | failed |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+
+    def vs(r, kind):
+        base = next((p for p in rows if p["kind"] == kind and p["calls"] == r["calls"]), None)
+        return f"{r['cpu_ms_per_call_s'] / base['cpu_ms_per_call_s']:.2f}" if base and base["cpu_ms_per_call_s"] else "-"
+
     for r in rows:
-        pb = next((p for p in rows if p["kind"] == "playback" and p["calls"] == r["calls"]), None)
-        vs = f"{r['cpu_ms_per_call_s'] / pb['cpu_ms_per_call_s']:.2f}" if pb and pb["cpu_ms_per_call_s"] else "-"
-        print(f"| {r['calls']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {vs} | "
-              f"{r['load_cpu_pct']} % | {r['rtp_received']} | {r['failed']} |")
+        print(f"| {r['calls']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {vs(r, 'playback')} | "
+              f"{vs(r, 'moh')} | {r['load_cpu_pct']} % | {r['rtp_received']} | {r['failed']} |")
 
 
 if __name__ == "__main__":
