@@ -401,3 +401,33 @@ fn a_user_logs_in_as_an_agent_takes_a_call_and_logs_out() {
         "{logs:?}"
     );
 }
+
+/// An agent who does not answer within member_timeout_s is cancelled and the caller goes on to
+/// the next; the silent agent is free for other callers at once (no answer is no refusal).
+#[test]
+fn an_agent_who_does_not_answer_in_time_is_cancelled_for_the_next() {
+    let mut n = Net::new(81);
+    let sw = queue_switch(
+        &mut n,
+        "members = [\"1001\", \"1002\"]\nstrategy = \"roundrobin\"\nmember_timeout_s = 2",
+        2,
+    );
+    let ags = agents(&mut n, sw, &AGENTS[..2], &[secs(100), ms(100)]);
+    let t0 = n.now;
+    let (a, c) = caller(&mut n, 5200);
+    assert!(n.run_until(secs(5), answered(ags[1], 0)));
+    let waited = n.now - t0;
+    assert!(
+        waited >= secs(2) && waited < secs(3),
+        "the next agent after the member timeout: {waited:?}"
+    );
+    let silent = n.agent(ags[0]).call(0);
+    assert_eq!(silent.state, State::Ended);
+    assert_eq!(silent.requests_of(&Method::Cancel).len(), 1);
+    assert_eq!(n.agent(a).call(c).state, State::Confirmed);
+    // The next caller rings 1001 again at once (round robin), not after a retry pause.
+    let (_b, _) = caller(&mut n, 5201);
+    assert!(n.run_until(secs(1), |n| n.agent(ags[0]).calls.len() == 2));
+    let s = stats(&mut n, sw);
+    assert_eq!((s.answered, s.waiting), (1, 1));
+}
