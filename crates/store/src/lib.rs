@@ -9,12 +9,14 @@
 //! bounded cache of what this process last saw (`ReadCache`).
 
 mod cache;
+mod forward;
 mod local;
 mod memcached;
 pub mod pipe;
 mod redis_store;
 
 pub use cache::{ReadCache, USER_TTL_S};
+pub use forward::{Forward, Forwarding};
 pub use local::LocalStore;
 pub use memcached::MemcachedStore;
 pub use redis_store::RedisStore;
@@ -127,6 +129,9 @@ pub struct Credentials {
     /// user's context routes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow: Vec<String>,
+    /// Where the user's calls go instead, set from the phone (the dialplan's `forward` step).
+    #[serde(default, skip_serializing_if = "Forwarding::is_empty")]
+    pub forward: Forwarding,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -223,6 +228,29 @@ pub trait CredentialStore: Send + Sync {
     /// Removes a user (and says whether it existed).
     fn del_user(&self, user: &str, domain: &str) -> Result<bool>;
     fn users(&self) -> Result<Vec<Credentials>>;
+    /// Sets (`target` Some) or clears one kind of the user's forwarding, every kind for `kind`
+    /// None; false when there is no such user. A read and a write: the last of two changes at
+    /// once wins, as when a phone sets the same thing twice.
+    fn set_forward(
+        &self,
+        user: &str,
+        domain: &str,
+        kind: Option<Forward>,
+        target: Option<&str>,
+    ) -> Result<bool> {
+        let Some(mut c) = self.user(user, domain)? else {
+            return Ok(false);
+        };
+        let kinds = match &kind {
+            Some(k) => std::slice::from_ref(k),
+            None => &Forward::ALL[..],
+        };
+        for k in kinds {
+            c.forward.set(*k, target.map(str::to_owned));
+        }
+        self.put_user(&c)?;
+        Ok(true)
+    }
 }
 
 /// Both services of one backend.
@@ -475,6 +503,10 @@ mod tests {
             caller_id: Some("\"Alice\" <1001>".into()),
             max_calls: 2,
             allow: vec!["^1".into()],
+            forward: Forwarding {
+                noanswer: Some("2001".into()),
+                ..Forwarding::default()
+            },
             ..c
         };
         let json = serde_json::to_string(&full).unwrap();

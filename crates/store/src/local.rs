@@ -473,6 +473,18 @@ pub(crate) mod tests {
         let s = LocalStore::open(&path).unwrap();
         assert_eq!(s.lookup("alice@x", 100).unwrap().len(), 2);
         assert_eq!(s.user("alice", "x").unwrap().unwrap().ha1_md5, "m");
+        // Forwarding set from a phone is part of the user's record, journal and snapshot.
+        assert!(s
+            .set_forward("alice", "x", Some(crate::Forward::Busy), Some("2001"))
+            .unwrap());
+        assert!(!s.set_forward("nobody", "x", None, None).unwrap());
+        drop(s);
+        let s = LocalStore::open(&path).unwrap();
+        let c = s.user("alice", "x").unwrap().unwrap();
+        assert_eq!(c.forward.target(crate::Forward::Busy), Some("2001"));
+        assert_eq!(c.ha1_md5, "m");
+        s.set_forward("alice", "x", None, None).unwrap();
+        assert!(s.user("alice", "x").unwrap().unwrap().forward.is_empty());
         assert!(!dir
             .join(format!("s.snap.tmp{}", std::process::id()))
             .exists());

@@ -120,6 +120,7 @@ fn exercise(s: &dyn Store) {
         caller_id: Some("\"Alice\" <1001>".into()),
         max_calls: 2,
         allow: vec!["^1\\d{3}$".into(), "^9196$".into()],
+        forward: store::Forwarding::default(),
     };
     s.put_user(&alice).unwrap();
     s.put_user(&Credentials {
@@ -128,6 +129,18 @@ fn exercise(s: &dyn Store) {
     })
     .unwrap();
     assert_eq!(s.user("alice", "example.com").unwrap(), Some(alice.clone()));
+    // Forwarding set from a phone is kept with the user's record, its other settings intact.
+    let busy = Some(store::Forward::Busy);
+    assert!(s
+        .set_forward("alice", "example.com", busy, Some("2001"))
+        .unwrap());
+    let read = s.user("alice", "example.com").unwrap().unwrap();
+    assert_eq!(read.forward.target(store::Forward::Busy), Some("2001"));
+    assert_eq!(read.allow, alice.allow);
+    assert!(s.set_forward("alice", "example.com", None, None).unwrap());
+    assert!(!s
+        .set_forward("carol", "example.com", busy, Some("1"))
+        .unwrap());
     assert_eq!(s.user("carol", "example.com").unwrap(), None);
     let names: Vec<String> = s.users().unwrap().into_iter().map(|c| c.user).collect();
     assert_eq!(names, ["alice", "bob"]);

@@ -302,7 +302,11 @@ const STORE_THREADS: usize = 8;
 /// `[[users]]` from the configuration, written to the store (as HA1s) before calls are taken.
 fn load_users(s: &dyn store::Store, users: &[switch::config::User]) -> Result<(), String> {
     for u in users {
-        let c = switch::registrar::user_credentials(u);
+        let mut c = switch::registrar::user_credentials(u);
+        // Forwarding is set from the phones, not the file: a restart keeps it.
+        if let Ok(Some(old)) = s.user(&u.user, &u.domain) {
+            c.forward = old.forward;
+        }
         s.put_user(&c).map_err(|e| {
             format!(
                 "cannot load [[users]] {}@{} into the store: {e}",

@@ -160,7 +160,8 @@ pub fn run(cmd: UserCmd, cfg: &Config) -> Result<(), String> {
     Ok(())
 }
 
-/// A user as `user list` shows it: USER@DOMAIN, then its settings that are not the defaults.
+/// A user as `user list` shows it: USER@DOMAIN, then its settings that are not the defaults and
+/// the forwarding its phone set.
 fn listing(c: &store::Credentials) -> String {
     let mut line = format!("{}@{}", c.user, c.domain);
     if let Some(x) = &c.context {
@@ -174,6 +175,11 @@ fn listing(c: &store::Credentials) -> String {
     }
     for a in &c.allow {
         line.push_str(&format!("  allow={a}"));
+    }
+    for kind in store::Forward::ALL {
+        if let Some(t) = c.forward.target(kind) {
+            line.push_str(&format!("  forward_{}={t}", kind.name()));
+        }
     }
     line
 }

@@ -335,16 +335,21 @@ impl Engine {
                     },
                 );
             }
-            Step::Bridge { uri, timeout } => {
-                if let Some(name) = uri.strip_prefix("user/") {
-                    self.dial_user(call, name, timeout, now)
-                } else if let Some(target) = uri.strip_prefix("iax2/") {
-                    self.dial_iax(call, target, timeout, now)
-                } else if uri.starts_with("trunk/") {
-                    self.dial_trunk(call, &uri, timeout, now)
-                } else {
-                    self.start_bridge(call, &uri, timeout, now)
-                }
+            Step::Bridge {
+                uri,
+                timeout,
+                strategy,
+                member_timeout,
+                turn,
+            } => {
+                let b = crate::hunt::BridgeStep {
+                    uri,
+                    timeout,
+                    strategy,
+                    member_timeout,
+                    turn,
+                };
+                self.bridge_step(call, b, now)
             }
             Step::Set { .. } => {}
             Step::Wait { duration } => {
@@ -356,17 +361,19 @@ impl Engine {
             Step::Queue { queue } => self.queue_join(call, &queue, now),
             Step::QueueLogin { queue } => self.queue_login(call, &queue, true, now),
             Step::QueueLogout { queue } => self.queue_login(call, &queue, false, now),
-            Step::Goto { context } => {
-                let c = &mut self.calls[call];
-                let exten = c.cdr.exten.clone();
-                match self.dialplan.route(&context, &exten, &c.vars) {
-                    Some(p) => {
-                        c.program = p;
-                        c.cdr.context = context;
-                    }
-                    None => self.hangup(call, 1, "switch", None, now),
+            Step::Goto {
+                context,
+                exten,
+                cond,
+                time,
+            } => {
+                let wall = self.clock.wall_at(now);
+                let tz = self.dialplan.timezone();
+                if cond.is_none_or(|c| c.holds()) && time.is_none_or(|t| t.holds_at(wall, tz)) {
+                    self.goto(call, &context, exten, now);
                 }
             }
+            Step::Forward { kind, target } => self.forward_step(call, kind, target, now),
         }
     }
 

@@ -295,6 +295,7 @@ impl Engine {
         }
         self.link_media(call);
         self.calls[call].wait = Wait::Forever;
+        self.dial_answered(call);
     }
 
     fn accept_outbound_answer(&mut self, call: usize, body: &[u8]) {
@@ -361,33 +362,32 @@ impl Engine {
         }
     }
 
-    /// The outbound leg failed (error response, timeout, no route): the program goes on with
-    /// DIALSTATUS set, and the caller gets that status if nothing else answers it.
+    /// The outbound leg failed (error response, timeout, no route): the next member of a ring
+    /// group or a forwarding takes over (hunt.rs), or the program goes on with DIALSTATUS set,
+    /// and the caller gets that status if nothing else answers it.
     pub(crate) fn bridge_failed(&mut self, call: usize, status: u16, now: Instant) {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        let forks = c.take_ringing();
+        let mut legs = c.take_ringing();
+        legs.extend(c.take_callee(false));
         c.best_status = None;
-        for mut leg in forks {
+        for mut leg in legs {
             self.release_outbound(&mut leg, 16, true, now);
         }
-        let c = &mut self.calls[call];
-        let Some(mut out) = c.take_callee(false) else {
-            if self.queue_agents_failed(call, status, now) {
-                return;
-            }
-            let c = &mut self.calls[call];
-            c.bridge_status = Some(status);
-            c.wait = Wait::None;
-            self.calls.run_later(call);
-            return;
-        };
-        self.release_outbound(&mut out, 16, true, now);
+        if let Some(m) = self.calls[call].caller().media {
+            self.media.unbridge(m);
+        }
         if self.queue_agents_failed(call, status, now) {
             return;
         }
-        let c = &mut self.calls[call];
+        // None: the hunt took the call on (it rings something else, or runs another rule).
+        let Some(status) = self.dial_next(call, status, now) else {
+            return;
+        };
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
         let dialstatus = match status {
             486 | 600 => "BUSY",
             408 | 480 | 487 => "NOANSWER",
@@ -398,9 +398,6 @@ impl Engine {
         c.vars.set("BRIDGE_STATUS", status.to_string());
         c.bridge_status = Some(status);
         c.wait = Wait::None;
-        if let Some(m) = c.caller().media {
-            self.media.unbridge(m);
-        }
         self.calls.run_later(call);
     }
 
@@ -427,7 +424,7 @@ impl Engine {
 /// The better of two final responses for the caller when every fork failed (RFC 3261 §16.7,
 /// simplified): a 6xx wins, then the lowest class; within 4xx, a definite answer such as 486
 /// beats the no-answer kind (408, 480, 487); otherwise the first one stays.
-fn better_final(a: u16, b: u16) -> u16 {
+pub(crate) fn better_final(a: u16, b: u16) -> u16 {
     let rank = |s: u16| -> (u16, u16) {
         let class = if s >= 600 { 0 } else { s / 100 };
         (class, u16::from(matches!(s, 408 | 480 | 487)))

@@ -29,6 +29,8 @@ pub enum Wait {
     },
     /// A prompt or recording file the shell is opening (`Event::Prompt`, `Event::Recording`).
     File,
+    /// A store operation of the program's (`forward`).
+    Store,
     /// Nothing more: the call stays until a side hangs up (echo, looped playback, bridged).
     Forever,
 }
@@ -196,6 +198,10 @@ pub struct Call {
     /// The user the caller authenticated as: the caller ID of the calls it places, and its
     /// share of its `max_calls` until the call is dropped (auth.rs).
     pub(crate) user: Option<Box<crate::auth::UserCall>>,
+    /// The members of the `bridge` under way still to ring, and what it has found (hunt.rs).
+    pub(crate) hunt: Option<Box<crate::hunt::Hunt>>,
+    /// How often a user's forwarding has sent this call elsewhere (forwarding.rs).
+    pub(crate) forwarded: u8,
 }
 
 impl Call {
@@ -233,6 +239,8 @@ impl Call {
             bridge_status: None,
             recording: false,
             user: None,
+            hunt: None,
+            forwarded: 0,
         }
     }
 

@@ -338,7 +338,7 @@ impl Config {
         let general = general(raw.general, &mut d);
         let sip = sip(raw.sip, &mut d);
         let rtp = rtp(raw.rtp, &mut d);
-        let dialplan = Dialplan::compile(&raw.dialplan, raw.vars, &mut d);
+        let dialplan = Dialplan::compile(&raw.dialplan, raw.vars, &raw.ring_groups, &mut d);
         let registrar = registrar(raw.registrar, &mut d);
         let users = users(raw.users, &registrar.domain, &dialplan, &mut d);
         let iax2 = iax2::iax2(raw.iax2, &rtp.codecs, &mut d);

@@ -4,6 +4,8 @@
 //! the steps after it.
 
 pub mod cause;
+pub mod cond;
+pub mod groups;
 mod step;
 mod vars;
 
@@ -13,10 +15,12 @@ use std::sync::Arc;
 use regex::Regex;
 
 pub use cause::Cause;
+pub use groups::{RingGroup, Strategy};
+pub(crate) use step::dialable;
 pub use step::{Audio, Step, Tone};
-pub use vars::{Vars, BUILTIN_VARS};
+pub use vars::{Vars, BUILTIN_VARS, ENGINE_VARS};
 
-use crate::config::raw::{RawDialplan, RawRule};
+use crate::config::raw::{RawDialplan, RawRingGroup, RawRule};
 use crate::config::Diagnostics;
 
 #[derive(Clone, Debug)]
@@ -27,6 +31,10 @@ pub struct Dialplan {
     trunks: BTreeMap<String, Vec<String>>,
     /// `[vars]`: visible to every call, overridden by call variables.
     globals: Arc<Vars>,
+    /// `dialplan.timezone`: where `goto ... time="..."` reads the wall clock.
+    timezone: jiff::tz::TimeZone,
+    /// `[ring_groups.NAME]`, dialled as `group/NAME`.
+    ring_groups: Arc<BTreeMap<String, RingGroup>>,
 }
 
 #[derive(Clone, Debug)]
@@ -88,6 +96,15 @@ impl Dialplan {
             })
     }
 
+    /// The time zone of `time=` conditions.
+    pub fn timezone(&self) -> &jiff::tz::TimeZone {
+        &self.timezone
+    }
+
+    pub fn ring_group(&self, name: &str) -> Option<&RingGroup> {
+        self.ring_groups.get(name)
+    }
+
     /// Sets a `[vars]` global (the `--var NAME=VALUE` command-line override).
     pub fn set_global(&mut self, name: &str, value: &str) {
         Arc::make_mut(&mut self.globals).set(name, value);
@@ -129,8 +146,20 @@ impl Dialplan {
     pub(crate) fn compile(
         raw: &RawDialplan,
         globals: BTreeMap<String, String>,
+        ring_groups: &BTreeMap<String, RawRingGroup>,
         d: &mut Diagnostics,
     ) -> Dialplan {
+        let timezone = jiff::tz::TimeZone::get(&raw.timezone).unwrap_or_else(|_| {
+            d.error(
+                "dialplan.timezone",
+                format_args!(
+                    "unknown time zone {:?} — use an IANA name such as \"Europe/Berlin\" (the system's time zone database), or \"UTC\"",
+                    raw.timezone
+                ),
+            );
+            jiff::tz::TimeZone::UTC
+        });
+        let ring_groups = groups::compile(ring_groups, d);
         if !raw.contexts.contains_key(&raw.default_context) {
             d.error(
                 "dialplan.default_context",
@@ -148,7 +177,7 @@ impl Dialplan {
                 let rules = context.rules.iter().enumerate();
                 let rules = rules.filter_map(|(i, rule)| {
                     let key = format!("dialplan.contexts.{name}.rules[{i}]");
-                    compile_rule(rule, &key, raw, &globals, d)
+                    compile_rule(rule, &key, raw, &ring_groups, &globals, d)
                 });
                 (name.clone(), rules.collect())
             })
@@ -163,6 +192,8 @@ impl Dialplan {
             contexts,
             trunks,
             globals,
+            timezone,
+            ring_groups: Arc::new(ring_groups),
         }
     }
 }
@@ -206,6 +237,7 @@ fn compile_rule(
     rule: &RawRule,
     key: &str,
     raw: &RawDialplan,
+    ring_groups: &BTreeMap<String, RingGroup>,
     globals: &Vars,
     d: &mut Diagnostics,
 ) -> Option<Rule> {
@@ -232,7 +264,11 @@ fn compile_rule(
         );
     }
     // Names a step may use: built-ins, globals, captures, and earlier `set`s.
-    let mut known: Vec<String> = BUILTIN_VARS.iter().map(|v| v.to_string()).collect();
+    let mut known: Vec<String> = BUILTIN_VARS
+        .iter()
+        .chain(&ENGINE_VARS)
+        .map(|v| v.to_string())
+        .collect();
     if let Some(Pattern::Regex(re)) = &exten {
         known.extend((0..re.captures_len()).map(|i| i.to_string()));
         known.extend(re.capture_names().flatten().map(str::to_owned));
@@ -242,7 +278,7 @@ fn compile_rule(
         let step_key = format!("{key}.steps[{i}]");
         check_vars(d, &step_key, text, &known, globals);
         match Step::parse(text) {
-            Ok(Step::Goto { context }) if !raw.contexts.contains_key(&context) => {
+            Ok(Step::Goto { context, .. }) if !raw.contexts.contains_key(&context) => {
                 let names: Vec<_> = raw.contexts.keys().map(String::as_str).collect();
                 d.error(
                     &step_key,
@@ -253,8 +289,14 @@ fn compile_rule(
                 );
             }
             Ok(step) => {
-                if let Step::Set { name, .. } = &step {
-                    known.push(name.clone());
+                match &step {
+                    Step::Set { name, .. } => known.push(name.clone()),
+                    Step::Bridge { uri, .. } => {
+                        if let Some(problem) = bridge_problem(uri, ring_groups) {
+                            d.error(&step_key, format_args!("bridge: {problem}"));
+                        }
+                    }
+                    _ => {}
                 }
                 steps.push(step);
             }
@@ -266,6 +308,33 @@ fn compile_rule(
         caller,
         steps: steps.into(),
     })
+}
+
+/// What is wrong with a bridge target known at load: a `group/` no `[ring_groups]` defines, or
+/// a member of an `&` list that cannot ring with others. Targets with variables are checked
+/// when dialled.
+fn bridge_problem(uri: &str, ring_groups: &BTreeMap<String, RingGroup>) -> Option<String> {
+    let members: Vec<&str> = uri.split('&').collect();
+    for m in members.iter().filter(|m| !m.contains("${")) {
+        if let Some(name) = m.strip_prefix("group/") {
+            if !ring_groups.contains_key(name) {
+                let names: Vec<_> = ring_groups.keys().map(String::as_str).collect();
+                return Some(format!(
+                    "no ring group {name:?} — define [ring_groups.{name}] (defined: {})",
+                    names.join(", ")
+                ));
+            }
+            if members.len() > 1 {
+                return Some(format!(
+                    "{m:?} in a list: list the group's members instead ({})",
+                    groups::MEMBER_HELP
+                ));
+            }
+        } else if members.len() > 1 && !groups::member_kind_ok(m) {
+            return Some(format!("{m:?} in a list: {}", groups::MEMBER_HELP));
+        }
+    }
+    None
 }
 
 /// Warns about `${name}` references that would always expand to "".

@@ -563,6 +563,7 @@ impl Engine {
                     self.media.bridge(a, b);
                 }
                 self.calls[c].wait = Wait::Forever;
+                self.dial_answered(c);
             }
             Event::Voice { call, ts, data, .. } => {
                 let m = self.iax_media_leg(call)?;

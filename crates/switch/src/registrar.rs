@@ -58,6 +58,13 @@ pub enum StoreOp {
         domain: String,
         now: u64,
     },
+    /// Sets (`target` Some) or clears a user's forwarding of `kind` (None: every kind).
+    Forward {
+        user: String,
+        domain: String,
+        kind: Option<store::Forward>,
+        target: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -72,7 +79,11 @@ pub enum StoreReply {
     Located {
         exists: bool,
         bindings: Vec<Binding>,
+        /// The user's forwarding (`bridge user/NAME` honours it).
+        forward: store::Forwarding,
     },
+    /// Whether the user whose forwarding was to change exists.
+    Forwarded(bool),
 }
 
 pub type StoreResult = Result<StoreReply, String>;
@@ -115,6 +126,17 @@ pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
             Next::Threads(StoreOp::Locate { user, domain, now }) => {
                 return locate(s, &user, &domain, now).map_err(|e| e.to_string())
             }
+            Next::Threads(StoreOp::Forward {
+                user,
+                domain,
+                kind,
+                target,
+            }) => {
+                return s
+                    .set_forward(&user, &domain, kind, target.as_deref())
+                    .map(StoreReply::Forwarded)
+                    .map_err(|e| e.to_string())
+            }
             // `resume` hands over only a reply that does not fit its step; a blocking call's
             // answer always fits.
             Next::Threads(op) => return Err(format!("no step of {op:?} on this store")),
@@ -125,15 +147,18 @@ pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
 /// `StoreOp::Locate` (the one operation `drive` leaves to the blocking path): whether the user
 /// exists may come from a recent copy; the bindings never do.
 fn locate(s: &dyn store::Store, user: &str, domain: &str, now: u64) -> store::Result<StoreReply> {
-    let exists = s
+    let creds = s
         .recent_user(user, domain, now)
-        .map_or_else(|| s.user(user, domain), Ok)?
-        .is_some();
-    let bindings = match exists {
-        true => s.lookup(&format!("{user}@{domain}"), now)?,
-        false => Vec::new(),
+        .map_or_else(|| s.user(user, domain), Ok)?;
+    let bindings = match creds {
+        Some(_) => s.lookup(&format!("{user}@{domain}"), now)?,
+        None => Vec::new(),
     };
-    Ok(StoreReply::Located { exists, bindings })
+    Ok(StoreReply::Located {
+        exists: creds.is_some(),
+        bindings,
+        forward: creds.map(|c| c.forward).unwrap_or_default(),
+    })
 }
 
 /// A store operation a worker drives itself over the store's pipe (`store::pipe`): the common
@@ -200,7 +225,7 @@ pub fn drive(s: &dyn store::Store, op: StoreOp) -> Next {
                 Some(d) => flow.checked(d),
             }
         }
-        StoreOp::Locate { .. } => Next::Threads(flow.op),
+        StoreOp::Locate { .. } | StoreOp::Forward { .. } => Next::Threads(flow.op),
     }
 }
 
@@ -423,8 +448,11 @@ pub(crate) enum Pending {
     Dial {
         call: usize,
         gen: u64,
+        user: String,
         timeout: Duration,
     },
+    /// A `forward` step waiting for the user's forwarding to be stored.
+    Forward { call: usize, gen: u64 },
 }
 
 /// What one worker's registrar keeps between inputs: store operations under way, the nonces it
@@ -586,37 +614,25 @@ impl Engine {
                 Err(e) => self.credentials_failed(w, &e, now),
             },
             Pending::Proxy { stx, msg, peer } => match result {
-                Ok(StoreReply::Located { exists, bindings }) => {
-                    self.proxy_located(stx, &msg, peer, exists, &bindings, now)
-                }
+                Ok(StoreReply::Located {
+                    exists, bindings, ..
+                }) => self.proxy_located(stx, &msg, peer, exists, &bindings, now),
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now),
             },
             Pending::Queue { call, gen, agent } => {
                 self.queue_located(call, gen, agent, result, now)
             }
-            Pending::Dial { call, gen, timeout } => {
-                let live = self
-                    .calls
-                    .get(call)
-                    .is_some_and(|c| c.timer_gen == gen && c.callee().is_none());
-                if !live {
-                    return;
-                }
-                match result {
-                    Ok(StoreReply::Located { exists: false, .. }) => {
-                        self.bridge_failed(call, 404, now)
-                    }
-                    Ok(StoreReply::Located { bindings, .. }) => {
-                        self.dial_bindings(call, bindings, timeout, now)
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        self.warn_call(call, format!("location store: {e}"));
-                        self.bridge_failed(call, 503, now);
-                    }
-                }
+            Pending::Dial {
+                call,
+                gen,
+                user,
+                timeout,
+            } => {
+                let lookup = crate::hunt::Lookup { token, call, gen };
+                self.dial_located(lookup, &user, result, timeout, now)
             }
+            Pending::Forward { call, gen } => self.forward_stored(call, gen, result, now),
         }
         self.run_pending(now);
     }
@@ -1043,29 +1059,40 @@ impl Engine {
         }
     }
 
-    /// `bridge user/NAME`: look the user up, then call where it registered from.
-    pub(crate) fn dial_user(&mut self, call: usize, name: &str, timeout: Duration, now: Instant) {
+    /// `bridge user/NAME`: look the user up, then call where it registered from
+    /// (`dial_located`). Returns the lookup's token.
+    pub(crate) fn dial_user(
+        &mut self,
+        call: usize,
+        name: &str,
+        timeout: Duration,
+        now: Instant,
+    ) -> Option<u64> {
         let (user, domain) = match name.split_once('@') {
             Some((u, d)) => (u.to_string(), d.to_string()),
             None => (name.to_string(), self.s.registrar.domain.clone()),
         };
-        let Some(c) = self.calls.get_mut(call) else {
-            return;
-        };
+        let c = self.calls.get_mut(call)?;
         let until = now + timeout;
         c.wait = Wait::Bridge { until };
         let gen = c.timer_gen;
         self.calls.arm(call, until);
         let op = StoreOp::Locate {
-            user,
+            user: user.clone(),
             domain,
             now: self.clock.unix(),
         };
-        self.store_op(op, Pending::Dial { call, gen, timeout });
+        let why = Pending::Dial {
+            call,
+            gen,
+            user,
+            timeout,
+        };
+        Some(self.store_op(op, why))
     }
 
-    /// Rings every contact of `bindings` (none: the bridge fails with 480); a callee already
-    /// ringing (another queue agent) rings on beside them.
+    /// Rings every contact of a user at once (each a fork of the call, beside the legs a ring
+    /// group already rings).
     pub(crate) fn dial_bindings(
         &mut self,
         call: usize,
@@ -1076,7 +1103,7 @@ impl Engine {
         // Highest q first, then the most recently refreshed: the order the forks are sent in.
         bindings.sort_by(|a, b| b.q.cmp(&a.q).then(b.expires_at.cmp(&a.expires_at)));
         if bindings.is_empty() {
-            return self.bridge_failed(call, 480, now);
+            return self.member_failed(call, 480, now);
         }
         // Parallel forking: every contact rings at once; the first 2xx wins (bridge.rs).
         for (i, b) in bindings.iter().enumerate() {
@@ -1084,11 +1111,11 @@ impl Engine {
             // route set and its first hop is where the INVITE goes. Otherwise the INVITE goes
             // where the REGISTER came from (NAT), not to the Contact's host.
             let (route_set, peer) = self.route_to(b);
-            // The previous contact keeps ringing as a fork; a failed dial ends the loop.
+            // The callee rung so far keeps ringing as a fork; a failed dial ends the loop.
             let Some(c) = self.calls.get_mut(call) else {
                 return;
             };
-            if (i > 0 || c.callee().is_some()) && !c.demote_callee() {
+            if !c.demote_callee() && i > 0 {
                 return;
             }
             self.bridge_to(call, &b.contact, peer, route_set, timeout, now);

@@ -23,7 +23,26 @@ pub(crate) struct RawConfig {
     pub security: RawSecurity,
     pub trunks: Vec<RawTrunk>,
     pub moh: BTreeMap<String, super::music::RawMusicClass>,
+    pub ring_groups: BTreeMap<String, RawRingGroup>,
     pub queues: BTreeMap<String, RawQueue>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRingGroup {
+    pub members: Vec<String>,
+    #[serde(default = "default_strategy")]
+    pub strategy: String,
+    #[serde(default = "default_member_timeout")]
+    pub member_timeout_s: u64,
+}
+
+fn default_strategy() -> String {
+    "ringall".into()
+}
+
+fn default_member_timeout() -> u64 {
+    15
 }
 
 #[derive(Deserialize)]
@@ -350,6 +369,8 @@ impl Default for RawRtp {
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawDialplan {
     pub default_context: String,
+    /// The IANA time zone of `goto ... time="..."` conditions.
+    pub timezone: String,
     pub contexts: BTreeMap<String, RawContext>,
 }
 
@@ -357,6 +378,7 @@ impl Default for RawDialplan {
     fn default() -> Self {
         RawDialplan {
             default_context: "default".into(),
+            timezone: "UTC".into(),
             contexts: BTreeMap::new(),
         }
     }

@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use super::cause::Cause;
+use super::cond::{Expr, TimeSpec};
+use super::groups::{Strategy, Turn};
 
 /// One dialplan step, with variables already expanded.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,10 +42,16 @@ pub enum Step {
         file: String,
         max: Duration,
     },
-    /// Calls `uri` as a B-leg, relaying its early media; gives up after `timeout`.
+    /// Calls `uri` as a B-leg, relaying its early media; gives up after `timeout`. Several
+    /// targets joined by `&`, or `group/NAME`, are a ring group rung by `strategy`, each
+    /// member for `member_timeout` at most (None: the group's, or the whole `timeout`).
     Bridge {
         uri: String,
         timeout: Duration,
+        strategy: Option<Strategy>,
+        member_timeout: Option<Duration>,
+        /// Where a round-robin of this step's `&` list starts next.
+        turn: Turn,
     },
     Wait {
         duration: Duration,
@@ -57,9 +65,19 @@ pub enum Step {
     Hangup {
         cause: Cause,
     },
-    /// Continues with the first matching rule of another context.
+    /// Continues with the first matching rule of another context, for `exten` (None: the
+    /// call's `EXTEN`); with conditions, only when all hold, else the next step runs.
     Goto {
         context: String,
+        exten: Option<String>,
+        cond: Option<Expr>,
+        time: Option<TimeSpec>,
+    },
+    /// Sets (`target` Some) or clears the calling user's forwarding of `kind` (None: every
+    /// kind), kept in the store.
+    Forward {
+        kind: Option<store::Forward>,
+        target: Option<String>,
     },
     /// Waits in a call queue (queues.rs) until an agent answers; on max wait the program goes
     /// on with QUEUESTATUS set.
@@ -102,7 +120,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 16] = [
+const APPS: [(&str, Option<&str>, &[&str]); 17] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -111,11 +129,16 @@ const APPS: [(&str, Option<&str>, &[&str]); 16] = [
     ("echo", None, &[]),
     ("moh", Some("class"), &[]),
     ("record", Some("file"), &["max"]),
-    ("bridge", Some("uri"), &["timeout"]),
+    (
+        "bridge",
+        Some("uri"),
+        &["timeout", "strategy", "member_timeout"],
+    ),
     ("wait", Some("seconds"), &[]),
     ("set", None, &[]),
     ("hangup", Some("cause"), &[]),
-    ("goto", Some("context"), &[]),
+    ("goto", Some("context"), &["exten", "if", "time"]),
+    ("forward", None, &[]),
     ("queue", Some("queue"), &[]),
     ("queue_login", Some("queue"), &[]),
     ("queue_logout", Some("queue"), &[]),
@@ -150,6 +173,9 @@ impl Step {
                 format!("unknown app {app:?} — known apps: {}", app_names()),
             ));
         };
+        if app == "forward" {
+            return forward(tokens.collect(), text.len());
+        }
         let mut args = Args {
             app: app.clone(),
             end: text.len(),
@@ -201,9 +227,33 @@ impl Step {
                 file: expand(file),
                 max: *max,
             },
-            Step::Bridge { uri, timeout } => Step::Bridge {
+            Step::Bridge {
+                uri,
+                timeout,
+                strategy,
+                member_timeout,
+                turn,
+            } => Step::Bridge {
                 uri: expand(uri),
                 timeout: *timeout,
+                strategy: *strategy,
+                member_timeout: *member_timeout,
+                turn: turn.clone(),
+            },
+            Step::Goto {
+                context,
+                exten,
+                cond,
+                time,
+            } => Step::Goto {
+                context: context.clone(),
+                exten: exten.as_deref().map(expand),
+                cond: cond.as_ref().map(|c| c.expand(expand)),
+                time: time.clone(),
+            },
+            Step::Forward { kind, target } => Step::Forward {
+                kind: *kind,
+                target: target.as_deref().map(expand),
             },
             Step::Music { class } => Step::Music {
                 class: class.as_deref().map(expand),
@@ -332,6 +382,9 @@ impl Args {
             "bridge" => Step::Bridge {
                 uri: self.required("uri")?,
                 timeout: self.optional("timeout", DEFAULT_BRIDGE_TIMEOUT, seconds)?,
+                strategy: self.optional("strategy", None, |v| Strategy::parse(v).map(Some))?,
+                member_timeout: self.optional("member_timeout", None, |v| seconds(v).map(Some))?,
+                turn: Turn::default(),
             },
             "wait" => Step::Wait {
                 duration: self.converted("seconds", seconds)?,
@@ -372,9 +425,56 @@ impl Args {
             },
             _ => Step::Goto {
                 context: self.required("context")?,
+                exten: self.take("exten").map(|(_, v)| v),
+                cond: self.optional("if", None, |v| Expr::parse(v).map(Some))?,
+                time: self.optional("time", None, |v| TimeSpec::parse(v).map(Some))?,
             },
         })
     }
+}
+
+/// `forward set KIND NUMBER` / `forward clear KIND|all`: positional, unlike the other apps.
+fn forward(tokens: Vec<(usize, String)>, end: usize) -> Result<Step, StepError> {
+    let bad = |offset: usize, what: &str| error(offset, format!("{what} — {}", usage("forward")));
+    let mut it = tokens.into_iter();
+    let (offset, action) = it.next().ok_or_else(|| bad(end, "missing set or clear"))?;
+    let set = match action.as_str() {
+        "set" => true,
+        "clear" => false,
+        other => return Err(bad(offset, &format!("unexpected {other:?}"))),
+    };
+    let (offset, kind) = it.next().ok_or_else(|| bad(end, "missing the kind"))?;
+    let kind = match store::Forward::from_name(&kind) {
+        Some(k) => Some(k),
+        None if kind == "all" && !set => None,
+        None => return Err(bad(offset, &format!("unknown kind {kind:?}"))),
+    };
+    let target = match (set, it.next()) {
+        (true, Some((offset, number))) if !number.contains("${") && !dialable(&number) => {
+            return Err(bad(
+                offset,
+                &format!("{number:?} is not a number to forward to"),
+            ))
+        }
+        (true, Some((_, number))) => Some(number),
+        (true, None) => return Err(bad(end, "missing the NUMBER to forward to")),
+        (false, None) => None,
+        (false, Some((offset, extra))) => {
+            return Err(bad(offset, &format!("unexpected {extra:?}")))
+        }
+    };
+    if let Some((offset, extra)) = it.next() {
+        return Err(bad(offset, &format!("unexpected {extra:?}")));
+    }
+    Ok(Step::Forward { kind, target })
+}
+
+/// Whether `target` can be a forward target: what a phone can dial (digits, letters, `*#+._-`).
+pub(crate) fn dialable(target: &str) -> bool {
+    (1..=64).contains(&target.len())
+        && target
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"*#+._-".contains(&b))
 }
 
 fn error(offset: usize, message: String) -> StepError {
@@ -395,11 +495,12 @@ fn usage(app: &str) -> String {
         "tone" => "tone ringback|busy|congestion|dial|HZ+HZ [cadence=MS,MS,...] [duration=S]",
         "record" => "record FILE [max=S]",
         "moh" => "moh [CLASS]",
-        "bridge" => "bridge URI [timeout=S]",
+        "bridge" => "bridge URI[&URI...]|group/NAME [timeout=S] [strategy=ringall|sequential|roundrobin] [member_timeout=S]",
         "wait" => "wait S",
         "set" => "set NAME=VALUE",
         "hangup" => "hangup [CAUSE]",
-        "goto" => "goto CONTEXT",
+        "goto" => "goto CONTEXT [exten=EXT] [if=\"A = B\"] [time=\"mon-fri 09:00-17:30\"]",
+        "forward" => "forward set always|busy|noanswer NUMBER, or forward clear always|busy|noanswer|all",
         "queue" | "queue_login" | "queue_logout" => return format!("usage: {app} QUEUE"),
         other => other,
     };

@@ -39,6 +39,17 @@ fn run(plan: &Dialplan, context: &str, exten: &str, vars: &mut Vars) -> Option<V
     Some(std::iter::from_fn(|| route.next(vars)).collect())
 }
 
+/// A one-target `bridge` step.
+fn bridge(uri: &str, timeout_s: u64) -> Step {
+    Step::Bridge {
+        uri: uri.into(),
+        timeout: Duration::from_secs(timeout_s),
+        strategy: None,
+        member_timeout: None,
+        turn: Default::default(),
+    }
+}
+
 fn call(exten: &str) -> Vars {
     Vars::for_call(exten, "alice", "abc@host", "/data")
 }
@@ -78,13 +89,7 @@ fn default_config_demo_extensions() {
             },
         ]
     );
-    assert_eq!(
-        steps("2001"),
-        [Step::Bridge {
-            uri: "sip:2001@127.0.0.1:5090".into(),
-            timeout: Duration::from_secs(30)
-        }]
-    );
+    assert_eq!(steps("2001"), [bridge("sip:2001@127.0.0.1:5090", 30)]);
     for other in ["20011", "3", "", "9196x"] {
         assert_eq!(
             steps(other),
@@ -169,7 +174,7 @@ fn goto_keeps_call_vars() {
             value: "hi there".into()
         })
     );
-    let Some(Step::Goto { context }) = route.next(&mut vars) else {
+    let Some(Step::Goto { context, .. }) = route.next(&mut vars) else {
         panic!("goto expected")
     };
     let mut route = plan.route(&context, "1", &vars).unwrap();
@@ -226,10 +231,7 @@ fn every_app_parses() {
         ),
         (
             "bridge sip:1@192.0.2.1;transport=tcp",
-            Step::Bridge {
-                uri: "sip:1@192.0.2.1;transport=tcp".into(),
-                timeout: Duration::from_secs(60),
-            },
+            bridge("sip:1@192.0.2.1;transport=tcp", 60),
         ),
         (
             "wait 0.5",
@@ -253,7 +255,7 @@ fn step_errors_point_into_the_string() {
     assert_eq!(
         e,
         [
-            format!("t.toml:5:20: {key}[1]: unknown app \"playbak\" — known apps: answer, ringing, progress, playback, tone, echo, moh, record, bridge, wait, set, hangup, goto, queue, queue_login, queue_logout"),
+            format!("t.toml:5:20: {key}[1]: unknown app \"playbak\" — known apps: answer, ringing, progress, playback, tone, echo, moh, record, bridge, wait, set, hangup, goto, forward, queue, queue_login, queue_logout"),
             format!("t.toml:5:51: {key}[2]: unknown option \"lop\" — usage: playback FILE|demo [loop=true] [cache=false]"),
             format!("t.toml:5:68: {key}[3]: seconds: \"soon\" — expected seconds, more than 0 and at most 86400"),
             format!("t.toml:5:83: {key}[4]: cause: unknown cause \"99\" — expected a Q.850 number or one of {}", Cause::names().collect::<Vec<_>>().join(", ")),
@@ -384,4 +386,140 @@ fn vars_expansion() {
     );
     assert_eq!(vars.expand("x${a}y${b}z$a"), "x1yz$a");
     assert_eq!(vars.expand("${a}${a}"), "11");
+}
+
+#[test]
+fn conditional_goto_forward_and_ring_group_steps_parse() {
+    use super::cond::{Expr, TimeSpec};
+    let goto = Step::parse(
+        r#"goto vm exten=vm-${EXTEN} if="${DIALSTATUS} = NOANSWER" time="mon-fri 09:00-17:30""#,
+    );
+    assert_eq!(
+        goto,
+        Ok(Step::Goto {
+            context: "vm".into(),
+            exten: Some("vm-${EXTEN}".into()),
+            cond: Some(Expr::parse("${DIALSTATUS} = NOANSWER").unwrap()),
+            time: Some(TimeSpec::parse("mon-fri 09:00-17:30").unwrap()),
+        })
+    );
+    assert_eq!(
+        Step::parse("forward set busy ${1}"),
+        Ok(Step::Forward {
+            kind: Some(store::Forward::Busy),
+            target: Some("${1}".into())
+        })
+    );
+    assert_eq!(
+        Step::parse("forward clear all"),
+        Ok(Step::Forward {
+            kind: None,
+            target: None
+        })
+    );
+    let Ok(Step::Bridge {
+        uri,
+        strategy,
+        member_timeout,
+        ..
+    }) = Step::parse("bridge user/1001&user/1002 strategy=sequential member_timeout=5")
+    else {
+        panic!("bridge expected")
+    };
+    assert_eq!(uri, "user/1001&user/1002");
+    assert_eq!(strategy, Some(Strategy::Sequential));
+    assert_eq!(member_timeout, Some(Duration::from_secs(5)));
+    for bad in [
+        "forward",
+        "forward set",
+        "forward set always",
+        "forward set all 1",
+        "forward clear busy 1",
+        "forward set busy sip:a@b",
+        "forward toggle busy",
+        "goto x if=\"a b\"",
+        "goto x time=\"someday\"",
+        "bridge user/1 strategy=random",
+    ] {
+        assert!(Step::parse(bad).is_err(), "{bad}");
+    }
+    // Conditions and the target extension are expanded with the call's variables.
+    let plan = dialplan(&rule(
+        "exten = \"1\"",
+        r#"'set s=BUSY', 'goto default exten=2 if="${s} = BUSY"'"#,
+    ));
+    let steps = run(&plan, "default", "1", &mut call("1")).unwrap();
+    assert!(matches!(
+        &steps[1],
+        Step::Goto { exten: Some(e), cond: Some(c), .. } if e == "2" && c.holds()
+    ));
+    for ok in ["2001", "+4930123", "*97", "sales.desk"] {
+        assert!(super::dialable(ok), "{ok}");
+    }
+    for bad in ["", "20 01", "sip:x@y", "a;b", &"1".repeat(65)] {
+        assert!(!super::dialable(bad), "{bad}");
+    }
+}
+
+#[test]
+fn condition_time_zone_and_ring_group_errors_name_the_key() {
+    let e = messages(
+        &[
+            "[dialplan]\ntimezone = \"Mars/Olympus\"\n",
+            &rule(
+                "exten = \"1\"",
+                r#"'goto default time="mon-fry"', 'goto default if="a =~ ("', 'bridge group/nope', 'bridge user/1&iax2/x/1'"#,
+            ),
+            "[ring_groups.g]\nmembers = []\nstrategy = \"random\"\nmember_timeout_s = 0\n",
+        ]
+        .concat(),
+    );
+    let key = "dialplan.contexts.default.rules[0].steps";
+    assert_eq!(
+        e,
+        [
+            "t.toml:4:12: dialplan.timezone: unknown time zone \"Mars/Olympus\" — use an IANA name such as \"Europe/Berlin\" (the system's time zone database), or \"UTC\"".to_string(),
+            format!("t.toml:7:24: {key}[0]: time: unknown day \"fry\" — expected * or mon, tue, wed, thu, fri, sat, sun"),
+            format!("t.toml:7:55: {key}[1]: if: invalid regex \"(\": unclosed group"),
+            format!("t.toml:7:69: {key}[2]: bridge: no ring group \"nope\" — define [ring_groups.nope] (defined: )"),
+            format!("t.toml:7:90: {key}[3]: bridge: \"iax2/x/1\" in a list: a member is user/NAME or a SIP URI (sip:user@IP[:port])"),
+            "t.toml:9:11: ring_groups.g.members: needs at least one member, e.g. [\"user/1001\", \"user/1002\"]".to_string(),
+            "t.toml:10:12: ring_groups.g.strategy: unknown strategy \"random\" — expected ringall, sequential, roundrobin".to_string(),
+            "t.toml:11:20: ring_groups.g.member_timeout_s: must be 1 to 3600 seconds".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn default_config_forwarding_codes_and_ring_group() {
+    let plan = Config::embedded().dialplan;
+    let ctx = plan.default_context().to_owned();
+    let mut vars = call("*721002");
+    let steps = run(&plan, &ctx, "*721002", &mut vars).unwrap();
+    let Step::Goto { context, .. } = &steps[0] else {
+        panic!("goto expected: {steps:?}")
+    };
+    let steps = run(&plan, context, "*721002", &mut vars).unwrap();
+    assert_eq!(
+        steps[0],
+        Step::Forward {
+            kind: Some(store::Forward::Always),
+            target: Some("1002".into())
+        }
+    );
+    let steps = run(&plan, context, "*93", &mut vars).unwrap();
+    assert_eq!(
+        steps[0],
+        Step::Forward {
+            kind: Some(store::Forward::NoAnswer),
+            target: None
+        }
+    );
+    let group = plan.ring_group("sales").unwrap();
+    assert_eq!(group.members, ["user/1001", "user/1002"]);
+    assert_eq!(group.strategy, Strategy::RingAll);
+    assert!(matches!(
+        &run(&plan, &ctx, "6000", &mut call("6000")).unwrap()[0],
+        Step::Bridge { uri, .. } if uri == "group/sales"
+    ));
 }

@@ -5,6 +5,11 @@ use std::collections::BTreeMap;
 /// Variables the call engine supplies for every call.
 pub const BUILTIN_VARS: [&str; 4] = ["EXTEN", "CALLER", "CALLID", "DATA_DIR"];
 
+/// Variables the call engine sets as the call goes on: how the last `bridge` ended (ANSWER,
+/// BUSY, NOANSWER, CONGESTION, CHANUNAVAIL) and its SIP status, and the user whose forwarding
+/// sent the call where it is.
+pub const ENGINE_VARS: [&str; 3] = ["DIALSTATUS", "BRIDGE_STATUS", "FORWARDED_FROM"];
+
 /// A set of variables: a call's own (built-ins and `set` results), `[vars]` globals,
 /// or the captures of a regex match.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
