@@ -206,3 +206,54 @@ fn two_baresip_agents_take_queued_calls() {
         );
     }
 }
+
+/// Two callers of the agentless queue (on whichever workers their Call-IDs pick): the second
+/// hears "there are", "2", "calls waiting" — its place in the order both workers share.
+#[test]
+fn the_second_caller_hears_its_position() {
+    let s = start("queues-position");
+    let answered = |exten: &str, rtp: &mut Rtp| {
+        let mut uac = Uac::new(s.sip, exten);
+        let resp = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv"));
+        assert_eq!(resp.status(), Some(200), "{resp:?}");
+        rtp.remote = Some(sdp_audio(&resp.body).0);
+        uac.ack("");
+        uac
+    };
+    let mut first_rtp = Rtp::bind();
+    let _first = answered("7001", &mut first_rtp);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut rtp = Rtp::bind();
+    let _second = answered("7001", &mut rtp);
+    let pcm: Vec<i16> = rtp
+        .recv_for(Duration::from_millis(5000))
+        .iter()
+        .filter(|p| p.pt == 0)
+        .flat_map(|p| ulaw_decode_all(&p.payload))
+        .collect();
+    let sounds = std::path::Path::new("/usr/share/asterisk/sounds/en_US_f_Allison");
+    let there_are = read_wav(&sounds.join("queue-thereare.wav"));
+    // The announcement starts 2 s after the answer (1.5 s to 3 s into what arrived).
+    let (c, lag) = best_correlation(
+        &pcm,
+        &there_are.samples,
+        8000 * 5 / 2,
+        4000,
+        -24000..=-12000,
+    );
+    assert!(
+        c > 0.8,
+        "\"there are\" after 2 s: correlation {c:.3} at lag {lag}"
+    );
+    // Then "2", right after "there are".
+    let two = read_wav(&sounds.join("digits/2.wav"));
+    let at = (-lag) as usize + there_are.samples.len() + 800;
+    let (c, _) = best_correlation(
+        &pcm,
+        &two.samples,
+        at,
+        2400,
+        -(at as isize) - 2000..=-(at as isize) + 2000,
+    );
+    assert!(c > 0.8, "\"2\" after \"there are\": correlation {c:.3}");
+}
