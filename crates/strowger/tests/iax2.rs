@@ -1336,3 +1336,82 @@ fn iaxmodem_dials_strowger() {
     );
     assert!(cdr.num("packets_sent") >= 100.0, "tone sent: {cdr:?}");
 }
+
+/// The SIP callee (SIPp, tests/sipp/transfer_uas_refer.xml) of an IAX2 caller transfers it by
+/// REFER to 9196: the IAX2 caller, the transferee, hears its own frames come back from the echo.
+#[test]
+fn an_iax2_caller_is_transferred_by_its_sip_callee() {
+    let dir = TempDir::new("iax-transferee");
+    let callee = Sipp::new(Scenario::File("transfer_uas_refer.xml"))
+        .args(&["-key", "target", "9196", "-aa"])
+        .spawn(None, dir.path());
+    let mut c = Client::bind(Config::default());
+    let r = start(
+        "iax-transferee",
+        &[("client", c.addr)],
+        TOKENS,
+        vec![("bridge_target".into(), callee.addr.to_string())],
+    );
+    let id = call_answered(&mut c, r.iax, "2001", "client");
+    // The callee refers after 0.5 s and hangs up once it hears 200 in the NOTIFY.
+    c.pump(Duration::from_millis(1500));
+    callee.finish().assert_ok(1);
+    let sent = numbered(&tone(700.0, 160 * 100, 8000.0));
+    let back = voice(&c.send_frames(id, &sent, Duration::from_millis(500)));
+    hangup(&mut c, id);
+    let ours = back.iter().filter(|f| sent.contains(f)).count();
+    assert!(ours >= 90, "{ours} of 100 frames echoed after the transfer");
+    let cdr = r.s.wait_cdrs(1).remove(0);
+    assert_eq!(cdr.str("transferred_to"), "9196", "{cdr:?}");
+    assert_eq!(cdr.str("hangup_side"), "caller", "{cdr:?}");
+}
+
+/// A SIP caller (SIPp's uac, echoing RTP) is transferred by its SIP callee to 3001, the IAX2
+/// peer `client`: strowger dials the peer, and once it answers the peer's frames reach the SIP
+/// caller and come back.
+#[test]
+fn a_sip_caller_is_transferred_to_an_iax2_peer() {
+    let dir = TempDir::new("iax-target");
+    let callee = Sipp::new(Scenario::File("transfer_uas_refer.xml"))
+        .args(&["-key", "target", "3001", "-aa"])
+        .spawn(None, dir.path());
+    let mut c = Client::bind(Config::default());
+    let r = start(
+        "iax-target",
+        &[("client", c.addr)],
+        TOKENS,
+        vec![("bridge_target".into(), callee.addr.to_string())],
+    );
+    let caller = Sipp::new(Scenario::Builtin("uac"))
+        .service("2001")
+        .duration_ms(5000)
+        .rtp_echo()
+        .spawn(Some(r.s.sip), dir.path());
+    let ev = c.pump_until(Duration::from_secs(8), |e| {
+        matches!(e, Event::Incoming { .. })
+    });
+    let Some(Event::Incoming { call, info, .. }) = ev.last().cloned() else {
+        panic!("no NEW from strowger after the transfer: {ev:?}");
+    };
+    assert_eq!(info.called_number.as_deref(), Some("3001"));
+    c.ep.authenticate(call, CLIENT_SECRET, Instant::now())
+        .unwrap();
+    c.pump_until(Duration::from_secs(3), |e| {
+        matches!(e, Event::Authenticated { .. })
+    });
+    c.ep.accept(call, format::ULAW, Instant::now()).unwrap();
+    c.ep.answer(call, Instant::now()).unwrap();
+    c.pump(Duration::from_millis(300));
+    let sent = numbered(&tone(700.0, 160 * 100, 8000.0));
+    let back = voice(&c.send_frames(call, &sent, Duration::from_millis(500)));
+    let ours = back.iter().filter(|f| sent.contains(f)).count();
+    assert!(
+        ours >= 90,
+        "{ours} of 100 frames came back through the SIP caller"
+    );
+    callee.finish().assert_ok(1);
+    caller.finish().assert_ok(1);
+    let cdr = r.s.wait_cdrs(1).remove(0);
+    assert_eq!(cdr.str("transferred_to"), "3001", "{cdr:?}");
+    assert_eq!(cdr.str("bridged_to"), "iax2/client/3001", "{cdr:?}");
+}

@@ -238,6 +238,9 @@ impl Engine {
             }
             let Some(step) = c.program.next(&mut c.vars) else {
                 let status = c.bridge_status;
+                if self.transfer_failed(call, status, now) {
+                    return;
+                }
                 let q = status.map_or(16, |s| Cause::from_sip_status(s).0);
                 self.hangup(call, q, "switch", None, now);
                 return;
@@ -357,7 +360,11 @@ impl Engine {
                 self.calls[call].wait = Wait::Timer(until);
                 self.calls.arm(call, until);
             }
-            Step::Hangup { cause } => self.hangup(call, cause.0, "switch", None, now),
+            Step::Hangup { cause } => {
+                if !self.transfer_failed(call, Some(cause.sip_status()), now) {
+                    self.hangup(call, cause.0, "switch", None, now)
+                }
+            }
             Step::Queue { queue } => self.queue_join(call, &queue, now),
             Step::QueueLogin { queue } => self.queue_login(call, &queue, true, now),
             Step::QueueLogout { queue } => self.queue_login(call, &queue, false, now),
@@ -430,12 +437,12 @@ impl Engine {
         true
     }
 
-    /// The SDP strowger sends on the inbound leg: the answer to the caller's offer, or an offer
-    /// when the INVITE had none (the answer then comes in the ACK).
-    fn inbound_body(&mut self, call: usize) -> Option<String> {
+    /// The SDP strowger sends on an inbound leg (the caller's, or one that replaces a dialog):
+    /// the answer to its offer, or an offer when its INVITE had none (the answer then comes in
+    /// the ACK).
+    pub(crate) fn answer_body(&mut self, call: usize, at: LegIdx) -> Option<String> {
         let caps = self.s.caps.clone();
-        let c = self.calls.get_mut(call)?;
-        let leg = c.caller_mut();
+        let leg = self.calls.get_mut(call)?.leg_mut(at)?;
         if let Some(b) = &leg.local_body {
             return Some(b.clone());
         }
@@ -474,7 +481,7 @@ impl Engine {
             if !self.ensure_media(call, Call::CALLER, now) {
                 return;
             }
-            self.inbound_body(call)
+            self.answer_body(call, Call::CALLER)
         } else {
             None
         };
@@ -519,6 +526,8 @@ impl Engine {
             return false;
         };
         if c.answered {
+            // Answering again: a transfer's target took the transferee (transfer.rs).
+            self.transfer_answered(call, now);
             return true;
         }
         if c.caller().iax().is_some() {
@@ -528,7 +537,7 @@ impl Engine {
             self.hangup(call, 34, "switch", None, now);
             return false;
         }
-        let Some(body) = self.inbound_body(call) else {
+        let Some(body) = self.answer_body(call, Call::CALLER) else {
             self.hangup(call, 58, "switch", None, now);
             return false;
         };
@@ -609,6 +618,7 @@ impl Engine {
         }
         self.queue_ended(call, now);
         self.stop_recording(call);
+        self.transfer_abandoned(call, now);
         let Some(mut c) = self.calls.remove(call) else {
             return;
         };

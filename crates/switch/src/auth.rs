@@ -161,14 +161,18 @@ pub(crate) struct AuthState {
 /// Compiled patterns kept at most; past it the cache starts over.
 const PATTERNS: usize = 4096;
 
-/// The dialled extension (Request-URI user) and the caller (From user) of a request.
-fn call_names(msg: &Message) -> (String, String) {
+/// The dialled extension (Request-URI user) and the caller (From user) of a request; an INVITE
+/// that replaces a dialog (transfer.rs) dials what the replaced call dialled, so it is admitted
+/// as a call to that extension would be.
+fn call_names(e: &Engine, msg: &Message) -> (String, String) {
     let uri = msg.request_uri().unwrap_or_default();
-    let exten = sip::Uri::parse(uri)
-        .ok()
-        .and_then(|u| u.user)
-        .unwrap_or("")
-        .to_string();
+    let exten = e.replaced_exten(msg).unwrap_or_else(|| {
+        sip::Uri::parse(uri)
+            .ok()
+            .and_then(|u| u.user)
+            .unwrap_or("")
+            .to_string()
+    });
     let from = msg.header(HeaderName::From).unwrap_or_default();
     let caller = NameAddr::parse(from)
         .ok()
@@ -190,7 +194,7 @@ impl Engine {
         session_expires: Option<u32>,
         now: Instant,
     ) {
-        let (exten, caller) = call_names(&msg);
+        let (exten, caller) = call_names(self, &msg);
         let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
         // A provider's call (trunks.rs) enters its trunk's context by its DID, unchallenged.
         let inbound = self.trunk_call(peer.addr, &msg);
@@ -252,7 +256,7 @@ impl Engine {
             return false;
         }
         if let Some(public) = &self.s.security.public_context {
-            let (exten, caller) = call_names(msg);
+            let (exten, caller) = call_names(self, msg);
             let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
             let vars = Vars::for_call(&exten, &caller, call_id, &self.s.data_dir);
             if self.dialplan.route(public, &exten, &vars).is_some() {
@@ -432,7 +436,7 @@ impl Engine {
         creds: Credentials,
         now: Instant,
     ) {
-        let (exten, _) = call_names(&msg);
+        let (exten, _) = call_names(self, &msg);
         let context = creds
             .context
             .unwrap_or_else(|| self.s.default_context.clone());

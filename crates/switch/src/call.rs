@@ -57,6 +57,9 @@ pub enum Role {
     /// Another callee ringing at once (parallel forking to every contact of a user); the first
     /// to answer becomes the callee and the rest are cancelled.
     Ringing,
+    /// The party that transferred the call (REFER), kept while its transfer is under way so it
+    /// gets the outcome and, if the target fails, its call back (transfer.rs).
+    Transferor,
 }
 
 /// A leg of a call, by its place in the call's legs (stable while the leg lasts).
@@ -202,6 +205,8 @@ pub struct Call {
     pub(crate) hunt: Option<Box<crate::hunt::Hunt>>,
     /// How often a user's forwarding has sent this call elsewhere (forwarding.rs).
     pub(crate) forwarded: u8,
+    /// The transfer under way, at most one at a time (transfer.rs).
+    pub(crate) transfer: Option<Box<crate::transfer::Transfer>>,
 }
 
 impl Call {
@@ -241,6 +246,7 @@ impl Call {
             user: None,
             hunt: None,
             forwarded: 0,
+            transfer: None,
         }
     }
 
@@ -257,10 +263,7 @@ impl Call {
 
     /// The callee's leg (`Role::Callee`), if any.
     pub fn callee_idx(&self) -> Option<LegIdx> {
-        self.legs
-            .iter()
-            .find(|(_, l)| l.role == Role::Callee)
-            .map(|(i, _)| LegIdx(i))
+        self.leg_in(Role::Callee)
     }
 
     pub fn callee(&self) -> Option<&Leg> {
@@ -355,6 +358,27 @@ impl Call {
             }
         }
         old
+    }
+
+    /// Makes leg `i` the caller, and the caller leg `i` in `role` (a transfer moves the caller's
+    /// partner into the caller's place). The legs trade places, so their `LegIdx`s trade too:
+    /// `Calls::swap_caller` re-indexes them. False if `i` is not another leg of the call.
+    pub fn swap_caller(&mut self, i: LegIdx, role: Role) -> bool {
+        let Some((caller, other)) = self.legs.get2_mut(Self::CALLER.0, i.0) else {
+            return false;
+        };
+        std::mem::swap(caller, other);
+        caller.role = Role::Caller;
+        other.role = match role {
+            Role::Caller => Role::Ringing,
+            r => r,
+        };
+        true
+    }
+
+    /// The leg in `role` (the first, if several have it).
+    pub fn leg_in(&self, role: Role) -> Option<LegIdx> {
+        self.legs().find(|(_, l)| l.role == role).map(|(i, _)| i)
     }
 
     /// Takes every ringing leg out of the call.

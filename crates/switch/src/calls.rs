@@ -3,7 +3,7 @@
 //! program can run. The maps change only here, as calls are added and removed and legs are
 //! indexed and forgotten, so keeping them in step with the calls is this file's job alone.
 
-use crate::call::{Call, Leg, LegRef};
+use crate::call::{Call, Leg, LegIdx, LegRef, Role};
 use crate::dialog::Dialog;
 use rustc_hash::FxHashMap;
 use sip::transaction::{ClientTxId, ServerTxId};
@@ -12,6 +12,20 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::{Index, IndexMut};
 use std::time::Instant;
+
+/// What a worker's call table holds: every entry of its maps, its legs and the timers not yet
+/// fired (tests check that calls leave nothing behind).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TableCounts {
+    pub calls: usize,
+    pub legs: usize,
+    pub call_ids: usize,
+    pub server_txs: usize,
+    pub client_txs: usize,
+    pub media_legs: usize,
+    pub timers: usize,
+    pub orphans: usize,
+}
 
 #[derive(Default)]
 pub(crate) struct Calls {
@@ -78,6 +92,60 @@ impl Calls {
         }
         if let Some(ctx) = leg.invite_tx {
             self.client_txs.remove(&ctx);
+        }
+    }
+
+    /// Makes leg `leg` of `call` the caller and the caller a leg in `role` (call.rs
+    /// `Call::swap_caller`), with the maps following both legs to their new places.
+    pub(crate) fn swap_caller(&mut self, call: usize, leg: LegIdx, role: Role) -> bool {
+        let Some(c) = self.calls.get_mut(call) else {
+            return false;
+        };
+        if !c.swap_caller(leg, role) {
+            return false;
+        }
+        for at in [Call::CALLER, leg] {
+            self.index_leg(LegRef { call, leg: at });
+        }
+        true
+    }
+
+    /// Puts `leg` into `call` in `role`, found from then on by its Call-ID, media leg and
+    /// pending INVITE (a leg moved from another call, or one that replaces another).
+    pub(crate) fn put_leg(&mut self, call: usize, leg: Leg, role: Role) -> Option<LegRef> {
+        let i = self.calls.get_mut(call)?.add_leg(leg, role);
+        let at = LegRef { call, leg: i };
+        self.index_leg(at);
+        Some(at)
+    }
+
+    /// Takes a leg (never a caller's) out of its call and out of the maps; it is the caller's
+    /// to release or to put into another call.
+    pub(crate) fn take_leg(&mut self, at: LegRef) -> Option<Leg> {
+        let leg = self.calls.get_mut(at.call)?.remove_leg(at.leg)?;
+        self.forget_leg(&leg);
+        Some(leg)
+    }
+
+    /// Another INVITE answered into `call` (one with Replaces): if its 2xx is never ACKed, the
+    /// call ends as for the caller's own INVITE.
+    pub(crate) fn index_server_tx(&mut self, stx: ServerTxId, call: usize) {
+        self.server_txs.insert(stx, call);
+    }
+
+    /// Points the maps at `at` for what its leg is found by.
+    fn index_leg(&mut self, at: LegRef) {
+        let Some(leg) = self.calls.get(at.call).and_then(|c| c.leg(at.leg)) else {
+            return;
+        };
+        if let Some(d) = leg.dialog() {
+            self.by_call_id.insert(d.call_id.clone(), at);
+        }
+        if let Some(m) = leg.media {
+            self.by_media.insert(m.index(), at);
+        }
+        if let Some(ctx) = leg.invite_tx {
+            self.client_txs.insert(ctx, at);
         }
     }
 
@@ -183,6 +251,19 @@ impl Calls {
 
     pub(crate) fn len(&self) -> usize {
         self.calls.len()
+    }
+
+    pub(crate) fn counts(&self) -> TableCounts {
+        TableCounts {
+            calls: self.calls.len(),
+            legs: self.calls.iter().map(|(_, c)| c.legs().count()).sum(),
+            call_ids: self.by_call_id.len(),
+            server_txs: self.server_txs.len(),
+            client_txs: self.client_txs.len(),
+            media_legs: self.by_media.len(),
+            timers: self.timers.len(),
+            orphans: self.orphans.len(),
+        }
     }
 
     pub(crate) fn ids(&self) -> Vec<usize> {
@@ -325,5 +406,53 @@ mod tests {
         assert_eq!(c.callee().map(Leg::call_id), Some("callee@x"));
         assert_eq!(calls.leg_by_call_id("caller@x"), None);
         assert_eq!(calls.leg_by_media(7), None);
+    }
+
+    /// A transfer's moves: the callee takes the caller's place (the maps follow both legs), a
+    /// leg leaves one call and joins another, and every map finds each leg where it is.
+    #[test]
+    fn legs_swap_places_and_move_between_calls() {
+        let mut calls = Calls::default();
+        let one = calls.add(call(sip_leg("a@x")));
+        let b = calls[one].set_callee(sip_leg("b@x"));
+        calls.index_call_id("b@x".into(), LegRef { call: one, leg: b });
+        let m = media::LegId::from_index(3);
+        calls[one].leg_mut(b).expect("b").media = Some(m);
+        calls.bind_media(m, LegRef { call: one, leg: b });
+
+        assert!(calls.swap_caller(one, b, Role::Transferor));
+        let caller = LegRef {
+            call: one,
+            leg: Call::CALLER,
+        };
+        assert_eq!(calls.leg_by_call_id("b@x"), Some(caller));
+        assert_eq!(calls.leg_by_media(3), Some(caller));
+        assert_eq!(
+            calls.leg_by_call_id("a@x"),
+            Some(LegRef { call: one, leg: b })
+        );
+        assert_eq!(calls[one].leg(b).map(|l| l.role), Some(Role::Transferor));
+        assert_eq!(calls[one].caller().call_id(), "b@x");
+
+        // The old caller leaves for another call, as a consultation's party does.
+        let two = calls.add(call(sip_leg("c@x")));
+        let moved = calls.take_leg(LegRef { call: one, leg: b }).expect("a leg");
+        assert_eq!(calls.leg_by_call_id("a@x"), None);
+        let at = calls.put_leg(two, moved, Role::Callee).expect("put");
+        assert_eq!(calls.leg_by_call_id("a@x"), Some(at));
+        assert_eq!(calls[two].callee().map(Leg::call_id), Some("a@x"));
+        // The caller's place is never taken by a put.
+        assert!(calls
+            .take_leg(LegRef {
+                call: two,
+                leg: Call::CALLER
+            })
+            .is_none());
+        calls.remove(one);
+        let c = calls.remove(two).expect("call two");
+        for l in c.legs().map(|(_, l)| l) {
+            calls.forget_leg(l);
+        }
+        assert_eq!(calls.counts(), super::TableCounts::default());
     }
 }

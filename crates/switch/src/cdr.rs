@@ -34,6 +34,9 @@ pub struct Cdr {
     pub rtt_ms: Option<f64>,
     pub remote_packets_lost: Option<i32>,
     pub bridged_to: Option<String>,
+    /// Where a transfer took the call (transfer.rs): the extension of a blind transfer, the
+    /// party of an attended one, the phone whose INVITE replaced a leg.
+    pub transferred_to: Option<String>,
     /// The trunk the call came in by or went out through.
     pub trunk: Option<String>,
 }

@@ -6,7 +6,7 @@
 //! several contacts, one leg per contact (forks, bridge.rs). Every input ends in `Engine::process`, which runs the call's dialplan
 //! steps until one has to wait (for playback, a timer, DTMF, the callee or the caller).
 
-use crate::call::{Call, Leg, LegIdx, Signal, Wait};
+use crate::call::{Call, Leg, LegIdx, LegRef, Signal, Wait};
 use crate::calls::Calls;
 use crate::cdr::{unix_seconds, Cdr};
 use crate::dialog::Dialog;
@@ -26,9 +26,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Methods strowger answers (sent in Allow).
-pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REGISTER";
-/// Option tags strowger implements (sent in Supported, accepted in Require).
-pub const SUPPORTED: &[&str] = &["timer"];
+pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REGISTER, REFER, NOTIFY";
+/// Option tags strowger implements (sent in Supported; `sip.accept_require` lists those a
+/// request may require).
+pub const SUPPORTED: &[&str] = &["timer", "replaces"];
 
 /// Whether any worker may handle `msg` rather than its Call-ID's owner: a REGISTER keeps no
 /// call state (its bindings live in the store; one that answers a challenge goes to the worker
@@ -378,6 +379,11 @@ impl Engine {
         self.calls.len()
     }
 
+    /// What the call table holds (tests check that calls leave nothing behind).
+    pub fn table_counts(&self) -> crate::TableCounts {
+        self.calls.counts()
+    }
+
     /// When `handle_timeout` wants to run next.
     fn next_deadline(&self) -> Option<Instant> {
         let call = self.calls.next_timer();
@@ -612,14 +618,31 @@ impl Engine {
                 self.respond(stx, &msg, peer, 200, "OK", Some(&tag), &extra, None, now);
             }
             (
-                Method::Bye | Method::Invite | Method::Update | Method::Info | Method::Options,
+                Method::Bye
+                | Method::Invite
+                | Method::Update
+                | Method::Info
+                | Method::Options
+                | Method::Refer
+                | Method::Notify,
                 Some(_),
                 Some(at),
             ) => {
                 self.in_dialog(stx, msg, peer, at.call, at.leg, now);
             }
+            (Method::Refer, None, _) => {
+                let w = "399 strowger \"REFER is taken only inside a call\"";
+                let extra = [("Warning", w.to_string())];
+                self.reply(stx, &msg, peer, 403, "Forbidden", &extra, now);
+            }
             (
-                Method::Bye | Method::Invite | Method::Update | Method::Info | Method::Options,
+                Method::Bye
+                | Method::Invite
+                | Method::Update
+                | Method::Info
+                | Method::Options
+                | Method::Refer
+                | Method::Notify,
                 _,
                 _,
             ) => {
@@ -761,6 +784,10 @@ impl Engine {
             None => None,
         };
 
+        if msg.header_named("Replaces").is_some() {
+            let leg = Leg::new(Signal::Sip(dialog), sdp_session, offer, negotiated);
+            return self.invite_replaces(stx, &msg, peer, leg, &a.context, now);
+        }
         let crate::auth::Admitted {
             context,
             exten,
@@ -855,6 +882,9 @@ impl Engine {
         match method {
             Method::Bye => {
                 self.respond(stx, &msg, peer, 200, "OK", None, &[], None, now);
+                if self.transferor_left(LegRef { call, leg: at }, now) {
+                    return;
+                }
                 let outbound = at != Call::CALLER;
                 let side = if outbound { "callee" } else { "caller" };
                 let cause = msg
@@ -866,6 +896,7 @@ impl Engine {
                 self.hangup(call, cause, side, Some(outbound), now);
             }
             Method::Invite | Method::Update => self.reoffer(stx, msg, peer, call, at, now),
+            Method::Refer => self.on_refer(stx, msg, peer, LegRef { call, leg: at }, now),
             _ => self.respond(
                 stx,
                 &msg,
@@ -1275,6 +1306,7 @@ impl Engine {
         }
         while let Some(call) = self.calls.pop_due(now) {
             self.trunk_silence(call, now);
+            self.transfer_timer(call, now);
             let c = &mut self.calls[call];
             if c.session_deadline.is_some_and(|d| d <= now) {
                 self.hangup(call, 102, "switch", None, now);

@@ -926,6 +926,20 @@ impl Engine {
         }
     }
 
+    /// The IAX2 legs of `call` after a transfer moved a leg into it or into the caller's place:
+    /// each IAX2 call follows its leg (its call, and whether it is the caller's side).
+    pub(crate) fn iax_rehome(&mut self, call: usize) {
+        let (Some(iax), Some(c)) = (self.iax.as_mut(), self.calls.get(call)) else {
+            return;
+        };
+        for (i, leg) in c.legs() {
+            if let Some(x) = leg.iax().and_then(|id| iax.calls.get_mut(&id)) {
+                x.call = call;
+                x.outbound = i != Call::CALLER;
+            }
+        }
+    }
+
     /// Answers an incoming IAX2 call (ANSWER), once.
     pub(crate) fn iax_answer(&mut self, call: usize, now: Instant) -> bool {
         let Some(c) = self.calls.get_mut(call) else {

@@ -27,8 +27,10 @@ pub mod queues;
 mod record_route;
 pub mod registrar;
 pub mod slots;
+mod transfer;
 pub mod trunks;
 
+pub use calls::TableCounts;
 pub use engine::{nonce_owner, owner, stateless, Engine, Settings};
 pub use io::{Clock, Event, Input, Level, Output};
 pub use slots::CallSlots;

@@ -118,7 +118,9 @@ impl Engine {
             .is_some_and(|u| self.names_us(&u))
     }
 
-    fn names_us(&self, u: &Uri) -> bool {
+    /// Whether `u` names strowger: one of its listen addresses, or its registrar or proxy
+    /// domain on a port it listens on.
+    pub(crate) fn names_us(&self, u: &Uri) -> bool {
         if let Some(p) = crate::bridge::resolve(u) {
             return self.s.listen.iter().any(|(_, a)| *a == p.addr);
         }

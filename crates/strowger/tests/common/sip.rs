@@ -204,6 +204,16 @@ impl Uac {
         self.last_sent = msg.into_bytes();
     }
 
+    /// The Replaces value (RFC 3891) that names this call's dialog to strowger: its tag as
+    /// to-tag, ours as from-tag.
+    pub fn replaces(&self) -> String {
+        let theirs = self.to_tag.as_deref().unwrap_or_default();
+        format!(
+            "{};to-tag={theirs};from-tag={}",
+            self.call_id, self.from_tag
+        )
+    }
+
     /// Sends the last request again, byte for byte (as Timer A would).
     pub fn retransmit(&self) {
         self.sock.send_to(&self.last_sent, self.server).unwrap();

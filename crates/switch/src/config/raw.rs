@@ -332,7 +332,7 @@ impl Default for RawSip {
             max_message_size: 65535,
             session_expires: 1800,
             min_se: 90,
-            accept_require: vec!["timer".into()],
+            accept_require: vec!["timer".into(), "replaces".into()],
         }
     }
 }

@@ -377,6 +377,11 @@ impl Net {
         self.agent(ua).update(call, sdp, now);
     }
 
+    pub fn refer(&mut self, ua: Id, call: usize, refer_to: &str) {
+        let now = self.now;
+        self.agent(ua).refer(call, refer_to, now);
+    }
+
     pub fn register(&mut self, ua: Id, registrar: &str, domain: &str, expires: u32) {
         let now = self.now;
         self.agent(ua)

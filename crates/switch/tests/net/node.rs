@@ -373,6 +373,10 @@ impl Node {
         self.engine.active_calls()
     }
 
+    pub fn table_counts(&self) -> switch::TableCounts {
+        self.engine.table_counts()
+    }
+
     /// Everything the worker sent since the last call, in order.
     pub fn drain(&mut self) -> Vec<Packet> {
         self.collect();

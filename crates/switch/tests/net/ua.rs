@@ -401,6 +401,36 @@ impl Ua {
         self.calls[call].state = State::Ended;
     }
 
+    /// Sends a REFER in call `call` asking the far end to transfer it to `refer_to` (a URI, or
+    /// a name-addr).
+    pub fn refer(&mut self, call: usize, refer_to: &str, now: Instant) {
+        self.request(call, Method::Refer, &[("Refer-To", refer_to)], now);
+    }
+
+    /// Sends `method` in call `call` with `extra` headers besides the dialog's, and our
+    /// Contact (which REFER and NOTIFY carry).
+    pub fn request(&mut self, call: usize, method: Method, extra: &[(&str, &str)], now: Instant) {
+        let via = self.via();
+        let contact = self.contact.clone();
+        let c = &mut self.calls[call];
+        c.local_cseq += 1;
+        let mut headers = self.dialog_headers.clone();
+        headers.extend(extra.iter().map(|(n, v)| (n.to_string(), v.to_string())));
+        headers.push(("Contact".into(), format!("<{contact}>")));
+        let (bytes, to) = dialog_request(c, &method, &via, c.local_cseq, &contact, &headers, None);
+        self.send_request(Some(call), method, bytes, to, now);
+    }
+
+    /// The Replaces value (RFC 3891) naming call `call`'s dialog for the far end: its tag as
+    /// to-tag, ours as from-tag.
+    pub fn replaces(&self, call: usize) -> String {
+        let c = &self.calls[call];
+        format!(
+            "{};to-tag={};from-tag={}",
+            c.call_id, c.remote_tag, c.local_tag
+        )
+    }
+
     /// Cancels the call's pending INVITE (sent once a provisional came, RFC 3261 §9.1).
     pub fn cancel(&mut self, call: usize, now: Instant) {
         let invite = self.calls[call].invite_ctx.expect("the call has an INVITE");

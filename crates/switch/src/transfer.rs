@@ -1,0 +1,776 @@
+//! Call transfer: blind transfer by REFER (RFC 3515), attended transfer by a REFER whose
+//! Refer-To carries Replaces, and a new INVITE that replaces a dialog (RFC 3891).
+//!
+//! A transfer stays inside one call (one CDR): the transferee takes the caller's place if it was
+//! not the caller already (`Calls::swap_caller`), the transferor's leg stays as
+//! `Role::Transferor` until the outcome is known, and the target's dialplan program becomes the
+//! call's program, run in the call's own context — a transfer reaches nothing the call could not
+//! dial. The outcome goes to the transferor as NOTIFYs of the refer event (message/sipfrag): 100
+//! at once, then the target's final status. On success the transferor's leg is released; on
+//! failure the transferee is bridged back to it as before.
+
+use crate::call::{Call, Leg, LegIdx, LegRef, Role, Wait};
+use crate::dialog::Dialog;
+use crate::dialplan::{Route, Step, Vars};
+use crate::engine::{Engine, ALLOW, SUPPORTED};
+use sip::header::{HeaderName, NameAddr, Params};
+use sip::transaction::{Peer, ServerTxId};
+use sip::{Message, Method, Uri};
+use std::time::{Duration, Instant};
+
+/// How long the transferor's leg is kept after the final NOTIFY of a successful transfer, for
+/// its phone to hang up itself (RFC 5589 §6.1: the transferor sends BYE); past it strowger sends
+/// the BYE. Phones do so within milliseconds; two seconds leave room for a lost NOTIFY's
+/// retransmission without holding the leg long.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// The implicit subscription's lifetime announced in the first NOTIFY (RFC 3515 §2.4.4); the
+/// final NOTIFY, which ends it, comes when the target answers or fails.
+const EXPIRES_S: u32 = 60;
+
+/// A transfer under way in a call (at most one; a second REFER meanwhile gets 491).
+pub(crate) struct Transfer {
+    /// The leg that sent the REFER; None once it hung up.
+    transferor: Option<LegIdx>,
+    /// The CSeq of its REFER: the `id` of its refer event (RFC 3515 §2.4.6).
+    id: u32,
+    /// The extension the transferee was sent to (the CDR's `transferred_to` on success).
+    target: String,
+    /// What the call was before, while the target's program runs; None once it answered.
+    before: Option<Box<Before>>,
+    /// When the transferor's leg is released (BYE) after a successful transfer.
+    release_at: Option<Instant>,
+}
+
+impl Transfer {
+    /// The target's program still runs (no final NOTIFY yet).
+    fn pending(&self) -> bool {
+        self.before.is_some()
+    }
+}
+
+/// The call before a blind transfer, restored if the target fails.
+struct Before {
+    program: Route,
+    wait: Wait,
+    vars: Vars,
+    exten: String,
+    bridged_to: Option<String>,
+    /// The transferor was the caller: the transferee took its place (and its INVITE and user,
+    /// kept here, stop naming the call's caller).
+    swapped: bool,
+    invite: Option<Message>,
+    user: Option<Box<crate::auth::UserCall>>,
+    /// The transferor was alone in the call (a caller of an app such as 44444): the target's
+    /// program runs for the transferor itself, and a failure starts its own rule again.
+    alone: bool,
+}
+
+/// The dialog a Replaces header names (RFC 3891 §6.1): to-tag is the tag of strowger's side,
+/// from-tag the far end's.
+#[derive(Debug, PartialEq, Eq)]
+struct Replaces {
+    call_id: String,
+    to_tag: String,
+    from_tag: String,
+    early_only: bool,
+}
+
+impl Replaces {
+    fn parse(v: &str) -> Option<Replaces> {
+        let (call_id, params) = v.trim().split_once(';').unwrap_or((v.trim(), ""));
+        let params = Params(params);
+        let tag = |n: &str| params.get(n).map(|t| t.trim_matches('"').to_string());
+        let r = Replaces {
+            call_id: call_id.trim().to_string(),
+            to_tag: tag("to-tag")?,
+            from_tag: tag("from-tag")?,
+            early_only: params
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("early-only")),
+        };
+        (!r.call_id.is_empty()).then_some(r)
+    }
+}
+
+/// Undoes %-escapes (the Replaces value carried in a Refer-To URI's headers).
+fn unescape(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The Replaces of a Refer-To URI's headers (`?Replaces=...`), if any.
+fn replaces_in(headers: Option<&str>) -> Option<Option<Replaces>> {
+    let Some(h) = headers else {
+        return Some(None);
+    };
+    match h.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        k.eq_ignore_ascii_case("replaces").then_some(v)
+    }) {
+        Some(v) => unescape(v).and_then(|v| Replaces::parse(&v)).map(Some),
+        None => Some(None),
+    }
+}
+
+/// The user part of a leg's far end (a callee's number, for CALLER when it is transferred).
+fn number_of(leg: &Leg) -> String {
+    leg.dialog()
+        .and_then(|d| NameAddr::parse(&d.remote_uri).ok())
+        .and_then(|n| Uri::parse(n.uri).ok()?.user.map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The ringback tone of the dialplan's tone table, which the transferee hears while the target
+/// is dialled.
+fn ringback() -> Option<media::ToneSpec> {
+    match Step::parse("tone ringback") {
+        Ok(Step::Tone { tone, .. }) => Some(media::ToneSpec::new(tone.freqs_hz, tone.cadence)),
+        _ => None,
+    }
+}
+
+/// Whether an in-dialog request's tags are those of `d` (its From tag the far end's, its To tag
+/// ours).
+fn tags_match(msg: &Message, d: &Dialog) -> bool {
+    let tag = |h| {
+        msg.header(h)
+            .and_then(|v| NameAddr::parse(v).ok())
+            .and_then(|n| n.tag().map(str::to_string))
+    };
+    tag(HeaderName::From).as_deref() == Some(d.remote_tag.as_str())
+        && tag(HeaderName::To).as_deref() == Some(d.local_tag.as_str())
+}
+
+impl Engine {
+    /// The leg that transferred call `call` while its transfer is under way or its leg is
+    /// about to be released (e.g. for an announcement to it before the final NOTIFY).
+    pub fn transferor(&self, call: usize) -> Option<LegIdx> {
+        self.calls.get(call)?.transfer.as_ref()?.transferor
+    }
+
+    /// The leg of a dialog strowger has on this worker: `local_tag` is strowger's tag, and
+    /// `remote_tag` the far end's (not checked for an outbound leg still ringing, whose far end
+    /// has not given its tag in a final answer yet). The one place that finds a dialog a
+    /// Replaces names.
+    pub(crate) fn find_dialog(
+        &self,
+        call_id: &str,
+        local_tag: &str,
+        remote_tag: &str,
+    ) -> Option<LegRef> {
+        let at = self.calls.leg_by_call_id(call_id)?;
+        let d = self.calls.get(at.call)?.leg(at.leg)?.dialog()?;
+        let remote = d.remote_tag == remote_tag || d.remote_tag.is_empty();
+        (d.local_tag == local_tag && remote).then_some(at)
+    }
+
+    /// The extension the call dialled whose dialog an INVITE's Replaces names (auth.rs admits
+    /// the INVITE as a call to it).
+    pub(crate) fn replaced_exten(&self, msg: &Message) -> Option<String> {
+        let r = Replaces::parse(msg.header_named("Replaces")?)?;
+        let at = self.find_dialog(&r.call_id, &r.to_tag, &r.from_tag)?;
+        Some(self.calls.get(at.call)?.cdr.exten.clone())
+    }
+
+    /// A REFER in the dialog of leg `at` of `call`.
+    pub(crate) fn on_refer(
+        &mut self,
+        stx: ServerTxId,
+        msg: Message,
+        peer: Peer,
+        at: LegRef,
+        now: Instant,
+    ) {
+        let refuse = |e: &mut Engine, status: u16, reason: &str, why: &str| {
+            let extra = [("Warning", format!("399 strowger \"{why}\""))];
+            e.respond(stx, &msg, peer, status, reason, None, &extra, None, now);
+        };
+        let Some(c) = self.calls.get(at.call) else {
+            return;
+        };
+        let Some(leg) = c.leg(at.leg) else {
+            return;
+        };
+        if !leg.dialog().is_some_and(|d| tags_match(&msg, d)) {
+            let reason = "Call/Transaction Does Not Exist";
+            return self.respond(stx, &msg, peer, 481, reason, None, &[], None, now);
+        }
+        if c.transfer.as_ref().is_some_and(|t| t.pending()) {
+            let extra = [("Retry-After", "1".to_string())];
+            let reason = "Request Pending";
+            return self.respond(stx, &msg, peer, 491, reason, None, &extra, None, now);
+        }
+        if !c.answered || !leg.confirmed || !matches!(leg.role, Role::Caller | Role::Callee) {
+            let why = "REFER is taken from a party of an answered call";
+            return refuse(self, 403, "Forbidden", why);
+        }
+        if msg.count(HeaderName::ReferTo) != 1 {
+            return refuse(self, 400, "Bad Request", "one Refer-To header expected");
+        }
+        let refer_to = msg.header(HeaderName::ReferTo).unwrap_or_default();
+        let target = NameAddr::parse(refer_to)
+            .ok()
+            .and_then(|n| Uri::parse(n.uri).ok())
+            .filter(|u| u.is_sip() && self.names_us(u))
+            .and_then(|u| Some((u.user?.to_string(), replaces_in(u.headers)?)));
+        let Some((exten, replaces)) = target else {
+            let why = "Refer-To must be sip:EXTENSION@ an address of strowger";
+            return refuse(self, 403, "Forbidden", why);
+        };
+        let id = msg
+            .header(HeaderName::CSeq)
+            .and_then(|c| sip::CSeq::parse(c).ok())
+            .map_or(0, |c| c.seq);
+        // A done transfer's transferor still lingering goes now.
+        self.release_transferor(at.call, now);
+        self.respond(stx, &msg, peer, 202, "Accepted", None, &[], None, now);
+        self.notify(at, id, 100, now);
+        match replaces {
+            Some(r) => self.attended(at, id, &r, now),
+            None => self.blind(at, id, exten, now),
+        }
+    }
+
+    /// A NOTIFY of the refer event on leg `at` (RFC 3515 §2.4.5), sipfrag `status`; a final
+    /// status ends the implicit subscription.
+    fn notify(&mut self, at: LegRef, id: u32, status: u16, now: Instant) {
+        let Some(d) = self
+            .calls
+            .get(at.call)
+            .and_then(|c| c.leg(at.leg)?.dialog())
+        else {
+            return;
+        };
+        let local = self.local_for(d.peer);
+        let branch = self.branch();
+        let ua = self.s.user_agent.clone();
+        let Some(d) = self.calls[at.call]
+            .leg_mut(at.leg)
+            .and_then(Leg::dialog_mut)
+        else {
+            return;
+        };
+        let contact = d.local_contact.clone();
+        let mut b = d.request(&Method::Notify, &branch, local, None);
+        b.header("Contact", contact);
+        b.header("Event", format_args!("refer;id={id}"));
+        match status {
+            100..=199 => b.header(
+                "Subscription-State",
+                format_args!("active;expires={EXPIRES_S}"),
+            ),
+            _ => b.header("Subscription-State", "terminated;reason=noresource"),
+        };
+        b.header("User-Agent", ua);
+        let frag = format!(
+            "SIP/2.0 {status} {}\r\n",
+            sip::status::reason_phrase(status)
+        );
+        let bytes = b.finish(Some(("message/sipfrag;version=2.0", frag.as_bytes())));
+        let peer = d.peer;
+        self.txs.send_request(bytes, peer, now);
+    }
+
+    /// Blind transfer: the transferee runs `exten`'s program in the call's context.
+    fn blind(&mut self, at: LegRef, id: u32, exten: String, now: Instant) {
+        let call = at.call;
+        let c = &self.calls[call];
+        let transferee = match c.leg(at.leg).map(|l| l.role) {
+            Some(Role::Callee) => Some(Call::CALLER),
+            _ => c
+                .callee_idx()
+                .filter(|&i| c.leg(i).is_some_and(|l| l.confirmed)),
+        };
+        let mut vars = c.vars.clone();
+        vars.set("EXTEN", exten.as_str());
+        if let Some(t) = transferee.filter(|&t| t != Call::CALLER) {
+            vars.set("CALLER", c.leg(t).map(number_of).unwrap_or_default());
+        }
+        let Some(program) = self.dialplan.route(&c.cdr.context, &exten, &vars) else {
+            let msg = format!(
+                "transfer to {exten}: no dialplan rule in context {}",
+                c.cdr.context
+            );
+            let call_id = c.caller().call_id().to_string();
+            self.log(crate::io::Level::Info, Some(&call_id), msg);
+            return self.notify(at, id, 404, now);
+        };
+        // Alone in the call, the transferor's own rule starts again if the target fails.
+        let restart = match transferee {
+            None => self.dialplan.route(&c.cdr.context, &c.cdr.exten, &c.vars),
+            Some(_) => None,
+        };
+        self.stop_recording(call);
+        if transferee.is_none() {
+            // Alone in the call: a callee still ringing is not a party to keep.
+            self.drop_callees(call, 16, now);
+        }
+        let c = &mut self.calls[call];
+        let mut before = Before {
+            program: std::mem::replace(&mut c.program, program),
+            wait: c.wait,
+            vars: std::mem::replace(&mut c.vars, vars),
+            exten: std::mem::replace(&mut c.cdr.exten, exten.clone()),
+            bridged_to: c.cdr.bridged_to.clone(),
+            swapped: false,
+            invite: None,
+            user: None,
+            alone: transferee.is_none(),
+        };
+        let transferor = match transferee {
+            None => {
+                if let Some(p) = restart {
+                    before.program = p;
+                }
+                Call::CALLER
+            }
+            Some(t) if at.leg == Call::CALLER => {
+                self.calls.swap_caller(call, t, Role::Transferor);
+                let c = &mut self.calls[call];
+                before.swapped = true;
+                before.invite = c.invite.take();
+                before.user = c.user.take();
+                c.session_interval = None;
+                c.session_deadline = None;
+                t
+            }
+            Some(_) => {
+                if let Some(l) = c.leg_mut(at.leg) {
+                    l.role = Role::Transferor;
+                }
+                at.leg
+            }
+        };
+        self.iax_rehome(call);
+        let c = &mut self.calls[call];
+        c.wait = Wait::None;
+        c.bridge_status = None;
+        c.transfer = Some(Box::new(Transfer {
+            transferor: Some(transferor),
+            id,
+            target: exten,
+            before: Some(Box::new(before)),
+            release_at: None,
+        }));
+        if let (Some(m), Some(tone)) = (c.caller().media, ringback()) {
+            // Also ends the bridge: the transferor hears nothing from now on.
+            self.media.tone(m, tone);
+        }
+        self.calls.run_later(call);
+    }
+
+    /// The call's program answered (again) while a transfer is under way: the target took the
+    /// transferee (its bridge answered, or it runs an app that answers). The transferor hears
+    /// so, and its leg goes after `GRACE` unless it hangs up first.
+    pub(crate) fn transfer_answered(&mut self, call: usize, now: Instant) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        let Some(t) = c.transfer.as_mut() else {
+            return;
+        };
+        let Some(before) = t.before.take() else {
+            return;
+        };
+        c.cdr.exten = before.exten;
+        c.cdr.transferred_to = Some(t.target.clone());
+        let (who, id) = (t.transferor, t.id);
+        if before.alone || who.is_none() {
+            c.transfer = None;
+        } else {
+            let at = now + GRACE;
+            t.release_at = Some(at);
+            self.calls.arm(call, at);
+        }
+        if let Some(leg) = who {
+            self.notify(LegRef { call, leg }, id, 200, now);
+        }
+    }
+
+    /// The call's program ended (or hung up) with `status` while a transfer is under way: the
+    /// target failed. The transferor hears the status and gets the transferee back as it was.
+    /// False if there is no transfer to undo (the call then ends as it would without one).
+    pub(crate) fn transfer_failed(
+        &mut self,
+        call: usize,
+        status: Option<u16>,
+        now: Instant,
+    ) -> bool {
+        let Some(c) = self.calls.get_mut(call) else {
+            return false;
+        };
+        // Only a pending transfer is undone; a done one keeps its transferor's release.
+        if c.transfer.as_ref().is_none_or(|t| !t.pending()) {
+            return false;
+        }
+        let Some(t) = c.transfer.take() else {
+            return false;
+        };
+        let (Some(before), Some(who)) = (t.before, t.transferor) else {
+            return false;
+        };
+        let status = status.filter(|s| *s >= 300).unwrap_or(480);
+        // Whatever the target's program left dialling goes.
+        self.drop_callees(call, 16, now);
+        let c = &mut self.calls[call];
+        c.program = before.program;
+        c.vars = before.vars;
+        c.cdr.exten = before.exten;
+        c.cdr.bridged_to = before.bridged_to;
+        c.bridge_status = None;
+        let mut who = who;
+        if before.alone {
+            c.wait = Wait::None;
+            self.calls.run_later(call);
+        } else {
+            if before.swapped {
+                self.calls.swap_caller(call, who, Role::Callee);
+                let c = &mut self.calls[call];
+                c.invite = before.invite;
+                c.user = before.user;
+                who = Call::CALLER;
+            } else if let Some(l) = c.leg_mut(who) {
+                l.role = Role::Callee;
+            }
+            self.iax_rehome(call);
+            self.calls[call].wait = before.wait;
+            // Bridged again, or music for the one not holding (hold.rs).
+            self.rejoin(call);
+        }
+        self.notify(LegRef { call, leg: who }, t.id, status, now);
+        true
+    }
+
+    /// The call ends while its transfer is pending (its transferee hung up, or the switch is
+    /// shutting down): the transferor hears 487 in the final NOTIFY, just before its BYE.
+    pub(crate) fn transfer_abandoned(&mut self, call: usize, now: Instant) {
+        let Some(t) = self.calls.get(call).and_then(|c| c.transfer.as_ref()) else {
+            return;
+        };
+        let alone = t.before.as_ref().is_none_or(|b| b.alone);
+        if let (Some(leg), false) = (t.transferor, alone) {
+            let id = t.id;
+            self.notify(LegRef { call, leg }, id, 487, now);
+        }
+    }
+
+    /// Leg `at` hung up (its BYE answered): if it is a transferor's, only its leg goes and the
+    /// transfer goes on without it. False for any other leg.
+    pub(crate) fn transferor_left(&mut self, at: LegRef, now: Instant) -> bool {
+        let Some(c) = self.calls.get_mut(at.call) else {
+            return false;
+        };
+        let Some(t) = c.transfer.as_mut() else {
+            return false;
+        };
+        let alone = t.before.as_ref().is_some_and(|b| b.alone);
+        if t.transferor != Some(at.leg) || alone {
+            return false;
+        }
+        t.transferor = None;
+        if !t.pending() {
+            c.transfer = None;
+        }
+        if let Some(mut leg) = c.remove_leg(at.leg) {
+            self.release_outbound(&mut leg, 16, false, now);
+        }
+        true
+    }
+
+    /// A call timer: a done transfer's transferor that did not hang up within `GRACE` is
+    /// released now.
+    pub(crate) fn transfer_timer(&mut self, call: usize, now: Instant) {
+        let due = self
+            .calls
+            .get(call)
+            .and_then(|c| c.transfer.as_ref()?.release_at)
+            .is_some_and(|at| at <= now);
+        if due {
+            self.release_transferor(call, now);
+        }
+    }
+
+    /// Releases (BYE) the transferor of a done transfer, if it is still there.
+    fn release_transferor(&mut self, call: usize, now: Instant) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        if c.transfer.as_ref().is_none_or(|t| t.pending()) {
+            return;
+        }
+        let who = c.transfer.take().and_then(|t| t.transferor);
+        if let Some(mut leg) = who.and_then(|w| c.remove_leg(w)) {
+            self.release_outbound(&mut leg, 16, true, now);
+        }
+    }
+
+    /// Releases the call's callee and the legs ringing (CANCEL, or BYE once answered), and
+    /// ends the bridge that dialled them.
+    fn drop_callees(&mut self, call: usize, q850: u8, now: Instant) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        // A ring group's members still to ring or being looked up go with them (hunt.rs).
+        c.hunt = None;
+        let mut gone = c.take_ringing();
+        gone.extend(c.take_callee(false));
+        for mut leg in gone {
+            self.release_outbound(&mut leg, q850, true, now);
+        }
+    }
+
+    /// Attended transfer: the REFER on leg `at` names, in Replaces, the transferor's other
+    /// dialog (its consultation call): the party there replaces the transferor here.
+    fn attended(&mut self, at: LegRef, id: u32, r: &Replaces, now: Instant) {
+        let consult = self
+            .find_dialog(&r.call_id, &r.to_tag, &r.from_tag)
+            .filter(|o| o.call != at.call);
+        let Some(other) = consult else {
+            return self.notify(at, id, 481, now);
+        };
+        let c2 = &self.calls[other.call];
+        let Some(named) = c2.leg(other.leg).filter(|l| l.confirmed && c2.answered) else {
+            // An early dialog strowger did not start (RFC 3891 §3).
+            return self.notify(at, id, 481, now);
+        };
+        let here = self.calls[at.call].leg(at.leg).map(Leg::peer_addr);
+        // The same phone on both dialogs (by address: a phone's dialogs come from one host).
+        let same_party = here.is_some_and(|h| h.ip() == named.peer_addr().ip());
+        // Its partner there: the caller, or the answered callee.
+        let partner = match c2.leg(other.leg).map(|l| l.role) {
+            Some(Role::Callee) => Some(Call::CALLER),
+            Some(Role::Caller) => c2
+                .callee_idx()
+                .filter(|&i| c2.leg(i).is_some_and(|l| l.confirmed)),
+            _ => None,
+        };
+        let c1 = &self.calls[at.call];
+        let transferee = match c1.leg(at.leg).map(|l| l.role) {
+            Some(Role::Callee) => Some(Call::CALLER),
+            _ => c1
+                .callee_idx()
+                .filter(|&i| c1.leg(i).is_some_and(|l| l.confirmed)),
+        };
+        let (Some(partner), Some(transferee), true, None) =
+            (partner, transferee, same_party, c2.transfer.as_ref())
+        else {
+            return self.notify(at, id, 403, now);
+        };
+        // The consultation's partner leaves its call (first giving up the caller's place).
+        let mut partner = LegRef {
+            call: other.call,
+            leg: partner,
+        };
+        if partner.leg == Call::CALLER {
+            self.calls.swap_caller(other.call, other.leg, Role::Callee);
+            partner.leg = other.leg;
+        }
+        let Some(moved) = self.calls.take_leg(partner) else {
+            return self.notify(at, id, 403, now);
+        };
+        let reached = moved
+            .dialog()
+            .map_or_else(|| moved.call_id().to_string(), |d| d.remote_uri.clone());
+        // The transferor leaves its place here, as in a blind transfer, and the partner joins.
+        let call = at.call;
+        let transferor = if at.leg == Call::CALLER {
+            self.calls.swap_caller(call, transferee, Role::Transferor);
+            let c = &mut self.calls[call];
+            c.invite = None;
+            c.user = None;
+            c.session_interval = None;
+            c.session_deadline = None;
+            transferee
+        } else {
+            if let Some(l) = self.calls[call].leg_mut(at.leg) {
+                l.role = Role::Transferor;
+            }
+            at.leg
+        };
+        self.calls.put_leg(call, moved, Role::Callee);
+        self.iax_rehome(call);
+        let c = &mut self.calls[call];
+        c.wait = Wait::Forever;
+        c.cdr.bridged_to = Some(reached.clone());
+        c.cdr.transferred_to = Some(reached);
+        let until = now + GRACE;
+        c.transfer = Some(Box::new(Transfer {
+            transferor: Some(transferor),
+            id,
+            target: String::new(),
+            before: None,
+            release_at: Some(until),
+        }));
+        self.calls.arm(call, until);
+        self.rejoin(call);
+        self.notify(
+            LegRef {
+                call,
+                leg: transferor,
+            },
+            id,
+            200,
+            now,
+        );
+        // The consultation call holds the transferor's other leg alone now: it ends (BYE).
+        self.hangup(other.call, 16, "switch", None, now);
+    }
+
+    /// A new INVITE (admitted in `context`, its leg built as a caller's) carrying Replaces
+    /// (RFC 3891 §3): its leg takes the named dialog's place, answered and bridged to that
+    /// dialog's partner, and the replaced leg is released (BYE, or CANCEL while it rings).
+    pub(crate) fn invite_replaces(
+        &mut self,
+        stx: ServerTxId,
+        msg: &Message,
+        peer: Peer,
+        leg: Leg,
+        context: &str,
+        now: Instant,
+    ) {
+        let reply = |e: &mut Engine, status: u16| {
+            let reason = sip::status::reason_phrase(status);
+            e.reply(stx, msg, peer, status, reason, &[], now);
+        };
+        let Some(r) = msg.header_named("Replaces").and_then(Replaces::parse) else {
+            return reply(self, 400);
+        };
+        let Some(old) = self.find_dialog(&r.call_id, &r.to_tag, &r.from_tag) else {
+            return reply(self, 481);
+        };
+        let c = &self.calls[old.call];
+        let Some(l) = c.leg(old.leg) else {
+            return reply(self, 481);
+        };
+        let (role, confirmed) = (l.role, l.confirmed);
+        if c.cdr.context != context {
+            return self.forbid(stx, msg, peer, now);
+        }
+        match role {
+            // An early dialog strowger did not start, or a transferor on its way out.
+            Role::Caller if !confirmed => return reply(self, 481),
+            Role::Transferor => return reply(self, 481),
+            _ if confirmed && r.early_only => return reply(self, 486),
+            _ => {}
+        }
+        let call = old.call;
+        let reached = msg
+            .header(HeaderName::From)
+            .map(crate::dialog::without_tag)
+            .unwrap_or_default();
+        let new = if role == Role::Caller {
+            // The new leg takes the caller's place; the old caller is released.
+            let Some(n) = self.calls.put_leg(call, leg, Role::Ringing) else {
+                return;
+            };
+            self.calls.swap_caller(call, n.leg, Role::Ringing);
+            if let Some(mut gone) = self.calls[call].remove_leg(n.leg) {
+                self.release_outbound(&mut gone, 16, true, now);
+            }
+            let c = &mut self.calls[call];
+            c.invite = None;
+            c.user = None;
+            c.session_interval = None;
+            c.session_deadline = None;
+            Call::CALLER
+        } else {
+            // A callee answered or ringing (a pickup): it and every other fork go.
+            self.drop_callees(call, 26, now);
+            let Some(n) = self.calls.put_leg(call, leg, Role::Callee) else {
+                return;
+            };
+            n.leg
+        };
+        self.iax_rehome(call);
+        let body = match self.ensure_media(call, new, now) {
+            true => self.answer_body(call, new),
+            false => None,
+        };
+        let Some(body) = body else {
+            reply(self, 503);
+            return self.hangup(call, 34, "switch", None, now);
+        };
+        let c = &mut self.calls[call];
+        let Some(d) = c.leg(new).and_then(Leg::dialog) else {
+            return;
+        };
+        let (tag, contact) = (d.local_tag.clone(), d.local_contact.clone());
+        let mut extra = vec![
+            ("Contact", contact),
+            ("Allow", ALLOW.to_string()),
+            ("Supported", SUPPORTED.join(", ")),
+        ];
+        // Proxies on the way stay in the new dialog (RFC 3261 §12.1.1).
+        for rr in msg.all(HeaderName::RecordRoute) {
+            extra.push(("Record-Route", rr.to_string()));
+        }
+        if let Some(l) = c.leg_mut(new) {
+            l.confirmed = true;
+        }
+        c.wait = Wait::Forever;
+        c.cdr.transferred_to = Some(reached);
+        self.respond(
+            stx,
+            msg,
+            peer,
+            200,
+            "OK",
+            Some(&tag),
+            &extra,
+            Some(body.as_bytes()),
+            now,
+        );
+        self.calls.index_server_tx(stx, call);
+        // A pickup answers the caller now.
+        if self.answer(call, now) {
+            self.rejoin(call);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{replaces_in, unescape, Replaces};
+
+    #[test]
+    fn replaces_from_a_refer_to_uri() {
+        let h = Some("Replaces=abc%40host%3Bto-tag%3Dt1%3Bfrom-tag%3Df1");
+        let r = replaces_in(h).expect("well formed").expect("a Replaces");
+        assert_eq!(
+            r,
+            Replaces {
+                call_id: "abc@host".into(),
+                to_tag: "t1".into(),
+                from_tag: "f1".into(),
+                early_only: false,
+            }
+        );
+        assert_eq!(replaces_in(None).map(|r| r.is_none()), Some(true));
+        assert_eq!(replaces_in(Some("X=1")).map(|r| r.is_none()), Some(true));
+        // Missing tags or a broken escape: not a Replaces to act on.
+        assert!(replaces_in(Some("Replaces=abc%3Bto-tag%3Dt1")).is_none());
+        assert!(replaces_in(Some("Replaces=abc%3")).is_none());
+        assert_eq!(unescape("a%3bb"), Some("a;b".into()));
+    }
+
+    #[test]
+    fn replaces_header_with_early_only() {
+        let r = Replaces::parse("x@y;from-tag=F;to-tag=T;early-only").expect("parses");
+        assert_eq!((r.to_tag.as_str(), r.from_tag.as_str()), ("T", "F"));
+        assert!(r.early_only);
+        assert!(Replaces::parse(";to-tag=T;from-tag=F").is_none());
+    }
+}
