@@ -82,6 +82,8 @@ impl Engine {
         if !self.answer(call, now) {
             return;
         }
+        // A call an agent sent back to a queue (transferred it): that agent's call is done.
+        self.queue_ended(call, now);
         let Some(ticket) = self.s.queues.join(queue, self.s.worker, now) else {
             return;
         };

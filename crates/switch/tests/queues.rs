@@ -431,3 +431,32 @@ fn an_agent_who_does_not_answer_in_time_is_cancelled_for_the_next() {
     let s = stats(&mut n, sw);
     assert_eq!((s.answered, s.waiting), (1, 1));
 }
+
+/// An agent sends its caller back to the queue (a blind transfer to 7000): the agent's queue
+/// call is done (it is free again) and the caller waits for the next agent.
+#[test]
+fn an_agent_transferring_its_caller_back_to_the_queue_is_free_again() {
+    let mut n = Net::new(82);
+    let sw = queue_switch(
+        &mut n,
+        "members = [\"1001\", \"1002\"]\nstrategy = \"roundrobin\"\nwrapup_s = 0",
+        2,
+    );
+    let ags = agents(&mut n, sw, &AGENTS[..2], &[ms(100); 2]);
+    let (a, c) = caller(&mut n, 5200);
+    assert!(n.run_until(secs(3), answered(ags[0], 0)));
+    n.refer(ags[0], 0, "<sip:7000@127.0.0.1>");
+    assert!(
+        n.run_until(secs(5), answered(ags[1], 0)),
+        "the next agent took it"
+    );
+    hang_up(&mut n, ags[0], 0, secs(2));
+    n.run_for(ms(300));
+    assert_eq!(n.agent(a).call(c).state, State::Confirmed);
+    let s = stats(&mut n, sw);
+    assert_eq!((s.answered, s.waiting), (2, 0));
+    assert_eq!(s.agents, [("1001".to_string(), 1), ("1002".to_string(), 1)]);
+    // 1001 is free: the next caller gets it.
+    let (_b, _) = caller(&mut n, 5201);
+    assert!(n.run_until(secs(3), answered(ags[0], 1)));
+}
