@@ -80,6 +80,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let counters = Arc::new(Counters::default());
     let slots = Arc::new(switch::CallSlots::new(cfg.general.max_calls as usize));
+    let board = Arc::new(switch::queues::Board::new(&cfg.queues));
 
     let (lo, hi) = (cfg.rtp.ports.lo, cfg.rtp.ports.hi);
     // Each worker gets an even-aligned slice of the RTP range.
@@ -177,6 +178,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             id,
             workers,
         );
+        settings.queues = board.clone();
         settings.music = music.clone();
         let udp_socks = worker::udp_sockets(&udp).map_err(|e| {
             format!("cannot listen for SIP on UDP {udp:?}: {e} (change sip.listen or --sip-listen)")

@@ -5,12 +5,14 @@
 
 mod iax2;
 mod music;
+mod queues;
 pub(crate) mod raw;
 mod source;
 mod trunks;
 
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 pub use music::MusicClass;
+pub use queues::{Queue, Strategy};
 pub use trunks::{trunk_target, Trunk, TrunkHost};
 
 use std::fmt;
@@ -80,6 +82,8 @@ pub struct Config {
     pub security: Security,
     /// `[[trunks]]`: SIP trunks to providers.
     pub trunks: Vec<Trunk>,
+    /// `[queues.NAME]`: call queues.
+    pub queues: Vec<Queue>,
     /// `[moh.NAME]`: music-on-hold classes.
     pub music: Vec<MusicClass>,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
@@ -343,6 +347,9 @@ impl Config {
         let trunks = trunks::trunks(raw.trunks, &mut d);
         let music = music::music(raw.moh, &mut d);
         trunks::check_dialplan(&trunks, &raw.dialplan, |c| dialplan.has_context(c), &mut d);
+        let queues = queues::queues(raw.queues, &mut d);
+        queues::check_dialplan(&queues, &raw.dialplan, &mut d);
+        queues::check_music(&queues, &music, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -369,6 +376,7 @@ impl Config {
             proxy,
             security,
             trunks,
+            queues,
             music,
             warnings: found,
         })

@@ -114,6 +114,10 @@ pub struct Settings {
     pub shared_ports: bool,
     /// The largest SIP datagram strowger sends: `sip.max_message_size`, at most what UDP holds.
     pub max_datagram: usize,
+    /// `[queues]`: the waiting callers and agents. One board for all workers: the shell gives
+    /// every worker's settings the same one (a board of its own per worker would split the
+    /// queues).
+    pub queues: Arc<crate::queues::Board>,
     /// The music-on-hold classes, loaded once by the shell and shared by the workers (only the
     /// built-in tune until the shell sets them).
     pub music: Arc<crate::moh::Music>,
@@ -158,6 +162,7 @@ impl Settings {
             trunks: cfg.trunks.clone().into(),
             shared_ports: cfg.rtp.shared_ports,
             max_datagram: cfg.sip.max_message_size.min(MAX_UDP_PAYLOAD),
+            queues: Arc::new(crate::queues::Board::new(&cfg.queues)),
             music: Arc::default(),
         }
     }
@@ -233,6 +238,8 @@ pub struct Engine {
     pub(crate) guard: crate::guard::Guard,
     /// Admission's compiled patterns and the INVITEs waiting for their credentials (auth.rs).
     pub(crate) auth: crate::auth::AuthState,
+    /// This worker's callers in call queues (queues.rs).
+    pub(crate) queued: crate::queues::Queued,
 }
 
 impl Engine {
@@ -260,6 +267,7 @@ impl Engine {
             trunks: crate::trunks::Trunks::new(s.trunks.len()),
             guard: crate::guard::Guard::new(&s.security),
             auth: crate::auth::AuthState::default(),
+            queued: crate::queues::Queued::default(),
             s,
         };
         engine.trunks_start(now);
@@ -386,6 +394,7 @@ impl Engine {
             self.iax_deadline(),
             keepalive,
             self.trunks.next_deadline(),
+            self.queued.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -1245,6 +1254,8 @@ impl Engine {
                 if matches!(c.wait, Wait::Playback) {
                     c.wait = Wait::None;
                     self.calls.run_later(call);
+                } else {
+                    self.queue_playback_done(call, now);
                 }
             }
             E::Dtmf { digit, .. } => {
@@ -1263,6 +1274,7 @@ impl Engine {
         self.iax_timeout(now);
         self.send_keepalives(now);
         self.trunk_timers(now);
+        self.queue_tick(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {

@@ -23,6 +23,7 @@ mod media_out;
 pub mod moh;
 mod ports;
 mod proxy;
+pub mod queues;
 mod record_route;
 pub mod registrar;
 pub mod slots;

@@ -79,6 +79,19 @@ pub enum Step {
         kind: Option<store::Forward>,
         target: Option<String>,
     },
+    /// Waits in a call queue (queues.rs) until an agent answers; on max wait the program goes
+    /// on with QUEUESTATUS set.
+    Queue {
+        queue: String,
+    },
+    /// The caller's user joins the queue as an agent.
+    QueueLogin {
+        queue: String,
+    },
+    /// The caller's user leaves the queue.
+    QueueLogout {
+        queue: String,
+    },
 }
 
 /// What `playback` plays.
@@ -107,7 +120,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 14] = [
+const APPS: [(&str, Option<&str>, &[&str]); 17] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -126,6 +139,9 @@ const APPS: [(&str, Option<&str>, &[&str]); 14] = [
     ("hangup", Some("cause"), &[]),
     ("goto", Some("context"), &["exten", "if", "time"]),
     ("forward", None, &[]),
+    ("queue", Some("queue"), &[]),
+    ("queue_login", Some("queue"), &[]),
+    ("queue_logout", Some("queue"), &[]),
 ];
 
 const DEFAULT_RECORD_MAX: Duration = Duration::from_secs(60);
@@ -398,6 +414,15 @@ impl Args {
                     })
                 })?,
             },
+            "queue" => Step::Queue {
+                queue: self.required("queue")?,
+            },
+            "queue_login" => Step::QueueLogin {
+                queue: self.required("queue")?,
+            },
+            "queue_logout" => Step::QueueLogout {
+                queue: self.required("queue")?,
+            },
             _ => Step::Goto {
                 context: self.required("context")?,
                 exten: self.take("exten").map(|(_, v)| v),
@@ -476,6 +501,7 @@ fn usage(app: &str) -> String {
         "hangup" => "hangup [CAUSE]",
         "goto" => "goto CONTEXT [exten=EXT] [if=\"A = B\"] [time=\"mon-fri 09:00-17:30\"]",
         "forward" => "forward set always|busy|noanswer NUMBER, or forward clear always|busy|noanswer|all",
+        "queue" | "queue_login" | "queue_logout" => return format!("usage: {app} QUEUE"),
         other => other,
     };
     format!("usage: {example}")

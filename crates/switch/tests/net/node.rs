@@ -113,6 +113,8 @@ pub struct Shared {
     /// The DNS as the shell's resolver would answer `Event::Resolve`: a trunk host's name →
     /// its servers in order (a name not listed does not resolve). Answers hold for 300 s.
     pub dns: Arc<Mutex<HashMap<String, Vec<Peer>>>>,
+    /// The call queues' board, one for all workers.
+    pub queues: Arc<switch::queues::Board>,
 }
 
 impl Shared {
@@ -124,6 +126,7 @@ impl Shared {
             registrar: switch::registrar::Registrar::new(&cfg.registrar, [7; 32]),
             store: Arc::new(MemStore::default()),
             dns: Arc::default(),
+            queues: Arc::new(switch::queues::Board::new(&cfg.queues)),
             cfg: Arc::new(cfg),
         }
     }
@@ -174,6 +177,7 @@ impl Node {
         let registrar = shared.registrar.clone();
         let mut s = Settings::new(cfg, &listen, media_ip, slots, registrar, worker, workers);
         s.data_dir = std::env::temp_dir().display().to_string();
+        s.queues = shared.queues.clone();
         let engine = Engine::new(
             s,
             Arc::new(cfg.dialplan.clone()),
