@@ -81,6 +81,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let counters = Arc::new(Counters::default());
     let slots = Arc::new(switch::CallSlots::new(cfg.general.max_calls as usize));
     let rendezvous = Arc::new(switch::Rendezvous::default());
+    let board = Arc::new(switch::queues::Board::new(&cfg.queues));
 
     let (lo, hi) = (cfg.rtp.ports.lo, cfg.rtp.ports.hi);
     // Each worker gets an even-aligned slice of the RTP range.
@@ -179,6 +180,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             workers,
         );
         settings.rendezvous = rendezvous.clone();
+        settings.queues = board.clone();
         settings.music = music.clone();
         let udp_socks = worker::udp_sockets(&udp).map_err(|e| {
             format!("cannot listen for SIP on UDP {udp:?}: {e} (change sip.listen or --sip-listen)")

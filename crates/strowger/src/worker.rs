@@ -353,6 +353,23 @@ impl Worker {
         loop {
             let now = Instant::now();
             if stopping.is_none() && self.stop.load(Ordering::Relaxed) {
+                // What the call table still holds when asked to stop: after a soak whose calls all
+                // ended, anything but zeros is state a call left behind.
+                let t = self.engine.table_counts();
+                tracing::info!(
+                    "worker {} at shutdown: {} calls, {} legs, {} Call-IDs, {} transactions, {} media \
+                     legs, {} call timers ({} of ended calls, dropped when due), {} orphaned \
+                     INVITEs",
+                    self.id,
+                    t.calls,
+                    t.legs,
+                    t.call_ids,
+                    t.server_txs + t.client_txs,
+                    t.media_legs,
+                    t.live_timers,
+                    t.timers - t.live_timers,
+                    t.orphans
+                );
                 self.input(clock(), Input::Shutdown);
                 stopping = Some(now + Duration::from_millis(300));
             }

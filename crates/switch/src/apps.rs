@@ -41,6 +41,8 @@ enum FileWait {
         file: String,
         max: Duration,
     },
+    /// A prompt loaded ahead for no call in particular (a queue's announcements).
+    Preload { file: String },
 }
 
 /// The media engine's tone from the dialplan's.
@@ -48,7 +50,27 @@ fn tone_spec(t: &crate::dialplan::Tone) -> media::ToneSpec {
     media::ToneSpec::new(t.freqs_hz.clone(), t.cadence.clone())
 }
 
+impl crate::apps::Files {
+    /// A prompt loaded already.
+    pub(crate) fn prompt(&self, name: &str) -> Option<Arc<media::Prompt>> {
+        self.prompts.get(name).cloned()
+    }
+}
+
 impl Engine {
+    /// Asks the shell for a prompt that calls will play later, once (kept when loaded).
+    pub(crate) fn preload(&mut self, file: String) {
+        self.files.next_token += 1;
+        let token = self.files.next_token;
+        let name = file.clone();
+        self.files.waiting.insert(token, FileWait::Preload { file });
+        self.events.push_back(Event::Prompt {
+            token,
+            name,
+            cache: true,
+        });
+    }
+
     pub(crate) fn run_pending(&mut self, now: Instant) {
         while let Some(call) = self.calls.next_to_run() {
             self.run_steps(call, now);
@@ -72,6 +94,7 @@ impl Engine {
                 *gen = c.timer_gen;
                 (file.clone(), None)
             }
+            FileWait::Preload { .. } => return,
         };
         c.wait = Wait::File;
         let files = &mut self.files;
@@ -92,6 +115,7 @@ impl Engine {
             FileWait::Prompt { call, gen, .. } | FileWait::Recording { call, gen, .. } => {
                 (*call, *gen)
             }
+            FileWait::Preload { .. } => return None,
         };
         let c = self.calls.get_mut(call)?;
         if c.timer_gen != gen || c.wait != Wait::File {
@@ -107,6 +131,18 @@ impl Engine {
         result: Result<Arc<media::Prompt>, String>,
         now: Instant,
     ) {
+        if let Some(FileWait::Preload { .. }) = self.files.waiting.get(&token) {
+            let Some(FileWait::Preload { file }) = self.files.waiting.remove(&token) else {
+                return;
+            };
+            match result {
+                Ok(prompt) => {
+                    self.files.prompts.insert(file, prompt);
+                }
+                Err(e) => self.warn(format!("prompt {file}: {e}")),
+            }
+            return;
+        }
         let Some((
             FileWait::Prompt {
                 call,
@@ -330,6 +366,9 @@ impl Engine {
                     self.hangup(call, cause.0, "switch", None, now)
                 }
             }
+            Step::Queue { queue } => self.queue_join(call, &queue, now),
+            Step::QueueLogin { queue } => self.queue_login(call, &queue, true, now),
+            Step::QueueLogout { queue } => self.queue_login(call, &queue, false, now),
             Step::Goto {
                 context,
                 exten,
@@ -610,6 +649,7 @@ impl Engine {
         if !self.calls.contains(call) {
             return;
         }
+        self.queue_ended(call, now);
         self.stop_recording(call);
         self.transfer_abandoned(call, now);
         let Some(mut c) = self.calls.remove(call) else {

@@ -270,6 +270,7 @@ impl Engine {
         for mut leg in losers {
             self.release_outbound(&mut leg, 26, true, now);
         }
+        self.queue_answered(call, now);
         let branch = self.branch();
         let out = self.calls[call].callee();
         let Some(peer) = out.and_then(Leg::dialog).map(|d| d.peer) else {
@@ -358,6 +359,7 @@ impl Engine {
         }
         if let Some(mut leg) = failed {
             self.release_outbound(&mut leg, 16, false, now);
+            self.queue_fork_failed(call, leg.call_id(), status, now);
         }
     }
 
@@ -377,6 +379,9 @@ impl Engine {
         }
         if let Some(m) = self.calls[call].caller().media {
             self.media.unbridge(m);
+        }
+        if self.queue_agents_failed(call, status, now) {
+            return;
         }
         // None: the hunt took the call on (it rings something else, or runs another rule).
         let Some(status) = self.dial_next(call, status, now) else {

@@ -23,7 +23,10 @@ pub struct TableCounts {
     pub server_txs: usize,
     pub client_txs: usize,
     pub media_legs: usize,
+    /// Timers not yet due, ended calls' included (they are dropped when due).
     pub timers: usize,
+    /// Of those, the timers of calls still in the table.
+    pub live_timers: usize,
     pub orphans: usize,
 }
 
@@ -262,6 +265,13 @@ impl Calls {
             client_txs: self.client_txs.len(),
             media_legs: self.by_media.len(),
             timers: self.timers.len(),
+            live_timers: self
+                .timers
+                .iter()
+                .filter(|Reverse((_, id, gen))| {
+                    self.calls.get(*id).is_some_and(|c| c.timer_gen == *gen)
+                })
+                .count(),
             orphans: self.orphans.len(),
         }
     }

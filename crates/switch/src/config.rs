@@ -6,6 +6,7 @@
 mod iax2;
 mod music;
 mod parking;
+mod queues;
 pub(crate) mod raw;
 mod source;
 mod trunks;
@@ -13,6 +14,7 @@ mod trunks;
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 pub use music::MusicClass;
 pub use parking::{Lot, Parking, DEFAULT_LOT};
+pub use queues::{Queue, Strategy};
 pub use trunks::{trunk_target, Trunk, TrunkHost};
 
 use std::fmt;
@@ -84,6 +86,8 @@ pub struct Config {
     pub trunks: Vec<Trunk>,
     /// `[parking.LOT]` and `[pickup_groups]`.
     pub parking: Parking,
+    /// `[queues.NAME]`: call queues.
+    pub queues: Vec<Queue>,
     /// `[moh.NAME]`: music-on-hold classes.
     pub music: Vec<MusicClass>,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
@@ -348,6 +352,9 @@ impl Config {
         let music = music::music(raw.moh, &mut d);
         let parking = parking::parking(raw.parking, raw.pickup_groups, &music, &mut d);
         trunks::check_dialplan(&trunks, &raw.dialplan, |c| dialplan.has_context(c), &mut d);
+        let queues = queues::queues(raw.queues, &mut d);
+        queues::check_dialplan(&queues, &raw.dialplan, &mut d);
+        queues::check_music(&queues, &music, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -375,6 +382,7 @@ impl Config {
             security,
             trunks,
             parking,
+            queues,
             music,
             warnings: found,
         })

@@ -119,6 +119,10 @@ pub struct Settings {
     pub rendezvous: Arc<crate::Rendezvous>,
     /// `[parking.LOT]` and `[pickup_groups]`.
     pub parking: Arc<crate::config::Parking>,
+    /// `[queues]`: the waiting callers and agents. One board for all workers: the shell gives
+    /// every worker's settings the same one (a board of its own per worker would split the
+    /// queues).
+    pub queues: Arc<crate::queues::Board>,
     /// The music-on-hold classes, loaded once by the shell and shared by the workers (only the
     /// built-in tune until the shell sets them).
     pub music: Arc<crate::moh::Music>,
@@ -165,6 +169,7 @@ impl Settings {
             max_datagram: cfg.sip.max_message_size.min(MAX_UDP_PAYLOAD),
             rendezvous: Arc::default(),
             parking: Arc::new(cfg.parking.clone()),
+            queues: Arc::new(crate::queues::Board::new(&cfg.queues)),
             music: Arc::default(),
         }
     }
@@ -248,6 +253,8 @@ pub struct Engine {
     pub(crate) pickup: crate::pickup::Pickup,
     /// Calls joined by a retrieval or a pickup (joins.rs).
     pub(crate) joins: crate::joins::Joins,
+    /// This worker's callers in call queues (queues.rs).
+    pub(crate) queued: crate::queues::Queued,
 }
 
 impl Engine {
@@ -279,6 +286,7 @@ impl Engine {
             parking: Default::default(),
             pickup: Default::default(),
             joins: Default::default(),
+            queued: crate::queues::Queued::default(),
             s,
         };
         engine.trunks_start(now);
@@ -412,6 +420,7 @@ impl Engine {
             self.trunks.next_deadline(),
             self.pins_deadline(),
             self.parking.next_deadline(),
+            self.queued.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -1275,6 +1284,8 @@ impl Engine {
                 if matches!(c.wait, Wait::Playback) {
                     c.wait = Wait::None;
                     self.calls.run_later(call);
+                } else {
+                    self.queue_playback_done(call, now);
                 }
             }
             E::Dtmf { digit, .. } => {
@@ -1295,6 +1306,7 @@ impl Engine {
         self.trunk_timers(now);
         self.sweep_pins(now);
         self.park_timeouts(now);
+        self.queue_tick(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {

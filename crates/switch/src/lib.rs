@@ -29,6 +29,7 @@ mod pickup;
 pub mod pins;
 mod ports;
 mod proxy;
+pub mod queues;
 mod record_route;
 pub mod registrar;
 pub mod ringboard;

@@ -438,6 +438,12 @@ pub(crate) enum Pending {
         msg: Message,
         peer: Peer,
     },
+    /// A queue's agent being located for a waiting caller (queues.rs).
+    Queue {
+        call: usize,
+        gen: u64,
+        agent: Box<str>,
+    },
     /// `bridge user/NAME` waiting for the callee's bindings.
     Dial {
         call: usize,
@@ -614,6 +620,9 @@ impl Engine {
                 Ok(_) => {}
                 Err(e) => self.store_down(stx, &msg, peer, &e, now),
             },
+            Pending::Queue { call, gen, agent } => {
+                self.queue_located(call, gen, agent, result, now)
+            }
             Pending::Dial {
                 call,
                 gen,

@@ -26,6 +26,7 @@ pub(crate) struct RawConfig {
     pub pickup_groups: BTreeMap<String, Vec<String>>,
     pub moh: BTreeMap<String, super::music::RawMusicClass>,
     pub ring_groups: BTreeMap<String, RawRingGroup>,
+    pub queues: BTreeMap<String, RawQueue>,
 }
 
 #[derive(Deserialize)]
@@ -44,6 +45,36 @@ fn default_strategy() -> String {
 
 fn default_member_timeout() -> u64 {
     15
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawQueue {
+    pub members: Vec<String>,
+    pub strategy: String,
+    pub member_timeout_s: u64,
+    pub wrapup_s: u64,
+    pub retry_s: u64,
+    pub max_wait_s: u64,
+    pub music: String,
+    pub announce_s: u64,
+    pub sounds_dir: String,
+}
+
+impl Default for RawQueue {
+    fn default() -> Self {
+        RawQueue {
+            members: Vec::new(),
+            strategy: "ringall".into(),
+            member_timeout_s: 15,
+            wrapup_s: 5,
+            retry_s: 5,
+            max_wait_s: 300,
+            music: "default".into(),
+            announce_s: 30,
+            sounds_dir: "/usr/share/asterisk/sounds/en_US_f_Allison".into(),
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -601,3 +601,35 @@ fn the_users_example_in_the_default_file_is_valid() {
     assert_eq!(c.users.len(), 1);
     assert_eq!(c.users[0].max_calls, 2);
 }
+
+/// default.toml's queue is what an empty `[queues.NAME]` table gets, with its members; a bad
+/// value and a step naming no queue are errors naming the key.
+#[test]
+fn queues_take_their_defaults_and_errors_name_the_key() {
+    let default = Config::embedded();
+    let minimal = Config::from_str(
+        &format!("{MINIMAL}[queues.support]\nmembers = [\"1001\", \"1002\"]\n"),
+        "m.toml",
+    )
+    .unwrap();
+    assert_eq!(minimal.queues, default.queues);
+    assert_eq!(default.queues[0].strategy, Strategy::RingAll);
+    let e = errors(&format!(
+        "{MINIMAL}[queues.q]\nstrategy = \"random\"\nmax_wait_s = 0\nmusic = \"jazz\"\n\
+         [[dialplan.contexts.default.rules]]\nexten = \"2\"\nsteps = [\"queue sales\"]\n"
+    ));
+    assert!(e.iter().any(|m| m.contains("queues.q.strategy: \"random\" — expected one of ringall, roundrobin, leastrecent, fewestcalls")), "{e:?}");
+    assert!(
+        e.iter()
+            .any(|m| m.contains("queues.q.max_wait_s: 0 is out of range")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter()
+            .any(|m| m.contains("steps[0]: no queue \"sales\" — defined: q")),
+        "{e:?}"
+    );
+    let music =
+        "queues.q.music: no music class \"jazz\" — defined: default (add a [moh.jazz] table)";
+    assert!(e.iter().any(|m| m.contains(music)), "{e:?}");
+}

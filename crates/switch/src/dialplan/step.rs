@@ -92,6 +92,19 @@ pub enum Step {
     Pickup {
         exten: Option<String>,
     },
+    /// Waits in a call queue (queues.rs) until an agent answers; on max wait the program goes
+    /// on with QUEUESTATUS set.
+    Queue {
+        queue: String,
+    },
+    /// The caller's user joins the queue as an agent.
+    QueueLogin {
+        queue: String,
+    },
+    /// The caller's user leaves the queue.
+    QueueLogout {
+        queue: String,
+    },
 }
 
 /// What `playback` plays.
@@ -120,7 +133,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 17] = [
+const APPS: [(&str, Option<&str>, &[&str]); 20] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -142,6 +155,9 @@ const APPS: [(&str, Option<&str>, &[&str]); 17] = [
     ("park", Some("lot"), &[]),
     ("retrieve", Some("slot"), &[]),
     ("pickup", Some("exten"), &[]),
+    ("queue", Some("queue"), &[]),
+    ("queue_login", Some("queue"), &[]),
+    ("queue_logout", Some("queue"), &[]),
 ];
 
 const DEFAULT_RECORD_MAX: Duration = Duration::from_secs(60);
@@ -429,6 +445,15 @@ impl Args {
             "pickup" => Step::Pickup {
                 exten: self.optional("exten", None, |v| Ok(Some(v.to_string())))?,
             },
+            "queue" => Step::Queue {
+                queue: self.required("queue")?,
+            },
+            "queue_login" => Step::QueueLogin {
+                queue: self.required("queue")?,
+            },
+            "queue_logout" => Step::QueueLogout {
+                queue: self.required("queue")?,
+            },
             _ => Step::Goto {
                 context: self.required("context")?,
                 exten: self.take("exten").map(|(_, v)| v),
@@ -510,6 +535,7 @@ fn usage(app: &str) -> String {
         "park" => "park [LOT]",
         "retrieve" => "retrieve [SLOT]",
         "pickup" => "pickup [EXTEN]",
+        "queue" | "queue_login" | "queue_logout" => return format!("usage: {app} QUEUE"),
         other => other,
     };
     format!("usage: {example}")

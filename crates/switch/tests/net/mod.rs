@@ -219,7 +219,7 @@ impl Switch {
 }
 
 pub enum Station {
-    Switch(Switch),
+    Switch(Box<Switch>),
     Ua(Box<Ua>),
 }
 
@@ -317,11 +317,11 @@ impl Net {
         for a in &addrs {
             assert!(self.addrs.insert(*a, id).is_none(), "{a} taken");
         }
-        self.stations.push(Station::Switch(Switch {
+        self.stations.push(Station::Switch(Box::new(Switch {
             workers: nodes,
             shared,
             late: false,
-        }));
+        })));
         Id(id)
     }
 

@@ -118,6 +118,8 @@ pub struct Shared {
     pub dns: Arc<Mutex<HashMap<String, Vec<Peer>>>>,
     /// The pins and boards calls of different workers meet through.
     pub rendezvous: Arc<switch::Rendezvous>,
+    /// The call queues' board, one for all workers.
+    pub queues: Arc<switch::queues::Board>,
 }
 
 impl Shared {
@@ -130,6 +132,7 @@ impl Shared {
             store: Arc::new(MemStore::default()),
             dns: Arc::default(),
             rendezvous: Arc::default(),
+            queues: Arc::new(switch::queues::Board::new(&cfg.queues)),
             cfg: Arc::new(cfg),
         }
     }
@@ -181,6 +184,7 @@ impl Node {
         let mut s = Settings::new(cfg, &listen, media_ip, slots, registrar, worker, workers);
         s.data_dir = std::env::temp_dir().display().to_string();
         s.rendezvous = shared.rendezvous.clone();
+        s.queues = shared.queues.clone();
         let engine = Engine::new(
             s,
             Arc::new(cfg.dialplan.clone()),

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Callers waiting in a call queue beside playback calls, on the same machine in the same run (bench/queue.sh).
+
+For each N of --levels, three runs one after the other, each against a fresh strowger (2 workers):
+  queue     strowger-load call --ext 7000 --rtp echo: N callers wait in queue `support`, which has no agent
+            (members = [], so none is ever logged in), hearing its music and, every --announce s, their position
+            and expected wait (the queue's prompts from asterisk-core-sounds-en-wav); max_wait_s is past the hold;
+  moh       the same to 9198, which answers and plays the same music class (the `moh` step): the music alone,
+            so queue / moh is what the queue itself adds (board, announcements);
+  playback  the same to 44444, which answers and loops the built-in announcement: the cheapest call that sends
+            a stream, for comparison.
+The load generator echoes what it hears (as Test A's SIPp does), so each call has a stream each way and what
+came back shows the callers heard a stream.
+All calls come up at --rate; once every call is up (+5 s), the server's CPU (run time of all its threads,
+/proc/PID/task/*/schedstat) is taken over --window s: CPU-ms per waiting call-second = CPU-s / window / calls
+x 1000 (calls that failed are not counted as up). The ratios to playback and to moh are printed per level. Every
+child runs in its own session with its autogroup priority raised, is bounded in calls and time, and dies
+with this script. Results: bench/results/queue.json (--results) and a Markdown table on stdout.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as b  # noqa: E402
+import scale  # noqa: E402
+
+
+def queue_config(args, rundir, name):
+    """The scale rig's configuration with queue `support` agentless, announcing every --announce s."""
+    path = scale.config(args, rundir, name)
+    text = open(path).read()
+    for key, value in (("members", "[]"), ("max_wait_s", "86400"), ("announce_s", str(args.announce))):
+        text, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
+        if n != 1:
+            sys.exit(f"bench: cannot set queues.support.{key} in the default configuration")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def one(args, rundir, kind, calls):
+    label = f"{kind}-{calls}"
+    cfg = queue_config(args, rundir, f"{label}.toml")
+    srv = scale.Server(args, rundir, label, 2, "10000-29999", cfg)
+    out = os.path.join(srv.dir, "load.json")
+    ramp = calls / args.rate
+    hold = ramp + 5 + args.window + 3
+    ext = {"queue": "7000", "moh": "9198", "playback": "44444"}[kind]
+    lp = scale.load(args, f"127.0.0.1:{srv.port}", ext, calls, args.rate, hold, "echo", out)
+    time.sleep(ramp + 5)
+    c0, l0, m0, t0 = srv.cpu(), b.proc_cpu(lp.pid), b.machine_cpu(), time.time()
+    time.sleep(args.window)
+    c1, l1, m1, t1 = srv.cpu(), b.proc_cpu(lp.pid), b.machine_cpu(), time.time()
+    lp.wait()
+    srv.stop()
+    rep = scale.report_of(out)
+    span = t1 - t0
+    up = max(1, calls - rep["failed"])
+    row = {
+        "kind": kind, "calls": calls, "calls_up": up, "rate": args.rate, "hold_s": round(hold, 1),
+        "window_s": round(span, 2), "announce_s": args.announce if kind == "queue" else None,
+        "server_cpu_pct": round((c1 - c0) / span * 100, 1),
+        "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / up, 4),
+        "load_cpu_pct": round((l1 - l0) / span * 100, 1),
+        "machine_busy_pct": round(100 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]), 1),
+        "completed": rep["completed"], "failed": rep["failed"], "rtp_received": rep["rtp"]["received"],
+        "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd,
+    }
+    b.log(f"{kind} {calls}: {row['cpu_ms_per_call_s']} CPU-ms per call-second ({row['server_cpu_pct']} %), "
+          f"load generator {row['load_cpu_pct']} %, machine {row['machine_busy_pct']} %, failed {row['failed']}, "
+          f"RTP received {row['rtp_received']}")
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
+    ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
+    ap.add_argument("--levels", type=int, nargs="+", default=[500, 2000])
+    ap.add_argument("--rate", type=float, default=200)
+    ap.add_argument("--window", type=float, default=20)
+    ap.add_argument("--announce", type=int, default=10, help="the queue's announce_s")
+    ap.add_argument("--kinds", nargs="+", default=["queue", "moh", "playback"], choices=["queue", "moh", "playback"])
+    ap.add_argument("--results", default="queue.json", help="file name under bench/results")
+    args = ap.parse_args()
+    args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
+    scale.signal_setup()
+    rundir = os.path.join(b.OUT, "queue-" + time.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(rundir, exist_ok=True)
+    b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
+    info = b.machine_info(args)
+    rows = []
+    try:
+        for n in args.levels:
+            for kind in args.kinds:
+                rows.append(one(args, rundir, kind, n))
+    finally:
+        b.kill_children()
+    os.makedirs(b.RESULTS, exist_ok=True)
+    path = os.path.join(b.RESULTS, args.results)
+    with open(path, "w") as f:
+        json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
+    b.log(f"results: {os.path.relpath(path, b.ROOT)}")
+    print("| calls | kind | server CPU | CPU-ms per call-second | vs playback | vs moh | load generator CPU | "
+          "RTP received | failed |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+
+    def vs(r, kind):
+        base = next((p for p in rows if p["kind"] == kind and p["calls"] == r["calls"]), None)
+        return f"{r['cpu_ms_per_call_s'] / base['cpu_ms_per_call_s']:.2f}" if base and base["cpu_ms_per_call_s"] else "-"
+
+    for r in rows:
+        print(f"| {r['calls']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {vs(r, 'playback')} | "
+              f"{vs(r, 'moh')} | {r['load_cpu_pct']} % | {r['rtp_received']} | {r['failed']} |")
+
+
+if __name__ == "__main__":
+    main()
