@@ -378,7 +378,7 @@ impl Engine {
 
     /// The call's program answered (again) while a transfer is under way: the target took the
     /// transferee (its bridge answered, or it runs an app that answers). The transferor hears
-    /// so, and its leg goes after `GRACE` unless it hangs up first.
+    /// so, and its leg goes after `GRACE` unless it hangs up first; a queue agent's call is over.
     pub(crate) fn transfer_answered(&mut self, call: usize, now: Instant) {
         let Some(c) = self.calls.get_mut(call) else {
             return;
@@ -402,6 +402,8 @@ impl Engine {
         if let Some(leg) = who {
             self.notify(LegRef { call, leg }, id, 200, now);
         }
+        // An agent that passed its queue caller on is done with it (wrap-up starts).
+        self.queue_ended(call, now);
     }
 
     /// The call's program ended (or hung up) with `status` while a transfer is under way: the

@@ -460,3 +460,30 @@ fn an_agent_transferring_its_caller_back_to_the_queue_is_free_again() {
     let (_b, _) = caller(&mut n, 5201);
     assert!(n.run_until(secs(3), answered(ags[0], 1)));
 }
+
+/// An agent passes its queue caller on to an extension (44444, the demo) by a blind transfer:
+/// once the demo answers, the agent's queue call is over and the next caller gets that agent.
+#[test]
+fn an_agent_transferring_its_caller_elsewhere_is_free_again() {
+    let mut n = Net::new(83);
+    let sw = queue_switch(&mut n, "members = [\"1001\"]\nwrapup_s = 0", 1);
+    let ags = agents(&mut n, sw, &AGENTS[..1], &[ms(100)]);
+    let (a, c) = caller(&mut n, 5200);
+    assert!(n.run_until(secs(3), answered(ags[0], 0)));
+    n.refer(ags[0], 0, "<sip:44444@127.0.0.1>");
+    n.run_for(secs(1));
+    hang_up(&mut n, ags[0], 0, secs(2));
+    n.run_for(ms(300));
+    assert_eq!(
+        n.agent(a).call(c).state,
+        State::Confirmed,
+        "the caller is at the demo"
+    );
+    let s = stats(&mut n, sw);
+    assert_eq!((s.answered, s.waiting), (1, 0));
+    let (_b, _) = caller(&mut n, 5201);
+    assert!(
+        n.run_until(secs(3), answered(ags[0], 1)),
+        "1001 takes the next caller"
+    );
+}
