@@ -30,9 +30,9 @@ fn config(dir: &Path) -> PathBuf {
     path
 }
 
-/// strowger with `config` whose 2XXX go to `target`, with one worker: a dialog that a
-/// Replaces names is found on the worker its own Call-ID hashes to, which the new Call-ID may
-/// not reach yet (handing such requests between workers is not part of this).
+/// strowger with `config` whose 2XXX go to `target`, with one worker: a REFER's Replaces must
+/// name a dialog of the REFER's own worker (attended transfer across workers is not done yet;
+/// an INVITE with Replaces is routed to its dialog's worker, tests/parking.rs).
 fn strowger(label: &str, dir: &Path, target: &str) -> Strowger {
     Strowger::with(
         label,
