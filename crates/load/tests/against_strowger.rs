@@ -4,7 +4,7 @@
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,8 +45,13 @@ fn free_port() -> u16 {
 
 /// `len` consecutive free UDP ports, even-aligned, below the ephemeral range.
 fn free_range(len: u16) -> u16 {
+    // Ranges handed out here never overlap one another: the tests run in parallel, and a range
+    // that is free now may be bound later by the strowger or generator another test gave it.
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = (20000 + (random() % 2000) as u16) & !1;
     for _ in 0..200 {
-        let lo = (20000 + (random() % 12000) as u16) & !1;
+        let offset = NEXT.fetch_add(len.next_multiple_of(2), Ordering::Relaxed) % 10_000;
+        let lo = base + offset;
         let socks: Vec<_> = (lo..lo + len)
             .map_while(|p| UdpSocket::bind(("127.0.0.1", p)).ok())
             .collect();

@@ -18,11 +18,18 @@ use std::time::Duration;
 /// `sales` rung with `strategy`, written to `dir`.
 fn config(dir: &Path, strategy: &str) -> PathBuf {
     let default = include_str!("../../switch/src/default.toml");
-    assert!(default.contains("strategy = \"ringall\""));
-    let mut text = default.replace(
-        "strategy = \"ringall\"",
-        &format!("strategy = \"{strategy}\""),
-    );
+    // The group's strategy, not the queue's below it.
+    let group = default
+        .find("[ring_groups.sales]")
+        .expect("the demo ring group");
+    let (head, tail) = default.split_at(group);
+    assert!(tail.contains("strategy = \"ringall\""));
+    let mut text = head.to_string()
+        + &tail.replacen(
+            "strategy = \"ringall\"",
+            &format!("strategy = \"{strategy}\""),
+            1,
+        );
     for u in ["1001", "1002", "1003"] {
         text += &format!("\n[[users]]\nuser = \"{u}\"\npassword = \"pw-{u}\"\n");
     }
