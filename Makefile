@@ -1,4 +1,4 @@
-.PHONY: bench bench-scale fuzz run test
+.PHONY: bench bench-call-control bench-scale fuzz run test
 
 # Runs strowger with its embedded demo configuration (README's first command): installs the
 # codec libraries it links (scripts/setup.sh build), then builds and starts it.
@@ -20,6 +20,10 @@ bench:
 # Scale benchmarks with strowger-load (bench/lib/scale.py): capacity, B2BUA, speed-up, overload.
 bench-scale:
 	bash bench/scale.sh
+
+# Call control (bench/call_control.sh): queued callers, blind transfers, a 10,000-cycle soak.
+bench-call-control:
+	bash bench/call_control.sh
 
 # The whole suite (README's test command): installs the test tools (SIPp, baresip, sox,
 # espeak-ng: scripts/setup.sh), checks formatting and lints, then builds and runs every test,

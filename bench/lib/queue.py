@@ -33,13 +33,14 @@ import scale  # noqa: E402
 def queue_config(args, rundir, name):
     """The scale rig's configuration with queue `support` agentless, announcing every --announce s."""
     path = scale.config(args, rundir, name)
-    text = open(path).read()
+    head, table, queue = open(path).read().partition("\n[queues.support]\n")
     for key, value in (("members", "[]"), ("max_wait_s", "86400"), ("announce_s", str(args.announce))):
-        text, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
-        if n != 1:
+        # The first such key of the queue's table (other tables have members too).
+        queue, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", queue, count=1)
+        if n != 1 or not table:
             sys.exit(f"bench: cannot set queues.support.{key} in the default configuration")
     with open(path, "w") as f:
-        f.write(text)
+        f.write(head + table + queue)
     return path
 
 

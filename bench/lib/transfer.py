@@ -83,7 +83,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     args = ap.parse_args()
-    args = types.SimpleNamespace(**vars(args), realtime=0)
+    args = types.SimpleNamespace(**vars(args), realtime=0, server="strowger", workers=1, sipp_rcvbuf=None)
     rundir = os.path.join(b.ROOT, "bench", "out", time.strftime("transfer-%Y%m%d-%H%M%S"))
     os.makedirs(rundir)
     plain = plain_scenario(rundir)
