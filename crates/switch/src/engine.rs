@@ -647,17 +647,7 @@ impl Engine {
                 ];
                 self.respond(stx, &msg, peer, 200, "OK", Some(&tag), &extra, None, now);
             }
-            (
-                Method::Bye
-                | Method::Invite
-                | Method::Update
-                | Method::Info
-                | Method::Options
-                | Method::Refer
-                | Method::Notify,
-                Some(_),
-                Some(at),
-            ) => {
+            (m, Some(_), Some(at)) if in_dialog_method(&m) => {
                 self.in_dialog(stx, msg, peer, at.call, at.leg, now);
             }
             (Method::Refer, None, _) => {
@@ -665,17 +655,7 @@ impl Engine {
                 let extra = [("Warning", w.to_string())];
                 self.reply(stx, &msg, peer, 403, "Forbidden", &extra, now);
             }
-            (
-                Method::Bye
-                | Method::Invite
-                | Method::Update
-                | Method::Info
-                | Method::Options
-                | Method::Refer
-                | Method::Notify,
-                _,
-                _,
-            ) => {
+            (m, _, _) if in_dialog_method(&m) => {
                 self.respond(
                     stx,
                     &msg,
@@ -1370,6 +1350,20 @@ impl Engine {
         self.iax_shutdown(now);
         self.trunks_shutdown(now);
     }
+}
+
+/// The requests strowger takes within a dialog of its calls (others get 405); outside one, 481.
+fn in_dialog_method(m: &Method) -> bool {
+    matches!(
+        m,
+        Method::Bye
+            | Method::Invite
+            | Method::Update
+            | Method::Info
+            | Method::Options
+            | Method::Refer
+            | Method::Notify
+    )
 }
 
 /// 415 for a body that is not SDP, 406 for an Accept that excludes SDP: what a new INVITE is
