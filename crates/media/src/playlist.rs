@@ -22,10 +22,6 @@ impl Playlist {
         &self.tracks
     }
 
-    pub fn shuffled(&self) -> bool {
-        self.shuffle
-    }
-
     /// The track to start with: the first, or any when shuffled.
     pub(crate) fn first(&self, seed: u64) -> usize {
         if self.shuffle {

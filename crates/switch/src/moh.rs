@@ -56,26 +56,21 @@ impl Music {
             .cloned()
             .expect("the default class always exists")
     }
-
-    pub fn has(&self, name: &str) -> bool {
-        self.classes.contains_key(name)
-    }
 }
 
 impl Engine {
     /// Plays the call's music class (its `MOH` variable, else `default`) on leg `at` until
-    /// something else plays there or `stop_moh`. False if the leg has no media.
-    pub(crate) fn start_moh(&mut self, call: usize, at: LegIdx) -> bool {
+    /// something else plays there or `stop_moh` (nothing for a leg without media).
+    pub(crate) fn start_moh(&mut self, call: usize, at: LegIdx) {
         let Some(c) = self.calls.get(call) else {
-            return false;
+            return;
         };
         let Some(m) = c.leg(at).and_then(|l| l.media) else {
-            return false;
+            return;
         };
         let class = c.vars.get("MOH").unwrap_or(DEFAULT_CLASS);
         let list = self.s.music.class(class);
         self.media.play_list(m, list);
-        true
     }
 
     /// Stops the music on leg `at`: the leg goes quiet until something else plays there.
@@ -136,8 +131,8 @@ mod tests {
     fn an_unknown_or_empty_class_falls_back_to_the_default() {
         let mut m = Music::default();
         m.add("empty", Vec::new(), false);
-        assert!(!m.has("empty"));
         let d = m.class(DEFAULT_CLASS);
+        assert!(Arc::ptr_eq(&m.class("empty"), &d));
         assert!(Arc::ptr_eq(&m.class("jazz"), &d));
         let track = Arc::new(Prompt::from_pcm("x", &[0; 160]));
         m.add("jazz", vec![track], true);
