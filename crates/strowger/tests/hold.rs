@@ -9,7 +9,7 @@ mod common;
 use common::audio::{
     best_correlation, read_wav, rms, tone, tone_purity, ulaw_decode_all, ulaw_encode,
 };
-use common::baresip::Baresip;
+use common::baresip::{account, Baresip};
 use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp};
 use common::switch::{default_config_trusting_loopback, run_cli, Opts};
@@ -89,13 +89,7 @@ fn a_baresip_that_holds_leaves_the_other_hearing_music_on_hold_until_it_resumes(
         },
     );
     let tone = tone_wav(dir.path());
-    let account = |user: &str, password: &str, extra: &str| {
-        format!(
-            "<sip:{user}@127.0.0.1:{port}>;auth_pass={password};regint=600;\
-             audio_codecs=PCMU{extra}",
-            port = s.sip.port()
-        )
-    };
+    let account = |user: &str, password: &str, extra: &str| account(s.sip, user, password, extra);
     let callee = Baresip::spawn(
         dir.path(),
         "1001",
@@ -104,14 +98,7 @@ fn a_baresip_that_holds_leaves_the_other_hearing_music_on_hold_until_it_resumes(
         &[],
         20,
     );
-    let registered = wait_for(Duration::from_secs(10), || {
-        callee.log().contains("200 OK").then_some(())
-    });
-    assert!(
-        registered.is_some(),
-        "1001 did not register:\n{}",
-        callee.log()
-    );
+    callee.wait_registered("1001");
     let caller = Baresip::spawn(
         dir.path(),
         "1002",

@@ -5,13 +5,13 @@
 mod common;
 
 use common::audio::{best_correlation, read_wav, rms, ulaw_decode_all};
-use common::baresip::Baresip;
+use common::baresip::{account, Baresip};
 use common::net::free_port;
 use common::registrar::registered;
 use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp};
 use common::switch::{config_path, Opts};
-use common::{wait_for, Strowger};
+use common::Strowger;
 use std::time::Duration;
 
 fn start(label: &str) -> Strowger {
@@ -157,20 +157,9 @@ fn two_baresip_agents_take_queued_calls() {
     let s = start("queues-baresip");
     let demo = common::repo_root().join("assets/demo.wav");
     let agent = |user: &str| {
-        let account = format!(
-            "<sip:{user}@127.0.0.1:{port}>;auth_pass=secret-{user};regint=600;\
-             audio_codecs=PCMU;answermode=auto",
-            port = s.sip.port()
-        );
+        let account = account(s.sip, user, &format!("secret-{user}"), ";answermode=auto");
         let b = Baresip::spawn(s.dir.path(), user, &account, &demo, &[], 12);
-        let registered = wait_for(Duration::from_secs(10), || {
-            b.log().contains("200 OK").then_some(())
-        });
-        assert!(
-            registered.is_some(),
-            "{user} did not register:\n{}",
-            b.log()
-        );
+        b.wait_registered(user);
         b
     };
     let agents = [agent("1001"), agent("1002")];

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::baresip::Baresip;
+use common::baresip::{account, Baresip};
 use common::netns::{assert_isolated, in_private_netns};
 use common::sipp::{Scenario, Sipp};
 use common::switch::{run_cli, Opts};
@@ -144,19 +144,9 @@ fn sipvicious_inside_netns() {
     let s = start("sipvicious", &dir, &[]);
     let audio = repo_root().join("assets/demo.wav");
     // A real phone at 127.0.0.2: registers as 1002 and answers what comes.
-    let account = format!(
-        "<sip:1002@127.0.0.1:{}>;auth_pass=pw-for-1002;regint=600;audio_codecs=PCMU;answermode=auto",
-        s.sip.port()
-    );
+    let account = account(s.sip, "1002", "pw-for-1002", ";answermode=auto");
     let phone = Baresip::spawn_at("127.0.0.2", dir.path(), "1002", &account, &audio, &[], 40);
-    let registered = wait_for(Duration::from_secs(10), || {
-        phone.log().contains("200 OK").then_some(())
-    });
-    assert!(
-        registered.is_some(),
-        "baresip did not register:\n{}",
-        phone.log()
-    );
+    phone.wait_registered("baresip 1002");
 
     // Enumeration from 127.0.0.1: every user answered alike.
     for method in ["REGISTER", "OPTIONS"] {

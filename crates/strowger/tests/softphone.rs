@@ -8,13 +8,12 @@
 mod common;
 
 use common::audio::{best_correlation, read_wav, Wav};
-use common::baresip::Baresip;
+use common::baresip::{account, Baresip};
 use common::switch::{assert_answered_cdrs, run_cli, Opts};
-use common::{wait_for, Strowger, TempDir};
+use common::{Strowger, TempDir};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 /// How long baresip stays up (-t): the call lasts a little less.
 const RUN_S: u32 = 8;
@@ -193,13 +192,7 @@ fn registered_baresips_call_each_other(label: &str, shared_ports: bool) {
     );
     let speech = speech_wav(dir.path());
     let demo = common::repo_root().join("assets/demo.wav");
-    let account = |user: &str, password: &str, extra: &str| {
-        format!(
-            "<sip:{user}@127.0.0.1:{port}>;auth_pass={password};regint=600;\
-             audio_codecs=PCMU{extra}",
-            port = s.sip.port()
-        )
-    };
+    let account = |user: &str, password: &str, extra: &str| account(s.sip, user, password, extra);
     let callee = Baresip::spawn(
         dir.path(),
         "1001",
@@ -208,15 +201,7 @@ fn registered_baresips_call_each_other(label: &str, shared_ports: bool) {
         &[],
         RUN_S + 6,
     );
-    let registered = wait_for(Duration::from_secs(10), || {
-        callee.log().contains("200 OK").then_some(())
-    });
-    assert!(
-        registered.is_some(),
-        "1001 did not register; its log:\n{}\nstrowger:\n{}",
-        callee.log(),
-        s.stderr()
-    );
+    callee.wait_registered("1001");
     let caller = Baresip::spawn(
         dir.path(),
         "1002",

@@ -7,6 +7,15 @@ use super::{read_text, tail};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+/// An accounts line registering `user` with `password` to strowger at `sip` (every 600 s), PCMU
+/// only; `extra`: more parameters, e.g. `;answermode=auto`.
+pub fn account(sip: std::net::SocketAddr, user: &str, password: &str, extra: &str) -> String {
+    format!(
+        "<sip:{user}@127.0.0.1:{port}>;auth_pass={password};regint=600;audio_codecs=PCMU{extra}",
+        port = sip.port()
+    )
+}
+
 /// One baresip run in its own config directory under `dir`.
 pub struct Baresip {
     child: Option<Child>,
@@ -94,6 +103,19 @@ impl Baresip {
             conf,
             console,
         }
+    }
+
+    /// Waits up to 10 s for its registration to be accepted (a 200 OK in its log); panics
+    /// with its log otherwise.
+    pub fn wait_registered(&self, who: &str) {
+        let registered = super::wait_for(std::time::Duration::from_secs(10), || {
+            self.log().contains("200 OK").then_some(())
+        });
+        assert!(
+            registered.is_some(),
+            "{who} did not register; its log:\n{}",
+            self.log()
+        );
     }
 
     /// Runs `command` (e.g. `/hold`, `/transfer sip:…`) now, as if typed at its console.
