@@ -1269,11 +1269,8 @@ impl Engine {
                 }
             }
             E::Dtmf { digit, .. } => {
-                c.digits.push(digit);
-                if digit == '#' && matches!(c.wait, Wait::Record { .. }) {
-                    self.stop_recording(call);
-                    self.calls.run_later(call);
-                }
+                let at = self.calls.leg_by_media(leg).expect("found above");
+                self.digit(at, digit, now);
             }
             E::MediaTimeout { .. } => self.hangup(call, 41, "switch", None, now),
             E::RemoteLatched { .. } => {}

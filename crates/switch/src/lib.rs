@@ -7,6 +7,7 @@ pub mod auth;
 mod bridge;
 pub mod call;
 mod calls;
+mod digits;
 pub mod cdr;
 pub mod config;
 pub mod dialog;

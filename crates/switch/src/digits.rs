@@ -1,0 +1,22 @@
+//! Where a caller's DTMF digit goes. Every source (RFC 4733 events, SIP INFO, in-band tones)
+//! ends in `Engine::digit`, so the steps and apps that read digits see one stream whatever
+//! the phone sends.
+
+use crate::call::{LegRef, Wait};
+use crate::engine::Engine;
+use std::time::Instant;
+
+impl Engine {
+    /// A digit from leg `at`: kept in the call's `digits` and given to whatever of the call
+    /// reads digits now (a recording ends on `#`).
+    pub(crate) fn digit(&mut self, at: LegRef, digit: char, _now: Instant) {
+        let Some(c) = self.calls.get_mut(at.call) else {
+            return;
+        };
+        c.digits.push(digit);
+        if digit == '#' && matches!(c.wait, Wait::Record { .. }) {
+            self.stop_recording(at.call);
+            self.calls.run_later(at.call);
+        }
+    }
+}
