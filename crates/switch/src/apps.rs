@@ -246,7 +246,7 @@ impl Engine {
             if c.wait != Wait::None {
                 return;
             }
-            if self.parked_step(call) {
+            if self.parked_step(call) || self.ivr_next(call, now) {
                 continue;
             }
             let Some(c) = self.calls.get_mut(call) else {
@@ -267,7 +267,7 @@ impl Engine {
         self.hangup(call, 41, "switch", None, now);
     }
 
-    fn step(&mut self, call: usize, step: Step, now: Instant) {
+    pub(crate) fn step(&mut self, call: usize, step: Step, now: Instant) {
         match step {
             Step::Answer => {
                 self.answer(call, now);
@@ -385,6 +385,9 @@ impl Engine {
             Step::Park { lot } => self.park(call, &lot, now),
             Step::Retrieve { slot } => self.retrieve(call, &slot, now),
             Step::Pickup { exten } => self.pickup(call, exten.as_deref(), now),
+            Step::Background { .. } | Step::Read { .. } | Step::Say { .. } | Step::Menu { .. } => {
+                self.ivr_start(call, step, now)
+            }
         }
     }
 
@@ -545,7 +548,7 @@ impl Engine {
 
     /// Early media when the caller is not answered yet and the program asked for progress;
     /// otherwise a playback or tone answers the call, as in most PBXs.
-    fn answer_or_early(&mut self, call: usize, now: Instant) -> bool {
+    pub(crate) fn answer_or_early(&mut self, call: usize, now: Instant) -> bool {
         let c = &self.calls[call];
         if c.early_media && !c.answered {
             return true;

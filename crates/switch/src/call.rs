@@ -31,6 +31,8 @@ pub enum Wait {
     File,
     /// A store operation of the program's (`forward`).
     Store,
+    /// The caller's next digit for a `read` or `menu` (ivr.rs), until its timeout.
+    Digits,
     /// Nothing more: the call stays until a side hangs up (echo, looped playback, bridged).
     Forever,
 }
@@ -207,6 +209,8 @@ pub struct Call {
     pub(crate) forwarded: u8,
     /// The transfer under way, at most one at a time (transfer.rs).
     pub(crate) transfer: Option<Box<crate::transfer::Transfer>>,
+    /// The voice-menu step under way and the digits typed for it (ivr.rs).
+    pub(crate) ivr: Option<Box<crate::ivr::Ivr>>,
 }
 
 impl Call {
@@ -247,6 +251,7 @@ impl Call {
             hunt: None,
             forwarded: 0,
             transfer: None,
+            ivr: None,
         }
     }
 

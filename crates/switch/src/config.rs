@@ -4,6 +4,7 @@
 //! `file:line:column: key: message` and says what would be accepted.
 
 mod iax2;
+mod ivr;
 mod music;
 mod parking;
 mod queues;
@@ -12,6 +13,7 @@ mod source;
 mod trunks;
 
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
+pub use ivr::{Ivr, Menu};
 pub use music::MusicClass;
 pub use parking::{Lot, Parking, DEFAULT_LOT};
 pub use queues::{Queue, Strategy};
@@ -90,6 +92,8 @@ pub struct Config {
     pub queues: Vec<Queue>,
     /// `[moh.NAME]`: music-on-hold classes.
     pub music: Vec<MusicClass>,
+    /// `[sounds]` and `[menus.NAME]`: what `say`, `tts:` prompts and `menu` use.
+    pub ivr: Ivr,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -355,6 +359,8 @@ impl Config {
         let queues = queues::queues(raw.queues, &mut d);
         queues::check_dialplan(&queues, &raw.dialplan, &mut d);
         queues::check_music(&queues, &music, &mut d);
+        let ivr = ivr::ivr(raw.sounds, raw.menus, &mut d);
+        ivr::check_dialplan(&ivr, &raw.dialplan, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -384,6 +390,7 @@ impl Config {
             parking,
             queues,
             music,
+            ivr,
             warnings: found,
         })
     }

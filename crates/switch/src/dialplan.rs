@@ -17,7 +17,8 @@ use regex::Regex;
 pub use cause::Cause;
 pub use groups::{RingGroup, Strategy};
 pub(crate) use step::dialable;
-pub use step::{Audio, Step, Tone};
+pub(crate) use step::MAX_READ_DIGITS;
+pub use step::{Audio, SayAs, Step, Tone};
 pub use vars::{Vars, BUILTIN_VARS, ENGINE_VARS};
 
 use crate::config::raw::{RawDialplan, RawRingGroup, RawRule};
@@ -243,16 +244,21 @@ impl Route {
     /// it, and the engine may add its own (e.g. a bridge status) between steps.
     /// On `Goto`, pass the same `vars` to [`Dialplan::route`].
     pub fn next(&mut self, vars: &mut Vars) -> Option<Step> {
-        let step = self.steps.get(self.next)?.expand(|name| {
-            vars.get(name)
-                .or_else(|| self.captures.get(name))
-                .or_else(|| self.globals.get(name))
-        });
+        let step = self.expand(self.steps.get(self.next)?, vars);
         self.next += 1;
         if let Step::Set { name, value } = &step {
             vars.set(name.clone(), value.clone());
         }
         Some(step)
+    }
+
+    /// `step` with variables expanded in this route's scope (a menu's choices run in it).
+    pub fn expand(&self, step: &Step, vars: &Vars) -> Step {
+        step.expand(|name| {
+            vars.get(name)
+                .or_else(|| self.captures.get(name))
+                .or_else(|| self.globals.get(name))
+        })
     }
 }
 
@@ -329,7 +335,9 @@ fn compile_rule(
             }
             Ok(step) => {
                 match &step {
-                    Step::Set { name, .. } => known.push(name.clone()),
+                    Step::Set { name, .. } | Step::Read { var: name, .. } => {
+                        known.push(name.clone())
+                    }
                     Step::Bridge { uri, .. } => {
                         if let Some(problem) = bridge_problem(uri, ring_groups) {
                             d.error(&step_key, format_args!("bridge: {problem}"));

@@ -18,5 +18,6 @@ impl Engine {
             self.stop_recording(at.call);
             self.calls.run_later(at.call);
         }
+        self.ivr_digit(at.call, digit);
     }
 }

@@ -126,6 +126,8 @@ pub struct Settings {
     /// The music-on-hold classes, loaded once by the shell and shared by the workers (only the
     /// built-in tune until the shell sets them).
     pub music: Arc<crate::moh::Music>,
+    /// `[sounds]` and `[menus]` (ivr.rs).
+    pub ivr: Arc<crate::config::Ivr>,
 }
 
 impl Settings {
@@ -171,6 +173,7 @@ impl Settings {
             parking: Arc::new(cfg.parking.clone()),
             queues: Arc::new(crate::queues::Board::new(&cfg.queues)),
             music: Arc::default(),
+            ivr: Arc::new(cfg.ivr.clone()),
         }
     }
 }
@@ -1333,6 +1336,7 @@ impl Engine {
                 Wait::Bridge { until } if until <= now => {
                     self.bridge_failed(call, 408, now);
                 }
+                Wait::Digits => self.ivr_timeout(call, now),
                 _ => {}
             }
         }

@@ -27,6 +27,8 @@ pub(crate) struct RawConfig {
     pub moh: BTreeMap<String, super::music::RawMusicClass>,
     pub ring_groups: BTreeMap<String, RawRingGroup>,
     pub queues: BTreeMap<String, RawQueue>,
+    pub sounds: super::ivr::RawSounds,
+    pub menus: BTreeMap<String, super::ivr::RawMenu>,
 }
 
 #[derive(Deserialize)]

@@ -105,6 +105,53 @@ pub enum Step {
     QueueLogout {
         queue: String,
     },
+    /// Plays a prompt that the caller's first digit stops; the digits typed are kept for the
+    /// next `read` or `menu` (ivr.rs).
+    Background {
+        file: String,
+    },
+    /// Collects the caller's digits into variable `var`: ends on `max` digits (None: no
+    /// limit), on `terminator` (not kept), or when `timeout` passes without a digit. `prompt`
+    /// plays first unless digits were typed ahead, and a digit stops it.
+    Read {
+        var: String,
+        max: Option<usize>,
+        timeout: Duration,
+        terminator: Option<char>,
+        prompt: Option<String>,
+    },
+    /// Speaks `value` from the sound set (`[sounds] dir`), or as text through the speech
+    /// engine (`[sounds] tts`).
+    Say {
+        kind: SayAs,
+        value: String,
+    },
+    /// Runs the voice menu `[menus.NAME]` (ivr.rs).
+    Menu {
+        name: String,
+    },
+}
+
+/// How `say` speaks its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SayAs {
+    /// Digit by digit: 1234 is "one two three four".
+    Digits,
+    /// As a number: 1234 is "one thousand two hundred thirty four".
+    Number,
+    /// Letter by letter (digits as digits).
+    Alpha,
+    /// Through the speech engine.
+    Text,
+}
+
+impl SayAs {
+    const NAMES: [(&'static str, SayAs); 4] = [
+        ("digits", SayAs::Digits),
+        ("number", SayAs::Number),
+        ("alpha", SayAs::Alpha),
+        ("text", SayAs::Text),
+    ];
 }
 
 /// What `playback` plays.
@@ -133,7 +180,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 20] = [
+const APPS: [(&str, Option<&str>, &[&str]); 24] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -158,10 +205,24 @@ const APPS: [(&str, Option<&str>, &[&str]); 20] = [
     ("queue", Some("queue"), &[]),
     ("queue_login", Some("queue"), &[]),
     ("queue_logout", Some("queue"), &[]),
+    ("background", Some("file"), &[]),
+    (
+        "read",
+        Some("var"),
+        &["digits", "timeout", "terminator", "prompt"],
+    ),
+    ("say", None, &[]),
+    ("menu", Some("menu"), &[]),
 ];
+
+/// `read`'s defaults: the seconds it waits for each digit, and the digit that ends it.
+const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_TERMINATOR: char = '#';
 
 const DEFAULT_RECORD_MAX: Duration = Duration::from_secs(60);
 const DEFAULT_BRIDGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most digits one `read` collects.
+pub(crate) const MAX_READ_DIGITS: usize = 64;
 /// Longest duration any step accepts: a day.
 const MAX_SECONDS: f64 = 86_400.0;
 
@@ -191,6 +252,9 @@ impl Step {
         };
         if app == "forward" {
             return forward(tokens.collect(), text.len());
+        }
+        if app == "say" {
+            return say(tokens.collect(), text.len());
         }
         let mut args = Args {
             app: app.clone(),
@@ -281,6 +345,24 @@ impl Step {
             Step::Retrieve { slot } => Step::Retrieve { slot: expand(slot) },
             Step::Pickup { exten: Some(e) } => Step::Pickup {
                 exten: Some(expand(e)).filter(|e| !e.is_empty()),
+            },
+            Step::Background { file } => Step::Background { file: expand(file) },
+            Step::Read {
+                var,
+                max,
+                timeout,
+                terminator,
+                prompt,
+            } => Step::Read {
+                var: var.clone(),
+                max: *max,
+                timeout: *timeout,
+                terminator: *terminator,
+                prompt: prompt.as_deref().map(expand),
+            },
+            Step::Say { kind, value } => Step::Say {
+                kind: *kind,
+                value: expand(value),
             },
             other => other.clone(),
         }
@@ -454,6 +536,35 @@ impl Args {
             "queue_logout" => Step::QueueLogout {
                 queue: self.required("queue")?,
             },
+            "background" => Step::Background {
+                file: self.required("file")?,
+            },
+            "read" => Step::Read {
+                var: self.converted("var", |v| {
+                    identifier(v)
+                        .then(|| v.to_string())
+                        .ok_or_else(|| format!("{v:?} — expected a variable name"))
+                })?,
+                max: self.optional("digits", None, |v| {
+                    v.parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_READ_DIGITS).contains(n))
+                        .map(Some)
+                        .ok_or_else(|| format!("{v:?} — expected 1 to {MAX_READ_DIGITS}"))
+                })?,
+                timeout: self.optional("timeout", DEFAULT_READ_TIMEOUT, seconds)?,
+                terminator: self.optional("terminator", Some(DEFAULT_TERMINATOR), |v| {
+                    match v.chars().collect::<Vec<_>>()[..] {
+                        _ if v == "none" => Ok(None),
+                        [c] if "0123456789*#ABCD".contains(c) => Ok(Some(c)),
+                        _ => Err(format!("{v:?} — expected one of 0-9 * # A-D, or none")),
+                    }
+                })?,
+                prompt: self.take("prompt").map(|(_, v)| v),
+            },
+            "menu" => Step::Menu {
+                name: self.required("menu")?,
+            },
             _ => Step::Goto {
                 context: self.required("context")?,
                 exten: self.take("exten").map(|(_, v)| v),
@@ -500,6 +611,31 @@ fn forward(tokens: Vec<(usize, String)>, end: usize) -> Result<Step, StepError> 
     Ok(Step::Forward { kind, target })
 }
 
+/// `say digits|number|alpha|text VALUE`: positional, like `forward`.
+fn say(tokens: Vec<(usize, String)>, end: usize) -> Result<Step, StepError> {
+    let bad = |offset: usize, what: &str| error(offset, format!("{what} — {}", usage("say")));
+    let mut it = tokens.into_iter();
+    let (offset, kind) = it.next().ok_or_else(|| bad(end, "missing what to say"))?;
+    let Some(&(_, kind)) = SayAs::NAMES.iter().find(|(n, _)| *n == kind) else {
+        return Err(bad(offset, &format!("unexpected {kind:?}")));
+    };
+    let (offset, value) = it.next().ok_or_else(|| bad(end, "missing the VALUE"))?;
+    let literal = !value.contains("${");
+    if literal && kind == SayAs::Number && value.parse::<u64>().is_err() {
+        return Err(bad(offset, &format!("{value:?} is not a number")));
+    }
+    if let Some((offset, extra)) = it.next() {
+        return Err(bad(offset, &format!("unexpected {extra:?}")));
+    }
+    Ok(Step::Say { kind, value })
+}
+
+/// Whether `name` can name a variable: letters, digits and `_`, not starting with a digit.
+fn identifier(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 /// Whether `target` can be a forward target: what a phone can dial (digits, letters, `*#+._-`).
 pub(crate) fn dialable(target: &str) -> bool {
     (1..=64).contains(&target.len())
@@ -536,6 +672,10 @@ fn usage(app: &str) -> String {
         "retrieve" => "retrieve [SLOT]",
         "pickup" => "pickup [EXTEN]",
         "queue" | "queue_login" | "queue_logout" => return format!("usage: {app} QUEUE"),
+        "background" => "background FILE",
+        "read" => "read VAR [digits=N] [timeout=S] [terminator=#|none] [prompt=FILE]",
+        "say" => "say digits|number|alpha|text VALUE",
+        "menu" => "menu NAME",
         other => other,
     };
     format!("usage: {example}")
@@ -545,9 +685,7 @@ fn usage(app: &str) -> String {
 /// `sip:a@b;transport=tcp` is a bare value.
 fn split_key(token: &str) -> Option<(&str, &str)> {
     let (key, value) = token.split_once('=')?;
-    let ident = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    ident.then_some((key, value))
+    identifier(key).then_some((key, value))
 }
 
 /// Whitespace-separated tokens with their offsets; double quotes group and are removed.

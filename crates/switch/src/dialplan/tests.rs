@@ -280,7 +280,7 @@ fn step_errors_point_into_the_string() {
     assert_eq!(
         e,
         [
-            format!("t.toml:5:20: {key}[1]: unknown app \"playbak\" — known apps: answer, ringing, progress, playback, tone, echo, moh, record, bridge, wait, set, hangup, goto, forward, park, retrieve, pickup, queue, queue_login, queue_logout"),
+            format!("t.toml:5:20: {key}[1]: unknown app \"playbak\" — known apps: answer, ringing, progress, playback, tone, echo, moh, record, bridge, wait, set, hangup, goto, forward, park, retrieve, pickup, queue, queue_login, queue_logout, background, read, say, menu"),
             format!("t.toml:5:51: {key}[2]: unknown option \"lop\" — usage: playback FILE|demo [loop=true] [cache=false]"),
             format!("t.toml:5:68: {key}[3]: seconds: \"soon\" — expected seconds, more than 0 and at most 86400"),
             format!("t.toml:5:83: {key}[4]: cause: unknown cause \"99\" — expected a Q.850 number or one of {}", Cause::names().collect::<Vec<_>>().join(", ")),
@@ -585,4 +585,76 @@ fn default_config_forwarding_codes_and_ring_group() {
         &run(&plan, &ctx, "6000", &mut call("6000")).unwrap()[0],
         Step::Bridge { uri, .. } if uri == "group/sales"
     ));
+}
+
+#[test]
+fn voice_menu_steps_parse() {
+    assert_eq!(
+        Step::parse("read PIN digits=4 timeout=3 terminator=* prompt=tts:\"your pin\""),
+        Ok(Step::Read {
+            var: "PIN".into(),
+            max: Some(4),
+            timeout: Duration::from_secs(3),
+            terminator: Some('*'),
+            prompt: Some("tts:your pin".into()),
+        })
+    );
+    assert_eq!(
+        Step::parse("read X"),
+        Ok(Step::Read {
+            var: "X".into(),
+            max: None,
+            timeout: Duration::from_secs(5),
+            terminator: Some('#'),
+            prompt: None,
+        })
+    );
+    assert_eq!(
+        Step::parse("say text \"Welcome to strowger\""),
+        Ok(Step::Say {
+            kind: SayAs::Text,
+            value: "Welcome to strowger".into(),
+        })
+    );
+    assert_eq!(
+        Step::parse("background hello.wav"),
+        Ok(Step::Background {
+            file: "hello.wav".into()
+        })
+    );
+    assert_eq!(
+        Step::parse("menu main"),
+        Ok(Step::Menu {
+            name: "main".into()
+        })
+    );
+    for bad in [
+        "read",
+        "read 1x",
+        "read X digits=0",
+        "read X terminator=##",
+        "say",
+        "say number",
+        "say number twelve",
+        "say colour 1",
+        "say digits 1 2",
+        "menu",
+    ] {
+        assert!(Step::parse(bad).is_err(), "{bad}");
+    }
+    // The value said is expanded with the call's variables; a read's variable is known after it.
+    let plan = dialplan(&rule(
+        "exten = \"1\"",
+        r#"'read PIN digits=2', 'say number ${PIN}'"#,
+    ));
+    let mut vars = call("1");
+    vars.set("PIN", "42");
+    let steps = run(&plan, "default", "1", &mut vars).unwrap();
+    assert_eq!(
+        steps[1],
+        Step::Say {
+            kind: SayAs::Number,
+            value: "42".into()
+        }
+    );
 }
