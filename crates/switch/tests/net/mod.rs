@@ -381,6 +381,11 @@ impl Net {
         self.agent(ua).invite_with(uri, addr(next_hop), extra, now)
     }
 
+    /// Agent `ua` presses `digit` in call `call` (RFC 4733, `Ua::dtmf`).
+    pub fn dtmf(&mut self, ua: Id, call: usize, digit: char) {
+        self.agent(ua).dtmf(call, digit);
+    }
+
     pub fn bye(&mut self, ua: Id, call: usize) {
         let now = self.now;
         self.agent(ua).bye(call, now);

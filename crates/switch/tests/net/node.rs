@@ -31,6 +31,8 @@ struct NodeHost {
     dns: Arc<Mutex<HashMap<String, Vec<Peer>>>>,
     /// Every name the engine asked to resolve, in order.
     lookups: Vec<String>,
+    /// Every prompt the engine asked to load, in order.
+    prompts: Vec<String>,
     /// What this worker tells the others of trunk servers (`Event::TrunkServer`).
     broadcasts: Vec<(usize, Peer, Option<Instant>)>,
     /// Store operations held back (`Node::hold_store`) instead of answered at once.
@@ -201,6 +203,7 @@ impl Node {
             store: shared.store.clone(),
             dns: shared.dns.clone(),
             lookups: Vec::new(),
+            prompts: Vec::new(),
             broadcasts: Vec::new(),
             held: None,
             handoffs: Vec::new(),
@@ -442,6 +445,11 @@ impl Node {
         self.input(self.now, input);
     }
 
+    /// The prompts the engine asked the shell to load.
+    pub fn prompts(&self) -> &[String] {
+        &self.host.prompts
+    }
+
     /// The names the engine asked the DNS for.
     pub fn lookups(&self) -> &[String] {
         &self.host.lookups
@@ -556,7 +564,8 @@ impl Node {
                 self.engine
                     .handle_input(clock, Input::Resolved { token, result });
             }
-            Event::Prompt { token, .. } => {
+            Event::Prompt { token, name, .. } => {
+                h.prompts.push(name);
                 let pcm: Vec<i16> = (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
                 let result = Ok(Arc::new(media::Prompt::from_pcm("test", &pcm)));
                 self.engine

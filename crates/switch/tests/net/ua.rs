@@ -238,8 +238,13 @@ impl Ua {
             IpAddr::V6(ip) => ("IP6", ip.to_string()),
         };
         let formats: Vec<String> = pts.iter().map(u8::to_string).collect();
+        let events = if pts.contains(&101) {
+            "a=rtpmap:101 telephone-event/8000\r\n"
+        } else {
+            ""
+        };
         format!(
-            "v=0\r\no=ua 1 {} IN {kind} {ip}\r\ns=-\r\nc=IN {kind} {ip}\r\nt=0 0\r\nm=audio {} RTP/AVP {}\r\na={direction}\r\n",
+            "v=0\r\no=ua 1 {} IN {kind} {ip}\r\ns=-\r\nc=IN {kind} {ip}\r\nt=0 0\r\nm=audio {} RTP/AVP {}\r\n{events}a={direction}\r\n",
             self.sdp_version,
             self.media.port(),
             formats.join(" ")
@@ -953,6 +958,32 @@ impl Ua {
             p.extend_from_slice(&ts.to_be_bytes());
             p.extend_from_slice(&0x5ca1_ab1eu32.to_be_bytes());
             p.extend_from_slice(&[if c.pt == 8 { 0xd5 } else { 0xff }; 160]);
+            self.out.push(Packet::media(self.media, dst, p));
+        }
+    }
+
+    /// Sends `digit` in call `call` as RFC 4733 telephone-events (payload type 101, which
+    /// the call's SDP must have offered): a start packet and the end packet three times.
+    pub fn dtmf(&mut self, call: usize, digit: char) {
+        let event = match digit {
+            '*' => 10,
+            '#' => 11,
+            d => d.to_digit(10).expect("a DTMF digit") as u8,
+        };
+        let c = &mut self.calls[call];
+        let dst = c.remote_media.expect("the call has media");
+        let ts = u32::from(c.rtp_seq) * 160;
+        for (i, (end, duration)) in [(false, 160u16), (true, 800), (true, 800), (true, 800)]
+            .into_iter()
+            .enumerate()
+        {
+            c.rtp_seq = c.rtp_seq.wrapping_add(1);
+            let mut p = vec![0x80, if i == 0 { 0x80 | 101 } else { 101 }];
+            p.extend_from_slice(&c.rtp_seq.to_be_bytes());
+            p.extend_from_slice(&ts.to_be_bytes());
+            p.extend_from_slice(&0x5ca1_ab1eu32.to_be_bytes());
+            p.extend_from_slice(&[event, if end { 0x80 | 10 } else { 10 }]);
+            p.extend_from_slice(&duration.to_be_bytes());
             self.out.push(Packet::media(self.media, dst, p));
         }
     }
