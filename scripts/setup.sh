@@ -15,12 +15,13 @@ declare -A build=(
   # (also the PESQ quality test's human voice and music; CC-BY-SA 3.0)
   [asterisk-core-sounds-en-wav]=/usr/share/asterisk/sounds/en_US_f_Allison/demo-congrats.wav
   [asterisk-moh-opsound-wav]=/usr/share/asterisk/moh/macroform-cold_day.wav
+  # the default configuration's spoken prompts (`tts:`, `say text`): run, never linked
+  [espeak-ng]=espeak-ng
+  [sox]=sox
 )
 declare -A want=(
   [sip-tester]=sipp
   [baresip-core]=/usr/lib/baresip/modules/aufile.so # aufile + sndfile: file audio in and out
-  [sox]=sox
-  [espeak-ng]=espeak-ng
   [iproute2]=ip
   [util-linux]=unshare
   [python3]=python3

@@ -17,6 +17,8 @@ pub struct Host {
     store: Option<crate::store_io::StoreQueue>,
     /// The DNS thread, when a trunk's host needs DNS.
     dns: Option<crate::dns::Dns>,
+    /// The speech thread that renders `tts:` prompts.
+    tts: Option<crate::tts::Tts>,
 }
 
 /// The embedded announcement behind the dialplan's `demo` prompt.
@@ -30,6 +32,20 @@ impl Host {
             cdr_path,
             store: None,
             dns: None,
+            tts: None,
+        }
+    }
+
+    pub fn with_tts(mut self, tts: crate::tts::Tts) -> Host {
+        self.tts = Some(tts);
+        self
+    }
+
+    /// Starts rendering `text` as a prompt for `worker`: it comes back through the inbox.
+    pub fn speak(&self, worker: usize, token: u64, text: &str) -> Result<(), String> {
+        match &self.tts {
+            Some(t) => t.submit(worker, token, text),
+            None => Err("no speech thread was started".into()),
         }
     }
 

@@ -12,5 +12,6 @@ pub mod rtp_io;
 pub mod runtime;
 pub mod sip_io;
 pub mod store_io;
+pub mod tts;
 pub mod users;
 pub mod worker;

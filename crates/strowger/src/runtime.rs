@@ -127,6 +127,14 @@ pub fn run(cfg: Config) -> Result<(), String> {
         )?),
         false => None,
     };
+    let tts = crate::tts::Tts::start(cfg.ivr.tts.clone(), &cfg.general.data_dir, mail.clone())?;
+    let sounds = std::path::Path::new(&cfg.ivr.sounds_dir);
+    if !sounds.join("digits").is_dir() {
+        tracing::warn!(
+            "sounds.dir {} has no digits/: `say` will be silent — install asterisk-core-sounds-en-wav or set sounds.dir in the configuration",
+            sounds.display()
+        );
+    }
     let iax = cfg
         .iax2
         .listen
@@ -230,7 +238,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
         };
         let host = Host::new(data_dir.clone(), cdr_path.clone())
             .with_store(queues(id, poll.registry()))
-            .with_dns(dns.clone());
+            .with_dns(dns.clone())
+            .with_tts(tts.clone());
         let crew = Crew {
             id,
             workers,

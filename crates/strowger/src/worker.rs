@@ -93,6 +93,11 @@ pub enum Envelope {
     },
     /// A source another worker banned (`switch::Event::Ban`): dropped here too.
     Ban { source: IpAddr, until: Instant },
+    /// A prompt this worker's engine asked for, rendered by the speech thread (tts.rs).
+    Prompt {
+        token: u64,
+        result: Result<Arc<media::Prompt>, String>,
+    },
     /// The TCP peer authenticated on another worker (connections live on worker 0).
     TcpAuthenticated { peer: SocketAddr },
 }
@@ -660,7 +665,13 @@ impl Worker {
                 }
             }
             Event::Prompt { token, name, .. } => {
-                let result = self.host.prompt(&name);
+                let result = match name.strip_prefix("tts:") {
+                    Some(text) => match self.host.speak(self.id, token, text) {
+                        Ok(()) => return,
+                        Err(e) => Err(e),
+                    },
+                    None => self.host.prompt(&name),
+                };
                 self.engine
                     .handle_input(clock, Input::Prompt { token, result });
             }
@@ -1070,6 +1081,9 @@ impl Worker {
                 }
                 Envelope::Resolved { token, result } => {
                     self.input(now, Input::Resolved { token, result });
+                }
+                Envelope::Prompt { token, result } => {
+                    self.input(now, Input::Prompt { token, result });
                 }
                 Envelope::IaxPeer { name, at } => {
                     self.input(now, Input::IaxPeer { name, at });
