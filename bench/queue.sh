@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Call queues (bench/lib/queue.py): N SIP callers (strowger-load) waiting in a queue with no agent
-# logged in, hearing its music and announcements, against N calls hearing the same music (9198) and N
+# logged in, hearing its music and announcements, against N calls hearing the same music (9199) and N
 # playback calls (44444) in the same run, for N = 500 and 2000: server CPU per waiting call-second and
 # its ratios to the other two. About 5 minutes; every run is bounded in calls and time.
 # Knobs: LEVELS="500 2000", NO_BUILD=1.

@@ -5,7 +5,7 @@ For each N of --levels, three runs one after the other, each against a fresh str
   queue     strowger-load call --ext 7000 --rtp echo: N callers wait in queue `support`, which has no agent
             (members = [], so none is ever logged in), hearing its music and, every --announce s, their position
             and expected wait (the queue's prompts from asterisk-core-sounds-en-wav); max_wait_s is past the hold;
-  moh       the same to 9198, which answers and plays the same music class (the `moh` step): the music alone,
+  moh       the same to 9199, which answers and plays the same music class (the `moh` step): the music alone,
             so queue / moh is what the queue itself adds (board, announcements);
   playback  the same to 44444, which answers and loops the built-in announcement: the cheapest call that sends
             a stream, for comparison.
@@ -51,7 +51,7 @@ def one(args, rundir, kind, calls):
     out = os.path.join(srv.dir, "load.json")
     ramp = calls / args.rate
     hold = ramp + 5 + args.window + 3
-    ext = {"queue": "7000", "moh": "9198", "playback": "44444"}[kind]
+    ext = {"queue": "7000", "moh": "9199", "playback": "44444"}[kind]
     lp = scale.load(args, f"127.0.0.1:{srv.port}", ext, calls, args.rate, hold, "echo", out)
     time.sleep(ramp + 5)
     c0, l0, m0, t0 = srv.cpu(), b.proc_cpu(lp.pid), b.machine_cpu(), time.time()
