@@ -3,38 +3,10 @@
 
 mod common;
 
-use common::audio::{
-    best_correlation, dominant_freq, read_wav, rms, tone, tone_purity, ulaw_decode_all, ulaw_encode,
-};
-use common::sip::{sdp, sdp_audio, Rtp, RtpPkt, Uac, DTMF, PCMU};
+use common::audio::{best_correlation, dominant_freq, read_wav, rms, tone, tone_purity};
+use common::sip::{call, frames, pcm, Rtp, RtpPkt};
 use common::Strowger;
 use std::time::{Duration, Instant};
-
-/// Calls `exten` offering PCMU (+ telephone-event), ACKs the 200 and points `rtp` at the answer.
-fn call(s: &Strowger, exten: &str, rtp: &mut Rtp) -> Uac {
-    let mut uac = Uac::new(s.sip, exten);
-    let resp = uac.invite(&sdp(rtp.port, &[PCMU, DTMF], "sendrecv"));
-    assert_eq!(resp.status(), Some(200), "INVITE to {exten}: {resp:?}");
-    let (addr, pts) = sdp_audio(&resp.body);
-    assert_eq!(pts.first(), Some(&0), "PCMU answered first: {}", resp.body);
-    assert!(
-        (s.rtp.0..=s.rtp.1).contains(&addr.port()) && addr.port() % 2 == 0,
-        "answer's RTP port {} outside --rtp-ports {:?} or odd",
-        addr.port(),
-        s.rtp
-    );
-    rtp.remote = Some(addr);
-    uac.ack("");
-    uac
-}
-
-/// 20 ms of µ-law per packet.
-fn frames(samples: &[i16]) -> Vec<Vec<u8>> {
-    samples
-        .chunks(160)
-        .map(|c| c.iter().map(|&s| ulaw_encode(s)).collect())
-        .collect()
-}
 
 /// One stream, 20 ms PCMU packets: contiguous sequence numbers, timestamps +160, ~50/s.
 fn assert_clean_stream(pkts: &[RtpPkt]) {
@@ -66,13 +38,6 @@ fn assert_clean_stream(pkts: &[RtpPkt]) {
         (45.0..55.0).contains(&rate),
         "{rate:.1} packets/s, want ~50"
     );
-}
-
-fn pcm(pkts: &[RtpPkt]) -> Vec<i16> {
-    pkts.iter()
-        .filter(|p| p.pt == 0)
-        .flat_map(|p| ulaw_decode_all(&p.payload))
-        .collect()
 }
 
 /// 44444: ~3 s of what arrives must be demo.wav from its start (±0.5 s), sent as a clean
@@ -146,18 +111,6 @@ fn echo_returns_our_payloads() {
     );
 }
 
-/// RFC 4733 '#' (event 11): a start packet with the marker, updates, then the end packet three
-/// times, all with the event's start timestamp.
-fn send_dtmf_hash(rtp: &mut Rtp) {
-    for (i, dur) in [160u16, 320, 480, 640, 800, 800, 800].iter().enumerate() {
-        let end = if i >= 4 { 0x80 } else { 0 };
-        let payload = [11u8, end | 10, (dur >> 8) as u8, *dur as u8];
-        let last = i == 6;
-        rtp.send(101, i == 0, &payload, if last { 800 } else { 0 });
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// 9197: record ~3 s of 440 Hz ended by '#', then hear it back. The WAV in the data dir must
 /// be 8 kHz mono 440 Hz, and the playback must decode to 440 Hz and start well before the
 /// 10 s recording limit (i.e. the '#' was honoured).
@@ -167,7 +120,7 @@ fn record_then_playback() {
     let mut rtp = Rtp::bind();
     let uac = call(&s, "9197", &mut rtp);
     rtp.send_frames(&frames(&tone(440.0, 8000 * 3, 8000.0)), Duration::ZERO);
-    send_dtmf_hash(&mut rtp);
+    rtp.dtmf('#');
     let after_hash = rtp.recv_for(Duration::from_secs(5));
     uac.expect_request("BYE", Duration::from_secs(10));
 

@@ -1,7 +1,9 @@
 //! A deliberately small SIP UAC and RTP endpoint written from literal message text, so that
 //! strowger is checked against RFC 3261/3550 wire format and not against its own sip crate.
 
+use super::audio::{ulaw_decode_all, ulaw_encode};
 use super::net::free_port_range;
+use super::Strowger;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -448,6 +450,24 @@ impl Rtp {
         self.ts = self.ts.wrapping_add(ts_step);
     }
 
+    /// Sends `digit` as RFC 4733 telephone-events (payload type 101): a start packet with the
+    /// marker, updates, then the end packet three times, all with the event's start timestamp,
+    /// 20 ms apart.
+    pub fn dtmf(&mut self, digit: char) {
+        let event = match digit {
+            '*' => 10,
+            '#' => 11,
+            d => d.to_digit(10).expect("a DTMF digit") as u8,
+        };
+        for (i, dur) in [160u16, 320, 480, 640, 800, 800, 800].iter().enumerate() {
+            let end = if i >= 4 { 0x80 } else { 0 };
+            let payload = [event, end | 10, (dur >> 8) as u8, *dur as u8];
+            let last = i == 6;
+            self.send(101, i == 0, &payload, if last { 800 } else { 0 });
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Sends `frames` as PCMU packets paced at 20 ms while collecting what arrives, then keeps
     /// listening for `tail`.
     pub fn send_frames(&mut self, frames: &[Vec<u8>], tail: Duration) -> Vec<RtpPkt> {
@@ -477,4 +497,38 @@ impl Rtp {
         }
         got
     }
+}
+
+/// Calls `exten` offering PCMU (+ telephone-event), ACKs the 200 and points `rtp` at the answer.
+pub fn call(s: &Strowger, exten: &str, rtp: &mut Rtp) -> Uac {
+    let mut uac = Uac::new(s.sip, exten);
+    let resp = uac.invite(&sdp(rtp.port, &[PCMU, DTMF], "sendrecv"));
+    assert_eq!(resp.status(), Some(200), "INVITE to {exten}: {resp:?}");
+    let (addr, pts) = sdp_audio(&resp.body);
+    assert_eq!(pts.first(), Some(&0), "PCMU answered first: {}", resp.body);
+    assert!(
+        (s.rtp.0..=s.rtp.1).contains(&addr.port()) && addr.port() % 2 == 0,
+        "answer's RTP port {} outside --rtp-ports {:?} or odd",
+        addr.port(),
+        s.rtp
+    );
+    rtp.remote = Some(addr);
+    uac.ack("");
+    uac
+}
+
+/// 20 ms of µ-law per packet.
+pub fn frames(samples: &[i16]) -> Vec<Vec<u8>> {
+    samples
+        .chunks(160)
+        .map(|c| c.iter().map(|&s| ulaw_encode(s)).collect())
+        .collect()
+}
+
+/// The PCMU audio of `pkts` (other payload types left out).
+pub fn pcm(pkts: &[RtpPkt]) -> Vec<i16> {
+    pkts.iter()
+        .filter(|p| p.pt == 0)
+        .flat_map(|p| ulaw_decode_all(&p.payload))
+        .collect()
 }

@@ -1,0 +1,71 @@
+//! Voice menus in the real process: RFC 4733 digits from a hand-written SIP/RTP client
+//! (tests/common/sip.rs) against the demo menu on 9198, and what `say` sends: the sound set's
+//! files and the speech engine's audio (espeak-ng and sox, as scripts/setup.sh installs them).
+
+mod common;
+
+use common::audio::{best_correlation, read_wav, rms, tone, tone_purity};
+use common::sip::{call, frames, pcm, Rtp};
+use common::Strowger;
+use std::path::Path;
+use std::time::Duration;
+
+/// 9198 speaks its menu; after "2" the caller is in the echo test and hears its own tone.
+#[test]
+fn the_demo_menu_speaks_and_2_reaches_the_echo_test() {
+    let s = Strowger::start("ivr-demo");
+    let mut rtp = Rtp::bind();
+    let mut uac = call(&s, "9198", &mut rtp);
+    let menu = pcm(&rtp.recv_for(Duration::from_secs(3)));
+    assert!(menu.len() > 8000 * 2, "{} samples of the menu", menu.len());
+    let loud = rms(&menu[menu.len() - 8000..]);
+    assert!(
+        loud > 300.0,
+        "the menu is spoken, not silent: rms {loud:.0}"
+    );
+
+    rtp.dtmf('2');
+    let sent = tone(440.0, 8000 * 3, 8000.0);
+    let back = pcm(&rtp.send_frames(&frames(&sent), Duration::from_millis(300)));
+    assert!(back.len() > 8000 * 2, "{} samples back", back.len());
+    let last = &back[back.len() - 8000..];
+    let purity = tone_purity(last, 440.0);
+    assert!(
+        purity > 0.8,
+        "the caller's 440 Hz comes back: purity {purity:.2}"
+    );
+    assert_eq!(uac.bye().status(), Some(200));
+}
+
+/// `say digits 42` plays digits/4.wav then digits/2.wav of the sound set; `say text` arrives
+/// as speech.
+#[test]
+fn say_plays_the_sound_files_and_the_speech_engine() {
+    let s = Strowger::with_config("ivr-say", "ivr.toml");
+    let mut rtp = Rtp::bind();
+    let uac = call(&s, "9301", &mut rtp);
+    let got = pcm(&rtp.recv_for(Duration::from_secs(8)));
+    uac.expect_request("BYE", Duration::from_secs(10));
+    let digits = Path::new("/usr/share/asterisk/sounds/en_US_f_Allison/digits");
+    let four = read_wav(&digits.join("4.wav")).samples;
+    let two = read_wav(&digits.join("2.wav")).samples;
+    // Where in what arrived each file starts: "four", then "two" right after it.
+    let (c4, at4) = best_correlation(&four, &got, 800, 2400, 0..=16_000);
+    assert!(c4 > 0.9, "digits/4.wav: correlation {c4:.2} at {at4}");
+    let next = at4 + four.len() as isize;
+    let (c2, at2) = best_correlation(&two, &got, 800, 2400, next - 400..=next + 400);
+    assert!(c2 > 0.9, "digits/2.wav: correlation {c2:.2} at {at2}");
+    // Then the spoken text.
+    let speech = &got[(at2 as usize + two.len()).min(got.len())..];
+    assert!(
+        speech.len() > 8000,
+        "{} samples after the digits",
+        speech.len()
+    );
+    let loud = rms(speech);
+    assert!(loud > 300.0, "the text is spoken: rms {loud:.0}");
+    let cached = std::fs::read_dir(s.data_dir().join("tts")).unwrap().count();
+    assert_eq!(cached, 1, "the speech is kept for the next call");
+    let log = s.stderr();
+    assert!(!log.contains("WARN"), "{log}");
+}
