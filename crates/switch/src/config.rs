@@ -524,6 +524,32 @@ fn bounded(d: &mut Diagnostics, key: &str, value: u64, lo: u64, hi: u64) -> u64 
     }
 }
 
+/// Every step from which `named` takes a name (a queue's, a menu's) must name one of the
+/// `defined` `[TABLE.NAME]` tables; `what` is the thing named, for the message.
+fn check_named(
+    raw: &raw::RawDialplan,
+    (what, table): (&str, &str),
+    defined: &[&str],
+    named: impl Fn(crate::dialplan::Step) -> Option<String>,
+    d: &mut Diagnostics,
+) {
+    for (key, text) in raw.steps() {
+        let Some(name) = crate::dialplan::Step::parse(text).ok().and_then(&named) else {
+            continue;
+        };
+        if !defined.contains(&name.as_str()) {
+            let list = match defined {
+                [] => "none".to_string(),
+                names => names.join(", "),
+            };
+            d.error(
+                &key,
+                format_args!("no {what} {name:?} — defined: {list} (add a [{table}.{name}] table)"),
+            );
+        }
+    }
+}
+
 /// Narrows a value `bounded` has already range-checked.
 fn narrow<T: TryFrom<u64> + Default>(value: u64) -> T {
     T::try_from(value).unwrap_or_default()

@@ -5,6 +5,8 @@
 
 mod say;
 
+pub(crate) use say::number;
+
 use crate::call::{Call, Wait};
 use crate::dialplan::{SayAs, Step, MAX_READ_DIGITS};
 use crate::engine::Engine;

@@ -174,29 +174,12 @@ pub(crate) fn ivr(sounds: RawSounds, menus: BTreeMap<String, RawMenu>, d: &mut D
 
 /// Every `menu NAME` step of the dialplan names a `[menus.NAME]` table.
 pub(crate) fn check_dialplan(ivr: &Ivr, raw: &RawDialplan, d: &mut Diagnostics) {
-    for (ctx, context) in &raw.contexts {
-        for (r, rule) in context.rules.iter().enumerate() {
-            for (s, text) in rule.steps.iter().enumerate() {
-                let Ok(Step::Menu { name }) = Step::parse(text) else {
-                    continue;
-                };
-                if !ivr.menus.contains_key(&name) {
-                    let names: Vec<_> = ivr.menus.keys().map(String::as_str).collect();
-                    d.error(
-                        &format!("dialplan.contexts.{ctx}.rules[{r}].steps[{s}]"),
-                        format_args!(
-                            "no menu {name:?} — defined: {} (add a [menus.{name}] table)",
-                            if names.is_empty() {
-                                "none".to_string()
-                            } else {
-                                names.join(", ")
-                            }
-                        ),
-                    );
-                }
-            }
-        }
-    }
+    let names: Vec<_> = ivr.menus.keys().map(String::as_str).collect();
+    let named = |step| match step {
+        Step::Menu { name } => Some(name),
+        _ => None,
+    };
+    super::check_named(raw, ("menu", "menus"), &names, named, d);
 }
 
 #[cfg(test)]

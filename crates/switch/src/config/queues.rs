@@ -146,30 +146,12 @@ pub(crate) fn check_music(queues: &[Queue], classes: &[super::MusicClass], d: &m
 
 /// Every `queue`, `queue_login` and `queue_logout` step must name a configured queue.
 pub(crate) fn check_dialplan(queues: &[Queue], raw: &RawDialplan, d: &mut Diagnostics) {
-    for (ctx, context) in &raw.contexts {
-        for (r, rule) in context.rules.iter().enumerate() {
-            for (s, text) in rule.steps.iter().enumerate() {
-                let name = match Step::parse(text) {
-                    Ok(Step::Queue { queue })
-                    | Ok(Step::QueueLogin { queue })
-                    | Ok(Step::QueueLogout { queue }) => queue,
-                    _ => continue,
-                };
-                if !queues.iter().any(|q| q.name == name) {
-                    let names: Vec<_> = queues.iter().map(|q| q.name.as_str()).collect();
-                    d.error(
-                        &format!("dialplan.contexts.{ctx}.rules[{r}].steps[{s}]"),
-                        format_args!(
-                            "no queue {name:?} — defined: {} (add a [queues.{name}] table)",
-                            if names.is_empty() {
-                                "none".to_string()
-                            } else {
-                                names.join(", ")
-                            }
-                        ),
-                    );
-                }
-            }
+    let names: Vec<_> = queues.iter().map(|q| q.name.as_str()).collect();
+    let named = |step| match step {
+        Step::Queue { queue } | Step::QueueLogin { queue } | Step::QueueLogout { queue } => {
+            Some(queue)
         }
-    }
+        _ => None,
+    };
+    super::check_named(raw, ("queue", "queues"), &names, named, d);
 }

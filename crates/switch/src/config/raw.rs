@@ -388,6 +388,21 @@ impl Default for RawDialplan {
     }
 }
 
+impl RawDialplan {
+    /// Every step's text with its key (`dialplan.contexts.CONTEXT.rules[R].steps[S]`), for
+    /// the checks of what steps refer to.
+    pub(crate) fn steps(&self) -> impl Iterator<Item = (String, &str)> {
+        self.contexts.iter().flat_map(|(ctx, context)| {
+            context.rules.iter().enumerate().flat_map(move |(r, rule)| {
+                rule.steps.iter().enumerate().map(move |(s, text)| {
+                    let key = format!("dialplan.contexts.{ctx}.rules[{r}].steps[{s}]");
+                    (key, text.as_str())
+                })
+            })
+        })
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawContext {
