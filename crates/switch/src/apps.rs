@@ -162,7 +162,9 @@ impl Engine {
                 if !file.contains(call_id.as_str()) {
                     self.files.prompts.insert(file, prompt.clone());
                 }
-                self.play(call, leg, prompt, looped, cache);
+                if !self.ivr_interrupted(call) {
+                    self.play(call, leg, prompt, looped, cache);
+                }
             }
             Err(e) => self.log(
                 crate::io::Level::Warn,

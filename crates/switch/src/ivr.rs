@@ -27,6 +27,8 @@ pub(crate) struct Ivr {
     collect: Option<Collect>,
     /// When the caller's time for the next digit is up (set once the prompts have played).
     until: Option<Instant>,
+    /// A digit came while the prompt to play loaded (`Wait::File`): it is not played.
+    interrupted: bool,
 }
 
 struct Collect {
@@ -171,6 +173,7 @@ impl Engine {
         let Some(ivr) = c.ivr.as_deref_mut() else {
             return false;
         };
+        ivr.interrupted = false;
         if let Some(file) = ivr.prompts.pop_front() {
             self.play_file(call, Call::CALLER, file, false, true);
             return true;
@@ -251,6 +254,7 @@ impl Engine {
         }
         ivr.typed.push(digit);
         ivr.until = None;
+        ivr.interrupted = c.wait == Wait::File;
         if playing {
             ivr.prompts.clear();
             if let Some(m) = c.caller().media {
@@ -261,6 +265,13 @@ impl Engine {
             c.wait = Wait::None;
             self.calls.run_later(call);
         }
+    }
+
+    /// Whether the caller typed a digit that stops the prompt the call waited for while it
+    /// loaded: it is not played then.
+    pub(crate) fn ivr_interrupted(&self, call: usize) -> bool {
+        let ivr = self.calls.get(call).and_then(|c| c.ivr.as_deref());
+        ivr.is_some_and(|i| i.interrupted)
     }
 
     /// A call timer while the call waits for a digit: the read or menu ends or retries once

@@ -30,6 +30,14 @@ steps = ["answer", "background intro.wav", "read X digits=2", "playback x-${X}.w
 exten = "6200"
 steps = ["answer", "menu main"]
 
+[menus.spoken]
+prompt = "tts:Press 2"
+choices = { "2" = "goto default exten=6002" }
+
+[[dialplan.contexts.default.rules]]
+exten = "6400"
+steps = ["answer", "menu spoken"]
+
 [[dialplan.contexts.default.rules]]
 regex = "^60(\\d\\d)$"
 steps = ["answer", "playback chose-${1}.wav", "hangup"]
@@ -206,4 +214,27 @@ fn say_plays_the_sound_set_and_text_through_the_speech_engine() {
     );
     // A second more per prompt: the pieces played one after the other.
     assert!(n.elapsed() > secs(10), "{:?}", n.elapsed());
+}
+
+/// A digit typed while the menu's spoken prompt is still being rendered: the prompt is not
+/// played once it arrives, the choice is taken at once.
+#[test]
+fn a_digit_during_a_slow_prompt_skips_it() {
+    let mut n = Net::new(13);
+    let sw = b2bua(&mut n, IVR);
+    n.sw(sw).node().hold_speech();
+    let a = n.ua(ALICE, "alice");
+    n.agent(a).codecs = vec![0, 101];
+    let c = n.invite(a, "sip:6400@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    assert!(asks_for(&mut n, sw, "tts:Press 2", ms(100)));
+    press(&mut n, a, c, "2");
+    n.run_for(secs(2));
+    assert!(!prompts(&mut n, sw).contains(&"chose-02.wav".to_string()));
+    n.sw(sw).node().release_speech();
+    assert!(
+        asks_for(&mut n, sw, "chose-02.wav", ms(100)),
+        "{:?}",
+        prompts(&mut n, sw)
+    );
 }

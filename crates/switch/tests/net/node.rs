@@ -33,6 +33,8 @@ struct NodeHost {
     lookups: Vec<String>,
     /// Every prompt the engine asked to load, in order.
     prompts: Vec<String>,
+    /// Spoken (`tts:`) prompts held back (`Node::hold_speech`) instead of answered at once.
+    held_speech: Option<Vec<u64>>,
     /// What this worker tells the others of trunk servers (`Event::TrunkServer`).
     broadcasts: Vec<(usize, Peer, Option<Instant>)>,
     /// Store operations held back (`Node::hold_store`) instead of answered at once.
@@ -204,6 +206,7 @@ impl Node {
             dns: shared.dns.clone(),
             lookups: Vec::new(),
             prompts: Vec::new(),
+            held_speech: None,
             broadcasts: Vec::new(),
             held: None,
             handoffs: Vec::new(),
@@ -470,6 +473,23 @@ impl Node {
         self.host.held = Some(Vec::new());
     }
 
+    /// From now on `tts:` prompts load only when `release_speech` says so (a slow speech
+    /// engine).
+    pub fn hold_speech(&mut self) {
+        self.host.held_speech = Some(Vec::new());
+    }
+
+    /// Answers the `tts:` prompts held back, and answers at once again.
+    pub fn release_speech(&mut self) {
+        let clock = self.clock(self.now);
+        for token in self.host.held_speech.take().unwrap_or_default() {
+            let result = Ok(test_prompt());
+            self.engine
+                .handle_input(clock, Input::Prompt { token, result });
+        }
+        self.collect();
+    }
+
     /// Answers the store operations held back, and answers at once again.
     pub fn release_store(&mut self) {
         let clock = self.clock(self.now);
@@ -565,11 +585,16 @@ impl Node {
                     .handle_input(clock, Input::Resolved { token, result });
             }
             Event::Prompt { token, name, .. } => {
+                let speech = name.starts_with("tts:");
                 h.prompts.push(name);
-                let pcm: Vec<i16> = (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
-                let result = Ok(Arc::new(media::Prompt::from_pcm("test", &pcm)));
-                self.engine
-                    .handle_input(clock, Input::Prompt { token, result });
+                match h.held_speech.as_mut() {
+                    Some(held) if speech => held.push(token),
+                    _ => {
+                        let result = Ok(test_prompt());
+                        self.engine
+                            .handle_input(clock, Input::Prompt { token, result });
+                    }
+                }
             }
             Event::Recording { token, .. } => {
                 let sink: Box<dyn media::RecordSink> = Box::new(std::io::Cursor::new(Vec::new()));
@@ -637,4 +662,10 @@ pub fn owner_of(bytes: &[u8], from: SocketAddr, workers: usize, pins: &switch::P
     }
     let call_id = msg.header(sip::HeaderName::CallId).unwrap_or_default();
     switch::owner(call_id, workers)
+}
+
+/// The prompt the test shell loads for any name: a second of a 100 Hz sawtooth.
+fn test_prompt() -> Arc<media::Prompt> {
+    let pcm: Vec<i16> = (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
+    Arc::new(media::Prompt::from_pcm("test", &pcm))
 }
