@@ -139,6 +139,13 @@ impl Engine {
                         let files = say::pieces(kind, &value);
                         ivr.prompts
                             .extend(files.iter().map(|p| format!("{dir}/{p}.wav")));
+                        if files.is_empty() && !value.is_empty() {
+                            let call_id = c.caller().call_id().to_string();
+                            let msg = format!(
+                                "call {call_id}: say: nothing to say for {value:?} as {kind:?}"
+                            );
+                            self.log(Level::Warn, Some(&call_id), msg);
+                        }
                     }
                 }
             }

@@ -39,6 +39,10 @@ exten = "6400"
 steps = ["answer", "menu spoken"]
 
 [[dialplan.contexts.default.rules]]
+exten = "6500"
+steps = ["answer", "say number ${CALLER}", "playback after.wav", "hangup"]
+
+[[dialplan.contexts.default.rules]]
 regex = "^60(\\d\\d)$"
 steps = ["answer", "playback chose-${1}.wav", "hangup"]
 
@@ -236,5 +240,18 @@ fn a_digit_during_a_slow_prompt_skips_it() {
         asks_for(&mut n, sw, "chose-02.wav", ms(100)),
         "{:?}",
         prompts(&mut n, sw)
+    );
+}
+
+/// A value `say number` cannot say is logged, and the program goes on.
+#[test]
+fn say_of_what_is_not_a_number_is_logged_and_the_call_goes_on() {
+    let (mut n, sw, _, _) = dial(14, "6500");
+    assert!(asks_for(&mut n, sw, "after.wav", ms(100)));
+    let logs = n.sw(sw).logs();
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("say: nothing to say for \"alice\" as Number")),
+        "{logs:?}"
     );
 }
