@@ -139,6 +139,8 @@ mod tests {
             "not rendered again"
         );
         assert_ne!(render(&cmd, &dir, "four").unwrap(), file);
+        // A text that looks like an option is spoken, not obeyed.
+        render(&cmd, &dir, "-w /nonexistent/x.wav").unwrap();
         let e = render(&["no-such-speech-engine".into()], &dir, "x").unwrap_err();
         assert!(e.contains("set sounds.tts"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();

@@ -30,6 +30,7 @@ impl Default for RawSounds {
                 "150",
                 "-w",
                 "{out}",
+                "--",
                 "{text}",
             ]
             .map(String::from)
