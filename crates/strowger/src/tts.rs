@@ -9,8 +9,20 @@ use crate::worker::{Envelope, Mailboxes};
 use media::Prompt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
+
+/// Texts waiting for the speech engine at most: past it a prompt fails at once (and the call
+/// goes on without it) rather than queueing work no caller will wait for.
+const QUEUE: usize = 64;
+
+/// The longest text spoken, in bytes: a dialplan that speaks what callers send cannot make the
+/// engine render pages.
+const MAX_TEXT: usize = 1024;
+
+/// Rendered prompts kept in `DATA_DIR/tts` at most: past it the oldest goes for each new one,
+/// so texts built from call variables cannot fill the disk.
+const MAX_CACHED: usize = 10_000;
 
 struct Job {
     worker: usize,
@@ -21,7 +33,7 @@ struct Job {
 /// The workers' handle on the speech thread.
 #[derive(Clone)]
 pub struct Tts {
-    tx: Sender<Job>,
+    tx: SyncSender<Job>,
 }
 
 impl Tts {
@@ -31,7 +43,7 @@ impl Tts {
         data_dir: &Path,
         mail: Arc<Mailboxes>,
     ) -> Result<Tts, String> {
-        let (tx, rx) = channel::<Job>();
+        let (tx, rx) = sync_channel::<Job>(QUEUE);
         let dir = data_dir.join("tts");
         std::thread::Builder::new()
             .name("tts".into())
@@ -50,14 +62,25 @@ impl Tts {
 
     /// Renders `text` for `worker`; the prompt comes back as `Envelope::Prompt`.
     pub fn submit(&self, worker: usize, token: u64, text: &str) -> Result<(), String> {
+        if text.len() > MAX_TEXT {
+            return Err(format!(
+                "a text of {} bytes is more than the {MAX_TEXT} a tts: prompt may have",
+                text.len()
+            ));
+        }
         let text = text.to_string();
         self.tx
-            .send(Job {
+            .try_send(Job {
                 worker,
                 token,
                 text,
             })
-            .map_err(|_| "the speech thread has stopped".to_string())
+            .map_err(|e| match e {
+                TrySendError::Full(_) => {
+                    format!("{QUEUE} texts already wait for the speech engine")
+                }
+                TrySendError::Disconnected(_) => "the speech thread has stopped".to_string(),
+            })
     }
 }
 
@@ -74,6 +97,7 @@ pub fn render(command: &[String], dir: &Path, text: &str) -> Result<PathBuf, Str
             dir.display()
         )
     })?;
+    evict_oldest(dir, MAX_CACHED - 1);
     let spoken = file.with_extension("spoken.wav");
     let converted = file.with_extension("8k.wav");
     let out = spoken.display().to_string();
@@ -91,6 +115,26 @@ pub fn render(command: &[String], dir: &Path, text: &str) -> Result<PathBuf, Str
     let _ = std::fs::remove_file(&spoken);
     std::fs::rename(&converted, &file).map_err(|e| format!("{}: {e}", file.display()))?;
     Ok(file)
+}
+
+/// Removes the least recently written prompts of `dir` until at most `keep` are left.
+fn evict_oldest(dir: &Path, keep: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(|e| {
+            let e = e.ok()?;
+            Some((e.metadata().ok()?.modified().ok()?, e.path()))
+        })
+        .collect();
+    if files.len() <= keep {
+        return;
+    }
+    files.sort_unstable();
+    for (_, path) in &files[..files.len() - keep] {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// Runs a command to its end: its error output when it fails.
@@ -140,7 +184,13 @@ mod tests {
         );
         assert_ne!(render(&cmd, &dir, "four").unwrap(), file);
         // A text that looks like an option is spoken, not obeyed.
-        render(&cmd, &dir, "-w /nonexistent/x.wav").unwrap();
+        let last = render(&cmd, &dir, "-w /nonexistent/x.wav").unwrap();
+        evict_oldest(&dir, 1);
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(left, [last], "the newest prompt is the one kept");
         let e = render(&["no-such-speech-engine".into()], &dir, "x").unwrap_err();
         assert!(e.contains("set sounds.tts"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
