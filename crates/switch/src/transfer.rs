@@ -154,6 +154,17 @@ fn party_of(c: &Call, at: LegIdx) -> Option<LegIdx> {
     }
 }
 
+/// The variables of call `c` for a transfer target `exten` sent by leg `at`: EXTEN is the
+/// target, and CALLER the transferee when it was the callee.
+fn target_vars(c: &Call, at: LegIdx, exten: &str) -> Vars {
+    let mut vars = c.vars.clone();
+    vars.set("EXTEN", exten);
+    if let Some(t) = party_of(c, at).filter(|&t| t != Call::CALLER) {
+        vars.set("CALLER", c.leg(t).map(number_of).unwrap_or_default());
+    }
+    vars
+}
+
 /// What stops naming the call's caller when a transfer puts another leg in its place: its
 /// INVITE and its user.
 type CallerOf = (Option<Message>, Option<Box<crate::auth::UserCall>>);
@@ -302,14 +313,8 @@ impl Engine {
 
     /// Blind transfer: the transferee runs `exten`'s program in the call's context.
     fn blind(&mut self, at: LegRef, id: u32, exten: String, now: Instant) {
-        let call = at.call;
-        let c = &self.calls[call];
-        let transferee = party_of(c, at.leg);
-        let mut vars = c.vars.clone();
-        vars.set("EXTEN", exten.as_str());
-        if let Some(t) = transferee.filter(|&t| t != Call::CALLER) {
-            vars.set("CALLER", c.leg(t).map(number_of).unwrap_or_default());
-        }
+        let c = &self.calls[at.call];
+        let vars = target_vars(c, at.leg, &exten);
         let Some(program) = self.dialplan.route(&c.cdr.context, &exten, &vars) else {
             let msg = format!(
                 "transfer to {exten}: no dialplan rule in context {}",
@@ -319,6 +324,25 @@ impl Engine {
             self.log(crate::io::Level::Info, Some(&call_id), msg);
             return self.notify(at, id, 404, now);
         };
+        self.redirect(at, id, exten, program, vars, now);
+        self.calls.run_later(at.call);
+    }
+
+    /// The transfer's common start: call `at.call` gets `program` (the target `exten`'s) and
+    /// `vars` in place of its own, kept in `Before` for a failure; the transferor steps aside
+    /// and the transferee hears ringback. The program is not run here.
+    fn redirect(
+        &mut self,
+        at: LegRef,
+        id: u32,
+        exten: String,
+        program: Route,
+        vars: Vars,
+        now: Instant,
+    ) {
+        let call = at.call;
+        let c = &self.calls[call];
+        let transferee = party_of(c, at.leg);
         // Alone in the call, the transferor's own rule starts again if the target fails.
         let restart = match transferee {
             None => self.dialplan.route(&c.cdr.context, &c.cdr.exten, &c.vars),
@@ -373,7 +397,6 @@ impl Engine {
             // Also ends the bridge: the transferor hears nothing from now on.
             self.media.tone(m, tone);
         }
-        self.calls.run_later(call);
     }
 
     /// The call's program answered (again) while a transfer is under way: the target took the
@@ -572,7 +595,16 @@ impl Engine {
             return self.notify(at, id, 481, now);
         };
         let c2 = &self.calls[other.call];
-        let Some(named) = c2.leg(other.leg).filter(|l| l.confirmed && c2.answered) else {
+        // The consultation call still rings its target: the transferor did not wait for the
+        // answer (a semi-attended transfer).
+        let ringing = !c2.answered
+            && other.leg == Call::CALLER
+            && c2.callee().is_some()
+            && matches!(c2.wait, Wait::Bridge { .. });
+        let Some(named) = c2
+            .leg(other.leg)
+            .filter(|l| ringing || (l.confirmed && c2.answered))
+        else {
             // An early dialog strowger did not start (RFC 3891 §3).
             return self.notify(at, id, 481, now);
         };
@@ -581,9 +613,13 @@ impl Engine {
         let same_party = here.is_some_and(|h| h.ip() == named.peer_addr().ip());
         let partner = party_of(c2, other.leg);
         let transferee = party_of(&self.calls[at.call], at.leg);
-        let (Some(partner), Some(transferee), true, None) =
-            (partner, transferee, same_party, c2.transfer.as_ref())
-        else {
+        let (Some(transferee), true, None) = (transferee, same_party, c2.transfer.as_ref()) else {
+            return self.notify(at, id, 403, now);
+        };
+        if ringing {
+            return self.semi_attended(at, id, other.call, now);
+        }
+        let Some(partner) = partner else {
             return self.notify(at, id, 403, now);
         };
         // The consultation's partner leaves its call (first giving up the caller's place).
@@ -631,6 +667,46 @@ impl Engine {
         );
         // The consultation call holds the transferor's other leg alone now: it ends (BYE).
         self.hangup(other.call, 16, "switch", None, now);
+    }
+
+    /// Semi-attended transfer: the REFER's Replaces names the caller's leg of call `consult`,
+    /// which still rings its target. As Asterisk and FreeSWITCH do, the transferee takes the
+    /// transferor's place there: the target's ringing legs move into the transferee's call with
+    /// the rest of the consultation's program (what follows its `bridge`), so the transferee
+    /// hears the target ring (or its early media) and the answer completes the transfer as a
+    /// blind one's does. The consultation call ends without its legs.
+    fn semi_attended(&mut self, at: LegRef, id: u32, consult: usize, now: Instant) {
+        let c2 = &self.calls[consult];
+        let Wait::Bridge { until } = c2.wait else {
+            return;
+        };
+        let (program, exten, early) = (c2.program.clone(), c2.cdr.exten.clone(), c2.early_media);
+        let vars = target_vars(&self.calls[at.call], at.leg, &exten);
+        let legs: Vec<(LegIdx, Role)> = c2
+            .legs()
+            .filter(|(_, l)| matches!(l.role, Role::Callee | Role::Ringing))
+            .map(|(i, l)| (i, l.role))
+            .collect();
+        self.redirect(at, id, exten, program, vars, now);
+        let call = at.call;
+        for (leg, role) in legs {
+            if let Some(l) = self.calls.take_leg(LegRef { call: consult, leg }) {
+                self.calls.put_leg(call, l, role);
+            }
+        }
+        let hunt = self.calls[consult].hunt.take();
+        let c = &mut self.calls[call];
+        c.hunt = hunt;
+        c.wait = Wait::Bridge { until };
+        self.calls.arm(call, until);
+        let c = &self.calls[call];
+        if let (true, Some(a), Some(b)) =
+            (early, c.caller().media, c.callee().and_then(|l| l.media))
+        {
+            // The target's early media reaches the transferee instead of the ringback.
+            self.media.bridge(a, b);
+        }
+        self.hangup(consult, 16, "switch", None, now);
     }
 
     /// A new INVITE (admitted in `context`, its leg built as a caller's) carrying Replaces

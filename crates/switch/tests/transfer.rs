@@ -628,3 +628,68 @@ fn a_transferred_party_transfers_again() {
     let cdr = one_cdr(&mut n, sw, "");
     assert_eq!(cdr["transferred_to"], "9196");
 }
+
+/// Bob consults Carol, who is still ringing, and Bob transfers Alice to her (REFER with
+/// Replaces naming his ringing call, a semi-attended transfer) and hangs up: Alice hears Carol
+/// ring, then Carol herself once she answers. Carol rang once; Bob's consultation ended;
+/// Alice's CDR names Carol's extension.
+#[test]
+fn a_semi_attended_transfer_hands_the_ringing_target_to_the_transferee() {
+    let (mut n, sw, a, b, c) = setup(16);
+    n.agent(c).policy = Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: secs(4),
+    };
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    let consult = n.invite(b, "sip:4007@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| invite_statuses(n, b, consult).contains(&180)));
+    let refer_to = refer_to_replacing(&mut n, b, consult, "4007");
+    n.refer(b, cb, &refer_to);
+    assert!(n.run_until(secs(1), |n| notifies(n, b, cb) == [100]));
+    // The consultation call ends without an answer; Bob hangs up before Carol answers.
+    assert!(n.run_until(secs(1), ended(b, consult)));
+    assert!(invite_statuses(&mut n, b, consult).last() >= Some(&300));
+    n.bye(b, cb);
+    assert!(n.run_until(secs(1), bye_answered(b, cb)));
+    assert!(
+        rtp_during(&mut n, a, ms(500)) > 15,
+        "Alice hears the ringback"
+    );
+    let cc = n.agent(c).last_index().unwrap();
+    assert!(n.run_until(secs(5), confirmed(c, cc)));
+    assert_eq!(n.agent(c).calls.len(), 1, "Carol rang once");
+    n.run_for(ms(200));
+    assert!(rtp_during(&mut n, a, secs(1)) > 40, "Alice hears Carol");
+    assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears Alice");
+    assert_eq!(n.sw(sw).active_calls(), 1);
+    hang_up_all(&mut n, sw, a, ca, c, cc);
+    let cdrs = n.sw(sw).cdrs();
+    assert_eq!(cdrs.len(), 2, "{cdrs:?}");
+    let to: Vec<_> = cdrs.iter().map(|c| c["transferred_to"].clone()).collect();
+    assert!(to.contains(&"4007".into()), "{cdrs:?}");
+}
+
+/// The transferor stays for the outcome of a semi-attended transfer: the NOTIFY 200 comes when
+/// the target answers, and strowger releases the transferor's leg after it.
+#[test]
+fn a_semi_attended_transfer_reports_the_targets_answer() {
+    let (mut n, sw, a, b, c) = setup(17);
+    n.agent(c).policy = Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: secs(2),
+    };
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    let consult = n.invite(b, "sip:4008@127.0.0.1", SW);
+    assert!(n.run_until(secs(1), |n| invite_statuses(n, b, consult).contains(&180)));
+    let refer_to = refer_to_replacing(&mut n, b, consult, "4008");
+    n.refer(b, cb, &refer_to);
+    assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+    assert_eq!(notifies(&mut n, b, cb), [100, 200]);
+    assert!(n.run_until(secs(5), got_bye(b, cb)));
+    let cc = n.agent(c).last_index().unwrap();
+    n.run_for(ms(200));
+    assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears Alice");
+    hang_up_all(&mut n, sw, a, ca, c, cc);
+}
