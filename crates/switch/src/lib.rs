@@ -7,6 +7,7 @@ pub mod auth;
 mod bridge;
 pub mod call;
 mod calls;
+mod crossing;
 mod digits;
 pub mod cdr;
 pub mod config;
@@ -39,6 +40,7 @@ mod transfer;
 pub mod trunks;
 
 pub use calls::TableCounts;
+pub use crossing::Crossing;
 pub use engine::{nonce_owner, owner, stateless, Engine, Settings};
 pub use handoff::Rendezvous;
 pub use io::{Clock, Event, HandOff, Input, Level, Output};

@@ -16,6 +16,7 @@ use crate::engine::{Engine, ALLOW, SUPPORTED};
 use sip::header::{HeaderName, NameAddr, Params};
 use sip::transaction::{Peer, ServerTxId};
 use sip::{Message, Method, Uri};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// How long the transferor's leg is kept after the final NOTIFY of a successful transfer, for
@@ -68,11 +69,11 @@ struct Before {
 
 /// The dialog a Replaces header names (RFC 3891 §6.1): to-tag is the tag of strowger's side,
 /// from-tag the far end's.
-#[derive(Debug, PartialEq, Eq)]
-struct Replaces {
-    call_id: String,
-    to_tag: String,
-    from_tag: String,
+#[derive(Debug, PartialEq, Eq, Clone)]
+pub(crate) struct Replaces {
+    pub(crate) call_id: String,
+    pub(crate) to_tag: String,
+    pub(crate) from_tag: String,
     early_only: bool,
 }
 
@@ -273,7 +274,7 @@ impl Engine {
 
     /// A NOTIFY of the refer event on leg `at` (RFC 3515 §2.4.5), sipfrag `status`; a final
     /// status ends the implicit subscription.
-    fn notify(&mut self, at: LegRef, id: u32, status: u16, now: Instant) {
+    pub(crate) fn notify(&mut self, at: LegRef, id: u32, status: u16, now: Instant) {
         let Some(d) = self
             .calls
             .get(at.call)
@@ -586,15 +587,39 @@ impl Engine {
     }
 
     /// Attended transfer: the REFER on leg `at` names, in Replaces, the transferor's other
-    /// dialog (its consultation call): the party there replaces the transferor here.
+    /// dialog (its consultation call): the party there replaces the transferor here. A
+    /// consultation call of another worker sends its party over (crossing.rs).
     fn attended(&mut self, at: LegRef, id: u32, r: &Replaces, now: Instant) {
         let consult = self
             .find_dialog(&r.call_id, &r.to_tag, &r.from_tag)
             .filter(|o| o.call != at.call);
+        let c = &self.calls[at.call];
+        let transferee = party_of(c, at.leg);
+        let from = c.leg(at.leg).map(|l| l.peer_addr().ip());
         let Some(other) = consult else {
-            return self.notify(at, id, 481, now);
+            return match (self.worker_of(&r.call_id), transferee, from) {
+                (Some(w), Some(_), Some(from)) => self.ask_for_party(w, at, id, r, from),
+                (Some(_), _, _) => self.notify(at, id, 403, now),
+                (None, _, _) => self.notify(at, id, 481, now),
+            };
         };
-        let c2 = &self.calls[other.call];
+        let consulted = self.consultation(other, from);
+        match (consulted, transferee) {
+            (Err(status), _) => self.notify(at, id, status, now),
+            (Ok(_), None) => self.notify(at, id, 403, now),
+            (Ok(true), Some(_)) => self.semi_attended(at, id, other.call, now),
+            (Ok(false), Some(_)) => match self.take_party(other, now) {
+                Some((moved, reached)) => self.join_party(at, id, moved, reached, now),
+                None => self.notify(at, id, 403, now),
+            },
+        }
+    }
+
+    /// Whether dialog `other`, named by a REFER's Replaces from the phone at `from`, is a
+    /// consultation call with a party to hand over: Ok(true) if it still rings its target (a
+    /// semi-attended transfer), Ok(false) if answered; else the status for the final NOTIFY.
+    pub(crate) fn consultation(&self, other: LegRef, from: Option<IpAddr>) -> Result<bool, u16> {
+        let c2 = self.calls.get(other.call).ok_or(481u16)?;
         // The consultation call still rings its target: the transferor did not wait for the
         // answer (a semi-attended transfer).
         let ringing = !c2.answered
@@ -606,41 +631,68 @@ impl Engine {
             .filter(|l| ringing || (l.confirmed && c2.answered))
         else {
             // An early dialog strowger did not start (RFC 3891 §3).
-            return self.notify(at, id, 481, now);
+            return Err(481);
         };
-        let here = self.calls[at.call].leg(at.leg).map(Leg::peer_addr);
         // The same phone on both dialogs (by address: a phone's dialogs come from one host).
-        let same_party = here.is_some_and(|h| h.ip() == named.peer_addr().ip());
-        let partner = party_of(c2, other.leg);
-        let transferee = party_of(&self.calls[at.call], at.leg);
-        let (Some(transferee), true, None) = (transferee, same_party, c2.transfer.as_ref()) else {
-            return self.notify(at, id, 403, now);
-        };
-        if ringing {
-            return self.semi_attended(at, id, other.call, now);
+        let same_party = from == Some(named.peer_addr().ip());
+        let partner = ringing || party_of(c2, other.leg).is_some();
+        match (same_party, partner, c2.transfer.is_none()) {
+            (true, true, true) => Ok(ringing),
+            _ => Err(403),
         }
-        let Some(partner) = partner else {
-            return self.notify(at, id, 403, now);
+    }
+
+    /// Whether the party of consultation dialog `other` is signalled by SIP.
+    pub(crate) fn party_is_sip(&self, other: LegRef) -> bool {
+        let Some(c2) = self.calls.get(other.call) else {
+            return false;
         };
-        // The consultation's partner leaves its call (first giving up the caller's place).
+        let party = party_of(c2, other.leg).and_then(|p| c2.leg(p));
+        party.is_some_and(|l| l.dialog().is_some())
+    }
+
+    /// Takes the answered party out of consultation dialog `other` (checked by
+    /// `consultation`), first giving up the caller's place, and ends that call: it holds the
+    /// transferor's other leg alone now (BYE). Returns the party's leg and what it reached.
+    pub(crate) fn take_party(&mut self, other: LegRef, now: Instant) -> Option<(Leg, String)> {
         let mut partner = LegRef {
             call: other.call,
-            leg: partner,
+            leg: party_of(self.calls.get(other.call)?, other.leg)?,
         };
         if partner.leg == Call::CALLER {
             self.calls.swap_caller(other.call, other.leg, Role::Callee);
             partner.leg = other.leg;
         }
-        let Some(moved) = self.calls.take_leg(partner) else {
-            return self.notify(at, id, 403, now);
-        };
+        let moved = self.calls.take_leg(partner)?;
         let reached = moved
             .dialog()
             .map_or_else(|| moved.call_id().to_string(), |d| d.remote_uri.clone());
-        // The transferor leaves its place here, as in a blind transfer, and the partner joins.
+        self.hangup(other.call, 16, "switch", None, now);
+        Some((moved, reached))
+    }
+
+    /// The consulted party's leg `moved` (what it `reached`) takes the place of transferor `at`,
+    /// as in a blind transfer: the transferor hears 200 and goes after `GRACE`. A leg that
+    /// came from another worker, without media, gets a port here by re-INVITE (crossing.rs).
+    pub(crate) fn join_party(
+        &mut self,
+        at: LegRef,
+        id: u32,
+        mut moved: Leg,
+        reached: String,
+        now: Instant,
+    ) {
         let call = at.call;
+        let transferee = self.calls.get(call).and_then(|c| party_of(c, at.leg));
+        let Some(transferee) = transferee.filter(|_| self.calls[call].transfer.is_none()) else {
+            self.release_outbound(&mut moved, 16, true, now);
+            return self.notify(at, id, 403, now);
+        };
+        let rehome = moved.media.is_none() && moved.iax().is_none();
         let (transferor, _) = self.step_aside(at, transferee);
-        self.calls.put_leg(call, moved, Role::Callee);
+        let Some(joined) = self.calls.put_leg(call, moved, Role::Callee) else {
+            return;
+        };
         self.iax_rehome(call);
         let c = &mut self.calls[call];
         c.wait = Wait::Forever;
@@ -655,6 +707,9 @@ impl Engine {
             release_at: Some(until),
         }));
         self.calls.arm(call, until);
+        if rehome {
+            self.reinvite(joined, now);
+        }
         self.rejoin(call);
         self.notify(
             LegRef {
@@ -665,8 +720,6 @@ impl Engine {
             200,
             now,
         );
-        // The consultation call holds the transferor's other leg alone now: it ends (BYE).
-        self.hangup(other.call, 16, "switch", None, now);
     }
 
     /// Semi-attended transfer: the REFER's Replaces names the caller's leg of call `consult`,

@@ -693,3 +693,77 @@ fn a_semi_attended_transfer_reports_the_targets_answer() {
     assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears Alice");
     hang_up_all(&mut n, sw, a, ca, c, cc);
 }
+
+/// Alice calls Bob, and Bob consults Carol in a call that another worker of a two-worker
+/// switch holds (Bob is picked so that its Call-ID hashes there): `check` then runs with the
+/// net, the switch, Alice, Bob, Carol, the two calls' indexes at Bob (the first, the
+/// consultation), Alice's call and the workers of the two calls.
+fn across_workers(seed: u64, check: impl Fn(&mut Net, Id, [Id; 3], [usize; 3], [usize; 2])) {
+    for k in 0..32 {
+        let mut n = Net::new(seed + k);
+        let toml = format!("{RULES}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
+        let sw = n.switch(&config(&toml), &[SW], 2);
+        let a = n.ua(ALICE, "alice");
+        let b = n.ua(BOB, &format!("bob{k}"));
+        let c = n.ua(CAROL, "carol");
+        for ua in [a, b, c] {
+            n.agent(ua).send_rtp = true;
+        }
+        let (ca, cb) = alice_calls_bob(&mut n, a, b);
+        let consult = n.invite(b, "sip:4003@127.0.0.1", SW);
+        assert!(n.run_until(secs(5), confirmed(b, consult)));
+        let here = switch::owner(&n.agent(a).call(ca).call_id, 2);
+        let there = switch::owner(&n.agent(b).call(consult).call_id, 2);
+        if here != there {
+            return check(&mut n, sw, [a, b, c], [cb, consult, ca], [here, there]);
+        }
+    }
+    panic!("no consultation call landed on the other worker");
+}
+
+/// Attended transfer across workers: the consultation's worker sends Carol's leg to the worker
+/// of Alice's call, which re-INVITEs her to a port of its own. Bob gets NOTIFY 100 then 200 and
+/// both his dialogs end; Alice and Carol hear each other in one call on Alice's worker, whose
+/// CDR names Carol; once hung up, no worker keeps a call, a leg or a pin.
+#[test]
+fn attended_transfer_across_workers_moves_the_consulted_party_to_the_transferee() {
+    across_workers(30, |n, sw, [a, b, c], [cb, consult, ca], [here, there]| {
+        let cc = n.agent(c).last_index().unwrap();
+        let before = n.agent(c).call(cc).remote_media;
+        let refer_to = refer_to_replacing(n, b, consult, "4003");
+        n.refer(b, cb, &refer_to);
+        assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+        assert_eq!(notifies(n, b, cb), [100, 200]);
+        assert!(n.run_until(secs(5), got_bye(b, consult)));
+        assert!(n.run_until(secs(5), got_bye(b, cb)));
+        assert_eq!(n.agent(c).calls.len(), 1, "no new call to Carol");
+        let invites = n.agent(c).call(cc).requests_of(&Method::Invite).len();
+        assert_eq!(invites, 2, "Carol's call and one re-INVITE");
+        let after = n.agent(c).call(cc).remote_media;
+        assert_ne!(after, before, "Carol's media moved to another port");
+        n.run_for(ms(200));
+        assert!(rtp_during(n, a, secs(1)) > 40, "Alice hears Carol");
+        assert!(rtp_during(n, c, secs(1)) > 40, "Carol hears Alice");
+        assert_eq!(rtp_during(n, b, secs(1)), 0);
+        assert_eq!(n.sw(sw).workers[here].active_calls(), 1);
+        assert_eq!(n.sw(sw).workers[there].active_calls(), 0);
+        hang_up(n, a, ca, secs(5));
+        assert!(n.run_until(secs(5), got_bye(c, cc)));
+        n.run_for(secs(70));
+        for w in 0..2 {
+            let counts = n.sw(sw).workers[w].table_counts();
+            assert_eq!(counts, switch::TableCounts::default(), "worker {w}");
+        }
+        assert!(
+            n.sw(sw).shared.rendezvous.pins.is_empty(),
+            "pins outlive the call"
+        );
+        let cdrs = n.sw(sw).cdrs();
+        assert_eq!(cdrs.len(), 2, "{cdrs:?}");
+        let to: Vec<_> = cdrs
+            .iter()
+            .filter_map(|c| c["transferred_to"].as_str())
+            .collect();
+        assert!(to.len() == 1 && to[0].contains("4003"), "{cdrs:?}");
+    });
+}
