@@ -2,11 +2,14 @@
 //! side and from the caller's (tests/sipp/transfer_*.xml: 202, NOTIFY sipfrag 100 then 200),
 //! and the transferee is checked to get the target's audio; a hand-written phone (common/sip.rs)
 //! completes an attended transfer (REFER with Replaces) and takes over a call with an INVITE
-//! with Replaces, with SIPp as the far ends, and SIPp takes over a call the same way; baresip
-//! transfers its call with its own command.
+//! with Replaces, with SIPp as the far ends, and SIPp takes over a call the same way; with two
+//! workers, it completes an attended transfer whose consultation call the other worker holds,
+//! and a tone crosses the transferred call both ways; baresip transfers its call with its own
+//! command.
 
 mod common;
 
+use common::audio::{dominant_freq, tone, tone_purity, ulaw_decode_all, ulaw_encode};
 use common::baresip::Baresip;
 use common::sip::{sdp, sdp_audio, Rtp, Uac};
 use common::sipp::{Scenario, Sipp};
@@ -30,9 +33,8 @@ fn config(dir: &Path) -> PathBuf {
     path
 }
 
-/// strowger with `config` whose 2XXX go to `target`, with one worker: a REFER's Replaces must
-/// name a dialog of the REFER's own worker (attended transfer across workers is not done yet;
-/// an INVITE with Replaces is routed to its dialog's worker, tests/parking.rs).
+/// strowger with `config` whose 2XXX go to `target`, with one worker, so that every call of
+/// a test shares it (two workers: `a_phone_completes_an_attended_transfer_across_workers`).
 fn strowger(label: &str, dir: &Path, target: &str) -> Strowger {
     Strowger::with(
         label,
@@ -283,4 +285,108 @@ fn baresip_transfers_its_call_with_its_transfer_command() {
         "and came back: {cdr:?}"
     );
     phone.finish("transferring its call");
+}
+
+/// A Call-ID of a phone's new call that strowger with two workers hands to `worker`.
+fn call_id_on(worker: usize, what: &str) -> String {
+    (0..)
+        .map(|i| format!("{what}-{i}@test.invalid"))
+        .find(|c| switch::owner(c, 2) == worker)
+        .unwrap()
+}
+
+/// A phone answered by strowger for `exten` in a call with Call-ID `call_id`, its RTP sent to
+/// strowger's side of the call.
+fn call_with_id(s: &Strowger, exten: &str, call_id: String) -> (Uac, Rtp) {
+    let mut rtp = Rtp::bind();
+    let mut uac = Uac::new(s.sip, exten);
+    uac.call_id = call_id;
+    let ok = uac.invite(&sdp(rtp.port, &[(0, "PCMU/8000")], "sendrecv"));
+    assert_eq!(ok.status(), Some(200), "{ok:?}");
+    uac.ack("");
+    rtp.remote = Some(sdp_audio(&ok.body).0);
+    (uac, rtp)
+}
+
+/// With two workers, a phone's first call (to 2001: SIPp, tests/sipp/uas_media_at.xml, whose
+/// media is the test's RTP socket) is held by worker 0 and its consultation call (to 82001:
+/// SIPp, tests/sipp/uas_reinvite.xml, echoing RTP) by worker 1. The phone's REFER with
+/// Replaces gets NOTIFY 100 then 200 and both its dialogs end; the target is re-INVITEd to
+/// worker 0, and a 1 kHz tone from the transferee comes back from the target's echo. Two CDRs:
+/// the consultation's, and the transferred call's naming the target.
+#[test]
+fn a_phone_completes_an_attended_transfer_across_workers() {
+    let dir = TempDir::new("transfer-workers");
+    let mut heard = Rtp::bind();
+    let transferee = Sipp::new(Scenario::File("uas_media_at.xml"))
+        .args(&["-key", "media", &heard.port.to_string()])
+        .spawn(None, dir.path());
+    let target = Sipp::new(Scenario::File("uas_reinvite.xml"))
+        .rtp_echo()
+        .spawn(None, dir.path());
+    let path = config(dir.path());
+    let rule = format!(
+        "[[dialplan.contexts.default.rules]]\nexten = \"82001\"\n\
+         steps = [\"bridge sip:target@{} timeout=10\"]\n\n",
+        target.addr
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let marker = "# 2000-2999: bridged";
+    std::fs::write(&path, text.replace(marker, &format!("{rule}{marker}"))).unwrap();
+    let mut s = Strowger::with(
+        "transfer-workers",
+        Opts {
+            config_file: Some(path),
+            vars: vec![("bridge_target".into(), transferee.addr.to_string())],
+            workers: Some(2),
+            ..Opts::default()
+        },
+    );
+    let (mut first, mut spoken) = call_with_id(&s, "2001", call_id_on(0, "first"));
+    // The transferee's socket learns strowger's side of its call from the phone's speech.
+    spoken.send_frames(&frames(10), Duration::from_millis(200));
+    heard
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    let (_, from) = heard.sock.recv_from(&mut buf).expect("the phone's speech");
+    heard.remote = Some(from);
+    heard.recv_for(Duration::from_millis(300));
+    let (consult, _r) = call_with_id(&s, "82001", call_id_on(1, "consult"));
+    let escaped = consult
+        .replaces()
+        .replace('@', "%40")
+        .replace(';', "%3B")
+        .replace('=', "%3D");
+    let refer_to = format!("Refer-To: <sip:82001@{}?Replaces={escaped}>\r\n", s.sip);
+    first.send_request("REFER", &refer_to, "");
+    let got = collect(&first, Duration::from_secs(5), |m| {
+        sipfrags(m).iter().any(|f| f.starts_with("SIP/2.0 2"))
+    });
+    assert!(got.iter().any(|m| m.status() == Some(202)), "{got:#?}");
+    assert_eq!(sipfrags(&got), ["SIP/2.0 100 Trying", "SIP/2.0 200 OK"]);
+    consult.expect_request("BYE", Duration::from_secs(5));
+    first.expect_request("BYE", Duration::from_secs(5));
+    // The transferee speaks a tone; the target echoes it back through the transferred call.
+    let pcm = tone(1000.0, 8000 * 2, 8000.0);
+    let sent: Vec<Vec<u8>> = pcm
+        .chunks(160)
+        .map(|c| c.iter().map(|&v| ulaw_encode(v)).collect())
+        .collect();
+    let back = heard.send_frames(&sent, Duration::from_millis(500));
+    assert!(back.len() >= 50, "{} packets came back", back.len());
+    let payload: Vec<u8> = back.iter().flat_map(|p| p.payload.clone()).collect();
+    let echoed = ulaw_decode_all(&payload);
+    let f = dominant_freq(&echoed);
+    assert!((f - 1000.0).abs() <= 10.0, "the echo's tone is at {f} Hz");
+    assert!(tone_purity(&echoed, f) > 0.5, "a clean tone");
+    s.stop();
+    transferee.finish().assert_ok(1);
+    target.finish().assert_ok(1);
+    let cdrs = s.cdrs();
+    assert_eq!(cdrs.len(), 2, "{cdrs:?}");
+    let transferred = cdrs.iter().filter(|c| !c.is_null("transferred_to"));
+    let to: Vec<&str> = transferred.map(|c| c.str("transferred_to")).collect();
+    assert!(to.len() == 1 && to[0].contains("target@"), "{cdrs:?}");
 }
