@@ -4,7 +4,8 @@
 //! the leg's media, pins its Call-ID to the asking worker and sends the leg over — dialog and
 //! session, no socket. The asking worker joins it to the transferee as it joins a party of its
 //! own (transfer.rs `join_party`) and re-INVITEs it to a port of its own. One call goes on, with
-//! one CDR, as on one worker. See docs/architecture.md, "Calls that join a call on another
+//! one CDR, as on one worker. A consultation still ringing is cancelled instead, and the
+//! transferee dials its extension. See docs/architecture.md, "Calls that join a call on another
 //! worker".
 
 use crate::call::{Leg, LegRef};
@@ -26,6 +27,7 @@ impl std::fmt::Debug for Crossing {
         let what = match &self.what {
             What::Ask { .. } => "ask",
             What::Party { .. } => "party",
+            What::Ringing { .. } => "ringing",
             What::Refused { .. } => "refused",
         };
         write!(f, "Crossing({what} to worker {})", self.worker)
@@ -45,6 +47,9 @@ enum What {
         leg: Box<Leg>,
         reached: String,
     },
+    /// The consultation still rang `exten` (its target's INVITE could not move): it was
+    /// cancelled there, and the transferee dials `exten` here, as in a blind transfer.
+    Ringing { back: Back, exten: String },
     /// No party to give: the transfer's final NOTIFY carries `status`.
     Refused { back: Back, status: u16 },
 }
@@ -119,6 +124,11 @@ impl Engine {
                     None => self.release_outbound(&mut leg, 16, true, now),
                 }
             }
+            What::Ringing { back, exten } => {
+                if let Some(at) = self.transferor_of(&back) {
+                    self.blind(at, back.id, exten, now);
+                }
+            }
             What::Refused { back, status } => {
                 if let Some(at) = self.transferor_of(&back) {
                     self.notify(at, back.id, status, now);
@@ -137,18 +147,22 @@ impl Engine {
     /// status of the refusal is.
     fn give_party(&mut self, r: &Replaces, from: IpAddr, back: Back, now: Instant) {
         let worker = back.worker;
-        let taken = self
+        let consult = self
             .find_dialog(&r.call_id, &r.to_tag, &r.from_tag)
             .ok_or(481)
-            .and_then(|other| match self.consultation(other, Some(from)) {
-                // A ringing target's INVITE is this worker's transaction: it cannot move.
-                Ok(true) => Err(481),
-                // An IAX2 party's call numbers are this worker's.
-                Ok(false) if !self.party_is_sip(other) => Err(403),
-                Ok(false) => Ok(other),
-                Err(status) => Err(status),
-            })
-            .and_then(|other| self.take_party(other, now).ok_or(403));
+            .and_then(|other| Ok((other, self.consultation(other, Some(from))?)));
+        if let Ok((other, true)) = consult {
+            // A ringing target's INVITE is this worker's transaction and cannot move: the
+            // ringing stops here and the transferee dials the same extension.
+            let exten = self.calls[other.call].cdr.exten.clone();
+            self.hangup(other.call, 16, "switch", None, now);
+            return self.send_crossing(worker, What::Ringing { back, exten });
+        }
+        let taken = consult.and_then(|(other, _)| match self.party_is_sip(other) {
+            // An IAX2 party's call numbers are this worker's.
+            false => Err(403),
+            true => self.take_party(other, now).ok_or(403),
+        });
         let (mut leg, reached) = match taken {
             Ok(t) => t,
             Err(status) => return self.send_crossing(worker, What::Refused { back, status }),

@@ -313,7 +313,7 @@ impl Engine {
     }
 
     /// Blind transfer: the transferee runs `exten`'s program in the call's context.
-    fn blind(&mut self, at: LegRef, id: u32, exten: String, now: Instant) {
+    pub(crate) fn blind(&mut self, at: LegRef, id: u32, exten: String, now: Instant) {
         let c = &self.calls[at.call];
         let vars = target_vars(c, at.leg, &exten);
         let Some(program) = self.dialplan.route(&c.cdr.context, &exten, &vars) else {

@@ -694,11 +694,15 @@ fn a_semi_attended_transfer_reports_the_targets_answer() {
     hang_up_all(&mut n, sw, a, ca, c, cc);
 }
 
-/// Alice calls Bob, and Bob consults Carol in a call that another worker of a two-worker
-/// switch holds (Bob is picked so that its Call-ID hashes there): `check` then runs with the
-/// net, the switch, Alice, Bob, Carol, the two calls' indexes at Bob (the first, the
-/// consultation), Alice's call and the workers of the two calls.
-fn across_workers(seed: u64, check: impl Fn(&mut Net, Id, [Id; 3], [usize; 3], [usize; 2])) {
+/// Alice calls Bob, and Bob consults Carol (answering by `carol`) in a call that another worker
+/// of a two-worker switch holds (Bob is picked so that its Call-ID hashes there): once Carol
+/// rings, `check` runs with the net, the switch, Alice, Bob, Carol, the two calls' indexes at
+/// Bob (the first, the consultation), Alice's call and the workers of the two calls.
+fn across_workers(
+    seed: u64,
+    carol: Policy,
+    check: impl Fn(&mut Net, Id, [Id; 3], [usize; 3], [usize; 2]),
+) {
     for k in 0..32 {
         let mut n = Net::new(seed + k);
         let toml = format!("{RULES}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
@@ -709,9 +713,10 @@ fn across_workers(seed: u64, check: impl Fn(&mut Net, Id, [Id; 3], [usize; 3], [
         for ua in [a, b, c] {
             n.agent(ua).send_rtp = true;
         }
+        n.agent(c).policy = carol.clone();
         let (ca, cb) = alice_calls_bob(&mut n, a, b);
         let consult = n.invite(b, "sip:4003@127.0.0.1", SW);
-        assert!(n.run_until(secs(5), confirmed(b, consult)));
+        assert!(n.run_until(secs(2), |n| invite_statuses(n, b, consult).contains(&180)));
         let here = switch::owner(&n.agent(a).call(ca).call_id, 2);
         let there = switch::owner(&n.agent(b).call(consult).call_id, 2);
         if here != there {
@@ -727,43 +732,96 @@ fn across_workers(seed: u64, check: impl Fn(&mut Net, Id, [Id; 3], [usize; 3], [
 /// CDR names Carol; once hung up, no worker keeps a call, a leg or a pin.
 #[test]
 fn attended_transfer_across_workers_moves_the_consulted_party_to_the_transferee() {
-    across_workers(30, |n, sw, [a, b, c], [cb, consult, ca], [here, there]| {
-        let cc = n.agent(c).last_index().unwrap();
-        let before = n.agent(c).call(cc).remote_media;
-        let refer_to = refer_to_replacing(n, b, consult, "4003");
-        n.refer(b, cb, &refer_to);
-        assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
-        assert_eq!(notifies(n, b, cb), [100, 200]);
-        assert!(n.run_until(secs(5), got_bye(b, consult)));
-        assert!(n.run_until(secs(5), got_bye(b, cb)));
-        assert_eq!(n.agent(c).calls.len(), 1, "no new call to Carol");
-        let invites = n.agent(c).call(cc).requests_of(&Method::Invite).len();
-        assert_eq!(invites, 2, "Carol's call and one re-INVITE");
-        let after = n.agent(c).call(cc).remote_media;
-        assert_ne!(after, before, "Carol's media moved to another port");
-        n.run_for(ms(200));
-        assert!(rtp_during(n, a, secs(1)) > 40, "Alice hears Carol");
-        assert!(rtp_during(n, c, secs(1)) > 40, "Carol hears Alice");
-        assert_eq!(rtp_during(n, b, secs(1)), 0);
-        assert_eq!(n.sw(sw).workers[here].active_calls(), 1);
-        assert_eq!(n.sw(sw).workers[there].active_calls(), 0);
-        hang_up(n, a, ca, secs(5));
-        assert!(n.run_until(secs(5), got_bye(c, cc)));
-        n.run_for(secs(70));
-        for w in 0..2 {
-            let counts = n.sw(sw).workers[w].table_counts();
-            assert_eq!(counts, switch::TableCounts::default(), "worker {w}");
-        }
-        assert!(
-            n.sw(sw).shared.rendezvous.pins.is_empty(),
-            "pins outlive the call"
-        );
-        let cdrs = n.sw(sw).cdrs();
-        assert_eq!(cdrs.len(), 2, "{cdrs:?}");
-        let to: Vec<_> = cdrs
-            .iter()
-            .filter_map(|c| c["transferred_to"].as_str())
-            .collect();
-        assert!(to.len() == 1 && to[0].contains("4003"), "{cdrs:?}");
-    });
+    let carol = Policy::default();
+    across_workers(
+        30,
+        carol,
+        |n, sw, [a, b, c], [cb, consult, ca], [here, there]| {
+            assert!(n.run_until(secs(5), confirmed(b, consult)));
+            let cc = n.agent(c).last_index().unwrap();
+            let before = n.agent(c).call(cc).remote_media;
+            let refer_to = refer_to_replacing(n, b, consult, "4003");
+            n.refer(b, cb, &refer_to);
+            assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+            assert_eq!(notifies(n, b, cb), [100, 200]);
+            assert!(n.run_until(secs(5), got_bye(b, consult)));
+            assert!(n.run_until(secs(5), got_bye(b, cb)));
+            assert_eq!(n.agent(c).calls.len(), 1, "no new call to Carol");
+            let invites = n.agent(c).call(cc).requests_of(&Method::Invite).len();
+            assert_eq!(invites, 2, "Carol's call and one re-INVITE");
+            let after = n.agent(c).call(cc).remote_media;
+            assert_ne!(after, before, "Carol's media moved to another port");
+            n.run_for(ms(200));
+            assert!(rtp_during(n, a, secs(1)) > 40, "Alice hears Carol");
+            assert!(rtp_during(n, c, secs(1)) > 40, "Carol hears Alice");
+            assert_eq!(rtp_during(n, b, secs(1)), 0);
+            assert_eq!(n.sw(sw).workers[here].active_calls(), 1);
+            assert_eq!(n.sw(sw).workers[there].active_calls(), 0);
+            hang_up(n, a, ca, secs(5));
+            assert!(n.run_until(secs(5), got_bye(c, cc)));
+            n.run_for(secs(70));
+            for w in 0..2 {
+                let counts = n.sw(sw).workers[w].table_counts();
+                assert_eq!(counts, switch::TableCounts::default(), "worker {w}");
+            }
+            assert!(
+                n.sw(sw).shared.rendezvous.pins.is_empty(),
+                "pins outlive the call"
+            );
+            let cdrs = n.sw(sw).cdrs();
+            assert_eq!(cdrs.len(), 2, "{cdrs:?}");
+            let to: Vec<_> = cdrs
+                .iter()
+                .filter_map(|c| c["transferred_to"].as_str())
+                .collect();
+            assert!(to.len() == 1 && to[0].contains("4003"), "{cdrs:?}");
+        },
+    );
+}
+
+/// A semi-attended transfer across workers: the consultation's worker cannot move Carol's
+/// ringing (its INVITE is that worker's transaction), so it cancels it and Alice's worker
+/// dials Carol's extension for Alice, as a blind transfer does. Bob hangs up; Carol rings
+/// again, answers, and she and Alice hear each other; Alice's CDR names Carol's extension.
+#[test]
+fn a_semi_attended_transfer_across_workers_dials_the_target_again() {
+    let carol = Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: secs(4),
+    };
+    across_workers(
+        60,
+        carol,
+        |n, sw, [a, b, c], [cb, consult, ca], [here, _]| {
+            let refer_to = refer_to_replacing(n, b, consult, "4003");
+            n.refer(b, cb, &refer_to);
+            assert!(n.run_until(secs(1), |n| notifies(n, b, cb) == [100]));
+            assert!(n.run_until(secs(1), ended(b, consult)));
+            n.bye(b, cb);
+            assert!(n.run_until(secs(1), bye_answered(b, cb)));
+            assert!(
+                n.run_until(secs(1), ended(c, 0)),
+                "the first ringing cancelled"
+            );
+            assert!(n.run_until(secs(6), |n| n.agent(c).calls.len() == 2));
+            assert!(n.run_until(secs(6), confirmed(c, 1)));
+            n.run_for(ms(200));
+            assert!(rtp_during(n, a, secs(1)) > 40, "Alice hears Carol");
+            assert!(rtp_during(n, c, secs(1)) > 40, "Carol hears Alice");
+            assert_eq!(n.sw(sw).workers[here].active_calls(), 1);
+            assert_eq!(n.sw(sw).active_calls(), 1);
+            hang_up(n, a, ca, secs(5));
+            assert!(n.run_until(secs(5), got_bye(c, 1)));
+            n.run_for(secs(70));
+            for w in 0..2 {
+                let counts = n.sw(sw).workers[w].table_counts();
+                assert_eq!(counts, switch::TableCounts::default(), "worker {w}");
+            }
+            let cdrs = n.sw(sw).cdrs();
+            assert_eq!(cdrs.len(), 2, "{cdrs:?}");
+            let to: Vec<_> = cdrs.iter().map(|c| c["transferred_to"].clone()).collect();
+            assert!(to.contains(&"4003".into()), "{cdrs:?}");
+        },
+    );
 }
