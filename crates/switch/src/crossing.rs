@@ -2,9 +2,10 @@
 //! hash apart). The worker of the REFER asks the consultation's worker for its party; that
 //! worker takes the party's leg out of the consultation (ending it, as on one worker), closes
 //! the leg's media, pins its Call-ID to the asking worker and sends the leg over — dialog and
-//! session, no socket. The asking worker joins it to the transferee as it joins a party of its
-//! own (transfer.rs `join_party`) and re-INVITEs it to a port of its own. One call goes on, with
-//! one CDR, as on one worker. A consultation still ringing is cancelled instead, and the
+//! session, no socket. Meanwhile the transferee waits as for a blind transfer's target
+//! (transfer.rs `await_party`); the party joins it as its callee, re-INVITEd to a port of this
+//! worker, and the answer completes the transfer. One call goes on, with one CDR, as on one
+//! worker. A consultation still ringing is cancelled instead, and the
 //! transferee dials its extension. See docs/architecture.md, "Calls that join a call on another
 //! worker".
 
@@ -54,11 +55,12 @@ enum What {
     Refused { back: Back, status: u16 },
 }
 
-/// The transfer waiting for a party: its worker, its transferor's leg by Call-ID (a call index
-/// could name another call by the time the answer comes), and the REFER's event id.
+/// The transfer waiting for a party: its worker, its transferee's leg by Call-ID (a call index
+/// could name another call by the time the answer comes; the transferor may hang up
+/// meanwhile), and the REFER's event id.
 struct Back {
     worker: usize,
-    transferor: String,
+    transferee: String,
     id: u32,
 }
 
@@ -75,23 +77,25 @@ impl Engine {
         (w != self.s.worker).then_some(w)
     }
 
-    /// Asks `worker` for the party of the consultation dialog `r`, for the transfer the REFER
-    /// on `at` (from the phone at `from`, its event `id`) started. Nothing changes here until
-    /// the answer.
+    /// Asks `worker` for the party of the consultation dialog `r` for the REFER on `at` (to
+    /// `exten`, from the phone at `from`, its event `id`), whose transferee waits meanwhile.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn ask_for_party(
         &mut self,
         worker: usize,
         at: LegRef,
         id: u32,
         r: &Replaces,
+        exten: String,
         from: IpAddr,
+        now: Instant,
     ) {
-        let Some(leg) = self.calls.get(at.call).and_then(|c| c.leg(at.leg)) else {
-            return;
+        let Some(transferee) = self.await_party(at, id, exten, now) else {
+            return self.notify(at, id, 403, now);
         };
         let back = Back {
             worker: self.s.worker,
-            transferor: leg.call_id().to_string(),
+            transferee,
             id,
         };
         let what = What::Ask {
@@ -116,30 +120,20 @@ impl Engine {
                 back,
             } => self.give_party(&replaces, from, back, now),
             What::Party { back, leg, reached } => {
-                let mut leg = *leg;
                 self.keep_pinned(leg.call_id(), now);
-                match self.transferor_of(&back) {
-                    Some(at) => self.join_party(at, back.id, leg, reached, now),
-                    // The transfer's call ended meanwhile: the party is hung up.
-                    None => self.release_outbound(&mut leg, 16, true, now),
+                let (who, id) = (back.transferee.as_str(), back.id);
+                // The transfer's call ended or gave up meanwhile: the party is hung up.
+                if let Err(mut leg) = self.party_arrived(who, id, leg, reached, now) {
+                    self.release_outbound(&mut leg, 16, true, now);
                 }
             }
             What::Ringing { back, exten } => {
-                if let Some(at) = self.transferor_of(&back) {
-                    self.blind(at, back.id, exten, now);
-                }
+                self.party_ringing(&back.transferee, back.id, exten, now);
             }
             What::Refused { back, status } => {
-                if let Some(at) = self.transferor_of(&back) {
-                    self.notify(at, back.id, status, now);
-                }
+                self.party_refused(&back.transferee, back.id, status, now);
             }
         }
-    }
-
-    /// The transferor's leg of a transfer waiting here for a party, if its call still lasts.
-    fn transferor_of(&self, back: &Back) -> Option<LegRef> {
-        self.calls.leg_by_call_id(&back.transferor)
     }
 
     /// Another worker's transfer asks for the party of dialog `r`: its leg is sent over, its

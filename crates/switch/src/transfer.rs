@@ -41,6 +41,8 @@ pub(crate) struct Transfer {
     before: Option<Box<Before>>,
     /// When the transferor's leg is released (BYE) after a successful transfer.
     release_at: Option<Instant>,
+    /// The transferee waits for a party another worker holds (crossing.rs).
+    awaiting: bool,
 }
 
 impl Transfer {
@@ -267,7 +269,7 @@ impl Engine {
         self.respond(stx, &msg, peer, 202, "Accepted", None, &[], None, now);
         self.notify(at, id, 100, now);
         match replaces {
-            Some(r) => self.attended(at, id, &r, now),
+            Some(r) => self.attended(at, id, &r, exten, now),
             None => self.blind(at, id, exten, now),
         }
     }
@@ -393,6 +395,7 @@ impl Engine {
             target: exten,
             before: Some(Box::new(before)),
             release_at: None,
+            awaiting: false,
         }));
         if let (Some(m), Some(tone)) = (c.caller().media, ringback()) {
             // Also ends the bridge: the transferor hears nothing from now on.
@@ -589,7 +592,7 @@ impl Engine {
     /// Attended transfer: the REFER on leg `at` names, in Replaces, the transferor's other
     /// dialog (its consultation call): the party there replaces the transferor here. A
     /// consultation call of another worker sends its party over (crossing.rs).
-    fn attended(&mut self, at: LegRef, id: u32, r: &Replaces, now: Instant) {
+    fn attended(&mut self, at: LegRef, id: u32, r: &Replaces, exten: String, now: Instant) {
         let consult = self
             .find_dialog(&r.call_id, &r.to_tag, &r.from_tag)
             .filter(|o| o.call != at.call);
@@ -598,7 +601,9 @@ impl Engine {
         let from = c.leg(at.leg).map(|l| l.peer_addr().ip());
         let Some(other) = consult else {
             return match (self.worker_of(&r.call_id), transferee, from) {
-                (Some(w), Some(_), Some(from)) => self.ask_for_party(w, at, id, r, from),
+                (Some(w), Some(_), Some(from)) => {
+                    self.ask_for_party(w, at, id, r, exten, from, now)
+                }
                 (Some(_), _, _) => self.notify(at, id, 403, now),
                 (None, _, _) => self.notify(at, id, 481, now),
             };
@@ -608,8 +613,8 @@ impl Engine {
             (Err(status), _) => self.notify(at, id, status, now),
             (Ok(_), None) => self.notify(at, id, 403, now),
             (Ok(true), Some(_)) => self.semi_attended(at, id, other.call, now),
-            (Ok(false), Some(_)) => match self.take_party(other, now) {
-                Some((moved, reached)) => self.join_party(at, id, moved, reached, now),
+            (Ok(false), Some(t)) => match self.take_party(other, now) {
+                Some((moved, reached)) => self.join_party(at, t, id, moved, reached, now),
                 None => self.notify(at, id, 403, now),
             },
         }
@@ -671,28 +676,20 @@ impl Engine {
         Some((moved, reached))
     }
 
-    /// The consulted party's leg `moved` (what it `reached`) takes the place of transferor `at`,
-    /// as in a blind transfer: the transferor hears 200 and goes after `GRACE`. A leg that
-    /// came from another worker, without media, gets a port here by re-INVITE (crossing.rs).
-    pub(crate) fn join_party(
+    /// The consulted party's leg `moved` (what it `reached`) takes the place of transferor `at`
+    /// (its call's `transferee` stays): the transferor hears 200 and goes after `GRACE`.
+    fn join_party(
         &mut self,
         at: LegRef,
+        transferee: LegIdx,
         id: u32,
-        mut moved: Leg,
+        moved: Leg,
         reached: String,
         now: Instant,
     ) {
         let call = at.call;
-        let transferee = self.calls.get(call).and_then(|c| party_of(c, at.leg));
-        let Some(transferee) = transferee.filter(|_| self.calls[call].transfer.is_none()) else {
-            self.release_outbound(&mut moved, 16, true, now);
-            return self.notify(at, id, 403, now);
-        };
-        let rehome = moved.media.is_none() && moved.iax().is_none();
         let (transferor, _) = self.step_aside(at, transferee);
-        let Some(joined) = self.calls.put_leg(call, moved, Role::Callee) else {
-            return;
-        };
+        self.calls.put_leg(call, moved, Role::Callee);
         self.iax_rehome(call);
         let c = &mut self.calls[call];
         c.wait = Wait::Forever;
@@ -705,11 +702,9 @@ impl Engine {
             target: String::new(),
             before: None,
             release_at: Some(until),
+            awaiting: false,
         }));
         self.calls.arm(call, until);
-        if rehome {
-            self.reinvite(joined, now);
-        }
         self.rejoin(call);
         self.notify(
             LegRef {
@@ -720,6 +715,101 @@ impl Engine {
             200,
             now,
         );
+    }
+
+    /// Attended transfer to a party another worker holds (crossing.rs): the transferee of the
+    /// REFER on `at` (to `exten`) waits for it as for a blind transfer's target, hearing
+    /// ringback, with no program of its own — a failure, or no party within 64·T1 (the life of
+    /// the re-INVITE that follows), returns it to the transferor. Returns the transferee's
+    /// Call-ID, by which the answer finds the call (the transferor may hang up meanwhile).
+    pub(crate) fn await_party(
+        &mut self,
+        at: LegRef,
+        id: u32,
+        exten: String,
+        now: Instant,
+    ) -> Option<String> {
+        let c = self.calls.get(at.call)?;
+        let transferee = c.leg(party_of(c, at.leg)?)?.call_id().to_string();
+        let vars = target_vars(c, at.leg, &exten);
+        let program = c.program.done();
+        self.redirect(at, id, exten, program, vars, now);
+        let until = now + self.s.timers.t1 * 64;
+        let c = &mut self.calls[at.call];
+        if let Some(t) = c.transfer.as_mut() {
+            t.awaiting = true;
+        }
+        c.wait = Wait::Timer(until);
+        self.calls.arm(at.call, until);
+        Some(transferee)
+    }
+
+    /// The call whose transferee (by Call-ID) awaits a party for transfer `id`.
+    fn awaiting(&mut self, transferee: &str, id: u32) -> Option<usize> {
+        let call = self.calls.leg_by_call_id(transferee)?.call;
+        let t = self.calls.get_mut(call)?.transfer.as_mut()?;
+        (t.awaiting && t.id == id).then(|| {
+            t.awaiting = false;
+            call
+        })
+    }
+
+    /// The party another worker sent (what it `reached`) joins the call of `transferee` as its
+    /// callee, re-INVITEd to a port of this worker; its answer completes the transfer as a
+    /// blind one's target does (`transfer_answered`). Err: no such transfer waits any more.
+    pub(crate) fn party_arrived(
+        &mut self,
+        transferee: &str,
+        id: u32,
+        leg: Box<Leg>,
+        reached: String,
+        now: Instant,
+    ) -> Result<(), Box<Leg>> {
+        let Some(call) = self.awaiting(transferee, id) else {
+            return Err(leg);
+        };
+        if let Some(t) = self.calls[call].transfer.as_mut() {
+            t.target = reached;
+        }
+        if let Some(joined) = self.calls.put_leg(call, *leg, Role::Callee) {
+            self.reinvite(joined, now);
+        }
+        Ok(())
+    }
+
+    /// The other worker's consultation still rang `exten`, and stopped: the transferee
+    /// awaiting it dials `exten` itself, as in a blind transfer.
+    pub(crate) fn party_ringing(&mut self, transferee: &str, id: u32, exten: String, now: Instant) {
+        let Some(call) = self.awaiting(transferee, id) else {
+            return;
+        };
+        let c = &mut self.calls[call];
+        c.vars.set("EXTEN", exten.as_str());
+        let Some(program) = self.dialplan.route(&c.cdr.context, &exten, &c.vars) else {
+            return self.no_party(call, 404, now);
+        };
+        c.program = program;
+        c.cdr.exten = exten.clone();
+        if let Some(t) = c.transfer.as_mut() {
+            t.target = exten;
+        }
+        c.wait = Wait::None;
+        self.calls.run_later(call);
+    }
+
+    /// The other worker has no party for the transfer `id` of `transferee` (`status`).
+    pub(crate) fn party_refused(&mut self, transferee: &str, id: u32, status: u16, now: Instant) {
+        if let Some(call) = self.awaiting(transferee, id) {
+            self.no_party(call, status, now);
+        }
+    }
+
+    /// The transfer of call `call` got no party (`status`): the transferee returns to the
+    /// transferor, or if that one hung up meanwhile, the call ends.
+    fn no_party(&mut self, call: usize, status: u16, now: Instant) {
+        if !self.transfer_failed(call, Some(status), now) {
+            self.hangup(call, 16, "switch", None, now);
+        }
     }
 
     /// Semi-attended transfer: the REFER's Replaces names the caller's leg of call `consult`,

@@ -90,6 +90,18 @@ fn rtp_during(n: &mut Net, ua: Id, d: Duration) -> usize {
     n.agent(ua).rtp.iter().filter(|(at, _, _)| *at > t).count()
 }
 
+/// RTP packets agent `ua` gets during the next `d` of virtual time that carry a phone's
+/// audio (the agents' silence, not a tone strowger plays).
+fn phone_during(n: &mut Net, ua: Id, d: Duration) -> usize {
+    let (t, from) = (n.now, n.agent(ua).rtp.len());
+    n.run_for(d);
+    let agent = n.agent(ua);
+    let recent = agent.rtp.iter().zip(&agent.rtp_payloads).skip(from);
+    recent
+        .filter(|((at, _, _), p)| *at > t && p.iter().all(|&b| b == 0xff))
+        .count()
+}
+
 /// Whether agent `ua` got a BYE in call `c`.
 fn got_bye(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
     move |n| !n.agent(ua).call(c).requests_of(&Method::Bye).is_empty()
@@ -822,6 +834,49 @@ fn a_semi_attended_transfer_across_workers_dials_the_target_again() {
             assert_eq!(cdrs.len(), 2, "{cdrs:?}");
             let to: Vec<_> = cdrs.iter().map(|c| c["transferred_to"].clone()).collect();
             assert!(to.contains(&"4003".into()), "{cdrs:?}");
+        },
+    );
+}
+
+/// Across workers, a REFER whose Replaces names no dialog of the other worker (a wrong tag)
+/// fails there: Bob hears 481 and gets Alice back, and his consultation with Carol is left as
+/// it was; a transferor that hangs up at once still completes a good transfer.
+#[test]
+fn across_workers_a_refused_transfer_returns_the_transferee_and_a_good_one_needs_no_transferor() {
+    across_workers(
+        90,
+        Policy::default(),
+        |n, sw, [a, b, c], [cb, consult, ca], _| {
+            assert!(n.run_until(secs(5), confirmed(b, consult)));
+            let cc = n.agent(c).last_index().unwrap();
+            let good = refer_to_replacing(n, b, consult, "4003");
+            n.refer(b, cb, &good.replace("to-tag%3D", "to-tag%3Dwrong"));
+            assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+            assert_eq!(notifies(n, b, cb), [100, 481]);
+            n.run_for(ms(200));
+            assert!(
+                phone_during(n, a, secs(1)) > 40,
+                "Alice hears Bob again, not ringback"
+            );
+            let bob_hears = rtp_during(n, b, secs(1));
+            assert!(bob_hears > 80, "Bob hears Alice and Carol: {bob_hears}");
+            assert_eq!(n.sw(sw).active_calls(), 2);
+            // Now the right dialog, and Bob hangs up at once.
+            n.refer(b, cb, &good);
+            n.bye(b, cb);
+            assert!(n.run_until(secs(5), got_bye(b, consult)));
+            n.run_for(ms(500));
+            assert!(rtp_during(n, a, secs(1)) > 40, "Alice hears Carol");
+            assert!(rtp_during(n, c, secs(1)) > 40, "Carol hears Alice");
+            assert_eq!(n.sw(sw).active_calls(), 1);
+            hang_up(n, a, ca, secs(5));
+            assert!(n.run_until(secs(5), got_bye(c, cc)));
+            n.run_for(secs(70));
+            for w in 0..2 {
+                let counts = n.sw(sw).workers[w].table_counts();
+                assert_eq!(counts, switch::TableCounts::default(), "worker {w}");
+            }
+            assert!(n.sw(sw).shared.rendezvous.pins.is_empty());
         },
     );
 }
