@@ -5,9 +5,8 @@
 //! session, no socket. Meanwhile the transferee waits as for a blind transfer's target
 //! (transfer.rs `await_party`); the party joins it as its callee, re-INVITEd to a port of this
 //! worker, and the answer completes the transfer. One call goes on, with one CDR, as on one
-//! worker. A consultation still ringing is cancelled instead, and the
-//! transferee dials its extension. See docs/architecture.md, "Calls that join a call on another
-//! worker".
+//! worker. A consultation still ringing is cancelled instead, and the transferee dials its
+//! extension. See docs/architecture.md, "Calls that join a call on another worker".
 
 use crate::call::{Leg, LegRef};
 use crate::engine::{owner, Engine};

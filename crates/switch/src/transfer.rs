@@ -315,7 +315,7 @@ impl Engine {
     }
 
     /// Blind transfer: the transferee runs `exten`'s program in the call's context.
-    pub(crate) fn blind(&mut self, at: LegRef, id: u32, exten: String, now: Instant) {
+    fn blind(&mut self, at: LegRef, id: u32, exten: String, now: Instant) {
         let c = &self.calls[at.call];
         let vars = target_vars(c, at.leg, &exten);
         let Some(program) = self.dialplan.route(&c.cdr.context, &exten, &vars) else {
@@ -813,11 +813,11 @@ impl Engine {
     }
 
     /// Semi-attended transfer: the REFER's Replaces names the caller's leg of call `consult`,
-    /// which still rings its target. As Asterisk and FreeSWITCH do, the transferee takes the
-    /// transferor's place there: the target's ringing legs move into the transferee's call with
-    /// the rest of the consultation's program (what follows its `bridge`), so the transferee
-    /// hears the target ring (or its early media) and the answer completes the transfer as a
-    /// blind one's does. The consultation call ends without its legs.
+    /// which still rings its target. As Asterisk and FreeSWITCH do, the ringing target goes to
+    /// the transferee: its ringing legs move into the transferee's call with the rest of the
+    /// consultation's program (what follows its `bridge`), so the transferee hears the target
+    /// ring (or its early media) and the answer completes the transfer as a blind one's does.
+    /// The consultation call ends without its legs.
     fn semi_attended(&mut self, at: LegRef, id: u32, consult: usize, now: Instant) {
         let c2 = &self.calls[consult];
         let Wait::Bridge { until } = c2.wait else {
