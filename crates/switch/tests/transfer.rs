@@ -880,3 +880,38 @@ fn across_workers_a_refused_transfer_returns_the_transferee_and_a_good_one_needs
         },
     );
 }
+
+/// A semi-attended transfer to a target sending early media (183 with SDP): the transferee
+/// hears the target's own audio at once instead of ringback, then the answered target.
+#[test]
+fn a_semi_attended_transfer_passes_the_targets_early_media_to_the_transferee() {
+    let (mut n, sw, a, b, c) = setup(18);
+    n.agent(c).policy = Policy {
+        provisional: vec![(183, true)],
+        status: 200,
+        after: secs(3),
+    };
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    let consult = n.invite(b, "sip:4009@127.0.0.1", SW);
+    assert!(n.run_until(secs(1), |n| invite_statuses(n, b, consult).contains(&183)));
+    let refer_to = refer_to_replacing(&mut n, b, consult, "4009");
+    n.refer(b, cb, &refer_to);
+    assert!(n.run_until(secs(1), |n| notifies(n, b, cb) == [100]));
+    n.run_for(ms(100));
+    let cc = n.agent(c).last_index().unwrap();
+    assert_ne!(
+        n.agent(c).call(cc).state,
+        State::Confirmed,
+        "Carol still rings"
+    );
+    assert!(
+        phone_during(&mut n, a, secs(1)) > 40,
+        "Alice hears Carol's early media"
+    );
+    assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+    assert_eq!(notifies(&mut n, b, cb), [100, 200]);
+    assert!(n.run_until(secs(5), got_bye(b, cb)));
+    assert!(phone_during(&mut n, a, secs(1)) > 40, "Alice hears Carol");
+    assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears Alice");
+    hang_up_all(&mut n, sw, a, ca, c, cc);
+}
