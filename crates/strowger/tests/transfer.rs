@@ -4,15 +4,15 @@
 //! completes an attended transfer (REFER with Replaces) and takes over a call with an INVITE
 //! with Replaces, with SIPp as the far ends, and SIPp takes over a call the same way; with two
 //! workers, it completes an attended transfer whose consultation call the other worker holds,
-//! and a tone crosses the transferred call both ways; baresip transfers its call with its own
-//! command.
+//! and transfers to a target still ringing, a tone crossing the transferred call both ways;
+//! baresip transfers its call with its own command.
 
 mod common;
 
 use common::audio::{dominant_freq, tone, tone_purity, ulaw_decode_all, ulaw_encode};
 use common::baresip::Baresip;
 use common::sip::{sdp, sdp_audio, Rtp, Uac};
-use common::sipp::{Scenario, Sipp};
+use common::sipp::{Scenario, Sipp, SippProcess};
 use common::switch::{default_config_trusting_loopback, Cdr, Opts};
 use common::{wait_for, Strowger, TempDir};
 use std::path::{Path, PathBuf};
@@ -308,23 +308,23 @@ fn call_with_id(s: &Strowger, exten: &str, call_id: String) -> (Uac, Rtp) {
     (uac, rtp)
 }
 
-/// With two workers, a phone's first call (to 2001: SIPp, tests/sipp/uas_media_at.xml, whose
-/// media is the test's RTP socket) is held by worker 0 and its consultation call (to 82001:
-/// SIPp, tests/sipp/uas_reinvite.xml, echoing RTP) by worker 1. The phone's REFER with
-/// Replaces gets NOTIFY 100 then 200 and both its dialogs end; the target is re-INVITEd to
-/// worker 0, and a 1 kHz tone from the transferee comes back from the target's echo. Two CDRs:
-/// the consultation's, and the transferred call's naming the target.
-#[test]
-fn a_phone_completes_an_attended_transfer_across_workers() {
-    let dir = TempDir::new("transfer-workers");
-    let mut heard = Rtp::bind();
+/// The far ends of a transfer through strowger with `workers` workers: the transferee (2001:
+/// SIPp, tests/sipp/uas_media_at.xml, whose media is the returned RTP socket) and the target
+/// (82001: SIPp running `target`, echoing RTP).
+fn far_ends(
+    label: &str,
+    dir: &Path,
+    target: &'static str,
+    workers: usize,
+) -> (Strowger, SippProcess, SippProcess, Rtp) {
+    let heard = Rtp::bind();
     let transferee = Sipp::new(Scenario::File("uas_media_at.xml"))
         .args(&["-key", "media", &heard.port.to_string()])
-        .spawn(None, dir.path());
-    let target = Sipp::new(Scenario::File("uas_reinvite.xml"))
+        .spawn(None, dir);
+    let target = Sipp::new(Scenario::File(target))
         .rtp_echo()
-        .spawn(None, dir.path());
-    let path = config(dir.path());
+        .spawn(None, dir);
+    let path = config(dir);
     let rule = format!(
         "[[dialplan.contexts.default.rules]]\nexten = \"82001\"\n\
          steps = [\"bridge sip:target@{} timeout=10\"]\n\n",
@@ -333,17 +333,22 @@ fn a_phone_completes_an_attended_transfer_across_workers() {
     let text = std::fs::read_to_string(&path).unwrap();
     let marker = "# 2000-2999: bridged";
     std::fs::write(&path, text.replace(marker, &format!("{rule}{marker}"))).unwrap();
-    let mut s = Strowger::with(
-        "transfer-workers",
+    let s = Strowger::with(
+        label,
         Opts {
             config_file: Some(path),
             vars: vec![("bridge_target".into(), transferee.addr.to_string())],
-            workers: Some(2),
+            workers: Some(workers),
             ..Opts::default()
         },
     );
-    let (mut first, mut spoken) = call_with_id(&s, "2001", call_id_on(0, "first"));
-    // The transferee's socket learns strowger's side of its call from the phone's speech.
+    (s, transferee, target, heard)
+}
+
+/// The phone's first call, to the transferee (2001) with Call-ID `call_id`; the transferee's
+/// socket `heard` learns strowger's side of that call from the phone's speech.
+fn first_call(s: &Strowger, call_id: String, heard: &mut Rtp) -> Uac {
+    let (first, mut spoken) = call_with_id(s, "2001", call_id);
     spoken.send_frames(&frames(10), Duration::from_millis(200));
     heard
         .sock
@@ -353,7 +358,12 @@ fn a_phone_completes_an_attended_transfer_across_workers() {
     let (_, from) = heard.sock.recv_from(&mut buf).expect("the phone's speech");
     heard.remote = Some(from);
     heard.recv_for(Duration::from_millis(300));
-    let (consult, _r) = call_with_id(&s, "82001", call_id_on(1, "consult"));
+    first
+}
+
+/// The phone sends REFER in `first` with Replaces naming `consult`'s dialog: 202, and
+/// NOTIFYs with sipfrag 100 then 200.
+fn refer_replacing(s: &Strowger, first: &mut Uac, consult: &Uac) {
     let escaped = consult
         .replaces()
         .replace('@', "%40")
@@ -361,14 +371,16 @@ fn a_phone_completes_an_attended_transfer_across_workers() {
         .replace('=', "%3D");
     let refer_to = format!("Refer-To: <sip:82001@{}?Replaces={escaped}>\r\n", s.sip);
     first.send_request("REFER", &refer_to, "");
-    let got = collect(&first, Duration::from_secs(5), |m| {
+    let got = collect(first, Duration::from_secs(5), |m| {
         sipfrags(m).iter().any(|f| f.starts_with("SIP/2.0 2"))
     });
     assert!(got.iter().any(|m| m.status() == Some(202)), "{got:#?}");
     assert_eq!(sipfrags(&got), ["SIP/2.0 100 Trying", "SIP/2.0 200 OK"]);
-    consult.expect_request("BYE", Duration::from_secs(5));
-    first.expect_request("BYE", Duration::from_secs(5));
-    // The transferee speaks a tone; the target echoes it back through the transferred call.
+}
+
+/// The transferee speaks a 1 kHz tone, and the target's echo brings it back through the
+/// transferred call.
+fn tone_comes_back(heard: &mut Rtp) {
     let pcm = tone(1000.0, 8000 * 2, 8000.0);
     let sent: Vec<Vec<u8>> = pcm
         .chunks(160)
@@ -381,12 +393,67 @@ fn a_phone_completes_an_attended_transfer_across_workers() {
     let f = dominant_freq(&echoed);
     assert!((f - 1000.0).abs() <= 10.0, "the echo's tone is at {f} Hz");
     assert!(tone_purity(&echoed, f) > 0.5, "a clean tone");
-    s.stop();
-    transferee.finish().assert_ok(1);
-    target.finish().assert_ok(1);
+}
+
+/// Two CDRs: the consultation's, and the transferred call's, naming the target.
+fn cdrs_name_the_target(s: &Strowger) {
     let cdrs = s.cdrs();
     assert_eq!(cdrs.len(), 2, "{cdrs:?}");
     let transferred = cdrs.iter().filter(|c| !c.is_null("transferred_to"));
     let to: Vec<&str> = transferred.map(|c| c.str("transferred_to")).collect();
-    assert!(to.len() == 1 && to[0].contains("target@"), "{cdrs:?}");
+    let named = |t: &str| t.contains("82001") || t.contains("target@");
+    assert!(to.len() == 1 && named(to[0]), "{cdrs:?}");
+}
+
+/// With two workers, a phone's first call (to the transferee) is held by worker 0 and its
+/// consultation call (to the target, tests/sipp/uas_reinvite.xml) by worker 1. The phone's
+/// REFER with Replaces gets NOTIFY 100 then 200 and both its dialogs end; the target is
+/// re-INVITEd to worker 0, and the transferee's tone comes back from the target's echo.
+#[test]
+fn a_phone_completes_an_attended_transfer_across_workers() {
+    let dir = TempDir::new("transfer-workers");
+    let (mut s, transferee, target, mut heard) =
+        far_ends("transfer-workers", dir.path(), "uas_reinvite.xml", 2);
+    let mut first = first_call(&s, call_id_on(0, "first"), &mut heard);
+    let (consult, _r) = call_with_id(&s, "82001", call_id_on(1, "consult"));
+    refer_replacing(&s, &mut first, &consult);
+    consult.expect_request("BYE", Duration::from_secs(5));
+    first.expect_request("BYE", Duration::from_secs(5));
+    tone_comes_back(&mut heard);
+    s.stop();
+    transferee.finish().assert_ok(1);
+    target.finish().assert_ok(1);
+    cdrs_name_the_target(&s);
+}
+
+/// A semi-attended transfer through the process: the phone transfers while its consultation
+/// still rings (the target, tests/sipp/uas_answer_late.xml, answers after a second). The
+/// transferee gets the ringing target, the NOTIFY 200 comes when it answers, and the
+/// transferee's tone comes back from the target's echo.
+#[test]
+fn a_phone_transfers_to_a_target_still_ringing() {
+    let dir = TempDir::new("transfer-semi");
+    let (mut s, transferee, target, mut heard) =
+        far_ends("transfer-semi", dir.path(), "uas_answer_late.xml", 1);
+    let mut first = first_call(&s, call_id_on(0, "first"), &mut heard);
+    let rtp = Rtp::bind();
+    let mut consult = Uac::new(s.sip, "82001");
+    consult.send_invite(&sdp(rtp.port, &[(0, "PCMU/8000")], "sendrecv"));
+    let ringing = wait_for(Duration::from_secs(5), || {
+        consult
+            .recv(Duration::from_millis(100))
+            .filter(|m| m.status() == Some(180))
+    })
+    .expect("the target rings");
+    consult.invite_answered(&ringing);
+    refer_replacing(&s, &mut first, &consult);
+    let end = consult.final_response("INVITE", Duration::from_secs(5));
+    assert!(end.status() >= Some(300), "{end:?}");
+    consult.invite_answered(&end);
+    first.expect_request("BYE", Duration::from_secs(5));
+    tone_comes_back(&mut heard);
+    s.stop();
+    transferee.finish().assert_ok(1);
+    target.finish().assert_ok(1);
+    cdrs_name_the_target(&s);
 }
