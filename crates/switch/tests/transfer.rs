@@ -915,3 +915,48 @@ fn a_semi_attended_transfer_passes_the_targets_early_media_to_the_transferee() {
     assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears Alice");
     hang_up_all(&mut n, sw, a, ca, c, cc);
 }
+
+/// A hundred attended transfers on two workers, each consultation on whichever worker its
+/// Call-ID gives (about half of them the other worker): every one completes, and once the
+/// calls are over no worker keeps a call, a leg, a timer or a pin.
+#[test]
+fn a_hundred_attended_transfers_on_two_workers_leave_no_state() {
+    let mut n = Net::new(120);
+    let toml = format!("{RULES}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
+    let sw = n.switch(&config(&toml), &[SW], 2);
+    let (a, b, c) = (n.ua(ALICE, "alice"), n.ua(BOB, "bob"), n.ua(CAROL, "carol"));
+    let mut crossed = 0;
+    for i in 0..100 {
+        let (ca, cb) = alice_calls_bob(&mut n, a, b);
+        let consult = n.invite(b, "sip:4003@127.0.0.1", SW);
+        assert!(n.run_until(secs(5), confirmed(b, consult)), "cycle {i}");
+        let cc = n.agent(c).last_index().unwrap();
+        let owner =
+            |n: &mut Net, ua: Id, call: usize| switch::owner(&n.agent(ua).call(call).call_id, 2);
+        if owner(&mut n, a, ca) != owner(&mut n, b, consult) {
+            crossed += 1;
+        }
+        let refer_to = refer_to_replacing(&mut n, b, consult, "4003");
+        n.refer(b, cb, &refer_to);
+        assert!(
+            n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2),
+            "cycle {i}"
+        );
+        assert_eq!(notifies(&mut n, b, cb), [100, 200], "cycle {i}");
+        assert!(n.run_until(secs(5), got_bye(b, cb)), "cycle {i}");
+        hang_up(&mut n, a, ca, secs(5));
+        assert!(n.run_until(secs(5), got_bye(c, cc)), "cycle {i}");
+        assert_eq!(n.sw(sw).active_calls(), 0, "cycle {i}");
+    }
+    assert!(
+        crossed > 20 && crossed < 80,
+        "{crossed} of 100 crossed workers"
+    );
+    n.run_for(secs(70));
+    for w in 0..2 {
+        let counts = n.sw(sw).workers[w].table_counts();
+        assert_eq!(counts, switch::TableCounts::default(), "worker {w}");
+    }
+    assert!(n.sw(sw).shared.rendezvous.pins.is_empty());
+    assert_eq!(n.sw(sw).cdrs().len(), 200);
+}
