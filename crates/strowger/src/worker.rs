@@ -100,6 +100,8 @@ pub enum Envelope {
     },
     /// The TCP peer authenticated on another worker (connections live on worker 0).
     TcpAuthenticated { peer: SocketAddr },
+    /// A transfer message from another worker's engine (`switch::Event::Crossing`).
+    Crossing(Box<switch::Crossing>),
 }
 
 /// Counters shared with the process (read by tests and the bench through the log on exit).
@@ -755,6 +757,10 @@ impl Worker {
                 };
                 post(&self.mail, &mut self.to_wake, worker, sip);
             }
+            Event::Crossing(c) => {
+                let worker = c.worker;
+                post(&self.mail, &mut self.to_wake, worker, Envelope::Crossing(c));
+            }
         }
     }
 
@@ -1106,6 +1112,7 @@ impl Worker {
                     self.close_conns_from(source);
                 }
                 Envelope::TcpAuthenticated { peer } => self.tcp_authenticated(peer),
+                Envelope::Crossing(c) => self.input(now, Input::Crossing(c)),
             }
         }
     }

@@ -2,14 +2,17 @@
 //! side and from the caller's (tests/sipp/transfer_*.xml: 202, NOTIFY sipfrag 100 then 200),
 //! and the transferee is checked to get the target's audio; a hand-written phone (common/sip.rs)
 //! completes an attended transfer (REFER with Replaces) and takes over a call with an INVITE
-//! with Replaces, with SIPp as the far ends, and SIPp takes over a call the same way; baresip
-//! transfers its call with its own command.
+//! with Replaces, with SIPp as the far ends, and SIPp takes over a call the same way; with two
+//! workers, it completes an attended transfer whose consultation call the other worker holds,
+//! and transfers to a target still ringing, a tone crossing the transferred call both ways;
+//! baresip transfers its call with its own command.
 
 mod common;
 
+use common::audio::{dominant_freq, tone, tone_purity, ulaw_decode_all, ulaw_encode};
 use common::baresip::Baresip;
 use common::sip::{sdp, sdp_audio, Rtp, Uac};
-use common::sipp::{Scenario, Sipp};
+use common::sipp::{Scenario, Sipp, SippProcess};
 use common::switch::{default_config_trusting_loopback, Cdr, Opts};
 use common::{wait_for, Strowger, TempDir};
 use std::path::{Path, PathBuf};
@@ -30,9 +33,8 @@ fn config(dir: &Path) -> PathBuf {
     path
 }
 
-/// strowger with `config` whose 2XXX go to `target`, with one worker: a REFER's Replaces must
-/// name a dialog of the REFER's own worker (attended transfer across workers is not done yet;
-/// an INVITE with Replaces is routed to its dialog's worker, tests/parking.rs).
+/// strowger with `config` whose 2XXX go to `target`, with one worker, so that every call of
+/// a test shares it (two workers: `a_phone_completes_an_attended_transfer_across_workers`).
 fn strowger(label: &str, dir: &Path, target: &str) -> Strowger {
     Strowger::with(
         label,
@@ -283,4 +285,175 @@ fn baresip_transfers_its_call_with_its_transfer_command() {
         "and came back: {cdr:?}"
     );
     phone.finish("transferring its call");
+}
+
+/// A Call-ID of a phone's new call that strowger with two workers hands to `worker`.
+fn call_id_on(worker: usize, what: &str) -> String {
+    (0..)
+        .map(|i| format!("{what}-{i}@test.invalid"))
+        .find(|c| switch::owner(c, 2) == worker)
+        .unwrap()
+}
+
+/// A phone answered by strowger for `exten` in a call with Call-ID `call_id`, its RTP sent to
+/// strowger's side of the call.
+fn call_with_id(s: &Strowger, exten: &str, call_id: String) -> (Uac, Rtp) {
+    let mut rtp = Rtp::bind();
+    let mut uac = Uac::new(s.sip, exten);
+    uac.call_id = call_id;
+    let ok = uac.invite(&sdp(rtp.port, &[(0, "PCMU/8000")], "sendrecv"));
+    assert_eq!(ok.status(), Some(200), "{ok:?}");
+    uac.ack("");
+    rtp.remote = Some(sdp_audio(&ok.body).0);
+    (uac, rtp)
+}
+
+/// The far ends of a transfer through strowger with `workers` workers: the transferee (2001:
+/// SIPp, tests/sipp/uas_media_at.xml, whose media is the returned RTP socket) and the target
+/// (82001: SIPp running `target`, echoing RTP).
+fn far_ends(
+    label: &str,
+    dir: &Path,
+    target: &'static str,
+    workers: usize,
+) -> (Strowger, SippProcess, SippProcess, Rtp) {
+    let heard = Rtp::bind();
+    let transferee = Sipp::new(Scenario::File("uas_media_at.xml"))
+        .args(&["-key", "media", &heard.port.to_string()])
+        .spawn(None, dir);
+    let target = Sipp::new(Scenario::File(target))
+        .rtp_echo()
+        .spawn(None, dir);
+    let path = config(dir);
+    let rule = format!(
+        "[[dialplan.contexts.default.rules]]\nexten = \"82001\"\n\
+         steps = [\"bridge sip:target@{} timeout=10\"]\n\n",
+        target.addr
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let marker = "# 2000-2999: bridged";
+    std::fs::write(&path, text.replace(marker, &format!("{rule}{marker}"))).unwrap();
+    let s = Strowger::with(
+        label,
+        Opts {
+            config_file: Some(path),
+            vars: vec![("bridge_target".into(), transferee.addr.to_string())],
+            workers: Some(workers),
+            ..Opts::default()
+        },
+    );
+    (s, transferee, target, heard)
+}
+
+/// The phone's first call, to the transferee (2001) with Call-ID `call_id`; the transferee's
+/// socket `heard` learns strowger's side of that call from the phone's speech.
+fn first_call(s: &Strowger, call_id: String, heard: &mut Rtp) -> Uac {
+    let (first, mut spoken) = call_with_id(s, "2001", call_id);
+    spoken.send_frames(&frames(10), Duration::from_millis(200));
+    heard
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    let (_, from) = heard.sock.recv_from(&mut buf).expect("the phone's speech");
+    heard.remote = Some(from);
+    heard.recv_for(Duration::from_millis(300));
+    first
+}
+
+/// The phone sends REFER in `first` with Replaces naming `consult`'s dialog: 202, and
+/// NOTIFYs with sipfrag 100 then 200.
+fn refer_replacing(s: &Strowger, first: &mut Uac, consult: &Uac) {
+    let escaped = consult
+        .replaces()
+        .replace('@', "%40")
+        .replace(';', "%3B")
+        .replace('=', "%3D");
+    let refer_to = format!("Refer-To: <sip:82001@{}?Replaces={escaped}>\r\n", s.sip);
+    first.send_request("REFER", &refer_to, "");
+    let got = collect(first, Duration::from_secs(5), |m| {
+        sipfrags(m).iter().any(|f| f.starts_with("SIP/2.0 2"))
+    });
+    assert!(got.iter().any(|m| m.status() == Some(202)), "{got:#?}");
+    assert_eq!(sipfrags(&got), ["SIP/2.0 100 Trying", "SIP/2.0 200 OK"]);
+}
+
+/// The transferee speaks a 1 kHz tone, and the target's echo brings it back through the
+/// transferred call.
+fn tone_comes_back(heard: &mut Rtp) {
+    let pcm = tone(1000.0, 8000 * 2, 8000.0);
+    let sent: Vec<Vec<u8>> = pcm
+        .chunks(160)
+        .map(|c| c.iter().map(|&v| ulaw_encode(v)).collect())
+        .collect();
+    let back = heard.send_frames(&sent, Duration::from_millis(500));
+    assert!(back.len() >= 50, "{} packets came back", back.len());
+    let payload: Vec<u8> = back.iter().flat_map(|p| p.payload.clone()).collect();
+    let echoed = ulaw_decode_all(&payload);
+    let f = dominant_freq(&echoed);
+    assert!((f - 1000.0).abs() <= 10.0, "the echo's tone is at {f} Hz");
+    assert!(tone_purity(&echoed, f) > 0.5, "a clean tone");
+}
+
+/// Two CDRs: the consultation's, and the transferred call's, naming the target.
+fn cdrs_name_the_target(s: &Strowger) {
+    let cdrs = s.cdrs();
+    assert_eq!(cdrs.len(), 2, "{cdrs:?}");
+    let transferred = cdrs.iter().filter(|c| !c.is_null("transferred_to"));
+    let to: Vec<&str> = transferred.map(|c| c.str("transferred_to")).collect();
+    let named = |t: &str| t.contains("82001") || t.contains("target@");
+    assert!(to.len() == 1 && named(to[0]), "{cdrs:?}");
+}
+
+/// With two workers, a phone's first call (to the transferee) is held by worker 0 and its
+/// consultation call (to the target, tests/sipp/uas_reinvite.xml) by worker 1. The phone's
+/// REFER with Replaces gets NOTIFY 100 then 200 and both its dialogs end; the target is
+/// re-INVITEd to worker 0, and the transferee's tone comes back from the target's echo.
+#[test]
+fn a_phone_completes_an_attended_transfer_across_workers() {
+    let dir = TempDir::new("transfer-workers");
+    let (mut s, transferee, target, mut heard) =
+        far_ends("transfer-workers", dir.path(), "uas_reinvite.xml", 2);
+    let mut first = first_call(&s, call_id_on(0, "first"), &mut heard);
+    let (consult, _r) = call_with_id(&s, "82001", call_id_on(1, "consult"));
+    refer_replacing(&s, &mut first, &consult);
+    consult.expect_request("BYE", Duration::from_secs(5));
+    first.expect_request("BYE", Duration::from_secs(5));
+    tone_comes_back(&mut heard);
+    s.stop();
+    transferee.finish().assert_ok(1);
+    target.finish().assert_ok(1);
+    cdrs_name_the_target(&s);
+}
+
+/// A semi-attended transfer through the process: the phone transfers while its consultation
+/// still rings (the target, tests/sipp/uas_answer_late.xml, answers after a second). The
+/// transferee gets the ringing target, the NOTIFY 200 comes when it answers, and the
+/// transferee's tone comes back from the target's echo.
+#[test]
+fn a_phone_transfers_to_a_target_still_ringing() {
+    let dir = TempDir::new("transfer-semi");
+    let (mut s, transferee, target, mut heard) =
+        far_ends("transfer-semi", dir.path(), "uas_answer_late.xml", 1);
+    let mut first = first_call(&s, call_id_on(0, "first"), &mut heard);
+    let rtp = Rtp::bind();
+    let mut consult = Uac::new(s.sip, "82001");
+    consult.send_invite(&sdp(rtp.port, &[(0, "PCMU/8000")], "sendrecv"));
+    let ringing = wait_for(Duration::from_secs(5), || {
+        consult
+            .recv(Duration::from_millis(100))
+            .filter(|m| m.status() == Some(180))
+    })
+    .expect("the target rings");
+    consult.invite_answered(&ringing);
+    refer_replacing(&s, &mut first, &consult);
+    let end = consult.final_response("INVITE", Duration::from_secs(5));
+    assert!(end.status() >= Some(300), "{end:?}");
+    consult.invite_answered(&end);
+    first.expect_request("BYE", Duration::from_secs(5));
+    tone_comes_back(&mut heard);
+    s.stop();
+    transferee.finish().assert_ok(1);
+    target.finish().assert_ok(1);
+    cdrs_name_the_target(&s);
 }

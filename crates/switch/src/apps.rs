@@ -744,7 +744,8 @@ impl Engine {
         self.calls.forget_leg(out);
         if out.iax().is_some() {
             self.iax_release(out, q850, notify, now);
-        } else if let Some(ctx) = out.invite_tx.take() {
+        // A confirmed leg's pending INVITE is a re-INVITE (crossing.rs): its dialog ends by BYE.
+        } else if let Some(ctx) = out.invite_tx.take().filter(|_| !out.confirmed) {
             if notify {
                 if let Some(cancel) = self.txs.cancel(ctx, now) {
                     let _ = cancel;

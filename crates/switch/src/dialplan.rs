@@ -239,6 +239,14 @@ impl Dialplan {
 }
 
 impl Route {
+    /// This route with no step left to run (a call that only waits, its end decided elsewhere).
+    pub fn done(&self) -> Route {
+        Route {
+            next: self.steps.len(),
+            ..self.clone()
+        }
+    }
+
     /// The next step with variables expanded, or `None` after the last one (the
     /// engine then hangs up normally). `vars` is the call's scope: `Set` writes to
     /// it, and the engine may add its own (e.g. a bridge status) between steps.

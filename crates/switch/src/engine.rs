@@ -336,6 +336,7 @@ impl Engine {
             Input::Ban { source, until } => self.guard.ban(source, until),
             Input::Overloaded(on) => self.overloaded = on,
             Input::Shutdown => self.shutdown(now),
+            Input::Crossing(c) => self.on_crossing(*c, now),
         }
     }
 

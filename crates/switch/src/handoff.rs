@@ -135,6 +135,20 @@ impl Engine {
         }
     }
 
+    /// A call's leg whose Call-ID hashes elsewhere came here (crossing.rs): pinned here, it is
+    /// unpinned once it has had no call here for `pin_linger`.
+    pub(crate) fn keep_pinned(&mut self, call_id: &str, now: Instant) {
+        self.s.rendezvous.pins.pin(call_id, self.s.worker);
+        self.handoffs.pinned.entry(call_id.into()).or_insert(now);
+    }
+
+    /// A leg leaves for `worker` (crossing.rs): its Call-ID is pinned there, and this worker's
+    /// sweep no longer minds it.
+    pub(crate) fn pin_elsewhere(&mut self, call_id: &str, worker: usize) {
+        self.s.rendezvous.pins.pin(call_id, worker);
+        self.handoffs.pinned.remove(call_id);
+    }
+
     /// How long a pin outlives its call (or waits for one): RFC 3261's 64·T1, the life of a
     /// transaction, so retransmissions and a challenged caller's second INVITE still find it.
     fn pin_linger(&self) -> Duration {

@@ -123,6 +123,8 @@ pub enum Input<'a> {
     Overloaded(bool),
     /// The process is stopping: hang up every call.
     Shutdown,
+    /// A transfer message another worker's `Event::Crossing` sent here.
+    Crossing(Box<crate::crossing::Crossing>),
 }
 
 /// What the engine asks of the shell.
@@ -228,6 +230,9 @@ pub enum Event {
     /// inbox as the SIP input it is. Nothing was answered or kept here, and its Call-ID is
     /// pinned there, so its retransmissions and what follows go there too.
     HandOff(Box<HandOff>),
+    /// A transfer message for worker `Crossing::worker` (crossing.rs): post it to that worker's
+    /// inbox, to be given to its engine as `Input::Crossing`.
+    Crossing(Box<crate::crossing::Crossing>),
 }
 
 /// A SIP message for worker `worker`, as `Input::Sip` would have brought it there.

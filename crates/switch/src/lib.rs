@@ -9,6 +9,7 @@ pub mod call;
 mod calls;
 pub mod cdr;
 pub mod config;
+mod crossing;
 pub mod dialog;
 pub mod dialplan;
 mod digits;
@@ -40,6 +41,7 @@ mod transfer;
 pub mod trunks;
 
 pub use calls::TableCounts;
+pub use crossing::Crossing;
 pub use engine::{nonce_owner, owner, stateless, Engine, Settings};
 pub use handoff::Rendezvous;
 pub use io::{Clock, Event, HandOff, Input, Level, Output};

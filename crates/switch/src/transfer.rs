@@ -16,6 +16,7 @@ use crate::engine::{Engine, ALLOW, SUPPORTED};
 use sip::header::{HeaderName, NameAddr, Params};
 use sip::transaction::{Peer, ServerTxId};
 use sip::{Message, Method, Uri};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// How long the transferor's leg is kept after the final NOTIFY of a successful transfer, for
@@ -40,6 +41,8 @@ pub(crate) struct Transfer {
     before: Option<Box<Before>>,
     /// When the transferor's leg is released (BYE) after a successful transfer.
     release_at: Option<Instant>,
+    /// The transferee waits for a party another worker holds (crossing.rs).
+    awaiting: bool,
 }
 
 impl Transfer {
@@ -68,11 +71,11 @@ struct Before {
 
 /// The dialog a Replaces header names (RFC 3891 §6.1): to-tag is the tag of strowger's side,
 /// from-tag the far end's.
-#[derive(Debug, PartialEq, Eq)]
-struct Replaces {
-    call_id: String,
-    to_tag: String,
-    from_tag: String,
+#[derive(Debug, PartialEq, Eq, Clone)]
+pub(crate) struct Replaces {
+    pub(crate) call_id: String,
+    pub(crate) to_tag: String,
+    pub(crate) from_tag: String,
     early_only: bool,
 }
 
@@ -152,6 +155,17 @@ fn party_of(c: &Call, at: LegIdx) -> Option<LegIdx> {
             .filter(|&i| c.leg(i).is_some_and(|l| l.confirmed)),
         _ => None,
     }
+}
+
+/// The variables of call `c` for a transfer target `exten` sent by leg `at`: EXTEN is the
+/// target, and CALLER the transferee when it was the callee.
+fn target_vars(c: &Call, at: LegIdx, exten: &str) -> Vars {
+    let mut vars = c.vars.clone();
+    vars.set("EXTEN", exten);
+    if let Some(t) = party_of(c, at).filter(|&t| t != Call::CALLER) {
+        vars.set("CALLER", c.leg(t).map(number_of).unwrap_or_default());
+    }
+    vars
 }
 
 /// What stops naming the call's caller when a transfer puts another leg in its place: its
@@ -255,14 +269,14 @@ impl Engine {
         self.respond(stx, &msg, peer, 202, "Accepted", None, &[], None, now);
         self.notify(at, id, 100, now);
         match replaces {
-            Some(r) => self.attended(at, id, &r, now),
+            Some(r) => self.attended(at, id, &r, exten, now),
             None => self.blind(at, id, exten, now),
         }
     }
 
     /// A NOTIFY of the refer event on leg `at` (RFC 3515 §2.4.5), sipfrag `status`; a final
     /// status ends the implicit subscription.
-    fn notify(&mut self, at: LegRef, id: u32, status: u16, now: Instant) {
+    pub(crate) fn notify(&mut self, at: LegRef, id: u32, status: u16, now: Instant) {
         let Some(d) = self
             .calls
             .get(at.call)
@@ -302,14 +316,8 @@ impl Engine {
 
     /// Blind transfer: the transferee runs `exten`'s program in the call's context.
     fn blind(&mut self, at: LegRef, id: u32, exten: String, now: Instant) {
-        let call = at.call;
-        let c = &self.calls[call];
-        let transferee = party_of(c, at.leg);
-        let mut vars = c.vars.clone();
-        vars.set("EXTEN", exten.as_str());
-        if let Some(t) = transferee.filter(|&t| t != Call::CALLER) {
-            vars.set("CALLER", c.leg(t).map(number_of).unwrap_or_default());
-        }
+        let c = &self.calls[at.call];
+        let vars = target_vars(c, at.leg, &exten);
         let Some(program) = self.dialplan.route(&c.cdr.context, &exten, &vars) else {
             let msg = format!(
                 "transfer to {exten}: no dialplan rule in context {}",
@@ -319,6 +327,25 @@ impl Engine {
             self.log(crate::io::Level::Info, Some(&call_id), msg);
             return self.notify(at, id, 404, now);
         };
+        self.redirect(at, id, exten, program, vars, now);
+        self.calls.run_later(at.call);
+    }
+
+    /// The transfer's common start: call `at.call` gets `program` (the target `exten`'s) and
+    /// `vars` in place of its own, kept in `Before` for a failure; the transferor steps aside
+    /// and the transferee hears ringback. The program is not run here.
+    fn redirect(
+        &mut self,
+        at: LegRef,
+        id: u32,
+        exten: String,
+        program: Route,
+        vars: Vars,
+        now: Instant,
+    ) {
+        let call = at.call;
+        let c = &self.calls[call];
+        let transferee = party_of(c, at.leg);
         // Alone in the call, the transferor's own rule starts again if the target fails.
         let restart = match transferee {
             None => self.dialplan.route(&c.cdr.context, &c.cdr.exten, &c.vars),
@@ -368,12 +395,12 @@ impl Engine {
             target: exten,
             before: Some(Box::new(before)),
             release_at: None,
+            awaiting: false,
         }));
         if let (Some(m), Some(tone)) = (c.caller().media, ringback()) {
             // Also ends the bridge: the transferor hears nothing from now on.
             self.media.tone(m, tone);
         }
-        self.calls.run_later(call);
     }
 
     /// The call's program answered (again) while a transfer is under way: the target took the
@@ -563,45 +590,103 @@ impl Engine {
     }
 
     /// Attended transfer: the REFER on leg `at` names, in Replaces, the transferor's other
-    /// dialog (its consultation call): the party there replaces the transferor here.
-    fn attended(&mut self, at: LegRef, id: u32, r: &Replaces, now: Instant) {
+    /// dialog (its consultation call): the party there replaces the transferor here. A
+    /// consultation call of another worker sends its party over (crossing.rs).
+    fn attended(&mut self, at: LegRef, id: u32, r: &Replaces, exten: String, now: Instant) {
         let consult = self
             .find_dialog(&r.call_id, &r.to_tag, &r.from_tag)
             .filter(|o| o.call != at.call);
+        let c = &self.calls[at.call];
+        let transferee = party_of(c, at.leg);
+        let from = c.leg(at.leg).map(|l| l.peer_addr().ip());
         let Some(other) = consult else {
-            return self.notify(at, id, 481, now);
+            return match (self.worker_of(&r.call_id), transferee, from) {
+                (Some(w), Some(_), Some(from)) => {
+                    self.ask_for_party(w, at, id, r, exten, from, now)
+                }
+                (Some(_), _, _) => self.notify(at, id, 403, now),
+                (None, _, _) => self.notify(at, id, 481, now),
+            };
         };
-        let c2 = &self.calls[other.call];
-        let Some(named) = c2.leg(other.leg).filter(|l| l.confirmed && c2.answered) else {
-            // An early dialog strowger did not start (RFC 3891 §3).
-            return self.notify(at, id, 481, now);
-        };
-        let here = self.calls[at.call].leg(at.leg).map(Leg::peer_addr);
-        // The same phone on both dialogs (by address: a phone's dialogs come from one host).
-        let same_party = here.is_some_and(|h| h.ip() == named.peer_addr().ip());
-        let partner = party_of(c2, other.leg);
-        let transferee = party_of(&self.calls[at.call], at.leg);
-        let (Some(partner), Some(transferee), true, None) =
-            (partner, transferee, same_party, c2.transfer.as_ref())
+        let consulted = self.consultation(other, from);
+        match (consulted, transferee) {
+            (Err(status), _) => self.notify(at, id, status, now),
+            (Ok(_), None) => self.notify(at, id, 403, now),
+            (Ok(true), Some(_)) => self.semi_attended(at, id, other.call, now),
+            (Ok(false), Some(t)) => match self.take_party(other, now) {
+                Some((moved, reached)) => self.join_party(at, t, id, moved, reached, now),
+                None => self.notify(at, id, 403, now),
+            },
+        }
+    }
+
+    /// Whether dialog `other`, named by a REFER's Replaces from the phone at `from`, is a
+    /// consultation call with a party to hand over: Ok(true) if it still rings its target (a
+    /// semi-attended transfer), Ok(false) if answered; else the status for the final NOTIFY.
+    pub(crate) fn consultation(&self, other: LegRef, from: Option<IpAddr>) -> Result<bool, u16> {
+        let c2 = self.calls.get(other.call).ok_or(481u16)?;
+        // The consultation call still rings its target: the transferor did not wait for the
+        // answer (a semi-attended transfer).
+        let ringing = !c2.answered
+            && other.leg == Call::CALLER
+            && c2.callee().is_some()
+            && matches!(c2.wait, Wait::Bridge { .. });
+        let Some(named) = c2
+            .leg(other.leg)
+            .filter(|l| ringing || (l.confirmed && c2.answered))
         else {
-            return self.notify(at, id, 403, now);
+            // An early dialog strowger did not start (RFC 3891 §3).
+            return Err(481);
         };
-        // The consultation's partner leaves its call (first giving up the caller's place).
+        // The same phone on both dialogs (by address: a phone's dialogs come from one host).
+        let same_party = from == Some(named.peer_addr().ip());
+        let partner = ringing || party_of(c2, other.leg).is_some();
+        match (same_party, partner, c2.transfer.is_none()) {
+            (true, true, true) => Ok(ringing),
+            _ => Err(403),
+        }
+    }
+
+    /// Whether the party of consultation dialog `other` is signalled by SIP.
+    pub(crate) fn party_is_sip(&self, other: LegRef) -> bool {
+        let Some(c2) = self.calls.get(other.call) else {
+            return false;
+        };
+        let party = party_of(c2, other.leg).and_then(|p| c2.leg(p));
+        party.is_some_and(|l| l.dialog().is_some())
+    }
+
+    /// Takes the answered party out of consultation dialog `other` (checked by
+    /// `consultation`), first giving up the caller's place, and ends that call: it holds the
+    /// transferor's other leg alone now (BYE). Returns the party's leg and what it reached.
+    pub(crate) fn take_party(&mut self, other: LegRef, now: Instant) -> Option<(Leg, String)> {
         let mut partner = LegRef {
             call: other.call,
-            leg: partner,
+            leg: party_of(self.calls.get(other.call)?, other.leg)?,
         };
         if partner.leg == Call::CALLER {
             self.calls.swap_caller(other.call, other.leg, Role::Callee);
             partner.leg = other.leg;
         }
-        let Some(moved) = self.calls.take_leg(partner) else {
-            return self.notify(at, id, 403, now);
-        };
+        let moved = self.calls.take_leg(partner)?;
         let reached = moved
             .dialog()
             .map_or_else(|| moved.call_id().to_string(), |d| d.remote_uri.clone());
-        // The transferor leaves its place here, as in a blind transfer, and the partner joins.
+        self.hangup(other.call, 16, "switch", None, now);
+        Some((moved, reached))
+    }
+
+    /// The consulted party's leg `moved` (what it `reached`) takes the place of transferor `at`
+    /// (its call's `transferee` stays): the transferor hears 200 and goes after `GRACE`.
+    fn join_party(
+        &mut self,
+        at: LegRef,
+        transferee: LegIdx,
+        id: u32,
+        moved: Leg,
+        reached: String,
+        now: Instant,
+    ) {
         let call = at.call;
         let (transferor, _) = self.step_aside(at, transferee);
         self.calls.put_leg(call, moved, Role::Callee);
@@ -617,6 +702,7 @@ impl Engine {
             target: String::new(),
             before: None,
             release_at: Some(until),
+            awaiting: false,
         }));
         self.calls.arm(call, until);
         self.rejoin(call);
@@ -629,8 +715,141 @@ impl Engine {
             200,
             now,
         );
-        // The consultation call holds the transferor's other leg alone now: it ends (BYE).
-        self.hangup(other.call, 16, "switch", None, now);
+    }
+
+    /// Attended transfer to a party another worker holds (crossing.rs): the transferee of the
+    /// REFER on `at` (to `exten`) waits for it as for a blind transfer's target, hearing
+    /// ringback, with no program of its own — a failure, or no party within 64·T1 (the life of
+    /// the re-INVITE that follows), returns it to the transferor. Returns the transferee's
+    /// Call-ID, by which the answer finds the call (the transferor may hang up meanwhile).
+    pub(crate) fn await_party(
+        &mut self,
+        at: LegRef,
+        id: u32,
+        exten: String,
+        now: Instant,
+    ) -> Option<String> {
+        let c = self.calls.get(at.call)?;
+        let transferee = c.leg(party_of(c, at.leg)?)?.call_id().to_string();
+        let vars = target_vars(c, at.leg, &exten);
+        let program = c.program.done();
+        self.redirect(at, id, exten, program, vars, now);
+        let until = now + self.s.timers.t1 * 64;
+        let c = &mut self.calls[at.call];
+        if let Some(t) = c.transfer.as_mut() {
+            t.awaiting = true;
+        }
+        c.wait = Wait::Timer(until);
+        self.calls.arm(at.call, until);
+        Some(transferee)
+    }
+
+    /// The call whose transferee (by Call-ID) awaits a party for transfer `id`.
+    fn awaiting(&mut self, transferee: &str, id: u32) -> Option<usize> {
+        let call = self.calls.leg_by_call_id(transferee)?.call;
+        let t = self.calls.get_mut(call)?.transfer.as_mut()?;
+        (t.awaiting && t.id == id).then(|| {
+            t.awaiting = false;
+            call
+        })
+    }
+
+    /// The party another worker sent (what it `reached`) joins the call of `transferee` as its
+    /// callee, re-INVITEd to a port of this worker; its answer completes the transfer as a
+    /// blind one's target does (`transfer_answered`). Err: no such transfer waits any more.
+    pub(crate) fn party_arrived(
+        &mut self,
+        transferee: &str,
+        id: u32,
+        leg: Box<Leg>,
+        reached: String,
+        now: Instant,
+    ) -> Result<(), Box<Leg>> {
+        let Some(call) = self.awaiting(transferee, id) else {
+            return Err(leg);
+        };
+        if let Some(t) = self.calls[call].transfer.as_mut() {
+            t.target = reached;
+        }
+        if let Some(joined) = self.calls.put_leg(call, *leg, Role::Callee) {
+            self.reinvite(joined, now);
+        }
+        Ok(())
+    }
+
+    /// The other worker's consultation still rang `exten`, and stopped: the transferee
+    /// awaiting it dials `exten` itself, as in a blind transfer.
+    pub(crate) fn party_ringing(&mut self, transferee: &str, id: u32, exten: String, now: Instant) {
+        let Some(call) = self.awaiting(transferee, id) else {
+            return;
+        };
+        let c = &mut self.calls[call];
+        c.vars.set("EXTEN", exten.as_str());
+        let Some(program) = self.dialplan.route(&c.cdr.context, &exten, &c.vars) else {
+            return self.no_party(call, 404, now);
+        };
+        c.program = program;
+        c.cdr.exten = exten.clone();
+        if let Some(t) = c.transfer.as_mut() {
+            t.target = exten;
+        }
+        c.wait = Wait::None;
+        self.calls.run_later(call);
+    }
+
+    /// The other worker has no party for the transfer `id` of `transferee` (`status`).
+    pub(crate) fn party_refused(&mut self, transferee: &str, id: u32, status: u16, now: Instant) {
+        if let Some(call) = self.awaiting(transferee, id) {
+            self.no_party(call, status, now);
+        }
+    }
+
+    /// The transfer of call `call` got no party (`status`): the transferee returns to the
+    /// transferor, or if that one hung up meanwhile, the call ends.
+    fn no_party(&mut self, call: usize, status: u16, now: Instant) {
+        if !self.transfer_failed(call, Some(status), now) {
+            self.hangup(call, 16, "switch", None, now);
+        }
+    }
+
+    /// Semi-attended transfer: the REFER's Replaces names the caller's leg of call `consult`,
+    /// which still rings its target. As Asterisk and FreeSWITCH do, the ringing target goes to
+    /// the transferee: its ringing legs move into the transferee's call with the rest of the
+    /// consultation's program (what follows its `bridge`), so the transferee hears the target
+    /// ring (or its early media) and the answer completes the transfer as a blind one's does.
+    /// The consultation call ends without its legs.
+    fn semi_attended(&mut self, at: LegRef, id: u32, consult: usize, now: Instant) {
+        let c2 = &self.calls[consult];
+        let Wait::Bridge { until } = c2.wait else {
+            return;
+        };
+        let (program, exten, early) = (c2.program.clone(), c2.cdr.exten.clone(), c2.early_media);
+        let vars = target_vars(&self.calls[at.call], at.leg, &exten);
+        let legs: Vec<(LegIdx, Role)> = c2
+            .legs()
+            .filter(|(_, l)| matches!(l.role, Role::Callee | Role::Ringing))
+            .map(|(i, l)| (i, l.role))
+            .collect();
+        self.redirect(at, id, exten, program, vars, now);
+        let call = at.call;
+        for (leg, role) in legs {
+            if let Some(l) = self.calls.take_leg(LegRef { call: consult, leg }) {
+                self.calls.put_leg(call, l, role);
+            }
+        }
+        let hunt = self.calls[consult].hunt.take();
+        let c = &mut self.calls[call];
+        c.hunt = hunt;
+        c.wait = Wait::Bridge { until };
+        self.calls.arm(call, until);
+        let c = &self.calls[call];
+        if let (true, Some(a), Some(b)) =
+            (early, c.caller().media, c.callee().and_then(|l| l.media))
+        {
+            // The target's early media reaches the transferee instead of the ringback.
+            self.media.bridge(a, b);
+        }
+        self.hangup(consult, 16, "switch", None, now);
     }
 
     /// A new INVITE (admitted in `context`, its leg built as a caller's) carrying Replaces

@@ -90,6 +90,18 @@ fn rtp_during(n: &mut Net, ua: Id, d: Duration) -> usize {
     n.agent(ua).rtp.iter().filter(|(at, _, _)| *at > t).count()
 }
 
+/// RTP packets agent `ua` gets during the next `d` of virtual time that carry a phone's
+/// audio (the agents' silence, not a tone strowger plays).
+fn phone_during(n: &mut Net, ua: Id, d: Duration) -> usize {
+    let (t, from) = (n.now, n.agent(ua).rtp.len());
+    n.run_for(d);
+    let agent = n.agent(ua);
+    let recent = agent.rtp.iter().zip(&agent.rtp_payloads).skip(from);
+    recent
+        .filter(|((at, _, _), p)| *at > t && p.iter().all(|&b| b == 0xff))
+        .count()
+}
+
 /// Whether agent `ua` got a BYE in call `c`.
 fn got_bye(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
     move |n| !n.agent(ua).call(c).requests_of(&Method::Bye).is_empty()
@@ -627,4 +639,324 @@ fn a_transferred_party_transfers_again() {
     );
     let cdr = one_cdr(&mut n, sw, "");
     assert_eq!(cdr["transferred_to"], "9196");
+}
+
+/// Bob consults Carol, who is still ringing, and Bob transfers Alice to her (REFER with
+/// Replaces naming his ringing call, a semi-attended transfer) and hangs up: Alice hears Carol
+/// ring, then Carol herself once she answers. Carol rang once; Bob's consultation ended;
+/// Alice's CDR names Carol's extension.
+#[test]
+fn a_semi_attended_transfer_hands_the_ringing_target_to_the_transferee() {
+    let (mut n, sw, a, b, c) = setup(16);
+    n.agent(c).policy = Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: secs(4),
+    };
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    let consult = n.invite(b, "sip:4007@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| invite_statuses(n, b, consult).contains(&180)));
+    let refer_to = refer_to_replacing(&mut n, b, consult, "4007");
+    n.refer(b, cb, &refer_to);
+    assert!(n.run_until(secs(1), |n| notifies(n, b, cb) == [100]));
+    // The consultation call ends without an answer; Bob hangs up before Carol answers.
+    assert!(n.run_until(secs(1), ended(b, consult)));
+    assert!(invite_statuses(&mut n, b, consult).last() >= Some(&300));
+    n.bye(b, cb);
+    assert!(n.run_until(secs(1), bye_answered(b, cb)));
+    assert!(
+        rtp_during(&mut n, a, ms(500)) > 15,
+        "Alice hears the ringback"
+    );
+    let cc = n.agent(c).last_index().unwrap();
+    assert!(n.run_until(secs(5), confirmed(c, cc)));
+    assert_eq!(n.agent(c).calls.len(), 1, "Carol rang once");
+    n.run_for(ms(200));
+    assert!(rtp_during(&mut n, a, secs(1)) > 40, "Alice hears Carol");
+    assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears Alice");
+    assert_eq!(n.sw(sw).active_calls(), 1);
+    hang_up_all(&mut n, sw, a, ca, c, cc);
+    let cdrs = n.sw(sw).cdrs();
+    assert_eq!(cdrs.len(), 2, "{cdrs:?}");
+    let to: Vec<_> = cdrs.iter().map(|c| c["transferred_to"].clone()).collect();
+    assert!(to.contains(&"4007".into()), "{cdrs:?}");
+}
+
+/// The transferor stays for the outcome of a semi-attended transfer: the NOTIFY 200 comes when
+/// the target answers, and strowger releases the transferor's leg after it.
+#[test]
+fn a_semi_attended_transfer_reports_the_targets_answer() {
+    let (mut n, sw, a, b, c) = setup(17);
+    n.agent(c).policy = Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: secs(2),
+    };
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    let consult = n.invite(b, "sip:4008@127.0.0.1", SW);
+    assert!(n.run_until(secs(1), |n| invite_statuses(n, b, consult).contains(&180)));
+    let refer_to = refer_to_replacing(&mut n, b, consult, "4008");
+    n.refer(b, cb, &refer_to);
+    assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+    assert_eq!(notifies(&mut n, b, cb), [100, 200]);
+    assert!(n.run_until(secs(5), got_bye(b, cb)));
+    let cc = n.agent(c).last_index().unwrap();
+    n.run_for(ms(200));
+    assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears Alice");
+    hang_up_all(&mut n, sw, a, ca, c, cc);
+}
+
+/// Alice calls Bob, and Bob consults Carol (answering by `carol`) in a call that another worker
+/// of a two-worker switch holds (Bob is picked so that its Call-ID hashes there): once Carol
+/// rings, `check` runs with the net, the switch, Alice, Bob, Carol, the two calls' indexes at
+/// Bob (the first, the consultation), Alice's call and the workers of the two calls.
+fn across_workers(
+    seed: u64,
+    carol: Policy,
+    check: impl Fn(&mut Net, Id, [Id; 3], [usize; 3], [usize; 2]),
+) {
+    for k in 0..32 {
+        let mut n = Net::new(seed + k);
+        let toml = format!("{RULES}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
+        let sw = n.switch(&config(&toml), &[SW], 2);
+        let a = n.ua(ALICE, "alice");
+        let b = n.ua(BOB, &format!("bob{k}"));
+        let c = n.ua(CAROL, "carol");
+        for ua in [a, b, c] {
+            n.agent(ua).send_rtp = true;
+        }
+        n.agent(c).policy = carol.clone();
+        let (ca, cb) = alice_calls_bob(&mut n, a, b);
+        let consult = n.invite(b, "sip:4003@127.0.0.1", SW);
+        assert!(n.run_until(secs(2), |n| invite_statuses(n, b, consult).contains(&180)));
+        let here = switch::owner(&n.agent(a).call(ca).call_id, 2);
+        let there = switch::owner(&n.agent(b).call(consult).call_id, 2);
+        if here != there {
+            return check(&mut n, sw, [a, b, c], [cb, consult, ca], [here, there]);
+        }
+    }
+    panic!("no consultation call landed on the other worker");
+}
+
+/// Attended transfer across workers: the consultation's worker sends Carol's leg to the worker
+/// of Alice's call, which re-INVITEs her to a port of its own. Bob gets NOTIFY 100 then 200 and
+/// both his dialogs end; Alice and Carol hear each other in one call on Alice's worker, whose
+/// CDR names Carol; once hung up, no worker keeps a call, a leg or a pin.
+#[test]
+fn attended_transfer_across_workers_moves_the_consulted_party_to_the_transferee() {
+    let carol = Policy::default();
+    across_workers(
+        30,
+        carol,
+        |n, sw, [a, b, c], [cb, consult, ca], [here, there]| {
+            assert!(n.run_until(secs(5), confirmed(b, consult)));
+            let cc = n.agent(c).last_index().unwrap();
+            let before = n.agent(c).call(cc).remote_media;
+            let refer_to = refer_to_replacing(n, b, consult, "4003");
+            n.refer(b, cb, &refer_to);
+            assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+            assert_eq!(notifies(n, b, cb), [100, 200]);
+            assert!(n.run_until(secs(5), got_bye(b, consult)));
+            assert!(n.run_until(secs(5), got_bye(b, cb)));
+            assert_eq!(n.agent(c).calls.len(), 1, "no new call to Carol");
+            let invites = n.agent(c).call(cc).requests_of(&Method::Invite).len();
+            assert_eq!(invites, 2, "Carol's call and one re-INVITE");
+            let after = n.agent(c).call(cc).remote_media;
+            assert_ne!(after, before, "Carol's media moved to another port");
+            n.run_for(ms(200));
+            assert!(rtp_during(n, a, secs(1)) > 40, "Alice hears Carol");
+            assert!(rtp_during(n, c, secs(1)) > 40, "Carol hears Alice");
+            assert_eq!(rtp_during(n, b, secs(1)), 0);
+            assert_eq!(n.sw(sw).workers[here].active_calls(), 1);
+            assert_eq!(n.sw(sw).workers[there].active_calls(), 0);
+            hang_up(n, a, ca, secs(5));
+            assert!(n.run_until(secs(5), got_bye(c, cc)));
+            n.run_for(secs(70));
+            for w in 0..2 {
+                let counts = n.sw(sw).workers[w].table_counts();
+                assert_eq!(counts, switch::TableCounts::default(), "worker {w}");
+            }
+            assert!(
+                n.sw(sw).shared.rendezvous.pins.is_empty(),
+                "pins outlive the call"
+            );
+            let cdrs = n.sw(sw).cdrs();
+            assert_eq!(cdrs.len(), 2, "{cdrs:?}");
+            let to: Vec<_> = cdrs
+                .iter()
+                .filter_map(|c| c["transferred_to"].as_str())
+                .collect();
+            assert!(to.len() == 1 && to[0].contains("4003"), "{cdrs:?}");
+        },
+    );
+}
+
+/// A semi-attended transfer across workers: the consultation's worker cannot move Carol's
+/// ringing (its INVITE is that worker's transaction), so it cancels it and Alice's worker
+/// dials Carol's extension for Alice, as a blind transfer does. Bob hangs up; Carol rings
+/// again, answers, and she and Alice hear each other; Alice's CDR names Carol's extension.
+#[test]
+fn a_semi_attended_transfer_across_workers_dials_the_target_again() {
+    let carol = Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: secs(4),
+    };
+    across_workers(
+        60,
+        carol,
+        |n, sw, [a, b, c], [cb, consult, ca], [here, _]| {
+            let refer_to = refer_to_replacing(n, b, consult, "4003");
+            n.refer(b, cb, &refer_to);
+            assert!(n.run_until(secs(1), |n| notifies(n, b, cb) == [100]));
+            assert!(n.run_until(secs(1), ended(b, consult)));
+            n.bye(b, cb);
+            assert!(n.run_until(secs(1), bye_answered(b, cb)));
+            assert!(
+                n.run_until(secs(1), ended(c, 0)),
+                "the first ringing cancelled"
+            );
+            assert!(n.run_until(secs(6), |n| n.agent(c).calls.len() == 2));
+            assert!(n.run_until(secs(6), confirmed(c, 1)));
+            n.run_for(ms(200));
+            assert!(rtp_during(n, a, secs(1)) > 40, "Alice hears Carol");
+            assert!(rtp_during(n, c, secs(1)) > 40, "Carol hears Alice");
+            assert_eq!(n.sw(sw).workers[here].active_calls(), 1);
+            assert_eq!(n.sw(sw).active_calls(), 1);
+            hang_up(n, a, ca, secs(5));
+            assert!(n.run_until(secs(5), got_bye(c, 1)));
+            n.run_for(secs(70));
+            for w in 0..2 {
+                let counts = n.sw(sw).workers[w].table_counts();
+                assert_eq!(counts, switch::TableCounts::default(), "worker {w}");
+            }
+            let cdrs = n.sw(sw).cdrs();
+            assert_eq!(cdrs.len(), 2, "{cdrs:?}");
+            let to: Vec<_> = cdrs.iter().map(|c| c["transferred_to"].clone()).collect();
+            assert!(to.contains(&"4003".into()), "{cdrs:?}");
+        },
+    );
+}
+
+/// Across workers, a REFER whose Replaces names no dialog of the other worker (a wrong tag)
+/// fails there: Bob hears 481 and gets Alice back, and his consultation with Carol is left as
+/// it was; a transferor that hangs up at once still completes a good transfer.
+#[test]
+fn across_workers_a_refused_transfer_returns_the_transferee_and_a_good_one_needs_no_transferor() {
+    across_workers(
+        90,
+        Policy::default(),
+        |n, sw, [a, b, c], [cb, consult, ca], _| {
+            assert!(n.run_until(secs(5), confirmed(b, consult)));
+            let cc = n.agent(c).last_index().unwrap();
+            let good = refer_to_replacing(n, b, consult, "4003");
+            n.refer(b, cb, &good.replace("to-tag%3D", "to-tag%3Dwrong"));
+            assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+            assert_eq!(notifies(n, b, cb), [100, 481]);
+            n.run_for(ms(200));
+            assert!(
+                phone_during(n, a, secs(1)) > 40,
+                "Alice hears Bob again, not ringback"
+            );
+            let bob_hears = rtp_during(n, b, secs(1));
+            assert!(bob_hears > 80, "Bob hears Alice and Carol: {bob_hears}");
+            assert_eq!(n.sw(sw).active_calls(), 2);
+            // Now the right dialog, and Bob hangs up at once.
+            n.refer(b, cb, &good);
+            n.bye(b, cb);
+            assert!(n.run_until(secs(5), got_bye(b, consult)));
+            n.run_for(ms(500));
+            assert!(rtp_during(n, a, secs(1)) > 40, "Alice hears Carol");
+            assert!(rtp_during(n, c, secs(1)) > 40, "Carol hears Alice");
+            assert_eq!(n.sw(sw).active_calls(), 1);
+            hang_up(n, a, ca, secs(5));
+            assert!(n.run_until(secs(5), got_bye(c, cc)));
+            n.run_for(secs(70));
+            for w in 0..2 {
+                let counts = n.sw(sw).workers[w].table_counts();
+                assert_eq!(counts, switch::TableCounts::default(), "worker {w}");
+            }
+            assert!(n.sw(sw).shared.rendezvous.pins.is_empty());
+        },
+    );
+}
+
+/// A semi-attended transfer to a target sending early media (183 with SDP): the transferee
+/// hears the target's own audio at once instead of ringback, then the answered target.
+#[test]
+fn a_semi_attended_transfer_passes_the_targets_early_media_to_the_transferee() {
+    let (mut n, sw, a, b, c) = setup(18);
+    n.agent(c).policy = Policy {
+        provisional: vec![(183, true)],
+        status: 200,
+        after: secs(3),
+    };
+    let (ca, cb) = alice_calls_bob(&mut n, a, b);
+    let consult = n.invite(b, "sip:4009@127.0.0.1", SW);
+    assert!(n.run_until(secs(1), |n| invite_statuses(n, b, consult).contains(&183)));
+    let refer_to = refer_to_replacing(&mut n, b, consult, "4009");
+    n.refer(b, cb, &refer_to);
+    assert!(n.run_until(secs(1), |n| notifies(n, b, cb) == [100]));
+    n.run_for(ms(100));
+    let cc = n.agent(c).last_index().unwrap();
+    assert_ne!(
+        n.agent(c).call(cc).state,
+        State::Confirmed,
+        "Carol still rings"
+    );
+    assert!(
+        phone_during(&mut n, a, secs(1)) > 40,
+        "Alice hears Carol's early media"
+    );
+    assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
+    assert_eq!(notifies(&mut n, b, cb), [100, 200]);
+    assert!(n.run_until(secs(5), got_bye(b, cb)));
+    assert!(phone_during(&mut n, a, secs(1)) > 40, "Alice hears Carol");
+    assert!(rtp_during(&mut n, c, secs(1)) > 40, "Carol hears Alice");
+    hang_up_all(&mut n, sw, a, ca, c, cc);
+}
+
+/// A hundred attended transfers on two workers, each consultation on whichever worker its
+/// Call-ID gives (about half of them the other worker): every one completes, and once the
+/// calls are over no worker keeps a call, a leg, a timer or a pin.
+#[test]
+fn a_hundred_attended_transfers_on_two_workers_leave_no_state() {
+    let mut n = Net::new(120);
+    let toml = format!("{RULES}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
+    let sw = n.switch(&config(&toml), &[SW], 2);
+    let (a, b, c) = (n.ua(ALICE, "alice"), n.ua(BOB, "bob"), n.ua(CAROL, "carol"));
+    let mut crossed = 0;
+    for i in 0..100 {
+        let (ca, cb) = alice_calls_bob(&mut n, a, b);
+        let consult = n.invite(b, "sip:4003@127.0.0.1", SW);
+        assert!(n.run_until(secs(5), confirmed(b, consult)), "cycle {i}");
+        let cc = n.agent(c).last_index().unwrap();
+        let owner =
+            |n: &mut Net, ua: Id, call: usize| switch::owner(&n.agent(ua).call(call).call_id, 2);
+        if owner(&mut n, a, ca) != owner(&mut n, b, consult) {
+            crossed += 1;
+        }
+        let refer_to = refer_to_replacing(&mut n, b, consult, "4003");
+        n.refer(b, cb, &refer_to);
+        assert!(
+            n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2),
+            "cycle {i}"
+        );
+        assert_eq!(notifies(&mut n, b, cb), [100, 200], "cycle {i}");
+        assert!(n.run_until(secs(5), got_bye(b, cb)), "cycle {i}");
+        hang_up(&mut n, a, ca, secs(5));
+        assert!(n.run_until(secs(5), got_bye(c, cc)), "cycle {i}");
+        assert_eq!(n.sw(sw).active_calls(), 0, "cycle {i}");
+    }
+    assert!(
+        crossed > 20 && crossed < 80,
+        "{crossed} of 100 crossed workers"
+    );
+    n.run_for(secs(70));
+    for w in 0..2 {
+        let counts = n.sw(sw).workers[w].table_counts();
+        assert_eq!(counts, switch::TableCounts::default(), "worker {w}");
+    }
+    assert!(n.sw(sw).shared.rendezvous.pins.is_empty());
+    assert_eq!(n.sw(sw).cdrs().len(), 200);
 }

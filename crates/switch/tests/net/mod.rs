@@ -176,7 +176,8 @@ impl Switch {
         self.workers.iter().map(Node::handed_off).sum()
     }
 
-    /// New calls a worker handed to another reach it, as through its inbox.
+    /// New calls and transfer messages a worker handed to another reach it, as through its
+    /// inbox.
     fn hand_offs(&mut self, now: Instant) {
         loop {
             let handed: Vec<_> = self
@@ -184,11 +185,19 @@ impl Switch {
                 .iter_mut()
                 .flat_map(Node::take_handoffs)
                 .collect();
-            if handed.is_empty() {
+            let crossings: Vec<_> = self
+                .workers
+                .iter_mut()
+                .flat_map(Node::take_crossings)
+                .collect();
+            if handed.is_empty() && crossings.is_empty() {
                 return;
             }
             for h in handed {
                 self.workers[h.worker].deliver_msg(h.msg, h.peer, h.local, h.late, now);
+            }
+            for c in crossings {
+                self.workers[c.worker].deliver_crossing(c, now);
             }
         }
     }
@@ -197,6 +206,7 @@ impl Switch {
         for w in &mut self.workers {
             w.advance(now);
         }
+        self.hand_offs(now);
     }
 
     fn next_deadline(&self) -> Option<Instant> {

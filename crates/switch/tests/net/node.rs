@@ -42,6 +42,8 @@ struct NodeHost {
     /// New calls handed to another worker (`Event::HandOff`), for the switch to deliver.
     handoffs: Vec<switch::HandOff>,
     handed_off: usize,
+    /// Transfer messages for another worker (`Event::Crossing`), for the switch to deliver.
+    crossings: Vec<switch::Crossing>,
 }
 
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
@@ -210,6 +212,7 @@ impl Node {
             broadcasts: Vec::new(),
             held: None,
             handoffs: Vec::new(),
+            crossings: Vec::new(),
             handed_off: 0,
         };
         let mut node = Node {
@@ -506,6 +509,17 @@ impl Node {
         std::mem::take(&mut self.host.handoffs)
     }
 
+    /// Transfer messages this worker sent another since the last call.
+    pub fn take_crossings(&mut self) -> Vec<switch::Crossing> {
+        std::mem::take(&mut self.host.crossings)
+    }
+
+    /// A transfer message from another worker, as the shell hands it over from its inbox.
+    pub fn deliver_crossing(&mut self, c: switch::Crossing, now: Instant) {
+        self.input(now, Input::Crossing(Box::new(c)));
+        self.arm_tick(now);
+    }
+
     /// New calls this worker handed to another so far.
     pub fn handed_off(&self) -> usize {
         self.host.handed_off
@@ -639,6 +653,7 @@ impl Node {
                 h.handed_off += 1;
                 h.handoffs.push(*handoff);
             }
+            Event::Crossing(c) => h.crossings.push(*c),
         }
     }
 }
