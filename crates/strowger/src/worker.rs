@@ -669,6 +669,15 @@ impl Worker {
                 self.engine
                     .handle_input(clock, Input::Recording { token, result });
             }
+            Event::Voicemail { token, user, op } => {
+                let result = self.host.voicemail(&user, &op);
+                let input = Input::Voicemail {
+                    token,
+                    user,
+                    result,
+                };
+                self.engine.handle_input(clock, input);
+            }
             Event::IaxPeer { name, at } => {
                 for w in (0..self.workers).filter(|&w| w != self.id) {
                     let name = name.clone();

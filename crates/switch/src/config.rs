@@ -10,12 +10,14 @@ mod queues;
 pub(crate) mod raw;
 mod source;
 mod trunks;
+mod voicemail;
 
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 pub use music::MusicClass;
 pub use parking::{Lot, Parking, DEFAULT_LOT};
 pub use queues::{Queue, Strategy};
 pub use trunks::{trunk_target, Trunk, TrunkHost};
+pub use voicemail::{valid_pin, Voicemail};
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -90,6 +92,8 @@ pub struct Config {
     pub queues: Vec<Queue>,
     /// `[moh.NAME]`: music-on-hold classes.
     pub music: Vec<MusicClass>,
+    /// `[voicemail]`: users' boxes and message-waiting indication.
+    pub voicemail: Voicemail,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -353,6 +357,7 @@ impl Config {
         let parking = parking::parking(raw.parking, raw.pickup_groups, &music, &mut d);
         trunks::check_dialplan(&trunks, &raw.dialplan, |c| dialplan.has_context(c), &mut d);
         let queues = queues::queues(raw.queues, &mut d);
+        let voicemail = voicemail::voicemail(raw.voicemail, &mut d);
         queues::check_dialplan(&queues, &raw.dialplan, &mut d);
         queues::check_music(&queues, &music, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
@@ -384,6 +389,7 @@ impl Config {
             parking,
             queues,
             music,
+            voicemail,
             warnings: found,
         })
     }

@@ -126,6 +126,8 @@ pub struct Settings {
     /// The music-on-hold classes, loaded once by the shell and shared by the workers (only the
     /// built-in tune until the shell sets them).
     pub music: Arc<crate::moh::Music>,
+    /// `[voicemail]`: the boxes and their limits.
+    pub voicemail: Arc<crate::config::Voicemail>,
 }
 
 impl Settings {
@@ -171,6 +173,7 @@ impl Settings {
             parking: Arc::new(cfg.parking.clone()),
             queues: Arc::new(crate::queues::Board::new(&cfg.queues)),
             music: Arc::default(),
+            voicemail: Arc::new(cfg.voicemail.clone()),
         }
     }
 }
@@ -255,6 +258,8 @@ pub struct Engine {
     pub(crate) joins: crate::joins::Joins,
     /// This worker's callers in call queues (queues.rs).
     pub(crate) queued: crate::queues::Queued,
+    /// The calls in voicemail boxes (voicemail.rs).
+    pub(crate) voicemail: crate::voicemail::Voicemail,
 }
 
 impl Engine {
@@ -287,6 +292,7 @@ impl Engine {
             pickup: Default::default(),
             joins: Default::default(),
             queued: crate::queues::Queued::default(),
+            voicemail: Default::default(),
             s,
         };
         engine.trunks_start(now);
@@ -318,6 +324,11 @@ impl Engine {
             Input::Prompt { token, result } => self.on_prompt(token, result, now),
             Input::Recording { token, result } => self.on_recording(token, result, now),
             Input::Resolved { token, result } => self.on_resolved(token, result, now),
+            Input::Voicemail {
+                token,
+                user,
+                result,
+            } => self.on_voicemail(token, user, result, now),
             Input::MediaPorts(ports) => self.ports.add_spare(ports),
             Input::IaxPeer { name, at } => {
                 if let Some(iax) = self.iax.as_mut() {

@@ -105,6 +105,15 @@ pub enum Step {
     QueueLogout {
         queue: String,
     },
+    /// Leaves a message in `user`'s voicemail box after its `greeting` (voicemail.rs).
+    Voicemail {
+        user: String,
+        greeting: store::voicemail::Greeting,
+    },
+    /// The voicemail menu of `user`'s box (None: the caller's own).
+    VoicemailMain {
+        user: Option<String>,
+    },
 }
 
 /// What `playback` plays.
@@ -133,7 +142,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 20] = [
+const APPS: [(&str, Option<&str>, &[&str]); 22] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -158,6 +167,8 @@ const APPS: [(&str, Option<&str>, &[&str]); 20] = [
     ("queue", Some("queue"), &[]),
     ("queue_login", Some("queue"), &[]),
     ("queue_logout", Some("queue"), &[]),
+    ("voicemail", None, &[]),
+    ("voicemail_main", Some("user"), &[]),
 ];
 
 const DEFAULT_RECORD_MAX: Duration = Duration::from_secs(60);
@@ -191,6 +202,9 @@ impl Step {
         };
         if app == "forward" {
             return forward(tokens.collect(), text.len());
+        }
+        if app == "voicemail" {
+            return voicemail(tokens.collect(), text.len());
         }
         let mut args = Args {
             app: app.clone(),
@@ -279,6 +293,13 @@ impl Step {
                 value: expand(value),
             },
             Step::Retrieve { slot } => Step::Retrieve { slot: expand(slot) },
+            Step::Voicemail { user, greeting } => Step::Voicemail {
+                user: expand(user),
+                greeting: *greeting,
+            },
+            Step::VoicemailMain { user: Some(u) } => Step::VoicemailMain {
+                user: Some(expand(u)),
+            },
             Step::Pickup { exten: Some(e) } => Step::Pickup {
                 exten: Some(expand(e)).filter(|e| !e.is_empty()),
             },
@@ -454,6 +475,9 @@ impl Args {
             "queue_logout" => Step::QueueLogout {
                 queue: self.required("queue")?,
             },
+            "voicemail_main" => Step::VoicemailMain {
+                user: self.take("user").map(|(_, v)| v),
+            },
             _ => Step::Goto {
                 context: self.required("context")?,
                 exten: self.take("exten").map(|(_, v)| v),
@@ -462,6 +486,30 @@ impl Args {
             },
         })
     }
+}
+
+/// `voicemail USER [busy|unavail]`: positional, as in Asterisk's `VoiceMail(USER,b|u)`.
+fn voicemail(tokens: Vec<(usize, String)>, end: usize) -> Result<Step, StepError> {
+    let mut it = tokens.into_iter();
+    let Some((_, user)) = it.next() else {
+        return Err(error(end, format!("missing USER — {}", usage("voicemail"))));
+    };
+    let greeting = match it.next() {
+        None => store::voicemail::Greeting::Unavail,
+        Some((offset, g)) => store::voicemail::Greeting::from_name(&g).ok_or_else(|| {
+            error(
+                offset,
+                format!("unknown greeting {g:?} — {}", usage("voicemail")),
+            )
+        })?,
+    };
+    if let Some((offset, extra)) = it.next() {
+        return Err(error(
+            offset,
+            format!("unexpected {extra:?} — {}", usage("voicemail")),
+        ));
+    }
+    Ok(Step::Voicemail { user, greeting })
 }
 
 /// `forward set KIND NUMBER` / `forward clear KIND|all`: positional, unlike the other apps.
@@ -535,6 +583,8 @@ fn usage(app: &str) -> String {
         "park" => "park [LOT]",
         "retrieve" => "retrieve [SLOT]",
         "pickup" => "pickup [EXTEN]",
+        "voicemail" => "voicemail USER [busy|unavail]",
+        "voicemail_main" => "voicemail_main [USER]",
         "queue" | "queue_login" | "queue_logout" => return format!("usage: {app} QUEUE"),
         other => other,
     };

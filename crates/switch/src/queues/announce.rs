@@ -56,7 +56,7 @@ pub(super) fn announcement(position: usize, expected: Option<Duration>) -> Vec<S
 
 /// A number as the digits/ prompts say it: up to 20 in one, then tens and units, hundreds;
 /// from 1000 on digit by digit.
-fn number(n: usize) -> Vec<String> {
+pub(crate) fn number(n: usize) -> Vec<String> {
     let d = |n: usize| format!("digits/{n}");
     match n {
         0..=20 => vec![d(n)],

@@ -6,6 +6,7 @@ use sip::transaction::{Peer, Timers, Transport};
 use sip::Message;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use store::{Binding, Change, Credentials};
@@ -38,6 +39,10 @@ struct NodeHost {
     /// New calls handed to another worker (`Event::HandOff`), for the switch to deliver.
     handoffs: Vec<switch::HandOff>,
     handed_off: usize,
+    /// The data directory voicemail boxes and their recordings are really written to.
+    data_dir: PathBuf,
+    /// Every prompt asked for, in order.
+    prompts: Vec<String>,
 }
 
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
@@ -120,6 +125,28 @@ pub struct Shared {
     pub rendezvous: Arc<switch::Rendezvous>,
     /// The call queues' board, one for all workers.
     pub queues: Arc<switch::queues::Board>,
+    /// A data directory of the switch's own (voicemail boxes), removed with the last worker.
+    pub data_dir: Arc<DataDir>,
+}
+
+/// A fresh directory under the system's temporary one, removed when dropped.
+pub struct DataDir(pub PathBuf);
+
+impl DataDir {
+    fn new() -> DataDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("strowger-net-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        DataDir(dir)
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl Shared {
@@ -133,6 +160,7 @@ impl Shared {
             dns: Arc::default(),
             rendezvous: Arc::default(),
             queues: Arc::new(switch::queues::Board::new(&cfg.queues)),
+            data_dir: Arc::new(DataDir::new()),
             cfg: Arc::new(cfg),
         }
     }
@@ -205,6 +233,8 @@ impl Node {
             held: None,
             handoffs: Vec::new(),
             handed_off: 0,
+            data_dir: shared.data_dir.0.clone(),
+            prompts: Vec::new(),
         };
         let mut node = Node {
             engine,
@@ -488,6 +518,12 @@ impl Node {
         &self.host.logs
     }
 
+    /// Every prompt the engine asked the shell for, in order (a prompt loaded once and kept
+    /// is asked for once).
+    pub fn prompts(&self) -> &[String] {
+        &self.host.prompts
+    }
+
     /// Takes the engine's outputs as the worker does: packets to send, events done here (the
     /// answers to its requests go back in at once), spare RTP ports topped up.
     fn collect(&mut self) {
@@ -556,11 +592,25 @@ impl Node {
                 self.engine
                     .handle_input(clock, Input::Resolved { token, result });
             }
-            Event::Prompt { token, .. } => {
+            Event::Prompt { token, name, .. } => {
+                h.prompts.push(name);
                 let pcm: Vec<i16> = (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
                 let result = Ok(Arc::new(media::Prompt::from_pcm("test", &pcm)));
                 self.engine
                     .handle_input(clock, Input::Prompt { token, result });
+            }
+            Event::Recording { token, name } if name.starts_with("voicemail/") => {
+                let path = h.data_dir.join(&name);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                let file = std::fs::File::create(&path).unwrap();
+                let sink: Box<dyn media::RecordSink> = Box::new(std::io::BufWriter::new(file));
+                self.engine.handle_input(
+                    clock,
+                    Input::Recording {
+                        token,
+                        result: Ok(sink),
+                    },
+                );
             }
             Event::Recording { token, .. } => {
                 let sink: Box<dyn media::RecordSink> = Box::new(std::io::Cursor::new(Vec::new()));
@@ -601,6 +651,17 @@ impl Node {
                 server,
                 down_until,
             } => h.broadcasts.push((trunk, server, down_until)),
+            Event::Voicemail { token, user, op } => {
+                let result = store::voicemail::FileMailboxes::new(&h.data_dir).run(&user, &op);
+                self.engine.handle_input(
+                    clock,
+                    Input::Voicemail {
+                        token,
+                        user,
+                        result,
+                    },
+                );
+            }
             Event::HandOff(handoff) => {
                 h.handed_off += 1;
                 h.handoffs.push(*handoff);

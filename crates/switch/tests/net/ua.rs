@@ -238,8 +238,13 @@ impl Ua {
             IpAddr::V6(ip) => ("IP6", ip.to_string()),
         };
         let formats: Vec<String> = pts.iter().map(u8::to_string).collect();
+        // 101 is telephone-event (RFC 4733), as most phones offer it.
+        let events = match pts.contains(&101) {
+            true => "a=rtpmap:101 telephone-event/8000\r\n",
+            false => "",
+        };
         format!(
-            "v=0\r\no=ua 1 {} IN {kind} {ip}\r\ns=-\r\nc=IN {kind} {ip}\r\nt=0 0\r\nm=audio {} RTP/AVP {}\r\na={direction}\r\n",
+            "v=0\r\no=ua 1 {} IN {kind} {ip}\r\ns=-\r\nc=IN {kind} {ip}\r\nt=0 0\r\nm=audio {} RTP/AVP {}\r\na={direction}\r\n{events}",
             self.sdp_version,
             self.media.port(),
             formats.join(" ")
@@ -953,6 +958,31 @@ impl Ua {
             p.extend_from_slice(&ts.to_be_bytes());
             p.extend_from_slice(&0x5ca1_ab1eu32.to_be_bytes());
             p.extend_from_slice(&[if c.pt == 8 { 0xd5 } else { 0xff }; 160]);
+            self.out.push(Packet::media(self.media, dst, p));
+        }
+    }
+
+    /// Sends `digit` on call `i`'s media as RFC 4733 events (payload type 101, which the
+    /// agent must offer): the start, then the end three times.
+    pub fn dtmf(&mut self, i: usize, digit: char) {
+        let event = "0123456789*#".find(digit).expect("a DTMF digit") as u8;
+        let c = &mut self.calls[i];
+        let Some(dst) = c.remote_media else {
+            return;
+        };
+        let ts = u32::from(c.rtp_seq.wrapping_add(1)) * 160;
+        for (n, (end, duration)) in [(false, 160u16), (true, 800), (true, 800), (true, 800)]
+            .into_iter()
+            .enumerate()
+        {
+            c.rtp_seq = c.rtp_seq.wrapping_add(1);
+            let marker = if n == 0 { 0x80 } else { 0 };
+            let mut p = vec![0x80, marker | 101];
+            p.extend_from_slice(&c.rtp_seq.to_be_bytes());
+            p.extend_from_slice(&ts.to_be_bytes());
+            p.extend_from_slice(&0x5ca1_ab1eu32.to_be_bytes());
+            p.extend_from_slice(&[event, if end { 0x8a } else { 0x0a }]);
+            p.extend_from_slice(&duration.to_be_bytes());
             self.out.push(Packet::media(self.media, dst, p));
         }
     }
