@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Methods strowger answers (sent in Allow).
-pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REGISTER, REFER, NOTIFY";
+pub const ALLOW: &str =
+    "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REGISTER, REFER, NOTIFY, SUBSCRIBE";
 /// Option tags strowger implements (sent in Supported; `sip.accept_require` lists those a
 /// request may require).
 pub const SUPPORTED: &[&str] = &["timer", "replaces"];
@@ -260,6 +261,8 @@ pub struct Engine {
     pub(crate) queued: crate::queues::Queued,
     /// The calls in voicemail boxes (voicemail.rs).
     pub(crate) voicemail: crate::voicemail::Voicemail,
+    /// The subscriptions to voicemail boxes (mwi.rs).
+    pub(crate) mwi: crate::mwi::Mwi,
 }
 
 impl Engine {
@@ -293,6 +296,7 @@ impl Engine {
             joins: Default::default(),
             queued: crate::queues::Queued::default(),
             voicemail: Default::default(),
+            mwi: Default::default(),
             s,
         };
         engine.trunks_start(now);
@@ -432,6 +436,7 @@ impl Engine {
             self.pins_deadline(),
             self.parking.next_deadline(),
             self.queued.next_deadline(),
+            self.mwi.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -666,6 +671,7 @@ impl Engine {
                 let extra = [("Warning", w.to_string())];
                 self.reply(stx, &msg, peer, 403, "Forbidden", &extra, now);
             }
+            (Method::Subscribe, _, _) => self.on_subscribe(stx, msg, peer, local, now),
             (m, _, _) if in_dialog_method(&m) => {
                 self.respond(
                     stx,
@@ -1295,6 +1301,7 @@ impl Engine {
         self.sweep_pins(now);
         self.park_timeouts(now);
         self.queue_tick(now);
+        self.mwi_timeouts(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {

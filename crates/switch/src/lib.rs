@@ -24,6 +24,7 @@ mod joins;
 pub mod keepalive;
 mod media_out;
 pub mod moh;
+pub mod mwi;
 mod parking;
 pub mod parklot;
 mod pickup;

@@ -133,7 +133,7 @@ impl Engine {
     }
 
     /// Asks the shell to run `op` on `user`'s box; `call` waits for the answer.
-    fn ask_box(&mut self, call: Option<usize>, user: &str, op: MailboxOp) {
+    pub(crate) fn ask_box(&mut self, call: Option<usize>, user: &str, op: MailboxOp) {
         let call = call.and_then(|c| Some((c, self.calls.get(c)?.timer_gen)));
         let vm = &mut self.voicemail;
         vm.next_token += 1;
@@ -165,6 +165,7 @@ impl Engine {
                 return;
             }
         };
+        self.mwi_box(&user, &mailbox, now);
         let Some((call, gen)) = asked else {
             return;
         };

@@ -1,16 +1,20 @@
 //! Voicemail on the simulated network (tests/net): callers leave messages in a box (the
 //! greeting, the beep, the recording until `#` or hang-up, a full box refused), and the box's
-//! user hears and manages them by RFC 4733 digits behind a PIN. The boxes are real files in
-//! the switch's data directory.
+//! user hears and manages them by RFC 4733 digits behind a PIN; phones SUBSCRIBE to the box's
+//! message summary (RFC 3842) or are told unsolicited. The boxes are real files in the
+//! switch's data directory.
 
 mod net;
 
 use net::*;
+use sip::{HeaderName, Message, Method};
 use std::path::PathBuf;
 use store::voicemail::{FileMailboxes, Mailbox, MailboxOp};
 
 const SW: &str = "127.0.0.1:5060";
 const ALICE: &str = "127.0.0.1:5070";
+/// A phone the test speaks SIP for by hand (no station: what is sent to it is undeliverable).
+const PHONE: &str = "127.0.0.1:5080";
 
 /// A one-worker switch trusting its callers; 1001 has a box (PIN 4711) of two messages at
 /// most, five seconds each.
@@ -18,11 +22,16 @@ fn switch(n: &mut Net) -> Id {
     let toml = "[rtp]\nmedia_timeout_s = 0\n[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
         [security]\ntrusted = [\"127.0.0.1\"]\n\
         [voicemail]\nmax_messages = 2\nmax_message_s = 5\nsounds_dir = \"/sounds\"\n\
-        [voicemail.mailboxes]\n\"1001\" = \"4711\"\n\
+        max_subscriptions_per_user = 2\n\
+        [voicemail.mailboxes]\n\"1001\" = \"4711\"\n\"1002\" = \"1234\"\n\
         [[dialplan.contexts.default.rules]]\nexten = \"vm-1001\"\nsteps = [\"voicemail 1001 busy\", \"hangup\"]\n\
-        [[dialplan.contexts.default.rules]]\nexten = \"vm-1002\"\nsteps = [\"voicemail 1002\"]\n\
+        [[dialplan.contexts.default.rules]]\nexten = \"vm-1003\"\nsteps = [\"voicemail 1003\"]\n\
         [[dialplan.contexts.default.rules]]\nexten = \"8500\"\nsteps = [\"voicemail_main 1001\", \"hangup\"]\n";
-    n.switch(toml, &[SW], 1)
+    let sw = n.switch(toml, &[SW], 1);
+    for u in ["1001", "1002"] {
+        n.sw(sw).shared.store.add_user(u, "strowger", "pw");
+    }
+    sw
 }
 
 /// A caller that sends audio and offers telephone-event.
@@ -123,7 +132,7 @@ fn hash_ends_the_message_and_a_full_box_takes_no_more() {
         .any(|p| p.ends_with("vm-mailboxfull.wav")));
     assert_eq!(mailbox(&mut n, sw).new.len(), 2);
     // A user without a box is refused, and the log names the key to add.
-    let c = n.invite(a, "sip:vm-1002@127.0.0.1", SW);
+    let c = n.invite(a, "sip:vm-1003@127.0.0.1", SW);
     assert!(n.run_until(secs(2), ended(a, c)));
     let logs = n.sw(sw).logs();
     assert!(
@@ -199,4 +208,262 @@ fn three_wrong_pins_end_the_call() {
     let said = prompts(&mut n, sw);
     assert!(said.iter().any(|p| p.ends_with("vm-incorrect.wav")));
     assert!(!said.iter().any(|p| p.ends_with("vm-youhave.wav")));
+}
+
+/// What the switch sent to PHONE so far, parsed, retransmissions left out.
+fn to_phone(n: &Net) -> Vec<Message> {
+    let mut seen = Vec::new();
+    n.undeliverable
+        .iter()
+        .filter(|p| p.to == addr(PHONE))
+        .filter(|p| {
+            !seen.contains(&p.bytes) && {
+                seen.push(p.bytes.clone());
+                true
+            }
+        })
+        .map(|p| Message::parse(&p.bytes, true).expect("SIP"))
+        .collect()
+}
+
+fn notifies(n: &Net) -> Vec<Message> {
+    to_phone(n)
+        .into_iter()
+        .filter(|m| m.method() == Some(&Method::Notify))
+        .collect()
+}
+
+/// One SUBSCRIBE in dialog `call_id` (`to_tag`: a refresh), answering `challenge` as `user`.
+struct Subscribe<'a> {
+    user: &'a str,
+    password: &'a str,
+    call_id: &'a str,
+    event: &'a str,
+    expires: &'a str,
+    to_tag: Option<String>,
+}
+
+impl Subscribe<'_> {
+    fn new(call_id: &str) -> Subscribe<'_> {
+        Subscribe {
+            user: "1001",
+            password: "pw",
+            call_id,
+            event: "message-summary",
+            expires: "3600",
+            to_tag: None,
+        }
+    }
+
+    /// Sends it with CSeq `cseq`, then once more with credentials if challenged; the final
+    /// response.
+    fn send(&self, n: &mut Net, sw: Id, cseq: u32) -> Message {
+        let first = self.once(n, sw, cseq, None);
+        if first.status() != Some(401) {
+            return first;
+        }
+        let c = first
+            .header(HeaderName::WwwAuthenticate)
+            .and_then(|v| sip::auth::Challenge::parse(v).ok())
+            .expect("a challenge");
+        let uri = "sip:1001@127.0.0.1:5060";
+        let auth = sip::auth::Authorization::build(
+            &c,
+            self.user,
+            self.password,
+            "SUBSCRIBE",
+            uri,
+            1,
+            "cn",
+        );
+        self.once(n, sw, cseq + 1, Some(auth))
+    }
+
+    fn once(&self, n: &mut Net, sw: Id, cseq: u32, auth: Option<String>) -> Message {
+        let to_tag = self
+            .to_tag
+            .as_ref()
+            .map_or(String::new(), |t| format!(";tag={t}"));
+        let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+        let text = format!(
+            "SUBSCRIBE sip:1001@127.0.0.1:5060 SIP/2.0\r\n\
+             Via: SIP/2.0/UDP {PHONE};branch=z9hG4bK-{}-{cseq};rport\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:{}@strowger>;tag=ph\r\nTo: <sip:1001@strowger>{to_tag}\r\n\
+             Call-ID: {}\r\nCSeq: {cseq} SUBSCRIBE\r\nContact: <sip:{}@{PHONE}>\r\n\
+             Event: {}\r\nExpires: {}\r\nAccept: application/simple-message-summary\r\n{auth}\
+             Content-Length: 0\r\n\r\n",
+            self.call_id, self.user, self.call_id, self.user, self.event, self.expires
+        );
+        let now = n.now;
+        n.sw(sw)
+            .deliver(Packet::sip(addr(PHONE), addr(SW), text.into_bytes()), now);
+        let answered = |n: &mut Net| {
+            to_phone(n).into_iter().any(|m| {
+                m.status().is_some_and(|s| s >= 200)
+                    && m.header(HeaderName::CSeq) == Some(&format!("{cseq} SUBSCRIBE"))
+            })
+        };
+        assert!(n.run_until(secs(2), answered), "SUBSCRIBE {cseq} answered");
+        to_phone(n)
+            .into_iter()
+            .rfind(|m| {
+                m.header(HeaderName::CSeq) == Some(&format!("{cseq} SUBSCRIBE"))
+                    && m.status().is_some_and(|s| s >= 200)
+            })
+            .unwrap()
+    }
+}
+
+#[test]
+fn the_user_subscribes_to_its_box_and_is_told_every_change() {
+    let mut n = Net::new(5);
+    let sw = switch(&mut n);
+    let ok = Subscribe::new("sub-1").send(&mut n, sw, 1);
+    assert_eq!(ok.status(), Some(200));
+    assert_eq!(ok.header(HeaderName::Expires), Some("3600"));
+    assert!(n.run_until(secs(1), |n| notifies(n).len() == 1));
+    let first = &notifies(&n)[0];
+    assert_eq!(first.header(HeaderName::Event), Some("message-summary"));
+    assert!(first
+        .header_named("Subscription-State")
+        .unwrap()
+        .starts_with("active;expires="));
+    let b = body(first);
+    assert!(
+        b.contains("Messages-Waiting: no") && b.contains("Voice-Message: 0/0 (0/0)"),
+        "{b}"
+    );
+    // A message left: told at once.
+    let a = caller(&mut n);
+    leave_message(&mut n, a, 1);
+    assert!(
+        n.run_until(secs(1), |n| notifies(n).len() == 2),
+        "{:?}",
+        notifies(&n).len()
+    );
+    let b = body(&notifies(&n)[1]);
+    assert!(
+        b.contains("Messages-Waiting: yes") && b.contains("Voice-Message: 1/0 (0/0)"),
+        "{b}"
+    );
+    // Heard in the menu, it is old: told again.
+    let c = n.invite(a, "sip:8500@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    press(&mut n, a, c, "4711#1");
+    n.run_for(secs(1));
+    let b = body(notifies(&n).last().unwrap());
+    assert!(
+        b.contains("Messages-Waiting: no") && b.contains("Voice-Message: 0/1 (0/0)"),
+        "{b}"
+    );
+    // Expires: 0 in the dialog ends it with a last NOTIFY.
+    let told = notifies(&n).len();
+    let mut bye = Subscribe::new("sub-1");
+    bye.expires = "0";
+    bye.to_tag = ok
+        .header(HeaderName::To)
+        .and_then(|t| sip::NameAddr::parse(t).ok())
+        .and_then(|t| t.tag().map(String::from));
+    assert_eq!(bye.send(&mut n, sw, 10).status(), Some(200));
+    assert!(n.run_until(secs(1), |n| notifies(n).len() == told + 1));
+    let last = notifies(&n).last().unwrap().clone();
+    assert!(last
+        .header_named("Subscription-State")
+        .unwrap()
+        .starts_with("terminated"));
+    // Ended, it is told nothing more.
+    press(&mut n, a, c, "7");
+    n.run_for(secs(2));
+    assert_eq!(notifies(&n).len(), told + 1);
+}
+
+#[test]
+fn only_the_user_subscribes_within_the_limits() {
+    let mut n = Net::new(6);
+    let sw = switch(&mut n);
+    // Another user, a wrong password: the same 403; nothing is told.
+    let mut s = Subscribe::new("s-1");
+    s.user = "1002";
+    assert_eq!(s.send(&mut n, sw, 1).status(), Some(403));
+    let mut s = Subscribe::new("s-2");
+    s.password = "guess";
+    assert_eq!(s.send(&mut n, sw, 1).status(), Some(403));
+    // Another package, an interval too brief, an Expires that is no number.
+    let mut s = Subscribe::new("s-3");
+    s.event = "presence";
+    let r = s.send(&mut n, sw, 1);
+    assert_eq!(
+        (r.status(), r.header_named("Allow-Events")),
+        (Some(489), Some("message-summary"))
+    );
+    let mut s = Subscribe::new("s-4");
+    s.expires = "10";
+    let r = s.send(&mut n, sw, 1);
+    assert_eq!(
+        (r.status(), r.header(HeaderName::MinExpires)),
+        (Some(423), Some("60"))
+    );
+    let mut s = Subscribe::new("s-5");
+    s.expires = "soon";
+    assert_eq!(s.send(&mut n, sw, 1).status(), Some(400));
+    // A refresh of a subscription that does not exist.
+    let mut s = Subscribe::new("s-6");
+    s.to_tag = Some("nope".into());
+    assert_eq!(s.send(&mut n, sw, 1).status(), Some(481));
+    assert!(notifies(&n).is_empty());
+    // Two at most (voicemail.max_subscriptions_per_user), a day at most shortened to the hour.
+    let mut s = Subscribe::new("s-7");
+    s.expires = "86400";
+    assert_eq!(
+        s.send(&mut n, sw, 1).header(HeaderName::Expires),
+        Some("3600")
+    );
+    assert_eq!(
+        Subscribe::new("s-8").send(&mut n, sw, 1).status(),
+        Some(200)
+    );
+    assert_eq!(
+        Subscribe::new("s-9").send(&mut n, sw, 1).status(),
+        Some(503)
+    );
+}
+
+#[test]
+fn a_subscription_not_refreshed_ends_with_a_notify() {
+    let mut n = Net::new(7);
+    let sw = switch(&mut n);
+    let mut s = Subscribe::new("s-1");
+    s.expires = "60";
+    assert_eq!(s.send(&mut n, sw, 1).status(), Some(200));
+    n.run_for(secs(59));
+    assert_eq!(notifies(&n).len(), 1);
+    n.run_for(secs(2));
+    let all = notifies(&n);
+    assert_eq!(all.len(), 2);
+    assert_eq!(
+        all[1].header_named("Subscription-State"),
+        Some("terminated;reason=timeout")
+    );
+}
+
+#[test]
+fn a_phone_that_does_not_subscribe_is_told_unsolicited() {
+    let mut n = Net::new(8);
+    switch(&mut n);
+    let p = n.ua("127.0.0.1:5090", "1001");
+    n.register(p, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), registered([p])));
+    let a = caller(&mut n);
+    leave_message(&mut n, a, 1);
+    n.run_for(secs(1));
+    let told = n
+        .agent(p)
+        .requests_of(&Method::Notify)
+        .last()
+        .map(|m| body(m));
+    let b = told.expect("a NOTIFY");
+    assert!(
+        b.contains("Messages-Waiting: yes") && b.contains("Voice-Message: 1/0 (0/0)"),
+        "{b}"
+    );
 }
