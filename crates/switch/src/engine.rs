@@ -333,6 +333,7 @@ impl Engine {
                 user,
                 result,
             } => self.on_voicemail(token, user, result, now),
+            Input::MailboxChanged { user, mailbox } => self.mwi_box(&user, &mailbox, false, now),
             Input::MediaPorts(ports) => self.ports.add_spare(ports),
             Input::IaxPeer { name, at } => {
                 if let Some(iax) = self.iax.as_mut() {

@@ -101,6 +101,12 @@ pub enum Input<'a> {
         user: String,
         result: Result<store::voicemail::Mailbox, String>,
     },
+    /// A box as another worker's operation left it (its [`Input::Voicemail`]), handed to every
+    /// other worker so their subscriptions to the box are told.
+    MailboxChanged {
+        user: String,
+        mailbox: store::voicemail::Mailbox,
+    },
     /// Newly bound RTP port pairs (RTP on the even port, RTCP on the next), ready for legs.
     MediaPorts(&'a [u16]),
     /// An IAX2 peer registered from an address until an instant, or left (None): what some
@@ -179,7 +185,8 @@ pub enum Event {
     /// [`Input::Recording`].
     Recording { token: u64, name: String },
     /// Run an operation on a user's voicemail box (`store::voicemail`); answer with
-    /// [`Input::Voicemail`] and the token.
+    /// [`Input::Voicemail`] and the token, and hand a box an operation changed to every other
+    /// worker as [`Input::MailboxChanged`].
     Voicemail {
         token: u64,
         user: String,

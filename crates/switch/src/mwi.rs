@@ -177,8 +177,9 @@ impl Engine {
     }
 
     /// A box as an operation left it: every subscription to it not told these counts yet gets
-    /// a NOTIFY; without any, the user's phones are told unsolicited if the counts changed.
-    pub(crate) fn mwi_box(&mut self, user: &str, b: &Mailbox, now: Instant) {
+    /// a NOTIFY; without any, the user's phones are told unsolicited if the counts changed
+    /// (by the worker whose operation it was: `ours`).
+    pub(crate) fn mwi_box(&mut self, user: &str, b: &Mailbox, ours: bool, now: Instant) {
         let counts = (b.new.len(), b.old.len());
         let before = self.mwi.counts.insert(user.to_string(), counts);
         let mut subscribed = false;
@@ -200,7 +201,7 @@ impl Engine {
             self.mwi_notify(&mut d, user, counts, &state, now);
             self.mwi.subs[i].dialog = d;
         }
-        if !subscribed && before != Some(counts) && self.s.voicemail.unsolicited_mwi {
+        if ours && !subscribed && before != Some(counts) && self.s.voicemail.unsolicited_mwi {
             let op = StoreOp::Locate {
                 user: user.to_string(),
                 domain: self.s.registrar.domain.clone(),

@@ -165,7 +165,7 @@ impl Engine {
                 return;
             }
         };
-        self.mwi_box(&user, &mailbox, now);
+        self.mwi_box(&user, &mailbox, true, now);
         let Some((call, gen)) = asked else {
             return;
         };
