@@ -146,18 +146,6 @@ fn echo_returns_our_payloads() {
     );
 }
 
-/// RFC 4733 '#' (event 11): a start packet with the marker, updates, then the end packet three
-/// times, all with the event's start timestamp.
-fn send_dtmf_hash(rtp: &mut Rtp) {
-    for (i, dur) in [160u16, 320, 480, 640, 800, 800, 800].iter().enumerate() {
-        let end = if i >= 4 { 0x80 } else { 0 };
-        let payload = [11u8, end | 10, (dur >> 8) as u8, *dur as u8];
-        let last = i == 6;
-        rtp.send(101, i == 0, &payload, if last { 800 } else { 0 });
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// 9197: record ~3 s of 440 Hz ended by '#', then hear it back. The WAV in the data dir must
 /// be 8 kHz mono 440 Hz, and the playback must decode to 440 Hz and start well before the
 /// 10 s recording limit (i.e. the '#' was honoured).
@@ -167,7 +155,7 @@ fn record_then_playback() {
     let mut rtp = Rtp::bind();
     let uac = call(&s, "9197", &mut rtp);
     rtp.send_frames(&frames(&tone(440.0, 8000 * 3, 8000.0)), Duration::ZERO);
-    send_dtmf_hash(&mut rtp);
+    rtp.dtmf(11);
     let after_hash = rtp.recv_for(Duration::from_secs(5));
     uac.expect_request("BYE", Duration::from_secs(10));
 

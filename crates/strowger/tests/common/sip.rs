@@ -448,6 +448,19 @@ impl Rtp {
         self.ts = self.ts.wrapping_add(ts_step);
     }
 
+    /// Sends RFC 4733 event `event` (0-9 the digits, 10 `*`, 11 `#`; payload type 101): a
+    /// start packet with the marker, updates, then the end packet three times, all with the
+    /// event's start timestamp, 20 ms apart.
+    pub fn dtmf(&mut self, event: u8) {
+        for (i, dur) in [160u16, 320, 480, 640, 800, 800, 800].iter().enumerate() {
+            let end = if i >= 4 { 0x80 } else { 0 };
+            let payload = [event, end | 10, (dur >> 8) as u8, *dur as u8];
+            let last = i == 6;
+            self.send(101, i == 0, &payload, if last { 800 } else { 0 });
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Sends `frames` as PCMU packets paced at 20 ms while collecting what arrives, then keeps
     /// listening for `tail`.
     pub fn send_frames(&mut self, frames: &[Vec<u8>], tail: Duration) -> Vec<RtpPkt> {

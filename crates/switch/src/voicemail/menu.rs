@@ -221,7 +221,8 @@ impl Menu {
     }
 
     /// "Message N", the message, and the message menu; a new message is heard, so it is kept
-    /// as an old one from now.
+    /// as an old one from now (moved before it is played: the shell runs the move before it
+    /// reads the prompts asked for later).
     fn play(&mut self) -> Said {
         let Some(m) = self.list.get_mut(self.at) else {
             return Said::say(&["vm-no", "vm-messages"]).then(self.main_menu());
@@ -231,17 +232,8 @@ impl Menu {
         if m.folder == Folder::Inbox {
             said.ops.push(MailboxOp::Save { id: m.id.clone() });
             m.folder = Folder::Old;
-            // The file is read before the move (the shell answers in order).
-            said.prompts.push(audio(
-                &self.user,
-                &Message {
-                    folder: Folder::Inbox,
-                    ..m.clone()
-                },
-            ));
-        } else {
-            said.prompts.push(audio(&self.user, m));
         }
+        said.prompts.push(audio(&self.user, m));
         said.then(self.message_menu())
     }
 
@@ -333,7 +325,7 @@ mod tests {
         let s = m.key('1');
         assert_eq!(
             s.prompts[..3],
-            ["vm-message", "digits/1", "voicemail/1001/INBOX/a.wav"]
+            ["vm-message", "digits/1", "voicemail/1001/Old/a.wav"]
         );
         assert_eq!(
             s.ops,
