@@ -19,6 +19,11 @@ const PHONE: &str = "127.0.0.1:5080";
 /// A one-worker switch trusting its callers; 1001 has a box (PIN 4711) of two messages at
 /// most, five seconds each.
 fn switch(n: &mut Net) -> Id {
+    switch_with(n, 1)
+}
+
+/// `switch` with `workers` workers.
+fn switch_with(n: &mut Net, workers: usize) -> Id {
     let toml = "[rtp]\nmedia_timeout_s = 0\n[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
         [security]\ntrusted = [\"127.0.0.1\"]\n\
         [voicemail]\nmax_messages = 2\nmax_message_s = 5\nsounds_dir = \"/sounds\"\n\
@@ -27,7 +32,7 @@ fn switch(n: &mut Net) -> Id {
         [[dialplan.contexts.default.rules]]\nexten = \"vm-1001\"\nsteps = [\"voicemail 1001 busy\", \"hangup\"]\n\
         [[dialplan.contexts.default.rules]]\nexten = \"vm-1003\"\nsteps = [\"voicemail 1003\"]\n\
         [[dialplan.contexts.default.rules]]\nexten = \"8500\"\nsteps = [\"voicemail_main 1001\", \"hangup\"]\n";
-    let sw = n.switch(toml, &[SW], 1);
+    let sw = n.switch(toml, &[SW], workers);
     for u in ["1001", "1002"] {
         n.sw(sw).shared.store.add_user(u, "strowger", "pw");
     }
@@ -376,6 +381,40 @@ fn the_user_subscribes_to_its_box_and_is_told_every_change() {
     press(&mut n, a, c, "7");
     n.run_for(secs(2));
     assert_eq!(notifies(&n).len(), told + 1);
+}
+
+#[test]
+fn a_box_changed_on_one_worker_is_told_to_subscriptions_on_every_worker() {
+    let mut n = Net::new(9);
+    let sw = switch_with(&mut n, 2);
+    // Two subscriptions whose dialogs two different workers own.
+    let ids: Vec<String> = (0..2)
+        .map(|w| {
+            (0..)
+                .map(|i| format!("sub-{i}"))
+                .find(|id| switch::owner(id, 2) == w)
+                .unwrap()
+        })
+        .collect();
+    for id in &ids {
+        assert_eq!(Subscribe::new(id).send(&mut n, sw, 1).status(), Some(200));
+    }
+    let a = caller(&mut n);
+    leave_message(&mut n, a, 1);
+    n.run_for(secs(1));
+    for id in &ids {
+        let told: Vec<String> = notifies(&n)
+            .iter()
+            .filter(|m| m.header(HeaderName::CallId) == Some(id))
+            .map(body)
+            .collect();
+        assert!(
+            told.last()
+                .is_some_and(|b| b.contains("Voice-Message: 1/0")),
+            "{id} (worker {}): {told:?}",
+            switch::owner(id, 2)
+        );
+    }
 }
 
 #[test]

@@ -9,6 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use store::voicemail::MailboxOp;
 use store::{Binding, Change, Credentials};
 use switch::config::Config;
 use switch::{CallSlots, Clock, Engine, Event, Input, Output, Settings};
@@ -41,6 +42,8 @@ struct NodeHost {
     handed_off: usize,
     /// The data directory voicemail boxes and their recordings are really written to.
     data_dir: PathBuf,
+    /// Boxes this worker's operations changed, not yet handed to the other workers.
+    boxes_changed: Vec<(String, store::voicemail::Mailbox)>,
     /// Every prompt asked for, in order.
     prompts: Vec<String>,
 }
@@ -234,6 +237,7 @@ impl Node {
             handoffs: Vec::new(),
             handed_off: 0,
             data_dir: shared.data_dir.0.clone(),
+            boxes_changed: Vec::new(),
             prompts: Vec::new(),
         };
         let mut node = Node {
@@ -457,6 +461,16 @@ impl Node {
         std::mem::take(&mut self.host.broadcasts)
     }
 
+    /// The voicemail boxes this worker's operations changed since the last call.
+    pub fn take_boxes_changed(&mut self) -> Vec<(String, store::voicemail::Mailbox)> {
+        std::mem::take(&mut self.host.boxes_changed)
+    }
+
+    /// What another worker's operation left of a voicemail box.
+    pub fn mailbox_changed(&mut self, user: String, mailbox: store::voicemail::Mailbox) {
+        self.input(self.now, Input::MailboxChanged { user, mailbox });
+    }
+
     /// What the shell says when a TCP connection to `peer` could not be made.
     pub fn unreachable(&mut self, peer: Peer) {
         self.input(self.now, Input::Unreachable(peer));
@@ -653,6 +667,9 @@ impl Node {
             } => h.broadcasts.push((trunk, server, down_until)),
             Event::Voicemail { token, user, op } => {
                 let result = store::voicemail::FileMailboxes::new(&h.data_dir).run(&user, &op);
+                if let Some(b) = result.as_ref().ok().filter(|_| op != MailboxOp::List) {
+                    h.boxes_changed.push((user.clone(), b.clone()));
+                }
                 self.engine.handle_input(
                     clock,
                     Input::Voicemail {
