@@ -1167,6 +1167,9 @@ impl Engine {
         if self.proxy_response(ctx, &msg, first, now) || self.trunk_response(ctx, &msg, now) {
             return;
         }
+        if msg.status().is_some_and(|s| s >= 200) && self.mwi_answered(ctx, msg.status()) {
+            return;
+        }
         if self.calls.is_orphan(ctx) {
             let status = msg.status().unwrap_or(500);
             if status >= 200 {
@@ -1308,6 +1311,7 @@ impl Engine {
             match ev {
                 TxEvent::Timeout(ctx) if self.proxy_timeout(ctx, now) => {}
                 TxEvent::Timeout(ctx) if self.trunk_tx_timeout(ctx, now) => {}
+                TxEvent::Timeout(ctx) if self.mwi_answered(ctx, None) => {}
                 TxEvent::Terminated(sip::transaction::TxId::Client(ctx)) => {
                     self.proxy_forget(ctx);
                     self.calls.take_orphan(ctx);

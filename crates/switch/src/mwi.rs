@@ -4,13 +4,14 @@
 //! subscribe, and a user holds at most `voicemail.max_subscriptions_per_user` for
 //! `voicemail.min/max_subscribe_expires_s`. A box nobody subscribes to is told to its user's
 //! registered phones unsolicited when it changes (`voicemail.unsolicited_mwi`), as Asterisk
-//! does for phones that do not subscribe.
+//! does for phones that do not subscribe. A subscription whose NOTIFY is refused or not
+//! answered ends (RFC 6665 §4.2.2): the phone is gone or no longer wants it.
 
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 use sip::header::{HeaderName, NameAddr};
-use sip::transaction::{Peer, ServerTxId};
+use sip::transaction::{ClientTxId, Peer, ServerTxId};
 use sip::{Message, Method};
 use store::voicemail::Mailbox;
 
@@ -39,6 +40,8 @@ struct Sub {
     expires: Instant,
     /// The counts last sent (None: a NOTIFY is due, as after each SUBSCRIBE).
     told: Option<(usize, usize)>,
+    /// The last NOTIFY, until it is answered.
+    notify: Option<ClientTxId>,
 }
 
 impl Mwi {
@@ -151,6 +154,7 @@ impl Engine {
                     dialog,
                     expires: now,
                     told: None,
+                    notify: None,
                 });
                 self.mwi.subs.len() - 1
             }
@@ -166,7 +170,8 @@ impl Engine {
             let mut sub = self.mwi.subs.swap_remove(i);
             let counts = self.mwi.counts.get(&user).copied().unwrap_or_default();
             let state = "terminated;reason=timeout";
-            return self.mwi_notify(&mut sub.dialog, &user, counts, state, now);
+            self.mwi_notify(&mut sub.dialog, &user, counts, state, now);
+            return;
         }
         self.fetch_counts(&user);
     }
@@ -198,8 +203,10 @@ impl Engine {
                 s.expires.saturating_duration_since(now).as_secs()
             );
             let mut d = s.dialog.clone();
-            self.mwi_notify(&mut d, user, counts, &state, now);
-            self.mwi.subs[i].dialog = d;
+            let tx = self.mwi_notify(&mut d, user, counts, &state, now);
+            let s = &mut self.mwi.subs[i];
+            s.dialog = d;
+            s.notify = Some(tx);
         }
         if ours && !subscribed && before != Some(counts) && self.s.voicemail.unsolicited_mwi {
             let op = StoreOp::Locate {
@@ -219,7 +226,7 @@ impl Engine {
         counts: (usize, usize),
         state: &str,
         now: Instant,
-    ) {
+    ) -> ClientTxId {
         let branch = self.branch();
         let local = self.local_for(d.peer);
         let body = summary(user, &self.s.registrar.domain, counts);
@@ -229,7 +236,22 @@ impl Engine {
         b.header("Subscription-State", state);
         b.header("User-Agent", &self.s.user_agent);
         let bytes = b.finish(Some((BODY_TYPE, body.as_bytes())));
-        self.txs.send_request(bytes, d.peer, now);
+        self.txs.send_request(bytes, d.peer, now)
+    }
+
+    /// A final response (`status`) to a NOTIFY, or none in time (None): true if it was a
+    /// subscription's, which ends unless the NOTIFY was taken.
+    pub(crate) fn mwi_answered(&mut self, tx: ClientTxId, status: Option<u16>) -> bool {
+        let Some(i) = self.mwi.subs.iter().position(|s| s.notify == Some(tx)) else {
+            return false;
+        };
+        match status {
+            Some(200..=299) => self.mwi.subs[i].notify = None,
+            _ => {
+                self.mwi.subs.swap_remove(i);
+            }
+        }
+        true
     }
 
     /// The registered phones of a box's user, for an unsolicited NOTIFY each.

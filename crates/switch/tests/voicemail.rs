@@ -13,7 +13,7 @@ use store::voicemail::{FileMailboxes, Mailbox, MailboxOp};
 
 const SW: &str = "127.0.0.1:5060";
 const ALICE: &str = "127.0.0.1:5070";
-/// A phone the test speaks SIP for by hand (no station: what is sent to it is undeliverable).
+/// A phone whose SUBSCRIBEs the test writes by hand; it answers NOTIFYs 200.
 const PHONE: &str = "127.0.0.1:5080";
 
 /// A one-worker switch trusting its callers; 1001 has a box (PIN 4711) of two messages at
@@ -24,6 +24,11 @@ fn switch(n: &mut Net) -> Id {
 
 /// `switch` with `workers` workers.
 fn switch_with(n: &mut Net, workers: usize) -> Id {
+    switch_and_phone(n, workers).0
+}
+
+/// `switch_with`, and the station of PHONE.
+fn switch_and_phone(n: &mut Net, workers: usize) -> (Id, Id) {
     let toml = "[rtp]\nmedia_timeout_s = 0\n[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
         [security]\ntrusted = [\"127.0.0.1\"]\n\
         [voicemail]\nmax_messages = 2\nmax_message_s = 5\nsounds_dir = \"/sounds\"\n\
@@ -33,10 +38,12 @@ fn switch_with(n: &mut Net, workers: usize) -> Id {
         [[dialplan.contexts.default.rules]]\nexten = \"vm-1003\"\nsteps = [\"voicemail 1003\"]\n\
         [[dialplan.contexts.default.rules]]\nexten = \"8500\"\nsteps = [\"voicemail_main 1001\", \"hangup\"]\n";
     let sw = n.switch(toml, &[SW], workers);
+    let phone = n.ua(PHONE, "1001");
+    n.agent(phone).notify_status = 200;
     for u in ["1001", "1002"] {
         n.sw(sw).shared.store.add_user(u, "strowger", "pw");
     }
-    sw
+    (sw, phone)
 }
 
 /// A caller that sends audio and offers telephone-event.
@@ -219,9 +226,9 @@ fn three_wrong_pins_end_the_call() {
 /// What the switch sent to PHONE so far, parsed, retransmissions left out.
 fn to_phone(n: &Net) -> Vec<Message> {
     let mut seen = Vec::new();
-    n.undeliverable
+    n.trace
         .iter()
-        .filter(|p| p.to == addr(PHONE))
+        .filter(|p| p.to == addr(PHONE) && p.from == addr(SW))
         .filter(|p| {
             !seen.contains(&p.bytes) && {
                 seen.push(p.bytes.clone());
@@ -484,6 +491,22 @@ fn a_subscription_not_refreshed_ends_with_a_notify() {
         all[1].header_named("Subscription-State"),
         Some("terminated;reason=timeout")
     );
+}
+
+#[test]
+fn a_phone_refusing_the_notify_loses_its_subscription() {
+    let mut n = Net::new(10);
+    let (sw, phone) = switch_and_phone(&mut n, 1);
+    n.agent(phone).notify_status = 481;
+    assert_eq!(
+        Subscribe::new("s-1").send(&mut n, sw, 1).status(),
+        Some(200)
+    );
+    assert!(n.run_until(secs(1), |n| notifies(n).len() == 1));
+    let a = caller(&mut n);
+    leave_message(&mut n, a, 1);
+    n.run_for(secs(1));
+    assert_eq!(notifies(&n).len(), 1, "nothing more after the 481");
 }
 
 #[test]
