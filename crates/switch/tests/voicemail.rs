@@ -210,6 +210,45 @@ fn the_menu_asks_the_pin_then_plays_saves_and_deletes() {
 }
 
 #[test]
+fn the_user_records_a_busy_greeting_that_callers_then_hear() {
+    let mut n = Net::new(11);
+    let sw = switch(&mut n);
+    let a = caller(&mut n);
+    let c = n.invite(a, "sip:8500@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    // 0 options, 2 busy greeting: "record your busy message", the beep, 2 s, then #.
+    press(&mut n, a, c, "4711#02");
+    n.run_for(secs(4));
+    press(&mut n, a, c, "#");
+    n.run_for(secs(1));
+    assert!(mailbox(&mut n, sw).busy_greeting);
+    let said = prompts(&mut n, sw);
+    assert!(
+        said.iter().any(|p| p.ends_with("vm-rec-busy.wav")),
+        "{said:?}"
+    );
+    // Back in the options, # leaves.
+    press(&mut n, a, c, "#");
+    assert!(n.run_until(secs(5), ended(a, c)));
+    let greeting = data_dir(&mut n, sw).join("voicemail/1001/busy.wav");
+    let len = std::fs::metadata(&greeting).unwrap().len();
+    assert!(len > 8000 * 2, "about 2 s recorded: {len} bytes");
+    // A caller hears it instead of "the person at ... is on the phone".
+    let c = n.invite(a, "sip:vm-1001@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    n.run_for(secs(1));
+    let said = prompts(&mut n, sw);
+    assert!(
+        said.contains(&"voicemail/1001/busy.wav".to_string()),
+        "{said:?}"
+    );
+    assert!(
+        !said.iter().any(|p| p.ends_with("vm-theperson.wav")),
+        "{said:?}"
+    );
+}
+
+#[test]
 fn three_wrong_pins_end_the_call() {
     let mut n = Net::new(4);
     let sw = switch(&mut n);
