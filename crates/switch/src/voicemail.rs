@@ -24,7 +24,7 @@ const REPROMPTS: u8 = 3;
 /// The calls in a box, and the box operations asked of the shell.
 #[derive(Default)]
 pub(crate) struct Voicemail {
-    here: FxHashMap<usize, Session>,
+    here: FxHashMap<usize, Visit>,
     asked: FxHashMap<u64, Asked>,
     next_token: u64,
 }
@@ -35,7 +35,7 @@ struct Asked {
 }
 
 /// One call's place in one box.
-struct Session {
+struct Visit {
     gen: u64,
     user: String,
     /// Prompts (paths) still to play before what `stage` does next.
@@ -62,7 +62,7 @@ enum Stage {
         greeting: Greeting,
         recording: bool,
     },
-    /// The prompts end the session; the program goes on.
+    /// The prompts end the visit; the program goes on.
     Leaving,
 }
 
@@ -121,7 +121,7 @@ impl Engine {
     fn voicemail_open(&mut self, call: usize, user: String, stage: Stage) {
         let c = &mut self.calls[call];
         c.wait = Wait::Store;
-        let s = Session {
+        let s = Visit {
             gen: c.timer_gen,
             user: user.clone(),
             prompts: VecDeque::new(),
@@ -375,7 +375,7 @@ impl Engine {
         true
     }
 
-    /// Stops what the caller hears and lets the session go on at once.
+    /// Stops what the caller hears and lets the visit go on at once.
     fn interrupt(&mut self, call: usize) {
         let c = &mut self.calls[call];
         if let Some(m) = c.caller().media {

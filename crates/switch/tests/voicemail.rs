@@ -197,7 +197,7 @@ fn the_menu_asks_the_pin_then_plays_saves_and_deletes() {
     n.run_for(secs(1));
     let b = mailbox(&mut n, sw);
     assert_eq!((b.new.len(), b.old.len()), (0, 0));
-    // 0 5: a new PIN, which the next session asks for.
+    // 0 5: a new PIN, which the next call asks for.
     press(&mut n, a, c, "05");
     press(&mut n, a, c, "2468#");
     n.run_for(secs(1));

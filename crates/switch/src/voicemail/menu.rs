@@ -22,7 +22,7 @@ pub(crate) struct Said {
     pub ops: Vec<MailboxOp>,
     /// Record this greeting once the prompts are played.
     pub record: Option<Greeting>,
-    /// The session ends once the prompts are played.
+    /// The caller leaves the box once the prompts are played.
     pub leave: bool,
 }
 
@@ -64,13 +64,13 @@ pub(crate) struct Menu {
     typed: String,
     tries: u8,
     state: State,
-    /// The messages as the session opened with them, new first; the one at `at` is current.
+    /// The messages as the box was opened with them, new first; the one at `at` is current.
     list: Vec<Message>,
     at: usize,
 }
 
 impl Menu {
-    /// A session on `user`'s box as listed; `pin`: the PIN to ask, if any.
+    /// `user`'s box opened as listed; `pin`: the PIN to ask, if any.
     pub(crate) fn open(user: &str, pin: Option<String>, b: &Mailbox) -> (Menu, Said) {
         let mut m = Menu {
             user: user.to_string(),
@@ -300,7 +300,7 @@ mod tests {
         assert_eq!(s.prompts, ["vm-incorrect", "vm-password"]);
         assert!(!keys(&mut m, "0000#").leave);
         let s = keys(&mut m, "9999#");
-        assert!(s.leave, "the third wrong PIN ends the session");
+        assert!(s.leave, "the third wrong PIN sends the caller away");
         assert!(s.ops.is_empty());
     }
 
