@@ -24,6 +24,8 @@ const EVENT: &str = "message-summary";
 const BODY_TYPE: &str = "application/simple-message-summary";
 /// Seconds a SUBSCRIBE without Expires lasts (RFC 3842 §6: one hour).
 const DEFAULT_EXPIRES: u32 = 3600;
+/// How long a fetch (a new SUBSCRIBE with Expires: 0) waits for the box's counts.
+const FETCH_WAIT: Duration = Duration::from_secs(2);
 
 /// The subscriptions of this worker, and the counts of each box last seen.
 #[derive(Default)]
@@ -42,6 +44,8 @@ struct Sub {
     told: Option<(usize, usize)>,
     /// The last NOTIFY, until it is answered.
     notify: Option<ClientTxId>,
+    /// A fetch (RFC 6665 §4.4.3): one NOTIFY, which ends it.
+    fetch: bool,
 }
 
 impl Mwi {
@@ -128,13 +132,6 @@ impl Engine {
                 let reason = "Call/Transaction Does Not Exist";
                 return self.respond(stx, &msg, peer, 481, reason, None, &[], None, now);
             }
-            (None, None) if expires == 0 => {
-                // A fetch: the state once, no subscription (RFC 6665 §4.4.3).
-                let tag = self.tag();
-                let extra = [("Expires", "0".to_string())];
-                self.respond(stx, &msg, peer, 200, "OK", Some(&tag), &extra, None, now);
-                return self.fetch_counts(&user);
-            }
             (None, None) => {
                 let held = self.mwi.subs.iter().filter(|s| s.user == user).count();
                 if held >= vm.max_subscriptions_per_user {
@@ -155,18 +152,22 @@ impl Engine {
                     expires: now,
                     told: None,
                     notify: None,
+                    fetch: expires == 0,
                 });
                 self.mwi.subs.len() - 1
             }
         };
         let sub = &mut self.mwi.subs[i];
-        sub.expires = now + Duration::from_secs(u64::from(expires));
+        sub.expires = match sub.fetch {
+            true => now + FETCH_WAIT,
+            false => now + Duration::from_secs(u64::from(expires)),
+        };
         sub.told = None;
         let d = &sub.dialog;
         let (tag, contact) = (d.local_tag.clone(), d.local_contact.clone());
         let extra = [("Expires", expires.to_string()), ("Contact", contact)];
         self.respond(stx, &msg, peer, 200, "OK", Some(&tag), &extra, None, now);
-        if expires == 0 {
+        if expires == 0 && !self.mwi.subs[i].fetch {
             let mut sub = self.mwi.subs.swap_remove(i);
             let counts = self.mwi.counts.get(&user).copied().unwrap_or_default();
             let state = "terminated;reason=timeout";
@@ -198,16 +199,20 @@ impl Engine {
                 continue;
             }
             s.told = Some(counts);
-            let state = format!(
-                "active;expires={}",
-                s.expires.saturating_duration_since(now).as_secs()
-            );
+            let state = match s.fetch {
+                true => "terminated;reason=timeout".to_string(),
+                false => format!(
+                    "active;expires={}",
+                    s.expires.saturating_duration_since(now).as_secs()
+                ),
+            };
             let mut d = s.dialog.clone();
             let tx = self.mwi_notify(&mut d, user, counts, &state, now);
             let s = &mut self.mwi.subs[i];
             s.dialog = d;
             s.notify = Some(tx);
         }
+        self.mwi.subs.retain(|s| !(s.fetch && s.told.is_some()));
         if ours && !subscribed && before != Some(counts) && self.s.voicemail.unsolicited_mwi {
             let op = StoreOp::Locate {
                 user: user.to_string(),

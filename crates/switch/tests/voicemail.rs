@@ -287,6 +287,8 @@ fn notifies(n: &Net) -> Vec<Message> {
 
 /// One SUBSCRIBE in dialog `call_id` (`to_tag`: a refresh), answering `challenge` as `user`.
 struct Subscribe<'a> {
+    /// The Request-URI: the box asked for.
+    ruri: &'a str,
     user: &'a str,
     password: &'a str,
     call_id: &'a str,
@@ -298,6 +300,7 @@ struct Subscribe<'a> {
 impl Subscribe<'_> {
     fn new(call_id: &str) -> Subscribe<'_> {
         Subscribe {
+            ruri: "sip:1001@127.0.0.1:5060",
             user: "1001",
             password: "pw",
             call_id,
@@ -318,7 +321,7 @@ impl Subscribe<'_> {
             .header(HeaderName::WwwAuthenticate)
             .and_then(|v| sip::auth::Challenge::parse(v).ok())
             .expect("a challenge");
-        let uri = "sip:1001@127.0.0.1:5060";
+        let uri = self.ruri;
         let auth = sip::auth::Authorization::build(
             &c,
             self.user,
@@ -338,12 +341,13 @@ impl Subscribe<'_> {
             .map_or(String::new(), |t| format!(";tag={t}"));
         let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
         let text = format!(
-            "SUBSCRIBE sip:1001@127.0.0.1:5060 SIP/2.0\r\n\
+            "SUBSCRIBE {} SIP/2.0\r\n\
              Via: SIP/2.0/UDP {PHONE};branch=z9hG4bK-{}-{cseq};rport\r\n\
              Max-Forwards: 70\r\nFrom: <sip:{}@strowger>;tag=ph\r\nTo: <sip:1001@strowger>{to_tag}\r\n\
              Call-ID: {}\r\nCSeq: {cseq} SUBSCRIBE\r\nContact: <sip:{}@{PHONE}>\r\n\
              Event: {}\r\nExpires: {}\r\nAccept: application/simple-message-summary\r\n{auth}\
              Content-Length: 0\r\n\r\n",
+            self.ruri,
             self.call_id, self.user, self.call_id, self.user, self.event, self.expires
         );
         let now = n.now;
@@ -512,6 +516,50 @@ fn only_the_user_subscribes_within_the_limits() {
         Subscribe::new("s-9").send(&mut n, sw, 1).status(),
         Some(503)
     );
+}
+
+#[test]
+fn odd_subscribes_get_an_answer() {
+    let mut n = Net::new(12);
+    let sw = switch(&mut n);
+    // No box named, an Expires past u32, an Event with parameters, a huge Expires.
+    let mut s = Subscribe::new("o-1");
+    s.ruri = "sip:127.0.0.1:5060";
+    assert_eq!(s.send(&mut n, sw, 1).status(), Some(403));
+    let mut s = Subscribe::new("o-2");
+    s.expires = "99999999999";
+    assert_eq!(s.send(&mut n, sw, 1).status(), Some(400));
+    let mut s = Subscribe::new("o-3");
+    s.event = "Message-Summary;id=7";
+    s.expires = "4294967295";
+    let r = s.send(&mut n, sw, 1);
+    assert_eq!(
+        (r.status(), r.header(HeaderName::Expires)),
+        (Some(200), Some("3600"))
+    );
+    let mut s = Subscribe::new("o-4");
+    s.event = "";
+    assert_eq!(s.send(&mut n, sw, 1).status(), Some(489));
+    // Expires: 0 outside a dialog fetches the state once and keeps nothing.
+    let mut s = Subscribe::new("o-5");
+    s.expires = "0";
+    assert_eq!(s.send(&mut n, sw, 1).status(), Some(200));
+    let fetched = |n: &mut Net| {
+        notifies(n)
+            .iter()
+            .any(|m| m.header(HeaderName::CallId) == Some("o-5"))
+    };
+    assert!(n.run_until(secs(1), fetched));
+    let a = caller(&mut n);
+    leave_message(&mut n, a, 1);
+    n.run_for(secs(1));
+    let told: Vec<Message> = notifies(&n)
+        .into_iter()
+        .filter(|m| m.header(HeaderName::CallId) == Some("o-5"))
+        .collect();
+    assert_eq!(told.len(), 1, "a fetch is told once");
+    let state = told[0].header_named("Subscription-State");
+    assert_eq!(state, Some("terminated;reason=timeout"));
 }
 
 #[test]
