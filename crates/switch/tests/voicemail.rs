@@ -24,20 +24,20 @@ fn switch(n: &mut Net) -> Id {
 
 /// `switch` with `workers` workers.
 fn switch_with(n: &mut Net, workers: usize) -> Id {
-    switch_and_phone(n, workers).0
+    switch_and_phone(n, workers, "").0
 }
 
-/// `switch_with`, and the station of PHONE.
-fn switch_and_phone(n: &mut Net, workers: usize) -> (Id, Id) {
-    let toml = "[rtp]\nmedia_timeout_s = 0\n[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
+/// `switch_with` with `voicemail` keys added to `[voicemail]`, and the station of PHONE.
+fn switch_and_phone(n: &mut Net, workers: usize, voicemail: &str) -> (Id, Id) {
+    let toml = format!("[rtp]\nmedia_timeout_s = 0\n[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
         [security]\ntrusted = [\"127.0.0.1\"]\n\
         [voicemail]\nmax_messages = 2\nmax_message_s = 5\nsounds_dir = \"/sounds\"\n\
-        max_subscriptions_per_user = 2\n\
+        max_subscriptions_per_user = 2\n{voicemail}\n\
         [voicemail.mailboxes]\n\"1001\" = \"4711\"\n\"1002\" = \"1234\"\n\
         [[dialplan.contexts.default.rules]]\nexten = \"vm-1001\"\nsteps = [\"voicemail 1001 busy\", \"hangup\"]\n\
         [[dialplan.contexts.default.rules]]\nexten = \"vm-1003\"\nsteps = [\"voicemail 1003\"]\n\
-        [[dialplan.contexts.default.rules]]\nexten = \"8500\"\nsteps = [\"voicemail_main 1001\", \"hangup\"]\n";
-    let sw = n.switch(toml, &[SW], workers);
+        [[dialplan.contexts.default.rules]]\nexten = \"8500\"\nsteps = [\"voicemail_main 1001\", \"hangup\"]\n");
+    let sw = n.switch(&toml, &[SW], workers);
     let phone = n.ua(PHONE, "1001");
     n.agent(phone).notify_status = 200;
     for u in ["1001", "1002"] {
@@ -246,6 +246,37 @@ fn the_user_records_a_busy_greeting_that_callers_then_hear() {
         !said.iter().any(|p| p.ends_with("vm-theperson.wav")),
         "{said:?}"
     );
+}
+
+#[test]
+fn the_owner_may_skip_the_pin_where_configured_and_nobody_else() {
+    let mut n = Net::new(13);
+    let (sw, _) = switch_and_phone(&mut n, 1, "owner_skips_pin = true");
+    // Callers from 127.0.0.2 are not trusted: they are challenged and run as their user.
+    let owner = n.ua("127.0.0.2:5070", "1001");
+    n.agent(owner).credentials = Some(("1001".into(), "pw".into()));
+    n.agent(owner).codecs = vec![0, 101];
+    let c = n.invite(owner, "sip:8500@127.0.0.1", SW);
+    assert!(n.run_until(secs(3), confirmed(owner, c)));
+    n.run_for(secs(1));
+    let said = prompts(&mut n, sw);
+    assert!(
+        said.iter().any(|p| p.ends_with("vm-youhave.wav")),
+        "{said:?}"
+    );
+    assert!(
+        !said.iter().any(|p| p.ends_with("vm-password.wav")),
+        "{said:?}"
+    );
+    hang_up(&mut n, owner, c, secs(2));
+    let other = n.ua("127.0.0.2:5072", "1002");
+    n.agent(other).credentials = Some(("1002".into(), "pw".into()));
+    let c = n.invite(other, "sip:8500@127.0.0.1", SW);
+    assert!(n.run_until(secs(3), confirmed(other, c)));
+    n.run_for(secs(1));
+    assert!(prompts(&mut n, sw)
+        .iter()
+        .any(|p| p.ends_with("vm-password.wav")));
 }
 
 #[test]
@@ -583,7 +614,7 @@ fn a_subscription_not_refreshed_ends_with_a_notify() {
 #[test]
 fn a_phone_refusing_the_notify_loses_its_subscription() {
     let mut n = Net::new(10);
-    let (sw, phone) = switch_and_phone(&mut n, 1);
+    let (sw, phone) = switch_and_phone(&mut n, 1, "");
     n.agent(phone).notify_status = 481;
     assert_eq!(
         Subscribe::new("s-1").send(&mut n, sw, 1).status(),
