@@ -120,11 +120,11 @@ impl Engine {
             .header(HeaderName::To)
             .and_then(|t| NameAddr::parse(t).ok())
             .and_then(|n| n.tag().map(str::to_string));
+        // A refresh is taken from the subscription's own user only.
         let found = to_tag.as_ref().and_then(|tag| {
-            self.mwi
-                .subs
-                .iter()
-                .position(|s| s.dialog.call_id == call_id && s.dialog.local_tag == *tag)
+            self.mwi.subs.iter().position(|s| {
+                s.dialog.call_id == call_id && s.dialog.local_tag == *tag && s.user == user
+            })
         });
         let i = match (found, to_tag) {
             (Some(i), _) => i,
