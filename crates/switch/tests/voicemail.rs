@@ -612,6 +612,40 @@ fn a_subscription_not_refreshed_ends_with_a_notify() {
 }
 
 #[test]
+fn a_refreshed_subscription_lasts_and_is_told_again() {
+    let mut n = Net::new(14);
+    let sw = switch(&mut n);
+    let mut s = Subscribe::new("r-1");
+    s.expires = "60";
+    let ok = s.send(&mut n, sw, 1);
+    n.run_for(secs(50));
+    s.to_tag = ok
+        .header(HeaderName::To)
+        .and_then(|t| sip::NameAddr::parse(t).ok())
+        .and_then(|t| t.tag().map(String::from));
+    s.expires = "120";
+    assert_eq!(
+        s.send(&mut n, sw, 5).header(HeaderName::Expires),
+        Some("120")
+    );
+    assert!(
+        n.run_until(secs(1), |n| notifies(n).len() == 2),
+        "a NOTIFY after the refresh"
+    );
+    n.run_for(secs(60));
+    assert_eq!(
+        notifies(&n).len(),
+        2,
+        "still subscribed past the first expiry"
+    );
+    n.run_for(secs(61));
+    let all = notifies(&n);
+    assert_eq!(all.len(), 3);
+    let state = all[2].header_named("Subscription-State");
+    assert_eq!(state, Some("terminated;reason=timeout"));
+}
+
+#[test]
 fn a_phone_refusing_the_notify_loses_its_subscription() {
     let mut n = Net::new(10);
     let (sw, phone) = switch_and_phone(&mut n, 1, "");
