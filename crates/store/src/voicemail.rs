@@ -287,20 +287,23 @@ fn checked_id(id: &str) -> Result<&str, String> {
     }
 }
 
+/// What to check when a box cannot be written.
+const WRITABLE: &str = " (check general.data_dir is writable)";
+
 fn mkdir(p: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(p)
-        .map_err(|e| format!("{}: {e} (check general.data_dir is writable)", p.display()))
+    std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}{WRITABLE}", p.display()))
 }
 
 fn write(p: &Path, bytes: &[u8]) -> Result<(), String> {
-    std::fs::write(p, bytes).map_err(|e| format!("{}: {e}", p.display()))
+    std::fs::write(p, bytes).map_err(|e| format!("{}: {e}{WRITABLE}", p.display()))
 }
 
 fn rename(from: &Path, to: &Path) -> Result<(), String> {
     if let Some(parent) = to.parent() {
         mkdir(parent)?;
     }
-    std::fs::rename(from, to).map_err(|e| format!("{} → {}: {e}", from.display(), to.display()))
+    std::fs::rename(from, to)
+        .map_err(|e| format!("{} → {}: {e}{WRITABLE}", from.display(), to.display()))
 }
 
 #[cfg(test)]
