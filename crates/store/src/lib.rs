@@ -14,6 +14,7 @@ mod local;
 mod memcached;
 pub mod pipe;
 mod redis_store;
+pub mod voicemail;
 
 pub use cache::{ReadCache, USER_TTL_S};
 pub use forward::{Forward, Forwarding};

@@ -128,6 +128,15 @@ impl Host {
         Ok(Box::new(io::BufWriter::new(file)))
     }
 
+    /// Runs an operation on a user's voicemail box, kept in the data directory.
+    pub fn voicemail(
+        &self,
+        user: &str,
+        op: &store::voicemail::MailboxOp,
+    ) -> Result<store::voicemail::Mailbox, String> {
+        store::voicemail::FileMailboxes::new(&self.data_dir).run(user, op)
+    }
+
     /// Replaces a small state file in the data directory (`strowger show peers` reads it).
     pub fn state(&self, name: &str, contents: &str) {
         // Written aside and renamed over the old one, so a reader never sees half a file; the

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+use store::voicemail::MailboxOp;
 use switch::engine::Engine;
 use switch::iax::{Route, Transmit};
 use switch::{Clock, Event, Input, Level, Output};
@@ -97,6 +98,11 @@ pub enum Envelope {
     Prompt {
         token: u64,
         result: Result<Arc<media::Prompt>, String>,
+    },
+    /// A voicemail box another worker's operation changed (`switch::Input::MailboxChanged`).
+    MailboxChanged {
+        user: String,
+        mailbox: store::voicemail::Mailbox,
     },
     /// The TCP peer authenticated on another worker (connections live on worker 0).
     TcpAuthenticated { peer: SocketAddr },
@@ -682,6 +688,22 @@ impl Worker {
                 self.engine
                     .handle_input(clock, Input::Recording { token, result });
             }
+            Event::Voicemail { token, user, op } => {
+                let result = self.host.voicemail(&user, &op);
+                if let Some(b) = result.as_ref().ok().filter(|_| op != MailboxOp::List) {
+                    for w in (0..self.workers).filter(|&w| w != self.id) {
+                        let (user, mailbox) = (user.clone(), b.clone());
+                        let envelope = Envelope::MailboxChanged { user, mailbox };
+                        post(&self.mail, &mut self.to_wake, w, envelope);
+                    }
+                }
+                let input = Input::Voicemail {
+                    token,
+                    user,
+                    result,
+                };
+                self.engine.handle_input(clock, input);
+            }
             Event::IaxPeer { name, at } => {
                 for w in (0..self.workers).filter(|&w| w != self.id) {
                     let name = name.clone();
@@ -1095,6 +1117,9 @@ impl Worker {
                     self.input(now, Input::IaxPeer { name, at });
                 }
                 Envelope::Unreachable(peer) => self.input(now, Input::Unreachable(peer)),
+                Envelope::MailboxChanged { user, mailbox } => {
+                    self.input(now, Input::MailboxChanged { user, mailbox });
+                }
                 Envelope::TrunkServer {
                     trunk,
                     server,

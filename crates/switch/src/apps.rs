@@ -86,8 +86,7 @@ impl Engine {
         let event = match &mut wait {
             FileWait::Prompt { gen, file, .. } => {
                 *gen = c.timer_gen;
-                // Per-call files (recordings named after the call) are not worth keeping.
-                let keep = !file.contains(call_id);
+                let keep = worth_keeping(file, call_id);
                 (file.clone(), Some(keep))
             }
             FileWait::Recording { gen, file, .. } => {
@@ -159,7 +158,7 @@ impl Engine {
         };
         match result {
             Ok(prompt) => {
-                if !file.contains(call_id.as_str()) {
+                if worth_keeping(&file, &call_id) {
                     self.files.prompts.insert(file, prompt.clone());
                 }
                 if !self.ivr_interrupted(call) {
@@ -248,7 +247,7 @@ impl Engine {
             if c.wait != Wait::None {
                 return;
             }
-            if self.parked_step(call) || self.ivr_next(call, now) {
+            if self.parked_step(call) || self.ivr_next(call, now) || self.voicemail_run(call, now) {
                 continue;
             }
             let Some(c) = self.calls.get_mut(call) else {
@@ -331,15 +330,7 @@ impl Engine {
                 if !self.answer(call, now) {
                     return;
                 }
-                self.ask_file(
-                    call,
-                    FileWait::Recording {
-                        call,
-                        gen: 0,
-                        file,
-                        max,
-                    },
-                );
+                self.record(call, file, max);
             }
             Step::Bridge {
                 uri,
@@ -390,7 +381,21 @@ impl Engine {
             Step::Background { .. } | Step::Read { .. } | Step::Say { .. } | Step::Menu { .. } => {
                 self.ivr_start(call, step, now)
             }
+            Step::Voicemail { user, greeting } => self.voicemail_step(call, user, greeting, now),
+            Step::VoicemailMain { user } => self.voicemail_main_step(call, user, now),
         }
+    }
+
+    /// Records the caller to `file` (relative to the data directory) until `#`, `max` or
+    /// hang-up; the call waits for it.
+    pub(crate) fn record(&mut self, call: usize, file: String, max: Duration) {
+        let wait = FileWait::Recording {
+            call,
+            gen: 0,
+            file,
+            max,
+        };
+        self.ask_file(call, wait);
     }
 
     /// Plays `file` (or `demo`) to leg `leg` of the call: at once if it is loaded, else once
@@ -656,6 +661,7 @@ impl Engine {
         }
         self.queue_ended(call, now);
         self.stop_recording(call);
+        self.voicemail_ended(call, now);
         self.transfer_abandoned(call, now);
         let Some(mut c) = self.calls.remove(call) else {
             return;
@@ -776,6 +782,12 @@ impl Engine {
         let bytes = b.finish(None);
         self.txs.send_request(bytes, d.peer, now);
     }
+}
+
+/// Whether a prompt once loaded is kept for the next call: not per-call files (recordings
+/// named after the call) nor voicemail boxes' files (messages and greetings come and go).
+fn worth_keeping(file: &str, call_id: &str) -> bool {
+    !file.contains(call_id) && !file.starts_with("voicemail/")
 }
 
 fn round_ms(d: Duration) -> f64 {

@@ -134,6 +134,8 @@ pub(crate) enum Then {
         local: SocketAddr,
         session_expires: Option<u32>,
     },
+    /// A SUBSCRIBE to a voicemail box, received at `local` (mwi.rs).
+    Subscribe { local: SocketAddr },
 }
 
 /// A request whose digest answer waits for the user's credentials.
@@ -208,14 +210,22 @@ impl Engine {
             (None, _, true) => &self.s.default_context,
             (None, Some(public), false) => public,
             (None, None, false) => {
-                return self.authenticate_call(stx, msg, peer, local, session_expires, now)
+                let then = Then::Call {
+                    local,
+                    session_expires,
+                };
+                return self.authenticate(stx, msg, peer, then, now);
             }
         };
         let vars = Vars::for_call(&exten, &caller, call_id, &self.s.data_dir);
         let Some(program) = self.dialplan.route(context, &exten, &vars) else {
             if !trusted {
                 // Not for anyone: only a user may call it.
-                return self.authenticate_call(stx, msg, peer, local, session_expires, now);
+                let then = Then::Call {
+                    local,
+                    session_expires,
+                };
+                return self.authenticate(stx, msg, peer, then, now);
             }
             let warning =
                 format!("399 strowger \"no dialplan rule for {exten} in context {context}\"");
@@ -267,15 +277,14 @@ impl Engine {
         true
     }
 
-    /// A caller that must be a user: a 401 without (or with a stale) digest answer, else its
-    /// credentials are fetched to check the answer.
-    fn authenticate_call(
+    /// A request only a user may make: a 401 without (or with a stale) digest answer, else its
+    /// sender's credentials are fetched to check the answer, then it goes on as `then` says.
+    pub(crate) fn authenticate(
         &mut self,
         stx: ServerTxId,
         msg: Message,
         peer: Peer,
-        local: SocketAddr,
-        session_expires: Option<u32>,
+        then: Then,
         now: Instant,
     ) {
         let Some(auth) = self.answer_for_us(&msg) else {
@@ -302,10 +311,7 @@ impl Engine {
             peer,
             auth: Box::new(auth),
             recent: true,
-            then: Then::Call {
-                local,
-                session_expires,
-            },
+            then,
         };
         self.fetch_credentials(w);
     }
@@ -354,6 +360,9 @@ impl Engine {
                         local,
                         session_expires,
                     } => self.user_call(w.stx, w.msg, w.peer, local, session_expires, creds, now),
+                    Then::Subscribe { local } => {
+                        self.subscribe_authenticated(w.stx, w.msg, w.peer, local, creds.user, now)
+                    }
                 }
             }
             // The copy may predate a new password or user: only the backend's answer can deny.
@@ -372,7 +381,9 @@ impl Engine {
             }
             (Digest::Rechallenge { stale }, _) => match w.then {
                 Then::Proxy => self.proxy_challenge(w.stx, &w.msg, w.peer, stale, now),
-                Then::Call { .. } => self.challenge(w.stx, &w.msg, w.peer, stale, now),
+                Then::Call { .. } | Then::Subscribe { .. } => {
+                    self.challenge(w.stx, &w.msg, w.peer, stale, now)
+                }
             },
         }
     }

@@ -11,6 +11,7 @@ mod queues;
 pub(crate) mod raw;
 mod source;
 mod trunks;
+mod voicemail;
 
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 pub use ivr::{Ivr, Menu};
@@ -18,6 +19,7 @@ pub use music::MusicClass;
 pub use parking::{Lot, Parking, DEFAULT_LOT};
 pub use queues::{Queue, Strategy};
 pub use trunks::{trunk_target, Trunk, TrunkHost};
+pub use voicemail::{valid_pin, Voicemail};
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -94,6 +96,8 @@ pub struct Config {
     pub music: Vec<MusicClass>,
     /// `[sounds]` and `[menus.NAME]`: what `say`, `tts:` prompts and `menu` use.
     pub ivr: Ivr,
+    /// `[voicemail]`: users' boxes and message-waiting indication.
+    pub voicemail: Voicemail,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -357,6 +361,7 @@ impl Config {
         let parking = parking::parking(raw.parking, raw.pickup_groups, &music, &mut d);
         trunks::check_dialplan(&trunks, &raw.dialplan, |c| dialplan.has_context(c), &mut d);
         let queues = queues::queues(raw.queues, &mut d);
+        let voicemail = voicemail::voicemail(raw.voicemail, &mut d);
         queues::check_dialplan(&queues, &raw.dialplan, &mut d);
         queues::check_music(&queues, &music, &mut d);
         let ivr = ivr::ivr(raw.sounds, raw.menus, &mut d);
@@ -391,6 +396,7 @@ impl Config {
             queues,
             music,
             ivr,
+            voicemail,
             warnings: found,
         })
     }

@@ -14,6 +14,12 @@ impl Engine {
             return;
         };
         c.digits.push(digit);
+        if self.voicemail_digit(at, digit) {
+            return;
+        }
+        let Some(c) = self.calls.get_mut(at.call) else {
+            return;
+        };
         if digit == '#' && matches!(c.wait, Wait::Record { .. }) {
             self.stop_recording(at.call);
             self.calls.run_later(at.call);

@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Methods strowger answers (sent in Allow).
-pub const ALLOW: &str = "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REGISTER, REFER, NOTIFY";
+pub const ALLOW: &str =
+    "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, INFO, REGISTER, REFER, NOTIFY, SUBSCRIBE";
 /// Option tags strowger implements (sent in Supported; `sip.accept_require` lists those a
 /// request may require).
 pub const SUPPORTED: &[&str] = &["timer", "replaces"];
@@ -128,6 +129,8 @@ pub struct Settings {
     pub music: Arc<crate::moh::Music>,
     /// `[sounds]` and `[menus]` (ivr.rs).
     pub ivr: Arc<crate::config::Ivr>,
+    /// `[voicemail]`: the boxes and their limits.
+    pub voicemail: Arc<crate::config::Voicemail>,
 }
 
 impl Settings {
@@ -174,6 +177,7 @@ impl Settings {
             queues: Arc::new(crate::queues::Board::new(&cfg.queues)),
             music: Arc::default(),
             ivr: Arc::new(cfg.ivr.clone()),
+            voicemail: Arc::new(cfg.voicemail.clone()),
         }
     }
 }
@@ -258,6 +262,10 @@ pub struct Engine {
     pub(crate) joins: crate::joins::Joins,
     /// This worker's callers in call queues (queues.rs).
     pub(crate) queued: crate::queues::Queued,
+    /// The calls in voicemail boxes (voicemail.rs).
+    pub(crate) voicemail: crate::voicemail::Voicemail,
+    /// The subscriptions to voicemail boxes (mwi.rs).
+    pub(crate) mwi: crate::mwi::Mwi,
 }
 
 impl Engine {
@@ -290,6 +298,8 @@ impl Engine {
             pickup: Default::default(),
             joins: Default::default(),
             queued: crate::queues::Queued::default(),
+            voicemail: Default::default(),
+            mwi: Default::default(),
             s,
         };
         engine.trunks_start(now);
@@ -321,6 +331,12 @@ impl Engine {
             Input::Prompt { token, result } => self.on_prompt(token, result, now),
             Input::Recording { token, result } => self.on_recording(token, result, now),
             Input::Resolved { token, result } => self.on_resolved(token, result, now),
+            Input::Voicemail {
+                token,
+                user,
+                result,
+            } => self.on_voicemail(token, user, result, now),
+            Input::MailboxChanged { user, mailbox } => self.mwi_box(&user, &mailbox, false, now),
             Input::MediaPorts(ports) => self.ports.add_spare(ports),
             Input::IaxPeer { name, at } => {
                 if let Some(iax) = self.iax.as_mut() {
@@ -425,6 +441,7 @@ impl Engine {
             self.pins_deadline(),
             self.parking.next_deadline(),
             self.queued.next_deadline(),
+            self.mwi.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -659,6 +676,7 @@ impl Engine {
                 let extra = [("Warning", w.to_string())];
                 self.reply(stx, &msg, peer, 403, "Forbidden", &extra, now);
             }
+            (Method::Subscribe, _, _) => self.on_subscribe(stx, msg, peer, local, now),
             (m, _, _) if in_dialog_method(&m) => {
                 self.respond(
                     stx,
@@ -1153,6 +1171,9 @@ impl Engine {
         if self.proxy_response(ctx, &msg, first, now) || self.trunk_response(ctx, &msg, now) {
             return;
         }
+        if msg.status().is_some_and(|s| s >= 200) && self.mwi_answered(ctx, msg.status()) {
+            return;
+        }
         if self.calls.is_orphan(ctx) {
             let status = msg.status().unwrap_or(500);
             if status >= 200 {
@@ -1288,11 +1309,13 @@ impl Engine {
         self.sweep_pins(now);
         self.park_timeouts(now);
         self.queue_tick(now);
+        self.mwi_timeouts(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {
                 TxEvent::Timeout(ctx) if self.proxy_timeout(ctx, now) => {}
                 TxEvent::Timeout(ctx) if self.trunk_tx_timeout(ctx, now) => {}
+                TxEvent::Timeout(ctx) if self.mwi_answered(ctx, None) => {}
                 TxEvent::Terminated(sip::transaction::TxId::Client(ctx)) => {
                     self.proxy_forget(ctx);
                     self.calls.take_orphan(ctx);

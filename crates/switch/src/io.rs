@@ -95,6 +95,18 @@ pub enum Input<'a> {
         token: u64,
         result: Result<crate::trunks::Resolved, String>,
     },
+    /// The answer to an [`Event::Voicemail`]: the box as the operation left it, or why not.
+    Voicemail {
+        token: u64,
+        user: String,
+        result: Result<store::voicemail::Mailbox, String>,
+    },
+    /// A box as another worker's operation left it (its [`Input::Voicemail`]), handed to every
+    /// other worker so their subscriptions to the box are told.
+    MailboxChanged {
+        user: String,
+        mailbox: store::voicemail::Mailbox,
+    },
     /// Newly bound RTP port pairs (RTP on the even port, RTCP on the next), ready for legs.
     MediaPorts(&'a [u16]),
     /// An IAX2 peer registered from an address until an instant, or left (None): what some
@@ -174,6 +186,14 @@ pub enum Event {
     /// Create a recording file (relative to the data directory). Answer with
     /// [`Input::Recording`].
     Recording { token: u64, name: String },
+    /// Run an operation on a user's voicemail box (`store::voicemail`); answer with
+    /// [`Input::Voicemail`] and the token, and hand a box an operation changed to every other
+    /// worker as [`Input::MailboxChanged`].
+    Voicemail {
+        token: u64,
+        user: String,
+        op: store::voicemail::MailboxOp,
+    },
     /// An IAX2 peer registered (or left, None): hand it to every worker as [`Input::IaxPeer`],
     /// this one included, so each finds the peer when a call dials it.
     IaxPeer {

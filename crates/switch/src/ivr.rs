@@ -3,7 +3,7 @@
 //! on `Wait::Playback` for each prompt and on `Wait::Digits` for the next digit; a call that
 //! runs none of these steps holds nothing here, and its digits stop at the check for it.
 
-mod say;
+pub(crate) mod say;
 
 pub(crate) use say::number;
 

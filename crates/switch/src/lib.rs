@@ -26,6 +26,7 @@ mod joins;
 pub mod keepalive;
 mod media_out;
 pub mod moh;
+pub mod mwi;
 mod parking;
 pub mod parklot;
 mod pickup;
@@ -39,6 +40,7 @@ pub mod ringboard;
 pub mod slots;
 mod transfer;
 pub mod trunks;
+mod voicemail;
 
 pub use calls::TableCounts;
 pub use crossing::Crossing;

@@ -6,7 +6,7 @@
 //! A worker with callers waiting looks at the board every `CHECK` and at once after its own
 //! queue events.
 
-mod announce;
+pub(crate) mod announce;
 mod board;
 
 pub use board::{Action, Board, Stats};

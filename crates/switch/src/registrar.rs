@@ -453,6 +453,8 @@ pub(crate) enum Pending {
     },
     /// A `forward` step waiting for the user's forwarding to be stored.
     Forward { call: usize, gen: u64 },
+    /// A voicemail box's user's phones, to be told of its messages unsolicited (mwi.rs).
+    Mwi { user: String },
 }
 
 /// What one worker's registrar keeps between inputs: store operations under way, the nonces it
@@ -633,6 +635,7 @@ impl Engine {
                 self.dial_located(lookup, &user, result, timeout, now)
             }
             Pending::Forward { call, gen } => self.forward_stored(call, gen, result, now),
+            Pending::Mwi { user } => self.mwi_located(&user, result, now),
         }
         self.run_pending(now);
     }

@@ -29,6 +29,7 @@ pub(crate) struct RawConfig {
     pub queues: BTreeMap<String, RawQueue>,
     pub sounds: super::ivr::RawSounds,
     pub menus: BTreeMap<String, super::ivr::RawMenu>,
+    pub voicemail: super::voicemail::RawVoicemail,
 }
 
 #[derive(Deserialize)]

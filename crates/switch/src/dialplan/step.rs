@@ -130,6 +130,15 @@ pub enum Step {
     Menu {
         name: String,
     },
+    /// Leaves a message in `user`'s voicemail box after its `greeting` (voicemail.rs).
+    Voicemail {
+        user: String,
+        greeting: store::voicemail::Greeting,
+    },
+    /// The voicemail menu of `user`'s box (None: the caller's own).
+    VoicemailMain {
+        user: Option<String>,
+    },
 }
 
 /// How `say` speaks its value.
@@ -180,7 +189,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 24] = [
+const APPS: [(&str, Option<&str>, &[&str]); 26] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -213,6 +222,8 @@ const APPS: [(&str, Option<&str>, &[&str]); 24] = [
     ),
     ("say", None, &[]),
     ("menu", Some("menu"), &[]),
+    ("voicemail", None, &[]),
+    ("voicemail_main", Some("user"), &[]),
 ];
 
 /// `read`'s defaults: the seconds it waits for each digit, and the digit that ends it.
@@ -255,6 +266,9 @@ impl Step {
         }
         if app == "say" {
             return say(tokens.collect(), text.len());
+        }
+        if app == "voicemail" {
+            return voicemail(tokens.collect(), text.len());
         }
         let mut args = Args {
             app: app.clone(),
@@ -343,6 +357,13 @@ impl Step {
                 value: expand(value),
             },
             Step::Retrieve { slot } => Step::Retrieve { slot: expand(slot) },
+            Step::Voicemail { user, greeting } => Step::Voicemail {
+                user: expand(user),
+                greeting: *greeting,
+            },
+            Step::VoicemailMain { user: Some(u) } => Step::VoicemailMain {
+                user: Some(expand(u)),
+            },
             Step::Pickup { exten: Some(e) } => Step::Pickup {
                 exten: Some(expand(e)).filter(|e| !e.is_empty()),
             },
@@ -565,6 +586,9 @@ impl Args {
             "menu" => Step::Menu {
                 name: self.required("menu")?,
             },
+            "voicemail_main" => Step::VoicemailMain {
+                user: self.take("user").map(|(_, v)| v),
+            },
             _ => Step::Goto {
                 context: self.required("context")?,
                 exten: self.take("exten").map(|(_, v)| v),
@@ -573,6 +597,30 @@ impl Args {
             },
         })
     }
+}
+
+/// `voicemail USER [busy|unavail]`: positional, as in Asterisk's `VoiceMail(USER,b|u)`.
+fn voicemail(tokens: Vec<(usize, String)>, end: usize) -> Result<Step, StepError> {
+    let mut it = tokens.into_iter();
+    let Some((_, user)) = it.next() else {
+        return Err(error(end, format!("missing USER — {}", usage("voicemail"))));
+    };
+    let greeting = match it.next() {
+        None => store::voicemail::Greeting::Unavail,
+        Some((offset, g)) => store::voicemail::Greeting::from_name(&g).ok_or_else(|| {
+            error(
+                offset,
+                format!("unknown greeting {g:?} — {}", usage("voicemail")),
+            )
+        })?,
+    };
+    if let Some((offset, extra)) = it.next() {
+        return Err(error(
+            offset,
+            format!("unexpected {extra:?} — {}", usage("voicemail")),
+        ));
+    }
+    Ok(Step::Voicemail { user, greeting })
 }
 
 /// `forward set KIND NUMBER` / `forward clear KIND|all`: positional, unlike the other apps.
@@ -671,6 +719,8 @@ fn usage(app: &str) -> String {
         "park" => "park [LOT]",
         "retrieve" => "retrieve [SLOT]",
         "pickup" => "pickup [EXTEN]",
+        "voicemail" => "voicemail USER [busy|unavail]",
+        "voicemail_main" => "voicemail_main [USER]",
         "queue" | "queue_login" | "queue_logout" => return format!("usage: {app} QUEUE"),
         "background" => "background FILE",
         "read" => "read VAR [digits=N] [timeout=S] [terminator=#|none] [prompt=FILE]",

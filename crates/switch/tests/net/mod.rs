@@ -224,6 +224,16 @@ impl Switch {
                 }
             }
         }
+        // So do the voicemail boxes a worker changed.
+        for w in 0..self.workers.len() {
+            for (user, mailbox) in self.workers[w].take_boxes_changed() {
+                for (o, other) in self.workers.iter_mut().enumerate() {
+                    if o != w {
+                        other.mailbox_changed(user.clone(), mailbox.clone());
+                    }
+                }
+            }
+        }
         self.workers.iter_mut().flat_map(Node::drain).collect()
     }
 }

@@ -6,8 +6,10 @@ use sip::transaction::{Peer, Timers, Transport};
 use sip::Message;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use store::voicemail::MailboxOp;
 use store::{Binding, Change, Credentials};
 use switch::config::Config;
 use switch::{CallSlots, Clock, Engine, Event, Input, Output, Settings};
@@ -44,6 +46,10 @@ struct NodeHost {
     handed_off: usize,
     /// Transfer messages for another worker (`Event::Crossing`), for the switch to deliver.
     crossings: Vec<switch::Crossing>,
+    /// The data directory voicemail boxes and their recordings are really written to.
+    data_dir: PathBuf,
+    /// Boxes this worker's operations changed, not yet handed to the other workers.
+    boxes_changed: Vec<(String, store::voicemail::Mailbox)>,
 }
 
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
@@ -126,6 +132,28 @@ pub struct Shared {
     pub rendezvous: Arc<switch::Rendezvous>,
     /// The call queues' board, one for all workers.
     pub queues: Arc<switch::queues::Board>,
+    /// A data directory of the switch's own (voicemail boxes), removed with the last worker.
+    pub data_dir: Arc<DataDir>,
+}
+
+/// A fresh directory under the system's temporary one, removed when dropped.
+pub struct DataDir(pub PathBuf);
+
+impl DataDir {
+    fn new() -> DataDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("strowger-net-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        DataDir(dir)
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl Shared {
@@ -139,6 +167,7 @@ impl Shared {
             dns: Arc::default(),
             rendezvous: Arc::default(),
             queues: Arc::new(switch::queues::Board::new(&cfg.queues)),
+            data_dir: Arc::new(DataDir::new()),
             cfg: Arc::new(cfg),
         }
     }
@@ -214,6 +243,8 @@ impl Node {
             handoffs: Vec::new(),
             crossings: Vec::new(),
             handed_off: 0,
+            data_dir: shared.data_dir.0.clone(),
+            boxes_changed: Vec::new(),
         };
         let mut node = Node {
             engine,
@@ -436,6 +467,16 @@ impl Node {
         std::mem::take(&mut self.host.broadcasts)
     }
 
+    /// The voicemail boxes this worker's operations changed since the last call.
+    pub fn take_boxes_changed(&mut self) -> Vec<(String, store::voicemail::Mailbox)> {
+        std::mem::take(&mut self.host.boxes_changed)
+    }
+
+    /// What another worker's operation left of a voicemail box.
+    pub fn mailbox_changed(&mut self, user: String, mailbox: store::voicemail::Mailbox) {
+        self.input(self.now, Input::MailboxChanged { user, mailbox });
+    }
+
     /// What the shell says when a TCP connection to `peer` could not be made.
     pub fn unreachable(&mut self, peer: Peer) {
         self.input(self.now, Input::Unreachable(peer));
@@ -610,6 +651,19 @@ impl Node {
                     }
                 }
             }
+            Event::Recording { token, name } if name.starts_with("voicemail/") => {
+                let path = h.data_dir.join(&name);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                let file = std::fs::File::create(&path).unwrap();
+                let sink: Box<dyn media::RecordSink> = Box::new(std::io::BufWriter::new(file));
+                self.engine.handle_input(
+                    clock,
+                    Input::Recording {
+                        token,
+                        result: Ok(sink),
+                    },
+                );
+            }
             Event::Recording { token, .. } => {
                 let sink: Box<dyn media::RecordSink> = Box::new(std::io::Cursor::new(Vec::new()));
                 let result = Ok(sink);
@@ -649,6 +703,20 @@ impl Node {
                 server,
                 down_until,
             } => h.broadcasts.push((trunk, server, down_until)),
+            Event::Voicemail { token, user, op } => {
+                let result = store::voicemail::FileMailboxes::new(&h.data_dir).run(&user, &op);
+                if let Some(b) = result.as_ref().ok().filter(|_| op != MailboxOp::List) {
+                    h.boxes_changed.push((user.clone(), b.clone()));
+                }
+                self.engine.handle_input(
+                    clock,
+                    Input::Voicemail {
+                        token,
+                        user,
+                        result,
+                    },
+                );
+            }
             Event::HandOff(handoff) => {
                 h.handed_off += 1;
                 h.handoffs.push(*handoff);

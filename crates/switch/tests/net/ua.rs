@@ -170,6 +170,9 @@ pub struct Ua {
     /// User name and password to answer a 401/407 to an INVITE with (RFC 3261 §22.2); none:
     /// a challenge ends the call.
     pub credentials: Option<(String, String)>,
+    /// The status a NOTIFY outside its calls gets: 481 unless a test holds a subscription it
+    /// made by hand (tests/voicemail.rs).
+    pub notify_status: u16,
     txs: Transactions,
     client_txs: HashMap<ClientTxId, (Option<usize>, Method)>,
     /// Final answers due: (when, call).
@@ -203,6 +206,7 @@ impl Ua {
             bindings: Vec::new(),
             challenged: Vec::new(),
             credentials: None,
+            notify_status: 481,
             dialog_headers: Vec::new(),
             tx_events: Vec::new(),
             txs: Transactions::new(Timers::default()),
@@ -704,7 +708,11 @@ impl Ua {
         }
         let call = self.find_call(&msg).filter(|_| has_to_tag);
         let Some(call) = call else {
-            let status = if method == Method::Options { 200 } else { 481 };
+            let status = match method {
+                Method::Options => 200,
+                Method::Notify => self.notify_status,
+                _ => 481,
+            };
             let tag = self.id("tag-");
             let r = ResponseBuilder::new(&msg, status, "Whatever", Some(peer.addr), Some(&tag))
                 .finish(None);
