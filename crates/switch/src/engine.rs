@@ -1251,7 +1251,8 @@ impl Engine {
             E::PlaybackDone { leg }
             | E::Dtmf { leg, .. }
             | E::MediaTimeout { leg }
-            | E::RemoteLatched { leg, .. } => leg.index(),
+            | E::RemoteLatched { leg, .. }
+            | E::Talking { leg, .. } => leg.index(),
         };
         let Some(call) = self.calls.leg_by_media(leg).map(|at| at.call) else {
             return;
@@ -1274,6 +1275,7 @@ impl Engine {
             }
             E::MediaTimeout { .. } => self.hangup(call, 41, "switch", None, now),
             E::RemoteLatched { .. } => {}
+            E::Talking { .. } => {}
         }
     }
 
