@@ -385,6 +385,7 @@ impl Engine {
             Step::Park { lot } => self.park(call, &lot, now),
             Step::Retrieve { slot } => self.retrieve(call, &slot, now),
             Step::Pickup { exten } => self.pickup(call, exten.as_deref(), now),
+            Step::Conference { room } => self.conference_step(call, room, now),
         }
     }
 

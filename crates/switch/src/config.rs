@@ -3,6 +3,7 @@
 //! switch never meets a bad regex or port range; every error carries
 //! `file:line:column: key: message` and says what would be accepted.
 
+mod conference;
 mod iax2;
 mod music;
 mod parking;
@@ -11,6 +12,7 @@ pub(crate) mod raw;
 mod source;
 mod trunks;
 
+pub use conference::{Conference, Conferences};
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 pub use music::MusicClass;
 pub use parking::{Lot, Parking, DEFAULT_LOT};
@@ -90,6 +92,8 @@ pub struct Config {
     pub queues: Vec<Queue>,
     /// `[moh.NAME]`: music-on-hold classes.
     pub music: Vec<MusicClass>,
+    /// `[conferences.NAME]`: conference rooms.
+    pub conferences: Conferences,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -355,6 +359,7 @@ impl Config {
         let queues = queues::queues(raw.queues, &mut d);
         queues::check_dialplan(&queues, &raw.dialplan, &mut d);
         queues::check_music(&queues, &music, &mut d);
+        let conferences = conference::conferences(raw.conferences, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -384,6 +389,7 @@ impl Config {
             parking,
             queues,
             music,
+            conferences,
             warnings: found,
         })
     }

@@ -126,6 +126,8 @@ pub struct Settings {
     /// The music-on-hold classes, loaded once by the shell and shared by the workers (only the
     /// built-in tune until the shell sets them).
     pub music: Arc<crate::moh::Music>,
+    /// `[conferences.NAME]`: the rooms' PINs and sizes.
+    pub conferences: Arc<crate::config::Conferences>,
 }
 
 impl Settings {
@@ -171,6 +173,7 @@ impl Settings {
             parking: Arc::new(cfg.parking.clone()),
             queues: Arc::new(crate::queues::Board::new(&cfg.queues)),
             music: Arc::default(),
+            conferences: Arc::new(cfg.conferences.clone()),
         }
     }
 }
@@ -255,6 +258,8 @@ pub struct Engine {
     pub(crate) joins: crate::joins::Joins,
     /// This worker's callers in call queues (queues.rs).
     pub(crate) queued: crate::queues::Queued,
+    /// This worker's conference rooms (conference.rs).
+    pub(crate) conferences: crate::conference::Conferences,
 }
 
 impl Engine {
@@ -287,6 +292,7 @@ impl Engine {
             pickup: Default::default(),
             joins: Default::default(),
             queued: crate::queues::Queued::default(),
+            conferences: Default::default(),
             s,
         };
         engine.trunks_start(now);
@@ -1275,7 +1281,7 @@ impl Engine {
             }
             E::MediaTimeout { .. } => self.hangup(call, 41, "switch", None, now),
             E::RemoteLatched { .. } => {}
-            E::Talking { .. } => {}
+            E::Talking { talking, .. } => self.conference_talking(call, talking),
         }
     }
 

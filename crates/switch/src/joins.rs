@@ -37,6 +37,7 @@ impl Engine {
     pub(crate) fn call_ended(&mut self, call: usize, side: &'static str, now: Instant) {
         self.ring_end(call);
         self.parked_gone(call);
+        self.conference_left(call);
         if let Some(other) = self.joins.peer.remove(&call) {
             self.joins.peer.remove(&other);
             self.hangup(other, 16, side, None, now);

@@ -27,6 +27,7 @@ pub(crate) struct RawConfig {
     pub moh: BTreeMap<String, super::music::RawMusicClass>,
     pub ring_groups: BTreeMap<String, RawRingGroup>,
     pub queues: BTreeMap<String, RawQueue>,
+    pub conferences: BTreeMap<String, super::conference::RawConference>,
 }
 
 #[derive(Deserialize)]

@@ -105,6 +105,11 @@ pub enum Step {
     QueueLogout {
         queue: String,
     },
+    /// Joins conference room `room` (conference.rs), after its PIN if it has one; when the
+    /// room is full or locked, or the PIN is not given, the program goes on with CONFSTATUS set.
+    Conference {
+        room: String,
+    },
 }
 
 /// What `playback` plays.
@@ -133,7 +138,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 20] = [
+const APPS: [(&str, Option<&str>, &[&str]); 21] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -158,6 +163,7 @@ const APPS: [(&str, Option<&str>, &[&str]); 20] = [
     ("queue", Some("queue"), &[]),
     ("queue_login", Some("queue"), &[]),
     ("queue_logout", Some("queue"), &[]),
+    ("conference", Some("room"), &[]),
 ];
 
 const DEFAULT_RECORD_MAX: Duration = Duration::from_secs(60);
@@ -454,6 +460,9 @@ impl Args {
             "queue_logout" => Step::QueueLogout {
                 queue: self.required("queue")?,
             },
+            "conference" => Step::Conference {
+                room: self.required("room")?,
+            },
             _ => Step::Goto {
                 context: self.required("context")?,
                 exten: self.take("exten").map(|(_, v)| v),
@@ -536,6 +545,7 @@ fn usage(app: &str) -> String {
         "retrieve" => "retrieve [SLOT]",
         "pickup" => "pickup [EXTEN]",
         "queue" | "queue_login" | "queue_logout" => return format!("usage: {app} QUEUE"),
+        "conference" => "conference ROOM",
         other => other,
     };
     format!("usage: {example}")

@@ -141,6 +141,8 @@ pub struct Ua {
     pub policy: Policy,
     /// Send a 20 ms RTP packet per frame on confirmed calls whose direction lets us.
     pub send_rtp: bool,
+    /// The payload of each of those packets; empty: the codec's silence.
+    pub voice: Vec<u8>,
     pub calls: Vec<Call>,
     /// Every SIP message received, with its time and source.
     pub received: Vec<(Instant, SocketAddr, Message)>,
@@ -191,6 +193,7 @@ impl Ua {
             codecs: vec![0, 8],
             policy: Policy::default(),
             send_rtp: false,
+            voice: Vec::new(),
             calls: Vec::new(),
             received: Vec::new(),
             non_sip: Vec::new(),
@@ -238,8 +241,13 @@ impl Ua {
             IpAddr::V6(ip) => ("IP6", ip.to_string()),
         };
         let formats: Vec<String> = pts.iter().map(u8::to_string).collect();
+        // Payload type 101 is RFC 4733 events, as most phones number them.
+        let events = match pts.contains(&101) {
+            true => "a=rtpmap:101 telephone-event/8000\r\n",
+            false => "",
+        };
         format!(
-            "v=0\r\no=ua 1 {} IN {kind} {ip}\r\ns=-\r\nc=IN {kind} {ip}\r\nt=0 0\r\nm=audio {} RTP/AVP {}\r\na={direction}\r\n",
+            "v=0\r\no=ua 1 {} IN {kind} {ip}\r\ns=-\r\nc=IN {kind} {ip}\r\nt=0 0\r\nm=audio {} RTP/AVP {}\r\n{events}a={direction}\r\n",
             self.sdp_version,
             self.media.port(),
             formats.join(" ")
@@ -952,7 +960,30 @@ impl Ua {
             p.extend_from_slice(&c.rtp_seq.to_be_bytes());
             p.extend_from_slice(&ts.to_be_bytes());
             p.extend_from_slice(&0x5ca1_ab1eu32.to_be_bytes());
-            p.extend_from_slice(&[if c.pt == 8 { 0xd5 } else { 0xff }; 160]);
+            match self.voice.is_empty() {
+                true => p.extend_from_slice(&[if c.pt == 8 { 0xd5 } else { 0xff }; 160]),
+                false => p.extend_from_slice(&self.voice),
+            }
+            self.out.push(Packet::media(self.media, dst, p));
+        }
+    }
+
+    /// Keys `digit` in call `call` as RFC 4733 events (payload type 101): the end of a 100 ms
+    /// event, sent three times as RFC 4733 asks.
+    pub fn send_digit(&mut self, call: usize, digit: char) {
+        let c = &mut self.calls[call];
+        let Some(dst) = c.remote_media else {
+            return;
+        };
+        let event = "0123456789*#".find(digit).expect("a DTMF digit") as u8;
+        let ts = u32::from(c.rtp_seq) * 160;
+        for _ in 0..3 {
+            c.rtp_seq = c.rtp_seq.wrapping_add(1);
+            let mut p = vec![0x80, 101];
+            p.extend_from_slice(&c.rtp_seq.to_be_bytes());
+            p.extend_from_slice(&ts.to_be_bytes());
+            p.extend_from_slice(&0x5ca1_ab1eu32.to_be_bytes());
+            p.extend_from_slice(&[event, 0x80 | 10, 0x03, 0x20]);
             self.out.push(Packet::media(self.media, dst, p));
         }
     }
