@@ -243,3 +243,30 @@ fn a_full_room_turns_callers_away() {
     caller(&mut n, 5063, 1500, "8200");
     assert!(n.run_until(secs(2), |n| turned_away(n, bob) == ["FULL"]));
 }
+
+/// With two workers, callers whose Call-IDs belong to either are handed to the room's worker:
+/// all three meet in one room.
+#[test]
+fn callers_on_different_workers_meet_in_one_room() {
+    let mut n = Net::new(85);
+    let sw = conference_switch(&mut n, 2);
+    let freqs = [500, 1000, 1500];
+    let callers: Vec<(Id, usize)> = freqs
+        .iter()
+        .enumerate()
+        .map(|(i, &hz)| caller(&mut n, 5061 + i as u16, hz, "8000"))
+        .collect();
+    assert!(
+        n.sw(sw).handed_off() > 0,
+        "some caller came in on the other worker"
+    );
+    n.run_for(secs(1));
+    for (&(ua, _), &own) in callers.iter().zip(&freqs) {
+        let heard = hears(&mut n, ua, &freqs, secs(1));
+        assert!(only_the_others(&heard, &freqs, own), "{own} Hz: {heard:?}");
+    }
+    for &(ua, c) in &callers {
+        hang_up(&mut n, ua, c, secs(2));
+    }
+    assert_eq!(n.sw(sw).active_calls(), 0);
+}
