@@ -134,7 +134,7 @@ impl Engine {
         }
     }
 
-    /// Whether a leg plays a prompt or a tone: its frames leave on the ticks, which must then
+    /// Whether a leg plays a prompt or a tone, or a room mixes: frames leave on the ticks, which must then
     /// come each frame interval (or its phases). Without one, a tick sends no media, so a
     /// shell may tick less often while the other legs' packets are relayed as they arrive.
     pub fn generating(&self) -> bool {

@@ -103,7 +103,7 @@ impl Rooms {
         self.rooms.get_mut(id.0)?.as_mut()
     }
 
-    /// A packet of `leg`'s voice in `format`, into its queue at the room's rate.
+    /// A packet of `leg`'s voice in its format, into its queue at the room's rate.
     pub(crate) fn hear(&mut self, id: RoomId, leg: LegId, payload: &[u8]) {
         let Some(room) = self.rooms.get_mut(id.0).and_then(Option::as_mut) else {
             return;
@@ -180,6 +180,19 @@ pub(crate) struct Room {
     out: Vec<i16>,
     /// The same at its leg's rate.
     resampled: Vec<i16>,
+    /// The plain sum at each rate its listeners take it at.
+    common: Vec<Common>,
+}
+
+/// What the members who are not mixed and hear at the normal volume all get — most of a large
+/// room — resampled once per rate instead of once per member.
+struct Common {
+    rate: u32,
+    resampler: Option<Resampler>,
+    pcm: Vec<i16>,
+    len: usize,
+    /// `pcm` is this frame's.
+    fresh: bool,
 }
 
 impl Room {
@@ -196,6 +209,7 @@ impl Room {
             speakers: Vec::with_capacity(loudest + 1),
             out: vec![0; frame],
             resampled: vec![0; frame * 6 + 64],
+            common: Vec::new(),
         }
     }
 
@@ -260,8 +274,16 @@ impl Room {
                 self.cue = None;
             }
         }
+        self.common.iter_mut().for_each(|c| c.fresh = false);
         for (i, seat) in self.seats.iter_mut().enumerate() {
-            let own = self.speakers.contains(&i).then_some(&seat.said[..]);
+            let speaking = self.speakers.contains(&i);
+            if !speaking && seat.levels.listen == 0 {
+                let (rate, total) = (self.rate, &self.total[..]);
+                let pcm = common(&mut self.common, seat.rate, rate, total, &mut self.out);
+                seat.heard.extend_from_slice(pcm);
+                continue;
+            }
+            let own = speaking.then_some(&seat.said[..]);
             share(&self.total, own, seat.levels.listen, &mut self.out);
             match &mut seat.outbound {
                 Some(r) => {
@@ -293,6 +315,43 @@ impl Room {
     }
 }
 
+/// This frame's plain sum at `rate` (made by the frame's first listener at that rate; `scratch`
+/// holds a frame at the `room`'s rate).
+fn common<'a>(
+    commons: &'a mut Vec<Common>,
+    rate: u32,
+    room: u32,
+    total: &[i32],
+    scratch: &mut [i16],
+) -> &'a [i16] {
+    let at = match commons.iter().position(|c| c.rate == rate) {
+        Some(at) => at,
+        None => {
+            commons.push(Common {
+                rate,
+                resampler: (rate != room).then(|| Resampler::new(room, rate)),
+                pcm: vec![0; scratch.len() * 6 + 64],
+                len: 0,
+                fresh: false,
+            });
+            commons.len() - 1
+        }
+    };
+    let c = &mut commons[at];
+    if !c.fresh {
+        c.fresh = true;
+        share(total, None, 0, scratch);
+        c.len = match &mut c.resampler {
+            Some(r) => r.process(scratch, &mut c.pcm),
+            None => {
+                c.pcm[..scratch.len()].copy_from_slice(scratch);
+                scratch.len()
+            }
+        };
+    }
+    &c.pcm[..c.len]
+}
+
 /// What one member hears: `total` less its `own` voice (if it was mixed), at `listen` steps,
 /// clamped to 16 bits.
 fn share(total: &[i32], own: Option<&[i16]>, listen: i8, out: &mut [i16]) {
@@ -321,6 +380,8 @@ fn share(total: &[i32], own: Option<&[i16]>, listen: i8, out: &mut [i16]) {
 /// A member: its codecs, its queue of voice, and what it hears.
 struct Seat {
     leg: LegId,
+    /// Its format's rate.
+    rate: u32,
     levels: SeatLevels,
     decoder: Box<dyn Decoder>,
     /// From the leg's rate to the room's, and back, where they differ.
@@ -347,6 +408,7 @@ impl Seat {
         let frame = rate as usize / 50;
         Seat {
             leg,
+            rate: own,
             levels: SeatLevels::default(),
             decoder: format.decoder(),
             inbound: (own != rate).then(|| Resampler::new(own, rate)),
@@ -521,6 +583,50 @@ mod tests {
             talking: false,
         };
         assert_eq!(events.drain(..).collect::<Vec<_>>(), [off]);
+    }
+
+    /// In a 16 kHz room mixing one member, the 8 kHz listeners (who share one resampled sum) all
+    /// hear the same, the speaker's tone; the speaker hears nothing of itself.
+    #[test]
+    fn listeners_at_another_rate_hear_the_speaker_and_it_hears_nothing() {
+        let mut rooms = Rooms::default();
+        let id = rooms.add(16000, 1);
+        for i in 0..4 {
+            rooms.get_mut(id).unwrap().join(leg(i), Format::Pcmu);
+        }
+        let mut heard: Vec<Vec<i16>> = vec![Vec::new(); 4];
+        let start = Instant::now();
+        for n in 0..25u32 {
+            for i in 0..4 {
+                let packet: Vec<u8> = (0..160u32)
+                    .map(|k| {
+                        let t = f64::from(n * 160 + k) / 8000.0;
+                        let v = if i == 0 {
+                            (std::f64::consts::TAU * 1000.0 * t).sin()
+                        } else {
+                            0.0
+                        };
+                        codec::G711::Pcmu.encode_sample((6000.0 * v) as i16)
+                    })
+                    .collect();
+                rooms.hear(id, leg(i), &packet);
+            }
+            rooms.mix_due(
+                start + MIX_INTERVAL * n,
+                &mut VecDeque::new(),
+                |l, pcm, _| {
+                    heard[l.index()].append(pcm);
+                },
+            );
+        }
+        assert_eq!(heard[1], heard[2]);
+        assert_eq!(heard[1], heard[3]);
+        let tail = |i: usize| &heard[i][heard[i].len() / 2..];
+        assert!(amplitude_at(tail(1), 1000.0, 8000) > 5000.0);
+        assert!(
+            tail(0).iter().all(|&s| s.abs() < 50),
+            "the speaker hears silence"
+        );
     }
 
     /// Members in G.711 (8 kHz), G.722 (16 kHz) and Opus (48 kHz) in rooms of each rate, each
