@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Conference rooms against echo calls, on the same machine in the same run (bench/conference.sh).
 
-Each run has a fresh strowger (2 workers, the default configuration with rooms 8500-8599 added: `conference
-${EXTEN}`, the room's defaults: 16 kHz, the loudest 3 mixed). Every caller is a strowger-load call with
+Each run has a fresh strowger (2 workers, the default configuration with rooms 8500-8599 added, each with the
+room defaults: 16 kHz, the loudest 3 mixed). Every caller is a strowger-load call with
 --rtp send (a 440 Hz tone in PCMU, 50 packets/s, whatever arrives), so every member talks and the mix is
 full; the echo calls (9196) send the same and get it back.
   rooms-S   --participants callers in rooms of S (one strowger-load per room, --participants / S of them);
@@ -27,11 +27,8 @@ import bench as b  # noqa: E402
 import scale  # noqa: E402
 
 # Rooms 8500-8598 for the rooms of S, 8599 for the largest room.
-RULE = '''[[dialplan.contexts.default.rules]]
-regex = "^85\\\\d\\\\d$"
-steps = ["conference ${EXTEN}"]
-
-'''
+RULES = "".join(f'[[dialplan.contexts.default.rules]]\nexten = "85{i:02d}"\nsteps = ["conference 85{i:02d}"]\n\n'
+                for i in range(100))
 
 
 def conference_config(args, rundir, name, largest=None):
@@ -41,7 +38,7 @@ def conference_config(args, rundir, name, largest=None):
     marker = "# Everything else: 404 Not Found."
     if marker not in text:
         sys.exit("bench: cannot find the catch-all rule in the default configuration")
-    text = text.replace(marker, RULE + marker)
+    text = text.replace(marker, RULES + marker)
     if largest:
         text += f"\n[conferences.8599]\nmax_members = {largest}\n"
     with open(path, "w") as f:
@@ -105,7 +102,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--participants", type=int, default=100)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[5, 50])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[5, 50])
     ap.add_argument("--largest", type=int, nargs="*", default=[100, 200, 400])
     ap.add_argument("--rate", type=float, default=50)
     ap.add_argument("--window", type=float, default=15)

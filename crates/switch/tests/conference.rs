@@ -15,7 +15,7 @@ fn conference_switch(n: &mut Net, workers: usize) -> Id {
     let head = format!(
         "[conferences.board]\npin = \"1234\"\nmoderator_pin = \"9999\"\nrate = 8000\n\
          [conferences.small]\nmax_members = 2\n\
-         [[dialplan.contexts.default.rules]]\nexten = \"8000\"\nsteps = [\"conference 8000\"]\n\
+         [[dialplan.contexts.default.rules]]\nexten = \"8000\"\nsteps = [\"conference ${{EXTEN}}\"]\n\
          [[dialplan.contexts.default.rules]]\nexten = \"8100\"\n\
          steps = [\"conference board\", \"bridge sip:${{CONFSTATUS}}@{BOB} timeout=5\"]\n\
          [[dialplan.contexts.default.rules]]\nexten = \"8200\"\n\

@@ -285,6 +285,7 @@ impl Step {
                 value: expand(value),
             },
             Step::Retrieve { slot } => Step::Retrieve { slot: expand(slot) },
+            Step::Conference { room } => Step::Conference { room: expand(room) },
             Step::Pickup { exten: Some(e) } => Step::Pickup {
                 exten: Some(expand(e)).filter(|e| !e.is_empty()),
             },
