@@ -1,7 +1,7 @@
 //! A new call that must join a call living on another worker (a parked call's retrieval, a
-//! pickup, a conference room's members) is handed to that worker before anything is answered or kept here: its Call-ID is
-//! pinned there (`Pins`), and the message leaves as `Event::HandOff` for the shell to post to
-//! that worker's inbox, as dispatch would have. See docs/architecture.md, "Calls that join a
+//! pickup, a conference room's members) is handed to that worker before anything is answered or
+//! kept here: its Call-ID is pinned there (`Pins`), and the message leaves as `Event::HandOff`
+//! for the shell to post to that worker's inbox, as dispatch would have. See docs/architecture.md, "Calls that join a
 //! call on another worker".
 
 use crate::dialplan::{Step, Vars};
@@ -98,8 +98,9 @@ impl Engine {
 
     /// The worker of the call a new INVITE joins, by what its extension would run first in
     /// some context (`Dialplan::rendezvous`): the parked call's of a slot, the ringing call's
-    /// of a pickup, the room's (a hash of its name, so no board is needed) of a conference. A group pickup knows its caller by the From user here, before the caller
-    /// authenticated: this only chooses the worker, and the pickup there checks the user.
+    /// of a pickup, the room's (a hash of its name, so no board is needed) of a conference. A
+    /// group pickup knows its caller by the From user here, before the caller authenticated:
+    /// this only chooses the worker, and the pickup there checks the user.
     fn meeting_worker(&self, msg: &Message) -> Option<usize> {
         let user = |v: &str| Uri::parse(v).ok().and_then(|u| u.user).map(str::to_string);
         let exten = user(msg.request_uri()?)?;

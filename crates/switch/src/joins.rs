@@ -33,7 +33,7 @@ impl Engine {
     }
 
     /// Call `call` ended: the call joined to it ends too, a parked call's slot is freed, a
-    /// ringing call leaves the ring board.
+    /// ringing call leaves the ring board, a conference member its room.
     pub(crate) fn call_ended(&mut self, call: usize, side: &'static str, now: Instant) {
         self.ring_end(call);
         self.parked_gone(call);
