@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use codec::translate::Graph;
-use codec::{Format, Translator};
+use codec::{Codec, Format, Translator};
 use rtp::packet::HEADER_LEN;
 use rtp::rtcp::{self, RtcpPacket, SenderInfo};
 use rtp::stats::ReceiveStats;
@@ -18,11 +18,12 @@ use crate::demux::Demux;
 use crate::frames::{DigitIn, Frame, FrameOut, Output, MIN_DIGIT};
 use crate::leg::{Leg, Playout, Source};
 use crate::legs::Legs;
+use crate::mixer::Rooms;
 use crate::playlist::{Cursor, Playlist};
 use crate::recorder::{RecordError, RecordSink, Recorder};
 use crate::stream::OutStream;
 use crate::tone::ToneGen;
-use crate::{LegConfig, LegStats, LegUpdate, Prompt, ToneSpec};
+use crate::{LegConfig, LegStats, LegUpdate, Prompt, RoomId, SeatLevels, ToneSpec};
 
 /// Largest datagram we build; longer incoming payloads are not relayed.
 const MAX_PACKET: usize = 1500;
@@ -78,6 +79,9 @@ pub enum MediaEvent {
     MediaTimeout { leg: LegId },
     /// RTP now goes to the source address of what the far end sends.
     RemoteLatched { leg: LegId, addr: SocketAddr },
+    /// A conference member started or stopped talking (its level crossed the talking
+    /// threshold, or stayed below it for the hang time).
+    Talking { leg: LegId, talking: bool },
 }
 
 /// Media for all the legs of one worker thread.
@@ -90,6 +94,8 @@ pub struct Engine {
     pcm: Box<[i16; MAX_PCM]>,
     rng: fastrand::Rng,
     cname: Vec<u8>,
+    /// Conference rooms, mixed on the ticks.
+    rooms: Rooms,
     /// An `Instant` and its NTP time, to stamp SRs without reading clocks.
     ntp_anchor: Option<(Instant, u64)>,
     /// Legs playing a prompt or a tone.
@@ -121,17 +127,18 @@ impl Engine {
             pcm: Box::new([0; MAX_PCM]),
             rng,
             cname,
+            rooms: Rooms::default(),
             ntp_anchor: None,
             generating: 0,
             demux: Demux::default(),
         }
     }
 
-    /// Whether a leg plays a prompt or a tone: its frames leave on the ticks, which must then
+    /// Whether a leg plays a prompt or a tone, or a room mixes: frames leave on the ticks, which must then
     /// come each frame interval (or its phases). Without one, a tick sends no media, so a
     /// shell may tick less often while the other legs' packets are relayed as they arrive.
     pub fn generating(&self) -> bool {
-        self.generating > 0
+        self.generating > 0 || !self.rooms.is_empty()
     }
 
     /// Whether what arrives on the leg goes out again at once (bridge, echo). Packets that are
@@ -278,6 +285,11 @@ impl Engine {
                 *playout = self::playout(format, prompt, cache);
                 *pos = 0;
             }
+            &mut Source::Room(room) => {
+                if let Some(r) = self.rooms.get_mut(room) {
+                    r.join(id, format);
+                }
+            }
             _ => {}
         }
     }
@@ -404,6 +416,11 @@ impl Engine {
         if old.generates() {
             self.generating -= 1;
         }
+        if let Source::Room(room) = old {
+            if let Some(r) = self.rooms.get_mut(room) {
+                r.leave(id);
+            }
+        }
         if let Source::Peer(peer) = old {
             if let Some(p) = self
                 .legs
@@ -423,6 +440,51 @@ impl Engine {
             leg.source = source;
             leg.next_frame = None;
             leg.out.restart();
+        }
+    }
+
+    /// A conference room mixing at `rate` (8, 16 or 48 kHz) the `loudest` members heard most.
+    pub fn add_room(&mut self, rate: u32, loudest: usize) -> RoomId {
+        self.rooms.add(rate, loudest)
+    }
+
+    /// Ends a room; its members go idle.
+    pub fn remove_room(&mut self, room: RoomId) {
+        for leg in self.rooms.remove(room) {
+            if let Some(l) = self.legs.get_mut(leg.0) {
+                l.source = Source::Idle;
+            }
+        }
+    }
+
+    /// Seats the leg in `room`, in place of what it did (a bridge ends as with any source).
+    /// Starting another source on it, or removing it, takes it out of the room.
+    pub fn join_room(&mut self, id: LegId, room: RoomId) {
+        let Some(format) = self.legs.get(id.0).map(|l| l.format) else {
+            return;
+        };
+        if self.rooms.get_mut(room).is_none() {
+            return;
+        }
+        self.set_source(id, Source::Room(room));
+        if let Some(r) = self.rooms.get_mut(room) {
+            r.join(id, format);
+        }
+    }
+
+    /// Mutes a member or changes its volumes.
+    pub fn set_seat(&mut self, id: LegId, levels: SeatLevels) {
+        if let Some(Source::Room(room)) = self.legs.get(id.0).map(|l| &l.source) {
+            if let Some(r) = self.rooms.get_mut(*room) {
+                r.set_levels(id, levels);
+            }
+        }
+    }
+
+    /// Plays `tone` for `duration` to every member of the room, over the voices.
+    pub fn room_tone(&mut self, room: RoomId, tone: &ToneSpec, duration: Duration) {
+        if let Some(r) = self.rooms.get_mut(room) {
+            r.cue(tone, duration);
         }
     }
 
@@ -510,8 +572,10 @@ impl Engine {
         }
 
         let from_law = leg.law;
-        let Source::Peer(peer) = leg.source else {
-            return;
+        let peer = match leg.source {
+            Source::Peer(peer) => peer,
+            Source::Room(room) if audio => return self.rooms.hear(room, id, pkt.payload()),
+            _ => return,
         };
         if audio && leg.translator.is_some() {
             self.relay_translated(id, peer, pkt.payload(), now, tx);
@@ -627,8 +691,10 @@ impl Engine {
                 leg.recorder = None;
             }
         }
-        let Source::Peer(peer) = leg.source else {
-            return;
+        let peer = match leg.source {
+            Source::Peer(peer) => peer,
+            Source::Room(room) => return self.rooms.hear(room, id, payload),
+            _ => return,
         };
         if leg.translator.is_some() {
             return self.relay_translated(id, peer, payload, now, tx);
@@ -813,8 +879,16 @@ impl Engine {
             rng,
             cname,
             generating,
+            rooms,
             ..
         } = self;
+        if !rooms.is_empty() {
+            rooms.mix_due(due, events, |id, heard, late| {
+                if let Some(leg) = legs.get_mut(id.0) {
+                    send_heard(id, leg, heard, late, &mut buf[..], now, tx);
+                }
+            });
+        }
         let end = legs.end();
         for index in (phase..end).step_by(phases.max(1)) {
             let Some(leg) = legs.get_mut(index) else {
@@ -925,6 +999,55 @@ where
     }
     leg.next_frame = Some(due);
     false
+}
+
+/// Encodes and sends the packets a conference member's share fills (`heard`, at its format's
+/// rate); a member on hold (or a refused encoding) sends nothing, but its share is used up.
+fn send_heard<F>(
+    id: LegId,
+    leg: &mut Leg,
+    heard: &mut Vec<i16>,
+    late: bool,
+    buf: &mut [u8],
+    now: Instant,
+    tx: &mut F,
+) where
+    F: Output + ?Sized,
+{
+    let n = leg.frame_pcm.max(1);
+    let mut sent = 0;
+    while heard.len() - sent >= n {
+        let pcm = &heard[sent..sent + n];
+        sent += n;
+        let body = &mut buf[HEADER_LEN..];
+        let len = match (leg.law, leg.encoder.as_mut()) {
+            (Some(law), _) => {
+                law.encode(pcm, &mut body[..n]);
+                n
+            }
+            (None, Some(enc)) => enc.encode(pcm, body).unwrap_or(0),
+            (None, None) => 0,
+        };
+        if !leg.sends || len == 0 {
+            continue;
+        }
+        let header = leg.out.next_frame(leg.payload_type, leg.frame_units, now);
+        match leg.remote {
+            Some(dst) => send_rtp(buf, id, leg, dst, &header, len, now, tx),
+            None => frame_out(
+                id,
+                leg,
+                &header,
+                &buf[HEADER_LEN..HEADER_LEN + len],
+                now,
+                tx,
+            ),
+        }
+    }
+    heard.drain(..sent);
+    if late {
+        leg.late_ticks += 1;
+    }
 }
 
 /// Sends a packet built for frame leg `id` (an RTP leg sends nothing here) as a voice frame,

@@ -96,6 +96,8 @@ pub(crate) enum Source {
     /// Packets arriving on the peer are relayed out of this leg, and vice
     /// versa (always symmetric). A peer of itself is echo.
     Peer(LegId),
+    /// A member of a conference room: what arrives is mixed, and the room's mix is sent.
+    Room(crate::RoomId),
 }
 
 impl Source {
@@ -379,7 +381,7 @@ impl Leg {
                 law.encode(pcm, out);
                 false
             }
-            Source::Idle | Source::Peer(_) => false,
+            Source::Idle | Source::Peer(_) | Source::Room(_) => false,
         }
     }
 
@@ -418,7 +420,7 @@ impl Leg {
                 gen.fill(out);
                 false
             }
-            Source::Idle | Source::Peer(_) => false,
+            Source::Idle | Source::Peer(_) | Source::Room(_) => false,
         }
     }
 }

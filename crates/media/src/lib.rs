@@ -28,6 +28,9 @@
 //! (which returns [`LegStats`] for the CDR). Starting a source on a bridged
 //! leg ends the bridge, leaving the other side idle.
 //!
+//! Conference rooms ([`Engine::add_room`], [`Engine::join_room`]) mix their members' voices in
+//! linear PCM on the ticks; see the `mixer` module.
+//!
 //! Timing: generated frames carry timestamps counted in frames, so they are
 //! exact however the ticks jitter; frames are due with half a frame of
 //! slack, so tick jitter up to a quarter frame (±5 ms at 20 ms) never
@@ -63,6 +66,7 @@ mod engine;
 mod frames;
 mod leg;
 mod legs;
+mod mixer;
 mod playlist;
 mod prompt;
 mod recorder;
@@ -74,6 +78,7 @@ pub use codec::G711 as Law;
 pub use engine::{Engine, LegId, MediaEvent, Transmit};
 pub use frames::{Frame, FrameOut, Output};
 pub use leg::{LegConfig, LegStats, LegUpdate};
+pub use mixer::{RoomId, SeatLevels, MAX_STEP};
 pub use playlist::Playlist;
 pub use prompt::{Frames, Packets, Prompt, PromptError};
 pub use recorder::{RecordError, RecordSink};

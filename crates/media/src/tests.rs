@@ -1108,3 +1108,57 @@ fn a_removed_legs_index_is_reused_and_prefetching_any_index_is_harmless() {
 }
 
 mod frames;
+
+/// Three legs in a room, two of them speaking: the engine mixes on its ticks and each leg gets
+/// the others' voices in its own law, never its own; a leg started on something else leaves.
+#[test]
+fn room_members_hear_the_others_in_their_own_format() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(7);
+    let legs = [
+        e.add_leg(cfg(G711::Pcmu, 4000), t0),
+        e.add_leg(cfg(G711::Pcmu, 4002), t0),
+        e.add_leg(cfg(G711::Pcma, 4004), t0),
+    ];
+    let room = e.add_room(8000, 3);
+    for &l in &legs {
+        e.join_room(l, room);
+    }
+    let says = [1000i16, 0, 3000];
+    let mut last = [0i16; 3];
+    for n in 0..10u16 {
+        let now = t0 + MS * 20 * u32::from(n);
+        for (i, &l) in legs.iter().enumerate() {
+            let law = if i == 2 { G711::Pcma } else { G711::Pcmu };
+            let mut body = [0u8; 160];
+            law.encode(&[says[i]; 160], &mut body);
+            let pt = if i == 2 { 8 } else { 0 };
+            let data = packet(pt, n, u32::from(n) * 160, n == 0, &body);
+            assert!(rtp_in(&mut e, l, &data, addr(4000 + 2 * i as u16), now).is_empty());
+        }
+        for s in tick(&mut e, now).iter().filter(|s| !s.rtcp) {
+            let i = legs.iter().position(|&l| l == s.leg).unwrap();
+            let law = if i == 2 { G711::Pcma } else { G711::Pcmu };
+            assert_eq!(s.dst, addr(4000 + 2 * i as u16));
+            let mut pcm = [0i16; 160];
+            law.decode(s.rtp().payload(), &mut pcm);
+            last[i] = pcm[80];
+        }
+    }
+    let near = |got: i16, want: i16| (i32::from(got) - i32::from(want)).abs() <= want as i32 / 16;
+    assert!(
+        near(last[0], 3000) && near(last[1], 4000) && near(last[2], 1000),
+        "{last:?}"
+    );
+    assert!(e.generating(), "a room mixes on the ticks");
+    e.echo(legs[0]);
+    let now = t0 + MS * 200;
+    let sent = tick(&mut e, now);
+    assert!(
+        sent.iter().all(|s| s.rtcp || s.leg != legs[0]),
+        "echo alone now"
+    );
+    e.remove_room(room);
+    assert!(!e.generating());
+    assert!(tick(&mut e, now + MS * 20).iter().all(|s| s.rtcp));
+}

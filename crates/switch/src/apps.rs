@@ -383,6 +383,7 @@ impl Engine {
             }
             Step::Voicemail { user, greeting } => self.voicemail_step(call, user, greeting, now),
             Step::VoicemailMain { user } => self.voicemail_main_step(call, user, now),
+            Step::Conference { room } => self.conference_step(call, room, now),
         }
     }
 

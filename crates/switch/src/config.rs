@@ -3,6 +3,7 @@
 //! switch never meets a bad regex or port range; every error carries
 //! `file:line:column: key: message` and says what would be accepted.
 
+mod conference;
 mod iax2;
 mod ivr;
 mod music;
@@ -13,6 +14,7 @@ mod source;
 mod trunks;
 mod voicemail;
 
+pub use conference::{Conference, Conferences};
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 pub use ivr::{Ivr, Menu};
 pub use music::MusicClass;
@@ -98,6 +100,8 @@ pub struct Config {
     pub ivr: Ivr,
     /// `[voicemail]`: users' boxes and message-waiting indication.
     pub voicemail: Voicemail,
+    /// `[conferences.NAME]`: conference rooms.
+    pub conferences: Conferences,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -366,6 +370,7 @@ impl Config {
         queues::check_music(&queues, &music, &mut d);
         let ivr = ivr::ivr(raw.sounds, raw.menus, &mut d);
         ivr::check_dialplan(&ivr, &raw.dialplan, &mut d);
+        let conferences = conference::conferences(raw.conferences, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -397,6 +402,7 @@ impl Config {
             music,
             ivr,
             voicemail,
+            conferences,
             warnings: found,
         })
     }

@@ -32,7 +32,8 @@ pub struct Dialplan {
     trunks: BTreeMap<String, Vec<String>>,
     /// `[vars]`: visible to every call, overridden by call variables.
     globals: Arc<Vars>,
-    /// The rules of every context that start with `retrieve` or `pickup` (`rendezvous`).
+    /// The rules of every context that start with `retrieve`, `pickup` or `conference`
+    /// (`rendezvous`).
     rendezvous: Vec<Rule>,
     /// `dialplan.timezone`: where `goto ... time="..."` reads the wall clock.
     timezone: jiff::tz::TimeZone,
@@ -132,7 +133,12 @@ impl Dialplan {
             let mut vars = vars.clone();
             std::iter::from_fn(|| route.next(&mut vars))
                 .find(|s| !matches!(s, Step::Set { .. }))
-                .filter(|s| matches!(s, Step::Retrieve { .. } | Step::Pickup { .. }))
+                .filter(|s| {
+                    matches!(
+                        s,
+                        Step::Retrieve { .. } | Step::Pickup { .. } | Step::Conference { .. }
+                    )
+                })
         })
     }
 
@@ -141,6 +147,14 @@ impl Dialplan {
         self.rendezvous
             .iter()
             .any(|r| r.steps.iter().any(|s| matches!(s, Step::Pickup { .. })))
+    }
+
+    /// Whether some rule starts with `conference`: new calls may then have to meet on the
+    /// worker of their room.
+    pub fn has_conference(&self) -> bool {
+        self.rendezvous
+            .iter()
+            .any(|r| r.steps.iter().any(|s| matches!(s, Step::Conference { .. })))
     }
 
     /// `rule` run for `exten` dialled by `caller`, if it matches.
@@ -222,7 +236,10 @@ impl Dialplan {
             .flatten()
             .filter(|r: &&Rule| {
                 let first = r.steps.iter().find(|s| !matches!(s, Step::Set { .. }));
-                matches!(first, Some(Step::Retrieve { .. } | Step::Pickup { .. }))
+                matches!(
+                    first,
+                    Some(Step::Retrieve { .. } | Step::Pickup { .. } | Step::Conference { .. })
+                )
             })
             .cloned()
             .collect();

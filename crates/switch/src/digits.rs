@@ -9,7 +9,10 @@ use std::time::Instant;
 impl Engine {
     /// A digit from leg `at`: kept in the call's `digits` and given to whatever of the call
     /// reads digits now (a recording ends on `#`).
-    pub(crate) fn digit(&mut self, at: LegRef, digit: char, _now: Instant) {
+    pub(crate) fn digit(&mut self, at: LegRef, digit: char, now: Instant) {
+        if self.conference_digit(at.call, digit, now) {
+            return;
+        }
         let Some(c) = self.calls.get_mut(at.call) else {
             return;
         };

@@ -131,6 +131,8 @@ pub struct Settings {
     pub ivr: Arc<crate::config::Ivr>,
     /// `[voicemail]`: the boxes and their limits.
     pub voicemail: Arc<crate::config::Voicemail>,
+    /// `[conferences.NAME]`: the rooms' PINs and sizes.
+    pub conferences: Arc<crate::config::Conferences>,
 }
 
 impl Settings {
@@ -178,6 +180,7 @@ impl Settings {
             music: Arc::default(),
             ivr: Arc::new(cfg.ivr.clone()),
             voicemail: Arc::new(cfg.voicemail.clone()),
+            conferences: Arc::new(cfg.conferences.clone()),
         }
     }
 }
@@ -266,6 +269,8 @@ pub struct Engine {
     pub(crate) voicemail: crate::voicemail::Voicemail,
     /// The subscriptions to voicemail boxes (mwi.rs).
     pub(crate) mwi: crate::mwi::Mwi,
+    /// This worker's conference rooms (conference.rs).
+    pub(crate) conferences: crate::conference::Conferences,
 }
 
 impl Engine {
@@ -300,6 +305,7 @@ impl Engine {
             queued: crate::queues::Queued::default(),
             voicemail: Default::default(),
             mwi: Default::default(),
+            conferences: Default::default(),
             s,
         };
         engine.trunks_start(now);
@@ -1276,7 +1282,8 @@ impl Engine {
             E::PlaybackDone { leg }
             | E::Dtmf { leg, .. }
             | E::MediaTimeout { leg }
-            | E::RemoteLatched { leg, .. } => leg.index(),
+            | E::RemoteLatched { leg, .. }
+            | E::Talking { leg, .. } => leg.index(),
         };
         let Some(call) = self.calls.leg_by_media(leg).map(|at| at.call) else {
             return;
@@ -1299,6 +1306,7 @@ impl Engine {
             }
             E::MediaTimeout { .. } => self.hangup(call, 41, "switch", None, now),
             E::RemoteLatched { .. } => {}
+            E::Talking { talking, .. } => self.conference_talking(call, talking),
         }
     }
 

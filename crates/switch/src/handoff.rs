@@ -1,7 +1,7 @@
 //! A new call that must join a call living on another worker (a parked call's retrieval, a
-//! pickup) is handed to that worker before anything is answered or kept here: its Call-ID is
-//! pinned there (`Pins`), and the message leaves as `Event::HandOff` for the shell to post to
-//! that worker's inbox, as dispatch would have. See docs/architecture.md, "Calls that join a
+//! pickup, a conference room's members) is handed to that worker before anything is answered or
+//! kept here: its Call-ID is pinned there (`Pins`), and the message leaves as `Event::HandOff`
+//! for the shell to post to that worker's inbox, as dispatch would have. See docs/architecture.md, "Calls that join a
 //! call on another worker".
 
 use crate::dialplan::{Step, Vars};
@@ -51,7 +51,10 @@ impl Engine {
         let rv = &self.s.rendezvous;
         if self.s.workers <= 1
             || msg.method() != Some(&Method::Invite)
-            || (rv.pins.is_empty() && rv.lots.is_empty() && rv.ringing.is_empty())
+            || (rv.pins.is_empty()
+                && rv.lots.is_empty()
+                && rv.ringing.is_empty()
+                && !self.dialplan.has_conference())
         {
             return Some(msg);
         }
@@ -95,8 +98,9 @@ impl Engine {
 
     /// The worker of the call a new INVITE joins, by what its extension would run first in
     /// some context (`Dialplan::rendezvous`): the parked call's of a slot, the ringing call's
-    /// of a pickup. A group pickup knows its caller by the From user here, before the caller
-    /// authenticated: this only chooses the worker, and the pickup there checks the user.
+    /// of a pickup, the room's (a hash of its name, so no board is needed) of a conference. A
+    /// group pickup knows its caller by the From user here, before the caller authenticated:
+    /// this only chooses the worker, and the pickup there checks the user.
     fn meeting_worker(&self, msg: &Message) -> Option<usize> {
         let user = |v: &str| Uri::parse(v).ok().and_then(|u| u.user).map(str::to_string);
         let exten = user(msg.request_uri()?)?;
@@ -115,6 +119,7 @@ impl Engine {
                 let peers = self.s.parking.pickup_peers(&caller);
                 rv.ringing.oldest(peers).map(|r| r.worker)
             }
+            Step::Conference { room } => Some(crate::engine::owner(&room, self.s.workers)),
             _ => None,
         }
     }

@@ -33,10 +33,11 @@ impl Engine {
     }
 
     /// Call `call` ended: the call joined to it ends too, a parked call's slot is freed, a
-    /// ringing call leaves the ring board.
+    /// ringing call leaves the ring board, a conference member its room.
     pub(crate) fn call_ended(&mut self, call: usize, side: &'static str, now: Instant) {
         self.ring_end(call);
         self.parked_gone(call);
+        self.conference_left(call);
         if let Some(other) = self.joins.peer.remove(&call) {
             self.joins.peer.remove(&other);
             self.hangup(other, 16, side, None, now);

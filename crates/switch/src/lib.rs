@@ -8,6 +8,7 @@ mod bridge;
 pub mod call;
 mod calls;
 pub mod cdr;
+mod conference;
 pub mod config;
 mod crossing;
 pub mod dialog;

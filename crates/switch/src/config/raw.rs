@@ -30,6 +30,7 @@ pub(crate) struct RawConfig {
     pub sounds: super::ivr::RawSounds,
     pub menus: BTreeMap<String, super::ivr::RawMenu>,
     pub voicemail: super::voicemail::RawVoicemail,
+    pub conferences: BTreeMap<String, super::conference::RawConference>,
 }
 
 #[derive(Deserialize)]

@@ -139,6 +139,11 @@ pub enum Step {
     VoicemailMain {
         user: Option<String>,
     },
+    /// Joins conference room `room` (conference.rs), after its PIN if it has one; when the
+    /// room is full or locked, or the PIN is not given, the program goes on with CONFSTATUS set.
+    Conference {
+        room: String,
+    },
 }
 
 /// How `say` speaks its value.
@@ -189,7 +194,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 26] = [
+const APPS: [(&str, Option<&str>, &[&str]); 27] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -224,6 +229,7 @@ const APPS: [(&str, Option<&str>, &[&str]); 26] = [
     ("menu", Some("menu"), &[]),
     ("voicemail", None, &[]),
     ("voicemail_main", Some("user"), &[]),
+    ("conference", Some("room"), &[]),
 ];
 
 /// `read`'s defaults: the seconds it waits for each digit, and the digit that ends it.
@@ -364,6 +370,7 @@ impl Step {
             Step::VoicemailMain { user: Some(u) } => Step::VoicemailMain {
                 user: Some(expand(u)),
             },
+            Step::Conference { room } => Step::Conference { room: expand(room) },
             Step::Pickup { exten: Some(e) } => Step::Pickup {
                 exten: Some(expand(e)).filter(|e| !e.is_empty()),
             },
@@ -589,6 +596,9 @@ impl Args {
             "voicemail_main" => Step::VoicemailMain {
                 user: self.take("user").map(|(_, v)| v),
             },
+            "conference" => Step::Conference {
+                room: self.required("room")?,
+            },
             _ => Step::Goto {
                 context: self.required("context")?,
                 exten: self.take("exten").map(|(_, v)| v),
@@ -726,6 +736,7 @@ fn usage(app: &str) -> String {
         "read" => "read VAR [digits=N] [timeout=S] [terminator=#|none] [prompt=FILE]",
         "say" => "say digits|number|alpha|text VALUE",
         "menu" => "menu NAME",
+        "conference" => "conference ROOM",
         other => other,
     };
     format!("usage: {example}")

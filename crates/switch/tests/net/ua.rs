@@ -141,6 +141,8 @@ pub struct Ua {
     pub policy: Policy,
     /// Send a 20 ms RTP packet per frame on confirmed calls whose direction lets us.
     pub send_rtp: bool,
+    /// The payload of each of those packets; empty: the codec's silence.
+    pub voice: Vec<u8>,
     pub calls: Vec<Call>,
     /// Every SIP message received, with its time and source.
     pub received: Vec<(Instant, SocketAddr, Message)>,
@@ -194,6 +196,7 @@ impl Ua {
             codecs: vec![0, 8],
             policy: Policy::default(),
             send_rtp: false,
+            voice: Vec::new(),
             calls: Vec::new(),
             received: Vec::new(),
             non_sip: Vec::new(),
@@ -965,7 +968,10 @@ impl Ua {
             p.extend_from_slice(&c.rtp_seq.to_be_bytes());
             p.extend_from_slice(&ts.to_be_bytes());
             p.extend_from_slice(&0x5ca1_ab1eu32.to_be_bytes());
-            p.extend_from_slice(&[if c.pt == 8 { 0xd5 } else { 0xff }; 160]);
+            match self.voice.is_empty() {
+                true => p.extend_from_slice(&[if c.pt == 8 { 0xd5 } else { 0xff }; 160]),
+                false => p.extend_from_slice(&self.voice),
+            }
             self.out.push(Packet::media(self.media, dst, p));
         }
     }

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Conference rooms against echo calls, on the same machine in the same run (bench/conference.sh).
+
+Each run has a fresh strowger (2 workers, the default configuration with rooms 8500-8599 added, each with the
+room defaults: 16 kHz, the loudest 3 mixed). Every caller is a strowger-load call with
+--rtp send (a 440 Hz tone in PCMU, 50 packets/s, whatever arrives), so every member talks and the mix is
+full; the echo calls (9196) send the same and get it back.
+  rooms-S   --participants callers in rooms of S (one strowger-load per room, --participants / S of them);
+  echo      as many calls to 9196, for comparison;
+  largest   one room of N for each N of --largest (max_members raised): whether one worker mixes it in
+            time, by the frames the callers got more than a frame late (strowger-load's late_arrivals,
+            measured on the RTP timestamps' clock with the kernel's arrival stamps).
+All calls come up at --rate; once every call is up (+5 s), the server's CPU (run time of all its threads) is
+taken over --window s: CPU-ms per participant-second = CPU-s / window / calls x 1000. Every child runs in its
+own session, is bounded in calls and time, and dies with this script. Results: bench/results/conference.json
+and a Markdown table on stdout.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as b  # noqa: E402
+import scale  # noqa: E402
+
+# Rooms 8500-8598 for the rooms of S, 8599 for the largest room.
+RULES = "".join(f'[[dialplan.contexts.default.rules]]\nexten = "85{i:02d}"\nsteps = ["conference 85{i:02d}"]\n\n'
+                for i in range(100))
+
+
+def conference_config(args, rundir, name, largest=None):
+    """The scale rig's configuration with rooms 8500-8599, and room 8599 holding `largest`."""
+    path = scale.config(args, rundir, name)
+    text = open(path).read()
+    marker = "# Everything else: 404 Not Found."
+    if marker not in text:
+        sys.exit("bench: cannot find the catch-all rule in the default configuration")
+    text = text.replace(marker, RULES + marker)
+    if largest:
+        text += f"\n[conferences.8599]\nmax_members = {largest}\n"
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def one(args, rundir, kind, size, calls):
+    """`calls` callers in rooms of `size` (kind "rooms", "largest") or echo calls (kind "echo")."""
+    label = f"{kind}-{size}-{calls}"
+    cfg = conference_config(args, rundir, f"{label}.toml", largest=size if kind == "largest" else None)
+    srv = scale.Server(args, rundir, label, 2, "10000-29999", cfg)
+    ramp = calls / args.rate
+    hold = ramp + 5 + args.window + 3
+    if kind == "echo":
+        groups = [("9196", calls)]
+    elif kind == "largest":
+        groups = [("8599", calls)]
+    else:
+        groups = [(f"85{i:02d}", size) for i in range(calls // size)]
+    procs = []
+    for i, (ext, n) in enumerate(groups):
+        out = os.path.join(srv.dir, f"load-{i}.json")
+        # Every group at the same total rate, started together.
+        lp = scale.load(args, f"127.0.0.1:{srv.port}", ext, n, args.rate * n / calls, hold, "send", out)
+        procs.append((lp, out))
+    time.sleep(ramp + 5)
+    c0, m0, t0 = srv.cpu(), b.machine_cpu(), time.time()
+    l0 = sum(b.proc_cpu(p.pid) for p, _ in procs)
+    time.sleep(args.window)
+    c1, m1, t1 = srv.cpu(), b.machine_cpu(), time.time()
+    l1 = sum(b.proc_cpu(p.pid) for p, _ in procs)
+    for p, _ in procs:
+        p.wait()
+    srv.stop()
+    reps = [scale.report_of(out) for _, out in procs]
+    span = t1 - t0
+    failed = sum(r["failed"] for r in reps)
+    up = max(1, calls - failed)
+    received = sum(r["rtp"]["received"] for r in reps)
+    late = sum(r["rtp"]["late_arrivals"] for r in reps)
+    row = {
+        "kind": kind, "room_size": size if kind != "echo" else None, "calls": calls, "calls_up": up,
+        "rate": args.rate, "hold_s": round(hold, 1), "window_s": round(span, 2),
+        "server_cpu_pct": round((c1 - c0) / span * 100, 1),
+        "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / up, 4),
+        "load_cpu_pct": round((l1 - l0) / span * 100, 1),
+        "machine_busy_pct": round(100 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]), 1),
+        "failed": failed, "rtp_received": received, "late_arrivals": late,
+        "late_pct": round(100 * late / max(1, received), 3),
+        "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": procs[0][0].cmd,
+    }
+    b.log(f"{label}: {row['cpu_ms_per_call_s']} CPU-ms per call-second ({row['server_cpu_pct']} %), "
+          f"load generators {row['load_cpu_pct']} %, machine {row['machine_busy_pct']} %, failed {failed}, "
+          f"RTP received {received}, late {late} ({row['late_pct']} %)")
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
+    ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
+    ap.add_argument("--participants", type=int, default=100)
+    ap.add_argument("--sizes", type=int, nargs="*", default=[5, 50])
+    ap.add_argument("--largest", type=int, nargs="*", default=[100, 200, 400])
+    ap.add_argument("--rate", type=float, default=50)
+    ap.add_argument("--window", type=float, default=15)
+    ap.add_argument("--results", default="conference.json", help="file name under bench/results")
+    args = ap.parse_args()
+    args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
+    scale.signal_setup()
+    rundir = os.path.join(b.OUT, "conference-" + time.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(rundir, exist_ok=True)
+    b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
+    info = b.machine_info(args)
+    rows = []
+    try:
+        rows.append(one(args, rundir, "echo", None, args.participants))
+        for s in args.sizes:
+            rows.append(one(args, rundir, "rooms", s, args.participants))
+        for n in args.largest:
+            rows.append(one(args, rundir, "largest", n, n))
+    finally:
+        b.kill_children()
+    os.makedirs(b.RESULTS, exist_ok=True)
+    path = os.path.join(b.RESULTS, args.results)
+    with open(path, "w") as f:
+        json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
+    b.log(f"results: {os.path.relpath(path, b.ROOT)}")
+    echo = rows[0]["cpu_ms_per_call_s"]
+    print("| run | calls | server CPU | CPU-ms per call-second | vs echo | RTP received | late (> 1 frame) | failed |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        name = "echo (9196)" if r["kind"] == "echo" else f"{r['kind']} of {r['room_size']}"
+        vs = f"{r['cpu_ms_per_call_s'] / echo:.2f}" if echo else "-"
+        print(f"| {name} | {r['calls']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {vs} | "
+              f"{r['rtp_received']} | {r['late_arrivals']} ({r['late_pct']} %) | {r['failed']} |")
+
+
+if __name__ == "__main__":
+    main()
