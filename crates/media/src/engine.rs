@@ -15,6 +15,7 @@ use rtp::stats::ReceiveStats;
 use rtp::{RtpHeader, RtpPacket, TelephoneEvent};
 
 use crate::demux::Demux;
+use crate::digit_tone::DigitTone;
 use crate::frames::{DigitIn, Frame, FrameOut, Output, MIN_DIGIT};
 use crate::leg::{Leg, Playout, Source};
 use crate::legs::Legs;
@@ -482,11 +483,24 @@ impl Engine {
         }
 
         let audio = pkt.payload_type() == leg.payload_type;
+        // A digit that ended here: its peer hears of it in the form it takes.
+        let mut heard = None;
         if audio {
             stats.on_timestamp(pkt.timestamp(), now);
             let events = &mut self.events;
             leg.dtmf
                 .on_audio(pkt.timestamp(), |d| events.push_back(dtmf_event(id, d)));
+            if let (Some(det), Some(law)) = (leg.tones.as_deref_mut(), leg.law) {
+                let pcm = pkt.payload().iter().map(|&b| law.decode_sample(b));
+                det.push(pcm, |d| {
+                    heard = Some((d.digit, d.duration_ms, Heard::Tones));
+                    events.push_back(MediaEvent::Dtmf {
+                        leg: id,
+                        digit: d.digit,
+                        duration_ms: d.duration_ms,
+                    });
+                });
+            }
             if let Some(rec) = &mut leg.recorder {
                 if rec
                     .write(pkt.ssrc(), pkt.timestamp(), pkt.payload())
@@ -503,6 +517,7 @@ impl Engine {
             };
             let events = &mut self.events;
             leg.dtmf.on_event(pkt.timestamp(), &ev, |d| {
+                heard = Some((d.digit, d.duration / 8, Heard::Events));
                 events.push_back(dtmf_event(id, d))
             });
         } else {
@@ -513,7 +528,11 @@ impl Engine {
         let Source::Peer(peer) = leg.source else {
             return;
         };
-        if audio && leg.translator.is_some() {
+        let translated = leg.translator.is_some();
+        if let Some((digit, ms, form)) = heard {
+            self.digit_out(peer, digit, ms, form, now, tx);
+        }
+        if audio && translated {
             self.relay_translated(id, peer, pkt.payload(), now, tx);
             return;
         }
@@ -536,6 +555,11 @@ impl Engine {
             // Same format, or G.711 both sides (a translator handles the rest).
             let body = &mut self.buf[HEADER_LEN..len];
             let units = relay_payload(from_law, out.law, payload, body, out.frame_units);
+            if let (Some(tone), Some(law)) = (out.digit_tone.as_deref_mut(), out.law) {
+                if tone.overlay(law, body) {
+                    out.digit_tone = None;
+                }
+            }
             out.out.relay(&pkt, out.payload_type, units, now)
         } else {
             let Some(pt) = out.dtmf_pt else { return };
@@ -729,20 +753,93 @@ impl Engine {
             volume: 10,
             duration: duration.min(u64::from(u16::MAX)) as u16,
         };
-        let _ = event.write(&mut self.buf[HEADER_LEN..]);
-        for i in 0..if end { 3 } else { 1 } {
-            let marker = i == 0 && ongoing.is_none();
-            let header = out.out.event(pt, start.peer_ts, marker);
-            send_rtp(
-                &mut self.buf[..],
-                peer,
-                out,
-                dst,
-                &header,
-                rtp::dtmf::EVENT_LEN,
-                now,
-                tx,
-            );
+        let first = ongoing.is_none();
+        let to = EventTo { peer, dst, pt };
+        send_event(
+            &mut self.buf[..],
+            to,
+            out,
+            &event,
+            start.peer_ts,
+            first,
+            now,
+            tx,
+        );
+    }
+
+    /// Listens (or stops listening) for digits sent as tones in the leg's audio, reported as
+    /// [`MediaEvent::Dtmf`] and passed to a bridged peer that takes RFC 4733 as events (the
+    /// audio goes on too). For a far end that negotiated no telephone-event; G.711 legs only.
+    pub fn listen_for_tones(&mut self, id: LegId, on: bool) {
+        if let Some(leg) = self.legs.get_mut(id.0) {
+            leg.tones = on.then(Box::default);
+        }
+    }
+
+    /// Whether the leg's far end takes digits by signalling (SIP INFO, sent by the call logic):
+    /// then a digit arriving on its peer is not also regenerated in its media.
+    pub fn digits_signalled(&mut self, id: LegId, on: bool) {
+        if let Some(leg) = self.legs.get_mut(id.0) {
+            leg.digits_signalled = on;
+        }
+    }
+
+    /// Sends a digit that arrived by signalling (SIP INFO) to leg `id`'s far end: as RFC 4733
+    /// events if it negotiated telephone-event, else as tones over what it is sent.
+    pub fn send_digit<F>(
+        &mut self,
+        id: LegId,
+        digit: char,
+        duration_ms: u32,
+        now: Instant,
+        tx: &mut F,
+    ) where
+        F: Output + ?Sized,
+    {
+        self.digit_out(id, digit, duration_ms, Heard::Signalling, now, tx);
+    }
+
+    /// Regenerates a digit heard in form `from` on leg `to`'s peer in the form `to` takes,
+    /// unless it reaches `to` already: RFC 4733 events are relayed as they are, tones are in
+    /// the relayed audio, and a leg that takes digits by signalling gets them from the call.
+    fn digit_out<F>(
+        &mut self,
+        to: LegId,
+        digit: char,
+        duration_ms: u32,
+        from: Heard,
+        now: Instant,
+        tx: &mut F,
+    ) where
+        F: Output + ?Sized,
+    {
+        let Some(out) = self.legs.get_mut(to.0) else {
+            return;
+        };
+        if out.digits_signalled || !out.sends || out.frames.is_some() {
+            return;
+        }
+        match (out.dtmf_pt, out.remote, rtp::dtmf::char_event(digit)) {
+            (Some(pt), Some(dst), Some(code)) if from != Heard::Events => {
+                let start = out.out.position(now);
+                let to = EventTo { peer: to, dst, pt };
+                let clock = u64::from(out.format.rtp_clock());
+                let units = (u64::from(duration_ms) * clock / 1000).min(u64::from(u16::MAX));
+                let mut event = TelephoneEvent {
+                    event: code,
+                    end: false,
+                    volume: 10,
+                    duration: out.frame_units.min(units as u32) as u16,
+                };
+                send_event(&mut self.buf[..], to, out, &event, start, true, now, tx);
+                event.end = true;
+                event.duration = units as u16;
+                send_event(&mut self.buf[..], to, out, &event, start, false, now, tx);
+            }
+            (None, _, _) if from != Heard::Tones && out.law.is_some() => {
+                out.digit_tone = DigitTone::new(digit, duration_ms).map(Box::new);
+            }
+            _ => {}
         }
     }
 
@@ -1142,6 +1239,45 @@ fn playout(format: Format, prompt: &Prompt, cache: bool) -> Playout {
 
 fn is_g711(f: Format) -> bool {
     matches!(f, Format::Pcmu | Format::Pcma)
+}
+
+/// The form a digit arrived in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Heard {
+    Events,
+    Tones,
+    Signalling,
+}
+
+/// Where RFC 4733 packets go: the leg, its far end, and its telephone-event payload type.
+#[derive(Clone, Copy)]
+struct EventTo {
+    peer: LegId,
+    dst: SocketAddr,
+    pt: u8,
+}
+
+/// Sends `event` (started at `start_ts`) from leg `to.peer`: a start once, with the marker
+/// when it is the event's `first` packet, or an end three times (RFC 4733 §2.5.1.4).
+#[allow(clippy::too_many_arguments)]
+fn send_event<F>(
+    buf: &mut [u8],
+    to: EventTo,
+    out: &mut Leg,
+    event: &TelephoneEvent,
+    start_ts: u32,
+    first: bool,
+    now: Instant,
+    tx: &mut F,
+) where
+    F: Output + ?Sized,
+{
+    let _ = event.write(&mut buf[HEADER_LEN..]);
+    for i in 0..if event.end { 3 } else { 1 } {
+        let header = out.out.event(to.pt, start_ts, i == 0 && first);
+        let len = rtp::dtmf::EVENT_LEN;
+        send_rtp(buf, to.peer, out, to.dst, &header, len, now, tx);
+    }
 }
 
 fn dtmf_event(leg: LegId, d: rtp::dtmf::Digit) -> MediaEvent {

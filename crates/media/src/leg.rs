@@ -10,6 +10,8 @@ use rtp::rtcp::ReportBlock;
 use rtp::stats::ReceiveStats;
 use rtp::DtmfDetector;
 
+use crate::digit_tone::DigitTone;
+use crate::dtmf_detect::ToneDetector;
 use crate::frames::FrameState;
 use crate::prompt::Packets;
 use crate::recorder::Recorder;
@@ -157,6 +159,14 @@ pub(crate) struct Leg {
     pub(crate) last_rx: Option<Instant>,
     pub(crate) timed_out: bool,
     pub(crate) dtmf: DtmfDetector,
+    /// Listens for digits sent as tones (a far end without telephone-event); `None` spends
+    /// nothing on the audio.
+    pub(crate) tones: Option<Box<ToneDetector>>,
+    /// Tones of a digit that arrived on the peer in another form, laid over the audio relayed
+    /// to this leg (a far end without telephone-event).
+    pub(crate) digit_tone: Option<Box<DigitTone>>,
+    /// The far end takes digits by signalling (see [`crate::Engine::digits_signalled`]).
+    pub(crate) digits_signalled: bool,
     pub(crate) recorder: Option<Recorder>,
 
     pub(crate) rtcp_due: Instant,
@@ -211,6 +221,9 @@ impl Leg {
             last_rx: None,
             timed_out: false,
             dtmf: DtmfDetector::default(),
+            tones: None,
+            digit_tone: None,
+            digits_signalled: false,
             recorder: None,
             rtcp_due,
             packets_at_last_report: 0,

@@ -59,6 +59,8 @@
 
 mod decimate;
 mod demux;
+mod digit_tone;
+mod dtmf_detect;
 mod engine;
 mod frames;
 mod leg;

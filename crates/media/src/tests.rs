@@ -1107,4 +1107,5 @@ fn a_removed_legs_index_is_reused_and_prefetching_any_index_is_harmless() {
     assert_eq!(rtp_in(&mut e, a, &frame, addr(4000), t0)[0].dst, addr(4004));
 }
 
+mod digits;
 mod frames;
