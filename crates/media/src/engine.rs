@@ -23,7 +23,7 @@ use crate::playlist::{Cursor, Playlist};
 use crate::recorder::{RecordError, RecordSink, Recorder};
 use crate::stream::OutStream;
 use crate::tone::ToneGen;
-use crate::{LegConfig, LegStats, LegUpdate, Prompt, ToneSpec};
+use crate::{DtmfMode, LegConfig, LegStats, LegUpdate, Prompt, ToneSpec};
 
 /// Largest datagram we build; longer incoming payloads are not relayed.
 const MAX_PACKET: usize = 1500;
@@ -97,6 +97,7 @@ pub struct Engine {
     generating: usize,
     /// Legs by far-end address, for shells that share a socket between legs.
     demux: Demux,
+    dtmf_mode: DtmfMode,
 }
 
 impl Default for Engine {
@@ -125,6 +126,7 @@ impl Engine {
             ntp_anchor: None,
             generating: 0,
             demux: Demux::default(),
+            dtmf_mode: DtmfMode::default(),
         }
     }
 
@@ -159,7 +161,9 @@ impl Engine {
         // round trip early in the call.
         let rtcp_due = now + rtcp_interval(&mut self.rng) / 2;
         let remote = cfg.remote;
-        let id = LegId(self.legs.insert(Leg::new(cfg, out, rtcp_due)));
+        let mut leg = Leg::new(cfg, out, rtcp_due);
+        leg.listen_for_tones(self.dtmf_mode);
+        let id = LegId(self.legs.insert(leg));
         self.demux.moved(id, None, remote);
         id
     }
@@ -236,6 +240,7 @@ impl Engine {
         let changed = leg.format != update.format;
         let was = leg.remote;
         leg.update(update);
+        leg.listen_for_tones(self.dtmf_mode);
         self.demux.moved(id, was, leg.remote);
         self.format_set(id, changed);
     }
@@ -562,7 +567,11 @@ impl Engine {
             }
             out.out.relay(&pkt, out.payload_type, units, now)
         } else {
-            let Some(pt) = out.dtmf_pt else { return };
+            // In DtmfMode::Info the call logic sends the digit by signalling instead.
+            let info = self.dtmf_mode == DtmfMode::Info;
+            let Some(pt) = out.dtmf_pt.filter(|_| !info) else {
+                return;
+            };
             self.buf[HEADER_LEN..len].copy_from_slice(payload);
             out.out.relay(&pkt, pt, 0, now)
         };
@@ -767,25 +776,23 @@ impl Engine {
         );
     }
 
-    /// Listens (or stops listening) for digits sent as tones in the leg's audio, reported as
-    /// [`MediaEvent::Dtmf`] and passed to a bridged peer that takes RFC 4733 as events (the
-    /// audio goes on too). For a far end that negotiated no telephone-event; G.711 legs only.
-    pub fn listen_for_tones(&mut self, id: LegId, on: bool) {
-        if let Some(leg) = self.legs.get_mut(id.0) {
-            leg.tones = on.then(Box::default);
+    /// How digits are taken from and given to the far ends, from now on (legs set up before
+    /// keep theirs until their next update).
+    pub fn set_dtmf_mode(&mut self, mode: DtmfMode) {
+        self.dtmf_mode = mode;
+    }
+
+    /// The leg bridged to `id`, if any.
+    pub fn peer(&self, id: LegId) -> Option<LegId> {
+        match self.legs.get(id.0)?.source {
+            Source::Peer(p) if p != id => Some(p),
+            _ => None,
         }
     }
 
-    /// Whether the leg's far end takes digits by signalling (SIP INFO, sent by the call logic):
-    /// then a digit arriving on its peer is not also regenerated in its media.
-    pub fn digits_signalled(&mut self, id: LegId, on: bool) {
-        if let Some(leg) = self.legs.get_mut(id.0) {
-            leg.digits_signalled = on;
-        }
-    }
-
-    /// Sends a digit that arrived by signalling (SIP INFO) to leg `id`'s far end: as RFC 4733
-    /// events if it negotiated telephone-event, else as tones over what it is sent.
+    /// Sends a digit to leg `id`'s far end in its media: as RFC 4733 events if it negotiated
+    /// telephone-event, else as tones over what it is sent. For a digit that arrived by
+    /// signalling (SIP INFO), or one the call logic does not send by signalling.
     pub fn send_digit<F>(
         &mut self,
         id: LegId,
@@ -801,7 +808,7 @@ impl Engine {
 
     /// Regenerates a digit heard in form `from` on leg `to`'s peer in the form `to` takes,
     /// unless it reaches `to` already: RFC 4733 events are relayed as they are, tones are in
-    /// the relayed audio, and a leg that takes digits by signalling gets them from the call.
+    /// the relayed audio, and in [`DtmfMode::Info`] the call logic sends it by signalling.
     fn digit_out<F>(
         &mut self,
         to: LegId,
@@ -816,7 +823,8 @@ impl Engine {
         let Some(out) = self.legs.get_mut(to.0) else {
             return;
         };
-        if out.digits_signalled || !out.sends || out.frames.is_some() {
+        let signalled = self.dtmf_mode == DtmfMode::Info && from != Heard::Signalling;
+        if signalled || !out.sends || out.frames.is_some() {
             return;
         }
         match (out.dtmf_pt, out.remote, rtp::dtmf::char_event(digit)) {

@@ -17,7 +17,7 @@ use crate::prompt::Packets;
 use crate::recorder::Recorder;
 use crate::stream::OutStream;
 use crate::tone::ToneGen;
-use crate::{LegId, Prompt};
+use crate::{DtmfMode, LegId, Prompt};
 
 /// Media of a new leg, from SDP.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,8 +165,6 @@ pub(crate) struct Leg {
     /// Tones of a digit that arrived on the peer in another form, laid over the audio relayed
     /// to this leg (a far end without telephone-event).
     pub(crate) digit_tone: Option<Box<DigitTone>>,
-    /// The far end takes digits by signalling (see [`crate::Engine::digits_signalled`]).
-    pub(crate) digits_signalled: bool,
     pub(crate) recorder: Option<Recorder>,
 
     pub(crate) rtcp_due: Instant,
@@ -223,7 +221,6 @@ impl Leg {
             dtmf: DtmfDetector::default(),
             tones: None,
             digit_tone: None,
-            digits_signalled: false,
             recorder: None,
             rtcp_due,
             packets_at_last_report: 0,
@@ -261,6 +258,15 @@ impl Leg {
             if let Some(f) = &mut self.frames {
                 f.reclock();
             }
+        }
+    }
+
+    /// Listens for tones if `mode` asks it of this leg: a G.711 leg without telephone-event,
+    /// or in [`DtmfMode::Inband`] every G.711 leg. A detector kept keeps its state.
+    pub(crate) fn listen_for_tones(&mut self, mode: DtmfMode) {
+        let listen = self.law.is_some() && (self.dtmf_pt.is_none() || mode == DtmfMode::Inband);
+        if listen != self.tones.is_some() {
+            self.tones = listen.then(Box::default);
         }
     }
 

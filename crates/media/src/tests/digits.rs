@@ -72,7 +72,6 @@ fn tones_heard_on_a_leg_are_reported_and_sent_to_the_peer_as_events() {
     let a = e.add_leg(plain(4000), t0);
     let b = e.add_leg(cfg(G711::Pcmu, 5000), t0);
     e.bridge(a, b);
-    e.listen_for_tones(a, true);
     let sent = feed(&mut e, a, &tone_packets('7', 160), t0);
     let evs = events(&mut e);
     assert_eq!(evs.len(), 1, "{evs:?}");
@@ -106,20 +105,22 @@ fn tones_heard_on_a_leg_are_reported_and_sent_to_the_peer_as_events() {
 }
 
 #[test]
-fn tones_are_not_listened_for_unless_asked() {
+fn a_leg_with_telephone_event_is_listened_to_only_in_inband_mode() {
     let t0 = Instant::now();
     let mut e = Engine::with_seed(2);
-    let a = e.add_leg(plain(4000), t0);
+    let a = e.add_leg(cfg(G711::Pcmu, 4000), t0);
     let b = e.add_leg(cfg(G711::Pcmu, 5000), t0);
     e.bridge(a, b);
     let sent = feed(&mut e, a, &tone_packets('7', 160), t0);
     assert_eq!(events(&mut e), []);
     assert_eq!(telephone_events(&sent), []);
-    // Stopped again.
-    e.listen_for_tones(a, true);
-    e.listen_for_tones(a, false);
-    feed(&mut e, a, &tone_packets('7', 160), t0);
-    assert_eq!(events(&mut e), []);
+    e.set_dtmf_mode(DtmfMode::Inband);
+    let c = e.add_leg(cfg(G711::Pcmu, 6000), t0);
+    feed(&mut e, c, &tone_packets('7', 160), t0);
+    assert!(matches!(
+        events(&mut e)[..],
+        [MediaEvent::Dtmf { digit: '7', .. }]
+    ));
 }
 
 #[test]
@@ -193,18 +194,31 @@ fn a_signalled_digit_goes_out_as_events_or_as_tones() {
 }
 
 #[test]
-fn a_leg_that_takes_digits_by_signalling_gets_none_in_its_media() {
+fn in_info_mode_no_digit_is_regenerated_or_relayed_in_the_media() {
     let t0 = Instant::now();
     let mut e = Engine::with_seed(5);
+    e.set_dtmf_mode(DtmfMode::Info);
     let a = e.add_leg(plain(4000), t0);
     let b = e.add_leg(cfg(G711::Pcmu, 5000), t0);
     e.bridge(a, b);
-    e.listen_for_tones(a, true);
-    e.digits_signalled(b, true);
     let sent = feed(&mut e, a, &tone_packets('3', 160), t0);
     assert!(matches!(
         events(&mut e)[..],
         [MediaEvent::Dtmf { digit: '3', .. }]
     ));
     assert_eq!(telephone_events(&sent), []);
+    let mut ev = [0u8; 4];
+    let end = TelephoneEvent {
+        event: 3,
+        end: true,
+        volume: 10,
+        duration: 800,
+    };
+    end.write(&mut ev).unwrap();
+    let sent = rtp_in(&mut e, b, &packet(101, 1, 0, true, &ev), addr(5000), t0);
+    assert!(matches!(
+        events(&mut e)[..],
+        [MediaEvent::Dtmf { digit: '3', .. }]
+    ));
+    assert_eq!(sent.len(), 0, "the event is not relayed: {sent:?}");
 }
