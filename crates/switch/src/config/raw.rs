@@ -350,6 +350,7 @@ pub(crate) struct RawRtp {
     pub symmetric: bool,
     pub shared_ports: bool,
     pub speex_quality: u64,
+    pub dtmf: String,
 }
 
 impl Default for RawRtp {
@@ -363,6 +364,7 @@ impl Default for RawRtp {
             symmetric: true,
             shared_ports: false,
             speex_quality: 8,
+            dtmf: "auto".into(),
         }
     }
 }
