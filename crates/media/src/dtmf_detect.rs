@@ -23,19 +23,19 @@ const KEYS: [[char; 4]; 4] = [
     ['7', '8', '9', 'C'],
     ['*', '0', '#', 'D'],
 ];
-/// Amplitude of a 0 dBm0 sine in 16-bit linear PCM (G.711: +3.17 dBm0 is full scale).
-const DBM0: f32 = 22_300.0;
-/// Quietest tone taken: −32 dBm0, 6 dB under Q.24's −26 dBm0 operating limit.
-const MIN_LEVEL_DBM0: f32 = -32.0;
-/// Column minus row level accepted, dB (Q.24 asks for +4 and −8 at least).
-const MAX_TWIST_DB: f32 = 6.0;
-const MAX_REVERSE_TWIST_DB: f32 = 12.0;
-/// How far the chosen tone stands above the others of its group, dB.
-const RELATIVE_PEAK_DB: f32 = 4.0;
+// The limits below are power ratios, compared without logarithms: a block's checks run 80
+// times a second on every leg listened to.
+/// Amplitude of the quietest tone taken: −32 dBm0, 6 dB under Q.24's −26 dBm0 limit.
+const MIN_AMPLITUDE: f32 = 560.0;
+/// Column over row power accepted: +6 dB and −12 dB (Q.24 asks for +4 and −8 at least).
+const MAX_TWIST: f32 = 3.98;
+const MIN_TWIST: f32 = 0.063;
+/// How far the chosen tone stands above the others of its group: 4 dB.
+const RELATIVE_PEAK: f32 = 2.51;
 /// Least share of the block's energy the two tones must hold.
 const MIN_TONE_SHARE: f32 = 0.6;
-/// Largest second harmonic, relative to its fundamental, dB.
-const MAX_HARMONIC_DB: f32 = -10.0;
+/// Largest second harmonic relative to its fundamental: −10 dB.
+const MAX_HARMONIC: f32 = 0.1;
 /// Largest frequency deviation taken, between Q.24's accept and reject limits.
 const MAX_DEVIATION: f32 = 0.025;
 /// Blocks without the digit that end it.
@@ -67,27 +67,49 @@ impl Bin {
         }
     }
 
-    /// The DFT term of `x` at this frequency, up to a phase that is the same for every block
-    /// of the same length, and the term of its first half (`x` has an even length).
-    fn run(&self, x: &[f32]) -> Term {
-        let (mut s1, mut s2) = (0.0f32, 0.0f32);
-        let mut half = (0.0, 0.0);
-        for (i, &v) in x.iter().enumerate() {
-            if i == x.len() / 2 {
-                half = self.term(s1, s2);
-            }
-            let s = v + self.coeff * s1 - s2;
-            s2 = s1;
-            s1 = s;
-        }
-        Term {
-            full: self.term(s1, s2),
-            half,
-        }
-    }
-
     fn term(&self, s1: f32, s2: f32) -> (f32, f32) {
         (s1 - self.cos * s2, self.sin * s2)
+    }
+}
+
+/// The DFT terms of `x` at the `bins`' frequencies, each up to a phase that is the same for
+/// every block of the same length, over `x` and over its first half. One pass runs all the
+/// filters side by side, which the compiler turns into vector operations.
+fn run<const K: usize>(bins: &[Bin; K], x: &[f32]) -> [Term; K] {
+    let (mut s1, mut s2) = ([0.0f32; K], [0.0f32; K]);
+    let coeff = bins.map(|b| b.coeff);
+    let (first, second) = x.split_at(x.len() / 2);
+    step(&coeff, &mut s1, &mut s2, first);
+    let half: [(f32, f32); K] = std::array::from_fn(|k| bins[k].term(s1[k], s2[k]));
+    step(&coeff, &mut s1, &mut s2, second);
+    std::array::from_fn(|k| Term {
+        full: bins[k].term(s1[k], s2[k]),
+        half: half[k],
+    })
+}
+
+/// The Goertzel recurrence of every filter over `part`, two samples a step: the second
+/// sample's state is written in terms of the states before the first, so each step waits on
+/// one multiply and add per filter instead of two of each.
+fn step<const K: usize>(coeff: &[f32; K], s1: &mut [f32; K], s2: &mut [f32; K], part: &[f32]) {
+    let pairs = part.chunks_exact(2);
+    let odd = pairs.remainder();
+    for pair in pairs {
+        let (v0, v1) = (pair[0], pair[1]);
+        for k in 0..K {
+            let c = coeff[k];
+            let a = (v0 - s2[k]) + c * s1[k];
+            let b = (v1 + c * (v0 - s2[k])) + (c * c - 1.0) * s1[k];
+            s2[k] = a;
+            s1[k] = b;
+        }
+    }
+    for &v in odd {
+        for k in 0..K {
+            let s = (v - s2[k]) + coeff[k] * s1[k];
+            s2[k] = s1[k];
+            s1[k] = s;
+        }
     }
 }
 
@@ -131,8 +153,8 @@ struct Candidate {
 
 /// The detector of one leg. Feed it the leg's audio in order with [`ToneDetector::push`].
 pub struct ToneDetector {
-    rows: [Bin; 4],
-    cols: [Bin; 4],
+    /// The rows' filters, then the columns'.
+    bins: [Bin; 8],
     block: [f32; BLOCK],
     filled: usize,
     previous: Option<Candidate>,
@@ -143,8 +165,7 @@ pub struct ToneDetector {
 impl Default for ToneDetector {
     fn default() -> Self {
         ToneDetector {
-            rows: ROWS.map(Bin::new),
-            cols: COLS.map(Bin::new),
+            bins: std::array::from_fn(|k| Bin::new(if k < 4 { ROWS[k] } else { COLS[k - 4] })),
             block: [0.0; BLOCK],
             filled: 0,
             previous: None,
@@ -156,14 +177,20 @@ impl Default for ToneDetector {
 impl ToneDetector {
     /// Takes the next samples; `found` hears of each digit that ended within them.
     pub fn push(&mut self, pcm: impl IntoIterator<Item = i16>, mut found: impl FnMut(Detected)) {
-        for s in pcm {
-            self.block[self.filled] = f32::from(s);
-            self.filled += 1;
-            if self.filled == BLOCK {
-                self.filled = 0;
-                if let Some(d) = self.on_block() {
-                    found(d);
-                }
+        let mut pcm = pcm.into_iter();
+        loop {
+            let room = &mut self.block[self.filled..];
+            let before = self.filled;
+            for (slot, s) in room.iter_mut().zip(&mut pcm) {
+                *slot = f32::from(s);
+                self.filled += 1;
+            }
+            if self.filled < BLOCK || self.filled == before {
+                return;
+            }
+            self.filled = 0;
+            if let Some(d) = self.on_block() {
+                found(d);
             }
         }
     }
@@ -209,21 +236,21 @@ impl ToneDetector {
     /// The digit this block's tones name, if they pass every check of one block.
     fn candidate(&self) -> Option<Candidate> {
         let x = &self.block;
-        let energy: f32 = x.iter().map(|v| v * v).sum();
+        let energy = sum_of_squares(x);
         // A tone of amplitude A has a term of power (A·N/2)².
-        let floor = (DBM0 * 10f32.powf(MIN_LEVEL_DBM0 / 20.0) * BLOCK as f32 / 2.0).powi(2);
+        let floor = (MIN_AMPLITUDE * BLOCK as f32 / 2.0).powi(2);
         if energy < 2.0 * floor / BLOCK as f32 {
             return None;
         }
-        let row_terms = self.rows.map(|b| b.run(x));
-        let col_terms = self.cols.map(|b| b.run(x));
+        let terms = run(&self.bins, x);
+        let row_terms: [Term; 4] = std::array::from_fn(|k| terms[k]);
+        let col_terms: [Term; 4] = std::array::from_fn(|k| terms[k + 4]);
         let (row, row_p) = strongest(&row_terms.map(|t| power(t.full)))?;
         let (col, col_p) = strongest(&col_terms.map(|t| power(t.full)))?;
         if row_p < floor || col_p < floor {
             return None;
         }
-        let twist = db(col_p / row_p);
-        if !(-MAX_REVERSE_TWIST_DB..=MAX_TWIST_DB).contains(&twist) {
+        if !(MIN_TWIST..=MAX_TWIST).contains(&(col_p / row_p)) {
             return None;
         }
         // Both terms' power is (A·N/2)²; the block energy of those tones is A²·N/2.
@@ -236,7 +263,7 @@ impl ToneDetector {
         let (rh, ch) = (row_t.halves(ROWS[row]), col_t.halves(COLS[col]));
         let (first, second) = x.split_at(BLOCK / 2);
         for (i, half) in [first, second].into_iter().enumerate() {
-            let e: f32 = half.iter().map(|v| v * v).sum();
+            let e = sum_of_squares(half);
             if share(power(rh[i]) + power(ch[i]), e, BLOCK / 2) < MIN_TONE_SHARE {
                 return None;
             }
@@ -276,7 +303,7 @@ fn strongest(powers: &[f32; 4]) -> Option<(usize, f32)> {
     let clear = powers
         .iter()
         .enumerate()
-        .all(|(i, &q)| i == best || db(p / q.max(f32::MIN_POSITIVE)) >= RELATIVE_PEAK_DB);
+        .all(|(i, &q)| i == best || p >= q * RELATIVE_PEAK);
     clear.then_some((best, p))
 }
 
@@ -288,7 +315,7 @@ fn harmonic_clear(x: &[f32], freq: f32, p: f32, other: Option<f32>) -> bool {
     if other.is_some_and(|o| (o - h).abs() < 2.0 * RATE / BLOCK as f32) {
         return true;
     }
-    db(power(Bin::new(h).run(x).full) / p) <= MAX_HARMONIC_DB
+    power(run(&[Bin::new(h)], x)[0].full) <= p * MAX_HARMONIC
 }
 
 /// Whether the phase a tone's term turned through from one block to the next puts its
@@ -323,13 +350,22 @@ fn offset_hz(turn: f32, nominal: f32, samples: usize) -> f32 {
     off * RATE / (2.0 * PI * samples as f32)
 }
 
+/// The sum of the squares of `x`, in eight partial sums that vector operations keep.
+fn sum_of_squares(x: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let chunks = x.chunks_exact(8);
+    let tail: f32 = chunks.remainder().iter().map(|v| v * v).sum();
+    for c in chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l += v * v;
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
 /// The share of `energy` (of `samples` samples) that tone terms of total power `p` hold.
 fn share(p: f32, energy: f32, samples: usize) -> f32 {
     2.0 * p / (samples as f32 * energy.max(f32::MIN_POSITIVE))
-}
-
-fn db(ratio: f32) -> f32 {
-    10.0 * ratio.log10()
 }
 
 #[cfg(test)]

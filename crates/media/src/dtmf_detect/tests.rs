@@ -5,6 +5,8 @@ use super::*;
 use std::path::{Path, PathBuf};
 
 const ALL: &str = "0123456789*#ABCD";
+/// Amplitude of a 0 dBm0 sine in 16-bit linear PCM (G.711: +3.17 dBm0 is full scale).
+const DBM0: f32 = 22_300.0;
 
 /// What one test signal is made of.
 #[derive(Clone, Copy)]
