@@ -749,7 +749,9 @@ impl Engine {
                 end,
             });
         }
-        let (Some(dst), Some(pt)) = (out.remote, out.dtmf_pt) else {
+        // In DtmfMode::Info the call logic sends the digit by signalling instead.
+        let info = self.dtmf_mode == DtmfMode::Info;
+        let (Some(dst), Some(pt)) = (out.remote, out.dtmf_pt.filter(|_| !info)) else {
             return;
         };
         let duration = match end {

@@ -221,4 +221,16 @@ fn in_info_mode_no_digit_is_regenerated_or_relayed_in_the_media() {
         [MediaEvent::Dtmf { digit: '3', .. }]
     ));
     assert_eq!(sent.len(), 0, "the event is not relayed: {sent:?}");
+    // Nor is a digit from a frame leg (IAX2) sent on as events.
+    let f = e.add_frame_leg(Format::Pcmu, None, t0);
+    let r = e.add_leg(cfg(G711::Pcmu, 6000), t0);
+    e.bridge(f, r);
+    for end in [false, true] {
+        let digit = Frame::Digit { digit: '4', end };
+        e.on_frame(f, digit, t0, &mut |t: Transmit<'_>| panic!("{t:?}"));
+    }
+    assert!(matches!(
+        events(&mut e)[..],
+        [MediaEvent::Dtmf { digit: '4', .. }]
+    ));
 }
