@@ -69,7 +69,7 @@ pub struct Transmit<'a> {
 pub enum MediaEvent {
     /// A non-looped prompt sent its last frame.
     PlaybackDone { leg: LegId },
-    /// An RFC 4733 digit, reported once when it ends.
+    /// A digit (RFC 4733 events, or tones on a leg listened to), reported once when it ends.
     Dtmf {
         leg: LegId,
         digit: char,
