@@ -208,7 +208,7 @@ impl ToneDetector {
         let heard = candidate.map(|c| KEYS[c.row][c.col]);
         match &mut self.current {
             Some((digit, blocks, misses)) if heard == Some(*digit) => {
-                *blocks += 1 + *misses;
+                *blocks = blocks.saturating_add(1 + *misses);
                 *misses = 0;
                 None
             }
@@ -219,7 +219,9 @@ impl ToneDetector {
                 }
                 let done = Detected {
                     digit: *digit,
-                    duration_ms: *blocks * (BLOCK as u32 * 1000) / RATE as u32,
+                    // A tone held for days saturates rather than overflows.
+                    duration_ms: (u64::from(*blocks) * BLOCK as u64 * 1000 / RATE as u64)
+                        .min(u64::from(u32::MAX)) as u32,
                 };
                 self.current = confirmed.then(|| (heard.unwrap_or_default(), 2, 0));
                 Some(done)
