@@ -27,6 +27,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         let _ = m.header(HeaderName::CSeq).map(CSeq::parse);
+        let _ = sip::dtmf_info::parse(m.header(HeaderName::ContentType).unwrap_or_default(), m.body());
         let src = "127.0.0.1:5060".parse().unwrap();
         let _ = sip::ResponseBuilder::new(&m, 400, "Bad Request", Some(src), Some("t")).finish(None);
     }

@@ -15,6 +15,7 @@ use rtp::stats::ReceiveStats;
 use rtp::{RtpHeader, RtpPacket, TelephoneEvent};
 
 use crate::demux::Demux;
+use crate::digit_tone::DigitTone;
 use crate::frames::{DigitIn, Frame, FrameOut, Output, MIN_DIGIT};
 use crate::leg::{Leg, Playout, Source};
 use crate::legs::Legs;
@@ -23,7 +24,7 @@ use crate::playlist::{Cursor, Playlist};
 use crate::recorder::{RecordError, RecordSink, Recorder};
 use crate::stream::OutStream;
 use crate::tone::ToneGen;
-use crate::{LegConfig, LegStats, LegUpdate, Prompt, RoomId, SeatLevels, ToneSpec};
+use crate::{DtmfMode, LegConfig, LegStats, LegUpdate, Prompt, RoomId, SeatLevels, ToneSpec};
 
 /// Largest datagram we build; longer incoming payloads are not relayed.
 const MAX_PACKET: usize = 1500;
@@ -69,7 +70,7 @@ pub struct Transmit<'a> {
 pub enum MediaEvent {
     /// A non-looped prompt sent its last frame.
     PlaybackDone { leg: LegId },
-    /// An RFC 4733 digit, reported once when it ends.
+    /// A digit (RFC 4733 events, or tones on a leg listened to), reported once when it ends.
     Dtmf {
         leg: LegId,
         digit: char,
@@ -102,6 +103,7 @@ pub struct Engine {
     generating: usize,
     /// Legs by far-end address, for shells that share a socket between legs.
     demux: Demux,
+    dtmf_mode: DtmfMode,
 }
 
 impl Default for Engine {
@@ -131,6 +133,7 @@ impl Engine {
             ntp_anchor: None,
             generating: 0,
             demux: Demux::default(),
+            dtmf_mode: DtmfMode::default(),
         }
     }
 
@@ -165,7 +168,9 @@ impl Engine {
         // round trip early in the call.
         let rtcp_due = now + rtcp_interval(&mut self.rng) / 2;
         let remote = cfg.remote;
-        let id = LegId(self.legs.insert(Leg::new(cfg, out, rtcp_due)));
+        let mut leg = Leg::new(cfg, out, rtcp_due);
+        leg.listen_for_tones(self.dtmf_mode, false);
+        let id = LegId(self.legs.insert(leg));
         self.demux.moved(id, None, remote);
         id
     }
@@ -244,6 +249,10 @@ impl Engine {
         leg.update(update);
         self.demux.moved(id, was, leg.remote);
         self.format_set(id, changed);
+        self.relisten(id);
+        if let Some(peer) = self.peer(id) {
+            self.relisten(peer);
+        }
     }
 
     /// Changes a leg's codec alone (a frame leg's, whose transport agreed on another).
@@ -389,6 +398,30 @@ impl Engine {
         if a != b {
             self.translate(a, b);
             self.translate(b, a);
+        }
+        self.relisten(a);
+        self.relisten(b);
+    }
+
+    /// The call logic reads the digits of leg `id` from now on: tones are looked for in its
+    /// audio if it sends digits no other way.
+    pub fn read_digits(&mut self, id: LegId) {
+        if let Some(leg) = self.legs.get_mut(id.0) {
+            leg.reads_digits = true;
+        }
+        self.relisten(id);
+    }
+
+    /// Decides again whether leg `id` is listened to for tones (its negotiation, its readers
+    /// or its peer changed).
+    fn relisten(&mut self, id: LegId) {
+        let info = self.dtmf_mode == DtmfMode::Info;
+        let peer_takes = self
+            .peer(id)
+            .and_then(|p| self.legs.get(p.0))
+            .is_some_and(|p| p.dtmf_pt.is_some() || info);
+        if let Some(leg) = self.legs.get_mut(id.0) {
+            leg.listen_for_tones(self.dtmf_mode, peer_takes);
         }
     }
 
@@ -544,11 +577,24 @@ impl Engine {
         }
 
         let audio = pkt.payload_type() == leg.payload_type;
+        // A digit that ended here: its peer hears of it in the form it takes.
+        let mut heard = None;
         if audio {
             stats.on_timestamp(pkt.timestamp(), now);
             let events = &mut self.events;
             leg.dtmf
                 .on_audio(pkt.timestamp(), |d| events.push_back(dtmf_event(id, d)));
+            if let (Some(det), Some(law)) = (leg.tones.as_deref_mut(), leg.law) {
+                let pcm = pkt.payload().iter().map(|&b| law.decode_sample(b));
+                det.push(pcm, |d| {
+                    heard = Some((d.digit, d.duration_ms, Heard::Tones));
+                    events.push_back(MediaEvent::Dtmf {
+                        leg: id,
+                        digit: d.digit,
+                        duration_ms: d.duration_ms,
+                    });
+                });
+            }
             if let Some(rec) = &mut leg.recorder {
                 if rec
                     .write(pkt.ssrc(), pkt.timestamp(), pkt.payload())
@@ -565,6 +611,7 @@ impl Engine {
             };
             let events = &mut self.events;
             leg.dtmf.on_event(pkt.timestamp(), &ev, |d| {
+                heard = Some((d.digit, d.duration / 8, Heard::Events));
                 events.push_back(dtmf_event(id, d))
             });
         } else {
@@ -577,7 +624,11 @@ impl Engine {
             Source::Room(room) if audio => return self.rooms.hear(room, id, pkt.payload()),
             _ => return,
         };
-        if audio && leg.translator.is_some() {
+        let translated = leg.translator.is_some();
+        if let Some((digit, ms, form)) = heard {
+            self.digit_out(peer, digit, ms, form, now, tx);
+        }
+        if audio && translated {
             self.relay_translated(id, peer, pkt.payload(), now, tx);
             return;
         }
@@ -600,9 +651,18 @@ impl Engine {
             // Same format, or G.711 both sides (a translator handles the rest).
             let body = &mut self.buf[HEADER_LEN..len];
             let units = relay_payload(from_law, out.law, payload, body, out.frame_units);
+            if let (Some(tone), Some(law)) = (out.digit_tone.as_deref_mut(), out.law) {
+                if tone.overlay(law, body) {
+                    out.digit_tone = None;
+                }
+            }
             out.out.relay(&pkt, out.payload_type, units, now)
         } else {
-            let Some(pt) = out.dtmf_pt else { return };
+            // In DtmfMode::Info the call logic sends the digit by signalling instead.
+            let info = self.dtmf_mode == DtmfMode::Info;
+            let Some(pt) = out.dtmf_pt.filter(|_| !info) else {
+                return;
+            };
             self.buf[HEADER_LEN..len].copy_from_slice(payload);
             out.out.relay(&pkt, pt, 0, now)
         };
@@ -782,7 +842,9 @@ impl Engine {
                 end,
             });
         }
-        let (Some(dst), Some(pt)) = (out.remote, out.dtmf_pt) else {
+        // In DtmfMode::Info the call logic sends the digit by signalling instead.
+        let info = self.dtmf_mode == DtmfMode::Info;
+        let (Some(dst), Some(pt)) = (out.remote, out.dtmf_pt.filter(|_| !info)) else {
             return;
         };
         let duration = match end {
@@ -795,20 +857,92 @@ impl Engine {
             volume: 10,
             duration: duration.min(u64::from(u16::MAX)) as u16,
         };
-        let _ = event.write(&mut self.buf[HEADER_LEN..]);
-        for i in 0..if end { 3 } else { 1 } {
-            let marker = i == 0 && ongoing.is_none();
-            let header = out.out.event(pt, start.peer_ts, marker);
-            send_rtp(
-                &mut self.buf[..],
-                peer,
-                out,
-                dst,
-                &header,
-                rtp::dtmf::EVENT_LEN,
-                now,
-                tx,
-            );
+        let first = ongoing.is_none();
+        let to = EventTo { peer, dst, pt };
+        send_event(
+            &mut self.buf[..],
+            to,
+            out,
+            &event,
+            start.peer_ts,
+            first,
+            now,
+            tx,
+        );
+    }
+
+    /// How digits are taken from and given to the far ends, from now on (legs set up before
+    /// keep theirs until their next update).
+    pub fn set_dtmf_mode(&mut self, mode: DtmfMode) {
+        self.dtmf_mode = mode;
+    }
+
+    /// The leg bridged to `id`, if any.
+    pub fn peer(&self, id: LegId) -> Option<LegId> {
+        match self.legs.get(id.0)?.source {
+            Source::Peer(p) if p != id => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Sends a digit to leg `id`'s far end in its media: as RFC 4733 events if it negotiated
+    /// telephone-event, else as tones over what it is sent. For a digit that arrived by
+    /// signalling (SIP INFO), or one the call logic does not send by signalling.
+    pub fn send_digit<F>(
+        &mut self,
+        id: LegId,
+        digit: char,
+        duration_ms: u32,
+        now: Instant,
+        tx: &mut F,
+    ) where
+        F: Output + ?Sized,
+    {
+        self.digit_out(id, digit, duration_ms, Heard::Signalling, now, tx);
+    }
+
+    /// Regenerates a digit heard in form `from` on leg `to`'s peer in the form `to` takes,
+    /// unless it reaches `to` already: RFC 4733 events are relayed as they are, tones are in
+    /// the relayed audio, and in [`DtmfMode::Info`] the call logic sends it by signalling.
+    fn digit_out<F>(
+        &mut self,
+        to: LegId,
+        digit: char,
+        duration_ms: u32,
+        from: Heard,
+        now: Instant,
+        tx: &mut F,
+    ) where
+        F: Output + ?Sized,
+    {
+        let Some(out) = self.legs.get_mut(to.0) else {
+            return;
+        };
+        let signalled = self.dtmf_mode == DtmfMode::Info && from != Heard::Signalling;
+        if signalled || !out.sends || out.frames.is_some() {
+            return;
+        }
+        match (out.dtmf_pt, out.remote, rtp::dtmf::char_event(digit)) {
+            (Some(pt), Some(dst), Some(code)) if from != Heard::Events => {
+                let start = out.out.position(now);
+                let to = EventTo { peer: to, dst, pt };
+                let clock = u64::from(out.format.rtp_clock());
+                let units = (u64::from(duration_ms) * clock / 1000).min(u64::from(u16::MAX));
+                let mut event = TelephoneEvent {
+                    event: code,
+                    end: false,
+                    volume: 10,
+                    duration: out.frame_units.min(units as u32) as u16,
+                };
+                send_event(&mut self.buf[..], to, out, &event, start, true, now, tx);
+                event.end = true;
+                event.duration = units as u16;
+                send_event(&mut self.buf[..], to, out, &event, start, false, now, tx);
+            }
+            (None, _, _) if from != Heard::Tones && out.law.is_some() => {
+                out.digit_tone = DigitTone::new(digit, duration_ms).map(Box::new);
+            }
+            _ => {}
         }
     }
 
@@ -1265,6 +1399,45 @@ fn playout(format: Format, prompt: &Prompt, cache: bool) -> Playout {
 
 fn is_g711(f: Format) -> bool {
     matches!(f, Format::Pcmu | Format::Pcma)
+}
+
+/// The form a digit arrived in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Heard {
+    Events,
+    Tones,
+    Signalling,
+}
+
+/// Where RFC 4733 packets go: the leg, its far end, and its telephone-event payload type.
+#[derive(Clone, Copy)]
+struct EventTo {
+    peer: LegId,
+    dst: SocketAddr,
+    pt: u8,
+}
+
+/// Sends `event` (started at `start_ts`) from leg `to.peer`: a start once, with the marker
+/// when it is the event's `first` packet, or an end three times (RFC 4733 §2.5.1.4).
+#[allow(clippy::too_many_arguments)]
+fn send_event<F>(
+    buf: &mut [u8],
+    to: EventTo,
+    out: &mut Leg,
+    event: &TelephoneEvent,
+    start_ts: u32,
+    first: bool,
+    now: Instant,
+    tx: &mut F,
+) where
+    F: Output + ?Sized,
+{
+    let _ = event.write(&mut buf[HEADER_LEN..]);
+    for i in 0..if event.end { 3 } else { 1 } {
+        let header = out.out.event(to.pt, start_ts, i == 0 && first);
+        let len = rtp::dtmf::EVENT_LEN;
+        send_rtp(buf, to.peer, out, to.dst, &header, len, now, tx);
+    }
 }
 
 fn dtmf_event(leg: LegId, d: rtp::dtmf::Digit) -> MediaEvent {

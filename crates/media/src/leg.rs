@@ -10,12 +10,14 @@ use rtp::rtcp::ReportBlock;
 use rtp::stats::ReceiveStats;
 use rtp::DtmfDetector;
 
+use crate::digit_tone::DigitTone;
+use crate::dtmf_detect::ToneDetector;
 use crate::frames::FrameState;
 use crate::prompt::Packets;
 use crate::recorder::Recorder;
 use crate::stream::OutStream;
 use crate::tone::ToneGen;
-use crate::{LegId, Prompt};
+use crate::{DtmfMode, LegId, Prompt};
 
 /// Media of a new leg, from SDP.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,6 +161,15 @@ pub(crate) struct Leg {
     pub(crate) last_rx: Option<Instant>,
     pub(crate) timed_out: bool,
     pub(crate) dtmf: DtmfDetector,
+    /// Listens for digits sent as tones (a far end without telephone-event); `None` spends
+    /// nothing on the audio.
+    pub(crate) tones: Option<Box<ToneDetector>>,
+    /// The call logic reads this leg's digits (a menu, a recording ended by `#`, a room's
+    /// keys): without it, or a peer taking digits in another form, tones are not looked for.
+    pub(crate) reads_digits: bool,
+    /// Tones of a digit that arrived on the peer in another form, laid over the audio relayed
+    /// to this leg (a far end without telephone-event).
+    pub(crate) digit_tone: Option<Box<DigitTone>>,
     pub(crate) recorder: Option<Recorder>,
 
     pub(crate) rtcp_due: Instant,
@@ -213,6 +224,9 @@ impl Leg {
             last_rx: None,
             timed_out: false,
             dtmf: DtmfDetector::default(),
+            tones: None,
+            reads_digits: false,
+            digit_tone: None,
             recorder: None,
             rtcp_due,
             packets_at_last_report: 0,
@@ -250,6 +264,19 @@ impl Leg {
             if let Some(f) = &mut self.frames {
                 f.reclock();
             }
+        }
+    }
+
+    /// Listens for tones if `mode` asks it of this leg: in [`DtmfMode::Inband`] every G.711
+    /// leg; otherwise a G.711 leg without telephone-event whose digits someone reads — the
+    /// call logic, or a `peer_takes_digits` in another form (events or INFO). A detector kept
+    /// keeps its state.
+    pub(crate) fn listen_for_tones(&mut self, mode: DtmfMode, peer_takes_digits: bool) {
+        let wanted = mode == DtmfMode::Inband
+            || (self.dtmf_pt.is_none() && (self.reads_digits || peer_takes_digits));
+        let listen = self.law.is_some() && wanted;
+        if listen != self.tones.is_some() {
+            self.tones = listen.then(Box::default);
         }
     }
 

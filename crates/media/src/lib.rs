@@ -62,6 +62,9 @@
 
 mod decimate;
 mod demux;
+mod digit_tone;
+mod dtmf_detect;
+mod dtmf_mode;
 mod engine;
 mod frames;
 mod leg;
@@ -75,6 +78,7 @@ mod tone;
 
 pub use codec::Format;
 pub use codec::G711 as Law;
+pub use dtmf_mode::DtmfMode;
 pub use engine::{Engine, LegId, MediaEvent, Transmit};
 pub use frames::{Frame, FrameOut, Output};
 pub use leg::{LegConfig, LegStats, LegUpdate};

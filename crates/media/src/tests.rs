@@ -1107,6 +1107,7 @@ fn a_removed_legs_index_is_reused_and_prefetching_any_index_is_harmless() {
     assert_eq!(rtp_in(&mut e, a, &frame, addr(4000), t0)[0].dst, addr(4004));
 }
 
+mod digits;
 mod frames;
 
 /// Three legs in a room, two of them speaking: the engine mixes on its ticks and each leg gets

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod builder;
+pub mod dtmf_info;
 pub mod header;
 pub mod message;
 pub mod method;

@@ -269,6 +269,9 @@ impl Engine {
     }
 
     pub(crate) fn step(&mut self, call: usize, step: Step, now: Instant) {
+        if step.reads_digits() {
+            self.read_digits(call);
+        }
         match step {
             Step::Answer => {
                 self.answer(call, now);
@@ -456,6 +459,9 @@ impl Engine {
             !behind_nat(r.ip(), leg.peer_addr().ip()) && self.media.rtp_leg_from(r).is_none()
         });
         let id = self.media.add_leg(cfg, now);
+        if at == Call::CALLER && self.calls[call].reads_digits {
+            self.media.read_digits(id);
+        }
         let Some(place) = self.ports.take(shareable) else {
             self.media.remove_leg(id);
             if let Some(n) = self.no_port.note(now) {

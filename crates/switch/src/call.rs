@@ -189,6 +189,8 @@ pub struct Call {
     pub answered: bool,
     pub early_media: bool,
     pub digits: String,
+    /// A step has read the caller's digits: its media listens for tones (digits.rs).
+    pub reads_digits: bool,
     pub cdr: Cdr,
     pub started: Instant,
     pub answered_at: Option<Instant>,
@@ -239,6 +241,7 @@ impl Call {
             answered: false,
             early_media: false,
             digits: String::new(),
+            reads_digits: false,
             cdr,
             started: now,
             answered_at: None,

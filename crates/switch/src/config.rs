@@ -325,6 +325,8 @@ pub struct Rtp {
     pub shared_ports: bool,
     /// Speex encoder quality, 0-10.
     pub speex_quality: u8,
+    /// How digits are taken from the far ends and given to them.
+    pub dtmf: media::DtmfMode,
 }
 
 /// RTP ports `lo..=hi`; RTP uses the even ones, RTCP the odd one above.
@@ -1007,6 +1009,11 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
         symmetric: raw.symmetric,
         shared_ports: raw.shared_ports,
         speex_quality: narrow(bounded(d, "rtp.speex_quality", raw.speex_quality, 0, 10)),
+        dtmf: media::DtmfMode::parse(&raw.dtmf.to_ascii_lowercase()).unwrap_or_else(|| {
+            let expected = "expected \"auto\", \"inband\" or \"info\"";
+            d.error("rtp.dtmf", format_args!("{:?} — {expected}", raw.dtmf));
+            media::DtmfMode::Auto
+        }),
     }
 }
 

@@ -7,6 +7,18 @@ use crate::engine::Engine;
 use std::time::Instant;
 
 impl Engine {
+    /// A step of the call reads the caller's digits: its media listens for them as tones too
+    /// if the caller sends them no other way (in-band detection costs only where it is used).
+    pub(crate) fn read_digits(&mut self, call: usize) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        c.reads_digits = true;
+        if let Some(m) = c.caller().media {
+            self.media.read_digits(m);
+        }
+    }
+
     /// A digit from leg `at`: kept in the call's `digits` and given to whatever of the call
     /// reads digits now (a recording ends on `#`).
     pub(crate) fn digit(&mut self, at: LegRef, digit: char, now: Instant) {

@@ -88,6 +88,8 @@ pub struct Settings {
     pub media_timeout: Option<Duration>,
     pub caps: Caps,
     pub symmetric_rtp: bool,
+    /// How digits are taken and given (`rtp.dtmf`).
+    pub dtmf: media::DtmfMode,
     /// RFC 4028: the interval strowger asks for and the smallest it accepts.
     pub session_expires: u32,
     pub min_se: u32,
@@ -160,6 +162,7 @@ impl Settings {
             media_timeout: cfg.rtp.media_timeout,
             caps: cfg.rtp.caps(),
             symmetric_rtp: cfg.rtp.symmetric,
+            dtmf: cfg.rtp.dtmf,
             session_expires: cfg.sip.session_expires,
             min_se: cfg.sip.min_se,
             media_ip,
@@ -309,6 +312,7 @@ impl Engine {
             s,
         };
         engine.trunks_start(now);
+        engine.media.set_dtmf_mode(engine.s.dtmf);
         engine
     }
 
@@ -935,6 +939,7 @@ impl Engine {
             }
             Method::Invite | Method::Update => self.reoffer(stx, msg, peer, call, at, now),
             Method::Refer => self.on_refer(stx, msg, peer, LegRef { call, leg: at }, now),
+            Method::Info => self.on_info(stx, &msg, peer, LegRef { call, leg: at }, now),
             _ => self.respond(
                 stx,
                 &msg,
@@ -1300,9 +1305,12 @@ impl Engine {
                     self.queue_playback_done(call, now);
                 }
             }
-            E::Dtmf { digit, .. } => {
+            E::Dtmf {
+                digit, duration_ms, ..
+            } => {
                 let at = self.calls.leg_by_media(leg).expect("found above");
                 self.digit(at, digit, now);
+                self.digit_to_peer(at, digit, duration_ms, false, now);
             }
             E::MediaTimeout { .. } => self.hangup(call, 41, "switch", None, now),
             E::RemoteLatched { .. } => {}

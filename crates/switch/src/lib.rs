@@ -14,6 +14,7 @@ mod crossing;
 pub mod dialog;
 pub mod dialplan;
 mod digits;
+mod dtmf;
 pub mod engine;
 mod forwarding;
 pub mod guard;

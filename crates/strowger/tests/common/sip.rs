@@ -175,7 +175,7 @@ impl Uac {
             .as_deref()
             .map(|t| format!(";tag={t}"))
             .unwrap_or_default();
-        let ctype = if body.is_empty() {
+        let ctype = if body.is_empty() || extra.to_ascii_lowercase().contains("content-type:") {
             String::new()
         } else {
             "Content-Type: application/sdp\r\n".into()

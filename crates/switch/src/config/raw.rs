@@ -354,6 +354,7 @@ pub(crate) struct RawRtp {
     pub symmetric: bool,
     pub shared_ports: bool,
     pub speex_quality: u64,
+    pub dtmf: String,
 }
 
 impl Default for RawRtp {
@@ -367,6 +368,7 @@ impl Default for RawRtp {
             symmetric: true,
             shared_ports: false,
             speex_quality: 8,
+            dtmf: "auto".into(),
         }
     }
 }

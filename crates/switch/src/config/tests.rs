@@ -633,3 +633,16 @@ fn queues_take_their_defaults_and_errors_name_the_key() {
         "queues.q.music: no music class \"jazz\" — defined: default (add a [moh.jazz] table)";
     assert!(e.iter().any(|m| m.contains(music)), "{e:?}");
 }
+
+#[test]
+fn rtp_dtmf_names_a_mode() {
+    let load =
+        |mode: &str| Config::from_str(&format!("[rtp]\ndtmf = \"{mode}\"\n\n{MINIMAL}"), "d.toml");
+    assert_eq!(load("auto").unwrap().rtp.dtmf, media::DtmfMode::Auto);
+    assert_eq!(load("inband").unwrap().rtp.dtmf, media::DtmfMode::Inband);
+    assert_eq!(load("INFO").unwrap().rtp.dtmf, media::DtmfMode::Info);
+    assert_eq!(
+        errors(&format!("[rtp]\ndtmf = \"rfc2833\"\n\n{MINIMAL}")),
+        ["strowger.toml:2:8: rtp.dtmf: \"rfc2833\" — expected \"auto\", \"inband\" or \"info\""]
+    );
+}

@@ -251,6 +251,21 @@ pub(crate) struct StepError {
 }
 
 impl Step {
+    /// Whether the step reads the caller's digits (and so needs them from tones of a caller
+    /// that sends them no other way).
+    pub fn reads_digits(&self) -> bool {
+        matches!(
+            self,
+            Step::Record { .. }
+                | Step::Background { .. }
+                | Step::Read { .. }
+                | Step::Menu { .. }
+                | Step::Voicemail { .. }
+                | Step::VoicemailMain { .. }
+                | Step::Conference { .. }
+        )
+    }
+
     /// Parses one step. Variables stay unexpanded in `file`, `uri` and `set` values;
     /// everything else must be literal so it can be checked here.
     pub(crate) fn parse(text: &str) -> Result<Step, StepError> {

@@ -431,6 +431,11 @@ impl Net {
         self.agent(ua).refer(call, refer_to, now);
     }
 
+    pub fn info(&mut self, ua: Id, call: usize, content_type: &str, body: &str) {
+        let now = self.now;
+        self.agent(ua).info(call, content_type, body, now);
+    }
+
     pub fn register(&mut self, ua: Id, registrar: &str, domain: &str, expires: u32) {
         let now = self.now;
         self.agent(ua)

@@ -433,6 +433,25 @@ impl Ua {
         self.send_request(Some(call), method, bytes, to, now);
     }
 
+    /// Sends an INFO in call `call` with `body` of `content_type` (a DTMF digit, say).
+    pub fn info(&mut self, call: usize, content_type: &str, body: &str, now: Instant) {
+        let via = self.via();
+        let contact = self.contact.clone();
+        let c = &mut self.calls[call];
+        c.local_cseq += 1;
+        let extra = &self.dialog_headers;
+        let (bytes, to) =
+            dialog_request(c, &Method::Info, &via, c.local_cseq, &contact, extra, None);
+        let with_body = String::from_utf8(bytes).unwrap().replace(
+            "Content-Length: 0\r\n\r\n",
+            &format!(
+                "Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        );
+        self.send_request(Some(call), Method::Info, with_body.into_bytes(), to, now);
+    }
+
     /// The Replaces value (RFC 3891) naming call `call`'s dialog for the far end: its tag as
     /// to-tag, ours as from-tag.
     pub fn replaces(&self, call: usize) -> String {
