@@ -14,6 +14,7 @@ use crate::frames::FrameState;
 use crate::prompt::Packets;
 use crate::recorder::Recorder;
 use crate::stream::OutStream;
+use crate::tap::Tap;
 use crate::tone::ToneGen;
 use crate::{LegId, Prompt};
 
@@ -158,6 +159,8 @@ pub(crate) struct Leg {
     pub(crate) timed_out: bool,
     pub(crate) dtmf: DtmfDetector,
     pub(crate) recorder: Option<Recorder>,
+    /// Whole-call recording (`record-call`); None costs unrecorded calls one branch.
+    pub(crate) tap: Option<Box<Tap>>,
 
     pub(crate) rtcp_due: Instant,
     pub(crate) packets_at_last_report: u64,
@@ -212,6 +215,7 @@ impl Leg {
             timed_out: false,
             dtmf: DtmfDetector::default(),
             recorder: None,
+            tap: None,
             rtcp_due,
             packets_at_last_report: 0,
             last_sr: None,

@@ -57,6 +57,7 @@
 //! prompt in a new format allocates, one packet at a time), G.711 is table lookups, and encoders, decoders
 //! and translators with their buffers are made when a leg is set up or bridged.
 
+mod callfile;
 mod decimate;
 mod demux;
 mod engine;
@@ -67,6 +68,7 @@ mod playlist;
 mod prompt;
 mod recorder;
 mod stream;
+mod tap;
 mod tone;
 
 pub use codec::Format;
@@ -78,6 +80,9 @@ pub use playlist::Playlist;
 pub use prompt::{Frames, Packets, Prompt, PromptError};
 pub use recorder::{RecordError, RecordSink};
 pub use tone::ToneSpec;
+
+pub use callfile::{CallFile, FileFormat};
+pub use tap::{CallRecording, Mix, RecordingStatus};
 
 #[cfg(test)]
 mod tests;
