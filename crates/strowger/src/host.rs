@@ -17,6 +17,8 @@ pub struct Host {
     store: Option<crate::store_io::StoreQueue>,
     /// The DNS thread, when a trunk's host needs DNS.
     dns: Option<crate::dns::Dns>,
+    /// The writer thread of whole-call recordings, started with the first one.
+    recordings: Option<crate::recordings::Recordings>,
 }
 
 /// The embedded announcement behind the dialplan's `demo` prompt.
@@ -30,6 +32,7 @@ impl Host {
             cdr_path,
             store: None,
             dns: None,
+            recordings: None,
         }
     }
 
@@ -110,6 +113,33 @@ impl Host {
             .and_then(|()| File::create(&path))
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Box::new(io::BufWriter::new(file)))
+    }
+
+    /// Hands a whole-call recording (relative to the data directory) to worker `worker`'s writer
+    /// thread.
+    pub fn record_call(
+        &mut self,
+        worker: usize,
+        name: &str,
+        format: media::FileFormat,
+        recording: media::CallRecording,
+    ) {
+        let path = self.resolve(name);
+        if self.recordings.is_none() {
+            match crate::recordings::Recordings::spawn(worker) {
+                Ok(r) => self.recordings = Some(r),
+                Err(e) => {
+                    recording.status.mark_incomplete();
+                    return tracing::error!(
+                        "recording {}: cannot start the recordings thread: {e}",
+                        path.display()
+                    );
+                }
+            }
+        }
+        if let Some(r) = &self.recordings {
+            r.start(path, format, recording);
+        }
     }
 
     /// Replaces a small state file in the data directory (`strowger show peers` reads it).

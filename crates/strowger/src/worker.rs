@@ -669,6 +669,11 @@ impl Worker {
                 self.engine
                     .handle_input(clock, Input::Recording { token, result });
             }
+            Event::RecordCall {
+                name,
+                format,
+                recording,
+            } => self.host.record_call(self.id, &name, format, recording),
             Event::IaxPeer { name, at } => {
                 for w in (0..self.workers).filter(|&w| w != self.id) {
                     let name = name.clone();

@@ -207,6 +207,8 @@ pub struct Call {
     pub(crate) forwarded: u8,
     /// The transfer under way, at most one at a time (transfer.rs).
     pub(crate) transfer: Option<Box<crate::transfer::Transfer>>,
+    /// The whole-call recording under way (call_recording.rs).
+    pub(crate) call_recording: Option<Box<crate::call_recording::Recorded>>,
 }
 
 impl Call {
@@ -247,6 +249,7 @@ impl Call {
             hunt: None,
             forwarded: 0,
             transfer: None,
+            call_recording: None,
         }
     }
 

@@ -172,6 +172,14 @@ pub enum Event {
     /// Create a recording file (relative to the data directory). Answer with
     /// [`Input::Recording`].
     Recording { token: u64, name: String },
+    /// Write a whole-call recording (relative to the data directory) from its blocks until
+    /// their channel disconnects, off the worker; no answer. A write error is the shell's to log
+    /// and to mark in `recording.status`.
+    RecordCall {
+        name: String,
+        format: media::FileFormat,
+        recording: media::CallRecording,
+    },
     /// An IAX2 peer registered (or left, None): hand it to every worker as [`Input::IaxPeer`],
     /// this one included, so each finds the peer when a call dials it.
     IaxPeer {

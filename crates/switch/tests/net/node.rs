@@ -38,6 +38,8 @@ struct NodeHost {
     /// New calls handed to another worker (`Event::HandOff`), for the switch to deliver.
     handoffs: Vec<switch::HandOff>,
     handed_off: usize,
+    /// Whole-call recordings handed over (`Event::RecordCall`), for the test to drain.
+    recordings: Vec<(String, media::CallRecording)>,
 }
 
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
@@ -205,6 +207,7 @@ impl Node {
             held: None,
             handoffs: Vec::new(),
             handed_off: 0,
+            recordings: Vec::new(),
         };
         let mut node = Node {
             engine,
@@ -403,6 +406,11 @@ impl Node {
         std::mem::take(&mut self.out)
     }
 
+    /// The whole-call recordings handed over so far, by file name, as a writer gets them.
+    pub fn recordings(&mut self) -> &mut Vec<(String, media::CallRecording)> {
+        &mut self.host.recordings
+    }
+
     /// The CDRs written so far.
     pub fn cdrs(&self) -> &[serde_json::Value] {
         &self.host.cdrs
@@ -568,6 +576,9 @@ impl Node {
                 self.engine
                     .handle_input(clock, Input::Recording { token, result });
             }
+            Event::RecordCall {
+                name, recording, ..
+            } => h.recordings.push((name, recording)),
             Event::Cdr(line) => h
                 .cdrs
                 .push(serde_json::from_str(&line).expect("a CDR is JSON")),
