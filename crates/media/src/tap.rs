@@ -22,10 +22,11 @@ const FRAME_TIME: Duration = Duration::from_millis(20);
 const BLOCK_FRAMES: usize = 5;
 /// Blocks a recording may have waiting for its writer (2 s) before it drops audio.
 pub const QUEUE_BLOCKS: usize = 20;
-/// Frames of jitter absorbed: a frame is cut this long after its time.
-const LAG_FRAMES: u64 = 2;
+/// Frames of jitter absorbed (200 ms; a recording can wait): a frame is cut this long after
+/// its time.
+const LAG_FRAMES: u64 = 10;
 /// A direction holding more than this (one side sending faster than the clock) loses the oldest.
-const MAX_QUEUED: usize = 10 * FRAME;
+const MAX_QUEUED: usize = 25 * FRAME;
 /// Linear samples in the largest packet any decoder produces (120 ms at 48 kHz).
 const MAX_DECODED: usize = 5760;
 
