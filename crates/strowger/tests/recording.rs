@@ -241,3 +241,26 @@ fn full_disk_inner() {
     );
     let _ = std::process::Command::new("umount").arg(&calls).status();
 }
+
+/// The demo extension 9195: echo, recorded in stereo under the call's Call-ID.
+#[test]
+fn the_demo_extension_records_an_echo_call_in_stereo() {
+    let uas = Uas::bind();
+    let (s, _config) = start("record-demo", uas.addr());
+    let mut rtp = Rtp::bind();
+    let mut uac = Uac::new(s.sip, "9195");
+    let resp = uac.invite(&sdp(rtp.port, &[PCMU, DTMF], "sendrecv"));
+    assert_eq!(resp.status(), Some(200), "INVITE to 9195: {resp:?}");
+    rtp.remote = Some(sdp_audio(&resp.body).0);
+    uac.ack("");
+    rtp.send_frames(&frames(CALLER_HZ), Duration::from_millis(200));
+    assert_eq!(uac.bye().status(), Some(200));
+    let cdr = s.wait_cdrs(1).remove(0);
+    let file = format!("calls/{}.wav", cdr.str("call_id"));
+    assert_recorded(&cdr, &file, true);
+    let wav = finished(&s.data_dir().join(&file));
+    assert_eq!(wav.channels, 2);
+    let (left, right) = split(&wav.samples);
+    assert_eq!(dominant_freq(&left), CALLER_HZ, "the caller, left");
+    assert_eq!(dominant_freq(&right), CALLER_HZ, "its echo, right");
+}

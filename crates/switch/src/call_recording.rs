@@ -96,6 +96,14 @@ impl Engine {
         format: FileFormat,
         now: Instant,
     ) {
+        // A Call-ID or caller in the name must not lead it out of its directory.
+        if std::path::Path::new(&file)
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            let msg = format!("record-call {file}: a file name with \"..\" is refused (check the record-call step's variables); the call is not recorded");
+            return self.warn_call(call, msg);
+        }
         // The caller's media leg, made now if the call is not answered yet.
         let media = self.ensure_media(call, Call::CALLER, now);
         let Some(c) = self.calls.get_mut(call) else {
@@ -183,6 +191,27 @@ mod tests {
         assert_eq!(RecordCalls::parse(""), Ok(None));
         let e = RecordCalls::parse("stero").unwrap_err();
         assert!(e.contains("expected mono or stereo"), "{e}");
+    }
+
+    #[test]
+    fn a_users_record_calls_is_checked_when_the_configuration_loads() {
+        let user = "[[users]]\nuser = \"1001\"\npassword = \"a\"\nrecord_calls = ";
+        let rules = "[[dialplan.contexts.default.rules]]\nexten = \"1\"\nsteps = [\"echo\"]\n";
+        let good = format!("{user}\"stereo,opus\"\n{rules}");
+        let c = crate::config::Config::from_str(&good, "t.toml").unwrap();
+        assert_eq!(c.users[0].record_calls.as_deref(), Some("stereo,opus"));
+        let bad = format!("{user}\"both\"\n{rules}");
+        let e: Vec<String> = crate::config::Config::from_str(&bad, "t.toml")
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(
+            e.iter()
+                .any(|l| l.contains("users[0].record_calls")
+                    && l.contains("expected mono or stereo")),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -125,3 +125,53 @@ fn an_unknown_record_calls_value_is_reported_and_the_call_goes_on_unrecorded() {
     );
     assert!(r.cdr["billable_s"].as_f64().unwrap() >= 1.0);
 }
+
+#[test]
+fn a_user_with_record_calls_has_its_calls_recorded() {
+    let mut n = Net::new(12);
+    let head = format!("[security]\ntrusted = [\"10.9.9.9\"]\n{RULES}");
+    let sw = b2bua(&mut n, &head);
+    let user = store::Credentials {
+        record_calls: Some("stereo".into()),
+        ..switch::registrar::credentials("1001", "strowger", "pw-1001")
+    };
+    store::CredentialStore::put_user(&*n.sw(sw).shared.store, &user).unwrap();
+    let a = n.ua(ALICE, "1001");
+    n.ua(BOB, "bob");
+    n.agent(a).credentials = Some(("1001".into(), "pw-1001".into()));
+    let c = n.invite(a, "sip:2001@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    n.run_for(secs(1));
+    hang_up(&mut n, a, c, secs(2));
+    let mut got = Vec::new();
+    take(&mut n, sw, &mut got);
+    let cdr = one_cdr(&mut n, sw, "");
+    assert_eq!(cdr["user"], "1001");
+    let name = format!("calls/{}.wav", cdr["call_id"].as_str().unwrap());
+    assert_eq!(cdr["recording"], name.as_str());
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (&got[0].0, got[0].1),
+        (&name, 2),
+        "the user's stereo recording"
+    );
+}
+
+#[test]
+fn a_file_name_leading_out_of_its_directory_is_refused_and_the_call_goes_on() {
+    let rules = RULES.replace("calls/${CALLID}.wav", "calls/../${CALLID}.wav");
+    let mut n = Net::new(13);
+    let sw = b2bua(&mut n, &rules);
+    let a = n.ua(ALICE, "alice");
+    n.ua(BOB, "bob");
+    let c = n.invite(a, "sip:4001@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    hang_up(&mut n, a, c, secs(2));
+    assert!(n.sw(sw).node().recordings().is_empty());
+    assert!(one_cdr(&mut n, sw, "")["recording"].is_null());
+    let logs = n.sw(sw).logs();
+    assert!(
+        logs.iter().any(|l| l.contains("\"..\" is refused")),
+        "{logs:?}"
+    );
+}
