@@ -48,7 +48,8 @@
 //! format, transcodes µ-law↔A-law by table, and otherwise runs the codec
 //! crate's [`codec::Translator`] along the cheapest path, re-packetized to the
 //! receiving leg's 20 ms frames on its own clock. Recordings decode any format
-//! to 8 kHz. Non-G.711 legs send one packet per 20 ms (per 30 ms for iLBC's 30 ms
+//! to 8 kHz, and so does a whole-call recording ([`Engine::record_call`]), which taps both
+//! directions of a leg and hands bounded blocks to the shell's writer. Non-G.711 legs send one packet per 20 ms (per 30 ms for iLBC's 30 ms
 //! mode) whatever `ptime` says.
 //!
 //! Steady state does not allocate: packets are built in one engine buffer,
