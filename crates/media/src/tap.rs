@@ -26,6 +26,7 @@ pub const QUEUE_BLOCKS: usize = 20;
 /// its time.
 const LAG_FRAMES: u64 = 10;
 /// A direction holding more than this (one side sending faster than the clock) loses the oldest.
+/// (Jitter leaves a direction more frames behind at each gap, until this cap: 500 ms.)
 const MAX_QUEUED: usize = 25 * FRAME;
 /// Linear samples in the largest packet any decoder produces (120 ms at 48 kHz).
 const MAX_DECODED: usize = 5760;
@@ -152,7 +153,7 @@ impl Tap {
     /// Cuts every frame due by `now`.
     pub(crate) fn advance(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.start);
-        let due = (elapsed.as_nanos() / FRAME_TIME.as_nanos()) as u64;
+        let due = elapsed.as_secs() * 50 + u64::from(elapsed.subsec_nanos()) / 20_000_000;
         while self.frames + LAG_FRAMES < due {
             self.cut();
         }
@@ -168,12 +169,19 @@ impl Tap {
 
     /// One frame of both directions into the block.
     fn cut(&mut self) {
-        let (a, b) = (self.received.take(), self.sent.take());
+        let (mut a, mut b) = ([0i16; FRAME], [0i16; FRAME]);
+        self.received.take(&mut a);
+        self.sent.take(&mut b);
         match self.mix {
             Mix::Mono => self
                 .block
-                .extend(a.zip(b).map(|(a, b)| a.saturating_add(b))),
-            Mix::Stereo => self.block.extend(a.zip(b).flat_map(|(a, b)| [a, b])),
+                .extend(a.iter().zip(&b).map(|(a, b)| a.saturating_add(*b))),
+            Mix::Stereo => {
+                for (a, b) in a.iter().zip(&b) {
+                    self.block.push(*a);
+                    self.block.push(*b);
+                }
+            }
         }
         self.frames += 1;
         if self.block.len() == self.block.capacity() {
@@ -216,7 +224,9 @@ impl Direction {
             down: None,
             pcm: Vec::new(),
             pcm8: Vec::new(),
-            queue: VecDeque::with_capacity(MAX_QUEUED + MAX_DECODED),
+            // What a direction may hold and a packet: a ring no larger than it must be stays in cache
+            // (a wideband decoder's larger packets grow it once).
+            queue: VecDeque::with_capacity(MAX_QUEUED + 2 * FRAME),
         };
         d.set_format(format);
         d
@@ -263,12 +273,14 @@ impl Direction {
         }
     }
 
-    /// The next frame's samples, silence where none came.
-    fn take(&mut self) -> impl Iterator<Item = i16> + '_ {
+    /// Moves the next frame's samples into `out` (silence, as it is, where none came).
+    fn take(&mut self, out: &mut [i16; FRAME]) {
         let n = self.queue.len().min(FRAME);
-        self.queue
-            .drain(..n)
-            .chain(std::iter::repeat_n(0, FRAME - n))
+        let (front, back) = self.queue.as_slices();
+        let k = front.len().min(n);
+        out[..k].copy_from_slice(&front[..k]);
+        out[k..n].copy_from_slice(&back[..n - k]);
+        self.queue.drain(..n);
     }
 }
 
