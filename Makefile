@@ -1,4 +1,4 @@
-.PHONY: bench bench-call-control bench-scale fuzz run test
+.PHONY: bench bench-call-control bench-record bench-scale fuzz run test
 
 # Runs strowger with its embedded demo configuration (README's first command): installs the
 # codec libraries it links (scripts/setup.sh build), then builds and starts it.
@@ -24,6 +24,10 @@ bench-scale:
 # Call control (bench/call_control.sh): queued callers, blind transfers, a 10,000-cycle soak.
 bench-call-control:
 	bash bench/call_control.sh
+
+# Whole-call recording (bench/record.sh): music-on-hold calls recorded and not, up to 1,600 at once.
+bench-record:
+	bash bench/record.sh
 
 # The whole suite (README's test command): installs the test tools (SIPp, baresip, sox,
 # espeak-ng: scripts/setup.sh), checks formatting and lints, then builds and runs every test,

@@ -553,20 +553,33 @@ impl Default for OpusOptions {
     }
 }
 
-/// Opus at 48 kHz mono, VoIP application.
-pub struct OpusEnc(*mut Opaque);
+/// Opus, VoIP application: 48 kHz mono for RTP, any Opus rate and one or two channels for
+/// files (call recordings). Also holds the channels and the input rate, to check frame sizes.
+pub struct OpusEnc(*mut Opaque, usize, usize);
 // SAFETY: owned state.
 unsafe impl Send for OpusEnc {}
 
 impl OpusEnc {
     pub fn new(o: OpusOptions) -> Result<OpusEnc, CodecError> {
+        Self::with_layout(48000, 1, o)
+    }
+
+    /// An encoder of `channels` interleaved channels at `rate` (8, 12, 16, 24 or 48 kHz).
+    pub fn with_layout(rate: u32, channels: u8, o: OpusOptions) -> Result<OpusEnc, CodecError> {
         let mut err = 0;
         // SAFETY: plain constructor; err receives the status.
-        let s = unsafe { ffi::opus_encoder_create(48000, 1, ffi::OPUS_APPLICATION_VOIP, &mut err) };
+        let s = unsafe {
+            ffi::opus_encoder_create(
+                rate as i32,
+                c_int::from(channels),
+                ffi::OPUS_APPLICATION_VOIP,
+                &mut err,
+            )
+        };
         if s.is_null() || err != 0 {
             return Err(CodecError::Library("opus", err));
         }
-        let enc = OpusEnc(s);
+        let enc = OpusEnc(s, usize::from(channels), rate as usize);
         for (req, v) in [
             (ffi::OPUS_SET_BITRATE_REQUEST, o.bitrate),
             (ffi::OPUS_SET_COMPLEXITY_REQUEST, o.complexity),
@@ -596,15 +609,18 @@ impl Encoder for OpusEnc {
         Format::Opus
     }
     fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
-        if !matches!(pcm.len(), 480 | 960 | 1920 | 2880) {
+        // 10, 20, 40 or 60 ms of every channel.
+        let frame = pcm.len() / self.1;
+        let ms10 = self.2 / 100;
+        if !pcm.len().is_multiple_of(self.1) || ![1, 2, 4, 6].map(|k| k * ms10).contains(&frame) {
             return Err(short(Format::Opus, pcm.len()));
         }
-        // SAFETY: a valid frame size of mono samples; out.len() bounds the write.
+        // SAFETY: a valid frame size per channel; out.len() bounds the write.
         let n = unsafe {
             ffi::opus_encode(
                 self.0,
                 pcm.as_ptr(),
-                pcm.len() as c_int,
+                frame as c_int,
                 out.as_mut_ptr(),
                 out.len() as i32,
             )

@@ -23,6 +23,7 @@ use crate::mixer::Rooms;
 use crate::playlist::{Cursor, Playlist};
 use crate::recorder::{RecordError, RecordSink, Recorder};
 use crate::stream::OutStream;
+use crate::tap::{CallRecording, Mix, Tap};
 use crate::tone::ToneGen;
 use crate::{DtmfMode, LegConfig, LegStats, LegUpdate, Prompt, RoomId, SeatLevels, ToneSpec};
 
@@ -274,6 +275,9 @@ impl Engine {
         if let Some(rec) = &mut leg.recorder {
             rec.set_format(leg.format);
         }
+        if let Some(tap) = &mut leg.tap {
+            tap.set_format(leg.format);
+        }
         if !changed {
             return;
         }
@@ -383,6 +387,26 @@ impl Engine {
             old.finish()?;
         }
         Ok(())
+    }
+
+    /// Records the whole call on the leg in the background, from `now` until
+    /// [`Engine::stop_call_recording`] or [`Engine::remove_leg`]: what it receives and what it
+    /// sends (bridged, echoed or generated), decoded to 8 kHz, mixed or as two channels. Hand
+    /// the returned end to a writer thread. Replaces (and ends) an earlier one.
+    pub fn record_call(&mut self, id: LegId, mix: Mix, now: Instant) -> Option<CallRecording> {
+        let leg = self.legs.get_mut(id.0)?;
+        let (tap, recording) = Tap::new(leg.format, mix, now);
+        if let Some(old) = leg.tap.replace(Box::new(tap)) {
+            old.finish(now);
+        }
+        Some(recording)
+    }
+
+    /// Ends the leg's whole-call recording at `now`, handing its last audio to the writer.
+    pub fn stop_call_recording(&mut self, id: LegId, now: Instant) {
+        if let Some(tap) = self.legs.get_mut(id.0).and_then(|l| l.tap.take()) {
+            tap.finish(now);
+        }
     }
 
     /// Relays RTP between `a` and `b`, each rewritten onto the other's
@@ -604,6 +628,9 @@ impl Engine {
                     leg.recorder = None;
                 }
             }
+            if let Some(tap) = &mut leg.tap {
+                tap.received(pkt.payload(), now);
+            }
         } else if Some(pkt.payload_type()) == leg.dtmf_pt {
             let Ok(ev) = TelephoneEvent::parse(pkt.payload()) else {
                 leg.rejected += 1;
@@ -750,6 +777,9 @@ impl Engine {
             if rec.write(0, ts, payload).is_err() {
                 leg.recorder = None;
             }
+        }
+        if let Some(tap) = &mut leg.tap {
+            tap.received(payload, now);
         }
         let peer = match leg.source {
             Source::Peer(peer) => peer,
@@ -1044,6 +1074,9 @@ impl Engine {
             {
                 *generating -= 1;
             }
+            if let Some(tap) = &mut leg.tap {
+                tap.advance(now);
+            }
             if now >= leg.rtcp_due {
                 leg.rtcp_due = now + rtcp_interval(rng);
                 send_report(id, leg, now, ntp_now, cname, &mut buf[..], tx);
@@ -1107,6 +1140,7 @@ where
         if let (Some(dst), true, true) = (leg.remote, leg.sends, n > 0) {
             let _ = header.write(buf);
             leg.out.sent(&header, n, now);
+            tap_sent(leg, &header, &buf[HEADER_LEN..len], now);
             tx.transmit(Transmit {
                 leg: id,
                 rtcp: false,
@@ -1184,8 +1218,16 @@ fn send_heard<F>(
     }
 }
 
-/// Sends a packet built for frame leg `id` (an RTP leg sends nothing here) as a voice frame,
-/// stamped in ms from its RTP `header`.
+/// Copies an audio packet the leg sends into its whole-call recording, if it has one.
+#[inline]
+fn tap_sent(leg: &mut Leg, header: &RtpHeader, body: &[u8], now: Instant) {
+    if let Some(tap) = &mut leg.tap {
+        if header.payload_type == leg.payload_type {
+            tap.sent(body, now);
+        }
+    }
+}
+
 /// Writes `header` in front of the `body_len` bytes of payload already in `buf` and sends the
 /// packet to `dst` from leg `peer`, counting it in the leg's sender statistics.
 #[inline]
@@ -1204,6 +1246,7 @@ fn send_rtp<F>(
 {
     let _ = header.write(buf);
     out.out.sent(header, body_len, now);
+    tap_sent(out, header, &buf[HEADER_LEN..HEADER_LEN + body_len], now);
     tx.transmit(Transmit {
         leg: peer,
         rtcp: false,
@@ -1213,6 +1256,8 @@ fn send_rtp<F>(
     });
 }
 
+/// Sends a packet built for frame leg `id` (an RTP leg sends nothing here) as a voice frame,
+/// stamped in ms from its RTP `header`.
 fn frame_out<F>(
     id: LegId,
     leg: &mut Leg,
@@ -1228,6 +1273,7 @@ fn frame_out<F>(
     };
     leg.out.sent(header, payload.len(), now);
     let ts = fs.out_ms(header.timestamp, leg.format.rtp_clock() / 1000);
+    tap_sent(leg, header, payload, now);
     tx.frame(FrameOut::Voice {
         leg: id,
         ts,

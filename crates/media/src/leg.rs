@@ -16,6 +16,7 @@ use crate::frames::FrameState;
 use crate::prompt::Packets;
 use crate::recorder::Recorder;
 use crate::stream::OutStream;
+use crate::tap::Tap;
 use crate::tone::ToneGen;
 use crate::{DtmfMode, LegId, Prompt};
 
@@ -171,6 +172,8 @@ pub(crate) struct Leg {
     /// to this leg (a far end without telephone-event).
     pub(crate) digit_tone: Option<Box<DigitTone>>,
     pub(crate) recorder: Option<Recorder>,
+    /// Whole-call recording (`record-call`); None costs unrecorded calls one branch.
+    pub(crate) tap: Option<Box<Tap>>,
 
     pub(crate) rtcp_due: Instant,
     pub(crate) packets_at_last_report: u64,
@@ -228,6 +231,7 @@ impl Leg {
             reads_digits: false,
             digit_tone: None,
             recorder: None,
+            tap: None,
             rtcp_due,
             packets_at_last_report: 0,
             last_sr: None,

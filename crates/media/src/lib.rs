@@ -51,7 +51,8 @@
 //! format, transcodes µ-law↔A-law by table, and otherwise runs the codec
 //! crate's [`codec::Translator`] along the cheapest path, re-packetized to the
 //! receiving leg's 20 ms frames on its own clock. Recordings decode any format
-//! to 8 kHz. Non-G.711 legs send one packet per 20 ms (per 30 ms for iLBC's 30 ms
+//! to 8 kHz, and so does a whole-call recording ([`Engine::record_call`]), which taps both
+//! directions of a leg and hands bounded blocks to the shell's writer. Non-G.711 legs send one packet per 20 ms (per 30 ms for iLBC's 30 ms
 //! mode) whatever `ptime` says.
 //!
 //! Steady state does not allocate: packets are built in one engine buffer,
@@ -60,6 +61,7 @@
 //! prompt in a new format allocates, one packet at a time), G.711 is table lookups, and encoders, decoders
 //! and translators with their buffers are made when a leg is set up or bridged.
 
+mod callfile;
 mod decimate;
 mod demux;
 mod digit_tone;
@@ -74,6 +76,7 @@ mod playlist;
 mod prompt;
 mod recorder;
 mod stream;
+mod tap;
 mod tone;
 
 pub use codec::Format;
@@ -87,6 +90,9 @@ pub use playlist::Playlist;
 pub use prompt::{Frames, Packets, Prompt, PromptError};
 pub use recorder::{RecordError, RecordSink};
 pub use tone::ToneSpec;
+
+pub use callfile::{CallFile, FileFormat};
+pub use tap::{CallRecording, Mix, RecordingStatus};
 
 #[cfg(test)]
 mod tests;

@@ -133,6 +133,10 @@ pub struct Credentials {
     /// Where the user's calls go instead, set from the phone (the dialplan's `forward` step).
     #[serde(default, skip_serializing_if = "Forwarding::is_empty")]
     pub forward: Forwarding,
+    /// How the user's calls are recorded whole (a `RECORD_CALLS` value such as `stereo,opus`);
+    /// None: as the dialplan says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_calls: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {

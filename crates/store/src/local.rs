@@ -106,7 +106,8 @@ struct Snapshot {
 #[derive(Serialize, Deserialize)]
 enum Entry {
     Aor(String, Vec<Binding>),
-    User(Credentials),
+    /// Boxed: the largest entry by far, read and written once per user change.
+    User(Box<Credentials>),
     DelUser(String),
 }
 
@@ -151,7 +152,7 @@ impl LocalStore {
                             bindings.insert(aor, list);
                         }
                         Entry::User(c) => {
-                            users.insert(user_key(&c.user, &c.domain), c);
+                            users.insert(user_key(&c.user, &c.domain), *c);
                         }
                         Entry::DelUser(k) => {
                             users.remove(&k);
@@ -355,7 +356,7 @@ impl CredentialStore for LocalStore {
     fn put_user(&self, c: &Credentials) -> Result<()> {
         let lines = {
             let mut users = self.users.lock().unwrap();
-            let lines = self.append(&Entry::User(c.clone()), true)?;
+            let lines = self.append(&Entry::User(Box::new(c.clone())), true)?;
             users.insert(user_key(&c.user, &c.domain), c.clone());
             lines
         };

@@ -121,6 +121,7 @@ fn exercise(s: &dyn Store) {
         max_calls: 2,
         allow: vec!["^1\\d{3}$".into(), "^9196$".into()],
         forward: store::Forwarding::default(),
+        record_calls: Some("stereo,opus".into()),
     };
     s.put_user(&alice).unwrap();
     s.put_user(&Credentials {

@@ -19,6 +19,8 @@ pub struct Host {
     dns: Option<crate::dns::Dns>,
     /// The speech thread that renders `tts:` prompts.
     tts: Option<crate::tts::Tts>,
+    /// The writer thread of whole-call recordings, started with the first one.
+    recordings: Option<crate::recordings::Recordings>,
 }
 
 /// The embedded announcement behind the dialplan's `demo` prompt.
@@ -33,6 +35,7 @@ impl Host {
             store: None,
             dns: None,
             tts: None,
+            recordings: None,
         }
     }
 
@@ -135,6 +138,33 @@ impl Host {
         op: &store::voicemail::MailboxOp,
     ) -> Result<store::voicemail::Mailbox, String> {
         store::voicemail::FileMailboxes::new(&self.data_dir).run(user, op)
+    }
+
+    /// Hands a whole-call recording (relative to the data directory) to worker `worker`'s writer
+    /// thread.
+    pub fn record_call(
+        &mut self,
+        worker: usize,
+        name: &str,
+        format: media::FileFormat,
+        recording: media::CallRecording,
+    ) {
+        let path = self.resolve(name);
+        if self.recordings.is_none() {
+            match crate::recordings::Recordings::spawn(worker) {
+                Ok(r) => self.recordings = Some(r),
+                Err(e) => {
+                    recording.status.mark_incomplete();
+                    return tracing::error!(
+                        "recording {}: cannot start the recordings thread: {e}",
+                        path.display()
+                    );
+                }
+            }
+        }
+        if let Some(r) = &self.recordings {
+            r.start(path, format, recording);
+        }
     }
 
     /// Replaces a small state file in the data directory (`strowger show peers` reads it).

@@ -8,6 +8,7 @@ pub mod host;
 pub mod logging;
 pub mod music;
 pub mod peers;
+pub mod recordings;
 pub mod rtp_io;
 pub mod runtime;
 pub mod sip_io;

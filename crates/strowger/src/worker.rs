@@ -704,6 +704,11 @@ impl Worker {
                 };
                 self.engine.handle_input(clock, input);
             }
+            Event::RecordCall {
+                name,
+                format,
+                recording,
+            } => self.host.record_call(self.id, &name, format, recording),
             Event::IaxPeer { name, at } => {
                 for w in (0..self.workers).filter(|&w| w != self.id) {
                     let name = name.clone();

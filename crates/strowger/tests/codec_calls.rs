@@ -11,11 +11,10 @@ use codec::Format;
 use common::audio::{
     best_correlation, dominant_freq, read_wav, tone, ulaw_decode_all, ulaw_encode,
 };
-use common::net::free_port;
-use common::sip::{sdp, sdp_audio, Msg, Rtp, RtpPkt, Uac, DTMF, PCMU};
+use common::sip::{sdp, sdp_audio, Rtp, RtpPkt, Uac, Uas, DTMF, PCMU};
 use common::switch::Opts;
 use common::Strowger;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Strowger with the default dialplan offering every codec, and `bridge_target` set; 44445 and
@@ -200,80 +199,6 @@ fn gsm_file_to_ilbc_speex_and_gsm_callers() {
             "packet {} is not the file's frame",
             p.seq
         );
-    }
-}
-
-/// A minimal UAS on its own UDP socket: answers the first INVITE with `answer_sdp`.
-struct Uas {
-    sock: UdpSocket,
-}
-
-impl Uas {
-    fn bind() -> Uas {
-        let sock = UdpSocket::bind(("127.0.0.1", free_port())).unwrap();
-        Uas { sock }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        self.sock.local_addr().unwrap()
-    }
-
-    fn recv(&self, timeout: Duration) -> Option<(Msg, SocketAddr)> {
-        self.sock.set_read_timeout(Some(timeout)).unwrap();
-        let mut buf = vec![0u8; 65536];
-        let (n, from) = self.sock.recv_from(&mut buf).ok()?;
-        Some((Msg::parse(&buf[..n])?, from))
-    }
-
-    /// Sends `status` for `req` (with a To tag and, if given, an SDP body).
-    fn respond(&self, req: &Msg, to: SocketAddr, status: u16, body: &str) {
-        let mut out = format!("SIP/2.0 {status} Whatever\r\n");
-        for v in req.headers("via") {
-            out += &format!("Via: {v}\r\n");
-        }
-        let to_h = req.header("to").unwrap_or("");
-        let to_h = if to_h.contains("tag=") {
-            to_h.to_string()
-        } else {
-            format!("{to_h};tag=uas1")
-        };
-        out += &format!(
-            "From: {}\r\nTo: {to_h}\r\nCall-ID: {}\r\nCSeq: {}\r\nContact: <sip:uas@{}>\r\n",
-            req.header("from").unwrap_or(""),
-            req.header("call-id").unwrap_or(""),
-            req.header("cseq").unwrap_or(""),
-            self.addr()
-        );
-        if !body.is_empty() {
-            out += "Content-Type: application/sdp\r\n";
-        }
-        out += &format!("Content-Length: {}\r\n\r\n{body}", body.len());
-        self.sock.send_to(out.as_bytes(), to).unwrap();
-    }
-
-    /// Waits for the INVITE and answers it with 200 and `answer_sdp`; returns its offer.
-    fn answer(&self, answer_sdp: &str) -> Msg {
-        loop {
-            let (m, from) = self
-                .recv(Duration::from_secs(10))
-                .expect("INVITE to the callee");
-            if m.method() == Some("INVITE") {
-                self.respond(&m, from, 200, answer_sdp);
-                return m;
-            }
-        }
-    }
-
-    /// Answers every request (BYE at the end of the call) with 200 for `dur`.
-    fn serve(&self, dur: Duration) {
-        let end = std::time::Instant::now() + dur;
-        while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
-            if let Some((m, from)) = self.recv(left.max(Duration::from_millis(1))) {
-                if m.method().is_some_and(|x| x != "ACK") {
-                    self.respond(&m, from, 200, "");
-                }
-            }
-        }
     }
 }
 

@@ -262,6 +262,7 @@ impl Engine {
                 self.hangup(call, q, "switch", None, now);
                 return;
             };
+            self.record_if_asked(call, now);
             self.step(call, step, now);
         }
         // A program that loops on itself without waiting (goto cycles) is cut off.
@@ -328,6 +329,9 @@ impl Engine {
                 }
                 c.wait = Wait::Forever;
                 self.start_moh(call, Call::CALLER);
+            }
+            Step::RecordCall { file, mix, format } => {
+                self.record_call(call, file, mix, format, now);
             }
             Step::Record { file, max } => {
                 if !self.answer(call, now) {
@@ -722,6 +726,7 @@ impl Engine {
             }
         }
         // Media and CDR.
+        self.end_call_recording(&mut c, now);
         if let Some(m) = c.caller_mut().media.take() {
             if let Some(stats) = self.media.remove_leg(m) {
                 c.cdr.codec = stats.codec.to_string();

@@ -478,7 +478,10 @@ impl Engine {
         let routed = match self.allowed(&creds.allow, &exten) {
             true => {
                 let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
-                let vars = Vars::for_call(&exten, &caller_id.number, call_id, &self.s.data_dir);
+                let mut vars = Vars::for_call(&exten, &caller_id.number, call_id, &self.s.data_dir);
+                if let Some(r) = &creds.record_calls {
+                    vars.set(crate::call_recording::RECORD_CALLS, r);
+                }
                 self.dialplan
                     .route(&context, &exten, &vars)
                     .map(|program| (vars, program))

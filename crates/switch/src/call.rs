@@ -213,6 +213,8 @@ pub struct Call {
     pub(crate) transfer: Option<Box<crate::transfer::Transfer>>,
     /// The voice-menu step under way and the digits typed for it (ivr.rs).
     pub(crate) ivr: Option<Box<crate::ivr::Ivr>>,
+    /// The whole-call recording under way (call_recording.rs).
+    pub(crate) call_recording: Option<Box<crate::call_recording::Recorded>>,
 }
 
 impl Call {
@@ -255,6 +257,7 @@ impl Call {
             forwarded: 0,
             transfer: None,
             ivr: None,
+            call_recording: None,
         }
     }
 

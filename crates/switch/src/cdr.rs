@@ -39,6 +39,12 @@ pub struct Cdr {
     pub transferred_to: Option<String>,
     /// The trunk the call came in by or went out through.
     pub trunk: Option<String>,
+    /// The whole-call recording (`record-call`, `RECORD_CALLS`): its file (relative to the
+    /// data directory), the audio handed to the writer in seconds, and false when audio was
+    /// dropped or could not be written (a slow or full disk).
+    pub recording: Option<String>,
+    pub recording_s: Option<f64>,
+    pub recording_complete: Option<bool>,
 }
 
 pub fn unix_seconds(t: SystemTime) -> f64 {

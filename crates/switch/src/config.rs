@@ -236,6 +236,8 @@ pub struct User {
     pub max_calls: u32,
     /// Regexes the dialled extension must match one of (empty: any).
     pub allow: Vec<String>,
+    /// Records the user's calls whole: a `RECORD_CALLS` value (call_recording.rs).
+    pub record_calls: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -945,6 +947,13 @@ fn users(raw: Vec<RawUser>, domain: &str, dialplan: &Dialplan, d: &mut Diagnosti
                 d.error(&format!("{key}.allow[{j}]"), e);
             }
         }
+        if let Some(Err(e)) = u
+            .record_calls
+            .as_deref()
+            .map(crate::call_recording::RecordCalls::parse)
+        {
+            d.error(&format!("{key}.record_calls"), e);
+        }
         let max_calls = bounded(d, &format!("{key}.max_calls"), u.max_calls, 0, 1_000_000);
         out.push(User {
             user: u.user,
@@ -954,6 +963,7 @@ fn users(raw: Vec<RawUser>, domain: &str, dialplan: &Dialplan, d: &mut Diagnosti
             caller_id: u.caller_id,
             max_calls: narrow(max_calls),
             allow: u.allow,
+            record_calls: u.record_calls,
         });
     }
     out

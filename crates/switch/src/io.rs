@@ -194,6 +194,14 @@ pub enum Event {
         user: String,
         op: store::voicemail::MailboxOp,
     },
+    /// Write a whole-call recording (relative to the data directory) from its blocks until
+    /// their channel disconnects, off the worker; no answer. A write error is the shell's to log
+    /// and to mark in `recording.status`.
+    RecordCall {
+        name: String,
+        format: media::FileFormat,
+        recording: media::CallRecording,
+    },
     /// An IAX2 peer registered (or left, None): hand it to every worker as [`Input::IaxPeer`],
     /// this one included, so each finds the peer when a call dials it.
     IaxPeer {

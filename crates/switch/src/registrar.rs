@@ -322,6 +322,7 @@ pub fn user_credentials(u: &crate::config::User) -> Credentials {
         caller_id: u.caller_id.clone(),
         max_calls: u.max_calls,
         allow: u.allow.clone(),
+        record_calls: u.record_calls.clone(),
         ..credentials(&u.user, &u.domain, &u.password)
     }
 }

@@ -8,13 +8,24 @@ const NETNS_ENV: &str = "STROWGER_TEST_IN_NETNS";
 
 /// Runs this binary's test `inner` inside `unshare -n` with loopback up, and checks it passed.
 pub fn in_private_netns(inner: &str) {
+    in_unshared("-n", "ip link set lo up && ", inner);
+}
+
+/// Runs this binary's test `inner` inside `unshare -mn`: loopback alone as above, and mounts
+/// private to it and the processes it starts (a small tmpfs standing for a full disk).
+pub fn in_private_mount_ns(inner: &str) {
+    in_unshared("-mn", "ip link set lo up && ", inner);
+}
+
+/// Runs test `inner` inside `unshare FLAG`, after the shell command `setup`.
+fn in_unshared(flag: &str, setup: &str, inner: &str) {
     let out = Command::new("unshare")
         .args([
-            "-n",
+            flag,
             "--",
             "sh",
             "-c",
-            "ip link set lo up && exec \"$0\" \"$@\"",
+            &format!("{setup}exec \"$0\" \"$@\""),
         ])
         .arg(std::env::current_exe().unwrap())
         .args([

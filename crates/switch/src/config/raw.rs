@@ -272,6 +272,7 @@ pub(crate) struct RawUser {
     pub max_calls: u64,
     #[serde(default)]
     pub allow: Vec<String>,
+    pub record_calls: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -42,6 +42,13 @@ pub enum Step {
         file: String,
         max: Duration,
     },
+    /// Records the whole call in the background (call_recording.rs) to `file` (relative to the
+    /// data directory) until it ends; the next step runs at once.
+    RecordCall {
+        file: String,
+        mix: media::Mix,
+        format: media::FileFormat,
+    },
     /// Calls `uri` as a B-leg, relaying its early media; gives up after `timeout`. Several
     /// targets joined by `&`, or `group/NAME`, are a ring group rung by `strategy`, each
     /// member for `member_timeout` at most (None: the group's, or the whole `timeout`).
@@ -194,7 +201,7 @@ const TONES: [(&str, &[u16], &[u64]); 4] = [
 ];
 
 /// App name, the key its bare value stands for, and its other keys.
-const APPS: [(&str, Option<&str>, &[&str]); 27] = [
+const APPS: [(&str, Option<&str>, &[&str]); 28] = [
     ("answer", None, &[]),
     ("ringing", None, &[]),
     ("progress", None, &[]),
@@ -230,6 +237,7 @@ const APPS: [(&str, Option<&str>, &[&str]); 27] = [
     ("voicemail", None, &[]),
     ("voicemail_main", Some("user"), &[]),
     ("conference", Some("room"), &[]),
+    ("record-call", Some("file"), &["mix", "format"]),
 ];
 
 /// `read`'s defaults: the seconds it waits for each digit, and the digit that ends it.
@@ -341,6 +349,11 @@ impl Step {
             Step::Record { file, max } => Step::Record {
                 file: expand(file),
                 max: *max,
+            },
+            Step::RecordCall { file, mix, format } => Step::RecordCall {
+                file: expand(file),
+                mix: *mix,
+                format: *format,
             },
             Step::Bridge {
                 uri,
@@ -523,6 +536,15 @@ impl Args {
             "record" => Step::Record {
                 file: self.required("file")?,
                 max: self.optional("max", DEFAULT_RECORD_MAX, seconds)?,
+            },
+            "record-call" => Step::RecordCall {
+                file: self.required("file")?,
+                mix: self.optional("mix", media::Mix::Mono, crate::call_recording::parse_mix)?,
+                format: self.optional(
+                    "format",
+                    media::FileFormat::Wav,
+                    crate::call_recording::parse_format,
+                )?,
             },
             "bridge" => Step::Bridge {
                 uri: self.required("uri")?,
@@ -734,6 +756,7 @@ fn usage(app: &str) -> String {
         "playback" => "playback FILE|demo [loop=true] [cache=false]",
         "tone" => "tone ringback|busy|congestion|dial|HZ+HZ [cadence=MS,MS,...] [duration=S]",
         "record" => "record FILE [max=S]",
+        "record-call" => "record-call FILE [mix=mono|stereo] [format=wav|opus]",
         "moh" => "moh [CLASS]",
         "bridge" => "bridge URI[&URI...]|group/NAME [timeout=S] [strategy=ringall|sequential|roundrobin] [member_timeout=S]",
         "wait" => "wait S",

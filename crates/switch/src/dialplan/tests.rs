@@ -280,7 +280,7 @@ fn step_errors_point_into_the_string() {
     assert_eq!(
         e,
         [
-            format!("t.toml:5:20: {key}[1]: unknown app \"playbak\" — known apps: answer, ringing, progress, playback, tone, echo, moh, record, bridge, wait, set, hangup, goto, forward, park, retrieve, pickup, queue, queue_login, queue_logout, background, read, say, menu, voicemail, voicemail_main, conference"),
+            format!("t.toml:5:20: {key}[1]: unknown app \"playbak\" — known apps: answer, ringing, progress, playback, tone, echo, moh, record, bridge, wait, set, hangup, goto, forward, park, retrieve, pickup, queue, queue_login, queue_logout, background, read, say, menu, voicemail, voicemail_main, conference, record-call"),
             format!("t.toml:5:51: {key}[2]: unknown option \"lop\" — usage: playback FILE|demo [loop=true] [cache=false]"),
             format!("t.toml:5:68: {key}[3]: seconds: \"soon\" — expected seconds, more than 0 and at most 86400"),
             format!("t.toml:5:83: {key}[4]: cause: unknown cause \"99\" — expected a Q.850 number or one of {}", Cause::names().collect::<Vec<_>>().join(", ")),

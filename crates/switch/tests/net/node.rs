@@ -50,6 +50,8 @@ struct NodeHost {
     data_dir: PathBuf,
     /// Boxes this worker's operations changed, not yet handed to the other workers.
     boxes_changed: Vec<(String, store::voicemail::Mailbox)>,
+    /// Whole-call recordings handed over (`Event::RecordCall`), for the test to drain.
+    recordings: Vec<(String, media::CallRecording)>,
 }
 
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
@@ -245,6 +247,7 @@ impl Node {
             handed_off: 0,
             data_dir: shared.data_dir.0.clone(),
             boxes_changed: Vec::new(),
+            recordings: Vec::new(),
         };
         let mut node = Node {
             engine,
@@ -441,6 +444,11 @@ impl Node {
     pub fn drain(&mut self) -> Vec<Packet> {
         self.collect();
         std::mem::take(&mut self.out)
+    }
+
+    /// The whole-call recordings handed over so far, by file name, as a writer gets them.
+    pub fn recordings(&mut self) -> &mut Vec<(String, media::CallRecording)> {
+        &mut self.host.recordings
     }
 
     /// The CDRs written so far.
@@ -670,6 +678,9 @@ impl Node {
                 self.engine
                     .handle_input(clock, Input::Recording { token, result });
             }
+            Event::RecordCall {
+                name, recording, ..
+            } => h.recordings.push((name, recording)),
             Event::Cdr(line) => h
                 .cdrs
                 .push(serde_json::from_str(&line).expect("a CDR is JSON")),

@@ -1,0 +1,93 @@
+use super::*;
+
+fn ulaw(value: i16) -> Vec<u8> {
+    vec![G711::Pcmu.encode_sample(value); FRAME]
+}
+
+/// Feeds `frames` 20 ms frames each way (`a` received, `b` sent), then ends the recording.
+fn record(mix: Mix, a: i16, b: i16, frames: u32) -> (Vec<i16>, Arc<RecordingStatus>) {
+    let t0 = Instant::now();
+    let (mut tap, rec) = Tap::new(Format::Pcmu, mix, t0);
+    for i in 0..frames {
+        let now = t0 + FRAME_TIME * i;
+        tap.received(&ulaw(a), now);
+        tap.sent(&ulaw(b), now + Duration::from_millis(3));
+    }
+    tap.finish(t0 + FRAME_TIME * frames);
+    let pcm = rec.blocks.try_iter().flatten().collect();
+    (pcm, rec.status)
+}
+
+#[test]
+fn stereo_puts_the_caller_left_and_the_other_side_right() {
+    let (pcm, status) = record(Mix::Stereo, 1000, -2000, 50);
+    let (l, r) = (
+        G711::Pcmu.decode_sample(ulaw(1000)[0]),
+        G711::Pcmu.decode_sample(ulaw(-2000)[0]),
+    );
+    assert_eq!(pcm.len(), 50 * FRAME * 2);
+    assert!(pcm.chunks(2).all(|s| s == [l, r]), "{:?}", &pcm[..8]);
+    assert!(status.complete());
+    assert_eq!(status.duration(), Duration::from_secs(1));
+}
+
+#[test]
+fn mono_adds_both_sides_and_saturates() {
+    let (pcm, _) = record(Mix::Mono, 30000, 30000, 10);
+    assert_eq!(pcm.len(), 10 * FRAME);
+    assert!(pcm.iter().all(|&s| s == i16::MAX));
+    let (pcm, _) = record(Mix::Mono, -30000, -30000, 10);
+    assert!(pcm.iter().all(|&s| s == i16::MIN));
+    let (pcm, _) = record(Mix::Mono, 1000, -1000, 10);
+    let sum = i32::from(G711::Pcmu.decode_sample(ulaw(1000)[0]))
+        + i32::from(G711::Pcmu.decode_sample(ulaw(-1000)[0]));
+    assert!(pcm.iter().all(|&s| i32::from(s) == sum));
+}
+
+#[test]
+fn time_without_audio_is_recorded_as_silence() {
+    let t0 = Instant::now();
+    let (mut tap, rec) = Tap::new(Format::Pcma, Mix::Stereo, t0);
+    tap.advance(t0 + Duration::from_secs(1));
+    tap.finish(t0 + Duration::from_secs(2));
+    let pcm: Vec<i16> = rec.blocks.try_iter().flatten().collect();
+    assert_eq!(pcm.len(), 2 * 8000 * 2);
+    assert!(pcm.iter().all(|&s| s == 0));
+    assert_eq!(rec.status.duration(), Duration::from_secs(2));
+}
+
+#[test]
+fn a_writer_that_falls_behind_marks_the_recording_incomplete() {
+    let t0 = Instant::now();
+    let (mut tap, rec) = Tap::new(Format::Pcmu, Mix::Mono, t0);
+    let queued = FRAME_TIME * (QUEUE_BLOCKS * BLOCK_FRAMES) as u32;
+    tap.advance(t0 + queued + FRAME_TIME * LAG_FRAMES as u32);
+    assert!(rec.status.complete(), "the queue holds its blocks");
+    tap.advance(t0 + queued + Duration::from_secs(1));
+    assert!(!rec.status.complete());
+    // What was queued is what the file gets, and what the duration says.
+    assert_eq!(rec.status.duration(), queued);
+    assert_eq!(rec.blocks.try_iter().count(), QUEUE_BLOCKS);
+}
+
+#[test]
+fn wideband_audio_is_recorded_at_8_khz() {
+    let t0 = Instant::now();
+    let (mut tap, rec) = Tap::new(Format::L16Wide, Mix::Mono, t0);
+    // 20 ms of 16 kHz linear PCM (big-endian), a constant.
+    let payload: Vec<u8> = std::iter::repeat_n(4000i16.to_be_bytes(), 320)
+        .flatten()
+        .collect();
+    for i in 0..10 {
+        tap.received(&payload, t0 + FRAME_TIME * i);
+    }
+    tap.finish(t0 + FRAME_TIME * 10);
+    let pcm: Vec<i16> = rec.blocks.try_iter().flatten().collect();
+    assert_eq!(pcm.len(), 10 * FRAME);
+    let settled = &pcm[FRAME..9 * FRAME];
+    assert!(
+        settled.iter().all(|&s| (3900..=4100).contains(&s)),
+        "{:?}",
+        &settled[..8]
+    );
+}

@@ -1,0 +1,266 @@
+//! Whole-call recordings in real calls: a hand-written caller (tests/common/sip.rs) calls
+//! through strowger to a hand-written callee, each sending its own tone, with `record-call`
+//! in stereo (the caller left, the callee right), mixed mono, and stereo Opus (decoded with
+//! opusdec); and a call recorded onto a full disk (a 64 KiB tmpfs in a private mount
+//! namespace) completes normally while its CDR says the recording is incomplete.
+
+mod common;
+
+use common::audio::{best_correlation, dominant_freq, read_wav, tone, tone_purity, ulaw_encode};
+use common::sip::{sdp, sdp_audio, Rtp, Uac, Uas, DTMF, PCMU};
+use common::switch::{Cdr, Opts};
+use common::Strowger;
+use std::path::Path;
+use std::time::Duration;
+
+/// The caller's tone and the callee's.
+const CALLER_HZ: f64 = 440.0;
+const CALLEE_HZ: f64 = 1000.0;
+/// How long each side talks.
+const TALK_SAMPLES: usize = 8000 * 3;
+
+/// Strowger with the default dialplan plus 3101 (stereo WAV), 3102 (mono WAV) and 3103
+/// (stereo Opus), each recording then bridging to `callee`.
+fn start(label: &str, callee: std::net::SocketAddr) -> (Strowger, common::TempDir) {
+    let dir = common::TempDir::new(&format!("{label}-config"));
+    let default = common::switch::trusting_loopback(include_str!("../../switch/src/default.toml"));
+    let bridge = "\"bridge sip:2000@${bridge_target} timeout=10\"";
+    let rules = [
+        ("3101", "calls/stereo.wav mix=stereo"),
+        ("3102", "calls/mono.wav"),
+        ("3103", "calls/stereo.opus mix=stereo format=opus"),
+    ]
+    .map(|(exten, args)| {
+        format!(
+            "[[dialplan.contexts.default.rules]]\nexten = \"{exten}\"\n\
+             steps = [\"record-call {args}\", {bridge}]\n\n"
+        )
+    })
+    .concat();
+    let config = default.replacen("# Echo test.", &format!("{rules}# Echo test."), 1);
+    assert!(config.contains("3103"), "default.toml's echo rule moved");
+    let path = dir.path().join("strowger.toml");
+    std::fs::write(&path, config).unwrap();
+    let s = Strowger::with(
+        label,
+        Opts {
+            config_file: Some(path),
+            vars: vec![("bridge_target".to_string(), callee.to_string())],
+            ..Opts::default()
+        },
+    );
+    (s, dir)
+}
+
+/// 20 ms µ-law frames of a tone.
+fn frames(hz: f64) -> Vec<Vec<u8>> {
+    tone(hz, TALK_SAMPLES, 8000.0)
+        .chunks(160)
+        .map(|c| c.iter().map(|&s| ulaw_encode(s)).collect())
+        .collect()
+}
+
+/// The caller calls `exten`, the callee answers; both send their tone at once for 3 s, then
+/// the caller hangs up. Returns the call's CDR.
+fn bridged_call(s: &Strowger, uas: &Uas, exten: &str) -> Cdr {
+    let mut caller_rtp = Rtp::bind();
+    let mut callee_rtp = Rtp::bind();
+    let mut uac = Uac::new(s.sip, exten);
+    uac.send_invite(&sdp(caller_rtp.port, &[PCMU, DTMF], "sendrecv"));
+    let offer = uas.answer(&sdp(callee_rtp.port, &[PCMU], "sendrecv"));
+    callee_rtp.remote = Some(sdp_audio(&offer.body).0);
+    let resp = uac.final_response("INVITE", Duration::from_secs(10));
+    assert_eq!(resp.status(), Some(200), "INVITE to {exten}: {resp:?}");
+    uac.invite_answered(&resp);
+    caller_rtp.remote = Some(sdp_audio(&resp.body).0);
+    uac.ack("");
+    uas.serve(Duration::from_millis(200));
+
+    let from_callee = frames(CALLEE_HZ);
+    let callee = std::thread::spawn(move || {
+        callee_rtp.send_frames(&from_callee, Duration::ZERO);
+    });
+    caller_rtp.send_frames(&frames(CALLER_HZ), Duration::ZERO);
+    callee.join().unwrap();
+    assert_eq!(uac.bye().status(), Some(200));
+    uas.serve(Duration::from_millis(200));
+    let cdrs = s.wait_cdrs(1);
+    cdrs.into_iter()
+        .find(|c| c.str("exten") == exten)
+        .expect("the call's CDR")
+}
+
+/// The recording's name, duration and completeness in `cdr`.
+fn assert_recorded(cdr: &Cdr, file: &str, complete: bool) -> f64 {
+    assert_eq!(cdr.str("recording"), file, "{cdr:?}");
+    let flag = format!("\"recording_complete\":{complete}");
+    assert!(cdr.line.contains(&flag), "{flag} in {cdr:?}");
+    let secs = cdr.num("recording_s");
+    // From the first step to the hang-up: the call's whole length.
+    assert!(
+        (cdr.num("duration_s") - secs).abs() < 0.2,
+        "recording {secs} s of a {} s call",
+        cdr.num("duration_s")
+    );
+    secs
+}
+
+/// A file the writer thread finishes just after the call ends.
+fn finished(path: &Path) -> common::audio::Wav {
+    std::thread::sleep(Duration::from_millis(300));
+    read_wav(path)
+}
+
+/// Left and right of interleaved stereo.
+fn split(samples: &[i16]) -> (Vec<i16>, Vec<i16>) {
+    let left = samples.iter().step_by(2).copied().collect();
+    let right = samples.iter().skip(1).step_by(2).copied().collect();
+    (left, right)
+}
+
+/// Each channel holds its own side's tone alone and correlates with what that side sent.
+fn assert_stereo(wav: &common::audio::Wav, what: &str) {
+    assert_eq!((wav.rate, wav.channels), (8000, 2), "{what}");
+    let (left, right) = split(&wav.samples);
+    let sides = [
+        ("left", &left, CALLER_HZ, CALLEE_HZ),
+        ("right", &right, CALLEE_HZ, CALLER_HZ),
+    ];
+    for (channel, x, hz, other) in sides {
+        let (f, purity, leak) = (dominant_freq(x), tone_purity(x, hz), tone_purity(x, other));
+        let sent = tone(hz, TALK_SAMPLES, 8000.0);
+        let (c, lag) = best_correlation(x, &sent, 8000, 8000, -8000..=8000);
+        println!(
+            "{what} {channel}: {f} Hz, purity {purity:.2}, other side {leak:.3}, correlation {c:.3} at {lag}"
+        );
+        assert_eq!(f, hz, "{what}: the {channel} channel's tone");
+        assert!(
+            purity > 0.6,
+            "{what}: the {channel} channel is mostly its side's tone"
+        );
+        assert!(
+            leak < 0.02,
+            "{what}: the {channel} channel has none of the other side"
+        );
+        assert!(
+            c > 0.8,
+            "{what}: the {channel} channel vs what its side sent"
+        );
+    }
+}
+
+#[test]
+fn a_stereo_recording_has_the_caller_left_and_the_callee_right() {
+    let uas = Uas::bind();
+    let (s, _config) = start("record-stereo", uas.addr());
+    let cdr = bridged_call(&s, &uas, "3101");
+    let secs = assert_recorded(&cdr, "calls/stereo.wav", true);
+    let wav = finished(&s.data_dir().join("calls/stereo.wav"));
+    let file_secs = wav.samples.len() as f64 / 2.0 / 8000.0;
+    assert!(
+        (file_secs - secs).abs() < 0.001,
+        "file {file_secs} s, CDR {secs} s"
+    );
+    assert_stereo(&wav, "stereo WAV");
+}
+
+#[test]
+fn a_mono_recording_mixes_both_sides() {
+    let uas = Uas::bind();
+    let (s, _config) = start("record-mono", uas.addr());
+    let cdr = bridged_call(&s, &uas, "3102");
+    assert_recorded(&cdr, "calls/mono.wav", true);
+    let wav = finished(&s.data_dir().join("calls/mono.wav"));
+    assert_eq!((wav.rate, wav.channels), (8000, 1));
+    let (a, b) = (
+        tone_purity(&wav.samples, CALLER_HZ),
+        tone_purity(&wav.samples, CALLEE_HZ),
+    );
+    println!("mono: {CALLER_HZ} Hz {a:.2}, {CALLEE_HZ} Hz {b:.2}");
+    assert!(a > 0.25 && b > 0.25, "both sides are in the mix");
+    assert!(a + b > 0.8, "the mix is the two tones");
+}
+
+#[test]
+fn an_opus_recording_decodes_to_both_sides() {
+    let uas = Uas::bind();
+    let (s, _config) = start("record-opus", uas.addr());
+    let cdr = bridged_call(&s, &uas, "3103");
+    let secs = assert_recorded(&cdr, "calls/stereo.opus", true);
+    std::thread::sleep(Duration::from_millis(300));
+    let opus = s.data_dir().join("calls/stereo.opus");
+    let wav = s.dir.path().join("decoded.wav");
+    let out = std::process::Command::new("opusdec")
+        .args(["--quiet", "--rate", "8000"])
+        .arg(&opus)
+        .arg(&wav)
+        .output()
+        .expect("run opusdec (opus-tools)");
+    assert!(out.status.success(), "opusdec: {out:?}");
+    let wav = read_wav(&wav);
+    let file_secs = wav.samples.len() as f64 / 2.0 / 8000.0;
+    assert!(
+        (file_secs - secs).abs() < 0.01,
+        "decoded {file_secs} s, CDR {secs} s"
+    );
+    assert_stereo(&wav, "stereo Opus");
+}
+
+/// Outer: the disk-full test in its own mount namespace.
+#[test]
+fn a_call_recorded_onto_a_full_disk_completes_and_its_recording_is_incomplete() {
+    common::netns::in_private_mount_ns("full_disk_inner");
+}
+
+#[test]
+#[ignore = "runs inside a private mount namespace (the test above)"]
+fn full_disk_inner() {
+    common::netns::assert_isolated();
+    let uas = Uas::bind();
+    let (s, _config) = start("record-full", uas.addr());
+    let calls = s.data_dir().join("calls");
+    std::fs::create_dir_all(&calls).unwrap();
+    let mount = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&calls)
+        .status()
+        .expect("run mount");
+    assert!(
+        mount.success(),
+        "mount a 64 KiB tmpfs on {}",
+        calls.display()
+    );
+    // 3 s of stereo WAV is 96 KB: the disk fills two seconds in.
+    let cdr = bridged_call(&s, &uas, "3101");
+    assert_recorded(&cdr, "calls/stereo.wav", false);
+    cdr.assert_answered("3101");
+    let log = s.stderr();
+    assert!(
+        log.contains("recording") && log.contains("No space left on device"),
+        "the full disk is logged:\n{log}"
+    );
+    let _ = std::process::Command::new("umount").arg(&calls).status();
+}
+
+/// The demo extension 9195: echo, recorded in stereo under the call's Call-ID.
+#[test]
+fn the_demo_extension_records_an_echo_call_in_stereo() {
+    let uas = Uas::bind();
+    let (s, _config) = start("record-demo", uas.addr());
+    let mut rtp = Rtp::bind();
+    let mut uac = Uac::new(s.sip, "9195");
+    let resp = uac.invite(&sdp(rtp.port, &[PCMU, DTMF], "sendrecv"));
+    assert_eq!(resp.status(), Some(200), "INVITE to 9195: {resp:?}");
+    rtp.remote = Some(sdp_audio(&resp.body).0);
+    uac.ack("");
+    rtp.send_frames(&frames(CALLER_HZ), Duration::from_millis(200));
+    assert_eq!(uac.bye().status(), Some(200));
+    let cdr = s.wait_cdrs(1).remove(0);
+    let file = format!("calls/{}.wav", cdr.str("call_id"));
+    assert_recorded(&cdr, &file, true);
+    let wav = finished(&s.data_dir().join(&file));
+    assert_eq!(wav.channels, 2);
+    let (left, right) = split(&wav.samples);
+    assert_eq!(dominant_freq(&left), CALLER_HZ, "the caller, left");
+    assert_eq!(dominant_freq(&right), CALLER_HZ, "its echo, right");
+}
