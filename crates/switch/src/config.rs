@@ -374,6 +374,9 @@ impl Config {
         queues::check_music(&queues, &music, &mut d);
         let ivr = ivr::ivr(raw.sounds, raw.menus, &mut d);
         ivr::check_dialplan(&ivr, &raw.dialplan, &mut d);
+        if let Some(public) = &security.public_context {
+            check_public_gotos(public, &raw.dialplan, &ivr, &mut d);
+        }
         let conferences = conference::conferences(raw.conferences, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
@@ -562,6 +565,50 @@ fn check_named(
                 &key,
                 format_args!("no {what} {name:?} — defined: {list} (add a [{table}.{name}] table)"),
             );
+        }
+    }
+}
+
+/// The public context (callers without a password) may go on only within itself: a `goto`
+/// elsewhere — in one of its rules, or in a menu one of them runs — would hand strangers the
+/// extensions of a context meant for users.
+fn check_public_gotos(public: &str, raw: &raw::RawDialplan, ivr: &Ivr, d: &mut Diagnostics) {
+    use crate::dialplan::Step;
+    let leaves = |step: &Step| match step {
+        Step::Goto { context, .. } if context != public => Some(context.clone()),
+        _ => None,
+    };
+    let prefix = format!("dialplan.contexts.{public}.rules[");
+    let mut menus = Vec::new();
+    for (key, text) in raw.steps().filter(|(k, _)| k.starts_with(&prefix)) {
+        let Ok(step) = Step::parse(text) else {
+            continue;
+        };
+        if let Step::Menu { name } = &step {
+            menus.push(name.clone());
+        }
+        if let Some(other) = leaves(&step) {
+            d.error(
+                &key,
+                format_args!("goes to context {other:?} from the public context {public:?}, so callers without a password would reach it — go to an extension of {public:?} instead"),
+            );
+        }
+    }
+    for name in menus {
+        let Some(menu) = ivr.menus.get(&name) else {
+            continue;
+        };
+        let steps = menu
+            .choices
+            .iter()
+            .map(|(k, s)| (format!("choices.{k:?}"), s));
+        for (what, step) in steps.chain([("fallback".to_string(), &menu.fallback)]) {
+            if let Some(other) = leaves(step) {
+                d.error(
+                    &format!("menus.{name}.{what}"),
+                    format_args!("goes to context {other:?}, and the public context {public:?} runs this menu, so callers without a password would reach it — give the public context a menu of its own"),
+                );
+            }
         }
     }
 }

@@ -646,3 +646,26 @@ fn rtp_dtmf_names_a_mode() {
         ["strowger.toml:2:8: rtp.dtmf: \"rfc2833\" — expected \"auto\", \"inband\" or \"info\""]
     );
 }
+
+#[test]
+fn the_public_context_goes_nowhere_else() {
+    let public = |step: &str| {
+        format!("[[dialplan.contexts.public.rules]]\nexten = \"9\"\nsteps = [\"{step}\"]\n\n[[dialplan.contexts.public.rules]]\nexten = \"2\"\nsteps = [\"echo\"]\n\n[menus.m]\nprompt = \"p.wav\"\nchoices = {{ \"1\" = \"goto public exten=2\", \"2\" = \"goto default exten=1\" }}\n\n{MINIMAL}")
+    };
+    let e = errors(&public("goto default exten=1"));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains("dialplan.contexts.public.rules[0].steps[0]: goes to context \"default\""),
+        "{e:?}"
+    );
+    let e = errors(&public("menu m"));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains("menus.m.choices.\"2\": goes to context \"default\""),
+        "{e:?}"
+    );
+    // Within the public context, and from a context for users, a goto is fine.
+    Config::from_str(&public("goto public exten=2"), "t.toml").unwrap();
+    let users = public("echo").replace(MINIMAL, &MINIMAL.replace("echo", "menu m"));
+    Config::from_str(&users, "t.toml").unwrap();
+}
