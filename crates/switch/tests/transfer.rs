@@ -107,6 +107,28 @@ fn got_bye(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
     move |n| !n.agent(ua).call(c).requests_of(&Method::Bye).is_empty()
 }
 
+/// Alice calls Bob; Bob consults Carol at `exten`, who answers as `policy` says, and once she
+/// sent its first provisional response (within `ring_wait`) Bob refers Alice's call to that
+/// consultation still ringing (a semi-attended transfer): Alice's call, Bob's call from Alice
+/// and the consultation.
+fn refer_to_ringing(
+    n: &mut Net,
+    (a, b, c): (Id, Id, Id),
+    exten: &str,
+    policy: Policy,
+    ring_wait: Duration,
+) -> (usize, usize, usize) {
+    let ringing = policy.provisional[0].0;
+    n.agent(c).policy = policy;
+    let (ca, cb) = alice_calls_bob(n, a, b);
+    let consult = n.invite(b, &format!("sip:{exten}@127.0.0.1"), SW);
+    assert!(n.run_until(ring_wait, |n| invite_statuses(n, b, consult)
+        .contains(&ringing)));
+    let refer_to = refer_to_replacing(n, b, consult, exten);
+    n.refer(b, cb, &refer_to);
+    (ca, cb, consult)
+}
+
 /// `to`'s dialog of call `c` as a Refer-To header value with Replaces, escaped.
 fn refer_to_replacing(n: &mut Net, ua: Id, c: usize, exten: &str) -> String {
     let r = n.agent(ua).replaces(c);
@@ -648,16 +670,12 @@ fn a_transferred_party_transfers_again() {
 #[test]
 fn a_semi_attended_transfer_hands_the_ringing_target_to_the_transferee() {
     let (mut n, sw, a, b, c) = setup(16);
-    n.agent(c).policy = Policy {
+    let policy = Policy {
         provisional: vec![(180, false)],
         status: 200,
         after: secs(4),
     };
-    let (ca, cb) = alice_calls_bob(&mut n, a, b);
-    let consult = n.invite(b, "sip:4007@127.0.0.1", SW);
-    assert!(n.run_until(secs(2), |n| invite_statuses(n, b, consult).contains(&180)));
-    let refer_to = refer_to_replacing(&mut n, b, consult, "4007");
-    n.refer(b, cb, &refer_to);
+    let (ca, cb, consult) = refer_to_ringing(&mut n, (a, b, c), "4007", policy, secs(2));
     assert!(n.run_until(secs(1), |n| notifies(n, b, cb) == [100]));
     // The consultation call ends without an answer; Bob hangs up before Carol answers.
     assert!(n.run_until(secs(1), ended(b, consult)));
@@ -687,16 +705,12 @@ fn a_semi_attended_transfer_hands_the_ringing_target_to_the_transferee() {
 #[test]
 fn a_semi_attended_transfer_reports_the_targets_answer() {
     let (mut n, sw, a, b, c) = setup(17);
-    n.agent(c).policy = Policy {
+    let policy = Policy {
         provisional: vec![(180, false)],
         status: 200,
         after: secs(2),
     };
-    let (ca, cb) = alice_calls_bob(&mut n, a, b);
-    let consult = n.invite(b, "sip:4008@127.0.0.1", SW);
-    assert!(n.run_until(secs(1), |n| invite_statuses(n, b, consult).contains(&180)));
-    let refer_to = refer_to_replacing(&mut n, b, consult, "4008");
-    n.refer(b, cb, &refer_to);
+    let (ca, cb, _) = refer_to_ringing(&mut n, (a, b, c), "4008", policy, secs(1));
     assert!(n.run_until(secs(5), |n| notifies(n, b, cb).len() == 2));
     assert_eq!(notifies(&mut n, b, cb), [100, 200]);
     assert!(n.run_until(secs(5), got_bye(b, cb)));
@@ -886,16 +900,12 @@ fn across_workers_a_refused_transfer_returns_the_transferee_and_a_good_one_needs
 #[test]
 fn a_semi_attended_transfer_passes_the_targets_early_media_to_the_transferee() {
     let (mut n, sw, a, b, c) = setup(18);
-    n.agent(c).policy = Policy {
+    let policy = Policy {
         provisional: vec![(183, true)],
         status: 200,
         after: secs(3),
     };
-    let (ca, cb) = alice_calls_bob(&mut n, a, b);
-    let consult = n.invite(b, "sip:4009@127.0.0.1", SW);
-    assert!(n.run_until(secs(1), |n| invite_statuses(n, b, consult).contains(&183)));
-    let refer_to = refer_to_replacing(&mut n, b, consult, "4009");
-    n.refer(b, cb, &refer_to);
+    let (ca, cb, _) = refer_to_ringing(&mut n, (a, b, c), "4009", policy, secs(1));
     assert!(n.run_until(secs(1), |n| notifies(n, b, cb) == [100]));
     n.run_for(ms(100));
     let cc = n.agent(c).last_index().unwrap();
