@@ -111,26 +111,38 @@ fn turned_away(n: &mut Net, bob: Id) -> Vec<String> {
         .collect()
 }
 
+/// The tones of the three callers of `callers_in_8000`, one each.
+const FREQS: [u32; 3] = [500, 1000, 1500];
+
+/// Three callers in room 8000 from ports 5061-5063, each sending its tone of `FREQS`.
+fn callers_in_8000(n: &mut Net) -> Vec<(Id, usize)> {
+    FREQS
+        .iter()
+        .enumerate()
+        .map(|(i, &hz)| caller(n, 5061 + i as u16, hz, "8000"))
+        .collect()
+}
+
+/// Each of `callers_in_8000` hears the other two tones and not its own, over a second each.
+fn each_hears_only_the_others(n: &mut Net, callers: &[(Id, usize)]) {
+    for (&(ua, _), &own) in callers.iter().zip(&FREQS) {
+        let heard = hears(n, ua, &FREQS, secs(1));
+        assert!(only_the_others(&heard, &FREQS, own), "{own} Hz: {heard:?}");
+    }
+}
+
 #[test]
 fn each_caller_hears_the_others_and_not_itself() {
     let mut n = Net::new(81);
     let sw = conference_switch(&mut n, 1);
-    let freqs = [500, 1000, 1500];
-    let callers: Vec<(Id, usize)> = freqs
-        .iter()
-        .enumerate()
-        .map(|(i, &hz)| caller(&mut n, 5061 + i as u16, hz, "8000"))
-        .collect();
+    let callers = callers_in_8000(&mut n);
     n.run_for(secs(1));
-    for (&(ua, _), &own) in callers.iter().zip(&freqs) {
-        let heard = hears(&mut n, ua, &freqs, secs(1));
-        assert!(only_the_others(&heard, &freqs, own), "{own} Hz: {heard:?}");
-    }
+    each_hears_only_the_others(&mut n, &callers);
     // The first leaves: the others hear each other alone.
     let (first, c) = callers[0];
     hang_up(&mut n, first, c, secs(2));
     n.run_for(ms(500));
-    let heard = hears(&mut n, callers[1].0, &freqs, secs(1));
+    let heard = hears(&mut n, callers[1].0, &FREQS, secs(1));
     assert!(heard[0] < 300.0 && heard[2] > 3000.0, "{heard:?}");
     for &(ua, c) in &callers[1..] {
         hang_up(&mut n, ua, c, secs(2));
@@ -250,21 +262,13 @@ fn a_full_room_turns_callers_away() {
 fn callers_on_different_workers_meet_in_one_room() {
     let mut n = Net::new(85);
     let sw = conference_switch(&mut n, 2);
-    let freqs = [500, 1000, 1500];
-    let callers: Vec<(Id, usize)> = freqs
-        .iter()
-        .enumerate()
-        .map(|(i, &hz)| caller(&mut n, 5061 + i as u16, hz, "8000"))
-        .collect();
+    let callers = callers_in_8000(&mut n);
     assert!(
         n.sw(sw).handed_off() > 0,
         "some caller came in on the other worker"
     );
     n.run_for(secs(1));
-    for (&(ua, _), &own) in callers.iter().zip(&freqs) {
-        let heard = hears(&mut n, ua, &freqs, secs(1));
-        assert!(only_the_others(&heard, &freqs, own), "{own} Hz: {heard:?}");
-    }
+    each_hears_only_the_others(&mut n, &callers);
     for &(ua, c) in &callers {
         hang_up(&mut n, ua, c, secs(2));
     }
