@@ -21,7 +21,7 @@ use crate::leg::{Leg, Playout, Source};
 use crate::legs::Legs;
 use crate::mixer::Rooms;
 use crate::playlist::{Cursor, Playlist};
-use crate::recorder::{RecordError, RecordSink, Recorder};
+use crate::recorder::{RecordError, RecordSink, Recorder, SilenceEnd};
 use crate::stream::OutStream;
 use crate::tap::{CallRecording, Mix, Tap};
 use crate::tone::ToneGen;
@@ -84,6 +84,8 @@ pub enum MediaEvent {
     /// A conference member started or stopped talking (its level crossed the talking
     /// threshold, or stayed below it for the hang time).
     Talking { leg: LegId, talking: bool },
+    /// A recording ended on a run of silence ([`SilenceEnd`]); its file is complete.
+    RecordingSilent { leg: LegId },
 }
 
 /// Media for all the legs of one worker thread.
@@ -380,10 +382,21 @@ impl Engine {
     /// [`Engine::silence`] or [`Engine::remove_leg`]. Replaces (and
     /// finishes) an earlier recording.
     pub fn record(&mut self, id: LegId, sink: Box<dyn RecordSink>) -> Result<(), RecordError> {
+        self.record_until(id, sink, None)
+    }
+
+    /// [`Engine::record`], ended also by a run of silence (`end`), which is left out of the file
+    /// ([`MediaEvent::RecordingSilent`]).
+    pub fn record_until(
+        &mut self,
+        id: LegId,
+        sink: Box<dyn RecordSink>,
+        end: Option<SilenceEnd>,
+    ) -> Result<(), RecordError> {
         let Some(leg) = self.legs.get_mut(id.0) else {
             return Ok(());
         };
-        if let Some(old) = leg.recorder.replace(Recorder::new(sink, leg.format)?) {
+        if let Some(old) = leg.recorder.replace(Recorder::new(sink, leg.format, end)?) {
             old.finish()?;
         }
         Ok(())
@@ -619,15 +632,14 @@ impl Engine {
                     });
                 });
             }
-            if let Some(rec) = &mut leg.recorder {
-                if rec
-                    .write(pkt.ssrc(), pkt.timestamp(), pkt.payload())
-                    .is_err()
-                {
-                    // A failing sink ends the recording rather than the call.
-                    leg.recorder = None;
-                }
-            }
+            record(
+                &mut leg.recorder,
+                id,
+                events,
+                pkt.ssrc(),
+                pkt.timestamp(),
+                pkt.payload(),
+            );
             if let Some(tap) = &mut leg.tap {
                 tap.received(pkt.payload(), now);
             }
@@ -773,11 +785,7 @@ impl Engine {
         fs.jitter
             .get_or_insert_with(|| ReceiveStats::new(0, clock, now))
             .on_timestamp(ts, now);
-        if let Some(rec) = &mut leg.recorder {
-            if rec.write(0, ts, payload).is_err() {
-                leg.recorder = None;
-            }
-        }
+        record(&mut leg.recorder, id, &mut self.events, 0, ts, payload);
         if let Some(tap) = &mut leg.tap {
             tap.received(payload, now);
         }
@@ -1215,6 +1223,29 @@ fn send_heard<F>(
     heard.drain(..sent);
     if late {
         leg.late_ticks += 1;
+    }
+}
+
+/// Writes a received packet to the leg's recording, if it has one. A failing sink ends the
+/// recording rather than the call; a run of silence ends it with an event.
+fn record(
+    recorder: &mut Option<Recorder>,
+    id: LegId,
+    events: &mut VecDeque<MediaEvent>,
+    ssrc: u32,
+    ts: u32,
+    payload: &[u8],
+) {
+    let Some(rec) = recorder else {
+        return;
+    };
+    if rec.write(ssrc, ts, payload).is_err() {
+        *recorder = None;
+    } else if rec.ended_on_silence() {
+        if let Some(r) = recorder.take() {
+            let _ = r.finish();
+        }
+        events.push_back(MediaEvent::RecordingSilent { leg: id });
     }
 }
 

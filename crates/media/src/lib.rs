@@ -88,7 +88,7 @@ pub use leg::{LegConfig, LegStats, LegUpdate};
 pub use mixer::{RoomId, SeatLevels, MAX_STEP};
 pub use playlist::Playlist;
 pub use prompt::{Frames, Packets, Prompt, PromptError};
-pub use recorder::{RecordError, RecordSink};
+pub use recorder::{RecordError, RecordSink, SilenceEnd};
 pub use tone::ToneSpec;
 
 pub use callfile::{CallFile, FileFormat};

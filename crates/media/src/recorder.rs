@@ -1,9 +1,13 @@
 //! Recording what a leg receives to a WAV (8 kHz, 16-bit, mono).
 //!
 //! Placement is by RTP timestamp, so lost packets and silence suppression
-//! become zero samples and the file's duration matches the call.
+//! become zero samples and the file's duration matches the call. A recording
+//! may end on its own after a run of silence ([`SilenceEnd`]): quiet audio is
+//! held back until something louder follows, so the silence that ended it is
+//! never written.
 
 use std::io::{Seek, Write};
+use std::time::Duration;
 
 use codec::{Decoder, Format, Resampler};
 
@@ -18,8 +22,16 @@ impl<T: Write + Seek + Send> RecordSink for T {}
 
 pub use hound::Error as RecordError;
 
+/// Ends a recording after `after` of audio whose level stays below `level`
+/// (the mean absolute sample value of a packet, 0–32767).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SilenceEnd {
+    pub level: u16,
+    pub after: Duration,
+}
+
 pub(crate) struct Recorder {
-    wav: hound::WavWriter<Box<dyn RecordSink>>,
+    out: Out,
     /// SSRC and timestamp expected next.
     next: Option<(u32, u32)>,
     format: Format,
@@ -31,19 +43,85 @@ pub(crate) struct Recorder {
     pcm8: Vec<i16>,
 }
 
+/// The file, and the silence held back from it.
+struct Out {
+    wav: hound::WavWriter<Box<dyn RecordSink>>,
+    silence: Option<Silence>,
+}
+
+struct Silence {
+    level: u64,
+    /// Samples of silence that end the recording.
+    limit: usize,
+    /// The quiet samples since the last loud packet, not written yet.
+    held: Vec<i16>,
+    ended: bool,
+}
+
+impl Out {
+    /// Appends one packet's (or gap's) samples: a quiet one is held back; a loud one writes
+    /// what was held, then itself.
+    fn put(&mut self, samples: &[i16]) -> Result<(), RecordError> {
+        if let Some(s) = &mut self.silence {
+            if s.ended {
+                return Ok(());
+            }
+            let sum: u64 = samples.iter().map(|&x| u64::from(x.unsigned_abs())).sum();
+            if sum <= s.level * samples.len() as u64 {
+                s.held.extend_from_slice(samples);
+                if s.held.len() >= s.limit {
+                    s.ended = true;
+                    s.held = Vec::new();
+                }
+                return Ok(());
+            }
+            write_samples(&mut self.wav, &s.held)?;
+            s.held.clear();
+        }
+        write_samples(&mut self.wav, samples)
+    }
+}
+
+fn write_samples(
+    wav: &mut hound::WavWriter<Box<dyn RecordSink>>,
+    samples: &[i16],
+) -> Result<(), RecordError> {
+    if samples.is_empty() {
+        return Ok(());
+    }
+    let mut w = wav.get_i16_writer(samples.len() as u32);
+    for &s in samples {
+        w.write_sample(s);
+    }
+    w.flush()
+}
+
 /// Linear samples in the largest packet any decoder produces (120 ms at 48 kHz).
 const MAX_DECODED: usize = 5760;
 
 impl Recorder {
-    pub(crate) fn new(sink: Box<dyn RecordSink>, format: Format) -> Result<Recorder, RecordError> {
+    pub(crate) fn new(
+        sink: Box<dyn RecordSink>,
+        format: Format,
+        end: Option<SilenceEnd>,
+    ) -> Result<Recorder, RecordError> {
         let spec = hound::WavSpec {
             channels: 1,
             sample_rate: 8000,
             bits_per_sample: 16,
             sample_format: hound::SampleFormat::Int,
         };
+        let silence = end.map(|e| Silence {
+            level: u64::from(e.level),
+            limit: (e.after.as_millis() as usize * 8).max(1),
+            held: Vec::new(),
+            ended: false,
+        });
         Ok(Recorder {
-            wav: hound::WavWriter::new(sink, spec)?,
+            out: Out {
+                wav: hound::WavWriter::new(sink, spec)?,
+                silence,
+            },
             next: None,
             format,
             decoder: None,
@@ -82,11 +160,13 @@ impl Recorder {
             // In 8 kHz samples.
             let gap = (u64::from(gap) * 8000 / u64::from(clock)) as u32;
             if (1..=MAX_GAP).contains(&gap) {
-                let mut w = self.wav.get_i16_writer(gap);
-                for _ in 0..gap {
-                    w.write_sample(0i16);
+                const ZEROS: [i16; 160] = [0; 160];
+                let mut left = gap as usize;
+                while left > 0 {
+                    let n = left.min(ZEROS.len());
+                    self.out.put(&ZEROS[..n])?;
+                    left -= n;
                 }
-                w.flush()?;
             }
         }
         let units = match (self.format, &mut self.decoder) {
@@ -96,11 +176,12 @@ impl Recorder {
                 } else {
                     codec::G711::Pcma
                 };
-                let mut w = self.wav.get_i16_writer(payload.len() as u32);
-                for &c in payload {
-                    w.write_sample(law.decode_sample(c));
+                for chunk in payload.chunks(MAX_DECODED) {
+                    for (s, &c) in self.pcm.iter_mut().zip(chunk) {
+                        *s = law.decode_sample(c);
+                    }
+                    self.out.put(&self.pcm[..chunk.len()])?;
                 }
-                w.flush()?;
                 payload.len() as u32
             }
             (_, Some(dec)) => {
@@ -115,11 +196,7 @@ impl Recorder {
                     }
                     None => &self.pcm[..n],
                 };
-                let mut w = self.wav.get_i16_writer(out.len() as u32);
-                for &s in out {
-                    w.write_sample(s);
-                }
-                w.flush()?;
+                self.out.put(out)?;
                 (n as u64 * u64::from(clock) / u64::from(self.format.pcm_rate())) as u32
             }
             (_, None) => return Ok(()),
@@ -128,10 +205,15 @@ impl Recorder {
         Ok(())
     }
 
-    /// Completes the WAV header; returns the samples written.
+    /// Whether a run of silence ended the recording (what follows is not written).
+    pub(crate) fn ended_on_silence(&self) -> bool {
+        self.out.silence.as_ref().is_some_and(|s| s.ended)
+    }
+
+    /// Completes the WAV header (silence held back is left out); returns the samples written.
     pub(crate) fn finish(self) -> Result<u32, RecordError> {
-        let n = self.wav.len();
-        self.wav.finalize()?;
+        let n = self.out.wav.len();
+        self.out.wav.finalize()?;
         Ok(n)
     }
 }

@@ -673,6 +673,54 @@ fn recording_fills_gaps_by_timestamp() {
     assert!(samples[480..].iter().all(|&s| s == level(3000)));
 }
 
+/// 1 s of speech, a 0.5 s pause (kept: speech follows), 1 s of speech, then quiet: the
+/// recording ends after 2 s of quiet, and the file holds the speech and the pause only.
+#[test]
+fn recording_ends_on_silence_and_leaves_it_out() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(12);
+    let leg = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let sink = Shared::default();
+    let end = SilenceEnd {
+        level: 200,
+        after: Duration::from_secs(2),
+    };
+    e.record_until(leg, Box::new(sink.clone()), Some(end))
+        .unwrap();
+    let loud = |n: usize| vec![G711::Pcmu.encode_sample(if n % 2 == 0 { 3000 } else { -3000 }); 160];
+    let quiet = vec![G711::Pcmu.encode_sample(40); 160];
+    // Packets of 20 ms: 50 loud, 25 quiet, 50 loud, then quiet ones until it ends.
+    let plan = (0..50)
+        .map(|n| loud(n))
+        .chain((0..25).map(|_| quiet.clone()))
+        .chain((0..50).map(|n| loud(n)))
+        .chain((0..200).map(|_| quiet.clone()));
+    let mut sent = 0;
+    for (seq, payload) in plan.enumerate() {
+        let now = t0 + 20 * MS * seq as u32;
+        let ts = 160 * seq as u32;
+        rtp_in(&mut e, leg, &packet(0, seq as u16, ts, false, &payload), addr(4000), now);
+        sent += 1;
+        if events(&mut e)
+            .iter()
+            .any(|ev| matches!(ev, MediaEvent::RecordingSilent { leg: l } if *l == leg))
+        {
+            break;
+        }
+    }
+    assert_eq!(sent, 125 + 100, "ended on the 100th quiet packet (2 s)");
+    assert!(e.silence(leg).is_none(), "the recording was finished already");
+    let bytes = sink.0.lock().unwrap().get_ref().clone();
+    let samples: Vec<i16> = hound::WavReader::new(&bytes[..])
+        .unwrap()
+        .samples::<i16>()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(samples.len(), 125 * 160, "the trailing silence is left out");
+    assert!(samples[50 * 160..75 * 160].iter().all(|s| s.abs() < 100));
+    assert!(samples[124 * 160..].iter().all(|s| s.abs() > 2000));
+}
+
 #[test]
 fn rtcp_reports_and_round_trip_time() {
     let t0 = Instant::now();

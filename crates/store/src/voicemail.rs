@@ -3,10 +3,16 @@
 //! Every operation answers with the box as it is afterwards, so one answer serves the menu
 //! and the message-waiting counts alike.
 //!
-//! Blocking file operations, run by the shell for the engine (`switch::Event::Voicemail`).
+//! Two backends behind one [`Mailboxes`]: files in the data directory (one node), or Redis
+//! (`redis_boxes.rs`: every node sharing it). Blocking operations, run by the shell off the
+//! workers for the engine (`switch::Event::Voicemail`).
+
+mod redis_boxes;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+pub use redis_boxes::{RedisMailboxes, CHANNEL};
 
 /// A folder of a box.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,6 +120,52 @@ pub enum MailboxOp {
     },
 }
 
+/// Where boxes are kept (`voicemail.store`). Recordings are made in the data directory either
+/// way, and a deposit or a new greeting moves them into the box.
+pub enum Mailboxes {
+    Files(FileMailboxes),
+    Redis {
+        data_dir: PathBuf,
+        redis: RedisMailboxes,
+    },
+}
+
+impl Mailboxes {
+    /// The boxes of `voicemail.store`: None, the data directory; else a Redis URL.
+    pub fn new(data_dir: &Path, store: Option<&str>) -> Result<Mailboxes, String> {
+        Ok(match store {
+            None => Mailboxes::Files(FileMailboxes::new(data_dir)),
+            Some(url) => Mailboxes::Redis {
+                data_dir: data_dir.to_path_buf(),
+                redis: RedisMailboxes::new(url)?,
+            },
+        })
+    }
+
+    /// Runs `op` on `user`'s box: the box as it is afterwards, or what went wrong.
+    pub fn run(&self, user: &str, op: &MailboxOp) -> Result<Mailbox, String> {
+        if !valid_user(user) {
+            return Err(format!("{user:?} cannot name a voicemail box"));
+        }
+        match self {
+            Mailboxes::Files(f) => f.run(user, op),
+            Mailboxes::Redis { data_dir, redis } => redis.run(data_dir, user, op),
+        }
+    }
+
+    /// The WAV bytes of a message or greeting, by its path in the data directory ([`audio`],
+    /// [`greeting_file`]).
+    pub fn audio(&self, path: &str) -> Result<Vec<u8>, String> {
+        match self {
+            Mailboxes::Files(f) => {
+                let p = inside(&f.data_dir, path)?;
+                std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
+            }
+            Mailboxes::Redis { redis, .. } => redis.audio(path),
+        }
+    }
+}
+
 /// Where boxes are kept: `<data_dir>/voicemail/<user>/`.
 pub struct FileMailboxes {
     data_dir: PathBuf,
@@ -166,7 +218,7 @@ impl FileMailboxes {
                 meta,
                 max_messages,
             } => {
-                let src = self.inside(recording)?;
+                let src = inside(&self.data_dir, recording)?;
                 let held = self.list(&dir)?;
                 if held.new.len() + held.old.len() >= *max_messages {
                     full = true;
@@ -209,25 +261,13 @@ impl FileMailboxes {
                 greeting,
                 recording,
             } => {
-                let src = self.inside(recording)?;
+                let src = inside(&self.data_dir, recording)?;
                 rename(&src, &self.data_dir.join(greeting_file(user, *greeting)))?;
             }
         }
         let mut b = self.list(&dir)?;
         b.full = full;
         Ok(b)
-    }
-
-    /// A path relative to the data directory that stays inside it.
-    fn inside(&self, rel: &str) -> Result<PathBuf, String> {
-        let p = Path::new(rel);
-        if p.is_absolute()
-            || p.components()
-                .any(|c| matches!(c, std::path::Component::ParentDir))
-        {
-            return Err(format!("{rel:?} is not a file in the data directory"));
-        }
-        Ok(self.data_dir.join(p))
     }
 
     fn list(&self, dir: &Path) -> Result<Mailbox, String> {
@@ -244,6 +284,18 @@ impl FileMailboxes {
             full: false,
         })
     }
+}
+
+/// A path relative to the data directory that stays inside it.
+fn inside(data_dir: &Path, rel: &str) -> Result<PathBuf, String> {
+    let p = Path::new(rel);
+    if p.is_absolute()
+        || p.components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(format!("{rel:?} is not a file in the data directory"));
+    }
+    Ok(data_dir.join(p))
 }
 
 /// The messages of a folder, oldest first (those with a sidecar that reads).
@@ -318,19 +370,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn deposit_save_delete_and_a_full_box() {
-        let dir = std::env::temp_dir().join(format!("vm-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let boxes = FileMailboxes::new(&dir);
-        let deposit = |n: u64| {
-            let rec = format!("voicemail/1001/tmp/{n}.wav");
+    /// The same operations on either backend: deposits until the box is full, save, delete,
+    /// PIN, a greeting, the audio read back by its path, and names that would escape.
+    fn exercise(boxes: &Mailboxes, dir: &Path) {
+        let recording = |name: &str, bytes: &[u8]| {
+            let rec = format!("voicemail/1001/tmp/{name}.wav");
             std::fs::create_dir_all(dir.join("voicemail/1001/tmp")).unwrap();
-            std::fs::write(dir.join(&rec), b"RIFF").unwrap();
+            std::fs::write(dir.join(&rec), bytes).unwrap();
+            rec
+        };
+        let deposit = |n: u64| {
+            let recording = recording(&n.to_string(), format!("RIFF{n}").as_bytes());
             boxes.run(
                 "1001",
                 &MailboxOp::Deposit {
-                    recording: rec,
+                    recording,
                     meta: meta(n),
                     max_messages: 2,
                 },
@@ -339,7 +393,8 @@ mod tests {
         let b = deposit(10).unwrap();
         assert_eq!(b.new.len(), 1);
         assert_eq!(b.new[0].meta, meta(10));
-        assert!(dir.join(audio("1001", &b.new[0])).exists());
+        assert_eq!(boxes.audio(&audio("1001", &b.new[0])).unwrap(), b"RIFF10");
+        assert!(!dir.join("voicemail/1001/tmp/10.wav").exists(), "moved into the box");
         let b = deposit(11).unwrap();
         assert_eq!((b.new.len(), b.full), (2, false));
         let b = deposit(12).unwrap();
@@ -351,13 +406,24 @@ mod tests {
             .run("1001", &MailboxOp::Save { id: first.clone() })
             .unwrap();
         assert_eq!((b.new.len(), b.old.len()), (1, 1));
-        assert!(dir.join(audio("1001", &b.old[0])).exists());
+        assert_eq!(b.old[0].id, first);
+        assert_eq!(boxes.audio(&audio("1001", &b.old[0])).unwrap(), b"RIFF10");
         let b = boxes.run("1001", &MailboxOp::Delete { id: first }).unwrap();
         assert_eq!((b.new.len(), b.old.len()), (1, 0));
+        assert_eq!(b.new[0].meta, meta(11));
         let b = boxes
             .run("1001", &MailboxOp::SetPin { pin: "9876".into() })
             .unwrap();
         assert_eq!(b.pin.as_deref(), Some("9876"));
+        let greeting = MailboxOp::SetGreeting {
+            greeting: Greeting::Busy,
+            recording: recording("busy", b"RIFFbusy"),
+        };
+        let b = boxes.run("1001", &greeting).unwrap();
+        assert!(b.busy_greeting && !b.unavail_greeting);
+        let file = greeting_file("1001", Greeting::Busy);
+        assert_eq!(boxes.audio(&file).unwrap(), b"RIFFbusy");
+        assert!(boxes.audio("voicemail/1001/INBOX/gone.wav").is_err());
         assert!(boxes.run("../etc", &MailboxOp::List).is_err());
         let escape = MailboxOp::Deposit {
             recording: "../../x.wav".into(),
@@ -365,6 +431,63 @@ mod tests {
             max_messages: 5,
         };
         assert!(boxes.run("1001", &escape).is_err());
+    }
+
+    fn temp_dir(label: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("vm-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn file_boxes() {
+        let dir = temp_dir("files");
+        exercise(&Mailboxes::new(&dir, None).unwrap(), &dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A redis-server of its own on a free loopback port (scripts/setup.sh installs it): the same
+    /// behaviour as files; other handles on it (other nodes) hear of the changes; with Redis
+    /// gone an operation fails, naming `voicemail.store`.
+    #[test]
+    fn redis_boxes_and_their_announcements() {
+        let dir = temp_dir("redis");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (run scripts/setup.sh)");
+        let url = format!("redis://127.0.0.1:{port}");
+        let up = (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "redis-server did not start");
+        let (tx, rx) = std::sync::mpsc::channel();
+        for listener in [RedisMailboxes::new(&url).unwrap(), RedisMailboxes::new(&url).unwrap()] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let _ = listener.listen(|user| {
+                    let _ = tx.send(user.to_string());
+                });
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let boxes = Mailboxes::new(&dir, Some(&url)).unwrap();
+        exercise(&boxes, &dir);
+        let heard = rx.recv_timeout(std::time::Duration::from_secs(2));
+        assert_eq!(heard.as_deref(), Ok("1001"));
+
+        let _ = server.kill();
+        let _ = server.wait();
+        let e = boxes.run("1001", &MailboxOp::List).unwrap_err();
+        assert!(e.contains("voicemail.store"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

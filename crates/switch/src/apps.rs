@@ -40,6 +40,7 @@ enum FileWait {
         gen: u64,
         file: String,
         max: Duration,
+        end: Option<media::SilenceEnd>,
     },
     /// A prompt loaded ahead for no call in particular (a queue's announcements).
     Preload { file: String },
@@ -183,7 +184,11 @@ impl Engine {
     ) {
         let Some((
             FileWait::Recording {
-                call, file, max, ..
+                call,
+                file,
+                max,
+                end,
+                ..
             },
             call_id,
         )) = self.file_answer(token)
@@ -192,7 +197,10 @@ impl Engine {
         };
         let media = self.calls[call].caller().media;
         let started = match (result, media) {
-            (Ok(sink), Some(m)) => self.media.record(m, sink).map_err(|e| e.to_string()),
+            (Ok(sink), Some(m)) => self
+                .media
+                .record_until(m, sink, end)
+                .map_err(|e| e.to_string()),
             (Ok(_), None) => Ok(()),
             (Err(e), _) => Err(format!("{e} (check general.data_dir is writable)")),
         };
@@ -337,7 +345,7 @@ impl Engine {
                 if !self.answer(call, now) {
                     return;
                 }
-                self.record(call, file, max);
+                self.record(call, file, max, None);
             }
             Step::Bridge {
                 uri,
@@ -394,14 +402,21 @@ impl Engine {
         }
     }
 
-    /// Records the caller to `file` (relative to the data directory) until `#`, `max` or
-    /// hang-up; the call waits for it.
-    pub(crate) fn record(&mut self, call: usize, file: String, max: Duration) {
+    /// Records the caller to `file` (relative to the data directory) until `#`, `max`, a run
+    /// of silence (`end`) or hang-up; the call waits for it.
+    pub(crate) fn record(
+        &mut self,
+        call: usize,
+        file: String,
+        max: Duration,
+        end: Option<media::SilenceEnd>,
+    ) {
         let wait = FileWait::Recording {
             call,
             gen: 0,
             file,
             max,
+            end,
         };
         self.ask_file(call, wait);
     }

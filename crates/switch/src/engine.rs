@@ -1288,7 +1288,8 @@ impl Engine {
             | E::Dtmf { leg, .. }
             | E::MediaTimeout { leg }
             | E::RemoteLatched { leg, .. }
-            | E::Talking { leg, .. } => leg.index(),
+            | E::Talking { leg, .. }
+            | E::RecordingSilent { leg } => leg.index(),
         };
         let Some(call) = self.calls.leg_by_media(leg).map(|at| at.call) else {
             return;
@@ -1315,6 +1316,13 @@ impl Engine {
             E::MediaTimeout { .. } => self.hangup(call, 41, "switch", None, now),
             E::RemoteLatched { .. } => {}
             E::Talking { talking, .. } => self.conference_talking(call, talking),
+            E::RecordingSilent { .. } if matches!(c.wait, Wait::Record { .. }) => {
+                self.voicemail_silent(call, now);
+                self.stop_recording(call);
+                self.calls.run_later(call);
+                self.run_pending(now);
+            }
+            E::RecordingSilent { .. } => {}
         }
     }
 

@@ -50,8 +50,13 @@ enum Stage {
     Deposit(Greeting),
     /// The greeting plays; then the beep and the recording.
     Greeting,
-    /// Recording the message to `file` since `since`.
-    Recording { file: String, since: Instant },
+    /// Recording the message to `file` since `since`; `until`: when its audio ended, if a run
+    /// of silence ended it (the silence is not in it).
+    Recording {
+        file: String,
+        since: Instant,
+        until: Option<Instant>,
+    },
     /// The box's listing is asked for, then the menu runs (`pin`: the one to ask).
     Opening { pin: Option<String> },
     /// The retrieval menu: its state machine (menu.rs).
@@ -261,14 +266,16 @@ impl Engine {
             )
         };
         let max = Duration::from_secs(self.s.voicemail.max_message_s);
+        let end = self.s.voicemail.silence;
         match &mut s.stage {
             Stage::Greeting => {
                 let file = tmp(self.calls[call].caller().call_id());
                 s.stage = Stage::Recording {
                     file: file.clone(),
                     since: now,
+                    until: None,
                 };
-                self.record(call, file, max);
+                self.record(call, file, max, end);
             }
             Stage::Recording { .. } => {
                 self.deposit(call, now);
@@ -284,7 +291,7 @@ impl Engine {
             } => {
                 *recording = true;
                 let file = tmp(greeting.name());
-                self.record(call, file, max);
+                self.record(call, file, max, end);
             }
             Stage::NewGreeting { .. } => {
                 let Stage::NewGreeting {
@@ -390,9 +397,10 @@ impl Engine {
         let Some(s) = self.voicemail.here.get(&call) else {
             return;
         };
-        let Stage::Recording { file, since } = &s.stage else {
+        let Stage::Recording { file, since, until } = &s.stage else {
             return;
         };
+        let until = until.unwrap_or(now);
         let caller = self
             .calls
             .get(call)
@@ -402,7 +410,8 @@ impl Engine {
         let meta = Meta {
             caller,
             time: time.map_or(0, |d| d.as_secs()),
-            duration_s: u32::try_from(now.duration_since(*since).as_secs()).unwrap_or(u32::MAX),
+            duration_s: u32::try_from(until.saturating_duration_since(*since).as_secs())
+                .unwrap_or(u32::MAX),
         };
         let op = MailboxOp::Deposit {
             recording: file.clone(),
@@ -411,6 +420,19 @@ impl Engine {
         };
         let user = s.user.clone();
         self.ask_box(None, &user, op);
+    }
+
+    /// A run of silence ended the call's recording at `now`: a message's audio ended that long
+    /// before.
+    pub(crate) fn voicemail_silent(&mut self, call: usize, now: Instant) {
+        let after = self.s.voicemail.silence.map_or(Duration::ZERO, |e| e.after);
+        if let Some(Visit {
+            stage: Stage::Recording { until, .. },
+            ..
+        }) = self.voicemail.here.get_mut(&call)
+        {
+            *until = Some(now.checked_sub(after).unwrap_or(now));
+        }
     }
 
     /// A call ends: a message it was recording is kept (hanging up is how most callers end

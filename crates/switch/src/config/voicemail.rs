@@ -10,7 +10,10 @@ use super::{bounded, Diagnostics};
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawVoicemail {
     pub sounds_dir: String,
+    pub store: String,
     pub max_message_s: u64,
+    pub silence_s: u64,
+    pub silence_threshold: u64,
     pub max_messages: u64,
     pub owner_skips_pin: bool,
     pub unsolicited_mwi: bool,
@@ -24,7 +27,10 @@ impl Default for RawVoicemail {
     fn default() -> RawVoicemail {
         RawVoicemail {
             sounds_dir: "/usr/share/asterisk/sounds/en_US_f_Allison".into(),
+            store: DATA_DIR.into(),
             max_message_s: 180,
+            silence_s: 5,
+            silence_threshold: 256,
             max_messages: 100,
             owner_skips_pin: false,
             unsolicited_mwi: true,
@@ -36,12 +42,21 @@ impl Default for RawVoicemail {
     }
 }
 
+/// `voicemail.store` for boxes in the data directory.
+const DATA_DIR: &str = "data_dir";
+
 /// The voicemail settings, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Voicemail {
     /// Asterisk's prompts (vm-intro.wav, beep.wav, digits/N.wav, ...).
     pub sounds_dir: String,
+    /// Where boxes are kept: None, the data directory; a `redis://` URL, that Redis, shared by
+    /// every node that names it.
+    pub store: Option<String>,
     pub max_message_s: u64,
+    /// A recording (message, greeting) ends after this run of silence, left out of it (None:
+    /// only `#`, the length limit and hang-up end it).
+    pub silence: Option<media::SilenceEnd>,
     pub max_messages: usize,
     /// A caller authenticated as the box's user reaches it from `voicemail_main` without its
     /// PIN.
@@ -72,8 +87,33 @@ pub(crate) fn voicemail(raw: RawVoicemail, d: &mut Diagnostics) -> Voicemail {
         1,
         86_400,
     );
+    let store = match raw.store.as_str() {
+        DATA_DIR => None,
+        url => {
+            if let Err(e) = store::voicemail::RedisMailboxes::check_url(url) {
+                d.error(
+                    "voicemail.store",
+                    format_args!("{e} — expected \"{DATA_DIR}\" or redis://HOST:PORT[/DB]"),
+                );
+            }
+            Some(url.to_string())
+        }
+    };
+    let silence_s = bounded(d, "voicemail.silence_s", raw.silence_s, 0, 60);
+    let level = bounded(
+        d,
+        "voicemail.silence_threshold",
+        raw.silence_threshold,
+        1,
+        32_767,
+    );
     Voicemail {
         sounds_dir: raw.sounds_dir,
+        store,
+        silence: (silence_s > 0).then(|| media::SilenceEnd {
+            level: level as u16,
+            after: std::time::Duration::from_secs(silence_s),
+        }),
         max_message_s: bounded(d, "voicemail.max_message_s", raw.max_message_s, 1, 3600),
         max_messages: bounded(d, "voicemail.max_messages", raw.max_messages, 1, 10_000) as usize,
         owner_skips_pin: raw.owner_skips_pin,
