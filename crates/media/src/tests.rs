@@ -687,7 +687,8 @@ fn recording_ends_on_silence_and_leaves_it_out() {
     };
     e.record_until(leg, Box::new(sink.clone()), Some(end))
         .unwrap();
-    let loud = |n: usize| vec![G711::Pcmu.encode_sample(if n % 2 == 0 { 3000 } else { -3000 }); 160];
+    let loud =
+        |n: usize| vec![G711::Pcmu.encode_sample(if n % 2 == 0 { 3000 } else { -3000 }); 160];
     let quiet = vec![G711::Pcmu.encode_sample(40); 160];
     // Packets of 20 ms: 50 loud, 25 quiet, 50 loud, then quiet ones until it ends.
     let plan = (0..50)
@@ -699,7 +700,13 @@ fn recording_ends_on_silence_and_leaves_it_out() {
     for (seq, payload) in plan.enumerate() {
         let now = t0 + 20 * MS * seq as u32;
         let ts = 160 * seq as u32;
-        rtp_in(&mut e, leg, &packet(0, seq as u16, ts, false, &payload), addr(4000), now);
+        rtp_in(
+            &mut e,
+            leg,
+            &packet(0, seq as u16, ts, false, &payload),
+            addr(4000),
+            now,
+        );
         sent += 1;
         if events(&mut e)
             .iter()
@@ -709,7 +716,10 @@ fn recording_ends_on_silence_and_leaves_it_out() {
         }
     }
     assert_eq!(sent, 125 + 100, "ended on the 100th quiet packet (2 s)");
-    assert!(e.silence(leg).is_none(), "the recording was finished already");
+    assert!(
+        e.silence(leg).is_none(),
+        "the recording was finished already"
+    );
     let bytes = sink.0.lock().unwrap().get_ref().clone();
     let samples: Vec<i16> = hound::WavReader::new(&bytes[..])
         .unwrap()

@@ -394,7 +394,10 @@ mod tests {
         assert_eq!(b.new.len(), 1);
         assert_eq!(b.new[0].meta, meta(10));
         assert_eq!(boxes.audio(&audio("1001", &b.new[0])).unwrap(), b"RIFF10");
-        assert!(!dir.join("voicemail/1001/tmp/10.wav").exists(), "moved into the box");
+        assert!(
+            !dir.join("voicemail/1001/tmp/10.wav").exists(),
+            "moved into the box"
+        );
         let b = deposit(11).unwrap();
         assert_eq!((b.new.len(), b.full), (2, false));
         let b = deposit(12).unwrap();
@@ -470,7 +473,10 @@ mod tests {
         });
         assert!(up, "redis-server did not start");
         let (tx, rx) = std::sync::mpsc::channel();
-        for listener in [RedisMailboxes::new(&url).unwrap(), RedisMailboxes::new(&url).unwrap()] {
+        for listener in [
+            RedisMailboxes::new(&url).unwrap(),
+            RedisMailboxes::new(&url).unwrap(),
+        ] {
             let tx = tx.clone();
             std::thread::spawn(move || {
                 let _ = listener.listen(|user| {

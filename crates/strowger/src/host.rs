@@ -21,6 +21,8 @@ pub struct Host {
     tts: Option<crate::tts::Tts>,
     /// The writer thread of whole-call recordings, started with the first one.
     recordings: Option<crate::recordings::Recordings>,
+    /// The thread that keeps the voicemail boxes.
+    voicemail: Option<crate::voicemail_io::VoicemailIo>,
 }
 
 /// The embedded announcement behind the dialplan's `demo` prompt.
@@ -36,7 +38,37 @@ impl Host {
             dns: None,
             tts: None,
             recordings: None,
+            voicemail: None,
         }
+    }
+
+    pub fn with_voicemail(mut self, v: crate::voicemail_io::VoicemailIo) -> Host {
+        self.voicemail = Some(v);
+        self
+    }
+
+    fn voicemail_io(&self) -> Result<&crate::voicemail_io::VoicemailIo, String> {
+        self.voicemail
+            .as_ref()
+            .ok_or_else(|| "no voicemail thread was started".to_string())
+    }
+
+    /// Starts reading a voicemail box's message or greeting (`voicemail/…`) for `worker`: it
+    /// comes back through the inbox.
+    pub fn box_audio(&self, worker: usize, token: u64, path: &str) -> Result<(), String> {
+        self.voicemail_io()?.audio(worker, token, path.to_string())
+    }
+
+    /// Starts an operation on a user's voicemail box for `worker`: its answer comes back
+    /// through the inbox.
+    pub fn voicemail(
+        &self,
+        worker: usize,
+        token: u64,
+        user: String,
+        op: store::voicemail::MailboxOp,
+    ) -> Result<(), String> {
+        self.voicemail_io()?.submit(worker, token, user, op)
     }
 
     pub fn with_tts(mut self, tts: crate::tts::Tts) -> Host {
@@ -129,15 +161,6 @@ impl Host {
             .and_then(|()| File::create(&path))
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Box::new(io::BufWriter::new(file)))
-    }
-
-    /// Runs an operation on a user's voicemail box, kept in the data directory.
-    pub fn voicemail(
-        &self,
-        user: &str,
-        op: &store::voicemail::MailboxOp,
-    ) -> Result<store::voicemail::Mailbox, String> {
-        store::voicemail::FileMailboxes::new(&self.data_dir).run(user, op)
     }
 
     /// Hands a whole-call recording (relative to the data directory) to worker `worker`'s writer

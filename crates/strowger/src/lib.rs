@@ -15,4 +15,5 @@ pub mod sip_io;
 pub mod store_io;
 pub mod tts;
 pub mod users;
+pub mod voicemail_io;
 pub mod worker;

@@ -128,6 +128,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
         false => None,
     };
     let tts = crate::tts::Tts::start(cfg.ivr.tts.clone(), &cfg.general.data_dir, mail.clone())?;
+    let boxes =
+        store::voicemail::Mailboxes::new(&cfg.general.data_dir, cfg.voicemail.store.as_deref())
+            .map_err(|e| format!("voicemail.store: {e}"))?;
+    let voicemail = crate::voicemail_io::VoicemailIo::start(boxes, workers, mail.clone())?;
     let sounds = std::path::Path::new(&cfg.ivr.sounds_dir);
     if !sounds.join("digits").is_dir() {
         tracing::warn!(
@@ -239,7 +243,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let host = Host::new(data_dir.clone(), cdr_path.clone())
             .with_store(queues(id, poll.registry()))
             .with_dns(dns.clone())
-            .with_tts(tts.clone());
+            .with_tts(tts.clone())
+            .with_voicemail(voicemail.clone());
         let crew = Crew {
             id,
             workers,

@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use store::voicemail::MailboxOp;
 use switch::engine::Engine;
 use switch::iax::{Route, Transmit};
 use switch::{Clock, Event, Input, Level, Output};
@@ -99,7 +98,14 @@ pub enum Envelope {
         token: u64,
         result: Result<Arc<media::Prompt>, String>,
     },
-    /// A voicemail box another worker's operation changed (`switch::Input::MailboxChanged`).
+    /// The answer to a voicemail box operation this worker's engine asked for (voicemail_io.rs).
+    Voicemail {
+        token: u64,
+        user: String,
+        result: Result<store::voicemail::Mailbox, String>,
+    },
+    /// A voicemail box another worker's or node's operation changed
+    /// (`switch::Input::MailboxChanged`).
     MailboxChanged {
         user: String,
         mailbox: store::voicemail::Mailbox,
@@ -673,11 +679,17 @@ impl Worker {
                 }
             }
             Event::Prompt { token, name, .. } => {
-                let result = match name.strip_prefix("tts:") {
-                    Some(text) => match self.host.speak(self.id, token, text) {
-                        Ok(()) => return,
-                        Err(e) => Err(e),
-                    },
+                // Rendered speech and voicemail audio come back through the inbox.
+                let started = match name.strip_prefix("tts:") {
+                    Some(text) => Some(self.host.speak(self.id, token, text)),
+                    None if name.starts_with("voicemail/") => {
+                        Some(self.host.box_audio(self.id, token, &name))
+                    }
+                    None => None,
+                };
+                let result = match started {
+                    Some(Ok(())) => return,
+                    Some(Err(e)) => Err(e),
                     None => self.host.prompt(&name),
                 };
                 self.engine
@@ -689,20 +701,14 @@ impl Worker {
                     .handle_input(clock, Input::Recording { token, result });
             }
             Event::Voicemail { token, user, op } => {
-                let result = self.host.voicemail(&user, &op);
-                if let Some(b) = result.as_ref().ok().filter(|_| op != MailboxOp::List) {
-                    for w in (0..self.workers).filter(|&w| w != self.id) {
-                        let (user, mailbox) = (user.clone(), b.clone());
-                        let envelope = Envelope::MailboxChanged { user, mailbox };
-                        post(&self.mail, &mut self.to_wake, w, envelope);
-                    }
+                if let Err(e) = self.host.voicemail(self.id, token, user.clone(), op) {
+                    let input = Input::Voicemail {
+                        token,
+                        user,
+                        result: Err(e),
+                    };
+                    self.engine.handle_input(clock, input);
                 }
-                let input = Input::Voicemail {
-                    token,
-                    user,
-                    result,
-                };
-                self.engine.handle_input(clock, input);
             }
             Event::RecordCall {
                 name,
@@ -1122,6 +1128,18 @@ impl Worker {
                     self.input(now, Input::IaxPeer { name, at });
                 }
                 Envelope::Unreachable(peer) => self.input(now, Input::Unreachable(peer)),
+                Envelope::Voicemail {
+                    token,
+                    user,
+                    result,
+                } => {
+                    let input = Input::Voicemail {
+                        token,
+                        user,
+                        result,
+                    };
+                    self.input(now, input);
+                }
                 Envelope::MailboxChanged { user, mailbox } => {
                     self.input(now, Input::MailboxChanged { user, mailbox });
                 }

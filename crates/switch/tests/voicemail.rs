@@ -2,14 +2,15 @@
 //! greeting, the beep, the recording until `#` or hang-up, a full box refused), and the box's
 //! user hears and manages them by RFC 4733 digits behind a PIN; phones SUBSCRIBE to the box's
 //! message summary (RFC 3842) or are told unsolicited. The boxes are real files in the
-//! switch's data directory.
+//! switch's data directory. A message also ends on a run of silence, which is left out of it;
+//! a box store that does not answer ends the caller's call and leaves the others alone.
 
 mod net;
 
 use net::*;
 use sip::{HeaderName, Message, Method};
 use std::path::PathBuf;
-use store::voicemail::{FileMailboxes, Mailbox, MailboxOp};
+use store::voicemail::{Mailbox, MailboxOp, Mailboxes};
 
 const SW: &str = "127.0.0.1:5060";
 const ALICE: &str = "127.0.0.1:5070";
@@ -36,7 +37,8 @@ fn switch_and_phone(n: &mut Net, workers: usize, voicemail: &str) -> (Id, Id) {
         [voicemail.mailboxes]\n\"1001\" = \"4711\"\n\"1002\" = \"1234\"\n\
         [[dialplan.contexts.default.rules]]\nexten = \"vm-1001\"\nsteps = [\"voicemail 1001 busy\", \"hangup\"]\n\
         [[dialplan.contexts.default.rules]]\nexten = \"vm-1003\"\nsteps = [\"voicemail 1003\"]\n\
-        [[dialplan.contexts.default.rules]]\nexten = \"8500\"\nsteps = [\"voicemail_main 1001\", \"hangup\"]\n");
+        [[dialplan.contexts.default.rules]]\nexten = \"8500\"\nsteps = [\"voicemail_main 1001\", \"hangup\"]\n\
+        [[dialplan.contexts.default.rules]]\nexten = \"echo\"\nsteps = [\"answer\", \"echo\"]\n");
     let sw = n.switch(&toml, &[SW], workers);
     let phone = n.ua(PHONE, "1001");
     n.agent(phone).notify_status = 200;
@@ -46,11 +48,15 @@ fn switch_and_phone(n: &mut Net, workers: usize, voicemail: &str) -> (Id, Id) {
     (sw, phone)
 }
 
-/// A caller that sends audio and offers telephone-event.
+/// μ-law of a loud sample (about 8000): speech, not silence, to the recorder.
+const LOUD: u8 = 0x8f;
+
+/// A caller that speaks (a loud tone) and offers telephone-event.
 fn caller(n: &mut Net) -> Id {
     let a = n.ua(ALICE, "2001");
     n.agent(a).codecs = vec![0, 101];
     n.agent(a).send_rtp = true;
+    n.agent(a).voice = vec![LOUD; 160];
     a
 }
 
@@ -59,8 +65,8 @@ fn data_dir(n: &mut Net, sw: Id) -> PathBuf {
 }
 
 fn mailbox(n: &mut Net, sw: Id) -> Mailbox {
-    FileMailboxes::new(data_dir(n, sw))
-        .run("1001", &MailboxOp::List)
+    Mailboxes::new(&data_dir(n, sw), None)
+        .and_then(|b| b.run("1001", &MailboxOp::List))
         .expect("the box lists")
 }
 
@@ -116,6 +122,91 @@ fn a_message_is_left_after_the_greeting_and_kept_when_the_caller_hangs_up() {
     let wav = std::fs::read(data_dir(&mut n, sw).join(store::voicemail::audio("1001", m))).unwrap();
     assert_eq!(&wav[..4], b"RIFF");
     assert!(wav.len() > 2 * 8000 * 2, "{} bytes", wav.len());
+}
+
+/// A caller speaks 1 s and falls silent: 2 s later (`voicemail.silence_s`, within the 5 s a
+/// message may last) strowger ends the message itself, says it was saved and hangs up; the file
+/// holds the second spoken, not the silence, and its duration says so.
+#[test]
+fn a_message_ends_on_silence_which_is_left_out() {
+    let mut n = Net::new(9);
+    let (sw, _) = switch_and_phone(&mut n, 1, "silence_s = 2");
+    let a = caller(&mut n);
+    let c = n.invite(a, "sip:vm-1001@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)), "voicemail answers");
+    // The greeting: 8 prompts of 1 s here; then 1 s spoken.
+    n.run_for(secs(8 + 1));
+    n.agent(a).voice.clear();
+    assert!(
+        !n.run_until(ms(1500), ended(a, c)),
+        "not before 2 s of silence"
+    );
+    assert!(
+        n.run_until(secs(3), ended(a, c)),
+        "strowger ends the message and the call after 2 s of silence"
+    );
+    assert!(prompts(&mut n, sw)
+        .iter()
+        .any(|p| p.ends_with("vm-msgsaved.wav")));
+    let b = mailbox(&mut n, sw);
+    assert_eq!(b.new.len(), 1);
+    let m = &b.new[0];
+    assert!(m.meta.duration_s <= 2, "{:?}", m.meta);
+    let wav = std::fs::read(data_dir(&mut n, sw).join(store::voicemail::audio("1001", m))).unwrap();
+    let data = wav
+        .windows(4)
+        .position(|w| w == b"data")
+        .expect("a data chunk")
+        + 8;
+    let samples: Vec<i16> = wav[data..]
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    assert!(
+        (8000 / 2..=8000 * 3 / 2).contains(&samples.len()),
+        "about 1 s kept of 3 s recorded: {} samples",
+        samples.len()
+    );
+    assert!(
+        samples[samples.len() - 160..]
+            .iter()
+            .all(|s| s.abs() > 4000),
+        "it ends on speech: the silence is left out"
+    );
+}
+
+/// With the box store away (`voicemail.store` in a Redis that is down) a caller to voicemail is
+/// hung up at once rather than left in silence, the log says why, and other calls go on.
+#[test]
+fn a_box_store_away_ends_the_voicemail_call_and_no_other() {
+    let mut n = Net::new(10);
+    let sw = switch(&mut n);
+    let a = caller(&mut n);
+    let echo = n.invite(a, "sip:echo@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, echo)), "a call before");
+    n.sw(sw)
+        .node()
+        .boxes_away("voicemail.store redis://127.0.0.1:1: connection refused");
+    let c = n.invite(a, "sip:vm-1001@127.0.0.1", SW);
+    assert!(
+        n.run_until(secs(2), ended(a, c)),
+        "the caller is not left hanging"
+    );
+    let logs = n.sw(sw).logs();
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("voicemail box 1001") && l.contains("voicemail.store")),
+        "{logs:?}"
+    );
+    n.run_for(secs(2));
+    assert_eq!(
+        n.agent(a).call(echo).state,
+        State::Confirmed,
+        "the other call goes on"
+    );
+    n.bye(a, echo);
+    assert!(n.run_until(secs(2), bye_answered(a, echo)));
+    assert_bye_ok(&mut n, a, echo, "the other call");
 }
 
 #[test]

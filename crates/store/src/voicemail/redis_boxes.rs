@@ -52,7 +52,9 @@ impl RedisMailboxes {
         if !url.starts_with("redis://") {
             return Err(format!("{url:?} is not a redis:// URL"));
         }
-        Client::open(url).map(|_| ()).map_err(|e| format!("{url:?}: {e}"))
+        Client::open(url)
+            .map(|_| ())
+            .map_err(|e| format!("{url:?}: {e}"))
     }
 
     /// Boxes in the Redis at `url`; nothing is connected until the first operation.
@@ -75,15 +77,20 @@ impl RedisMailboxes {
     }
 
     /// Runs `f` on the connection (made if need be); an error drops it.
-    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> Result<T, String> {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, String> {
         let mut held = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if held.is_none() {
             let c = self
                 .client
                 .get_connection_with_timeout(TIMEOUT)
                 .map_err(|e| self.failed(e))?;
-            c.set_read_timeout(Some(TIMEOUT)).map_err(|e| self.failed(e))?;
-            c.set_write_timeout(Some(TIMEOUT)).map_err(|e| self.failed(e))?;
+            c.set_read_timeout(Some(TIMEOUT))
+                .map_err(|e| self.failed(e))?;
+            c.set_write_timeout(Some(TIMEOUT))
+                .map_err(|e| self.failed(e))?;
             *held = Some(c);
         }
         let r = f(held.as_mut().expect("connected above"));
@@ -103,7 +110,8 @@ impl RedisMailboxes {
     ) -> Result<Mailbox, String> {
         let mut full = false;
         let announce = |p: &mut redis::Pipeline| {
-            p.publish(CHANNEL, format!("{} {user}", self.origin)).ignore();
+            p.publish(CHANNEL, format!("{} {user}", self.origin))
+                .ignore();
         };
         match op {
             MailboxOp::List => {}

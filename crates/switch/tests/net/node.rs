@@ -50,6 +50,8 @@ struct NodeHost {
     data_dir: PathBuf,
     /// Boxes this worker's operations changed, not yet handed to the other workers.
     boxes_changed: Vec<(String, store::voicemail::Mailbox)>,
+    /// Every box operation fails with this (`Node::boxes_away`: a store that is down).
+    boxes_away: Option<String>,
     /// Whole-call recordings handed over (`Event::RecordCall`), for the test to drain.
     recordings: Vec<(String, media::CallRecording)>,
 }
@@ -247,6 +249,7 @@ impl Node {
             handed_off: 0,
             data_dir: shared.data_dir.0.clone(),
             boxes_changed: Vec::new(),
+            boxes_away: None,
             recordings: Vec::new(),
         };
         let mut node = Node {
@@ -525,6 +528,12 @@ impl Node {
         self.host.held = Some(Vec::new());
     }
 
+    /// From now on every voicemail box operation fails with `why`, as while `voicemail.store`
+    /// is down.
+    pub fn boxes_away(&mut self, why: &str) {
+        self.host.boxes_away = Some(why.to_string());
+    }
+
     /// From now on `tts:` prompts load only when `release_speech` says so (a slow speech
     /// engine).
     pub fn hold_speech(&mut self) {
@@ -715,7 +724,11 @@ impl Node {
                 down_until,
             } => h.broadcasts.push((trunk, server, down_until)),
             Event::Voicemail { token, user, op } => {
-                let result = store::voicemail::FileMailboxes::new(&h.data_dir).run(&user, &op);
+                let result = match &h.boxes_away {
+                    Some(why) => Err(why.clone()),
+                    None => store::voicemail::Mailboxes::new(&h.data_dir, None)
+                        .and_then(|b| b.run(&user, &op)),
+                };
                 if let Some(b) = result.as_ref().ok().filter(|_| op != MailboxOp::List) {
                     h.boxes_changed.push((user.clone(), b.clone()));
                 }
