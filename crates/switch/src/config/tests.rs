@@ -669,3 +669,28 @@ fn the_public_context_goes_nowhere_else() {
     let users = public("echo").replace(MINIMAL, &MINIMAL.replace("echo", "menu m"));
     Config::from_str(&users, "t.toml").unwrap();
 }
+
+/// `voicemail.store`: the data directory by default, a Redis URL, or an error naming the key;
+/// the silence end on by default, off at 0, bounded.
+#[test]
+fn voicemail_store_and_silence_settings() {
+    let minimal = Config::from_str(MINIMAL, "m.toml").unwrap();
+    assert_eq!(minimal.voicemail.store, None);
+    assert_eq!(
+        minimal.voicemail.silence,
+        Some(media::SilenceEnd {
+            level: 256,
+            after: Duration::from_secs(5)
+        })
+    );
+    let redis = format!(
+        "[voicemail]\nstore = \"redis://127.0.0.1:6379/2\"\nsilence_s = 0\n{MINIMAL}"
+    );
+    let c = Config::from_str(&redis, "r.toml").unwrap();
+    assert_eq!(c.voicemail.store.as_deref(), Some("redis://127.0.0.1:6379/2"));
+    assert_eq!(c.voicemail.silence, None);
+    let e = errors(&format!("[voicemail]\nstore = \"/var/vm\"\n{MINIMAL}"));
+    assert!(e.iter().any(|e| e.contains("voicemail.store")), "{e:?}");
+    let e = errors(&format!("[voicemail]\nsilence_s = 61\n{MINIMAL}"));
+    assert!(e.iter().any(|e| e.contains("voicemail.silence_s")), "{e:?}");
+}
