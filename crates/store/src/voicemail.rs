@@ -126,7 +126,7 @@ pub enum Mailboxes {
     Files(FileMailboxes),
     Redis {
         data_dir: PathBuf,
-        redis: RedisMailboxes,
+        redis: Box<RedisMailboxes>,
     },
 }
 
@@ -137,7 +137,7 @@ impl Mailboxes {
             None => Mailboxes::Files(FileMailboxes::new(data_dir)),
             Some(url) => Mailboxes::Redis {
                 data_dir: data_dir.to_path_buf(),
-                redis: RedisMailboxes::new(url)?,
+                redis: Box::new(RedisMailboxes::new(url)?),
             },
         })
     }

@@ -101,8 +101,8 @@ pub enum Input<'a> {
         user: String,
         result: Result<store::voicemail::Mailbox, String>,
     },
-    /// A box as another worker's operation left it (its [`Input::Voicemail`]), handed to every
-    /// other worker so their subscriptions to the box are told.
+    /// A box as another worker's operation left it (its [`Input::Voicemail`]), or another node's
+    /// (boxes in Redis), handed to every other worker so their subscriptions to the box are told.
     MailboxChanged {
         user: String,
         mailbox: store::voicemail::Mailbox,

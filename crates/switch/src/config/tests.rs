@@ -683,11 +683,13 @@ fn voicemail_store_and_silence_settings() {
             after: Duration::from_secs(5)
         })
     );
-    let redis = format!(
-        "[voicemail]\nstore = \"redis://127.0.0.1:6379/2\"\nsilence_s = 0\n{MINIMAL}"
-    );
+    let redis =
+        format!("[voicemail]\nstore = \"redis://127.0.0.1:6379/2\"\nsilence_s = 0\n{MINIMAL}");
     let c = Config::from_str(&redis, "r.toml").unwrap();
-    assert_eq!(c.voicemail.store.as_deref(), Some("redis://127.0.0.1:6379/2"));
+    assert_eq!(
+        c.voicemail.store.as_deref(),
+        Some("redis://127.0.0.1:6379/2")
+    );
     assert_eq!(c.voicemail.silence, None);
     let e = errors(&format!("[voicemail]\nstore = \"/var/vm\"\n{MINIMAL}"));
     assert!(e.iter().any(|e| e.contains("voicemail.store")), "{e:?}");
