@@ -81,8 +81,16 @@ fn subscribed_phone(s: &Strowger, label: &str) -> Baresip {
     let acc = account(s.sip, "1001", "secret-1001", ";mwi=yes");
     // The account comes after the mwi module: baresip 1.0's mwi module, loaded while a
     // registration is under way, may subscribe over and over without answering a challenge.
-    let phone = Baresip::spawn(s.dir.path(), label, "", &silence, &["/insmod mwi"], 90);
-    std::thread::sleep(Duration::from_millis(500));
+    // Its free ports may be taken by another process before it binds them: then it starts anew.
+    let phone = (0..3)
+        .map(|n| {
+            let label = format!("{label}-{n}");
+            let phone = Baresip::spawn(s.dir.path(), &label, "", &silence, &["/insmod mwi"], 90);
+            std::thread::sleep(Duration::from_millis(500));
+            phone
+        })
+        .find(|phone| !phone.log().contains("init failed"))
+        .expect("baresip started");
     phone.command(&format!("/uanew {acc}"));
     phone.wait_registered(label);
     wait_report(&phone, "Messages-Waiting: no");
