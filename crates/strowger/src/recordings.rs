@@ -167,3 +167,37 @@ fn failed(path: &std::path::Path, recording: &CallRecording, why: &str) {
         path.display()
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use media::Mix;
+
+    /// `close` returns once the file of a recording whose call ended is complete: its WAV
+    /// header counts every sample handed over.
+    #[test]
+    fn close_waits_until_every_file_is_complete() {
+        let dir = std::env::temp_dir().join(format!("strowger-recordings-{}", std::process::id()));
+        let path = dir.join("calls/a.wav");
+        let (tx, blocks) = mpsc::sync_channel(32);
+        let recording = CallRecording {
+            blocks,
+            mix: Mix::Stereo,
+            status: Default::default(),
+        };
+        let r = Recordings::spawn(0).unwrap();
+        r.start(path.clone(), FileFormat::Wav, recording);
+        // 2 s of stereo in 100 ms blocks, then the call ends (its tap is gone).
+        for _ in 0..20 {
+            tx.send(vec![7i16; 1600]).unwrap();
+        }
+        drop(tx);
+        assert!(r.close(CLOSE_WITHIN));
+        let wav = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let word = |at: usize| u32::from_le_bytes(wav[at..at + 4].try_into().unwrap());
+        // RIFF size, the data chunk's size (2 s × 8,000 × 2 channels × 2 bytes), the samples.
+        assert_eq!(wav.len(), 44 + 64_000);
+        assert_eq!((word(4), word(40)), (36 + 64_000, 64_000));
+    }
+}

@@ -1,13 +1,16 @@
 //! Voicemail in the real process (tests/configs/voicemail.toml): a caller leaves a message in
 //! user 1001's box, whose phone (baresip with its `mwi` module, subscribed to the box) is told
 //! a message waits; the message on disk is what the caller sent; the box's menu, driven by
-//! RFC 4733 digits, plays it back, and the phone is told it was heard.
+//! RFC 4733 digits, plays it back, and the phone is told it was heard. The same from SIPp: its
+//! message (speech from a pcap) is stored as sent, and its RFC 4733 PIN opens the box.
 
 mod common;
 
 use common::audio::{best_correlation, read_wav, ulaw_decode_all, ulaw_encode};
 use common::baresip::{account, Baresip};
+use common::pcap::Stream;
 use common::sip::{call, Rtp};
+use common::sipp::Sipp;
 use common::switch::{config_path, Opts};
 use common::{wait_for, Strowger};
 use std::time::Duration;
@@ -133,4 +136,72 @@ fn a_message_left_is_notified_stored_and_played_back() {
     // Heard, the message is old: the phone is told nothing waits.
     wait_report(&phone, "Voice-Message: 0/1");
     assert_eq!(uac.bye().status(), Some(200));
+}
+
+/// The WAV files in `dir`.
+fn wavs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "wav"))
+        .collect()
+}
+
+/// SIPp leaves a message — # skips the greeting, 3 s of speech after the beep, then it hangs
+/// up — and the stored WAV is that speech; then SIPp calls 8500, types the PIN 4711# and 1 as
+/// RFC 4733 events, and hears the message: the box has opened, and the message is now old.
+#[test]
+fn sipp_leaves_a_message_and_opens_the_box_with_its_pin() {
+    let s = Strowger::with(
+        "voicemail-sipp",
+        Opts {
+            config_file: Some(config_path("voicemail.toml")),
+            ..Opts::default()
+        },
+    );
+    let spoken =
+        read_wav(&common::repo_root().join("assets/demo.wav")).samples[..8000 * 3].to_vec();
+    let mut deposit = Stream::default();
+    deposit
+        .silence(500)
+        .events("#")
+        .silence(1500)
+        .audio(&spoken);
+    let hold = deposit.duration() + Duration::from_millis(300);
+    Sipp::media_caller("vm-1001", &deposit, true, hold)
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    let box_dir = s.data_dir().join("voicemail/1001");
+    let stored = wait_for(Duration::from_secs(5), || {
+        wavs(&box_dir.join("INBOX")).pop()
+    })
+    .expect("the message is in the INBOX");
+    // A second from 2 s in: the speech, which began a little after the beep.
+    let stored = read_wav(&stored).samples;
+    let (c, lag) = best_correlation(&stored, &spoken, 16000, 8000, -16000..=0);
+    assert!(
+        c > 0.9,
+        "the stored message vs what SIPp sent: {c:.3} at lag {lag}"
+    );
+
+    let mut login = Stream::default();
+    login
+        .silence(1000)
+        .events("4711#")
+        .silence(500)
+        .events("1")
+        .silence(5000);
+    let hold = login.duration();
+    Sipp::media_caller("8500", &login, true, hold)
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    let old = wait_for(Duration::from_secs(5), || wavs(&box_dir.join("Old")).pop());
+    assert!(
+        old.is_some() && wavs(&box_dir.join("INBOX")).is_empty(),
+        "the message was heard: INBOX {:?}, Old {:?}\n{}",
+        wavs(&box_dir.join("INBOX")),
+        wavs(&box_dir.join("Old")),
+        s.stderr()
+    );
 }
