@@ -126,9 +126,7 @@ impl Stream {
     pub fn pcap(&self) -> Vec<u8> {
         let mut out = Vec::new();
         // Global header: magic, version 2.4, zone, accuracy, snap length, Ethernet.
-        for word in [0xa1b2_c3d4u32] {
-            out.extend_from_slice(&word.to_le_bytes());
-        }
+        out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
         out.extend_from_slice(&2u16.to_le_bytes());
         out.extend_from_slice(&4u16.to_le_bytes());
         for word in [0u32, 0, 65_535, 1] {
