@@ -191,7 +191,7 @@ fn sipp_leaves_a_message_and_opens_the_box_with_its_pin() {
         .events("4711#")
         .silence(500)
         .events("1")
-        .silence(5000);
+        .silence(2000);
     let hold = login.duration();
     Sipp::media_caller("8500", &login, true, hold)
         .run(s.sip, s.dir.path())
