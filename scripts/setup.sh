@@ -28,7 +28,8 @@ declare -A want=(
   [redis-server]=redis-server # store backends (crates/store tests)
   [memcached]=memcached
   [opus-tools]=opusdec # interop test: strowger's Opus decoded by opusdec
-  [tshark]=tshark # IAX2 frames checked by Wireshark's dissector
+  [tshark]=tshark # IAX2 frames checked by Wireshark's dissector; its dumpcap captures the RTP
+  # strowger sends SIPp (the SIPp media tests)
   [iaxmodem]=iaxmodem # a real IAX2 peer: registers to strowger and takes calls
   [ffmpeg]=ffmpeg # quality/interop tests: independent encoders and decoders (and an iLBC decoder)
   # trunk test: Kamailio as the provider (registrar, auth, tm, rr, usrloc are in the base package)

@@ -1,4 +1,5 @@
-//! How a switch takes digits from the far ends and gives them digits (its `rtp.dtmf` setting).
+//! How a switch takes digits from a far end and gives it digits (its `rtp.dtmf` setting, or
+//! the far end's user's or trunk's `dtmf`).
 
 /// Which legs are listened to for tones, and how a digit reaches a leg that did not send it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -23,6 +24,15 @@ impl DtmfMode {
             "inband" => Some(DtmfMode::Inband),
             "info" => Some(DtmfMode::Info),
             _ => None,
+        }
+    }
+
+    /// The setting's name, as `parse` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DtmfMode::Auto => "auto",
+            DtmfMode::Inband => "inband",
+            DtmfMode::Info => "info",
         }
     }
 }

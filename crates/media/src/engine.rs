@@ -106,6 +106,7 @@ pub struct Engine {
     generating: usize,
     /// Legs by far-end address, for shells that share a socket between legs.
     demux: Demux,
+    /// The mode of a new leg (the switch's `rtp.dtmf`).
     dtmf_mode: DtmfMode,
 }
 
@@ -172,7 +173,8 @@ impl Engine {
         let rtcp_due = now + rtcp_interval(&mut self.rng) / 2;
         let remote = cfg.remote;
         let mut leg = Leg::new(cfg, out, rtcp_due);
-        leg.listen_for_tones(self.dtmf_mode, false);
+        leg.dtmf_mode = self.dtmf_mode;
+        leg.listen_for_tones(false);
         let id = LegId(self.legs.insert(leg));
         self.demux.moved(id, None, remote);
         id
@@ -452,13 +454,12 @@ impl Engine {
     /// Decides again whether leg `id` is listened to for tones (its negotiation, its readers
     /// or its peer changed).
     fn relisten(&mut self, id: LegId) {
-        let info = self.dtmf_mode == DtmfMode::Info;
         let peer_takes = self
             .peer(id)
             .and_then(|p| self.legs.get(p.0))
-            .is_some_and(|p| p.dtmf_pt.is_some() || info);
+            .is_some_and(|p| p.dtmf_pt.is_some() || p.dtmf_mode == DtmfMode::Info);
         if let Some(leg) = self.legs.get_mut(id.0) {
-            leg.listen_for_tones(self.dtmf_mode, peer_takes);
+            leg.listen_for_tones(peer_takes);
         }
     }
 
@@ -697,8 +698,8 @@ impl Engine {
             }
             out.out.relay(&pkt, out.payload_type, units, now)
         } else {
-            // In DtmfMode::Info the call logic sends the digit by signalling instead.
-            let info = self.dtmf_mode == DtmfMode::Info;
+            // To a leg in DtmfMode::Info the call logic sends the digit by signalling instead.
+            let info = out.dtmf_mode == DtmfMode::Info;
             let Some(pt) = out.dtmf_pt.filter(|_| !info) else {
                 return;
             };
@@ -880,8 +881,8 @@ impl Engine {
                 end,
             });
         }
-        // In DtmfMode::Info the call logic sends the digit by signalling instead.
-        let info = self.dtmf_mode == DtmfMode::Info;
+        // To a leg in DtmfMode::Info the call logic sends the digit by signalling instead.
+        let info = out.dtmf_mode == DtmfMode::Info;
         let (Some(dst), Some(pt)) = (out.remote, out.dtmf_pt.filter(|_| !info)) else {
             return;
         };
@@ -909,10 +910,27 @@ impl Engine {
         );
     }
 
-    /// How digits are taken from and given to the far ends, from now on (legs set up before
-    /// keep theirs until their next update).
+    /// How digits are taken from and given to the far ends of legs added from now on.
     pub fn set_dtmf_mode(&mut self, mode: DtmfMode) {
         self.dtmf_mode = mode;
+    }
+
+    /// How leg `id`'s far end takes and gives digits (its user's or trunk's setting), in place
+    /// of the engine's: a bridge gives each leg digits in the form of its own mode.
+    pub fn set_leg_dtmf_mode(&mut self, id: LegId, mode: DtmfMode) {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        leg.dtmf_mode = mode;
+        self.relisten(id);
+        if let Some(peer) = self.peer(id) {
+            self.relisten(peer);
+        }
+    }
+
+    /// Leg `id`'s mode (the engine's for a leg that is gone).
+    pub fn leg_dtmf_mode(&self, id: LegId) -> DtmfMode {
+        self.legs.get(id.0).map_or(self.dtmf_mode, |l| l.dtmf_mode)
     }
 
     /// The leg bridged to `id`, if any.
@@ -941,7 +959,8 @@ impl Engine {
 
     /// Regenerates a digit heard in form `from` on leg `to`'s peer in the form `to` takes,
     /// unless it reaches `to` already: RFC 4733 events are relayed as they are, tones are in
-    /// the relayed audio, and in [`DtmfMode::Info`] the call logic sends it by signalling.
+    /// the relayed audio, and to a leg in [`DtmfMode::Info`] the call logic sends it by
+    /// signalling.
     fn digit_out<F>(
         &mut self,
         to: LegId,
@@ -956,7 +975,7 @@ impl Engine {
         let Some(out) = self.legs.get_mut(to.0) else {
             return;
         };
-        let signalled = self.dtmf_mode == DtmfMode::Info && from != Heard::Signalling;
+        let signalled = out.dtmf_mode == DtmfMode::Info && from != Heard::Signalling;
         if signalled || !out.sends || out.frames.is_some() {
             return;
         }

@@ -168,6 +168,9 @@ pub(crate) struct Leg {
     /// The call logic reads this leg's digits (a menu, a recording ended by `#`, a room's
     /// keys): without it, or a peer taking digits in another form, tones are not looked for.
     pub(crate) reads_digits: bool,
+    /// How this leg's far end sends and takes digits: its user's or trunk's `dtmf`, else the
+    /// engine's (`Engine::set_leg_dtmf_mode`).
+    pub(crate) dtmf_mode: DtmfMode,
     /// Tones of a digit that arrived on the peer in another form, laid over the audio relayed
     /// to this leg (a far end without telephone-event).
     pub(crate) digit_tone: Option<Box<DigitTone>>,
@@ -229,6 +232,7 @@ impl Leg {
             dtmf: DtmfDetector::default(),
             tones: None,
             reads_digits: false,
+            dtmf_mode: DtmfMode::default(),
             digit_tone: None,
             recorder: None,
             tap: None,
@@ -271,12 +275,12 @@ impl Leg {
         }
     }
 
-    /// Listens for tones if `mode` asks it of this leg: in [`DtmfMode::Inband`] every G.711
+    /// Listens for tones if the leg's mode asks it: in [`DtmfMode::Inband`] every G.711
     /// leg; otherwise a G.711 leg without telephone-event whose digits someone reads — the
     /// call logic, or a `peer_takes_digits` in another form (events or INFO). A detector kept
     /// keeps its state.
-    pub(crate) fn listen_for_tones(&mut self, mode: DtmfMode, peer_takes_digits: bool) {
-        let wanted = mode == DtmfMode::Inband
+    pub(crate) fn listen_for_tones(&mut self, peer_takes_digits: bool) {
+        let wanted = self.dtmf_mode == DtmfMode::Inband
             || (self.dtmf_pt.is_none() && (self.reads_digits || peer_takes_digits));
         let listen = self.law.is_some() && wanted;
         if listen != self.tones.is_some() {

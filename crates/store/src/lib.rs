@@ -137,6 +137,10 @@ pub struct Credentials {
     /// None: as the dialplan says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_calls: Option<String>,
+    /// How the user's phones send and take digits (`auto`, `inband`, `info`); None: the
+    /// switch's `rtp.dtmf`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtmf: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {

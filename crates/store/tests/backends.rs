@@ -122,6 +122,7 @@ fn exercise(s: &dyn Store) {
         allow: vec!["^1\\d{3}$".into(), "^9196$".into()],
         forward: store::Forwarding::default(),
         record_calls: Some("stereo,opus".into()),
+        dtmf: Some("info".into()),
     };
     s.put_user(&alice).unwrap();
     s.put_user(&Credentials {

@@ -190,6 +190,22 @@ impl Host {
         }
     }
 
+    /// At shutdown, after the worker's calls ended: waits (bounded) for the recordings' writer to
+    /// complete their files, so the process does not exit in the middle of one.
+    pub fn close_recordings(&mut self, worker: usize) {
+        let Some(r) = self.recordings.take() else {
+            return;
+        };
+        let limit = crate::recordings::CLOSE_WITHIN;
+        if !r.close(limit) {
+            tracing::error!(
+                "worker {worker} at shutdown: the recordings thread did not complete its files within {} s \
+                 (a slow or stuck disk under general.data_dir); the recordings of the last calls are incomplete",
+                limit.as_secs()
+            );
+        }
+    }
+
     /// Replaces a small state file in the data directory (`strowger show peers` reads it).
     pub fn state(&self, name: &str, contents: &str) {
         // Written aside and renamed over the old one, so a reader never sees half a file; the

@@ -8,17 +8,22 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::thread;
-use std::time::Duration;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use media::{CallFile, CallRecording, FileFormat};
 
 /// How often the thread looks at its recordings' channels, which hold 2 s of audio each.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How long a stopping worker waits for its writer to complete the files of the calls it
+/// ended, so the last recordings are whole; a stuck disk cannot hold the exit up for longer.
+pub const CLOSE_WITHIN: Duration = Duration::from_secs(5);
+
 /// A worker's handle on its writer thread.
 pub struct Recordings {
     jobs: Sender<Job>,
+    thread: JoinHandle<()>,
 }
 
 struct Job {
@@ -30,10 +35,26 @@ struct Job {
 impl Recordings {
     pub fn spawn(worker: usize) -> std::io::Result<Recordings> {
         let (jobs, rx) = mpsc::channel();
-        thread::Builder::new()
+        let thread = thread::Builder::new()
             .name(format!("recordings-{worker}"))
             .spawn(move || run(rx))?;
-        Ok(Recordings { jobs })
+        Ok(Recordings { jobs, thread })
+    }
+
+    /// At shutdown, once the worker's calls have ended (their taps handed over their last
+    /// audio): takes no more recordings and waits up to `limit` for the thread to complete
+    /// every file. False if it had not by then.
+    pub fn close(self, limit: Duration) -> bool {
+        let Recordings { jobs, thread } = self;
+        drop(jobs);
+        let end = Instant::now() + limit;
+        while !thread.is_finished() {
+            if Instant::now() >= end {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        thread.join().is_ok()
     }
 
     /// Writes `recording` to `path` until its channel disconnects (the tap is gone).
@@ -145,4 +166,38 @@ fn failed(path: &std::path::Path, recording: &CallRecording, why: &str) {
          the CDR marks the recording incomplete",
         path.display()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use media::Mix;
+
+    /// `close` returns once the file of a recording whose call ended is complete: its WAV
+    /// header counts every sample handed over.
+    #[test]
+    fn close_waits_until_every_file_is_complete() {
+        let dir = std::env::temp_dir().join(format!("strowger-recordings-{}", std::process::id()));
+        let path = dir.join("calls/a.wav");
+        let (tx, blocks) = mpsc::sync_channel(32);
+        let recording = CallRecording {
+            blocks,
+            mix: Mix::Stereo,
+            status: Default::default(),
+        };
+        let r = Recordings::spawn(0).unwrap();
+        r.start(path.clone(), FileFormat::Wav, recording);
+        // 2 s of stereo in 100 ms blocks, then the call ends (its tap is gone).
+        for _ in 0..20 {
+            tx.send(vec![7i16; 1600]).unwrap();
+        }
+        drop(tx);
+        assert!(r.close(CLOSE_WITHIN));
+        let wav = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let word = |at: usize| u32::from_le_bytes(wav[at..at + 4].try_into().unwrap());
+        // RIFF size, the data chunk's size (2 s × 8,000 × 2 channels × 2 bytes), the samples.
+        assert_eq!(wav.len(), 44 + 64_000);
+        assert_eq!((word(4), word(40)), (36 + 64_000, 64_000));
+    }
 }

@@ -394,6 +394,7 @@ impl Worker {
             }
             if stopping.is_some_and(|t| now >= t) {
                 self.flush_sip();
+                self.host.close_recordings(self.id);
                 return;
             }
             if !self.spread && self.needs_phases() {

@@ -325,6 +325,41 @@ fn iax2_caller_hears_its_echo() {
     assert!(cdr.num("packets_received") >= 95.0, "{cdr:?}");
 }
 
+/// 9195 over IAX2 (record-call in stereo, then echo): the IAX2 caller's CDR names the
+/// recording, its length and that it is complete, as a SIP caller's does; the file holds the
+/// caller's tone left and its echo right.
+#[test]
+fn an_iax2_callers_recording_is_in_its_cdr() {
+    let mut c = Client::bind(Config::default());
+    let r = start("iax-record", &[("client", c.addr)], TOKENS, vec![]);
+    let id = call_answered(&mut c, r.iax, "9195", "client");
+    c.send_frames(
+        id,
+        &frames(&tone(1000.0, 160 * 100, 8000.0)),
+        Duration::from_millis(200),
+    );
+    hangup(&mut c, id);
+    let cdr = r.s.wait_cdrs(1).remove(0);
+    let file = format!("calls/{}.wav", cdr.str("call_id"));
+    assert_eq!(cdr.str("recording"), file, "{cdr:?}");
+    assert!(cdr.line.contains("\"recording_complete\":true"), "{cdr:?}");
+    let secs = cdr.num("recording_s");
+    assert!((2.0..3.5).contains(&secs), "{secs} s recorded: {cdr:?}");
+    // The writer completes the file just after the CDR.
+    std::thread::sleep(Duration::from_millis(300));
+    let wav = common::audio::read_wav(&r.s.data_dir().join(&file));
+    assert_eq!(wav.channels, 2);
+    let file_secs = wav.samples.len() as f64 / 16_000.0;
+    assert!(
+        (file_secs - secs).abs() < 0.001,
+        "file {file_secs} s, CDR {secs} s"
+    );
+    let left: Vec<i16> = wav.samples.iter().step_by(2).copied().collect();
+    let right: Vec<i16> = wav.samples.iter().skip(1).step_by(2).copied().collect();
+    assert_eq!(dominant_freq(&left), 1000.0, "the caller, left");
+    assert_eq!(dominant_freq(&right), 1000.0, "its echo, right");
+}
+
 /// A SIP phone (offering A-law only) dials 3001, bridged to the IAX2 peer `client` (µ-law):
 /// the peer is called with MD5 and a call token of its own, rings, answers; each side hears
 /// the other's tone through the µ-law/A-law transcoding; the SIP BYE hangs up the IAX2 leg.

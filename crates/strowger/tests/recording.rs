@@ -1,13 +1,17 @@
 //! Whole-call recordings in real calls: a hand-written caller (tests/common/sip.rs) calls
 //! through strowger to a hand-written callee, each sending its own tone, with `record-call`
 //! in stereo (the caller left, the callee right), mixed mono, and stereo Opus (decoded with
-//! opusdec); and a call recorded onto a full disk (a 64 KiB tmpfs in a private mount
-//! namespace) completes normally while its CDR says the recording is incomplete.
+//! opusdec); a SIPp caller and a SIPp callee, each playing its own speech from a pcap, are
+//! recorded in stereo; a call recorded onto a full disk (a 64 KiB tmpfs in a private mount
+//! namespace) completes normally while its CDR says the recording is incomplete; and a call
+//! under way when strowger is stopped (SIGTERM) leaves a whole file.
 
 mod common;
 
 use common::audio::{best_correlation, dominant_freq, read_wav, tone, tone_purity, ulaw_encode};
+use common::pcap::Stream;
 use common::sip::{sdp, sdp_audio, Rtp, Uac, Uas, DTMF, PCMU};
+use common::sipp::Sipp;
 use common::switch::{Cdr, Opts};
 use common::Strowger;
 use std::path::Path;
@@ -263,4 +267,78 @@ fn the_demo_extension_records_an_echo_call_in_stereo() {
     let (left, right) = split(&wav.samples);
     assert_eq!(dominant_freq(&left), CALLER_HZ, "the caller, left");
     assert_eq!(dominant_freq(&right), CALLER_HZ, "its echo, right");
+}
+
+/// SIPp calls 3101 (stereo WAV) and a SIPp callee answers, each playing 3 s of its own speech
+/// (two parts of the demo announcement): the left channel is the caller's speech, the right
+/// the callee's, and neither is the other's.
+#[test]
+fn sipp_caller_and_callee_are_recorded_left_and_right() {
+    let demo = read_wav(&common::repo_root().join("assets/demo.wav")).samples;
+    let (caller, callee) = (&demo[..8000 * 3], &demo[8000 * 10..8000 * 13]);
+    let mut callee_media = Stream::default();
+    callee_media.audio(callee);
+    let runs = common::TempDir::new("record-sipp-callee");
+    let uas = Sipp::media_callee(&callee_media).spawn(None, runs.path());
+    let (s, _config) = start("record-sipp", uas.addr);
+    let mut caller_media = Stream::default();
+    caller_media.audio(caller);
+    let hold = caller_media.duration() + Duration::from_millis(500);
+    Sipp::media_caller("3101", &caller_media, true, hold)
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    uas.finish().assert_ok(1);
+    let cdr = s.wait_cdrs(1).remove(0);
+    let secs = assert_recorded(&cdr, "calls/stereo.wav", true);
+    let wav = finished(&s.data_dir().join("calls/stereo.wav"));
+    assert_eq!((wav.rate, wav.channels), (8000, 2));
+    assert!((wav.samples.len() as f64 / 16_000.0 - secs).abs() < 0.001);
+    let (left, right) = split(&wav.samples);
+    // A second of each channel from 1 s in, against each side's speech.
+    let lags = -16_000..=16_000;
+    let with = |x: &[i16], sent: &[i16]| best_correlation(x, sent, 8000, 8000, lags.clone()).0;
+    let (ll, lr) = (with(&left, caller), with(&left, callee));
+    let (rr, rl) = (with(&right, callee), with(&right, caller));
+    println!("left: caller {ll:.3}, callee {lr:.3}; right: callee {rr:.3}, caller {rl:.3}");
+    assert!(ll > 0.9, "the left channel is the caller's speech: {ll:.3}");
+    assert!(
+        rr > 0.9,
+        "the right channel is the callee's speech: {rr:.3}"
+    );
+    assert!(
+        lr < 0.5 && rl < 0.5,
+        "each channel has none of the other side"
+    );
+}
+
+/// strowger is stopped (SIGTERM) 2 s into a recorded call (9195, echo): the call is ended, and
+/// before the process exits its writer completes the file — a WAV as long as the CDR says,
+/// holding the caller's tone — and the CDR says the recording is complete.
+#[test]
+fn a_call_recorded_when_strowger_is_stopped_leaves_a_whole_file() {
+    let uas = Uas::bind();
+    let (mut s, _config) = start("record-sigterm", uas.addr());
+    let mut rtp = Rtp::bind();
+    let mut uac = Uac::new(s.sip, "9195");
+    let resp = uac.invite(&sdp(rtp.port, &[PCMU, DTMF], "sendrecv"));
+    assert_eq!(resp.status(), Some(200), "INVITE to 9195: {resp:?}");
+    rtp.remote = Some(sdp_audio(&resp.body).0);
+    uac.ack("");
+    rtp.send_frames(&frames(CALLER_HZ)[..100], Duration::ZERO);
+    assert!(s.stop().success(), "strowger exits cleanly");
+    let cdr = s.cdrs().remove(0);
+    assert_eq!(cdr.str("hangup_side"), "switch", "{cdr:?}");
+    let file = format!("calls/{}.wav", cdr.str("call_id"));
+    let secs = assert_recorded(&cdr, &file, true);
+    assert!((2.0..3.0).contains(&secs), "{secs} s recorded");
+    // No waiting: the process is gone, so the file is as it will stay.
+    let wav = read_wav(&s.data_dir().join(&file));
+    assert_eq!((wav.rate, wav.channels), (8000, 2));
+    let file_secs = wav.samples.len() as f64 / 16_000.0;
+    assert!(
+        (file_secs - secs).abs() < 0.001,
+        "file {file_secs} s, CDR {secs} s"
+    );
+    let (left, _) = split(&wav.samples);
+    assert_eq!(dominant_freq(&left), CALLER_HZ, "the caller, left");
 }

@@ -4,14 +4,17 @@
 //! digits, plays it back, and the phone is told it was heard. With the boxes in Redis
 //! (`voicemail.store`) two strowger nodes share them: a message left through one is heard and
 //! deleted through the other, and phones subscribed on either are told; with that Redis
-//! stopped a caller to voicemail is hung up and other calls go on.
+//! stopped a caller to voicemail is hung up and other calls go on. The same from SIPp: its
+//! message (speech from a pcap) is stored as sent, and its RFC 4733 PIN opens the box.
 
 mod common;
 
 use common::audio::{best_correlation, read_wav, tone, tone_purity};
 use common::baresip::{account, Baresip};
+use common::pcap::Stream;
 use common::servers::Server;
 use common::sip::{call, frames, pcm, Rtp, Uac};
+use common::sipp::Sipp;
 use common::switch::{config_path, Opts};
 use common::{wait_for, Strowger, TempDir};
 use std::path::PathBuf;
@@ -228,4 +231,72 @@ fn a_stopped_redis_ends_voicemail_calls_and_no_other() {
         back.len()
     );
     assert_eq!(echo.bye().status(), Some(200));
+}
+
+/// The WAV files in `dir`.
+fn wavs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "wav"))
+        .collect()
+}
+
+/// SIPp leaves a message — # skips the greeting, 3 s of speech after the beep, then it hangs
+/// up — and the stored WAV is that speech; then SIPp calls 8500, types the PIN 4711# and 1 as
+/// RFC 4733 events, and hears the message: the box has opened, and the message is now old.
+#[test]
+fn sipp_leaves_a_message_and_opens_the_box_with_its_pin() {
+    let s = Strowger::with(
+        "voicemail-sipp",
+        Opts {
+            config_file: Some(config_path("voicemail.toml")),
+            ..Opts::default()
+        },
+    );
+    let spoken =
+        read_wav(&common::repo_root().join("assets/demo.wav")).samples[..8000 * 3].to_vec();
+    let mut deposit = Stream::default();
+    deposit
+        .silence(500)
+        .events("#")
+        .silence(1500)
+        .audio(&spoken);
+    let hold = deposit.duration() + Duration::from_millis(300);
+    Sipp::media_caller("vm-1001", &deposit, true, hold)
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    let box_dir = s.data_dir().join("voicemail/1001");
+    let stored = wait_for(Duration::from_secs(5), || {
+        wavs(&box_dir.join("INBOX")).pop()
+    })
+    .expect("the message is in the INBOX");
+    // A second from 2 s in: the speech, which began a little after the beep.
+    let stored = read_wav(&stored).samples;
+    let (c, lag) = best_correlation(&stored, &spoken, 16000, 8000, -16000..=0);
+    assert!(
+        c > 0.9,
+        "the stored message vs what SIPp sent: {c:.3} at lag {lag}"
+    );
+
+    let mut login = Stream::default();
+    login
+        .silence(1000)
+        .events("4711#")
+        .silence(500)
+        .events("1")
+        .silence(2000);
+    let hold = login.duration();
+    Sipp::media_caller("8500", &login, true, hold)
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    let old = wait_for(Duration::from_secs(5), || wavs(&box_dir.join("Old")).pop());
+    assert!(
+        old.is_some() && wavs(&box_dir.join("INBOX")).is_empty(),
+        "the message was heard: INBOX {:?}, Old {:?}\n{}",
+        wavs(&box_dir.join("INBOX")),
+        wavs(&box_dir.join("Old")),
+        s.stderr()
+    );
 }

@@ -477,7 +477,11 @@ impl Engine {
         let shareable = cfg.remote.is_some_and(|r| {
             !behind_nat(r.ip(), leg.peer_addr().ip()) && self.media.rtp_leg_from(r).is_none()
         });
+        let dtmf = leg.dtmf;
         let id = self.media.add_leg(cfg, now);
+        if let Some(mode) = dtmf {
+            self.media.set_leg_dtmf_mode(id, mode);
+        }
         if at == Call::CALLER && self.calls[call].reads_digits {
             self.media.read_digits(id);
         }

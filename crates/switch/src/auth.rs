@@ -122,6 +122,8 @@ pub(crate) struct Admitted {
     pub trying: bool,
     /// The trunk a provider's call came in on (trunks.rs).
     pub trunk: Option<String>,
+    /// How the caller sends and takes digits: its user's or trunk's (None: `rtp.dtmf`).
+    pub dtmf: Option<media::DtmfMode>,
 }
 
 /// What a request is authenticated for.
@@ -239,6 +241,7 @@ impl Engine {
             program,
             user: None,
             trying: false,
+            dtmf: inbound.as_ref().and_then(|t| t.dtmf),
             trunk: inbound.map(|t| t.trunk),
         };
         self.start_call(stx, msg, peer, local, session_expires, a, now);
@@ -497,6 +500,7 @@ impl Engine {
             self.log(Level::Info, call_id.as_deref(), message);
             return self.forbid(stx, &msg, peer, now);
         };
+        let dtmf = creds.dtmf.as_deref().and_then(media::DtmfMode::parse);
         let slot = match creds.max_calls {
             0 => None,
             max => match self.s.slots.try_take_user(&creds.user, max) {
@@ -529,6 +533,7 @@ impl Engine {
             user: Some(Box::new(user)),
             trying: true,
             trunk: None,
+            dtmf,
         };
         self.start_call(stx, msg, peer, local, session_expires, a, now);
     }

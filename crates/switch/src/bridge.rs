@@ -36,6 +36,8 @@ pub(crate) struct LegOptions {
     pub from: Option<String>,
     /// The codecs it offers; None: `rtp.codecs`.
     pub caps: Option<sdp::Caps>,
+    /// How its far end takes digits (the dialled user's or trunk's); None: `rtp.dtmf`.
+    pub dtmf: Option<media::DtmfMode>,
 }
 
 impl Engine {
@@ -142,7 +144,9 @@ impl Engine {
             ),
         };
         let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
-        let leg = self.calls[call].set_callee(Leg::new(Signal::Sip(dialog), sdp, None, None));
+        let mut leg = Leg::new(Signal::Sip(dialog), sdp, None, None);
+        leg.dtmf = opts.dtmf;
+        let leg = self.calls[call].set_callee(leg);
         self.calls.index_call_id(call_id, LegRef { call, leg });
         if !self.ensure_media(call, leg, now) {
             self.bridge_failed(call, 503, now);

@@ -99,6 +99,9 @@ pub struct Leg {
     pub trunk: Option<Box<crate::trunks::Outbound>>,
     /// The far end put the call on hold (its last offer stops it receiving).
     pub held: bool,
+    /// How the far end sends and takes digits: its user's or trunk's `dtmf` (None:
+    /// `rtp.dtmf`), given to the media leg when it is made.
+    pub dtmf: Option<media::DtmfMode>,
 }
 
 impl Leg {
@@ -123,6 +126,7 @@ impl Leg {
             confirmed: false,
             trunk: None,
             held: false,
+            dtmf: None,
         }
     }
 

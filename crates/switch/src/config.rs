@@ -238,6 +238,8 @@ pub struct User {
     pub allow: Vec<String>,
     /// Records the user's calls whole: a `RECORD_CALLS` value (call_recording.rs).
     pub record_calls: Option<String>,
+    /// How the user's phones send and take digits; None: `rtp.dtmf`.
+    pub dtmf: Option<media::DtmfMode>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -1001,6 +1003,7 @@ fn users(raw: Vec<RawUser>, domain: &str, dialplan: &Dialplan, d: &mut Diagnosti
         {
             d.error(&format!("{key}.record_calls"), e);
         }
+        let dtmf = u.dtmf.map(|m| dtmf_mode(d, &format!("{key}.dtmf"), &m));
         let max_calls = bounded(d, &format!("{key}.max_calls"), u.max_calls, 0, 1_000_000);
         out.push(User {
             user: u.user,
@@ -1011,6 +1014,7 @@ fn users(raw: Vec<RawUser>, domain: &str, dialplan: &Dialplan, d: &mut Diagnosti
             max_calls: narrow(max_calls),
             allow: u.allow,
             record_calls: u.record_calls,
+            dtmf,
         });
     }
     out
@@ -1066,12 +1070,17 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
         symmetric: raw.symmetric,
         shared_ports: raw.shared_ports,
         speex_quality: narrow(bounded(d, "rtp.speex_quality", raw.speex_quality, 0, 10)),
-        dtmf: media::DtmfMode::parse(&raw.dtmf.to_ascii_lowercase()).unwrap_or_else(|| {
-            let expected = "expected \"auto\", \"inband\" or \"info\"";
-            d.error("rtp.dtmf", format_args!("{:?} — {expected}", raw.dtmf));
-            media::DtmfMode::Auto
-        }),
+        dtmf: dtmf_mode(d, "rtp.dtmf", &raw.dtmf),
     }
+}
+
+/// A `dtmf` setting (`rtp.dtmf`, a user's, a trunk's): `auto`, `inband` or `info`.
+pub(crate) fn dtmf_mode(d: &mut Diagnostics, key: &str, name: &str) -> media::DtmfMode {
+    media::DtmfMode::parse(&name.to_ascii_lowercase()).unwrap_or_else(|| {
+        let expected = "expected \"auto\", \"inband\" or \"info\"";
+        d.error(key, format_args!("{name:?} — {expected}"));
+        media::DtmfMode::Auto
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Digits by SIP INFO, and digits across a bridge. An INFO digit (RFC 6086's legacy
 //! `application/dtmf-relay` and `application/dtmf` bodies) goes into `Engine::digit` like any
 //! other; a digit from either leg of a bridge reaches the other leg in the form it takes: by
-//! INFO when `rtp.dtmf = "info"`, else in its media (see `media::Engine::send_digit`; the media
+//! INFO when its user's or trunk's `dtmf` (or `rtp.dtmf`) is `"info"`, else in its media (see `media::Engine::send_digit`; the media
 //! engine regenerates digits heard in the media itself).
 
 use crate::call::LegRef;
@@ -43,8 +43,8 @@ impl Engine {
         }
     }
 
-    /// Sends a digit from leg `at` to the leg bridged to it: by INFO in `DtmfMode::Info` (to a
-    /// SIP leg), else in its media when the digit came by signalling (`signalled`; one heard
+    /// Sends a digit from leg `at` to the leg bridged to it: by INFO to a SIP leg in
+    /// `DtmfMode::Info`, else in its media when the digit came by signalling (`signalled`; one heard
     /// in the media was passed on by the media engine).
     pub(crate) fn digit_to_peer(
         &mut self,
@@ -60,7 +60,7 @@ impl Engine {
         let Some(to) = self.media.peer(from) else {
             return;
         };
-        let by_info = self.s.dtmf == DtmfMode::Info;
+        let by_info = self.media.leg_dtmf_mode(to) == DtmfMode::Info;
         if by_info && self.send_info_digit(to, digit, duration_ms, now) {
             return;
         }

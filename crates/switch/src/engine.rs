@@ -838,6 +838,7 @@ impl Engine {
             user,
             trying,
             trunk,
+            dtmf,
         } = a;
         if !self.s.slots.try_take() {
             let retry = self.refuse_busy();
@@ -858,7 +859,8 @@ impl Engine {
             start: unix_seconds(self.clock.wall_at(now)),
             ..Cdr::default()
         };
-        let leg = Leg::new(Signal::Sip(dialog), sdp_session, offer, negotiated);
+        let mut leg = Leg::new(Signal::Sip(dialog), sdp_session, offer, negotiated);
+        leg.dtmf = dtmf;
         let mut call = Call::new(
             leg,
             Some(msg),

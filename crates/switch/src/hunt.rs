@@ -265,7 +265,10 @@ impl Engine {
         match result {
             Ok(Located { exists: false, .. }) => self.member_failed(call, 404, now),
             Ok(Located {
-                bindings, forward, ..
+                bindings,
+                forward,
+                dtmf,
+                ..
             }) => {
                 if alone && self.forward_always(call, user, &forward, now) {
                     return;
@@ -275,7 +278,7 @@ impl Engine {
                         h.alone = Some((user.to_owned(), forward));
                     }
                 }
-                self.dial_bindings(call, bindings, timeout, now)
+                self.dial_bindings(call, bindings, dtmf, timeout, now)
             }
             Ok(_) => {}
             Err(e) => {

@@ -228,7 +228,9 @@ impl Engine {
         }
         let bindings = match result {
             Ok(StoreReply::Located { exists: false, .. }) => Err(404),
-            Ok(StoreReply::Located { bindings, .. }) if !bindings.is_empty() => Ok(bindings),
+            Ok(StoreReply::Located { bindings, dtmf, .. }) if !bindings.is_empty() => {
+                Ok((bindings, dtmf))
+            }
             Ok(_) => Err(480),
             Err(e) => {
                 self.warn_call(call, format!("location store: {e}"));
@@ -242,7 +244,7 @@ impl Engine {
             return;
         };
         locating.retain(|a| *a != agent);
-        let bindings = match bindings {
+        let (bindings, dtmf) = match bindings {
             Ok(b) => b,
             Err(status) => {
                 let (queue, ticket) = (q.cfg.name.clone(), q.ticket);
@@ -261,7 +263,7 @@ impl Engine {
             .legs()
             .map(|(_, l)| l.call_id().to_string())
             .collect();
-        self.dial_bindings(call, bindings, timeout, now);
+        self.dial_bindings(call, bindings, dtmf, timeout, now);
         let new: Vec<String> = match self.calls.get(call) {
             Some(c) => c
                 .legs()

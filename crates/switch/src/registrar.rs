@@ -81,6 +81,8 @@ pub enum StoreReply {
         bindings: Vec<Binding>,
         /// The user's forwarding (`bridge user/NAME` honours it).
         forward: store::Forwarding,
+        /// How the user's phones take digits (None: `rtp.dtmf`).
+        dtmf: Option<media::DtmfMode>,
     },
     /// Whether the user whose forwarding was to change exists.
     Forwarded(bool),
@@ -157,6 +159,10 @@ fn locate(s: &dyn store::Store, user: &str, domain: &str, now: u64) -> store::Re
     Ok(StoreReply::Located {
         exists: creds.is_some(),
         bindings,
+        dtmf: creds
+            .as_ref()
+            .and_then(|c| c.dtmf.as_deref())
+            .and_then(media::DtmfMode::parse),
         forward: creds.map(|c| c.forward).unwrap_or_default(),
     })
 }
@@ -323,6 +329,7 @@ pub fn user_credentials(u: &crate::config::User) -> Credentials {
         max_calls: u.max_calls,
         allow: u.allow.clone(),
         record_calls: u.record_calls.clone(),
+        dtmf: u.dtmf.map(|m| m.name().to_string()),
         ..credentials(&u.user, &u.domain, &u.password)
     }
 }
@@ -1097,10 +1104,12 @@ impl Engine {
 
     /// Rings every contact of a user at once (each a fork of the call, beside the legs a ring
     /// group already rings).
+    /// Rings every binding of a user whose phones take digits as `dtmf` says.
     pub(crate) fn dial_bindings(
         &mut self,
         call: usize,
         mut bindings: Vec<Binding>,
+        dtmf: Option<media::DtmfMode>,
         timeout: Duration,
         now: Instant,
     ) {
@@ -1122,7 +1131,11 @@ impl Engine {
             if !c.demote_callee() && i > 0 {
                 return;
             }
-            self.bridge_to(call, &b.contact, peer, route_set, timeout, now);
+            let opts = crate::bridge::LegOptions {
+                dtmf,
+                ..Default::default()
+            };
+            self.bridge_leg(call, &b.contact, peer, route_set, opts, timeout, now);
         }
     }
 }

@@ -599,6 +599,7 @@ impl Engine {
                 codecs: trunk.codecs.clone(),
                 dtmf_pt: self.s.caps.dtmf_pt,
             }),
+            dtmf: trunk.dtmf,
         };
         let Some(leg) = self.bridge_leg(call, &target, peer, Vec::new(), opts, timeout, now) else {
             return;
@@ -846,6 +847,7 @@ impl Engine {
         };
         Some(TrunkCall {
             trunk: trunk.name.clone(),
+            dtmf: trunk.dtmf,
             context: trunk
                 .did_context
                 .clone()
@@ -871,6 +873,8 @@ impl Engine {
 /// Where a trunk's call in goes.
 pub(crate) struct TrunkCall {
     pub trunk: String,
+    /// How the provider sends and takes digits (None: `rtp.dtmf`).
+    pub dtmf: Option<media::DtmfMode>,
     pub context: String,
     pub exten: String,
 }

@@ -9,6 +9,7 @@ pub mod baresip;
 pub mod json;
 pub mod net;
 pub mod netns;
+pub mod pcap;
 pub mod registrar;
 pub mod servers;
 pub mod sip;

@@ -387,7 +387,7 @@ pub struct RtpPkt {
 }
 
 impl RtpPkt {
-    fn parse(b: &[u8]) -> Option<RtpPkt> {
+    pub fn parse(b: &[u8]) -> Option<RtpPkt> {
         if b.len() < 12 || b[0] >> 6 != 2 {
             return None;
         }

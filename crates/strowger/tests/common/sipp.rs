@@ -3,6 +3,7 @@
 //! per-run directory that failure messages quote.
 
 use super::net::{free_port, free_port_range};
+use super::pcap::Stream;
 use super::sip::Msg;
 use super::{read_text, tail, tests_dir, wait_for};
 use std::fs::File;
@@ -44,6 +45,9 @@ pub struct Sipp {
     /// The address SIPp sends SIP and media from (`-i`, `-mi`); default 127.0.0.1.
     ip: &'static str,
     extra: Vec<String>,
+    /// Files written into the run's directory (SIPp's working directory) before it starts:
+    /// what a scenario's `play_pcap_audio` plays.
+    files: Vec<(&'static str, Vec<u8>)>,
 }
 
 impl Sipp {
@@ -59,6 +63,7 @@ impl Sipp {
             port: None,
             ip: "127.0.0.1",
             extra: Vec::new(),
+            files: Vec::new(),
         }
     }
 
@@ -109,10 +114,34 @@ impl Sipp {
         self
     }
 
+    /// A caller (tests/sipp/media_uac.xml) of `exten` whose media is `media` from the answer
+    /// on, offering telephone-event if `events`; it hangs up `after` the answer.
+    pub fn media_caller(exten: &str, media: &Stream, events: bool, after: Duration) -> Sipp {
+        Sipp::new(Scenario::File("media_uac.xml"))
+            .service(exten)
+            .duration_ms(after.as_millis() as u32)
+            .args(&["-key", "pts", if events { "0 101" } else { "0" }])
+            .file("media.pcap", media.pcap())
+    }
+
+    /// A callee (tests/sipp/media_uas.xml) that answers PCMU and sends `media` from the ACK on.
+    pub fn media_callee(media: &Stream) -> Sipp {
+        Sipp::new(Scenario::File("media_uas.xml")).file("media.pcap", media.pcap())
+    }
+
+    /// Writes `bytes` as `name` in the run's directory, where the scenario finds it.
+    pub fn file(mut self, name: &'static str, bytes: Vec<u8>) -> Sipp {
+        self.files.push((name, bytes));
+        self
+    }
+
     /// Starts SIPp (a client if `target` is set, else a server) with its files in a new
     /// subdirectory of `parent`.
     pub fn spawn(self, target: Option<SocketAddr>, parent: &Path) -> SippProcess {
         let dir = unique_dir(parent, self.scenario.label());
+        for (name, bytes) in &self.files {
+            std::fs::write(dir.join(name), bytes).expect("write a file for SIPp");
+        }
         let port = self.port.unwrap_or_else(free_port);
         let mut cmd = Command::new("sipp");
         if let Some(t) = target {

@@ -110,6 +110,7 @@ pub(crate) struct RawTrunk {
     pub did_prefix: String,
     #[serde(default)]
     pub codecs: Vec<String>,
+    pub dtmf: Option<String>,
 }
 
 fn default_trunk_expires() -> u64 {
@@ -273,6 +274,7 @@ pub(crate) struct RawUser {
     #[serde(default)]
     pub allow: Vec<String>,
     pub record_calls: Option<String>,
+    pub dtmf: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -648,6 +648,27 @@ fn rtp_dtmf_names_a_mode() {
 }
 
 #[test]
+fn a_users_and_a_trunks_dtmf_name_a_mode_or_fall_back_to_rtp_dtmf() {
+    let trunk = "[[trunks]]\nname = \"prov\"\nhost = \"127.0.0.1\"\n";
+    let user = "[[users]]\nuser = \"1001\"\npassword = \"a-long-one\"\n";
+    let c = Config::from_str(&format!("{trunk}{user}{MINIMAL}"), "d.toml").unwrap();
+    assert_eq!((c.trunks[0].dtmf, c.users[0].dtmf), (None, None));
+    let set = format!("{trunk}dtmf = \"Info\"\n{user}dtmf = \"inband\"\n{MINIMAL}");
+    let c = Config::from_str(&set, "d.toml").unwrap();
+    assert_eq!(c.trunks[0].dtmf, Some(media::DtmfMode::Info));
+    assert_eq!(c.users[0].dtmf, Some(media::DtmfMode::Inband));
+    let bad = format!("{trunk}dtmf = \"rfc2833\"\n{user}dtmf = \"tones\"\n{MINIMAL}");
+    let expected = "— expected \"auto\", \"inband\" or \"info\"";
+    assert_eq!(
+        errors(&bad),
+        [
+            format!("strowger.toml:4:8: trunks[0].dtmf: \"rfc2833\" {expected}"),
+            format!("strowger.toml:8:8: users[0].dtmf: \"tones\" {expected}"),
+        ]
+    );
+}
+
+#[test]
 fn the_public_context_goes_nowhere_else() {
     let public = |step: &str| {
         format!("[[dialplan.contexts.public.rules]]\nexten = \"9\"\nsteps = [\"{step}\"]\n\n[[dialplan.contexts.public.rules]]\nexten = \"2\"\nsteps = [\"echo\"]\n\n[menus.m]\nprompt = \"p.wav\"\nchoices = {{ \"1\" = \"goto public exten=2\", \"2\" = \"goto default exten=1\" }}\n\n{MINIMAL}")

@@ -70,6 +70,8 @@ pub struct Trunk {
     pub did_prefix: String,
     /// The codecs offered on calls out, in order (empty: `rtp.codecs`).
     pub codecs: Vec<sdp::Codec>,
+    /// How the provider sends and takes digits; None: `rtp.dtmf`.
+    pub dtmf: Option<media::DtmfMode>,
 }
 
 impl Trunk {
@@ -241,6 +243,7 @@ pub(crate) fn trunks(raw: Vec<RawTrunk>, d: &mut Diagnostics) -> Vec<Trunk> {
                 ),
             }
         }
+        let dtmf = (t.dtmf.as_deref()).map(|m| super::dtmf_mode(d, &format!("{key}.dtmf"), m));
         let username = t.username.clone().unwrap_or_else(|| t.name.clone());
         out.push(Trunk {
             auth_user: t.auth_user.unwrap_or_else(|| username.clone()),
@@ -261,6 +264,7 @@ pub(crate) fn trunks(raw: Vec<RawTrunk>, d: &mut Diagnostics) -> Vec<Trunk> {
             did_strip: narrow(did_strip),
             did_prefix: t.did_prefix,
             codecs,
+            dtmf,
         });
     }
     out
