@@ -163,8 +163,9 @@ impl Engine {
 mod tests {
     use super::*;
 
-    fn config(extra: &str) -> Config {
-        Config::from_str(extra, "test.toml").unwrap_or_else(|e| panic!("{e:?}"))
+    fn config(head: &str) -> Config {
+        let rules = "[[dialplan.contexts.default.rules]]\nexten = \"1\"\nsteps = [\"echo\"]\n";
+        Config::from_str(&format!("{head}{rules}"), "test.toml").unwrap_or_else(|e| panic!("{e:?}"))
     }
 
     #[test]
