@@ -59,11 +59,7 @@ impl Reloader {
     /// Reads, checks and applies the configuration; `Err`: every problem, nothing changed.
     pub fn reload(&self) -> Result<ReloadReport, Vec<String>> {
         let new = self.inner.launch.load()?;
-        let mut current = self
-            .inner
-            .current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
         let needs_restart = switch::reload::needs_restart(&current, &new);
         let new = switch::reload::keep_restart_keys(&current, new);
         crate::runtime::load_users(&*self.inner.store, &new.users).map_err(|e| vec![e])?;
@@ -95,7 +91,9 @@ impl Reloader {
             .launch
             .file
             .as_ref()
-            .map_or("the embedded configuration".into(), |f| f.display().to_string());
+            .map_or("the embedded configuration".into(), |f| {
+                f.display().to_string()
+            });
         match self.reload() {
             Ok(r) => {
                 for w in &r.warnings {
