@@ -1,5 +1,5 @@
 //! The strowger process under test: started on free loopback ports with its own data dir,
-//! stopped with SIGTERM, killed on drop. Its stderr goes to a file that panics quote.
+//! stopped with SIGINT, killed on drop. Its stderr goes to a file that panics quote.
 
 use super::json::Json;
 use super::net::{free_port, free_port_range};
@@ -203,9 +203,10 @@ impl Strowger {
         self.cdrs()
     }
 
-    /// SIGTERM and wait (bounded) for a clean exit.
+    /// SIGINT (stop at once: calls in progress get BYE, where SIGTERM would first drain them)
+    /// and wait (bounded) for a clean exit.
     pub fn stop(&mut self) -> ExitStatus {
-        self.stop_with("-TERM")
+        self.stop_with("-INT")
     }
 
     /// Sends `signal` (`-TERM`, `-INT`) and waits up to 10 s for the exit.
