@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::registrar::{invite_status, register, registered, write_config};
+use common::registrar::{finals, invite_status, register, registered, write_config};
 use common::servers::Server;
 use common::sipp::{Scenario, Sipp};
 use common::switch::{binary, run_cli, trusting_loopback, Opts};
@@ -235,12 +235,27 @@ fn the_servers_store_flag_takes_users_added_to_that_store() {
     let s = Strowger::with(
         "store-flag",
         Opts {
-            config_file: Some(config),
+            config_file: Some(config.clone()),
             store: Some(redis.url.clone()),
             ..Opts::default()
         },
     );
     registered(&s, "2001", "pw-2001", common::net::free_port());
+    // [[users]] added by a reload are loaded into that store too.
+    let port = common::net::free_port();
+    let refused = register(&s, "2002", "pw-2002", port);
+    let statuses: Vec<_> = finals(&refused).iter().map(|m| m.status()).collect();
+    assert!(
+        statuses == [Some(403)],
+        "no 2002 yet: {statuses:?}\n{}",
+        refused.evidence()
+    );
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[[users]]\nuser = \"2002\"\npassword = \"pw-2002\"\n");
+    std::fs::write(&config, text).unwrap();
+    s.signal("-HUP");
+    s.wait_log("reloaded ", 0);
+    registered(&s, "2002", "pw-2002", port);
 }
 
 #[test]
