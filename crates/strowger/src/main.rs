@@ -1,5 +1,5 @@
 //! `strowger`: the softswitch process. Loads the configuration, starts one worker per core and
-//! waits for SIGINT/SIGTERM.
+//! hands the main thread to the supervisor (SIGHUP reloads, SIGTERM drains, SIGINT stops).
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
