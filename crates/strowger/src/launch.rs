@@ -73,9 +73,9 @@ impl Overrides {
             cfg.override_log_level(v)?;
         }
         if let Some(v) = &self.store {
-            v.parse::<store::StoreUrl>().map_err(|e| {
-                format!("--store {v:?}: {e} — expected local:PATH, redis://HOST:PORT, redis+cluster://HOST:PORT,… or memcached://HOST:PORT")
-            })?;
+            // The store's own message names every form it takes.
+            v.parse::<store::StoreUrl>()
+                .map_err(|e| format!("--store {e}"))?;
             cfg.registrar.store.clone_from(v);
         }
         if let Some(w) = self.workers {
