@@ -96,6 +96,7 @@ impl Reloader {
             });
         match self.reload() {
             Ok(r) => {
+                tracing::info!("reloaded {file}");
                 for w in &r.warnings {
                     tracing::warn!("{w}");
                 }
@@ -107,7 +108,6 @@ impl Reloader {
                         "reload of {file}: general.log_level not applied: RUST_LOG sets the log level"
                     );
                 }
-                tracing::info!("reloaded {file}");
             }
             Err(errors) => {
                 for e in &errors {

@@ -288,7 +288,8 @@ fn log_level_warn_hides_info_lines_and_a_reload_to_info_shows_them() {
     };
     write_level("warn", "0");
     let s = start("log-level", &config, 100, true);
-    // A reload that logs a warning (a key that needs a restart) and, at info, `reloaded`.
+    // A reload logs `reloaded` (info), then a warning for a key that needs a restart: once the
+    // warning is there, so would the info line be.
     write_level("warn", "3");
     s.signal("-HUP");
     s.wait_log("needs a restart: general.workers", 0);
