@@ -1,4 +1,4 @@
-.PHONY: bench bench-call-control bench-record bench-scale fuzz run test
+.PHONY: bench bench-call-control bench-record bench-scale fuzz install run test
 
 # Runs strowger with its embedded demo configuration (README's first command): installs the
 # codec libraries it links (scripts/setup.sh build), then builds and starts it.
@@ -41,3 +41,37 @@ test:
 	cargo build --workspace --all-targets
 	bash fuzz/run.sh $(FUZZ_TEST_SECONDS)
 	bash scripts/run-tests.sh
+
+# Installs strowger as a systemd service (README "Run it as a service"): the release binary, the
+# unit (contrib/systemd), the `strowger` user (sysusers.d), /var/lib/strowger (tmpfiles.d) and,
+# if there is none yet, /etc/strowger/strowger.toml from the embedded configuration. DESTDIR
+# stages it all under a directory (for a package) without creating the user; PREFIX (/usr/local)
+# places the binary and the systemd files; BIN installs another binary without building.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SYSTEMDDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+SYSCONFDIR ?= /etc
+BIN ?= target/release/strowger
+install:
+ifeq ($(BIN),target/release/strowger)
+	bash scripts/setup.sh build
+	cargo build --release -p strowger
+endif
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/strowger
+	install -d $(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSCONFDIR)/strowger
+	sed -e 's|/usr/local/bin/strowger|$(BINDIR)/strowger|g' -e 's|/etc/strowger/|$(SYSCONFDIR)/strowger/|g' \
+		contrib/systemd/strowger.service > $(DESTDIR)$(SYSTEMDDIR)/strowger.service
+	install -D -m 0644 contrib/systemd/strowger.sysusers $(DESTDIR)$(SYSUSERSDIR)/strowger.conf
+	install -D -m 0644 contrib/systemd/strowger.tmpfiles $(DESTDIR)$(TMPFILESDIR)/strowger.conf
+	install -d -m 0750 $(DESTDIR)/var/lib/strowger
+	test -e $(DESTDIR)$(SYSCONFDIR)/strowger/strowger.toml || \
+		{ $(BIN) default-config > $(DESTDIR)$(SYSCONFDIR)/strowger/strowger.toml && \
+		chmod 0640 $(DESTDIR)$(SYSCONFDIR)/strowger/strowger.toml; }
+ifeq ($(DESTDIR),)
+	systemd-sysusers $(SYSUSERSDIR)/strowger.conf
+	systemd-tmpfiles --create $(TMPFILESDIR)/strowger.conf
+	chgrp strowger $(SYSCONFDIR)/strowger/strowger.toml
+	systemctl daemon-reload
+endif

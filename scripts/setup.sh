@@ -37,6 +37,8 @@ declare -A want=(
   [kamailio]=/usr/sbin/kamailio
   [dnsmasq-base]=/usr/sbin/dnsmasq
   [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
+  [systemd]=systemd-analyze # reload test: contrib/systemd/strowger.service checked by systemd-analyze verify
+  [make]=make # reload test: `make install` into a DESTDIR
 )
 for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
 if [[ ${1:-test} == build ]]; then

@@ -1,5 +1,9 @@
 //! The server's log: `tracing` events written to stderr by `tracing-subscriber`, as text or as
-//! JSON lines (`general.log_format`), from `general.log_level` up (`--log-level` overrides).
+//! JSON lines (`general.log_format`), from `general.log_level` up. `--log-level` overrides the
+//! file, and RUST_LOG (a level, or `tracing` targets such as `warn,strowger::sip=debug`)
+//! overrides both; a reload applies a changed `general.log_level` unless RUST_LOG is set (a
+//! `--log-level` is put on the reloaded file again, so it holds). The filter sits behind a
+//! reload handle: an event's callsite is checked once against the level, as before.
 //!
 //! SIP messages are traced at debug under the target [`SIP`], like Asterisk's `sip set debug
 //! on`: every message a worker reads or sends, whole. At info and above nothing of them is
@@ -20,6 +24,10 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 use switch::config::{LogFormat, LogLevel};
 use tracing::level_filters::LevelFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, Layer, Registry};
 
 /// The target of the SIP message trace.
 pub const SIP: &str = "strowger::sip";
@@ -27,6 +35,9 @@ pub const SIP: &str = "strowger::sip";
 pub const SECURITY: &str = "strowger::security";
 
 static SECURITY_LOG: OnceLock<Mutex<std::fs::File>> = OnceLock::new();
+
+/// The level filter's handle, while `general.log_level` governs it (not RUST_LOG).
+static LEVEL: OnceLock<reload::Handle<Targets, Registry>> = OnceLock::new();
 
 /// Opens (appends to, creating it) the security log; the process writes it from then on.
 pub fn open_security_log(path: &Path) -> std::io::Result<()> {
@@ -79,25 +90,55 @@ pub fn rfc3339(t: SystemTime) -> String {
 }
 
 /// Installs the process's subscriber: stderr, a timestamp on every line, events at `level` and
-/// more severe. Called once, by `main` for the server; a second call changes nothing.
+/// more severe (or as RUST_LOG says). Called once, by `main` for the server; a second call
+/// changes nothing.
 pub fn init(level: LogLevel, format: LogFormat) {
-    let level = match level {
+    let from_env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| match v.parse::<Targets>() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("strowger: RUST_LOG={v:?} ignored ({e}): general.log_level applies");
+                None
+            }
+        });
+    let governed = from_env.is_none();
+    let targets = from_env.unwrap_or_else(|| Targets::new().with_default(filter(level)));
+    let (targets, handle) = reload::Layer::new(targets);
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_thread_names(true);
+    let fmt = match format {
+        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).boxed(),
+        LogFormat::Json => fmt.json().with_ansi(false).boxed(),
+    };
+    if tracing_subscriber::registry()
+        .with(targets)
+        .with(fmt)
+        .try_init()
+        .is_ok()
+        && governed
+    {
+        let _ = LEVEL.set(handle);
+    }
+}
+
+/// Applies a reloaded `general.log_level`; false when RUST_LOG governs the log instead.
+pub fn set_level(level: LogLevel) -> bool {
+    LEVEL
+        .get()
+        .is_some_and(|h| h.reload(Targets::new().with_default(filter(level))).is_ok())
+}
+
+fn filter(level: LogLevel) -> LevelFilter {
+    match level {
         LogLevel::Error => LevelFilter::ERROR,
         LogLevel::Warn => LevelFilter::WARN,
         LogLevel::Info => LevelFilter::INFO,
         LogLevel::Debug => LevelFilter::DEBUG,
         LogLevel::Trace => LevelFilter::TRACE,
-    };
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_thread_names(true);
-    let _ = match format {
-        LogFormat::Text => builder
-            .with_ansi(std::io::stderr().is_terminal())
-            .try_init(),
-        LogFormat::Json => builder.json().with_ansi(false).try_init(),
-    };
+    }
 }
 
 /// Whether SIP messages are traced (debug for [`SIP`]): a cached check, cheap on every message.

@@ -1,9 +1,10 @@
 //! `strowger`: the softswitch process. Loads the configuration, starts one worker per core and
-//! waits for SIGINT/SIGTERM.
+//! hands the main thread to the supervisor (SIGHUP reloads, SIGTERM drains, SIGINT stops).
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use strowger::launch::{self, Launch, Overrides};
 use strowger::{codec_cli, logging, peers, runtime, users};
 use switch::config::Config;
 
@@ -35,6 +36,10 @@ struct Cli {
     /// Log from this level up, replacing general.log_level (debug adds every SIP message).
     #[arg(long, value_name = "LEVEL", value_parser = switch::config::LogLevel::NAMES)]
     log_level: Option<String>,
+    /// The location and credential store, replacing registrar.store: local:PATH,
+    /// redis://HOST:PORT, redis+cluster://HOST:PORT,… or memcached://HOST:PORT.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// Set a dialplan variable ([vars]), e.g. --var bridge_target=127.0.0.1:5090.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     vars: Vec<String>,
@@ -78,28 +83,9 @@ enum Command {
     },
 }
 
+/// A configuration file read and checked, or the lines check-config prints about it.
 fn load(path: Option<&PathBuf>) -> Result<Config, String> {
-    match path {
-        None => Ok(Config::embedded()),
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
-            Config::from_str(&text, &p.display().to_string()).map_err(|errs| report(&errs))
-        }
-    }
-}
-
-fn report(errs: &[switch::config::ConfigError]) -> String {
-    let mut s = String::new();
-    for e in errs {
-        s.push_str(&e.to_string());
-        s.push('\n');
-    }
-    s.push_str(&format!(
-        "{} problem(s) in the configuration",
-        errs.iter().filter(|e| !e.warning).count()
-    ));
-    s
+    launch::read(path).map_err(|lines| lines.join("\n"))
 }
 
 fn finish(r: Result<(), String>) -> ExitCode {
@@ -178,50 +164,32 @@ fn main() -> ExitCode {
         }
         None => {}
     }
-    let mut cfg = match load(cli.config.as_ref()) {
+    let launch = Launch {
+        file: cli.config,
+        overrides: Overrides {
+            sip_listen: cli.sip_listen,
+            iax_listen: cli.iax_listen,
+            rtp_ports: cli.rtp_ports,
+            data_dir: cli.data_dir,
+            workers: cli.workers,
+            log_level: cli.log_level,
+            store: cli.store,
+            vars: cli.vars,
+        },
+    };
+    let cfg = match launch.load() {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
+        Err(lines) => {
+            eprintln!("{}", lines.join("\n"));
             return ExitCode::from(2);
         }
     };
-    let overrides = [
-        cli.sip_listen
-            .as_deref()
-            .map(|v| cfg.override_sip_listen(v)),
-        cli.rtp_ports.as_deref().map(|v| cfg.override_rtp_ports(v)),
-        cli.data_dir.as_deref().map(|v| cfg.override_data_dir(v)),
-        cli.iax_listen
-            .as_deref()
-            .map(|v| cfg.iax2.override_listen(v)),
-        cli.log_level.as_deref().map(|v| cfg.override_log_level(v)),
-    ];
-    for o in overrides.into_iter().flatten() {
-        if let Err(e) = o {
-            eprintln!("strowger: {e}");
-            return ExitCode::from(2);
-        }
-    }
-    if let Some(w) = cli.workers {
-        if w > 64 {
-            eprintln!("strowger: --workers {w} — at most 64 workers (0 = one per core)");
-            return ExitCode::from(2);
-        }
-        cfg.general.workers = w;
-    }
-    for v in &cli.vars {
-        let Some((name, value)) = v.split_once('=') else {
-            eprintln!("strowger: --var {v:?} — expected NAME=VALUE, e.g. --var bridge_target=127.0.0.1:5090");
-            return ExitCode::from(2);
-        };
-        cfg.dialplan.set_global(name, value);
-    }
     // From here on the server logs: errors and warnings too, so a log collector sees them.
     logging::init(cfg.general.log_level, cfg.general.log_format);
     for w in &cfg.warnings {
         tracing::warn!("{w}");
     }
-    match runtime::run(cfg) {
+    match runtime::run(cfg, launch) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");

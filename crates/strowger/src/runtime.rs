@@ -1,4 +1,5 @@
-//! Starts the workers: sockets, mailboxes, the RTP port slices, and the stop signal.
+//! Starts the workers: sockets, mailboxes, the RTP port slices; then hands the main thread to
+//! the supervisor (signals, reload, drain) until they stop.
 
 use crate::host::Host;
 use crate::rtp_io::MediaSockets;
@@ -11,7 +12,9 @@ use std::sync::{mpsc, Arc};
 use switch::config::Config;
 use switch::{Engine, Settings};
 
-pub fn run(cfg: Config) -> Result<(), String> {
+/// Runs the server with `cfg`, loaded from `launch` (read again on reload), until it stops.
+pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
+    let signals = crate::supervisor::signals()?;
     // Before any thread starts: growing the table later stalls a worker (crate::fds).
     let fds = crate::fds::wanted(cfg.rtp.ports.pairs(), crate::fds::limit());
     if let Err(e) = crate::fds::reserve(fds) {
@@ -74,10 +77,6 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let dialplan = Arc::new(cfg.dialplan.clone());
     let music = Arc::new(crate::music::load(&cfg.music, &data_dir));
     let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())
-        .map_err(|e| e.to_string())?;
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())
-        .map_err(|e| e.to_string())?;
     let counters = Arc::new(Counters::default());
     let slots = Arc::new(switch::CallSlots::new(cfg.general.max_calls as usize));
     let rendezvous = Arc::new(switch::Rendezvous::default());
@@ -113,7 +112,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         cfg.registrar.store.parse::<store::StoreUrl>(),
         Ok(store::StoreUrl::Local(_))
     );
-    let queues = crate::store_io::start(store, inline, mail.clone(), STORE_THREADS);
+    let queues = crate::store_io::start(store.clone(), inline, mail.clone(), STORE_THREADS);
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
     // Trunk hosts that are names are resolved on a DNS thread (RFC 3263).
     let needs_dns = cfg
@@ -286,6 +285,16 @@ pub fn run(cfg: Config) -> Result<(), String> {
         data_dir.display(),
         measured.as_millis()
     );
+    crate::notify::notify("READY=1\nSTATUS=Taking calls");
+    crate::supervisor::Supervisor {
+        signals,
+        reloader: crate::reload::Reloader::new(launch, cfg, mail.clone(), workers, store),
+        slots,
+        mail,
+        workers,
+        stop,
+    }
+    .run();
     for h in handles {
         let _ = h.join();
     }
@@ -315,8 +324,9 @@ fn iax_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
 /// Memcached (bench/RESULTS.md). Idle threads cost nothing.
 const STORE_THREADS: usize = 8;
 
-/// `[[users]]` from the configuration, written to the store (as HA1s) before calls are taken.
-fn load_users(s: &dyn store::Store, users: &[switch::config::User]) -> Result<(), String> {
+/// `[[users]]` from the configuration, written to the store (as HA1s) before calls are taken,
+/// and again on reload.
+pub fn load_users(s: &dyn store::Store, users: &[switch::config::User]) -> Result<(), String> {
     for u in users {
         let mut c = switch::registrar::user_credentials(u);
         // Forwarding is set from the phones, not the file: a restart keeps it.

@@ -114,6 +114,10 @@ pub enum Envelope {
     TcpAuthenticated { peer: SocketAddr },
     /// A transfer message from another worker's engine (`switch::Event::Crossing`).
     Crossing(Box<switch::Crossing>),
+    /// A new configuration (crate::reload): the engine takes it.
+    Reload(Arc<switch::Reload>),
+    /// The process drains (SIGTERM): the engine refuses new calls.
+    Drain,
 }
 
 /// Counters shared with the process (read by tests and the bench through the log on exit).
@@ -1162,6 +1166,8 @@ impl Worker {
                 }
                 Envelope::TcpAuthenticated { peer } => self.tcp_authenticated(peer),
                 Envelope::Crossing(c) => self.input(now, Input::Crossing(c)),
+                Envelope::Reload(r) => self.input(now, Input::Reload(r)),
+                Envelope::Drain => self.input(now, Input::Drain),
             }
         }
     }

@@ -815,7 +815,7 @@ fn strowger_registers_to_a_provider_qualifies_peers_and_releases_at_shutdown() {
         modem.contains(&format!("{provider} (registered, expires in")),
         "{modem}"
     );
-    // SIGTERM: the REGREL goes out (with the token handshake and MD5) before the exit.
+    // Stopping: the REGREL goes out (with the token handshake and MD5) before the exit.
     std::thread::scope(|sc| {
         let s = &mut r.s;
         let stopping = sc.spawn(move || s.stop());

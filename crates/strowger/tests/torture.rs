@@ -265,5 +265,5 @@ fn corpus_inside_netns() {
         wrong.len(),
         wrong.join("\n")
     );
-    assert!(st.success(), "strowger exit status after SIGTERM: {st}");
+    assert!(st.success(), "strowger exit status after SIGINT: {st}");
 }

@@ -126,6 +126,8 @@ pub struct General {
     pub log_format: LogFormat,
     /// SCHED_FIFO priority of the worker threads (1-99); 0 leaves them to the normal scheduler.
     pub realtime_priority: u8,
+    /// How long calls in progress may go on after SIGTERM before they get BYE (zero: none).
+    pub drain_timeout: Duration,
     /// The DNS server trunk hosts are resolved with; None: those of /etc/resolv.conf.
     pub dns_server: Option<SocketAddr>,
 }
@@ -650,6 +652,13 @@ fn general(raw: RawGeneral, d: &mut Diagnostics) -> General {
             raw.realtime_priority,
             0,
             99,
+        )),
+        drain_timeout: Duration::from_secs(bounded(
+            d,
+            "general.drain_timeout_s",
+            raw.drain_timeout_s,
+            0,
+            86_400,
         )),
         dns_server: raw.dns_server.as_deref().and_then(|s| {
             let addr = s

@@ -234,6 +234,8 @@ pub struct Engine {
     pub(crate) rng: fastrand::Rng,
     pub stats: Stats,
     pub(crate) overloaded: bool,
+    /// The process is draining (`Input::Drain`): new calls are refused.
+    pub(crate) draining: bool,
     /// Calls refused for want of an RTP port, logged at most every 10 s.
     pub(crate) no_port: Throttle,
     /// The registrar's store operations, nonces and keep-alives (registrar.rs).
@@ -289,6 +291,7 @@ impl Engine {
             rng: fastrand::Rng::new(),
             stats: Stats::default(),
             overloaded: false,
+            draining: false,
             no_port: Throttle::default(),
             registrar: crate::registrar::RegistrarState::new(&s.registrar, s.worker),
             iax: None,
@@ -361,6 +364,8 @@ impl Engine {
             Input::Unreachable(peer) => self.trunk_unreachable(peer, now),
             Input::Ban { source, until } => self.guard.ban(source, until),
             Input::Overloaded(on) => self.overloaded = on,
+            Input::Reload(r) => self.reload(&r, now),
+            Input::Drain => self.draining = true,
             Input::Shutdown => self.shutdown(now),
             Input::Crossing(c) => self.on_crossing(*c, now),
         }
@@ -528,10 +533,11 @@ impl Engine {
         self.out.push_back((peer, b.finish(None).into()));
     }
 
-    /// Past capacity, a new INVITE (no To tag, no transaction yet) is refused without creating a
-    /// transaction: the 503 costs no state, and a retransmitted INVITE is simply refused again.
+    /// Past capacity or draining, a new INVITE (no To tag, no transaction yet) is refused
+    /// without creating a transaction: the 503 costs no state, and a retransmitted INVITE is
+    /// simply refused again.
     fn refuses_statelessly(&mut self, msg: &Message, late: bool) -> bool {
-        (self.overloaded || late || self.s.slots.in_use() >= self.s.slots.max())
+        (self.overloaded || self.draining || late || self.s.slots.in_use() >= self.s.slots.max())
             && msg.method() == Some(&Method::Invite)
             && msg
                 .header(HeaderName::To)

@@ -125,6 +125,17 @@ pub struct Guard {
 }
 
 impl Guard {
+    /// The limits of `s` (a reload), with the bans, rates and failures counted so far kept.
+    pub fn reconfigure(&mut self, s: &Security) {
+        let mut fresh = Guard::new(s);
+        fresh.bans = std::mem::take(&mut self.bans);
+        fresh.buckets = std::mem::take(&mut self.buckets);
+        fresh.offenders = std::mem::take(&mut self.offenders);
+        fresh.noted = std::mem::take(&mut self.noted);
+        fresh.next_sweep = self.next_sweep;
+        *self = fresh;
+    }
+
     pub fn new(s: &Security) -> Guard {
         Guard {
             trusted: s.trusted.clone(),

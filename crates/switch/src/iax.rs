@@ -740,7 +740,7 @@ impl Engine {
             let _ = iax.ep.reject(call, "No such extension", 1, now);
             return;
         };
-        if self.overloaded || !self.s.slots.try_take() {
+        if self.overloaded || self.draining || !self.s.slots.try_take() {
             self.stats.calls_rejected_busy += 1;
             let _ = iax.ep.reject(call, "Switch congestion", 34, now);
             return;

@@ -133,6 +133,11 @@ pub enum Input<'a> {
     },
     /// Past capacity (the shell's media ticks run late): new calls are refused with 503.
     Overloaded(bool),
+    /// A new configuration (reload.rs): the dialplan and settings change; calls go on.
+    Reload(Arc<crate::Reload>),
+    /// The process is draining before it stops: new calls (INVITEs outside a dialog) get 503
+    /// with Retry-After, while calls in progress, REGISTERs and in-dialog requests are served.
+    Drain,
     /// The process is stopping: hang up every call.
     Shutdown,
     /// A transfer message another worker's `Event::Crossing` sent here.

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 /// every worker sees can hold the limit.
 #[derive(Debug)]
 pub struct CallSlots {
-    max: usize,
+    /// `general.max_calls`; a reload may change it (calls above a lowered limit go on).
+    max: AtomicUsize,
     used: AtomicUsize,
     /// Calls in progress of the users with a `max_calls`, by user name. Only their calls take
     /// the lock (once at the start, once at the end), so trusted peers' calls, the public
@@ -42,7 +43,7 @@ impl Drop for UserSlot {
 impl CallSlots {
     pub fn new(max: usize) -> CallSlots {
         CallSlots {
-            max,
+            max: AtomicUsize::new(max),
             used: AtomicUsize::new(0),
             users: Mutex::default(),
         }
@@ -73,7 +74,7 @@ impl CallSlots {
 
     /// Takes a slot for a new call, or says the switch is full.
     pub fn try_take(&self) -> bool {
-        if self.used.fetch_add(1, Ordering::AcqRel) < self.max {
+        if self.used.fetch_add(1, Ordering::AcqRel) < self.max() {
             true
         } else {
             self.used.fetch_sub(1, Ordering::AcqRel);
@@ -86,7 +87,11 @@ impl CallSlots {
     }
 
     pub fn max(&self) -> usize {
-        self.max
+        self.max.load(Ordering::Relaxed)
+    }
+
+    pub fn set_max(&self, max: usize) {
+        self.max.store(max, Ordering::Relaxed);
     }
 
     pub fn in_use(&self) -> usize {

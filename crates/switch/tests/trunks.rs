@@ -23,7 +23,12 @@ fn switch(n: &mut Net, host: &str, extra: &str) -> Id {
 
 /// `switch` with `workers` workers.
 fn switch_with(n: &mut Net, host: &str, extra: &str, workers: usize) -> Id {
-    let toml = format!(
+    n.switch(&config(host, extra), &[SW], workers)
+}
+
+/// The configuration `switch` gives a switch.
+fn config(host: &str, extra: &str) -> String {
+    format!(
         r#"
 [rtp]
 media_timeout_s = 0
@@ -64,8 +69,7 @@ steps = ["answer", "echo"]
 prefix = ""
 steps = ["hangup unallocated_number"]
 "#
-    );
-    n.switch(&toml, &[SW], workers)
+    )
 }
 
 /// The provider: challenges REGISTER and INVITE for the account 4930100 and answers calls.
@@ -157,6 +161,36 @@ fn registers_with_digest_and_refreshes_before_expiry() {
     // Shutdown ends the registration.
     n.shutdown(sw);
     assert!(n.run_until(secs(5), |n| n.agent(p).bindings.is_empty()));
+}
+
+#[test]
+fn a_reload_that_changes_a_trunk_registers_it_again_with_the_new_settings() {
+    let mut n = Net::new(2);
+    let p = provider(&mut n, PROVIDER);
+    n.agent(p).register_expires = 3600;
+    let sw = switch(&mut n, "127.0.0.5", "register = true\nexpires = 120");
+    assert!(n.run_until(secs(5), |n| n.agent(p).bindings.len() == 1));
+    n.run_for(ms(50)); // the 200 reaches strowger
+    let before = got(&mut n, p, &Method::Register).len();
+
+    n.reload(sw, &config("127.0.0.5", "register = true\nexpires = 900"));
+    n.run_for(secs(5));
+    let regs = got(&mut n, p, &Method::Register);
+    let expires = |m: &Message| {
+        m.header(HeaderName::Expires)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let after: Vec<String> = regs[before..].iter().map(expires).collect();
+    // Unregistered with the old registration (Expires 0), registered anew asking for 900 s.
+    assert_eq!(after.first().map(String::as_str), Some("0"), "{after:?}");
+    assert_eq!(after.last().map(String::as_str), Some("900"), "{after:?}");
+    assert_eq!(n.agent(p).bindings, ["sip:4930100@127.0.0.1:5060"]);
+    // A reload that leaves the trunk as it is sends nothing.
+    let count = got(&mut n, p, &Method::Register).len();
+    n.reload(sw, &config("127.0.0.5", "register = true\nexpires = 900"));
+    n.run_for(secs(5));
+    assert_eq!(got(&mut n, p, &Method::Register).len(), count);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The strowger process under test: started on free loopback ports with its own data dir,
-//! stopped with SIGTERM, killed on drop. Its stderr goes to a file that panics quote.
+//! stopped with SIGINT, killed on drop. Its stderr goes to a file that panics quote.
 
 use super::json::Json;
 use super::net::{free_port, free_port_range};
@@ -36,6 +36,10 @@ pub struct Opts {
     pub cwd: Option<PathBuf>,
     /// `--log-level LEVEL`.
     pub log_level: Option<&'static str>,
+    /// `--store URL`.
+    pub store: Option<String>,
+    /// Environment variables strowger starts with (e.g. NOTIFY_SOCKET).
+    pub env: Vec<(String, String)>,
     /// strowger logs nothing on start (logging at error or warn only): it is taken as started
     /// once it answers an OPTIONS, not on its startup line.
     pub quiet: bool,
@@ -92,6 +96,10 @@ impl Strowger {
         if let Some(l) = opts.log_level {
             cmd.arg("--log-level").arg(l);
         }
+        if let Some(url) = &opts.store {
+            cmd.arg("--store").arg(url);
+        }
+        cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
         for (k, v) in &opts.vars {
             cmd.arg("--var").arg(format!("{k}={v}"));
         }
@@ -195,29 +203,53 @@ impl Strowger {
         self.cdrs()
     }
 
-    /// SIGTERM and wait (bounded) for a clean exit.
+    /// SIGINT (stop at once: calls in progress get BYE, where SIGTERM would first drain them)
+    /// and wait (bounded) for a clean exit.
     pub fn stop(&mut self) -> ExitStatus {
-        self.stop_with("-TERM")
+        self.stop_with("-INT")
     }
 
     /// Sends `signal` (`-TERM`, `-INT`) and waits up to 10 s for the exit.
     pub fn stop_with(&mut self, signal: &str) -> ExitStatus {
-        let mut child = self.child.take().expect("strowger already stopped");
+        self.signal(signal);
+        self.wait_exit(Duration::from_secs(10), signal)
+    }
+
+    /// Sends `signal` (`-HUP`, `-TERM`) to the running process.
+    pub fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("strowger already stopped");
         let _ = Command::new("kill")
             .arg(signal)
             .arg(child.id().to_string())
             .status();
-        match wait_for(Duration::from_secs(10), || child.try_wait().ok().flatten()) {
+    }
+
+    /// Waits up to `limit` for the process to exit (after `after`, for the panic message).
+    pub fn wait_exit(&mut self, limit: Duration, after: &str) -> ExitStatus {
+        let mut child = self.child.take().expect("strowger already stopped");
+        match wait_for(limit, || child.try_wait().ok().flatten()) {
             Some(st) => st,
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!(
-                    "strowger did not exit within 10 s of kill {signal}; stderr tail:\n{}",
+                    "strowger did not exit within {limit:?} of {after}; stderr tail:\n{}",
                     tail(&self.stderr(), 20)
                 )
             }
         }
+    }
+
+    /// Waits up to 10 s for a log line containing `text` after the first `skip` such lines.
+    pub fn wait_log(&self, text: &str, skip: usize) {
+        let found = wait_for(Duration::from_secs(10), || {
+            (self.stderr().matches(text).count() > skip).then_some(())
+        });
+        assert!(
+            found.is_some(),
+            "no log line with {text:?} within 10 s; stderr tail:\n{}",
+            tail(&self.stderr(), 30)
+        );
     }
 }
 

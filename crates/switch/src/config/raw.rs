@@ -289,6 +289,7 @@ pub(crate) struct RawGeneral {
     pub log_level: LogLevel,
     pub log_format: LogFormat,
     pub realtime_priority: u64,
+    pub drain_timeout_s: u64,
     pub dns_server: Option<String>,
 }
 
@@ -304,6 +305,7 @@ impl Default for RawGeneral {
             log_level: LogLevel::Info,
             log_format: LogFormat::Text,
             realtime_priority: 0,
+            drain_timeout_s: 30,
             dns_server: None,
         }
     }

@@ -450,6 +450,24 @@ impl Net {
         }
     }
 
+    /// Switch `sw` takes configuration `toml` (one [`switch::Reload`] for all its workers).
+    pub fn reload(&mut self, sw: Id, toml: &str) {
+        let now = self.now;
+        let cfg = switch::config::Config::from_str(toml, "reload.toml").expect("valid config");
+        let r = std::sync::Arc::new(switch::Reload::new(cfg));
+        for w in &mut self.sw(sw).workers {
+            w.reload(r.clone(), now);
+        }
+    }
+
+    /// Switch `sw` drains: new calls are refused, calls in progress go on.
+    pub fn drain_calls(&mut self, sw: Id) {
+        let now = self.now;
+        for w in &mut self.sw(sw).workers {
+            w.start_draining(now);
+        }
+    }
+
     /// Virtual time since the net started.
     pub fn elapsed(&self) -> Duration {
         self.now - self.start

@@ -431,6 +431,16 @@ impl Node {
         self.input(now, Input::Shutdown);
     }
 
+    /// A new configuration, as the process hands it to every worker on SIGHUP.
+    pub fn reload(&mut self, r: Arc<switch::Reload>, now: Instant) {
+        self.input(now, Input::Reload(r));
+    }
+
+    /// New calls are refused from now on (SIGTERM's drain).
+    pub fn start_draining(&mut self, now: Instant) {
+        self.input(now, Input::Drain);
+    }
+
     pub fn set_overloaded(&mut self, on: bool) {
         self.input(self.now, Input::Overloaded(on));
     }

@@ -1,0 +1,183 @@
+//! A configuration reload: a new configuration, checked as `strowger check-config` checks it,
+//! handed to every worker's engine as [`Input::Reload`](crate::Input::Reload). The engine swaps
+//! its dialplan and settings; calls in progress keep running.
+//!
+//! A call keeps the steps of the dialplan rule it matched (a `Route` holds its own copy), so a
+//! call mid-dialplan finishes that rule as it started; what it looks up afterwards (a `goto`, a
+//! menu, a user's context) is looked up in the new configuration.
+//!
+//! Some settings are bound at start into sockets, threads or state shared by every worker
+//! ([`needs_restart`]): a reload reports them and leaves them as they are.
+
+use crate::config::Config;
+use crate::dialplan::Dialplan;
+use crate::engine::Engine;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A checked configuration for every worker, with the one dialplan they share.
+pub struct Reload {
+    pub config: Config,
+    pub dialplan: Arc<Dialplan>,
+}
+
+impl Reload {
+    pub fn new(config: Config) -> Reload {
+        let dialplan = Arc::new(config.dialplan.clone());
+        Reload { config, dialplan }
+    }
+}
+
+/// The keys that differ between `old` and `new` but take effect only at the next start: the
+/// sockets (listen addresses, RTP ports), the worker threads, the data directory and the files
+/// in it, the store connection, and what all workers share from the start (queues, music
+/// classes, IAX2, the speech engine). Trunks may change in place; adding, removing or
+/// reordering them needs a restart, since calls and DNS answers in flight refer to a trunk by
+/// its place in the list.
+pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
+    let (o, n) = (old, new);
+    let names = |c: &Config| c.trunks.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    [
+        ("general.data_dir", o.general.data_dir != n.general.data_dir),
+        ("general.workers", o.general.workers != n.general.workers),
+        ("general.cdr", o.general.cdr != n.general.cdr),
+        (
+            "general.security_log",
+            o.general.security_log != n.general.security_log,
+        ),
+        (
+            "general.log_format",
+            o.general.log_format != n.general.log_format,
+        ),
+        (
+            "general.realtime_priority",
+            o.general.realtime_priority != n.general.realtime_priority,
+        ),
+        (
+            "general.dns_server",
+            o.general.dns_server != n.general.dns_server,
+        ),
+        ("sip.listen", o.sip.listen != n.sip.listen),
+        ("sip.t1_ms", o.sip.t1 != n.sip.t1),
+        ("sip.t2_ms", o.sip.t2 != n.sip.t2),
+        ("sip.t4_ms", o.sip.t4 != n.sip.t4),
+        (
+            "sip.max_message_size",
+            o.sip.max_message_size != n.sip.max_message_size,
+        ),
+        ("rtp.ports", o.rtp.ports != n.rtp.ports),
+        ("rtp.shared_ports", o.rtp.shared_ports != n.rtp.shared_ports),
+        (
+            "rtp.speex_quality",
+            o.rtp.speex_quality != n.rtp.speex_quality,
+        ),
+        ("registrar.store", o.registrar.store != n.registrar.store),
+        ("iax2", o.iax2 != n.iax2),
+        ("queues", o.queues != n.queues),
+        ("moh", o.music != n.music),
+        ("sounds.tts", o.ivr.tts != n.ivr.tts),
+        ("trunks (added, removed or reordered)", names(o) != names(n)),
+    ]
+    .into_iter()
+    .filter_map(|(key, changed)| changed.then_some(key))
+    .collect()
+}
+
+/// `new` with every key [`needs_restart`] names as it is in `old`, where the rest of the
+/// process reads it from the configuration (the trunks aside: the engine keeps its own).
+pub fn keep_restart_keys(old: &Config, mut new: Config) -> Config {
+    let g = &old.general;
+    new.general.data_dir = g.data_dir.clone();
+    new.general.workers = g.workers;
+    new.general.cdr = g.cdr.clone();
+    new.general.security_log = g.security_log.clone();
+    new.general.log_format = g.log_format;
+    new.general.realtime_priority = g.realtime_priority;
+    new.general.dns_server = g.dns_server;
+    new.sip.listen = old.sip.listen.clone();
+    (new.sip.t1, new.sip.t2, new.sip.t4) = (old.sip.t1, old.sip.t2, old.sip.t4);
+    new.sip.max_message_size = old.sip.max_message_size;
+    new.rtp.ports = old.rtp.ports;
+    new.rtp.shared_ports = old.rtp.shared_ports;
+    new.rtp.speex_quality = old.rtp.speex_quality;
+    new.registrar.store = old.registrar.store.clone();
+    new.iax2 = old.iax2.clone();
+    new.queues = old.queues.clone();
+    new.music = old.music.clone();
+    new.ivr.tts = old.ivr.tts.clone();
+    let same_trunks = old.trunks.len() == new.trunks.len()
+        && old
+            .trunks
+            .iter()
+            .zip(&new.trunks)
+            .all(|(a, b)| a.name == b.name);
+    if !same_trunks {
+        new.trunks = old.trunks.clone();
+    }
+    new
+}
+
+impl Engine {
+    /// Takes `r`'s settings and dialplan (the process keeps the keys a restart changes as they
+    /// were, [`keep_restart_keys`]). What the workers share from the start (call slots, the
+    /// nonce secret, queues, music, the rendezvous) stays; the call limit is set anew.
+    pub(crate) fn reload(&mut self, r: &Reload, now: Instant) {
+        let cfg = &r.config;
+        let old = &self.s;
+        let registrar = crate::registrar::Registrar::new(&cfg.registrar, old.registrar.secret);
+        let mut s = crate::Settings::new(
+            cfg,
+            &old.listen,
+            old.media_ip,
+            old.slots.clone(),
+            registrar,
+            old.worker,
+            old.workers,
+        );
+        // Bound at start (the shell's sockets and threads), whatever the file now says.
+        s.data_dir = old.data_dir.clone();
+        s.timers = old.timers;
+        s.shared_ports = old.shared_ports;
+        s.max_datagram = old.max_datagram;
+        s.rendezvous = old.rendezvous.clone();
+        s.queues = old.queues.clone();
+        s.music = old.music.clone();
+        s.slots.set_max(cfg.general.max_calls as usize);
+        let trunks_changed = s.trunks != old.trunks;
+        self.guard.reconfigure(&s.security);
+        self.media.set_dtmf_mode(s.dtmf);
+        self.dialplan = r.dialplan.clone();
+        if trunks_changed {
+            // Unregistered with the old settings, registered anew with the new ones.
+            self.trunks_shutdown(now);
+        }
+        self.s = s;
+        if trunks_changed {
+            self.trunks = crate::trunks::Trunks::new(self.s.trunks.len());
+            self.trunks_start(now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(head: &str) -> Config {
+        let rules = "[[dialplan.contexts.default.rules]]\nexten = \"1\"\nsteps = [\"echo\"]\n";
+        Config::from_str(&format!("{head}{rules}"), "test.toml").unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    #[test]
+    fn restart_keys_are_named_and_kept() {
+        let old = config("[general]\nworkers = 2\nmax_calls = 10\n");
+        let new =
+            config("[general]\nworkers = 4\nmax_calls = 20\n[rtp]\nports = \"20000-20999\"\n");
+        assert_eq!(needs_restart(&old, &new), ["general.workers", "rtp.ports"]);
+        let kept = keep_restart_keys(&old, new);
+        assert_eq!(kept.general.workers, 2);
+        assert_eq!(kept.rtp.ports, old.rtp.ports);
+        assert_eq!(kept.general.max_calls, 20, "a limit is applied");
+        assert!(needs_restart(&old, &kept).is_empty());
+    }
+}
