@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod codec_cli;
+pub mod ctl;
 pub mod dns;
 pub mod fds;
 pub mod host;

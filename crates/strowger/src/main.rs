@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use strowger::{codec_cli, logging, peers, runtime, users};
+use strowger::{codec_cli, ctl, logging, peers, runtime, users};
 use switch::config::Config;
 
 #[derive(Parser)]
@@ -30,7 +30,7 @@ struct Cli {
     #[arg(long, value_name = "LO-HI")]
     rtp_ports: Option<String>,
     /// Directory for recordings, prompts and CDRs, replacing general.data_dir.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     data_dir: Option<String>,
     /// Number of workers (threads), replacing general.workers (0 = one per core).
     #[arg(long)]
@@ -51,6 +51,9 @@ enum Command {
     CheckConfig { file: PathBuf },
     /// Print the embedded default configuration (a starting point for your own).
     DefaultConfig,
+    /// Operate a running strowger through its control API: `ctl show calls|stats`,
+    /// `ctl hangup ID`, `ctl events` (`--json` for scripts).
+    Ctl(ctl::CtlArgs),
     /// Manage the users phones register as (digest credentials in the store).
     #[command(subcommand)]
     User(users::UserCmd),
@@ -158,6 +161,20 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             return finish(peers::show(&cfg));
+        }
+        Some(Command::Ctl(args)) => {
+            let mut cfg = match load(cli.config.as_ref()) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if let Some(Err(e)) = cli.data_dir.as_deref().map(|v| cfg.override_data_dir(v)) {
+                eprintln!("strowger: {e}");
+                return ExitCode::from(2);
+            }
+            return finish(ctl::run(args, &cfg).map_err(|e| format!("strowger ctl: {e}")));
         }
         Some(Command::DefaultConfig) => {
             print!("{}", switch::config::DEFAULT_TOML);

@@ -1,0 +1,236 @@
+//! `strowger ctl`: the control API from the command line — tables for people, `--json` for
+//! scripts. It finds the API and its token as the server does (`--config`, `--data-dir`), or
+//! takes `--api URL --token T`.
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+use std::path::Path;
+use switch::config::Config;
+
+#[derive(Args)]
+pub struct CtlArgs {
+    /// The API's base URL (default: http://api.listen of the configuration).
+    #[arg(long, value_name = "URL")]
+    api: Option<String>,
+    /// The bearer token (default: api.token, or the data directory's api.token).
+    #[arg(long)]
+    token: Option<String>,
+    /// Print the API's JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: CtlCmd,
+}
+
+#[derive(Subcommand)]
+enum CtlCmd {
+    /// Show calls in progress, or the counters.
+    Show {
+        #[arg(value_parser = ["calls", "stats"])]
+        what: String,
+    },
+    /// Hang a call up (BYE/CANCEL on every leg; the CDR says the cause).
+    Hangup {
+        /// The call's id (its caller's Call-ID, as `ctl show calls` lists it).
+        id: String,
+        /// normal, busy, rejected, noanswer, or a Q.850 name or number.
+        #[arg(long, default_value = "normal")]
+        cause: String,
+    },
+    /// Print the event stream until interrupted, one event a line.
+    Events {
+        /// Comma-separated: call, dtmf, overload (default: all).
+        #[arg(long)]
+        types: Option<String>,
+    },
+}
+
+/// The API's address and token, from the flags or the configuration and its data directory.
+struct Endpoint {
+    base: String,
+    token: String,
+}
+
+fn endpoint(args: &CtlArgs, cfg: &Config) -> Result<Endpoint, String> {
+    let base = match (&args.api, cfg.api.listen) {
+        (Some(u), _) => u.trim_end_matches('/').to_string(),
+        (None, Some(a)) => format!("http://{a}"),
+        (None, None) => {
+            return Err(
+                "the API is off (api.listen = \"\"): set api.listen, or give --api URL".into(),
+            )
+        }
+    };
+    let token = match (&args.token, &cfg.api.token) {
+        (Some(t), _) | (None, Some(t)) => t.clone(),
+        (None, None) => read_token(&cfg.general.data_dir)?,
+    };
+    Ok(Endpoint { base, token })
+}
+
+fn read_token(data_dir: &Path) -> Result<String, String> {
+    let path = data_dir.join(crate::api::TOKEN_FILE);
+    std::fs::read_to_string(&path)
+        .map(|t| t.trim().to_string())
+        .map_err(|e| {
+            format!(
+                "cannot read the API token {}: {e} — start strowger once (it makes one), give \
+                 --data-dir as the server has it, or --token",
+                path.display()
+            )
+        })
+}
+
+pub fn run(args: CtlArgs, cfg: &Config) -> Result<(), String> {
+    let ep = endpoint(&args, cfg)?;
+    match &args.cmd {
+        CtlCmd::Show { what } if what == "calls" => {
+            let v = request(&ep, "GET", "/api/v1/calls?limit=1000")?;
+            match args.json {
+                true => println!("{v}"),
+                false => print_calls(&v),
+            }
+        }
+        CtlCmd::Show { .. } => {
+            let v = request(&ep, "GET", "/api/v1/stats")?;
+            match args.json {
+                true => println!("{v}"),
+                false => print_fields(&v),
+            }
+        }
+        CtlCmd::Hangup { id, cause } => {
+            let path = format!("/api/v1/calls/{}?cause={}", encode(id), encode(cause));
+            let v = request(&ep, "DELETE", &path)?;
+            match args.json {
+                true => println!("{v}"),
+                false => println!("hung up {id} (cause {})", v["cause"]),
+            }
+        }
+        CtlCmd::Events { types } => tail(&ep, types.as_deref(), args.json)?,
+    }
+    Ok(())
+}
+
+/// One request; the API's `{"error"}` becomes the error.
+fn request(ep: &Endpoint, method: &str, path: &str) -> Result<Value, String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(10)))
+        .build()
+        .into();
+    let url = format!("{}{path}", ep.base);
+    let auth = format!("Bearer {}", ep.token);
+    let sent = match method {
+        "DELETE" => agent.delete(&url).header("Authorization", &auth).call(),
+        _ => agent.get(&url).header("Authorization", &auth).call(),
+    };
+    let resp =
+        sent.map_err(|e| format!("{url}: {e} — is strowger running with this api.listen?"))?;
+    let status = resp.status();
+    let v: Value = resp
+        .into_body()
+        .read_json()
+        .map_err(|e| format!("{url}: {status}, unreadable answer: {e}"))?;
+    match status.is_success() {
+        true => Ok(v),
+        false => Err(format!("{status}: {}", v["error"].as_str().unwrap_or("?"))),
+    }
+}
+
+/// Percent-encodes what is not unreserved (RFC 3986), for a Call-ID in a path.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn print_calls(v: &Value) {
+    let calls = v["calls"].as_array().cloned().unwrap_or_default();
+    println!(
+        "{:<40} {:<9} {:<10} {:<8} {:>8}  LEGS",
+        "ID", "STATE", "CONTEXT", "EXTEN", "SECONDS"
+    );
+    for c in &calls {
+        let legs: Vec<String> = c["legs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| {
+                let s = |k: &str| l[k].as_str().unwrap_or("").to_string();
+                format!("{} {} {} {}", s("role"), s("peer"), s("state"), s("codec"))
+            })
+            .collect();
+        let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+        println!(
+            "{:<40} {:<9} {:<10} {:<8} {:>8.1}  {}",
+            s("id"),
+            s("state"),
+            s("context"),
+            s("exten"),
+            c["duration_s"].as_f64().unwrap_or(0.0),
+            legs.join("; ")
+        );
+    }
+    println!("{} call(s)", calls.len());
+}
+
+fn print_fields(v: &Value) {
+    if let Some(o) = v.as_object() {
+        for (k, val) in o.iter().filter(|(_, val)| !val.is_array()) {
+            println!("{k:<22} {val}");
+        }
+        for w in v["workers"].as_array().into_iter().flatten() {
+            println!("worker {w}");
+        }
+    }
+}
+
+/// Prints events as they come (the stream's JSON with `--json`, else a short line each).
+fn tail(ep: &Endpoint, types: Option<&str>, json: bool) -> Result<(), String> {
+    use tungstenite::client::IntoClientRequest;
+    let ws = ep.base.replacen("http", "ws", 1);
+    let url = match types {
+        Some(t) => format!("{ws}/api/v1/events?types={}", encode(t)),
+        None => format!("{ws}/api/v1/events"),
+    };
+    let mut req = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| format!("{url}: {e}"))?;
+    let auth = format!("Bearer {}", ep.token);
+    req.headers_mut().insert(
+        "Authorization",
+        auth.parse()
+            .map_err(|_| "the token is not a valid header value")?,
+    );
+    let (mut socket, _) = tungstenite::connect(req).map_err(|e| format!("{url}: {e}"))?;
+    loop {
+        match socket.read().map_err(|e| format!("{url}: {e}"))? {
+            tungstenite::Message::Text(t) if json => println!("{t}"),
+            tungstenite::Message::Text(t) => {
+                let v: Value = serde_json::from_str(&t).unwrap_or_default();
+                let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+                let detail = match s("type").as_str() {
+                    "overload" => format!("worker {}", v["worker"]),
+                    "dtmf" => format!("{} digit {}", s("call_id"), s("digit")),
+                    _ => s("call_id"),
+                };
+                println!(
+                    "{:.3} {} {} {detail}",
+                    v["time"].as_f64().unwrap_or(0.0),
+                    s("type"),
+                    s("event")
+                );
+            }
+            tungstenite::Message::Close(f) => {
+                return Err(format!("the server closed the stream: {f:?}"));
+            }
+            _ => {}
+        }
+    }
+}
