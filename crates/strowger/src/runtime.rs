@@ -114,6 +114,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         cfg.registrar.store.parse::<store::StoreUrl>(),
         Ok(store::StoreUrl::Local(_))
     );
+    let api_store = store.clone();
     let queues = crate::store_io::start(store, inline, mail.clone(), STORE_THREADS);
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
     // Trunk hosts that are names are resolved on a DNS thread (RFC 3263).
@@ -271,7 +272,14 @@ pub fn run(cfg: Config) -> Result<(), String> {
         );
     }
     // After the workers: a command posted before a worker runs would only wait in its inbox.
-    let api = crate::api::start(&cfg, mail.clone(), workers, feed, counters.clone())?;
+    let api = crate::api::start(
+        &cfg,
+        mail.clone(),
+        workers,
+        feed,
+        counters.clone(),
+        api_store,
+    )?;
     tracing::info!(
         "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{}{} data in {}; codec costs measured in {} ms",
         env!("CARGO_PKG_VERSION"),

@@ -91,7 +91,12 @@ fn notices_are_made_only_while_watched_and_tell_a_call_in_order() {
 
     n.sw(sw).node().watch(true);
     let c = bridged(&mut n, a);
-    n.info(a, c, "application/dtmf-relay", "Signal=5\r\nDuration=160\r\n");
+    n.info(
+        a,
+        c,
+        "application/dtmf-relay",
+        "Signal=5\r\nDuration=160\r\n",
+    );
     n.run_for(secs(1));
     n.bye(a, c);
     assert!(n.run_until(secs(5), bye_answered(a, c)));

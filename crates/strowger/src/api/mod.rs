@@ -4,6 +4,7 @@
 //! fans out the notices the workers publish to the [`Feed`] (docs/architecture.md).
 
 mod calls;
+mod directory;
 mod events;
 mod feed;
 mod server;
@@ -26,6 +27,10 @@ pub struct Shared {
     pub counters: Arc<Counters>,
     pub token: String,
     pub max_event_clients: usize,
+    /// The store the registrar and `strowger user` use (directory.rs).
+    pub store: Arc<dyn store::Store>,
+    /// The configuration the process runs with (the registrar's domain, dialplan contexts).
+    pub cfg: Arc<Config>,
 }
 
 /// Binds `api.listen` now (so a taken port stops the start with its key named) and serves the
@@ -36,6 +41,7 @@ pub fn start(
     workers: usize,
     feed: Arc<Feed>,
     counters: Arc<Counters>,
+    store: Arc<dyn store::Store>,
 ) -> Result<Option<SocketAddr>, String> {
     let Some(addr) = cfg.api.listen else {
         return Ok(None);
@@ -56,6 +62,8 @@ pub fn start(
         counters,
         token,
         max_event_clients: cfg.api.max_event_clients,
+        store,
+        cfg: Arc::new(cfg.clone()),
     });
     std::thread::Builder::new()
         .name("api".into())

@@ -24,6 +24,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/openapi.json", get(openapi))
         .merge(super::calls::routes())
+        .merge(super::directory::routes())
         .merge(super::events::routes())
         .layer(middleware::from_fn_with_state(shared.clone(), authorize))
         .with_state(shared)

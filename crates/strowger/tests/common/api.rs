@@ -24,13 +24,15 @@ impl Api {
         }
     }
 
-    /// `METHOD path` with `token` as the bearer (None: no Authorization header): status, JSON
-    /// body (Null if none), and the WWW-Authenticate header.
+    /// `METHOD path` with `token` as the bearer (None: no Authorization header) and a JSON
+    /// body for POST and PUT (`{}` without one): status, JSON body (Null if none), and the
+    /// WWW-Authenticate header.
     pub fn call_as(
         &self,
         method: &str,
         path: &str,
         token: Option<&str>,
+        body: Option<&Value>,
     ) -> (u16, Value, Option<String>) {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -38,22 +40,20 @@ impl Api {
             .build()
             .into();
         let url = format!("{}{path}", self.base);
-        let auth = token.map(|t| format!("Bearer {t}"));
+        let auth = token.map_or(String::new(), |t| format!("Bearer {t}"));
+        let empty = serde_json::json!({});
+        let body = body.unwrap_or(&empty);
         let resp = match method {
-            "DELETE" => {
-                let r = agent.delete(&url);
-                match &auth {
-                    Some(a) => r.header("Authorization", a).call(),
-                    None => r.call(),
-                }
-            }
-            _ => {
-                let r = agent.get(&url);
-                match &auth {
-                    Some(a) => r.header("Authorization", a).call(),
-                    None => r.call(),
-                }
-            }
+            "DELETE" => agent.delete(&url).header("Authorization", &auth).call(),
+            "POST" => agent
+                .post(&url)
+                .header("Authorization", &auth)
+                .send_json(body),
+            "PUT" => agent
+                .put(&url)
+                .header("Authorization", &auth)
+                .send_json(body),
+            _ => agent.get(&url).header("Authorization", &auth).call(),
         }
         .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
         let status = resp.status().as_u16();
@@ -69,7 +69,15 @@ impl Api {
 
     /// `METHOD path` with the right token; panics unless it succeeds.
     pub fn ok(&self, method: &str, path: &str) -> Value {
-        let (status, body, _) = self.call_as(method, path, Some(&self.token));
+        self.send(method, path, None)
+    }
+
+    /// `METHOD path` with the right token and a JSON body; panics unless it succeeds.
+    pub fn send(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, body) = {
+            let (s, b, _) = self.call_as(method, path, Some(&self.token), body.as_ref());
+            (s, b)
+        };
         assert!(
             (200..300).contains(&status),
             "{method} {path}: {status} {body}"
