@@ -24,9 +24,9 @@ pub struct CtlArgs {
 
 #[derive(Subcommand)]
 enum CtlCmd {
-    /// Show calls in progress, or the counters.
+    /// Show calls in progress, registrations, IAX2 peers, or the counters.
     Show {
-        #[arg(value_parser = ["calls", "stats"])]
+        #[arg(value_parser = ["calls", "registrations", "peers", "stats"])]
         what: String,
     },
     /// Hang a call up (BYE/CANCEL on every leg; the CDR says the cause).
@@ -89,6 +89,20 @@ pub fn run(args: CtlArgs, cfg: &Config) -> Result<(), String> {
             match args.json {
                 true => println!("{v}"),
                 false => print_calls(&v),
+            }
+        }
+        CtlCmd::Show { what } if what == "registrations" => {
+            let v = request(&ep, "GET", "/api/v1/registrations?limit=1000")?;
+            match args.json {
+                true => println!("{v}"),
+                false => print_registrations(&v),
+            }
+        }
+        CtlCmd::Show { what } if what == "peers" => {
+            let v = request(&ep, "GET", "/api/v1/iax2/peers")?;
+            match args.json {
+                true => println!("{v}"),
+                false => print_peers(&v),
             }
         }
         CtlCmd::Show { .. } => {
@@ -177,6 +191,53 @@ fn print_calls(v: &Value) {
         );
     }
     println!("{} call(s)", calls.len());
+}
+
+fn print_registrations(v: &Value) {
+    println!(
+        "{:<24} {:<40} {:<22} {:>8}",
+        "AOR", "CONTACT", "FROM", "EXPIRES"
+    );
+    for r in v["registrations"].as_array().into_iter().flatten() {
+        for c in r["contacts"].as_array().into_iter().flatten() {
+            let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+            println!(
+                "{:<24} {:<40} {:<22} {:>8}",
+                r["aor"].as_str().unwrap_or(""),
+                s("contact"),
+                s("received"),
+                c["expires_in"]
+            );
+        }
+    }
+}
+
+fn print_peers(v: &Value) {
+    println!(
+        "{:<12} {:<24} {:<24} {:<10} CODECS",
+        "PEER", "HOST", "REGISTERED FROM", "REACHABLE"
+    );
+    for p in v["peers"].as_array().into_iter().flatten() {
+        let s = |k: &str| p[k].as_str().unwrap_or("-").to_string();
+        let reach = match p["reachable"].as_bool() {
+            Some(true) => format!("{} ms", p["rtt_ms"]),
+            Some(false) => "NO".into(),
+            None => "-".into(),
+        };
+        let codecs: Vec<&str> = p["codecs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        println!(
+            "{:<12} {:<24} {:<24} {reach:<10} {}",
+            s("name"),
+            s("host"),
+            s("registered_from"),
+            codecs.join(",")
+        );
+    }
 }
 
 fn print_fields(v: &Value) {

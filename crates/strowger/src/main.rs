@@ -51,7 +51,7 @@ enum Command {
     CheckConfig { file: PathBuf },
     /// Print the embedded default configuration (a starting point for your own).
     DefaultConfig,
-    /// Operate a running strowger through its control API: `ctl show calls|stats`,
+    /// Operate a running strowger through its control API: `ctl show calls|registrations|peers|stats`,
     /// `ctl hangup ID`, `ctl events` (`--json` for scripts).
     Ctl(ctl::CtlArgs),
     /// Manage the users phones register as (digest credentials in the store).

@@ -140,28 +140,8 @@ fn ctl_shows_and_hangs_up_a_call() {
         .as_str()
         .unwrap()
         .to_string();
-    let data = b.s.data_dir();
-    let api_url = format!("http://{}", b.s.api);
-    let ctl = |args: &[&str]| {
-        // The token from --data-dir; the address from --api (the harness's own port).
-        let mut all = vec![
-            "--data-dir",
-            data.to_str().unwrap(),
-            "ctl",
-            "--api",
-            &api_url,
-        ];
-        all.extend(args);
-        let out = run_cli(&all, b.dir.path());
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "ctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
-    };
-    let listed: Value = serde_json::from_str(&ctl(&["--json", "show", "calls"])).expect("JSON");
+    let listed: Value =
+        serde_json::from_str(&ctl(&b.s, &["--json", "show", "calls"])).expect("JSON");
     let ids: Vec<&str> = listed["calls"]
         .as_array()
         .unwrap()
@@ -170,14 +150,27 @@ fn ctl_shows_and_hangs_up_a_call() {
         .collect();
     assert_eq!(ids, [id.as_str()]);
     assert!(
-        ctl(&["show", "calls"]).contains(&id),
+        ctl(&b.s, &["show", "calls"]).contains(&id),
         "the table lists the call"
     );
-    assert!(ctl(&["hangup", &id]).contains("hung up"));
+    assert!(ctl(&b.s, &["hangup", &id]).contains("hung up"));
     uac.finish().assert_ok(1);
     b.uas.finish().assert_ok(1);
     let cdrs = b.s.wait_cdrs(1);
     assert_eq!(cdrs[0].str("cause_text"), "normal_clearing");
+}
+
+/// `strowger --data-dir DATA ctl --api URL ARGS`: the token from the data directory as the
+/// server made it, the address the harness gave it; its stdout.
+fn ctl(s: &Strowger, args: &[&str]) -> String {
+    let data = s.data_dir();
+    let url = format!("http://{}", s.api);
+    let mut all = vec!["--data-dir", data.to_str().unwrap(), "ctl", "--api", &url];
+    all.extend(args);
+    let out = run_cli(&all, s.dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ctl {args:?}: {err}");
+    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// Without a token, or with a wrong one, every route answers 401 with `WWW-Authenticate:
@@ -261,6 +254,8 @@ fn users_and_registrations_are_managed_through_the_store() {
     assert_eq!(contacts.len(), 1);
     assert_eq!(contacts[0]["received"], format!("127.0.0.1:{port}"));
     assert!(contacts[0]["expires_in"].as_u64().unwrap() > 3000);
+    let shown = ctl(&s, &["show", "registrations"]);
+    assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
 
     assert_eq!(api.ok("DELETE", "/api/v1/registrations/3001")["removed"], 1);
     let regs = api.ok("GET", "/api/v1/registrations?user=3001");

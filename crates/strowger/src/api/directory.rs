@@ -68,27 +68,22 @@ async fn registrations(
             format!("limit={limit}: expected 1-1000"),
         ));
     }
-    let domain = s.cfg.registrar.domain.clone();
     let (rows, next) = with_store(&s, move |st| {
-        let mut names: Vec<String> = match p.user {
-            Some(u) => vec![u],
-            None => st
-                .users()
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .map(|c| c.user)
-                .collect(),
-        };
-        names.sort();
-        names.dedup();
+        // Each user's address-of-record is USER@ITS-DOMAIN, as the registrar keys it.
+        let mut aors: Vec<(String, String)> = st
+            .users()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|c| p.user.as_ref().is_none_or(|u| c.user == *u))
+            .map(|c| (c.user.clone(), format!("{}@{}", c.user, c.domain)))
+            .collect();
+        aors.sort();
+        aors.dedup();
         let now = now();
         let mut rows = Vec::new();
         let mut next = None;
-        for user in names
-            .into_iter()
-            .filter(|u| p.after.as_ref().is_none_or(|a| u > a))
-        {
-            let aor = format!("{user}@{domain}");
+        let after = |u: &String| p.after.as_ref().is_none_or(|a| u > a);
+        for (user, aor) in aors.into_iter().filter(|(u, _)| after(u)) {
             let bindings = st.lookup(&aor, now).map_err(|e| e.to_string())?;
             if bindings.is_empty() {
                 continue;

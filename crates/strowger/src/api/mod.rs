@@ -7,6 +7,7 @@ mod calls;
 mod directory;
 mod events;
 mod feed;
+mod peers;
 mod server;
 mod token;
 

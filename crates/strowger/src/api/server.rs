@@ -25,6 +25,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/openapi.json", get(openapi))
         .merge(super::calls::routes())
         .merge(super::directory::routes())
+        .merge(super::peers::routes())
         .merge(super::events::routes())
         .layer(middleware::from_fn_with_state(shared.clone(), authorize))
         .with_state(shared)
