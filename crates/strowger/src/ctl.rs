@@ -39,7 +39,7 @@ enum CtlCmd {
     },
     /// Print the event stream until interrupted, one event a line.
     Events {
-        /// Comma-separated: call, dtmf, overload (default: all).
+        /// Comma-separated: call, dtmf, registration, peer, overload (default: all).
         #[arg(long)]
         types: Option<String>,
     },

@@ -114,6 +114,14 @@ pub enum Notice {
     },
     /// A digit from the caller's or the callee's phone.
     Dtmf { call_id: String, digit: char },
+    /// A REGISTER was stored: the address-of-record's contacts now (none: unregistered).
+    Registered { aor: String, contacts: Vec<String> },
+    /// An IAX2 peer answered a POKE again, or stopped answering (made on a change only).
+    Reachable {
+        peer: String,
+        reachable: bool,
+        rtt_ms: Option<u64>,
+    },
 }
 
 impl Notice {
@@ -121,6 +129,8 @@ impl Notice {
     pub fn kind(&self) -> &'static str {
         match self {
             Notice::Dtmf { .. } => "dtmf",
+            Notice::Registered { .. } => "registration",
+            Notice::Reachable { .. } => "peer",
             _ => "call",
         }
     }

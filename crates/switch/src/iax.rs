@@ -294,6 +294,14 @@ impl Iax {
                 "iax2: peer {name} at {addr} is unreachable: no PONG to POKE; check its host in [[iax2.peers]] and that it is running"
             ),
         };
+        // A change of reachability is rare: made whether or not a client listens (the shell's
+        // feed drops it when none does).
+        let n = Notice::Reachable {
+            peer: name,
+            reachable: rtt.is_some(),
+            rtt_ms: rtt.map(|d| d.as_millis() as u64),
+        };
+        self.events.push_back(crate::io::Event::Notice(n));
         self.note(message);
     }
 

@@ -116,6 +116,7 @@ fn notices_are_made_only_while_watched_and_tell_a_call_in_order() {
             Notice::Bridged { to, .. } => format!("bridged {}", to.contains(BOB)),
             Notice::Dtmf { digit, .. } => format!("dtmf {digit}"),
             Notice::Ended { cause, cdr, .. } => format!("ended {cause} {}", cdr["call_id"] == *id),
+            other => format!("{other:?}"),
         })
         .collect();
     assert_eq!(
@@ -138,4 +139,21 @@ fn notices_are_made_only_while_watched_and_tell_a_call_in_order() {
         n.sw(sw).node().take_notices().is_empty(),
         "nobody listens again"
     );
+}
+
+#[test]
+fn a_stored_registration_is_told_while_watched() {
+    let mut n = Net::new(12);
+    let sw = b2bua(&mut n, "[registrar]\nauthenticate = false\n");
+    n.sw(sw).node().watch(true);
+    let p = n.ua("127.0.0.1:5070", "1001");
+    n.register(p, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), registered([p])));
+    let notices = n.sw(sw).node().take_notices();
+    let [Notice::Registered { aor, contacts }] = &notices[..] else {
+        panic!("one registration notice: {notices:?}");
+    };
+    assert_eq!(aor, "1001@strowger");
+    assert_eq!(contacts.len(), 1);
+    assert!(contacts[0].contains("127.0.0.1:5070"), "{contacts:?}");
 }

@@ -18,7 +18,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 pub const PATH: &str = "/api/v1/events";
 /// The types a client may ask for (`?types=`; all without it).
-const TYPES: [&str; 3] = ["call", "dtmf", "overload"];
+const TYPES: [&str; 5] = ["call", "dtmf", "registration", "peer", "overload"];
 /// WebSocket close code 1008, policy violation: the client read too slowly.
 const POLICY: u16 = 1008;
 
