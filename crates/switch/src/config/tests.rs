@@ -40,6 +40,7 @@ fn defaults_match_default_toml() {
     assert_eq!(minimal.rtp, default.rtp);
     assert_eq!(minimal.registrar, default.registrar);
     assert_eq!(minimal.proxy, default.proxy);
+    assert_eq!(minimal.api, default.api);
     // The minimal dialplan has no `public` context, so strangers get none.
     let public_off = Security {
         public_context: None,
@@ -668,4 +669,28 @@ fn the_public_context_goes_nowhere_else() {
     Config::from_str(&public("goto public exten=2"), "t.toml").unwrap();
     let users = public("echo").replace(MINIMAL, &MINIMAL.replace("echo", "menu m"));
     Config::from_str(&users, "t.toml").unwrap();
+}
+
+/// `[api]`: loopback by default, off with "", and a public address or a short token refused
+/// with the key named.
+#[test]
+fn api_listens_on_loopback_only() {
+    let c = Config::embedded();
+    assert_eq!(c.api.listen, Some("127.0.0.1:8088".parse().unwrap()));
+    assert_eq!(c.api.token, None);
+    let off = Config::from_str(&format!("{MINIMAL}[api]\nlisten = \"\"\n"), "t.toml").unwrap();
+    assert_eq!(off.api.listen, None);
+    let public = errors(&format!("{MINIMAL}[api]\nlisten = \"0.0.0.0:8088\"\n"));
+    assert!(
+        public
+            .iter()
+            .any(|e| e.contains("api.listen") && e.contains("loopback")),
+        "{public:?}"
+    );
+    let short = errors(&format!("{MINIMAL}[api]\ntoken = \"abc\"\n"));
+    assert!(short.iter().any(|e| e.contains("api.token")), "{short:?}");
+    let mut flag = Config::embedded();
+    assert!(flag.api.override_listen("192.0.2.1:80").is_err());
+    assert!(flag.api.override_listen("[::1]:9000").is_ok());
+    assert_eq!(flag.api.listen, Some("[::1]:9000".parse().unwrap()));
 }
