@@ -81,6 +81,37 @@ fn a_bridged_call_is_listed_with_its_legs_and_hung_up_with_a_cause() {
     assert_eq!((st.calls_active, st.calls_started), (0, 1));
 }
 
+/// Hung up while the callee rings: the callee's INVITE is cancelled and the caller gets the
+/// cause's final response (busy: 486).
+#[test]
+fn a_ringing_call_hung_up_is_cancelled_and_refused_with_the_cause() {
+    let (mut n, sw, a, b) = setup();
+    n.agent(b).policy = ua::Policy {
+        provisional: vec![(180, false)],
+        status: 480,
+        after: secs(300),
+    };
+    let c = n.invite(a, "sip:2001@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| invite_statuses(n, a, c).contains(&180)));
+    let Reply::Calls(calls) = n.sw(sw).node().command(Command::Calls) else {
+        panic!("Calls answers with Reply::Calls");
+    };
+    assert_eq!(calls[0].state, "ringing");
+    assert_eq!(calls[0].legs[1].state, "ringing");
+    let hangup = Command::Hangup {
+        call_id: calls[0].id.clone(),
+        cause: 17,
+    };
+    assert!(matches!(
+        n.sw(sw).node().command(hangup),
+        Reply::Hangup(true)
+    ));
+    assert!(n.run_until(secs(5), ended(a, c)));
+    assert_eq!(invite_statuses(&mut n, a, c).last(), Some(&486));
+    assert_eq!(n.agent(b).last().requests_of(&Method::Cancel).len(), 1);
+    assert_eq!(n.sw(sw).cdrs()[0]["sip_status"], 486);
+}
+
 #[test]
 fn notices_are_made_only_while_watched_and_tell_a_call_in_order() {
     let (mut n, sw, a, _) = setup();
