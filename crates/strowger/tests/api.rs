@@ -294,6 +294,29 @@ fn a_non_loopback_api_listen_is_refused() {
     );
 }
 
+/// With its API port taken, strowger says so naming the key, and takes calls all the same.
+#[test]
+fn a_taken_api_port_is_logged_and_calls_go_on() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut s = Strowger::with(
+        "api-taken",
+        Opts {
+            api: Some(taken.local_addr().unwrap()),
+            ..Opts::default()
+        },
+    );
+    let log = s.stderr();
+    assert!(
+        log.contains("no control API") && log.contains("api.listen"),
+        "{log}"
+    );
+    let uac = Sipp::new(Scenario::Builtin("uac"))
+        .service("9196")
+        .duration_ms(200);
+    uac.run(s.sip, s.dir.path()).assert_ok(1);
+    s.assert_alive();
+}
+
 /// A Call-ID percent-encoded for a path.
 fn enc(id: &str) -> String {
     id.bytes()

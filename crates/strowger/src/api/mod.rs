@@ -34,8 +34,10 @@ pub struct Shared {
     pub cfg: Arc<Config>,
 }
 
-/// Binds `api.listen` now (so a taken port stops the start with its key named) and serves the
-/// API on a thread named `api`. None: the API is off (`api.listen = ""`).
+/// Binds `api.listen` and serves the API on a thread named `api`. None: the API is off
+/// (`api.listen = ""`), or its port is taken — logged as an error naming the key, while the
+/// switch goes on taking calls: the management plane must not take the calls down with it
+/// (and two switches started on one machine with the default configuration both run).
 pub fn start(
     cfg: &Config,
     mail: Arc<Mailboxes>,
@@ -51,11 +53,15 @@ pub fn start(
         Some(t) => t.clone(),
         None => token::load_or_create(&cfg.general.data_dir)?,
     };
-    let listener = std::net::TcpListener::bind(addr)
+    let listener = match std::net::TcpListener::bind(addr)
         .and_then(|l| l.set_nonblocking(true).map(|_| l))
-        .map_err(|e| {
-            format!("cannot listen for the API on tcp:{addr}: {e} (change api.listen or --api-listen, \"\" for no API)")
-        })?;
+    {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("no control API: cannot listen on tcp:{addr}: {e} — is another strowger running? (change api.listen or --api-listen, \"\" for no API)");
+            return Ok(None);
+        }
+    };
     let shared = Arc::new(Shared {
         mail,
         workers,

@@ -36,6 +36,8 @@ pub struct Opts {
     pub cwd: Option<PathBuf>,
     /// `--log-level LEVEL`.
     pub log_level: Option<&'static str>,
+    /// The control API's address (None: a free port).
+    pub api: Option<SocketAddr>,
     /// strowger logs nothing on start (logging at error or warn only): it is taken as started
     /// once it answers an OPTIONS, not on its startup line.
     pub quiet: bool,
@@ -72,7 +74,9 @@ impl Strowger {
     pub fn with(label: &str, opts: Opts) -> Strowger {
         let dir = TempDir::new(label);
         let sip: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let api = opts
+            .api
+            .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()).parse().unwrap());
         let ports = opts.rtp_ports.unwrap_or(RTP_PORTS);
         let lo = free_port_range(ports);
         let rtp = (lo, lo + ports - 1);
