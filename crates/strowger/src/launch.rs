@@ -14,6 +14,8 @@ pub struct Overrides {
     pub data_dir: Option<String>,
     pub workers: Option<usize>,
     pub log_level: Option<String>,
+    /// `--api-listen ADDR` ("" for no API).
+    pub api_listen: Option<String>,
     /// `--store URL`, replacing registrar.store.
     pub store: Option<String>,
     /// `--var NAME=VALUE`.
@@ -71,6 +73,9 @@ impl Overrides {
         }
         if let Some(v) = &self.log_level {
             cfg.override_log_level(v)?;
+        }
+        if let Some(v) = &self.api_listen {
+            cfg.api.override_listen(v)?;
         }
         if let Some(v) = &self.store {
             // The store's own message names every form it takes.

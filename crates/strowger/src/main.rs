@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use strowger::launch::{self, Launch, Overrides};
-use strowger::{codec_cli, logging, peers, runtime, users};
+use strowger::{codec_cli, ctl, logging, peers, runtime, users};
 use switch::config::Config;
 
 #[derive(Parser)]
@@ -24,11 +24,14 @@ struct Cli {
     /// Listen for IAX2 on this UDP address, replacing iax2.listen (IAX2 is off without it).
     #[arg(long, value_name = "ADDR:PORT")]
     iax_listen: Option<String>,
+    /// Serve the control API on this loopback address, replacing api.listen ("" for none).
+    #[arg(long, value_name = "ADDR:PORT")]
+    api_listen: Option<String>,
     /// RTP port range, replacing rtp.ports.
     #[arg(long, value_name = "LO-HI")]
     rtp_ports: Option<String>,
     /// Directory for recordings, prompts and CDRs, replacing general.data_dir.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     data_dir: Option<String>,
     /// Number of workers (threads), replacing general.workers (0 = one per core).
     #[arg(long)]
@@ -53,6 +56,9 @@ enum Command {
     CheckConfig { file: PathBuf },
     /// Print the embedded default configuration (a starting point for your own).
     DefaultConfig,
+    /// Operate a running strowger through its control API: `ctl show calls|registrations|peers|stats`,
+    /// `ctl hangup ID`, `ctl events` (`--json` for scripts).
+    Ctl(ctl::CtlArgs),
     /// Manage the users phones register as (digest credentials in the store).
     #[command(subcommand)]
     User(users::UserCmd),
@@ -142,6 +148,20 @@ fn main() -> ExitCode {
             }
             return finish(peers::show(&cfg));
         }
+        Some(Command::Ctl(args)) => {
+            let mut cfg = match load(cli.config.as_ref()) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if let Some(Err(e)) = cli.data_dir.as_deref().map(|v| cfg.override_data_dir(v)) {
+                eprintln!("strowger: {e}");
+                return ExitCode::from(2);
+            }
+            return finish(ctl::run(args, &cfg).map_err(|e| format!("strowger ctl: {e}")));
+        }
         Some(Command::DefaultConfig) => {
             print!("{}", switch::config::DEFAULT_TOML);
             return ExitCode::SUCCESS;
@@ -173,6 +193,7 @@ fn main() -> ExitCode {
             data_dir: cli.data_dir,
             workers: cli.workers,
             log_level: cli.log_level,
+            api_listen: cli.api_listen,
             store: cli.store,
             vars: cli.vars,
         },

@@ -3,7 +3,7 @@
 //! passes hands it to every worker through its inbox (`switch::Input::Reload`). A configuration
 //! that fails changes nothing: the errors are returned (and logged by the SIGHUP path).
 //!
-//! SIGHUP calls it; so will the control API (`POST /api/v1/reload`, `strowger ctl reload`).
+//! SIGHUP calls it, and so does the control API (`POST /api/v1/reload`, `strowger ctl reload`).
 
 use crate::launch::Launch;
 use crate::worker::{Envelope, Mailboxes};
@@ -27,7 +27,7 @@ struct Inner {
 }
 
 /// What a reload that passed did.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize)]
 pub struct ReloadReport {
     /// Keys that changed but take effect only at the next start ("needs a restart: KEY").
     pub needs_restart: Vec<&'static str>,
@@ -84,8 +84,8 @@ impl Reloader {
         current.general.drain_timeout
     }
 
-    /// [`Reloader::reload`], with what it did or why not in the log (the SIGHUP path).
-    pub fn reload_and_log(&self) {
+    /// [`Reloader::reload`], with what it did or why not in the log (SIGHUP and the API).
+    pub fn reload_and_log(&self) -> Result<ReloadReport, Vec<String>> {
         let file = self
             .inner
             .launch
@@ -94,7 +94,8 @@ impl Reloader {
             .map_or("the embedded configuration".into(), |f| {
                 f.display().to_string()
             });
-        match self.reload() {
+        let result = self.reload();
+        match &result {
             Ok(r) => {
                 tracing::info!("reloaded {file}");
                 for w in &r.warnings {
@@ -110,7 +111,7 @@ impl Reloader {
                 }
             }
             Err(errors) => {
-                for e in &errors {
+                for e in errors {
                     tracing::error!("reload refused: {e}");
                 }
                 tracing::error!(
@@ -119,5 +120,6 @@ impl Reloader {
                 );
             }
         }
+        result
     }
 }

@@ -106,12 +106,14 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         inboxes.push(rx);
     }
     let mail = Arc::new(Mailboxes::new(senders, wakers));
+    let feed = Arc::new(crate::api::Feed::default());
     let store = store::open(&cfg.registrar.store).map_err(|e| format!("registrar.store: {e}"))?;
     load_users(&*store, &cfg.users)?;
     let inline = matches!(
         cfg.registrar.store.parse::<store::StoreUrl>(),
         Ok(store::StoreUrl::Local(_))
     );
+    let api_store = store.clone();
     let queues = crate::store_io::start(store.clone(), inline, mail.clone(), STORE_THREADS);
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
     // Trunk hosts that are names are resolved on a DNS thread (RFC 3263).
@@ -251,6 +253,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             mail: mail.clone(),
             stop: stop.clone(),
             counters: counters.clone(),
+            feed: feed.clone(),
         };
         let sockets = Sockets {
             udp: udp_socks,
@@ -272,8 +275,19 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
                 .map_err(|e| e.to_string())?,
         );
     }
+    let reloader = crate::reload::Reloader::new(launch, cfg.clone(), mail.clone(), workers, store);
+    // After the workers: a command posted before a worker runs would only wait in its inbox.
+    let api = crate::api::start(
+        &cfg,
+        mail.clone(),
+        workers,
+        feed,
+        counters.clone(),
+        api_store,
+        reloader.clone(),
+    )?;
     tracing::info!(
-        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{} data in {}; codec costs measured in {} ms",
+        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{}{} data in {}; codec costs measured in {} ms",
         env!("CARGO_PKG_VERSION"),
         listen
             .iter()
@@ -282,13 +296,14 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             .join(", "),
         iax.as_ref()
             .map_or(String::new(), |(a, _)| format!(" IAX2 on udp:{a};")),
+        api.map_or(String::new(), |a| format!(" API on http://{a};")),
         data_dir.display(),
         measured.as_millis()
     );
     crate::notify::notify("READY=1\nSTATUS=Taking calls");
     crate::supervisor::Supervisor {
         signals,
-        reloader: crate::reload::Reloader::new(launch, cfg, mail.clone(), workers, store),
+        reloader,
         slots,
         mail,
         workers,

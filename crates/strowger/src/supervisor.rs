@@ -84,7 +84,9 @@ impl Supervisor {
             .min()
             .unwrap_or(Duration::from_secs(3600));
             match self.signals.recv_timeout(wait) {
-                Ok(SIGHUP) => self.reloader.reload_and_log(),
+                Ok(SIGHUP) => {
+                    let _ = self.reloader.reload_and_log();
+                }
                 Ok(SIGTERM) if draining.is_none() && !self.reloader.drain_timeout().is_zero() => {
                     draining = Some(self.drain());
                 }

@@ -72,6 +72,72 @@ fn check_name(user: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A user to add, as `user add` and the control API take it.
+#[derive(serde::Deserialize)]
+pub struct NewUser {
+    pub user: String,
+    pub password: String,
+    /// Default: registrar.domain.
+    pub domain: Option<String>,
+    pub context: Option<String>,
+    pub caller_id: Option<String>,
+    #[serde(default)]
+    pub max_calls: u32,
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+impl NewUser {
+    /// The user's credentials (HA1s, never the password), once every setting checks out
+    /// against `cfg`.
+    pub fn credentials(self, cfg: &Config) -> Result<store::Credentials, String> {
+        check_name(&self.user)?;
+        if self.password.is_empty() {
+            return Err("password must not be empty".into());
+        }
+        if let Some(c) = self
+            .context
+            .as_ref()
+            .filter(|c| !cfg.dialplan.has_context(c))
+        {
+            return Err(format!(
+                "context {c:?}: the configuration has no such dialplan context (give the \
+                 configuration the switch runs with: strowger --config FILE user add ...)"
+            ));
+        }
+        if let Some(id) = &self.caller_id {
+            switch::auth::CallerId::parse(id).map_err(|e| format!("caller ID {e}"))?;
+        }
+        for a in &self.allow {
+            switch::auth::check_pattern(a).map_err(|e| format!("allow {e}"))?;
+        }
+        let domain = self.domain.unwrap_or_else(|| cfg.registrar.domain.clone());
+        Ok(store::Credentials {
+            context: self.context,
+            caller_id: self.caller_id,
+            max_calls: self.max_calls,
+            allow: self.allow,
+            ..switch::registrar::credentials(&self.user, &domain, &self.password)
+        })
+    }
+}
+
+/// `old` with a new password (its settings and forwarding stay).
+pub fn with_password(
+    old: store::Credentials,
+    password: &str,
+) -> Result<store::Credentials, String> {
+    if password.is_empty() {
+        return Err("password must not be empty".into());
+    }
+    let new = switch::registrar::credentials(&old.user, &old.domain, password);
+    Ok(store::Credentials {
+        ha1_md5: new.ha1_md5,
+        ha1_sha256: new.ha1_sha256,
+        ..old
+    })
+}
+
 pub fn run(cmd: UserCmd, cfg: &Config) -> Result<(), String> {
     let dom = |d: Option<String>| d.unwrap_or_else(|| cfg.registrar.domain.clone());
     match cmd {
@@ -85,33 +151,19 @@ pub fn run(cmd: UserCmd, cfg: &Config) -> Result<(), String> {
             allow,
             store,
         } => {
-            check_name(&user)?;
-            if password.is_empty() {
-                return Err("--password must not be empty".into());
-            }
-            if let Some(c) = context.as_ref().filter(|c| !cfg.dialplan.has_context(c)) {
-                return Err(format!(
-                    "--context {c:?}: the configuration has no such dialplan context (give the \
-                     configuration the switch runs with: strowger --config FILE user add ...)"
-                ));
-            }
-            if let Some(id) = &caller_id {
-                switch::auth::CallerId::parse(id).map_err(|e| format!("--caller-id {e}"))?;
-            }
-            for a in &allow {
-                switch::auth::check_pattern(a).map_err(|e| format!("--allow {e}"))?;
-            }
-            let s = open(store.as_ref(), cfg)?;
-            let domain = dom(domain);
-            let c = store::Credentials {
+            let new = NewUser {
+                user,
+                password,
+                domain,
                 context,
                 caller_id,
                 max_calls,
                 allow,
-                ..switch::registrar::credentials(&user, &domain, &password)
             };
+            let c = new.credentials(cfg)?;
+            let s = open(store.as_ref(), cfg)?;
             s.put_user(&c).map_err(|e| e.to_string())?;
-            println!("{user}@{domain}: added");
+            println!("{}@{}: added", c.user, c.domain);
         }
         UserCmd::Passwd {
             user,
@@ -119,9 +171,6 @@ pub fn run(cmd: UserCmd, cfg: &Config) -> Result<(), String> {
             domain,
             store,
         } => {
-            if password.is_empty() {
-                return Err("--password must not be empty".into());
-            }
             let s = open(store.as_ref(), cfg)?;
             let domain = dom(domain);
             let Some(old) = s.user(&user, &domain).map_err(|e| e.to_string())? else {
@@ -129,13 +178,8 @@ pub fn run(cmd: UserCmd, cfg: &Config) -> Result<(), String> {
                     "{user}@{domain}: no such user (add it with `strowger user add`)"
                 ));
             };
-            let new = switch::registrar::credentials(&user, &domain, &password);
-            let c = store::Credentials {
-                ha1_md5: new.ha1_md5,
-                ha1_sha256: new.ha1_sha256,
-                ..old
-            };
-            s.put_user(&c).map_err(|e| e.to_string())?;
+            s.put_user(&with_password(old, &password)?)
+                .map_err(|e| e.to_string())?;
             println!("{user}@{domain}: password changed");
         }
         UserCmd::Del {

@@ -9,6 +9,7 @@
 use crate::call::{Call, Leg, Signal, Wait};
 use crate::cdr::{unix_seconds, Cdr};
 use crate::config::{Iax2, IaxHost, IaxPeer};
+use crate::control::Notice;
 use crate::dialplan::cause::Cause;
 use crate::dialplan::Vars;
 use crate::engine::Engine;
@@ -293,6 +294,14 @@ impl Iax {
                 "iax2: peer {name} at {addr} is unreachable: no PONG to POKE; check its host in [[iax2.peers]] and that it is running"
             ),
         };
+        // A change of reachability is rare: made whether or not a client listens (the shell's
+        // feed drops it when none does).
+        let n = Notice::Reachable {
+            peer: name,
+            reachable: rtt.is_some(),
+            rtt_ms: rtt.map(|d| d.as_millis() as u64),
+        };
+        self.events.push_back(crate::io::Event::Notice(n));
         self.note(message);
     }
 
@@ -766,6 +775,7 @@ impl Engine {
         let leg = self.iax_leg(call_id, from, call);
         let c = Call::new(leg, None, None, program, vars, cdr, now, None);
         let id = self.calls.add(c);
+        self.created_notice(id);
         if let Some(iax) = self.iax.as_mut() {
             let c = IaxCall {
                 call: id,
@@ -958,6 +968,7 @@ impl Engine {
         c.answered_at = Some(now);
         c.cdr.answer = Some(unix_seconds(self.clock.wall_at(now)));
         c.caller_mut().confirmed = true;
+        self.call_notice(call, |call_id| Notice::Answered { call_id });
         true
     }
 

@@ -904,6 +904,12 @@ impl Engine {
             k.update(aor, list, now, self.clock.unix());
         }
         self.authenticated(peer);
+        self.notice(|_| {
+            Some(crate::control::Notice::Registered {
+                aor: aor.to_string(),
+                contacts: list.iter().map(|b| b.contact.clone()).collect(),
+            })
+        });
         self.registered(stx, msg, peer, list, now)
     }
 

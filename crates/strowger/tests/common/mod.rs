@@ -4,6 +4,7 @@
 //! that a bug there cannot hide itself in the tests.
 #![allow(dead_code)] // every test binary uses a different subset
 
+pub mod api;
 pub mod audio;
 pub mod baresip;
 pub mod json;

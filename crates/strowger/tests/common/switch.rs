@@ -40,6 +40,8 @@ pub struct Opts {
     pub store: Option<String>,
     /// Environment variables strowger starts with (e.g. NOTIFY_SOCKET).
     pub env: Vec<(String, String)>,
+    /// The control API's address (None: a free port).
+    pub api: Option<SocketAddr>,
     /// strowger logs nothing on start (logging at error or warn only): it is taken as started
     /// once it answers an OPTIONS, not on its startup line.
     pub quiet: bool,
@@ -48,6 +50,8 @@ pub struct Opts {
 pub struct Strowger {
     child: Option<Child>,
     pub sip: SocketAddr,
+    /// The control API's address (every instance gets its own, so tests run side by side).
+    pub api: SocketAddr,
     pub rtp: (u16, u16),
     /// Holds data/ (strowger's data dir), strowger.log and the SIPp run dirs.
     pub dir: TempDir,
@@ -74,6 +78,9 @@ impl Strowger {
     pub fn with(label: &str, opts: Opts) -> Strowger {
         let dir = TempDir::new(label);
         let sip: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let api = opts
+            .api
+            .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()).parse().unwrap());
         let ports = opts.rtp_ports.unwrap_or(RTP_PORTS);
         let lo = free_port_range(ports);
         let rtp = (lo, lo + ports - 1);
@@ -89,7 +96,9 @@ impl Strowger {
             .arg("--rtp-ports")
             .arg(format!("{}-{}", rtp.0, rtp.1))
             .arg("--data-dir")
-            .arg(dir.path().join("data"));
+            .arg(dir.path().join("data"))
+            .arg("--api-listen")
+            .arg(api.to_string());
         if let Some(n) = opts.workers {
             cmd.arg("--workers").arg(n.to_string());
         }
@@ -113,6 +122,7 @@ impl Strowger {
         let mut s = Strowger {
             child: Some(child),
             sip,
+            api,
             rtp,
             dir,
             log,

@@ -40,6 +40,7 @@ fn defaults_match_default_toml() {
     assert_eq!(minimal.rtp, default.rtp);
     assert_eq!(minimal.registrar, default.registrar);
     assert_eq!(minimal.proxy, default.proxy);
+    assert_eq!(minimal.api, default.api);
     // The minimal dialplan has no `public` context, so strangers get none.
     let public_off = Security {
         public_context: None,
@@ -716,4 +717,28 @@ fn voicemail_store_and_silence_settings() {
     assert!(e.iter().any(|e| e.contains("voicemail.store")), "{e:?}");
     let e = errors(&format!("[voicemail]\nsilence_s = 61\n{MINIMAL}"));
     assert!(e.iter().any(|e| e.contains("voicemail.silence_s")), "{e:?}");
+}
+
+/// `[api]`: loopback by default, off with "", and a public address or a short token refused
+/// with the key named.
+#[test]
+fn api_listens_on_loopback_only() {
+    let c = Config::embedded();
+    assert_eq!(c.api.listen, Some("127.0.0.1:8088".parse().unwrap()));
+    assert_eq!(c.api.token, None);
+    let off = Config::from_str(&format!("{MINIMAL}[api]\nlisten = \"\"\n"), "t.toml").unwrap();
+    assert_eq!(off.api.listen, None);
+    let public = errors(&format!("{MINIMAL}[api]\nlisten = \"0.0.0.0:8088\"\n"));
+    assert!(
+        public
+            .iter()
+            .any(|e| e.contains("api.listen") && e.contains("loopback")),
+        "{public:?}"
+    );
+    let short = errors(&format!("{MINIMAL}[api]\ntoken = \"abc\"\n"));
+    assert!(short.iter().any(|e| e.contains("api.token")), "{short:?}");
+    let mut flag = Config::embedded();
+    assert!(flag.api.override_listen("192.0.2.1:80").is_err());
+    assert!(flag.api.override_listen("[::1]:9000").is_ok());
+    assert_eq!(flag.api.listen, Some("[::1]:9000".parse().unwrap()));
 }

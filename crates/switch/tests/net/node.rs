@@ -54,6 +54,10 @@ struct NodeHost {
     boxes_away: Option<String>,
     /// Whole-call recordings handed over (`Event::RecordCall`), for the test to drain.
     recordings: Vec<(String, media::CallRecording)>,
+    /// Answers to control API commands (`Event::Api`), by token.
+    replies: Vec<(u64, switch::control::Reply)>,
+    /// The event stream's notices (`Event::Notice`), in order.
+    notices: Vec<switch::control::Notice>,
 }
 
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
@@ -251,6 +255,8 @@ impl Node {
             boxes_changed: Vec::new(),
             boxes_away: None,
             recordings: Vec::new(),
+            replies: Vec::new(),
+            notices: Vec::new(),
         };
         let mut node = Node {
             engine,
@@ -439,6 +445,27 @@ impl Node {
     /// New calls are refused from now on (SIGTERM's drain).
     pub fn start_draining(&mut self, now: Instant) {
         self.input(now, Input::Drain);
+    }
+
+    /// Runs a control API command as the shell posts it, and returns the engine's answer.
+    pub fn command(&mut self, command: switch::control::Command) -> switch::control::Reply {
+        let token = self.host.replies.len() as u64 + 1000;
+        self.input(self.now, Input::Api { token, command });
+        let at = self.host.replies.iter().position(|(t, _)| *t == token);
+        self.host
+            .replies
+            .remove(at.expect("the engine answers a command at once"))
+            .1
+    }
+
+    /// An event-stream client starts (true) or stops listening.
+    pub fn watch(&mut self, on: bool) {
+        self.input(self.now, Input::Watch(on));
+    }
+
+    /// The notices made so far (taken).
+    pub fn take_notices(&mut self) -> Vec<switch::control::Notice> {
+        std::mem::take(&mut self.host.notices)
     }
 
     pub fn set_overloaded(&mut self, on: bool) {
@@ -756,6 +783,8 @@ impl Node {
                 h.handoffs.push(*handoff);
             }
             Event::Crossing(c) => h.crossings.push(*c),
+            Event::Api { token, reply } => h.replies.push((token, reply)),
+            Event::Notice(n) => h.notices.push(n),
         }
     }
 }

@@ -1,0 +1,105 @@
+//! The control API: HTTP routes under `/api/v1` and a WebSocket event stream, served by axum on
+//! a thread of its own with a one-thread tokio runtime. It never touches a worker's state: it
+//! posts commands to the workers' inboxes (`Envelope::Api`) and awaits their answers, and it
+//! fans out the notices the workers publish to the [`Feed`] (docs/architecture.md).
+
+mod calls;
+mod directory;
+mod events;
+mod feed;
+mod peers;
+mod reload;
+mod server;
+mod token;
+
+pub use feed::Feed;
+pub use server::router;
+pub use token::{load_or_create as token, TOKEN_FILE};
+
+use crate::worker::{Counters, Mailboxes};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use switch::config::Config;
+
+/// What the routes share: the way to the workers, the event feed, the token.
+pub struct Shared {
+    pub mail: Arc<Mailboxes>,
+    pub workers: usize,
+    pub feed: Arc<Feed>,
+    pub counters: Arc<Counters>,
+    pub token: String,
+    pub max_event_clients: usize,
+    /// The store the registrar and `strowger user` use (directory.rs).
+    pub store: Arc<dyn store::Store>,
+    /// The configuration the process runs with (the registrar's domain, dialplan contexts).
+    pub cfg: Arc<Config>,
+    /// SIGHUP's reload (`POST /api/v1/reload`).
+    pub reloader: crate::reload::Reloader,
+}
+
+/// Binds `api.listen` and serves the API on a thread named `api`. None: the API is off
+/// (`api.listen = ""`), or its port is taken — logged as an error naming the key, while the
+/// switch goes on taking calls: the management plane must not take the calls down with it
+/// (and two switches started on one machine with the default configuration both run).
+pub fn start(
+    cfg: &Config,
+    mail: Arc<Mailboxes>,
+    workers: usize,
+    feed: Arc<Feed>,
+    counters: Arc<Counters>,
+    store: Arc<dyn store::Store>,
+    reloader: crate::reload::Reloader,
+) -> Result<Option<SocketAddr>, String> {
+    let Some(addr) = cfg.api.listen else {
+        return Ok(None);
+    };
+    let token = match &cfg.api.token {
+        Some(t) => t.clone(),
+        None => token::load_or_create(&cfg.general.data_dir)?,
+    };
+    let listener = match std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|_| l))
+    {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("no control API: cannot listen on tcp:{addr}: {e} — is another strowger running? (change api.listen or --api-listen, \"\" for no API)");
+            return Ok(None);
+        }
+    };
+    let shared = Arc::new(Shared {
+        mail,
+        workers,
+        feed,
+        counters,
+        token,
+        max_event_clients: cfg.api.max_event_clients,
+        store,
+        cfg: Arc::new(cfg.clone()),
+        reloader,
+    });
+    std::thread::Builder::new()
+        .name("api".into())
+        .spawn(move || serve(listener, shared))
+        .map_err(|e| format!("cannot start the API thread: {e}"))?;
+    Ok(Some(addr))
+}
+
+fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return tracing::error!("the API cannot start its runtime: {e}"),
+    };
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => return tracing::error!("the API cannot use its socket: {e}"),
+        };
+        if let Err(e) = axum::serve(listener, router(shared)).await {
+            tracing::error!("the API stopped: {e}");
+        }
+    });
+}

@@ -1,0 +1,375 @@
+//! `strowger ctl`: the control API from the command line — tables for people, `--json` for
+//! scripts. It finds the API and its token as the server does (`--config`, `--data-dir`), or
+//! takes `--api URL --token T`.
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+use std::path::Path;
+use switch::config::Config;
+
+#[derive(Args)]
+pub struct CtlArgs {
+    /// The API's base URL (default: http://api.listen of the configuration).
+    #[arg(long, value_name = "URL")]
+    api: Option<String>,
+    /// The bearer token (default: api.token, or the data directory's api.token).
+    #[arg(long)]
+    token: Option<String>,
+    /// Print the API's JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: CtlCmd,
+}
+
+#[derive(Subcommand)]
+enum CtlCmd {
+    /// Show calls in progress, registrations, IAX2 peers, the counters, or the translation
+    /// matrix (µs of CPU per second of audio between two formats).
+    Show {
+        #[arg(value_parser = ["calls", "registrations", "peers", "stats", "translation"])]
+        what: String,
+    },
+    /// Read the configuration file again and apply it, as SIGHUP does; a configuration that
+    /// fails its check changes nothing and its errors are printed.
+    Reload,
+    /// Hang a call up (BYE/CANCEL on every leg; the CDR says the cause).
+    Hangup {
+        /// The call's id (its caller's Call-ID, as `ctl show calls` lists it).
+        id: String,
+        /// normal, busy, rejected, noanswer, or a Q.850 name or number.
+        #[arg(long, default_value = "normal")]
+        cause: String,
+    },
+    /// Print the event stream until interrupted, one event a line.
+    Events {
+        /// Comma-separated: call, dtmf, registration, peer, overload (default: all).
+        #[arg(long)]
+        types: Option<String>,
+    },
+}
+
+/// The API's address and token, from the flags or the configuration and its data directory.
+struct Endpoint {
+    base: String,
+    token: String,
+}
+
+fn endpoint(args: &CtlArgs, cfg: &Config) -> Result<Endpoint, String> {
+    let base = match (&args.api, cfg.api.listen) {
+        (Some(u), _) => u.trim_end_matches('/').to_string(),
+        (None, Some(a)) => format!("http://{a}"),
+        (None, None) => {
+            return Err(
+                "the API is off (api.listen = \"\"): set api.listen, or give --api URL".into(),
+            )
+        }
+    };
+    let token = match (&args.token, &cfg.api.token) {
+        (Some(t), _) | (None, Some(t)) => t.clone(),
+        (None, None) => read_token(&cfg.general.data_dir)?,
+    };
+    Ok(Endpoint { base, token })
+}
+
+fn read_token(data_dir: &Path) -> Result<String, String> {
+    let path = data_dir.join(crate::api::TOKEN_FILE);
+    std::fs::read_to_string(&path)
+        .map(|t| t.trim().to_string())
+        .map_err(|e| {
+            format!(
+                "cannot read the API token {}: {e} — start strowger once (it makes one), give \
+                 --data-dir as the server has it, or --token",
+                path.display()
+            )
+        })
+}
+
+pub fn run(args: CtlArgs, cfg: &Config) -> Result<(), String> {
+    let ep = endpoint(&args, cfg)?;
+    match &args.cmd {
+        CtlCmd::Show { what } if what == "calls" => {
+            let v = request(&ep, "GET", "/api/v1/calls?limit=1000")?;
+            match args.json {
+                true => println!("{v}"),
+                false => print_calls(&v),
+            }
+        }
+        CtlCmd::Show { what } if what == "registrations" => {
+            let v = request(&ep, "GET", "/api/v1/registrations?limit=1000")?;
+            match args.json {
+                true => println!("{v}"),
+                false => print_registrations(&v),
+            }
+        }
+        CtlCmd::Show { what } if what == "peers" => {
+            let v = request(&ep, "GET", "/api/v1/iax2/peers")?;
+            match args.json {
+                true => println!("{v}"),
+                false => print_peers(&v),
+            }
+        }
+        CtlCmd::Show { what } if what == "translation" => {
+            let v = request(&ep, "GET", "/api/v1/translation")?;
+            match args.json {
+                true => println!("{v}"),
+                false => print_translation(&v),
+            }
+        }
+        CtlCmd::Reload => {
+            let v = request(&ep, "POST", "/api/v1/reload")?;
+            match args.json {
+                true => println!("{v}"),
+                false => print_reload(&v),
+            }
+        }
+        CtlCmd::Show { .. } => {
+            let v = request(&ep, "GET", "/api/v1/stats")?;
+            match args.json {
+                true => println!("{v}"),
+                false => print_fields(&v),
+            }
+        }
+        CtlCmd::Hangup { id, cause } => {
+            let path = format!("/api/v1/calls/{}?cause={}", encode(id), encode(cause));
+            let v = request(&ep, "DELETE", &path)?;
+            match args.json {
+                true => println!("{v}"),
+                false => println!("hung up {id} (cause {})", v["cause"]),
+            }
+        }
+        CtlCmd::Events { types } => tail(&ep, types.as_deref(), args.json)?,
+    }
+    Ok(())
+}
+
+/// One request; the API's `{"error"}` becomes the error.
+fn request(ep: &Endpoint, method: &str, path: &str) -> Result<Value, String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(10)))
+        .build()
+        .into();
+    let url = format!("{}{path}", ep.base);
+    let auth = format!("Bearer {}", ep.token);
+    let sent = match method {
+        "DELETE" => agent.delete(&url).header("Authorization", &auth).call(),
+        "POST" => agent.post(&url).header("Authorization", &auth).send_empty(),
+        _ => agent.get(&url).header("Authorization", &auth).call(),
+    };
+    let resp =
+        sent.map_err(|e| format!("{url}: {e} — is strowger running with this api.listen?"))?;
+    let status = resp.status();
+    let v: Value = resp
+        .into_body()
+        .read_json()
+        .map_err(|e| format!("{url}: {status}, unreadable answer: {e}"))?;
+    match status.is_success() {
+        true => Ok(v),
+        false => {
+            // A refused reload lists every problem, as check-config does.
+            let details: Vec<&str> = v["errors"]
+                .as_array()
+                .map(|e| e.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut msg = format!("{status}: {}", v["error"].as_str().unwrap_or("?"));
+            for d in details {
+                msg.push_str("\n  ");
+                msg.push_str(d);
+            }
+            Err(msg)
+        }
+    }
+}
+
+/// Percent-encodes what is not unreserved (RFC 3986), for a Call-ID in a path.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn print_calls(v: &Value) {
+    let calls = v["calls"].as_array().cloned().unwrap_or_default();
+    println!(
+        "{:<40} {:<9} {:<10} {:<8} {:>8}  LEGS",
+        "ID", "STATE", "CONTEXT", "EXTEN", "SECONDS"
+    );
+    for c in &calls {
+        let legs: Vec<String> = c["legs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| {
+                let s = |k: &str| l[k].as_str().unwrap_or("").to_string();
+                format!("{} {} {} {}", s("role"), s("peer"), s("state"), s("codec"))
+            })
+            .collect();
+        let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+        println!(
+            "{:<40} {:<9} {:<10} {:<8} {:>8.1}  {}",
+            s("id"),
+            s("state"),
+            s("context"),
+            s("exten"),
+            c["duration_s"].as_f64().unwrap_or(0.0),
+            legs.join("; ")
+        );
+    }
+    println!("{} call(s)", calls.len());
+}
+
+fn print_registrations(v: &Value) {
+    println!(
+        "{:<24} {:<40} {:<22} {:>8}",
+        "AOR", "CONTACT", "FROM", "EXPIRES"
+    );
+    for r in v["registrations"].as_array().into_iter().flatten() {
+        for c in r["contacts"].as_array().into_iter().flatten() {
+            let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+            println!(
+                "{:<24} {:<40} {:<22} {:>8}",
+                r["aor"].as_str().unwrap_or(""),
+                s("contact"),
+                s("received"),
+                c["expires_in"]
+            );
+        }
+    }
+}
+
+fn print_peers(v: &Value) {
+    println!(
+        "{:<12} {:<24} {:<24} {:<10} CODECS",
+        "PEER", "HOST", "REGISTERED FROM", "REACHABLE"
+    );
+    for p in v["peers"].as_array().into_iter().flatten() {
+        let s = |k: &str| p[k].as_str().unwrap_or("-").to_string();
+        let reach = match p["reachable"].as_bool() {
+            Some(true) => format!("{} ms", p["rtt_ms"]),
+            Some(false) => "NO".into(),
+            None => "-".into(),
+        };
+        let codecs: Vec<&str> = p["codecs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        println!(
+            "{:<12} {:<24} {:<24} {reach:<10} {}",
+            s("name"),
+            s("host"),
+            s("registered_from"),
+            codecs.join(",")
+        );
+    }
+}
+
+fn print_fields(v: &Value) {
+    if let Some(o) = v.as_object() {
+        for (k, val) in o.iter().filter(|(_, val)| !val.is_array()) {
+            println!("{k:<22} {val}");
+        }
+        for w in v["workers"].as_array().into_iter().flatten() {
+            println!("worker {w}");
+        }
+    }
+}
+
+/// Prints events as they come (the stream's JSON with `--json`, else a short line each).
+fn tail(ep: &Endpoint, types: Option<&str>, json: bool) -> Result<(), String> {
+    use tungstenite::client::IntoClientRequest;
+    let ws = ep.base.replacen("http", "ws", 1);
+    let url = match types {
+        Some(t) => format!("{ws}/api/v1/events?types={}", encode(t)),
+        None => format!("{ws}/api/v1/events"),
+    };
+    let mut req = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| format!("{url}: {e}"))?;
+    let auth = format!("Bearer {}", ep.token);
+    req.headers_mut().insert(
+        "Authorization",
+        auth.parse()
+            .map_err(|_| "the token is not a valid header value")?,
+    );
+    let (mut socket, _) = tungstenite::connect(req).map_err(|e| format!("{url}: {e}"))?;
+    loop {
+        match socket.read().map_err(|e| format!("{url}: {e}"))? {
+            tungstenite::Message::Text(t) if json => println!("{t}"),
+            tungstenite::Message::Text(t) => {
+                let v: Value = serde_json::from_str(&t).unwrap_or_default();
+                let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+                let detail = match s("type").as_str() {
+                    "overload" => format!("worker {}", v["worker"]),
+                    "dtmf" => format!("{} digit {}", s("call_id"), s("digit")),
+                    _ => s("call_id"),
+                };
+                println!(
+                    "{:.3} {} {} {detail}",
+                    v["time"].as_f64().unwrap_or(0.0),
+                    s("type"),
+                    s("event")
+                );
+            }
+            tungstenite::Message::Close(f) => {
+                return Err(format!("the server closed the stream: {f:?}"));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The translation matrix as `strowger show translation` prints it: rows from, columns to.
+fn print_translation(v: &Value) {
+    let names: Vec<&str> = v["formats"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    print!("{:>9}", "");
+    for n in &names {
+        print!("{n:>9}");
+    }
+    println!();
+    let rows = v["cost_us"].as_array().cloned().unwrap_or_default();
+    for (n, row) in names.iter().zip(rows) {
+        print!("{n:>9}");
+        for c in row.as_array().cloned().unwrap_or_default() {
+            match c.as_f64() {
+                Some(us) => print!("{us:>9.0}"),
+                None => print!("{:>9}", "-"),
+            }
+        }
+        println!();
+    }
+}
+
+fn print_reload(v: &Value) {
+    println!("reloaded");
+    let list = |k: &str| -> Vec<String> {
+        v[k].as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for w in list("warnings") {
+        println!("warning: {w}");
+    }
+    for k in list("needs_restart") {
+        println!("needs a restart: {k} (left as it was)");
+    }
+    if v["log_level_pinned"].as_bool() == Some(true) {
+        println!("general.log_level not applied: RUST_LOG sets the log level");
+    }
+}
