@@ -107,6 +107,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         inboxes.push(rx);
     }
     let mail = Arc::new(Mailboxes::new(senders, wakers));
+    let feed = Arc::new(crate::api::Feed::default());
     let store = store::open(&cfg.registrar.store).map_err(|e| format!("registrar.store: {e}"))?;
     load_users(&*store, &cfg.users)?;
     let inline = matches!(
@@ -247,6 +248,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             mail: mail.clone(),
             stop: stop.clone(),
             counters: counters.clone(),
+            feed: feed.clone(),
         };
         let sockets = Sockets {
             udp: udp_socks,
@@ -268,8 +270,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
                 .map_err(|e| e.to_string())?,
         );
     }
+    // After the workers: a command posted before a worker runs would only wait in its inbox.
+    let api = crate::api::start(&cfg, mail.clone(), workers, feed, counters.clone())?;
     tracing::info!(
-        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{} data in {}; codec costs measured in {} ms",
+        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{}{} data in {}; codec costs measured in {} ms",
         env!("CARGO_PKG_VERSION"),
         listen
             .iter()
@@ -278,6 +282,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             .join(", "),
         iax.as_ref()
             .map_or(String::new(), |(a, _)| format!(" IAX2 on udp:{a};")),
+        api.map_or(String::new(), |a| format!(" API on http://{a};")),
         data_dir.display(),
         measured.as_millis()
     );
