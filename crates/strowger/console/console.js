@@ -69,10 +69,12 @@ async function showRegistrations() {
   const body = $("registrations-body");
   body.replaceChildren();
   for (const r of registrations) {
-    const row = body.insertRow();
-    cell(row, r.user);
-    cell(row, r.contact);
-    cell(row, r.expires_s != null ? r.expires_s + " s" : "", "num");
+    for (const b of r.contacts) {
+      const row = body.insertRow();
+      cell(row, r.user);
+      cell(row, `${b.contact} (${b.transport} from ${b.received})`);
+      cell(row, b.expires_in + " s", "num");
+    }
   }
 }
 

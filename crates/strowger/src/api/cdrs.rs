@@ -65,13 +65,12 @@ fn recent(path: &Path, q: &str, limit: usize) -> Result<Vec<Value>, ApiError> {
         .and_then(|_| f.read_to_string(&mut text))
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("CDR file: {e}")))?;
     // A tail that starts mid-line starts with part of a CDR: skip it.
-    let lines = text.lines().skip(usize::from(from > 0));
-    let mut found: Vec<Value> = lines
+    let lines: Vec<&str> = text.lines().skip(usize::from(from > 0)).collect();
+    Ok(lines
+        .into_iter()
         .rev()
         .filter(|l| q.is_empty() || l.to_lowercase().contains(q))
         .filter_map(|l| serde_json::from_str(l).ok())
         .take(limit)
-        .collect();
-    found.shrink_to_fit();
-    Ok(found)
+        .collect())
 }

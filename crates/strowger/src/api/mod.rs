@@ -4,10 +4,13 @@
 //! fans out the notices the workers publish to the [`Feed`] (docs/architecture.md).
 
 mod calls;
+mod cdrs;
+mod console;
 mod events;
 mod feed;
 mod server;
 mod token;
+mod translation;
 
 pub use feed::Feed;
 pub use server::router;
@@ -26,6 +29,8 @@ pub struct Shared {
     pub counters: Arc<Counters>,
     pub token: String,
     pub max_event_clients: usize,
+    /// The CDR file (`general.cdr` in the data directory), which `/api/v1/cdrs` searches.
+    pub cdr_path: std::path::PathBuf,
 }
 
 /// Binds `api.listen` now (so a taken port stops the start with its key named) and serves the
@@ -56,6 +61,7 @@ pub fn start(
         counters,
         token,
         max_event_clients: cfg.api.max_event_clients,
+        cdr_path: cfg.general.data_dir.join(&cfg.general.cdr),
     });
     std::thread::Builder::new()
         .name("api".into())

@@ -25,7 +25,11 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/openapi.json", get(openapi))
         .merge(super::calls::routes())
         .merge(super::events::routes())
+        .merge(super::cdrs::routes())
+        .merge(super::translation::routes())
         .layer(middleware::from_fn_with_state(shared.clone(), authorize))
+        // The console's files carry no data: the page asks for the token itself.
+        .merge(super::console::routes())
         .with_state(shared)
 }
 
