@@ -18,6 +18,8 @@ declare -A build=(
   # the default configuration's spoken prompts (`tts:`, `say text`): run, never linked
   [espeak-ng]=espeak-ng
   [sox]=sox
+  # the web console's JavaScript (uPlot) comes from npm when the binary is built (crates/strowger/build.rs)
+  [npm]=npm
 )
 declare -A want=(
   [sip-tester]=sipp
@@ -36,6 +38,8 @@ declare -A want=(
   # and dnsmasq serving its NAPTR/SRV/A records
   [kamailio]=/usr/sbin/kamailio
   [dnsmasq-base]=/usr/sbin/dnsmasq
+  [chromium]=chromium # console test: the web console in a real headless browser, driven over WebDriver
+  [chromium-driver]=chromedriver
   [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
   [systemd]=systemd-analyze # reload test: contrib/systemd/strowger.service checked by systemd-analyze verify
   [make]=make # reload test: `make install` into a DESTDIR

@@ -138,6 +138,20 @@ async fn stats(State(s): State<Arc<Shared>>) -> Result<Json<Value>, ApiError> {
         "dropped_guard": c.dropped_guard.load(Ordering::Relaxed),
         "tcp_refused": c.tcp_refused.load(Ordering::Relaxed),
         "event_clients": s.feed.clients(),
+        "process_cpu_s": process_cpu_s(),
         "workers": workers,
     })))
+}
+
+/// CPU seconds (user and system) the whole process has used: the console's CPU graph is its
+/// rate of change.
+fn process_cpu_s() -> f64 {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is always valid.
+    let u = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr());
+        u.assume_init()
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(u.ru_utime) + secs(u.ru_stime)
 }

@@ -4,6 +4,8 @@
 //! fans out the notices the workers publish to the [`Feed`] (docs/architecture.md).
 
 mod calls;
+mod cdrs;
+mod console;
 mod directory;
 mod events;
 mod feed;
@@ -11,6 +13,7 @@ mod peers;
 mod reload;
 mod server;
 mod token;
+mod translation;
 
 pub use feed::Feed;
 pub use server::router;

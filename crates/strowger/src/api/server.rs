@@ -28,7 +28,11 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .merge(super::peers::routes())
         .merge(super::events::routes())
         .merge(super::reload::routes())
+        .merge(super::cdrs::routes())
+        .merge(super::translation::routes())
         .layer(middleware::from_fn_with_state(shared.clone(), authorize))
+        // The console's files carry no data: the page asks for the token itself.
+        .merge(super::console::routes())
         .with_state(shared)
 }
 

@@ -1,0 +1,229 @@
+//! The web console in a real headless Chromium, driven over WebDriver (chromedriver): log in
+//! with the API token, see a live SIPp call appear, hang it up from the page (SIPp receives
+//! the BYE), find its CDR by search. Screenshots of each step are kept under
+//! target/test-artifacts/console/.
+
+mod common;
+
+use common::net::free_port;
+use common::sipp::{Scenario, Sipp};
+use common::switch::{default_config_trusting_loopback, Opts};
+use common::{wait_for, Strowger, TempDir};
+use fantoccini::{Client, ClientBuilder, Locator};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// How long the page may take to show what the test waits for (it polls every 2 s and
+/// refreshes on every call event).
+const PAGE_WAIT: Duration = Duration::from_secs(10);
+
+/// chromedriver on a free loopback port, killed when dropped.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Driver {
+    fn start(dir: &std::path::Path) -> Driver {
+        let port = free_port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .arg(format!(
+                "--log-path={}",
+                dir.join("chromedriver.log").display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run chromedriver (Debian chromium-driver: scripts/setup.sh)");
+        let up = wait_for(Duration::from_secs(15), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        assert!(up.is_some(), "chromedriver did not listen on port {port}");
+        Driver { child, port }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn artifacts() -> PathBuf {
+    let d = common::repo_root().join("target/test-artifacts/console");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--window-size=1280,900", format!("--user-data-dir={}", profile.display())],
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a WebDriver session with headless Chromium")
+}
+
+async fn shot(c: &Client, name: &str) {
+    let png = c.screenshot().await.expect("screenshot");
+    std::fs::write(artifacts().join(format!("{name}.png")), png).unwrap();
+}
+
+/// Waits until `css` matches an element whose text holds `text`.
+async fn wait_text(c: &Client, css: &str, text: &str) -> fantoccini::elements::Element {
+    let deadline = std::time::Instant::now() + PAGE_WAIT;
+    loop {
+        for e in c.find_all(Locator::Css(css)).await.unwrap_or_default() {
+            if e.text().await.is_ok_and(|t| t.contains(text)) {
+                return e;
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            shot(c, "timeout").await;
+            panic!(
+                "no {css} holding {text:?} within {PAGE_WAIT:?}: {}",
+                c.source().await.unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[test]
+fn the_console_shows_a_live_call_hangs_it_up_and_finds_its_cdr() {
+    let dir = TempDir::new("console");
+    let s = Strowger::with(
+        "console",
+        Opts {
+            config_file: Some(default_config_trusting_loopback(dir.path())),
+            ..Opts::default()
+        },
+    );
+    let token =
+        std::fs::read_to_string(s.data_dir().join("api.token")).expect("the generated api.token");
+    let driver = Driver::start(dir.path());
+    let console = format!("http://{}/", s.api);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let call = rt.block_on(async {
+        let c = browser(&driver, &dir.subdir("chromium")).await;
+        c.goto(&console).await.unwrap();
+        // A wrong token is refused on the page.
+        c.find(Locator::Id("token"))
+            .await
+            .unwrap()
+            .send_keys("not-the-token")
+            .await
+            .unwrap();
+        c.find(Locator::Id("login-button"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_text(&c, "#login-error", "refused").await;
+        let field = c.find(Locator::Id("token")).await.unwrap();
+        field.clear().await.unwrap();
+        field.send_keys(token.trim()).await.unwrap();
+        c.find(Locator::Id("login-button"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_text(&c, "#status", "calls").await;
+        // Logged in: a call to the echo test that waits up to 10 s for strowger's BYE
+        // (switch_bye.xml), which only the page's button will cause.
+        let call = Sipp::new(Scenario::File("switch_bye.xml"))
+            .service("44444")
+            .spawn(Some(s.sip), s.dir.path());
+        wait_text(&c, "#calls-body tr", "44444").await;
+        shot(&c, "1-live-call").await;
+        // The table is redrawn as calls change: a row found a moment ago may be replaced,
+        // so find and click the button in one try, again if the row was redrawn between.
+        let clicked = wait_for_async(|| async {
+            match c.find(Locator::Css("#calls-body tr button.hangup")).await {
+                Ok(b) => b.click().await.is_ok(),
+                Err(_) => false,
+            }
+        })
+        .await;
+        assert!(clicked, "no hang-up button to click");
+        // The row goes once the call is gone.
+        let gone = wait_for_async(|| async {
+            c.find_all(Locator::Css("#calls-body tr"))
+                .await
+                .map(|r| r.is_empty())
+                .unwrap_or(false)
+        })
+        .await;
+        assert!(gone, "the hung-up call is still listed");
+        c.find(Locator::Css("nav button[data-tab=cdrs]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        c.find(Locator::Id("cdr-search"))
+            .await
+            .unwrap()
+            .send_keys("44444")
+            .await
+            .unwrap();
+        let cdr = wait_text(&c, "#cdrs-body tr", "44444").await;
+        let text = cdr.text().await.unwrap();
+        assert!(
+            text.contains("switch"),
+            "the CDR row should say strowger hung up: {text}"
+        );
+        shot(&c, "2-cdr").await;
+        c.find(Locator::Css("nav button[data-tab=graph]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_text(&c, "#plot", "calls").await;
+        c.find(Locator::Css("nav button[data-tab=translation]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_text(&c, "#matrix", "pcmu").await;
+        shot(&c, "3-translation").await;
+        c.close().await.unwrap();
+        call
+    });
+    // SIPp got the BYE the page asked for, and answered it.
+    call.finish().assert_ok(1);
+}
+
+async fn wait_for_async<F, Fut>(mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + PAGE_WAIT;
+    while std::time::Instant::now() < deadline {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
