@@ -11,6 +11,7 @@ declare -A build=(
   [libspeex-dev]=/usr/include/speex/speex.h
   [libspeexdsp-dev]=/usr/include/speex/speex_resampler.h
   [libopus-dev]=/usr/include/opus/opus.h
+  [libsqlite3-dev]=/usr/include/sqlite3.h # the CDR database (rusqlite, linked to the system SQLite)
   # the default configuration's music on hold, and the prompts of its queue and parking lot
   # (also the PESQ quality test's human voice and music; CC-BY-SA 3.0)
   [asterisk-core-sounds-en-wav]=/usr/share/asterisk/sounds/en_US_f_Allison/demo-congrats.wav
@@ -35,6 +36,7 @@ declare -A want=(
   # and dnsmasq serving its NAPTR/SRV/A records
   [kamailio]=/usr/sbin/kamailio
   [dnsmasq-base]=/usr/sbin/dnsmasq
+  [postgresql]=/usr/share/postgresql-common/supported_versions # CDR database test: a private cluster (initdb, postgres)
   [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
 )
 for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done

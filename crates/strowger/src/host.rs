@@ -1,5 +1,5 @@
 //! What a worker does for its engine's events (`switch::Event`): prompt files, recordings, the
-//! CDR file, state files and the location store.
+//! CDR file and database, state files and the location store.
 
 use media::Prompt;
 use std::fs::{File, OpenOptions};
@@ -21,6 +21,8 @@ pub struct Host {
     tts: Option<crate::tts::Tts>,
     /// The writer thread of whole-call recordings, started with the first one.
     recordings: Option<crate::recordings::Recordings>,
+    /// The CDR database's writer (`[cdr] database`).
+    cdr_db: Option<crate::cdr::Queue>,
 }
 
 /// The embedded announcement behind the dialplan's `demo` prompt.
@@ -36,7 +38,13 @@ impl Host {
             dns: None,
             tts: None,
             recordings: None,
+            cdr_db: None,
         }
+    }
+
+    pub fn with_cdr_db(mut self, q: Option<crate::cdr::Queue>) -> Host {
+        self.cdr_db = q;
+        self
     }
 
     pub fn with_tts(mut self, tts: crate::tts::Tts) -> Host {
@@ -196,8 +204,8 @@ impl Host {
         }
     }
 
-    /// Appends one CDR line.
-    pub fn cdr(&mut self, line: &str) {
+    /// Appends one CDR line, and hands it to the database's writer.
+    pub fn cdr(&mut self, line: String) {
         if self.cdr.is_none() {
             if let Some(dir) = self.cdr_path.parent() {
                 let _ = std::fs::create_dir_all(dir);
@@ -212,11 +220,14 @@ impl Host {
             // One write(2) per record on an O_APPEND file: whole lines from every worker, and in
             // the kernel before the call is forgotten, so a killed process loses no finished call.
             let mut rec = String::with_capacity(line.len() + 1);
-            rec.push_str(line);
+            rec.push_str(&line);
             rec.push('\n');
             if f.write_all(rec.as_bytes()).is_err() {
                 tracing::error!("cannot append CDR to {}", self.cdr_path.display());
             }
+        }
+        if let Some(q) = &self.cdr_db {
+            q.send(line);
         }
     }
 }

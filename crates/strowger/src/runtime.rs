@@ -71,6 +71,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             )
         })?;
     }
+    let (cdr_db, cdr_writer) = crate::cdr::start(&cfg.cdr, &data_dir)?.unzip();
     let dialplan = Arc::new(cfg.dialplan.clone());
     let music = Arc::new(crate::music::load(&cfg.music, &data_dir));
     let stop = Arc::new(AtomicBool::new(false));
@@ -239,7 +240,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let host = Host::new(data_dir.clone(), cdr_path.clone())
             .with_store(queues(id, poll.registry()))
             .with_dns(dns.clone())
-            .with_tts(tts.clone());
+            .with_tts(tts.clone())
+            .with_cdr_db(cdr_db.clone());
         let crew = Crew {
             id,
             workers,
@@ -281,8 +283,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
         data_dir.display(),
         measured.as_millis()
     );
+    // The workers hold the only other handles on the CDR writer: it finishes once they stop.
+    drop(cdr_db);
     for h in handles {
         let _ = h.join();
+    }
+    if let Some(w) = cdr_writer {
+        w.stop();
     }
     tracing::info!(
         "stopped ({} unparseable datagrams dropped, {} dropped from banned or flooding sources, {} TCP connections refused)",
