@@ -36,7 +36,7 @@ declare -A want=(
   # and dnsmasq serving its NAPTR/SRV/A records
   [kamailio]=/usr/sbin/kamailio
   [dnsmasq-base]=/usr/sbin/dnsmasq
-  [postgresql]=/usr/share/postgresql-common/supported_versions # CDR database test: a private cluster (initdb, postgres)
+  [postgresql]=/usr/share/doc/postgresql/copyright # CDR database test: a private cluster (initdb, postgres)
   [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
 )
 for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
