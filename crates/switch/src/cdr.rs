@@ -91,6 +91,9 @@ mod tests {
         assert_eq!(id, "01901234-5678-7fff-bfff-ffffffffffff");
         let zero = uuid_v7(1, 0);
         assert_eq!(zero, "00000000-0001-7000-8000-000000000000");
-        assert!(uuid_v7(1, 5) < uuid_v7(2, 0), "later ids sort after earlier ones");
+        assert!(
+            uuid_v7(1, 5) < uuid_v7(2, 0),
+            "later ids sort after earlier ones"
+        );
     }
 }

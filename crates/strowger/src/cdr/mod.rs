@@ -75,7 +75,12 @@ pub fn start(cfg: &Cdr, data_dir: &Path) -> Result<Option<(Queue, Running)>, Str
         spilled: Arc::default(),
     };
     let (done_tx, done) = mpsc::channel();
-    let writer = Writer::new(sink, spool, cfg.batch_rows, Duration::from_millis(cfg.batch_ms));
+    let writer = Writer::new(
+        sink,
+        spool,
+        cfg.batch_rows,
+        Duration::from_millis(cfg.batch_ms),
+    );
     let wait = Duration::from_secs(cfg.shutdown_s);
     thread::Builder::new()
         .name("cdr-writer".into())
@@ -118,7 +123,9 @@ fn run<S: Sink>(mut w: Writer<S>, rx: Receiver<String>, wait: Duration) {
     while !w.idle() {
         let now = Instant::now();
         if now >= deadline {
-            tracing::warn!("cdr.database: stopping with CDRs in the spool; the next start stores them");
+            tracing::warn!(
+                "cdr.database: stopping with CDRs in the spool; the next start stores them"
+            );
             break;
         }
         if let Some(t) = w.tick(now) {

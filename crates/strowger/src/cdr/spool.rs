@@ -211,7 +211,11 @@ pub(super) mod tests {
     #[test]
     fn torn_and_foreign_lines_are_skipped() {
         let dir = tempdir();
-        fs::write(dir.join(SPOOL), "{\"id\":\"a\"}\nnot json\n{\"no_id\":1}\n{\"id\":\"b\"}\n{\"id\":").unwrap();
+        fs::write(
+            dir.join(SPOOL),
+            "{\"id\":\"a\"}\nnot json\n{\"no_id\":1}\n{\"id\":\"b\"}\n{\"id\":",
+        )
+        .unwrap();
         let mut s = Spool::new(&dir);
         assert_eq!(s.next(10).unwrap(), ["{\"id\":\"a\"}", "{\"id\":\"b\"}"]);
     }

@@ -185,10 +185,7 @@ impl Postgres {
             .get(0);
         for (v, sql) in (1..).zip(POSTGRES_MIGRATIONS).skip(have as usize) {
             tx.batch_execute(sql)?;
-            tx.execute(
-                "INSERT INTO schema_migrations (version) VALUES ($1)",
-                &[&v],
-            )?;
+            tx.execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[&v])?;
         }
         tx.commit()?;
         Ok(client)
@@ -262,9 +259,10 @@ impl Sink for Sqlite {
     fn insert(&mut self, cdrs: &[String]) -> Result<(), String> {
         let conn = match &mut self.conn {
             Some(c) => c,
-            None => self
-                .conn
-                .insert(self.open().map_err(|e| format!("{}: {e}", self.path.display()))?),
+            None => self.conn.insert(
+                self.open()
+                    .map_err(|e| format!("{}: {e}", self.path.display()))?,
+            ),
         };
         let done = conn.execute(&self.insert, [batch(cdrs)]);
         if done.is_err() {
@@ -302,7 +300,9 @@ mod tests {
             .unwrap();
         assert_eq!(row, ("c1".into(), 1700000000.5, None, 16, "PCMU".into(), 1));
         let version: i64 = conn
-            .query_row("SELECT max(version) FROM schema_migrations", [], |r| r.get(0))
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
             .unwrap();
         assert_eq!(version, SQLITE_MIGRATIONS.len() as i64);
         let _ = std::fs::remove_file(path);

@@ -265,7 +265,10 @@ mod tests {
         let t1 = t0 + Duration::from_millis(10);
         w.take(cdrs(4..5).remove(0), t1);
         assert_eq!(w.tick(t1), Some(t0 + WAIT), "the rest waits its time");
-        assert_eq!(w.tick(t0 + WAIT - Duration::from_millis(1)), Some(t0 + WAIT));
+        assert_eq!(
+            w.tick(t0 + WAIT - Duration::from_millis(1)),
+            Some(t0 + WAIT)
+        );
         assert_eq!(w.tick(t0 + WAIT), None);
         assert_eq!(table.batches(), [3, 2]);
         assert_eq!(table.rows(), cdrs(0..5));
@@ -312,7 +315,11 @@ mod tests {
         }
         let retry = w.tick(t0).unwrap();
         table.set_down(false);
-        assert_eq!(w.tick(retry), Some(retry), "one batch in, the next due at once");
+        assert_eq!(
+            w.tick(retry),
+            Some(retry),
+            "one batch in, the next due at once"
+        );
         table.set_down(true);
         let again = w.tick(retry).unwrap();
         table.set_down(false);
