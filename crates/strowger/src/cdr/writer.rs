@@ -55,7 +55,7 @@ impl<S: Sink> Writer<S> {
     /// A CDR from a worker.
     pub fn take(&mut self, cdr: String, now: Instant) {
         if self.spooling {
-            self.to_spool(vec![cdr]);
+            self.spool_all(vec![cdr]);
         } else {
             self.held.push(cdr);
             self.since.get_or_insert(now);
@@ -74,7 +74,7 @@ impl<S: Sink> Writer<S> {
             // A worker spooled CDRs (the queue was full): ours go after them.
             self.spooling = true;
             let held = std::mem::take(&mut self.held);
-            self.to_spool(held);
+            self.spool_all(held);
         }
         if self.spooling {
             return self.replay(now);
@@ -91,7 +91,7 @@ impl<S: Sink> Writer<S> {
             Err(e) => {
                 batch.append(&mut self.held);
                 self.since = None;
-                self.to_spool(batch);
+                self.spool_all(batch);
                 self.failed(&e, now);
                 return self.down.as_ref().map(|d| d.retry_at);
             }
@@ -139,7 +139,7 @@ impl<S: Sink> Writer<S> {
         self.since = None;
         if !held.is_empty() {
             self.spooling = true;
-            self.to_spool(held);
+            self.spool_all(held);
         }
     }
 
@@ -148,7 +148,7 @@ impl<S: Sink> Writer<S> {
         self.held.is_empty() && !self.spool.pending()
     }
 
-    fn to_spool(&mut self, cdrs: Vec<String>) {
+    fn spool_all(&mut self, cdrs: Vec<String>) {
         if cdrs.is_empty() {
             return;
         }
