@@ -11,6 +11,7 @@ declare -A build=(
   [libspeex-dev]=/usr/include/speex/speex.h
   [libspeexdsp-dev]=/usr/include/speex/speex_resampler.h
   [libopus-dev]=/usr/include/opus/opus.h
+  [libsqlite3-dev]=/usr/include/sqlite3.h # the CDR database (rusqlite, linked to the system SQLite)
   # the default configuration's music on hold, and the prompts of its queue and parking lot
   # (also the PESQ quality test's human voice and music; CC-BY-SA 3.0)
   [asterisk-core-sounds-en-wav]=/usr/share/asterisk/sounds/en_US_f_Allison/demo-congrats.wav
@@ -40,6 +41,7 @@ declare -A want=(
   [dnsmasq-base]=/usr/sbin/dnsmasq
   [chromium]=chromium # console test: the web console in a real headless browser, driven over WebDriver
   [chromium-driver]=chromedriver
+  [postgresql]=/usr/share/doc/postgresql/copyright # CDR database test: a private cluster (initdb, postgres)
   [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
   [systemd]=systemd-analyze # reload test: contrib/systemd/strowger.service checked by systemd-analyze verify
   [make]=make # reload test: `make install` into a DESTDIR

@@ -1,5 +1,5 @@
 //! What a worker does for its engine's events (`switch::Event`): prompt files, recordings, the
-//! CDR file, state files and the location store.
+//! CDR file and database, state files and the location store.
 
 use media::Prompt;
 use std::fs::{File, OpenOptions};
@@ -23,6 +23,8 @@ pub struct Host {
     recordings: Option<crate::recordings::Recordings>,
     /// The thread that keeps the voicemail boxes.
     voicemail: Option<crate::voicemail_io::VoicemailIo>,
+    /// The CDR database's writer (`[cdr] database`).
+    cdr_db: Option<crate::cdr::Queue>,
 }
 
 /// The embedded announcement behind the dialplan's `demo` prompt.
@@ -39,6 +41,7 @@ impl Host {
             tts: None,
             recordings: None,
             voicemail: None,
+            cdr_db: None,
         }
     }
 
@@ -69,6 +72,11 @@ impl Host {
         op: store::voicemail::MailboxOp,
     ) -> Result<(), String> {
         self.voicemail_io()?.submit(worker, token, user, op)
+    }
+
+    pub fn with_cdr_db(mut self, q: Option<crate::cdr::Queue>) -> Host {
+        self.cdr_db = q;
+        self
     }
 
     pub fn with_tts(mut self, tts: crate::tts::Tts) -> Host {
@@ -235,8 +243,8 @@ impl Host {
         }
     }
 
-    /// Appends one CDR line.
-    pub fn cdr(&mut self, line: &str) {
+    /// Appends one CDR line, and hands it to the database's writer.
+    pub fn cdr(&mut self, line: String) {
         if self.cdr.is_none() {
             if let Some(dir) = self.cdr_path.parent() {
                 let _ = std::fs::create_dir_all(dir);
@@ -251,11 +259,14 @@ impl Host {
             // One write(2) per record on an O_APPEND file: whole lines from every worker, and in
             // the kernel before the call is forgotten, so a killed process loses no finished call.
             let mut rec = String::with_capacity(line.len() + 1);
-            rec.push_str(line);
+            rec.push_str(&line);
             rec.push('\n');
             if f.write_all(rec.as_bytes()).is_err() {
                 tracing::error!("cannot append CDR to {}", self.cdr_path.display());
             }
+        }
+        if let Some(q) = &self.cdr_db {
+            q.send(line);
         }
     }
 }

@@ -2,6 +2,7 @@
 //! command-line tools. `main.rs` only parses the command line; tests build workers from here.
 
 pub mod api;
+pub mod cdr;
 pub mod codec_cli;
 pub mod ctl;
 pub mod dns;

@@ -74,6 +74,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             )
         })?;
     }
+    let (cdr_db, cdr_writer) = crate::cdr::start(&cfg.cdr, &data_dir)?.unzip();
     let dialplan = Arc::new(cfg.dialplan.clone());
     let music = Arc::new(crate::music::load(&cfg.music, &data_dir));
     let stop = Arc::new(AtomicBool::new(false));
@@ -245,7 +246,8 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             .with_store(queues(id, poll.registry()))
             .with_dns(dns.clone())
             .with_tts(tts.clone())
-            .with_voicemail(voicemail.clone());
+            .with_voicemail(voicemail.clone())
+            .with_cdr_db(cdr_db.clone());
         let crew = Crew {
             id,
             workers,
@@ -310,8 +312,13 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         stop,
     }
     .run();
+    // The workers hold the only other handles on the CDR writer: it finishes once they stop.
+    drop(cdr_db);
     for h in handles {
         let _ = h.join();
+    }
+    if let Some(w) = cdr_writer {
+        w.stop();
     }
     tracing::info!(
         "stopped ({} unparseable datagrams dropped, {} dropped from banned or flooding sources, {} TCP connections refused)",

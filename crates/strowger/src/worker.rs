@@ -764,7 +764,7 @@ impl Worker {
                     post(&self.mail, &mut self.to_wake, w, env);
                 }
             }
-            Event::Cdr(line) => self.host.cdr(&line),
+            Event::Cdr(line) => self.host.cdr(line),
             Event::State { name, contents } => self.host.state(name, &contents),
             Event::Log {
                 level,

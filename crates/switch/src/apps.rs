@@ -762,7 +762,12 @@ impl Engine {
             }
             self.close_media(m, c.caller().port);
         }
-        c.cdr.end = crate::cdr::unix_seconds(self.clock.wall_at(now));
+        let wall = self.clock.wall_at(now);
+        let ms = wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        c.cdr.id = crate::cdr::uuid_v7(ms.as_millis() as u64, self.rng.u128(..));
+        c.cdr.end = crate::cdr::unix_seconds(wall);
         c.cdr.duration_s = round_ms(now.duration_since(c.started));
         c.cdr.billable_s = c
             .answered_at

@@ -5,6 +5,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Cdr {
+    /// The record's own id (a UUIDv7, [`uuid_v7`]): a database stores each CDR once under it,
+    /// however often a spooled one is replayed. The Call-ID is not unique enough: a phone
+    /// may reuse it, and a transfer's calls share one.
+    pub id: String,
     pub call_id: String,
     pub from: String,
     pub to: String,
@@ -52,8 +56,44 @@ pub fn unix_seconds(t: SystemTime) -> f64 {
     (d.as_millis() as f64) / 1000.0
 }
 
+/// A UUIDv7 (RFC 9562) from a wall time and random bits: time-ordered, so a database index
+/// on it grows at its end, and unique across workers and processes without coordination.
+pub fn uuid_v7(unix_ms: u64, random: u128) -> String {
+    let v = (u128::from(unix_ms & 0xffff_ffff_ffff) << 80)
+        | (0x7 << 76)
+        | (((random >> 62) & 0xfff) << 64)
+        | (0b10 << 62)
+        | (random & 0x3fff_ffff_ffff_ffff);
+    let h = format!("{v:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
 impl Cdr {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_v7_has_its_time_version_and_variant() {
+        let id = uuid_v7(0x0190_1234_5678, u128::MAX);
+        assert_eq!(id, "01901234-5678-7fff-bfff-ffffffffffff");
+        let zero = uuid_v7(1, 0);
+        assert_eq!(zero, "00000000-0001-7000-8000-000000000000");
+        assert!(
+            uuid_v7(1, 5) < uuid_v7(2, 0),
+            "later ids sort after earlier ones"
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! `file:line:column: key: message` and says what would be accepted.
 
 mod api;
+mod cdr;
 mod conference;
 mod iax2;
 mod ivr;
@@ -16,6 +17,7 @@ mod trunks;
 mod voicemail;
 
 pub use api::Api;
+pub use cdr::{Cdr, CdrDatabase};
 pub use conference::{Conference, Conferences};
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 pub use ivr::{Ivr, Menu};
@@ -106,6 +108,8 @@ pub struct Config {
     pub conferences: Conferences,
     /// `[api]`: the control API.
     pub api: Api,
+    /// `[cdr]`: the CDR database and its writer's limits.
+    pub cdr: Cdr,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -387,6 +391,7 @@ impl Config {
         }
         let conferences = conference::conferences(raw.conferences, &mut d);
         let api = api::api(raw.api, &mut d);
+        let cdr = cdr::cdr(raw.cdr, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -420,6 +425,7 @@ impl Config {
             voicemail,
             conferences,
             api,
+            cdr,
             warnings: found,
         })
     }

@@ -1,6 +1,6 @@
 //! Shared harness for strowger's black-box tests: free ports, temp dirs, the strowger process,
 //! SIPp runs, a hand-written SIP/RTP client, G.711/WAV/DSP helpers and a tiny JSON reader for
-//! the CDRs, Redis and Memcached servers. Std only, and deliberately independent of the project's own sip/sdp/rtp crates so
+//! the CDRs, Redis and Memcached servers, a PostgreSQL cluster. Std only, and deliberately independent of the project's own sip/sdp/rtp crates so
 //! that a bug there cannot hide itself in the tests.
 #![allow(dead_code)] // every test binary uses a different subset
 
@@ -11,6 +11,7 @@ pub mod json;
 pub mod net;
 pub mod netns;
 pub mod pcap;
+pub mod postgres;
 pub mod registrar;
 pub mod servers;
 pub mod sip;

@@ -32,6 +32,7 @@ pub(crate) struct RawConfig {
     pub voicemail: super::voicemail::RawVoicemail,
     pub conferences: BTreeMap<String, super::conference::RawConference>,
     pub api: super::api::RawApi,
+    pub cdr: super::cdr::RawCdr,
 }
 
 #[derive(Deserialize)]

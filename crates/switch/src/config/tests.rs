@@ -742,3 +742,27 @@ fn api_listens_on_loopback_only() {
     assert!(flag.api.override_listen("[::1]:9000").is_ok());
     assert_eq!(flag.api.listen, Some("[::1]:9000".parse().unwrap()));
 }
+
+#[test]
+fn cdr_database_is_parsed_and_errors_name_the_key() {
+    let minimal = Config::from_str(MINIMAL, "m.toml").unwrap();
+    assert_eq!(minimal.cdr, Config::embedded().cdr);
+    assert_eq!(minimal.cdr.database, None);
+    let pg = format!("[cdr]\ndatabase = \"postgres://u:p@127.0.0.1:5432/pbx\"\n{MINIMAL}");
+    assert_eq!(
+        Config::from_str(&pg, "pg.toml").unwrap().cdr.database,
+        Some(CdrDatabase::Postgres(
+            "postgres://u:p@127.0.0.1:5432/pbx".into()
+        ))
+    );
+    let lite = format!("[cdr]\ndatabase = \"sqlite:cdr.db\"\n{MINIMAL}");
+    assert_eq!(
+        Config::from_str(&lite, "l.toml").unwrap().cdr.database,
+        Some(CdrDatabase::Sqlite("cdr.db".into()))
+    );
+    let bad = errors(&format!(
+        "[cdr]\ndatabase = \"mysql://x\"\nbatch_rows = 0\n{MINIMAL}"
+    ));
+    assert!(bad.iter().any(|e| e.contains("cdr.database")), "{bad:?}");
+    assert!(bad.iter().any(|e| e.contains("cdr.batch_rows")), "{bad:?}");
+}

@@ -1,0 +1,310 @@
+//! The CDR table in PostgreSQL or SQLite: its migrations, and one INSERT per batch. A batch
+//! is sent as one JSON array that the database itself takes apart (`jsonb_array_elements`,
+//! `json_each`): one statement and one round trip for 500 rows, with no parameter limit, and
+//! the mapping of CDR fields to columns is written once, in [`COLUMNS`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::writer::Sink;
+
+/// The schema, by version: strowger applies those a database has not had, in order, and
+/// records each in `schema_migrations`. Applied migrations are never edited: a change is a
+/// new one.
+const POSTGRES_MIGRATIONS: &[&str] = &["CREATE TABLE cdr (
+    id text PRIMARY KEY,
+    call_id text,
+    start_time timestamptz,
+    answer_time timestamptz,
+    end_time timestamptz,
+    duration_s double precision,
+    billable_s double precision,
+    caller text,
+    callee text,
+    exten text,
+    context text,
+    user_name text,
+    cause integer,
+    cause_text text,
+    sip_status integer,
+    hangup_side text,
+    codec text,
+    bridged_to text,
+    transferred_to text,
+    trunk text,
+    recording text,
+    recording_s double precision,
+    recording_complete boolean,
+    cdr jsonb NOT NULL
+);
+CREATE INDEX cdr_start_time ON cdr (start_time);
+CREATE INDEX cdr_call_id ON cdr (call_id);"];
+
+/// SQLite's: times are Unix seconds (REAL), booleans 0 or 1.
+const SQLITE_MIGRATIONS: &[&str] = &["CREATE TABLE cdr (
+    id TEXT PRIMARY KEY,
+    call_id TEXT,
+    start_time REAL,
+    answer_time REAL,
+    end_time REAL,
+    duration_s REAL,
+    billable_s REAL,
+    caller TEXT,
+    callee TEXT,
+    exten TEXT,
+    context TEXT,
+    user_name TEXT,
+    cause INTEGER,
+    cause_text TEXT,
+    sip_status INTEGER,
+    hangup_side TEXT,
+    codec TEXT,
+    bridged_to TEXT,
+    transferred_to TEXT,
+    trunk TEXT,
+    recording TEXT,
+    recording_s REAL,
+    recording_complete INTEGER,
+    cdr TEXT NOT NULL
+);
+CREATE INDEX cdr_start_time ON cdr (start_time);
+CREATE INDEX cdr_call_id ON cdr (call_id);"];
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Text,
+    Time,
+    Real,
+    Int,
+    Bool,
+}
+
+/// Typed columns: (column, the CDR's JSON key, type). The whole CDR goes in `cdr` too.
+const COLUMNS: &[(&str, &str, Kind)] = &[
+    ("id", "id", Kind::Text),
+    ("call_id", "call_id", Kind::Text),
+    ("start_time", "start", Kind::Time),
+    ("answer_time", "answer", Kind::Time),
+    ("end_time", "end", Kind::Time),
+    ("duration_s", "duration_s", Kind::Real),
+    ("billable_s", "billable_s", Kind::Real),
+    ("caller", "from", Kind::Text),
+    ("callee", "to", Kind::Text),
+    ("exten", "exten", Kind::Text),
+    ("context", "context", Kind::Text),
+    ("user_name", "user", Kind::Text),
+    ("cause", "cause", Kind::Int),
+    ("cause_text", "cause_text", Kind::Text),
+    ("sip_status", "sip_status", Kind::Int),
+    ("hangup_side", "hangup_side", Kind::Text),
+    ("codec", "codec", Kind::Text),
+    ("bridged_to", "bridged_to", Kind::Text),
+    ("transferred_to", "transferred_to", Kind::Text),
+    ("trunk", "trunk", Kind::Text),
+    ("recording", "recording", Kind::Text),
+    ("recording_s", "recording_s", Kind::Real),
+    ("recording_complete", "recording_complete", Kind::Bool),
+];
+
+/// `INSERT … SELECT` from the batch's elements, each field as `field(key, kind)` reads it.
+fn insert(from: &str, element: &str, field: impl Fn(&str, Kind) -> String) -> String {
+    let names: Vec<&str> = COLUMNS.iter().map(|c| c.0).collect();
+    let values: Vec<String> = COLUMNS.iter().map(|&(_, k, t)| field(k, t)).collect();
+    format!(
+        "INSERT INTO cdr ({}, cdr) SELECT {}, {element} FROM {from} WHERE true ON CONFLICT (id) DO NOTHING",
+        names.join(", "),
+        values.join(", ")
+    )
+}
+
+fn postgres_insert() -> String {
+    insert("jsonb_array_elements($1::text::jsonb) AS e", "e", |k, t| {
+        let v = format!("(e->>'{k}')");
+        match t {
+            Kind::Text => v,
+            Kind::Time => format!("to_timestamp({v}::float8)"),
+            Kind::Real => format!("{v}::float8"),
+            Kind::Int => format!("{v}::integer"),
+            Kind::Bool => format!("{v}::boolean"),
+        }
+    })
+}
+
+fn sqlite_insert() -> String {
+    // `->>` gives SQL values of the JSON's own types (true is 1).
+    insert("json_each(?1)", "value", |k, _| format!("value->>'{k}'"))
+}
+
+fn batch(cdrs: &[String]) -> String {
+    format!("[{}]", cdrs.join(","))
+}
+
+/// How long connecting to PostgreSQL may take unless the URL says (`connect_timeout`): the
+/// writer holds new CDRs meanwhile.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Postgres {
+    config: postgres::Config,
+    client: Option<postgres::Client>,
+    insert: String,
+}
+
+impl Postgres {
+    /// Checks the URL now; connecting waits for the first batch.
+    pub fn new(url: &str) -> Result<Postgres, String> {
+        let mut config: postgres::Config = url.parse().map_err(|e| {
+            format!("cdr.database: {e} — expected postgres://USER:PASSWORD@HOST:PORT/DATABASE")
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("strowger");
+        }
+        Ok(Postgres {
+            config,
+            client: None,
+            insert: postgres_insert(),
+        })
+    }
+
+    fn connect(&self) -> Result<postgres::Client, postgres::Error> {
+        let mut client = self.config.connect(postgres::NoTls)?;
+        let mut tx = client.transaction()?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                 version integer PRIMARY KEY,
+                 applied_at timestamptz NOT NULL DEFAULT now());
+             LOCK TABLE schema_migrations IN EXCLUSIVE MODE",
+        )?;
+        let have: i32 = tx
+            .query_one(
+                "SELECT coalesce(max(version), 0) FROM schema_migrations",
+                &[],
+            )?
+            .get(0);
+        for (v, sql) in (1..).zip(POSTGRES_MIGRATIONS).skip(have as usize) {
+            tx.batch_execute(sql)?;
+            tx.execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[&v])?;
+        }
+        tx.commit()?;
+        Ok(client)
+    }
+}
+
+impl Sink for Postgres {
+    fn insert(&mut self, cdrs: &[String]) -> Result<(), String> {
+        let client = match &mut self.client {
+            Some(c) => c,
+            None => self.client.insert(self.connect().map_err(pg_error)?),
+        };
+        // One statement is one transaction.
+        let done = client.execute(&self.insert, &[&batch(cdrs)]);
+        if done.is_err() {
+            self.client = None;
+        }
+        done.map(drop).map_err(pg_error)
+    }
+}
+
+/// The error with its cause (the driver's Display alone says only "error connecting").
+fn pg_error(e: postgres::Error) -> String {
+    match std::error::Error::source(&e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
+pub struct Sqlite {
+    path: PathBuf,
+    conn: Option<rusqlite::Connection>,
+    insert: String,
+}
+
+impl Sqlite {
+    pub fn new(path: PathBuf) -> Sqlite {
+        Sqlite {
+            path,
+            conn: None,
+            insert: sqlite_insert(),
+        }
+    }
+
+    fn open(&self) -> rusqlite::Result<rusqlite::Connection> {
+        let mut conn = rusqlite::Connection::open(&self.path)?;
+        // Readers (reports, the tests) never block the writer, nor it them for long.
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                 version INTEGER PRIMARY KEY,
+                 applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+        )?;
+        let have: i64 = tx.query_row(
+            "SELECT coalesce(max(version), 0) FROM schema_migrations",
+            [],
+            |r| r.get(0),
+        )?;
+        for (v, sql) in (1i64..).zip(SQLITE_MIGRATIONS).skip(have as usize) {
+            tx.execute_batch(sql)?;
+            tx.execute("INSERT INTO schema_migrations (version) VALUES (?1)", [v])?;
+        }
+        tx.commit()?;
+        Ok(conn)
+    }
+}
+
+impl Sink for Sqlite {
+    fn insert(&mut self, cdrs: &[String]) -> Result<(), String> {
+        let conn = match &mut self.conn {
+            Some(c) => c,
+            None => self.conn.insert(
+                self.open()
+                    .map_err(|e| format!("{}: {e}", self.path.display()))?,
+            ),
+        };
+        let done = conn.execute(&self.insert, [batch(cdrs)]);
+        if done.is_err() {
+            self.conn = None;
+        }
+        done.map(drop)
+            .map_err(|e| format!("{}: {e}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SQLite is a library: the real one runs here, on a file.
+    #[test]
+    fn sqlite_stores_typed_columns_once_per_id() {
+        let path = std::env::temp_dir().join(format!("strowger-cdr-{}.db", fastrand::u64(..)));
+        let mut db = Sqlite::new(path.clone());
+        let cdr = r#"{"id":"a","call_id":"c1","from":"<sip:1@x>","to":"<sip:2@x>","exten":"2","context":"default","user":null,"start":1700000000.5,"answer":null,"end":1700000002.0,"duration_s":1.5,"billable_s":0.0,"cause":16,"cause_text":"normal_clearing","sip_status":200,"hangup_side":"caller","codec":"PCMU","recording_complete":true}"#;
+        db.insert(&[cdr.to_string()]).unwrap();
+        db.insert(&[cdr.to_string(), cdr.replace("\"a\"", "\"b\"")])
+            .unwrap();
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM cdr", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 2);
+        let row: (String, f64, Option<f64>, i64, String, i64) = conn
+            .query_row(
+                "SELECT call_id, start_time, answer_time, cause, codec, recording_complete FROM cdr WHERE id = 'a'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+            )
+            .unwrap();
+        assert_eq!(row, ("c1".into(), 1700000000.5, None, 16, "PCMU".into(), 1));
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, SQLITE_MIGRATIONS.len() as i64);
+        let _ = std::fs::remove_file(path);
+    }
+}
