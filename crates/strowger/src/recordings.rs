@@ -2,7 +2,8 @@
 //! that drains each recording's blocks into its file, so a slow or full disk never holds up
 //! the worker's media. The media path only fills the recording's bounded channel; a file that
 //! cannot be written is logged and marked incomplete (the CDR says so), and its audio is
-//! drained and dropped until the call ends.
+//! drained and dropped until the call ends. The thread runs at a lower priority than the
+//! workers (nice 10), so its disk writes never compete with media for a core.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -13,8 +14,14 @@ use std::time::Duration;
 
 use media::{CallFile, CallRecording, FileFormat};
 
-/// How often the thread looks at its recordings' channels, which hold 2 s of audio each.
-const POLL: Duration = Duration::from_millis(50);
+/// How often the thread looks at its recordings' channels, which hold 2 s of audio each in
+/// blocks of 500 ms.
+const POLL: Duration = Duration::from_millis(250);
+/// Bytes buffered per file before a write(2): 2 s of a mono WAV, so a 1,600-call recorder
+/// makes 800 writes a second rather than 3,200, at 32 KiB of memory per recorded call.
+const FILE_BUFFER: usize = 32 * 1024;
+/// The thread's nice value: below the workers, which run at 0.
+const NICE: libc::c_int = 10;
 
 /// A worker's handle on its writer thread.
 pub struct Recordings {
@@ -32,7 +39,12 @@ impl Recordings {
         let (jobs, rx) = mpsc::channel();
         thread::Builder::new()
             .name(format!("recordings-{worker}"))
-            .spawn(move || run(rx))?;
+            .spawn(move || {
+                // SAFETY: a plain syscall. Linux keeps nice per thread, and `who` 0 is the
+                // calling one; a failure leaves it at the workers' priority, only less polite.
+                unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICE) };
+                run(rx)
+            })?;
         Ok(Recordings { jobs })
     }
 
@@ -98,7 +110,7 @@ impl Open {
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|()| File::create(&path))
-            .and_then(|f| CallFile::new(BufWriter::new(f), format, recording.mix));
+            .and_then(|f| CallFile::new(BufWriter::with_capacity(FILE_BUFFER, f), format, recording.mix));
         let file = match created {
             Ok(f) => Some(f),
             Err(e) => {
