@@ -99,7 +99,6 @@ impl std::fmt::Debug for CallRecording {
 
 /// The tap on a recorded leg (`Leg::tap`).
 pub(crate) struct Tap {
-    mix: Mix,
     received: Direction,
     sent: Direction,
     start: Instant,
@@ -107,9 +106,7 @@ pub(crate) struct Tap {
     frames: u64,
     /// Samples per channel handed to the writer (or dropped), a whole number of blocks.
     handed: u64,
-    /// The recording by time: sample `t` (per channel) of the recording at `t % RING`, times
-    /// the channels. Zero where nothing was written since it was last handed on.
-    ring: Box<[i16]>,
+    ring: Ring,
     tx: SyncSender<Vec<i16>>,
     status: Arc<RecordingStatus>,
 }
@@ -120,13 +117,12 @@ impl Tap {
         let (tx, blocks) = sync_channel(QUEUE_BLOCKS);
         let status = Arc::new(RecordingStatus::default());
         let tap = Tap {
-            mix,
             received: Direction::new(format, 0),
             sent: Direction::new(format, 1),
             start: now,
             frames: 0,
             handed: 0,
-            ring: vec![0; RING * usize::from(mix.channels())].into(),
+            ring: Ring::new(mix),
             tx,
             status: status.clone(),
         };
@@ -150,14 +146,14 @@ impl Tap {
     pub(crate) fn received(&mut self, payload: &[u8], now: Instant) {
         self.advance(now);
         let cut = self.cut();
-        self.received.push(payload, &mut self.ring, self.mix, cut);
+        self.received.push(payload, &mut self.ring, cut);
     }
 
     /// An audio payload left on the leg.
     pub(crate) fn sent(&mut self, payload: &[u8], now: Instant) {
         self.advance(now);
         let cut = self.cut();
-        self.sent.push(payload, &mut self.ring, self.mix, cut);
+        self.sent.push(payload, &mut self.ring, cut);
     }
 
     /// Cuts every frame due by `now`, handing each block on as it fills.
@@ -186,17 +182,9 @@ impl Tap {
         self.frames * FRAME as u64
     }
 
-    /// Hands the ring's next `n` samples per channel to the writer as a block and clears them
-    /// for the ring's next lap.
+    /// Hands the ring's next `n` samples per channel to the writer as a block.
     fn hand(&mut self, n: usize) {
-        let ch = usize::from(self.mix.channels());
-        let at = (self.handed as usize % RING) * ch;
-        let first = (n * ch).min(self.ring.len() - at);
-        let mut block = Vec::with_capacity(n * ch);
-        for part in [at..at + first, 0..n * ch - first] {
-            block.extend_from_slice(&self.ring[part.clone()]);
-            self.ring[part].fill(0);
-        }
+        let block = self.ring.take(self.handed, n);
         self.handed += n as u64;
         match self.tx.try_send(block) {
             Ok(()) => {
@@ -261,12 +249,12 @@ impl Direction {
 
     /// Decodes `payload` into the ring from where this direction is (the cut, if that is
     /// later), as far as it may run ahead of the cut.
-    fn push(&mut self, payload: &[u8], ring: &mut [i16], mix: Mix, cut: u64) {
+    fn push(&mut self, payload: &[u8], ring: &mut Ring, cut: u64) {
         let at = self.at.max(cut);
         let room = (cut + MAX_AHEAD as u64).saturating_sub(at) as usize;
         let n = if let Some(law) = self.law {
             let n = payload.len().min(room);
-            put(ring, mix, self.channel, at, &payload[..n], |c| law.decode_sample(c));
+            ring.put(self.channel, at, &payload[..n], |c| law.decode_sample(c));
             n
         } else if let Some(dec) = &mut self.decoder {
             // A payload that does not decode is left out, like a lost packet.
@@ -281,7 +269,7 @@ impl Direction {
                 None => &self.pcm[..n],
             };
             let n = pcm.len().min(room);
-            put(ring, mix, self.channel, at, &pcm[..n], |s| s);
+            ring.put(self.channel, at, &pcm[..n], |s| s);
             n
         } else {
             0
@@ -290,26 +278,107 @@ impl Direction {
     }
 }
 
-/// Writes `src` (converted by `sample`) into the ring from sample `at` on: added to what the
-/// other direction put there when mono (saturating), into `channel` when stereo.
-fn put<T: Copy>(ring: &mut [i16], mix: Mix, channel: usize, at: u64, src: &[T], sample: impl Fn(T) -> i16) {
-    let start = at as usize % RING;
-    let (head, tail) = src.split_at(src.len().min(RING - start));
-    for (src, to) in [(head, start), (tail, 0)] {
-        match mix {
-            Mix::Mono => {
-                for (r, &s) in ring[to..to + src.len()].iter_mut().zip(src) {
-                    *r = r.saturating_add(sample(s));
+/// The recording by time, `RING` samples per channel a lap: sample `t` (per channel) at
+/// `t % RING`, times the channels. Up to `filled` it holds what both directions wrote (zero
+/// where neither did); past it, the last lap's audio, which a write overwrites rather than
+/// adds to — so the first direction to reach a slot only stores, and no slot is cleared ahead.
+struct Ring {
+    mix: Mix,
+    samples: Box<[i16]>,
+    filled: u64,
+}
+
+impl Ring {
+    fn new(mix: Mix) -> Ring {
+        Ring {
+            mix,
+            samples: vec![0; RING * usize::from(mix.channels())].into(),
+            filled: 0,
+        }
+    }
+
+    /// Writes `src` (converted by `sample`) from sample `at` on: added to what the other
+    /// direction put there when mono (saturating), into `channel` when stereo.
+    fn put<T: Copy>(&mut self, channel: usize, at: u64, src: &[T], sample: impl Fn(T) -> i16) {
+        if at > self.filled {
+            self.clear(self.filled, at);
+        }
+        let written = ((self.filled - at) as usize).min(src.len());
+        let end = at + src.len() as u64;
+        // Over what the other direction wrote: added (mono) or beside it (stereo).
+        let (over, fresh) = src.split_at(written);
+        for (slot, src) in pieces(at, over) {
+            match self.mix {
+                Mix::Mono => {
+                    for (r, &s) in self.samples[slot..slot + src.len()].iter_mut().zip(src) {
+                        *r = r.saturating_add(sample(s));
+                    }
                 }
-            }
-            Mix::Stereo => {
-                let slots = ring[to * 2..(to + src.len()) * 2].chunks_exact_mut(2);
-                for (r, &s) in slots.zip(src) {
-                    r[channel] = sample(s);
+                Mix::Stereo => {
+                    let pairs = self.samples[slot * 2..(slot + src.len()) * 2].chunks_exact_mut(2);
+                    for (r, &s) in pairs.zip(src) {
+                        r[channel] = sample(s);
+                    }
                 }
             }
         }
+        // Past it: stored over the last lap.
+        for (slot, src) in pieces(at + written as u64, fresh) {
+            match self.mix {
+                Mix::Mono => {
+                    for (r, &s) in self.samples[slot..slot + src.len()].iter_mut().zip(src) {
+                        *r = sample(s);
+                    }
+                }
+                Mix::Stereo => {
+                    let pairs = self.samples[slot * 2..(slot + src.len()) * 2].chunks_exact_mut(2);
+                    for (r, &s) in pairs.zip(src) {
+                        r[channel] = sample(s);
+                        r[1 - channel] = 0;
+                    }
+                }
+            }
+        }
+        self.filled = self.filled.max(end);
     }
+
+    /// Silence from sample `from` to `to`, which is then filled.
+    fn clear(&mut self, from: u64, to: u64) {
+        let ch = usize::from(self.mix.channels());
+        for (slot, len) in spans(from, (to - from) as usize) {
+            self.samples[slot * ch..(slot + len) * ch].fill(0);
+        }
+        self.filled = to;
+    }
+
+    /// A copy of `n` samples per channel from sample `from` on (silence where nothing came).
+    fn take(&mut self, from: u64, n: usize) -> Vec<i16> {
+        let to = from + n as u64;
+        if to > self.filled {
+            self.clear(self.filled.max(from), to);
+        }
+        let ch = usize::from(self.mix.channels());
+        let mut block = Vec::with_capacity(n * ch);
+        for (slot, len) in spans(from, n) {
+            block.extend_from_slice(&self.samples[slot * ch..(slot + len) * ch]);
+        }
+        block
+    }
+}
+
+/// The ring's slots of `len` samples from sample `at` on: where each of (at most) two pieces
+/// starts and how long it is.
+fn spans(at: u64, len: usize) -> [(usize, usize); 2] {
+    let start = (at % RING as u64) as usize;
+    let head = len.min(RING - start);
+    [(start, head), (0, len - head)]
+}
+
+/// `src` cut where [`spans`] cuts it, each piece with its slot.
+fn pieces<T>(at: u64, src: &[T]) -> [(usize, &[T]); 2] {
+    let [(start, head), (_, _)] = spans(at, src.len());
+    let (head, tail) = src.split_at(head);
+    [(start, head), (0, tail)]
 }
 
 #[cfg(test)]

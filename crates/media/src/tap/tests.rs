@@ -143,3 +143,37 @@ fn a_direction_ahead_of_the_clock_keeps_half_a_second_and_resumes_at_the_cut() {
         assert!(frame.iter().all(|&s| s == want), "frame {i}: {}", frame[0]);
     }
 }
+
+#[test]
+fn a_later_lap_of_the_ring_holds_only_its_own_audio() {
+    let t0 = Instant::now();
+    let (mut tap, rec) = Tap::new(Format::Pcmu, Mix::Stereo, t0);
+    let mut pcm: Vec<i16> = Vec::new();
+    let frames = 150;
+    for i in 0..frames {
+        let now = t0 + FRAME_TIME * i;
+        if i < 30 {
+            tap.received(&ulaw(frame_value(i)), now);
+        }
+        if (70..80).contains(&i) {
+            tap.sent(&ulaw(frame_value(i + 7)), now);
+        }
+        tap.advance(now);
+        pcm.extend(rec.blocks.try_iter().flatten());
+    }
+    tap.finish(t0 + FRAME_TIME * frames);
+    pcm.extend(rec.blocks.try_iter().flatten());
+    assert_eq!(pcm.len(), frames as usize * FRAME * 2);
+    for (i, frame) in pcm.chunks(FRAME * 2).enumerate() {
+        let i = i as u32;
+        let l = if i < 30 { frame_value(i) } else { 0 };
+        // Sent after a silence: it resumes at the cut, the lag behind, in slots the first
+        // lap filled on the left.
+        let lag = LAG_FRAMES as u32;
+        let r = match (70 - lag..80 - lag).contains(&i) {
+            true => frame_value(i + lag + 7),
+            false => 0,
+        };
+        assert!(frame.chunks(2).all(|s| s == [l, r]), "frame {i}: {:?}", &frame[..2]);
+    }
+}
