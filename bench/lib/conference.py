@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Conference rooms against echo calls, on the same machine in the same run (bench/conference.sh).
 
-Each run has a fresh strowger (2 workers, the default configuration with rooms 8500-8599 added, each with the
+Each run has a fresh strowger (2 workers, the default configuration with rooms 8600-8699 added, each with the
 room defaults: 16 kHz, the loudest 3 mixed). Every caller is a strowger-load call with
 --rtp send (a 440 Hz tone in PCMU, 50 packets/s, whatever arrives), so every member talks and the mix is
 full; the echo calls (9196) send the same and get it back.
@@ -28,13 +28,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
 import scale  # noqa: E402
 
-# Rooms 8500-8598 for the rooms of S, 8599 for the largest room.
-RULES = "".join(f'[[dialplan.contexts.default.rules]]\nexten = "85{i:02d}"\nsteps = ["conference 85{i:02d}"]\n\n'
+# Rooms 8600-8698 for the rooms of S, 8699 for the largest room (8500 is the voicemail rule).
+RULES = "".join(f'[[dialplan.contexts.default.rules]]\nexten = "86{i:02d}"\nsteps = ["conference 86{i:02d}"]\n\n'
                 for i in range(100))
 
 
 def conference_config(args, rundir, name, largest=None):
-    """The scale rig's configuration with rooms 8500-8599, and room 8599 holding `largest`."""
+    """The scale rig's configuration with rooms 8600-8699, and room 8699 holding `largest`."""
     path = scale.config(args, rundir, name)
     text = open(path).read()
     marker = "# Everything else: 404 Not Found."
@@ -42,7 +42,7 @@ def conference_config(args, rundir, name, largest=None):
         sys.exit("bench: cannot find the catch-all rule in the default configuration")
     text = text.replace(marker, RULES + marker)
     if largest:
-        text += f"\n[conferences.8599]\nmax_members = {largest}\n"
+        text += f"\n[conferences.8699]\nmax_members = {largest}\n"
     with open(path, "w") as f:
         f.write(text)
     return path
@@ -59,9 +59,9 @@ def one(args, rundir, kind, size, calls, build="new"):
     if kind == "echo":
         groups = [("9196", calls)]
     elif kind == "largest":
-        groups = [("8599", calls)]
+        groups = [("8699", calls)]
     else:
-        groups = [(f"85{i:02d}", size) for i in range(calls // size)]
+        groups = [(f"86{i:02d}", size) for i in range(calls // size)]
     procs = []
     for i, (ext, n) in enumerate(groups):
         out = os.path.join(srv.dir, f"load-{i}.json")
