@@ -695,19 +695,26 @@ mod tests {
         room.join(leg(0), Format::Pcmu);
         room.join(leg(1), Format::Pcma);
         assert_eq!((room.rate, room.frame), (8000, 160));
-        assert!(room.seats.iter().all(|s| s.inbound.is_none() && s.outbound.is_none()));
+        assert!(room
+            .seats
+            .iter()
+            .all(|s| s.inbound.is_none() && s.outbound.is_none()));
         let said: Vec<u8> = (0..160u8).map(|k| k.wrapping_mul(7) | 0x80).collect();
         let start = Instant::now();
         let mut heard = Vec::new();
         for n in 0..4u32 {
             rooms.hear(id, leg(0), &said);
             rooms.hear(id, leg(1), &[0xd5; 160]);
-            rooms.mix_due(start + MIX_INTERVAL * n, &mut VecDeque::new(), |l, pcm, _| {
-                if l == leg(1) {
-                    heard.append(pcm);
-                }
-                pcm.clear();
-            });
+            rooms.mix_due(
+                start + MIX_INTERVAL * n,
+                &mut VecDeque::new(),
+                |l, pcm, _| {
+                    if l == leg(1) {
+                        heard.append(pcm);
+                    }
+                    pcm.clear();
+                },
+            );
         }
         let expected: Vec<i16> = said.iter().map(|&c| G711::Pcmu.decode_sample(c)).collect();
         assert_eq!(&heard[heard.len() - 160..], &expected[..]);
@@ -715,7 +722,9 @@ mod tests {
         let room = rooms.get_mut(id).unwrap();
         room.join(leg(2), Format::G722);
         assert_eq!((room.rate, room.frame), (16000, 320));
-        assert!(room.seats[..2].iter().all(|s| s.inbound.is_some() && s.said.len() == 320));
+        assert!(room.seats[..2]
+            .iter()
+            .all(|s| s.inbound.is_some() && s.said.len() == 320));
         room.leave(leg(2));
         assert_eq!(room.rate, 8000);
         assert!(room.seats.iter().all(|s| s.inbound.is_none()));

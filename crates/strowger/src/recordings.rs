@@ -110,7 +110,13 @@ impl Open {
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|()| File::create(&path))
-            .and_then(|f| CallFile::new(BufWriter::with_capacity(FILE_BUFFER, f), format, recording.mix));
+            .and_then(|f| {
+                CallFile::new(
+                    BufWriter::with_capacity(FILE_BUFFER, f),
+                    format,
+                    recording.mix,
+                )
+            });
         let file = match created {
             Ok(f) => Some(f),
             Err(e) => {

@@ -174,6 +174,10 @@ fn a_later_lap_of_the_ring_holds_only_its_own_audio() {
             true => frame_value(i + lag + 7),
             false => 0,
         };
-        assert!(frame.chunks(2).all(|s| s == [l, r]), "frame {i}: {:?}", &frame[..2]);
+        assert!(
+            frame.chunks(2).all(|s| s == [l, r]),
+            "frame {i}: {:?}",
+            &frame[..2]
+        );
     }
 }
