@@ -16,10 +16,11 @@ use media::{CallFile, CallRecording, FileFormat};
 
 /// How often the thread looks at its recordings' channels, which hold 2 s of audio each in
 /// blocks of 500 ms.
-const POLL: Duration = Duration::from_millis(250);
-/// Bytes buffered per file before a write(2): 2 s of a mono WAV, so a 1,600-call recorder
-/// makes 800 writes a second rather than 3,200, at 32 KiB of memory per recorded call.
-const FILE_BUFFER: usize = 32 * 1024;
+const POLL: Duration = Duration::from_millis(100);
+/// A file's buffer (for the headers and Ogg's small pages): smaller than a WAV block (8 or
+/// 16 KB), which so goes to the file in one write(2) as soon as it comes — a full disk shows in
+/// the CDR of the call that filled it.
+const FILE_BUFFER: usize = 4096;
 /// The thread's nice value: below the workers, which run at 0.
 const NICE: libc::c_int = 10;
 
