@@ -3,7 +3,7 @@ this host's noisy clocks cannot settle: per REGISTER (local store, with and with
 per bridged B2BUA call. Each figure is the difference between a long and a short run of one worker
 under callgrind, divided by the requests or calls between them, so start-up cancels.
 
-    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua]
+    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua] [--new NEW_BIN]
 
 About 15 minutes (valgrind runs strowger some 50 times slower); every run is bounded in requests and
 time and stops by itself.
@@ -89,6 +89,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old", help="the strowger binary to compare this build against")
     ap.add_argument("--what", default="register,digest,b2bua")
+    ap.add_argument("--new", default=NEW, help="the build to measure (default: this tree's release build)")
     args = ap.parse_args()
     rundir = tempfile.mkdtemp(prefix="callgrind-ab-", dir=b.OUT if os.path.isdir(b.OUT) else None)
     runs = {"register": lambda l, bin_, n: register(rundir, l, bin_, n * 5, False),
@@ -96,7 +97,7 @@ def main():
             "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n)}
     for what in args.what.split(","):
         per = {}
-        for label, binary in (("old", os.path.abspath(args.old)), ("new", NEW)):
+        for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):
             lo, n_lo = runs[what](f"{what}-{label}-short", binary, 100)
             hi, n_hi = runs[what](f"{what}-{label}-long", binary, 300)
             per[label] = (hi - lo) / max(1, n_hi - n_lo)

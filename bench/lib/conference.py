@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Conference rooms against echo calls, on the same machine in the same run (bench/conference.sh).
 
-Each run has a fresh strowger (2 workers, the default configuration with rooms 8500-8599 added, each with the
+Each run has a fresh strowger (2 workers, the default configuration with rooms 8600-8699 added, each with the
 room defaults: 16 kHz, the loudest 3 mixed). Every caller is a strowger-load call with
 --rtp send (a 440 Hz tone in PCMU, 50 packets/s, whatever arrives), so every member talks and the mix is
 full; the echo calls (9196) send the same and get it back.
@@ -10,6 +10,8 @@ full; the echo calls (9196) send the same and get it back.
   largest   one room of N for each N of --largest (max_members raised): whether one worker mixes it in
             time, by the frames the callers got more than a frame late (strowger-load's late_arrivals,
             measured on the RTP timestamps' clock with the kernel's arrival stamps).
+With --old-bin, the echo calls and the rooms of S also run against that (older) build in the same run, each
+right after the same run of --bin, so a change is measured against its base on the same machine minutes apart.
 All calls come up at --rate; once every call is up (+5 s), the server's CPU (run time of all its threads) is
 taken over --window s: CPU-ms per participant-second = CPU-s / window / calls x 1000. Every child runs in its
 own session, is bounded in calls and time, and dies with this script. Results: bench/results/conference.json
@@ -26,13 +28,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
 import scale  # noqa: E402
 
-# Rooms 8500-8598 for the rooms of S, 8599 for the largest room.
-RULES = "".join(f'[[dialplan.contexts.default.rules]]\nexten = "85{i:02d}"\nsteps = ["conference 85{i:02d}"]\n\n'
+# Rooms 8600-8698 for the rooms of S, 8699 for the largest room (8500 is the voicemail rule).
+RULES = "".join(f'[[dialplan.contexts.default.rules]]\nexten = "86{i:02d}"\nsteps = ["conference 86{i:02d}"]\n\n'
                 for i in range(100))
 
 
 def conference_config(args, rundir, name, largest=None):
-    """The scale rig's configuration with rooms 8500-8599, and room 8599 holding `largest`."""
+    """The scale rig's configuration with rooms 8600-8699, and room 8699 holding `largest`."""
     path = scale.config(args, rundir, name)
     text = open(path).read()
     marker = "# Everything else: 404 Not Found."
@@ -40,25 +42,26 @@ def conference_config(args, rundir, name, largest=None):
         sys.exit("bench: cannot find the catch-all rule in the default configuration")
     text = text.replace(marker, RULES + marker)
     if largest:
-        text += f"\n[conferences.8599]\nmax_members = {largest}\n"
+        text += f"\n[conferences.8699]\nmax_members = {largest}\n"
     with open(path, "w") as f:
         f.write(text)
     return path
 
 
-def one(args, rundir, kind, size, calls):
+def one(args, rundir, kind, size, calls, build="new"):
     """`calls` callers in rooms of `size` (kind "rooms", "largest") or echo calls (kind "echo")."""
-    label = f"{kind}-{size}-{calls}"
+    label = f"{kind}-{size}-{calls}" if build == "new" else f"{build}-{kind}-{size}-{calls}"
     cfg = conference_config(args, rundir, f"{label}.toml", largest=size if kind == "largest" else None)
-    srv = scale.Server(args, rundir, label, 2, "10000-29999", cfg)
+    run_args = argparse.Namespace(**{**vars(args), "bin": args.bin if build == "new" else args.old_bin})
+    srv = scale.Server(run_args, rundir, label, 2, "10000-29999", cfg)
     ramp = calls / args.rate
     hold = ramp + 5 + args.window + 3
     if kind == "echo":
         groups = [("9196", calls)]
     elif kind == "largest":
-        groups = [("8599", calls)]
+        groups = [("8699", calls)]
     else:
-        groups = [(f"85{i:02d}", size) for i in range(calls // size)]
+        groups = [(f"86{i:02d}", size) for i in range(calls // size)]
     procs = []
     for i, (ext, n) in enumerate(groups):
         out = os.path.join(srv.dir, f"load-{i}.json")
@@ -81,7 +84,7 @@ def one(args, rundir, kind, size, calls):
     received = sum(r["rtp"]["received"] for r in reps)
     late = sum(r["rtp"]["late_arrivals"] for r in reps)
     row = {
-        "kind": kind, "room_size": size if kind != "echo" else None, "calls": calls, "calls_up": up,
+        "build": build, "kind": kind, "room_size": size if kind != "echo" else None, "calls": calls, "calls_up": up,
         "rate": args.rate, "hold_s": round(hold, 1), "window_s": round(span, 2),
         "server_cpu_pct": round((c1 - c0) / span * 100, 1),
         "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / up, 4),
@@ -100,6 +103,7 @@ def one(args, rundir, kind, size, calls):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
+    ap.add_argument("--old-bin", help="an older strowger build to run beside --bin (echo and rooms of S)")
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--participants", type=int, default=100)
     ap.add_argument("--sizes", type=int, nargs="*", default=[5, 50])
@@ -116,9 +120,12 @@ def main():
     info = b.machine_info(args)
     rows = []
     try:
-        rows.append(one(args, rundir, "echo", None, args.participants))
+        builds = ["new", "old"] if args.old_bin else ["new"]
+        for build in builds:
+            rows.append(one(args, rundir, "echo", None, args.participants, build))
         for s in args.sizes:
-            rows.append(one(args, rundir, "rooms", s, args.participants))
+            for build in builds:
+                rows.append(one(args, rundir, "rooms", s, args.participants, build))
         for n in args.largest:
             rows.append(one(args, rundir, "largest", n, n))
     finally:
@@ -128,13 +135,13 @@ def main():
     with open(path, "w") as f:
         json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
     b.log(f"results: {os.path.relpath(path, b.ROOT)}")
-    echo = rows[0]["cpu_ms_per_call_s"]
-    print("| run | calls | server CPU | CPU-ms per call-second | vs echo | RTP received | late (> 1 frame) | failed |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    echo = {r["build"]: r["cpu_ms_per_call_s"] for r in rows if r["kind"] == "echo"}
+    print("| run | build | calls | server CPU | CPU-ms per call-second | vs echo | RTP received | late (> 1 frame) | failed |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         name = "echo (9196)" if r["kind"] == "echo" else f"{r['kind']} of {r['room_size']}"
-        vs = f"{r['cpu_ms_per_call_s'] / echo:.2f}" if echo else "-"
-        print(f"| {name} | {r['calls']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {vs} | "
+        vs = f"{r['cpu_ms_per_call_s'] / echo[r['build']]:.2f}" if echo.get(r["build"]) else "-"
+        print(f"| {name} | {r['build']} | {r['calls']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {vs} | "
               f"{r['rtp_received']} | {r['late_arrivals']} ({r['late_pct']} %) | {r['failed']} |")
 
 

@@ -6,7 +6,8 @@ a fresh strowger (2 workers):
   moh        strowger-load call --ext 9199 --rtp echo: N calls hear the default music class (the `moh` step);
   recorded   the same to 9188, which answers, starts `record-call calls/${CALLID}.wav` (mixed mono WAV, 8 kHz)
              and plays the same music: the tap decodes both directions, the writer thread writes 16 kB/s per call.
-The load generator echoes what it hears, so each call has a stream each way (the recording mixes both).
+With --old-bin, every level also runs both kinds against that (older) build, in the same run and order, so a change
+is measured against its base on the same machine minutes apart. The load generator echoes what it hears, so each call has a stream each way (the recording mixes both).
 All calls come up at --rate; once every call is up (+5 s), the server's CPU (run time of all its threads,
 /proc/PID/task/*/schedstat) and the bytes it wrote (/proc/PID/io wchar) are taken over --window s: CPU-ms per
 call-second, disk MB/s. Late frames: frames from the server that reached the load generator more than 20 ms behind
@@ -72,11 +73,12 @@ def check_recordings(data):
     return checked, bad
 
 
-def one(args, rundir, kind, calls):
-    label = f"{kind}-{calls}"
+def one(args, rundir, build, kind, calls):
+    label = f"{kind}-{calls}" if build == "new" else f"{build}-{kind}-{calls}"
     cfg = record_config(args, rundir, f"{label}.toml")
+    run_args = argparse.Namespace(**{**vars(args), "bin": args.bin if build == "new" else args.old_bin})
     # 4,000 port pairs: within a file descriptor limit of 20,000 (8,000 sockets and the files).
-    srv = scale.Server(args, rundir, label, 2, "10000-17999", cfg)
+    srv = scale.Server(run_args, rundir, label, 2, "10000-17999", cfg)
     out = os.path.join(srv.dir, "load.json")
     ramp = calls / args.rate
     hold = ramp + 5 + args.window + 3
@@ -97,7 +99,7 @@ def one(args, rundir, kind, calls):
     up = max(1, calls - rep["failed"])
     rtp = rep["rtp"]
     row = {
-        "kind": kind, "calls": calls, "calls_up": up, "rate": args.rate, "hold_s": round(hold, 1),
+        "build": build, "kind": kind, "calls": calls, "calls_up": up, "rate": args.rate, "hold_s": round(hold, 1),
         "window_s": round(span, 2),
         "server_cpu_pct": round((c1 - c0) / span * 100, 1),
         "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / up, 4),
@@ -107,7 +109,7 @@ def one(args, rundir, kind, calls):
         "recordings_checked": checked, "recordings_bad": len(bad), "bad_examples": bad[:5],
         "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd,
     }
-    b.log(f"{kind} {calls}: {row['cpu_ms_per_call_s']} CPU-ms per call-second ({row['server_cpu_pct']} %), "
+    b.log(f"{label}: {row['cpu_ms_per_call_s']} CPU-ms per call-second ({row['server_cpu_pct']} %), "
           f"disk {row['disk_mb_s']} MB/s, late {row['late_arrivals']}, failed {row['failed']}, "
           f"recordings {checked} checked, {len(bad)} bad")
     return row
@@ -115,20 +117,26 @@ def one(args, rundir, kind, calls):
 
 def plot(rows, png):
     dat = png[:-4] + ".dat"
+    series = [(build, kind) for build in ("new", "old") for kind in ("moh", "recorded")
+              if any(r.get("build", "new") == build and r["kind"] == kind for r in rows)]
     with open(dat, "w") as f:
-        for kind in ("moh", "recorded"):
-            f.write(f"# {kind}\n")
-            for r in sorted((r for r in rows if r["kind"] == kind), key=lambda r: r["calls"]):
+        for build, kind in series:
+            f.write(f"# {build} {kind}\n")
+            for r in sorted((r for r in rows if r.get("build", "new") == build and r["kind"] == kind),
+                            key=lambda r: r["calls"]):
                 f.write(f"{r['calls']} {r['cpu_ms_per_call_s']} {r['server_cpu_pct']}\n")
             f.write("\n\n")
+    titles = {"moh": "moh", "recorded": "moh + record-call"}
+    lines = ", ".join(f'"{dat}" index {i} using 1:2 with linespoints lw 2 '
+                      f'title "{titles[kind]}{" (old build)" if build == "old" else ""}"'
+                      for i, (build, kind) in enumerate(series))
     script = f"""
 set terminal pngcairo size 900,500 font ",10"
 set output "{png}"
 set title "Server CPU per call-second: music on hold, recorded whole (mono WAV) and not"
 set xlabel "concurrent calls"; set ylabel "CPU-ms per call-second"; set yrange [0:*]; set grid
 set key top left
-plot "{dat}" index 0 using 1:2 with linespoints lw 2 title "moh", \\
-     "{dat}" index 1 using 1:2 with linespoints lw 2 title "moh + record-call"
+plot {lines}
 """
     subprocess.run(["gnuplot"], input=script, text=True, check=False)
     os.remove(dat)
@@ -138,6 +146,7 @@ plot "{dat}" index 0 using 1:2 with linespoints lw 2 title "moh", \\
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
+    ap.add_argument("--old-bin", help="an older strowger build to run beside --bin at every level")
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--levels", type=int, nargs="+", default=[400, 800, 1600])
     ap.add_argument("--rate", type=float, default=200)
@@ -155,10 +164,11 @@ def main():
     info = b.machine_info(args)
     rows = []
     try:
+        builds = ["new", "old"] if args.old_bin else ["new"]
         for i, n in enumerate(args.levels):
-            kinds = ["moh", "recorded"] if i % 2 == 0 else ["recorded", "moh"]
-            for kind in kinds:
-                rows.append(one(args, rundir, kind, n))
+            runs = [(build, kind) for build in builds for kind in ("moh", "recorded")]
+            for build, kind in runs if i % 2 == 0 else runs[::-1]:
+                rows.append(one(args, rundir, build, kind, n))
     finally:
         b.kill_children()
     os.makedirs(b.RESULTS, exist_ok=True)
@@ -167,14 +177,15 @@ def main():
         json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
     b.log(f"results: {os.path.relpath(path, b.ROOT)}")
     plot(rows, path[:-len(".json")] + ".png")
-    print("| calls | kind | server CPU | CPU-ms per call-second | recorded / moh | disk MB/s | late frames | "
+    print("| calls | build | kind | server CPU | CPU-ms per call-second | recorded / moh | disk MB/s | late frames | "
           "RTP received | failed | recordings complete |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        base = next((p for p in rows if p["kind"] == "moh" and p["calls"] == r["calls"]), None)
+        base = next((p for p in rows if p["kind"] == "moh" and p["calls"] == r["calls"]
+                     and p["build"] == r["build"]), None)
         ratio = f"{r['cpu_ms_per_call_s'] / base['cpu_ms_per_call_s']:.2f}" if base and base["cpu_ms_per_call_s"] else "-"
         done = f"{r['recordings_checked'] - r['recordings_bad']}/{r['recordings_checked']}" if r["kind"] == "recorded" else "-"
-        print(f"| {r['calls']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {ratio} | "
+        print(f"| {r['calls']} | {r['build']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {ratio} | "
               f"{r['disk_mb_s']} | {r['late_arrivals']} | {r['rtp_received']} | {r['failed']} | {done} |")
 
 

@@ -1,9 +1,11 @@
 //! The file of a whole-call recording, for the writer thread that drains a
 //! [`CallRecording`](crate::CallRecording): 8 kHz 16-bit WAV, or Opus in Ogg (RFC 7845).
 //!
-//! Ogg pages come from the `ogg` crate; the two Opus header packets are written here.
+//! Ogg pages come from the `ogg` crate; the two Opus header packets are written here. The WAV
+//! file is written here too, a block at a time: `hound` writes sample by sample, which cost a
+//! recorder more than its disk writes did.
 
-use std::io::{self, Seek, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 
 use codec::{Encoder, OpusEnc, OpusOptions};
 use ogg::writing::{PacketWriteEndInfo, PacketWriter};
@@ -43,7 +45,7 @@ impl FileFormat {
 
 /// An open recording file. Dropping it without [`CallFile::finish`] leaves a truncated file.
 pub enum CallFile<W: Write + Seek> {
-    Wav(hound::WavWriter<W>),
+    Wav(Wav<W>),
     Opus(Box<OggOpus<W>>),
 }
 
@@ -51,15 +53,7 @@ impl<W: Write + Seek> CallFile<W> {
     /// Writes the headers of a `mix` recording in `format` to `out`.
     pub fn new(out: W, format: FileFormat, mix: Mix) -> io::Result<CallFile<W>> {
         Ok(match format {
-            FileFormat::Wav => {
-                let spec = hound::WavSpec {
-                    channels: mix.channels(),
-                    sample_rate: RATE,
-                    bits_per_sample: 16,
-                    sample_format: hound::SampleFormat::Int,
-                };
-                CallFile::Wav(hound::WavWriter::new(out, spec).map_err(wav_error)?)
-            }
+            FileFormat::Wav => CallFile::Wav(Wav::new(out, mix.channels())?),
             FileFormat::Opus => CallFile::Opus(Box::new(OggOpus::new(out, mix.channels())?)),
         })
     }
@@ -67,13 +61,7 @@ impl<W: Write + Seek> CallFile<W> {
     /// Appends a block of samples (interleaved when stereo).
     pub fn write(&mut self, pcm: &[i16]) -> io::Result<()> {
         match self {
-            CallFile::Wav(w) => {
-                let mut block = w.get_i16_writer(pcm.len() as u32);
-                for &s in pcm {
-                    block.write_sample(s);
-                }
-                block.flush().map_err(wav_error)
-            }
+            CallFile::Wav(w) => w.write(pcm),
             CallFile::Opus(o) => o.write(pcm),
         }
     }
@@ -81,16 +69,67 @@ impl<W: Write + Seek> CallFile<W> {
     /// Completes the file (WAV sizes, the last Ogg page) and flushes it.
     pub fn finish(self) -> io::Result<()> {
         match self {
-            CallFile::Wav(w) => w.finalize().map_err(wav_error),
+            CallFile::Wav(w) => w.finish(),
             CallFile::Opus(o) => o.finish(),
         }
     }
 }
 
-fn wav_error(e: hound::Error) -> io::Error {
-    match e {
-        hound::Error::IoError(e) => e,
-        other => io::Error::other(other),
+/// A 16-bit PCM WAV file at [`RATE`]: a 44-byte header whose sizes are filled in at the end.
+pub struct Wav<W: Write + Seek> {
+    out: W,
+    /// Bytes of samples written.
+    data: u32,
+    /// A block's samples as little-endian bytes.
+    bytes: Vec<u8>,
+}
+
+impl<W: Write + Seek> Wav<W> {
+    fn new(mut out: W, channels: u16) -> io::Result<Wav<W>> {
+        let align = channels * 2;
+        let mut h = Vec::with_capacity(44);
+        h.extend_from_slice(b"RIFF\0\0\0\0WAVEfmt ");
+        h.extend_from_slice(&16u32.to_le_bytes());
+        h.extend_from_slice(&1u16.to_le_bytes()); // PCM
+        h.extend_from_slice(&channels.to_le_bytes());
+        h.extend_from_slice(&RATE.to_le_bytes());
+        h.extend_from_slice(&(RATE * u32::from(align)).to_le_bytes());
+        h.extend_from_slice(&align.to_le_bytes());
+        h.extend_from_slice(&16u16.to_le_bytes());
+        h.extend_from_slice(b"data\0\0\0\0");
+        out.write_all(&h)?;
+        Ok(Wav {
+            out,
+            data: 0,
+            bytes: Vec::new(),
+        })
+    }
+
+    fn write(&mut self, pcm: &[i16]) -> io::Result<()> {
+        let len = pcm.len() * 2;
+        // The RIFF sizes are 32 bits: 4 GiB, 74 hours of stereo.
+        let Some(data) = u32::try_from(len)
+            .ok()
+            .and_then(|n| self.data.checked_add(n))
+            .filter(|&d| d <= u32::MAX - 36)
+        else {
+            return Err(io::Error::other("the WAV file reached its 4 GiB limit"));
+        };
+        self.bytes.resize(len, 0);
+        for (b, s) in self.bytes.chunks_exact_mut(2).zip(pcm) {
+            b.copy_from_slice(&s.to_le_bytes());
+        }
+        self.out.write_all(&self.bytes)?;
+        self.data = data;
+        Ok(())
+    }
+
+    fn finish(mut self) -> io::Result<()> {
+        self.out.seek(SeekFrom::Start(4))?;
+        self.out.write_all(&(36 + self.data).to_le_bytes())?;
+        self.out.seek(SeekFrom::Start(40))?;
+        self.out.write_all(&self.data.to_le_bytes())?;
+        self.out.flush()
     }
 }
 

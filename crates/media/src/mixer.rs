@@ -3,6 +3,9 @@
 //! mixes on its own 20 ms clock from the engine's ticks; an arriving packet is only decoded
 //! into its member's queue, so calls outside rooms pay nothing for them.
 //!
+//! A room mixes at its widest member's rate, up to the room's own: a room whose members all
+//! speak G.711 mixes at 8 kHz and resamples nothing, one with a G.722 member at 16 kHz.
+//!
 //! In a large room only the loudest few members are mixed (as large conference servers do):
 //! the rest add their line noise and nothing else. A member is talking while its level stays
 //! above a threshold, with a hang time so that pauses between words do not flap.
@@ -163,6 +166,9 @@ impl Rooms {
 
 /// One room: its members' seats and the sum they hear.
 pub(crate) struct Room {
+    /// The most the room mixes at (its configured rate).
+    max_rate: u32,
+    /// The rate it mixes at: its widest member's, up to `max_rate`.
     rate: u32,
     /// Samples in a mixing frame.
     frame: usize,
@@ -172,7 +178,7 @@ pub(crate) struct Room {
     /// When the next frame is mixed; `None` until the first tick.
     next_mix: Option<Instant>,
     /// A tone every member hears (joins, leaves) and the samples it has left.
-    cue: Option<(ToneGen, usize)>,
+    cue: Option<Cue>,
     total: Vec<i32>,
     /// This frame's mixed members, by seat.
     speakers: Vec<usize>,
@@ -182,6 +188,13 @@ pub(crate) struct Room {
     resampled: Vec<i16>,
     /// The plain sum at each rate its listeners take it at.
     common: Vec<Common>,
+}
+
+/// A tone played to the whole room: its spec, kept to play it on at another rate.
+struct Cue {
+    spec: ToneSpec,
+    gen: ToneGen,
+    left: usize,
 }
 
 /// What the members who are not mixed and hear at the normal volume all get — most of a large
@@ -196,21 +209,23 @@ struct Common {
 }
 
 impl Room {
-    fn new(rate: u32, loudest: usize) -> Room {
-        let frame = (rate as usize) / 50;
-        Room {
-            rate,
-            frame,
+    fn new(max_rate: u32, loudest: usize) -> Room {
+        let mut room = Room {
+            max_rate,
+            rate: 0,
+            frame: 0,
             loudest: loudest.max(1),
             seats: Vec::new(),
             next_mix: None,
             cue: None,
-            total: vec![0; frame],
+            total: Vec::new(),
             speakers: Vec::with_capacity(loudest + 1),
-            out: vec![0; frame],
-            resampled: vec![0; frame * 6 + 64],
+            out: Vec::new(),
+            resampled: Vec::new(),
             common: Vec::new(),
-        }
+        };
+        room.retune();
+        room
     }
 
     /// Seats `leg`, speaking `format` (again, with fresh codecs, if it was seated).
@@ -225,10 +240,35 @@ impl Room {
             }
             None => self.seats.push(seat),
         }
+        self.retune();
     }
 
     pub(crate) fn leave(&mut self, leg: LegId) {
         self.seats.retain(|s| s.leg != leg);
+        self.retune();
+    }
+
+    /// Mixes at the widest member's rate (up to the room's): when that changes, every seat
+    /// gets resamplers for the new rate and primes again, and a cue plays on at it.
+    fn retune(&mut self) {
+        let widest = self.seats.iter().map(|s| s.rate).max().unwrap_or(8000);
+        let rate = widest.min(self.max_rate);
+        if rate == self.rate {
+            return;
+        }
+        let old = std::mem::replace(&mut self.rate, rate);
+        self.frame = rate as usize / 50;
+        self.total = vec![0; self.frame];
+        self.out = vec![0; self.frame];
+        self.resampled = vec![0; self.frame * 6 + 64];
+        self.common.clear();
+        for seat in &mut self.seats {
+            seat.tune(rate);
+        }
+        if let Some(c) = &mut self.cue {
+            c.gen = ToneGen::new(&c.spec, rate);
+            c.left = (c.left as u64 * u64::from(rate) / u64::from(old.max(1))) as usize;
+        }
     }
 
     pub(crate) fn set_levels(&mut self, leg: LegId, levels: SeatLevels) {
@@ -240,7 +280,11 @@ impl Room {
     /// Plays `tone` to every member for `duration`, over the voices.
     pub(crate) fn cue(&mut self, tone: &ToneSpec, duration: Duration) {
         let samples = (duration.as_millis() as u64 * u64::from(self.rate) / 1000) as usize;
-        self.cue = Some((ToneGen::new(tone, self.rate), samples));
+        self.cue = Some(Cue {
+            spec: tone.clone(),
+            gen: ToneGen::new(tone, self.rate),
+            left: samples,
+        });
     }
 
     fn seat_mut(&mut self, leg: LegId) -> Option<&mut Seat> {
@@ -263,7 +307,7 @@ impl Room {
                 *t += i32::from(s);
             }
         }
-        if let Some((gen, left)) = &mut self.cue {
+        if let Some(Cue { gen, left, .. }) = &mut self.cue {
             let n = (*left).min(frame);
             gen.fill(&mut self.out[..n]);
             for (t, &s) in self.total.iter_mut().zip(&self.out[..n]) {
@@ -405,22 +449,34 @@ struct Seat {
 impl Seat {
     fn new(leg: LegId, format: Format, rate: u32) -> Seat {
         let own = format.pcm_rate();
-        let frame = rate as usize / 50;
-        Seat {
+        let mut seat = Seat {
             leg,
             rate: own,
             levels: SeatLevels::default(),
             decoder: format.decoder(),
-            inbound: (own != rate).then(|| Resampler::new(own, rate)),
-            outbound: (own != rate).then(|| Resampler::new(rate, own)),
-            queue: Vec::with_capacity(frame * (MAX_FRAMES + 1)),
+            inbound: None,
+            outbound: None,
+            queue: Vec::new(),
             priming: true,
-            said: vec![0; frame],
+            said: Vec::new(),
             energy: 0,
             talking: false,
             quiet: 0,
             heard: Vec::with_capacity(own as usize / 10),
-        }
+        };
+        seat.tune(rate);
+        seat
+    }
+
+    /// Sets the seat up for a room mixing at `rate`: resamplers where the rates differ, and
+    /// an empty queue to prime again.
+    fn tune(&mut self, rate: u32) {
+        let (own, frame) = (self.rate, rate as usize / 50);
+        self.inbound = (own != rate).then(|| Resampler::new(own, rate));
+        self.outbound = (own != rate).then(|| Resampler::new(rate, own));
+        self.queue = Vec::with_capacity(frame * (MAX_FRAMES + 1));
+        self.priming = true;
+        self.said = vec![0; frame];
     }
 
     /// Takes this frame's voice from the queue (silence while it fills) and tracks talking.
@@ -466,7 +522,7 @@ impl Seat {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codec::Encoder;
+    use codec::{Encoder, G711};
 
     fn leg(i: usize) -> LegId {
         LegId::from_index(i)
@@ -627,6 +683,51 @@ mod tests {
             tail(0).iter().all(|&s| s.abs() < 50),
             "the speaker hears silence"
         );
+    }
+
+    /// A 16 kHz room of G.711 members mixes at 8 kHz: each hears the other's samples exactly,
+    /// with nothing resampled. A G.722 member widens it to 16 kHz, and its leaving narrows it.
+    #[test]
+    fn a_room_mixes_at_its_widest_members_rate() {
+        let mut rooms = Rooms::default();
+        let id = rooms.add(16000, 3);
+        let room = rooms.get_mut(id).unwrap();
+        room.join(leg(0), Format::Pcmu);
+        room.join(leg(1), Format::Pcma);
+        assert_eq!((room.rate, room.frame), (8000, 160));
+        assert!(room
+            .seats
+            .iter()
+            .all(|s| s.inbound.is_none() && s.outbound.is_none()));
+        let said: Vec<u8> = (0..160u8).map(|k| k.wrapping_mul(7) | 0x80).collect();
+        let start = Instant::now();
+        let mut heard = Vec::new();
+        for n in 0..4u32 {
+            rooms.hear(id, leg(0), &said);
+            rooms.hear(id, leg(1), &[0xd5; 160]);
+            rooms.mix_due(
+                start + MIX_INTERVAL * n,
+                &mut VecDeque::new(),
+                |l, pcm, _| {
+                    if l == leg(1) {
+                        heard.append(pcm);
+                    }
+                    pcm.clear();
+                },
+            );
+        }
+        let expected: Vec<i16> = said.iter().map(|&c| G711::Pcmu.decode_sample(c)).collect();
+        assert_eq!(&heard[heard.len() - 160..], &expected[..]);
+
+        let room = rooms.get_mut(id).unwrap();
+        room.join(leg(2), Format::G722);
+        assert_eq!((room.rate, room.frame), (16000, 320));
+        assert!(room.seats[..2]
+            .iter()
+            .all(|s| s.inbound.is_some() && s.said.len() == 320));
+        room.leave(leg(2));
+        assert_eq!(room.rate, 8000);
+        assert!(room.seats.iter().all(|s| s.inbound.is_none()));
     }
 
     /// Members in G.711 (8 kHz), G.722 (16 kHz) and Opus (48 kHz) in rooms of each rate, each

@@ -2,12 +2,14 @@
 //! receives (the caller) and what it sends (the callee, music, prompts) as 8 kHz PCM into
 //! blocks for a writer thread ([`CallRecording`]).
 //!
-//! The media path only decodes and copies: blocks go through a bounded channel, and a full one
-//! (a slow or full disk) drops the block and marks the recording incomplete rather than wait.
-//! Output follows the clock, not the packets: every 20 ms of call time is one frame of both
-//! directions (silence where nothing came), so the file's duration is the time recorded.
+//! The media path only decodes: each direction's audio is decoded straight into a ring that
+//! holds the recording by time (both directions added in place when mono, interleaved when
+//! stereo), and every half second the ring's oldest part goes to the writer as one block
+//! through a bounded channel. A full channel (a slow or full disk) drops the block and marks
+//! the recording incomplete rather than wait. Output follows the clock, not the packets: every
+//! 20 ms of call time is one frame of both directions (silence where nothing came), so the
+//! file's duration is the time recorded.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -18,16 +20,21 @@ use codec::{Decoder, Format, Resampler, G711};
 /// Samples in one 20 ms frame at 8 kHz.
 const FRAME: usize = 160;
 const FRAME_TIME: Duration = Duration::from_millis(20);
-/// Frames in a block handed to the writer (100 ms): fewer, larger messages.
-const BLOCK_FRAMES: usize = 5;
+/// Frames in a block handed to the writer (500 ms): few, large messages and writes.
+const BLOCK_FRAMES: usize = 25;
+/// Samples per channel in a block.
+const BLOCK: usize = BLOCK_FRAMES * FRAME;
 /// Blocks a recording may have waiting for its writer (2 s) before it drops audio.
-pub const QUEUE_BLOCKS: usize = 20;
+pub const QUEUE_BLOCKS: usize = 4;
 /// Frames of jitter absorbed (200 ms; a recording can wait): a frame is cut this long after
 /// its time.
 const LAG_FRAMES: u64 = 10;
-/// A direction holding more than this (one side sending faster than the clock) loses the oldest.
-/// (Jitter leaves a direction more frames behind at each gap, until this cap: 500 ms.)
-const MAX_QUEUED: usize = 25 * FRAME;
+/// How far a direction may run ahead of the cut (one side sending faster than the clock):
+/// 500 ms, beyond which its audio is dropped. (Jitter leaves a direction further ahead at each
+/// gap, until this cap.)
+const MAX_AHEAD: usize = 25 * FRAME;
+/// Samples per channel in the ring: the block being filled and what may run ahead of it.
+const RING: usize = (BLOCK + MAX_AHEAD).next_power_of_two();
 /// Linear samples in the largest packet any decoder produces (120 ms at 48 kHz).
 const MAX_DECODED: usize = 5760;
 
@@ -92,13 +99,14 @@ impl std::fmt::Debug for CallRecording {
 
 /// The tap on a recorded leg (`Leg::tap`).
 pub(crate) struct Tap {
-    mix: Mix,
     received: Direction,
     sent: Direction,
     start: Instant,
-    /// Frames cut so far.
+    /// Frames cut so far: the audio before sample `frames * FRAME` is final.
     frames: u64,
-    block: Vec<i16>,
+    /// Samples per channel handed to the writer (or dropped), a whole number of blocks.
+    handed: u64,
+    ring: Ring,
     tx: SyncSender<Vec<i16>>,
     status: Arc<RecordingStatus>,
 }
@@ -109,12 +117,12 @@ impl Tap {
         let (tx, blocks) = sync_channel(QUEUE_BLOCKS);
         let status = Arc::new(RecordingStatus::default());
         let tap = Tap {
-            mix,
-            received: Direction::new(format),
-            sent: Direction::new(format),
+            received: Direction::new(format, 0),
+            sent: Direction::new(format, 1),
             start: now,
             frames: 0,
-            block: Tap::empty_block(mix),
+            handed: 0,
+            ring: Ring::new(mix),
             tx,
             status: status.clone(),
         };
@@ -128,10 +136,6 @@ impl Tap {
         )
     }
 
-    fn empty_block(mix: Mix) -> Vec<i16> {
-        Vec::with_capacity(BLOCK_FRAMES * FRAME * usize::from(mix.channels()))
-    }
-
     /// The leg's codec changed (re-INVITE): decode what follows with the new one.
     pub(crate) fn set_format(&mut self, format: Format) {
         self.received.set_format(format);
@@ -141,60 +145,50 @@ impl Tap {
     /// An audio payload arrived on the leg (in its format).
     pub(crate) fn received(&mut self, payload: &[u8], now: Instant) {
         self.advance(now);
-        self.received.push(payload);
+        let cut = self.cut();
+        self.received.push(payload, &mut self.ring, cut);
     }
 
     /// An audio payload left on the leg.
     pub(crate) fn sent(&mut self, payload: &[u8], now: Instant) {
         self.advance(now);
-        self.sent.push(payload);
+        let cut = self.cut();
+        self.sent.push(payload, &mut self.ring, cut);
     }
 
-    /// Cuts every frame due by `now`.
+    /// Cuts every frame due by `now`, handing each block on as it fills.
     pub(crate) fn advance(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.start);
         let due = elapsed.as_secs() * 50 + u64::from(elapsed.subsec_nanos()) / 20_000_000;
         while self.frames + LAG_FRAMES < due {
-            self.cut();
+            self.frames += 1;
+            if self.cut() - self.handed == BLOCK as u64 {
+                self.hand(BLOCK);
+            }
         }
     }
 
     /// Ends the recording at `now`: what is due and what waits, then the last block.
     pub(crate) fn finish(mut self, now: Instant) {
         self.advance(now + FRAME_TIME * LAG_FRAMES as u32);
-        if !self.block.is_empty() {
-            self.send();
+        let rest = (self.cut() - self.handed) as usize;
+        if rest > 0 {
+            self.hand(rest);
         }
     }
 
-    /// One frame of both directions into the block.
-    fn cut(&mut self) {
-        let (mut a, mut b) = ([0i16; FRAME], [0i16; FRAME]);
-        self.received.take(&mut a);
-        self.sent.take(&mut b);
-        match self.mix {
-            Mix::Mono => self
-                .block
-                .extend(a.iter().zip(&b).map(|(a, b)| a.saturating_add(*b))),
-            Mix::Stereo => {
-                for (a, b) in a.iter().zip(&b) {
-                    self.block.push(*a);
-                    self.block.push(*b);
-                }
-            }
-        }
-        self.frames += 1;
-        if self.block.len() == self.block.capacity() {
-            self.send();
-        }
+    /// Samples per channel cut so far.
+    fn cut(&self) -> u64 {
+        self.frames * FRAME as u64
     }
 
-    fn send(&mut self) {
-        let block = std::mem::replace(&mut self.block, Tap::empty_block(self.mix));
-        let samples = (block.len() / usize::from(self.mix.channels())) as u64;
+    /// Hands the ring's next `n` samples per channel to the writer as a block.
+    fn hand(&mut self, n: usize) {
+        let block = self.ring.take(self.handed, n);
+        self.handed += n as u64;
         match self.tx.try_send(block) {
             Ok(()) => {
-                self.status.samples.fetch_add(samples, Ordering::Relaxed);
+                self.status.samples.fetch_add(n as u64, Ordering::Relaxed);
             }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.status.mark_incomplete();
@@ -203,8 +197,13 @@ impl Tap {
     }
 }
 
-/// One direction of a tapped leg: its decoder and the 8 kHz samples not yet cut into frames.
+/// One direction of a tapped leg: its decoder, its channel, and where its audio goes next.
 struct Direction {
+    /// Left for what the leg receives, right for what it sends (both add into one when mono).
+    channel: usize,
+    /// The sample (per channel, from the start) its next audio goes to; behind the cut when
+    /// it fell silent, and then it resumes at the cut.
+    at: u64,
     format: Format,
     law: Option<G711>,
     decoder: Option<Box<dyn Decoder>>,
@@ -212,21 +211,19 @@ struct Direction {
     down: Option<Resampler>,
     pcm: Vec<i16>,
     pcm8: Vec<i16>,
-    queue: VecDeque<i16>,
 }
 
 impl Direction {
-    fn new(format: Format) -> Direction {
+    fn new(format: Format, channel: usize) -> Direction {
         let mut d = Direction {
+            channel,
+            at: 0,
             format,
             law: None,
             decoder: None,
             down: None,
             pcm: Vec::new(),
             pcm8: Vec::new(),
-            // What a direction may hold and a packet: a ring no larger than it must be stays in cache
-            // (a wideband decoder's larger packets grow it once).
-            queue: VecDeque::with_capacity(MAX_QUEUED + 2 * FRAME),
         };
         d.set_format(format);
         d
@@ -250,38 +247,138 @@ impl Direction {
         }
     }
 
-    fn push(&mut self, payload: &[u8]) {
-        if let Some(law) = self.law {
-            self.queue
-                .extend(payload.iter().map(|&c| law.decode_sample(c)));
+    /// Decodes `payload` into the ring from where this direction is (the cut, if that is
+    /// later), as far as it may run ahead of the cut.
+    fn push(&mut self, payload: &[u8], ring: &mut Ring, cut: u64) {
+        let at = self.at.max(cut);
+        let room = (cut + MAX_AHEAD as u64).saturating_sub(at) as usize;
+        let n = if let Some(law) = self.law {
+            let n = payload.len().min(room);
+            ring.put(self.channel, at, &payload[..n], |c| law.decode_sample(c));
+            n
         } else if let Some(dec) = &mut self.decoder {
             // A payload that does not decode is left out, like a lost packet.
             let Ok(n) = dec.decode(payload, &mut self.pcm) else {
                 return;
             };
-            match &mut self.down {
+            let pcm = match &mut self.down {
                 Some(r) => {
                     let m = r.process(&self.pcm[..n], &mut self.pcm8);
-                    self.queue.extend(&self.pcm8[..m]);
+                    &self.pcm8[..m]
                 }
-                None => self.queue.extend(&self.pcm[..n]),
-            }
-        }
-        if self.queue.len() > MAX_QUEUED {
-            let excess = self.queue.len() - MAX_QUEUED;
-            self.queue.drain(..excess);
+                None => &self.pcm[..n],
+            };
+            let n = pcm.len().min(room);
+            ring.put(self.channel, at, &pcm[..n], |s| s);
+            n
+        } else {
+            0
+        };
+        self.at = at + n as u64;
+    }
+}
+
+/// The recording by time, `RING` samples per channel a lap: sample `t` (per channel) at
+/// `t % RING`, times the channels. Up to `filled` it holds what both directions wrote (zero
+/// where neither did); past it, the last lap's audio, which a write overwrites rather than
+/// adds to — so the first direction to reach a slot only stores, and no slot is cleared ahead.
+struct Ring {
+    mix: Mix,
+    samples: Box<[i16]>,
+    filled: u64,
+}
+
+impl Ring {
+    fn new(mix: Mix) -> Ring {
+        Ring {
+            mix,
+            samples: vec![0; RING * usize::from(mix.channels())].into(),
+            filled: 0,
         }
     }
 
-    /// Moves the next frame's samples into `out` (silence, as it is, where none came).
-    fn take(&mut self, out: &mut [i16; FRAME]) {
-        let n = self.queue.len().min(FRAME);
-        let (front, back) = self.queue.as_slices();
-        let k = front.len().min(n);
-        out[..k].copy_from_slice(&front[..k]);
-        out[k..n].copy_from_slice(&back[..n - k]);
-        self.queue.drain(..n);
+    /// Writes `src` (converted by `sample`) from sample `at` on: added to what the other
+    /// direction put there when mono (saturating), into `channel` when stereo.
+    fn put<T: Copy>(&mut self, channel: usize, at: u64, src: &[T], sample: impl Fn(T) -> i16) {
+        if at > self.filled {
+            self.clear(self.filled, at);
+        }
+        let written = ((self.filled - at) as usize).min(src.len());
+        let end = at + src.len() as u64;
+        // Over what the other direction wrote: added (mono) or beside it (stereo).
+        let (over, fresh) = src.split_at(written);
+        for (slot, src) in pieces(at, over) {
+            match self.mix {
+                Mix::Mono => {
+                    for (r, &s) in self.samples[slot..slot + src.len()].iter_mut().zip(src) {
+                        *r = r.saturating_add(sample(s));
+                    }
+                }
+                Mix::Stereo => {
+                    let pairs = self.samples[slot * 2..(slot + src.len()) * 2].chunks_exact_mut(2);
+                    for (r, &s) in pairs.zip(src) {
+                        r[channel] = sample(s);
+                    }
+                }
+            }
+        }
+        // Past it: stored over the last lap.
+        for (slot, src) in pieces(at + written as u64, fresh) {
+            match self.mix {
+                Mix::Mono => {
+                    for (r, &s) in self.samples[slot..slot + src.len()].iter_mut().zip(src) {
+                        *r = sample(s);
+                    }
+                }
+                Mix::Stereo => {
+                    let pairs = self.samples[slot * 2..(slot + src.len()) * 2].chunks_exact_mut(2);
+                    for (r, &s) in pairs.zip(src) {
+                        r[channel] = sample(s);
+                        r[1 - channel] = 0;
+                    }
+                }
+            }
+        }
+        self.filled = self.filled.max(end);
     }
+
+    /// Silence from sample `from` to `to`, which is then filled.
+    fn clear(&mut self, from: u64, to: u64) {
+        let ch = usize::from(self.mix.channels());
+        for (slot, len) in spans(from, (to - from) as usize) {
+            self.samples[slot * ch..(slot + len) * ch].fill(0);
+        }
+        self.filled = to;
+    }
+
+    /// A copy of `n` samples per channel from sample `from` on (silence where nothing came).
+    fn take(&mut self, from: u64, n: usize) -> Vec<i16> {
+        let to = from + n as u64;
+        if to > self.filled {
+            self.clear(self.filled.max(from), to);
+        }
+        let ch = usize::from(self.mix.channels());
+        let mut block = Vec::with_capacity(n * ch);
+        for (slot, len) in spans(from, n) {
+            block.extend_from_slice(&self.samples[slot * ch..(slot + len) * ch]);
+        }
+        block
+    }
+}
+
+/// The ring's slots of `len` samples from sample `at` on: where each of (at most) two pieces
+/// starts and how long it is.
+fn spans(at: u64, len: usize) -> [(usize, usize); 2] {
+    let start = (at % RING as u64) as usize;
+    let head = len.min(RING - start);
+    [(start, head), (0, len - head)]
+}
+
+/// `src` cut where [`spans`] cuts it, each piece with its slot.
+fn pieces<T>(at: u64, src: &[T]) -> [(usize, &[T]); 2] {
+    let [(start, head), (_, _)] = spans(at, src.len());
+    let (head, tail) = src.split_at(head);
+    [(start, head), (0, tail)]
 }
 
 #[cfg(test)]

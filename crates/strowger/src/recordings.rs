@@ -2,7 +2,8 @@
 //! that drains each recording's blocks into its file, so a slow or full disk never holds up
 //! the worker's media. The media path only fills the recording's bounded channel; a file that
 //! cannot be written is logged and marked incomplete (the CDR says so), and its audio is
-//! drained and dropped until the call ends.
+//! drained and dropped until the call ends. The thread runs at a lower priority than the
+//! workers (nice 10), so its disk writes never compete with media for a core.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -13,8 +14,15 @@ use std::time::{Duration, Instant};
 
 use media::{CallFile, CallRecording, FileFormat};
 
-/// How often the thread looks at its recordings' channels, which hold 2 s of audio each.
-const POLL: Duration = Duration::from_millis(50);
+/// How often the thread looks at its recordings' channels, which hold 2 s of audio each in
+/// blocks of 500 ms.
+const POLL: Duration = Duration::from_millis(100);
+/// A file's buffer (for the headers and Ogg's small pages): smaller than a WAV block (8 or
+/// 16 KB), which so goes to the file in one write(2) as soon as it comes — a full disk shows in
+/// the CDR of the call that filled it.
+const FILE_BUFFER: usize = 4096;
+/// The thread's nice value: below the workers, which run at 0.
+const NICE: libc::c_int = 10;
 
 /// How long a stopping worker waits for its writer to complete the files of the calls it
 /// ended, so the last recordings are whole; a stuck disk cannot hold the exit up for longer.
@@ -37,7 +45,12 @@ impl Recordings {
         let (jobs, rx) = mpsc::channel();
         let thread = thread::Builder::new()
             .name(format!("recordings-{worker}"))
-            .spawn(move || run(rx))?;
+            .spawn(move || {
+                // SAFETY: a plain syscall. Linux keeps nice per thread, and `who` 0 is the
+                // calling one; a failure leaves it at the workers' priority, only less polite.
+                unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICE) };
+                run(rx)
+            })?;
         Ok(Recordings { jobs, thread })
     }
 
@@ -119,7 +132,13 @@ impl Open {
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|()| File::create(&path))
-            .and_then(|f| CallFile::new(BufWriter::new(f), format, recording.mix));
+            .and_then(|f| {
+                CallFile::new(
+                    BufWriter::with_capacity(FILE_BUFFER, f),
+                    format,
+                    recording.mix,
+                )
+            });
         let file = match created {
             Ok(f) => Some(f),
             Err(e) => {

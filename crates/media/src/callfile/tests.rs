@@ -24,7 +24,10 @@ fn wav_holds_the_samples_with_the_channels_of_the_mix() {
     let wav = hound::WavReader::new(out).unwrap();
     assert_eq!(wav.spec().channels, 2);
     assert_eq!(wav.spec().sample_rate, 8000);
+    assert_eq!(wav.spec().bits_per_sample, 16);
     assert_eq!(wav.duration(), 1600);
+    let samples: Vec<i16> = wav.into_samples().map(Result::unwrap).collect();
+    assert_eq!(samples, [&pcm[..], &pcm[..]].concat());
 }
 
 /// The packets of an Ogg stream with each one's granule position.

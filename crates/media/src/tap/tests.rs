@@ -91,3 +91,93 @@ fn wideband_audio_is_recorded_at_8_khz() {
         &settled[..8]
     );
 }
+
+/// Each frame's own value, for telling frames apart.
+fn frame_value(i: u32) -> i16 {
+    G711::Pcmu.decode_sample(G711::Pcmu.encode_sample((i as i16 % 64) * 400 - 12000))
+}
+
+#[test]
+fn frames_land_in_order_across_blocks_and_laps_of_the_ring() {
+    let t0 = Instant::now();
+    let (mut tap, rec) = Tap::new(Format::Pcmu, Mix::Stereo, t0);
+    let frames = 150; // 3 s: six blocks, the ring lapped three times
+    let mut pcm: Vec<i16> = Vec::new();
+    for i in 0..frames {
+        let now = t0 + FRAME_TIME * i;
+        tap.received(&ulaw(frame_value(i)), now);
+        tap.sent(&ulaw(frame_value(i + 7)), now);
+        // The writer keeps up.
+        pcm.extend(rec.blocks.try_iter().flatten());
+    }
+    tap.finish(t0 + FRAME_TIME * frames);
+    pcm.extend(rec.blocks.try_iter().flatten());
+    assert_eq!(pcm.len(), frames as usize * FRAME * 2);
+    for (i, frame) in pcm.chunks(FRAME * 2).enumerate() {
+        let (l, r) = (frame_value(i as u32), frame_value(i as u32 + 7));
+        assert!(frame.chunks(2).all(|s| s == [l, r]), "frame {i}");
+    }
+    assert!(rec.status.complete());
+}
+
+#[test]
+fn a_direction_ahead_of_the_clock_keeps_half_a_second_and_resumes_at_the_cut() {
+    let t0 = Instant::now();
+    let (mut tap, rec) = Tap::new(Format::Pcmu, Mix::Mono, t0);
+    // 40 frames at once: the first 25 (500 ms) are kept, the rest dropped.
+    for i in 0..40 {
+        tap.received(&ulaw(frame_value(i)), t0);
+    }
+    // Silence until 1 s of call time is cut, then one more frame.
+    tap.advance(t0 + Duration::from_secs(1) + FRAME_TIME * LAG_FRAMES as u32);
+    tap.received(&ulaw(frame_value(60)), t0 + Duration::from_secs(1));
+    tap.finish(t0 + Duration::from_secs(1) + FRAME_TIME);
+    let pcm: Vec<i16> = rec.blocks.try_iter().flatten().collect();
+    assert_eq!(pcm.len(), 51 * FRAME);
+    for (i, frame) in pcm.chunks(FRAME).enumerate() {
+        let want = match i {
+            0..25 => frame_value(i as u32),
+            50 => frame_value(60),
+            _ => 0,
+        };
+        assert!(frame.iter().all(|&s| s == want), "frame {i}: {}", frame[0]);
+    }
+}
+
+#[test]
+fn a_later_lap_of_the_ring_holds_only_its_own_audio() {
+    let t0 = Instant::now();
+    let (mut tap, rec) = Tap::new(Format::Pcmu, Mix::Stereo, t0);
+    let mut pcm: Vec<i16> = Vec::new();
+    let frames = 150;
+    for i in 0..frames {
+        let now = t0 + FRAME_TIME * i;
+        if i < 30 {
+            tap.received(&ulaw(frame_value(i)), now);
+        }
+        if (70..80).contains(&i) {
+            tap.sent(&ulaw(frame_value(i + 7)), now);
+        }
+        tap.advance(now);
+        pcm.extend(rec.blocks.try_iter().flatten());
+    }
+    tap.finish(t0 + FRAME_TIME * frames);
+    pcm.extend(rec.blocks.try_iter().flatten());
+    assert_eq!(pcm.len(), frames as usize * FRAME * 2);
+    for (i, frame) in pcm.chunks(FRAME * 2).enumerate() {
+        let i = i as u32;
+        let l = if i < 30 { frame_value(i) } else { 0 };
+        // Sent after a silence: it resumes at the cut, the lag behind, in slots the first
+        // lap filled on the left.
+        let lag = LAG_FRAMES as u32;
+        let r = match (70 - lag..80 - lag).contains(&i) {
+            true => frame_value(i + lag + 7),
+            false => 0,
+        };
+        assert!(
+            frame.chunks(2).all(|s| s == [l, r]),
+            "frame {i}: {:?}",
+            &frame[..2]
+        );
+    }
+}

@@ -39,7 +39,8 @@ pub struct Conference {
     /// Keyed instead of the PIN, it makes the caller a moderator (lock, unlock, kick). A room
     /// with only a moderator PIN lets others in with `#` alone.
     pub moderator_pin: Option<String>,
-    /// The mixing rate: 8000, 16000 (wideband, the default) or 48000.
+    /// The most the room mixes at: 8000, 16000 (wideband, the default) or 48000 (it mixes at
+    /// its widest member's rate up to this).
     pub rate: u32,
     /// Callers beyond this many are turned away (CONFSTATUS=FULL).
     pub max_members: usize,
