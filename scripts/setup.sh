@@ -36,6 +36,7 @@ declare -A want=(
   [kamailio]=/usr/sbin/kamailio
   [dnsmasq-base]=/usr/sbin/dnsmasq
   [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
+  [prometheus]=/usr/bin/prometheus # metrics test: a real Prometheus scrapes /metrics
 )
 for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
 if [[ ${1:-test} == build ]]; then

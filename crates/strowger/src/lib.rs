@@ -6,6 +6,7 @@ pub mod dns;
 pub mod fds;
 pub mod host;
 pub mod logging;
+pub mod metrics;
 pub mod music;
 pub mod peers;
 pub mod recordings;

@@ -113,7 +113,14 @@ pub fn run(cfg: Config) -> Result<(), String> {
         cfg.registrar.store.parse::<store::StoreUrl>(),
         Ok(store::StoreUrl::Local(_))
     );
-    let queues = crate::store_io::start(store, inline, mail.clone(), STORE_THREADS);
+    let backend = match cfg.registrar.store.parse::<store::StoreUrl>() {
+        Ok(store::StoreUrl::Local(_)) => "local",
+        Ok(store::StoreUrl::Memcached(..)) => "memcached",
+        _ => "redis",
+    };
+    let metrics = Arc::new(crate::metrics::Board::new(workers, backend));
+    let queues =
+        crate::store_io::start(store, inline, mail.clone(), STORE_THREADS, metrics.clone());
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
     // Trunk hosts that are names are resolved on a DNS thread (RFC 3263).
     let needs_dns = cfg
@@ -247,6 +254,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             mail: mail.clone(),
             stop: stop.clone(),
             counters: counters.clone(),
+            board: metrics.clone(),
         };
         let sockets = Sockets {
             udp: udp_socks,

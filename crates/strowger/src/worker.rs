@@ -164,7 +164,7 @@ impl Mailboxes {
 }
 
 /// A worker's place among the others: its id, its inbox and everyone's, and what the process
-/// shares (the stop flag, the counters).
+/// shares (the stop flag, the counters, the metrics board).
 pub struct Crew {
     pub id: usize,
     pub workers: usize,
@@ -172,6 +172,7 @@ pub struct Crew {
     pub mail: Arc<Mailboxes>,
     pub stop: Arc<AtomicBool>,
     pub counters: Arc<Counters>,
+    pub board: Arc<crate::metrics::Board>,
 }
 
 impl Crew {
@@ -186,6 +187,7 @@ impl Crew {
             mail: Arc::new(Mailboxes::new(vec![tx], vec![waker])),
             stop: Arc::new(AtomicBool::new(false)),
             counters: Arc::new(Counters::default()),
+            board: Arc::new(crate::metrics::Board::new(1, "local")),
         })
     }
 }
@@ -218,6 +220,9 @@ pub struct Worker {
     pub host: crate::host::Host,
     pub stop: Arc<AtomicBool>,
     pub counters: Arc<Counters>,
+    /// Where this worker publishes its metrics, once a second ([`Worker::publish`]).
+    pub board: Arc<crate::metrics::Board>,
+    pub next_publish: Instant,
     pub max_message: usize,
     pub batch: mmsg::Batch,
     pub ticks: u64,
@@ -310,6 +315,8 @@ impl Worker {
             host,
             stop: crew.stop,
             counters: crew.counters,
+            board: crew.board,
+            next_publish: Instant::now(),
             max_message: sip.max_message_size,
             batch: mmsg::Batch::new(batch, 2048, true),
             ticks: 0,
@@ -426,6 +433,9 @@ impl Worker {
             if now >= self.next_conn_sweep {
                 self.sweep_conns(now);
             }
+            if now >= self.next_publish {
+                self.publish(now);
+            }
             if self.host.store_overdue(now) {
                 self.store_ready();
             }
@@ -437,6 +447,14 @@ impl Worker {
             self.flush_iax();
             self.wake_posted();
         }
+    }
+
+    /// Copies the engine's counts and this thread's CPU time to the metrics board: once a
+    /// second, so the packets and messages in between pay nothing for the metrics.
+    fn publish(&mut self, now: Instant) {
+        self.next_publish = now + Duration::from_secs(1);
+        let cpu = crate::metrics::thread_cpu();
+        self.board.publish(self.id, self.engine.metrics(), cpu);
     }
 
     fn wake_posted(&mut self) {
