@@ -23,6 +23,9 @@ struct Cli {
     /// Listen for IAX2 on this UDP address, replacing iax2.listen (IAX2 is off without it).
     #[arg(long, value_name = "ADDR:PORT")]
     iax_listen: Option<String>,
+    /// Serve the control API on this loopback address, replacing api.listen ("" for none).
+    #[arg(long, value_name = "ADDR:PORT")]
+    api_listen: Option<String>,
     /// RTP port range, replacing rtp.ports.
     #[arg(long, value_name = "LO-HI")]
     rtp_ports: Option<String>,
@@ -195,6 +198,9 @@ fn main() -> ExitCode {
             .as_deref()
             .map(|v| cfg.iax2.override_listen(v)),
         cli.log_level.as_deref().map(|v| cfg.override_log_level(v)),
+        cli.api_listen
+            .as_deref()
+            .map(|v| cfg.api.override_listen(v)),
     ];
     for o in overrides.into_iter().flatten() {
         if let Err(e) = o {

@@ -3,9 +3,14 @@
 //! its thread's CPU time; store operations add their latency as they finish (two relaxed
 //! atomic adds per operation). A scrape reads the atomics and renders
 //! (`switch::metrics::Scrape`): nothing on a packet's or a message's path waits for it or
-//! takes a lock.
+//! takes a lock. `GET /metrics` is one of the control API's routes ([`routes`]).
 
 use crate::worker::Counters;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -90,6 +95,16 @@ impl Source {
         let bindings = self.store.bindings(now.as_secs());
         self.board.scrape(&self.counters, bindings).render()
     }
+}
+
+/// `GET /metrics`, merged into the API's router behind its bearer token: Prometheus sends the
+/// token (`authorization: credentials:`), so the traffic figures are no one else's to read.
+pub fn routes() -> Router<Arc<crate::api::Shared>> {
+    Router::new().route("/metrics", get(scrape))
+}
+
+async fn scrape(State(s): State<Arc<crate::api::Shared>>) -> Response {
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], s.metrics.render()).into_response()
 }
 
 /// The media type of [`Source::render`]'s text.

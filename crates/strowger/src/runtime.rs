@@ -107,18 +107,21 @@ pub fn run(cfg: Config) -> Result<(), String> {
         inboxes.push(rx);
     }
     let mail = Arc::new(Mailboxes::new(senders, wakers));
+    let feed = Arc::new(crate::api::Feed::default());
     let store = store::open(&cfg.registrar.store).map_err(|e| format!("registrar.store: {e}"))?;
     load_users(&*store, &cfg.users)?;
-    let inline = matches!(
-        cfg.registrar.store.parse::<store::StoreUrl>(),
-        Ok(store::StoreUrl::Local(_))
-    );
     let backend = match cfg.registrar.store.parse::<store::StoreUrl>() {
         Ok(store::StoreUrl::Local(_)) => "local",
         Ok(store::StoreUrl::Memcached(..)) => "memcached",
         _ => "redis",
     };
+    let inline = backend == "local";
     let metrics = Arc::new(crate::metrics::Board::new(workers, backend));
+    let source = Arc::new(crate::metrics::Source {
+        board: metrics.clone(),
+        counters: counters.clone(),
+        store: store.clone(),
+    });
     let queues =
         crate::store_io::start(store, inline, mail.clone(), STORE_THREADS, metrics.clone());
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
@@ -255,6 +258,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             stop: stop.clone(),
             counters: counters.clone(),
             board: metrics.clone(),
+            feed: feed.clone(),
         };
         let sockets = Sockets {
             udp: udp_socks,
@@ -276,8 +280,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
                 .map_err(|e| e.to_string())?,
         );
     }
+    // After the workers: a command posted before a worker runs would only wait in its inbox.
+    let api = crate::api::start(&cfg, mail.clone(), workers, feed, counters.clone(), source)?;
     tracing::info!(
-        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{} data in {}; codec costs measured in {} ms",
+        "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{}{} data in {}; codec costs measured in {} ms",
         env!("CARGO_PKG_VERSION"),
         listen
             .iter()
@@ -286,6 +292,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
             .join(", "),
         iax.as_ref()
             .map_or(String::new(), |(a, _)| format!(" IAX2 on udp:{a};")),
+        api.map_or(String::new(), |a| format!(" API on http://{a};")),
         data_dir.display(),
         measured.as_millis()
     );

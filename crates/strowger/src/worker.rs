@@ -108,6 +108,13 @@ pub enum Envelope {
     TcpAuthenticated { peer: SocketAddr },
     /// A transfer message from another worker's engine (`switch::Event::Crossing`).
     Crossing(Box<switch::Crossing>),
+    /// A control API command (api/), answered on `reply` when the engine has run it.
+    Api {
+        command: switch::control::Command,
+        reply: tokio::sync::oneshot::Sender<switch::control::Reply>,
+    },
+    /// Whether an event-stream client listens (`switch::Input::Watch`).
+    Watch(bool),
 }
 
 /// Counters shared with the process (read by tests and the bench through the log on exit).
@@ -173,6 +180,8 @@ pub struct Crew {
     pub stop: Arc<AtomicBool>,
     pub counters: Arc<Counters>,
     pub board: Arc<crate::metrics::Board>,
+    /// Where the engine's notices go for the API's event stream.
+    pub feed: Arc<crate::api::Feed>,
 }
 
 impl Crew {
@@ -188,6 +197,7 @@ impl Crew {
             stop: Arc::new(AtomicBool::new(false)),
             counters: Arc::new(Counters::default()),
             board: Arc::new(crate::metrics::Board::new(1, "local")),
+            feed: Arc::default(),
         })
     }
 }
@@ -270,6 +280,10 @@ pub struct Worker {
     pub accept_retry: bool,
     /// When TCP connections refused over a cap were last logged.
     pub tcp_refused_logged: Option<Instant>,
+    pub feed: Arc<crate::api::Feed>,
+    /// API commands the engine is running, by the token its answer will carry.
+    pub api_replies: HashMap<u64, tokio::sync::oneshot::Sender<switch::control::Reply>>,
+    pub api_next: u64,
 }
 
 /// Spare RTP pairs a worker keeps bound for new legs: more than a burst of SIP datagrams opens
@@ -340,6 +354,9 @@ impl Worker {
             next_conn_sweep: Instant::now(),
             accept_retry: false,
             tcp_refused_logged: None,
+            feed: crew.feed,
+            api_replies: HashMap::new(),
+            api_next: 0,
         };
         w.register()?;
         Ok(w)
@@ -581,6 +598,7 @@ impl Worker {
         if over != self.overloaded {
             self.overloaded = over;
             self.input(clock(), Input::Overloaded(over));
+            self.feed.overload(self.id, over);
             match over {
                 true => tracing::warn!(
                     "worker {} is past capacity (media ticks {} µs late): new calls get 503",
@@ -802,6 +820,12 @@ impl Worker {
                 };
                 post(&self.mail, &mut self.to_wake, worker, sip);
             }
+            Event::Api { token, reply } => {
+                if let Some(tx) = self.api_replies.remove(&token) {
+                    let _ = tx.send(reply);
+                }
+            }
+            Event::Notice(n) => self.feed.notice(n),
             Event::Crossing(c) => {
                 let worker = c.worker;
                 post(&self.mail, &mut self.to_wake, worker, Envelope::Crossing(c));
@@ -1161,6 +1185,13 @@ impl Worker {
                 }
                 Envelope::TcpAuthenticated { peer } => self.tcp_authenticated(peer),
                 Envelope::Crossing(c) => self.input(now, Input::Crossing(c)),
+                Envelope::Api { command, reply } => {
+                    self.api_next += 1;
+                    let token = self.api_next;
+                    self.api_replies.insert(token, reply);
+                    self.input(now, Input::Api { token, command });
+                }
+                Envelope::Watch(on) => self.input(now, Input::Watch(on)),
             }
         }
     }

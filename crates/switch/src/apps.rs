@@ -2,6 +2,7 @@
 //! waits, and the answer / hang-up procedures every app shares.
 
 use crate::call::{Call, LegIdx, LegRef, Wait};
+use crate::control::Notice;
 use crate::dialplan::cause::Cause;
 use crate::dialplan::{Audio, Step};
 use crate::engine::{Engine, ALLOW, SUPPORTED};
@@ -526,11 +527,13 @@ impl Engine {
             return;
         };
         if c.caller().iax().is_some() {
+            self.call_notice(call, |call_id| Notice::Ringing { call_id });
             return self.iax_ringing(call, with_sdp, now);
         }
         if c.answered || c.invite_tx.is_none() {
             return;
         }
+        self.call_notice(call, |call_id| Notice::Ringing { call_id });
         let body = if with_sdp {
             if !self.ensure_media(call, Call::CALLER, now) {
                 return;
@@ -638,6 +641,7 @@ impl Engine {
             Some(body.as_bytes()),
         );
         self.txs.respond(stx, 200, bytes, now);
+        self.call_notice(call, |call_id| Notice::Answered { call_id });
         if let Some(d) = deadline {
             self.calls.arm(call, d);
         }
@@ -755,6 +759,13 @@ impl Engine {
         c.cdr.cause_text = Cause(q850).name().unwrap_or("unknown").to_string();
         c.cdr.hangup_side = side;
         self.metrics.ended(q850, media);
+        self.notice(|_| {
+            Some(Notice::Ended {
+                call_id: c.cdr.call_id.clone(),
+                cause: q850,
+                cdr: serde_json::to_value(&c.cdr).ok()?,
+            })
+        });
         self.events.push_back(Event::Cdr(c.cdr.to_json()));
         self.call_ended(call, side, now);
     }

@@ -2,6 +2,7 @@
 //! and, once it answers, relays media between the two legs.
 
 use crate::call::{Leg, LegIdx, LegRef, Signal, Wait};
+use crate::control::Notice;
 use crate::dialog::Dialog;
 use crate::engine::{owner, Engine, ALLOW, SUPPORTED};
 use sdp::{LocalSession, SessionDescription};
@@ -263,6 +264,10 @@ impl Engine {
         let cseq = d.local_cseq;
         out.invite_tx = None;
         out.confirmed = true;
+        self.call_notice(call, |call_id| Notice::Bridged {
+            call_id,
+            to: target.clone(),
+        });
         self.calls[call].cdr.bridged_to = Some(target);
         // The first to answer wins; the other forks are cancelled.
         self.ring_end(call);

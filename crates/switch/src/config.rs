@@ -3,6 +3,7 @@
 //! switch never meets a bad regex or port range; every error carries
 //! `file:line:column: key: message` and says what would be accepted.
 
+mod api;
 mod conference;
 mod iax2;
 mod ivr;
@@ -14,6 +15,7 @@ mod source;
 mod trunks;
 mod voicemail;
 
+pub use api::Api;
 pub use conference::{Conference, Conferences};
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 pub use ivr::{Ivr, Menu};
@@ -102,6 +104,8 @@ pub struct Config {
     pub voicemail: Voicemail,
     /// `[conferences.NAME]`: conference rooms.
     pub conferences: Conferences,
+    /// `[api]`: the control API.
+    pub api: Api,
     /// Problems that do not stop loading, e.g. a variable nothing defines.
     pub warnings: Vec<ConfigError>,
 }
@@ -378,6 +382,7 @@ impl Config {
             check_public_gotos(public, &raw.dialplan, &ivr, &mut d);
         }
         let conferences = conference::conferences(raw.conferences, &mut d);
+        let api = api::api(raw.api, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
             if let Some(c) = &p.context {
                 if !dialplan.has_context(c) {
@@ -410,6 +415,7 @@ impl Config {
             ivr,
             voicemail,
             conferences,
+            api,
             warnings: found,
         })
     }

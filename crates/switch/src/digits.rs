@@ -3,6 +3,7 @@
 //! the phone sends.
 
 use crate::call::{LegRef, Wait};
+use crate::control::Notice;
 use crate::engine::Engine;
 use std::time::Instant;
 
@@ -22,6 +23,7 @@ impl Engine {
     /// A digit from leg `at`: kept in the call's `digits` and given to whatever of the call
     /// reads digits now (a recording ends on `#`).
     pub(crate) fn digit(&mut self, at: LegRef, digit: char, now: Instant) {
+        self.call_notice(at.call, |call_id| Notice::Dtmf { call_id, digit });
         if self.conference_digit(at.call, digit, now) {
             return;
         }

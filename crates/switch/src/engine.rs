@@ -276,6 +276,8 @@ pub struct Engine {
     pub(crate) mwi: crate::mwi::Mwi,
     /// This worker's conference rooms (conference.rs).
     pub(crate) conferences: crate::conference::Conferences,
+    /// An event-stream client listens (`Input::Watch`): make `Event::Notice`s (control.rs).
+    pub(crate) watched: bool,
 }
 
 impl Engine {
@@ -312,6 +314,7 @@ impl Engine {
             voicemail: Default::default(),
             mwi: Default::default(),
             conferences: Default::default(),
+            watched: false,
             s,
         };
         engine.trunks_start(now);
@@ -366,6 +369,8 @@ impl Engine {
             Input::Overloaded(on) => self.overloaded = on,
             Input::Shutdown => self.shutdown(now),
             Input::Crossing(c) => self.on_crossing(*c, now),
+            Input::Api { token, command } => self.on_command(token, command, now),
+            Input::Watch(on) => self.watched = on,
         }
     }
 
@@ -886,6 +891,7 @@ impl Engine {
         );
         call.user = user;
         let id = self.calls.add(call);
+        self.created_notice(id);
         self.calls.run_later(id);
     }
 

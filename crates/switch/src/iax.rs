@@ -9,6 +9,7 @@
 use crate::call::{Call, Leg, Signal, Wait};
 use crate::cdr::{unix_seconds, Cdr};
 use crate::config::{Iax2, IaxHost, IaxPeer};
+use crate::control::Notice;
 use crate::dialplan::cause::Cause;
 use crate::dialplan::Vars;
 use crate::engine::Engine;
@@ -766,6 +767,7 @@ impl Engine {
         let leg = self.iax_leg(call_id, from, call);
         let c = Call::new(leg, None, None, program, vars, cdr, now, None);
         let id = self.calls.add(c);
+        self.created_notice(id);
         if let Some(iax) = self.iax.as_mut() {
             let c = IaxCall {
                 call: id,
@@ -960,6 +962,7 @@ impl Engine {
             .set_up(now.saturating_duration_since(c.started));
         c.cdr.answer = Some(unix_seconds(self.clock.wall_at(now)));
         c.caller_mut().confirmed = true;
+        self.call_notice(call, |call_id| Notice::Answered { call_id });
         true
     }
 

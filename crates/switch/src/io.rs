@@ -137,6 +137,13 @@ pub enum Input<'a> {
     Shutdown,
     /// A transfer message another worker's `Event::Crossing` sent here.
     Crossing(Box<crate::crossing::Crossing>),
+    /// A control API command (control.rs); answered by an [`Event::Api`] with `token`.
+    Api {
+        token: u64,
+        command: crate::control::Command,
+    },
+    /// Whether an event-stream client listens: the engine makes [`Event::Notice`]s only then.
+    Watch(bool),
 }
 
 /// What the engine asks of the shell.
@@ -261,6 +268,13 @@ pub enum Event {
     /// A transfer message for worker `Crossing::worker` (crossing.rs): post it to that worker's
     /// inbox, to be given to its engine as `Input::Crossing`.
     Crossing(Box<crate::crossing::Crossing>),
+    /// The answer to an [`Input::Api`]: hand it to the API thread that asked.
+    Api {
+        token: u64,
+        reply: crate::control::Reply,
+    },
+    /// Something for the event stream's clients (made only while [`Input::Watch`] is on).
+    Notice(crate::control::Notice),
 }
 
 /// A SIP message for worker `worker`, as `Input::Sip` would have brought it there.

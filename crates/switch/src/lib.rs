@@ -11,6 +11,7 @@ mod calls;
 pub mod cdr;
 mod conference;
 pub mod config;
+pub mod control;
 mod crossing;
 pub mod dialog;
 pub mod dialplan;

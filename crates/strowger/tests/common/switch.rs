@@ -44,6 +44,8 @@ pub struct Opts {
 pub struct Strowger {
     child: Option<Child>,
     pub sip: SocketAddr,
+    /// The control API's address (every instance gets its own, so tests run side by side).
+    pub api: SocketAddr,
     pub rtp: (u16, u16),
     /// Holds data/ (strowger's data dir), strowger.log and the SIPp run dirs.
     pub dir: TempDir,
@@ -70,6 +72,7 @@ impl Strowger {
     pub fn with(label: &str, opts: Opts) -> Strowger {
         let dir = TempDir::new(label);
         let sip: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let ports = opts.rtp_ports.unwrap_or(RTP_PORTS);
         let lo = free_port_range(ports);
         let rtp = (lo, lo + ports - 1);
@@ -85,7 +88,9 @@ impl Strowger {
             .arg("--rtp-ports")
             .arg(format!("{}-{}", rtp.0, rtp.1))
             .arg("--data-dir")
-            .arg(dir.path().join("data"));
+            .arg(dir.path().join("data"))
+            .arg("--api-listen")
+            .arg(api.to_string());
         if let Some(n) = opts.workers {
             cmd.arg("--workers").arg(n.to_string());
         }
@@ -105,6 +110,7 @@ impl Strowger {
         let mut s = Strowger {
             child: Some(child),
             sip,
+            api,
             rtp,
             dir,
             log,

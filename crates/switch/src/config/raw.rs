@@ -31,6 +31,7 @@ pub(crate) struct RawConfig {
     pub menus: BTreeMap<String, super::ivr::RawMenu>,
     pub voicemail: super::voicemail::RawVoicemail,
     pub conferences: BTreeMap<String, super::conference::RawConference>,
+    pub api: super::api::RawApi,
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,89 @@
+//! The control API: HTTP routes under `/api/v1` and a WebSocket event stream, served by axum on
+//! a thread of its own with a one-thread tokio runtime. It never touches a worker's state: it
+//! posts commands to the workers' inboxes (`Envelope::Api`) and awaits their answers, and it
+//! fans out the notices the workers publish to the [`Feed`] (docs/architecture.md).
+
+mod calls;
+mod events;
+mod feed;
+mod server;
+mod token;
+
+pub use feed::Feed;
+pub use server::router;
+pub use token::{load_or_create as token, TOKEN_FILE};
+
+use crate::worker::{Counters, Mailboxes};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use switch::config::Config;
+
+/// What the routes share: the way to the workers, the event feed, the token.
+pub struct Shared {
+    pub mail: Arc<Mailboxes>,
+    pub workers: usize,
+    pub feed: Arc<Feed>,
+    pub counters: Arc<Counters>,
+    pub token: String,
+    pub max_event_clients: usize,
+    /// What `/metrics` renders.
+    pub metrics: Arc<crate::metrics::Source>,
+}
+
+/// Binds `api.listen` now (so a taken port stops the start with its key named) and serves the
+/// API on a thread named `api`. None: the API is off (`api.listen = ""`).
+pub fn start(
+    cfg: &Config,
+    mail: Arc<Mailboxes>,
+    workers: usize,
+    feed: Arc<Feed>,
+    counters: Arc<Counters>,
+    metrics: Arc<crate::metrics::Source>,
+) -> Result<Option<SocketAddr>, String> {
+    let Some(addr) = cfg.api.listen else {
+        return Ok(None);
+    };
+    let token = match &cfg.api.token {
+        Some(t) => t.clone(),
+        None => token::load_or_create(&cfg.general.data_dir)?,
+    };
+    let listener = std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|_| l))
+        .map_err(|e| {
+            format!("cannot listen for the API on tcp:{addr}: {e} (change api.listen or --api-listen, \"\" for no API)")
+        })?;
+    let shared = Arc::new(Shared {
+        mail,
+        workers,
+        feed,
+        counters,
+        token,
+        max_event_clients: cfg.api.max_event_clients,
+        metrics,
+    });
+    std::thread::Builder::new()
+        .name("api".into())
+        .spawn(move || serve(listener, shared))
+        .map_err(|e| format!("cannot start the API thread: {e}"))?;
+    Ok(Some(addr))
+}
+
+fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return tracing::error!("the API cannot start its runtime: {e}"),
+    };
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => return tracing::error!("the API cannot use its socket: {e}"),
+        };
+        if let Err(e) = axum::serve(listener, router(shared)).await {
+            tracing::error!("the API stopped: {e}");
+        }
+    });
+}

@@ -1,0 +1,122 @@
+//! The router: every route, behind the bearer-token check, and the way a route asks the
+//! workers (`ask`). Another part of the process adds its routes by merging a `Router` in
+//! [`router`], before the token layer so they are guarded too.
+
+use super::Shared;
+use crate::worker::Envelope;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use std::sync::Arc;
+use std::time::Duration;
+use subtle::ConstantTimeEq;
+use switch::control::{Command, Reply};
+
+/// How long a route waits for every worker's answer; a worker that takes longer is stuck or
+/// overloaded, and the client gets 503 rather than a partial answer.
+const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The API's routes, all behind the token check.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/openapi.json", get(openapi))
+        .merge(super::calls::routes())
+        .merge(super::events::routes())
+        .merge(crate::metrics::routes())
+        .layer(middleware::from_fn_with_state(shared.clone(), authorize))
+        .with_state(shared)
+}
+
+/// The OpenAPI 3 document of every route (checked in; tests/api.rs holds the router to it).
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("openapi.json"),
+    )
+        .into_response()
+}
+
+/// Lets a request through only with `Authorization: Bearer TOKEN` — or, for the event stream
+/// (browsers cannot set headers on a WebSocket), `?token=TOKEN`. Compared in constant time.
+async fn authorize(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let query = match req.uri().path() == super::events::PATH {
+        true => req.uri().query().and_then(|q| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix("token="))
+                .map(str::to_string)
+        }),
+        false => None,
+    };
+    let given = bearer.map(str::to_string).or(query);
+    match given {
+        Some(t) if bool::from(t.as_bytes().ct_eq(s.token.as_bytes())) => next.run(req).await,
+        _ => {
+            let mut r = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong token: send `Authorization: Bearer TOKEN` (api.token, or the \
+                 data directory's api.token)",
+            )
+            .into_response();
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            r
+        }
+    }
+}
+
+/// An error as the API returns it: a status and `{"error": "..."}` that names the fix.
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.message });
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// Posts `cmd` to every worker's inbox and gathers their answers. The worker never waits: it
+/// answers through a oneshot channel when its loop reaches the command.
+pub async fn ask(s: &Shared, cmd: Command) -> Result<Vec<Reply>, ApiError> {
+    let waits: Vec<_> = (0..s.workers)
+        .map(|w| {
+            let (reply, wait) = tokio::sync::oneshot::channel();
+            let command = cmd.clone();
+            s.mail.send(w, Envelope::Api { command, reply });
+            wait
+        })
+        .collect();
+    let gather = async {
+        let mut replies = Vec::with_capacity(waits.len());
+        for w in waits {
+            replies.push(w.await.ok()?);
+        }
+        Some(replies)
+    };
+    match tokio::time::timeout(ASK_TIMEOUT, gather).await {
+        Ok(Some(r)) => Ok(r),
+        _ => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "a worker did not answer within 2 s (overloaded or stopping): try again",
+        )),
+    }
+}
