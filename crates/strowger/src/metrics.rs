@@ -39,7 +39,7 @@ impl Board {
             workers: published.collect(),
             store: StoreLatency {
                 backend,
-                table: (0..STORE_LATENCY.len())
+                table: (0..STORE_LATENCY.table_len())
                     .map(|_| AtomicU64::new(0))
                     .collect(),
             },

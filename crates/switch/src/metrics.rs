@@ -68,7 +68,7 @@ impl Hist {
     }
 
     /// Slots this histogram takes.
-    pub const fn len(&self) -> usize {
+    pub const fn table_len(&self) -> usize {
         self.bounds.len() + 2
     }
 

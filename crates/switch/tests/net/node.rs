@@ -631,6 +631,8 @@ impl Node {
             Event::MediaClose { leg } => {
                 h.ports.remove(&leg);
             }
+            // The control API's answers and notices: no API thread on this network.
+            Event::Api { .. } | Event::Notice(_) => {}
             Event::Store { token, op } if h.held.is_some() => {
                 h.held.get_or_insert_with(Vec::new).push((token, *op));
             }
