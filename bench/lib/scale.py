@@ -214,11 +214,15 @@ def api_config(cfg, port, token):
     """`cfg` with the control API (and /metrics) on 127.0.0.1:`port` and bearer token `token`."""
     text = open(cfg).read()
     keys = {"listen": f'"127.0.0.1:{port}"', "token": f'"{token}"'}
-    if re.search(r"(?m)^\[api\]$", text):
+    head, api, rest = text.partition("\n[api]\n")
+    if api:
+        # Only the [api] table's own keys: up to the next table.
+        body, table, tail = rest.partition("\n[")
         for key, value in keys.items():
-            text, n = re.subn(rf"(?m)^#?\s*{key}\s*=.*$", f"{key} = {value}", text, count=1)
+            body, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", body, count=1)
             if n != 1:
-                text = text.replace("\n[api]\n", f"\n[api]\n{key} = {value}\n", 1)
+                body = f"{key} = {value}\n" + body
+        text = head + api + body + table + tail
     else:
         text += "\n[api]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
     with open(cfg, "w") as f:
