@@ -45,6 +45,7 @@ declare -A want=(
   [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
   [systemd]=systemd-analyze # reload test: contrib/systemd/strowger.service checked by systemd-analyze verify
   [make]=make # reload test: `make install` into a DESTDIR
+  [prometheus]=/usr/bin/prometheus # metrics test: a real Prometheus scrapes /metrics
 )
 for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
 if [[ ${1:-test} == build ]]; then

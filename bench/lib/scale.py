@@ -34,6 +34,9 @@
              with rtp.shared_ports (a few ports per worker), both against strowger-load --address-per-call
              (every call its own address, as phones and trunks have; the shared ports need that), and the
              per-call ports against the usual generator (one address): CPU-ms per call-second and the ratio.
+  metrics    the cost of /metrics: --levels[0] held echo calls on --workers, 15 s windows alternated
+             (off, on, on, off, ...) without and with a client GETting /metrics (bearer token) every second:
+             the server's CPU-ms per call-second in each and the ratio, in one run.
   report     writes bench/results/scale.md and bench/results/scale.png from bench/results/scale.json.
 
 CPU is the run time of all threads (/proc/PID/task/*/schedstat). Every run is bounded in calls and time, on
@@ -48,6 +51,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402  (the rig's process, /proc and port helpers)
@@ -204,6 +208,89 @@ def capacity(args, rundir):
             b.log(f"{n} calls: more than 0.1 % of calls failed or 1 % of frames late: stopping here")
             break
     save("capacity_shared" if args.shared else "capacity", {"rows": rows, "machine": b.machine_info(args)})
+
+
+def api_config(cfg, port, token):
+    """`cfg` with the control API (and /metrics) on 127.0.0.1:`port` and bearer token `token`."""
+    text = open(cfg).read()
+    keys = {"listen": f'"127.0.0.1:{port}"', "token": f'"{token}"'}
+    head, api, rest = text.partition("\n[api]\n")
+    if api:
+        # Only the [api] table's own keys: up to the next table.
+        body, table, tail = rest.partition("\n[")
+        for key, value in keys.items():
+            body, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", body, count=1)
+            if n != 1:
+                body = f"{key} = {value}\n" + body
+        text = head + api + body + table + tail
+    else:
+        text += "\n[api]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
+    with open(cfg, "w") as f:
+        f.write(text)
+
+
+class Scraper:
+    """GETs /metrics with the bearer token once a second while `on`, as Prometheus would."""
+
+    def __init__(self, port, token):
+        import threading
+        self.req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                          headers={"Authorization": f"Bearer {token}"})
+        self.on, self.stop, self.scrapes, self.failures, self.bytes = False, False, 0, 0, 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop:
+            if self.on:
+                try:
+                    with urllib.request.urlopen(self.req, timeout=2) as r:
+                        self.bytes = len(r.read())
+                    self.scrapes += 1
+                except OSError:
+                    self.failures += 1
+            time.sleep(1)
+
+
+def metrics(args, rundir):
+    """2,000 held calls (--levels) on --workers; windows of 15 s alternated without and with a
+    scraper GETting /metrics every second: the server's CPU-ms per call-second in each, and the ratio."""
+    n, workers = args.levels[0], args.workers[0]
+    label = f"metrics-{n}"
+    cfg = config(args, rundir, f"{label}.toml")
+    api_port, token = b.alloc_ports(1), "bench-" + os.urandom(8).hex()
+    api_config(cfg, api_port, token)
+    srv = Server(args, rundir, label, workers, "10000-29999", cfg)
+    out = os.path.join(srv.dir, "load.json")
+    window, rounds = 15, 2
+    hold = n / args.rate + 5 + 2 * rounds * window + 10
+    lp = load(args, f"127.0.0.1:{srv.port}", "44444", n, args.rate, hold, "echo", out)
+    time.sleep(n / args.rate + 5)
+    scraper = Scraper(api_port, token)
+    cpu = {"off": [], "on": []}
+    for i in range(2 * rounds):
+        mode = ("off", "on", "on", "off")[i % 4]
+        scraper.on = mode == "on"
+        time.sleep(1)
+        c0, t0 = srv.cpu(), time.time()
+        time.sleep(window)
+        c1, t1 = srv.cpu(), time.time()
+        cpu[mode].append((c1 - c0) * 1000 / (t1 - t0) / n)
+        b.log(f"{mode}: {cpu[mode][-1]:.4f} CPU-ms per call-s")
+    scraper.stop = True
+    lp.wait()
+    srv.stop()
+    rep = report_of(out)
+    off, on = sum(cpu["off"]) / len(cpu["off"]), sum(cpu["on"]) / len(cpu["on"])
+    row = {"workers": workers, "calls": n, "window_s": window, "windows_each": rounds,
+           "cpu_ms_per_call_s_without": round(off, 4), "cpu_ms_per_call_s_with_scraper": round(on, 4),
+           "ratio": round(on / off, 4), "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
+           "scrape_bytes": scraper.bytes, "completed": rep["completed"], "failed": rep["failed"],
+           "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd}
+    b.log(f"{n} held calls: {row['cpu_ms_per_call_s_without']} CPU-ms per call-s without a scraper, "
+          f"{row['cpu_ms_per_call_s_with_scraper']} with one every second: x{row['ratio']} "
+          f"({scraper.scrapes} scrapes of {scraper.bytes} bytes, {scraper.failures} failed; failed calls {rep['failed']})")
+    save("metrics", {"rows": [row], "machine": b.machine_info(args)})
 
 
 def user_cpu(pid):
@@ -629,7 +716,7 @@ unset multiplot
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tests", nargs="+", choices=["capacity", "floor", "shared", "b2bua", "speedup", "overload", "flood",
-                                                  "report"])
+                                                  "metrics", "report"])
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--levels", type=int, nargs="+", default=[1000, 2000, 3000, 4000, 5000])

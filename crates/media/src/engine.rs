@@ -17,7 +17,7 @@ use rtp::{RtpHeader, RtpPacket, TelephoneEvent};
 use crate::demux::Demux;
 use crate::digit_tone::DigitTone;
 use crate::frames::{DigitIn, Frame, FrameOut, Output, MIN_DIGIT};
-use crate::leg::{Leg, Playout, Source};
+use crate::leg::{Leg, Playout, Source, Totals};
 use crate::legs::Legs;
 use crate::mixer::Rooms;
 use crate::playlist::{Cursor, Playlist};
@@ -108,6 +108,8 @@ pub struct Engine {
     demux: Demux,
     /// The mode of a new leg (the switch's `rtp.dtmf`).
     dtmf_mode: DtmfMode,
+    /// The counters of the legs removed so far ([`Engine::totals`]).
+    removed: Totals,
 }
 
 impl Default for Engine {
@@ -138,6 +140,7 @@ impl Engine {
             generating: 0,
             demux: Demux::default(),
             dtmf_mode: DtmfMode::default(),
+            removed: Totals::default(),
         }
     }
 
@@ -204,11 +207,31 @@ impl Engine {
     pub fn remove_leg(&mut self, id: LegId) -> Option<LegStats> {
         self.unbridge(id);
         let mut leg = self.legs.try_remove(id.0)?;
+        self.removed.add(&leg);
         self.demux.moved(id, leg.remote, None);
         if let Some(r) = leg.recorder.take() {
             let _ = r.finish();
         }
         Some(leg.stats())
+    }
+
+    /// RTP counters over every leg this engine ever had: the live legs' own plus the removed
+    /// legs'. Summed when asked (metrics ask once a second), so a packet costs nothing more.
+    pub fn totals(&self) -> Totals {
+        let mut t = self.removed;
+        for leg in self.legs.iter() {
+            t.add(leg);
+        }
+        t
+    }
+
+    /// Calls `f` with the formats of each leg's translator (its own, and the format it
+    /// relays to): the transcodings in use.
+    pub fn translations(&self, mut f: impl FnMut(Format, Format)) {
+        for t in self.legs.iter().filter_map(|l| l.translator.as_ref()) {
+            let (from, to) = t.formats();
+            f(from, to);
+        }
     }
 
     /// Current counters of a leg.

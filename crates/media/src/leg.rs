@@ -59,6 +59,26 @@ pub struct LegUpdate {
     pub symmetric: bool,
 }
 
+/// RTP counters summed over legs (metrics): packets and payload bytes each way, late ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    pub late_ticks: u64,
+}
+
+impl Totals {
+    pub(crate) fn add(&mut self, leg: &Leg) {
+        self.packets_sent += leg.out.packets;
+        self.bytes_sent += leg.out.octets;
+        self.packets_received += leg.packets_received;
+        self.bytes_received += leg.bytes_received;
+        self.late_ticks += leg.late_ticks;
+    }
+}
+
 /// Per-leg counters, e.g. for the CDR.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LegStats {

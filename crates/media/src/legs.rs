@@ -31,6 +31,10 @@ impl Legs {
         Some(leg)
     }
 
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Leg> {
+        self.entries.iter().flatten()
+    }
+
     pub(crate) fn get(&self, i: usize) -> Option<&Leg> {
         self.entries.get(i)?.as_ref()
     }

@@ -84,7 +84,7 @@ pub use codec::G711 as Law;
 pub use dtmf_mode::DtmfMode;
 pub use engine::{Engine, LegId, MediaEvent, Transmit};
 pub use frames::{Frame, FrameOut, Output};
-pub use leg::{LegConfig, LegStats, LegUpdate};
+pub use leg::{LegConfig, LegStats, LegUpdate, Totals};
 pub use mixer::{RoomId, SeatLevels, MAX_STEP};
 pub use playlist::Playlist;
 pub use prompt::{Frames, Packets, Prompt, PromptError};

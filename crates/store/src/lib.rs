@@ -221,6 +221,11 @@ pub trait LocationStore: Send + Sync {
     fn pipe(&self) -> Option<&dyn pipe::Pipe> {
         None
     }
+    /// How many bindings are valid at `now`, for the metrics, when the store can count them
+    /// without a scan of its backend (the local store); None otherwise.
+    fn bindings(&self, _now: u64) -> Option<u64> {
+        None
+    }
 }
 
 pub trait CredentialStore: Send + Sync {

@@ -341,6 +341,16 @@ impl LocationStore for LocalStore {
             .map(|l| l.iter().filter(|b| b.expires_at > now).cloned().collect())
             .unwrap_or_default())
     }
+
+    fn bindings(&self, now: u64) -> Option<u64> {
+        let valid = |l: &Vec<Binding>| l.iter().filter(|b| b.expires_at > now).count() as u64;
+        let shards = self.shards.iter();
+        Some(
+            shards
+                .map(|s| s.lock().unwrap().values().map(valid).sum::<u64>())
+                .sum(),
+        )
+    }
 }
 
 impl CredentialStore for LocalStore {

@@ -10,6 +10,7 @@ pub mod fds;
 pub mod host;
 pub mod launch;
 pub mod logging;
+pub mod metrics;
 pub mod music;
 pub mod notify;
 pub mod peers;

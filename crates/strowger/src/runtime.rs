@@ -110,12 +110,26 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
     let feed = Arc::new(crate::api::Feed::default());
     let store = store::open(&cfg.registrar.store).map_err(|e| format!("registrar.store: {e}"))?;
     load_users(&*store, &cfg.users)?;
-    let inline = matches!(
-        cfg.registrar.store.parse::<store::StoreUrl>(),
-        Ok(store::StoreUrl::Local(_))
-    );
+    let backend = match cfg.registrar.store.parse::<store::StoreUrl>() {
+        Ok(store::StoreUrl::Local(_)) => "local",
+        Ok(store::StoreUrl::Memcached(..)) => "memcached",
+        _ => "redis",
+    };
+    let inline = backend == "local";
+    let metrics = Arc::new(crate::metrics::Board::new(workers, backend));
+    let source = Arc::new(crate::metrics::Source {
+        board: metrics.clone(),
+        counters: counters.clone(),
+        store: store.clone(),
+    });
     let api_store = store.clone();
-    let queues = crate::store_io::start(store.clone(), inline, mail.clone(), STORE_THREADS);
+    let queues = crate::store_io::start(
+        store.clone(),
+        inline,
+        mail.clone(),
+        STORE_THREADS,
+        metrics.clone(),
+    );
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
     // Trunk hosts that are names are resolved on a DNS thread (RFC 3263).
     let needs_dns = cfg
@@ -255,6 +269,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             mail: mail.clone(),
             stop: stop.clone(),
             counters: counters.clone(),
+            board: metrics.clone(),
             feed: feed.clone(),
         };
         let sockets = Sockets {
@@ -287,6 +302,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         counters.clone(),
         api_store,
         reloader.clone(),
+        source,
     )?;
     tracing::info!(
         "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{}{} data in {}; codec costs measured in {} ms",

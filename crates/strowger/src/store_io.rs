@@ -6,6 +6,7 @@
 //! with a pipe (Memcached) also takes the common operations straight from each worker over the
 //! worker's own connection (`PipeConn`), and the store threads only see the rest.
 
+use crate::metrics::Board;
 use crate::worker::{Envelope, Mailboxes};
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -41,7 +42,7 @@ pub enum StoreQueue {
         /// The worker's own connection, when the store has a pipe.
         pipe: Option<PipeConn>,
     },
-    Inline(Arc<dyn store::Store>),
+    Inline(Arc<dyn store::Store>, Arc<Board>),
 }
 
 impl StoreQueue {
@@ -49,7 +50,7 @@ impl StoreQueue {
     /// a store thread or from [`StoreQueue::ready`].
     pub fn submit(&mut self, token: u64, op: StoreOp) -> Option<StoreResult> {
         let (worker, tx, store, pipe) = match self {
-            StoreQueue::Inline(store) => return Some(switch::registrar::run(&**store, op)),
+            StoreQueue::Inline(store, board) => return Some(timed(&**store, op, board)),
             StoreQueue::Threads {
                 worker,
                 tx,
@@ -107,7 +108,7 @@ impl StoreQueue {
     /// batch of REGISTERs).
     pub fn flush(&mut self) -> Result<(), String> {
         match self {
-            StoreQueue::Inline(store) => store.commit().map_err(|e| e.to_string()),
+            StoreQueue::Inline(store, _) => store.commit().map_err(|e| e.to_string()),
             StoreQueue::Threads {
                 pipe: Some(pipe), ..
             } => {
@@ -141,6 +142,7 @@ struct Waiting {
 /// or fail it as the backend allows) and is tried again after [`RECONNECT`].
 pub struct PipeConn {
     addr: SocketAddr,
+    board: Arc<Board>,
     registry: Registry,
     stream: Option<TcpStream>,
     connected: bool,
@@ -151,9 +153,10 @@ pub struct PipeConn {
 }
 
 impl PipeConn {
-    fn new(addr: SocketAddr, registry: Registry) -> PipeConn {
+    fn new(addr: SocketAddr, registry: Registry, board: Arc<Board>) -> PipeConn {
         PipeConn {
             addr,
+            board,
             registry,
             stream: None,
             connected: false,
@@ -272,6 +275,9 @@ impl PipeConn {
                 broken = true;
                 break;
             };
+            self.board
+                .store
+                .observe(now.saturating_duration_since(w.sent));
             // After an error line the replies may no longer pair with the requests: this one
             // goes to the store threads, and the connection starts over.
             let failed = matches!(reply, pipe::Reply::Failed(_));
@@ -321,9 +327,10 @@ pub fn start(
     inline: bool,
     mail: Arc<Mailboxes>,
     threads: usize,
+    board: Arc<Board>,
 ) -> Queues {
     if inline {
-        return Box::new(move |_, _| StoreQueue::Inline(store.clone()));
+        return Box::new(move |_, _| StoreQueue::Inline(store.clone(), board.clone()));
     }
     let pipe_addr = store
         .pipe()
@@ -331,27 +338,36 @@ pub fn start(
     let (tx, rx) = mpsc::channel::<Job>();
     let rx = Arc::new(Mutex::new(rx));
     for i in 0..threads.max(1) {
-        let (store, mail, rx) = (store.clone(), mail.clone(), rx.clone());
+        let (store, mail, rx, board) = (store.clone(), mail.clone(), rx.clone(), board.clone());
         let _ = std::thread::Builder::new()
             .name(format!("store-{i}"))
-            .spawn(move || serve(&*store, &mail, &rx));
+            .spawn(move || serve(&*store, &mail, &rx, &board));
     }
     Box::new(move |worker, registry| StoreQueue::Threads {
         worker,
         tx: tx.clone(),
         store: store.clone(),
-        pipe: pipe_addr.and_then(|a| Some(PipeConn::new(a, registry.try_clone().ok()?))),
+        pipe: pipe_addr
+            .and_then(|a| Some(PipeConn::new(a, registry.try_clone().ok()?, board.clone()))),
     })
 }
 
-fn serve(store: &dyn store::Store, mail: &Mailboxes, rx: &Mutex<Receiver<Job>>) {
+/// Runs `op` on the store, its latency counted for the metrics.
+fn timed(store: &dyn store::Store, op: StoreOp, board: &Board) -> StoreResult {
+    let start = Instant::now();
+    let result = switch::registrar::run(store, op);
+    board.store.observe(start.elapsed());
+    result
+}
+
+fn serve(store: &dyn store::Store, mail: &Mailboxes, rx: &Mutex<Receiver<Job>>, board: &Board) {
     loop {
         let job = match rx.lock() {
             Ok(rx) => rx.recv(),
             Err(_) => return,
         };
         let Ok(job) = job else { return };
-        let result = switch::registrar::run(store, job.op);
+        let result = timed(store, job.op, board);
         let result = match store.commit() {
             Ok(()) => result,
             Err(e) => Err(e.to_string()),

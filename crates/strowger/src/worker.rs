@@ -181,7 +181,7 @@ impl Mailboxes {
 }
 
 /// A worker's place among the others: its id, its inbox and everyone's, and what the process
-/// shares (the stop flag, the counters).
+/// shares (the stop flag, the counters, the metrics board).
 pub struct Crew {
     pub id: usize,
     pub workers: usize,
@@ -189,6 +189,7 @@ pub struct Crew {
     pub mail: Arc<Mailboxes>,
     pub stop: Arc<AtomicBool>,
     pub counters: Arc<Counters>,
+    pub board: Arc<crate::metrics::Board>,
     /// Where the engine's notices go for the API's event stream.
     pub feed: Arc<crate::api::Feed>,
 }
@@ -205,6 +206,7 @@ impl Crew {
             mail: Arc::new(Mailboxes::new(vec![tx], vec![waker])),
             stop: Arc::new(AtomicBool::new(false)),
             counters: Arc::new(Counters::default()),
+            board: Arc::new(crate::metrics::Board::new(1, "local")),
             feed: Arc::default(),
         })
     }
@@ -238,6 +240,9 @@ pub struct Worker {
     pub host: crate::host::Host,
     pub stop: Arc<AtomicBool>,
     pub counters: Arc<Counters>,
+    /// Where this worker publishes its metrics, once a second ([`Worker::publish`]).
+    pub board: Arc<crate::metrics::Board>,
+    pub next_publish: Instant,
     pub max_message: usize,
     pub batch: mmsg::Batch,
     pub ticks: u64,
@@ -334,6 +339,8 @@ impl Worker {
             host,
             stop: crew.stop,
             counters: crew.counters,
+            board: crew.board,
+            next_publish: Instant::now(),
             max_message: sip.max_message_size,
             batch: mmsg::Batch::new(batch, 2048, true),
             ticks: 0,
@@ -454,6 +461,9 @@ impl Worker {
             if now >= self.next_conn_sweep {
                 self.sweep_conns(now);
             }
+            if now >= self.next_publish {
+                self.publish(now);
+            }
             if self.host.store_overdue(now) {
                 self.store_ready();
             }
@@ -465,6 +475,14 @@ impl Worker {
             self.flush_iax();
             self.wake_posted();
         }
+    }
+
+    /// Copies the engine's counts and this thread's CPU time to the metrics board: once a
+    /// second, so the packets and messages in between pay nothing for the metrics.
+    fn publish(&mut self, now: Instant) {
+        self.next_publish = now + Duration::from_secs(1);
+        let cpu = crate::metrics::thread_cpu();
+        self.board.publish(self.id, self.engine.metrics(), cpu);
     }
 
     fn wake_posted(&mut self) {

@@ -645,6 +645,8 @@ impl Engine {
         }
         c.answered = true;
         c.answered_at = Some(now);
+        self.metrics
+            .set_up(now.saturating_duration_since(c.started));
         c.cdr.answer = Some(crate::cdr::unix_seconds(self.clock.wall_at(now)));
         c.caller_mut().confirmed = true;
         let deadline = c.session_deadline;
@@ -720,6 +722,8 @@ impl Engine {
                 (status, reason)
             };
             let (tag, peer) = (d.local_tag.clone(), d.peer);
+            self.metrics
+                .set_up(now.saturating_duration_since(c.started));
             self.respond(
                 stx,
                 invite,
@@ -748,10 +752,13 @@ impl Engine {
                 self.release_outbound(&mut leg, q850, true, now);
             }
         }
-        // Media and CDR.
+        // Media, metrics and CDR.
         self.end_call_recording(&mut c, now);
+        let mut media = None;
         if let Some(m) = c.caller_mut().media.take() {
             if let Some(stats) = self.media.remove_leg(m) {
+                let jitter = Duration::from_secs_f64(stats.jitter_ms.max(0.0) / 1000.0);
+                media = Some((stats.packets_received, stats.packets_lost, jitter));
                 c.cdr.codec = stats.codec.to_string();
                 c.cdr.packets_sent = stats.packets_sent;
                 c.cdr.packets_received = stats.packets_received;
@@ -775,6 +782,7 @@ impl Engine {
         c.cdr.cause = q850;
         c.cdr.cause_text = Cause(q850).name().unwrap_or("unknown").to_string();
         c.cdr.hangup_side = side;
+        self.metrics.ended(q850, media);
         self.notice(|_| {
             Some(Notice::Ended {
                 call_id: c.cdr.call_id.clone(),

@@ -233,6 +233,8 @@ pub struct Engine {
     pub(crate) out: VecDeque<(Peer, Arc<[u8]>)>,
     pub(crate) rng: fastrand::Rng,
     pub stats: Stats,
+    /// What the process's metrics read of this worker (metrics.rs).
+    pub(crate) metrics: crate::metrics::Counts,
     pub(crate) overloaded: bool,
     /// The process is draining (`Input::Drain`): new calls are refused.
     pub(crate) draining: bool,
@@ -292,6 +294,7 @@ impl Engine {
             out: VecDeque::new(),
             rng: fastrand::Rng::new(),
             stats: Stats::default(),
+            metrics: Default::default(),
             overloaded: false,
             draining: false,
             no_port: Throttle::default(),
@@ -379,9 +382,11 @@ impl Engine {
     /// What the last inputs produced, one at a time, until [`Output::Timeout`].
     pub fn poll_output(&mut self) -> Output<'_> {
         if let Some(t) = self.txs.poll_transmit() {
+            self.metrics.sip_out(&t.bytes);
             return Output::Sip(t.to, t.bytes);
         }
         if let Some((peer, bytes)) = self.out.pop_front() {
+            self.metrics.sip_out(&bytes);
             return Output::Sip(peer, bytes);
         }
         if let Some(t) = self.iax.as_mut().and_then(|i| i.poll_transmit()) {
@@ -443,6 +448,13 @@ impl Engine {
         self.calls.len()
     }
 
+    /// This worker's counts for the metrics, its levels (calls, RTP totals, transcodings)
+    /// taken now. The shell reads it once a second, not per packet.
+    pub fn metrics(&mut self) -> &crate::metrics::Counts {
+        self.metrics.take_levels(self.calls.len(), &self.media);
+        &self.metrics
+    }
+
     /// What the call table holds (tests check that calls leave nothing behind).
     pub fn table_counts(&self) -> crate::TableCounts {
         self.calls.counts()
@@ -489,6 +501,7 @@ impl Engine {
 
     /// A datagram larger than `max_message_size`: 513 if it frames as a request, else dropped.
     fn too_large(&mut self, bytes: &[u8], peer: Peer) {
+        self.metrics.too_large();
         if let Ok(m) = Message::parse(bytes, true) {
             if m.is_request() && m.method() != Some(&Method::Ack) {
                 let b = ResponseBuilder::new(&m, 513, "Message Too Large", Some(peer.addr), None);
@@ -507,6 +520,7 @@ impl Engine {
     /// the worker can serve in time and sheds the rest, so a flood neither stalls the queue nor
     /// starves admission.
     fn on_sip(&mut self, msg: Message, peer: Peer, local: SocketAddr, late: bool, now: Instant) {
+        self.metrics.sip_in(&msg);
         if msg.is_request() && self.screen(&msg, peer, now) {
             return;
         }
@@ -601,7 +615,8 @@ impl Engine {
                     self.on_cancel(cancel, invite, &msg, peer, now)
                 }
             }
-            Incoming::Retransmission | Incoming::AckNon2xx | Incoming::Invalid => {}
+            Incoming::Retransmission => self.metrics.retransmission(),
+            Incoming::AckNon2xx | Incoming::Invalid => {}
         }
     }
 
@@ -1276,6 +1291,7 @@ impl Engine {
     /// One of `phases` passes per 20 ms frame interval, due on the shell's tick grid at `due`
     /// and run at `now` (see `media::Engine::tick_phase`).
     fn tick_phase(&mut self, due: Instant, now: Instant, phase: usize, phases: usize) {
+        self.metrics.tick(now.saturating_duration_since(due));
         let out = &mut self.media_out;
         let tx: &mut dyn FnMut(media::Transmit<'_>) = &mut |t| out.push(t);
         match self.iax.as_mut() {

@@ -966,6 +966,8 @@ impl Engine {
         }
         c.answered = true;
         c.answered_at = Some(now);
+        self.metrics
+            .set_up(now.saturating_duration_since(c.started));
         c.cdr.answer = Some(unix_seconds(self.clock.wall_at(now)));
         c.caller_mut().confirmed = true;
         self.call_notice(call, |call_id| Notice::Answered { call_id });

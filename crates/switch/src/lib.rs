@@ -29,6 +29,7 @@ mod ivr;
 mod joins;
 pub mod keepalive;
 mod media_out;
+pub mod metrics;
 pub mod moh;
 pub mod mwi;
 mod parking;

@@ -1037,6 +1037,7 @@ impl Engine {
             .map(|b| ("Contact", contact_value(b, t)))
             .collect();
         extra.push(("Date", httpdate(t)));
+        self.metrics.registration();
         self.reg_reply(stx, msg, peer, 200, &extra, now);
     }
 

@@ -38,6 +38,8 @@ pub struct Shared {
     pub cfg: Arc<Config>,
     /// SIGHUP's reload (`POST /api/v1/reload`).
     pub reloader: crate::reload::Reloader,
+    /// What `/metrics` renders.
+    pub metrics: Arc<crate::metrics::Source>,
 }
 
 /// Binds `api.listen` and serves the API on a thread named `api`. None: the API is off
@@ -52,6 +54,7 @@ pub fn start(
     counters: Arc<Counters>,
     store: Arc<dyn store::Store>,
     reloader: crate::reload::Reloader,
+    metrics: Arc<crate::metrics::Source>,
 ) -> Result<Option<SocketAddr>, String> {
     let Some(addr) = cfg.api.listen else {
         return Ok(None);
@@ -79,6 +82,7 @@ pub fn start(
         store,
         cfg: Arc::new(cfg.clone()),
         reloader,
+        metrics,
     });
     std::thread::Builder::new()
         .name("api".into())

@@ -30,6 +30,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .merge(super::reload::routes())
         .merge(super::cdrs::routes())
         .merge(super::translation::routes())
+        .merge(crate::metrics::routes())
         .layer(middleware::from_fn_with_state(shared.clone(), authorize))
         // The console's files carry no data: the page asks for the token itself.
         .merge(super::console::routes())

@@ -1,10 +1,13 @@
 //! Store servers for the tests: redis-server and memcached from Debian (scripts/setup.sh) on
 //! free loopback ports, killed on drop; they can be killed and started again on the same port
-//! mid-test, and three Redis nodes can be joined into a Redis Cluster.
+//! mid-test, and three Redis nodes can be joined into a Redis Cluster. Prometheus, for the
+//! metrics, the same way.
 
+use super::json::Json;
 use super::net::free_port;
 use super::wait_for;
-use std::net::TcpStream;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -121,6 +124,84 @@ impl Server {
             port,
         )
     }
+}
+
+/// A Prometheus server (Debian's `prometheus`) scraping `target`'s /metrics every second with
+/// `token` as its bearer credentials, its data and config in `dir`.
+pub struct Prometheus {
+    server: Server,
+}
+
+impl Prometheus {
+    pub fn start(dir: &Path, target: SocketAddr, token: &str) -> Prometheus {
+        let port = free_port();
+        let config = dir.join("prometheus.yml");
+        let yml = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  \
+             - job_name: strowger\n    authorization:\n      credentials: {token:?}\n    \
+             static_configs:\n      - targets: [\"{target}\"]\n"
+        );
+        std::fs::write(&config, yml).unwrap();
+        let args = [
+            format!("--config.file={}", config.display()),
+            format!("--storage.tsdb.path={}", dir.join("tsdb").display()),
+            format!("--web.listen-address=127.0.0.1:{port}"),
+            "--log.level=warn".to_string(),
+        ];
+        let url = format!("http://127.0.0.1:{port}");
+        let server = Server::spawn("prometheus", args.to_vec(), url, port);
+        Prometheus { server }
+    }
+
+    /// The result of the instant query `query` (`/api/v1/query`): each series' labels and value.
+    pub fn query(&self, query: &str) -> Vec<(Json, f64)> {
+        let escaped: String = query
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let body = http_get(self.server.port, &format!("/api/v1/query?query={escaped}"));
+        let json = Json::parse(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert_eq!(
+            json.get("status").and_then(Json::as_str),
+            Some("success"),
+            "{body}"
+        );
+        let Some(Json::Arr(results)) = json.get("data").and_then(|d| d.get("result")) else {
+            panic!("no result in {body}");
+        };
+        results
+            .iter()
+            .map(|r| {
+                let value = match r.get("value") {
+                    Some(Json::Arr(v)) => v[1].as_str().and_then(|v| v.parse().ok()),
+                    _ => None,
+                };
+                let labels = r.get("metric").cloned().unwrap_or(Json::Null);
+                (
+                    labels,
+                    value.unwrap_or_else(|| panic!("no value in {body}")),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The body of an HTTP/1.0 GET on the loopback port `port` (a 200 only).
+pub fn http_get(port: u16, path: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).expect("read the response");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{response}"
+    );
+    body.to_string()
 }
 
 fn redis_args(port: u16, extra: &[&str]) -> Vec<String> {

@@ -136,6 +136,16 @@ impl Switch {
         self.workers.iter().map(Node::active_calls).sum()
     }
 
+    /// What `/metrics` would show of these workers (no CPU time or store here).
+    pub fn scrape(&mut self) -> String {
+        let workers = self.workers.iter_mut().map(|w| (w.metrics(), 0.0));
+        let scrape = switch::metrics::Scrape {
+            workers: workers.collect(),
+            ..Default::default()
+        };
+        scrape.render()
+    }
+
     pub fn deliver(&mut self, p: Packet, now: Instant) {
         let late = self.late;
         let n = self.workers.len();

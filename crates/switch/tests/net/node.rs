@@ -476,6 +476,11 @@ impl Node {
         self.engine.active_calls()
     }
 
+    /// The engine's counts for the metrics, as the shell takes them.
+    pub fn metrics(&mut self) -> switch::metrics::Counts {
+        self.engine.metrics().clone()
+    }
+
     pub fn table_counts(&self) -> switch::TableCounts {
         self.engine.table_counts()
     }
