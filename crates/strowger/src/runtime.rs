@@ -296,13 +296,15 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
     // After the workers: a command posted before a worker runs would only wait in its inbox.
     let api = crate::api::start(
         &cfg,
-        mail.clone(),
-        workers,
-        feed,
-        counters.clone(),
-        api_store,
-        reloader.clone(),
-        source,
+        crate::api::Links {
+            mail: mail.clone(),
+            workers,
+            feed,
+            counters: counters.clone(),
+            store: api_store,
+            reloader: reloader.clone(),
+            metrics: source,
+        },
     )?;
     tracing::info!(
         "strowger {}: {workers} worker(s); SIP on {}; RTP {lo}-{hi};{}{} data in {}; codec costs measured in {} ms",

@@ -42,20 +42,22 @@ pub struct Shared {
     pub metrics: Arc<crate::metrics::Source>,
 }
 
+/// What the API reaches in the rest of the process, handed over at start.
+pub struct Links {
+    pub mail: Arc<Mailboxes>,
+    pub workers: usize,
+    pub feed: Arc<Feed>,
+    pub counters: Arc<Counters>,
+    pub store: Arc<dyn store::Store>,
+    pub reloader: crate::reload::Reloader,
+    pub metrics: Arc<crate::metrics::Source>,
+}
+
 /// Binds `api.listen` and serves the API on a thread named `api`. None: the API is off
 /// (`api.listen = ""`), or its port is taken — logged as an error naming the key, while the
 /// switch goes on taking calls: the management plane must not take the calls down with it
 /// (and two switches started on one machine with the default configuration both run).
-pub fn start(
-    cfg: &Config,
-    mail: Arc<Mailboxes>,
-    workers: usize,
-    feed: Arc<Feed>,
-    counters: Arc<Counters>,
-    store: Arc<dyn store::Store>,
-    reloader: crate::reload::Reloader,
-    metrics: Arc<crate::metrics::Source>,
-) -> Result<Option<SocketAddr>, String> {
+pub fn start(cfg: &Config, links: Links) -> Result<Option<SocketAddr>, String> {
     let Some(addr) = cfg.api.listen else {
         return Ok(None);
     };
@@ -72,6 +74,15 @@ pub fn start(
             return Ok(None);
         }
     };
+    let Links {
+        mail,
+        workers,
+        feed,
+        counters,
+        store,
+        reloader,
+        metrics,
+    } = links;
     let shared = Arc::new(Shared {
         mail,
         workers,
