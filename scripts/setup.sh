@@ -68,7 +68,7 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Attack tools for the security test (crates/strowger/tests/security.rs): SIPVicious from PyPI.
+# Attack tools for the security test (crates/strowger/tests/process/security.rs): SIPVicious from PyPI.
 if [[ ${1:-test} != build ]] && ! command -v sipvicious_svcrack >/dev/null; then
   echo "setup.sh: installing the sipvicious Python package"
   python3 -m pip --version >/dev/null 2>&1 || {
@@ -80,7 +80,7 @@ if [[ ${1:-test} != build ]] && ! command -v sipvicious_svcrack >/dev/null; then
     python3 -m pip install --quiet --break-system-packages sipvicious
 fi
 
-# PESQ scoring (crates/strowger/tests/quality.rs): the `pesq` package from PyPI.
+# PESQ scoring (crates/strowger/tests/process/quality.rs): the `pesq` package from PyPI.
 if [[ ${1:-test} != build ]] && ! python3 -c 'import pesq, numpy' 2>/dev/null; then
   echo "setup.sh: installing the pesq Python package"
   python3 -m pip --version >/dev/null 2>&1 || {

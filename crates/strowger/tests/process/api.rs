@@ -2,7 +2,7 @@
 //! it are listed with their legs and hung up (SIPp sees the BYE, the CDR the cause), the event
 //! stream tells a call's life in order, and the token and the loopback rule keep strangers out.
 
-mod common;
+use crate::common;
 
 use common::api::Api;
 use common::sipp::{Scenario, Sipp, SippProcess};

@@ -4,7 +4,7 @@
 //! the public context and the same 403 for a wrong password or an unknown user, which the
 //! security log records; no response names strowger's version.
 
-mod common;
+use crate::common;
 
 use common::sip::{Msg, Uac};
 use common::sipp::{Scenario, Sipp, SippResult};
@@ -16,7 +16,7 @@ use std::time::Duration;
 /// The embedded configuration with user 1001 (password "pw-1001", caller ID "Front Desk"
 /// 5550100), written to `dir`.
 fn config(dir: &Path) -> PathBuf {
-    let text = include_str!("../../switch/src/default.toml").to_string()
+    let text = include_str!("../../../switch/src/default.toml").to_string()
         + "\n[[users]]\nuser = \"1001\"\npassword = \"pw-1001\"\n\
            caller_id = \"\\\"Front Desk\\\" <5550100>\"\n";
     let path = dir.join("auth.toml");

@@ -1,7 +1,7 @@
 //! Load-style calls with SIPp's built-in uac (and uas as the far end of a bridge) against the
 //! default dialplan, checked through SIPp's exit code and stats and through the CDRs.
 
-mod common;
+use crate::common;
 
 use common::sipp::{Scenario, Sipp};
 use common::switch::{assert_answered_cdrs, default_config_trusting_loopback, Cdr, Opts};

@@ -1,7 +1,7 @@
 //! CDRs in a database (`[cdr] database`): SQLite and a real PostgreSQL, the latter stopped and
 //! restarted in the middle of 1,000 calls — every call's CDR must end up stored exactly once.
 
-mod common;
+use crate::common;
 
 use common::postgres::Postgres;
 use common::sipp::{Scenario, Sipp};
@@ -17,7 +17,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The embedded configuration with `[cdr]` keys replaced (`key = value` lines of that table).
 fn cdr_config(dir: &Path, keys: &[(&str, &str)]) -> PathBuf {
-    let mut text = include_str!("../../switch/src/default.toml").to_string();
+    let mut text = include_str!("../../../switch/src/default.toml").to_string();
     for (key, value) in keys {
         let line = text
             .lines()

@@ -1,6 +1,6 @@
 //! The command line: check-config, default-config, startup and clean shutdown on signals.
 
-mod common;
+use crate::common;
 
 use common::switch::{config_path, run_cli};
 use common::{Strowger, TempDir};

@@ -5,7 +5,7 @@
 //! PCMU caller bridged to a GSM-only callee (a hand-written UAS) must hear the callee and be
 //! heard, through the media engine's translator.
 
-mod common;
+use crate::common;
 
 use codec::Format;
 use common::audio::{
@@ -22,7 +22,8 @@ use std::time::Duration;
 /// phones call from a trusted address (in the default context, unchallenged).
 fn start(label: &str, bridge_target: Option<SocketAddr>) -> (Strowger, common::TempDir) {
     let dir = common::TempDir::new(&format!("{label}-config"));
-    let default = common::switch::trusting_loopback(include_str!("../../switch/src/default.toml"));
+    let default =
+        common::switch::trusting_loopback(include_str!("../../../switch/src/default.toml"));
     let config = default
         .replace(
             "codecs = [\"PCMU\", \"PCMA\"]",

@@ -2,7 +2,7 @@
 //! Opus) dial room 8000 of the default configuration, each sending its own tone; what each
 //! receives, decoded, must hold the other four tones and not its own (Goertzel per tone).
 
-mod common;
+use crate::common;
 
 use codec::Format;
 use common::audio::goertzel;
@@ -27,7 +27,8 @@ const TALK: Duration = Duration::from_secs(3);
 /// its room 8000 mixing all five phones (`loudest = 5`).
 fn start() -> (Strowger, common::TempDir) {
     let dir = common::TempDir::new("conference-config");
-    let default = common::switch::trusting_loopback(include_str!("../../switch/src/default.toml"));
+    let default =
+        common::switch::trusting_loopback(include_str!("../../../switch/src/default.toml"));
     let config = default.replace(
         "codecs = [\"PCMU\", \"PCMA\"]",
         "codecs = [\"PCMU\", \"PCMA\", \"G722\", \"opus\"]",

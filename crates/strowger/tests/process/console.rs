@@ -3,7 +3,7 @@
 //! the BYE), find its CDR by search. Screenshots of each step are kept under
 //! target/test-artifacts/console/.
 
-mod common;
+use crate::common;
 
 use common::net::free_port;
 use common::sipp::{Scenario, Sipp};

@@ -3,7 +3,7 @@
 //! form the other party takes (RFC 4733 in and INFO out, INFO in and RFC 4733 out, tones in and
 //! RFC 4733 out).
 
-mod common;
+use crate::common;
 
 use common::audio::{tone, ulaw_encode};
 use common::sip::{sdp, sdp_audio, tag_of, Msg, Rtp, RtpPkt, Uac, DTMF, PCMU};
@@ -190,7 +190,7 @@ impl Uas {
 /// Strowger with the default configuration trusting 127.0.0.1, 2XXX bridged to `uas`, and
 /// `rtp.dtmf` set to `mode`.
 fn bridging(label: &str, dir: &TempDir, uas: &Uas, mode: &str) -> Strowger {
-    let text = include_str!("../../switch/src/default.toml");
+    let text = include_str!("../../../switch/src/default.toml");
     let path = if mode == "auto" {
         default_config_trusting_loopback(dir.path())
     } else {

@@ -4,7 +4,7 @@
 //! takes it back; the demo ring group (6000) set to `sequential` rings a SIPp phone that rings,
 //! then answers busy, and only then the next member's SIPp phone, which answers.
 
-mod common;
+use crate::common;
 
 use common::net::free_port;
 use common::registrar::register;
@@ -17,7 +17,7 @@ use std::time::Duration;
 /// The embedded configuration with users 1001-1003 (password "pw-USER"), its demo ring group
 /// `sales` rung with `strategy`, written to `dir`.
 fn config(dir: &Path, strategy: &str) -> PathBuf {
-    let default = include_str!("../../switch/src/default.toml");
+    let default = include_str!("../../../switch/src/default.toml");
     // The group's strategy, not the queue's below it.
     let group = default
         .find("[ring_groups.sales]")

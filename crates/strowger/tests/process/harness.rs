@@ -1,7 +1,7 @@
 //! Self-checks of the test harness's own codecs and parsers (tests/common), so that a broken
 //! helper fails here rather than making a strowger test pass or fail for the wrong reason.
 
-mod common;
+use crate::common;
 
 use common::audio::{best_correlation, dominant_freq, tone, tone_purity, ulaw_decode, ulaw_encode};
 use common::json::Json;

@@ -4,7 +4,7 @@
 //! whose first file plays first) — matched sample for sample against the file — until the
 //! callee resumes, when the callee's tone comes back.
 
-mod common;
+use crate::common;
 
 use common::audio::{
     best_correlation, read_wav, rms, tone, tone_purity, ulaw_decode_all, ulaw_encode,

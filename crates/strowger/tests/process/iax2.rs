@@ -2,7 +2,7 @@
 //! SIP callers and callees, call tokens, a lost frame, trunk frames, a tshark capture), and a
 //! real iaxmodem registers with MD5, answers a SIP call and dials the echo extension.
 
-mod common;
+use crate::common;
 
 use common::audio::{dominant_freq, tone, ulaw_decode_all, ulaw_encode};
 use common::net::free_port;
@@ -155,7 +155,7 @@ const LEGACY_OK: &str = "calltoken_optional = [\"127.0.0.1\"]";
 /// peer `client`, 4XXX to the trunk peer `trunk`, 5000 to the registered `modem`), `peers`
 /// (`provider` is registered to) and `iax2`: `[iax2]` lines, each replacing the default's.
 fn config(dir: &TempDir, iax: SocketAddr, peers: &[(&str, SocketAddr)], iax2: &str) -> PathBuf {
-    let base = include_str!("../../switch/src/default.toml");
+    let base = include_str!("../../../switch/src/default.toml");
     let rules = r#"
 [[dialplan.contexts.default.rules]]
 regex = "^3\\d{3}$"

@@ -3,7 +3,7 @@
 //! plays) against the demo menu on 9198, and what `say` sends: the sound set's files and the
 //! speech engine's audio (espeak-ng and sox, as scripts/setup.sh installs them).
 
-mod common;
+use crate::common;
 
 use common::audio::{best_correlation, read_wav, rms, tone, tone_purity};
 use common::pcap::{pcmu_from, Capture, Stream};

@@ -2,7 +2,7 @@
 //! loopback ports: Redis or Memcached killed mid-test and started again on the same port, two
 //! strowger instances on one Redis, and a three-node Redis Cluster.
 
-mod common;
+use crate::common;
 
 use common::net::free_port;
 use common::registrar::{

@@ -2,7 +2,7 @@
 //! written, debug adds every SIP message with its Call-ID, and `log_format = "json"` writes one
 //! JSON object per line.
 
-mod common;
+use crate::common;
 
 use common::json::Json;
 use common::sipp::{Scenario, Sipp};

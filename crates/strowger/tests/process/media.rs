@@ -1,7 +1,7 @@
 //! Is the audio really carried? A hand-written SIP/RTP client (tests/common/sip.rs) calls the
 //! demo, echo and record extensions and checks the RTP stream and the decoded audio.
 
-mod common;
+use crate::common;
 
 use common::audio::{best_correlation, dominant_freq, read_wav, rms, tone, tone_purity};
 use common::sip::{call, frames, pcm, Rtp, RtpPkt};

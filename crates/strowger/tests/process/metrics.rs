@@ -1,7 +1,7 @@
 //! `/metrics` scraped by a real Prometheus (Debian's `prometheus`, scripts/setup.sh) with the
 //! API's bearer token: SIPp's calls and a registration appear in Prometheus's own queries.
 
-mod common;
+use crate::common;
 
 use common::servers::{http_get, Prometheus};
 use common::sipp::{Scenario, Sipp};

@@ -5,7 +5,7 @@
 //! and group pickup of a call ringing a SIPp phone registered as a user, and an INVITE with
 //! Replaces reaching the worker of the dialog it replaces.
 
-mod common;
+use crate::common;
 
 use common::audio::{
     best_correlation, dominant_freq, read_wav, tone, ulaw_decode_all, ulaw_encode,

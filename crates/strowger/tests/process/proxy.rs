@@ -3,7 +3,7 @@
 //! INVITE sip:1001@proxy.test to strowger (tests/sipp/proxy_uac*.xml), which forwards it to the
 //! phone; with Record-Route the ACK and BYE pass through strowger too.
 
-mod common;
+use crate::common;
 
 use common::net::free_port;
 use common::sip::{sdp, Msg, Rtp, Uac, PCMU};

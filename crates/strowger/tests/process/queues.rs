@@ -2,7 +2,7 @@
 //! calls of SIPp callers waiting in queue `support` in the order the callers came
 //! (tests/configs/queues.toml), and a caller waiting hears music, then its position.
 
-mod common;
+use crate::common;
 
 use common::audio::{best_correlation, read_wav, rms, ulaw_decode_all};
 use common::baresip::{account, Baresip};

@@ -6,7 +6,7 @@
 //! namespace) completes normally while its CDR says the recording is incomplete; and a call
 //! under way when strowger is stopped (SIGTERM) leaves a whole file.
 
-mod common;
+use crate::common;
 
 use common::audio::{best_correlation, dominant_freq, read_wav, tone, tone_purity, ulaw_encode};
 use common::pcap::Stream;
@@ -27,7 +27,8 @@ const TALK_SAMPLES: usize = 8000 * 3;
 /// (stereo Opus), each recording then bridging to `callee`.
 fn start(label: &str, callee: std::net::SocketAddr) -> (Strowger, common::TempDir) {
     let dir = common::TempDir::new(&format!("{label}-config"));
-    let default = common::switch::trusting_loopback(include_str!("../../switch/src/default.toml"));
+    let default =
+        common::switch::trusting_loopback(include_str!("../../../switch/src/default.toml"));
     let bridge = "\"bridge sip:2000@${bridge_target} timeout=10\"";
     let rules = [
         ("3101", "calls/stereo.wav mix=stereo"),

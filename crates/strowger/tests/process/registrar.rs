@@ -3,7 +3,7 @@
 //! store backend: the local snapshot file, Redis and Memcached (real servers on free ports);
 //! `strowger show peers` lists the registration from the same store.
 
-mod common;
+use crate::common;
 
 use common::net::free_port;
 use common::registrar::{

@@ -3,7 +3,7 @@
 //! backend, SHA-256), 423, several contacts with q-values, removal, RFC 5626 instance ids, Path
 //! (RFC 3327) and phones behind NAT (received/rport, keep-alives).
 
-mod common;
+use crate::common;
 
 use common::net::free_port;
 use common::servers::Server;

@@ -7,7 +7,7 @@
 //! loopback: the outer test re-runs this binary's `relay_inside_netns` under `unshare -n`, and
 //! that test refuses to run anywhere else (as tests/torture.rs does).
 
-mod common;
+use crate::common;
 
 use common::netns::{assert_isolated, in_private_netns};
 use common::sip::Msg;

@@ -4,7 +4,7 @@
 //! on the server; `general.log_level` applied at start and by reload; the systemd unit, its
 //! notifications and `make install`.
 
-mod common;
+use crate::common;
 
 use common::registrar::{finals, invite_status, register, registered, write_config};
 use common::servers::Server;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// The embedded configuration trusting 127.0.0.1, its music on hold the built-in tune (these
 /// tests play none, and decoding the tracks is most of a debug build's start on a busy machine).
 fn default_config(dir: &Path) -> String {
-    let text = trusting_loopback(include_str!("../../switch/src/default.toml"));
+    let text = trusting_loopback(include_str!("../../../switch/src/default.toml"));
     let moh = "\ndirectory = \"/usr/share/asterisk/moh\"\n";
     assert_eq!(text.matches(moh).count(), 1, "[moh.default] moved");
     text.replace(moh, &format!("\ndirectory = \"{}\"\n", dir.display()))

@@ -1,7 +1,7 @@
 //! The project's SIPp scenarios (tests/sipp/*.xml) against strowger running the test dialplan
 //! tests/configs/scenarios.toml: call flows, in-dialog requests and error responses.
 
-mod common;
+use crate::common;
 
 use common::sip::{sdp, tag_of, Msg, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp, SippResult};

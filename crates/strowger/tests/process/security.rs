@@ -11,7 +11,7 @@
 //! the rest of the defence (answers that do not tell users apart, the ban after failed
 //! authentications); `scanner_user_agent_gets_no_answer` checks the list itself.
 
-mod common;
+use crate::common;
 
 use common::baresip::{account, Baresip};
 use common::netns::{assert_isolated, in_private_netns};

@@ -5,7 +5,7 @@
 //! them call each other through strowger, the caller answering the 401 to its INVITE as its
 //! user, and each must hear what the other sends.
 
-mod common;
+use crate::common;
 
 use common::audio::{best_correlation, read_wav, Wav};
 use common::baresip::{account, Baresip};

@@ -6,7 +6,7 @@
 //! runs inside a fresh network namespace with only loopback: the outer test re-runs this test
 //! binary's `corpus_inside_netns` under `unshare -n`, and that test refuses to run anywhere else.
 
-mod common;
+use crate::common;
 
 use common::netns::{assert_isolated, in_private_netns};
 use common::sip::Msg;

@@ -7,7 +7,7 @@
 //! and transfers to a target still ringing, a tone crossing the transferred call both ways;
 //! baresip transfers its call with its own command.
 
-mod common;
+use crate::common;
 
 use common::audio::{dominant_freq, tone, tone_purity, ulaw_decode_all, ulaw_encode};
 use common::baresip::Baresip;

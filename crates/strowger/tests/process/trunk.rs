@@ -10,7 +10,7 @@
 //! 5060 are then free): the outer test re-runs this binary's `provider_inside_netns` under
 //! `unshare -n`, and that test refuses to run anywhere else.
 
-mod common;
+use crate::common;
 
 use common::net::free_port;
 use common::netns::{assert_isolated, in_private_netns};

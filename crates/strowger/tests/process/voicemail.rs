@@ -7,7 +7,7 @@
 //! stopped a caller to voicemail is hung up and other calls go on. The same from SIPp: its
 //! message (speech from a pcap) is stored as sent, and its RFC 4733 PIN opens the box.
 
-mod common;
+use crate::common;
 
 use common::audio::{best_correlation, read_wav, tone, tone_purity};
 use common::baresip::{account, Baresip};

@@ -3,7 +3,7 @@
 //! own context with their caller ID and call limit, and an unknown user, a wrong password and a
 //! forbidden destination all get the same 403. Trusted peers are not challenged.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::{HeaderName, Message, Method};

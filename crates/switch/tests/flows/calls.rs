@@ -1,7 +1,7 @@
 //! Calls through strowger on the simulated network (tests/net): over IPv6, hold and codec
 //! changes mid-call, early media, loss and reordering, shutdown, overload.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::{HeaderName, Message, Method};

@@ -3,7 +3,7 @@
 //! (RFC 4733 events); rooms that are full or locked; callers of one room on different workers
 //! meet on one.
 
-mod net;
+use crate::net;
 
 use media::Law;
 use net::*;

@@ -2,7 +2,7 @@
 //! its legs and hung up with a cause through `Input::Api`, and `Input::Watch` turns the event
 //! stream's notices on and off.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::Method;

@@ -3,7 +3,7 @@
 //! the `dtmf` of that party's user or trunk) or as tones in its audio (it negotiated no
 //! telephone-event).
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::Method;

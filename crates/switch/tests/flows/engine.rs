@@ -2,7 +2,7 @@
 //! into the CDR for each call flow, with no sockets and no sleeping. The engine is one `Node` of
 //! the simulated network's (tests/net), driven here datagram by datagram.
 
-mod net;
+use crate::net;
 
 use net::{Node, Shared};
 use sip::header::HeaderName;

@@ -3,7 +3,7 @@
 //! or does not answer; `goto` branches on conditions and the time of day; ring groups ring
 //! their members all at once, in order, or round-robin, and cancel the members that lost.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::{HeaderName, Method};

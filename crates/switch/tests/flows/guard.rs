@@ -3,7 +3,7 @@
 //! answer at all, on every worker, while another source still registers; a flood past the
 //! request rate is banned; a scanner's User-Agent gets no answer.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::auth::{Authorization, Challenge};

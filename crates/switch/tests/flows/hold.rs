@@ -1,7 +1,7 @@
 //! Hold with music on the simulated network (tests/net): a party of a bridged call that holds
 //! it leaves the other party hearing music on hold; resuming restores the bridge.
 
-mod net;
+use crate::net;
 
 use net::*;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! `menu` with RFC 4733 digits, in virtual time. Every prompt the test shell loads plays for
 //! one second; which prompts the engine asked for, and when, show what the steps did.
 
-mod net;
+use crate::net;
 
 use net::*;
 

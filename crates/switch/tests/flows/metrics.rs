@@ -2,7 +2,7 @@
 //! network: the rendered text parses as the exposition format, and its series hold the
 //! counts of what happened.
 
-mod net;
+use crate::net;
 
 use net::*;
 use std::collections::HashMap;

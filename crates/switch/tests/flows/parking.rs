@@ -3,7 +3,7 @@
 //! call times out, directed and group pickup — on one worker, then on two, where the caller
 //! who retrieves or picks up is handed to the worker holding the other call.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::Method;

@@ -3,7 +3,7 @@
 //! queue's strategy, and the board every worker shares keeps arrival order, wrap-up, busy
 //! agents, abandoned callers and the statistics.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::Method;

@@ -3,7 +3,7 @@
 //! the CDR names it with its duration, and a writer that falls behind leaves the call alone and
 //! the recording marked incomplete.
 
-mod net;
+use crate::net;
 
 use net::*;
 

@@ -4,7 +4,7 @@
 //! the third address receives nothing; what strowger's own Record-Route and trusted peers do
 //! still works.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::{HeaderName, Message};

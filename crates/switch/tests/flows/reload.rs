@@ -2,7 +2,7 @@
 //! workers as `Input::Reload` changes the dialplan and limits while calls go on; `Input::Drain`
 //! refuses new calls with 503 while calls in progress, their requests and REGISTERs are served.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::HeaderName;

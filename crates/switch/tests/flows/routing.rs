@@ -2,7 +2,7 @@
 //! limits, keep-alives to NATed phones, the proxy role's Record-Route, and calls handed between
 //! workers by Call-ID.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::{HeaderName, Method};

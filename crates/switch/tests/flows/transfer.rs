@@ -2,7 +2,7 @@
 //! REFER from either party, its failure, attended transfer (REFER with Replaces), an INVITE
 //! with Replaces, and the refusals; each leaves the call table empty once hung up.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::{HeaderName, Message, Method};

@@ -3,7 +3,7 @@
 //! strowger registers to it, calls out through it, takes its calls in by DID, and goes on to
 //! the provider's next server (from the DNS) when one does not answer.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::transaction::{Peer, Transport};

@@ -5,7 +5,7 @@
 //! switch's data directory. A message also ends on a run of silence, which is left out of it;
 //! a box store that does not answer ends the caller's call and leaves the others alone.
 
-mod net;
+use crate::net;
 
 use net::*;
 use sip::{HeaderName, Message, Method};

@@ -312,7 +312,7 @@ pub fn trusting_loopback(text: &str) -> String {
 
 /// The embedded configuration trusting 127.0.0.1 (`trusting_loopback`), written to `dir`.
 pub fn default_config_trusting_loopback(dir: &Path) -> PathBuf {
-    let text = include_str!("../../../switch/src/default.toml");
+    let text = include_str!("../../../../switch/src/default.toml");
     let path = dir.join("trusting-loopback.toml");
     std::fs::write(&path, trusting_loopback(text)).unwrap();
     path

@@ -1,0 +1,39 @@
+//! Every integration test of the crate in one binary: one link instead of one per file,
+//! and the tests of all files share the test threads. Each module was a file of tests/.
+
+mod api;
+mod auth;
+mod calls;
+mod cdr_db;
+mod cli;
+mod codec_calls;
+mod codecs;
+mod common;
+mod conference;
+mod console;
+mod dtmf;
+mod forwarding;
+mod harness;
+mod hold;
+mod iax2;
+mod ivr;
+mod location_store;
+mod logging;
+mod media;
+mod metrics;
+mod parking;
+mod proxy;
+mod quality;
+mod queues;
+mod recording;
+mod registrar;
+mod registrar_sip;
+mod relay;
+mod reload;
+mod scenarios;
+mod security;
+mod softphone;
+mod torture;
+mod transfer;
+mod trunk;
+mod voicemail;

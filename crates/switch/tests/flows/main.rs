@@ -1,0 +1,24 @@
+//! Every integration test of the crate in one binary: one link instead of one per file,
+//! and the tests of all files share the test threads. Each module was a file of tests/.
+
+mod auth;
+mod calls;
+mod conference;
+mod control;
+mod dtmf;
+mod engine;
+mod forwarding;
+mod guard;
+mod hold;
+mod ivr;
+mod metrics;
+mod net;
+mod parking;
+mod queues;
+mod recording;
+mod relay;
+mod reload;
+mod routing;
+mod transfer;
+mod trunks;
+mod voicemail;
