@@ -1,6 +1,6 @@
 //! Free loopback ports. Tests run in parallel threads (and other engineers run suites on the
-//! same machine), so every port handed out is remembered for the life of the process and
-//! checked free on 127.0.0.1 right before use.
+//! same machine), so every port handed out is remembered until it is given back (a strowger's
+//! RTP range, when that strowger is gone) and checked free on 127.0.0.1 right before use.
 
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeSet;
@@ -54,4 +54,13 @@ pub fn free_port_range(len: u16) -> u16 {
         }
     }
     panic!("no {len} free consecutive UDP ports on 127.0.0.1");
+}
+
+/// Gives back a range from [`free_port_range`] whose user has closed it: every test of the
+/// crate runs in one process, and their strowgers' RTP ranges would fill the span otherwise.
+pub fn release_port_range(lo: u16, len: u16) {
+    let mut taken = TAKEN.lock().unwrap();
+    for p in lo..lo + len {
+        taken.remove(&p);
+    }
 }

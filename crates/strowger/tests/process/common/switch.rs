@@ -2,7 +2,7 @@
 //! stopped with SIGINT, killed on drop. Its stderr goes to a file that panics quote.
 
 use super::json::Json;
-use super::net::{free_port, free_port_range};
+use super::net::{free_port, free_port_range, release_port_range};
 use super::{read_text, tail, tests_dir, wait_for, TempDir};
 use std::fs::File;
 use std::net::SocketAddr;
@@ -269,6 +269,7 @@ impl Drop for Strowger {
             let _ = c.kill();
             let _ = c.wait();
         }
+        release_port_range(self.rtp.0, self.rtp.1 - self.rtp.0 + 1);
         if std::thread::panicking() {
             eprintln!(
                 "--- strowger stderr (last 40 lines) ---\n{}",
