@@ -10,7 +10,6 @@ use common::sipp::{Scenario, Sipp};
 use common::switch::{default_config_trusting_loopback, Opts};
 use common::{wait_for, Strowger, TempDir};
 use fantoccini::{Client, ClientBuilder, Locator};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -28,10 +27,7 @@ struct Driver {
 impl Driver {
     fn start(dir: &std::path::Path) -> Driver {
         let port = free_port();
-        // Its own process group, so the browsers it starts go with it even when a failed test
-        // never closes its session.
         let child = Command::new("chromedriver")
-            .process_group(0)
             .arg(format!("--port={port}"))
             .arg(format!(
                 "--log-path={}",
@@ -51,9 +47,6 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", &format!("-{}", self.child.id())])
-            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
