@@ -1,7 +1,7 @@
 //! `/api/v1/calls` (list, show, hang up) and `/api/v1/stats`: each asks every worker through
 //! its inbox (`server::ask`).
 
-use super::server::{ask, ApiError};
+use super::server::{ask, page_limit, ApiError};
 use super::Shared;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -12,10 +12,6 @@ use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use switch::control::{cause_named, CallInfo, Command, Reply};
-
-/// A page holds this many calls unless `limit` says otherwise, and at most [`MAX_LIMIT`].
-const DEFAULT_LIMIT: usize = 100;
-const MAX_LIMIT: usize = 1000;
 
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
@@ -50,13 +46,7 @@ async fn list(
     State(s): State<Arc<Shared>>,
     Query(p): Query<Page>,
 ) -> Result<Json<Value>, ApiError> {
-    let limit = p.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("limit={limit}: expected 1-{MAX_LIMIT}"),
-        ));
-    }
+    let limit = page_limit(p.limit)?;
     let calls = all_calls(&s).await?;
     let page: Vec<&CallInfo> = calls
         .iter()

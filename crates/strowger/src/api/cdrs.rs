@@ -2,7 +2,7 @@
 //! filtered by a search text. Read from the file's tail on the API thread (bounded), so the
 //! workers, which only append, are never asked.
 
-use super::server::ApiError;
+use super::server::{page_limit, ApiError};
 use super::Shared;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -16,8 +16,6 @@ use std::sync::Arc;
 
 /// How much of the file's end a search reads: about ten thousand CDRs.
 const TAIL_BYTES: u64 = 8 << 20;
-const DEFAULT_LIMIT: usize = 100;
-const MAX_LIMIT: usize = 1000;
 
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new().route("/api/v1/cdrs", get(list))
@@ -34,13 +32,7 @@ async fn list(
     State(s): State<Arc<Shared>>,
     Query(p): Query<Search>,
 ) -> Result<Json<Value>, ApiError> {
-    let limit = p.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("limit={limit}: expected 1-{MAX_LIMIT}"),
-        ));
-    }
+    let limit = page_limit(p.limit)?;
     let path = s.cfg.general.data_dir.join(&s.cfg.general.cdr);
     let q = p.q.unwrap_or_default().to_lowercase();
     let cdrs = tokio::task::spawn_blocking(move || recent(&path, &q, limit))

@@ -3,7 +3,7 @@
 //! registrar and `strowger user` change it. Store calls may wait on the network (Redis,
 //! Memcached), so they run on tokio's blocking threads, never on the API's own.
 
-use super::server::ApiError;
+use super::server::{page_limit, ApiError};
 use super::Shared;
 use crate::users::{with_password, NewUser};
 use axum::extract::{Path, Query, State};
@@ -61,13 +61,7 @@ async fn registrations(
     State(s): State<Arc<Shared>>,
     Query(p): Query<RegPage>,
 ) -> Result<Json<Value>, ApiError> {
-    let limit = p.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("limit={limit}: expected 1-1000"),
-        ));
-    }
+    let limit = page_limit(p.limit)?;
     let (rows, next) = with_store(&s, move |st| {
         // Each user's address-of-record is USER@ITS-DOMAIN, as the registrar keys it.
         let mut aors: Vec<(String, String)> = st

@@ -79,6 +79,22 @@ async fn authorize(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Re
     }
 }
 
+/// A list holds this many items unless `limit` says otherwise, and at most [`MAX_LIMIT`].
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 1000;
+
+/// A list request's `limit`: the default when absent, 400 when out of range.
+pub fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    match (1..=MAX_LIMIT).contains(&limit) {
+        true => Ok(limit),
+        false => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("limit={limit}: expected 1-{MAX_LIMIT}"),
+        )),
+    }
+}
+
 /// An error as the API returns it: a status and `{"error": "..."}` that names the fix.
 pub struct ApiError {
     status: StatusCode,
