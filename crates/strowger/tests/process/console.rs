@@ -81,6 +81,30 @@ async fn shot(c: &Client, name: &str) {
     std::fs::write(artifacts().join(format!("{name}.png")), png).unwrap();
 }
 
+/// Opens one of the page's tabs.
+async fn tab(c: &Client, name: &str) {
+    let css = format!("nav button[data-tab={name}]");
+    c.find(Locator::Css(&css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Types `token` into the login form (replacing what it held) and submits it.
+async fn log_in(c: &Client, token: &str) {
+    let field = c.find(Locator::Id("token")).await.unwrap();
+    field.clear().await.unwrap();
+    field.send_keys(token).await.unwrap();
+    c.find(Locator::Id("login-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
 /// Waits until `css` matches an element whose text holds `text`.
 async fn wait_text(c: &Client, css: &str, text: &str) -> fantoccini::elements::Element {
     let deadline = std::time::Instant::now() + PAGE_WAIT;
@@ -123,28 +147,9 @@ fn the_console_shows_a_live_call_hangs_it_up_and_finds_its_cdr() {
         let c = browser(&driver, &dir.subdir("chromium")).await;
         c.goto(&console).await.unwrap();
         // A wrong token is refused on the page.
-        c.find(Locator::Id("token"))
-            .await
-            .unwrap()
-            .send_keys("not-the-token")
-            .await
-            .unwrap();
-        c.find(Locator::Id("login-button"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        log_in(&c, "not-the-token").await;
         wait_text(&c, "#login-error", "refused").await;
-        let field = c.find(Locator::Id("token")).await.unwrap();
-        field.clear().await.unwrap();
-        field.send_keys(token.trim()).await.unwrap();
-        c.find(Locator::Id("login-button"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        log_in(&c, token.trim()).await;
         wait_text(&c, "#status", "calls").await;
         // Logged in: a call to the echo test that waits up to 10 s for strowger's BYE
         // (switch_bye.xml), which only the page's button will cause.
@@ -172,12 +177,7 @@ fn the_console_shows_a_live_call_hangs_it_up_and_finds_its_cdr() {
         })
         .await;
         assert!(gone, "the hung-up call is still listed");
-        c.find(Locator::Css("nav button[data-tab=cdrs]"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        tab(&c, "cdrs").await;
         c.find(Locator::Id("cdr-search"))
             .await
             .unwrap()
@@ -191,19 +191,9 @@ fn the_console_shows_a_live_call_hangs_it_up_and_finds_its_cdr() {
             "the CDR row should say strowger hung up: {text}"
         );
         shot(&c, "2-cdr").await;
-        c.find(Locator::Css("nav button[data-tab=graph]"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        tab(&c, "graph").await;
         wait_text(&c, "#plot", "calls").await;
-        c.find(Locator::Css("nav button[data-tab=translation]"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        tab(&c, "translation").await;
         wait_text(&c, "#matrix", "pcmu").await;
         shot(&c, "3-translation").await;
         c.close().await.unwrap();
