@@ -169,12 +169,20 @@ function select(tab) {
   refresh();
 }
 
-// Calls and CDRs change with events: refresh at once rather than wait for the next poll.
+// Calls and CDRs change with events: refresh soon rather than wait for the next poll.
+let pending = null;
 function listen() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   events = new WebSocket(`${proto}//${location.host}/api/v1/events?types=call&token=${encodeURIComponent(token)}`);
+  // A busy switch sends many events a second: one refresh per half second serves them all,
+  // rather than one list request (asked of every worker) per event.
   events.onmessage = () => {
-    if (current === "calls" || current === "cdrs") refresh();
+    if ((current === "calls" || current === "cdrs") && !pending) {
+      pending = setTimeout(() => {
+        pending = null;
+        refresh();
+      }, 500);
+    }
   };
   events.onclose = () => {
     if (token) setTimeout(listen, 2000);
