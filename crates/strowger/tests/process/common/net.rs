@@ -41,19 +41,35 @@ pub fn free_port() -> u16 {
 
 /// The start of `len` consecutive free UDP ports, even-aligned (RTP on even, RTCP on odd).
 /// Picked below the kernel's ephemeral range so that short-lived client sockets do not land in it.
-/// At most 512: 250 held calls with a pair each, across workers.
+/// Small ranges (a SIPp's or a phone's media ports, never given back) come from their own band so
+/// that they cannot fragment the band of strowgers' ranges (up to 512: 250 held calls with a
+/// pair each, across workers). The band is scanned from a random start, so a range is found
+/// whenever one is free.
 pub fn free_port_range(len: u16) -> u16 {
     assert!(len > 0 && len <= 512);
-    for _ in 0..200 {
-        let lo = (20000 + (random_u64() % 12000) as u16) & !1;
-        let mut taken = TAKEN.lock().unwrap();
-        let ports = lo..lo + len;
-        if ports.clone().all(|p| !taken.contains(&p) && udp_free(p)) {
-            taken.extend(ports);
+    let (base, span): (u32, u32) = if len <= 16 {
+        (10000, 10000)
+    } else {
+        (20000, 12000)
+    };
+    let len32 = u32::from(len);
+    let start = (random_u64() % u64::from(span)) as u32 & !1;
+    let mut taken = TAKEN.lock().unwrap();
+    for step in (0..span).step_by(2) {
+        let lo = base + (start + step) % span;
+        if lo + len32 > base + span {
+            continue;
+        }
+        let (lo, hi) = (lo as u16, (lo + len32) as u16);
+        if taken.range(lo..hi).next().is_none() && (lo..hi).all(udp_free) {
+            taken.extend(lo..hi);
             return lo;
         }
     }
-    panic!("no {len} free consecutive UDP ports on 127.0.0.1");
+    panic!(
+        "no {len} free consecutive UDP ports on 127.0.0.1 in {base}..{}",
+        base + span
+    );
 }
 
 /// Gives back a range from [`free_port_range`] whose user has closed it: every test of the
