@@ -17,6 +17,7 @@ pub mod peers;
 pub mod recordings;
 pub mod reload;
 pub mod rtp_io;
+pub mod rtp_ports;
 pub mod runtime;
 pub mod sip_io;
 pub mod store_io;

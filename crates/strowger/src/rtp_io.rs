@@ -1,9 +1,6 @@
 //! RTP and RTCP sockets of one worker: an even port for RTP and the next one for RTCP per leg,
-//! taken from the worker's slice of the port range.
-//!
-//! Free ports wait in a FIFO queue, so a port is reused as late as possible (a late packet of an
-//! ended call must not land in a new one) and taking one costs O(1) however full the range is:
-//! when it is exhausted a new call is refused at once instead of sweeping every port.
+//! taken from the worker's slice of the port range ([`PortPool`]: which ports are free, and which
+//! another program holds).
 //!
 //! With `rtp.shared_ports` the legs share a few pairs instead (one per 256 legs), told apart by
 //! their far ends' addresses: one recvmmsg(2) and one sendmmsg(2) then carry many calls' packets,
@@ -13,11 +10,12 @@
 //! costs one system call per leg (or shared pair) and tick instead of a wake-up per packet.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
+
+use crate::rtp_ports::PortPool;
 
 pub struct Pair {
     pub rtp: UdpSocket,
@@ -88,7 +86,7 @@ pub const SHARED_BATCH: usize = 64;
 
 pub struct MediaSockets {
     ip: IpAddr,
-    free: VecDeque<u16>,
+    ports: PortPool,
     /// Bound pairs no leg uses yet, handed to the engine (`switch::Input::MediaPorts`).
     spare: Vec<Pair>,
     legs: Vec<Option<LegPorts>>,
@@ -98,29 +96,29 @@ pub struct MediaSockets {
     shared: Vec<SharedPair>,
     /// No free port could be bound (the range is used up, or held by other programs): spare
     /// pairs are sought again once a leg gives a port back or [`RETRY`] later, not on every
-    /// top-up (each costs a bind(2) per port tried).
+    /// top-up (each costs a bind(2) per port set aside).
     starved: Option<Instant>,
+    /// The exhaustion was logged: once per episode (until a pair is bound again), not per
+    /// refused call.
+    told: bool,
 }
 
 /// How long a starved worker waits before trying the range again (ports another program held
 /// may be free by then).
 const RETRY: Duration = Duration::from_secs(1);
 
-/// Ports tried per spare pair before giving up: a port of the range may be held by another
-/// program, which then goes to the back of the queue.
-const TRIES: usize = 8;
-
 impl MediaSockets {
     /// `lo..hi` is this worker's slice (lo even, hi exclusive).
     pub fn new(ip: IpAddr, lo: u16, hi: u16) -> MediaSockets {
         MediaSockets {
             ip,
-            free: (lo..hi.saturating_sub(1)).step_by(2).collect(),
+            ports: PortPool::new(lo, hi),
             spare: Vec::new(),
             legs: Vec::new(),
             open: 0,
             shared: Vec::new(),
             starved: None,
+            told: false,
         }
     }
 
@@ -131,10 +129,19 @@ impl MediaSockets {
         }
         self.starved = None;
         while self.spare.len() < want {
-            let Some(pair) = self.bind_free() else {
+            let Some((_, pair)) = self.ports.take(now, |port| bind(self.ip, port)) else {
                 self.starved = Some(now);
+                // Told when the last spare pair is gone, the next call's being refused.
+                if self.spare.is_empty() && !std::mem::replace(&mut self.told, true) {
+                    tracing::warn!(
+                        "rtp.ports is used up on this worker ({} pairs in use, {} set aside as held by another program): new calls get 503; widen rtp.ports or free its ports",
+                        self.ports.in_use(),
+                        self.ports.set_aside()
+                    );
+                }
                 return;
             };
+            self.told = false;
             fresh.push(pair.port);
             self.spare.push(pair);
         }
@@ -181,39 +188,10 @@ impl MediaSockets {
         }
     }
 
-    fn bind_free(&mut self) -> Option<Pair> {
-        for _ in 0..TRIES.min(self.free.len()) {
-            let port = self.free.pop_front()?;
-            match self.bind(port) {
-                Ok(pair) => return Some(pair),
-                Err(_) => self.free.push_back(port),
-            }
-        }
-        None
-    }
-
-    fn bind(&self, port: u16) -> io::Result<Pair> {
-        let rtp = UdpSocket::bind(SocketAddr::new(self.ip, port))?;
-        let rtcp = UdpSocket::bind(SocketAddr::new(self.ip, port + 1))?;
-        rtp.set_nonblocking(true)?;
-        rtcp.set_nonblocking(true)?;
-        // Packets read a few frames late (legs that relay nothing, RTCP) keep their arrival time.
-        mmsg::enable_timestamps(&rtp);
-        mmsg::enable_timestamps(&rtcp);
-        mmsg::set_dont_fragment(&rtp);
-        mmsg::set_dont_fragment(&rtcp);
-        Ok(Pair {
-            rtp,
-            rtcp,
-            port,
-            connected: Cell::new(None),
-        })
-    }
-
     fn release(&mut self, ports: LegPorts) {
         match ports {
             LegPorts::Own(pair) => {
-                self.free.push_back(pair.port);
+                self.ports.give_back(pair.port);
                 self.starved = None;
             }
             LegPorts::Shared(i) => {
@@ -280,6 +258,25 @@ impl MediaSockets {
             s.out.borrow_mut().flush(&s.pair.rtp);
         }
     }
+}
+
+/// Binds the RTP port `port` and the RTCP port after it on `ip`.
+fn bind(ip: IpAddr, port: u16) -> io::Result<Pair> {
+    let rtp = UdpSocket::bind(SocketAddr::new(ip, port))?;
+    let rtcp = UdpSocket::bind(SocketAddr::new(ip, port + 1))?;
+    rtp.set_nonblocking(true)?;
+    rtcp.set_nonblocking(true)?;
+    // Packets read a few frames late (legs that relay nothing, RTCP) keep their arrival time.
+    mmsg::enable_timestamps(&rtp);
+    mmsg::enable_timestamps(&rtcp);
+    mmsg::set_dont_fragment(&rtp);
+    mmsg::set_dont_fragment(&rtcp);
+    Ok(Pair {
+        rtp,
+        rtcp,
+        port,
+        connected: Cell::new(None),
+    })
 }
 
 #[cfg(test)]

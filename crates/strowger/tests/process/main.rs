@@ -30,6 +30,7 @@ mod registrar;
 mod registrar_sip;
 mod relay;
 mod reload;
+mod rtp_ports;
 mod scenarios;
 mod security;
 mod softphone;

@@ -30,6 +30,9 @@ pub struct Opts {
     pub workers: Option<usize>,
     /// How many RTP ports (None: 100).
     pub rtp_ports: Option<u16>,
+    /// The first of them, from a range the test took with `net::free_port_range` (None: a free
+    /// range is found here).
+    pub rtp_lo: Option<u16>,
     /// The directory strowger starts in (relative paths in its config, such as the default
     /// `local:strowger-data/store.snap`, are under it); None: the test's own temporary directory,
     /// so no two strowgers share a store file.
@@ -82,7 +85,7 @@ impl Strowger {
             .api
             .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()).parse().unwrap());
         let ports = opts.rtp_ports.unwrap_or(RTP_PORTS);
-        let lo = free_port_range(ports);
+        let lo = opts.rtp_lo.unwrap_or_else(|| free_port_range(ports));
         let rtp = (lo, lo + ports - 1);
         let log = dir.path().join("strowger.log");
         let mut cmd = Command::new(binary());
