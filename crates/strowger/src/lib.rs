@@ -13,6 +13,7 @@ pub mod logging;
 pub mod metrics;
 pub mod music;
 pub mod notify;
+pub mod overload;
 pub mod peers;
 pub mod recordings;
 pub mod reload;

@@ -6,6 +6,7 @@
 //! connections live on worker 0 (TCP is a small share of SIP traffic; see docs/architecture.md).
 
 use crate::logging::{self, Dir};
+use crate::overload::{Change, LoadWatch};
 use crate::rtp_io::{MediaSockets, SHARED_BATCH};
 use crate::sip_io::{self, Conn, ReadOutcome, TcpLimits};
 use mio::net::{TcpListener, UdpSocket};
@@ -46,10 +47,6 @@ const LAZY_RTP: u64 = 4;
 /// read every 10th visit (200 ms) with the time of the read, as before, cost five system calls
 /// per call-second and counted up to 200 ms of waiting in the socket into every round trip.
 const RTCP_VISITS: u64 = 50;
-/// Average media-tick lateness past which a worker refuses new calls, and below which it
-/// accepts them again (epoll's millisecond timeouts alone make ticks up to ~1 ms late).
-const OVERLOAD_ENTER_US: u64 = 8_000;
-const OVERLOAD_LEAVE_US: u64 = 4_000;
 
 /// What workers send each other.
 pub enum Envelope {
@@ -246,12 +243,12 @@ pub struct Worker {
     pub max_message: usize,
     pub batch: mmsg::Batch,
     pub ticks: u64,
-    pub lateness_us: u64,
+    /// Whether this worker is past capacity (overload.rs).
+    pub load: LoadWatch,
     /// A new INVITE that waited longer than this in the socket is refused (stateless 503): T1/5.
     /// The backlog only grows this deep when offered load exceeds what the worker serves (a
     /// media pass delays a datagram a few ms), and the caller would soon retransmit anyway.
     pub sip_late: Duration,
-    pub overloaded: bool,
     /// UDP sockets (by index) left with datagrams when their burst budget ran out.
     pub unread: Vec<usize>,
     /// Workers posted to since the last wake-ups (bit per worker).
@@ -344,9 +341,8 @@ impl Worker {
             max_message: sip.max_message_size,
             batch: mmsg::Batch::new(batch, 2048, true),
             ticks: 0,
-            lateness_us: 0,
+            load: LoadWatch::new(Instant::now(), crate::metrics::thread_cpu()),
             sip_late: sip.t1 / 5,
-            overloaded: false,
             to_wake: 0,
             unread: Vec::new(),
             next_tick: Instant::now(),
@@ -499,7 +495,7 @@ impl Worker {
         if now < self.next_tick {
             return;
         }
-        self.watch_load(now - self.next_tick);
+        self.watch_load(now, now - self.next_tick);
         self.spread = self.needs_phases();
         self.media_tick(self.next_tick, now);
         let step = match self.spread {
@@ -595,29 +591,25 @@ impl Worker {
         self.iax_out.clear();
     }
 
-    /// Backpressure, media side: when media ticks run late on average, this worker is past
-    /// capacity and refuses new calls (stateless 503 + Retry-After) so the calls it has keep
-    /// clean audio. (The signalling side is judged per request: [`Worker::sip_late`].)
-    fn watch_load(&mut self, late: Duration) {
-        let late_us = late.as_micros().min(1_000_000) as u64;
-        self.lateness_us = (self.lateness_us * 15 + late_us) / 16;
-        let over = if self.overloaded {
-            self.lateness_us > OVERLOAD_LEAVE_US
-        } else {
-            self.lateness_us > OVERLOAD_ENTER_US
+    /// Backpressure, media side: when this worker's own work makes its media ticks late, it is
+    /// past capacity and refuses new calls (stateless 503 + Retry-After) so the calls it has
+    /// keep clean audio; ticks the host made late while the worker idled do not count
+    /// (overload.rs). (The signalling side is judged per request: [`Worker::sip_late`].)
+    fn watch_load(&mut self, now: Instant, late: Duration) {
+        let Some(change) = self.load.tick(now, late, crate::metrics::thread_cpu) else {
+            return;
         };
-        if over != self.overloaded {
-            self.overloaded = over;
-            self.input(clock(), Input::Overloaded(over));
-            self.feed.overload(self.id, over);
-            match over {
-                true => tracing::warn!(
-                    "worker {} is past capacity (media ticks {} µs late): new calls get 503",
-                    self.id,
-                    self.lateness_us
-                ),
-                false => tracing::info!("worker {} is back under capacity", self.id),
-            }
+        let over = matches!(change, Change::Enter { .. });
+        self.input(clock(), Input::Overloaded(over));
+        self.feed.overload(self.id, over);
+        match change {
+            Change::Enter { late, busy } => tracing::warn!(
+                "worker {} is past capacity (media ticks {} µs late on average while its thread was busy {:.0} % of the time): new calls get 503",
+                self.id,
+                late.as_micros(),
+                busy * 100.0
+            ),
+            Change::Leave => tracing::info!("worker {} is back under capacity", self.id),
         }
     }
 

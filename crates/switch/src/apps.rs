@@ -488,6 +488,7 @@ impl Engine {
         }
         let Some(place) = self.ports.take(shareable) else {
             self.media.remove_leg(id);
+            self.metrics.refused(crate::metrics::Refusal::NoRtpPort);
             if let Some(n) = self.no_port.note(now) {
                 self.warn(format!(
                     "no free RTP port ({n} call(s) refused since the last report): widen rtp.ports in the configuration"

@@ -13,6 +13,7 @@ use crate::dialog::Dialog;
 use crate::dialplan::Dialplan;
 use crate::io::{Clock, Event, Input, Level, Output};
 use crate::media_out::MediaQueue;
+use crate::metrics::{Refusal, REFUSALS};
 use crate::ports::Ports;
 use sdp::{Caps, LocalSession, SessionDescription};
 use sip::header::{parse_u32, HeaderName, NameAddr};
@@ -240,6 +241,8 @@ pub struct Engine {
     pub(crate) draining: bool,
     /// Calls refused for want of an RTP port, logged at most every 10 s.
     pub(crate) no_port: Throttle,
+    /// Calls refused before they began, by [`Refusal`], logged at most every 10 s each.
+    refusals: [Throttle; REFUSALS.len()],
     /// The registrar's store operations, nonces and keep-alives (registrar.rs).
     pub(crate) registrar: crate::registrar::RegistrarState,
     /// IAX2 legs, when `[iax2]` is on (iax.rs).
@@ -298,6 +301,7 @@ impl Engine {
             overloaded: false,
             draining: false,
             no_port: Throttle::default(),
+            refusals: Default::default(),
             registrar: crate::registrar::RegistrarState::new(&s.registrar, s.worker),
             iax: None,
             proxy: crate::proxy::Proxy::new(&s.registrar.secret),
@@ -555,14 +559,36 @@ impl Engine {
     /// Past capacity or draining, a new INVITE (no To tag, no transaction yet) is refused
     /// without creating a transaction: the 503 costs no state, and a retransmitted INVITE is
     /// simply refused again.
-    fn refuses_statelessly(&mut self, msg: &Message, late: bool) -> bool {
-        (self.overloaded || self.draining || late || self.s.slots.in_use() >= self.s.slots.max())
-            && msg.method() == Some(&Method::Invite)
+    fn refuses_statelessly(&mut self, msg: &Message, late: bool) -> Option<Refusal> {
+        let why = if self.draining {
+            Refusal::Draining
+        } else if self.overloaded {
+            Refusal::Overloaded
+        } else if late {
+            Refusal::SignallingLate
+        } else if self.s.slots.in_use() >= self.s.slots.max() {
+            Refusal::MaxCalls
+        } else {
+            return None;
+        };
+        (msg.method() == Some(&Method::Invite)
             && msg
                 .header(HeaderName::To)
                 .and_then(|t| NameAddr::parse(t).ok())
                 .is_some_and(|t| t.tag().is_none())
-            && !self.txs.has_server(msg)
+            && !self.txs.has_server(msg))
+        .then_some(why)
+    }
+
+    /// Counts a new call refused with 503 by its reason, and says so once per 10 s per reason.
+    pub(crate) fn note_refusal(&mut self, why: Refusal, now: Instant) {
+        self.metrics.refused(why);
+        if let Some(n) = self.refusals[why as usize].note(now) {
+            self.warn(format!(
+                "new calls refused with 503 ({n} since the last report): {}",
+                why.explain()
+            ));
+        }
     }
 
     fn on_request(
@@ -592,7 +618,8 @@ impl Engine {
         let Some(msg) = self.hand_off(msg, peer, local, late, now) else {
             return;
         };
-        if self.refuses_statelessly(&msg, late) {
+        if let Some(why) = self.refuses_statelessly(&msg, late) {
+            self.note_refusal(why, now);
             let retry = self.refuse_busy();
             self.reject_stateless(&msg, peer, 503, "Service Unavailable", &retry);
             return;

@@ -110,7 +110,8 @@ const RESPONSES: usize = REQUESTS + 2 * METHODS.len(); // [direction][code label
 const RETRANSMISSIONS: usize = RESPONSES + 2 * CODE_LABELS;
 const TOO_LARGE: usize = RETRANSMISSIONS + 1;
 const REGISTRATIONS: usize = TOO_LARGE + 1;
-const ENDED: usize = REGISTRATIONS + 1; // [Q.850 cause]
+const REFUSED: usize = REGISTRATIONS + 1; // [Refusal]
+const ENDED: usize = REFUSED + REFUSALS.len(); // [Q.850 cause]
 /// INVITE received → answered or refused, in seconds.
 const SETUP: Hist = Hist {
     at: ENDED + CAUSES,
@@ -150,6 +151,43 @@ pub const STORE_LATENCY: Hist = Hist {
     ],
     unit: 1e-6,
 };
+
+/// Why a new call was refused with 503 before it began (the `calls_refused` metric's reason).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The worker is past capacity (its own work makes its media ticks late).
+    Overloaded,
+    /// The INVITE waited too long in the socket (a signalling backlog).
+    SignallingLate,
+    /// The process is draining to stop or restart.
+    Draining,
+    /// `general.max_calls` calls are up.
+    MaxCalls,
+    /// No RTP port pair is free in `rtp.ports`.
+    NoRtpPort,
+}
+
+/// [`Refusal`]s' labels, in its order.
+pub const REFUSALS: [&str; 5] = [
+    "overloaded",
+    "signalling_late",
+    "draining",
+    "max_calls",
+    "no_rtp_port",
+];
+
+impl Refusal {
+    /// What a person reads in the log: the cause and what to do about it.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Refusal::Overloaded => "a worker is past capacity (its own work makes its media ticks late): add cores or move load away",
+            Refusal::SignallingLate => "INVITEs waited too long in the socket (a signalling backlog): add cores or move load away",
+            Refusal::Draining => "strowger is draining to stop or restart",
+            Refusal::MaxCalls => "general.max_calls calls are up: raise general.max_calls",
+            Refusal::NoRtpPort => "no free RTP port pair: widen rtp.ports",
+        }
+    }
+}
 
 /// One worker's counts. Plain integers: the engine is single-threaded.
 #[derive(Clone)]
@@ -241,6 +279,11 @@ impl Counts {
     /// A REGISTER accepted (bindings added, refreshed or removed).
     pub(crate) fn registration(&mut self) {
         self.0[REGISTRATIONS] += 1;
+    }
+
+    /// A new call refused with 503.
+    pub(crate) fn refused(&mut self, why: Refusal) {
+        self.0[REFUSED + why as usize] += 1;
     }
 
     /// A call answered or refused `after` its INVITE arrived.
@@ -408,6 +451,13 @@ impl Collector for Scrape {
             .into_iter()
             .map(|(c, n)| ([("cause", c.to_string())], n));
         counters(e, "calls", "Calls ended, by Q.850 hangup cause.", causes)?;
+        let refused = REFUSALS
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ([("reason", r.to_string())], t[REFUSED + i]));
+        let help = "New calls refused with 503, by reason: overloaded, signalling_late, \
+                    draining, max_calls, no_rtp_port.";
+        counters(e, "calls_refused", help, refused)?;
         let help = "Seconds from an INVITE to its call's answer or refusal.";
         histogram(e, "call_setup_seconds", help, SETUP, t)?;
         let requests = (0..2).flat_map(|d| {

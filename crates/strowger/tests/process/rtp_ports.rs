@@ -3,11 +3,13 @@
 
 use crate::common;
 
+use common::api::Api;
 use common::net::free_port_range;
 use common::sipp::{Scenario, Sipp};
 use common::switch::Opts;
-use common::Strowger;
+use common::{wait_for, Strowger};
 use std::net::UdpSocket;
+use std::time::Duration;
 
 /// Pairs in strowger's range, and how many of them (the first, in a row) this test holds.
 const PAIRS: u16 = 60;
@@ -15,7 +17,7 @@ const HELD: u16 = 20;
 
 /// The test holds the first third of a 60-pair range (a run of held ports at the head of the
 /// free list); 40 held echo calls all get a pair, and the 41st is refused with 503, logged with
-/// how many pairs are in use and how many are held elsewhere.
+/// how many pairs are in use and how many are held elsewhere, and counted by its reason.
 #[test]
 fn ports_held_by_another_program_are_set_aside_and_the_rest_serve_calls() {
     let lo = free_port_range(2 * PAIRS);
@@ -53,5 +55,11 @@ fn ports_held_by_another_program_are_set_aside_and_the_rest_serve_calls() {
         )),
         "the refusal names rtp.ports and the pairs in use and set aside:\n{log}"
     );
+    let metric = r#"strowger_calls_refused_total{reason="no_rtp_port"} 1"#;
+    let api = Api::of(&s);
+    let counted = wait_for(Duration::from_secs(5), || {
+        api.text("/metrics").contains(metric).then_some(())
+    });
+    assert!(counted.is_some(), "{metric} in:\n{}", api.text("/metrics"));
     s.assert_alive();
 }

@@ -85,6 +85,15 @@ impl Api {
         body
     }
 
+    /// `GET path` with the right token, as text (`/metrics`); panics unless it succeeds.
+    pub fn text(&self, path: &str) -> String {
+        let mut resp = ureq::get(format!("{}{path}", self.base))
+            .header("Authorization", format!("Bearer {}", self.token))
+            .call()
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        resp.body_mut().read_to_string().unwrap_or_default()
+    }
+
     /// The calls listed now.
     pub fn calls(&self) -> Vec<Value> {
         self.ok("GET", "/api/v1/calls")["calls"]
