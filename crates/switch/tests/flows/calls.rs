@@ -369,6 +369,11 @@ fn an_overloaded_switch_refuses_new_calls_with_503_and_serves_byes() {
     // The refused caller's ACK is absorbed and nothing is retransmitted to it.
     n.run_for(secs(5));
     assert_eq!(n.sent(addr(SW), addr(BOB), "503").len(), 1);
+    let scrape = n.sw(sw).scrape();
+    for (reason, refused) in [("overloaded", 1), ("max_calls", 0), ("no_rtp_port", 0)] {
+        let series = format!("strowger_calls_refused_total{{reason=\"{reason}\"}} {refused}\n");
+        assert!(scrape.contains(&series), "{series} in:\n{scrape}");
+    }
     hang_up(&mut n, a, c, secs(2));
     assert_eq!(n.sw(sw).cdrs().len(), 1);
     assert_eq!(n.sw(sw).active_calls(), 0);
