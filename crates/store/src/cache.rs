@@ -17,8 +17,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-/// What one cache remembers at most: the oldest entries are forgotten first.
-pub const CAPACITY: usize = 100_000;
+/// What one cache remembers at most by default (`registrar.cache_entries`): the oldest entries
+/// are forgotten first. At about 1 KB per AOR with its bindings, 20,000 hold some 20 MB, while
+/// the backend holds every binding.
+pub const CACHE_ENTRIES: usize = 20_000;
 
 /// How long credentials read from the backend answer `recent_user`. A password changed or a
 /// user removed by another process (`strowger user passwd|del`) is therefore honoured by a
@@ -90,10 +92,12 @@ impl<S: LocationStore + CredentialStore> ReadCache<S> {
     }
 }
 
-/// A map that forgets its oldest insertions past `capacity` entries.
+/// A map that forgets its oldest insertions past `capacity` entries, and the entries that
+/// lapsed when told the time ([`Bounded::expire`]).
 pub(crate) struct Bounded<V> {
     capacity: usize,
-    map: HashMap<String, (V, u64)>,
+    /// Value, generation, and the unix time it lapses (u64::MAX: never).
+    map: HashMap<String, (V, u64, u64)>,
     /// Insertion order as (key, generation): a key re-inserted later has a newer generation,
     /// so its stale queue entry does not evict it.
     order: VecDeque<(String, u64)>,
@@ -111,21 +115,43 @@ impl<V: Clone> Bounded<V> {
     }
 
     pub(crate) fn put(&mut self, k: &str, v: V) {
+        self.put_until(k, v, u64::MAX);
+    }
+
+    /// Remembers `v` for `k` until unix time `until`.
+    pub(crate) fn put_until(&mut self, k: &str, v: V, until: u64) {
         self.generation += 1;
-        self.map.insert(k.to_string(), (v, self.generation));
+        self.map.insert(k.to_string(), (v, self.generation, until));
         self.order.push_back((k.to_string(), self.generation));
         while self.map.len() > self.capacity || self.order.len() > 2 * self.capacity {
             let Some((old, gen)) = self.order.pop_front() else {
                 break;
             };
-            if self.map.get(&old).is_some_and(|(_, g)| *g == gen) {
+            if self.map.get(&old).is_some_and(|(_, g, _)| *g == gen) {
                 self.map.remove(&old);
             }
         }
     }
 
     pub(crate) fn get(&self, k: &str) -> Option<V> {
-        self.map.get(k).map(|(v, _)| v.clone())
+        self.map.get(k).map(|(v, _, _)| v.clone())
+    }
+
+    /// Forgets the entries lapsed at `now`, and gives back the room of a map and queue that
+    /// have shrunk to under a quarter of it; how many went.
+    pub(crate) fn expire(&mut self, now: u64) -> usize {
+        let before = self.map.len();
+        self.map.retain(|_, (_, _, until)| *until > now);
+        let map = &self.map;
+        self.order
+            .retain(|(k, gen)| map.get(k).is_some_and(|(_, g, _)| g == gen));
+        if self.map.capacity() > 64 && self.map.len() < self.map.capacity() / 4 {
+            self.map.shrink_to(self.map.len() * 2);
+        }
+        if self.order.capacity() > 64 && self.order.len() < self.order.capacity() / 4 {
+            self.order.shrink_to(self.order.len() * 2);
+        }
+        before - self.map.len()
     }
 
     /// Forgets `k` (its queue entry goes when it reaches the front).
@@ -136,7 +162,7 @@ impl<V: Clone> Bounded<V> {
     fn entries(&self) -> Vec<(String, V)> {
         self.map
             .iter()
-            .map(|(k, (v, _))| (k.clone(), v.clone()))
+            .map(|(k, (v, _, _))| (k.clone(), v.clone()))
             .collect()
     }
 }
@@ -167,7 +193,7 @@ impl<S: LocationStore + CredentialStore> Pipe for ReadCache<S> {
         };
         let answer = self.inner.pipe()?.finish(pending, reply)?;
         match &answer {
-            Answer::Bindings(list) => self.bindings.lock().unwrap().put(&key, list.clone()),
+            Answer::Bindings(list) => self.bindings.lock().unwrap().put_bindings(&key, list),
             Answer::User(c) => self
                 .users
                 .lock()
@@ -189,14 +215,19 @@ impl<S: LocationStore + CredentialStore> LocationStore for ReadCache<S> {
 
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
         let list = self.via(now, |s| s.update(aor, changes, now))?;
-        self.bindings.lock().unwrap().put(aor, list.clone());
+        self.bindings.lock().unwrap().put_bindings(aor, &list);
         Ok(list)
+    }
+
+    fn expire(&self, now: u64) -> usize {
+        let cached = self.bindings.lock().unwrap().expire(now);
+        cached + self.inner.expire(now)
     }
 
     fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>> {
         match self.via(now, |s| s.lookup(aor, now)) {
             Ok(list) => {
-                self.bindings.lock().unwrap().put(aor, list.clone());
+                self.bindings.lock().unwrap().put_bindings(aor, &list);
                 Ok(list)
             }
             Err(e) if e.is_unavailable() => match self.bindings.lock().unwrap().get(aor) {
@@ -205,6 +236,15 @@ impl<S: LocationStore + CredentialStore> LocationStore for ReadCache<S> {
             },
             Err(e) => Err(e),
         }
+    }
+}
+
+impl Bounded<Vec<Binding>> {
+    /// An AOR's bindings, remembered until the last of them lapses (an AOR with none until the
+    /// next [`Bounded::expire`]).
+    fn put_bindings(&mut self, aor: &str, list: &[Binding]) {
+        let until = list.iter().map(|b| b.expires_at).max().unwrap_or(0);
+        self.put_until(aor, list.to_vec(), until);
     }
 }
 
@@ -404,6 +444,30 @@ mod tests {
         );
         c.del_user("a", "x").unwrap();
         assert_eq!(c.recent_user("a", "x", now), Some(None));
+    }
+
+    #[test]
+    fn lapsed_entries_go_when_told_the_time() {
+        let c = ReadCache::new(Flaky::default(), 1_000);
+        for i in 0..500u64 {
+            let b = binding("sip:a@h", if i < 5 { 900 } else { 200 });
+            c.update(&format!("{i}@x"), &[Change::Put(b)], 100).unwrap();
+        }
+        assert_eq!(c.expire(150), 0);
+        assert_eq!(
+            c.expire(200),
+            495,
+            "the cached AORs whose bindings all lapsed"
+        );
+        let cache = c.bindings.lock().unwrap();
+        assert_eq!((cache.map.len(), cache.order.len()), (5, 5));
+        assert!(cache.map.capacity() < 64 && cache.order.capacity() < 64);
+        assert!(cache.get("4@x").is_some() && cache.get("5@x").is_none());
+        drop(cache);
+        // Served from the cache while the backend is away: the live one only.
+        c.inner.down.store(true, Ordering::Relaxed);
+        assert_eq!(c.lookup("4@x", 200).unwrap().len(), 1);
+        assert!(c.lookup("5@x", 200).is_err());
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub mod pipe;
 mod redis_store;
 pub mod voicemail;
 
-pub use cache::{ReadCache, USER_TTL_S};
+pub use cache::{ReadCache, CACHE_ENTRIES, USER_TTL_S};
 pub use forward::{Forward, Forwarding};
 pub use local::LocalStore;
 pub use memcached::MemcachedStore;
@@ -226,7 +226,16 @@ pub trait LocationStore: Send + Sync {
     fn bindings(&self, _now: u64) -> Option<u64> {
         None
     }
+    /// Forgets what lapsed by `now` and gives back the room of maps that have emptied, so memory
+    /// falls with the load; called every [`EXPIRE_EVERY_S`] seconds off the workers. Returns how
+    /// many entries went. (A lapsed binding is never answered anyway; this only frees it.)
+    fn expire(&self, _now: u64) -> usize {
+        0
+    }
 }
+
+/// How often [`LocationStore::expire`] runs.
+pub const EXPIRE_EVERY_S: u64 = 30;
 
 pub trait CredentialStore: Send + Sync {
     /// The user's credentials as the backend has them now.
@@ -352,18 +361,21 @@ impl std::str::FromStr for StoreUrl {
 
 /// Opens the store a URL names. Network backends connect lazily: a backend that is down now
 /// makes operations fail until it is back, it does not stop strowger from starting. They are
-/// read through a `ReadCache` of `cache::CAPACITY` entries.
+/// read through a `ReadCache` of [`CACHE_ENTRIES`] AORs and as many users.
 pub fn open(url: &str) -> Result<Arc<dyn Store>> {
+    open_with_cache(url, CACHE_ENTRIES)
+}
+
+/// [`open`], a network backend's read cache holding `cache_entries` AORs and as many users
+/// (`registrar.cache_entries`).
+pub fn open_with_cache(url: &str, cache_entries: usize) -> Result<Arc<dyn Store>> {
     let parsed: StoreUrl = url.parse()?;
+    let n = cache_entries;
     Ok(match parsed {
         StoreUrl::Local(path) => Arc::new(LocalStore::open(&path)?),
-        StoreUrl::Redis(h, p) => Arc::new(ReadCache::new(RedisStore::new(&h, p), cache::CAPACITY)),
-        StoreUrl::RedisCluster(nodes) => {
-            Arc::new(ReadCache::new(RedisStore::cluster(&nodes), cache::CAPACITY))
-        }
-        StoreUrl::Memcached(h, p) => {
-            Arc::new(ReadCache::new(MemcachedStore::new(&h, p), cache::CAPACITY))
-        }
+        StoreUrl::Redis(h, p) => Arc::new(ReadCache::new(RedisStore::new(&h, p), n)),
+        StoreUrl::RedisCluster(nodes) => Arc::new(ReadCache::new(RedisStore::cluster(&nodes), n)),
+        StoreUrl::Memcached(h, p) => Arc::new(ReadCache::new(MemcachedStore::new(&h, p, n), n)),
     })
 }
 

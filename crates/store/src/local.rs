@@ -102,6 +102,22 @@ struct Snapshot {
     bindings: BTreeMap<String, Vec<Binding>>,
 }
 
+/// A [`Snapshot`] as it is written: borrowed from the locked maps.
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    users: Vec<Credentials>,
+    bindings: BTreeMap<&'a str, &'a Vec<Binding>>,
+}
+
+/// Gives back a shard's room when it holds under a quarter of what it has room for: a map
+/// keeps its largest size otherwise, and a burst of registrations would hold its memory for
+/// good.
+fn shrink(shard: &mut HashMap<String, Vec<Binding>>) {
+    if shard.capacity() > 64 && shard.len() < shard.capacity() / 4 {
+        shard.shrink_to(shard.len() * 2);
+    }
+}
+
 /// One journal line.
 #[derive(Serialize, Deserialize)]
 enum Entry {
@@ -258,28 +274,31 @@ impl LocalStore {
         if j.lines < at_least {
             return Ok(()); // another thread folded it meanwhile
         }
-        let mut snap = Snapshot {
-            users: sorted_users(&users),
-            bindings: BTreeMap::new(),
-        };
         for shard in shards.iter_mut() {
             shard.retain(|_, l| {
                 l.retain(|b| b.expires_at > now);
                 !l.is_empty()
             });
-            for (k, v) in shard.iter() {
-                snap.bindings.insert(k.clone(), v.clone());
-            }
+            shrink(shard);
         }
-        let bytes = serde_json::to_vec(&snap).map_err(|e| Error::encode("the snapshot", e))?;
+        // Borrowed and written as it is encoded: a copy of every binding, or the whole text in
+        // memory, would double the store's memory at each fold.
+        let snap = SnapshotRef {
+            users: sorted_users(&users),
+            bindings: shards
+                .iter()
+                .flat_map(|s| s.iter().map(|(k, v)| (k.as_str(), v)))
+                .collect(),
+        };
         let err = |e: std::io::Error| write_error(&self.path, e);
         // Per process: two processes opening one store (a mistake, but a possible one) must not
         // rename each other's half-written snapshot.
         let mut tmp = self.path.clone().into_os_string();
         tmp.push(format!(".tmp{}", std::process::id()));
         let tmp = PathBuf::from(tmp);
-        let mut f = File::create(&tmp).map_err(err)?;
-        f.write_all(&bytes).map_err(err)?;
+        let mut f = std::io::BufWriter::new(File::create(&tmp).map_err(err)?);
+        serde_json::to_writer(&mut f, &snap).map_err(|e| Error::encode("the snapshot", e))?;
+        let f = f.into_inner().map_err(|e| err(e.into_error()))?;
         f.sync_data().map_err(err)?;
         std::fs::rename(&tmp, &self.path).map_err(err)?;
         // The snapshot holds what the pending lines say.
@@ -340,6 +359,21 @@ impl LocationStore for LocalStore {
             .get(aor)
             .map(|l| l.iter().filter(|b| b.expires_at > now).cloned().collect())
             .unwrap_or_default())
+    }
+
+    fn expire(&self, now: u64) -> usize {
+        let mut gone = 0;
+        for shard in &self.shards {
+            let mut shard = shard.lock().unwrap();
+            let before = shard.len();
+            shard.retain(|_, l| {
+                l.retain(|b| b.expires_at > now);
+                !l.is_empty()
+            });
+            gone += before - shard.len();
+            shrink(&mut shard);
+        }
+        gone
     }
 
     fn bindings(&self, now: u64) -> Option<u64> {
@@ -452,6 +486,31 @@ pub(crate) mod tests {
         for aor in ["a@x", "b@x", "c@x", "d@x"] {
             assert_eq!(s.lookup(aor, 100).unwrap().len(), 1, "{aor}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn lapsed_bindings_are_swept_and_their_room_given_back() {
+        let dir = std::env::temp_dir().join(format!("strowger-expire-{}", std::process::id()));
+        let path = dir.join("s.snap");
+        let _ = std::fs::remove_dir_all(&dir);
+        let s = LocalStore::open(&path).unwrap();
+        let room = |s: &LocalStore| {
+            s.shards
+                .iter()
+                .map(|m| m.lock().unwrap().capacity())
+                .sum::<usize>()
+        };
+        for i in 0..5_000 {
+            let b = binding(&format!("sip:{i}@1.2.3.4"), if i < 10 { 900 } else { 200 });
+            s.update(&format!("{i}@x"), &[Change::Put(b)], 100).unwrap();
+        }
+        let full = room(&s);
+        assert_eq!(s.expire(150), 0, "nothing lapsed yet");
+        assert_eq!(s.expire(200), 4_990);
+        assert_eq!(s.bindings(200), Some(10));
+        assert_eq!(s.lookup("3@x", 200).unwrap().len(), 1);
+        assert!(room(&s) < full / 8, "room {} of {full}", room(&s));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

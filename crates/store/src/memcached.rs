@@ -9,7 +9,7 @@
 //! user). A connection that fails is dropped, so operations fail while memcached is down and
 //! recover once it is back.
 
-use crate::cache::{Bounded, CAPACITY};
+use crate::cache::Bounded;
 use crate::pipe::{Answer, Ask, Pending, Pipe, Reply};
 use crate::{
     apply, key, Binding, Change, CredentialStore, Credentials, Error, LocationStore, Result,
@@ -74,6 +74,8 @@ pub struct MemcachedStore {
     pool: Mutex<Vec<BufReader<TcpStream>>>,
     /// The value and CAS id of a key as this process last read or wrote it.
     seen: Mutex<Bounded<Versioned>>,
+    /// How many keys `seen` holds at most.
+    capacity: usize,
 }
 
 /// How `meta_set` stores.
@@ -87,7 +89,8 @@ enum Mode {
 }
 
 impl MemcachedStore {
-    pub fn new(host: &str, port: u16) -> MemcachedStore {
+    /// `capacity`: the keys whose last value and CAS id are remembered.
+    pub fn new(host: &str, port: u16, capacity: usize) -> MemcachedStore {
         let host = if host.contains(':') {
             format!("[{host}]")
         } else {
@@ -96,7 +99,8 @@ impl MemcachedStore {
         MemcachedStore {
             addr: format!("{host}:{port}"),
             pool: Mutex::new(Vec::new()),
-            seen: Mutex::new(Bounded::new(CAPACITY)),
+            seen: Mutex::new(Bounded::new(capacity)),
+            capacity,
         }
     }
 
@@ -155,7 +159,7 @@ impl MemcachedStore {
             // CAS ids from 1 again, so what we saw before may carry an id it now gives to
             // another value: forget it.
             self.pool.lock().unwrap().clear();
-            *self.seen.lock().unwrap() = Bounded::new(CAPACITY);
+            *self.seen.lock().unwrap() = Bounded::new(self.capacity);
             conn = self.connect()?;
             result = f(&mut conn);
         }
@@ -195,11 +199,12 @@ impl MemcachedStore {
         })
     }
 
-    /// Notes what `k` holds now (None: absent).
-    fn saw(&self, k: &str, v: Option<Versioned>) {
+    /// Notes what `k` holds now (None: absent) until unix time `until`, when memcached
+    /// forgets it and so may `seen`.
+    fn saw(&self, k: &str, v: Option<Versioned>, until: u64) {
         let mut seen = self.seen.lock().unwrap();
         match v {
-            Some(v) => seen.put(k, v),
+            Some(v) => seen.put_until(k, v, until),
             None => seen.remove(k),
         }
     }
@@ -248,6 +253,10 @@ impl MemcachedStore {
         for _ in 0..CAS_TRIES {
             let (new, out) = f(old.as_ref().map(|(d, _)| d.as_slice()));
             let cas = old.as_ref().map(|(_, cas)| *cas);
+            // An exptime of 0 is memcached's "never".
+            let until = new
+                .as_ref()
+                .map_or(0, |(_, exp)| if *exp == 0 { u64::MAX } else { *exp });
             let done = match new {
                 Some((data, exp)) => {
                     let mode = cas.map_or(Mode::Add, Mode::Cas);
@@ -259,7 +268,7 @@ impl MemcachedStore {
                 None => read.then_some(None),
             };
             if let Some(now) = done {
-                self.saw(k, now);
+                self.saw(k, now, until);
                 return Ok(out);
             }
             old = self.get(k)?;
@@ -313,6 +322,10 @@ impl LocationStore for MemcachedStore {
         Some(self)
     }
 
+    fn expire(&self, now: u64) -> usize {
+        self.seen.lock().unwrap().expire(now)
+    }
+
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
         self.modify(&key("loc", aor), |old| rebind(old, changes, now))
     }
@@ -325,7 +338,8 @@ impl LocationStore for MemcachedStore {
             .and_then(|(d, _)| serde_json::from_slice(d).ok())
             .unwrap_or_default();
         // The next REGISTER of a user just called is then one round trip.
-        self.saw(&k, v);
+        let until = list.iter().map(|b| b.expires_at).max().unwrap_or(now);
+        self.saw(&k, v, until);
         Ok(list.into_iter().filter(|b| b.expires_at > now).collect())
     }
 }
@@ -379,7 +393,8 @@ impl Pipe for MemcachedStore {
                 },
                 Reply::Stored(cas),
             ) => {
-                self.saw(&key, Some((data, cas)));
+                let until = list.iter().map(|b| b.expires_at).max().unwrap_or(0);
+                self.saw(&key, Some((data, cas)), until);
                 Some(Answer::Bindings(list))
             }
             _ => None,

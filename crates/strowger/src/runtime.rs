@@ -108,7 +108,9 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
     }
     let mail = Arc::new(Mailboxes::new(senders, wakers));
     let feed = Arc::new(crate::api::Feed::default());
-    let store = store::open(&cfg.registrar.store).map_err(|e| format!("registrar.store: {e}"))?;
+    let store = store::open_with_cache(&cfg.registrar.store, cfg.registrar.cache_entries)
+        .map_err(|e| format!("registrar.store: {e}"))?;
+    let supervisor_store = store.clone();
     load_users(&*store, &cfg.users)?;
     let backend = match cfg.registrar.store.parse::<store::StoreUrl>() {
         Ok(store::StoreUrl::Local(_)) => "local",
@@ -328,6 +330,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         mail,
         workers,
         stop,
+        store: supervisor_store,
     }
     .run();
     // The workers hold the only other handles on the CDR writer: it finishes once they stop.

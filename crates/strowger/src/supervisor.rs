@@ -48,6 +48,8 @@ pub struct Supervisor {
     pub mail: Arc<Mailboxes>,
     pub workers: usize,
     pub stop: Arc<AtomicBool>,
+    /// Swept of lapsed registrations every `store::EXPIRE_EVERY_S` ([`Supervisor::expire`]).
+    pub store: Arc<dyn store::Store>,
 }
 
 impl Supervisor {
@@ -56,8 +58,14 @@ impl Supervisor {
         let watchdog = notify::watchdog_interval();
         let mut next_watchdog = Instant::now();
         let mut draining: Option<Instant> = None;
+        let expire_every = Duration::from_secs(store::EXPIRE_EVERY_S);
+        let mut next_expire = Instant::now() + expire_every;
         loop {
             let now = Instant::now();
+            if now >= next_expire {
+                self.expire();
+                next_expire = now + expire_every;
+            }
             if watchdog.is_some() && now >= next_watchdog {
                 notify::notify("WATCHDOG=1");
                 next_watchdog = now + watchdog.unwrap_or_default();
@@ -78,6 +86,7 @@ impl Supervisor {
             let wait = [
                 draining.map(|_| DRAIN_POLL),
                 watchdog.map(|_| next_watchdog.saturating_duration_since(now)),
+                Some(next_expire.saturating_duration_since(now)),
             ]
             .into_iter()
             .flatten()
@@ -105,6 +114,22 @@ impl Supervisor {
         self.stop.store(true, Ordering::Relaxed);
         for w in 0..self.workers {
             self.mail.wake(w);
+        }
+    }
+
+    /// Forgets the registrations that lapsed, off the workers, so memory falls with the load;
+    /// when some went, the allocator gives the pages they freed back to the system (glibc keeps
+    /// a heap's free pages otherwise, and a burst of registrations would hold its peak for good).
+    fn expire(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if self.store.expire(now) > 0 {
+            #[cfg(target_env = "gnu")]
+            // SAFETY: malloc_trim only returns free memory of the allocator's heaps.
+            unsafe {
+                libc::malloc_trim(0);
+            }
         }
     }
 

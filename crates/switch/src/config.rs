@@ -163,6 +163,9 @@ pub struct Registrar {
     /// Contacts one address-of-record may have, and what a REGISTER that would add more gets.
     pub max_contacts: usize,
     pub contacts_overflow: store::Overflow,
+    /// AORs (and as many users) a network store's read cache keeps for when the backend is
+    /// away; the oldest go first, lapsed ones every half minute.
+    pub cache_entries: usize,
 }
 
 /// `[proxy]`: strowger as a stateful proxy (RFC 3261 §16) for some domains.
@@ -822,6 +825,13 @@ fn registrar(raw: RawRegistrar, d: &mut Diagnostics) -> Registrar {
         keepalive,
         max_contacts: narrow(max_contacts),
         contacts_overflow,
+        cache_entries: narrow(bounded(
+            d,
+            "registrar.cache_entries",
+            raw.cache_entries,
+            1,
+            10_000_000,
+        )),
     }
 }
 

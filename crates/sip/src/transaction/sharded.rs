@@ -63,12 +63,20 @@ impl<K: Hash + Eq, V> Sharded<K, V> {
         self.shards[shard(&key)].insert(key, value)
     }
 
+    /// Removes `key`; a shard left under a quarter full gives back half its room, so the
+    /// memory a flood's transactions took returns once they have lingered out (a map keeps its
+    /// largest size otherwise). A shard is a 64th of the map: shrinking it is quick.
     pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.shards[shard(key)].remove(key)
+        let map = &mut self.shards[shard(key)];
+        let v = map.remove(key);
+        if map.capacity() > 64 && map.len() < map.capacity() / 4 {
+            map.shrink_to(map.len() * 2);
+        }
+        v
     }
 
     pub fn len(&self) -> usize {
@@ -113,5 +121,13 @@ mod tests {
                 "{counts:?}"
             );
         }
+        let room =
+            |m: &Sharded<Arc<str>, u64>| m.shards.iter().map(|s| s.capacity()).sum::<usize>();
+        let full = room(&m);
+        for i in 100..10_000u64 {
+            m.remove(format!("z9hG4bK{i}/INVITE").as_str());
+        }
+        assert!(room(&m) < full / 3, "emptied shards give their room back");
+        assert_eq!(m.get("z9hG4bK42/INVITE"), Some(&42));
     }
 }

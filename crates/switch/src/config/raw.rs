@@ -242,6 +242,7 @@ pub(crate) struct RawRegistrar {
     pub keepalive: String,
     pub max_contacts: u64,
     pub contacts_overflow: String,
+    pub cache_entries: u64,
 }
 
 impl Default for RawRegistrar {
@@ -259,6 +260,7 @@ impl Default for RawRegistrar {
             keepalive: "options".into(),
             max_contacts: 10,
             contacts_overflow: "refuse".into(),
+            cache_entries: 20_000,
         }
     }
 }

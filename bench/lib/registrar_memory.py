@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""bench/registrar_memory.sh: strowger's memory per registration on each store backend. strowger
+(registrar.authenticate = false) starts idle; strowger-load registers N unique AORs at a bounded
+rate with a short Expires; strowger's RSS (VmRSS) is read idle, once the N are registered, and again
+after every binding has expired (and the store has had time to sweep them). Prints one line per
+backend and, with --json, writes the figures.
+
+Loopback only; every run is bounded in operations and time. Standard library only.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as b  # noqa: E402
+import registrar as reg  # noqa: E402
+
+
+def rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def steady_rss(pid, seconds=3):
+    """RSS once it stops changing (a few reads a second apart), KiB."""
+    last = rss_kib(pid)
+    for _ in range(seconds * 5):
+        time.sleep(1)
+        now = rss_kib(pid)
+        if abs(now - last) < 256:
+            return now
+        last = now
+    return last
+
+
+def run(kind, users, rate, expires, wait, rundir, binary, load):
+    backend, url = (None, "local:strowger-data/store.snap")
+    if kind != "local":
+        backend, url = reg.start_backend(kind, rundir)
+    server, port = reg.start_strowger(f"mem-{kind}", url, False, 0, rundir, binary)
+    pid = server.p.pid
+    try:
+        time.sleep(2)
+        idle = steady_rss(pid)
+        cmd = [load, "register", "--target", f"127.0.0.1:{port}",
+               "--users", str(users), "--rate", str(rate), "--expires", str(expires), "--json",
+               "--max-time", str(users / rate * 3 + 30)]
+        t0 = time.time()
+        out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                        timeout=users / rate * 3 + 60).stdout)
+        loaded = steady_rss(pid)
+        # Every binding has lapsed `expires` after the last was made; then the sweep's period.
+        time.sleep(max(0, t0 + out["wall_s"] + expires + wait - time.time()))
+        after = steady_rss(pid)
+        registered = out["registered"]
+        return {
+            "store": kind, "users": users, "rate": rate, "expires_s": expires,
+            "registered": registered, "rss_idle_kib": idle, "rss_loaded_kib": loaded,
+            "rss_expired_kib": after,
+            "bytes_per_binding": round((loaded - idle) * 1024 / max(1, registered)),
+            "expired_vs_idle": round(after / idle, 3),
+            "command": " ".join(["strowger-load"] + cmd[1:]),
+        }
+    finally:
+        server.stop()
+        if backend:
+            backend.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backends", default="local,memcached,redis")
+    ap.add_argument("--users", type=int, default=100_000)
+    ap.add_argument("--rate", type=int, default=5_000)
+    ap.add_argument("--expires", type=int, default=60)
+    ap.add_argument("--wait", type=int, default=20, help="seconds after the last expiry before the last read")
+    ap.add_argument("--strowger", default=reg.STROWGER)
+    ap.add_argument("--load", default=os.path.join(reg.RELEASE, "strowger-load"))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    rundir = os.path.join(b.OUT, "registrar-memory-" + time.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(rundir, exist_ok=True)
+    rows = []
+    for kind in args.backends.split(","):
+        r = run(kind, args.users, args.rate, args.expires, args.wait, rundir, args.strowger, args.load)
+        rows.append(r)
+        print(f"{kind}: {r['registered']} bindings; RSS idle {r['rss_idle_kib'] / 1024:.1f} MiB, "
+              f"loaded {r['rss_loaded_kib'] / 1024:.1f} MiB ({r['bytes_per_binding']} B per binding), "
+              f"after expiry {r['rss_expired_kib'] / 1024:.1f} MiB (x{r['expired_vs_idle']} of idle)", flush=True)
+    if args.json:
+        json.dump(rows, open(args.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# strowger's memory per registration on each store (bench/lib/registrar_memory.py): RSS idle, with
+# USERS bindings (strowger-load register at RATE/s, Expires EXPIRES s) and after they have all
+# expired. About 2 + USERS/RATE + EXPIRES s per backend.
+# Knobs: BACKENDS=local,memcached,redis USERS=100000 RATE=5000 EXPIRES=60 NO_BUILD=1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ -z ${NO_BUILD:-} ]]; then
+  cargo build --release -p strowger -p strowger-load
+fi
+exec python3 bench/lib/registrar_memory.py --backends "${BACKENDS:-local,memcached,redis}" \
+  --users "${USERS:-100000}" --rate "${RATE:-5000}" --expires "${EXPIRES:-60}" "$@"
