@@ -6,10 +6,10 @@
 # one run); for each: calls completed and failed with strowger-load's reasons, and the times the
 # workers went past capacity. Every run is bounded in calls and time.
 # Usage: bench/overload.sh [BINARY...] (default: target/release/strowger). Knobs: RATE=100
-# DURATION=180 HOLD=2, NO_BUILD=1.
+# DURATION=180 HOLD=2, LOAD=path of strowger-load, NO_BUILD=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RATE=${RATE:-100} DURATION=${DURATION:-180} HOLD=${HOLD:-2}
+RATE=${RATE:-100} DURATION=${DURATION:-180} HOLD=${HOLD:-2} LOAD=${LOAD:-target/release/strowger-load}
 if [[ -z ${NO_BUILD:-} ]]; then
   cargo build --release -p strowger -p strowger-load
 fi
@@ -24,9 +24,9 @@ dir=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$dir"' EXIT
 for bin in "$@"; do
-  port=$(free_port)
+  port=$(free_port) api=$(free_port)
   "$bin" --sip-listen "127.0.0.1:$port" --rtp-ports 61000-62999 --data-dir "$dir/data" \
-    >"$dir/strowger.log" 2>&1 &
+    --api-listen "127.0.0.1:$api" >"$dir/strowger.log" 2>&1 &
   server=$!
   pids+=("$server")
   sleep 2
@@ -34,18 +34,22 @@ for bin in "$@"; do
   stress=$!
   pids+=("$stress")
   sleep 2
-  report=$(timeout $((DURATION + 90)) target/release/strowger-load call --target "127.0.0.1:$port" \
+  report=$(timeout $((DURATION + 90)) "$LOAD" call --target "127.0.0.1:$port" \
     --ext 9196 --calls $((RATE * DURATION)) --rate "$RATE" --hold "$HOLD" --rtp send --json --quiet \
     --max-time $((DURATION + 60)))
+  # Refusals by reason, as the server counted them (a build without the metric: none listed).
+  refused=$(curl -s -H "Authorization: Bearer $(cat "$dir/data/api.token")" "http://127.0.0.1:$api/metrics" |
+    awk '/^strowger_calls_refused_total/ && $2 > 0 {printf "%s ", $0}')
   kill "$stress" "$server" 2>/dev/null || true
   wait "$stress" "$server" 2>/dev/null || true
   overloads=$(grep -c "past capacity" "$dir/strowger.log" || true)
-  python3 - "$bin" "$overloads" "$report" <<'PY'
+  python3 - "$bin" "$overloads" "$report" "$refused" <<'PY'
 import json, sys
-bin, overloads, report = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+bin, overloads, report, refused = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
 print(f"{bin}: {report['attempted']} calls, {report['completed']} completed, {report['failed']} failed "
       f"{report['failed_reasons']}, {report['calls_per_s']} calls/s; workers past capacity {overloads} time(s); "
-      f"setup p99 {report['setup_us']['p99']} µs; RTP lost {report['rtp']['lost']} of {report['rtp']['expected']}")
+      f"setup p99 {report['setup_us']['p99']} µs; RTP lost {report['rtp']['lost']} of {report['rtp']['expected']}; "
+      f"refused by reason: {refused or '-'}")
 PY
   rm -rf "$dir/data" "$dir/strowger.log"
 done

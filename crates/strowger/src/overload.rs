@@ -48,6 +48,8 @@ pub struct LoadWatch {
     strained: u32,
     /// When the last late-and-busy window ended.
     last_strained: Instant,
+    /// The last window's thread CPU time was at least [`BUSY`] of its wall time.
+    busy: bool,
     overloaded: bool,
 }
 
@@ -60,8 +62,15 @@ impl LoadWatch {
             ticks: 0,
             strained: 0,
             last_strained: now,
+            busy: false,
             overloaded: false,
         }
+    }
+
+    /// Whether the worker's own work filled the last window (its thread ran at least half of
+    /// it): what makes a wait in the SIP socket a backlog of its own rather than the host's.
+    pub fn busy(&self) -> bool {
+        self.busy
     }
 
     /// A media tick ran `late`; `cpu` reads the thread's CPU time (called once per window).
@@ -79,6 +88,7 @@ impl LoadWatch {
         }
         let cpu = cpu();
         let busy = cpu.saturating_sub(self.cpu).as_secs_f64() / wall.as_secs_f64();
+        self.busy = busy >= BUSY;
         let late = self.late_sum / self.ticks;
         (self.start, self.cpu, self.late_sum, self.ticks) = (now, cpu, Duration::ZERO, 0);
         let bar = if self.overloaded {
@@ -179,6 +189,9 @@ mod tests {
             0.05,
         );
         assert!(got.is_empty(), "{got:?}");
+        assert!(!w.busy(), "a wait in the SIP socket is the host's too");
+        run(&mut w, &mut now, &mut cpu, 40, Duration::ZERO, 0.9);
+        assert!(w.busy(), "a worker running 90 % of the time is busy");
     }
 
     #[test]

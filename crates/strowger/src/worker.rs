@@ -940,6 +940,9 @@ impl Worker {
             // One reading of the clocks per batch: its datagrams arrived together.
             let at = clock();
             let now = at.now;
+            // A datagram that waited is the worker's backlog only while the worker is busy; a
+            // host that kept it off the core delayed it, and refusing the call helps no one.
+            let backlogged = self.load.busy();
             let mut dropped = 0;
             for i in 0..n {
                 let Some((data, src)) = batch.get(i) else {
@@ -962,9 +965,10 @@ impl Worker {
                     self.flush_sip();
                     continue;
                 }
-                let late = batch
-                    .arrival(i)
-                    .is_some_and(|t| now.saturating_duration_since(t) > self.sip_late);
+                let late = backlogged
+                    && batch
+                        .arrival(i)
+                        .is_some_and(|t| now.saturating_duration_since(t) > self.sip_late);
                 match Message::parse(data, true) {
                     Ok(msg) => self.deliver(msg, peer, local, late, n < SIP_BATCH, at),
                     Err(ParseError::KeepAlive) => {}

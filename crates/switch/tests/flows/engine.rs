@@ -134,12 +134,29 @@ impl Rig {
         self.node.cdrs()
     }
 
-    /// The engine had nothing to tell an operator.
+    /// The engine had nothing to tell an operator but the refusals it reports
+    /// ([`Rig::refusal_reports`]).
     fn no_operator_messages(&self) {
-        let logs = self.node.logs();
+        let logs: Vec<_> = self
+            .node
+            .logs()
+            .iter()
+            .filter(|l| !l.starts_with(REFUSED))
+            .collect();
         assert!(logs.is_empty(), "unexpected operator message: {logs:?}");
     }
+
+    fn refusal_reports(&self) -> Vec<&String> {
+        self.node
+            .logs()
+            .iter()
+            .filter(|l| l.starts_with(REFUSED))
+            .collect()
+    }
 }
+
+/// How the engine's report of refused calls begins.
+const REFUSED: &str = "new calls refused with 503";
 
 fn invite(exten: &str, call_id: &str, sdp: bool, extra: &str) -> String {
     let body = if sdp {
@@ -324,6 +341,12 @@ fn past_capacity_new_calls_get_503_and_calls_in_progress_go_on() {
     r.node.set_overloaded(true);
     r.send(&invite("44444", "c13b", true, ""));
     assert_eq!(r.statuses(), [503]);
+    r.send(&invite("44444", "c13d", true, ""));
+    assert_eq!(r.statuses(), [503]);
+    // Reported once, with its reason, not once per refused call.
+    let reports = r.refusal_reports();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(reports[0].contains("(1 since the last report): a worker is past capacity"));
     assert_eq!(r.node.active_calls(), 1);
     r.node.set_overloaded(false);
     r.send(&invite("44444", "c13c", true, ""));
