@@ -9,6 +9,10 @@
 //! their far ends' addresses: one recvmmsg(2) and one sendmmsg(2) then carry many calls' packets,
 //! and the kernel walks a few sockets instead of one per call.
 //!
+//! Spare pairs are bound on the first media address; a leg of the other address family
+//! (`switch::Event::MediaOpen` names the address) gets its pair bound again there at the same
+//! port, so the port the engine chose and the socket the packets use still agree.
+//!
 //! The sockets are not registered with epoll: the worker drains every leg once per tick, which
 //! costs one system call per leg (or shared pair) and tick instead of a wake-up per packet.
 
@@ -47,6 +51,24 @@ impl Pair {
         }
         let _ = self.rtp.send_to(payload, dst);
     }
+}
+
+fn bind(ip: IpAddr, port: u16) -> io::Result<Pair> {
+    let rtp = UdpSocket::bind(SocketAddr::new(ip, port))?;
+    let rtcp = UdpSocket::bind(SocketAddr::new(ip, port + 1))?;
+    rtp.set_nonblocking(true)?;
+    rtcp.set_nonblocking(true)?;
+    // Packets read a few frames late (legs that relay nothing, RTCP) keep their arrival time.
+    mmsg::enable_timestamps(&rtp);
+    mmsg::enable_timestamps(&rtcp);
+    mmsg::set_dont_fragment(&rtp);
+    mmsg::set_dont_fragment(&rtcp);
+    Ok(Pair {
+        rtp,
+        rtcp,
+        port,
+        connected: Cell::new(None),
+    })
 }
 
 /// Dissolves a UDP socket's association (connect(2) to AF_UNSPEC), so it takes any source again.
@@ -141,8 +163,8 @@ impl MediaSockets {
     }
 
     /// Gives `leg` the pair the engine chose (`switch::Event::MediaOpen`): a spare one of its
-    /// own, a spare one that starts being shared (`first`), or a shared one.
-    pub fn attach(&mut self, leg: usize, port: u16, shared: bool, first: bool) {
+    /// own, a spare one that starts being shared (`first`), or a shared one; on `ip`.
+    pub fn attach(&mut self, leg: usize, port: u16, shared: bool, first: bool, ip: IpAddr) {
         let ports = if shared && !first {
             match self.shared.iter().position(|s| s.pair.port == port) {
                 Some(i) => {
@@ -157,7 +179,18 @@ impl MediaSockets {
             };
             // What a scan of the range left in a spare pair reaches the leg as a scan during the
             // call would: the address the far end announced takes the leg back (media::Engine).
-            let pair = self.spare.swap_remove(i);
+            let mut pair = self.spare.swap_remove(i);
+            if ip != self.ip {
+                drop(pair);
+                pair = match bind(ip, port) {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        tracing::warn!("cannot bind RTP port {port} on {ip}: {e} — the call has no audio (another program holds it? narrow rtp.ports)");
+                        self.free.push_back(port);
+                        return;
+                    }
+                };
+            }
             if shared {
                 // Many legs' packets wait here between passes: ask for room (the kernel caps
                 // it at net.core.rmem_max).
@@ -184,30 +217,12 @@ impl MediaSockets {
     fn bind_free(&mut self) -> Option<Pair> {
         for _ in 0..TRIES.min(self.free.len()) {
             let port = self.free.pop_front()?;
-            match self.bind(port) {
+            match bind(self.ip, port) {
                 Ok(pair) => return Some(pair),
                 Err(_) => self.free.push_back(port),
             }
         }
         None
-    }
-
-    fn bind(&self, port: u16) -> io::Result<Pair> {
-        let rtp = UdpSocket::bind(SocketAddr::new(self.ip, port))?;
-        let rtcp = UdpSocket::bind(SocketAddr::new(self.ip, port + 1))?;
-        rtp.set_nonblocking(true)?;
-        rtcp.set_nonblocking(true)?;
-        // Packets read a few frames late (legs that relay nothing, RTCP) keep their arrival time.
-        mmsg::enable_timestamps(&rtp);
-        mmsg::enable_timestamps(&rtcp);
-        mmsg::set_dont_fragment(&rtp);
-        mmsg::set_dont_fragment(&rtcp);
-        Ok(Pair {
-            rtp,
-            rtcp,
-            port,
-            connected: Cell::new(None),
-        })
     }
 
     fn release(&mut self, ports: LegPorts) {
@@ -285,7 +300,9 @@ impl MediaSockets {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
     fn free_slice(pairs: u16) -> (u16, u16) {
         // Find a run of free even ports by binding and dropping them. Each call starts where the
@@ -307,7 +324,7 @@ mod tests {
         let mut fresh = Vec::new();
         m.top_up(1, &mut fresh, Instant::now());
         let port = *fresh.first()?;
-        m.attach(leg, port, false, true);
+        m.attach(leg, port, false, true, LO);
         Some(port)
     }
 
@@ -348,14 +365,40 @@ mod tests {
         assert_eq!(fresh, [lo, lo + 2]);
         m.top_up(2, &mut fresh, Instant::now());
         assert_eq!(fresh.len(), 2, "already two spare");
-        m.attach(7, lo, false, true);
+        m.attach(7, lo, false, true, LO);
         assert!(!m.shares(7, 0) && !m.is_empty());
-        m.attach(8, lo + 4, false, true);
+        m.attach(8, lo + 4, false, true, LO);
         assert_eq!(
             m.own_pairs().count(),
             1,
             "a port that is not spare is not attached"
         );
+    }
+
+    #[test]
+    fn a_leg_of_the_other_family_gets_its_pair_bound_there_at_the_same_port() {
+        let (lo, hi) = free_slice(2);
+        let mut m = MediaSockets::new(LO, lo, hi);
+        let mut fresh = Vec::new();
+        m.top_up(2, &mut fresh, Instant::now());
+        let v6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+        m.attach(0, lo, false, true, v6);
+        m.attach(1, lo + 2, true, true, v6);
+        let (_, own) = m.own_pairs().next().unwrap();
+        assert_eq!(own.rtp.local_addr().unwrap(), SocketAddr::new(v6, lo));
+        assert_eq!(own.rtcp.local_addr().unwrap(), SocketAddr::new(v6, lo + 1));
+        let shared = &m.shared()[0].pair;
+        assert_eq!(
+            shared.rtp.local_addr().unwrap(),
+            SocketAddr::new(v6, lo + 2)
+        );
+        // It carries IPv6 audio.
+        let far = UdpSocket::bind((Ipv6Addr::LOCALHOST, 0)).unwrap();
+        far.send_to(b"rtp", SocketAddr::new(v6, lo)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut buf = [0; 16];
+        let (n, from) = own.rtp.recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..n], from), (&b"rtp"[..], far.local_addr().unwrap()));
     }
 
     #[test]
@@ -400,10 +443,10 @@ mod tests {
         let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
         let mut fresh = Vec::new();
         m.top_up(3, &mut fresh, Instant::now());
-        m.attach(0, lo, true, true);
-        m.attach(1, lo, true, false);
-        m.attach(2, lo + 2, false, true);
-        m.attach(3, lo + 4, true, true);
+        m.attach(0, lo, true, true, LO);
+        m.attach(1, lo, true, false, LO);
+        m.attach(2, lo + 2, false, true, LO);
+        m.attach(3, lo + 4, true, true, LO);
         assert!(m.shares(0, 0) && m.shares(1, 0) && m.shares(3, 1) && !m.shares(2, 0));
         assert_eq!(m.own_pairs().map(|(leg, _)| leg).collect::<Vec<_>>(), [2]);
         m.close(2);

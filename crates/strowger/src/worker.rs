@@ -704,7 +704,8 @@ impl Worker {
                 port,
                 shared,
                 first,
-            } => self.media.attach(leg, port, shared, first),
+                ip,
+            } => self.media.attach(leg, port, shared, first, ip),
             Event::MediaClose { leg } => self.media.close(leg),
             Event::Store { token, op } => {
                 if let Some(result) = self.host.store(token, *op) {

@@ -96,8 +96,10 @@ pub struct Settings {
     /// Option tags accepted in Require (others get 420).
     pub accept_require: Vec<String>,
     pub retry_after_s: u32,
-    /// Address put into SDP (the RTP sockets' address).
+    /// The first UDP listen address (IAX2's SDP, a last resort for Contact).
     pub media_ip: IpAddr,
+    /// The media addresses per family, from the listen addresses and `rtp.advertise_*`.
+    pub media: crate::media_addr::MediaAddrs,
     pub default_context: String,
     /// The addresses SIP listens on, for Via and Contact.
     pub listen: Vec<(Transport, SocketAddr)>,
@@ -166,6 +168,7 @@ impl Settings {
             session_expires: cfg.sip.session_expires,
             min_se: cfg.sip.min_se,
             media_ip,
+            media: crate::media_addr::MediaAddrs::new(listen, &cfg.rtp, media_ip),
             default_context: cfg.dialplan.default_context().to_string(),
             listen: listen.to_vec(),
             data_dir: cfg.general.data_dir.display().to_string(),
@@ -824,13 +827,16 @@ impl Engine {
         let local_tag = self.tag();
         let contact = format!(
             "<sip:strowger@{}{}>",
-            local,
+            SocketAddr::new(self.s.media.announce(local.ip()), local.port()),
             transport_param(peer.transport)
         );
         let Some(dialog) = Dialog::uas(&msg, peer, local_tag, contact) else {
             return reject(self, 400, "Bad Request", &[]);
         };
-        let mut sdp_session = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
+        // The answer is of the offer's family, or of the signalling's without an offer.
+        let remote = offer.as_ref().and_then(crate::media_addr::offered_addr);
+        let media = self.s.media.for_remote(remote.unwrap_or(peer.addr.ip()));
+        let mut sdp_session = LocalSession::new(self.rng.u64(..u64::MAX / 2), media.announce);
         let negotiated = match &offer {
             Some(o) => match sdp_session.answer(o, &self.s.caps, 0) {
                 Ok((_, n)) => Some(n),
@@ -1130,7 +1136,9 @@ impl Engine {
             .iter()
             .find(|(t, a)| *t == peer.transport && a.is_ipv6() == peer.addr.is_ipv6())
             .or_else(|| self.s.listen.first())
-            .map_or(SocketAddr::new(self.s.media_ip, 5060), |(_, a)| *a)
+            .map_or(SocketAddr::new(self.s.media_ip, 5060), |(_, a)| {
+                SocketAddr::new(self.s.media.announce(a.ip()), a.port())
+            })
     }
 
     /// Media settings of a leg from what its SDP negotiated (or a silent leg until it does).

@@ -170,12 +170,15 @@ pub enum Output<'a> {
 pub enum Event {
     /// Media leg `leg` takes the bound pair at `port`: one of its own, or (`shared`) a shared
     /// pair that many legs use, told apart by their far ends' addresses (`rtp.shared_ports`).
-    /// `first`: the pair was spare until now (a shared pair starts being shared).
+    /// `first`: the pair was spare until now (a shared pair starts being shared). `ip`: the
+    /// address the pair is bound on, of the leg's family (a spare pair of the other family is
+    /// bound again there at the same port).
     MediaOpen {
         leg: usize,
         port: u16,
         shared: bool,
         first: bool,
+        ip: std::net::IpAddr,
     },
     /// Media leg `leg` ended: its own pair can be closed, or it leaves its shared pair.
     MediaClose { leg: usize },

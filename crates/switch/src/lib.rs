@@ -28,6 +28,7 @@ pub mod io;
 mod ivr;
 mod joins;
 pub mod keepalive;
+pub mod media_addr;
 mod media_out;
 pub mod metrics;
 pub mod moh;
