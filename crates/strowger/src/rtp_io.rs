@@ -27,6 +27,8 @@ pub struct Pair {
     pub rtp: UdpSocket,
     pub rtcp: UdpSocket,
     port: u16,
+    /// Bound on an IPv6 address: a shared pair's datagram to an IPv4 far end cannot leave.
+    v6: bool,
     /// Where `rtp` is connected to, if anywhere.
     connected: Cell<Option<SocketAddr>>,
 }
@@ -35,21 +37,20 @@ impl Pair {
     /// Sends an RTP packet. A connected socket skips the route lookup per send and lets the
     /// kernel drop packets from other sources, so the socket is connected while the media engine
     /// says the leg takes RTP from `dst` alone (`pinned`), and disconnected when that ends (a
-    /// re-INVITE moved the far end).
-    pub fn send_rtp(&self, payload: &[u8], dst: SocketAddr, pinned: bool) {
+    /// re-INVITE moved the far end). False: the kernel refused it.
+    pub fn send_rtp(&self, payload: &[u8], dst: SocketAddr, pinned: bool) -> bool {
         let connected = self.connected.get();
         if pinned {
             if connected != Some(dst) && self.rtp.connect(dst).is_ok() {
                 self.connected.set(Some(dst));
             }
             if self.connected.get() == Some(dst) {
-                let _ = self.rtp.send(payload);
-                return;
+                return self.rtp.send(payload).is_ok();
             }
         } else if connected.is_some() && disconnect(&self.rtp).is_ok() {
             self.connected.set(None);
         }
-        let _ = self.rtp.send_to(payload, dst);
+        self.rtp.send_to(payload, dst).is_ok()
     }
 }
 
@@ -67,6 +68,7 @@ fn bind(ip: IpAddr, port: u16) -> io::Result<Pair> {
         rtp,
         rtcp,
         port,
+        v6: ip.is_ipv6(),
         connected: Cell::new(None),
     })
 }
@@ -122,6 +124,8 @@ pub struct MediaSockets {
     /// pairs are sought again once a leg gives a port back or [`RETRY`] later, not on every
     /// top-up (each costs a bind(2) per port tried).
     starved: Option<Instant>,
+    /// RTP the kernel refused since the last [`MediaSockets::take_failed`]: (leg, packets).
+    failed: RefCell<Vec<(usize, u32)>>,
 }
 
 /// How long a starved worker waits before trying the range again (ports another program held
@@ -143,6 +147,7 @@ impl MediaSockets {
             open: 0,
             shared: Vec::new(),
             starved: None,
+            failed: RefCell::default(),
         }
     }
 
@@ -270,23 +275,42 @@ impl MediaSockets {
     }
 
     /// Sends what the media engine emits from the leg's RTP or RTCP socket; RTP from a shared
-    /// pair waits for [`MediaSockets::flush`].
+    /// pair waits for [`MediaSockets::flush`] (one of the other family would fail there unseen,
+    /// so it fails here). RTP the kernel refuses is noted for [`MediaSockets::take_failed`].
     pub fn transmit(&self, t: media::Transmit<'_>) {
-        match self.legs.get(t.leg.index()) {
+        let leg = t.leg.index();
+        let sent = match self.legs.get(leg) {
             Some(Some(LegPorts::Own(pair))) if t.rtcp => {
                 let _ = pair.rtcp.send_to(t.payload, t.dst);
+                true
             }
             Some(Some(LegPorts::Own(pair))) => pair.send_rtp(t.payload, t.dst, t.pinned),
             Some(Some(LegPorts::Shared(i))) => {
                 let s = &self.shared()[*i];
                 if t.rtcp {
                     let _ = s.pair.rtcp.send_to(t.payload, t.dst);
+                    true
+                } else if t.dst.is_ipv6() != s.pair.v6 {
+                    false
                 } else {
                     s.out.borrow_mut().push(&[t.payload], t.dst);
+                    true
                 }
             }
-            _ => {}
+            _ => true,
+        };
+        if !sent {
+            let mut failed = self.failed.borrow_mut();
+            match failed.last_mut() {
+                Some((l, n)) if *l == leg => *n += 1,
+                _ => failed.push((leg, 1)),
+            }
         }
+    }
+
+    /// The next leg with RTP the kernel refused, and how many packets.
+    pub fn take_failed(&mut self) -> Option<(usize, u32)> {
+        self.failed.get_mut().pop()
     }
 
     /// Sends the RTP queued for the shared pairs.
@@ -399,6 +423,50 @@ mod tests {
         let mut buf = [0; 16];
         let (n, from) = own.rtp.recv_from(&mut buf).unwrap();
         assert_eq!((&buf[..n], from), (&b"rtp"[..], far.local_addr().unwrap()));
+    }
+
+    #[test]
+    fn rtp_the_kernel_refuses_is_noted_per_leg_and_a_shared_pair_refuses_the_other_family() {
+        let (lo, hi) = free_slice(2);
+        let mut m = MediaSockets::new(LO, lo, hi);
+        let mut fresh = Vec::new();
+        m.top_up(2, &mut fresh, Instant::now());
+        m.attach(0, lo, false, true, IpAddr::V6(Ipv6Addr::LOCALHOST));
+        m.attach(1, lo + 2, true, true, LO);
+        let far4 = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let far6 = UdpSocket::bind((Ipv6Addr::LOCALHOST, 0)).unwrap();
+        let send = |m: &MediaSockets, leg: usize, dst: SocketAddr| {
+            m.transmit(media::Transmit {
+                leg: media::LegId::from_index(leg),
+                rtcp: false,
+                dst,
+                pinned: false,
+                payload: b"rtp",
+            })
+        };
+        for _ in 0..3 {
+            send(&m, 0, far4.local_addr().unwrap());
+        }
+        send(&m, 0, far6.local_addr().unwrap());
+        send(&m, 1, far6.local_addr().unwrap());
+        send(&m, 1, far4.local_addr().unwrap());
+        m.flush();
+        let mut failed = std::iter::from_fn(|| m.take_failed()).collect::<Vec<_>>();
+        failed.sort();
+        assert_eq!(failed, [(0, 3), (1, 1)]);
+        let mut buf = [0; 16];
+        far4.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        far6.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        assert_eq!(
+            far4.recv(&mut buf).unwrap(),
+            3,
+            "the shared pair's IPv4 datagram left"
+        );
+        assert_eq!(
+            far6.recv(&mut buf).unwrap(),
+            3,
+            "the own pair's IPv6 datagram left"
+        );
     }
 
     #[test]

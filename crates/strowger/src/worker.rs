@@ -667,6 +667,10 @@ impl Worker {
             }
         }
         self.media.flush();
+        while let Some((leg, packets)) = self.media.take_failed() {
+            let failed = Input::MediaSendFailed { leg, packets };
+            self.engine.handle_input(clock, failed);
+        }
         if self.engine.spare_ports() < SPARE_PAIRS / 2 {
             self.media
                 .top_up(SPARE_PAIRS, &mut self.fresh_ports, clock.now);

@@ -763,6 +763,7 @@ impl Engine {
                 media = Some((stats.packets_received, stats.packets_lost, jitter));
                 c.cdr.codec = stats.codec.to_string();
                 c.cdr.packets_sent = stats.packets_sent;
+                c.cdr.send_errors = stats.send_errors;
                 c.cdr.packets_received = stats.packets_received;
                 c.cdr.packets_lost = stats.packets_lost;
                 c.cdr.jitter_ms = stats.jitter_ms;

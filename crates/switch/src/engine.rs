@@ -243,6 +243,8 @@ pub struct Engine {
     pub(crate) draining: bool,
     /// Calls refused for want of an RTP port, logged at most every 10 s.
     pub(crate) no_port: Throttle,
+    /// Media send errors reported by the shell, logged at most every 10 s (send_errors.rs).
+    pub(crate) send_errors: Throttle,
     /// The registrar's store operations, nonces and keep-alives (registrar.rs).
     pub(crate) registrar: crate::registrar::RegistrarState,
     /// IAX2 legs, when `[iax2]` is on (iax.rs).
@@ -301,6 +303,7 @@ impl Engine {
             overloaded: false,
             draining: false,
             no_port: Throttle::default(),
+            send_errors: Throttle::default(),
             registrar: crate::registrar::RegistrarState::new(&s.registrar, s.worker),
             iax: None,
             proxy: crate::proxy::Proxy::new(&s.registrar.secret),
@@ -345,6 +348,7 @@ impl Engine {
                 self.media
                     .on_rtcp(media::LegId::from_index(leg), data, src, now);
             }
+            Input::MediaSendFailed { leg, packets } => self.on_send_failed(leg, packets, now),
             Input::Iax { from, data } => self.on_iax(from, data, now),
             Input::MediaTick { due, phase, phases } => self.tick_phase(due, now, phase, phases),
             Input::Process => self.process(now),

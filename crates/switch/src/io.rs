@@ -64,6 +64,9 @@ pub enum Input<'a> {
         data: &'a [u8],
         src: SocketAddr,
     },
+    /// `packets` of media leg `leg`'s RTP the kernel refused to send (send error): counted as
+    /// such in its CDR instead of as sent, and logged (at most every 10 s).
+    MediaSendFailed { leg: usize, packets: u32 },
     /// An IAX2 datagram (voice is relayed at once, signalling handled by [`Input::Process`]).
     Iax { from: SocketAddr, data: &'a [u8] },
     /// One of `phases` media passes per 20 ms frame interval, due on the shell's tick grid at

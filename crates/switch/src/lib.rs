@@ -44,6 +44,7 @@ mod record_route;
 pub mod registrar;
 pub mod reload;
 pub mod ringboard;
+mod send_errors;
 pub mod slots;
 mod transfer;
 pub mod trunks;
