@@ -149,3 +149,27 @@ fn an_ipv6_caller_is_bridged_to_an_ipv4_callee() {
 fn an_ipv4_caller_is_bridged_to_an_ipv6_callee_transcoding_pcmu_to_pcma() {
     bridged_across("ipv4-to-ipv6-pcma", false, codec::G711::Pcma);
 }
+
+/// An IPv4-only strowger and a caller whose SDP names IPv6 media (SIPp `-mi ::1`): the demo's
+/// RTP cannot leave an IPv4 socket for ::1, and the CDR says so — send errors, none sent — and
+/// the log tells the operator.
+#[test]
+fn rtp_the_kernel_refuses_is_counted_as_send_errors_not_sent() {
+    let s = Strowger::start("ipv6-send-errors");
+    Sipp::new(Scenario::Builtin("uac"))
+        .service("44444")
+        .calls(1, 1, 1)
+        .duration_ms(1500)
+        .args(&["-mi", "::1"])
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    let c = s.wait_cdrs(1).remove(0);
+    c.assert_answered("44444");
+    assert!(
+        c.num("send_errors") >= 50.0,
+        "1.5 s of playback refused: {c:?}"
+    );
+    assert_eq!(c.num("packets_sent"), 0.0, "{c:?}");
+    let log = s.stderr();
+    assert!(log.contains("the kernel refused to send RTP"), "{log}");
+}
