@@ -4,7 +4,8 @@
 
 use crate::common;
 
-use common::audio::{tone, tone_purity};
+use common::audio::{read_wav, tone, tone_purity};
+use common::baresip::Baresip;
 use common::pcap::{g711_from, Capture, Stream};
 use common::sipp::{Scenario, Sipp};
 use common::switch::{default_config_trusting_loopback, Opts};
@@ -172,4 +173,24 @@ fn rtp_the_kernel_refuses_is_counted_as_send_errors_not_sent() {
     assert_eq!(c.num("packets_sent"), 0.0, "{c:?}");
     let log = s.stderr();
     assert!(log.contains("the kernel refused to send RTP"), "{log}");
+}
+
+/// baresip over IPv6 only (`-6`, bound to ::1) calls the echo test with speech and hears it back.
+#[test]
+fn baresip_over_ipv6_hears_its_echo() {
+    let dir = common::TempDir::new("baresip-ipv6");
+    let s = dual_stack("baresip-ipv6", &dir, Vec::new());
+    let speech = crate::softphone::speech_wav(dir.path());
+    let heard = Baresip::spawn_at(
+        "::1",
+        dir.path(),
+        "9196",
+        "<sip:tester@[::1]>;regint=0;audio_codecs=PCMU",
+        &speech,
+        &[&format!("/dial sip:9196@{}", s.sip6.unwrap())],
+        8,
+    )
+    .finish("calling 9196 over IPv6");
+    let echo = "the speech it sent, echoed over IPv6";
+    crate::softphone::assert_heard(&heard, &read_wav(&speech).samples, echo);
 }
