@@ -97,3 +97,25 @@ fn shared_ports_keep_each_family_on_its_own_pair() {
         "shared_ports = true",
     );
 }
+
+/// Behind NAT: `rtp.advertise_ipv4` is what the callee is told for SDP, Contact and Via, while
+/// the IPv6 leg keeps its listen address.
+#[test]
+fn advertised_addresses_go_into_sdp_contact_and_via_of_their_family() {
+    let mut n = Net::new(78);
+    let toml = "[rtp]\nmedia_timeout_s = 0\nadvertise_ipv4 = \"192.0.2.7\"\n\
+                [vars]\nbridge_target = \"127.0.0.1:5090\"\n";
+    n.switch(&config(toml), &[SW4, SW6], 1);
+    let a = n.ua("[::1]:5061", "alice");
+    let b = n.ua("127.0.0.1:5090", "bob");
+    let c = n.invite(a, "sip:2001@strowger", SW6);
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    let inv = n.agent(b).last().requests[0].clone();
+    assert!(body(&inv).contains("c=IN IP4 192.0.2.7"), "{}", body(&inv));
+    let via = inv.header(sip::HeaderName::Via).unwrap();
+    assert!(via.starts_with("SIP/2.0/UDP 192.0.2.7:5060;"), "{via}");
+    let contact = inv.header(sip::HeaderName::Contact).unwrap();
+    assert!(contact.contains("@192.0.2.7:5060"), "{contact}");
+    let ok = last_response(&mut n, a, c, "INVITE");
+    assert!(body(&ok).contains("c=IN IP6 ::1"), "{}", body(&ok));
+}
