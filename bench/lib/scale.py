@@ -100,11 +100,13 @@ def config(args, rundir, name, steps=None, shared_ports=False):
 class Server:
     """A strowger started for one run."""
 
-    def __init__(self, args, rundir, label, workers, rtp_ports, cfg, extra=(), cpus=None):
+    def __init__(self, args, rundir, label, workers, rtp_ports, cfg, extra=(), cpus=None, ipv6=False):
+        """`ipv6`: listen on [::1] too, at the same port (dual-stack)."""
         self.dir = os.path.join(rundir, label)
         os.makedirs(self.dir, exist_ok=True)
         self.port = b.alloc_ports(1)
-        cmd = [args.bin, "--config", cfg, "--sip-listen", f"127.0.0.1:{self.port}", "--rtp-ports", rtp_ports,
+        listen = f"127.0.0.1:{self.port}" + (f",[::1]:{self.port}" if ipv6 else "")
+        cmd = [args.bin, "--config", cfg, "--sip-listen", listen, "--rtp-ports", rtp_ports,
                "--data-dir", os.path.join(self.dir, "data"), "--workers", str(workers), *extra]
         if cpus:
             cmd = ["taskset", "-c", cpus, *cmd]

@@ -239,6 +239,16 @@ impl Engine {
         self.legs.get(id.0).map(Leg::stats)
     }
 
+    /// `packets` of leg `id`'s RTP that the shell could not send (the kernel refused them):
+    /// counted as send errors instead of sent, so the CDR and RTCP reports say what left.
+    pub fn send_failed(&mut self, id: LegId, packets: u64) {
+        if let Some(leg) = self.legs.get_mut(id.0) {
+            let packets = packets.min(leg.out.packets);
+            leg.out.packets -= packets;
+            leg.send_errors += packets;
+        }
+    }
+
     /// Adds a frame leg: one whose transport carries its frames and digits itself (IAX2), fed
     /// with [`Engine::on_frame`] and sending [`FrameOut`]s through [`Output::frame`]; no RTP,
     /// no RTCP, no addresses. It sends a frame per 20 ms (per packet of a coded format).

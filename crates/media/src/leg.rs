@@ -101,6 +101,9 @@ pub struct LegStats {
     /// RTP/RTCP datagrams that failed to parse or came from a foreign address (or were handed to
     /// a frame leg), and frames handed to an RTP leg.
     pub rejected: u64,
+    /// RTP packets the kernel refused to send (a far end unreachable or of another address
+    /// family), not counted in `packets_sent`.
+    pub send_errors: u64,
 }
 
 /// What feeds the leg's outgoing stream.
@@ -206,6 +209,8 @@ pub(crate) struct Leg {
     pub(crate) rtt: Option<Duration>,
     pub(crate) late_ticks: u64,
     pub(crate) rejected: u64,
+    /// RTP the kernel refused to send ([`crate::Engine::send_failed`]), not in `out.packets`.
+    pub(crate) send_errors: u64,
     /// A frame leg's own state (see [`crate::Frame`]); `None` for an RTP leg.
     pub(crate) frames: Option<Box<FrameState>>,
 }
@@ -263,6 +268,7 @@ impl Leg {
             rtt: None,
             late_ticks: 0,
             rejected: 0,
+            send_errors: 0,
             frames: None,
         };
         leg.set_format(cfg.format);
@@ -357,6 +363,7 @@ impl Leg {
             remote_packets_lost: self.remote_report.map(|r| r.cumulative_lost),
             late_ticks: self.late_ticks,
             rejected: self.rejected,
+            send_errors: self.send_errors,
         }
     }
 

@@ -812,6 +812,30 @@ fn rtcp_reports_and_round_trip_time() {
 }
 
 #[test]
+fn packets_the_shell_could_not_send_are_send_errors_not_sent() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(13);
+    let a = e.add_leg(cfg(G711::Pcmu, 4000), t0);
+    let b = e.add_leg(cfg(G711::Pcmu, 5000), t0);
+    e.bridge(a, b);
+    for seq in 1..=3 {
+        let p = packet(0, seq, 160 * u32::from(seq), false, &[0xFF; 160]);
+        rtp_in(&mut e, a, &p, addr(4000), t0);
+    }
+    assert_eq!(e.stats(b).unwrap().packets_sent, 3);
+    e.send_failed(b, 2);
+    let s = e.stats(b).unwrap();
+    assert_eq!((s.packets_sent, s.send_errors), (1, 2));
+    e.send_failed(b, 5);
+    let s = e.stats(b).unwrap();
+    assert_eq!(
+        (s.packets_sent, s.send_errors),
+        (0, 3),
+        "no more than were sent"
+    );
+}
+
+#[test]
 fn remove_leg_returns_stats_and_idles_the_peer() {
     let t0 = Instant::now();
     let mut e = Engine::with_seed(12);

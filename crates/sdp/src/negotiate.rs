@@ -79,6 +79,11 @@ impl LocalSession {
         self.version
     }
 
+    /// The address this side announces (`o=` and `c=`).
+    pub fn addr(&self) -> IpAddr {
+        self.addr
+    }
+
     /// An offer of all local codecs plus telephone-event, sendrecv.
     pub fn offer(&mut self, caps: &Caps, rtp_port: u16) -> SessionDescription {
         let mut attributes = Vec::new();

@@ -6,6 +6,10 @@
 //! their far ends' addresses: one recvmmsg(2) and one sendmmsg(2) then carry many calls' packets,
 //! and the kernel walks a few sockets instead of one per call.
 //!
+//! Spare pairs are bound on the first media address; a leg of the other address family
+//! (`switch::Event::MediaOpen` names the address) gets its pair bound again there at the same
+//! port, so the port the engine chose and the socket the packets use still agree.
+//!
 //! The sockets are not registered with epoll: the worker drains every leg once per tick, which
 //! costs one system call per leg (or shared pair) and tick instead of a wake-up per packet.
 
@@ -21,6 +25,8 @@ pub struct Pair {
     pub rtp: UdpSocket,
     pub rtcp: UdpSocket,
     port: u16,
+    /// Bound on an IPv6 address: a shared pair's datagram to an IPv4 far end cannot leave.
+    v6: bool,
     /// Where `rtp` is connected to, if anywhere.
     connected: Cell<Option<SocketAddr>>,
 }
@@ -29,22 +35,41 @@ impl Pair {
     /// Sends an RTP packet. A connected socket skips the route lookup per send and lets the
     /// kernel drop packets from other sources, so the socket is connected while the media engine
     /// says the leg takes RTP from `dst` alone (`pinned`), and disconnected when that ends (a
-    /// re-INVITE moved the far end).
-    pub fn send_rtp(&self, payload: &[u8], dst: SocketAddr, pinned: bool) {
+    /// re-INVITE moved the far end). False: the kernel refused it.
+    pub fn send_rtp(&self, payload: &[u8], dst: SocketAddr, pinned: bool) -> bool {
         let connected = self.connected.get();
         if pinned {
             if connected != Some(dst) && self.rtp.connect(dst).is_ok() {
                 self.connected.set(Some(dst));
             }
             if self.connected.get() == Some(dst) {
-                let _ = self.rtp.send(payload);
-                return;
+                return self.rtp.send(payload).is_ok();
             }
         } else if connected.is_some() && disconnect(&self.rtp).is_ok() {
             self.connected.set(None);
         }
-        let _ = self.rtp.send_to(payload, dst);
+        self.rtp.send_to(payload, dst).is_ok()
     }
+}
+
+/// Binds the RTP port `port` and the RTCP port after it on `ip`.
+fn bind(ip: IpAddr, port: u16) -> io::Result<Pair> {
+    let rtp = UdpSocket::bind(SocketAddr::new(ip, port))?;
+    let rtcp = UdpSocket::bind(SocketAddr::new(ip, port + 1))?;
+    rtp.set_nonblocking(true)?;
+    rtcp.set_nonblocking(true)?;
+    // Packets read a few frames late (legs that relay nothing, RTCP) keep their arrival time.
+    mmsg::enable_timestamps(&rtp);
+    mmsg::enable_timestamps(&rtcp);
+    mmsg::set_dont_fragment(&rtp);
+    mmsg::set_dont_fragment(&rtcp);
+    Ok(Pair {
+        rtp,
+        rtcp,
+        port,
+        v6: ip.is_ipv6(),
+        connected: Cell::new(None),
+    })
 }
 
 /// Dissolves a UDP socket's association (connect(2) to AF_UNSPEC), so it takes any source again.
@@ -101,6 +126,8 @@ pub struct MediaSockets {
     /// The exhaustion was logged: once per episode (until a pair is bound again), not per
     /// refused call.
     told: bool,
+    /// RTP the kernel refused since the last [`MediaSockets::take_failed`]: (leg, packets).
+    failed: RefCell<Vec<(usize, u32)>>,
 }
 
 /// How long a starved worker waits before trying the range again (ports another program held
@@ -119,6 +146,7 @@ impl MediaSockets {
             shared: Vec::new(),
             starved: None,
             told: false,
+            failed: RefCell::default(),
         }
     }
 
@@ -148,8 +176,8 @@ impl MediaSockets {
     }
 
     /// Gives `leg` the pair the engine chose (`switch::Event::MediaOpen`): a spare one of its
-    /// own, a spare one that starts being shared (`first`), or a shared one.
-    pub fn attach(&mut self, leg: usize, port: u16, shared: bool, first: bool) {
+    /// own, a spare one that starts being shared (`first`), or a shared one; on `ip`.
+    pub fn attach(&mut self, leg: usize, port: u16, shared: bool, first: bool, ip: IpAddr) {
         let ports = if shared && !first {
             match self.shared.iter().position(|s| s.pair.port == port) {
                 Some(i) => {
@@ -164,7 +192,18 @@ impl MediaSockets {
             };
             // What a scan of the range left in a spare pair reaches the leg as a scan during the
             // call would: the address the far end announced takes the leg back (media::Engine).
-            let pair = self.spare.swap_remove(i);
+            let mut pair = self.spare.swap_remove(i);
+            if ip != self.ip {
+                drop(pair);
+                pair = match bind(ip, port) {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        tracing::warn!("cannot bind RTP port {port} on {ip}: {e} — the call has no audio (another program holds it? narrow rtp.ports)");
+                        self.ports.give_back(port);
+                        return;
+                    }
+                };
+            }
             if shared {
                 // Many legs' packets wait here between passes: ask for room (the kernel caps
                 // it at net.core.rmem_max).
@@ -233,23 +272,42 @@ impl MediaSockets {
     }
 
     /// Sends what the media engine emits from the leg's RTP or RTCP socket; RTP from a shared
-    /// pair waits for [`MediaSockets::flush`].
+    /// pair waits for [`MediaSockets::flush`] (one of the other family would fail there unseen,
+    /// so it fails here). RTP the kernel refuses is noted for [`MediaSockets::take_failed`].
     pub fn transmit(&self, t: media::Transmit<'_>) {
-        match self.legs.get(t.leg.index()) {
+        let leg = t.leg.index();
+        let sent = match self.legs.get(leg) {
             Some(Some(LegPorts::Own(pair))) if t.rtcp => {
                 let _ = pair.rtcp.send_to(t.payload, t.dst);
+                true
             }
             Some(Some(LegPorts::Own(pair))) => pair.send_rtp(t.payload, t.dst, t.pinned),
             Some(Some(LegPorts::Shared(i))) => {
                 let s = &self.shared()[*i];
                 if t.rtcp {
                     let _ = s.pair.rtcp.send_to(t.payload, t.dst);
+                    true
+                } else if t.dst.is_ipv6() != s.pair.v6 {
+                    false
                 } else {
                     s.out.borrow_mut().push(&[t.payload], t.dst);
+                    true
                 }
             }
-            _ => {}
+            _ => true,
+        };
+        if !sent {
+            let mut failed = self.failed.borrow_mut();
+            match failed.last_mut() {
+                Some((l, n)) if *l == leg => *n += 1,
+                _ => failed.push((leg, 1)),
+            }
         }
+    }
+
+    /// The next leg with RTP the kernel refused, and how many packets.
+    pub fn take_failed(&mut self) -> Option<(usize, u32)> {
+        self.failed.get_mut().pop()
     }
 
     /// Sends the RTP queued for the shared pairs.
@@ -260,29 +318,12 @@ impl MediaSockets {
     }
 }
 
-/// Binds the RTP port `port` and the RTCP port after it on `ip`.
-fn bind(ip: IpAddr, port: u16) -> io::Result<Pair> {
-    let rtp = UdpSocket::bind(SocketAddr::new(ip, port))?;
-    let rtcp = UdpSocket::bind(SocketAddr::new(ip, port + 1))?;
-    rtp.set_nonblocking(true)?;
-    rtcp.set_nonblocking(true)?;
-    // Packets read a few frames late (legs that relay nothing, RTCP) keep their arrival time.
-    mmsg::enable_timestamps(&rtp);
-    mmsg::enable_timestamps(&rtcp);
-    mmsg::set_dont_fragment(&rtp);
-    mmsg::set_dont_fragment(&rtcp);
-    Ok(Pair {
-        rtp,
-        rtcp,
-        port,
-        connected: Cell::new(None),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
     fn free_slice(pairs: u16) -> (u16, u16) {
         // Find a run of free even ports by binding and dropping them. Each call starts where the
@@ -304,7 +345,7 @@ mod tests {
         let mut fresh = Vec::new();
         m.top_up(1, &mut fresh, Instant::now());
         let port = *fresh.first()?;
-        m.attach(leg, port, false, true);
+        m.attach(leg, port, false, true, LO);
         Some(port)
     }
 
@@ -345,13 +386,83 @@ mod tests {
         assert_eq!(fresh, [lo, lo + 2]);
         m.top_up(2, &mut fresh, Instant::now());
         assert_eq!(fresh.len(), 2, "already two spare");
-        m.attach(7, lo, false, true);
+        m.attach(7, lo, false, true, LO);
         assert!(!m.shares(7, 0) && !m.is_empty());
-        m.attach(8, lo + 4, false, true);
+        m.attach(8, lo + 4, false, true, LO);
         assert_eq!(
             m.own_pairs().count(),
             1,
             "a port that is not spare is not attached"
+        );
+    }
+
+    #[test]
+    fn a_leg_of_the_other_family_gets_its_pair_bound_there_at_the_same_port() {
+        let (lo, hi) = free_slice(2);
+        let mut m = MediaSockets::new(LO, lo, hi);
+        let mut fresh = Vec::new();
+        m.top_up(2, &mut fresh, Instant::now());
+        let v6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+        m.attach(0, lo, false, true, v6);
+        m.attach(1, lo + 2, true, true, v6);
+        let (_, own) = m.own_pairs().next().unwrap();
+        assert_eq!(own.rtp.local_addr().unwrap(), SocketAddr::new(v6, lo));
+        assert_eq!(own.rtcp.local_addr().unwrap(), SocketAddr::new(v6, lo + 1));
+        let shared = &m.shared()[0].pair;
+        assert_eq!(
+            shared.rtp.local_addr().unwrap(),
+            SocketAddr::new(v6, lo + 2)
+        );
+        // It carries IPv6 audio.
+        let far = UdpSocket::bind((Ipv6Addr::LOCALHOST, 0)).unwrap();
+        far.send_to(b"rtp", SocketAddr::new(v6, lo)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut buf = [0; 16];
+        let (n, from) = own.rtp.recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..n], from), (&b"rtp"[..], far.local_addr().unwrap()));
+    }
+
+    #[test]
+    fn rtp_the_kernel_refuses_is_noted_per_leg_and_a_shared_pair_refuses_the_other_family() {
+        let (lo, hi) = free_slice(2);
+        let mut m = MediaSockets::new(LO, lo, hi);
+        let mut fresh = Vec::new();
+        m.top_up(2, &mut fresh, Instant::now());
+        m.attach(0, lo, false, true, IpAddr::V6(Ipv6Addr::LOCALHOST));
+        m.attach(1, lo + 2, true, true, LO);
+        let far4 = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let far6 = UdpSocket::bind((Ipv6Addr::LOCALHOST, 0)).unwrap();
+        let send = |m: &MediaSockets, leg: usize, dst: SocketAddr| {
+            m.transmit(media::Transmit {
+                leg: media::LegId::from_index(leg),
+                rtcp: false,
+                dst,
+                pinned: false,
+                payload: b"rtp",
+            })
+        };
+        for _ in 0..3 {
+            send(&m, 0, far4.local_addr().unwrap());
+        }
+        send(&m, 0, far6.local_addr().unwrap());
+        send(&m, 1, far6.local_addr().unwrap());
+        send(&m, 1, far4.local_addr().unwrap());
+        m.flush();
+        let mut failed = std::iter::from_fn(|| m.take_failed()).collect::<Vec<_>>();
+        failed.sort();
+        assert_eq!(failed, [(0, 3), (1, 1)]);
+        let mut buf = [0; 16];
+        far4.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        far6.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        assert_eq!(
+            far4.recv(&mut buf).unwrap(),
+            3,
+            "the shared pair's IPv4 datagram left"
+        );
+        assert_eq!(
+            far6.recv(&mut buf).unwrap(),
+            3,
+            "the own pair's IPv6 datagram left"
         );
     }
 
@@ -397,10 +508,10 @@ mod tests {
         let mut m = MediaSockets::new(Ipv4Addr::LOCALHOST.into(), lo, hi);
         let mut fresh = Vec::new();
         m.top_up(3, &mut fresh, Instant::now());
-        m.attach(0, lo, true, true);
-        m.attach(1, lo, true, false);
-        m.attach(2, lo + 2, false, true);
-        m.attach(3, lo + 4, true, true);
+        m.attach(0, lo, true, true, LO);
+        m.attach(1, lo, true, false, LO);
+        m.attach(2, lo + 2, false, true, LO);
+        m.attach(3, lo + 4, true, true, LO);
         assert!(m.shares(0, 0) && m.shares(1, 0) && m.shares(3, 1) && !m.shares(2, 0));
         assert_eq!(m.own_pairs().map(|(leg, _)| leg).collect::<Vec<_>>(), [2]);
         m.close(2);

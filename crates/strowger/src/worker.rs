@@ -659,6 +659,10 @@ impl Worker {
             }
         }
         self.media.flush();
+        while let Some((leg, packets)) = self.media.take_failed() {
+            let failed = Input::MediaSendFailed { leg, packets };
+            self.engine.handle_input(clock, failed);
+        }
         if self.engine.spare_ports() < SPARE_PAIRS / 2 {
             self.media
                 .top_up(SPARE_PAIRS, &mut self.fresh_ports, clock.now);
@@ -696,7 +700,8 @@ impl Worker {
                 port,
                 shared,
                 first,
-            } => self.media.attach(leg, port, shared, first),
+                ip,
+            } => self.media.attach(leg, port, shared, first, ip),
             Event::MediaClose { leg } => self.media.close(leg),
             Event::Store { token, op } => {
                 if let Some(result) = self.host.store(token, *op) {

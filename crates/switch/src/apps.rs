@@ -479,6 +479,7 @@ impl Engine {
             !behind_nat(r.ip(), leg.peer_addr().ip()) && self.media.rtp_leg_from(r).is_none()
         });
         let dtmf = leg.dtmf;
+        let ip = self.s.media.for_remote(leg.sdp.addr()).bind;
         let id = self.media.add_leg(cfg, now);
         if let Some(mode) = dtmf {
             self.media.set_leg_dtmf_mode(id, mode);
@@ -486,7 +487,7 @@ impl Engine {
         if at == Call::CALLER && self.calls[call].reads_digits {
             self.media.read_digits(id);
         }
-        let Some(place) = self.ports.take(shareable) else {
+        let Some(place) = self.ports.take(shareable, ip.is_ipv6()) else {
             self.media.remove_leg(id);
             self.metrics.refused(crate::metrics::Refusal::NoRtpPort);
             if let Some(n) = self.no_port.note(now) {
@@ -502,6 +503,7 @@ impl Engine {
             port,
             shared: place.shared,
             first: place.first,
+            ip,
         });
         let Some(leg) = self.calls[call].leg_mut(at) else {
             return false;
@@ -762,6 +764,7 @@ impl Engine {
                 media = Some((stats.packets_received, stats.packets_lost, jitter));
                 c.cdr.codec = stats.codec.to_string();
                 c.cdr.packets_sent = stats.packets_sent;
+                c.cdr.send_errors = stats.send_errors;
                 c.cdr.packets_received = stats.packets_received;
                 c.cdr.packets_lost = stats.packets_lost;
                 c.cdr.jitter_ms = stats.jitter_ms;

@@ -144,7 +144,9 @@ impl Engine {
                 crate::engine::transport_param(peer.transport)
             ),
         };
-        let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
+        // The offer is of the callee's family (its contact or target), RFC 6157 §3.2.
+        let media = self.s.media.for_remote(peer.addr.ip());
+        let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), media.announce);
         let mut leg = Leg::new(Signal::Sip(dialog), sdp, None, None);
         leg.dtmf = opts.dtmf;
         let leg = self.calls[call].set_callee(leg);

@@ -30,6 +30,8 @@ pub struct Cdr {
     pub hangup_side: &'static str,
     pub codec: String,
     pub packets_sent: u64,
+    /// The caller's RTP the kernel refused to send (not in `packets_sent`).
+    pub send_errors: u64,
     pub packets_received: u64,
     pub packets_lost: u64,
     pub jitter_ms: f64,

@@ -28,7 +28,7 @@ pub use trunks::{trunk_target, Trunk, TrunkHost};
 pub use voicemail::{valid_pin, Voicemail};
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -344,6 +344,10 @@ pub struct Rtp {
     pub speex_quality: u8,
     /// How digits are taken from the far ends and given to them.
     pub dtmf: media::DtmfMode,
+    /// The addresses announced in SDP, Contact and Via instead of the listen address of that
+    /// family (a server behind NAT); None: the listen address.
+    pub advertise_ipv4: Option<IpAddr>,
+    pub advertise_ipv6: Option<IpAddr>,
 }
 
 /// RTP ports `lo..=hi`; RTP uses the even ones, RTCP the odd one above.
@@ -373,6 +377,7 @@ impl Config {
         let general = general(raw.general, &mut d);
         let sip = sip(raw.sip, &mut d);
         let rtp = rtp(raw.rtp, &mut d);
+        check_wildcards(&sip, &rtp, &mut d);
         let dialplan = Dialplan::compile(&raw.dialplan, raw.vars, &raw.ring_groups, &mut d);
         let registrar = registrar(raw.registrar, &mut d);
         let users = users(raw.users, &registrar.domain, &dialplan, &mut d);
@@ -438,16 +443,21 @@ impl Config {
         Config::from_str(DEFAULT_TOML, "default.toml").expect("the embedded default.toml is valid")
     }
 
-    /// `--sip-listen ADDR:PORT`: listen on UDP and TCP there instead of the configured list.
-    pub fn override_sip_listen(&mut self, addr: &str) -> Result<(), String> {
-        let addr: SocketAddr = addr.parse().map_err(|_| {
-            format!(
-                "--sip-listen {addr:?} — expected ADDRESS:PORT, e.g. 127.0.0.1:5060 or [::1]:5060"
-            )
-        })?;
-        self.sip.listen = [Transport::Udp, Transport::Tcp]
-            .map(|transport| Listen { transport, addr })
-            .into();
+    /// `--sip-listen ADDR:PORT[,ADDR:PORT...]`: listen on UDP and TCP there instead of the
+    /// configured list (one address of each family for dual-stack media).
+    pub fn override_sip_listen(&mut self, addrs: &str) -> Result<(), String> {
+        let mut listen = Vec::new();
+        for text in addrs.split(',') {
+            let addr: SocketAddr = text.parse().map_err(|_| {
+                format!(
+                    "--sip-listen {text:?} — expected ADDRESS:PORT[,ADDRESS:PORT...], e.g. 127.0.0.1:5060,[::1]:5060"
+                )
+            })?;
+            listen.extend(
+                [Transport::Udp, Transport::Tcp].map(|transport| Listen { transport, addr }),
+            );
+        }
+        self.sip.listen = listen;
         Ok(())
     }
 
@@ -1102,6 +1112,49 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
         shared_ports: raw.shared_ports,
         speex_quality: narrow(bounded(d, "rtp.speex_quality", raw.speex_quality, 0, 10)),
         dtmf: dtmf_mode(d, "rtp.dtmf", &raw.dtmf),
+        advertise_ipv4: advertise(d, "rtp.advertise_ipv4", &raw.advertise_ipv4, false),
+        advertise_ipv6: advertise(d, "rtp.advertise_ipv6", &raw.advertise_ipv6, true),
+    }
+}
+
+/// An `rtp.advertise_ipv*` address: "" for none, else a unicast address of that family that
+/// far ends can send to.
+fn advertise(d: &mut Diagnostics, key: &str, text: &str, v6: bool) -> Option<IpAddr> {
+    if text.is_empty() {
+        return None;
+    }
+    let family = if v6 { "IPv6" } else { "IPv4" };
+    match text.parse::<IpAddr>() {
+        Ok(ip) if ip.is_ipv6() == v6 && !ip.is_unspecified() && !ip.is_multicast() => Some(ip),
+        _ => {
+            d.error(
+                key,
+                format_args!("{text:?} — expected an {family} unicast address far ends can reach, or \"\" for the listen address"),
+            );
+            None
+        }
+    }
+}
+
+/// A wildcard UDP listen address cannot go into SDP, Contact or Via: its family needs an
+/// advertised address.
+fn check_wildcards(sip: &Sip, rtp: &Rtp, d: &mut Diagnostics) {
+    for (i, l) in sip.listen.iter().enumerate() {
+        let (v6, advertised) = match l.addr {
+            SocketAddr::V4(_) => (false, rtp.advertise_ipv4.is_some()),
+            SocketAddr::V6(_) => (true, rtp.advertise_ipv6.is_some()),
+        };
+        if l.addr.ip().is_unspecified() && !advertised {
+            let key = if v6 {
+                "rtp.advertise_ipv6"
+            } else {
+                "rtp.advertise_ipv4"
+            };
+            d.error(
+                &format!("sip.listen[{i}]"),
+                format_args!("{} listens on every address, which cannot be announced to far ends — set {key} to the address they reach", l.addr),
+            );
+        }
     }
 }
 

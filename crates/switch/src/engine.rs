@@ -97,8 +97,10 @@ pub struct Settings {
     /// Option tags accepted in Require (others get 420).
     pub accept_require: Vec<String>,
     pub retry_after_s: u32,
-    /// Address put into SDP (the RTP sockets' address).
+    /// The first UDP listen address (IAX2's SDP, a last resort for Contact).
     pub media_ip: IpAddr,
+    /// The media addresses per family, from the listen addresses and `rtp.advertise_*`.
+    pub media: crate::media_addr::MediaAddrs,
     pub default_context: String,
     /// The addresses SIP listens on, for Via and Contact.
     pub listen: Vec<(Transport, SocketAddr)>,
@@ -167,6 +169,7 @@ impl Settings {
             session_expires: cfg.sip.session_expires,
             min_se: cfg.sip.min_se,
             media_ip,
+            media: crate::media_addr::MediaAddrs::new(listen, &cfg.rtp, media_ip),
             default_context: cfg.dialplan.default_context().to_string(),
             listen: listen.to_vec(),
             data_dir: cfg.general.data_dir.display().to_string(),
@@ -243,6 +246,8 @@ pub struct Engine {
     pub(crate) no_port: Throttle,
     /// Calls refused before they began, by [`Refusal`], logged at most every 10 s each.
     refusals: [Throttle; REFUSALS.len()],
+    /// Media send errors reported by the shell, logged at most every 10 s (send_errors.rs).
+    pub(crate) send_errors: Throttle,
     /// The registrar's store operations, nonces and keep-alives (registrar.rs).
     pub(crate) registrar: crate::registrar::RegistrarState,
     /// IAX2 legs, when `[iax2]` is on (iax.rs).
@@ -302,6 +307,7 @@ impl Engine {
             draining: false,
             no_port: Throttle::default(),
             refusals: Default::default(),
+            send_errors: Throttle::default(),
             registrar: crate::registrar::RegistrarState::new(&s.registrar, s.worker),
             iax: None,
             proxy: crate::proxy::Proxy::new(&s.registrar.secret),
@@ -346,6 +352,7 @@ impl Engine {
                 self.media
                     .on_rtcp(media::LegId::from_index(leg), data, src, now);
             }
+            Input::MediaSendFailed { leg, packets } => self.on_send_failed(leg, packets, now),
             Input::Iax { from, data } => self.on_iax(from, data, now),
             Input::MediaTick { due, phase, phases } => self.tick_phase(due, now, phase, phases),
             Input::Process => self.process(now),
@@ -851,13 +858,16 @@ impl Engine {
         let local_tag = self.tag();
         let contact = format!(
             "<sip:strowger@{}{}>",
-            local,
+            SocketAddr::new(self.s.media.announce(local.ip()), local.port()),
             transport_param(peer.transport)
         );
         let Some(dialog) = Dialog::uas(&msg, peer, local_tag, contact) else {
             return reject(self, 400, "Bad Request", &[]);
         };
-        let mut sdp_session = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
+        // The answer is of the offer's family, or of the signalling's without an offer.
+        let remote = offer.as_ref().and_then(crate::media_addr::offered_addr);
+        let media = self.s.media.for_remote(remote.unwrap_or(peer.addr.ip()));
+        let mut sdp_session = LocalSession::new(self.rng.u64(..u64::MAX / 2), media.announce);
         let negotiated = match &offer {
             Some(o) => match sdp_session.answer(o, &self.s.caps, 0) {
                 Ok((_, n)) => Some(n),
@@ -1157,7 +1167,9 @@ impl Engine {
             .iter()
             .find(|(t, a)| *t == peer.transport && a.is_ipv6() == peer.addr.is_ipv6())
             .or_else(|| self.s.listen.first())
-            .map_or(SocketAddr::new(self.s.media_ip, 5060), |(_, a)| *a)
+            .map_or(SocketAddr::new(self.s.media_ip, 5060), |(_, a)| {
+                SocketAddr::new(self.s.media.announce(a.ip()), a.port())
+            })
     }
 
     /// Media settings of a leg from what its SDP negotiated (or a silent leg until it does).

@@ -64,6 +64,9 @@ pub enum Input<'a> {
         data: &'a [u8],
         src: SocketAddr,
     },
+    /// `packets` of media leg `leg`'s RTP the kernel refused to send (send error): counted as
+    /// such in its CDR instead of as sent, and logged (at most every 10 s).
+    MediaSendFailed { leg: usize, packets: u32 },
     /// An IAX2 datagram (voice is relayed at once, signalling handled by [`Input::Process`]).
     Iax { from: SocketAddr, data: &'a [u8] },
     /// One of `phases` media passes per 20 ms frame interval, due on the shell's tick grid at
@@ -170,12 +173,15 @@ pub enum Output<'a> {
 pub enum Event {
     /// Media leg `leg` takes the bound pair at `port`: one of its own, or (`shared`) a shared
     /// pair that many legs use, told apart by their far ends' addresses (`rtp.shared_ports`).
-    /// `first`: the pair was spare until now (a shared pair starts being shared).
+    /// `first`: the pair was spare until now (a shared pair starts being shared). `ip`: the
+    /// address the pair is bound on, of the leg's family (a spare pair of the other family is
+    /// bound again there at the same port).
     MediaOpen {
         leg: usize,
         port: u16,
         shared: bool,
         first: bool,
+        ip: std::net::IpAddr,
     },
     /// Media leg `leg` ended: its own pair can be closed, or it leaves its shared pair.
     MediaClose { leg: usize },

@@ -13,8 +13,9 @@ pub const SHARED_LEGS: usize = 256;
 #[derive(Default)]
 pub(crate) struct Ports {
     spare: VecDeque<u16>,
-    /// Shared pairs by port with their legs, when `rtp.shared_ports` is on.
-    shared: Option<Vec<(u16, usize)>>,
+    /// Shared pairs by port with their legs and whether they are IPv6, when `rtp.shared_ports`
+    /// is on: a leg shares only a pair of its own family.
+    shared: Option<Vec<(u16, usize, bool)>>,
 }
 
 /// A leg's place: the RTP port, whether it is shared, whether the pair was spare until now.
@@ -40,8 +41,9 @@ impl Ports {
         self.spare.len()
     }
 
-    /// A place for a new leg; `shareable`: its far end can be told apart by its address.
-    pub(crate) fn take(&mut self, shareable: bool) -> Option<Place> {
+    /// A place for a new leg; `shareable`: its far end can be told apart by its address; `v6`:
+    /// its media is IPv6.
+    pub(crate) fn take(&mut self, shareable: bool, v6: bool) -> Option<Place> {
         let Some(shared) = self.shared.as_mut().filter(|_| shareable) else {
             let port = self.spare.pop_front()?;
             return Some(Place {
@@ -50,8 +52,10 @@ impl Ports {
                 first: true,
             });
         };
-        let roomy = shared.iter_mut().filter(|(_, legs)| *legs < SHARED_LEGS);
-        if let Some((port, legs)) = roomy.min_by_key(|(_, legs)| *legs) {
+        let roomy = shared
+            .iter_mut()
+            .filter(|(_, legs, six)| *legs < SHARED_LEGS && *six == v6);
+        if let Some((port, legs, _)) = roomy.min_by_key(|(_, legs, _)| *legs) {
             *legs += 1;
             return Some(Place {
                 port: *port,
@@ -60,7 +64,7 @@ impl Ports {
             });
         }
         let port = self.spare.pop_front()?;
-        shared.push((port, 1));
+        shared.push((port, 1, v6));
         Some(Place {
             port,
             shared: true,
@@ -73,7 +77,7 @@ impl Ports {
         if let Some(s) = self
             .shared
             .as_mut()
-            .and_then(|s| s.iter_mut().find(|(p, _)| *p == port))
+            .and_then(|s| s.iter_mut().find(|(p, _, _)| *p == port))
         {
             s.1 = s.1.saturating_sub(1);
         }
@@ -88,29 +92,29 @@ mod tests {
     fn own_pairs_come_from_the_spares_in_order_and_run_out() {
         let mut p = Ports::new(false);
         p.add_spare(&[10, 12]);
-        let t = p.take(true).unwrap();
+        let t = p.take(true, false).unwrap();
         assert_eq!((t.port, t.shared, t.first), (10, false, true));
-        assert_eq!(p.take(true).map(|t| t.port), Some(12));
-        assert!(p.take(true).is_none(), "no spare left");
+        assert_eq!(p.take(true, false).map(|t| t.port), Some(12));
+        assert!(p.take(true, false).is_none(), "no spare left");
     }
 
     #[test]
     fn shared_legs_fill_one_pair_before_the_next_and_others_get_their_own() {
         let mut p = Ports::new(true);
         p.add_spare(&[10, 12, 14]);
-        let first = p.take(true).unwrap();
+        let first = p.take(true, false).unwrap();
         assert_eq!((first.port, first.shared, first.first), (10, true, true));
         for _ in 1..SHARED_LEGS {
-            let t = p.take(true).unwrap();
+            let t = p.take(true, false).unwrap();
             assert_eq!((t.port, t.shared, t.first), (10, true, false));
         }
-        let own = p.take(false).unwrap();
+        let own = p.take(false, false).unwrap();
         assert_eq!(
             (own.port, own.shared),
             (12, false),
             "a leg that cannot share"
         );
-        let next = p.take(true).unwrap();
+        let next = p.take(true, false).unwrap();
         assert_eq!(
             (next.port, next.first),
             (14, true),
@@ -118,14 +122,29 @@ mod tests {
         );
         p.release(10);
         assert_eq!(
-            p.take(true).map(|t| t.port),
+            p.take(true, false).map(|t| t.port),
             Some(14),
             "the least used pair"
         );
         p.release(12);
         assert!(
-            p.take(false).is_none(),
+            p.take(false, false).is_none(),
             "an own pair is not reused by the engine"
+        );
+    }
+
+    #[test]
+    fn a_leg_shares_only_a_pair_of_its_own_family() {
+        let mut p = Ports::new(true);
+        p.add_spare(&[10, 12]);
+        let v4 = p.take(true, false).unwrap();
+        let v6 = p.take(true, true).unwrap();
+        assert_eq!((v4.port, v6.port, v6.first), (10, 12, true));
+        let v4 = p.take(true, false).unwrap();
+        let v6 = p.take(true, true).unwrap();
+        assert_eq!(
+            (v4.port, v4.first, v6.port, v6.first),
+            (10, false, 12, false)
         );
     }
 }

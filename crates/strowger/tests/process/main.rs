@@ -16,6 +16,7 @@ mod forwarding;
 mod harness;
 mod hold;
 mod iax2;
+mod ipv6;
 mod ivr;
 mod location_store;
 mod logging;

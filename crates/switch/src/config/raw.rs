@@ -364,6 +364,8 @@ pub(crate) struct RawRtp {
     pub shared_ports: bool,
     pub speex_quality: u64,
     pub dtmf: String,
+    pub advertise_ipv4: String,
+    pub advertise_ipv6: String,
 }
 
 impl Default for RawRtp {
@@ -378,6 +380,8 @@ impl Default for RawRtp {
             shared_ports: false,
             speex_quality: 8,
             dtmf: "auto".into(),
+            advertise_ipv4: String::new(),
+            advertise_ipv6: String::new(),
         }
     }
 }

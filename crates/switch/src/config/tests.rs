@@ -236,6 +236,19 @@ fn overrides_validate() {
     let listen: Vec<_> = config.sip.listen.iter().map(ToString::to_string).collect();
     assert_eq!(listen, ["udp:[::1]:5070", "tcp:[::1]:5070"]);
     assert!(config.override_sip_listen("localhost:5060").is_err());
+    config
+        .override_sip_listen("127.0.0.1:5070,[::1]:5070")
+        .unwrap();
+    let listen: Vec<_> = config.sip.listen.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        listen,
+        [
+            "udp:127.0.0.1:5070",
+            "tcp:127.0.0.1:5070",
+            "udp:[::1]:5070",
+            "tcp:[::1]:5070"
+        ]
+    );
 
     config.override_rtp_ports("20000-20099").unwrap();
     assert_eq!(
@@ -765,4 +778,28 @@ fn cdr_database_is_parsed_and_errors_name_the_key() {
     ));
     assert!(bad.iter().any(|e| e.contains("cdr.database")), "{bad:?}");
     assert!(bad.iter().any(|e| e.contains("cdr.batch_rows")), "{bad:?}");
+}
+
+#[test]
+fn advertised_addresses_must_be_of_their_family_and_wildcards_need_one() {
+    let text = format!(
+        "{MINIMAL}[sip]\nlisten = [\"udp:0.0.0.0:5060\", \"udp:[::1]:5060\"]\n[rtp]\nadvertise_ipv6 = \"203.0.113.7\"\n"
+    );
+    let e = errors(&text);
+    assert!(
+        e.iter()
+            .any(|e| e.contains("rtp.advertise_ipv6") && e.contains("IPv6 unicast")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter()
+            .any(|e| e.contains("sip.listen[0]") && e.contains("set rtp.advertise_ipv4")),
+        "{e:?}"
+    );
+    let ok = format!(
+        "{MINIMAL}[sip]\nlisten = [\"udp:0.0.0.0:5060\"]\n[rtp]\nadvertise_ipv4 = \"203.0.113.7\"\nadvertise_ipv6 = \"2001:db8::7\"\n"
+    );
+    let rtp = Config::from_str(&ok, "strowger.toml").unwrap().rtp;
+    assert_eq!(rtp.advertise_ipv4, Some("203.0.113.7".parse().unwrap()));
+    assert_eq!(rtp.advertise_ipv6, Some("2001:db8::7".parse().unwrap()));
 }

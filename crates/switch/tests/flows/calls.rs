@@ -109,8 +109,6 @@ fn a_call_over_ipv6_is_bridged_answered_hung_up_and_leaves_a_cdr() {
 /// (`127.0.0.1:5060` and `[::1]:5060`): a caller over IPv6 must be given IPv6 media in the SDP
 /// answer, or an IPv6-only phone cannot send or receive audio.
 #[test]
-#[ignore = "engine bug: Settings has one media_ip (the first listen address), so on a dual-stack \
-            switch an IPv6 caller is answered with c=IN IP4 SDP"]
 fn a_dual_stack_switch_answers_an_ipv6_caller_with_ipv6_media() {
     let mut n = Net::new(61);
     let sw = n.switch(&config(""), &["127.0.0.1:5060", "[::1]:5060"], 1);

@@ -6,6 +6,7 @@ mod calls;
 mod conference;
 mod control;
 mod dtmf;
+mod dual_stack;
 mod engine;
 mod forwarding;
 mod guard;

@@ -39,7 +39,7 @@ impl Baresip {
         Baresip::spawn_at("127.0.0.1", dir, label, account, source, commands, run_s)
     }
 
-    /// [`Baresip::spawn`] with SIP and RTP on another loopback address.
+    /// [`Baresip::spawn`] with SIP and RTP on another loopback address (::1 too).
     pub fn spawn_at(
         ip: &str,
         dir: &Path,
@@ -54,9 +54,11 @@ impl Baresip {
         std::fs::create_dir_all(&dumps).unwrap();
         let rtp = free_port_range(10);
         let console = free_port();
+        let sip = std::net::SocketAddr::new(ip.parse().unwrap(), free_port());
+        let family = if sip.is_ipv6() { "-6" } else { "-4" };
         let config = format!(
             "poll_method epoll\n\
-             sip_listen {ip}:{sip_port}\n\
+             sip_listen {sip}\n\
              net_interface {ip}\n\
              rtp_ports {rtp}-{rtp_hi}\n\
              call_local_timeout 10\n\
@@ -76,7 +78,6 @@ impl Baresip {
              snd_path {dumps}\n\
              module_tmp account.so\n\
              module_app menu.so\n",
-            sip_port = free_port(),
             rtp_hi = rtp + 9,
             source = source.display(),
             dumps = dumps.display(),
@@ -85,7 +86,7 @@ impl Baresip {
         std::fs::write(conf.join("accounts"), format!("{account}\n")).unwrap();
         let log = std::fs::File::create(conf.join("baresip.log")).unwrap();
         let mut cmd = Command::new("timeout");
-        cmd.args([format!("{}", run_s + 20), "baresip".into(), "-4".into()])
+        cmd.args([format!("{}", run_s + 20), "baresip".into(), family.into()])
             .arg("-f")
             .arg(&conf);
         for c in commands {

@@ -4,7 +4,6 @@
 //! tshark, which brings dumpcap). SIPp replaces the addresses and ports of the packets it plays
 //! with the call's, so those written here are placeholders.
 
-use super::audio::{ulaw_decode_all, ulaw_encode};
 use super::sip::RtpPkt;
 use super::wait_for;
 use std::fs::File;
@@ -17,8 +16,10 @@ const FRAME: usize = 160;
 /// The payload type SIPp's scenarios give telephone-event (tests/sipp/media_uac.xml).
 pub const EVENT_PT: u8 = 101;
 
-/// One RTP stream (PCMU and telephone-event), built in order and written as a pcap.
+/// One RTP stream (PCMU or PCMA, and telephone-event), built in order and written as a pcap.
 pub struct Stream {
+    /// The law of `audio` (PCMU unless [`Stream::pcma`]).
+    law: codec::G711,
     seq: u16,
     ts: u32,
     /// Packets with the time each leaves at, from the stream's start.
@@ -29,6 +30,7 @@ pub struct Stream {
 impl Default for Stream {
     fn default() -> Self {
         Stream {
+            law: codec::G711::Pcmu,
             seq: 4000,
             ts: 80_000,
             packets: Vec::new(),
@@ -38,12 +40,24 @@ impl Default for Stream {
 }
 
 impl Stream {
-    /// `samples` as 20 ms PCMU packets (a last partial frame is left out).
+    /// `samples` as 20 ms PCMU (or PCMA) packets (a last partial frame is left out).
     pub fn audio(&mut self, samples: &[i16]) -> &mut Stream {
+        let pt = pt_of(self.law);
         for frame in samples.chunks_exact(FRAME) {
-            let payload: Vec<u8> = frame.iter().map(|&s| ulaw_encode(s)).collect();
-            self.packet(0, false, &payload, FRAME as u32, true);
+            let payload: Vec<u8> = frame.iter().map(|&s| self.law.encode_sample(s)).collect();
+            self.packet(pt, false, &payload, FRAME as u32, true);
         }
+        self
+    }
+
+    /// The law of its audio.
+    pub fn law(&self) -> codec::G711 {
+        self.law
+    }
+
+    /// Audio from here on is PCMA (payload type 8), for a far end that answered it.
+    pub fn pcma(&mut self) -> &mut Stream {
+        self.law = codec::G711::Pcma;
         self
     }
 
@@ -232,8 +246,8 @@ impl Drop for Capture {
     }
 }
 
-/// The IPv4 UDP datagrams of a little-endian pcap of Ethernet frames (what dumpcap writes for
-/// lo).
+/// The UDP datagrams (IPv4 and IPv6) of a little-endian pcap of Ethernet frames (what dumpcap
+/// writes for lo).
 fn udp_datagrams(pcap: &[u8]) -> Vec<(u16, u16, Vec<u8>)> {
     let mut out = Vec::new();
     let mut at = 24;
@@ -242,10 +256,12 @@ fn udp_datagrams(pcap: &[u8]) -> Vec<(u16, u16, Vec<u8>)> {
         let frame = &pcap[at + 16..(at + 16 + incl).min(pcap.len())];
         at += 16 + incl;
         let Some(ip) = frame.get(14..) else { continue };
-        if frame[12..14] != [0x08, 0x00] || ip.len() < 28 || ip[9] != 17 {
-            continue;
-        }
-        let udp = &ip[usize::from(ip[0] & 0x0f) * 4..];
+        let udp = match frame[12..14] {
+            [0x08, 0x00] if ip.len() >= 28 && ip[9] == 17 => &ip[usize::from(ip[0] & 0x0f) * 4..],
+            // IPv6 with UDP as the next header (no extension headers on lo).
+            [0x86, 0xdd] if ip.len() >= 48 && ip[6] == 17 => &ip[40..],
+            _ => continue,
+        };
         let port = |i: usize| u16::from_be_bytes([udp[i], udp[i + 1]]);
         out.push((port(0), port(2), udp[8..].to_vec()));
     }
@@ -255,11 +271,33 @@ fn udp_datagrams(pcap: &[u8]) -> Vec<(u16, u16, Vec<u8>)> {
 /// The µ-law audio (payload type 0) of the RTP packets among `datagrams` sent from a port
 /// in `from`, in the order captured.
 pub fn pcmu_from(datagrams: &[(u16, u16, Vec<u8>)], from: (u16, u16)) -> Vec<i16> {
+    g711_from(datagrams, from, codec::G711::Pcmu)
+}
+
+/// The audio of `law` (by its payload type) of the RTP packets among `datagrams` sent from a
+/// port in `from`, in the order captured.
+pub fn g711_from(
+    datagrams: &[(u16, u16, Vec<u8>)],
+    from: (u16, u16),
+    law: codec::G711,
+) -> Vec<i16> {
     datagrams
         .iter()
         .filter(|(src, ..)| (from.0..=from.1).contains(src))
         .filter_map(|(.., d)| RtpPkt::parse(d))
-        .filter(|p| p.pt == 0)
-        .flat_map(|p| ulaw_decode_all(&p.payload))
+        .filter(|p| p.pt == pt_of(law))
+        .flat_map(|p| {
+            p.payload
+                .iter()
+                .map(|&c| law.decode_sample(c))
+                .collect::<Vec<_>>()
+        })
         .collect()
+}
+
+fn pt_of(law: codec::G711) -> u8 {
+    match law {
+        codec::G711::Pcmu => 0,
+        codec::G711::Pcma => 8,
+    }
 }

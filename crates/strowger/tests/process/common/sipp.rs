@@ -67,8 +67,8 @@ impl Sipp {
         }
     }
 
-    /// Send and listen from another loopback address than 127.0.0.1 (its ports are checked
-    /// free on 127.0.0.1, which on loopback is as good).
+    /// Send and listen from another loopback address than 127.0.0.1, e.g. ::1 (its ports are
+    /// checked free on 127.0.0.1, which on loopback is as good).
     pub fn ip(mut self, ip: &'static str) -> Sipp {
         self.ip = ip;
         self
@@ -124,9 +124,16 @@ impl Sipp {
             .file("media.pcap", media.pcap())
     }
 
-    /// A callee (tests/sipp/media_uas.xml) that answers PCMU and sends `media` from the ACK on.
+    /// A callee (tests/sipp/media_uas.xml) that answers the law of `media` (PCMU or PCMA) and
+    /// sends `media` from the ACK on.
     pub fn media_callee(media: &Stream) -> Sipp {
-        Sipp::new(Scenario::File("media_uas.xml")).file("media.pcap", media.pcap())
+        let (pt, name) = match media.law() {
+            codec::G711::Pcmu => ("0", "PCMU"),
+            codec::G711::Pcma => ("8", "PCMA"),
+        };
+        Sipp::new(Scenario::File("media_uas.xml"))
+            .args(&["-key", "pts", pt, "-key", "codec", name])
+            .file("media.pcap", media.pcap())
     }
 
     /// Writes `bytes` as `name` in the run's directory, where the scenario finds it.
@@ -188,7 +195,7 @@ impl Sipp {
             .expect("spawn sipp (run scripts/setup.sh)");
         SippProcess {
             child: Some(child),
-            addr: format!("{}:{port}", self.ip).parse().unwrap(),
+            addr: SocketAddr::new(self.ip.parse().unwrap(), port),
             dir,
         }
     }

@@ -48,11 +48,15 @@ pub struct Opts {
     /// strowger logs nothing on start (logging at error or warn only): it is taken as started
     /// once it answers an OPTIONS, not on its startup line.
     pub quiet: bool,
+    /// Listen on [::1] too, at the same port (`Strowger::sip6`): a dual-stack strowger.
+    pub ipv6: bool,
 }
 
 pub struct Strowger {
     child: Option<Child>,
     pub sip: SocketAddr,
+    /// Its IPv6 address when started with `Opts::ipv6`.
+    pub sip6: Option<SocketAddr>,
     /// The control API's address (every instance gets its own, so tests run side by side).
     pub api: SocketAddr,
     pub rtp: (u16, u16),
@@ -94,8 +98,16 @@ impl Strowger {
         } else if let Some(c) = opts.config {
             cmd.arg("--config").arg(config_path(c));
         }
+        let sip6 = opts
+            .ipv6
+            .then(|| SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), sip.port()));
+        let listen: Vec<String> = [Some(sip), sip6]
+            .iter()
+            .flatten()
+            .map(ToString::to_string)
+            .collect();
         cmd.arg("--sip-listen")
-            .arg(sip.to_string())
+            .arg(listen.join(","))
             .arg("--rtp-ports")
             .arg(format!("{}-{}", rtp.0, rtp.1))
             .arg("--data-dir")
@@ -125,6 +137,7 @@ impl Strowger {
         let mut s = Strowger {
             child: Some(child),
             sip,
+            sip6,
             api,
             rtp,
             dir,
@@ -303,7 +316,7 @@ fn answers_options(sip: SocketAddr) -> bool {
         && sock.recv(&mut buf).is_ok()
 }
 
-/// `text` (a configuration with the default `[security]` table) with 127.0.0.1 trusted: the
+/// `text` (a configuration with the default `[security]` table) with 127.0.0.1 and ::1 trusted: the
 /// test's phones call in the default context without credentials, as a trunk does.
 pub fn trusting_loopback(text: &str) -> String {
     assert_eq!(
@@ -311,7 +324,7 @@ pub fn trusting_loopback(text: &str) -> String {
         1,
         "no `trusted = []` line to replace"
     );
-    text.replace("\ntrusted = []\n", "\ntrusted = [\"127.0.0.1\"]\n")
+    text.replace("\ntrusted = []\n", "\ntrusted = [\"127.0.0.1\", \"::1\"]\n")
 }
 
 /// The embedded configuration trusting 127.0.0.1 (`trusting_loopback`), written to `dir`.

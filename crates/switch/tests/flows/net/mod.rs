@@ -150,11 +150,7 @@ impl Switch {
         let late = self.late;
         let n = self.workers.len();
         if p.media {
-            if let Some(w) = self
-                .workers
-                .iter_mut()
-                .find(|w| w.has_media_port(p.to.port()))
-            {
+            if let Some(w) = self.workers.iter_mut().find(|w| w.has_media_addr(p.to)) {
                 w.deliver_rtp(&p.bytes, p.from, p.to, now);
             }
             return;
@@ -490,10 +486,7 @@ impl Net {
             return Some(s);
         }
         self.stations.iter().position(|s| match s {
-            Station::Switch(sw) => sw
-                .workers
-                .iter()
-                .any(|w| w.addrs()[0].ip() == addr.ip() && w.has_media_port(addr.port())),
+            Station::Switch(sw) => sw.workers.iter().any(|w| w.has_media_addr(addr)),
             Station::Ua(_) => false,
         })
     }

@@ -21,8 +21,8 @@ pub const FRAME: Duration = Duration::from_millis(20);
 /// recordings in memory, CDRs and operator messages kept, an in-memory location store.
 struct NodeHost {
     next_port: u16,
-    /// Media leg index → its RTP port.
-    ports: HashMap<usize, u16>,
+    /// Media leg index → its RTP address (the address of the leg's family, `Event::MediaOpen`).
+    ports: HashMap<usize, SocketAddr>,
     /// For each media leg opened: whether it shares a port.
     shareable: Vec<bool>,
     cdrs: Vec<serde_json::Value>,
@@ -187,7 +187,6 @@ pub struct Node {
     engine: Engine,
     host: NodeHost,
     addrs: Vec<SocketAddr>,
-    media_ip: IpAddr,
     /// Packets to send, in order.
     out: Vec<Packet>,
     next_tick: Option<Instant>,
@@ -262,7 +261,6 @@ impl Node {
             engine,
             host,
             addrs: addrs.to_vec(),
-            media_ip,
             out: Vec::new(),
             next_tick: None,
             deadline: None,
@@ -301,11 +299,9 @@ impl Node {
     }
 
     /// Whether an RTP or RTCP port of this worker's media legs is `port`.
-    pub fn has_media_port(&self, port: u16) -> bool {
-        self.host
-            .ports
-            .values()
-            .any(|p| *p == port || *p + 1 == port)
+    /// Whether `addr` is a leg's RTP or RTCP address.
+    pub fn has_media_addr(&self, addr: SocketAddr) -> bool {
+        self.host.ports.values().any(|p| is_pair_of(*p, addr))
     }
 
     /// A SIP datagram from `from` to our address `to`. `late`: it waited too long in the socket.
@@ -377,22 +373,21 @@ impl Node {
 
     /// An RTP or RTCP datagram to one of our media ports.
     pub fn deliver_rtp(&mut self, bytes: &[u8], from: SocketAddr, to: SocketAddr, now: Instant) {
-        let on_port = |p: u16| p == to.port() || p + 1 == to.port();
-        let mut legs = self.host.ports.iter().filter(|(_, p)| on_port(**p));
-        let Some((&first, &port)) = legs.next() else {
+        let mut legs = self.host.ports.iter().filter(|(_, p)| is_pair_of(**p, to));
+        let Some((&first, &rtp)) = legs.next() else {
             return;
         };
         // A shared port's legs are told apart by their far end's address, as the shell does.
         let found = match legs.next() {
             None => Some(first),
-            Some(_) if to.port() == port => self.engine.rtp_leg_from(from),
+            Some(_) if to == rtp => self.engine.rtp_leg_from(from),
             Some(_) => self.engine.rtcp_leg_from(from),
         };
         let Some(leg) = found else {
             return;
         };
         let (data, src) = (bytes, from);
-        match to.port() == port {
+        match to == rtp {
             true => self.input(now, Input::Rtp { leg, data, src }),
             false => self.input(now, Input::Rtcp { leg, data, src }),
         }
@@ -641,11 +636,13 @@ impl Node {
                     self.out.push(Packet::sip(from, peer.addr, bytes.to_vec()));
                 }
                 Output::Media(t) => {
-                    if let Some(port) = self.host.ports.get(&t.leg.index()) {
-                        let port = if t.rtcp { port + 1 } else { *port };
-                        let from = SocketAddr::new(self.media_ip, port);
-                        self.out
-                            .push(Packet::media(from, t.dst, t.payload.to_vec()));
+                    // The kernel refuses to send across families: such a packet is lost.
+                    if let Some(rtp) = self.host.ports.get(&t.leg.index()) {
+                        let from = SocketAddr::new(rtp.ip(), rtp.port() + u16::from(t.rtcp));
+                        if from.is_ipv6() == t.dst.is_ipv6() {
+                            self.out
+                                .push(Packet::media(from, t.dst, t.payload.to_vec()));
+                        }
                     }
                 }
                 Output::Iax(_) => {}
@@ -669,10 +666,14 @@ impl Node {
         let h = &mut self.host;
         match ev {
             Event::MediaOpen {
-                leg, port, shared, ..
+                leg,
+                port,
+                shared,
+                ip,
+                ..
             } => {
                 h.shareable.push(shared);
-                h.ports.insert(leg, port);
+                h.ports.insert(leg, SocketAddr::new(ip, port));
             }
             Event::MediaClose { leg } => {
                 h.ports.remove(&leg);
@@ -819,4 +820,9 @@ pub fn owner_of(bytes: &[u8], from: SocketAddr, workers: usize, pins: &switch::P
 fn test_prompt() -> Arc<media::Prompt> {
     let pcm: Vec<i16> = (0..8000).map(|i| ((i % 80) as i16 - 40) * 100).collect();
     Arc::new(media::Prompt::from_pcm("test", &pcm))
+}
+
+/// Whether `addr` is the RTP address `rtp` or the RTCP one above it.
+fn is_pair_of(rtp: SocketAddr, addr: SocketAddr) -> bool {
+    rtp.ip() == addr.ip() && (rtp.port() == addr.port() || rtp.port() + 1 == addr.port())
 }
