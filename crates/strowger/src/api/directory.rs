@@ -113,7 +113,7 @@ async fn unregister(
     State(s): State<Arc<Shared>>,
     Path(user): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let aor = format!("{user}@{}", s.cfg.registrar.domain);
+    let aor = format!("{user}@{}", s.reloader.config().registrar.domain);
     let key = aor.clone();
     let removed = with_store(&s, move |st| {
         let now = now();
@@ -157,7 +157,7 @@ async fn add_user(
     Json(new): Json<NewUser>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let c = new
-        .credentials(&s.cfg)
+        .credentials(&s.reloader.config())
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     let (user, domain) = (c.user.clone(), c.domain.clone());
     with_store(&s, move |st| st.put_user(&c).map_err(|e| e.to_string())).await?;
@@ -177,7 +177,7 @@ async fn set_password(
     Path(user): Path<String>,
     Json(p): Json<Password>,
 ) -> Result<Json<Value>, ApiError> {
-    let domain = s.cfg.registrar.domain.clone();
+    let domain = s.reloader.config().registrar.domain.clone();
     let (u, d) = (user.clone(), domain.clone());
     let old = with_store(&s, move |st| st.user(&u, &d).map_err(|e| e.to_string())).await?;
     let old = old.ok_or_else(|| no_user(&user, &domain))?;
@@ -191,7 +191,7 @@ async fn del_user(
     State(s): State<Arc<Shared>>,
     Path(user): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let domain = s.cfg.registrar.domain.clone();
+    let domain = s.reloader.config().registrar.domain.clone();
     let (u, d) = (user.clone(), domain.clone());
     match with_store(&s, move |st| st.del_user(&u, &d).map_err(|e| e.to_string())).await? {
         true => Ok(Json(json!({ "user": user, "domain": domain }))),
