@@ -46,6 +46,7 @@ declare -A want=(
   [systemd]=systemd-analyze # reload test: contrib/systemd/strowger.service checked by systemd-analyze verify
   [make]=make # reload test: `make install` into a DESTDIR
   [prometheus]=/usr/bin/prometheus # metrics test: a real Prometheus scrapes /metrics
+  [openssl]=openssl # API TLS test: the certificate strowger serves (openssl req)
 )
 for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
 if [[ ${1:-test} == build ]]; then

@@ -316,7 +316,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             .join(", "),
         iax.as_ref()
             .map_or(String::new(), |(a, _)| format!(" IAX2 on udp:{a};")),
-        api.map_or(String::new(), |a| format!(" API on http://{a};")),
+        api.map_or(String::new(), |a| format!(" API on {a};")),
         data_dir.display(),
         measured.as_millis()
     );
