@@ -107,7 +107,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         inboxes.push(rx);
     }
     let mail = Arc::new(Mailboxes::new(senders, wakers));
-    let feed = Arc::new(crate::api::Feed::default());
+    let feed = Arc::new(crate::api::Feed::new(cfg.api.event_backlog));
     let store = store::open(&cfg.registrar.store).map_err(|e| format!("registrar.store: {e}"))?;
     load_users(&*store, &cfg.users)?;
     let backend = match cfg.registrar.store.parse::<store::StoreUrl>() {

@@ -207,7 +207,8 @@ impl Crew {
             stop: Arc::new(AtomicBool::new(false)),
             counters: Arc::new(Counters::default()),
             board: Arc::new(crate::metrics::Board::new(1, "local")),
-            feed: Arc::default(),
+            // No API serves a lone worker's events: the smallest backlog will do.
+            feed: Arc::new(crate::api::Feed::new(16)),
         })
     }
 }

@@ -52,6 +52,12 @@ pub struct Links {
     pub metrics: Arc<crate::metrics::Source>,
 }
 
+/// The send buffer of every API connection (inherited from the listening socket; the kernel
+/// doubles it). Fixed rather than autotuned to megabytes: an event client that stops reading
+/// then holds little kernel memory, and falls `api.event_backlog` events behind soon enough
+/// to be closed.
+const SEND_BUFFER: usize = 32 * 1024;
+
 /// Binds `api.listen` and serves the API on a thread named `api`; returns its base URL. None:
 /// the API is off (`api.listen = ""`), or its port is taken — logged as an error naming the
 /// key, while the switch goes on taking calls: the management plane must not take the calls
@@ -73,7 +79,11 @@ pub fn start(cfg: &Config, links: Links) -> Result<Option<String>, String> {
         .transpose()?;
     let listener = match std::net::TcpListener::bind(addr)
         .and_then(|l| l.set_nonblocking(true).map(|_| l))
-    {
+        .and_then(|l| {
+            socket2::SockRef::from(&l)
+                .set_send_buffer_size(SEND_BUFFER)
+                .map(|_| l)
+        }) {
         Ok(l) => l,
         Err(e) => {
             tracing::error!("no control API: cannot listen on tcp:{addr}: {e} — is another strowger running? (change api.listen or --api-listen, \"\" for no API)");

@@ -280,3 +280,64 @@ fn the_api_reads_the_configuration_a_reload_left() {
         "5002"
     );
 }
+
+/// An event-stream client whose socket takes in 4 KiB and which reads nothing until told to.
+fn stalled_client(api: &Api, s: &Strowger) -> tungstenite::WebSocket<std::net::TcpStream> {
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    // Set before connecting, so the window strowger sees stays small.
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect(&s.api.into()).unwrap();
+    let tcp: std::net::TcpStream = sock.into();
+    let url = format!("ws://{}/api/v1/events?token={}", s.api, api.token);
+    let (ws, _) = tungstenite::client(url.as_str(), tcp).expect("event stream");
+    ws
+}
+
+/// A client that stops reading while a burst of calls makes events is closed with 1008 and a
+/// reason once it falls `api.event_backlog` (here 16) events behind, and every call of the
+/// burst completes.
+#[test]
+fn a_client_that_stops_reading_is_closed_with_1008_and_calls_go_on() {
+    let dir = TempDir::new("api-slow-client");
+    let config = common::switch::default_config_trusting_loopback(dir.path());
+    let text = std::fs::read_to_string(&config).unwrap();
+    let backlog = "event_backlog = 1024\n";
+    assert_eq!(text.matches(backlog).count(), 1, "[api] moved");
+    std::fs::write(&config, text.replace(backlog, "event_backlog = 16\n")).unwrap();
+    let s = Strowger::with(
+        "api-slow-client",
+        Opts {
+            config_file: Some(config),
+            ..Opts::default()
+        },
+    );
+    let api = Api::of(&s);
+    let mut ws = stalled_client(&api, &s);
+    wait_event_clients(&api, 1);
+    let calls = 120;
+    Sipp::new(Scenario::Builtin("uac"))
+        .service("9196")
+        .duration_ms(0)
+        .calls(calls, 20, 10)
+        .run(s.sip, s.dir.path())
+        .assert_ok(u64::from(calls));
+    ws.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut events = 0;
+    let close = loop {
+        match ws.read() {
+            Ok(tungstenite::Message::Text(_)) => events += 1,
+            Ok(tungstenite::Message::Close(f)) => break f,
+            Ok(_) => {}
+            Err(e) => panic!("no close frame after {events} events: {e}"),
+        }
+    };
+    let close = close.expect("a close frame with a code");
+    assert_eq!(u16::from(close.code), 1008, "{close:?}");
+    assert!(close.reason.contains("too slow"), "{close:?}");
+    // Each call made at least created and ended: some were never sent to this client.
+    assert!(events < 2 * calls as usize, "{events} events read");
+    wait_event_clients(&api, 0);
+}

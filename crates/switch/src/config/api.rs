@@ -14,6 +14,7 @@ pub(crate) struct RawApi {
     pub listen: String,
     pub token: String,
     pub max_event_clients: u64,
+    pub event_backlog: u64,
     pub tls_cert: String,
     pub tls_key: String,
 }
@@ -24,6 +25,7 @@ impl Default for RawApi {
             listen: "127.0.0.1:8088".into(),
             token: String::new(),
             max_event_clients: 16,
+            event_backlog: 1024,
             tls_cert: String::new(),
             tls_key: String::new(),
         }
@@ -40,6 +42,8 @@ pub struct Api {
     pub token: Option<String>,
     /// Event-stream clients at once; more are refused with 503.
     pub max_event_clients: usize,
+    /// Events an event-stream client may fall behind by before it is closed (1008).
+    pub event_backlog: usize,
     /// The API speaks HTTPS with this certificate and key; None: plain HTTP, on loopback only.
     pub tls: Option<Tls>,
 }
@@ -107,10 +111,14 @@ pub(crate) fn api(raw: RawApi, d: &mut Diagnostics) -> Api {
     if !(1..=1024).contains(&raw.max_event_clients) {
         d.error("api.max_event_clients", "expected 1-1024");
     }
+    if !(16..=65536).contains(&raw.event_backlog) {
+        d.error("api.event_backlog", "expected 16-65536");
+    }
     Api {
         listen,
         token,
         max_event_clients: raw.max_event_clients.clamp(1, 1024) as usize,
+        event_backlog: raw.event_backlog.clamp(16, 65536) as usize,
         tls,
     }
 }

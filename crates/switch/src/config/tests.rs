@@ -766,6 +766,11 @@ fn api_off_loopback_needs_tls() {
     assert!(half.iter().any(|e| e.contains("api.tls_key")), "{half:?}");
     let mut flag = c.clone();
     assert!(flag.api.override_listen("192.0.2.1:443").is_ok());
+    let backlog = errors(&format!("{MINIMAL}[api]\nevent_backlog = 8\n"));
+    assert!(
+        backlog.iter().any(|e| e.contains("api.event_backlog")),
+        "{backlog:?}"
+    );
 }
 
 #[test]
