@@ -125,6 +125,8 @@ pub enum Envelope {
     },
     /// Whether an event-stream client listens (`switch::Input::Watch`).
     Watch(bool),
+    /// An AOR unregistered through the API (`switch::Input::Unregistered`).
+    Unregistered(String),
 }
 
 /// Counters shared with the process (read by tests and the bench through the log on exit).
@@ -1218,6 +1220,7 @@ impl Worker {
                     self.input(now, Input::Api { token, command });
                 }
                 Envelope::Watch(on) => self.input(now, Input::Watch(on)),
+                Envelope::Unregistered(aor) => self.input(now, Input::Unregistered(aor)),
             }
         }
     }

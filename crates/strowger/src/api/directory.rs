@@ -6,6 +6,7 @@
 use super::server::{page_limit, ApiError};
 use super::Shared;
 use crate::users::{with_password, NewUser};
+use crate::worker::Envelope;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, put};
@@ -108,7 +109,8 @@ async fn registrations(
 }
 
 /// Removes every binding of the user's address-of-record, as a `Contact: *` REGISTER with
-/// `Expires: 0` would.
+/// `Expires: 0` would: event clients are told each contact was removed, and the workers that
+/// watched them that they will not expire.
 async fn unregister(
     State(s): State<Arc<Shared>>,
     Path(user): Path<String>,
@@ -117,20 +119,29 @@ async fn unregister(
     let key = aor.clone();
     let removed = with_store(&s, move |st| {
         let now = now();
-        let had = st.lookup(&key, now).map_err(|e| e.to_string())?.len();
+        let had = st.lookup(&key, now).map_err(|e| e.to_string())?;
         st.update(&key, &[store::Change::RemoveAll], now)
             .and_then(|_| st.commit())
             .map_err(|e| e.to_string())?;
         Ok(had)
     })
     .await?;
-    match removed {
-        0 => Err(ApiError::new(
+    if removed.is_empty() {
+        return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("{aor} has no registered contact"),
-        )),
-        n => Ok(Json(json!({ "aor": aor, "removed": n }))),
+        ));
     }
+    for w in 0..s.workers {
+        s.mail.send(w, Envelope::Unregistered(aor.clone()));
+    }
+    for b in &removed {
+        s.feed.notice(switch::control::Notice::Removed {
+            aor: aor.clone(),
+            contact: b.contact.clone(),
+        });
+    }
+    Ok(Json(json!({ "aor": aor, "removed": removed.len() })))
 }
 
 /// The users (never their HA1s).

@@ -341,3 +341,75 @@ fn a_client_that_stops_reading_is_closed_with_1008_and_calls_go_on() {
     assert!(events < 2 * calls as usize, "{events} events read");
     wait_event_clients(&api, 0);
 }
+
+/// SIPp registers 5001 for 3 s and does not refresh: the event stream tells `added`, then
+/// `expired` within the expiry and 2 s; registered again, `DELETE /registrations/5001` is told
+/// as `removed`.
+#[test]
+fn registrations_are_told_added_expired_and_removed() {
+    let dir = TempDir::new("api-reg-events");
+    let config = common::switch::default_config_trusting_loopback(dir.path());
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert_eq!(
+        text.matches("min_expires = 60\n").count(),
+        1,
+        "[registrar] moved"
+    );
+    std::fs::write(
+        &config,
+        text.replace("min_expires = 60\n", "min_expires = 2\n"),
+    )
+    .unwrap();
+    let s = Strowger::with(
+        "api-reg-events",
+        Opts {
+            config_file: Some(config),
+            ..Opts::default()
+        },
+    );
+    let api = Api::of(&s);
+    let user = serde_json::json!({ "user": "5001", "password": "secret-5001-pass" });
+    api.send("POST", "/api/v1/users", Some(user));
+    let mut events = api.events("registration");
+    wait_event_clients(&api, 1);
+    let port = common::net::free_port();
+    let register = |expires: u32| {
+        Sipp::new(Scenario::File("register_with.xml"))
+            .service("5001")
+            .port(port)
+            .args(&["-au", "5001", "-ap", "secret-5001-pass"])
+            .args(&["-key", "contact", &format!("<sip:5001@127.0.0.1:{port}>")])
+            .args(&["-key", "expires", &expires.to_string()])
+            .args(&["-key", "extra", "Subject: events test"])
+            .run(s.sip, s.dir.path())
+            .assert_ok(1)
+    };
+    register(3);
+    let got = events.until(Duration::from_secs(8), |e| e["event"] == "expired");
+    let names: Vec<&str> = got.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(names, ["added", "expired"], "{got:?}");
+    assert!(got
+        .iter()
+        .all(|e| e["type"] == "registration" && e["aor"] == "5001@strowger"));
+    assert_eq!(got[0]["expires_in"], 3, "{got:?}");
+    let contact = format!("sip:5001@127.0.0.1:{port}");
+    assert!(
+        got.iter().all(|e| e["contact"] == contact.as_str()),
+        "{got:?}"
+    );
+    let lapse = got[1]["time"].as_f64().unwrap() - got[0]["time"].as_f64().unwrap();
+    assert!((2.5..5.0).contains(&lapse), "expired {lapse} s after added");
+
+    register(60);
+    let got = events.until(Duration::from_secs(5), |e| e["event"] == "added");
+    assert_eq!(
+        got.last().map(|e| &e["event"]),
+        Some(&"added".into()),
+        "{got:?}"
+    );
+    assert_eq!(api.ok("DELETE", "/api/v1/registrations/5001")["removed"], 1);
+    let got = events.until(Duration::from_secs(5), |e| e["event"] == "removed");
+    let names: Vec<&str> = got.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(names, ["removed"], "{got:?}");
+    assert_eq!(got[0]["contact"], contact.as_str());
+}
