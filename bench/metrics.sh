@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The cost of /metrics on the core (issue "Operate it"): 2,000 held playback+echo calls on 2 workers,
-# 15 s windows alternated without and with a client scraping /metrics every second, in one run;
-# prints CPU-ms per call-second of each and the ratio (target: at most x1.02).
-# Usage: bench/metrics.sh [CALLS]   (about 2 minutes)
+# The cost of being watched (issue "Operate it"), in one run: 2,000 held playback+echo calls on 2
+# workers, then B2BUA calls at 1,000 calls/s; in each, 10 s windows rotated between nobody listening,
+# a /metrics scrape every second and an event client (`strowger ctl events --json`) subscribed to
+# every event; prints the server's CPU of each and the ratios (target: at most x1.03 each).
+# Usage: bench/metrics.sh [HELD_CALLS] [B2BUA_RATE]   (about 3 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 cargo build --release -p strowger -p strowger-load
-python3 bench/lib/scale.py metrics --workers 2 --levels "${1:-2000}" --rate 250
+python3 bench/lib/scale.py metrics --workers 2 --levels "${1:-2000}" --rate 250 --b2b-rate "${2:-1000}"

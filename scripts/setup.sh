@@ -47,6 +47,7 @@ declare -A want=(
   [make]=make # reload test: `make install` into a DESTDIR
   [prometheus]=/usr/bin/prometheus # metrics test: a real Prometheus scrapes /metrics
   [stress-ng]=stress-ng # bench/overload.sh: both cores kept busy beside the calls
+  [openssl]=openssl # API TLS test: the certificate strowger serves (openssl req)
 )
 for pkg in "${!build[@]}"; do want[$pkg]=${build[$pkg]}; done
 if [[ ${1:-test} == build ]]; then

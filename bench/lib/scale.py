@@ -34,9 +34,10 @@
              with rtp.shared_ports (a few ports per worker), both against strowger-load --address-per-call
              (every call its own address, as phones and trunks have; the shared ports need that), and the
              per-call ports against the usual generator (one address): CPU-ms per call-second and the ratio.
-  metrics    the cost of /metrics: --levels[0] held echo calls on --workers, 15 s windows alternated
-             (off, on, on, off, ...) without and with a client GETting /metrics (bearer token) every second:
-             the server's CPU-ms per call-second in each and the ratio, in one run.
+  metrics    the cost of being watched: --levels[0] held echo calls on --workers, then B2BUA calls at
+             --b2b-rate calls/s; in each, 10 s windows rotated between nobody listening, a client GETting
+             /metrics (bearer token) every second and `strowger ctl events --json` subscribed to every
+             event: the server's CPU per call-second (held) or per call (B2BUA) and the ratios, in one run.
   report     writes bench/results/scale.md and bench/results/scale.png from bench/results/scale.json.
 
 CPU is the run time of all threads (/proc/PID/task/*/schedstat). Every run is bounded in calls and time, on
@@ -254,45 +255,123 @@ class Scraper:
             time.sleep(1)
 
 
+class EventClient:
+    """`strowger ctl events --json` subscribed to every event type while on, its output to /dev/null:
+    what a dashboard costs the server. Started per window (the workers make notices only while a
+    client is subscribed); one the server closed for lagging (1008) is counted, not hidden."""
+
+    def __init__(self, args, port, token):
+        self.cmd = [args.bin, "ctl", "--api", f"http://127.0.0.1:{port}", "--token", token, "--json", "events"]
+        self.proc, self.closed = None, 0
+
+    def set(self, on):
+        if on and self.proc is None:
+            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         start_new_session=True)
+        elif not on and self.proc is not None:
+            if self.proc.poll() is not None:
+                self.closed += 1
+            else:
+                self.proc.terminate()
+            self.proc.wait()
+            self.proc = None
+
+
+MODES = ("none", "scrape", "events")
+
+
+def windows(srv, scraper, events, window, rounds, per):
+    """Rounds of one `window`-second window per mode (order rotated each round): the server's CPU-ms
+    per second divided by `per` in each mode, averaged."""
+    cpu = {m: [] for m in MODES}
+    for r in range(rounds):
+        for i in range(len(MODES)):
+            mode = MODES[(i + r) % len(MODES)]
+            scraper.on = mode == "scrape"
+            events.set(mode == "events")
+            time.sleep(1)
+            c0, t0 = srv.cpu(), time.time()
+            time.sleep(window)
+            c1, t1 = srv.cpu(), time.time()
+            cpu[mode].append((c1 - c0) * 1000 / (t1 - t0) / per)
+            b.log(f"  {mode}: {cpu[mode][-1]:.4f}")
+    scraper.on = False
+    events.set(False)
+    return {m: sum(v) / len(v) for m, v in cpu.items()}
+
+
+def observed(args, srv_cfg, api_port):
+    token = "bench-" + os.urandom(8).hex()
+    api_config(srv_cfg, api_port, token)
+    return token
+
+
 def metrics(args, rundir):
-    """2,000 held calls (--levels) on --workers; windows of 15 s alternated without and with a
-    scraper GETting /metrics every second: the server's CPU-ms per call-second in each, and the ratio."""
+    """The cost of being watched, in one run: held calls (--levels[0] echo calls on --workers) and B2BUA
+    calls (--b2b-rate calls/s of INVITE ... BYE with no media), each in windows rotated between nobody
+    listening, a /metrics scrape every second and an event client subscribed to all events: the server's
+    CPU in each and the ratios to nobody listening."""
     n, workers = args.levels[0], args.workers[0]
-    label = f"metrics-{n}"
+    window, rounds = 10, 2
+    rows = []
+
+    label = f"metrics-held-{n}"
     cfg = config(args, rundir, f"{label}.toml")
-    api_port, token = b.alloc_ports(1), "bench-" + os.urandom(8).hex()
-    api_config(cfg, api_port, token)
+    api_port = b.alloc_ports(1)
+    token = observed(args, cfg, api_port)
     srv = Server(args, rundir, label, workers, "10000-29999", cfg)
     out = os.path.join(srv.dir, "load.json")
-    window, rounds = 15, 2
-    hold = n / args.rate + 5 + 2 * rounds * window + 10
+    hold = n / args.rate + 5 + rounds * len(MODES) * (window + 1) + 10
     lp = load(args, f"127.0.0.1:{srv.port}", "44444", n, args.rate, hold, "echo", out)
     time.sleep(n / args.rate + 5)
-    scraper = Scraper(api_port, token)
-    cpu = {"off": [], "on": []}
-    for i in range(2 * rounds):
-        mode = ("off", "on", "on", "off")[i % 4]
-        scraper.on = mode == "on"
-        time.sleep(1)
-        c0, t0 = srv.cpu(), time.time()
-        time.sleep(window)
-        c1, t1 = srv.cpu(), time.time()
-        cpu[mode].append((c1 - c0) * 1000 / (t1 - t0) / n)
-        b.log(f"{mode}: {cpu[mode][-1]:.4f} CPU-ms per call-s")
+    scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
+    b.log(f"{n} held calls, CPU-ms per call-second:")
+    cpu = windows(srv, scraper, events, window, rounds, n)
     scraper.stop = True
     lp.wait()
     srv.stop()
     rep = report_of(out)
-    off, on = sum(cpu["off"]) / len(cpu["off"]), sum(cpu["on"]) / len(cpu["on"])
-    row = {"workers": workers, "calls": n, "window_s": window, "windows_each": rounds,
-           "cpu_ms_per_call_s_without": round(off, 4), "cpu_ms_per_call_s_with_scraper": round(on, 4),
-           "ratio": round(on / off, 4), "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
-           "scrape_bytes": scraper.bytes, "completed": rep["completed"], "failed": rep["failed"],
-           "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd}
-    b.log(f"{n} held calls: {row['cpu_ms_per_call_s_without']} CPU-ms per call-s without a scraper, "
-          f"{row['cpu_ms_per_call_s_with_scraper']} with one every second: x{row['ratio']} "
-          f"({scraper.scrapes} scrapes of {scraper.bytes} bytes, {scraper.failures} failed; failed calls {rep['failed']})")
-    save("metrics", {"rows": [row], "machine": b.machine_info(args)})
+    rows.append({"load": f"{n} held echo calls", "unit": "CPU-ms per call-second",
+                 **{m: round(v, 4) for m, v in cpu.items()},
+                 "scrape_ratio": round(cpu["scrape"] / cpu["none"], 4),
+                 "events_ratio": round(cpu["events"] / cpu["none"], 4),
+                 "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
+                 "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"],
+                 "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd})
+
+    label = "metrics-b2bua"
+    rate = args.b2b_rate
+    far_cfg = config(args, rundir, f"{label}-b.toml", steps='["answer", "echo"]')
+    far = Server(args, rundir, f"{label}-b", 1, "30000-31999", far_cfg)
+    near_cfg = config(args, rundir, f"{label}-a.toml")
+    api_port = b.alloc_ports(1)
+    token = observed(args, near_cfg, api_port)
+    near = Server(args, rundir, f"{label}-a", workers, "32000-33999", near_cfg,
+                  ("--var", f"bridge_target=127.0.0.1:{far.port}"))
+    out = os.path.join(near.dir, "load.json")
+    calls = int(rate * (5 + rounds * len(MODES) * (window + 1) + 5))
+    lp = load(args, f"127.0.0.1:{near.port}", "2001", calls, rate, 0, "none", out, max_time=int(calls / rate + 60))
+    time.sleep(5)
+    scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
+    b.log(f"B2BUA at {rate} calls/s, CPU-ms per call:")
+    cpu = windows(near, scraper, events, window, rounds, rate)
+    scraper.stop = True
+    lp.wait()
+    near.stop()
+    far.stop()
+    rep = report_of(out)
+    rows.append({"load": f"B2BUA, {rate} calls/s offered", "unit": "CPU-ms per call",
+                 **{m: round(v, 4) for m, v in cpu.items()},
+                 "scrape_ratio": round(cpu["scrape"] / cpu["none"], 4),
+                 "events_ratio": round(cpu["events"] / cpu["none"], 4),
+                 "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
+                 "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"],
+                 "server_cmd": b.fmt_cmd(near.cmd), "load_cmd": lp.cmd})
+    for r in rows:
+        b.log(f"{r['load']} ({r['unit']}): none {r['none']}, scrape {r['scrape']} (x{r['scrape_ratio']}), "
+              f"events {r['events']} (x{r['events_ratio']}); {r['scrapes']} scrapes, {r['scrape_failures']} failed; "
+              f"event clients closed {r['event_clients_closed']}; calls completed {r['completed']}, failed {r['failed']}")
+    save("metrics", {"rows": rows, "machine": b.machine_info(args)})
 
 
 def user_cpu(pid):
@@ -725,6 +804,7 @@ def main():
     ap.add_argument("--workers", type=int, nargs="+", default=[2])
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--rate", type=float, default=200)
+    ap.add_argument("--b2b-rate", type=int, default=1000, help="metrics: B2BUA calls/s offered")
     ap.add_argument("--hold", type=float, default=60)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--flood", type=int, default=15000, help="overload: new calls/s offered")

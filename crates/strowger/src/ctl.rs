@@ -5,13 +5,17 @@
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use std::path::Path;
+use std::sync::Arc;
 use switch::config::Config;
 
 #[derive(Args)]
 pub struct CtlArgs {
-    /// The API's base URL (default: http://api.listen of the configuration).
+    /// The API's base URL (default: api.listen of the configuration, https:// with api.tls_cert).
     #[arg(long, value_name = "URL")]
     api: Option<String>,
+    /// For an https:// API: the PEM certificate(s) to trust (default: api.tls_cert).
+    #[arg(long, value_name = "FILE")]
+    ca: Option<std::path::PathBuf>,
     /// The bearer token (default: api.token, or the data directory's api.token).
     #[arg(long)]
     token: Option<String>,
@@ -53,12 +57,19 @@ enum CtlCmd {
 struct Endpoint {
     base: String,
     token: String,
+    /// The certificates an https:// API must present one of; None for http://.
+    ca: Option<Vec<rustls::pki_types::CertificateDer<'static>>>,
 }
 
 fn endpoint(args: &CtlArgs, cfg: &Config) -> Result<Endpoint, String> {
+    let scheme = if cfg.api.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let base = match (&args.api, cfg.api.listen) {
         (Some(u), _) => u.trim_end_matches('/').to_string(),
-        (None, Some(a)) => format!("http://{a}"),
+        (None, Some(a)) => format!("{scheme}://{a}"),
         (None, None) => {
             return Err(
                 "the API is off (api.listen = \"\"): set api.listen, or give --api URL".into(),
@@ -69,7 +80,17 @@ fn endpoint(args: &CtlArgs, cfg: &Config) -> Result<Endpoint, String> {
         (Some(t), _) | (None, Some(t)) => t.clone(),
         (None, None) => read_token(&cfg.general.data_dir)?,
     };
-    Ok(Endpoint { base, token })
+    let ca = match (base.starts_with("https://"), &args.ca, &cfg.api.tls) {
+        (false, _, _) => None,
+        (true, Some(f), _) => Some(crate::tls::read_certs(f, "--ca")?),
+        (true, None, Some(t)) => Some(crate::tls::read_certs(&t.cert, "api.tls_cert")?),
+        (true, None, None) => {
+            return Err(format!(
+                "{base} is https: give --ca FILE, the certificate it presents (or its CA)"
+            ))
+        }
+    };
+    Ok(Endpoint { base, token, ca })
 }
 
 fn read_token(data_dir: &Path) -> Result<String, String> {
@@ -145,7 +166,19 @@ pub fn run(args: CtlArgs, cfg: &Config) -> Result<(), String> {
 
 /// One request; the API's `{"error"}` becomes the error.
 fn request(ep: &Endpoint, method: &str, path: &str) -> Result<Value, String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+    let mut config = ureq::Agent::config_builder();
+    if let Some(ca) = &ep.ca {
+        let roots = ca
+            .iter()
+            .map(|c| ureq::tls::Certificate::from_der(c).to_owned())
+            .collect();
+        let tls = ureq::tls::TlsConfig::builder()
+            .unversioned_rustls_crypto_provider(crate::tls::provider())
+            .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)))
+            .build();
+        config = config.tls_config(tls);
+    }
+    let agent: ureq::Agent = config
         .http_status_as_error(false)
         .timeout_global(Some(std::time::Duration::from_secs(10)))
         .build()
@@ -300,7 +333,33 @@ fn tail(ep: &Endpoint, types: Option<&str>, json: bool) -> Result<(), String> {
         auth.parse()
             .map_err(|_| "the token is not a valid header value")?,
     );
-    let (mut socket, _) = tungstenite::connect(req).map_err(|e| format!("{url}: {e}"))?;
+    match &ep.ca {
+        None => {
+            let (socket, _) = tungstenite::connect(req).map_err(|e| format!("{url}: {e}"))?;
+            print_events(socket, &url, json)
+        }
+        Some(ca) => {
+            let tls = crate::tls::client_config(ca)?;
+            let host = req.uri().host().unwrap_or_default().to_string();
+            let port = req.uri().port_u16().unwrap_or(443);
+            let name = rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|e| format!("{url}: {e}"))?;
+            let conn = rustls::ClientConnection::new(tls, name).map_err(|e| e.to_string())?;
+            let tcp = std::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
+                .map_err(|e| format!("{url}: {e}"))?;
+            let stream = rustls::StreamOwned::new(conn, tcp);
+            let (socket, _) =
+                tungstenite::client(req, stream).map_err(|e| format!("{url}: {e}"))?;
+            print_events(socket, &url, json)
+        }
+    }
+}
+
+fn print_events<S: std::io::Read + std::io::Write>(
+    mut socket: tungstenite::WebSocket<S>,
+    url: &str,
+    json: bool,
+) -> Result<(), String> {
     loop {
         match socket.read().map_err(|e| format!("{url}: {e}"))? {
             tungstenite::Message::Text(t) if json => println!("{t}"),

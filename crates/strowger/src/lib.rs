@@ -23,6 +23,7 @@ pub mod runtime;
 pub mod sip_io;
 pub mod store_io;
 pub mod supervisor;
+pub mod tls;
 pub mod tts;
 pub mod users;
 pub mod voicemail_io;

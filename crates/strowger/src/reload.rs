@@ -18,8 +18,9 @@ pub struct Reloader {
 
 struct Inner {
     launch: Launch,
-    /// The configuration in force (with the keys only a restart changes as at start).
-    current: Mutex<Config>,
+    /// The configuration in force (with the keys only a restart changes as at start): the one
+    /// source every reader of the configuration after start goes to ([`Reloader::config`]).
+    current: Mutex<Arc<Config>>,
     mail: Arc<Mailboxes>,
     workers: usize,
     /// Where `[[users]]` are loaded, as at start.
@@ -48,7 +49,7 @@ impl Reloader {
         Reloader {
             inner: Arc::new(Inner {
                 launch,
-                current: Mutex::new(current),
+                current: Mutex::new(Arc::new(current)),
                 mail,
                 workers,
                 store,
@@ -70,7 +71,7 @@ impl Reloader {
             self.inner.mail.send(w, Envelope::Reload(r.clone()));
         }
         let warnings = new.warnings.iter().map(ToString::to_string).collect();
-        *current = new;
+        *current = Arc::new(new);
         Ok(ReloadReport {
             needs_restart,
             warnings,
@@ -78,10 +79,15 @@ impl Reloader {
         })
     }
 
+    /// The configuration in force: as started, or as the last reload that passed left it.
+    pub fn config(&self) -> Arc<Config> {
+        let current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
+        current.clone()
+    }
+
     /// `general.drain_timeout_s` as last loaded.
     pub fn drain_timeout(&self) -> std::time::Duration {
-        let current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
-        current.general.drain_timeout
+        self.config().general.drain_timeout
     }
 
     /// [`Reloader::reload`], with what it did or why not in the log (SIGHUP and the API).

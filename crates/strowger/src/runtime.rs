@@ -107,7 +107,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         inboxes.push(rx);
     }
     let mail = Arc::new(Mailboxes::new(senders, wakers));
-    let feed = Arc::new(crate::api::Feed::default());
+    let feed = Arc::new(crate::api::Feed::new(cfg.api.event_backlog));
     let store = store::open_with_cache(&cfg.registrar.store, cfg.registrar.cache_entries)
         .map_err(|e| format!("registrar.store: {e}"))?;
     let supervisor_store = store.clone();
@@ -318,7 +318,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             .join(", "),
         iax.as_ref()
             .map_or(String::new(), |(a, _)| format!(" IAX2 on udp:{a};")),
-        api.map_or(String::new(), |a| format!(" API on http://{a};")),
+        api.map_or(String::new(), |a| format!(" API on {a};")),
         data_dir.display(),
         measured.as_millis()
     );

@@ -122,6 +122,8 @@ pub enum Envelope {
     },
     /// Whether an event-stream client listens (`switch::Input::Watch`).
     Watch(bool),
+    /// An AOR unregistered through the API (`switch::Input::Unregistered`).
+    Unregistered(String),
 }
 
 /// Counters shared with the process (read by tests and the bench through the log on exit).
@@ -204,7 +206,8 @@ impl Crew {
             stop: Arc::new(AtomicBool::new(false)),
             counters: Arc::new(Counters::default()),
             board: Arc::new(crate::metrics::Board::new(1, "local")),
-            feed: Arc::default(),
+            // No API serves a lone worker's events: the smallest backlog will do.
+            feed: Arc::new(crate::api::Feed::new(16)),
         })
     }
 }
@@ -1218,6 +1221,7 @@ impl Worker {
                     self.input(now, Input::Api { token, command });
                 }
                 Envelope::Watch(on) => self.input(now, Input::Watch(on)),
+                Envelope::Unregistered(aor) => self.input(now, Input::Unregistered(aor)),
             }
         }
     }

@@ -16,7 +16,7 @@ mod source;
 mod trunks;
 mod voicemail;
 
-pub use api::Api;
+pub use api::{Api, Tls as ApiTls};
 pub use cdr::{Cdr, CdrDatabase};
 pub use conference::{Conference, Conferences};
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};

@@ -114,8 +114,22 @@ pub enum Notice {
     },
     /// A digit from the caller's or the callee's phone.
     Dtmf { call_id: String, digit: char },
-    /// A REGISTER was stored: the address-of-record's contacts now (none: unregistered).
-    Registered { aor: String, contacts: Vec<String> },
+    /// A contact was registered that was not (registration events: crate::reg_watch).
+    Added {
+        aor: String,
+        contact: String,
+        expires_in: u64,
+    },
+    /// A registered contact was registered again, for `expires_in` seconds from now.
+    Refreshed {
+        aor: String,
+        contact: String,
+        expires_in: u64,
+    },
+    /// A contact's registration lapsed with no refresh.
+    Expired { aor: String, contact: String },
+    /// A contact was unregistered (Expires: 0, or through the API).
+    Removed { aor: String, contact: String },
     /// An IAX2 peer answered a POKE again, or stopped answering (made on a change only).
     Reachable {
         peer: String,
@@ -129,7 +143,10 @@ impl Notice {
     pub fn kind(&self) -> &'static str {
         match self {
             Notice::Dtmf { .. } => "dtmf",
-            Notice::Registered { .. } => "registration",
+            Notice::Added { .. }
+            | Notice::Refreshed { .. }
+            | Notice::Expired { .. }
+            | Notice::Removed { .. } => "registration",
             Notice::Reachable { .. } => "peer",
             _ => "call",
         }

@@ -387,6 +387,7 @@ impl Engine {
             Input::Crossing(c) => self.on_crossing(*c, now),
             Input::Api { token, command } => self.on_command(token, command, now),
             Input::Watch(on) => self.watched = on,
+            Input::Unregistered(aor) => self.registrar.forget(&aor),
         }
     }
 
@@ -1398,6 +1399,7 @@ impl Engine {
     fn handle_timeout(&mut self, now: Instant) {
         self.iax_timeout(now);
         self.send_keepalives(now);
+        self.tell_expired(now);
         self.trunk_timers(now);
         self.sweep_pins(now);
         self.park_timeouts(now);

@@ -152,6 +152,9 @@ pub enum Input<'a> {
     },
     /// Whether an event-stream client listens: the engine makes [`Event::Notice`]s only then.
     Watch(bool),
+    /// An address-of-record's bindings were removed through the API (which told its clients):
+    /// the contacts the engine watched will not expire.
+    Unregistered(String),
 }
 
 /// What the engine asks of the shell.

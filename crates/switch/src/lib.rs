@@ -41,6 +41,7 @@ mod ports;
 mod proxy;
 pub mod queues;
 mod record_route;
+mod reg_watch;
 pub mod registrar;
 pub mod reload;
 pub mod ringboard;

@@ -477,6 +477,8 @@ pub(crate) struct RegistrarState {
     nonces: Nonces,
     /// Keep-alives to NATed phones registered through this worker (`registrar.keepalive_s`).
     keepalives: Option<KeepAlives>,
+    /// The contacts registered through this worker while an event client listens.
+    watch: crate::reg_watch::RegWatch,
 }
 
 impl RegistrarState {
@@ -486,12 +488,22 @@ impl RegistrarState {
             next_token: 0,
             nonces: r.nonces(worker),
             keepalives: r.keepalive.map(|(period, _)| KeepAlives::new(period)),
+            watch: Default::default(),
         }
     }
 
-    /// When the next keep-alive is due.
+    /// When the next keep-alive is due, or a watched contact lapses.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.keepalives.as_ref().and_then(KeepAlives::next_deadline)
+        let keepalive = self.keepalives.as_ref().and_then(KeepAlives::next_deadline);
+        keepalive
+            .into_iter()
+            .chain(self.watch.next_deadline())
+            .min()
+    }
+
+    /// The AOR's bindings were removed outside SIP (the API, which tells it): none expires.
+    pub(crate) fn forget(&mut self, aor: &str) {
+        self.watch.forget(aor);
     }
 }
 
@@ -904,12 +916,16 @@ impl Engine {
             k.update(aor, list, now, self.clock.unix());
         }
         self.authenticated(peer);
-        self.notice(|_| {
-            Some(crate::control::Notice::Registered {
-                aor: aor.to_string(),
-                contacts: list.iter().map(|b| b.contact.clone()).collect(),
-            })
-        });
+        if self.watched {
+            let unix = self.clock.unix();
+            let bound: Vec<_> = list
+                .iter()
+                .map(|b| (b.contact.clone(), b.remaining(unix)))
+                .collect();
+            for n in self.registrar.watch.stored(aor, &bound, now) {
+                self.events.push_back(crate::io::Event::Notice(n));
+            }
+        }
         self.registered(stx, msg, peer, list, now)
     }
 
@@ -1039,6 +1055,17 @@ impl Engine {
         extra.push(("Date", httpdate(t)));
         self.metrics.registration();
         self.reg_reply(stx, msg, peer, 200, &extra, now);
+    }
+
+    /// Tells the watched contacts whose time passed with no refresh (forgets them all once
+    /// nobody listens).
+    pub(crate) fn tell_expired(&mut self, now: Instant) {
+        if !self.watched {
+            return self.registrar.watch.clear();
+        }
+        for n in self.registrar.watch.expired(now) {
+            self.events.push_back(crate::io::Event::Notice(n));
+        }
     }
 
     /// Sends the keep-alives that are due: a stateless OPTIONS (its answer matches no

@@ -33,7 +33,10 @@ async fn list(
     Query(p): Query<Search>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = page_limit(p.limit)?;
-    let path = s.cfg.general.data_dir.join(&s.cfg.general.cdr);
+    let path = {
+        let cfg = s.reloader.config();
+        cfg.general.data_dir.join(&cfg.general.cdr)
+    };
     let q = p.q.unwrap_or_default().to_lowercase();
     let cdrs = tokio::task::spawn_blocking(move || recent(&path, &q, limit))
         .await

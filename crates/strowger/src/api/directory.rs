@@ -6,6 +6,7 @@
 use super::server::{page_limit, ApiError};
 use super::Shared;
 use crate::users::{with_password, NewUser};
+use crate::worker::Envelope;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, put};
@@ -108,29 +109,39 @@ async fn registrations(
 }
 
 /// Removes every binding of the user's address-of-record, as a `Contact: *` REGISTER with
-/// `Expires: 0` would.
+/// `Expires: 0` would: event clients are told each contact was removed, and the workers that
+/// watched them that they will not expire.
 async fn unregister(
     State(s): State<Arc<Shared>>,
     Path(user): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let aor = format!("{user}@{}", s.cfg.registrar.domain);
+    let aor = format!("{user}@{}", s.reloader.config().registrar.domain);
     let key = aor.clone();
     let removed = with_store(&s, move |st| {
         let now = now();
-        let had = st.lookup(&key, now).map_err(|e| e.to_string())?.len();
+        let had = st.lookup(&key, now).map_err(|e| e.to_string())?;
         st.update(&key, &[store::Change::RemoveAll], now)
             .and_then(|_| st.commit())
             .map_err(|e| e.to_string())?;
         Ok(had)
     })
     .await?;
-    match removed {
-        0 => Err(ApiError::new(
+    if removed.is_empty() {
+        return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("{aor} has no registered contact"),
-        )),
-        n => Ok(Json(json!({ "aor": aor, "removed": n }))),
+        ));
     }
+    for w in 0..s.workers {
+        s.mail.send(w, Envelope::Unregistered(aor.clone()));
+    }
+    for b in &removed {
+        s.feed.notice(switch::control::Notice::Removed {
+            aor: aor.clone(),
+            contact: b.contact.clone(),
+        });
+    }
+    Ok(Json(json!({ "aor": aor, "removed": removed.len() })))
 }
 
 /// The users (never their HA1s).
@@ -157,7 +168,7 @@ async fn add_user(
     Json(new): Json<NewUser>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let c = new
-        .credentials(&s.cfg)
+        .credentials(&s.reloader.config())
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     let (user, domain) = (c.user.clone(), c.domain.clone());
     with_store(&s, move |st| st.put_user(&c).map_err(|e| e.to_string())).await?;
@@ -177,7 +188,7 @@ async fn set_password(
     Path(user): Path<String>,
     Json(p): Json<Password>,
 ) -> Result<Json<Value>, ApiError> {
-    let domain = s.cfg.registrar.domain.clone();
+    let domain = s.reloader.config().registrar.domain.clone();
     let (u, d) = (user.clone(), domain.clone());
     let old = with_store(&s, move |st| st.user(&u, &d).map_err(|e| e.to_string())).await?;
     let old = old.ok_or_else(|| no_user(&user, &domain))?;
@@ -191,7 +202,7 @@ async fn del_user(
     State(s): State<Arc<Shared>>,
     Path(user): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let domain = s.cfg.registrar.domain.clone();
+    let domain = s.reloader.config().registrar.domain.clone();
     let (u, d) = (user.clone(), domain.clone());
     match with_store(&s, move |st| st.del_user(&u, &d).map_err(|e| e.to_string())).await? {
         true => Ok(Json(json!({ "user": user, "domain": domain }))),

@@ -1,6 +1,6 @@
 //! The event feed: what the workers publish for the event stream, fanned out to its clients
 //! by a bounded broadcast channel. Publishing never waits: a client that falls more than
-//! [`CAPACITY`] events behind loses them and is closed (events.rs).
+//! `api.event_backlog` events behind loses them and is closed (events.rs).
 
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,9 +8,6 @@ use std::sync::Arc;
 use std::time::SystemTime;
 use switch::control::Notice;
 use tokio::sync::broadcast;
-
-/// Events a client may fall behind by before it is dropped.
-pub const CAPACITY: usize = 1024;
 
 /// One event as clients receive it: `{"type", "time", "event", ...}`.
 #[derive(Debug, Serialize)]
@@ -40,16 +37,15 @@ pub struct Feed {
     clients: AtomicUsize,
 }
 
-impl Default for Feed {
-    fn default() -> Feed {
+impl Feed {
+    /// A feed whose clients may fall `backlog` events behind before they are dropped.
+    pub fn new(backlog: usize) -> Feed {
         Feed {
-            tx: broadcast::channel(CAPACITY).0,
+            tx: broadcast::channel(backlog).0,
             clients: AtomicUsize::new(0),
         }
     }
-}
 
-impl Feed {
     /// Hands a worker's notice to the clients (a worker calls it; it never blocks).
     pub fn notice(&self, n: Notice) {
         self.publish(n.kind(), Body::Notice(n));

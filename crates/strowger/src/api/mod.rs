@@ -9,6 +9,7 @@ mod console;
 mod directory;
 mod events;
 mod feed;
+mod https;
 mod peers;
 mod reload;
 mod server;
@@ -20,7 +21,6 @@ pub use server::router;
 pub use token::{load_or_create as token, TOKEN_FILE};
 
 use crate::worker::{Counters, Mailboxes};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use switch::config::Config;
 
@@ -34,9 +34,8 @@ pub struct Shared {
     pub max_event_clients: usize,
     /// The store the registrar and `strowger user` use (directory.rs).
     pub store: Arc<dyn store::Store>,
-    /// The configuration the process runs with (the registrar's domain, dialplan contexts).
-    pub cfg: Arc<Config>,
-    /// SIGHUP's reload (`POST /api/v1/reload`).
+    /// SIGHUP's reload (`POST /api/v1/reload`), and the configuration in force: routes read it
+    /// from here on each request, so what a reload changed (users, contexts) shows at once.
     pub reloader: crate::reload::Reloader,
     /// What `/metrics` renders.
     pub metrics: Arc<crate::metrics::Source>,
@@ -53,11 +52,18 @@ pub struct Links {
     pub metrics: Arc<crate::metrics::Source>,
 }
 
-/// Binds `api.listen` and serves the API on a thread named `api`. None: the API is off
-/// (`api.listen = ""`), or its port is taken — logged as an error naming the key, while the
-/// switch goes on taking calls: the management plane must not take the calls down with it
-/// (and two switches started on one machine with the default configuration both run).
-pub fn start(cfg: &Config, links: Links) -> Result<Option<SocketAddr>, String> {
+/// The send buffer of every API connection (inherited from the listening socket; the kernel
+/// doubles it). Fixed rather than autotuned to megabytes: an event client that stops reading
+/// then holds little kernel memory, and falls `api.event_backlog` events behind soon enough
+/// to be closed.
+const SEND_BUFFER: usize = 32 * 1024;
+
+/// Binds `api.listen` and serves the API on a thread named `api`; returns its base URL. None:
+/// the API is off (`api.listen = ""`), or its port is taken — logged as an error naming the
+/// key, while the switch goes on taking calls: the management plane must not take the calls
+/// down with it (and two switches started on one machine with the default configuration both
+/// run). A certificate that cannot be read is an error: the API never falls back to plain HTTP.
+pub fn start(cfg: &Config, links: Links) -> Result<Option<String>, String> {
     let Some(addr) = cfg.api.listen else {
         return Ok(None);
     };
@@ -65,9 +71,19 @@ pub fn start(cfg: &Config, links: Links) -> Result<Option<SocketAddr>, String> {
         Some(t) => t.clone(),
         None => token::load_or_create(&cfg.general.data_dir)?,
     };
+    let tls = cfg
+        .api
+        .tls
+        .as_ref()
+        .map(crate::tls::server_config)
+        .transpose()?;
     let listener = match std::net::TcpListener::bind(addr)
         .and_then(|l| l.set_nonblocking(true).map(|_| l))
-    {
+        .and_then(|l| {
+            socket2::SockRef::from(&l)
+                .set_send_buffer_size(SEND_BUFFER)
+                .map(|_| l)
+        }) {
         Ok(l) => l,
         Err(e) => {
             tracing::error!("no control API: cannot listen on tcp:{addr}: {e} — is another strowger running? (change api.listen or --api-listen, \"\" for no API)");
@@ -91,18 +107,22 @@ pub fn start(cfg: &Config, links: Links) -> Result<Option<SocketAddr>, String> {
         token,
         max_event_clients: cfg.api.max_event_clients,
         store,
-        cfg: Arc::new(cfg.clone()),
         reloader,
         metrics,
     });
+    let url = format!("{}://{addr}", if tls.is_some() { "https" } else { "http" });
     std::thread::Builder::new()
         .name("api".into())
-        .spawn(move || serve(listener, shared))
+        .spawn(move || serve(listener, tls, shared))
         .map_err(|e| format!("cannot start the API thread: {e}"))?;
-    Ok(Some(addr))
+    Ok(Some(url))
 }
 
-fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
+fn serve(
+    listener: std::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shared: Arc<Shared>,
+) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
@@ -116,7 +136,14 @@ fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
             Ok(l) => l,
             Err(e) => return tracing::error!("the API cannot use its socket: {e}"),
         };
-        if let Err(e) = axum::serve(listener, router(shared)).await {
+        let served = match tls {
+            None => axum::serve(listener, router(shared)).await,
+            Some(tls) => match https::HttpsListener::new(listener, tls) {
+                Ok(l) => axum::serve(l, router(shared)).await,
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = served {
             tracing::error!("the API stopped: {e}");
         }
     });

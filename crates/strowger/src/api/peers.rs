@@ -17,15 +17,15 @@ pub fn routes() -> Router<Arc<Shared>> {
 }
 
 async fn peers(State(s): State<Arc<Shared>>) -> Result<Json<Value>, ApiError> {
-    let path = s.cfg.general.data_dir.join(switch::iax::PEERS_STATE);
+    let cfg = s.reloader.config();
+    let path = cfg.general.data_dir.join(switch::iax::PEERS_STATE);
     let text = tokio::task::spawn_blocking(move || std::fs::read_to_string(path).ok())
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let state: Value = text
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null);
-    let rows: Vec<Value> = s
-        .cfg
+    let rows: Vec<Value> = cfg
         .iax2
         .peers
         .iter()

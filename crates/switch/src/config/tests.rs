@@ -756,6 +756,36 @@ fn api_listens_on_loopback_only() {
     assert_eq!(flag.api.listen, Some("[::1]:9000".parse().unwrap()));
 }
 
+/// `[api]` with a TLS certificate and key may listen off loopback; one of the two alone, or no
+/// TLS, is refused with the keys named.
+#[test]
+fn api_off_loopback_needs_tls() {
+    let public = "[api]\nlisten = \"0.0.0.0:8443\"\n";
+    let tls = format!("{MINIMAL}{public}tls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n");
+    let c = Config::from_str(&tls, "t.toml").unwrap();
+    assert_eq!(c.api.listen, Some("0.0.0.0:8443".parse().unwrap()));
+    assert_eq!(
+        c.api.tls.as_ref().map(|t| t.key.as_path()),
+        Some("k.pem".as_ref())
+    );
+    let plain = errors(&format!("{MINIMAL}{public}"));
+    assert!(
+        plain.iter().any(|e| e.contains("api.listen")
+            && e.contains("api.tls_cert")
+            && e.contains("api.tls_key")),
+        "{plain:?}"
+    );
+    let half = errors(&format!("{MINIMAL}{public}tls_cert = \"c.pem\"\n"));
+    assert!(half.iter().any(|e| e.contains("api.tls_key")), "{half:?}");
+    let mut flag = c.clone();
+    assert!(flag.api.override_listen("192.0.2.1:443").is_ok());
+    let backlog = errors(&format!("{MINIMAL}[api]\nevent_backlog = 8\n"));
+    assert!(
+        backlog.iter().any(|e| e.contains("api.event_backlog")),
+        "{backlog:?}"
+    );
+}
+
 #[test]
 fn cdr_database_is_parsed_and_errors_name_the_key() {
     let minimal = Config::from_str(MINIMAL, "m.toml").unwrap();

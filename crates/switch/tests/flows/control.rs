@@ -172,19 +172,53 @@ fn notices_are_made_only_while_watched_and_tell_a_call_in_order() {
     );
 }
 
+/// While watched, a REGISTER's contact is told as added, a refresh as refreshed, a contact
+/// left to lapse as expired (by the registrar's own timer) and an Expires: 0 as removed.
 #[test]
-fn a_stored_registration_is_told_while_watched() {
+fn registrations_are_told_added_refreshed_expired_and_removed_while_watched() {
     let mut n = Net::new(12);
-    let sw = b2bua(&mut n, "[registrar]\nauthenticate = false\n");
+    let sw = b2bua(
+        &mut n,
+        "[registrar]\nauthenticate = false\nmin_expires = 5\n",
+    );
     n.sw(sw).node().watch(true);
     let p = n.ua("127.0.0.1:5070", "1001");
-    n.register(p, SW, "strowger", 600);
-    assert!(n.run_until(secs(2), registered([p])));
-    let notices = n.sw(sw).node().take_notices();
-    let [Notice::Registered { aor, contacts }] = &notices[..] else {
-        panic!("one registration notice: {notices:?}");
+    let told = |n: &mut Net| -> Vec<String> {
+        n.sw(sw)
+            .node()
+            .take_notices()
+            .iter()
+            .map(|x| match x {
+                Notice::Added {
+                    aor,
+                    contact,
+                    expires_in,
+                } => {
+                    assert_eq!(aor, "1001@strowger");
+                    assert!(contact.contains("127.0.0.1:5070"), "{contact}");
+                    format!("added {expires_in}")
+                }
+                Notice::Refreshed { expires_in, .. } => format!("refreshed {expires_in}"),
+                Notice::Expired { aor, .. } => format!("expired {aor}"),
+                Notice::Removed { aor, .. } => format!("removed {aor}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
     };
-    assert_eq!(aor, "1001@strowger");
-    assert_eq!(contacts.len(), 1);
-    assert!(contacts[0].contains("127.0.0.1:5070"), "{contacts:?}");
+    n.register(p, SW, "strowger", 5);
+    assert!(n.run_until(secs(2), registered([p])));
+    assert_eq!(told(&mut n), ["added 5"]);
+    n.run_for(secs(2));
+    n.register(p, SW, "strowger", 5);
+    n.run_for(secs(1));
+    assert_eq!(told(&mut n), ["refreshed 5"]);
+    n.run_for(secs(4));
+    assert!(told(&mut n).is_empty(), "not lapsed yet");
+    n.run_for(secs(2));
+    assert_eq!(told(&mut n), ["expired 1001@strowger"]);
+    n.register(p, SW, "strowger", 60);
+    n.run_for(secs(1));
+    n.register(p, SW, "strowger", 0);
+    n.run_for(secs(1));
+    assert_eq!(told(&mut n), ["added 60", "removed 1001@strowger"]);
 }
