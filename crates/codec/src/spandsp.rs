@@ -34,11 +34,18 @@ state!(
     G722Decoder,
     ffi::g722_decode_free
 );
-state!(
-    /// spandsp's G.726 (linear PCM, RFC 3551 packing); one state per direction.
-    G726,
-    ffi::g726_free
-);
+/// spandsp's G.726 (linear PCM, RFC 3551 packing) and its bits per code word; one per direction.
+pub struct G726(*mut Opaque, usize);
+// SAFETY: as for the G.722 states.
+unsafe impl Send for G726 {}
+impl Drop for G726 {
+    fn drop(&mut self) {
+        // SAFETY: allocated by g726_init(NULL, ...), freed once.
+        unsafe {
+            ffi::g726_free(self.0);
+        }
+    }
+}
 
 impl G722Encoder {
     pub fn new() -> G722Encoder {
@@ -95,22 +102,22 @@ impl G726 {
             )
         };
         assert!(!s.is_null(), "g726_init({bit_rate})");
-        G726(s)
+        G726(s, bit_rate as usize / 8000)
     }
 
-    /// `out` must hold `pcm.len() * 5 / 8 + 1` bytes (the most any rate writes).
+    /// `out` must hold the bytes of `pcm.len()` code words, rounded up.
     pub fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> usize {
-        assert!(out.len() > pcm.len() * 5 / 8);
-        // SAFETY: at most 5 bits per sample out (checked above).
+        assert!(out.len() >= (pcm.len() * self.1).div_ceil(8));
+        // SAFETY: at most that many bytes out (checked above).
         let n =
             unsafe { ffi::g726_encode(self.0, out.as_mut_ptr(), pcm.as_ptr(), pcm.len() as c_int) };
         n as usize
     }
 
-    /// `out` must hold `4 * payload.len() + 4` samples (the most the 16 kbit/s rate writes).
+    /// `out` must hold the code words in `payload` and one left over from before.
     pub fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> usize {
-        assert!(out.len() >= 4 * payload.len() + 4);
-        // SAFETY: at most 4 samples per byte in, plus leftover bits (checked above).
+        assert!(out.len() > 8 * payload.len() / self.1);
+        // SAFETY: at most that many samples out (checked above).
         let n = unsafe {
             ffi::g726_decode(
                 self.0,
