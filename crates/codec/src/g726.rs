@@ -145,7 +145,9 @@ fn top_bit(x: i32) -> i32 {
 }
 
 /// FMULT: the 14-bit coefficient `an` times `srn` in the 4-bit exponent, 6-bit mantissa
-/// floating format of the difference and reconstructed signal history.
+/// floating format of the difference and reconstructed signal history. The portable form, and
+/// the reference the SSE2 lanes are tested against.
+#[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline(always)]
 fn fmult(an: i16, srn: i16) -> i32 {
     let a = i32::from(an);
@@ -160,6 +162,76 @@ fn fmult(an: i16, srn: i16) -> i32 {
     let r = ((((wmant as u64) << 19) >> (19 - exp) as u32) & 0x7FFF) as i32;
     let sign = (i32::from(an) ^ srn) >> 31;
     (r ^ sign) - sign
+}
+
+/// The eight floating multiplies of the predictors, FMULT(coef >> 2, hist) lane by lane.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn products(coef: &[i16; 8], hist: &[i16; 8]) -> [i32; 8] {
+    std::array::from_fn(|i| fmult(coef[i] >> 2, hist[i]))
+}
+
+/// The eight floating multiplies of the predictors in SSE2 (every x86-64 has it), four lanes at
+/// a time. SSE2 has no per-lane shifts or bit counts, so the float unit does both: converting
+/// the magnitude to `f32` gives its top bit as the exponent and its 6-bit mantissa as the top
+/// fraction bits, and the product's scaling by 2^exp is a multiply by a float built from bits.
+/// Every value stays below 2^24, so each step is exact and the result is FMULT's, bit for bit.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn products(coef: &[i16; 8], hist: &[i16; 8]) -> [i32; 8] {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of x86-64; the loads and store are unaligned ones of 16 bytes.
+    unsafe {
+        let c = _mm_srai_epi16(_mm_loadu_si128(coef.as_ptr().cast()), 2);
+        let h = _mm_loadu_si128(hist.as_ptr().cast());
+        let widen = |v: __m128i, hi: bool| {
+            let u = if hi {
+                _mm_unpackhi_epi16(v, v)
+            } else {
+                _mm_unpacklo_epi16(v, v)
+            };
+            _mm_srai_epi32(u, 16)
+        };
+        let fmult4 = |an: __m128i, srn: __m128i| {
+            let pos = _mm_cmpgt_epi32(an, _mm_setzero_si128());
+            let neg = _mm_and_si128(
+                _mm_sub_epi32(_mm_setzero_si128(), an),
+                _mm_set1_epi32(0x1FFF),
+            );
+            let mag = _mm_or_si128(_mm_and_si128(pos, an), _mm_andnot_si128(pos, neg));
+            // 2 * mag, or 1 for 0: the recommendation's mantissa 32 at exponent -6 for a zero.
+            let zero = _mm_cmpeq_epi32(mag, _mm_setzero_si128());
+            let mag2 = _mm_or_si128(_mm_slli_epi32(mag, 1), _mm_srli_epi32(zero, 31));
+            let bits = _mm_castps_si128(_mm_cvtepi32_ps(mag2));
+            let top = _mm_sub_epi32(_mm_srli_epi32(bits, 23), _mm_set1_epi32(127));
+            let mant = _mm_or_si128(
+                _mm_and_si128(_mm_srli_epi32(bits, 18), _mm_set1_epi32(31)),
+                _mm_set1_epi32(32),
+            );
+            let sexp = _mm_and_si128(_mm_srli_epi32(srn, 6), _mm_set1_epi32(0xF));
+            let smant = _mm_and_si128(srn, _mm_set1_epi32(0x3F));
+            let exp = _mm_sub_epi32(_mm_add_epi32(top, sexp), _mm_set1_epi32(19));
+            // Both factors are below 64: a 16-bit multiply of the low halves is exact.
+            let wmant = _mm_srli_epi32(
+                _mm_add_epi32(_mm_mullo_epi16(mant, smant), _mm_set1_epi32(0x30)),
+                4,
+            );
+            let scale =
+                _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(exp, _mm_set1_epi32(127)), 23));
+            let r = _mm_and_si128(
+                _mm_cvttps_epi32(_mm_mul_ps(_mm_cvtepi32_ps(wmant), scale)),
+                _mm_set1_epi32(0x7FFF),
+            );
+            let sign = _mm_srai_epi32(_mm_xor_si128(an, srn), 31);
+            _mm_sub_epi32(_mm_xor_si128(r, sign), sign)
+        };
+        let lo = fmult4(widen(c, false), widen(h, false));
+        let hi = fmult4(widen(c, true), widen(h, true));
+        let mut out = [0i32; 8];
+        _mm_storeu_si128(out.as_mut_ptr().cast(), lo);
+        _mm_storeu_si128(out.as_mut_ptr().add(4).cast(), hi);
+        out
+    }
 }
 
 /// The 4-bit exponent, 6-bit mantissa form of a difference or reconstructed sample (FLOATA/B).
@@ -182,11 +254,12 @@ struct State {
     dms: i16,
     dml: i16,
     ap: i16,
-    a: [i16; 2],
-    b: [i16; 6],
+    /// The predictor's coefficients, laid out for its eight floating multiplies:
+    /// B1..B6 of the zero predictor in lanes 0-5, then A2 and A1 of the pole predictor.
+    coef: [i16; 8],
+    /// What they multiply, in the floating format: DQ(k-1)..DQ(k-6), then SR(k-2) and SR(k-1).
+    hist: [i16; 8],
     pk: [i16; 2],
-    dq: [i16; 6],
-    sr: [i16; 2],
     td: bool,
 }
 
@@ -198,30 +271,20 @@ impl State {
             dms: 0,
             dml: 0,
             ap: 0,
-            a: [0; 2],
-            b: [0; 6],
+            coef: [0; 8],
             pk: [0; 2],
-            dq: [32; 6],
-            sr: [32; 2],
+            hist: [32; 8],
             td: false,
         }
     }
 
-    /// The zero predictor's estimate (FMULT and ACCUM over six taps).
+    /// The zero predictor's estimate SEZ and the whole estimate SE (FMULT, ACCUM).
     #[inline(always)]
-    fn sezi(&self) -> i16 {
-        let mut s = 0i32;
-        for i in 0..6 {
-            s += fmult(self.b[i] >> 2, self.dq[i]);
-        }
-        s as i16
-    }
-
-    /// The zero and pole predictors' estimate.
-    #[inline(always)]
-    fn sei(&self, sezi: i16) -> i16 {
-        let pole = (fmult(self.a[1] >> 2, self.sr[1]) + fmult(self.a[0] >> 2, self.sr[0])) as i16;
-        sezi.wrapping_add(pole)
+    fn predict(&self) -> (i16, i16) {
+        let p = products(&self.coef, &self.hist);
+        let sezi = (p[0] + p[1] + p[2] + p[3] + p[4] + p[5]) as i16;
+        let pole = (p[6] + p[7]) as i16;
+        (sezi, sezi.wrapping_add(pole) >> 1)
     }
 
     /// Quantiser scale factor (MIX of the locked and unlocked factors).
@@ -276,18 +339,14 @@ impl State {
 
         let mut a2p: i16 = 0;
         if tr {
-            self.a = [0; 2];
-            self.b = [0; 6];
+            self.coef = [0; 8];
         } else {
             // UPA2
             let pks1 = pk0 ^ self.pk[0];
-            a2p = self.a[1].wrapping_sub(self.a[1] >> 7);
+            let (a1, a2) = (self.coef[7], self.coef[6]);
+            a2p = a2.wrapping_sub(a2 >> 7);
             if dqsez != 0 {
-                let fa1 = if pks1 != 0 {
-                    self.a[0]
-                } else {
-                    self.a[0].wrapping_neg()
-                };
+                let fa1 = if pks1 != 0 { a1 } else { a1.wrapping_neg() };
                 a2p = if fa1 < -8191 {
                     a2p.wrapping_sub(0x100)
                 } else if fa1 > 8191 {
@@ -311,9 +370,9 @@ impl State {
                     a2p + 0x80
                 };
             }
-            self.a[1] = a2p;
+            self.coef[6] = a2p;
             // UPA1, LIMD
-            let mut a0 = self.a[0].wrapping_sub(self.a[0] >> 8);
+            let mut a0 = a1.wrapping_sub(a1 >> 8);
             if dqsez != 0 {
                 a0 = if pks1 == 0 {
                     a0.wrapping_add(192)
@@ -323,28 +382,28 @@ impl State {
             }
             let a1ul = 15360i16.wrapping_sub(a2p);
             if a0 < a1ul.wrapping_neg() {
-                self.a[0] = a1ul.wrapping_neg();
+                self.coef[7] = a1ul.wrapping_neg();
             } else if a0 > a1ul {
-                self.a[0] = a1ul;
+                self.coef[7] = a1ul;
             } else {
-                self.a[0] = a0;
+                self.coef[7] = a0;
             }
             // UPB: sign-sign update of the zero predictor.
             let shift = if BITS == 5 { 9 } else { 8 };
             let inc: i16 = if mag != 0 { 128 } else { 0 };
             for i in 0..6 {
-                let s = ((dq ^ self.dq[i]) >> 15) | 1;
-                self.b[i] = self.b[i]
-                    .wrapping_sub(self.b[i] >> shift)
+                let s = ((dq ^ self.hist[i]) >> 15) | 1;
+                self.coef[i] = self.coef[i]
+                    .wrapping_sub(self.coef[i] >> shift)
                     .wrapping_add(inc.wrapping_mul(s));
             }
         }
 
         // DELAY of the difference and reconstructed signals in floating form.
-        self.dq.copy_within(0..5, 1);
-        self.dq[0] = float(mag, dq < 0);
-        self.sr[1] = self.sr[0];
-        self.sr[0] = if sr == i16::MIN {
+        self.hist.copy_within(0..5, 1);
+        self.hist[0] = float(mag, dq < 0);
+        self.hist[6] = self.hist[7];
+        self.hist[7] = if sr == i16::MIN {
             0xFC20u16 as i16
         } else {
             float(i32::from(sr).abs(), sr < 0)
@@ -457,8 +516,7 @@ impl G726Encoder {
         let Bits { mut buf, mut len } = self.bits;
         let mut n = 0;
         for &x in pcm {
-            let sezi = s.sezi();
-            let se = s.sei(sezi) >> 1;
+            let (sezi, se) = s.predict();
             let d = (x >> 2).wrapping_sub(se);
             let y = s.step_size();
             let code = quantize::<BITS>(d, y);
@@ -527,8 +585,7 @@ impl G726Decoder {
             let code = (buf & ((1 << BITS) - 1)) as usize;
             buf >>= BITS;
             len -= BITS;
-            let sezi = s.sezi();
-            let se = s.sei(sezi) >> 1;
+            let (sezi, se) = s.predict();
             let y = s.step_size();
             let sr = s.step::<BITS>(code, sezi, se, y);
             out[n] = sr.wrapping_shl(2);
@@ -536,5 +593,35 @@ impl G726Decoder {
         }
         self.bits = Bits { buf, len };
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vector FMULT equals the scalar one for every coefficient against a spread of
+    /// floating-format values (every exponent and mantissa, both signs, and bit patterns
+    /// only corrupt streams reach).
+    #[test]
+    fn vector_fmult_is_the_scalar_one() {
+        let mut hist = Vec::new();
+        for e in 0..16i16 {
+            for m in [0i16, 1, 31, 32, 45, 63] {
+                let f = (e << 6) | m;
+                hist.extend([f, f - 0x400, f | i16::MIN]);
+            }
+        }
+        for an in (i16::MIN..=i16::MAX)
+            .step_by(7)
+            .chain([0, 1, -1, 4, -4, -32768, 32767])
+        {
+            for h in hist.chunks(8).filter(|h| h.len() == 8) {
+                let coef = [an; 8];
+                let h: [i16; 8] = h.try_into().unwrap();
+                let want: [i32; 8] = std::array::from_fn(|i| fmult(an >> 2, h[i]));
+                assert_eq!(products(&coef, &h), want, "an {an} hist {h:?}");
+            }
+        }
     }
 }
