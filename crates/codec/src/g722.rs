@@ -4,8 +4,8 @@
 //! Bit-exact with spandsp's `g722_encode`/`g722_decode` at 64 kbit/s without the 8 kHz or packed
 //! options, the settings strowger used before (tests.rs compares the two on speech, music, tones
 //! and noise). The quadrature mirror filters, the hot loop, keep the last twelve sample pairs
-//! interleaved in one buffer written twice (no wrap-around inside a window), so each filter output
-//! is one 24-term dot product of 16-bit values the compiler turns into multiply-add vectors.
+//! interleaved in one window, so each filter output is one 24-term dot product of 16-bit values:
+//! three SSE2 multiply-adds on x86-64.
 
 /// QMF coefficients (G.722 Table 11), the oldest sample's first, for the first and second
 /// sample of each pair.
@@ -43,16 +43,18 @@ const QM6: [i32; 64] = [
     11192, 10232, 9360, 8576, 7856, 7192, 6576, 6000, 5456, 4944, 4464, 4008, 3576, 3168, 2776,
     2400, 2032, 1688, 1360, 1040, 728, 432, 136, -432, -136,
 ];
-/// Low-band decision levels (Table 12), entries 1 to 29.
-const Q6: [i32; 29] = [
+/// Low-band decision levels (Table 12), entries 1 to 29, and three zeros that every
+/// difference is at or above (subtracted again in [`quantl`]).
+const Q6: [i16; 32] = [
     35, 72, 110, 150, 190, 233, 276, 323, 370, 422, 473, 530, 587, 650, 714, 786, 858, 940, 1023,
-    1121, 1219, 1339, 1458, 1612, 1765, 1980, 2195, 2557, 2919,
+    1121, 1219, 1339, 1458, 1612, 1765, 1980, 2195, 2557, 2919, 0, 0, 0,
 ];
 const ILB: [i32; 32] = [
     2048, 2093, 2139, 2186, 2233, 2282, 2332, 2383, 2435, 2489, 2543, 2599, 2656, 2714, 2774, 2834,
     2896, 2960, 3025, 3091, 3158, 3228, 3298, 3371, 3444, 3520, 3597, 3676, 3756, 3838, 3922, 4008,
 ];
-/// Low-band code word by decision interval, for a negative and a positive difference.
+/// Low-band code word by decision interval, for a positive and a negative difference.
+const IL: [[u8; 31]; 2] = [ILP, ILN];
 const ILN: [u8; 31] = [
     0, 63, 62, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11,
     10, 9, 8, 7, 6, 5, 4,
@@ -76,6 +78,8 @@ fn sat_add(a: i16, b: i16) -> i16 {
     a.saturating_add(b)
 }
 
+/// A QMF output: 24 products of 16-bit values summed (never beyond 2^29, so never wrapping).
+#[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 fn dot24(w: &[i16; 24], c: &[i16; 24]) -> i32 {
     w.iter()
@@ -84,33 +88,112 @@ fn dot24(w: &[i16; 24], c: &[i16; 24]) -> i32 {
         .sum()
 }
 
-/// The last twelve sample pairs, oldest first, as a contiguous window.
+/// A QMF output in SSE2 (every x86-64 has it): three multiply-adds of eight 16-bit pairs. Left
+/// to itself the compiler folds the constant coefficients into 24 scalar multiplies.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn dot24(w: &[i16; 24], c: &[i16; 24]) -> i32 {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of x86-64; three unaligned 16-byte loads from each 48-byte array.
+    unsafe {
+        let (w, c) = (w.as_ptr().cast::<__m128i>(), c.as_ptr().cast::<__m128i>());
+        let mut acc = _mm_madd_epi16(_mm_loadu_si128(w), _mm_loadu_si128(c));
+        for k in 1..3 {
+            acc = _mm_add_epi32(
+                acc,
+                _mm_madd_epi16(_mm_loadu_si128(w.add(k)), _mm_loadu_si128(c.add(k))),
+            );
+        }
+        acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0b01_00_11_10));
+        acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0b10_11_00_01));
+        _mm_cvtsi128_si32(acc)
+    }
+}
+
+/// QUANTL's decision interval (1 to 30) of the magnitude `wd` at scale `det`: one plus the
+/// number of levels `(Q6 * det) >> 12` at or below it (the levels rise with the index, so this is
+/// where the recommendation's search stops).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn quantl(wd: i32, det: i16) -> usize {
+    let n: usize = Q6
+        .iter()
+        .map(|&q| usize::from(wd >= (i32::from(q) * i32::from(det)) >> 12))
+        .sum();
+    n - 2
+}
+
+/// QUANTL in SSE2: the 32 levels as 16-bit lanes (below 2^15: `det` is at most 32064), from
+/// the high and low halves of the 16-bit products, compared with `wd` and counted.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn quantl(wd: i32, det: i16) -> usize {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of x86-64; four unaligned 16-byte loads of `Q6`.
+    unsafe {
+        let (d, w) = (_mm_set1_epi16(det), _mm_set1_epi16(wd as i16));
+        let mut below = _mm_setzero_si128();
+        for k in 0..4 {
+            let q = _mm_loadu_si128(Q6.as_ptr().cast::<__m128i>().add(k));
+            let level = _mm_or_si128(
+                _mm_slli_epi16(_mm_mulhi_epi16(q, d), 4),
+                _mm_srli_epi16(_mm_mullo_epi16(q, d), 12),
+            );
+            // -1 in each lane whose level is above `wd`.
+            below = _mm_add_epi16(below, _mm_cmpgt_epi16(level, w));
+        }
+        let sum = _mm_madd_epi16(below, _mm_set1_epi16(1));
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0b01_00_11_10));
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0b10_11_00_01));
+        // 32 lanes less those above, less the three zero lanes, plus one.
+        (32 + _mm_cvtsi128_si32(sum) - 2) as usize
+    }
+}
+
+/// The last twelve sample pairs, oldest first.
 #[derive(Debug, Clone)]
 struct Qmf {
-    /// Each pair is written at `pos` and `pos + 24`, so `hist[pos..pos + 24]` is always the window.
-    hist: [i16; 48],
-    pos: usize,
+    w: [i16; 24],
 }
 
 impl Qmf {
     fn new() -> Qmf {
-        Qmf {
-            hist: [0; 48],
-            pos: 0,
-        }
+        Qmf { w: [0; 24] }
     }
 
+    #[cfg(not(target_arch = "x86_64"))]
     #[inline(always)]
     fn push(&mut self, first: i16, second: i16) -> &[i16; 24] {
-        let p = self.pos;
-        self.hist[p] = first;
-        self.hist[p + 1] = second;
-        self.hist[p + 24] = first;
-        self.hist[p + 25] = second;
-        self.pos = if p == 22 { 0 } else { p + 2 };
-        self.hist[self.pos..self.pos + 24]
-            .try_into()
-            .expect("24-sample window")
+        self.w.copy_within(2.., 0);
+        self.w[22] = first;
+        self.w[23] = second;
+        &self.w
+    }
+
+    /// Shifts the window by one pair in three SSE2 registers and stores them whole, so the
+    /// dot products' 16-byte loads are forwarded from these stores rather than stalled on
+    /// two-byte writes.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn push(&mut self, first: i16, second: i16) -> &[i16; 24] {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of x86-64; three unaligned 16-byte loads and stores of `w`.
+        unsafe {
+            let p = self.w.as_mut_ptr().cast::<__m128i>();
+            let (r0, r1, r2) = (
+                _mm_loadu_si128(p),
+                _mm_loadu_si128(p.add(1)),
+                _mm_loadu_si128(p.add(2)),
+            );
+            let pair = _mm_cvtsi32_si128(i32::from(first as u16) | (i32::from(second) << 16));
+            let shift = |lo: __m128i, hi: __m128i| {
+                _mm_or_si128(_mm_srli_si128(lo, 4), _mm_slli_si128(hi, 12))
+            };
+            _mm_storeu_si128(p, shift(r0, r1));
+            _mm_storeu_si128(p.add(1), shift(r1, r2));
+            _mm_storeu_si128(p.add(2), shift(r2, pair));
+        }
+        &self.w
     }
 }
 
@@ -124,8 +207,10 @@ struct Band {
     r: i16,
     p: [i16; 2],
     a: [i16; 2],
-    b: [i16; 6],
-    d: [i16; 7],
+    /// Zero predictor coefficients B1..B6 (lanes 6 and 7 multiply zeros).
+    b: [i16; 8],
+    /// Quantised differences D(k-1)..D(k-6); lanes 6 and 7 stay zero.
+    d: [i16; 8],
 }
 
 impl Band {
@@ -182,21 +267,25 @@ impl Band {
         self.p = [p, self.p[0]];
 
         // UPZERO and FILTEZ: sign-sign update against the previous differences, then the
-        // estimate from the new coefficients over this difference and the five before it.
+        // estimate from the new coefficients over this difference and the five before it. Eight
+        // lanes (two always zero) written whole, so the next sample's loads are never split.
         let step: i16 = if dx == 0 { 0 } else { 128 };
-        self.d[0] = dx;
+        let old = self.d;
+        let b: [i16; 8] = std::array::from_fn(|i| {
+            let wd2 = if (old[i] ^ dx) < 0 { -step } else { step };
+            sat_add(wd2, ((i32::from(self.b[i]) * 32640) >> 15) as i16)
+        });
+        let d: [i16; 8] = std::array::from_fn(|i| match i {
+            0 => dx,
+            1..=5 => old[i - 1],
+            _ => 0,
+        });
         let mut sz = 0i32;
-        for i in 0..6 {
-            let wd2 = if (self.d[i + 1] ^ dx) < 0 {
-                -step
-            } else {
-                step
-            };
-            let wd3 = ((i32::from(self.b[i]) * 32640) >> 15) as i16;
-            self.b[i] = sat_add(wd2, wd3);
-            sz += (i32::from(self.b[i]) * i32::from(sat_add(self.d[i], self.d[i]))) >> 15;
+        for i in 0..8 {
+            sz += (i32::from(b[i]) * i32::from(sat_add(d[i], d[i]))) >> 15;
         }
-        self.d.copy_within(0..6, 1);
+        self.b = b;
+        self.d = d;
         self.sz = sat16(sz);
         self.s = sat_add(sp, self.sz);
     }
@@ -239,11 +328,8 @@ impl G722Encoder {
             let el = xlow.saturating_sub(low.s);
             let wd = i32::from(if el >= 0 { el } else { !el });
             let det = i32::from(low.det);
-            let interval = 1 + Q6
-                .iter()
-                .map(|&q| usize::from(wd >= (q * det) >> 12))
-                .sum::<usize>();
-            let ilow = if el < 0 { ILN[interval] } else { ILP[interval] };
+            let interval = quantl(wd, low.det);
+            let ilow = IL[usize::from(el < 0)][interval];
             let ril = usize::from(ilow >> 2);
             let dlow = ((det * QM4[ril]) >> 15) as i16;
             low.scale(WL[RL42[ril]], 18432, 8);
