@@ -74,15 +74,28 @@ impl Format {
         }
     }
 
-    /// Which implementation codes this format (for `strowger show translation`).
-    pub fn implementation(self) -> &'static str {
+    /// Which implementation codes this format and at what settings, as encoders are made now
+    /// (`strowger show translation` prints it next to the costs it measured with them).
+    pub fn implementation(self) -> String {
         match self {
-            Format::Gsm => "libgsm",
-            Format::Speex | Format::Speex16 => "libspeex",
-            Format::Opus => "libopus",
+            Format::Gsm => "libgsm".into(),
+            Format::Speex | Format::Speex16 => format!(
+                "libspeex, quality {}",
+                SPEEX_QUALITY.load(Ordering::Relaxed)
+            ),
+            Format::Opus => {
+                let o = OpusOptions::default();
+                format!(
+                    "libopus, {} kbit/s, complexity {}",
+                    o.bitrate / 1000,
+                    o.complexity
+                )
+            }
+            Format::G722 => "rust, 64 kbit/s".into(),
+            Format::G726 => "rust, 32 kbit/s".into(),
             #[cfg(feature = "g729")]
-            Format::G729 => "bcg729",
-            _ => "rust",
+            Format::G729 => "bcg729".into(),
+            _ => "rust".into(),
         }
     }
 
