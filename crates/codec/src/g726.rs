@@ -403,52 +403,25 @@ impl State {
         if tr {
             self.coef = [0; 8];
         } else {
-            // UPA2
+            // UPA2, LIMC and UPA1, LIMD, without branches: the signs of speech change
+            // unpredictably. The recommendation's three-way FA1 limit is a clamp of FA1 >> 5.
+            let moved = dqsez != 0;
             let pks1 = pk0 ^ self.pk[0];
-            let (a1, a2) = (self.coef[7], self.coef[6]);
-            a2p = a2.wrapping_sub(a2 >> 7);
-            if dqsez != 0 {
-                let fa1 = if pks1 != 0 { a1 } else { a1.wrapping_neg() };
-                a2p = if fa1 < -8191 {
-                    a2p.wrapping_sub(0x100)
-                } else if fa1 > 8191 {
-                    a2p.wrapping_add(0xFF)
-                } else {
-                    a2p.wrapping_add(fa1 >> 5)
-                };
-                a2p = if pk0 ^ self.pk[1] != 0 {
-                    if a2p <= -12160 {
-                        -12288
-                    } else if a2p >= 12416 {
-                        12288
-                    } else {
-                        a2p - 0x80
-                    }
-                } else if a2p <= -12416 {
-                    -12288
-                } else if a2p >= 12160 {
-                    12288
-                } else {
-                    a2p + 0x80
-                };
-            }
-            // UPA1, LIMD
-            let mut a0 = a1.wrapping_sub(a1 >> 8);
-            if dqsez != 0 {
-                a0 = if pks1 == 0 {
-                    a0.wrapping_add(192)
-                } else {
-                    a0.wrapping_sub(192)
-                };
-            }
-            let a1ul = 15360i16.wrapping_sub(a2p);
-            let a1 = if a0 < a1ul.wrapping_neg() {
-                a1ul.wrapping_neg()
-            } else if a0 > a1ul {
-                a1ul
+            let (a1, a2) = (i32::from(self.coef[7]), i32::from(self.coef[6]));
+            let fa1 = if pks1 != 0 { a1 } else { -a1 };
+            let toward = if pk0 ^ self.pk[1] != 0 { -0x80 } else { 0x80 };
+            let leaked2 = a2 - (a2 >> 7);
+            let moved2 = (leaked2 + (fa1 >> 5).clamp(-0x100, 0xFF) + toward).clamp(-12288, 12288);
+            a2p = (if moved { moved2 } else { leaked2 }) as i16;
+            let push1 = if !moved {
+                0
+            } else if pks1 == 0 {
+                192
             } else {
-                a0
+                -192
             };
+            let a1ul = 15360 - i32::from(a2p);
+            let a1 = (a1 - (a1 >> 8) + push1).clamp(-a1ul, a1ul) as i16;
             // UPB: sign-sign update of the zero predictor.
             let step: i16 = if mag != 0 { 128 } else { 0 };
             upb(
@@ -480,12 +453,13 @@ impl State {
         self.dms = (dms + ((fi - dms) >> 5)) as i16;
         self.dml = (dml + ((i32::from((fi << 2) as i16) - dml) >> 7)) as i16;
         let ap = i32::from(self.ap);
+        let fast = (y < 1536)
+            | self.td
+            | (((i32::from(self.dms) << 2) - i32::from(self.dml)).abs()
+                >= i32::from(self.dml >> 3));
         self.ap = if tr {
             256
-        } else if y < 1536
-            || self.td
-            || ((i32::from(self.dms) << 2) - i32::from(self.dml)).abs() >= i32::from(self.dml >> 3)
-        {
+        } else if fast {
             (ap + ((0x200 - ap) >> 4)) as i16
         } else {
             (ap + ((-ap) >> 4)) as i16
