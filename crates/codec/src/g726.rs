@@ -167,11 +167,14 @@ fn fmult(an: i16, srn: i16) -> i32 {
 }
 
 /// The eight floating multiplies of the predictors, FMULT(coef >> 2, hist) lane by lane.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline(always)]
-fn products(coef: &[i16; 8], hist: &[i16; 8]) -> [i32; 8] {
+fn products_scalar(coef: &[i16; 8], hist: &[i16; 8]) -> [i32; 8] {
     std::array::from_fn(|i| fmult(coef[i] >> 2, hist[i]))
 }
+
+#[cfg(not(target_arch = "x86_64"))]
+use self::products_scalar as products;
 
 /// The eight floating multiplies of the predictors in SSE2 (every x86-64 has it), four lanes at
 /// a time. SSE2 has no per-lane shifts or bit counts, so the float unit does both: converting
@@ -242,9 +245,17 @@ fn products(coef: &[i16; 8], hist: &[i16; 8]) -> [i32; 8] {
 
 /// UPB for B1..B6 (lanes 0-5): leak by `shift`, then `step` towards the sign agreement of DQ
 /// with each past DQ; lanes 6 and 7 take the pole coefficients A2 and A1.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline(always)]
-fn upb(coef: &mut [i16; 8], hist: &[i16; 8], dq: i16, step: i16, shift: u32, a2: i16, a1: i16) {
+fn upb_scalar(
+    coef: &mut [i16; 8],
+    hist: &[i16; 8],
+    dq: i16,
+    step: i16,
+    shift: u32,
+    a2: i16,
+    a1: i16,
+) {
     for i in 0..6 {
         let s = ((dq ^ hist[i]) >> 15) | 1;
         coef[i] = coef[i]
@@ -254,6 +265,9 @@ fn upb(coef: &mut [i16; 8], hist: &[i16; 8], dq: i16, step: i16, shift: u32, a2:
     coef[6] = a2;
     coef[7] = a1;
 }
+
+#[cfg(not(target_arch = "x86_64"))]
+use self::upb_scalar as upb;
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -275,12 +289,15 @@ fn upb(coef: &mut [i16; 8], hist: &[i16; 8], dq: i16, step: i16, shift: u32, a2:
 
 /// DELAY: DQ(k) enters lane 0 pushing DQ(k-1)..DQ(k-5) along; SR(k-1) moves to lane 6 and
 /// SR(k) enters lane 7.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline(always)]
-fn delay(hist: &mut [i16; 8], dq: i16, sr: i16) {
+fn delay_scalar(hist: &mut [i16; 8], dq: i16, sr: i16) {
     let h = *hist;
     *hist = [dq, h[0], h[1], h[2], h[3], h[4], h[7], sr];
 }
+
+#[cfg(not(target_arch = "x86_64"))]
+use self::delay_scalar as delay;
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -659,6 +676,31 @@ impl G726Decoder {
 mod tests {
     use super::*;
 
+    /// The vector UPB and DELAY equal the portable ones, wrap-around included.
+    #[test]
+    fn vector_updates_are_the_scalar_ones() {
+        let mut x = 5u32;
+        let mut r = move || {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 16) as i16
+        };
+        for round in 0..20_000 {
+            let coef: [i16; 8] = std::array::from_fn(|_| r());
+            let hist: [i16; 8] = std::array::from_fn(|_| r());
+            let (dq, a2, a1, f1, f2) = (r(), r(), r(), r(), r());
+            let step = if round % 2 == 0 { 128 } else { 0 };
+            let shift = if round % 3 == 0 { 9 } else { 8 };
+            let (mut c1, mut c2) = (coef, coef);
+            upb(&mut c1, &hist, dq, step, shift, a2, a1);
+            upb_scalar(&mut c2, &hist, dq, step, shift, a2, a1);
+            assert_eq!(c1, c2);
+            let (mut h1, mut h2) = (hist, hist);
+            delay(&mut h1, f1, f2);
+            delay_scalar(&mut h2, f1, f2);
+            assert_eq!(h1, h2);
+        }
+    }
+
     /// The vector FMULT equals the scalar one for every coefficient against a spread of
     /// floating-format values (every exponent and mantissa, both signs, and bit patterns
     /// only corrupt streams reach).
@@ -678,8 +720,11 @@ mod tests {
             for h in hist.chunks(8).filter(|h| h.len() == 8) {
                 let coef = [an; 8];
                 let h: [i16; 8] = h.try_into().unwrap();
-                let want: [i32; 8] = std::array::from_fn(|i| fmult(an >> 2, h[i]));
-                assert_eq!(products(&coef, &h), want, "an {an} hist {h:?}");
+                assert_eq!(
+                    products(&coef, &h),
+                    products_scalar(&coef, &h),
+                    "an {an} hist {h:?}"
+                );
             }
         }
     }
