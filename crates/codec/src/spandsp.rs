@@ -47,6 +47,18 @@ impl Drop for G726 {
     }
 }
 
+impl Default for G722Encoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Default for G722Decoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl G722Encoder {
     pub fn new() -> G722Encoder {
         // SAFETY: a NULL state asks spandsp to allocate one.
