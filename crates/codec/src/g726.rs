@@ -484,18 +484,17 @@ impl State {
     }
 }
 
-/// DQ from a code word's log magnitude (ADDA, ANTILOG), as sign and 15-bit magnitude.
+/// DQ from a code word's log magnitude (ADDA, ANTILOG), as sign and 15-bit magnitude; a
+/// negative log is a zero magnitude, selected without a branch (silence makes it common).
 #[inline(always)]
 fn reconstruct(sign: bool, dqln: i32, y: i32) -> i16 {
-    let dql = (dqln + (y >> 2)) as i16;
-    let neg: i32 = if sign { -0x8000 } else { 0 };
-    if dql < 0 {
-        return neg as i16;
-    }
+    let dql = i32::from((dqln + (y >> 2)) as i16);
     let dex = (dql >> 7) & 15;
     let dqt = 128 + (dql & 127);
-    let dq = (i32::from(dqt) << 7) >> (14 - dex);
-    (dq + neg) as i16
+    // A non-negative log has `dex` at most 14; the mask only keeps the discarded case in range.
+    let mag = (dqt << 7) >> ((14 - dex) & 15);
+    let mag = if dql < 0 { 0 } else { mag };
+    (mag + if sign { -0x8000 } else { 0 }) as i16
 }
 
 /// QUAN as a table: the number of a rate's decision levels at or below each normalised log
