@@ -1,4 +1,4 @@
-.PHONY: bench bench-call-control bench-record bench-scale fuzz install run test
+.PHONY: bench bench-call-control bench-codecs bench-record bench-scale fuzz install run test
 
 # Runs strowger with its embedded demo configuration (README's first command): installs the
 # codec libraries it links (scripts/setup.sh build), then builds and starts it.
@@ -24,6 +24,12 @@ bench-scale:
 # Call control (bench/call_control.sh): queued callers, blind transfers, a 10,000-cycle soak.
 bench-call-control:
 	bash bench/call_control.sh
+
+# strowger's G.722/G.726 against spandsp on speech, interleaved: µs per second of audio and the
+# ratio (bench/codecs.sh), then `strowger show translation`.
+bench-codecs:
+	bash scripts/setup.sh build
+	bash bench/codecs.sh
 
 # Whole-call recording (bench/record.sh): music-on-hold calls recorded and not, up to 1,600 at once.
 bench-record:

@@ -1,6 +1,6 @@
-//! Any bytes as a G.722 (64 kbit/s, the only rate strowger negotiates) stream through spandsp
-//! (framing: packets/mod.rs): every byte gives two samples, and a payload whose samples do not
-//! fit the output is refused before spandsp writes them.
+//! Any bytes as a G.722 (64 kbit/s, the only rate strowger negotiates) stream through
+//! strowger's Rust decoder (framing: packets/mod.rs): every byte gives two samples, and a
+//! payload whose samples do not fit the output is refused before any is written.
 #![no_main]
 
 mod packets;

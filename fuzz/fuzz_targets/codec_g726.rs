@@ -1,6 +1,6 @@
 //! Any bytes as a G.726-32 stream (the only rate strowger negotiates; RFC 3551 bit order)
-//! through spandsp (framing: packets/mod.rs): every byte gives two samples, and a payload whose
-//! samples do not fit the output is refused before spandsp writes them.
+//! through strowger's Rust decoder (framing: packets/mod.rs): every byte gives two samples,
+//! and a payload whose samples do not fit the output is refused before any is written.
 #![no_main]
 
 mod packets;

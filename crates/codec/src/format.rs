@@ -12,9 +12,9 @@ pub enum Format {
     Pcma,
     /// GSM 06.10 full rate (libgsm), static PT 3, 33 bytes per 20 ms.
     Gsm,
-    /// G.722 at 64 kbit/s (spandsp): 16 kHz audio, 8 kHz RTP clock (RFC 3551 §4.5.2), PT 9.
+    /// G.722 at 64 kbit/s (Rust, [`crate::g722`]): 16 kHz audio, 8 kHz RTP clock (RFC 3551 §4.5.2), PT 9.
     G722,
-    /// G.726 at 32 kbit/s (spandsp), RFC 3551 bit order, dynamic PT.
+    /// G.726 at 32 kbit/s (Rust, [`crate::g726`]), RFC 3551 bit order, dynamic PT.
     G726,
     /// Speex narrowband (libspeex), dynamic PT.
     Speex,

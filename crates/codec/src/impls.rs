@@ -6,6 +6,8 @@ use std::ptr;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::ffi::{self, Opaque};
+use crate::g722::{G722Decoder, G722Encoder};
+use crate::g726::{G726Decoder, G726Encoder, Rate};
 use crate::ilbc::{IlbcDecoder, IlbcEncoder, Mode};
 use crate::{Format, G711};
 
@@ -60,8 +62,8 @@ impl Format {
             Format::Pcma => Box::new(G711Codec(G711::Pcma)),
             Format::L16 | Format::L16Wide => Box::new(L16(self)),
             Format::Gsm => Box::new(Gsm::new()),
-            Format::G722 => Box::new(G722Enc::new()),
-            Format::G726 => Box::new(G726::new()),
+            Format::G722 => Box::new(G722Encoder::new()),
+            Format::G726 => Box::new(G726Encoder::new(Rate::Kbps32)),
             Format::Speex | Format::Speex16 => {
                 Box::new(SpeexEnc::new(self, SPEEX_QUALITY.load(Ordering::Relaxed)))
             }
@@ -72,6 +74,31 @@ impl Format {
         }
     }
 
+    /// Which implementation codes this format and at what settings, as encoders are made now
+    /// (`strowger show translation` prints it next to the costs it measured with them).
+    pub fn implementation(self) -> String {
+        match self {
+            Format::Gsm => "libgsm".into(),
+            Format::Speex | Format::Speex16 => format!(
+                "libspeex, quality {}",
+                SPEEX_QUALITY.load(Ordering::Relaxed)
+            ),
+            Format::Opus => {
+                let o = OpusOptions::default();
+                format!(
+                    "libopus, {} kbit/s, complexity {}",
+                    o.bitrate / 1000,
+                    o.complexity
+                )
+            }
+            Format::G722 => "rust, 64 kbit/s".into(),
+            Format::G726 => "rust, 32 kbit/s".into(),
+            #[cfg(feature = "g729")]
+            Format::G729 => "bcg729".into(),
+            _ => "rust".into(),
+        }
+    }
+
     /// A new decoder.
     pub fn decoder(self) -> Box<dyn Decoder> {
         match self {
@@ -79,8 +106,8 @@ impl Format {
             Format::Pcma => Box::new(G711Codec(G711::Pcma)),
             Format::L16 | Format::L16Wide => Box::new(L16(self)),
             Format::Gsm => Box::new(Gsm::new()),
-            Format::G722 => Box::new(G722Dec::new()),
-            Format::G726 => Box::new(G726::new()),
+            Format::G722 => Box::new(G722Decoder::new()),
+            Format::G726 => Box::new(G726Decoder::new(Rate::Kbps32)),
             Format::Speex | Format::Speex16 => Box::new(SpeexDec::new(self)),
             Format::Opus => Box::new(OpusDec::new().expect("opus decoder")),
             Format::Ilbc20 | Format::Ilbc30 => Box::new(IlbcDec(IlbcDecoder::new(ilbc_mode(self)))),
@@ -221,76 +248,17 @@ impl Decoder for Gsm {
     }
 }
 
-macro_rules! spandsp_state {
-    ($name:ident, $free:path) => {
-        struct $name(*mut Opaque);
-        // SAFETY: spandsp states are plain heap structs owned by this value.
-        unsafe impl Send for $name {}
-        impl Drop for $name {
-            fn drop(&mut self) {
-                // SAFETY: allocated by the matching init(NULL, ...), freed once.
-                unsafe {
-                    $free(self.0);
-                }
-            }
-        }
-    };
-}
-
-spandsp_state!(G722Enc, ffi::g722_encode_free);
-spandsp_state!(G722Dec, ffi::g722_decode_free);
-spandsp_state!(G726, ffi::g726_free);
-
-impl G722Enc {
-    fn new() -> G722Enc {
-        // SAFETY: a NULL state asks spandsp to allocate one.
-        let s = unsafe { ffi::g722_encode_init(ptr::null_mut(), 64000, 0) };
-        assert!(!s.is_null());
-        G722Enc(s)
-    }
-}
-
-impl G722Dec {
-    fn new() -> G722Dec {
-        // SAFETY: as above.
-        let s = unsafe { ffi::g722_decode_init(ptr::null_mut(), 64000, 0) };
-        assert!(!s.is_null());
-        G722Dec(s)
-    }
-}
-
-impl G726 {
-    /// One state per direction is needed in practice: [`Format::encoder`] and
-    /// [`Format::decoder`] each make their own.
-    fn new() -> G726 {
-        // SAFETY: as above.
-        let s = unsafe {
-            ffi::g726_init(
-                ptr::null_mut(),
-                32000,
-                ffi::G726_ENCODING_LINEAR,
-                ffi::G726_PACKING_RIGHT,
-            )
-        };
-        assert!(!s.is_null());
-        G726(s)
-    }
-}
-
-impl Encoder for G722Enc {
+impl Encoder for G722Encoder {
     fn format(&self) -> Format {
         Format::G722
     }
     fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
         whole(pcm, Format::G722, out)?;
-        // SAFETY: len samples in, len/2 bytes out (checked by `whole`).
-        let n =
-            unsafe { ffi::g722_encode(self.0, out.as_mut_ptr(), pcm.as_ptr(), pcm.len() as c_int) };
-        Ok(n as usize)
+        Ok(G722Encoder::encode(self, pcm, out))
     }
 }
 
-impl Decoder for G722Dec {
+impl Decoder for G722Decoder {
     fn format(&self) -> Format {
         Format::G722
     }
@@ -298,50 +266,29 @@ impl Decoder for G722Dec {
         if out.len() < 2 * payload.len() {
             return Err(short(Format::G722, payload.len()));
         }
-        // SAFETY: 2 samples out per byte in; `out` has room.
-        let n = unsafe {
-            ffi::g722_decode(
-                self.0,
-                out.as_mut_ptr(),
-                payload.as_ptr(),
-                payload.len() as c_int,
-            )
-        };
-        Ok(n as usize)
+        Ok(G722Decoder::decode(self, payload, out))
     }
 }
 
-impl Encoder for G726 {
+impl Encoder for G726Encoder {
     fn format(&self) -> Format {
         Format::G726
     }
     fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
         whole(pcm, Format::G726, out)?;
-        // SAFETY: 4 bits per sample out; `out` holds len/2 bytes.
-        let n =
-            unsafe { ffi::g726_encode(self.0, out.as_mut_ptr(), pcm.as_ptr(), pcm.len() as c_int) };
-        Ok(n as usize)
+        Ok(G726Encoder::encode(self, pcm, out))
     }
 }
 
-impl Decoder for G726 {
+impl Decoder for G726Decoder {
     fn format(&self) -> Format {
         Format::G726
     }
     fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
-        if out.len() < 2 * payload.len() {
+        if out.len() < self.samples_in(payload.len()) {
             return Err(short(Format::G726, payload.len()));
         }
-        // SAFETY: 2 samples out per byte in.
-        let n = unsafe {
-            ffi::g726_decode(
-                self.0,
-                out.as_mut_ptr(),
-                payload.as_ptr(),
-                payload.len() as c_int,
-            )
-        };
-        Ok(n as usize)
+        Ok(G726Decoder::decode(self, payload, out))
     }
 }
 

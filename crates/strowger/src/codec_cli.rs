@@ -11,15 +11,35 @@
 use std::path::Path;
 use std::time::Instant;
 
-use codec::translate::{cpu_now, Graph};
+use codec::translate::{cpu_now, Graph, Node};
 use codec::{resample, Format, Translator};
 
 type Res<T> = Result<T, String>;
 
-pub fn show_translation(paths: bool) -> Res<()> {
+/// Measures every step with encoders at the configured settings (`speex_quality`: the
+/// configuration's `rtp.speex_quality`) and prints the matrix, then which implementation codes
+/// each format and what encoding and decoding one second of it costs.
+pub fn show_translation(paths: bool, speex_quality: u8) -> Res<()> {
     let t0 = Instant::now();
+    codec::set_speex_quality(speex_quality);
     let g = Graph::measure(1000, 3);
     print!("{}", g.render_matrix());
+    println!();
+    println!(
+        "{:<9} {:>9} {:>9}  implementation",
+        "format", "encode", "decode"
+    );
+    for &f in Format::all() {
+        let (node, slin) = (Node::Codec(f), Node::Slin(f.pcm_rate()));
+        let cost = |a, b| g.path(a, b).map_or(f64::NAN, |p| p.cost_us);
+        println!(
+            "{:<9} {:>9.0} {:>9.0}  {}",
+            f.name(),
+            cost(slin, node),
+            cost(node, slin),
+            f.implementation()
+        );
+    }
     if paths {
         println!();
         print!("{}", g.render_paths());

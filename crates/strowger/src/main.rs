@@ -77,7 +77,8 @@ enum Command {
         input: PathBuf,
         output: PathBuf,
     },
-    /// Show state: `show translation [--paths]` measures codec costs and prints the matrix;
+    /// Show state: `show translation [--paths]` measures codec costs (at the configuration's
+    /// settings) and prints the matrix and each format's implementation;
     /// `show peers` lists SIP users with their registered contacts, IAX2 peers with their
     /// registration and reachability, and SIP trunks with where each is registered.
     Show {
@@ -132,7 +133,13 @@ fn main() -> ExitCode {
             return finish(codec_cli::run(&op, &codec, to.as_deref(), &input, &output));
         }
         Some(Command::Show { what, paths }) if what == "translation" => {
-            return finish(codec_cli::show_translation(paths))
+            return match load(cli.config.as_ref()) {
+                Ok(cfg) => finish(codec_cli::show_translation(paths, cfg.rtp.speex_quality)),
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(2)
+                }
+            };
         }
         Some(Command::Show { .. }) => {
             let mut cfg = match load(cli.config.as_ref()) {

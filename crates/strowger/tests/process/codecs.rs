@@ -8,6 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common;
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_strowger")
 }
@@ -179,18 +181,48 @@ fn gsm_from_strowger_decodes_with_sox_and_opus_with_opusdec() {
     std::fs::remove_dir_all(&d).ok();
 }
 
+/// `strowger show translation` prints the matrix and which implementation codes each format at
+/// the configured settings: G.722 and G.726 in Rust, GSM by libgsm, Speex at the configuration's
+/// `rtp.speex_quality`.
 #[test]
-fn show_translation_prints_the_matrix() {
+fn show_translation_prints_the_matrix_and_implementations() {
+    let d = dir("translation");
+    let cfg = d.join("strowger.toml");
+    let embedded = common::read_text(&common::repo_root().join("crates/switch/src/default.toml"));
+    std::fs::write(
+        &cfg,
+        embedded.replace("speex_quality = 8", "speex_quality = 3"),
+    )
+    .unwrap();
     let out = Command::new(bin())
+        .arg("--config")
+        .arg(&cfg)
         .args(["show", "translation"])
         .output()
         .unwrap();
-    assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for name in ["pcmu", "gsm", "g722", "g726", "speex16", "opus", "slin48"] {
         assert!(text.contains(name), "{name} missing:\n{text}");
     }
+    let line = |f: &str| {
+        // The implementations follow the matrix, whose rows start with the same names.
+        text.lines()
+            .rfind(|l| l.split_whitespace().next() == Some(f))
+            .unwrap_or_else(|| panic!("no {f} line:\n{text}"))
+            .to_string()
+    };
+    assert!(line("g726").ends_with("rust, 32 kbit/s"), "{text}");
+    assert!(line("g722").ends_with("rust, 64 kbit/s"), "{text}");
+    assert!(line("gsm").ends_with("libgsm"), "{text}");
+    assert!(line("speex").ends_with("libspeex, quality 3"), "{text}");
+    assert!(line("opus").contains("libopus, 24 kbit/s"), "{text}");
     eprintln!("{text}");
+    std::fs::remove_dir_all(&d).ok();
 }
 
 /// `strowger codec transcode`: sox's GSM through the translator to µ-law is what sox hears in
