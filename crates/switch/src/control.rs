@@ -20,6 +20,9 @@ pub enum Command {
     Hangup { call_id: String, cause: u8 },
     /// This worker's counters ([`Reply::Stats`]).
     Stats,
+    /// Place a call (originate.rs), sent only to the worker its Call-ID hashes to
+    /// ([`Reply::Originated`]).
+    Originate(Box<crate::originate::Originate>),
 }
 
 /// A worker's answer to a [`Command`].
@@ -29,6 +32,8 @@ pub enum Reply {
     /// Whether this worker had the call (and so hung it up).
     Hangup(bool),
     Stats(WorkerStats),
+    /// The call was placed (it rings FROM now), or why it cannot be.
+    Originated(Result<(), crate::originate::Refused>),
 }
 
 /// A call as the API shows it.
@@ -157,6 +162,7 @@ impl Engine {
                 requests_rejected: self.stats.requests_rejected,
                 overloaded: self.overloaded,
             }),
+            Command::Originate(o) => Reply::Originated(self.originate(*o, now)),
         };
         self.events.push_back(Event::Api { token, reply });
     }
@@ -189,6 +195,8 @@ impl Engine {
     fn leg_info(&self, c: &Call, l: &Leg) -> LegInfo {
         let stats = l.media.and_then(|m| self.media.stats(m));
         let caller = l.role == Role::Caller;
+        // A caller without an INVITE of its own is one the API called (originate.rs).
+        let inbound = caller && (c.invite.is_some() || l.iax().is_some());
         LegInfo {
             call_id: l.call_id().to_string(),
             role: match l.role {
@@ -197,7 +205,7 @@ impl Engine {
                 Role::Ringing => "ringing",
                 Role::Transferor => "transferor",
             },
-            direction: if caller { "in" } else { "out" },
+            direction: if inbound { "in" } else { "out" },
             state: match (caller, c.answered, l.confirmed) {
                 (true, true, _) | (false, _, true) => "up",
                 _ => "ringing",

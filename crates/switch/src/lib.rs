@@ -32,6 +32,7 @@ mod media_out;
 pub mod metrics;
 pub mod moh;
 pub mod mwi;
+pub mod originate;
 mod parking;
 pub mod parklot;
 mod pickup;

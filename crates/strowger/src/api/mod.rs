@@ -9,6 +9,7 @@ mod console;
 mod directory;
 mod events;
 mod feed;
+mod originate;
 mod peers;
 mod reload;
 mod server;
