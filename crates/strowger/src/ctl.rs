@@ -41,6 +41,21 @@ enum CtlCmd {
         #[arg(long, default_value = "normal")]
         cause: String,
     },
+    /// Place a call: ring FROM (a user, or a sip: URI at a trusted peer) and, once it answers,
+    /// run the dialplan for TO on that leg. Prints the new call's id.
+    Originate {
+        from: String,
+        to: String,
+        /// The dialplan context (default: dialplan.default_context).
+        #[arg(long)]
+        context: Option<String>,
+        /// The number FROM's phone shows (default: TO).
+        #[arg(long)]
+        caller_id: Option<String>,
+        /// How long FROM may ring, in seconds.
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
     /// Print the event stream until interrupted, one event a line.
     Events {
         /// Comma-separated: call, dtmf, registration, peer, overload (default: all).
@@ -138,13 +153,47 @@ pub fn run(args: CtlArgs, cfg: &Config) -> Result<(), String> {
                 false => println!("hung up {id} (cause {})", v["cause"]),
             }
         }
+        CtlCmd::Originate {
+            from,
+            to,
+            context,
+            caller_id,
+            timeout,
+        } => {
+            let body = serde_json::json!({
+                "from": from, "to": to, "context": context,
+                "caller_id": caller_id, "timeout_s": timeout,
+            });
+            let body = strip_nulls(body);
+            let v = send(&ep, "POST", "/api/v1/calls", Some(&body))?;
+            match args.json {
+                true => println!("{v}"),
+                false => println!(
+                    "calling {from} for {to}: {}",
+                    v["id"].as_str().unwrap_or("?")
+                ),
+            }
+        }
         CtlCmd::Events { types } => tail(&ep, types.as_deref(), args.json)?,
     }
     Ok(())
 }
 
+/// The fields of an object that are set (the API takes an absent field, not a null).
+fn strip_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(o) => Value::Object(o.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+        v => v,
+    }
+}
+
 /// One request; the API's `{"error"}` becomes the error.
 fn request(ep: &Endpoint, method: &str, path: &str) -> Result<Value, String> {
+    send(ep, method, path, None)
+}
+
+/// One request with a JSON body for a POST.
+fn send(ep: &Endpoint, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(std::time::Duration::from_secs(10)))
@@ -154,7 +203,13 @@ fn request(ep: &Endpoint, method: &str, path: &str) -> Result<Value, String> {
     let auth = format!("Bearer {}", ep.token);
     let sent = match method {
         "DELETE" => agent.delete(&url).header("Authorization", &auth).call(),
-        "POST" => agent.post(&url).header("Authorization", &auth).send_empty(),
+        "POST" => {
+            let post = agent.post(&url).header("Authorization", &auth);
+            match body {
+                Some(b) => post.send_json(b),
+                None => post.send_empty(),
+            }
+        }
         _ => agent.get(&url).header("Authorization", &auth).call(),
     };
     let resp =

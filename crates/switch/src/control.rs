@@ -23,6 +23,11 @@ pub enum Command {
     /// Place a call (originate.rs), sent only to the worker its Call-ID hashes to
     /// ([`Reply::Originated`]).
     Originate(Box<crate::originate::Originate>),
+    /// Act on the call whose caller has this Call-ID (call_commands.rs; [`Reply::Acted`]).
+    Act {
+        call_id: String,
+        action: crate::call_commands::Action,
+    },
 }
 
 /// A worker's answer to a [`Command`].
@@ -34,6 +39,8 @@ pub enum Reply {
     Stats(WorkerStats),
     /// The call was placed (it rings FROM now), or why it cannot be.
     Originated(Result<(), crate::originate::Refused>),
+    /// Done, or why not; None: this worker does not have the call.
+    Acted(Option<Result<(), crate::originate::Refused>>),
 }
 
 /// A call as the API shows it.
@@ -163,6 +170,7 @@ impl Engine {
                 overloaded: self.overloaded,
             }),
             Command::Originate(o) => Reply::Originated(self.originate(*o, now)),
+            Command::Act { call_id, action } => Reply::Acted(self.act(&call_id, action, now)),
         };
         self.events.push_back(Event::Api { token, reply });
     }

@@ -6,6 +6,7 @@ mod apps;
 pub mod auth;
 mod bridge;
 pub mod call;
+pub mod call_commands;
 pub mod call_recording;
 mod calls;
 pub mod cdr;

@@ -36,7 +36,8 @@ fn bad(message: String) -> ApiError {
 fn plain(what: &str, v: &str) -> Result<(), ApiError> {
     let ok = !v.is_empty()
         && v.len() <= 128
-        && v.bytes().all(|b| b.is_ascii_graphic() && !b"<>\"\\".contains(&b));
+        && v.bytes()
+            .all(|b| b.is_ascii_graphic() && !b"<>\"\\".contains(&b));
     match ok {
         true => Ok(()),
         false => Err(bad(format!(
@@ -63,7 +64,9 @@ pub(super) async fn place(
     }
     let timeout_s = p.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
     if !(1..=MAX_TIMEOUT_S).contains(&timeout_s) {
-        return Err(bad(format!("timeout_s={timeout_s}: expected 1-{MAX_TIMEOUT_S}")));
+        return Err(bad(format!(
+            "timeout_s={timeout_s}: expected 1-{MAX_TIMEOUT_S}"
+        )));
     }
     let context = p
         .context
@@ -84,6 +87,9 @@ pub(super) async fn place(
             StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST),
             r.message,
         )),
-        _ => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer")),
+        _ => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "unexpected answer",
+        )),
     }
 }

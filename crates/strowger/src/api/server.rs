@@ -24,6 +24,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/openapi.json", get(openapi))
         .merge(super::calls::routes())
+        .merge(super::call_commands::routes())
         .merge(super::directory::routes())
         .merge(super::peers::routes())
         .merge(super::events::routes())
@@ -126,7 +127,8 @@ pub async fn ask(s: &Shared, cmd: Command) -> Result<Vec<Reply>, ApiError> {
 /// Posts `cmd` to worker `w` alone (the one that owns a call) and awaits its answer.
 pub async fn ask_worker(s: &Shared, w: usize, cmd: Command) -> Result<Reply, ApiError> {
     let mut r = ask_some(s, w..w + 1, cmd).await?;
-    r.pop().ok_or_else(|| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no worker answered"))
+    r.pop()
+        .ok_or_else(|| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no worker answered"))
 }
 
 async fn ask_some(

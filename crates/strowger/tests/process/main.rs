@@ -2,6 +2,7 @@
 //! and the tests of all files share the test threads. Each module was a file of tests/.
 
 mod api;
+mod api_calls;
 mod auth;
 mod calls;
 mod cdr_db;

@@ -1,6 +1,7 @@
 //! Calls the control API places (`Command::Originate`): strowger rings FROM — a registered
 //! user's phone or a URI at a trusted peer — and, once it answers, runs the dialplan for TO
-//! on that leg; a user with no phone, or a URI at an untrusted host, fails as it should.
+//! on that leg; a user with no phone, or a URI at an untrusted host, fails as it should. And
+//! the commands on a call in progress (`Command::Act`): digits, blind transfer, recording.
 
 use crate::net;
 
@@ -8,6 +9,7 @@ use net::*;
 use sip::Method;
 use std::time::Duration;
 use store::CredentialStore;
+use switch::call_commands::{Action, Side};
 use switch::control::{Command, Notice, Reply};
 use switch::originate::{Originate, Refused};
 
@@ -203,4 +205,187 @@ fn a_uri_at_an_untrusted_host_or_a_bad_request_is_refused() {
     assert_eq!(r.status, 400, "{}", r.message);
     assert_eq!(n.sw(sw).active_calls(), 0);
     assert!(n.sw(sw).cdrs().is_empty(), "nothing was placed");
+}
+
+/// Alice calls 2001, bridged to Bob; `rtp` goes in the `[rtp]` table.
+fn bridged(seed: u64, rtp: &str) -> (Net, Id, Id, Id, String) {
+    let mut n = Net::new(seed);
+    let sw = b2bua(&mut n, &format!("[rtp]\nmedia_timeout_s = 0\n{rtp}"));
+    let a = n.ua(ALICE, "alice");
+    let b = n.ua(BOB, "bob");
+    let c = n.invite(a, "sip:2001@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, c)));
+    let id = n.agent(a).call(c).call_id.clone();
+    (n, sw, a, b, id)
+}
+
+fn act(n: &mut Net, sw: Id, call_id: &str, action: Action) -> Option<Result<(), Refused>> {
+    let cmd = Command::Act {
+        call_id: call_id.into(),
+        action,
+    };
+    match n.sw(sw).node().command(cmd) {
+        Reply::Acted(r) => r,
+        _ => panic!("Act answers with Reply::Acted"),
+    }
+}
+
+#[test]
+fn digits_from_the_caller_reach_the_callee_in_its_form_and_the_event_stream() {
+    let (mut n, sw, _, b, id) = bridged(31, "dtmf = \"info\"\n");
+    n.sw(sw).node().watch(true);
+    let digits = |leg| Action::Dtmf {
+        digits: "4#".into(),
+        leg,
+    };
+    assert!(
+        act(&mut n, sw, "nobody@x", digits(Side::Caller)).is_none(),
+        "no such call"
+    );
+    assert_eq!(act(&mut n, sw, &id, digits(Side::Caller)), Some(Ok(())));
+    n.run_for(ms(300));
+    // Bob takes digits by INFO (rtp.dtmf = "info"): two INFOs, in order.
+    let infos: Vec<String> = n
+        .agent(b)
+        .last()
+        .requests_of(&Method::Info)
+        .iter()
+        .map(|m| body(m))
+        .collect();
+    assert_eq!(
+        infos,
+        [
+            "Signal=4\r\nDuration=100\r\n",
+            "Signal=#\r\nDuration=100\r\n"
+        ]
+    );
+    let dtmf: Vec<char> = n
+        .sw(sw)
+        .node()
+        .take_notices()
+        .into_iter()
+        .filter_map(|t| match t {
+            Notice::Dtmf { digit, .. } => Some(digit),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dtmf, ['4', '#']);
+}
+
+#[test]
+fn a_caller_alone_in_an_app_has_no_callee_to_press_for() {
+    let (mut n, sw, p) = setup();
+    let from = format!("sip:1001@{PHONE}");
+    originate(&mut n, sw, "o9@api", &from, "44444").expect("placed");
+    let callee = Action::Dtmf {
+        digits: "1".into(),
+        leg: Side::Callee,
+    };
+    // Ringing: not even the caller is up.
+    let r = act(
+        &mut n,
+        sw,
+        "o9@api",
+        Action::Dtmf {
+            digits: "1".into(),
+            leg: Side::Caller,
+        },
+    );
+    assert_eq!(r.unwrap().unwrap_err().status, 409);
+    assert!(n.run_until(secs(5), |n| n
+        .agent(p)
+        .calls
+        .first()
+        .is_some_and(|c| c.state == State::Confirmed)));
+    let r = act(&mut n, sw, "o9@api", callee).unwrap().unwrap_err();
+    assert_eq!(r.status, 409, "{}", r.message);
+    let t = Action::Transfer {
+        to: "6666".into(),
+        leg: Side::Caller,
+    };
+    assert_eq!(
+        act(&mut n, sw, "o9@api", t).unwrap().unwrap_err().status,
+        409,
+        "not bridged"
+    );
+}
+
+#[test]
+fn a_bridged_caller_is_transferred_blind_and_the_callee_released() {
+    let (mut n, sw, a, b, id) = bridged(32, "");
+    let to = |to: &str| Action::Transfer {
+        to: to.into(),
+        leg: Side::Caller,
+    };
+    let r = act(&mut n, sw, &id, to("0000")).unwrap().unwrap_err();
+    assert_eq!(r.status, 400, "{}", r.message);
+    assert!(
+        r.message.contains("dialplan.contexts.default"),
+        "{}",
+        r.message
+    );
+    // 6666 answers, waits a second and hangs up: Alice gets its BYE; Bob is released.
+    assert_eq!(act(&mut n, sw, &id, to("6666")), Some(Ok(())));
+    let byes = |n: &mut Net, ua: Id| n.agent(ua).last().requests_of(&Method::Bye).len();
+    assert!(n.run_until(secs(10), |n| byes(n, a) + byes(n, b) == 2));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    assert_eq!(byes(&mut n, b), 1, "the callee released");
+    assert_eq!(
+        n.agent(b).last().requests_of(&Method::Notify).len(),
+        0,
+        "no REFER, so no NOTIFY"
+    );
+    assert_eq!(
+        n.agent(a).last().requests_of(&Method::Bye).len(),
+        1,
+        "6666 hung up"
+    );
+    let cdr = one_cdr(&mut n, sw, "the transferred call");
+    assert_eq!(cdr["transferred_to"], "6666");
+    assert_eq!(cdr["hangup_side"], "switch");
+}
+
+#[test]
+fn a_call_is_recorded_from_when_asked_until_stopped() {
+    let (mut n, sw, a, _, id) = bridged(33, "");
+    assert_eq!(
+        act(&mut n, sw, &id, Action::StopRecording)
+            .unwrap()
+            .unwrap_err()
+            .status,
+        409
+    );
+    let bad = Action::Record {
+        file: Some("../x.wav".into()),
+    };
+    assert_eq!(act(&mut n, sw, &id, bad).unwrap().unwrap_err().status, 400);
+    let rec = Action::Record {
+        file: Some("calls/api.wav".into()),
+    };
+    assert_eq!(act(&mut n, sw, &id, rec.clone()), Some(Ok(())));
+    assert_eq!(
+        act(&mut n, sw, &id, rec).unwrap().unwrap_err().status,
+        409,
+        "once"
+    );
+    n.run_for(secs(1));
+    assert_eq!(act(&mut n, sw, &id, Action::StopRecording), Some(Ok(())));
+    let names: Vec<String> = n
+        .sw(sw)
+        .node()
+        .recordings()
+        .iter()
+        .map(|(f, _)| f.clone())
+        .collect();
+    assert_eq!(names, ["calls/api.wav"]);
+    n.run_for(secs(1));
+    n.bye(a, 0);
+    assert!(n.run_until(secs(5), bye_answered(a, 0)));
+    let cdr = one_cdr(&mut n, sw, "the recorded call");
+    assert_eq!(cdr["recording"], "calls/api.wav");
+    let secs = cdr["recording_s"].as_f64().unwrap();
+    assert!(
+        (0.9..1.5).contains(&secs),
+        "recorded from start to stop only: {secs} s"
+    );
 }
