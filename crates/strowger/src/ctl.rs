@@ -56,6 +56,31 @@ enum CtlCmd {
         #[arg(long)]
         timeout: Option<u64>,
     },
+    /// Digits as if the call's caller (or `--leg callee`) pressed them: the call's app hears
+    /// them, the party bridged to it gets them in its own DTMF form.
+    Dtmf {
+        id: String,
+        digits: String,
+        #[arg(long, value_parser = ["caller", "callee"])]
+        leg: Option<String>,
+    },
+    /// Start or stop recording a call (stereo; `--file` under the data directory, default
+    /// calls/CALL-ID.wav).
+    Record {
+        id: String,
+        #[arg(value_parser = ["start", "stop"])]
+        what: String,
+        #[arg(long)]
+        file: Option<String>,
+    },
+    /// Blind transfer of a bridged call's caller (or `--leg callee`) to an extension of the
+    /// call's context; the other party is released.
+    Transfer {
+        id: String,
+        to: String,
+        #[arg(long, value_parser = ["caller", "callee"])]
+        leg: Option<String>,
+    },
     /// Print the event stream until interrupted, one event a line.
     Events {
         /// Comma-separated: call, dtmf, registration, peer, overload (default: all).
@@ -166,17 +191,47 @@ pub fn run(args: CtlArgs, cfg: &Config) -> Result<(), String> {
             });
             let body = strip_nulls(body);
             let v = send(&ep, "POST", "/api/v1/calls", Some(&body))?;
-            match args.json {
-                true => println!("{v}"),
-                false => println!(
-                    "calling {from} for {to}: {}",
-                    v["id"].as_str().unwrap_or("?")
-                ),
-            }
+            let id = v["id"].as_str().unwrap_or("?");
+            done(&v, args.json, &format!("calling {from} for {to}: {id}"));
+        }
+        CtlCmd::Dtmf { id, digits, leg } => {
+            let body = strip_nulls(serde_json::json!({ "digits": digits, "leg": leg }));
+            let v = send(
+                &ep,
+                "POST",
+                &format!("/api/v1/calls/{}/dtmf", encode(id)),
+                Some(&body),
+            )?;
+            done(&v, args.json, &format!("sent {digits} in {id}"));
+        }
+        CtlCmd::Record { id, what, file } => {
+            let path = format!("/api/v1/calls/{}/record", encode(id));
+            let v = match what.as_str() {
+                "start" => {
+                    let body = strip_nulls(serde_json::json!({ "file": file }));
+                    send(&ep, "POST", &path, Some(&body))?
+                }
+                _ => request(&ep, "DELETE", &path)?,
+            };
+            done(&v, args.json, &format!("recording of {id}: {what}"));
+        }
+        CtlCmd::Transfer { id, to, leg } => {
+            let body = strip_nulls(serde_json::json!({ "to": to, "leg": leg }));
+            let path = format!("/api/v1/calls/{}/transfer", encode(id));
+            let v = send(&ep, "POST", &path, Some(&body))?;
+            done(&v, args.json, &format!("transferring {id} to {to}"));
         }
         CtlCmd::Events { types } => tail(&ep, types.as_deref(), args.json)?,
     }
     Ok(())
+}
+
+/// A command's answer: its JSON for scripts, `line` for people.
+fn done(v: &Value, json: bool, line: &str) {
+    match json {
+        true => println!("{v}"),
+        false => println!("{line}"),
+    }
 }
 
 /// The fields of an object that are set (the API takes an absent field, not a null).

@@ -2,6 +2,8 @@
 //! originate.toml): a SIPp phone registered as user 1001 is rung, answers, and hears the
 //! dialplan of the extension it was called for (a 440 Hz tone, captured on lo); `ctl
 //! originate` rings a URI at the trusted address; a URI anywhere else is refused with 403.
+//! Commands on a call in progress: digits sent through the API pick a menu's branch, and a
+//! bridged SIPp caller is transferred to the tone.
 
 use crate::common;
 
@@ -10,19 +12,38 @@ use common::audio::tone_purity;
 use common::net::free_port;
 use common::pcap::{pcmu_from, Capture};
 use common::registrar::{phone, registered};
+use common::sipp::{Scenario, Sipp};
 use common::switch::Opts;
 use common::{wait_for, Strowger};
 use serde_json::{json, Value};
 use std::time::Duration;
 
 fn start(label: &str) -> Strowger {
+    start_with(label, Vec::new())
+}
+
+fn start_with(label: &str, vars: Vec<(String, String)>) -> Strowger {
     Strowger::with(
         label,
         Opts {
             config: Some("originate.toml"),
+            vars,
             ..Opts::default()
         },
     )
+}
+
+/// Captures what strowger's RTP ports send, on lo.
+fn capture_from(s: &Strowger) -> Capture {
+    let from_strowger = format!("udp and src portrange {}-{}", s.rtp.0, s.rtp.1);
+    Capture::start(s.dir.path(), &from_strowger)
+}
+
+/// How much of 440 Hz the last second strowger sent holds.
+fn ends_in_440(s: &Strowger, capture: Capture) -> f64 {
+    let heard = pcmu_from(&capture.finish(), s.rtp);
+    assert!(heard.len() > 8000, "{} samples sent", heard.len());
+    tone_purity(&heard[heard.len() - 8000..], 440.0)
 }
 
 /// The call `id` once it is answered.
@@ -42,8 +63,7 @@ fn a_registered_phone_is_rung_and_hears_the_extension_it_was_called_for() {
     let port = free_port();
     registered(&s, "1001", "secret-1001", port);
     let uas = phone(&s, port);
-    let from_strowger = format!("udp and src portrange {}-{}", s.rtp.0, s.rtp.1);
-    let capture = Capture::start(s.dir.path(), &from_strowger);
+    let capture = capture_from(&s);
     let placed = json!({ "from": "1001", "to": "440" });
     let id = api.send("POST", "/api/v1/calls", Some(placed))["id"]
         .as_str()
@@ -107,4 +127,76 @@ fn ctl_originate_rings_a_trusted_uri_and_a_stranger_is_refused() {
     );
     assert_eq!(status, 400, "{body}");
     assert_eq!(s.wait_cdrs(1).len(), 1, "nothing else was placed");
+}
+
+#[test]
+fn digits_sent_through_the_api_pick_a_menus_branch() {
+    let s = start("api-dtmf");
+    let api = Api::of(&s);
+    let port = free_port();
+    let uas = phone(&s, port);
+    let capture = capture_from(&s);
+    let from = format!("sip:phone@127.0.0.1:{port}");
+    let id = crate::api::ctl(&s, &["--json", "originate", &from, "500"]);
+    let id: Value = serde_json::from_str(&id).expect("JSON");
+    let id = id["id"].as_str().unwrap();
+    answered(&api, id);
+    std::thread::sleep(Duration::from_millis(500));
+    // The menu's prompt plays; 1 leads to the tone.
+    assert!(crate::api::ctl(&s, &["dtmf", id, "1"]).contains("sent 1"));
+    std::thread::sleep(Duration::from_millis(1500));
+    api.ok("DELETE", &format!("/api/v1/calls/{id}"));
+    uas.finish().assert_ok(1);
+    let purity = ends_in_440(&s, capture);
+    assert!(
+        purity > 0.8,
+        "after 1 the phone hears the tone: purity {purity:.2}"
+    );
+    let (status, body, _) = api.call_as(
+        "POST",
+        &format!("/api/v1/calls/{id}/dtmf"),
+        Some(&api.token),
+        Some(&json!({ "digits": "1" })),
+    );
+    assert_eq!(status, 404, "the call is over: {body}");
+}
+
+#[test]
+fn a_bridged_sipp_caller_is_transferred_to_the_tone() {
+    let dir = common::TempDir::new("api-transfer-sipp");
+    let callee = Sipp::new(Scenario::Builtin("uas"))
+        .calls(1, 1, 1)
+        .spawn(None, dir.path());
+    let s = start_with(
+        "api-transfer",
+        vec![("bridge_target".into(), callee.addr.to_string())],
+    );
+    let api = Api::of(&s);
+    let caller = Sipp::new(Scenario::File("switch_bye.xml"))
+        .service("2001")
+        .spawn(Some(s.sip), dir.path());
+    let call = wait_for(Duration::from_secs(10), || {
+        api.calls().into_iter().find(|c| {
+            c["legs"]
+                .as_array()
+                .is_some_and(|l| l.len() == 2 && l.iter().all(|l| l["state"] == "up"))
+        })
+    })
+    .expect("the bridged call");
+    let id = call["id"].as_str().unwrap().to_string();
+    let capture = capture_from(&s);
+    let out = crate::api::ctl(&s, &["transfer", &id, "440"]);
+    assert!(out.contains("transferring"), "{out}");
+    // The callee is released (its uas ends on strowger's BYE), the caller hears the tone.
+    callee.finish().assert_ok(1);
+    std::thread::sleep(Duration::from_millis(1000));
+    api.ok("DELETE", &format!("/api/v1/calls/{id}"));
+    caller.finish().assert_ok(1);
+    let purity = ends_in_440(&s, capture);
+    assert!(
+        purity > 0.8,
+        "the caller hears 440's tone: purity {purity:.2}"
+    );
+    let cdrs = s.wait_cdrs(1);
+    assert_eq!(cdrs[0].str("transferred_to"), "440", "{:?}", cdrs[0]);
 }
