@@ -1241,9 +1241,16 @@ impl Engine {
         let Some(at) = self.calls.leg_by_client_tx(ctx, status >= 200) else {
             return;
         };
-        // The caller's leg has an INVITE of strowger's only in a call the API placed.
+        // The caller's leg: strowger's INVITE of a call the API placed, while unanswered.
         if at.leg == Call::CALLER {
-            return self.origin_response(at.call, &msg, status, now);
+            if self
+                .calls
+                .get(at.call)
+                .is_some_and(Engine::unanswered_origin)
+            {
+                self.origin_response(at.call, &msg, status, now);
+            }
+            return;
         }
         if !self.select_fork(at, ctx) {
             return;
