@@ -86,6 +86,9 @@ impl Engine {
             true => Some(self.uri_target(&o.from)?),
             false => None,
         };
+        if self.draining {
+            return refused(503, "strowger is stopping (draining): no new calls".into());
+        }
         if self.overloaded || !self.s.slots.try_take() {
             return refused(
                 503,

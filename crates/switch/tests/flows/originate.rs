@@ -205,6 +205,10 @@ fn a_uri_at_an_untrusted_host_or_a_bad_request_is_refused() {
     assert_eq!(r.status, 400, "{}", r.message);
     assert_eq!(n.sw(sw).active_calls(), 0);
     assert!(n.sw(sw).cdrs().is_empty(), "nothing was placed");
+    // A stopping switch places nothing.
+    n.drain_calls(sw);
+    let r = originate(&mut n, sw, "o10@api", "1001", "44444").unwrap_err();
+    assert_eq!(r.status, 503, "{}", r.message);
 }
 
 /// Alice calls 2001, bridged to Bob; `rtp` goes in the `[rtp]` table.
