@@ -32,6 +32,9 @@ pub enum Action {
     Record { file: Option<String> },
     /// Stops the recording under way (the CDR names the file and its length).
     StopRecording,
+    /// `muted`: what `leg` says reaches nobody; `deaf`: `leg` hears nothing. Both false: as
+    /// before. What the leg was joined to (bridge, app, room) stays, so it resumes.
+    Mute { leg: Side, muted: bool, deaf: bool },
 }
 
 /// How long a digit given by the API sounds, in the media.
@@ -60,6 +63,7 @@ impl Engine {
             Action::Dtmf { digits, leg } => self.api_digits(call, &digits, leg, now),
             Action::Transfer { to, leg } => self.api_transfer(call, to, leg, now),
             Action::Record { file } => self.api_record(call, file, now),
+            Action::Mute { leg, muted, deaf } => self.api_mute(call, leg, muted, deaf),
             Action::StopRecording => match self.stop_call_recording(call, now) {
                 true => Ok(()),
                 false => refused(409, "the call is not being recorded"),
@@ -134,6 +138,21 @@ impl Engine {
                 format!("no dialplan rule for {to:?} in the call's context {context:?} (dialplan.contexts.{context}.rules)"),
             ),
         }
+    }
+
+    fn api_mute(
+        &mut self,
+        call: usize,
+        side: Side,
+        muted: bool,
+        deaf: bool,
+    ) -> Result<(), Refused> {
+        let leg = self.up_leg(call, side)?;
+        let Some(m) = self.calls[call].leg(leg).and_then(|l| l.media) else {
+            return refused(409, "the leg has no media");
+        };
+        self.media.set_mute(m, muted, deaf);
+        Ok(())
     }
 
     fn api_record(

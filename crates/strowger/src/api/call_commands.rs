@@ -1,5 +1,5 @@
 //! Commands on a call in progress: `POST /api/v1/calls/{id}/dtmf`, `.../transfer`,
-//! `.../record` (and `DELETE .../record`). Each is asked of every worker, as a hang-up is; the
+//! `.../record` and `.../mute` (and `DELETE` of those two). Each is asked of every worker, as a hang-up is; the
 //! one that has the call acts (switch's call_commands.rs) and the others say they do not have it.
 
 use super::calls::no_call;
@@ -24,6 +24,7 @@ pub fn routes() -> Router<Arc<Shared>> {
             "/api/v1/calls/{id}/record",
             post(record).delete(stop_recording),
         )
+        .route("/api/v1/calls/{id}/mute", post(mute).delete(unmute))
 }
 
 /// The most digits one request sends.
@@ -159,4 +160,55 @@ async fn stop_recording(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     act(&s, id, Action::StopRecording).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Mute {
+    leg: Option<String>,
+    direction: Option<String>,
+}
+
+/// Mutes a leg (default the caller): `in`, what it says reaches nobody (the default); `out`,
+/// it hears nothing; `both`.
+async fn mute(
+    State(s): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    b: Result<Json<Mute>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let expected =
+        "{\"leg\"?: \"caller\" or \"callee\", \"direction\"?: \"in\", \"out\" or \"both\"}";
+    let m = body(b, expected)?;
+    let leg = side(m.leg.as_deref())?;
+    let (muted, deaf) = match m.direction.as_deref().unwrap_or("in") {
+        "in" => (true, false),
+        "out" => (false, true),
+        "both" => (true, true),
+        other => {
+            return Err(bad(format!(
+                "direction {other:?}: expected in, out or both"
+            )))
+        }
+    };
+    act(&s, id, Action::Mute { leg, muted, deaf }).await
+}
+
+#[derive(Deserialize)]
+struct Leg {
+    leg: Option<String>,
+}
+
+/// Undoes a leg's mute (`?leg=callee`; default the caller).
+async fn unmute(
+    State(s): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<Leg>,
+) -> Result<Json<Value>, ApiError> {
+    let leg = side(q.leg.as_deref())?;
+    let action = Action::Mute {
+        leg,
+        muted: false,
+        deaf: false,
+    };
+    act(&s, id, action).await
 }

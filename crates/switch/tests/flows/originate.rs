@@ -393,3 +393,46 @@ fn a_call_is_recorded_from_when_asked_until_stopped() {
         "recorded from start to stop only: {secs} s"
     );
 }
+
+#[test]
+fn a_muted_caller_is_not_heard_a_deaf_callee_hears_nothing_and_both_resume() {
+    let (mut n, sw, a, b, id) = bridged(34, "");
+    n.agent(a).send_rtp = true;
+    n.agent(b).send_rtp = true;
+    // RTP packets agent `ua` gets in the next second.
+    let heard = |n: &mut Net, ua: Id| {
+        let from = n.agent(ua).rtp.len();
+        n.run_for(secs(1));
+        n.agent(ua).rtp.len() - from
+    };
+    let mute = |leg, muted, deaf| Action::Mute { leg, muted, deaf };
+    assert!(heard(&mut n, b) >= 45, "Alice is heard");
+    assert_eq!(
+        act(&mut n, sw, &id, mute(Side::Caller, true, false)),
+        Some(Ok(()))
+    );
+    n.run_for(ms(100));
+    assert_eq!(heard(&mut n, b), 0, "Alice muted");
+    assert!(heard(&mut n, a) >= 45, "Alice still hears Bob");
+    assert_eq!(
+        act(&mut n, sw, &id, mute(Side::Caller, false, false)),
+        Some(Ok(()))
+    );
+    n.run_for(ms(100));
+    assert!(heard(&mut n, b) >= 45, "Alice heard again");
+    assert_eq!(
+        act(&mut n, sw, &id, mute(Side::Callee, false, true)),
+        Some(Ok(()))
+    );
+    n.run_for(ms(100));
+    assert_eq!(heard(&mut n, b), 0, "Bob is deaf");
+    assert!(heard(&mut n, a) >= 45, "Bob is still heard");
+    assert_eq!(
+        act(&mut n, sw, &id, mute(Side::Callee, false, false)),
+        Some(Ok(()))
+    );
+    n.run_for(ms(100));
+    assert!(heard(&mut n, b) >= 45, "Bob hears again");
+    n.bye(a, 0);
+    assert!(n.run_until(secs(5), bye_answered(a, 0)));
+}
