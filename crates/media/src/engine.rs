@@ -510,6 +510,17 @@ impl Engine {
         };
     }
 
+    /// Mutes leg `id` (`muted`: what arrives from it reaches nobody — its bridge's peer, its
+    /// room) or makes it deaf (`deaf`: nothing is sent to it, relayed or generated), or undoes
+    /// either; its source (bridge, prompt, room) stays, so what was there resumes.
+    pub fn set_mute(&mut self, id: LegId, muted: bool, deaf: bool) {
+        if let Some(leg) = self.legs.get_mut(id.0) {
+            leg.muted = muted;
+            leg.deaf = deaf;
+            leg.sends = leg.negotiated_sends && !deaf;
+        }
+    }
+
     /// Ends the leg's bridge (or echo); both sides go idle.
     pub fn unbridge(&mut self, id: LegId) {
         let Some(leg) = self.legs.get_mut(id.0) else {
@@ -693,8 +704,10 @@ impl Engine {
 
         let from_law = leg.law;
         let peer = match leg.source {
-            Source::Peer(peer) => peer,
-            Source::Room(room) if audio => return self.rooms.hear(room, id, pkt.payload()),
+            Source::Peer(peer) if !leg.muted => peer,
+            Source::Room(room) if audio && !leg.muted => {
+                return self.rooms.hear(room, id, pkt.payload())
+            }
             _ => return,
         };
         let translated = leg.translator.is_some();
@@ -824,8 +837,8 @@ impl Engine {
             tap.received(payload, now);
         }
         let peer = match leg.source {
-            Source::Peer(peer) => peer,
-            Source::Room(room) => return self.rooms.hear(room, id, payload),
+            Source::Peer(peer) if !leg.muted => peer,
+            Source::Room(room) if !leg.muted => return self.rooms.hear(room, id, payload),
             _ => return,
         };
         if leg.translator.is_some() {

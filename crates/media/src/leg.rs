@@ -168,8 +168,14 @@ pub(crate) struct Leg {
     pub(crate) frame_units: u32,
     /// Linear samples (at the format's rate) per packet.
     pub(crate) frame_pcm: usize,
+    /// Whether anything is sent to the leg: its SDP lets it (`negotiated_sends`) and it is not
+    /// made deaf (`Engine::set_mute`) — one flag, so a mute costs the send path nothing more.
     pub(crate) sends: bool,
+    pub(crate) negotiated_sends: bool,
     pub(crate) receives: bool,
+    /// What arrives from the leg is passed on to nobody (its bridge's peer, its room).
+    pub(crate) muted: bool,
+    pub(crate) deaf: bool,
 
     pub(crate) out: OutStream,
     pub(crate) source: Source,
@@ -244,7 +250,10 @@ impl Leg {
             frame_units: 0,
             frame_pcm: 0,
             sends: true,
+            negotiated_sends: true,
             receives: true,
+            muted: false,
+            deaf: false,
             out,
             source: Source::Idle,
             next_frame: None,
@@ -316,7 +325,7 @@ impl Leg {
 
     pub(crate) fn update(&mut self, u: LegUpdate) {
         // Resuming a held stream restarts the media timeout.
-        if u.receives && u.sends && !(self.receives && self.sends) {
+        if u.receives && u.sends && !(self.receives && self.negotiated_sends) {
             self.last_rx = None;
         }
         self.payload_type = u.payload_type;
@@ -329,7 +338,8 @@ impl Leg {
         self.remote_rtcp = u.remote_rtcp;
         self.symmetric = u.symmetric;
         self.latched = false;
-        self.sends = u.sends;
+        self.negotiated_sends = u.sends;
+        self.sends = u.sends && !self.deaf;
         self.receives = u.receives;
     }
 

@@ -45,6 +45,46 @@ enum CtlCmd {
         #[arg(long, default_value = "normal")]
         cause: String,
     },
+    /// Place a call: ring FROM (a user, or a sip: URI at a trusted peer) and, once it answers,
+    /// run the dialplan for TO on that leg. Prints the new call's id.
+    Originate {
+        from: String,
+        to: String,
+        /// The dialplan context (default: dialplan.default_context).
+        #[arg(long)]
+        context: Option<String>,
+        /// The number FROM's phone shows (default: TO).
+        #[arg(long)]
+        caller_id: Option<String>,
+        /// How long FROM may ring, in seconds.
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Digits as if the call's caller (or `--leg callee`) pressed them: the call's app hears
+    /// them, the party bridged to it gets them in its own DTMF form.
+    Dtmf {
+        id: String,
+        digits: String,
+        #[arg(long, value_parser = ["caller", "callee"])]
+        leg: Option<String>,
+    },
+    /// Start or stop recording a call (stereo; `--file` under the data directory, default
+    /// calls/CALL-ID.wav).
+    Record {
+        id: String,
+        #[arg(value_parser = ["start", "stop"])]
+        what: String,
+        #[arg(long)]
+        file: Option<String>,
+    },
+    /// Blind transfer of a bridged call's caller (or `--leg callee`) to an extension of the
+    /// call's context; the other party is released.
+    Transfer {
+        id: String,
+        to: String,
+        #[arg(long, value_parser = ["caller", "callee"])]
+        leg: Option<String>,
+    },
     /// Print the event stream until interrupted, one event a line.
     Events {
         /// Comma-separated: call, dtmf, registration, peer, overload (default: all).
@@ -159,13 +199,77 @@ pub fn run(args: CtlArgs, cfg: &Config) -> Result<(), String> {
                 false => println!("hung up {id} (cause {})", v["cause"]),
             }
         }
+        CtlCmd::Originate {
+            from,
+            to,
+            context,
+            caller_id,
+            timeout,
+        } => {
+            let body = serde_json::json!({
+                "from": from, "to": to, "context": context,
+                "caller_id": caller_id, "timeout_s": timeout,
+            });
+            let body = strip_nulls(body);
+            let v = send(&ep, "POST", "/api/v1/calls", Some(&body))?;
+            let id = v["id"].as_str().unwrap_or("?");
+            done(&v, args.json, &format!("calling {from} for {to}: {id}"));
+        }
+        CtlCmd::Dtmf { id, digits, leg } => {
+            let body = strip_nulls(serde_json::json!({ "digits": digits, "leg": leg }));
+            let v = send(
+                &ep,
+                "POST",
+                &format!("/api/v1/calls/{}/dtmf", encode(id)),
+                Some(&body),
+            )?;
+            done(&v, args.json, &format!("sent {digits} in {id}"));
+        }
+        CtlCmd::Record { id, what, file } => {
+            let path = format!("/api/v1/calls/{}/record", encode(id));
+            let v = match what.as_str() {
+                "start" => {
+                    let body = strip_nulls(serde_json::json!({ "file": file }));
+                    send(&ep, "POST", &path, Some(&body))?
+                }
+                _ => request(&ep, "DELETE", &path)?,
+            };
+            done(&v, args.json, &format!("recording of {id}: {what}"));
+        }
+        CtlCmd::Transfer { id, to, leg } => {
+            let body = strip_nulls(serde_json::json!({ "to": to, "leg": leg }));
+            let path = format!("/api/v1/calls/{}/transfer", encode(id));
+            let v = send(&ep, "POST", &path, Some(&body))?;
+            done(&v, args.json, &format!("transferring {id} to {to}"));
+        }
         CtlCmd::Events { types } => tail(&ep, types.as_deref(), args.json)?,
     }
     Ok(())
 }
 
+/// A command's answer: its JSON for scripts, `line` for people.
+fn done(v: &Value, json: bool, line: &str) {
+    match json {
+        true => println!("{v}"),
+        false => println!("{line}"),
+    }
+}
+
+/// The fields of an object that are set (the API takes an absent field, not a null).
+fn strip_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(o) => Value::Object(o.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+        v => v,
+    }
+}
+
 /// One request; the API's `{"error"}` becomes the error.
 fn request(ep: &Endpoint, method: &str, path: &str) -> Result<Value, String> {
+    send(ep, method, path, None)
+}
+
+/// One request with a JSON body for a POST.
+fn send(ep: &Endpoint, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
     let mut config = ureq::Agent::config_builder();
     if let Some(ca) = &ep.ca {
         let roots = ca
@@ -187,7 +291,13 @@ fn request(ep: &Endpoint, method: &str, path: &str) -> Result<Value, String> {
     let auth = format!("Bearer {}", ep.token);
     let sent = match method {
         "DELETE" => agent.delete(&url).header("Authorization", &auth).call(),
-        "POST" => agent.post(&url).header("Authorization", &auth).send_empty(),
+        "POST" => {
+            let post = agent.post(&url).header("Authorization", &auth);
+            match body {
+                Some(b) => post.send_json(b),
+                None => post.send_empty(),
+            }
+        }
         _ => agent.get(&url).header("Authorization", &auth).call(),
     };
     let resp =

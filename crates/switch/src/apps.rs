@@ -716,6 +716,12 @@ impl Engine {
         // Inbound leg.
         if c.caller().iax().is_some() {
             self.iax_release(c.caller_mut(), q850, from != Some(false), now);
+        } else if Engine::unanswered_origin(&c) {
+            // The API's call to FROM rings or failed: CANCEL it if it rings (originate.rs).
+            self.release_outbound(c.caller_mut(), q850, true, now);
+            if c.cdr.sip_status == 0 {
+                c.cdr.sip_status = 487;
+            }
         } else if let (Some(stx), Some(invite), Some(d)) =
             (c.invite_tx.take(), &c.invite, c.caller().dialog())
         {

@@ -239,7 +239,9 @@ impl Engine {
         }
         let has_sdp = !msg.body().is_empty();
         if has_sdp {
-            self.accept_outbound_answer(call, msg.body());
+            if let Some(at) = self.calls[call].callee_idx() {
+                self.accept_answer(call, at, msg.body());
+            }
         }
         if status < 200 {
             if status == 100 {
@@ -282,13 +284,27 @@ impl Engine {
             self.release_outbound(&mut leg, 26, true, now);
         }
         self.queue_answered(call, now);
+        if let Some(at) = self.calls[call].callee_idx() {
+            self.ack_answer(call, at, cseq);
+        }
+        if !self.answer(call, now) {
+            return;
+        }
+        self.link_media(call);
+        self.calls[call].wait = Wait::Forever;
+        self.dial_answered(call);
+    }
+
+    /// ACKs the 2xx (CSeq `cseq`) to leg `at`'s INVITE; the ACK is kept for the 2xx's
+    /// retransmissions.
+    pub(crate) fn ack_answer(&mut self, call: usize, at: LegIdx, cseq: u32) {
         let branch = self.branch();
-        let out = self.calls[call].callee();
+        let out = self.calls[call].leg(at);
         let Some(peer) = out.and_then(Leg::dialog).map(|d| d.peer) else {
             return;
         };
         let local = self.local_for(peer);
-        let Some(out) = self.calls[call].callee_mut() else {
+        let Some(out) = self.calls[call].leg_mut(at) else {
             return;
         };
         let Signal::Sip(d) = &mut out.signal else {
@@ -302,17 +318,12 @@ impl Engine {
         let ack = (d.peer, b.finish(None).into());
         out.ack = Some(ack.clone());
         self.out.push_back(ack);
-        if !self.answer(call, now) {
-            return;
-        }
-        self.link_media(call);
-        self.calls[call].wait = Wait::Forever;
-        self.dial_answered(call);
     }
 
-    fn accept_outbound_answer(&mut self, call: usize, body: &[u8]) {
+    /// Takes the SDP answer in a response to leg `at`'s offer.
+    pub(crate) fn accept_answer(&mut self, call: usize, at: LegIdx, body: &[u8]) {
         let symmetric = self.s.symmetric_rtp;
-        let Some(out) = self.calls[call].callee_mut() else {
+        let Some(out) = self.calls[call].leg_mut(at) else {
             return;
         };
         let Some(offer) = out.our_offer.as_ref() else {

@@ -33,6 +33,10 @@ pub enum Wait {
     Store,
     /// The caller's next digit for a `read` or `menu` (ivr.rs), until its timeout.
     Digits,
+    /// FROM to answer a call the API placed (originate.rs), until this deadline.
+    Answer {
+        until: Instant,
+    },
     /// Nothing more: the call stays until a side hangs up (echo, looped playback, bridged).
     Forever,
 }

@@ -75,7 +75,7 @@ pub(crate) fn parse_format(v: &str) -> Result<FileFormat, String> {
 
 /// A file name from a Call-ID: characters other than letters, digits, `-`, `_`, `.` and `@`
 /// become `_`, so no Call-ID names a path outside the recordings' directory.
-fn file_name(call_id: &str) -> String {
+pub(crate) fn file_name(call_id: &str) -> String {
     call_id
         .chars()
         .map(|c| match c {
@@ -167,10 +167,31 @@ impl Engine {
         if let Some(m) = c.caller().media {
             self.media.stop_call_recording(m, now);
         }
-        c.cdr.recording = Some(r.file);
-        c.cdr.recording_s = Some(r.status.duration().as_millis() as f64 / 1000.0);
-        c.cdr.recording_complete = Some(r.status.complete());
+        into_cdr(c, *r);
     }
+
+    /// Stops call `call`'s recording while the call goes on (the API's `DELETE .../record`);
+    /// false if it had none.
+    pub(crate) fn stop_call_recording(&mut self, call: usize, now: Instant) -> bool {
+        let Some(c) = self.calls.get_mut(call) else {
+            return false;
+        };
+        let Some(r) = c.call_recording.take() else {
+            return false;
+        };
+        if let Some(m) = c.caller().media {
+            self.media.stop_call_recording(m, now);
+        }
+        into_cdr(c, *r);
+        true
+    }
+}
+
+/// A stopped recording in its call's CDR: which file, how long, whether complete.
+fn into_cdr(c: &mut Call, r: Recorded) {
+    c.cdr.recording = Some(r.file);
+    c.cdr.recording_s = Some(r.status.duration().as_millis() as f64 / 1000.0);
+    c.cdr.recording_complete = Some(r.status.complete());
 }
 
 #[cfg(test)]

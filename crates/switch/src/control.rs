@@ -20,6 +20,14 @@ pub enum Command {
     Hangup { call_id: String, cause: u8 },
     /// This worker's counters ([`Reply::Stats`]).
     Stats,
+    /// Place a call (originate.rs), sent only to the worker its Call-ID hashes to
+    /// ([`Reply::Originated`]).
+    Originate(Box<crate::originate::Originate>),
+    /// Act on the call whose caller has this Call-ID (call_commands.rs; [`Reply::Acted`]).
+    Act {
+        call_id: String,
+        action: crate::call_commands::Action,
+    },
 }
 
 /// A worker's answer to a [`Command`].
@@ -29,6 +37,10 @@ pub enum Reply {
     /// Whether this worker had the call (and so hung it up).
     Hangup(bool),
     Stats(WorkerStats),
+    /// The call was placed (it rings FROM now), or why it cannot be.
+    Originated(Result<(), crate::originate::Refused>),
+    /// Done, or why not; None: this worker does not have the call.
+    Acted(Option<Result<(), crate::originate::Refused>>),
 }
 
 /// A call as the API shows it.
@@ -174,6 +186,8 @@ impl Engine {
                 requests_rejected: self.stats.requests_rejected,
                 overloaded: self.overloaded,
             }),
+            Command::Originate(o) => Reply::Originated(self.originate(*o, now)),
+            Command::Act { call_id, action } => Reply::Acted(self.act(&call_id, action, now)),
         };
         self.events.push_back(Event::Api { token, reply });
     }
@@ -206,6 +220,8 @@ impl Engine {
     fn leg_info(&self, c: &Call, l: &Leg) -> LegInfo {
         let stats = l.media.and_then(|m| self.media.stats(m));
         let caller = l.role == Role::Caller;
+        // A caller without an INVITE of its own is one the API called (originate.rs).
+        let inbound = caller && (c.invite.is_some() || l.iax().is_some());
         LegInfo {
             call_id: l.call_id().to_string(),
             role: match l.role {
@@ -214,7 +230,7 @@ impl Engine {
                 Role::Ringing => "ringing",
                 Role::Transferor => "transferor",
             },
-            direction: if caller { "in" } else { "out" },
+            direction: if inbound { "in" } else { "out" },
             state: match (caller, c.answered, l.confirmed) {
                 (true, true, _) | (false, _, true) => "up",
                 _ => "ringing",

@@ -1271,7 +1271,6 @@ impl Engine {
                 let leg = msg
                     .header(HeaderName::CallId)
                     .and_then(|id| self.calls.leg_by_call_id(id))
-                    .filter(|at| at.leg != Call::CALLER)
                     .and_then(|at| self.calls.get(at.call)?.leg(at.leg));
                 if let Some(ack) = leg.and_then(|l| l.ack.clone()) {
                     self.out.push_back(ack);
@@ -1282,6 +1281,17 @@ impl Engine {
         let Some(at) = self.calls.leg_by_client_tx(ctx, status >= 200) else {
             return;
         };
+        // The caller's leg: strowger's INVITE of a call the API placed, while unanswered.
+        if at.leg == Call::CALLER {
+            if self
+                .calls
+                .get(at.call)
+                .is_some_and(Engine::unanswered_origin)
+            {
+                self.origin_response(at.call, &msg, status, now);
+            }
+            return;
+        }
         if !self.select_fork(at, ctx) {
             return;
         }
@@ -1455,6 +1465,7 @@ impl Engine {
                 Wait::Bridge { until } if until <= now => {
                     self.bridge_failed(call, 408, now);
                 }
+                Wait::Answer { until } if until <= now => self.origin_failed(call, 408, now),
                 Wait::Digits => self.ivr_timeout(call, now),
                 _ => {}
             }

@@ -459,6 +459,8 @@ pub(crate) enum Pending {
         user: String,
         timeout: Duration,
     },
+    /// The API's call waiting for FROM's bindings (originate.rs).
+    Origin { call: usize, gen: u64 },
     /// A `forward` step waiting for the user's forwarding to be stored.
     Forward { call: usize, gen: u64 },
     /// A voicemail box's user's phones, to be told of its messages unsolicited (mwi.rs).
@@ -655,6 +657,7 @@ impl Engine {
                 self.dial_located(lookup, &user, result, timeout, now)
             }
             Pending::Forward { call, gen } => self.forward_stored(call, gen, result, now),
+            Pending::Origin { call, gen } => self.origin_located(call, gen, result, now),
             Pending::Mwi { user } => self.mwi_located(&user, result, now),
         }
         self.run_pending(now);

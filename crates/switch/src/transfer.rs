@@ -29,6 +29,10 @@ const GRACE: Duration = Duration::from_secs(2);
 /// final NOTIFY, which ends it, comes when the target answers or fails.
 const EXPIRES_S: u32 = 60;
 
+/// The refer event id of a transfer the control API asked for (call_commands.rs): no REFER,
+/// so no NOTIFYs. No REFER has it: a CSeq is below 2^31 (RFC 3261 §8.1.1.5).
+const BY_API: u32 = u32::MAX;
+
 /// A transfer under way in a call (at most one; a second REFER meanwhile gets 491).
 pub(crate) struct Transfer {
     /// The leg that sent the REFER; None once it hung up.
@@ -270,13 +274,18 @@ impl Engine {
         self.notify(at, id, 100, now);
         match replaces {
             Some(r) => self.attended(at, id, &r, exten, now),
-            None => self.blind(at, id, exten, now),
+            None => {
+                self.blind(at, id, exten, now);
+            }
         }
     }
 
     /// A NOTIFY of the refer event on leg `at` (RFC 3515 §2.4.5), sipfrag `status`; a final
     /// status ends the implicit subscription.
     pub(crate) fn notify(&mut self, at: LegRef, id: u32, status: u16, now: Instant) {
+        if id == BY_API {
+            return;
+        }
         let Some(d) = self
             .calls
             .get(at.call)
@@ -314,8 +323,28 @@ impl Engine {
         self.txs.send_request(bytes, peer, now);
     }
 
-    /// Blind transfer: the transferee runs `exten`'s program in the call's context.
-    fn blind(&mut self, at: LegRef, id: u32, exten: String, now: Instant) {
+    /// A blind transfer the control API asked for, as if leg `at` had sent a REFER to `exten`:
+    /// Err(409) while another is under way, Err(404) with no rule for `exten`.
+    pub(crate) fn transfer_by_api(
+        &mut self,
+        at: LegRef,
+        exten: &str,
+        now: Instant,
+    ) -> Result<(), u16> {
+        let c = self.calls.get(at.call).ok_or(404u16)?;
+        if c.transfer.as_ref().is_some_and(|t| t.pending()) {
+            return Err(409);
+        }
+        self.release_transferor(at.call, now);
+        match self.blind(at, BY_API, exten.to_string(), now) {
+            true => Ok(()),
+            false => Err(404),
+        }
+    }
+
+    /// Blind transfer: the transferee runs `exten`'s program in the call's context. False:
+    /// there is no rule for `exten`.
+    fn blind(&mut self, at: LegRef, id: u32, exten: String, now: Instant) -> bool {
         let c = &self.calls[at.call];
         let vars = target_vars(c, at.leg, &exten);
         let Some(program) = self.dialplan.route(&c.cdr.context, &exten, &vars) else {
@@ -325,10 +354,12 @@ impl Engine {
             );
             let call_id = c.caller().call_id().to_string();
             self.log(crate::io::Level::Info, Some(&call_id), msg);
-            return self.notify(at, id, 404, now);
+            self.notify(at, id, 404, now);
+            return false;
         };
         self.redirect(at, id, exten, program, vars, now);
         self.calls.run_later(at.call);
+        true
     }
 
     /// The transfer's common start: call `at.call` gets `program` (the target `exten`'s) and

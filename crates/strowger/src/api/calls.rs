@@ -15,7 +15,7 @@ use switch::control::{cause_named, CallInfo, Command, Reply};
 
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
-        .route("/api/v1/calls", get(list))
+        .route("/api/v1/calls", get(list).post(super::originate::place))
         .route("/api/v1/calls/{id}", get(show).delete(hang_up))
         .route("/api/v1/stats", get(stats))
 }
@@ -70,7 +70,7 @@ async fn show(
         .ok_or_else(|| no_call(&id))
 }
 
-fn no_call(id: &str) -> ApiError {
+pub(super) fn no_call(id: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         format!("no call {id:?} (GET /api/v1/calls lists them)"),

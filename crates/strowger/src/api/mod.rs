@@ -3,6 +3,7 @@
 //! posts commands to the workers' inboxes (`Envelope::Api`) and awaits their answers, and it
 //! fans out the notices the workers publish to the [`Feed`] (docs/architecture.md).
 
+mod call_commands;
 mod calls;
 mod cdrs;
 mod console;
@@ -10,6 +11,7 @@ mod directory;
 mod events;
 mod feed;
 mod https;
+mod originate;
 mod peers;
 mod reload;
 mod server;

@@ -24,6 +24,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/openapi.json", get(openapi))
         .merge(super::calls::routes())
+        .merge(super::call_commands::routes())
         .merge(super::directory::routes())
         .merge(super::peers::routes())
         .merge(super::events::routes())
@@ -120,7 +121,22 @@ impl IntoResponse for ApiError {
 /// Posts `cmd` to every worker's inbox and gathers their answers. The worker never waits: it
 /// answers through a oneshot channel when its loop reaches the command.
 pub async fn ask(s: &Shared, cmd: Command) -> Result<Vec<Reply>, ApiError> {
-    let waits: Vec<_> = (0..s.workers)
+    ask_some(s, 0..s.workers, cmd).await
+}
+
+/// Posts `cmd` to worker `w` alone (the one that owns a call) and awaits its answer.
+pub async fn ask_worker(s: &Shared, w: usize, cmd: Command) -> Result<Reply, ApiError> {
+    let mut r = ask_some(s, w..w + 1, cmd).await?;
+    r.pop()
+        .ok_or_else(|| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no worker answered"))
+}
+
+async fn ask_some(
+    s: &Shared,
+    workers: std::ops::Range<usize>,
+    cmd: Command,
+) -> Result<Vec<Reply>, ApiError> {
+    let waits: Vec<_> = workers
         .map(|w| {
             let (reply, wait) = tokio::sync::oneshot::channel();
             let command = cmd.clone();

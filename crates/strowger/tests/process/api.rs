@@ -162,7 +162,7 @@ fn ctl_shows_and_hangs_up_a_call() {
 
 /// `strowger --data-dir DATA ctl --api URL ARGS`: the token from the data directory as the
 /// server made it, the address the harness gave it; its stdout.
-fn ctl(s: &Strowger, args: &[&str]) -> String {
+pub(crate) fn ctl(s: &Strowger, args: &[&str]) -> String {
     let data = s.data_dir();
     let url = format!("http://{}", s.api);
     let mut all = vec!["--data-dir", data.to_str().unwrap(), "ctl", "--api", &url];

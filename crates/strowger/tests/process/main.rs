@@ -3,6 +3,7 @@
 
 mod api;
 mod api_ops;
+mod api_calls;
 mod auth;
 mod calls;
 mod cdr_db;

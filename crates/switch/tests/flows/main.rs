@@ -14,6 +14,7 @@ mod hold;
 mod ivr;
 mod metrics;
 mod net;
+mod originate;
 mod parking;
 mod queues;
 mod recording;

@@ -1,0 +1,202 @@
+//! Calls placed through the control API against a running strowger (tests/configs/
+//! originate.toml): a SIPp phone registered as user 1001 is rung, answers, and hears the
+//! dialplan of the extension it was called for (a 440 Hz tone, captured on lo); `ctl
+//! originate` rings a URI at the trusted address; a URI anywhere else is refused with 403.
+//! Commands on a call in progress: digits sent through the API pick a menu's branch, and a
+//! bridged SIPp caller is transferred to the tone.
+
+use crate::common;
+
+use common::api::Api;
+use common::audio::tone_purity;
+use common::net::free_port;
+use common::pcap::{pcmu_from, Capture};
+use common::registrar::{phone, registered};
+use common::sipp::{Scenario, Sipp};
+use common::switch::Opts;
+use common::{wait_for, Strowger};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn start(label: &str) -> Strowger {
+    start_with(label, Vec::new())
+}
+
+fn start_with(label: &str, vars: Vec<(String, String)>) -> Strowger {
+    Strowger::with(
+        label,
+        Opts {
+            config: Some("originate.toml"),
+            vars,
+            ..Opts::default()
+        },
+    )
+}
+
+/// Captures what strowger's RTP ports send, on lo.
+fn capture_from(s: &Strowger) -> Capture {
+    let from_strowger = format!("udp and src portrange {}-{}", s.rtp.0, s.rtp.1);
+    Capture::start(s.dir.path(), &from_strowger)
+}
+
+/// How much of 440 Hz the last second strowger sent holds.
+fn ends_in_440(s: &Strowger, capture: Capture) -> f64 {
+    let heard = pcmu_from(&capture.finish(), s.rtp);
+    assert!(heard.len() > 8000, "{} samples sent", heard.len());
+    tone_purity(&heard[heard.len() - 8000..], 440.0)
+}
+
+/// The call `id` once it is answered.
+fn answered(api: &Api, id: &str) -> Value {
+    wait_for(Duration::from_secs(10), || {
+        api.calls()
+            .into_iter()
+            .find(|c| c["id"] == id && c["state"] == "answered")
+    })
+    .unwrap_or_else(|| panic!("call {id} not answered: {:?}", api.calls()))
+}
+
+#[test]
+fn a_registered_phone_is_rung_and_hears_the_extension_it_was_called_for() {
+    let s = start("api-originate");
+    let api = Api::of(&s);
+    let port = free_port();
+    registered(&s, "1001", "secret-1001", port);
+    let uas = phone(&s, port);
+    let capture = capture_from(&s);
+    let placed = json!({ "from": "1001", "to": "440" });
+    let id = api.send("POST", "/api/v1/calls", Some(placed))["id"]
+        .as_str()
+        .expect("201 with the call's id")
+        .to_string();
+    let call = answered(&api, &id);
+    assert_eq!(
+        (
+            call["exten"].as_str(),
+            call["legs"][0]["direction"].as_str()
+        ),
+        (Some("440"), Some("out"))
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    api.ok("DELETE", &format!("/api/v1/calls/{id}"));
+    // SIPp's uas answered strowger's INVITE and took its BYE.
+    uas.finish().assert_ok(1);
+    let heard = pcmu_from(&capture.finish(), s.rtp);
+    assert!(
+        heard.len() > 8000,
+        "{} samples sent to the phone",
+        heard.len()
+    );
+    let purity = tone_purity(&heard[heard.len() - 8000..], 440.0);
+    assert!(
+        purity > 0.8,
+        "the phone hears 440's tone: purity {purity:.2}"
+    );
+    let cdrs = s.wait_cdrs(1);
+    assert_eq!(cdrs[0].str("call_id"), id);
+    cdrs[0].assert_answered("440");
+}
+
+#[test]
+fn ctl_originate_rings_a_trusted_uri_and_a_stranger_is_refused() {
+    let s = start("api-originate-ctl");
+    let api = Api::of(&s);
+    let port = free_port();
+    let uas = phone(&s, port);
+    let from = format!("sip:phone@127.0.0.1:{port}");
+    let out = crate::api::ctl(&s, &["--json", "originate", &from, "440"]);
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    let id = v["id"].as_str().expect("the call's id");
+    answered(&api, id);
+    api.ok("DELETE", &format!("/api/v1/calls/{id}"));
+    uas.finish().assert_ok(1);
+
+    // Not an open relay: 192.0.2.1 is not in security.trusted.
+    let stranger = json!({ "from": "sip:x@192.0.2.1", "to": "440" });
+    let (status, body, _) = api.call_as("POST", "/api/v1/calls", Some(&api.token), Some(&stranger));
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("security.trusted"),
+        "{body}"
+    );
+    let (status, body, _) = api.call_as(
+        "POST",
+        "/api/v1/calls",
+        Some(&api.token),
+        Some(&json!({ "from": "1001" })),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(s.wait_cdrs(1).len(), 1, "nothing else was placed");
+}
+
+#[test]
+fn digits_sent_through_the_api_pick_a_menus_branch() {
+    let s = start("api-dtmf");
+    let api = Api::of(&s);
+    let port = free_port();
+    let uas = phone(&s, port);
+    let capture = capture_from(&s);
+    let from = format!("sip:phone@127.0.0.1:{port}");
+    let id = crate::api::ctl(&s, &["--json", "originate", &from, "500"]);
+    let id: Value = serde_json::from_str(&id).expect("JSON");
+    let id = id["id"].as_str().unwrap();
+    answered(&api, id);
+    std::thread::sleep(Duration::from_millis(500));
+    // The menu's prompt plays; 1 leads to the tone.
+    assert!(crate::api::ctl(&s, &["dtmf", id, "1"]).contains("sent 1"));
+    std::thread::sleep(Duration::from_millis(1500));
+    api.ok("DELETE", &format!("/api/v1/calls/{id}"));
+    uas.finish().assert_ok(1);
+    let purity = ends_in_440(&s, capture);
+    assert!(
+        purity > 0.8,
+        "after 1 the phone hears the tone: purity {purity:.2}"
+    );
+    let (status, body, _) = api.call_as(
+        "POST",
+        &format!("/api/v1/calls/{id}/dtmf"),
+        Some(&api.token),
+        Some(&json!({ "digits": "1" })),
+    );
+    assert_eq!(status, 404, "the call is over: {body}");
+}
+
+#[test]
+fn a_bridged_sipp_caller_is_transferred_to_the_tone() {
+    let dir = common::TempDir::new("api-transfer-sipp");
+    let callee = Sipp::new(Scenario::Builtin("uas"))
+        .calls(1, 1, 1)
+        .spawn(None, dir.path());
+    let s = start_with(
+        "api-transfer",
+        vec![("bridge_target".into(), callee.addr.to_string())],
+    );
+    let api = Api::of(&s);
+    let caller = Sipp::new(Scenario::File("switch_bye.xml"))
+        .service("2001")
+        .spawn(Some(s.sip), dir.path());
+    let call = wait_for(Duration::from_secs(10), || {
+        api.calls().into_iter().find(|c| {
+            c["legs"]
+                .as_array()
+                .is_some_and(|l| l.len() == 2 && l.iter().all(|l| l["state"] == "up"))
+        })
+    })
+    .expect("the bridged call");
+    let id = call["id"].as_str().unwrap().to_string();
+    let capture = capture_from(&s);
+    let out = crate::api::ctl(&s, &["transfer", &id, "440"]);
+    assert!(out.contains("transferring"), "{out}");
+    // The callee is released (its uas ends on strowger's BYE), the caller hears the tone.
+    callee.finish().assert_ok(1);
+    std::thread::sleep(Duration::from_millis(1000));
+    api.ok("DELETE", &format!("/api/v1/calls/{id}"));
+    caller.finish().assert_ok(1);
+    let purity = ends_in_440(&s, capture);
+    assert!(
+        purity > 0.8,
+        "the caller hears 440's tone: purity {purity:.2}"
+    );
+    let cdrs = s.wait_cdrs(1);
+    assert_eq!(cdrs[0].str("transferred_to"), "440", "{:?}", cdrs[0]);
+}
