@@ -1470,6 +1470,7 @@ pub(crate) fn transport_param(t: Transport) -> &'static str {
     match t {
         Transport::Udp => "",
         Transport::Tcp => ";transport=tcp",
+        Transport::Tls => ";transport=tls",
     }
 }
 
