@@ -253,8 +253,12 @@ impl Conn {
     }
 
     /// Whether bytes wait to be written (a connection that closes so never delivered them).
+    /// (On a TLS connection strowger opened, a handshake that never finished delivered nothing.)
     pub fn unsent(&self) -> bool {
-        !self.outbuf.is_empty() || self.tls.as_ref().is_some_and(|t| t.wants_write())
+        let undelivered = |t: &rustls::Connection| {
+            t.wants_write() || (t.is_handshaking() && matches!(t, rustls::Connection::Client(_)))
+        };
+        !self.outbuf.is_empty() || self.tls.as_deref().is_some_and(undelivered)
     }
 
     /// Writes what is pending once the socket is writable again.

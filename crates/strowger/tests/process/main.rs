@@ -33,6 +33,7 @@ mod reload;
 mod scenarios;
 mod security;
 mod softphone;
+mod tls;
 mod torture;
 mod transfer;
 mod trunk;

@@ -19,7 +19,7 @@ use std::process::Command;
 const RUN_S: u32 = 8;
 
 /// Speech from espeak-ng, as 8 kHz 16-bit mono (what aufile needs for a G.711 call).
-fn speech_wav(dir: &Path) -> PathBuf {
+pub(crate) fn speech_wav(dir: &Path) -> PathBuf {
     let raw = dir.join("speech22k.wav");
     let out = dir.join("speech.wav");
     let text = "Testing the strowger echo extension. The quick brown fox jumps over the lazy dog, \
@@ -61,7 +61,7 @@ fn baresip_call(dir: &Path, sip: SocketAddr, exten: &str, source: &Path) -> Wav 
 }
 
 /// Best correlation of 3 s of what baresip heard (from 0.5 s in) with `reference`.
-fn assert_heard(heard: &Wav, reference: &[i16], what: &str) {
+pub(crate) fn assert_heard(heard: &Wav, reference: &[i16], what: &str) {
     let (c, lag) = best_correlation(&heard.samples, reference, 4000, 24000, -8000..=8000);
     println!("baresip vs {what}: correlation {c:.3} at lag {lag}");
     assert!(

@@ -45,11 +45,15 @@ pub struct Opts {
     /// strowger logs nothing on start (logging at error or warn only): it is taken as started
     /// once it answers an OPTIONS, not on its startup line.
     pub quiet: bool,
+    /// Listen for SIP over TLS too, on a free port (`--tls-listen`; [`Strowger::tls`]).
+    pub tls: bool,
 }
 
 pub struct Strowger {
     child: Option<Child>,
     pub sip: SocketAddr,
+    /// Its TLS listener ([`Opts::tls`]).
+    pub tls: Option<SocketAddr>,
     /// The control API's address (every instance gets its own, so tests run side by side).
     pub api: SocketAddr,
     pub rtp: (u16, u16),
@@ -99,6 +103,11 @@ impl Strowger {
             .arg(dir.path().join("data"))
             .arg("--api-listen")
             .arg(api.to_string());
+        let tls = opts.tls.then(|| {
+            let a: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            cmd.arg("--tls-listen").arg(a.to_string());
+            a
+        });
         if let Some(n) = opts.workers {
             cmd.arg("--workers").arg(n.to_string());
         }
@@ -122,6 +131,7 @@ impl Strowger {
         let mut s = Strowger {
             child: Some(child),
             sip,
+            tls,
             api,
             rtp,
             dir,
