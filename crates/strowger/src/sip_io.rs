@@ -181,7 +181,8 @@ impl Conn {
                 return false;
             }
             if state.peer_has_closed() {
-                return false;
+                // Its close_notify: the socket's end follows, after the messages before it.
+                break;
             }
         }
         // Handshake answers, or the messages that waited for the handshake.

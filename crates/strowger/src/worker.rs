@@ -894,12 +894,9 @@ impl Worker {
                 tracing::debug!("closing the TCP connection from {} ({why})", c.peer);
             }
             if why == sip_io::HANDSHAKE_UNFINISHED {
-                let cut = self
-                    .counters
+                self.counters
                     .tls_handshakes_cut
-                    .fetch_add(1, Ordering::Relaxed)
-                    + 1;
-                tracing::info!("TLS handshakes cut so far: {cut}");
+                    .fetch_add(1, Ordering::Relaxed);
             }
             self.close_conn(t);
         }

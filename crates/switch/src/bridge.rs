@@ -459,7 +459,23 @@ pub(crate) fn better_final(a: u16, b: u16) -> u16 {
 
 #[cfg(test)]
 mod tests {
-    use super::better_final;
+    use super::{better_final, resolve};
+    use sip::transaction::Transport;
+    use sip::Uri;
+
+    #[test]
+    fn sips_and_transport_tls_go_over_tls() {
+        let peer = |u: &str| resolve(&Uri::parse(u).unwrap()).unwrap();
+        let sips = peer("sips:9196@127.0.0.1");
+        assert_eq!((sips.transport, sips.addr.port()), (Transport::Tls, 5061));
+        let tls = peer("sip:9196@127.0.0.1:5071;transport=TLS");
+        assert_eq!((tls.transport, tls.addr.port()), (Transport::Tls, 5071));
+        assert_eq!(
+            peer("sip:9196@127.0.0.1;transport=tcp").transport,
+            Transport::Tcp
+        );
+        assert_eq!(peer("sip:9196@127.0.0.1").addr.port(), 5060);
+    }
 
     #[test]
     fn best_final_response() {

@@ -184,6 +184,31 @@ fn a_tls_trunk_reaches_a_trusted_peer_and_refuses_an_untrusted_one() {
     );
 }
 
+/// A TLS connection to `addr` trusting only `ca` (a PEM file), its handshake done.
+fn tls_client(
+    addr: std::net::SocketAddr,
+    ca: &Path,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, TcpStream::connect(addr).unwrap());
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock).unwrap();
+    }
+    s
+}
+
 /// Reads until the peer closes (Ok(0)) or resets: true if it did within `limit`.
 fn closed_within(conn: &mut TcpStream, limit: Duration) -> bool {
     conn.set_read_timeout(Some(limit)).unwrap();
@@ -201,7 +226,9 @@ fn closed_within(conn: &mut TcpStream, limit: Duration) -> bool {
 
 /// Loopback not whitelisted (so its connections count), a 1 s handshake limit and at most 4
 /// connections per source: a client that sends half a ClientHello is cut after the limit while
-/// a call to 9196 echoes on unaffected, and a fifth connection from 127.0.0.1 is refused.
+/// a call to 9196 echoes on unaffected, a finished TLS connection gets a CRLF pong to its
+/// double-CRLF ping (RFC 5626 §4.4.1) and stays, and a fifth connection from 127.0.0.1 is
+/// refused.
 #[test]
 fn a_stalled_handshake_is_cut_and_a_connection_flood_refused() {
     let dir = TempDir::new("tls-limits");
@@ -252,8 +279,20 @@ fn a_stalled_handshake_is_cut_and_a_connection_flood_refused() {
     assert!((f - 600.0).abs() < 30.0, "echo at {f} Hz during the cut");
     assert_eq!(uac.bye().status(), Some(200));
 
-    // Four connections are held; the fifth from the same source is closed at once.
-    let mut held: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(tls).unwrap()).collect();
+    // A finished handshake is not cut; a ping over it gets its pong.
+    let mut client = tls_client(tls, &self_signed(&s));
+    client.write_all(b"\r\n\r\n").unwrap();
+    client.flush().unwrap();
+    client
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut pong = [0u8; 2];
+    client.read_exact(&mut pong).unwrap();
+    assert_eq!(&pong, b"\r\n");
+
+    // With that one, four connections are held; a fifth from the same source is closed at once.
+    let mut held: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(tls).unwrap()).collect();
     std::thread::sleep(Duration::from_millis(200));
     for c in &mut held {
         assert!(
@@ -267,6 +306,12 @@ fn a_stalled_handshake_is_cut_and_a_connection_flood_refused() {
         "a fifth connection from one source was kept"
     );
     drop(held);
+    std::thread::sleep(Duration::from_millis(1500));
+    client.sock.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    let open =
+        matches!(client.sock.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    assert!(open, "the finished TLS connection was cut");
     s.stop();
     let log = s.stderr();
     assert!(log.contains("security.tcp_max_per_source"), "{log}");

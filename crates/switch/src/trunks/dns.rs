@@ -63,7 +63,9 @@ pub fn naptr_services(records: &[Naptr], only: Option<Transport>) -> Vec<(Transp
                 "SIPS+D2T" => Transport::Tls,
                 _ => return None,
             };
-            (only.is_none_or(|o| o == t) && !r.replacement.is_empty()).then_some((r, t))
+            // TLS only for a trunk that asks for it (`transport = "tls"`), as in `srv_names`.
+            let wanted = only.map_or(t != Transport::Tls, |o| o == t);
+            (wanted && !r.replacement.is_empty()).then_some((r, t))
         })
         .collect();
     usable.sort_by_key(|(r, _)| (r.order, r.preference));
@@ -229,8 +231,17 @@ mod tests {
             [(Transport::Tcp, "_sip._tcp.example.com".to_string())]
         );
         assert_eq!(
+            naptr_services(&recs, Some(Transport::Tls)),
+            [(Transport::Tls, "_sips._tcp.example.com".to_string())]
+        );
+        assert_eq!(
             srv_names("example.com", None)[1],
             (Transport::Tcp, "_sip._tcp.example.com".to_string())
+        );
+        assert_eq!(srv_names("example.com", None).len(), 2);
+        assert_eq!(
+            srv_names("example.com", Some(Transport::Tls)),
+            [(Transport::Tls, "_sips._tcp.example.com".to_string())]
         );
     }
 }
