@@ -10,7 +10,7 @@ use crate::common;
 use crate::softphone::{assert_heard, speech_wav};
 
 use common::audio::{dominant_freq, read_wav, tone, ulaw_decode_all, ulaw_encode};
-use common::baresip::Baresip;
+use common::baresip::{account, Baresip};
 use common::sip::{call, sdp, Rtp, Uac, PCMU};
 use common::switch::{assert_answered_cdrs, run_cli, Opts};
 use common::{wait_for, Strowger, TempDir};
@@ -90,6 +90,71 @@ fn baresip_registers_over_tls_and_hears_its_echo() {
     let cdrs = s.wait_cdrs(1);
     assert_answered_cdrs(&cdrs, 1, "9196");
     assert!(cdrs[0].str("to").contains("transport=tls"), "{cdrs:?}");
+}
+
+/// 1001 registers over TLS and answers by itself; 1002, registered over UDP, calls it: strowger
+/// reaches 1001 over the connection 1001 registered on (its baresip has no certificate to accept
+/// a new TLS connection with), and each phone hears the other.
+#[test]
+fn a_phone_registered_over_tls_is_called_over_its_connection() {
+    let dir = TempDir::new("tls-callee");
+    let home = dir.subdir("home");
+    for (user, password) in [("1001", "pw-tls-1001"), ("1002", "pw-udp-1002")] {
+        let out = run_cli(&["user", "add", user, "--password", password], &home);
+        assert!(out.status.success(), "strowger user add {user}: {out:?}");
+    }
+    let s = Strowger::with(
+        "tls-callee",
+        Opts {
+            cwd: Some(home),
+            tls: true,
+            ..Opts::default()
+        },
+    );
+    let tls = s.tls.unwrap();
+    let ca = self_signed(&s);
+    let speech = speech_wav(dir.path());
+    let demo = common::repo_root().join("assets/demo.wav");
+    let callee = Baresip::spawn_with(
+        "127.0.0.1",
+        dir.path(),
+        "1001",
+        &format!(
+            "<sip:1001@{tls};transport=tls>;auth_pass=pw-tls-1001;regint=600;audio_codecs=PCMU;\
+             answermode=auto"
+        ),
+        &speech,
+        &[],
+        14,
+        &format!("sip_cafile {}", ca.display()),
+    );
+    callee.wait_registered("1001 over TLS");
+    let caller = Baresip::spawn(
+        dir.path(),
+        "1002",
+        &account(s.sip, "1002", "pw-udp-1002", ""),
+        &demo,
+        &[&format!("/dial sip:1001@{}", s.sip)],
+        8,
+    );
+    let heard_by_caller = caller.finish("1002 calling 1001");
+    let heard_by_callee = callee.finish("1001 answering over TLS");
+    assert_heard(
+        &heard_by_caller,
+        &read_wav(&speech).samples,
+        "1001's speech over TLS",
+    );
+    assert_heard(
+        &heard_by_callee,
+        &read_wav(&demo).samples,
+        "1002's demo.wav",
+    );
+    let cdrs = s.wait_cdrs(1);
+    assert_answered_cdrs(&cdrs, 1, "1001");
+    assert!(
+        cdrs[0].str("bridged_to").starts_with("sip:1001-"),
+        "{cdrs:?}"
+    );
 }
 
 /// strowger A's public context sends 7NNNN to strowger B over a TLS trunk; B echoes. With B's
@@ -184,29 +249,111 @@ fn a_tls_trunk_reaches_a_trusted_peer_and_refuses_an_untrusted_one() {
     );
 }
 
-/// A TLS connection to `addr` trusting only `ca` (a PEM file), its handshake done.
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+/// A TLS connection to `addr` trusting only `ca` (a PEM file), presenting `identity` (a
+/// certificate chain and its PKCS#8 key) if given; Err if the handshake failed.
 fn tls_client(
     addr: std::net::SocketAddr,
     ca: &Path,
-) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
-    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    identity: Option<(Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>)>,
+) -> Result<TlsStream, std::io::Error> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer, PrivatePkcs8KeyDer};
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_file_iter(ca).unwrap() {
         roots.add(c.unwrap()).unwrap();
     }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let cfg = match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, PrivatePkcs8KeyDer::from(key).into())
+            .unwrap(),
+    };
     let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
     let conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).unwrap();
     let mut s = rustls::StreamOwned::new(conn, TcpStream::connect(addr).unwrap());
+    s.sock
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
     while s.conn.is_handshaking() {
-        s.conn.complete_io(&mut s.sock).unwrap();
+        s.conn.complete_io(&mut s.sock)?;
     }
-    s
+    Ok(s)
+}
+
+/// Sends an OPTIONS over `s` and returns the status line of what comes back ("" if nothing).
+fn options_over(s: &mut TlsStream) -> String {
+    let local = s.sock.local_addr().unwrap();
+    let req = format!(
+        "OPTIONS sip:ping@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/TLS {local};branch=z9hG4bK-ping\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:ping@{local}>;tag=p\r\nTo: <sip:ping@127.0.0.1>\r\n\
+         Call-ID: ping-{local}\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n"
+    );
+    let mut got = Vec::new();
+    if s.write_all(req.as_bytes()).and_then(|_| s.flush()).is_ok() {
+        let mut buf = [0u8; 4096];
+        while !got.windows(2).any(|w| w == b"\r\n") {
+            match s.read(&mut buf) {
+                Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+                _ => break,
+            }
+        }
+    }
+    String::from_utf8_lossy(&got)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// With `sip.tls_client_ca`, a client presenting a certificate that CA signed is served (its
+/// OPTIONS answered 200) and one presenting none is not.
+#[test]
+fn a_client_ca_lets_in_only_clients_with_its_certificates() {
+    let dir = TempDir::new("tls-client-ca");
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let ca_file = dir.path().join("phones-ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let phone_key = rcgen::KeyPair::generate().unwrap();
+    let mut phone_params = rcgen::CertificateParams::new(vec!["phone".to_string()]).unwrap();
+    phone_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let phone = phone_params.signed_by(&phone_key, &ca, &ca_key).unwrap();
+
+    let line = format!("tls_client_ca = \"{}\"", ca_file.display());
+    let edits = [(
+        "# tls_client_ca = \"/etc/strowger/phones-ca.pem\"",
+        line.as_str(),
+    )];
+    let s = Strowger::with(
+        "tls-client-ca",
+        Opts {
+            config_file: Some(config(dir.path(), "client-ca.toml", &edits, "")),
+            tls: true,
+            ..Opts::default()
+        },
+    );
+    let (tls, server_ca) = (s.tls.unwrap(), self_signed(&s));
+    let identity = (vec![phone.der().clone()], phone_key.serialize_der());
+    let mut with = tls_client(tls, &server_ca, Some(identity)).unwrap();
+    assert_eq!(options_over(&mut with), "SIP/2.0 200 OK");
+    // TLS 1.3: the client finishes before the server has checked it; the refusal follows.
+    let refused = match tls_client(tls, &server_ca, None) {
+        Err(_) => String::new(),
+        Ok(mut without) => options_over(&mut without),
+    };
+    assert_eq!(refused, "", "a client without a certificate was answered");
+    let logged = wait_for(Duration::from_secs(5), || {
+        s.stderr().contains("sip.tls_client_ca").then_some(())
+    });
+    assert!(logged.is_some(), "{}", s.stderr());
 }
 
 /// Reads until the peer closes (Ok(0)) or resets: true if it did within `limit`.
@@ -280,7 +427,7 @@ fn a_stalled_handshake_is_cut_and_a_connection_flood_refused() {
     assert_eq!(uac.bye().status(), Some(200));
 
     // A finished handshake is not cut; a ping over it gets its pong.
-    let mut client = tls_client(tls, &self_signed(&s));
+    let mut client = tls_client(tls, &self_signed(&s), None).unwrap();
     client.write_all(b"\r\n\r\n").unwrap();
     client.flush().unwrap();
     client
