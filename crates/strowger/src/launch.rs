@@ -9,6 +9,8 @@ use switch::config::Config;
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub sip_listen: Option<String>,
+    /// `--tls-listen ADDR:PORT`: one more `tls:` listener.
+    pub tls_listen: Option<String>,
     pub iax_listen: Option<String>,
     pub rtp_ports: Option<String>,
     pub data_dir: Option<String>,
@@ -61,6 +63,9 @@ impl Overrides {
     pub fn apply(&self, cfg: &mut Config) -> Result<(), String> {
         if let Some(v) = &self.sip_listen {
             cfg.override_sip_listen(v)?;
+        }
+        if let Some(v) = &self.tls_listen {
+            cfg.add_tls_listen(v)?;
         }
         if let Some(v) = &self.rtp_ports {
             cfg.override_rtp_ports(v)?;

@@ -154,13 +154,19 @@ pub enum Dir {
     Sent,
 }
 
+/// How `sip.listen` and the log write a transport.
+pub fn transport_name(t: sip::transaction::Transport) -> &'static str {
+    match t {
+        sip::transaction::Transport::Udp => "udp",
+        sip::transaction::Transport::Tcp => "tcp",
+        sip::transaction::Transport::Tls => "tls",
+    }
+}
+
 /// Traces one SIP message (call only when [`sip_enabled`]): direction, transport, the peer's
 /// address, its Call-ID as a field, and the whole text.
 pub fn sip(dir: Dir, transport: sip::transaction::Transport, peer: SocketAddr, bytes: &[u8]) {
-    let transport = match transport {
-        sip::transaction::Transport::Udp => "udp",
-        sip::transaction::Transport::Tcp => "tcp",
-    };
+    let transport = transport_name(transport);
     let text = String::from_utf8_lossy(bytes);
     let text = text.trim_matches(['\r', '\n']).replace("\r\n", "\n");
     if text.is_empty() {

@@ -21,6 +21,10 @@ struct Cli {
     /// Listen for SIP on this address (UDP and TCP), replacing sip.listen.
     #[arg(long, value_name = "ADDR:PORT")]
     sip_listen: Option<String>,
+    /// Also listen for SIP over TLS on this address (after --sip-listen, which drops sip.listen's
+    /// tls: entries).
+    #[arg(long, value_name = "ADDR:PORT")]
+    tls_listen: Option<String>,
     /// Listen for IAX2 on this UDP address, replacing iax2.listen (IAX2 is off without it).
     #[arg(long, value_name = "ADDR:PORT")]
     iax_listen: Option<String>,
@@ -195,6 +199,7 @@ fn main() -> ExitCode {
         file: cli.config,
         overrides: Overrides {
             sip_listen: cli.sip_listen,
+            tls_listen: cli.tls_listen,
             iax_listen: cli.iax_listen,
             rtp_ports: cli.rtp_ports,
             data_dir: cli.data_dir,

@@ -33,6 +33,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             let t = match l.transport {
                 switch::config::Transport::Udp => Transport::Udp,
                 switch::config::Transport::Tcp => Transport::Tcp,
+                switch::config::Transport::Tls => Transport::Tls,
             };
             (t, l.addr)
         })
@@ -42,10 +43,11 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         .filter(|(t, _)| *t == Transport::Udp)
         .map(|(_, a)| *a)
         .collect();
-    let tcp: Vec<SocketAddr> = listen
+    // TCP and TLS listeners: TLS connections are TCP connections wrapped in rustls.
+    let tcp: Vec<(Transport, SocketAddr)> = listen
         .iter()
-        .filter(|(t, _)| *t == Transport::Tcp)
-        .map(|(_, a)| *a)
+        .filter(|(t, _)| t.is_stream())
+        .copied()
         .collect();
     // SO_REUSEPORT would let a second strowger share the port and take half the traffic:
     // a plain bind first proves no other process holds it.
@@ -196,7 +198,11 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             cfg.security.tcp_max
         );
     }
-    let tcp_limits = crate::sip_io::TcpLimits::new(&cfg.security, tcp_max);
+    let tcp_limits = crate::sip_io::TcpLimits::new(&cfg, tcp_max);
+    let tls_listen = tcp.iter().any(|(t, _)| *t == Transport::Tls);
+    let tls = Arc::new(crate::sip_io::tls::Tls::new(
+        &cfg.sip, &data_dir, tls_listen,
+    )?);
     let priority = cfg.general.realtime_priority;
     let mut handles = Vec::new();
     for (id, (poll, inbox)) in polls.into_iter().zip(inboxes).enumerate() {
@@ -217,7 +223,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         })?;
         let listeners = if id == 0 {
             tcp.iter()
-                .map(|a| crate::sip_io::tcp_listener(*a).map(|l| (l, *a)))
+                .map(|(t, a)| crate::sip_io::tcp_listener(*a).map(|l| (l, *a, *t)))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("cannot listen for SIP on TCP {tcp:?}: {e} (change sip.listen or --sip-listen)"))?
         } else {
@@ -284,6 +290,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         let mut w = Worker::new(crew, poll, sockets, engine, media, host, &cfg.sip)
             .map_err(|e| e.to_string())?;
         w.tcp = tcp_limits;
+        w.tls = Some(tls.clone());
         handles.push(
             std::thread::Builder::new()
                 .name(format!("worker-{id}"))
@@ -313,7 +320,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         env!("CARGO_PKG_VERSION"),
         listen
             .iter()
-            .map(|(t, a)| format!("{}:{a}", if *t == Transport::Udp { "udp" } else { "tcp" }))
+            .map(|(t, a)| format!("{}:{a}", crate::logging::transport_name(*t)))
             .collect::<Vec<_>>()
             .join(", "),
         iax.as_ref()
@@ -342,10 +349,11 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         w.stop();
     }
     tracing::info!(
-        "stopped ({} unparseable datagrams dropped, {} dropped from banned or flooding sources, {} TCP connections refused)",
+        "stopped ({} unparseable datagrams dropped, {} dropped from banned or flooding sources, {} TCP connections refused, {} TLS handshakes cut)",
         counters.dropped_unparseable.load(Ordering::Relaxed),
         counters.dropped_guard.load(Ordering::Relaxed),
-        counters.tcp_refused.load(Ordering::Relaxed)
+        counters.tcp_refused.load(Ordering::Relaxed),
+        counters.tls_handshakes_cut.load(Ordering::Relaxed)
     );
     Ok(())
 }

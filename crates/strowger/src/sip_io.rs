@@ -1,5 +1,8 @@
 //! SIP transports: UDP sockets (one per worker and listen address, SO_REUSEPORT so the kernel
-//! spreads datagrams over workers) and TCP connections with stream framing.
+//! spreads datagrams over workers) and TCP connections with stream framing, TLS ones (tls.rs)
+//! framed the same way inside their records.
+
+pub mod tls;
 
 use crate::logging::{self, Dir};
 use mio::net::{TcpListener, TcpStream, UdpSocket};
@@ -12,22 +15,26 @@ use std::time::{Duration, Instant};
 
 /// What TCP connections may hold (`[security]`): connections at once in all (lowered at start
 /// to leave the RTP ports their descriptors, `crate::fds::tcp_cap`) and per source, how long
-/// one may stay silent, and how long one may stay without authenticating.
+/// one may stay silent, how long one may stay without authenticating, and how long a TLS
+/// handshake may take (`sip.tls_handshake_s`). TLS connections are TCP connections here.
 #[derive(Clone, Copy, Debug)]
 pub struct TcpLimits {
     pub max: usize,
     pub per_source: usize,
     pub idle: Duration,
     pub unauthenticated: Duration,
+    pub handshake: Duration,
 }
 
 impl TcpLimits {
-    pub fn new(s: &switch::config::Security, max: usize) -> TcpLimits {
+    pub fn new(cfg: &switch::config::Config, max: usize) -> TcpLimits {
+        let s = &cfg.security;
         TcpLimits {
             max,
             per_source: s.tcp_max_per_source as usize,
             idle: s.tcp_idle,
             unauthenticated: s.tcp_unauthenticated,
+            handshake: cfg.sip.tls.handshake,
         }
     }
 }
@@ -40,6 +47,7 @@ impl Default for TcpLimits {
             per_source: 32,
             idle: Duration::from_secs(120),
             unauthenticated: Duration::from_secs(30),
+            handshake: Duration::from_secs(10),
         }
     }
 }
@@ -73,9 +81,15 @@ pub fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(TcpListener::from_std(s.into()))
 }
 
+/// Why a TLS connection stopped half way through its handshake (`Conn::expired`).
+pub const HANDSHAKE_UNFINISHED: &str = "TLS handshake unfinished (sip.tls_handshake_s)";
+
 /// One TCP connection: what was read but not framed yet, and what is waiting to be written.
 pub struct Conn {
     pub stream: TcpStream,
+    /// TLS on it: bytes read go through it before framing, and messages sent through it
+    /// (rustls holds what waits to be written).
+    tls: Option<Box<rustls::Connection>>,
     pub peer: SocketAddr,
     pub local: SocketAddr,
     inbuf: Vec<u8>,
@@ -98,6 +112,7 @@ impl Conn {
     pub fn new(stream: TcpStream, peer: SocketAddr, local: SocketAddr, now: Instant) -> Conn {
         Conn {
             stream,
+            tls: None,
             peer,
             local,
             inbuf: Vec::new(),
@@ -108,14 +123,70 @@ impl Conn {
         }
     }
 
-    /// Why it should be closed at `now`, if it should: silent past `idle`, or unauthenticated
-    /// past `unauthenticated` since it opened.
+    /// The same connection wrapped in TLS (`tls::Tls::accept` or `connect`).
+    pub fn with_tls(mut self, tls: rustls::Connection) -> Conn {
+        self.tls = Some(Box::new(tls));
+        self
+    }
+
+    pub fn transport(&self) -> Transport {
+        match self.tls {
+            Some(_) => Transport::Tls,
+            None => Transport::Tcp,
+        }
+    }
+
+    /// Why it should be closed at `now`, if it should: silent past `idle`, unauthenticated
+    /// past `unauthenticated` since it opened, or still in its TLS handshake past `handshake`.
     pub fn expired(&self, limits: &TcpLimits, now: Instant) -> Option<&'static str> {
         if now.saturating_duration_since(self.last) >= limits.idle {
             return Some("idle");
         }
         let age = now.saturating_duration_since(self.opened);
+        if age >= limits.handshake && self.tls.as_ref().is_some_and(|t| t.is_handshaking()) {
+            return Some(HANDSHAKE_UNFINISHED);
+        }
         (!self.authenticated && age >= limits.unauthenticated).then_some("unauthenticated")
+    }
+
+    /// Takes bytes read from the socket: as they are, or decrypted; false when TLS failed.
+    fn take(&mut self, mut bytes: &[u8]) -> bool {
+        let Some(tls) = self.tls.as_mut() else {
+            self.inbuf.extend_from_slice(bytes);
+            return true;
+        };
+        while !bytes.is_empty() {
+            if tls.read_tls(&mut bytes).is_err() {
+                return false;
+            }
+            let state = match tls.process_new_packets() {
+                Ok(state) => state,
+                Err(e) => {
+                    // The alert that tells the peer why.
+                    let _ = tls.write_tls(&mut self.stream);
+                    let fix = match **tls {
+                        rustls::Connection::Client(_) => {
+                            " (trust its CA with sip.tls_ca, or check the trunk's host)"
+                        }
+                        rustls::Connection::Server(_) => " (see sip.tls_client_ca)",
+                    };
+                    tracing::warn!("TLS with {} failed: {e}{fix}", self.peer);
+                    return false;
+                }
+            };
+            let n = state.plaintext_bytes_to_read();
+            let start = self.inbuf.len();
+            self.inbuf.resize(start + n, 0);
+            if tls.reader().read_exact(&mut self.inbuf[start..]).is_err() {
+                return false;
+            }
+            if state.peer_has_closed() {
+                // Its close_notify: the socket's end follows, after the messages before it.
+                break;
+            }
+        }
+        // Handshake answers, or the messages that waited for the handshake.
+        self.flush().is_ok()
     }
 
     /// Reads what is there and frames whole messages (Content-Length is mandatory on streams).
@@ -127,7 +198,9 @@ impl Conn {
                 Ok(0) => return ReadOutcome::Closed,
                 Ok(n) => {
                     self.last = Instant::now();
-                    self.inbuf.extend_from_slice(&chunk[..n]);
+                    if !self.take(&chunk[..n]) {
+                        return ReadOutcome::Closed;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -142,7 +215,7 @@ impl Conn {
                 Ok(m) => {
                     if logging::sip_enabled() {
                         let bytes = &self.inbuf[..m.consumed];
-                        logging::sip(Dir::Received, Transport::Tcp, self.peer, bytes);
+                        logging::sip(Dir::Received, self.transport(), self.peer, bytes);
                     }
                     self.inbuf.drain(..m.consumed);
                     on_msg(m);
@@ -165,7 +238,11 @@ impl Conn {
 
     pub fn send(&mut self, bytes: &[u8]) {
         self.last = Instant::now();
-        if self.outbuf.is_empty() {
+        if let Some(tls) = self.tls.as_mut() {
+            // Held by rustls until the handshake is done; errors surface in `flush`.
+            let _ = tls.writer().write_all(bytes);
+            let _ = self.flush();
+        } else if self.outbuf.is_empty() {
             match self.stream.write(bytes) {
                 Ok(n) if n == bytes.len() => {}
                 Ok(n) => self.outbuf.extend_from_slice(&bytes[n..]),
@@ -177,12 +254,27 @@ impl Conn {
     }
 
     /// Whether bytes wait to be written (a connection that closes so never delivered them).
+    /// (On a TLS connection strowger opened, a handshake that never finished delivered nothing.)
     pub fn unsent(&self) -> bool {
-        !self.outbuf.is_empty()
+        let undelivered = |t: &rustls::Connection| {
+            t.wants_write() || (t.is_handshaking() && matches!(t, rustls::Connection::Client(_)))
+        };
+        !self.outbuf.is_empty() || self.tls.as_deref().is_some_and(undelivered)
     }
 
     /// Writes what is pending once the socket is writable again.
     pub fn flush(&mut self) -> io::Result<()> {
+        if let Some(tls) = self.tls.as_mut() {
+            while tls.wants_write() {
+                match tls.write_tls(&mut self.stream) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(());
+        }
         while !self.outbuf.is_empty() {
             match self.stream.write(&self.outbuf) {
                 Ok(n) => {

@@ -58,8 +58,8 @@ pub enum Envelope {
         /// It waited past [`Worker::sip_late`] in the socket.
         late: bool,
     },
-    /// Bytes for a TCP peer (connections live on worker 0).
-    TcpSend { to: SocketAddr, bytes: Arc<[u8]> },
+    /// Bytes for a TCP or TLS peer (connections live on worker 0).
+    TcpSend { to: Peer, bytes: Arc<[u8]> },
     /// An IAX2 datagram read from the IAX2 port by worker 0, for a call this worker owns.
     Iax { from: SocketAddr, bytes: Vec<u8> },
     /// Where an IAX2 peer registered from (or that it left), told by the worker that accepted
@@ -134,6 +134,8 @@ pub struct Counters {
     pub dropped_guard: AtomicU64,
     /// TCP connections accepted and closed at once (banned source, or over a cap).
     pub tcp_refused: AtomicU64,
+    /// TLS connections closed because their handshake stopped half way (`sip.tls_handshake_s`).
+    pub tls_handshakes_cut: AtomicU64,
 }
 
 /// The workers' inboxes. A wake-up is a write to the target's eventfd and often a context
@@ -217,8 +219,8 @@ impl Crew {
 pub struct Sockets {
     /// SIP over UDP, with the address each is bound to ([`udp_sockets`]).
     pub udp: Vec<(UdpSocket, SocketAddr)>,
-    /// SIP over TCP: the listeners (worker 0's only).
-    pub listeners: Vec<(TcpListener, SocketAddr)>,
+    /// SIP over TCP and TLS: the listeners (worker 0's only), with their transport.
+    pub listeners: Vec<(TcpListener, SocketAddr, Transport)>,
     /// See [`Worker::iax`] and [`Worker::iax_reply`].
     pub iax: Option<UdpSocket>,
     pub iax_reply: Option<std::net::UdpSocket>,
@@ -231,7 +233,9 @@ pub struct Worker {
     pub inbox: Receiver<Envelope>,
     pub mail: Arc<Mailboxes>,
     pub udp: Vec<(UdpSocket, SocketAddr)>,
-    pub listeners: Vec<(TcpListener, SocketAddr)>,
+    pub listeners: Vec<(TcpListener, SocketAddr, Transport)>,
+    /// What TLS connections are made from (worker 0's; None without TLS).
+    pub tls: Option<Arc<sip_io::tls::Tls>>,
     pub conns: HashMap<usize, Conn>,
     pub conn_by_peer: HashMap<SocketAddr, usize>,
     pub next_conn: usize,
@@ -331,6 +335,7 @@ impl Worker {
             mail: crew.mail,
             udp: sockets.udp,
             listeners: sockets.listeners,
+            tls: None,
             conns: HashMap::new(),
             conn_by_peer: HashMap::new(),
             next_conn: 0,
@@ -377,7 +382,7 @@ impl Worker {
                 .registry()
                 .register(s, Token(UDP_BASE + i), Interest::READABLE)?;
         }
-        for (i, (l, _)) in self.listeners.iter_mut().enumerate() {
+        for (i, (l, _, _)) in self.listeners.iter_mut().enumerate() {
             self.poll
                 .registry()
                 .register(l, Token(LISTEN_BASE + i), Interest::READABLE)?;
@@ -688,9 +693,9 @@ impl Worker {
                 to.addr
             ),
             Transport::Udp => self.sip_out.push((to.addr, bytes)),
-            Transport::Tcp if self.id == 0 => self.tcp_send(to.addr, &bytes),
-            Transport::Tcp => {
-                let tcp = Envelope::TcpSend { to: to.addr, bytes };
+            Transport::Tcp | Transport::Tls if self.id == 0 => self.tcp_send(to, &bytes),
+            Transport::Tcp | Transport::Tls => {
+                let tcp = Envelope::TcpSend { to, bytes };
                 post(&self.mail, &mut self.to_wake, 0, tcp);
             }
         }
@@ -888,6 +893,11 @@ impl Worker {
             if let Some(c) = self.conns.get(&t) {
                 tracing::debug!("closing the TCP connection from {} ({why})", c.peer);
             }
+            if why == sip_io::HANDSHAKE_UNFINISHED {
+                self.counters
+                    .tls_handshakes_cut
+                    .fetch_add(1, Ordering::Relaxed);
+            }
             self.close_conn(t);
         }
         if std::mem::take(&mut self.accept_retry) {
@@ -1016,10 +1026,10 @@ impl Worker {
 
     fn accept(&mut self, idx: usize) {
         loop {
-            let Some((l, local)) = self.listeners.get(idx) else {
+            let Some((l, local, transport)) = self.listeners.get(idx) else {
                 return;
             };
-            let local = *local;
+            let (local, transport) = (*local, *transport);
             match l.accept() {
                 Ok((stream, peer)) => {
                     let now = Instant::now();
@@ -1032,6 +1042,12 @@ impl Worker {
                     }
                     let _ = stream.set_nodelay(true);
                     let mut conn = Conn::new(stream, peer, local, now);
+                    if transport == Transport::Tls {
+                        let Some(tls) = self.tls.as_ref().and_then(|t| t.accept()) else {
+                            continue;
+                        };
+                        conn = conn.with_tls(tls);
+                    }
                     conn.authenticated = self.engine.exempt(peer.ip());
                     self.add_conn(conn);
                 }
@@ -1090,7 +1106,7 @@ impl Worker {
         if !readable {
             return;
         }
-        let (peer, local) = (conn.peer, conn.local);
+        let (peer, local, transport) = (conn.peer, conn.local, conn.transport());
         let mut msgs = Vec::new();
         let outcome = conn.read(self.max_message, |m| msgs.push(m));
         let at = clock();
@@ -1104,7 +1120,7 @@ impl Worker {
             self.deliver(
                 m,
                 Peer {
-                    transport: Transport::Tcp,
+                    transport,
                     addr: peer,
                 },
                 local,
@@ -1134,7 +1150,7 @@ impl Worker {
             if c.unsent() {
                 // Never delivered: what waits on it (a trunk's REGISTER or INVITE) fails over.
                 let peer = Peer {
-                    transport: Transport::Tcp,
+                    transport: c.transport(),
                     addr: c.peer,
                 };
                 for w in (0..self.workers).filter(|&w| w != self.id) {
@@ -1234,21 +1250,38 @@ impl Worker {
         }
     }
 
-    fn tcp_send(&mut self, to: SocketAddr, bytes: &[u8]) {
+    /// Sends over the peer's connection (RFC 5923: a phone's own connection carries requests to
+    /// it too), or over a new one.
+    fn tcp_send(&mut self, to: Peer, bytes: &[u8]) {
         if let Some(conn) = self
             .conn_by_peer
-            .get(&to)
+            .get(&to.addr)
             .and_then(|t| self.conns.get_mut(t))
         {
             conn.send(bytes);
             return;
         }
-        // No connection yet (a request strowger originates over TCP): connect, then send.
-        let Ok(stream) = mio::net::TcpStream::connect(to) else {
+        // No connection yet (a request strowger originates over TCP or TLS): connect, then send.
+        let tls = match to.transport {
+            Transport::Tls => match self.tls.as_ref().and_then(|t| t.connect(to.addr, bytes)) {
+                Some(tls) => Some(tls),
+                None => return,
+            },
+            _ => None,
+        };
+        let Ok(stream) = mio::net::TcpStream::connect(to.addr) else {
             return;
         };
-        let local = self.listeners.first().map_or(to, |l| l.1);
-        let mut conn = Conn::new(stream, to, local, Instant::now());
+        let local = self
+            .listeners
+            .iter()
+            .find(|l| l.2 == to.transport)
+            .or(self.listeners.first())
+            .map_or(to.addr, |l| l.1);
+        let mut conn = Conn::new(stream, to.addr, local, Instant::now());
+        if let Some(tls) = tls {
+            conn = conn.with_tls(tls);
+        }
         // strowger opened it: the peer need not prove anything to keep it.
         conn.authenticated = true;
         if let Some(conn) = self.add_conn(conn) {

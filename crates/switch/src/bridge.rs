@@ -19,14 +19,24 @@ pub fn resolve(uri: &Uri) -> Option<Peer> {
         None if uri.host.eq_ignore_ascii_case("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
         None => return None,
     };
-    let tcp = uri
-        .params
-        .get("transport")
-        .is_some_and(|t| t.eq_ignore_ascii_case("tcp"));
-    let transport = if tcp { Transport::Tcp } else { Transport::Udp };
+    let param = uri.params.get("transport");
+    let is = |t: &str| param.is_some_and(|p| p.eq_ignore_ascii_case(t));
+    // A sips: URI is reached over TLS only (RFC 3261 §26.2.2), on port 5061 by default.
+    let transport = if uri.scheme.eq_ignore_ascii_case("sips") || is("tls") {
+        Transport::Tls
+    } else if is("tcp") {
+        Transport::Tcp
+    } else {
+        Transport::Udp
+    };
+    let port = if transport == Transport::Tls {
+        5061
+    } else {
+        5060
+    };
     Some(Peer {
         transport,
-        addr: SocketAddr::new(ip, uri.port.unwrap_or(5060)),
+        addr: SocketAddr::new(ip, uri.port.unwrap_or(port)),
     })
 }
 
@@ -462,7 +472,23 @@ pub(crate) fn better_final(a: u16, b: u16) -> u16 {
 
 #[cfg(test)]
 mod tests {
-    use super::better_final;
+    use super::{better_final, resolve};
+    use sip::transaction::Transport;
+    use sip::Uri;
+
+    #[test]
+    fn sips_and_transport_tls_go_over_tls() {
+        let peer = |u: &str| resolve(&Uri::parse(u).unwrap()).unwrap();
+        let sips = peer("sips:9196@127.0.0.1");
+        assert_eq!((sips.transport, sips.addr.port()), (Transport::Tls, 5061));
+        let tls = peer("sip:9196@127.0.0.1:5071;transport=TLS");
+        assert_eq!((tls.transport, tls.addr.port()), (Transport::Tls, 5071));
+        assert_eq!(
+            peer("sip:9196@127.0.0.1;transport=tcp").transport,
+            Transport::Tcp
+        );
+        assert_eq!(peer("sip:9196@127.0.0.1").addr.port(), 5060);
+    }
 
     #[test]
     fn best_final_response() {

@@ -13,6 +13,7 @@ mod parking;
 mod queues;
 pub(crate) mod raw;
 mod source;
+mod tls;
 mod trunks;
 mod voicemail;
 
@@ -24,6 +25,7 @@ pub use ivr::{Ivr, Menu};
 pub use music::MusicClass;
 pub use parking::{Lot, Parking, DEFAULT_LOT};
 pub use queues::{Queue, Strategy};
+pub use tls::Tls;
 pub use trunks::{trunk_target, Trunk, TrunkHost};
 pub use voicemail::{valid_pin, Voicemail};
 
@@ -310,12 +312,14 @@ pub struct Sip {
     pub min_se: u32,
     /// Option tags accepted in `Require`; others get 420 Bad Extension.
     pub accept_require: Vec<String>,
+    pub tls: Tls,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
     Udp,
     Tcp,
+    Tls,
 }
 
 /// One SIP listening socket, written `udp:127.0.0.1:5060` or `tcp:[::1]:5060`.
@@ -533,6 +537,7 @@ impl FromStr for Listen {
             let transport = match transport {
                 "udp" => Transport::Udp,
                 "tcp" => Transport::Tcp,
+                "tls" => Transport::Tls,
                 _ => return None,
             };
             Some(Listen {
@@ -542,7 +547,7 @@ impl FromStr for Listen {
         });
         parsed.ok_or_else(|| {
             format!(
-                "{s:?} — expected udp:ADDRESS:PORT or tcp:ADDRESS:PORT with an IP address, \
+                "{s:?} — expected udp:, tcp: or tls:ADDRESS:PORT with an IP address, \
                  e.g. \"udp:127.0.0.1:5060\" or \"tcp:[::1]:5060\""
             )
         })
@@ -554,6 +559,7 @@ impl fmt::Display for Listen {
         let transport = match self.transport {
             Transport::Udp => "udp",
             Transport::Tcp => "tcp",
+            Transport::Tls => "tls",
         };
         write!(f, "{transport}:{}", self.addr)
     }
@@ -740,7 +746,9 @@ fn sip(raw: RawSip, d: &mut Diagnostics) -> Sip {
         }
     }
     non_empty(d, "sip.user_agent", &raw.user_agent);
+    let tls = tls::tls(&raw, d);
     Sip {
+        tls,
         listen,
         t1: Duration::from_millis(t1),
         t2: Duration::from_millis(t2),

@@ -200,5 +200,6 @@ pub fn transport_name(t: Transport) -> &'static str {
     match t {
         Transport::Udp => "UDP",
         Transport::Tcp => "TCP",
+        Transport::Tls => "TLS",
     }
 }

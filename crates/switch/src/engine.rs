@@ -1522,6 +1522,7 @@ pub(crate) fn transport_param(t: Transport) -> &'static str {
     match t {
         Transport::Udp => "",
         Transport::Tcp => ";transport=tcp",
+        Transport::Tls => ";transport=tls",
     }
 }
 

@@ -24,7 +24,7 @@ use crate::config::{ScannerAction, Security};
 use crate::engine::Engine;
 use rustc_hash::FxHashMap;
 use sip::header::HeaderName;
-use sip::transaction::{Peer, Transport};
+use sip::transaction::Peer;
 use sip::Message;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -420,7 +420,7 @@ impl Engine {
     /// `peer` proved who it is (a successful REGISTER or authenticated request): over TCP, its
     /// connection is kept past `security.tcp_unauthenticated_s`.
     pub(crate) fn authenticated(&mut self, peer: Peer) {
-        if peer.transport == Transport::Tcp {
+        if peer.transport.is_stream() {
             self.events
                 .push_back(crate::io::Event::TcpAuthenticated { peer: peer.addr });
         }

@@ -514,10 +514,10 @@ pub(crate) type Refusal = (u16, Vec<(&'static str, String)>);
 
 /// Where a binding's REGISTER came from, on its transport.
 pub(crate) fn source_of(b: &Binding) -> Peer {
-    let transport = if b.transport == "tcp" {
-        Transport::Tcp
-    } else {
-        Transport::Udp
+    let transport = match b.transport.as_str() {
+        "tcp" => Transport::Tcp,
+        "tls" => Transport::Tls,
+        _ => Transport::Udp,
     };
     Peer {
         transport,
@@ -1016,6 +1016,7 @@ impl Engine {
                 transport: match peer.transport {
                     Transport::Udp => "udp".into(),
                     Transport::Tcp => "tcp".into(),
+                    Transport::Tls => "tls".into(),
                 },
                 path: msg.all(HeaderName::Path).map(str::to_string).collect(),
                 instance: param("+sip.instance").map(unquote),

@@ -58,6 +58,8 @@ pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
             o.general.dns_server != n.general.dns_server,
         ),
         ("sip.listen", o.sip.listen != n.sip.listen),
+        // The rustls configurations are built once, at start (sip_io::tls).
+        ("sip.tls_*", o.sip.tls != n.sip.tls),
         ("sip.t1_ms", o.sip.t1 != n.sip.t1),
         ("sip.t2_ms", o.sip.t2 != n.sip.t2),
         ("sip.t4_ms", o.sip.t4 != n.sip.t4),
@@ -95,6 +97,7 @@ pub fn keep_restart_keys(old: &Config, mut new: Config) -> Config {
     new.general.realtime_priority = g.realtime_priority;
     new.general.dns_server = g.dns_server;
     new.sip.listen = old.sip.listen.clone();
+    new.sip.tls = old.sip.tls.clone();
     (new.sip.t1, new.sip.t2, new.sip.t4) = (old.sip.t1, old.sip.t2, old.sip.t4);
     new.sip.max_message_size = old.sip.max_message_size;
     new.rtp.ports = old.rtp.ports;
@@ -179,5 +182,13 @@ mod tests {
         assert_eq!(kept.rtp.ports, old.rtp.ports);
         assert_eq!(kept.general.max_calls, 20, "a limit is applied");
         assert!(needs_restart(&old, &kept).is_empty());
+    }
+
+    #[test]
+    fn tls_settings_need_a_restart() {
+        let old = config("");
+        let new = config("[sip]\ntls_handshake_s = 3\n");
+        assert_eq!(needs_restart(&old, &new), ["sip.tls_*"]);
+        assert_eq!(keep_restart_keys(&old, new).sip.tls, old.sip.tls);
     }
 }

@@ -131,6 +131,7 @@ impl Trunks {
 fn query(t: &Trunk) -> Result<DnsQuery, Peer> {
     let transport = match t.transport {
         Some(crate::config::Transport::Tcp) => Some(Transport::Tcp),
+        Some(crate::config::Transport::Tls) => Some(Transport::Tls),
         Some(crate::config::Transport::Udp) => Some(Transport::Udp),
         None => None,
     };

@@ -62,12 +62,19 @@ impl Timers {
 pub enum Transport {
     Udp,
     Tcp,
+    /// TCP with TLS (RFC 3261 §26): framed like TCP.
+    Tls,
 }
 
 impl Transport {
     /// Reliable transports get no retransmissions and zero-length D, I, J and K.
     pub fn is_reliable(self) -> bool {
-        self == Transport::Tcp
+        self != Transport::Udp
+    }
+
+    /// Whether messages go over a connection (TCP or TLS) rather than datagrams.
+    pub fn is_stream(self) -> bool {
+        self != Transport::Udp
     }
 }
 

@@ -127,6 +127,7 @@ async fn stats(State(s): State<Arc<Shared>>) -> Result<Json<Value>, ApiError> {
         "dropped_unparseable": c.dropped_unparseable.load(Ordering::Relaxed),
         "dropped_guard": c.dropped_guard.load(Ordering::Relaxed),
         "tcp_refused": c.tcp_refused.load(Ordering::Relaxed),
+        "tls_handshakes_cut": c.tls_handshakes_cut.load(Ordering::Relaxed),
         "event_clients": s.feed.clients(),
         "process_cpu_s": process_cpu_s(),
         "workers": workers,

@@ -37,6 +37,7 @@ mod rtp_ports;
 mod scenarios;
 mod security;
 mod softphone;
+mod tls;
 mod torture;
 mod transfer;
 mod trunk;

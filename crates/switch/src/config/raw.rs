@@ -327,6 +327,11 @@ pub(crate) struct RawSip {
     pub session_expires: u64,
     pub min_se: u64,
     pub accept_require: Vec<String>,
+    pub tls_cert: Option<String>,
+    pub tls_key: Option<String>,
+    pub tls_client_ca: Option<String>,
+    pub tls_ca: Option<String>,
+    pub tls_handshake_s: u64,
 }
 
 impl Default for RawSip {
@@ -337,6 +342,7 @@ impl Default for RawSip {
                 "tcp:127.0.0.1:5060",
                 "udp:[::1]:5060",
                 "tcp:[::1]:5060",
+                "tls:127.0.0.1:5061",
             ]
             .map(String::from)
             .into(),
@@ -348,6 +354,11 @@ impl Default for RawSip {
             session_expires: 1800,
             min_se: 90,
             accept_require: vec!["timer".into(), "replaces".into()],
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            tls_ca: None,
+            tls_handshake_s: 10,
         }
     }
 }

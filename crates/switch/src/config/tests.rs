@@ -16,8 +16,11 @@ fn embedded_default_loads_without_warnings() {
     let config = Config::embedded();
     assert!(config.warnings.is_empty(), "{:?}", config.warnings);
     assert_eq!(config.general.data_dir, PathBuf::from("strowger-data"));
-    assert_eq!(config.sip.listen.len(), 4);
+    assert_eq!(config.sip.listen.len(), 5);
     assert_eq!(config.sip.listen[2].to_string(), "udp:[::1]:5060");
+    assert_eq!(config.sip.listen[4].to_string(), "tls:127.0.0.1:5061");
+    assert_eq!(config.sip.tls.cert_key, None);
+    assert_eq!(config.sip.tls.handshake, Duration::from_secs(10));
     assert_eq!(
         config.rtp.ports,
         PortRange {
@@ -201,9 +204,9 @@ fn all_value_errors_are_reported_with_positions() {
         e,
         [
             "strowger.toml:2:13: general.max_calls: 0 is out of range — expected 1 to 1000000",
-            "strowger.toml:5:33: sip.listen[1]: \"sctp:1.2.3.4:5060\" — expected udp:ADDRESS:PORT or tcp:ADDRESS:PORT \
+            "strowger.toml:5:33: sip.listen[1]: \"sctp:1.2.3.4:5060\" — expected udp:, tcp: or tls:ADDRESS:PORT \
              with an IP address, e.g. \"udp:127.0.0.1:5060\" or \"tcp:[::1]:5060\"",
-            "strowger.toml:5:54: sip.listen[2]: \"udp:localhost:5060\" — expected udp:ADDRESS:PORT or tcp:ADDRESS:PORT \
+            "strowger.toml:5:54: sip.listen[2]: \"udp:localhost:5060\" — expected udp:, tcp: or tls:ADDRESS:PORT \
              with an IP address, e.g. \"udp:127.0.0.1:5060\" or \"tcp:[::1]:5060\"",
             "strowger.toml:6:10: sip.min_se: 30 is out of range — expected 90 to 86400",
             "strowger.toml:9:9: rtp.ports: \"10000-9\" — expected LO-HI with LO < HI, even LO, e.g. \"10000-19999\"",
@@ -227,6 +230,43 @@ fn missing_default_context() {
         errors(""),
         ["strowger.toml:1:1: dialplan.default_context: context \"default\" is not defined in [dialplan.contexts]"]
     );
+}
+
+#[test]
+fn tls_keys_come_in_pairs_and_a_tls_listener_may_be_added() {
+    let e = errors(&format!("[sip]\ntls_cert = \"a.pem\"\n\n{MINIMAL}"));
+    assert!(
+        e[0].contains("sip.tls_key: must be set with sip.tls_cert"),
+        "{e:?}"
+    );
+    let e = errors(&format!("[sip]\ntls_handshake_s = 0\n\n{MINIMAL}"));
+    assert!(
+        e[0].contains("sip.tls_handshake_s: 0 is out of range"),
+        "{e:?}"
+    );
+    let text = format!(
+        "[sip]\nlisten = [\"tls:[::1]:5061\"]\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n\
+         tls_ca = \"ca.pem\"\n\n{MINIMAL}"
+    );
+    let mut c = Config::from_str(&text, "t.toml").unwrap();
+    assert_eq!(c.sip.listen[0].transport, Transport::Tls);
+    assert_eq!(
+        c.sip.tls.cert_key,
+        Some((PathBuf::from("c.pem"), PathBuf::from("k.pem")))
+    );
+    assert_eq!(c.sip.tls.ca, Some(PathBuf::from("ca.pem")));
+    c.override_sip_listen("127.0.0.1:5070").unwrap();
+    c.add_tls_listen("127.0.0.1:5071").unwrap();
+    let listen: Vec<_> = c.sip.listen.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        listen,
+        [
+            "udp:127.0.0.1:5070",
+            "tcp:127.0.0.1:5070",
+            "tls:127.0.0.1:5071"
+        ]
+    );
+    assert!(c.add_tls_listen("localhost:5061").is_err());
 }
 
 #[test]

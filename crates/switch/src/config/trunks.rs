@@ -156,10 +156,11 @@ pub(crate) fn trunks(raw: Vec<RawTrunk>, d: &mut Diagnostics) -> Vec<Trunk> {
             None => None,
             Some("udp") => Some(Transport::Udp),
             Some("tcp") => Some(Transport::Tcp),
+            Some("tls") => Some(Transport::Tls),
             Some(other) => {
                 d.error(
                     &format!("{key}.transport"),
-                    format_args!("{other:?} — expected \"udp\" or \"tcp\" (leave it out to follow the provider's NAPTR/SRV records)"),
+                    format_args!("{other:?} — expected \"udp\", \"tcp\" or \"tls\" (leave it out to follow the provider's NAPTR/SRV records)"),
                 );
                 None
             }

@@ -60,9 +60,12 @@ pub fn naptr_services(records: &[Naptr], only: Option<Transport>) -> Vec<(Transp
             let t = match r.service.to_ascii_uppercase().as_str() {
                 "SIP+D2U" => Transport::Udp,
                 "SIP+D2T" => Transport::Tcp,
+                "SIPS+D2T" => Transport::Tls,
                 _ => return None,
             };
-            (only.is_none_or(|o| o == t) && !r.replacement.is_empty()).then_some((r, t))
+            // TLS only for a trunk that asks for it (`transport = "tls"`), as in `srv_names`.
+            let wanted = only.map_or(t != Transport::Tls, |o| o == t);
+            (wanted && !r.replacement.is_empty()).then_some((r, t))
         })
         .collect();
     usable.sort_by_key(|(r, _)| (r.order, r.preference));
@@ -75,15 +78,17 @@ pub fn naptr_services(records: &[Naptr], only: Option<Transport>) -> Vec<(Transp
 /// The SRV names to try without NAPTR records (RFC 3263 §4.1: the transports strowger
 /// supports, UDP first), or for a transport the trunk insists on.
 pub fn srv_names(domain: &str, only: Option<Transport>) -> Vec<(Transport, String)> {
-    [Transport::Udp, Transport::Tcp]
+    // TLS only when the trunk asks for it: a trunk left to DNS keeps what it had.
+    [Transport::Udp, Transport::Tcp, Transport::Tls]
         .into_iter()
-        .filter(|t| only.is_none_or(|o| o == *t))
+        .filter(|t| only.map_or(*t != Transport::Tls, |o| o == *t))
         .map(|t| {
-            let proto = match t {
-                Transport::Udp => "_udp",
-                Transport::Tcp => "_tcp",
+            let name = match t {
+                Transport::Udp => "_sip._udp",
+                Transport::Tcp => "_sip._tcp",
+                Transport::Tls => "_sips._tcp",
             };
-            (t, format!("_sip.{proto}.{domain}"))
+            (t, format!("{name}.{domain}"))
         })
         .collect()
 }
@@ -226,8 +231,17 @@ mod tests {
             [(Transport::Tcp, "_sip._tcp.example.com".to_string())]
         );
         assert_eq!(
+            naptr_services(&recs, Some(Transport::Tls)),
+            [(Transport::Tls, "_sips._tcp.example.com".to_string())]
+        );
+        assert_eq!(
             srv_names("example.com", None)[1],
             (Transport::Tcp, "_sip._tcp.example.com".to_string())
+        );
+        assert_eq!(srv_names("example.com", None).len(), 2);
+        assert_eq!(
+            srv_names("example.com", Some(Transport::Tls)),
+            [(Transport::Tls, "_sips._tcp.example.com".to_string())]
         );
     }
 }

@@ -21,6 +21,7 @@ mod recording;
 mod relay;
 mod reload;
 mod routing;
+mod tls;
 mod transfer;
 mod trunks;
 mod voicemail;

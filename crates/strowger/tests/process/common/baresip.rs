@@ -49,6 +49,21 @@ impl Baresip {
         commands: &[&str],
         run_s: u32,
     ) -> Baresip {
+        Baresip::spawn_with(ip, dir, label, account, source, commands, run_s, "")
+    }
+
+    /// [`Baresip::spawn_at`] with more lines for its config file (e.g. `sip_cafile PATH`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn spawn_with(
+        ip: &str,
+        dir: &Path,
+        label: &str,
+        account: &str,
+        source: &Path,
+        commands: &[&str],
+        run_s: u32,
+        extra_config: &str,
+    ) -> Baresip {
         let conf = dir.join(format!("baresip-{label}"));
         let dumps = conf.join("dumps");
         std::fs::create_dir_all(&dumps).unwrap();
@@ -77,7 +92,8 @@ impl Baresip {
              cons_listen 127.0.0.1:{console}\n\
              snd_path {dumps}\n\
              module_tmp account.so\n\
-             module_app menu.so\n",
+             module_app menu.so\n\
+             {extra_config}\n",
             rtp_hi = rtp + 9,
             source = source.display(),
             dumps = dumps.display(),

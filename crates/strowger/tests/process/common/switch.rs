@@ -50,6 +50,8 @@ pub struct Opts {
     pub quiet: bool,
     /// Listen on [::1] too, at the same port (`Strowger::sip6`): a dual-stack strowger.
     pub ipv6: bool,
+    /// Listen for SIP over TLS too, on a free port (`--tls-listen`; [`Strowger::tls`]).
+    pub tls: bool,
 }
 
 pub struct Strowger {
@@ -57,6 +59,8 @@ pub struct Strowger {
     pub sip: SocketAddr,
     /// Its IPv6 address when started with `Opts::ipv6`.
     pub sip6: Option<SocketAddr>,
+    /// Its TLS listener ([`Opts::tls`]).
+    pub tls: Option<SocketAddr>,
     /// The control API's address (every instance gets its own, so tests run side by side).
     pub api: SocketAddr,
     pub rtp: (u16, u16),
@@ -114,6 +118,11 @@ impl Strowger {
             .arg(dir.path().join("data"))
             .arg("--api-listen")
             .arg(api.to_string());
+        let tls = opts.tls.then(|| {
+            let a: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            cmd.arg("--tls-listen").arg(a.to_string());
+            a
+        });
         if let Some(n) = opts.workers {
             cmd.arg("--workers").arg(n.to_string());
         }
@@ -138,6 +147,7 @@ impl Strowger {
             child: Some(child),
             sip,
             sip6,
+            tls,
             api,
             rtp,
             dir,

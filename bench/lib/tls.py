@@ -1,0 +1,80 @@
+"""bench/tls.sh's client: CPU per REGISTER over UDP and over TLS, memory per idle TLS connection."""
+import os, socket, ssl, sys, time
+
+pid, host, udp_port, tls_port, ca, regs, conns = sys.argv[1:8]
+udp_port, tls_port, regs, conns = int(udp_port), int(tls_port), int(regs), int(conns)
+tick = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s():
+    """strowger's user + system CPU so far, in seconds."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick
+
+
+def rss_kib():
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+
+
+def register(i, transport, local):
+    return (f"REGISTER sip:{host} SIP/2.0\r\n"
+            f"Via: SIP/2.0/{transport} {local};branch=z9hG4bK-{transport}-{i}\r\n"
+            f"Max-Forwards: 70\r\nFrom: <sip:b{i % 500}@{host}>;tag=t{i}\r\n"
+            f"To: <sip:b{i % 500}@{host}>\r\nCall-ID: bench-{transport}-{i % 500}\r\n"
+            f"CSeq: {i + 1} REGISTER\r\nContact: <sip:b@{local};transport={transport.lower()}>\r\n"
+            f"Expires: 600\r\nContent-Length: 0\r\n\r\n").encode()
+
+
+def run_udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect((host, udp_port))
+    local = "%s:%d" % s.getsockname()
+    for i in range(regs):
+        s.send(register(i, "UDP", local))
+        assert b" 200 " in s.recv(65535).split(b"\r\n", 1)[0]
+
+
+def tls_context():
+    ctx = ssl.create_default_context(cafile=ca)
+    return ctx
+
+
+def run_tls():
+    raw = socket.create_connection((host, tls_port))
+    local = "%s:%d" % raw.getsockname()
+    s = tls_context().wrap_socket(raw, server_hostname=host)
+    buf = b""
+    for i in range(regs):
+        s.sendall(register(i, "TLS", local))
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(65535)
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        assert b" 200 " in head.split(b"\r\n", 1)[0], head
+    s.close()
+
+
+results = {}
+for name, run in (("UDP", run_udp), ("TLS", run_tls)):
+    c0, t0 = cpu_s(), time.monotonic()
+    run()
+    c1, t1 = cpu_s(), time.monotonic()
+    results[name] = (c1 - c0) / regs * 1e6
+    print(f"{name}: {regs} REGISTERs in {t1 - t0:.1f} s, strowger CPU {c1 - c0:.2f} s = "
+          f"{results[name]:.1f} µs per REGISTER")
+print(f"TLS/UDP CPU per REGISTER: x{results['TLS'] / results['UDP']:.2f}")
+
+time.sleep(1)
+before = rss_kib()
+ctx = tls_context()
+held = []
+for _ in range(conns):
+    raw = socket.create_connection((host, tls_port))
+    held.append(ctx.wrap_socket(raw, server_hostname=host))
+time.sleep(2)
+after = rss_kib()
+print(f"{conns} idle TLS connections: RSS {before} -> {after} KiB, "
+      f"{(after - before) / conns:.1f} KiB per connection")
+for s in held:
+    s.close()

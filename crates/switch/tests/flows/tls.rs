@@ -1,0 +1,81 @@
+//! SIP over TLS in the engine: a phone that registers over a TLS connection (the shell hands
+//! its messages in as `Transport::Tls`) is bound with that transport, and a call to it goes out
+//! as `Transport::Tls` to the address it registered from — the shell sends it over that
+//! connection (RFC 5923 reuse) — with a TLS Via.
+
+use crate::net;
+
+use net::*;
+use sip::transaction::{Peer, Transport};
+use sip::Message;
+
+#[test]
+fn a_phone_registered_over_tls_is_called_over_tls() {
+    let mut n = Net::new(7);
+    let sw = n.switch(
+        &config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n"),
+        &[SW],
+        1,
+    );
+    // `bridge user/1001` calls a known user's contacts (its REGISTER needs no password here).
+    n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+    let phone = addr("127.0.0.1:40610");
+    let register = format!(
+        "REGISTER sip:strowger SIP/2.0\r\nVia: SIP/2.0/TLS {phone};branch=z9hG4bK-tls1;alias\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:1001@strowger>;tag=r1\r\nTo: <sip:1001@strowger>\r\n\
+         Call-ID: reg-tls@{phone}\r\nCSeq: 1 REGISTER\r\nContact: <sip:1001@{phone};transport=tls>\r\n\
+         Expires: 600\r\nContent-Length: 0\r\n\r\n"
+    );
+    let now = n.now;
+    let node = n.sw(sw).node();
+    let msg = Message::parse(register.as_bytes(), false).unwrap();
+    let tls = Peer {
+        transport: Transport::Tls,
+        addr: phone,
+    };
+    node.deliver_msg(msg, tls, addr(SW), false, now);
+    let answers: Vec<Message> = node
+        .drain()
+        .into_iter()
+        .filter(|p| p.to == phone)
+        .filter_map(|p| Message::parse(&p.bytes, true).ok())
+        .collect();
+    assert_eq!(
+        answers.first().and_then(|m| m.status()),
+        Some(200),
+        "{answers:?}"
+    );
+
+    // A trusted caller over UDP dials 1001 (default context: bridge user/1001).
+    let alice = addr(ALICE);
+    let invite = format!(
+        "INVITE sip:1001@{SW} SIP/2.0\r\nVia: SIP/2.0/UDP {alice};branch=z9hG4bK-inv1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:alice@{alice}>;tag=a1\r\nTo: <sip:1001@{SW}>\r\n\
+         Call-ID: call-tls@{alice}\r\nCSeq: 1 INVITE\r\nContact: <sip:alice@{alice}>\r\n\
+         Content-Type: application/sdp\r\nContent-Length: {len}\r\n\r\n{sdp}",
+        sdp = SDP,
+        len = SDP.len()
+    );
+    n.sw(sw)
+        .deliver(Packet::sip(alice, addr(SW), invite.into_bytes()), now);
+    let to_phone: Vec<String> = n
+        .sw(sw)
+        .node()
+        .drain()
+        .into_iter()
+        .filter(|p| p.to == phone)
+        .map(|p| String::from_utf8_lossy(&p.bytes).into_owned())
+        .collect();
+    let invite = to_phone
+        .iter()
+        .find(|m| m.starts_with("INVITE "))
+        .unwrap_or_else(|| panic!("no INVITE to the TLS phone: {to_phone:?}"));
+    assert!(invite.contains("\r\nVia: SIP/2.0/TLS "), "{invite}");
+    assert!(
+        invite.starts_with("INVITE sip:1001@127.0.0.1:40610;transport=tls "),
+        "{invite}"
+    );
+}
+
+const SDP: &str = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+                   m=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
