@@ -2,8 +2,8 @@
 //! and the tests of all files share the test threads. Each module was a file of tests/.
 
 mod api;
-mod api_ops;
 mod api_calls;
+mod api_ops;
 mod auth;
 mod calls;
 mod cdr_db;
