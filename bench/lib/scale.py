@@ -319,7 +319,9 @@ def metrics(args, rundir):
     cfg = config(args, rundir, f"{label}.toml")
     api_port = b.alloc_ports(1)
     token = observed(args, cfg, api_port)
-    srv = Server(args, rundir, label, workers, "10000-29999", cfg)
+    # Ports for the calls and to spare, not 20,000: each is a socket, and a file descriptor limit
+    # of 20,000 (a common `ulimit -n`) would leave none for the calls.
+    srv = Server(args, rundir, label, workers, f"10000-{min(29999, 10000 + 4 * n)}", cfg)
     out = os.path.join(srv.dir, "load.json")
     hold = n / args.rate + 5 + rounds * len(MODES) * (window + 1) + 10
     lp = load(args, f"127.0.0.1:{srv.port}", "44444", n, args.rate, hold, "echo", out)
