@@ -12,15 +12,21 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use futures_util::SinkExt;
 use serde::Deserialize;
 use std::sync::Arc;
-use tokio::sync::broadcast::error::RecvError;
+use std::time::Duration;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 pub const PATH: &str = "/api/v1/events";
 /// The types a client may ask for (`?types=`; all without it).
 const TYPES: [&str; 5] = ["call", "dtmf", "registration", "peer", "overload"];
 /// WebSocket close code 1008, policy violation: the client read too slowly.
 const POLICY: u16 = 1008;
+/// How long the first event of a batch waits for the next ones. While the stream gathers, no
+/// task waits on the feed, so a worker's publish wakes no thread; and the batch is one write.
+/// At 1,000 calls/s this is about 50 wake-ups a second instead of 5,000.
+const GATHER: Duration = Duration::from_millis(20);
 
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new().route(PATH, get(upgrade))
@@ -74,23 +80,19 @@ async fn stream(s: Arc<Shared>, types: Vec<&'static str>, mut socket: WebSocket)
     }
     loop {
         tokio::select! {
-            got = rx.recv() => match got {
-                Ok(item) => {
-                    if !types.contains(&item.kind) {
-                        continue;
-                    }
-                    if socket.send(Message::Text(text(&item).into())).await.is_err() {
+            got = rx.recv() => {
+                tokio::time::sleep(GATHER).await;
+                match send_batch(got, &mut rx, &types, &mut socket).await {
+                    Batch::Sent => {}
+                    Batch::Lagged(n) => {
+                        let reason = format!("too slow: {n} events missed; reconnect");
+                        let close = CloseFrame { code: POLICY, reason: reason.into() };
+                        let _ = socket.send(Message::Close(Some(close))).await;
                         break;
                     }
+                    Batch::Gone => break,
                 }
-                Err(RecvError::Lagged(n)) => {
-                    let reason = format!("too slow: {n} events missed; reconnect");
-                    let close = CloseFrame { code: POLICY, reason: reason.into() };
-                    let _ = socket.send(Message::Close(Some(close))).await;
-                    break;
-                }
-                Err(RecvError::Closed) => break,
-            },
+            }
             // Anything from the client but a ping is the end (or an error).
             msg = socket.recv() => match msg {
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
@@ -100,6 +102,47 @@ async fn stream(s: Arc<Shared>, types: Vec<&'static str>, mut socket: WebSocket)
     }
     if s.feed.leave() == 0 {
         watch(&s, false);
+    }
+}
+
+/// How a batch ended.
+enum Batch {
+    Sent,
+    /// The client fell this many events behind.
+    Lagged(u64),
+    /// The client or the feed is gone.
+    Gone,
+}
+
+/// Writes `first` and every event published since, of the client's types, and flushes once.
+async fn send_batch(
+    first: Result<Arc<Item>, RecvError>,
+    rx: &mut tokio::sync::broadcast::Receiver<Arc<Item>>,
+    types: &[&'static str],
+    socket: &mut WebSocket,
+) -> Batch {
+    let mut got = first;
+    loop {
+        match got {
+            Ok(item) if types.contains(&item.kind) => {
+                if socket.feed(Message::Text(text(&item).into())).await.is_err() {
+                    return Batch::Gone;
+                }
+            }
+            Ok(_) => {}
+            Err(RecvError::Lagged(n)) => return Batch::Lagged(n),
+            Err(RecvError::Closed) => return Batch::Gone,
+        }
+        got = match rx.try_recv() {
+            Ok(item) => Ok(item),
+            Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
+            Err(TryRecvError::Closed) => Err(RecvError::Closed),
+            Err(TryRecvError::Empty) => break,
+        };
+    }
+    match socket.flush().await {
+        Ok(()) => Batch::Sent,
+        Err(_) => Batch::Gone,
     }
 }
 
