@@ -125,7 +125,11 @@ async fn send_batch(
     loop {
         match got {
             Ok(item) if types.contains(&item.kind) => {
-                if socket.feed(Message::Text(text(&item).into())).await.is_err() {
+                if socket
+                    .feed(Message::Text(text(&item).into()))
+                    .await
+                    .is_err()
+                {
                     return Batch::Gone;
                 }
             }
