@@ -68,6 +68,24 @@ const RL42: [usize; 16] = [0, 7, 6, 5, 4, 3, 2, 1, 7, 6, 5, 4, 3, 2, 1, 0];
 const WH: [i32; 3] = [0, -214, 798];
 const RH2: [usize; 4] = [2, 1, 2, 1];
 
+/// SCALEL and SCALEH as tables: the scale factor for each value of `nb >> 6` (`nb` is at most
+/// 22528), the antilog of ILB shifted by the integer part, so scaling is one load.
+const fn det_table(shift: i32) -> [i16; 353] {
+    let mut t = [0i16; 353];
+    let mut i = 0;
+    while i < 353 {
+        let wd2 = shift - (i as i32 >> 5);
+        let ilb = ILB[i & 31];
+        let wd3 = if wd2 < 0 { ilb << -wd2 } else { ilb >> wd2 };
+        t[i] = (wd3 << 2) as i16;
+        i += 1;
+    }
+    t
+}
+
+static DET_LOW: [i16; 353] = det_table(8);
+static DET_HIGH: [i16; 353] = det_table(10);
+
 #[inline(always)]
 fn sat16(x: i32) -> i16 {
     x.clamp(-32768, 32767) as i16
@@ -301,14 +319,10 @@ impl Band {
 
     /// LOGSCL/LOGSCH and SCALEL/SCALEH: the new scale factor from the code's weight.
     #[inline(always)]
-    fn scale(&mut self, weight: i32, max: i32, shift: i32) {
+    fn scale(&mut self, weight: i32, max: i32, det: &[i16; 353]) {
         let nb = (((i32::from(self.nb) * 127) >> 7) + weight) as i16;
         self.nb = nb.clamp(0, max as i16);
-        let wd1 = (self.nb >> 6) & 31;
-        let wd2 = shift - i32::from(self.nb >> 11);
-        let ilb = ILB[wd1 as usize];
-        let wd3 = if wd2 < 0 { ilb << -wd2 } else { ilb >> wd2 };
-        self.det = (wd3 << 2) as i16;
+        self.det = det[(self.nb >> 6) as usize];
     }
 
     /// Block 4: reconstruction, pole and zero predictor adaptation, the next estimate.
@@ -332,9 +346,7 @@ impl Band {
         let wd2 = ((i32::from(self.a[0]) * 32640) >> 15) as i16;
         let mut ap0 = sat_add(wd1, wd2);
         let lim = 15360i16.saturating_sub(ap1);
-        if i32::from(ap0).abs() > i32::from(lim) {
-            ap0 = if ap0 < 0 { -lim } else { lim };
-        }
+        ap0 = ap0.clamp(-lim, lim);
 
         // FILTEP
         let wd1 = ((i32::from(ap0) * i32::from(sat_add(r, r))) >> 15) as i16;
@@ -391,7 +403,7 @@ impl G722Encoder {
             let ilow = IL[usize::from(el < 0)][interval];
             let ril = usize::from(ilow >> 2);
             let dlow = ((det * QM4[ril]) >> 15) as i16;
-            low.scale(WL[RL42[ril]], 18432, 8);
+            low.scale(WL[RL42[ril]], 18432, &DET_LOW);
             low.block4(dlow);
 
             // High band: SUBTRA, QUANTH, INVQAH, LOGSCH, SCALEH.
@@ -407,7 +419,7 @@ impl G722Encoder {
                 (false, true) => 2,
             };
             let dhigh = ((det * QM2[ihigh]) >> 15) as i16;
-            high.scale(WH[RH2[ihigh]], 22528, 10);
+            high.scale(WH[RH2[ihigh]], 22528, &DET_HIGH);
             high.block4(dhigh);
 
             *o = ((ihigh as u8) << 6) | ilow;
@@ -454,14 +466,14 @@ impl G722Decoder {
             let rlow = (i32::from(low.s) + ((det * QM6[ilow]) >> 15)).clamp(-16384, 16383);
             let ril = ilow >> 2;
             let dlow = ((det * QM4[ril]) >> 15) as i16;
-            low.scale(WL[RL42[ril]], 18432, 8);
+            low.scale(WL[RL42[ril]], 18432, &DET_LOW);
             low.block4(dlow);
 
             // High band: INVQAH, RECONS, LIMIT, LOGSCH, SCALEH, block 4.
             let high = &mut self.high;
             let dhigh = ((i32::from(high.det) * QM2[ihigh]) >> 15) as i16;
             let rhigh = (i32::from(dhigh) + i32::from(high.s)).clamp(-16384, 16383);
-            high.scale(WH[RH2[ihigh]], 22528, 10);
+            high.scale(WH[RH2[ihigh]], 22528, &DET_HIGH);
             high.block4(dhigh);
 
             let w = self.qmf.push(sat16(rlow + rhigh), sat16(rlow - rhigh));
