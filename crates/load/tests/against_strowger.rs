@@ -47,8 +47,10 @@ fn free_port() -> u16 {
 fn free_range(len: u16) -> u16 {
     // Ranges handed out here never overlap one another: the tests run in parallel, and a range
     // that is free now may be bound later by the strowger or generator another test gave it.
+    // One base for the whole process: a base drawn per call would let two calls' ranges overlap.
     static NEXT: AtomicU16 = AtomicU16::new(0);
-    let base = (20000 + (random() % 2000) as u16) & !1;
+    static BASE: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(|| (20000 + (random() % 2000) as u16) & !1);
     for _ in 0..200 {
         let offset = NEXT.fetch_add(len.next_multiple_of(2), Ordering::Relaxed) % 10_000;
         let lo = base + offset;
