@@ -15,7 +15,7 @@ use common::sip::{call, sdp, Rtp, Uac, PCMU};
 use common::switch::{assert_answered_cdrs, run_cli, Opts};
 use common::{wait_for, Strowger, TempDir};
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -47,17 +47,17 @@ fn self_signed(s: &Strowger) -> PathBuf {
     cert
 }
 
-/// baresip registers as 1001 over TLS only (its account names the TLS port, where nothing
-/// but TLS listens), with strowger's self-signed certificate as its CA, then calls 9196 over
-/// that connection and hears its own speech back.
-#[test]
-fn baresip_registers_over_tls_and_hears_its_echo() {
-    let dir = TempDir::new("tls-baresip");
+/// A strowger with a TLS listener and `users` added to its store: its files, itself, its TLS
+/// address and the self-signed certificate it made (a phone's CA).
+fn with_users(label: &str, users: &[(&str, &str)]) -> (TempDir, Strowger, SocketAddr, PathBuf) {
+    let dir = TempDir::new(label);
     let home = dir.subdir("home");
-    let out = run_cli(&["user", "add", "1001", "--password", "pw-tls-1001"], &home);
-    assert!(out.status.success(), "strowger user add: {out:?}");
+    for (user, password) in users {
+        let out = run_cli(&["user", "add", user, "--password", password], &home);
+        assert!(out.status.success(), "strowger user add {user}: {out:?}");
+    }
     let s = Strowger::with(
-        "tls-baresip",
+        label,
         Opts {
             cwd: Some(home),
             tls: true,
@@ -66,6 +66,15 @@ fn baresip_registers_over_tls_and_hears_its_echo() {
     );
     let tls = s.tls.unwrap();
     let ca = self_signed(&s);
+    (dir, s, tls, ca)
+}
+
+/// baresip registers as 1001 over TLS only (its account names the TLS port, where nothing
+/// but TLS listens), with strowger's self-signed certificate as its CA, then calls 9196 over
+/// that connection and hears its own speech back.
+#[test]
+fn baresip_registers_over_tls_and_hears_its_echo() {
+    let (dir, s, tls, ca) = with_users("tls-baresip", &[("1001", "pw-tls-1001")]);
     let speech = speech_wav(dir.path());
     let phone = Baresip::spawn_with(
         "127.0.0.1",
@@ -97,22 +106,10 @@ fn baresip_registers_over_tls_and_hears_its_echo() {
 /// a new TLS connection with), and each phone hears the other.
 #[test]
 fn a_phone_registered_over_tls_is_called_over_its_connection() {
-    let dir = TempDir::new("tls-callee");
-    let home = dir.subdir("home");
-    for (user, password) in [("1001", "pw-tls-1001"), ("1002", "pw-udp-1002")] {
-        let out = run_cli(&["user", "add", user, "--password", password], &home);
-        assert!(out.status.success(), "strowger user add {user}: {out:?}");
-    }
-    let s = Strowger::with(
+    let (dir, s, tls, ca) = with_users(
         "tls-callee",
-        Opts {
-            cwd: Some(home),
-            tls: true,
-            ..Opts::default()
-        },
+        &[("1001", "pw-tls-1001"), ("1002", "pw-udp-1002")],
     );
-    let tls = s.tls.unwrap();
-    let ca = self_signed(&s);
     let speech = speech_wav(dir.path());
     let demo = common::repo_root().join("assets/demo.wav");
     let callee = Baresip::spawn_with(
