@@ -105,13 +105,16 @@ async fn log_in(c: &Client, token: &str) {
         .unwrap();
 }
 
-/// Waits until `css` matches an element whose text holds `text`.
-async fn wait_text(c: &Client, css: &str, text: &str) -> fantoccini::elements::Element {
+/// Waits for an element holding `text` and returns its whole text, read in the same pass:
+/// the page redraws its tables, so an element handle kept past this call may already be stale.
+async fn wait_text(c: &Client, css: &str, text: &str) -> String {
     let deadline = std::time::Instant::now() + PAGE_WAIT;
     loop {
         for e in c.find_all(Locator::Css(css)).await.unwrap_or_default() {
-            if e.text().await.is_ok_and(|t| t.contains(text)) {
-                return e;
+            if let Ok(t) = e.text().await {
+                if t.contains(text) {
+                    return t;
+                }
             }
         }
         if std::time::Instant::now() > deadline {
@@ -184,8 +187,7 @@ fn the_console_shows_a_live_call_hangs_it_up_and_finds_its_cdr() {
             .send_keys("44444")
             .await
             .unwrap();
-        let cdr = wait_text(&c, "#cdrs-body tr", "44444").await;
-        let text = cdr.text().await.unwrap();
+        let text = wait_text(&c, "#cdrs-body tr", "44444").await;
         assert!(
             text.contains("switch"),
             "the CDR row should say strowger hung up: {text}"

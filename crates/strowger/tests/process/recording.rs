@@ -8,7 +8,9 @@
 
 use crate::common;
 
-use common::audio::{best_correlation, dominant_freq, read_wav, tone, tone_purity, ulaw_encode};
+use common::audio::{
+    best_correlation, dominant_freq, read_wav, tone, tone_purity, tone_purity_blocks, ulaw_encode,
+};
 use common::pcap::Stream;
 use common::sip::{sdp, sdp_audio, Rtp, Uac, Uas, DTMF, PCMU};
 use common::sipp::Sipp;
@@ -178,8 +180,8 @@ fn a_mono_recording_mixes_both_sides() {
     let wav = finished(&s.data_dir().join("calls/mono.wav"));
     assert_eq!((wav.rate, wav.channels), (8000, 1));
     let (a, b) = (
-        tone_purity(&wav.samples, CALLER_HZ),
-        tone_purity(&wav.samples, CALLEE_HZ),
+        tone_purity_blocks(&wav.samples, CALLER_HZ),
+        tone_purity_blocks(&wav.samples, CALLEE_HZ),
     );
     println!("mono: {CALLER_HZ} Hz {a:.2}, {CALLEE_HZ} Hz {b:.2}");
     assert!(a > 0.25 && b > 0.25, "both sides are in the mix");
