@@ -85,6 +85,25 @@ enum CtlCmd {
         #[arg(long, value_parser = ["caller", "callee"])]
         leg: Option<String>,
     },
+    /// Play a prompt to a bridged call's caller (or `--leg callee`) in place of its party
+    /// until it ends: demo, tts:TEXT, or a WAV file under the data directory.
+    Play {
+        id: String,
+        file: String,
+        #[arg(long, value_parser = ["caller", "callee"])]
+        leg: Option<String>,
+    },
+    /// Mute the caller (or `--leg callee`): `in`, what it says reaches nobody; `out`, it hears
+    /// nothing; `both`. `--off` undoes it.
+    Mute {
+        id: String,
+        #[arg(value_parser = ["in", "out", "both"], default_value = "in")]
+        direction: String,
+        #[arg(long, value_parser = ["caller", "callee"])]
+        leg: Option<String>,
+        #[arg(long)]
+        off: bool,
+    },
     /// Print the event stream until interrupted, one event a line.
     Events {
         /// Comma-separated: call, dtmf, registration, peer, overload (default: all).
@@ -241,6 +260,31 @@ pub fn run(args: CtlArgs, cfg: &Config) -> Result<(), String> {
             let path = format!("/api/v1/calls/{}/transfer", encode(id));
             let v = send(&ep, "POST", &path, Some(&body))?;
             done(&v, args.json, &format!("transferring {id} to {to}"));
+        }
+        CtlCmd::Play { id, file, leg } => {
+            let body = strip_nulls(serde_json::json!({ "file": file, "leg": leg }));
+            let path = format!("/api/v1/calls/{}/play", encode(id));
+            let v = send(&ep, "POST", &path, Some(&body))?;
+            done(&v, args.json, &format!("playing {file} in {id}"));
+        }
+        CtlCmd::Mute {
+            id,
+            direction,
+            leg,
+            off,
+        } => {
+            let path = format!("/api/v1/calls/{}/mute", encode(id));
+            let v = if *off {
+                let query = leg
+                    .as_deref()
+                    .map_or(String::new(), |l| format!("?leg={l}"));
+                request(&ep, "DELETE", &format!("{path}{query}"))?
+            } else {
+                let body = strip_nulls(serde_json::json!({ "direction": direction, "leg": leg }));
+                send(&ep, "POST", &path, Some(&body))?
+            };
+            let what = if *off { "unmuted" } else { "muted" };
+            done(&v, args.json, &format!("{id}: {what}"));
         }
         CtlCmd::Events { types } => tail(&ep, types.as_deref(), args.json)?,
     }

@@ -45,6 +45,14 @@ enum FileWait {
     },
     /// A prompt loaded ahead for no call in particular (a queue's announcements).
     Preload { file: String },
+    /// A prompt the control API plays over a bridge (call_commands.rs); the call does not wait
+    /// for it, so it is matched by Call-ID rather than by the call's timer generation.
+    Overlay {
+        call: usize,
+        leg: LegIdx,
+        call_id: String,
+        file: String,
+    },
 }
 
 /// The media engine's tone from the dialplan's.
@@ -73,6 +81,24 @@ impl Engine {
         });
     }
 
+    /// Asks the shell for a prompt to play over leg `leg` of a bridged call once loaded
+    /// ([`Engine::play_over`]); the call goes on meanwhile.
+    pub(crate) fn ask_overlay(&mut self, call: usize, leg: LegIdx, file: String) {
+        let call_id = self.calls[call].caller().call_id().to_string();
+        let cache = worth_keeping(&file, &call_id);
+        self.files.next_token += 1;
+        let token = self.files.next_token;
+        let name = file.clone();
+        let wait = FileWait::Overlay {
+            call,
+            leg,
+            call_id,
+            file,
+        };
+        self.files.waiting.insert(token, wait);
+        self.events.push_back(Event::Prompt { token, name, cache });
+    }
+
     pub(crate) fn run_pending(&mut self, now: Instant) {
         while let Some(call) = self.calls.next_to_run() {
             self.run_steps(call, now);
@@ -95,7 +121,7 @@ impl Engine {
                 *gen = c.timer_gen;
                 (file.clone(), None)
             }
-            FileWait::Preload { .. } => return,
+            FileWait::Preload { .. } | FileWait::Overlay { .. } => return,
         };
         c.wait = Wait::File;
         let files = &mut self.files;
@@ -116,7 +142,7 @@ impl Engine {
             FileWait::Prompt { call, gen, .. } | FileWait::Recording { call, gen, .. } => {
                 (*call, *gen)
             }
-            FileWait::Preload { .. } => return None,
+            FileWait::Preload { .. } | FileWait::Overlay { .. } => return None,
         };
         let c = self.calls.get_mut(call)?;
         if c.timer_gen != gen || c.wait != Wait::File {
@@ -141,6 +167,36 @@ impl Engine {
                     self.files.prompts.insert(file, prompt);
                 }
                 Err(e) => self.warn(format!("prompt {file}: {e}")),
+            }
+            return;
+        }
+        if let Some(FileWait::Overlay { .. }) = self.files.waiting.get(&token) {
+            let Some(FileWait::Overlay {
+                call,
+                leg,
+                call_id,
+                file,
+            }) = self.files.waiting.remove(&token)
+            else {
+                return;
+            };
+            let same = self
+                .calls
+                .get(call)
+                .is_some_and(|c| c.caller().call_id() == call_id);
+            match result {
+                Ok(prompt) if same => {
+                    if worth_keeping(&file, &call_id) {
+                        self.files.prompts.insert(file, prompt.clone());
+                    }
+                    self.play_over(call, leg, prompt);
+                }
+                Ok(_) => {}
+                Err(e) => self.log(
+                    crate::io::Level::Warn,
+                    Some(&call_id),
+                    format!("call {call_id}: play {file}: {e}"),
+                ),
             }
             return;
         }

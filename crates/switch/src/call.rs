@@ -223,6 +223,9 @@ pub struct Call {
     pub(crate) ivr: Option<Box<crate::ivr::Ivr>>,
     /// The whole-call recording under way (call_recording.rs).
     pub(crate) call_recording: Option<Box<crate::call_recording::Recorded>>,
+    /// A prompt the control API plays over the bridge: the bridge resumes when it ends
+    /// (call_commands.rs).
+    pub(crate) api_prompt: bool,
 }
 
 impl Call {
@@ -266,6 +269,7 @@ impl Call {
             transfer: None,
             ivr: None,
             call_recording: None,
+            api_prompt: false,
         }
     }
 

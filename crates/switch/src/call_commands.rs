@@ -1,12 +1,14 @@
 //! Commands the control API gives a call in progress (`Command::Act`): digits, a blind
-//! transfer of a party, the whole-call recording started and stopped. Each reuses the path the
+//! transfer of a party, the whole-call recording started and stopped, a prompt played over a
+//! bridge, a leg muted. Each reuses the path the
 //! same thing takes when a phone asks for it — a digit as an INFO digit goes, a transfer as a
 //! REFER's, a recording as the `record-call` step's — so an API command behaves as that would.
 
-use crate::call::{Call, LegIdx, LegRef};
+use crate::call::{Call, LegIdx, LegRef, Wait};
 use crate::engine::Engine;
 use crate::originate::Refused;
 use media::{FileFormat, Mix};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A leg of a call as an API client names it.
@@ -35,6 +37,10 @@ pub enum Action {
     /// `muted`: what `leg` says reaches nobody; `deaf`: `leg` hears nothing. Both false: as
     /// before. What the leg was joined to (bridge, app, room) stays, so it resumes.
     Mute { leg: Side, muted: bool, deaf: bool },
+    /// Plays `file` (`demo`, `tts:TEXT`, or a WAV under the data directory) to `leg` of a
+    /// bridged call; the other party hears silence meanwhile, and the bridge resumes when the
+    /// prompt ends.
+    Play { file: String, leg: Side },
 }
 
 /// How long a digit given by the API sounds, in the media.
@@ -64,6 +70,7 @@ impl Engine {
             Action::Transfer { to, leg } => self.api_transfer(call, to, leg, now),
             Action::Record { file } => self.api_record(call, file, now),
             Action::Mute { leg, muted, deaf } => self.api_mute(call, leg, muted, deaf),
+            Action::Play { file, leg } => self.api_play(call, file, leg),
             Action::StopRecording => match self.stop_call_recording(call, now) {
                 true => Ok(()),
                 false => refused(409, "the call is not being recorded"),
@@ -195,5 +202,48 @@ impl Engine {
             true => Ok(()),
             false => refused(409, "the call has no media to record"),
         }
+    }
+
+    fn api_play(&mut self, call: usize, file: String, side: Side) -> Result<(), Refused> {
+        let leg = self.up_leg(call, side)?;
+        let bridged = self.up_leg(call, Side::Callee).is_ok()
+            && self.calls[call].wait == Wait::Forever
+            && !self.calls[call].legs().any(|(_, l)| l.held);
+        if !bridged {
+            return refused(
+                409,
+                "the call is not in a two-party bridge (a prompt is played over a bridge only)",
+            );
+        }
+        let plain = file == "demo"
+            || file.starts_with("tts:")
+            || (file.ends_with(".wav")
+                && !file.starts_with('/')
+                && !file.split('/').any(|p| p == ".." || p.is_empty()));
+        if !plain {
+            return refused(
+                400,
+                format!("file {file:?}: expected demo, tts:TEXT, or NAME.wav under the data directory, without \"..\""),
+            );
+        }
+        match self.files.prompt(&file) {
+            Some(prompt) => self.play_over(call, leg, prompt),
+            None => self.ask_overlay(call, leg, file),
+        }
+        Ok(())
+    }
+
+    /// Plays `prompt` to a leg of a bridged call in place of its party (see `Action::Play`).
+    pub(crate) fn play_over(&mut self, call: usize, leg: LegIdx, prompt: Arc<media::Prompt>) {
+        let Some(m) = self.calls[call].leg(leg).and_then(|l| l.media) else {
+            return;
+        };
+        self.media.play(m, prompt, false, true);
+        self.calls[call].api_prompt = true;
+    }
+
+    /// The API's prompt ended: the bridge (or the hold's music) comes back.
+    pub(crate) fn api_prompt_done(&mut self, call: usize) {
+        self.rejoin(call);
     }
 }

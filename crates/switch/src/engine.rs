@@ -1382,6 +1382,8 @@ impl Engine {
                 if matches!(c.wait, Wait::Playback) {
                     c.wait = Wait::None;
                     self.calls.run_later(call);
+                } else if c.api_prompt {
+                    self.api_prompt_done(call);
                 } else {
                     self.queue_playback_done(call, now);
                 }

@@ -27,11 +27,13 @@ impl Engine {
     /// The media of an answered two-party bridge — a call's caller and callee, or the callers
     /// of two joined calls (joins.rs) — as its parties' holds say: bridged when neither holds,
     /// music to the one not holding otherwise. Other calls (a prompt, a queue, a call still
-    /// ringing) are left as they are.
+    /// ringing) are left as they are. A prompt the API played over the bridge ends here.
     pub(crate) fn rejoin(&mut self, call: usize) {
-        let Some(c) = self.calls.get(call) else {
+        let Some(c) = self.calls.get_mut(call) else {
             return;
         };
+        c.api_prompt = false;
+        let c = &*c;
         let (a, b) = match (c.callee_idx(), self.joined_to(call)) {
             (Some(callee), _) => ((call, Call::CALLER), (call, callee)),
             (None, Some(other)) => ((call, Call::CALLER), (other, Call::CALLER)),

@@ -1,5 +1,5 @@
 //! Commands on a call in progress: `POST /api/v1/calls/{id}/dtmf`, `.../transfer`,
-//! `.../record` and `.../mute` (and `DELETE` of those two). Each is asked of every worker, as a hang-up is; the
+//! `.../play`, `.../record` and `.../mute` (and `DELETE` of those two). Each is asked of every worker, as a hang-up is; the
 //! one that has the call acts (switch's call_commands.rs) and the others say they do not have it.
 
 use super::calls::no_call;
@@ -20,6 +20,7 @@ pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/api/v1/calls/{id}/dtmf", post(dtmf))
         .route("/api/v1/calls/{id}/transfer", post(transfer))
+        .route("/api/v1/calls/{id}/play", post(play))
         .route(
             "/api/v1/calls/{id}/record",
             post(record).delete(stop_recording),
@@ -133,6 +134,39 @@ async fn transfer(
     }
     let leg = side(t.leg.as_deref())?;
     act(&s, id, Action::Transfer { to: t.to, leg }).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Play {
+    file: String,
+    leg: Option<String>,
+}
+
+/// Plays a prompt to a leg (default the caller) of a bridged call, in place of its party until
+/// the prompt ends: `demo`, `tts:TEXT`, or a WAV file under the data directory — one that is
+/// not there is 404 here, rather than a line in the log once the worker looks for it.
+async fn play(
+    State(s): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    b: Result<Json<Play>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let p = body(
+        b,
+        "{\"file\": \"demo\", \"tts:TEXT\" or \"NAME.wav\" under the data directory, \"leg\"?: \"caller\" or \"callee\"}",
+    )?;
+    let leg = side(p.leg.as_deref())?;
+    let relative = !p.file.starts_with('/') && !p.file.split('/').any(|c| c == "..");
+    if p.file.ends_with(".wav") && relative {
+        let path = s.reloader.config().general.data_dir.join(&p.file);
+        if !path.is_file() {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no file {} (a WAV under general.data_dir)", path.display()),
+            ));
+        }
+    }
+    act(&s, id, Action::Play { file: p.file, leg }).await
 }
 
 #[derive(Deserialize, Default)]

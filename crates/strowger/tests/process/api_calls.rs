@@ -3,12 +3,12 @@
 //! dialplan of the extension it was called for (a 440 Hz tone, captured on lo); `ctl
 //! originate` rings a URI at the trusted address; a URI anywhere else is refused with 403.
 //! Commands on a call in progress: digits sent through the API pick a menu's branch, and a
-//! bridged SIPp caller is transferred to the tone.
+//! bridged SIPp caller is transferred to the tone, and hears a prompt played over its bridge.
 
 use crate::common;
 
 use common::api::Api;
-use common::audio::tone_purity;
+use common::audio::{tone, tone_purity, write_wav};
 use common::net::free_port;
 use common::pcap::{pcmu_from, Capture};
 use common::registrar::{phone, registered};
@@ -199,4 +199,68 @@ fn a_bridged_sipp_caller_is_transferred_to_the_tone() {
     );
     let cdrs = s.wait_cdrs(1);
     assert_eq!(cdrs[0].str("transferred_to"), "440", "{:?}", cdrs[0]);
+}
+
+#[test]
+fn a_prompt_played_over_a_bridge_reaches_the_caller_and_the_bridge_resumes() {
+    let dir = common::TempDir::new("api-play-sipp");
+    let callee = Sipp::new(Scenario::Builtin("uas"))
+        .calls(1, 1, 1)
+        .spawn(None, dir.path());
+    let s = start_with(
+        "api-play",
+        vec![("bridge_target".into(), callee.addr.to_string())],
+    );
+    write_wav(
+        &s.data_dir().join("sounds/notice.wav"),
+        8000,
+        &tone(1000.0, 12_000, 8000.0),
+    );
+    let api = Api::of(&s);
+    let caller = Sipp::new(Scenario::File("switch_bye.xml"))
+        .service("2001")
+        .spawn(Some(s.sip), dir.path());
+    let call = wait_for(Duration::from_secs(10), || {
+        api.calls().into_iter().find(|c| {
+            c["legs"]
+                .as_array()
+                .is_some_and(|l| l.len() == 2 && l.iter().all(|l| l["state"] == "up"))
+        })
+    })
+    .expect("the bridged call");
+    let id = call["id"].as_str().unwrap().to_string();
+    let play = format!("/api/v1/calls/{id}/play");
+    let (status, body, _) = api.call_as(
+        "POST",
+        &play,
+        Some(&api.token),
+        Some(&json!({ "file": "sounds/missing.wav" })),
+    );
+    assert_eq!(status, 404, "no such file: {body}");
+    assert!(body.to_string().contains("general.data_dir"), "{body}");
+    let capture = capture_from(&s);
+    let out = crate::api::ctl(&s, &["play", &id, "sounds/notice.wav"]);
+    assert!(out.contains("playing"), "{out}");
+    // The prompt lasts 1.5 s; then the bridge is back and the call goes on.
+    std::thread::sleep(Duration::from_millis(2500));
+    let legs = api.calls().into_iter().find(|c| c["id"] == id.as_str());
+    let up = legs.is_some_and(|c| c["legs"].as_array().is_some_and(|l| l.len() == 2));
+    assert!(up, "the call is still bridged after the prompt");
+    assert!(crate::api::ctl(&s, &["mute", &id, "both"]).contains("muted"));
+    assert!(crate::api::ctl(&s, &["mute", &id, "--off"]).contains("unmuted"));
+    api.ok("DELETE", &format!("/api/v1/calls/{id}"));
+    caller.finish().assert_ok(1);
+    callee.finish().assert_ok(1);
+    // Neither SIPp sends audio, so all strowger sent is the prompt, to the caller.
+    let heard = pcmu_from(&capture.finish(), s.rtp);
+    assert!(
+        heard.len() >= 11_000,
+        "{} samples of the prompt",
+        heard.len()
+    );
+    let purity = tone_purity(&heard, 1000.0);
+    assert!(
+        purity > 0.8,
+        "the caller hears the prompt: purity {purity:.2}"
+    );
 }

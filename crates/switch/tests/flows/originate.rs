@@ -436,3 +436,76 @@ fn a_muted_caller_is_not_heard_a_deaf_callee_hears_nothing_and_both_resume() {
     n.bye(a, 0);
     assert!(n.run_until(secs(5), bye_answered(a, 0)));
 }
+
+#[test]
+fn a_prompt_played_over_a_bridge_is_heard_and_then_the_party_again() {
+    let (mut n, sw, a, b, id) = bridged(35, "");
+    n.agent(a).send_rtp = true;
+    n.agent(b).send_rtp = true;
+    // Bob speaks a constant payload, so what Alice hears tells Bob from the prompt.
+    n.agent(b).voice = vec![0x55; 160];
+    // What Alice hears in the next `d`: packets of Bob's voice, and others.
+    let heard = |n: &mut Net, d: Duration| {
+        let from = n.agent(a).rtp_payloads.len();
+        n.run_for(d);
+        let got = &n.agent(a).rtp_payloads[from..];
+        let bob = got.iter().filter(|p| p.iter().all(|&x| x == 0x55)).count();
+        (bob, got.len() - bob)
+    };
+    assert!(heard(&mut n, secs(1)).0 >= 45, "Alice hears Bob");
+    let play = |file: &str, leg| Action::Play {
+        file: file.into(),
+        leg,
+    };
+    for bad in ["../etc/x.wav", "/tmp/x.wav", "x.mp3", "a//b.wav"] {
+        let r = act(&mut n, sw, &id, play(bad, Side::Caller));
+        assert_eq!(r.unwrap().unwrap_err().status, 400, "{bad}");
+    }
+    assert_eq!(
+        act(&mut n, sw, &id, play("sounds/notice.wav", Side::Caller)),
+        Some(Ok(()))
+    );
+    assert!(n
+        .sw(sw)
+        .node()
+        .prompts()
+        .contains(&"sounds/notice.wav".to_string()));
+    // The test prompt lasts a second: Alice hears it, and not Bob; Bob hears nothing meanwhile.
+    let b_from = n.agent(b).rtp.len();
+    let (bob, prompt) = heard(&mut n, ms(900));
+    assert_eq!(bob, 0, "Bob is not heard over the prompt");
+    assert!(prompt >= 40, "Alice hears the prompt: {prompt} packets");
+    assert_eq!(n.agent(b).rtp.len() - b_from, 0, "Bob hears silence");
+    n.run_for(ms(300));
+    let (bob, other) = heard(&mut n, secs(1));
+    assert!(
+        bob >= 45 && other == 0,
+        "the bridge is back: {bob} of Bob, {other} else"
+    );
+    let b_from = n.agent(b).rtp.len();
+    n.run_for(secs(1));
+    assert!(
+        n.agent(b).rtp.len() - b_from >= 45,
+        "Bob hears Alice again after the prompt"
+    );
+    n.bye(a, 0);
+    assert!(n.run_until(secs(5), bye_answered(a, 0)));
+}
+
+#[test]
+fn a_prompt_is_refused_for_a_call_that_is_not_bridged() {
+    let (mut n, sw, p) = setup();
+    let from = format!("sip:1001@{PHONE}");
+    originate(&mut n, sw, "o10@api", &from, "44444").expect("placed");
+    assert!(n.run_until(secs(5), |n| n
+        .agent(p)
+        .calls
+        .first()
+        .is_some_and(|c| c.state == State::Confirmed)));
+    let play = Action::Play {
+        file: "demo".into(),
+        leg: Side::Caller,
+    };
+    let r = act(&mut n, sw, "o10@api", play).unwrap().unwrap_err();
+    assert_eq!(r.status, 409, "{}", r.message);
+}

@@ -126,6 +126,27 @@ pub fn tone_purity_blocks(x: &[i16], freq: f64) -> f64 {
     tone / energy.max(1e-9)
 }
 
+/// Writes `samples` as a 16-bit mono WAV file at `rate`.
+pub fn write_wav(path: &Path, rate: u32, samples: &[i16]) {
+    let data = (samples.len() * 2) as u32;
+    let mut b = Vec::with_capacity(44 + data as usize);
+    b.extend_from_slice(b"RIFF");
+    b.extend_from_slice(&(36 + data).to_le_bytes());
+    b.extend_from_slice(b"WAVEfmt ");
+    for v in [16u32, 1 | (1 << 16), rate, rate * 2, 2 | (16 << 16)] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b.extend_from_slice(b"data");
+    b.extend_from_slice(&data.to_le_bytes());
+    samples
+        .iter()
+        .for_each(|v| b.extend_from_slice(&v.to_le_bytes()));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(path, b).unwrap();
+}
+
 pub fn rms(x: &[i16]) -> f64 {
     (x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / x.len().max(1) as f64).sqrt()
 }
