@@ -463,7 +463,10 @@ impl Engine {
     /// This worker's counts for the metrics, its levels (calls, RTP totals, transcodings)
     /// taken now. The shell reads it once a second, not per packet.
     pub fn metrics(&mut self) -> &crate::metrics::Counts {
-        self.metrics.take_levels(self.calls.len(), &self.media);
+        let t = self.calls.counts();
+        let table = [t.legs, self.txs.len(), t.media_legs, t.timers];
+        self.metrics
+            .take_levels(self.calls.len(), table, &self.media);
         &self.metrics
     }
 

@@ -140,8 +140,11 @@ const TICK_LAG: Hist = Hist {
 const CALLS: usize = TICK_LAG.end();
 const RTP: usize = CALLS + 1; // packets out, bytes out, packets in, bytes in, late ticks
 const TRANSCODERS: usize = RTP + 5; // [from][to]
+/// The call table's sizes: legs, SIP transactions, media legs, timers (a soak watches them
+/// return to their baseline).
+const TABLE: usize = TRANSCODERS + FORMATS * FORMATS;
 /// Slots in a worker's table.
-pub const LEN: usize = TRANSCODERS + FORMATS * FORMATS;
+pub const LEN: usize = TABLE + 4;
 
 /// Store operations' latency, by backend (a table of its own per backend, kept by the shell).
 pub const STORE_LATENCY: Hist = Hist {
@@ -307,8 +310,9 @@ impl Counts {
 
     /// The values read off the engine when the table is taken: calls in progress, the media
     /// engine's RTP totals, the transcodings in use.
-    pub(crate) fn take_levels(&mut self, calls: usize, media: &media::Engine) {
+    pub(crate) fn take_levels(&mut self, calls: usize, table: [usize; 4], media: &media::Engine) {
         self.0[CALLS] = calls as u64;
+
         let t = media.totals();
         self.0[RTP..RTP + 5].copy_from_slice(&[
             t.packets_sent,
@@ -317,9 +321,12 @@ impl Counts {
             t.bytes_received,
             t.late_ticks,
         ]);
-        let pairs = &mut self.0[TRANSCODERS..];
+        let pairs = &mut self.0[TRANSCODERS..TABLE];
         pairs.fill(0);
         media.translations(|from, to| pairs[from as usize * FORMATS + to as usize] += 1);
+        for (slot, n) in self.0[TABLE..].iter_mut().zip(table) {
+            *slot = n as u64;
+        }
     }
 
     /// Adds another worker's counts to these.
@@ -523,6 +530,21 @@ impl Collector for Scrape {
             "RTP payload bytes received and sent.",
             rtp(1),
         )?;
+        let sizes = [
+            ("call_legs", "SIP and IAX2 legs of the calls in progress."),
+            ("sip_transactions", "SIP transactions not yet terminated."),
+            (
+                "media_legs",
+                "Media legs (RTP port pairs and IAX2 media) in use.",
+            ),
+            (
+                "call_timers",
+                "Call timers pending, ended calls' included until due.",
+            ),
+        ];
+        for (i, (name, help)) in sizes.into_iter().enumerate() {
+            gauge(e, name, help, t[TABLE + i])?;
+        }
         let help = "Fraction of the caller's RTP packets lost, per call ended.";
         histogram(e, "rtp_loss_ratio", help, LOSS, t)?;
         let help = "The caller's RTP interarrival jitter at the end of each call, in seconds.";

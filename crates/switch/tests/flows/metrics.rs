@@ -61,6 +61,9 @@ fn calls_a_refusal_media_transcoding_and_a_registration_show_in_the_scrape() {
     n.run_for(secs(2));
     let s = samples(&n.sw(sw).scrape());
     assert_eq!(value(&s, "strowger_calls_in_progress"), 1.0);
+    assert_eq!(value(&s, "strowger_call_legs"), 2.0, "caller and callee");
+    assert_eq!(value(&s, "strowger_media_legs"), 2.0);
+    assert!(value(&s, "strowger_call_timers") >= 1.0);
     let pcmu_gsm = r#"strowger_transcoding{from="pcmu",to="gsm"}"#;
     assert_eq!(value(&s, pcmu_gsm), 1.0);
     assert_eq!(
@@ -118,6 +121,20 @@ fn calls_a_refusal_media_transcoding_and_a_registration_show_in_the_scrape() {
     assert!(
         !s.contains_key(pcmu_gsm),
         "no transcoding once the call ended"
+    );
+    // The calls' state is gone, but for transactions still waiting out their timers.
+    assert_eq!(value(&s, "strowger_call_legs"), 0.0);
+    assert_eq!(value(&s, "strowger_media_legs"), 0.0);
+    assert!(
+        value(&s, "strowger_sip_transactions") >= 1.0,
+        "Timer J/K not yet due"
+    );
+    n.run_for(secs(40));
+    let s = samples(&n.sw(sw).scrape());
+    assert_eq!(
+        value(&s, "strowger_sip_transactions"),
+        0.0,
+        "all terminated"
     );
     // The answered call's caller sent media and lost none.
     assert_eq!(value(&s, "strowger_rtp_loss_ratio_count"), 1.0);
