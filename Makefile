@@ -1,4 +1,4 @@
-.PHONY: bench bench-call-control bench-codecs bench-record bench-scale fuzz install run test
+.PHONY: bench bench-call-control bench-codecs bench-record bench-scale fuzz install run soak test
 
 # Runs strowger with its embedded demo configuration (README's first command): installs the
 # codec libraries it links (scripts/setup.sh build), then builds and starts it.
@@ -34,6 +34,11 @@ bench-codecs:
 # Whole-call recording (bench/record.sh): music-on-hold calls recorded and not, up to 1,600 at once.
 bench-record:
 	bash bench/record.sh
+
+# The soak (bench/soak.sh, not part of `make test`): a steady mix of calls and registrations with
+# faults for MINUTES (30) at RATE calls/s (100), bounded by CALLS too; fails if anything grows.
+soak:
+	RATE="$(RATE)" MINUTES="$(MINUTES)" CALLS="$(CALLS)" RECORD="$(RECORD)" bash bench/soak.sh
 
 # The whole suite (README's test command): installs the test tools (SIPp, baresip, sox,
 # espeak-ng: scripts/setup.sh), checks formatting and lints, then builds and runs every test,

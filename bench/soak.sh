@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# `make soak`: a steady mix of calls and registrations through one strowger for MINUTES (default 30) at RATE
+# calls/s (default 100), with the store restarted twice, a stalled far end and a 20 s burst, sampling RSS,
+# open files and the call table every 10 s into a CSV and a plot (bench/lib/soak_mix.py says what fails it).
+# The million-call run: `make soak RATE=100 MINUTES=170 CALLS=1000000` (about three hours with the drain).
+# Output: bench/out/soak-TIME/ (untracked); RECORD=1 copies soak.json and soak.png into bench/results/.
+# `bash bench/soak.sh -h` prints the options without installing or building anything.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ " $* " == *" -h "* || " $* " == *" --help "* ]]; then
+  exec python3 bench/lib/soak_mix.py --help
+fi
+bash bench/deps.sh
+command -v redis-server >/dev/null || bash scripts/setup.sh
+if [[ -z ${NO_BUILD:-} ]]; then
+  cargo build --release -p strowger -p strowger-load
+fi
+python3 bench/lib/soak_mix.py --rate "${RATE:-100}" --minutes "${MINUTES:-30}" --calls "${CALLS:-0}" \
+  ${RECORD:+--record} "$@"
