@@ -19,7 +19,7 @@ use sip::transaction::Transport;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switch::trunks::dns::{self as rfc3263, Naptr, Srv, SIP_PORT};
+use switch::trunks::dns::{self as rfc3263, default_port, Naptr, Srv};
 use switch::trunks::{DnsQuery, Resolved};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
@@ -202,8 +202,8 @@ pub async fn resolve(r: &TokioResolver, q: &DnsQuery) -> Result<Resolved, String
             valid_until: until,
         });
     }
-    // No SRV records: the host itself on the default port (RFC 3263 §4.2).
-    let (targets, valid) = addresses(r, &q.name, SIP_PORT, transport).await?;
+    // No SRV records: the host itself on its transport's default port (RFC 3263 §4.2).
+    let (targets, valid) = addresses(r, &q.name, default_port(transport), transport).await?;
     Ok(Resolved {
         targets,
         valid_until: until.min(valid),

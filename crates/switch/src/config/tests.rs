@@ -457,6 +457,16 @@ fn trunks_load_with_their_defaults() {
         TrunkHost::NamePort("sip.example.com".into(), 5080)
     );
     assert!(hosts("sip example").is_err());
+    // Over TLS an address without a port means 5061 (RFC 3261 §19.1.2).
+    let text = TRUNK.replace(
+        "host = \"sip.example.com\"",
+        "host = \"192.0.2.7\"\ntransport = \"tls\"",
+    );
+    let c = Config::from_str(&text, "t.toml").unwrap();
+    assert_eq!(
+        c.trunks[0].host,
+        TrunkHost::Addr("192.0.2.7:5061".parse().unwrap())
+    );
 }
 
 #[test]

@@ -13,11 +13,12 @@ use crate::dialplan::Step;
 /// Where a provider is (RFC 3263 §4).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TrunkHost {
-    /// An IP address (port 5060 unless given): no DNS.
+    /// An IP address (port 5060 unless given, 5061 with `transport = "tls"`): no DNS.
     Addr(SocketAddr),
     /// A name with an explicit port: its A/AAAA records only (RFC 3263 §4.2).
     NamePort(String, u16),
-    /// A domain: NAPTR, then SRV (`_sip._udp`, `_sip._tcp`), then A/AAAA on port 5060.
+    /// A domain: NAPTR, then SRV (`_sip._udp`, `_sip._tcp`), then A/AAAA on the transport's
+    /// default port (5060, or 5061 for TLS).
     Domain(String),
 }
 
@@ -104,10 +105,14 @@ fn good_user(user: &str) -> bool {
     !user.is_empty() && !user.contains(['@', ':', ' ', '"', '<', '>', ';', ','])
 }
 
-fn host(text: &str) -> Option<TrunkHost> {
+/// Where `text` names; an address without a port gets `default_port`.
+fn host(text: &str, default_port: u16) -> Option<TrunkHost> {
     let (h, port) = sip::uri::split_host_port(text).ok()?;
     if let Some(ip) = sip::uri::host_ip(h) {
-        return Some(TrunkHost::Addr(SocketAddr::new(ip, port.unwrap_or(5060))));
+        return Some(TrunkHost::Addr(SocketAddr::new(
+            ip,
+            port.unwrap_or(default_port),
+        )));
     }
     if h.starts_with('[') || !h.bytes().any(|b| b.is_ascii_alphabetic()) {
         return None;
@@ -137,16 +142,6 @@ pub(crate) fn trunks(raw: Vec<RawTrunk>, d: &mut Diagnostics) -> Vec<Trunk> {
                 format_args!("{:?} is listed twice", t.name),
             );
         }
-        let host = host(&t.host).unwrap_or_else(|| {
-            d.error(
-                &format!("{key}.host"),
-                format_args!(
-                    "{:?} — expected a domain (resolved by NAPTR/SRV/A, e.g. \"sip.example.com\"), a host name with a port, or an IP address with an optional port, e.g. \"192.0.2.7:5060\"",
-                    t.host
-                ),
-            );
-            TrunkHost::Addr(SocketAddr::from(([0, 0, 0, 0], 5060)))
-        });
         let transport = match t
             .transport
             .as_deref()
@@ -165,6 +160,20 @@ pub(crate) fn trunks(raw: Vec<RawTrunk>, d: &mut Diagnostics) -> Vec<Trunk> {
                 None
             }
         };
+        let port = match transport {
+            Some(Transport::Tls) => 5061,
+            _ => 5060,
+        };
+        let host = host(&t.host, port).unwrap_or_else(|| {
+            d.error(
+                &format!("{key}.host"),
+                format_args!(
+                    "{:?} — expected a domain (resolved by NAPTR/SRV/A, e.g. \"sip.example.com\"), a host name with a port, or an IP address with an optional port, e.g. \"192.0.2.7:5060\"",
+                    t.host
+                ),
+            );
+            TrunkHost::Addr(SocketAddr::from(([0, 0, 0, 0], 5060)))
+        });
         for (k, v) in [
             ("username", &t.username),
             ("auth_user", &t.auth_user),

@@ -6,8 +6,13 @@
 use sip::transaction::{Peer, Transport};
 use std::time::Instant;
 
-/// The default SIP port (RFC 3261 §19.1.2).
-pub const SIP_PORT: u16 = 5060;
+/// The default SIP port of `transport` (RFC 3261 §19.1.2): 5061 for TLS, else 5060.
+pub fn default_port(transport: Transport) -> u16 {
+    match transport {
+        Transport::Tls => 5061,
+        _ => 5060,
+    }
+}
 
 /// A trunk host to resolve ([`crate::Event::Resolve`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
