@@ -4,6 +4,7 @@
 # 10,000 transfer, park and queue cycles with the memory and call tables after it (bench/lib/soak.py).
 # About 20 minutes; every run is bounded in calls and time, on loopback only.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/transfer.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 bash scripts/setup.sh build  # the music-on-hold files and the queue and parking prompts

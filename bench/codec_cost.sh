@@ -5,6 +5,7 @@
 # machine only ever adds time). Then the translation matrix (`strowger show translation`).
 # The input is assets/demo.wav four times over (3 minutes), GSM-encoded by sox.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
 cd "$(dirname "$0")/.."
 bin=${STROWGER_BIN:-target/release/strowger}
 [[ -n ${NO_BUILD:-} ]] || cargo build --release -p strowger

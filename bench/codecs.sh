@@ -6,6 +6,7 @@
 # ROUNDS (default 15) kept since a busy machine only adds time; the ratio is the figure to quote.
 # Then the translation matrix with each format's implementation (`strowger show translation`).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-15} cargo run --quiet --release -p codec --example codec_speed
 if [[ -z ${NO_BUILD:-} ]]; then

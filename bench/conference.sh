@@ -5,6 +5,7 @@
 # frame more than a frame late. About 5 minutes; every run is bounded in calls and time.
 # Knobs: PARTICIPANTS=100, LARGEST="100 200 400", NO_BUILD=1, OLD_BIN=PATH (an older build run beside this one, same run).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/conference.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 if [[ -z ${NO_BUILD:-} ]]; then

@@ -7,6 +7,7 @@
 # Prints each figure and the median ratios new/old; raw runs stay in the run directory.
 # Usage: bench/core_ab.sh OLD_BIN [ROUNDS]   (ROUNDS default 2: about 15 minutes)
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/scale.py" "$@"
 cd "$(dirname "$0")/.."
 old=$(realpath "$1")
 rounds=${2:-2}

@@ -6,6 +6,7 @@
 # so no leg is listened to). About 2 minutes; every run is bounded in calls and time. Knobs:
 # CALLS=200 HOLD=20 RATE=50, NO_BUILD=1.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
 cd "$(dirname "$0")/.."
 CALLS=${CALLS:-200} HOLD=${HOLD:-20} RATE=${RATE:-50}
 if [[ -z ${NO_BUILD:-} ]]; then

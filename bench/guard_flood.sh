@@ -10,6 +10,7 @@
 # receive path with the two senders on the same two cores).
 # Usage: bench/guard_flood.sh [BIN]   (default target/release/strowger)
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
 cd "$(dirname "$0")/.."
 bin=$(realpath "${1:-target/release/strowger}")
 dir=$(mktemp -d)

@@ -4,6 +4,7 @@
 # calls in trunk mode (strowger-load iax2), one after the other in one run. About 6 minutes;
 # every run is bounded in calls and time. Knobs: LEVELS="200 1000 2000", NO_BUILD=1.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/iax2.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 if [[ -z ${NO_BUILD:-} ]]; then

@@ -4,6 +4,7 @@
 # dual-stack strowger. About 1 minute per run at 200 calls; every run is bounded in calls and time.
 # Knobs: LEVELS="200", NO_BUILD=1.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/ipv6.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 if [[ -z ${NO_BUILD:-} ]]; then

@@ -12,6 +12,7 @@
 # RTP counts, and each generator's CPU (utime+stime from wait4). Every process it starts is killed
 # when it ends; output goes to bench/out/load_vs_sipp-<date>/ (not committed).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
 cd "$(dirname "$0")/.."
 CALLS=${CALLS:-200} RATE=${RATE:-50} HOLD=${HOLD:-10} EXT=${EXT:-44444}
 if [[ -z "${NO_BUILD:-}" ]]; then

@@ -5,6 +5,7 @@
 # every event; prints the server's CPU of each and the ratios (target: at most x1.03 each).
 # Usage: bench/metrics.sh [HELD_CALLS] [B2BUA_RATE]   (about 3 minutes)
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/scale.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 cargo build --release -p strowger -p strowger-load

@@ -8,6 +8,7 @@
 # Usage: bench/overload.sh [BINARY...] (default: target/release/strowger). Knobs: RATE=100
 # DURATION=180 HOLD=2, LOAD=path of strowger-load, NO_BUILD=1.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
 cd "$(dirname "$0")/.."
 RATE=${RATE:-100} DURATION=${DURATION:-180} HOLD=${HOLD:-2} LOAD=${LOAD:-target/release/strowger-load}
 if [[ -z ${NO_BUILD:-} ]]; then

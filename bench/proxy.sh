@@ -6,6 +6,7 @@
 # The two servers take turns --repeat times (the machine is noisy); medians are compared.
 # Builds target/release/strowger; writes bench/results/proxy.json, keeps logs in bench/out/proxy/.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/proxy.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 cargo build --release -q -p strowger

@@ -5,6 +5,7 @@
 # its ratios to the other two. About 5 minutes; every run is bounded in calls and time.
 # Knobs: LEVELS="500 2000", NO_BUILD=1.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/queue.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 sounds=/usr/share/asterisk/sounds/en_US_f_Allison/queue-thereare.wav

@@ -6,6 +6,7 @@
 # deleted after each run. About 5 minutes; every run is bounded in calls and time.
 # Knobs: LEVELS="400 800 1600", NO_BUILD=1, OLD_BIN=PATH (an older build run beside this one, same run).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/record.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 if [[ -z ${NO_BUILD:-} ]]; then

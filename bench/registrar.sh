@@ -6,6 +6,7 @@
 #
 # Knobs (environment): BACKENDS=local,memcached,redis RATES=1000,2000,... NO_KAMAILIO=1 NO_BUILD=1
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/registrar.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps-registrar.sh
 if [[ -z ${NO_BUILD:-} ]]; then

@@ -4,6 +4,7 @@
 # expired. About 2 + USERS/RATE + EXPIRES s per backend.
 # Knobs: BACKENDS=local,memcached,redis USERS=100000 RATE=5000 EXPIRES=60 NO_BUILD=1
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/registrar_memory.py" "$@"
 cd "$(dirname "$0")/.."
 if [[ -z ${NO_BUILD:-} ]]; then
   cargo build --release -p strowger -p strowger-load

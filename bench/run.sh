@@ -7,6 +7,7 @@
 # Knobs (environment): FULL=1, TESTS="a b c", LEVELS="200 400", RATES="100 200 ...", WORKERS=N,
 # SERVER=sipp-uas (a SIPp UAS as a stand-in server, to try the rig), NO_BUILD=1, STROWGER_BIN=path.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/bench.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 if [[ ${SERVER:-strowger} == strowger && -z ${NO_BUILD:-} ]]; then

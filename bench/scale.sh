@@ -10,6 +10,7 @@
 # Knobs (environment): LEVELS="1000 2000 3000 4000 5000", TESTS="capacity capacity-shared floor shared b2bua speedup overload",
 # NO_BUILD=1, REALTIME=P (the server's workers at SCHED_FIFO priority P: general.realtime_priority).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 if [[ -z ${NO_BUILD:-} ]]; then

@@ -6,10 +6,8 @@
 # Output: bench/out/soak-TIME/ (untracked); RECORD=1 copies soak.json and soak.png into bench/results/.
 # `bash bench/soak.sh -h` prints the options without installing or building anything.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/soak_mix.py" "$@"
 cd "$(dirname "$0")/.."
-if [[ " $* " == *" -h "* || " $* " == *" --help "* ]]; then
-  exec python3 bench/lib/soak_mix.py --help
-fi
 bash bench/deps.sh
 command -v redis-server >/dev/null || bash scripts/setup.sh
 if [[ -z ${NO_BUILD:-} ]]; then

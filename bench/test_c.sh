@@ -4,6 +4,7 @@
 # Expects target/release/strowger (cargo build --release -p strowger); updates bench/results/latest.json
 # and regenerates bench/results/latest.md and the plot.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/bench.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 exec python3 bench/lib/bench.py c report "$@"

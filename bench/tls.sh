@@ -7,6 +7,7 @@
 # Bounded: REGISTERs and connections are counted, a run takes under a minute.
 # Usage: bench/tls.sh [BIN] [REGISTERS] [CONNECTIONS]   (default target/release/strowger 20000 1000)
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
 cd "$(dirname "$0")/.."
 bin=$(realpath "${1:-target/release/strowger}")
 regs=${2:-20000}

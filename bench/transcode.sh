@@ -4,6 +4,7 @@
 # once and shared ("cached") and transcoded per call ("live"). Writes bench/results/transcode.json.
 # About 15 minutes; every run is bounded in calls and time. Options go to transcode.py (-h).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/transcode.py" "$@"
 cd "$(dirname "$0")/.."
 bash bench/deps.sh
 if [[ -z ${NO_BUILD:-} ]]; then
