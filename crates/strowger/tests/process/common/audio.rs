@@ -110,22 +110,6 @@ pub fn tone_purity(x: &[i16], freq: f64) -> f64 {
     2.0 * goertzel(x, freq) / energy.max(1e-9)
 }
 
-/// [`tone_purity`] over 100 ms blocks, weighted by their energy: a tone whose phase jumps where
-/// a frame arrived late or early (a mix taken from two senders' arrival times) still counts as
-/// that tone, while noise, clipping or the wrong frequency does not.
-pub fn tone_purity_blocks(x: &[i16], freq: f64) -> f64 {
-    let blocks: Vec<&[i16]> = x.chunks_exact(800).collect();
-    let energy: f64 = blocks
-        .iter()
-        .map(|b| b.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>())
-        .sum();
-    let tone: f64 = blocks
-        .iter()
-        .map(|b| 2.0 * goertzel(b, freq) * b.len() as f64)
-        .sum();
-    tone / energy.max(1e-9)
-}
-
 /// Writes `samples` as a 16-bit mono WAV file at `rate`.
 pub fn write_wav(path: &Path, rate: u32, samples: &[i16]) {
     let data = (samples.len() * 2) as u32;
