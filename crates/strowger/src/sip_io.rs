@@ -3,6 +3,7 @@
 //! framed the same way inside their records.
 
 pub mod tls;
+pub mod ws;
 
 use crate::logging::{self, Dir};
 use mio::net::{TcpListener, TcpStream, UdpSocket};

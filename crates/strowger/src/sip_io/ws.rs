@@ -1,0 +1,396 @@
+//! SIP over WebSocket (RFC 7118), the transport-independent part: which handshakes are let in
+//! (path, the `sip` subprotocol, an allowed Origin) and how one WebSocket message becomes one
+//! SIP message. tungstenite does the HTTP upgrade and the framing (its server handshake takes
+//! a callback that sees the request and shapes the answer, which is what `Policy::check` is).
+
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use tungstenite::handshake::server::{Callback, ErrorResponse, Request, Response, ServerHandshake};
+use tungstenite::handshake::{HandshakeError, MidHandshake};
+use tungstenite::http::{HeaderValue, StatusCode};
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::WebSocket;
+
+/// What a WebSocket handshake must carry to be let in.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// The request path phones connect to (`/ws`).
+    pub path: String,
+    /// Origins a browser may connect from; requests without an Origin (phones, not browsers)
+    /// are let in, as a page elsewhere cannot strip the header its browser adds.
+    pub origins: Vec<String>,
+}
+
+/// Why a handshake was refused: the status and the reason the client is told.
+fn refuse(status: StatusCode, why: &str) -> ErrorResponse {
+    let mut r = ErrorResponse::new(Some(why.to_string()));
+    *r.status_mut() = status;
+    r
+}
+
+impl Policy {
+    /// Lets the handshake in with `Sec-WebSocket-Protocol: sip`, or refuses it: 404 for
+    /// another path, 403 for an Origin not in `sip.ws_origins`, 400 without the `sip`
+    /// subprotocol (RFC 7118 §4.1).
+    #[allow(clippy::result_large_err)] // the type tungstenite's callback returns
+    pub fn check(&self, req: &Request, mut resp: Response) -> Result<Response, ErrorResponse> {
+        if req.uri().path() != self.path {
+            return Err(refuse(
+                StatusCode::NOT_FOUND,
+                "no WebSocket here (sip.ws_path)",
+            ));
+        }
+        if let Some(origin) = req.headers().get("origin") {
+            let allowed = origin
+                .to_str()
+                .is_ok_and(|o| self.origins.iter().any(|a| a.eq_ignore_ascii_case(o)));
+            if !allowed {
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    "origin not allowed (sip.ws_origins)",
+                ));
+            }
+        }
+        let sip = req
+            .headers()
+            .get_all("sec-websocket-protocol")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|p| p.trim().eq_ignore_ascii_case("sip"));
+        if !sip {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "the \"sip\" WebSocket subprotocol is required (RFC 7118)",
+            ));
+        }
+        resp.headers_mut()
+            .insert("sec-websocket-protocol", HeaderValue::from_static("sip"));
+        Ok(resp)
+    }
+}
+
+/// What one WebSocket message is to SIP.
+#[derive(Debug)]
+pub enum Frame {
+    /// One whole SIP message.
+    Sip(sip::Message),
+    /// Text or binary that is not one SIP message: dropped and counted.
+    Garbage,
+    /// Pings, pongs and closes, which tungstenite answers itself.
+    Control,
+}
+
+/// One WebSocket message as SIP: a text or binary message holds one SIP message, its body the
+/// rest of the message when Content-Length is absent (RFC 7118 §5.2) and bytes past a given
+/// Content-Length discarded, exactly as in a datagram (RFC 3261 §18.3).
+pub fn frame(msg: &tungstenite::Message) -> Frame {
+    let bytes: &[u8] = match msg {
+        tungstenite::Message::Text(t) => t.as_bytes(),
+        tungstenite::Message::Binary(b) => b,
+        _ => return Frame::Control,
+    };
+    match sip::Message::parse(bytes, true) {
+        Ok(m) => Frame::Sip(m),
+        Err(_) => Frame::Garbage,
+    }
+}
+
+/// The bytes between a connection and tungstenite: what was read from the socket (or out of
+/// TLS) waits in `input`, what tungstenite writes collects in `output` for the connection to
+/// send. So tungstenite never touches the socket and the worker's loop keeps it.
+#[derive(Default)]
+struct Pipe {
+    input: Vec<u8>,
+    output: Vec<u8>,
+}
+
+impl Read for Pipe {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.input.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = buf.len().min(self.input.len());
+        buf[..n].copy_from_slice(&self.input[..n]);
+        self.input.drain(..n);
+        Ok(n)
+    }
+}
+
+impl Write for Pipe {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.output.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `Policy::check` as tungstenite's handshake callback.
+struct Check(Arc<Policy>);
+
+impl Callback for Check {
+    fn on_request(self, req: &Request, resp: Response) -> Result<Response, ErrorResponse> {
+        self.0.check(req, resp)
+    }
+}
+
+enum State {
+    Handshake(MidHandshake<ServerHandshake<Pipe, Check>>),
+    Open(WebSocket<Pipe>),
+}
+
+/// One WebSocket connection's protocol state, without its socket: bytes in, SIP messages and
+/// bytes to send out.
+pub struct Session {
+    /// None once the handshake was refused or the WebSocket closed.
+    state: Option<State>,
+}
+
+impl Session {
+    /// A connection that has yet to send its upgrade request; messages above `max_message`
+    /// bytes close it (`security.tcp_max_message`).
+    pub fn new(policy: Arc<Policy>, max_message: usize) -> Session {
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(max_message))
+            .max_frame_size(Some(max_message));
+        let state =
+            match tungstenite::accept_hdr_with_config(Pipe::default(), Check(policy), Some(config))
+            {
+                Err(HandshakeError::Interrupted(mid)) => Some(State::Handshake(mid)),
+                Ok(ws) => Some(State::Open(ws)),
+                Err(HandshakeError::Failure(_)) => None,
+            };
+        Session { state }
+    }
+
+    /// Whether the handshake is done (a refused or unfinished one counts as not open).
+    pub fn is_open(&self) -> bool {
+        matches!(self.state, Some(State::Open(_)))
+    }
+
+    fn pipe(&mut self) -> Option<&mut Pipe> {
+        match self.state.as_mut()? {
+            State::Handshake(mid) => Some(mid.get_mut().get_mut()),
+            State::Open(ws) => Some(ws.get_mut()),
+        }
+    }
+
+    /// Takes bytes read from the connection; `on_frame` gets each WebSocket message. Returns
+    /// the bytes to write back (the handshake's answer, pongs, closes) and whether the
+    /// connection stays open.
+    pub fn receive(&mut self, bytes: &[u8], mut on_frame: impl FnMut(Frame)) -> (Vec<u8>, bool) {
+        let Some(pipe) = self.pipe() else {
+            return (Vec::new(), false);
+        };
+        pipe.input.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        self.state = match self.state.take() {
+            Some(State::Handshake(mid)) => match mid.handshake() {
+                Ok(ws) => Some(State::Open(ws)),
+                Err(HandshakeError::Interrupted(mid)) => Some(State::Handshake(mid)),
+                Err(HandshakeError::Failure(e)) => {
+                    // The refusal (403, 400, 404) was written into the pipe, which went with
+                    // the handshake: tell the peer again from the error, as a plain answer.
+                    if let tungstenite::Error::Http(resp) = e {
+                        out = refusal_bytes(&resp);
+                    }
+                    return (out, false);
+                }
+            },
+            open => open,
+        };
+        let mut open = true;
+        if let Some(State::Open(ws)) = self.state.as_mut() {
+            loop {
+                match ws.read() {
+                    Ok(msg) => on_frame(frame(&msg)),
+                    Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                        break
+                    }
+                    Err(_) => {
+                        open = false;
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(pipe) = self.pipe() {
+            out.append(&mut pipe.output);
+        }
+        if !open {
+            self.state = None;
+        }
+        (out, open)
+    }
+
+    /// One SIP message as one text WebSocket message (RFC 7118 §5.2): the bytes to write, or
+    /// None before the handshake is done or after a close.
+    pub fn send(&mut self, sip: &[u8]) -> Option<Vec<u8>> {
+        let Some(State::Open(ws)) = self.state.as_mut() else {
+            return None;
+        };
+        let text = String::from_utf8_lossy(sip).into_owned();
+        ws.send(tungstenite::Message::text(text)).ok()?;
+        Some(std::mem::take(&mut ws.get_mut().output))
+    }
+}
+
+/// A refused handshake's answer as HTTP/1.1 bytes, with its reason as the body.
+fn refusal_bytes(resp: &tungstenite::http::Response<Option<Vec<u8>>>) -> Vec<u8> {
+    let body = resp.body().as_deref().unwrap_or_default();
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        resp.status().as_u16(),
+        resp.status().canonical_reason().unwrap_or(""),
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> Policy {
+        Policy {
+            path: "/ws".into(),
+            origins: vec!["https://127.0.0.1:8088".into()],
+        }
+    }
+
+    fn req(path: &str, origin: Option<&str>, proto: Option<&str>) -> Request {
+        let mut b = Request::builder().uri(path);
+        if let Some(o) = origin {
+            b = b.header("Origin", o);
+        }
+        if let Some(p) = proto {
+            b = b.header("Sec-WebSocket-Protocol", p);
+        }
+        b.body(()).unwrap()
+    }
+
+    fn status(r: Result<Response, ErrorResponse>) -> u16 {
+        match r {
+            Ok(resp) => {
+                assert_eq!(resp.headers()["sec-websocket-protocol"], "sip");
+                resp.status().as_u16()
+            }
+            Err(e) => e.status().as_u16(),
+        }
+    }
+
+    #[test]
+    fn handshake_needs_path_origin_and_subprotocol() {
+        let p = policy();
+        let ok = |r| status(p.check(&r, Response::new(())));
+        assert_eq!(
+            ok(req("/ws", Some("https://127.0.0.1:8088"), Some("sip"))),
+            200
+        );
+        assert_eq!(ok(req("/ws", None, Some("chat, sip"))), 200);
+        assert_eq!(
+            ok(req("/ws", Some("https://evil.example"), Some("sip"))),
+            403
+        );
+        assert_eq!(ok(req("/other", None, Some("sip"))), 404);
+        assert_eq!(ok(req("/ws", None, None)), 400);
+        assert_eq!(ok(req("/ws", None, Some("chat"))), 400);
+    }
+
+    #[test]
+    fn one_message_is_one_sip_message() {
+        let options = "OPTIONS sip:127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/WS df7jal23ls0d.invalid;branch=z9hG4bK1\r\nFrom: <sip:a@x>;tag=1\r\nTo: <sip:127.0.0.1>\r\nCall-ID: c1\r\nCSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\n\r\n";
+        let text = tungstenite::Message::text(options);
+        assert!(matches!(frame(&text), Frame::Sip(m) if m.method() == Some(&sip::Method::Options)));
+        let bin = tungstenite::Message::binary(options.as_bytes().to_vec());
+        assert!(matches!(frame(&bin), Frame::Sip(_)));
+        let garbage = tungstenite::Message::binary(vec![0u8, 159, 146, 150]);
+        assert!(matches!(frame(&garbage), Frame::Garbage));
+        let not_sip = tungstenite::Message::text("GET / HTTP/1.1\r\n\r\n");
+        assert!(matches!(frame(&not_sip), Frame::Garbage));
+        let ping = tungstenite::Message::Ping(vec![1u8].into());
+        assert!(matches!(frame(&ping), Frame::Control));
+    }
+
+    fn upgrade(origin: &str) -> Vec<u8> {
+        format!(
+            "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+             Sec-WebSocket-Protocol: sip\r\nOrigin: {origin}\r\n\r\n"
+        )
+        .into_bytes()
+    }
+
+    const OPTIONS: &str = "OPTIONS sip:127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/WS h.invalid;branch=z9hG4bK2\r\nFrom: <sip:a@x>;tag=1\r\nTo: <sip:127.0.0.1>\r\nCall-ID: c2\r\nCSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\n\r\n";
+
+    #[test]
+    fn session_upgrades_then_carries_sip_both_ways() {
+        let mut s = Session::new(Arc::new(policy()), 65536);
+        let (out, open) = s.receive(&upgrade("https://127.0.0.1:8088"), |_| {
+            panic!("no frame yet")
+        });
+        let answer = String::from_utf8(out).unwrap();
+        assert!(open && s.is_open(), "{answer}");
+        assert!(answer.starts_with("HTTP/1.1 101"), "{answer}");
+        assert!(answer
+            .to_ascii_lowercase()
+            .contains("sec-websocket-protocol: sip"));
+
+        // A client's masked frames, made by tungstenite's client side over its own pipe.
+        let mut client =
+            WebSocket::from_raw_socket(Pipe::default(), tungstenite::protocol::Role::Client, None);
+        client.send(tungstenite::Message::text(OPTIONS)).unwrap();
+        client
+            .send(tungstenite::Message::binary(vec![0u8, 255]))
+            .unwrap();
+        let wire = std::mem::take(&mut client.get_mut().output);
+        let mut got = Vec::new();
+        assert!(!wire.is_empty());
+        let (_, open) = s.receive(&wire, |f| got.push(f));
+        assert!(open, "{got:?}");
+        assert!(
+            matches!(&got[..], [Frame::Sip(m), Frame::Garbage] if m.method() == Some(&sip::Method::Options)),
+            "{got:?}"
+        );
+
+        let reply = s
+            .send(b"SIP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n")
+            .unwrap();
+        client.get_mut().input.extend_from_slice(&reply);
+        let msg = client.read().unwrap();
+        assert_eq!(
+            msg.to_text().unwrap(),
+            "SIP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn session_refuses_a_foreign_origin_with_403() {
+        let mut s = Session::new(Arc::new(policy()), 65536);
+        let (out, open) = s.receive(&upgrade("https://evil.example"), |_| panic!("refused"));
+        let answer = String::from_utf8(out).unwrap();
+        assert!(!open && !s.is_open());
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+        assert!(answer.contains("sip.ws_origins"), "{answer}");
+        assert!(s.send(b"SIP/2.0 200 OK\r\n\r\n").is_none());
+    }
+
+    #[test]
+    fn session_closes_on_an_oversized_message() {
+        let mut s = Session::new(Arc::new(policy()), 1024);
+        s.receive(&upgrade("https://127.0.0.1:8088"), |_| {});
+        let mut client =
+            WebSocket::from_raw_socket(Pipe::default(), tungstenite::protocol::Role::Client, None);
+        client
+            .send(tungstenite::Message::text("x".repeat(4096)))
+            .unwrap();
+        let wire = std::mem::take(&mut client.get_mut().output);
+        let (_, open) = s.receive(&wire, |_| panic!("too big to deliver"));
+        assert!(!open);
+    }
+}
