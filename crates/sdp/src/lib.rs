@@ -6,12 +6,14 @@
 //! and returns an error rather than panicking.
 
 mod codec;
+mod crypto;
 mod model;
 mod negotiate;
 mod parse;
 mod write;
 
 pub use codec::{Caps, Codec};
+pub use crypto::{Crypto, CryptoSuite};
 pub use model::{Attribute, Direction, Media, Origin, SessionDescription};
 pub use negotiate::{accept_answer, LocalSession, Negotiated, NegotiationError};
 pub use parse::ParseError;

@@ -123,6 +123,8 @@ pub enum Attribute {
         port: u16,
         addr: Option<IpAddr>,
     },
+    /// RFC 4568 SDES key for SRTP.
+    Crypto(crate::Crypto),
     Other {
         name: String,
         value: Option<String>,
@@ -180,6 +182,21 @@ impl Media {
             Attribute::Rtcp { port, addr } => Some((*port, *addr)),
             _ => None,
         })
+    }
+}
+
+impl Media {
+    /// The usable `a=crypto:` lines, in offer order.
+    pub fn crypto(&self) -> impl Iterator<Item = &crate::Crypto> + '_ {
+        self.attributes.iter().filter_map(|a| match a {
+            Attribute::Crypto(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// An SRTP profile (`RTP/SAVP`, `RTP/SAVPF`), whose keys come from SDES or DTLS.
+    pub fn is_secure(&self) -> bool {
+        matches!(self.proto.as_str(), "RTP/SAVP" | "RTP/SAVPF")
     }
 }
 

@@ -193,6 +193,7 @@ fn typed_attribute(name: &str, arg: Option<&str>) -> Option<Attribute> {
             };
             Attribute::Rtcp { port, addr }
         }
+        ("crypto", Some(arg)) => Attribute::Crypto(crate::Crypto::parse(arg)?),
         (name, None) => Attribute::Direction(Direction::from_name(name)?),
         _ => return None,
     })

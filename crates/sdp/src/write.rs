@@ -73,6 +73,7 @@ impl Display for Attribute {
                 write!(f, "rtcp:{port}")?;
                 addr.map_or(Ok(()), |a| write!(f, " IN {} {a}", addr_type(a)))
             }
+            Attribute::Crypto(c) => c.fmt(f),
             Attribute::Other { name, value } => {
                 f.write_str(name)?;
                 value.as_ref().map_or(Ok(()), |v| write!(f, ":{v}"))

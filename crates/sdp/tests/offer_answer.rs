@@ -177,6 +177,28 @@ fn other_streams_refused_with_port_zero() {
     assert!(answer.media[2].attributes.is_empty());
 }
 
+/// An SDES offer with an RTP fallback stream: until SRTP legs exist the SAVP stream and its
+/// key are refused, and nothing of the key comes back in the answer.
+#[test]
+fn sdes_stream_refused_while_rtp_fallback_is_answered() {
+    let offer = SIPP_UAC.replacen(
+        "m=audio 6000",
+        "m=audio 7000 RTP/SAVP 0\r\n\
+         a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:PS1uQCVeeCFCanVmcjkpPywjNWhcYD0mXXtxaVBR\r\n\
+         m=audio 6000",
+        1,
+    );
+    assert_eq!(sdp(&offer).media[0].crypto().count(), 1);
+    let (answer, n) = answer(&offer).unwrap();
+    assert_eq!(n.remote.port(), 6000);
+    assert_eq!(
+        (answer.media[0].proto.as_str(), answer.media[0].port),
+        ("RTP/SAVP", 0)
+    );
+    assert!(answer.media.iter().all(|m| m.crypto().next().is_none()));
+    assert!(!answer.to_string().contains("crypto"));
+}
+
 #[test]
 fn no_common_codec() {
     let offer = SIPP_UAC
