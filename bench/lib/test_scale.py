@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks of scale.py's arithmetic: `python3 -m unittest bench/lib/test_scale.py` (no servers)."""
+"""Checks of scale.py's arithmetic: `python3 bench/lib/test_scale.py` (no servers)."""
 
 import os
 import sys
