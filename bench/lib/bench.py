@@ -751,7 +751,7 @@ def save_results(section, data, info):
 
 
 TAG = [""]  # --tag: results go to section "A-TAG" instead of "A" (e.g. a supplementary run)
-QUIET_WAIT = [60]  # seconds to wait for other processes to calm down before each measurement
+QUIET_WAIT = [int(os.environ.get("QUIET_WAIT", "60"))]  # s to wait for a quieter machine before a figure (env QUIET_WAIT)
 
 
 def quiet_check(exclude):

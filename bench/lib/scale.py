@@ -825,8 +825,10 @@ def main():
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--levels", type=int, nargs="+", default=[1000, 2000, 3000, 4000, 5000])
-    ap.add_argument("--workers", type=int, nargs="+", default=[2])
-    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--workers", type=int, nargs="+", default=None,
+                    help="worker counts (default: 1 2 for speedup and b2bua, 2 for the others)")
+    ap.add_argument("--calls", type=int, default=None,
+                    help="calls per run (default: per test, see CALLS; speedup 2,000, the others 20,000)")
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--b2b-rate", type=int, default=1000, help="metrics: B2BUA calls/s offered")
     ap.add_argument("--hold", type=float, default=60)
@@ -846,11 +848,20 @@ def main():
     rundir = os.path.join(b.OUT, "scale-" + time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(rundir, exist_ok=True)
     b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
+    given = (args.calls, args.workers)
     try:
         for t in args.tests:
+            # Each test's own defaults where none were given: a bare `scale.py speedup` compares
+            # 1 and 2 workers with 2,000 held calls per run, not 20,000.
+            args.calls = given[0] or CALLS.get(t, 20000)
+            args.workers = given[1] or WORKERS.get(t, [2])
             globals()[t](args, rundir)
     finally:
         b.kill_children()
+
+
+CALLS = {"speedup": 2000}  # calls per run where a test's default is not 20,000
+WORKERS = {"speedup": [1, 2], "b2bua": [1, 2]}  # worker counts where a test's default is not [2]
 
 
 def signal_setup():
