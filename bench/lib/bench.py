@@ -280,6 +280,38 @@ def busiest_others(exclude, seconds=2.0):
     return sorted(rows, key=lambda r: -r["cpu_pct"])[:5]
 
 
+BUSY_OTHERS_PCT = 25  # other processes' CPU (% of one core) above which a figure is flagged busy
+
+
+def cpu_window(seconds, server_cpu, load_pids=()):
+    """Sleeps `seconds` and returns the CPU of that window: the server's (`server_cpu()`, CPU
+    seconds), the load generators' (`load_pids`), the whole machine's and everyone else's (the
+    machine's busy time less ours, from /proc/stat). `busy` flags a figure taken while other
+    processes used more than BUSY_OTHERS_PCT % of a core, with a warning line, so a figure from a
+    shared machine is never passed off as a quiet one."""
+    def snap():
+        return (server_cpu(), sum(proc_cpu(p) for p in load_pids), machine_cpu(), time.time())
+    c0, l0, m0, t0 = snap()
+    time.sleep(seconds)
+    c1, l1, m1, t1 = snap()
+    span = t1 - t0
+    busy_s = (m1[0] - m0[0]) / HZ
+    others = max(0.0, busy_s - (c1 - c0) - (l1 - l0))
+    w = {
+        "window_s": round(span, 2), "server_cpu_s": c1 - c0,
+        "server_cpu_pct": round((c1 - c0) / span * 100, 1),
+        "load_cpu_pct": round((l1 - l0) / span * 100, 1),
+        "machine_busy_pct": round(100 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]), 1),
+        "others_cpu_pct": round(others / span * 100, 1),
+    }
+    w["busy"] = w["others_cpu_pct"] > BUSY_OTHERS_PCT
+    if w["busy"]:
+        log(f"WARNING: other processes used {w['others_cpu_pct']} % of a core during this "
+            f"{w['window_s']} s window: the figure is flagged busy (a quiet machine gives a "
+            f"trustworthy one)")
+    return w
+
+
 # ---------------------------------------------------------------- ports
 
 _taken = set()
@@ -719,7 +751,7 @@ def save_results(section, data, info):
 
 
 TAG = [""]  # --tag: results go to section "A-TAG" instead of "A" (e.g. a supplementary run)
-QUIET_WAIT = [60]  # seconds to wait for other processes to calm down before each measurement
+QUIET_WAIT = [int(os.environ.get("QUIET_WAIT", "60"))]  # s to wait for a quieter machine before a figure (env QUIET_WAIT)
 
 
 def quiet_check(exclude):

@@ -69,27 +69,22 @@ def one(args, rundir, kind, size, calls, build="new"):
         lp = scale.load(args, f"127.0.0.1:{srv.port}", ext, n, args.rate * n / calls, hold, "send", out)
         procs.append((lp, out))
     time.sleep(ramp + 5)
-    c0, m0, t0 = srv.cpu(), b.machine_cpu(), time.time()
-    l0 = sum(b.proc_cpu(p.pid) for p, _ in procs)
-    time.sleep(args.window)
-    c1, m1, t1 = srv.cpu(), b.machine_cpu(), time.time()
-    l1 = sum(b.proc_cpu(p.pid) for p, _ in procs)
+    w = b.cpu_window(args.window, srv.cpu, [p.pid for p, _ in procs])
     for p, _ in procs:
         p.wait()
     srv.stop()
     reps = [scale.report_of(out) for _, out in procs]
-    span = t1 - t0
     failed = sum(r["failed"] for r in reps)
     up = max(1, calls - failed)
     received = sum(r["rtp"]["received"] for r in reps)
     late = sum(r["rtp"]["late_arrivals"] for r in reps)
     row = {
         "build": build, "kind": kind, "room_size": size if kind != "echo" else None, "calls": calls, "calls_up": up,
-        "rate": args.rate, "hold_s": round(hold, 1), "window_s": round(span, 2),
-        "server_cpu_pct": round((c1 - c0) / span * 100, 1),
-        "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / up, 4),
-        "load_cpu_pct": round((l1 - l0) / span * 100, 1),
-        "machine_busy_pct": round(100 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]), 1),
+        "rate": args.rate, "hold_s": round(hold, 1), "window_s": w["window_s"],
+        "server_cpu_pct": w["server_cpu_pct"],
+        "cpu_ms_per_call_s": round(w["server_cpu_s"] * 1000 / w["window_s"] / up, 4),
+        "load_cpu_pct": w["load_cpu_pct"], "machine_busy_pct": w["machine_busy_pct"],
+        "others_cpu_pct": w["others_cpu_pct"], "busy": w["busy"],
         "failed": failed, "rtp_received": received, "late_arrivals": late,
         "late_pct": round(100 * late / max(1, received), 3),
         "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": procs[0][0].cmd,

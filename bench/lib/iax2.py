@@ -76,22 +76,19 @@ def one(args, rundir, kind, calls, tag=""):
     else:
         lp = iax_load(args, f"127.0.0.1:{iax_port}", calls, args.rate, hold, kind == "iax2-trunk", out)
     time.sleep(ramp + 5)
-    c0, l0, m0, t0 = srv.cpu(), b.proc_cpu(lp.pid), b.machine_cpu(), time.time()
-    time.sleep(args.window)
-    c1, l1, m1, t1 = srv.cpu(), b.proc_cpu(lp.pid), b.machine_cpu(), time.time()
+    w = b.cpu_window(args.window, srv.cpu, [lp.pid])
     lp.wait()
     srv.stop()
     rep = scale.report_of(out)
-    span = t1 - t0
     # A call that failed (e.g. 503 when another process held ports of the RTP range) was never up.
     legs = max(1, calls - rep["failed"])
     row = {
         "kind": kind, "calls": calls, "legs_up": legs, "rate": args.rate, "hold_s": round(hold, 1),
-        "window_s": round(span, 2),
-        "server_cpu_pct": round((c1 - c0) / span * 100, 1),
-        "cpu_ms_per_leg_s": round((c1 - c0) * 1000 / span / legs, 4),
-        "load_cpu_pct": round((l1 - l0) / span * 100, 1),
-        "machine_busy_pct": round(100 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]), 1),
+        "window_s": w["window_s"],
+        "server_cpu_pct": w["server_cpu_pct"],
+        "cpu_ms_per_leg_s": round(w["server_cpu_s"] * 1000 / w["window_s"] / legs, 4),
+        "load_cpu_pct": w["load_cpu_pct"], "machine_busy_pct": w["machine_busy_pct"],
+        "others_cpu_pct": w["others_cpu_pct"], "busy": w["busy"],
         "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd,
     }
     if kind == "sip":

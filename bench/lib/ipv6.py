@@ -54,22 +54,18 @@ def one(args, rundir, family, calls, rnd):
                                     "-r", str(args.rate)], hold_ms / 1000 + ramp + 60)
     time.sleep(ramp + 5)
     up = sipp.stat()["CurrentCall"]
-    c0, s0, t0 = srv.cpu(), b.proc_cpu(sipp.pid), time.time()
-    time.sleep(args.window)
-    c1, s1, t1 = srv.cpu(), b.proc_cpu(sipp.pid), time.time()
+    w = b.cpu_window(args.window, srv.cpu, [sipp.pid])
     sipp.wait(hold_ms / 1000 + 60)
     st = sipp.stat()
     sipp.kill()
     time.sleep(1)
     srv.stop()
     sent, received, errors = cdr_rtp(srv)
-    span = t1 - t0
     row = {
         "family": family, "calls": calls, "calls_up": up, "round": rnd, "rate": args.rate,
-        "window_s": round(span, 2),
-        "server_cpu_pct": round((c1 - c0) / span * 100, 1),
-        "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / max(1, up), 4),
-        "sipp_cpu_pct": round((s1 - s0) / span * 100, 1),
+        "window_s": w["window_s"], "server_cpu_pct": w["server_cpu_pct"],
+        "cpu_ms_per_call_s": round(w["server_cpu_s"] * 1000 / w["window_s"] / max(1, up), 4),
+        "sipp_cpu_pct": w["load_cpu_pct"], "others_cpu_pct": w["others_cpu_pct"], "busy": w["busy"],
         "successful": st["SuccessfulCall(C)"], "failed": st["FailedCall(C)"],
         "rtp_sent": sent, "rtp_received": received, "send_errors": errors,
         "server_cmd": b.fmt_cmd(srv.cmd), "sipp_cmd": b.fmt_cmd(sipp.full_cmd),

@@ -68,7 +68,8 @@ def strowger_config(args, rundir, port):
     text = subprocess.run([args.bin, "default-config"], capture_output=True, text=True, timeout=10,
                           check=True).stdout
     for key, value in (("log_level", '"info"'), ("max_calls", "100000"),
-                       ("store", f'"local:{rundir}/store.snap"'),
+                       # The registrar's store; another section has a `store` key of its own.
+                       ('store = "local:strowger-data/store.snap"', f'store = "local:{rundir}/store.snap"'),
                        ("domains", '["proxy.test"]'), ("keepalive_s", "0"),
                        ("authenticate = false", f"authenticate = {str(args.auth).lower()}")):
         pattern = rf"(?m)^{key}$" if "=" in key else rf"(?m)^{key}\s*=.*$"
@@ -128,23 +129,35 @@ def run_rate(which, rundir, port, phone_port, rate, seconds, server, auth):
     uac = sipp([f"127.0.0.1:{port}", "-sf", os.path.join(SIPP, scenario), "-s", "1001", *creds,
                 "-key", "domain", "proxy.test", "-d", "0", "-r", str(rate), "-m", str(calls),
                 "-l", str(rate * 4), "-p", str(b.alloc_ports(1))], f"uac-{tag}", rundir, seconds + 30)
-    while uac.poll() is None:
+    # A fixed CPU window: the calls' span plus 2 s to finish. Calls still unfinished then have
+    # failed; SIPp is stopped rather than waited for (its -timeout is 30 s past the span), so a
+    # step with failures neither stretches the window nor the run.
+    deadline = samples[0][0] + seconds + 2
+    while uac.poll() is None and time.time() < deadline:
         time.sleep(0.5)
         samples.append((time.time(), b.session_cpu(server.pid)))
-    # The window ends at the first sample after the last call ended.
-    end = settled_at(rundir, f"uac-{tag}")
+    if uac.poll() is None:
+        time.sleep(max(0, deadline - time.time()))
+        samples.append((time.time(), b.session_cpu(server.pid)))
+        time.sleep(1.1)  # one more -trace_stat row, then SIPp goes
+        os.killpg(uac.pid, signal.SIGTERM)
+        uac.wait()
+    # The window ends at the first sample after the last call ended, or at the deadline.
+    end = min(settled_at(rundir, f"uac-{tag}"), deadline)
     (t0, cpu0) = samples[0]
     (t1, cpu1) = next((s for s in samples if s[0] >= end), samples[-1])
     try:
-        uas.wait(5)
+        uas.wait(2)
     except subprocess.TimeoutExpired:
         os.killpg(uas.pid, signal.SIGTERM)
         uas.wait()
     ok, failed = sipp_counts(rundir, f"uac-{tag}")
+    failed = max(failed, calls - ok)  # calls unfinished at the deadline failed too
     r = {"server": which, "auth": auth, "rate": rate, "calls": calls, "completed": ok, "failed": failed,
          "wall_s": round(t1 - t0, 1), "cpu_s": round(cpu1 - cpu0, 3),
          "cpu_ms_per_call": round((cpu1 - cpu0) * 1000 / ok, 4) if ok else None}
-    b.log(json.dumps(r))
+    b.log(f"{which} {rate} calls/s: {r['cpu_ms_per_call']} CPU-ms per call over {r['wall_s']} s, "
+          f"completed {ok}, failed {failed}")
     return r
 
 
@@ -153,7 +166,8 @@ def main():
     ap.add_argument("--rates", type=int, nargs="+", default=[500, 1000, 2000])
     ap.add_argument("--seconds", type=int, default=15)
     ap.add_argument("--kamailio-workers", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--pairs", "--repeat", dest="pairs", type=int, default=3,
+                    help="strowger-then-Kamailio pairs, interleaved (default 3)")
     ap.add_argument("--auth", action="store_true",
                     help="challenge every initial INVITE (407) and answer it with digest credentials")
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
@@ -163,9 +177,9 @@ def main():
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = []
     try:
-        # The machine is shared and noisy: the two servers take turns, --repeat times, and the
-        # medians are compared.
-        for rep in range(args.repeat):
+        # The machine is shared and noisy: the two servers take turns, --pairs times (A B A B
+        # ...), and the ratio is taken within each pair, so a slow spell weighs on both sides.
+        for rep in range(args.pairs):
             for which in ("strowger", "kamailio"):
                 rundir = os.path.join(OUT, f"{stamp}-{rep}-{which}")
                 os.makedirs(rundir, exist_ok=True)
@@ -180,22 +194,28 @@ def main():
     finally:
         b.kill_children()
     print("\n| rate (calls/s) | server | completed / failed (all runs) | CPU-ms per proxied call (each run) "
-          "| median | strowger ÷ Kamailio (medians) |")
+          "| median | strowger ÷ Kamailio per pair: median (min–max, pairs) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for rate in args.rates:
         med = {}
         for which in ("strowger", "kamailio"):
             runs = [r for r in results if r["rate"] == rate and r["server"] == which]
-            per = [r["cpu_ms_per_call"] for r in runs if r["cpu_ms_per_call"]]
+            per = [r["cpu_ms_per_call"] for r in runs if r["cpu_ms_per_call"] and not r["failed"]]
             med[which] = statistics.median(per) if per else None
+        ours = [r for r in results if r["rate"] == rate and r["server"] == "strowger"]
+        theirs = [r for r in results if r["rate"] == rate and r["server"] == "kamailio"]
+        # A pair with a failed call on either side gives no ratio; it is counted, not hidden.
+        ratios = [a["cpu_ms_per_call"] / k["cpu_ms_per_call"] for a, k in zip(ours, theirs)
+                  if a["cpu_ms_per_call"] and k["cpu_ms_per_call"] and not a["failed"] and not k["failed"]]
         for which in ("strowger", "kamailio"):
             runs = [r for r in results if r["rate"] == rate and r["server"] == which]
             done = sum(r["completed"] for r in runs)
             failed = sum(r["failed"] for r in runs)
             each = ", ".join(f"{r['cpu_ms_per_call']}" for r in runs)
             ratio = ""
-            if which == "strowger" and med["strowger"] and med["kamailio"]:
-                ratio = f"{med['strowger'] / med['kamailio']:.2f}×"
+            if which == "strowger":
+                ratio = (f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}, "
+                         f"{len(ratios)} of {len(ours)} pairs)" if ratios else f"– (0 of {len(ours)} pairs)")
             m = f"{med[which]:.3f}" if med[which] else "–"
             print(f"| {rate} | {which} | {done} / {failed} | {each} | {m} | {ratio} |")
     os.makedirs(b.RESULTS, exist_ok=True)

@@ -513,28 +513,50 @@ def interleaved(args, run):
 
 
 def summary(rows, key):
+    """Per worker count: the median, min and max of `key` over the runs without a failed call,
+    how many runs that is (`runs`), and how many runs had failed calls (`failed_runs`: left out
+    of the figure, never dropped silently). A worker count whose every run failed has no
+    median."""
     out = {}
     for w in sorted({r["workers"] for r in rows}):
-        vals = [r[key] for r in rows if r["workers"] == w and r["failed"] == 0]
+        mine = [r for r in rows if r["workers"] == w]
+        vals = [r[key] for r in mine if r["failed"] == 0]
+        s = {"runs": len(vals), "failed_runs": len(mine) - len(vals)}
         if vals:
-            out[str(w)] = {"median": round(statistics.median(vals), 4), "min": min(vals), "max": max(vals),
-                           "runs": len(vals)}
-    if "1" in out:
-        for w, s in out.items():
-            s["speedup"] = round(int(w) * out["1"]["median"] / s["median"], 3)
+            s.update(median=round(statistics.median(vals), 4), min=min(vals), max=max(vals))
+        out[str(w)] = s
+    base = out.get("1", {}).get("median")
+    for w, s in out.items():
+        if base and "median" in s:
+            s["speedup"] = round(int(w) * base / s["median"], 3)
     return out
+
+
+def print_summary(name, summ):
+    """One line per worker count; a failed run is named, never hidden."""
+    for w, s in summ.items():
+        failed = f", {s['failed_runs']} run(s) with failed calls left out" if s["failed_runs"] else ""
+        if "median" not in s:
+            print(f"{name} {w} worker(s): no run without failed calls{failed}", flush=True)
+            continue
+        speed = f", speed-up x{s['speedup']}" if "speedup" in s else ""
+        print(f"{name} {w} worker(s): median {s['median']} (min {s['min']}, max {s['max']}) over "
+              f"{s['runs']} run(s){failed}{speed}", flush=True)
 
 
 def b2bua(args, rundir):
     rows = interleaved(args, lambda w, i: b2bua_once(args, rundir, f"b2b-w{w}-{i}", w))
-    save("b2bua", {"rows": rows, "summary": summary(rows, "cpu_ms_per_call"), "machine": b.machine_info(args)})
+    summ = summary(rows, "cpu_ms_per_call")
+    print_summary("b2bua CPU ms per call", summ)
+    save("b2bua", {"rows": rows, "summary": summ, "machine": b.machine_info(args)})
 
 
 def speedup(args, rundir):
     rows = interleaved(args, lambda w, i: held_calls(args, rundir, f"sp-w{w}-{i}", w, args.calls, args.rate,
                                                      args.hold, 20))
-    save("speedup", {"rows": rows, "summary": summary(rows, "cpu_ms_per_call_s"),
-                     "machine": b.machine_info(args)})
+    summ = summary(rows, "cpu_ms_per_call_s")
+    print_summary("held-call CPU ms per call-second", summ)
+    save("speedup", {"rows": rows, "summary": summ, "machine": b.machine_info(args)})
 
 
 def overload(args, rundir):
@@ -803,8 +825,10 @@ def main():
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--levels", type=int, nargs="+", default=[1000, 2000, 3000, 4000, 5000])
-    ap.add_argument("--workers", type=int, nargs="+", default=[2])
-    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--workers", type=int, nargs="+", default=None,
+                    help="worker counts (default: 1 2 for speedup and b2bua, 2 for the others)")
+    ap.add_argument("--calls", type=int, default=None,
+                    help="calls per run (default: per test, see CALLS; speedup 2,000, the others 20,000)")
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--b2b-rate", type=int, default=1000, help="metrics: B2BUA calls/s offered")
     ap.add_argument("--hold", type=float, default=60)
@@ -824,11 +848,20 @@ def main():
     rundir = os.path.join(b.OUT, "scale-" + time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(rundir, exist_ok=True)
     b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
+    given = (args.calls, args.workers)
     try:
         for t in args.tests:
+            # Each test's own defaults where none were given: a bare `scale.py speedup` compares
+            # 1 and 2 workers with 2,000 held calls per run, not 20,000.
+            args.calls = given[0] or CALLS.get(t, 20000)
+            args.workers = given[1] or WORKERS.get(t, [2])
             globals()[t](args, rundir)
     finally:
         b.kill_children()
+
+
+CALLS = {"speedup": 2000}  # calls per run where a test's default is not 20,000
+WORKERS = {"speedup": [1, 2], "b2bua": [1, 2]}  # worker counts where a test's default is not [2]
 
 
 def signal_setup():

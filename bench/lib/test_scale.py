@@ -1,0 +1,26 @@
+#!/usr/bin/env python3
+"""Checks of scale.py's arithmetic: `python3 bench/lib/test_scale.py` (no servers)."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scale  # noqa: E402
+
+
+class Summary(unittest.TestCase):
+    def test_failed_runs_are_counted_not_dropped(self):
+        rows = [{"workers": 1, "failed": 0, "x": 10}, {"workers": 1, "failed": 2, "x": 1},
+                {"workers": 2, "failed": 0, "x": 11}, {"workers": 2, "failed": 0, "x": 12},
+                {"workers": 4, "failed": 1, "x": 3}]
+        s = scale.summary(rows, "x")
+        self.assertEqual(s["1"], {"runs": 1, "failed_runs": 1, "median": 10, "min": 10, "max": 10,
+                                  "speedup": 1.0})
+        self.assertEqual((s["2"]["runs"], s["2"]["failed_runs"], s["2"]["median"]), (2, 0, 11.5))
+        self.assertEqual(s["2"]["speedup"], round(2 * 10 / 11.5, 3))
+        self.assertEqual(s["4"], {"runs": 0, "failed_runs": 1})
+
+
+if __name__ == "__main__":
+    unittest.main()
