@@ -1,9 +1,10 @@
 """Exact instruction counts of this build against an older one (valgrind's callgrind), for figures
 this host's noisy clocks cannot settle: per REGISTER (local store, with and without digest auth) and
-per bridged B2BUA call. Each figure is the difference between a long and a short run of one worker
+per bridged B2BUA call (with --events: while an event-stream client is subscribed to every event, its
+API on loopback). Each figure is the difference between a long and a short run of one worker
 under callgrind, divided by the requests or calls between them, so start-up cancels.
 
-    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua] [--new NEW_BIN]
+    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua] [--new NEW_BIN] [--events]
 
 About 15 minutes (valgrind runs strowger some 50 times slower); every run is bounded in requests and
 time and stops by itself.
@@ -68,18 +69,30 @@ def register(rundir, label, binary, n, auth):
     return instructions(out), r["registered"]
 
 
-def bridged(rundir, label, binary, n):
-    """`n` calls at 8/s bridged to a second strowger that answers; the bridging server's instructions."""
+def bridged(rundir, label, binary, n, events):
+    """`n` calls at 8/s bridged to a second strowger that answers; the bridging server's instructions.
+    With `events`, an event client subscribed to everything listens from before the first call."""
     args = types.SimpleNamespace(bin=binary, load_bin=LOAD, realtime=0)
     far = S.Server(args, rundir, f"{label}-far", 1, "30000-31999",
                    S.config(args, rundir, f"{label}-far.toml", steps='["answer", "echo"]'))
     port = b.alloc_ports(1)
-    p, out = under_callgrind(rundir, label, [binary, "--config", S.config(args, rundir, f"{label}.toml"),
+    cfg = S.config(args, rundir, f"{label}.toml")
+    if events:
+        api_port = b.alloc_ports(1)
+        client = S.EventClient(args, api_port, S.observed(args, cfg, api_port))
+    p, out = under_callgrind(rundir, label, [binary, "--config", cfg,
                                             "--sip-listen", f"127.0.0.1:{port}", "--rtp-ports", "32000-33999",
                                             "--data-dir", os.path.join(rundir, f"{label}-data"), "--workers", "1",
                                             "--var", f"bridge_target=127.0.0.1:{far.port}"])
+    if events:
+        client.set(True)
+        time.sleep(5)
     rep = os.path.join(rundir, f"{label}.json")
     S.load(args, f"127.0.0.1:{port}", "2001", n, 8, 0, "none", rep, max_time=int(n / 8 + 120)).wait()
+    if events:
+        client.set(False)
+        if client.closed:
+            sys.exit(f"callgrind_ab: {label}: the server closed the event client")
     stop(p)
     far.stop()
     return instructions(out), json.load(open(rep))["completed"]
@@ -90,11 +103,12 @@ def main():
     ap.add_argument("old", help="the strowger binary to compare this build against")
     ap.add_argument("--what", default="register,digest,b2bua")
     ap.add_argument("--new", default=NEW, help="the build to measure (default: this tree's release build)")
+    ap.add_argument("--events", action="store_true", help="b2bua: with an event client subscribed to everything")
     args = ap.parse_args()
     rundir = tempfile.mkdtemp(prefix="callgrind-ab-", dir=b.OUT if os.path.isdir(b.OUT) else None)
     runs = {"register": lambda l, bin_, n: register(rundir, l, bin_, n * 5, False),
             "digest": lambda l, bin_, n: register(rundir, l, bin_, n * 5, True),
-            "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n)}
+            "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n, args.events)}
     for what in args.what.split(","):
         per = {}
         for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):

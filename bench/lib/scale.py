@@ -38,6 +38,10 @@
              --b2b-rate calls/s; in each, 10 s windows rotated between nobody listening, a client GETting
              /metrics (bearer token) every second and `strowger ctl events --json` subscribed to every
              event: the server's CPU per call-second (held) or per call (B2BUA) and the ratios, in one run.
+  combined   the issue's one-run figure: --levels[0] held echo calls in --repeat (at least 3) interleaved
+             pairs of 10 s windows, nobody watching vs a /metrics scrape every second and an event client
+             at once (the API listens in both), then B2BUA calls at --b2b-rate calls/s without vs with the
+             event client: each pair's ratio, median and spread, and the media frames sent late per window.
   report     writes bench/results/scale.md and bench/results/scale.png from bench/results/scale.json.
 
 CPU is the run time of all threads (/proc/PID/task/*/schedstat). Every run is bounded in calls and time, on
@@ -280,24 +284,45 @@ class EventClient:
 MODES = ("none", "scrape", "events")
 
 
-def windows(srv, scraper, events, window, rounds, per):
-    """Rounds of one `window`-second window per mode (order rotated each round): the server's CPU-ms
-    per second divided by `per` in each mode, averaged."""
-    cpu = {m: [] for m in MODES}
+def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None):
+    """Rounds of one `window`-second window per mode (order rotated each round; `all` is a scrape and
+    an event client at once): the server's CPU-ms per second divided by `per` of each window, by mode,
+    and what `probe()` (if given) rose by over each window."""
+    cpu, rise = {m: [] for m in modes}, {m: [] for m in modes}
     for r in range(rounds):
-        for i in range(len(MODES)):
-            mode = MODES[(i + r) % len(MODES)]
-            scraper.on = mode == "scrape"
-            events.set(mode == "events")
+        for i in range(len(modes)):
+            mode = modes[(i + r) % len(modes)]
+            scraper.on = mode in ("scrape", "all")
+            events.set(mode in ("events", "all"))
             time.sleep(1)
+            p0 = probe() if probe else 0
             c0, t0 = srv.cpu(), time.time()
             time.sleep(window)
             c1, t1 = srv.cpu(), time.time()
+            rise[mode].append((probe() if probe else 0) - p0)
             cpu[mode].append((c1 - c0) * 1000 / (t1 - t0) / per)
-            b.log(f"  {mode}: {cpu[mode][-1]:.4f}")
+            b.log(f"  {mode}: {cpu[mode][-1]:.4f}" + (f", probe +{rise[mode][-1]}" if probe else ""))
     scraper.on = False
     events.set(False)
-    return {m: sum(v) / len(v) for m, v in cpu.items()}
+    return cpu, rise
+
+
+def late_frames(port, token):
+    """The server's `strowger_media_late_frames_total` (frames its media ticks sent late), from /metrics."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("strowger_media_late_frames_total"):
+                return int(float(line.split()[-1]))
+    raise RuntimeError("no strowger_media_late_frames_total in /metrics")
+
+
+def pair_ratios(cpu, base, other):
+    """Each interleaved pair's ratio (`other` window over the `base` window beside it), their median and
+    spread: the machine's drift cancels within a pair, and the spread says how much it did not."""
+    ratios = sorted(o / n for n, o in zip(cpu[base], cpu[other]))
+    return {"ratios": [round(x, 4) for x in ratios], "median": round(statistics.median(ratios), 4),
+            "min": round(ratios[0], 4), "max": round(ratios[-1], 4)}
 
 
 def observed(args, srv_cfg, api_port):
@@ -328,7 +353,7 @@ def metrics(args, rundir):
     time.sleep(n / args.rate + 5)
     scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
     b.log(f"{n} held calls, CPU-ms per call-second:")
-    cpu = windows(srv, scraper, events, window, rounds, n)
+    cpu = mean(windows(srv, scraper, events, window, rounds, n)[0])
     scraper.stop = True
     lp.wait()
     srv.stop()
@@ -356,7 +381,7 @@ def metrics(args, rundir):
     time.sleep(5)
     scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
     b.log(f"B2BUA at {rate} calls/s, CPU-ms per call:")
-    cpu = windows(near, scraper, events, window, rounds, rate)
+    cpu = mean(windows(near, scraper, events, window, rounds, rate)[0])
     scraper.stop = True
     lp.wait()
     near.stop()
@@ -374,6 +399,73 @@ def metrics(args, rundir):
               f"events {r['events']} (x{r['events_ratio']}); {r['scrapes']} scrapes, {r['scrape_failures']} failed; "
               f"event clients closed {r['event_clients_closed']}; calls completed {r['completed']}, failed {r['failed']}")
     save("metrics", {"rows": rows, "machine": b.machine_info(args)})
+
+
+def mean(cpu):
+    return {m: sum(v) / len(v) for m, v in cpu.items()}
+
+
+def combined(args, rundir):
+    """The issue's figure, in one run: --levels[0] held echo calls on --workers in `--repeat` interleaved
+    pairs of windows (A B, B A, ...) with nobody watching and with a /metrics scrape every second and an
+    event client subscribed to every event at once (the API listens in both): CPU-ms per call-second,
+    each pair's ratio, their median and spread. Then B2BUA calls at --b2b-rate calls/s in pairs without
+    and with the event client: CPU-ms per call and the media frames sent late in each window (must be 0)."""
+    n, workers, window, pairs = args.levels[0], args.workers[0], 10, max(3, args.repeat)
+    modes = ("none", "all")
+    rows = []
+
+    label = f"combined-held-{n}"
+    cfg = config(args, rundir, f"{label}.toml")
+    api_port = b.alloc_ports(1)
+    token = observed(args, cfg, api_port)
+    srv = Server(args, rundir, label, workers, f"10000-{min(29999, 10000 + 4 * n)}", cfg)
+    out = os.path.join(srv.dir, "load.json")
+    hold = n / args.rate + 5 + pairs * len(modes) * (window + 1) + 10
+    lp = load(args, f"127.0.0.1:{srv.port}", "44444", n, args.rate, hold, "echo", out)
+    time.sleep(n / args.rate + 5)
+    scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
+    b.log(f"{n} held calls, CPU-ms per call-second, nobody watching vs scrape + event client:")
+    cpu, late = windows(srv, scraper, events, window, pairs, n, modes, lambda: late_frames(api_port, token))
+    scraper.stop = True
+    lp.wait()
+    srv.stop()
+    rep = report_of(out)
+    rows.append({"load": f"{n} held echo calls", "unit": "CPU-ms per call-second", "cpu": cpu,
+                 "watched_ratio": pair_ratios(cpu, "none", "all"), "late_frames": late,
+                 "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
+                 "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]})
+
+    label = "combined-b2bua"
+    rate, modes = args.b2b_rate, ("none", "events")
+    far = Server(args, rundir, f"{label}-b", 1, "30000-31999",
+                 config(args, rundir, f"{label}-b.toml", steps='["answer", "echo"]'))
+    near_cfg = config(args, rundir, f"{label}-a.toml")
+    api_port = b.alloc_ports(1)
+    token = observed(args, near_cfg, api_port)
+    near = Server(args, rundir, f"{label}-a", workers, "32000-33999", near_cfg,
+                  ("--var", f"bridge_target=127.0.0.1:{far.port}"))
+    out = os.path.join(near.dir, "load.json")
+    calls = int(rate * (5 + pairs * len(modes) * (window + 1) + 5))
+    lp = load(args, f"127.0.0.1:{near.port}", "2001", calls, rate, 0, "none", out, max_time=int(calls / rate + 60))
+    time.sleep(5)
+    scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
+    b.log(f"B2BUA at {rate} calls/s, CPU-ms per call, without vs with an event client:")
+    cpu, late = windows(near, scraper, events, window, pairs, rate, modes, lambda: late_frames(api_port, token))
+    scraper.stop = True
+    lp.wait()
+    near.stop()
+    far.stop()
+    rep = report_of(out)
+    rows.append({"load": f"B2BUA, {rate} calls/s offered", "unit": "CPU-ms per call", "cpu": cpu,
+                 "watched_ratio": pair_ratios(cpu, "none", "events"), "late_frames": late,
+                 "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]})
+    for r in rows:
+        w = r["watched_ratio"]
+        b.log(f"{r['load']} ({r['unit']}): watched/unwatched median x{w['median']} (pairs {w['ratios']}, "
+              f"spread x{w['min']}..x{w['max']}); late frames by window {r['late_frames']}; event clients closed "
+              f"{r['event_clients_closed']}; calls completed {r['completed']}, failed {r['failed']}")
+    save("combined", {"rows": rows, "machine": b.machine_info(args)})
 
 
 def user_cpu(pid):
@@ -821,7 +913,7 @@ unset multiplot
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tests", nargs="+", choices=["capacity", "floor", "shared", "b2bua", "speedup", "overload", "flood",
-                                                  "metrics", "report"])
+                                                  "metrics", "combined", "report"])
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     ap.add_argument("--levels", type=int, nargs="+", default=[1000, 2000, 3000, 4000, 5000])

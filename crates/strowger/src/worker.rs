@@ -120,8 +120,8 @@ pub enum Envelope {
         command: switch::control::Command,
         reply: tokio::sync::oneshot::Sender<switch::control::Reply>,
     },
-    /// Whether an event-stream client listens (`switch::Input::Watch`).
-    Watch(bool),
+    /// The event types some event-stream client subscribes to (`switch::Input::Watch`).
+    Watch(u8),
     /// An AOR unregistered through the API (`switch::Input::Unregistered`).
     Unregistered(String),
 }

@@ -605,13 +605,17 @@ impl Engine {
             return;
         };
         if c.caller().iax().is_some() {
-            self.call_notice(call, |call_id| Notice::Ringing { call_id });
+            self.call_notice(call, crate::control::CALL, |call_id| Notice::Ringing {
+                call_id,
+            });
             return self.iax_ringing(call, with_sdp, now);
         }
         if c.answered || c.invite_tx.is_none() {
             return;
         }
-        self.call_notice(call, |call_id| Notice::Ringing { call_id });
+        self.call_notice(call, crate::control::CALL, |call_id| Notice::Ringing {
+            call_id,
+        });
         let body = if with_sdp {
             if !self.ensure_media(call, Call::CALLER, now) {
                 return;
@@ -719,7 +723,9 @@ impl Engine {
             Some(body.as_bytes()),
         );
         self.txs.respond(stx, 200, bytes, now);
-        self.call_notice(call, |call_id| Notice::Answered { call_id });
+        self.call_notice(call, crate::control::CALL, |call_id| Notice::Answered {
+            call_id,
+        });
         if let Some(d) = deadline {
             self.calls.arm(call, d);
         }
@@ -849,14 +855,15 @@ impl Engine {
         c.cdr.cause_text = Cause(q850).name().unwrap_or("unknown").to_string();
         c.cdr.hangup_side = side;
         self.metrics.ended(q850, media);
-        self.notice(|_| {
+        self.events.push_back(Event::Cdr(c.cdr.to_json()));
+        // The record itself moves to the notice (the call is gone): the API thread writes it.
+        self.notice(crate::control::CALL, |_| {
             Some(Notice::Ended {
                 call_id: c.cdr.call_id.clone(),
                 cause: q850,
-                cdr: serde_json::to_value(&c.cdr).ok()?,
+                cdr: Box::new(std::mem::take(&mut c.cdr)),
             })
         });
-        self.events.push_back(Event::Cdr(c.cdr.to_json()));
         self.call_ended(call, side, now);
     }
 

@@ -282,7 +282,7 @@ impl Engine {
         let cseq = d.local_cseq;
         out.invite_tx = None;
         out.confirmed = true;
-        self.call_notice(call, |call_id| Notice::Bridged {
+        self.call_notice(call, crate::control::CALL, |call_id| Notice::Bridged {
             call_id,
             to: target.clone(),
         });

@@ -100,6 +100,20 @@ pub struct WorkerStats {
     pub overloaded: bool,
 }
 
+/// The event stream's types (`?types=`), in the order of their bits in the mask the engine is
+/// told (`Input::Watch`): a type nobody subscribes to costs the engine one branch, nothing more.
+pub const KINDS: [&str; 5] = ["call", "dtmf", "registration", "peer", "overload"];
+pub const CALL: u8 = 1;
+pub const DTMF: u8 = 2;
+pub const REGISTRATION: u8 = 4;
+pub const PEER: u8 = 8;
+pub const OVERLOAD: u8 = 16;
+
+/// The bit of a type of [`KINDS`].
+pub fn kind_bit(kind: &str) -> u8 {
+    KINDS.iter().position(|k| *k == kind).map_or(0, |i| 1 << i)
+}
+
 /// Something the event stream tells its clients (with `type` and the time added by the shell).
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -118,11 +132,11 @@ pub enum Notice {
     Answered { call_id: String },
     /// A callee answered and the two are joined.
     Bridged { call_id: String, to: String },
-    /// The call ended; `cdr` is its call detail record.
+    /// The call ended; `cdr` is its call detail record, serialised by the shell, not the worker.
     Ended {
         call_id: String,
         cause: u8,
-        cdr: serde_json::Value,
+        cdr: Box<crate::cdr::Cdr>,
     },
     /// A digit from the caller's or the callee's phone.
     Dtmf { call_id: String, digit: char },
@@ -256,10 +270,10 @@ impl Engine {
         }
     }
 
-    /// Tells the event stream `notice` — only while a client listens (`Input::Watch`), so
-    /// nobody listening costs one branch.
-    pub(crate) fn notice(&mut self, notice: impl FnOnce(&Engine) -> Option<Notice>) {
-        if self.watched {
+    /// Tells the event stream `notice`, of type `kind` (a bit of [`KINDS`]) — only while a client
+    /// subscribes to it (`Input::Watch`), so nobody listening costs one branch.
+    pub(crate) fn notice(&mut self, kind: u8, notice: impl FnOnce(&Engine) -> Option<Notice>) {
+        if self.watched & kind != 0 {
             if let Some(n) = notice(self) {
                 self.events.push_back(Event::Notice(n));
             }
@@ -268,7 +282,7 @@ impl Engine {
 
     /// A new call's notice.
     pub(crate) fn created_notice(&mut self, call: usize) {
-        self.notice(|e| {
+        self.notice(CALL, |e| {
             let c = e.calls.get(call)?;
             Some(Notice::Created {
                 call_id: c.caller().call_id().to_string(),
@@ -280,9 +294,14 @@ impl Engine {
         });
     }
 
-    /// A notice about call `call` made from its caller's Call-ID.
-    pub(crate) fn call_notice(&mut self, call: usize, make: impl FnOnce(String) -> Notice) {
-        self.notice(|e| {
+    /// A notice of type `kind` about call `call` made from its caller's Call-ID.
+    pub(crate) fn call_notice(
+        &mut self,
+        call: usize,
+        kind: u8,
+        make: impl FnOnce(String) -> Notice,
+    ) {
+        self.notice(kind, |e| {
             let id = e.calls.get(call)?.caller().call_id().to_string();
             Some(make(id))
         });

@@ -23,7 +23,10 @@ impl Engine {
     /// A digit from leg `at`: kept in the call's `digits` and given to whatever of the call
     /// reads digits now (a recording ends on `#`).
     pub(crate) fn digit(&mut self, at: LegRef, digit: char, now: Instant) {
-        self.call_notice(at.call, |call_id| Notice::Dtmf { call_id, digit });
+        self.call_notice(at.call, crate::control::DTMF, |call_id| Notice::Dtmf {
+            call_id,
+            digit,
+        });
         if self.conference_digit(at.call, digit, now) {
             return;
         }

@@ -286,8 +286,9 @@ pub struct Engine {
     pub(crate) mwi: crate::mwi::Mwi,
     /// This worker's conference rooms (conference.rs).
     pub(crate) conferences: crate::conference::Conferences,
-    /// An event-stream client listens (`Input::Watch`): make `Event::Notice`s (control.rs).
-    pub(crate) watched: bool,
+    /// The event types a client subscribes to (`Input::Watch`): make those `Event::Notice`s
+    /// (control.rs).
+    pub(crate) watched: u8,
 }
 
 impl Engine {
@@ -327,7 +328,7 @@ impl Engine {
             voicemail: Default::default(),
             mwi: Default::default(),
             conferences: Default::default(),
-            watched: false,
+            watched: 0,
             s,
         };
         engine.trunks_start(now);

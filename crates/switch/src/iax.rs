@@ -970,7 +970,9 @@ impl Engine {
             .set_up(now.saturating_duration_since(c.started));
         c.cdr.answer = Some(unix_seconds(self.clock.wall_at(now)));
         c.caller_mut().confirmed = true;
-        self.call_notice(call, |call_id| Notice::Answered { call_id });
+        self.call_notice(call, crate::control::CALL, |call_id| Notice::Answered {
+            call_id,
+        });
         true
     }
 

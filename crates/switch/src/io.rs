@@ -150,8 +150,9 @@ pub enum Input<'a> {
         token: u64,
         command: crate::control::Command,
     },
-    /// Whether an event-stream client listens: the engine makes [`Event::Notice`]s only then.
-    Watch(bool),
+    /// The event types some event-stream client subscribes to (bits of `control::KINDS`): the
+    /// engine makes [`Event::Notice`]s of those only.
+    Watch(u8),
     /// An address-of-record's bindings were removed through the API (which told its clients):
     /// the contacts the engine watched will not expire.
     Unregistered(String),

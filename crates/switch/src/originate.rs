@@ -268,7 +268,9 @@ impl Engine {
     ) {
         match status {
             100 => {}
-            101..=199 => self.call_notice(call, |call_id| Notice::Ringing { call_id }),
+            101..=199 => self.call_notice(call, crate::control::CALL, |call_id| Notice::Ringing {
+                call_id,
+            }),
             200..=299 => self.origin_answered(call, msg, now),
             _ => {
                 self.calls[call].caller_mut().invite_tx = None;
@@ -295,7 +297,9 @@ impl Engine {
         self.metrics
             .set_up(now.saturating_duration_since(c.started));
         self.ack_answer(call, Call::CALLER, cseq);
-        self.call_notice(call, |call_id| Notice::Answered { call_id });
+        self.call_notice(call, crate::control::CALL, |call_id| Notice::Answered {
+            call_id,
+        });
         self.calls.run_later(call);
     }
 

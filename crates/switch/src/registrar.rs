@@ -919,7 +919,7 @@ impl Engine {
             k.update(aor, list, now, self.clock.unix());
         }
         self.authenticated(peer);
-        if self.watched {
+        if self.watched & crate::control::REGISTRATION != 0 {
             let unix = self.clock.unix();
             let bound: Vec<_> = list
                 .iter()
@@ -1064,7 +1064,7 @@ impl Engine {
     /// Tells the watched contacts whose time passed with no refresh (forgets them all once
     /// nobody listens).
     pub(crate) fn tell_expired(&mut self, now: Instant) {
-        if !self.watched {
+        if self.watched & crate::control::REGISTRATION == 0 {
             return self.registrar.watch.clear();
         }
         for n in self.registrar.watch.expired(now) {

@@ -1,6 +1,7 @@
 //! `/api/v1/events`: the WebSocket event stream. Each client gets the feed's events of the
 //! types it asked for as JSON text frames; one that falls behind is closed with 1008. The
-//! first client turns the workers' notices on (`Envelope::Watch`), the last one off.
+//! workers are told which types some client wants (`Envelope::Watch`) as clients come and go;
+//! they make notices of those types only.
 
 use super::feed::Item;
 use super::server::ApiError;
@@ -20,7 +21,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 pub const PATH: &str = "/api/v1/events";
 /// The types a client may ask for (`?types=`; all without it).
-const TYPES: [&str; 5] = ["call", "dtmf", "registration", "peer", "overload"];
+const TYPES: [&str; 5] = switch::control::KINDS;
 /// WebSocket close code 1008, policy violation: the client read too slowly.
 const POLICY: u16 = 1008;
 /// How long the first event of a batch waits for the next ones. While the stream gathers, no
@@ -75,9 +76,10 @@ async fn upgrade(
 async fn stream(s: Arc<Shared>, types: Vec<&'static str>, mut socket: WebSocket) {
     // Subscribed before the workers are told, so the first notice is not missed.
     let mut rx = s.feed.subscribe();
-    if s.feed.join() == 0 {
-        watch(&s, true);
-    }
+    let mask = types
+        .iter()
+        .fold(0, |m, t| m | switch::control::kind_bit(t));
+    s.feed.subscribed(mask, true, |all| watch(&s, all));
     loop {
         tokio::select! {
             got = rx.recv() => {
@@ -100,9 +102,7 @@ async fn stream(s: Arc<Shared>, types: Vec<&'static str>, mut socket: WebSocket)
             },
         }
     }
-    if s.feed.leave() == 0 {
-        watch(&s, false);
-    }
+    s.feed.subscribed(mask, false, |all| watch(&s, all));
 }
 
 /// How a batch ended.
@@ -154,9 +154,9 @@ fn text(item: &Item) -> String {
     serde_json::to_string(item).unwrap_or_default()
 }
 
-/// Tells every worker whether to make notices.
-fn watch(s: &Shared, on: bool) {
+/// Tells every worker which types of notices to make.
+fn watch(s: &Shared, mask: u8) {
     for w in 0..s.workers {
-        s.mail.send(w, Envelope::Watch(on));
+        s.mail.send(w, Envelope::Watch(mask));
     }
 }

@@ -146,7 +146,7 @@ fn notices_are_made_only_while_watched_and_tell_a_call_in_order() {
             Notice::Answered { call_id } => format!("answered {}", *call_id == id),
             Notice::Bridged { to, .. } => format!("bridged {}", to.contains(BOB)),
             Notice::Dtmf { digit, .. } => format!("dtmf {digit}"),
-            Notice::Ended { cause, cdr, .. } => format!("ended {cause} {}", cdr["call_id"] == *id),
+            Notice::Ended { cause, cdr, .. } => format!("ended {cause} {}", cdr.call_id == id),
             other => format!("{other:?}"),
         })
         .collect();
@@ -169,6 +169,40 @@ fn notices_are_made_only_while_watched_and_tell_a_call_in_order() {
     assert!(
         n.sw(sw).node().take_notices().is_empty(),
         "nobody listens again"
+    );
+}
+
+/// A client that wants only registrations costs a call nothing (no call notice is made), and
+/// one that wants only calls is told no registration.
+#[test]
+fn notices_are_made_only_of_the_types_watched() {
+    let mut n = Net::new(11);
+    let sw = b2bua(&mut n, "[registrar]\nauthenticate = false\n");
+    let a = n.ua(ALICE, "alice");
+    n.ua(BOB, "bob");
+    let p = n.ua("127.0.0.1:5070", "1001");
+    let once = |n: &mut Net, mask: u8| -> Vec<&'static str> {
+        n.sw(sw).node().watch_kinds(mask);
+        let c = bridged(n, a);
+        n.bye(a, c);
+        assert!(n.run_until(secs(5), bye_answered(a, c)));
+        n.register(p, SW, "strowger", 60);
+        n.run_for(secs(1));
+        n.sw(sw)
+            .node()
+            .take_notices()
+            .iter()
+            .map(|x| x.kind())
+            .collect()
+    };
+    assert_eq!(
+        once(&mut n, switch::control::REGISTRATION),
+        ["registration"]
+    );
+    let calls = once(&mut n, switch::control::CALL);
+    assert_eq!(
+        calls, ["call"; 5],
+        "created, ringing, bridged, answered, ended"
     );
 }
 

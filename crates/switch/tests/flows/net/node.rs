@@ -453,9 +453,14 @@ impl Node {
             .1
     }
 
-    /// An event-stream client starts (true) or stops listening.
+    /// An event-stream client subscribed to every type starts (true) or stops listening.
     pub fn watch(&mut self, on: bool) {
-        self.input(self.now, Input::Watch(on));
+        self.watch_kinds(if on { u8::MAX } else { 0 });
+    }
+
+    /// The event types (bits of `switch::control::KINDS`) clients subscribe to now.
+    pub fn watch_kinds(&mut self, mask: u8) {
+        self.input(self.now, Input::Watch(mask));
     }
 
     /// The notices made so far (taken).
