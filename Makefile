@@ -36,7 +36,7 @@ bench-record:
 	bash bench/record.sh
 
 # The soak (bench/soak.sh, not part of `make test`): a steady mix of calls and registrations with
-# faults for MINUTES (30) at RATE calls/s (100), bounded by CALLS too; fails if anything grows.
+# faults at RATE calls/s (100) for MINUTES (default: CALLS at RATE, else 30); fails if anything grows.
 soak:
 	RATE="$(RATE)" MINUTES="$(MINUTES)" CALLS="$(CALLS)" RECORD="$(RECORD)" bash bench/soak.sh
 

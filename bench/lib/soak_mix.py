@@ -8,7 +8,8 @@ The mix, at --rate calls/s in all (shares of the rate in brackets):
   - holds by re-INVITE on 9196 (tests/sipp/hold.xml), CANCELs while 5555 rings (tests/sipp/cancel.xml),
     callers that vanish after the ACK (bench/sipp/abandon.xml: strowger's media timeout ends them) — SIPp,
     6 % each;
-  - --users phones registering with digest authentication every 60 s (each round refreshes them all).
+  - --users phones registering with digest authentication every 60 s from one port (each round refreshes
+    their contacts).
 The load runs in rounds of 60 s, so each failure is placed in its minute. With --faults (the default) the store
 (Redis, with an append-only file) is restarted twice, the SIPp UAS stops answering for 30 s (SIGSTOP), and a burst
 of --burst-rate calls/s runs for 20 s; rounds that overlap a fault are marked, and their failures are reported but
@@ -27,7 +28,8 @@ transactions, call timers and registered bindings, into soak.csv and soak.png (g
 
     python3 bench/lib/soak_mix.py [--rate 100] [--minutes 30] [--calls N] [--users 500] [--no-faults]
 
-`--calls` bounds the calls of the strowger-load mix (the run ends at whichever of --calls and --minutes comes first).
+`--calls` bounds the calls of the whole mix, SIPp's too (the run ends at whichever of --calls and --minutes comes
+first; without --minutes, --calls at --rate sets the time, so `--calls 1000000 --rate 100` is one command).
 Results go to bench/out/soak-TIME/ (untracked); --record also copies soak.json and soak.png into bench/results/.
 Loopback only; every process is bounded in calls and time.
 """
@@ -211,7 +213,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--rate", type=float, default=100, help="calls/s of the whole mix (default 100)")
-    ap.add_argument("--minutes", type=float, default=30, help="load time, minutes (default 30)")
+    ap.add_argument("--minutes", type=float, default=0,
+                    help="load time, minutes (default: --calls at --rate, else 30)")
     ap.add_argument("--calls", type=int, default=0, help="stop the load once the mix placed this many (0: none)")
     ap.add_argument("--users", type=int, default=500, help="phones registering every 60 s (default 500)")
     ap.add_argument("--warm", type=float, default=6,
@@ -223,6 +226,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     args = ap.parse_args()
+    args.minutes = args.minutes or (args.calls / args.rate / 60 if args.calls else 30)
     for tool in ("sipp", "redis-server", "redis-cli", "gnuplot"):
         if not shutil.which(tool):
             sys.exit(f"soak: {tool} is missing: run scripts/setup.sh (Debian packages sip-tester, redis-server, "
@@ -241,8 +245,11 @@ def main():
     api_port = b.alloc_ports(1, 1)
     args.workers = 2
     cfg = config(args, rundir)
-    rtp = b.alloc_ports(6000)
-    srv = S.Server(args, rundir, "strowger", 2, f"{rtp}-{rtp + 5999}", cfg,
+    # Some 4 calls up per call/s (2 RTP ports a leg, 1.1 legs a call), 5 times over: on a machine other tests
+    # share, a smaller range is likelier to find its ports free.
+    nrtp = max(2000, round(args.rate * 20))
+    rtp = b.alloc_ports(nrtp)
+    srv = S.Server(args, rundir, "strowger", 2, f"{rtp}-{rtp + nrtp - 1}", cfg,
                    extra=("--store", redis.url(), "--api-listen", f"127.0.0.1:{api_port}",
                           "--var", f"bridge_target=127.0.0.1:{uas_port}"))
     token = open(os.path.join(srv.dir, "data", "api.token")).read().strip()
@@ -256,6 +263,9 @@ def main():
     ranges = [[f"{base + (len(LOAD_MIX) * k + i) * 100}-{base + (len(LOAD_MIX) * k + i) * 100 + 99}"
                for i in range(len(LOAD_MIX))] for k in range(2)]
     burst_range = f"{base + 2 * len(LOAD_MIX) * 100}-{base + 2 * len(LOAD_MIX) * 100 + 99}"
+    # The phones register from one port every round, so a round refreshes their contacts as a phone does;
+    # from a new port each round every phone would gain a contact a minute until its first lapsed.
+    reg_port = b.alloc_ports(1, 1)
     rounds = max(1, int(args.minutes * 60 // ROUND_S))
     faults = {}
     if args.faults and rounds >= 4:
@@ -274,9 +284,10 @@ def main():
                 "-sf", scenario, "-s", service, f"127.0.0.1:{srv.port}", "-i", "127.0.0.1",
                 "-p", str(b.alloc_ports(1, 1)), "-mp", str(b.media_port()), "-m", str(rate * ROUND_S),
                 "-r", str(rate), "-l", str(rate * 40)], ROUND_S + 90)))
+            placed += rate * ROUND_S
         reg = b.spawn([args.load_bin, "register", "--target", f"127.0.0.1:{srv.port}", "--users", str(args.users),
                        "--rate", str(min(args.users, 200)), "--auth", PASSWORD, "--first", str(FIRST_USER),
-                       "--expires", "300", "--json", "--max-time", "50"], rundir,
+                       "--expires", "300", "--port", str(reg_port), "--json", "--max-time", "50"], rundir,
                       open(os.path.join(rundir, f"register-{n:04d}.json"), "w"), subprocess.DEVNULL)
         if fault == "store restart":
             time.sleep(15)

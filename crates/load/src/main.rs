@@ -113,6 +113,10 @@ enum Cmd {
         /// Local address to register from.
         #[arg(long, default_value = "127.0.0.1")]
         local: IpAddr,
+        /// Local port (0: any). A run repeated from the same port refreshes its contacts, as a
+        /// phone does, instead of adding new ones.
+        #[arg(long, default_value_t = 0)]
+        port: u16,
         /// Give up after this many seconds; registrations under way count as "unfinished".
         #[arg(long, default_value_t = 600.0)]
         max_time: f64,
@@ -267,12 +271,13 @@ fn main() {
             domain,
             expires,
             local,
+            port,
             max_time,
             json,
         } => {
             let p = strowger_load::register::Params {
                 target,
-                local: SocketAddr::new(local, 0),
+                local: SocketAddr::new(local, port),
                 domain,
                 first,
                 users,
