@@ -332,9 +332,18 @@ def main():
     done += running
     for _, _, _, s in sipps:
         s.wait(120)
+    # The drain: a vanished caller's call ends by the media timeout (10 s) and the BYE strowger sends it
+    # retransmits until Timer F (32 s), so the call table can take most of a minute to empty: sample every 10 s
+    # until nothing is left, for at most 2 minutes, and judge the last sample.
+    sampler.stop.set()
+    sampler.join()
+    deadline = time.time() + 120
     time.sleep(45)
     final = sampler.sample()
-    sampler.stop.set()
+    while time.time() < deadline and any(final.get(g) for g in ("calls_in_progress", "call_legs", "media_legs",
+                                                                   "sip_transactions")):
+        time.sleep(SAMPLE_S)
+        final = sampler.sample()
 
     # Judge.
     problems, failed_outside, failed_in_faults, completed, attempted = [], 0, 0, 0, 0
