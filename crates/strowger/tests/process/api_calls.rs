@@ -161,14 +161,25 @@ fn digits_sent_through_the_api_pick_a_menus_branch() {
     assert_eq!(status, 404, "the call is over: {body}");
 }
 
-#[test]
-fn a_bridged_sipp_caller_is_transferred_to_the_tone() {
-    let dir = common::TempDir::new("api-transfer-sipp");
+/// A SIPp caller (switch_bye.xml: it waits for strowger's BYE) bridged through 2001 to a SIPp
+/// UAS, both legs up; `id` is the call's id in the API.
+struct Bridged {
+    s: Strowger,
+    api: Api,
+    caller: common::sipp::SippProcess,
+    callee: common::sipp::SippProcess,
+    id: String,
+    /// Last, so it outlives the processes that write into it.
+    _dir: common::TempDir,
+}
+
+fn bridged(label: &str) -> Bridged {
+    let dir = common::TempDir::new(&format!("{label}-sipp"));
     let callee = Sipp::new(Scenario::Builtin("uas"))
         .calls(1, 1, 1)
         .spawn(None, dir.path());
     let s = start_with(
-        "api-transfer",
+        label,
         vec![("bridge_target".into(), callee.addr.to_string())],
     );
     let api = Api::of(&s);
@@ -184,6 +195,26 @@ fn a_bridged_sipp_caller_is_transferred_to_the_tone() {
     })
     .expect("the bridged call");
     let id = call["id"].as_str().unwrap().to_string();
+    Bridged {
+        s,
+        api,
+        caller,
+        callee,
+        id,
+        _dir: dir,
+    }
+}
+
+#[test]
+fn a_bridged_sipp_caller_is_transferred_to_the_tone() {
+    let Bridged {
+        _dir,
+        s,
+        api,
+        caller,
+        callee,
+        id,
+    } = bridged("api-transfer");
     let capture = capture_from(&s);
     let out = crate::api::ctl(&s, &["transfer", &id, "440"]);
     assert!(out.contains("transferring"), "{out}");
@@ -203,32 +234,19 @@ fn a_bridged_sipp_caller_is_transferred_to_the_tone() {
 
 #[test]
 fn a_prompt_played_over_a_bridge_reaches_the_caller_and_the_bridge_resumes() {
-    let dir = common::TempDir::new("api-play-sipp");
-    let callee = Sipp::new(Scenario::Builtin("uas"))
-        .calls(1, 1, 1)
-        .spawn(None, dir.path());
-    let s = start_with(
-        "api-play",
-        vec![("bridge_target".into(), callee.addr.to_string())],
-    );
+    let Bridged {
+        _dir,
+        s,
+        api,
+        caller,
+        callee,
+        id,
+    } = bridged("api-play");
     write_wav(
         &s.data_dir().join("sounds/notice.wav"),
         8000,
         &tone(1000.0, 12_000, 8000.0),
     );
-    let api = Api::of(&s);
-    let caller = Sipp::new(Scenario::File("switch_bye.xml"))
-        .service("2001")
-        .spawn(Some(s.sip), dir.path());
-    let call = wait_for(Duration::from_secs(10), || {
-        api.calls().into_iter().find(|c| {
-            c["legs"]
-                .as_array()
-                .is_some_and(|l| l.len() == 2 && l.iter().all(|l| l["state"] == "up"))
-        })
-    })
-    .expect("the bridged call");
-    let id = call["id"].as_str().unwrap().to_string();
     let play = format!("/api/v1/calls/{id}/play");
     let (status, body, _) = api.call_as(
         "POST",
