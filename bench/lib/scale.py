@@ -331,6 +331,17 @@ def observed(args, srv_cfg, api_port):
     return token
 
 
+def watched_row(load_name, unit, cpu, scraper, events, rep, srv, lp):
+    """One row of `metrics`: each mode's CPU, the ratios to nobody listening, and what the watchers and the
+    calls did."""
+    return {"load": load_name, "unit": unit, **{m: round(v, 4) for m, v in cpu.items()},
+            "scrape_ratio": round(cpu["scrape"] / cpu["none"], 4),
+            "events_ratio": round(cpu["events"] / cpu["none"], 4),
+            "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
+            "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"],
+            "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd}
+
+
 def metrics(args, rundir):
     """The cost of being watched, in one run: held calls (--levels[0] echo calls on --workers) and B2BUA
     calls (--b2b-rate calls/s of INVITE ... BYE with no media), each in windows rotated between nobody
@@ -358,13 +369,7 @@ def metrics(args, rundir):
     lp.wait()
     srv.stop()
     rep = report_of(out)
-    rows.append({"load": f"{n} held echo calls", "unit": "CPU-ms per call-second",
-                 **{m: round(v, 4) for m, v in cpu.items()},
-                 "scrape_ratio": round(cpu["scrape"] / cpu["none"], 4),
-                 "events_ratio": round(cpu["events"] / cpu["none"], 4),
-                 "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
-                 "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"],
-                 "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd})
+    rows.append(watched_row(f"{n} held echo calls", "CPU-ms per call-second", cpu, scraper, events, rep, srv, lp))
 
     label = "metrics-b2bua"
     rate = args.b2b_rate
@@ -387,13 +392,8 @@ def metrics(args, rundir):
     near.stop()
     far.stop()
     rep = report_of(out)
-    rows.append({"load": f"B2BUA, {rate} calls/s offered", "unit": "CPU-ms per call",
-                 **{m: round(v, 4) for m, v in cpu.items()},
-                 "scrape_ratio": round(cpu["scrape"] / cpu["none"], 4),
-                 "events_ratio": round(cpu["events"] / cpu["none"], 4),
-                 "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
-                 "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"],
-                 "server_cmd": b.fmt_cmd(near.cmd), "load_cmd": lp.cmd})
+    rows.append(watched_row(f"B2BUA, {rate} calls/s offered", "CPU-ms per call", cpu, scraper, events, rep, near,
+                            lp))
     for r in rows:
         b.log(f"{r['load']} ({r['unit']}): none {r['none']}, scrape {r['scrape']} (x{r['scrape_ratio']}), "
               f"events {r['events']} (x{r['events_ratio']}); {r['scrapes']} scrapes, {r['scrape_failures']} failed; "
