@@ -725,6 +725,24 @@ def cdr_summary(srv):
     return out
 
 
+def run_dir(name):
+    """A new run directory bench/out/NAME-TIME, said in the log."""
+    rundir = os.path.join(OUT, name + "-" + time.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(rundir, exist_ok=True)
+    log(f"run directory {os.path.relpath(rundir, ROOT)}")
+    return rundir
+
+
+def write_rows(name, info, rows):
+    """Writes {"info", "rows"} to bench/results/NAME and says where; returns the path."""
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, name)
+    with open(path, "w") as f:
+        json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
+    log(f"results: {os.path.relpath(path, ROOT)}")
+    return path
+
+
 def fmt_cmd(cmd):
     return shlex.join(cmd)
 

@@ -19,7 +19,6 @@ and a Markdown table on stdout.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -109,9 +108,7 @@ def main():
     args = ap.parse_args()
     args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
     scale.signal_setup()
-    rundir = os.path.join(b.OUT, "conference-" + time.strftime("%Y%m%d-%H%M%S"))
-    os.makedirs(rundir, exist_ok=True)
-    b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
+    rundir = b.run_dir("conference")
     info = b.machine_info(args)
     rows = []
     try:
@@ -125,11 +122,7 @@ def main():
             rows.append(one(args, rundir, "largest", n, n))
     finally:
         b.kill_children()
-    os.makedirs(b.RESULTS, exist_ok=True)
-    path = os.path.join(b.RESULTS, args.results)
-    with open(path, "w") as f:
-        json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
-    b.log(f"results: {os.path.relpath(path, b.ROOT)}")
+    b.write_rows(args.results, info, rows)
     echo = {r["build"]: r["cpu_ms_per_call_s"] for r in rows if r["kind"] == "echo"}
     print("| run | build | calls | server CPU | CPU-ms per call-second | vs echo | RTP received | late (> 1 frame) | failed |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -17,7 +17,6 @@ dies with this script. Results: bench/results/iax2.json (--results) and a Markdo
 """
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -120,9 +119,7 @@ def main():
     args = ap.parse_args()
     args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
     scale.signal_setup()
-    rundir = os.path.join(b.OUT, "iax2-" + time.strftime("%Y%m%d-%H%M%S"))
-    os.makedirs(rundir, exist_ok=True)
-    b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
+    rundir = b.run_dir("iax2")
     info = b.machine_info(args)
     rows = []
     try:
@@ -137,11 +134,7 @@ def main():
                     args.bin = main_bin
     finally:
         b.kill_children()
-    os.makedirs(b.RESULTS, exist_ok=True)
-    path = os.path.join(b.RESULTS, args.results)
-    with open(path, "w") as f:
-        json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
-    b.log(f"results: {os.path.relpath(path, b.ROOT)}")
+    b.write_rows(args.results, info, rows)
     print("| calls | kind | binary | server CPU | CPU-ms per leg-second | vs SIP | load generator CPU | returned | failed |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:

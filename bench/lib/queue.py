@@ -19,7 +19,6 @@ with this script. Results: bench/results/queue.json (--results) and a Markdown t
 """
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -88,9 +87,7 @@ def main():
     args = ap.parse_args()
     args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
     scale.signal_setup()
-    rundir = os.path.join(b.OUT, "queue-" + time.strftime("%Y%m%d-%H%M%S"))
-    os.makedirs(rundir, exist_ok=True)
-    b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
+    rundir = b.run_dir("queue")
     info = b.machine_info(args)
     rows = []
     try:
@@ -99,11 +96,7 @@ def main():
                 rows.append(one(args, rundir, kind, n))
     finally:
         b.kill_children()
-    os.makedirs(b.RESULTS, exist_ok=True)
-    path = os.path.join(b.RESULTS, args.results)
-    with open(path, "w") as f:
-        json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
-    b.log(f"results: {os.path.relpath(path, b.ROOT)}")
+    b.write_rows(args.results, info, rows)
     print("| calls | kind | server CPU | CPU-ms per call-second | vs playback | vs moh | load generator CPU | "
           "RTP received | failed |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -158,9 +158,7 @@ def main():
         return plot(json.load(open(args.plot))["rows"], args.plot[:-len(".json")] + ".png")
     args.server, args.sipp_rcvbuf, args.workers, args.realtime = "strowger", None, 2, 0
     scale.signal_setup()
-    rundir = os.path.join(b.OUT, "record-" + time.strftime("%Y%m%d-%H%M%S"))
-    os.makedirs(rundir, exist_ok=True)
-    b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
+    rundir = b.run_dir("record")
     info = b.machine_info(args)
     rows = []
     try:
@@ -171,11 +169,7 @@ def main():
                 rows.append(one(args, rundir, build, kind, n))
     finally:
         b.kill_children()
-    os.makedirs(b.RESULTS, exist_ok=True)
-    path = os.path.join(b.RESULTS, args.results)
-    with open(path, "w") as f:
-        json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
-    b.log(f"results: {os.path.relpath(path, b.ROOT)}")
+    path = b.write_rows(args.results, info, rows)
     plot(rows, path[:-len(".json")] + ".png")
     print("| calls | build | kind | server CPU | CPU-ms per call-second | recorded / moh | disk MB/s | late frames | "
           "RTP received | failed | recordings complete |")
