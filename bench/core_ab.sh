@@ -2,7 +2,8 @@
 # The core before/after in one run, as every change to the engine must show it (bench/README.md):
 # this build against OLD, alternated round by round (ABBA), so the machine's drift touches both:
 #   - held playback+echo calls: 2,000 on 2 workers, CPU-ms per call-second (scale.py capacity);
-#   - B2BUA calls/s per core: 20,000 bridged calls at 3,000/s on 1 worker (scale.py b2bua);
+#   - B2BUA calls/s per core: 20,000 bridged calls at 2,500/s on 1 worker (scale.py b2bua),
+#     below the rate where a busy 2-core host starts failing calls in either binary;
 #   - REGISTER with digest auth and without, local store (registrar.py --compare).
 # Prints each figure and the median ratios new/old; raw runs stay in the run directory.
 # Usage: bench/core_ab.sh OLD_BIN [ROUNDS]   (ROUNDS default 2: about 15 minutes)
@@ -24,7 +25,7 @@ for r in $(seq "$rounds"); do
     SCALE_RESULTS=$out/$label-$r.json python3 bench/lib/scale.py capacity --workers 2 --levels 2000 \
       --rate 250 --hold 35 --bin "$bin"
     SCALE_RESULTS=$out/$label-$r.json python3 bench/lib/scale.py b2bua --workers 1 --calls 20000 \
-      --rate 3000 --repeat 1 --bin "$bin"
+      --rate 2500 --repeat 1 --bin "$bin"
   done
 done
 python3 - "$out" <<'PY'
