@@ -464,8 +464,8 @@ impl Engine {
     /// This worker's counts for the metrics, its levels (calls, RTP totals, transcodings)
     /// taken now. The shell reads it once a second, not per packet.
     pub fn metrics(&mut self) -> &crate::metrics::Counts {
-        let t = self.calls.counts();
-        let table = [t.legs, self.txs.len(), t.media_legs, t.timers];
+        let [legs, media_legs, timers] = self.calls.gauges();
+        let table = [legs, self.txs.len(), media_legs, timers];
         self.metrics
             .take_levels(self.calls.len(), table, &self.media);
         &self.metrics
