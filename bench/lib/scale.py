@@ -307,14 +307,24 @@ def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None):
     return cpu, rise
 
 
-def late_frames(port, token):
-    """The server's `strowger_media_late_frames_total` (frames its media ticks sent late), from /metrics."""
+def scrape(port, token):
+    """strowger's /metrics as {series name without the `strowger_` prefix: value summed over labels}."""
     req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"})
+    out = {}
     with urllib.request.urlopen(req, timeout=5) as r:
         for line in r.read().decode().splitlines():
-            if line.startswith("strowger_media_late_frames_total"):
-                return int(float(line.split()[-1]))
-    raise RuntimeError("no strowger_media_late_frames_total in /metrics")
+            m = re.match(r"^strowger_([a-z_0-9]+)(\{[^}]*\})? ([0-9.e+-]+)$", line)
+            if m:
+                out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+    return out
+
+
+def late_frames(port, token):
+    """The server's `strowger_media_late_frames_total` (frames its media ticks sent late), from /metrics."""
+    late = scrape(port, token).get("media_late_frames_total")
+    if late is None:
+        raise RuntimeError("no strowger_media_late_frames_total in /metrics")
+    return int(late)
 
 
 def pair_ratios(cpu, base, other):

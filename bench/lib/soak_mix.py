@@ -121,22 +121,10 @@ class Redis:
 
 
 def scrape(api_port, token):
-    """The gauges of GAUGES (sums over labels) from /metrics; None where the series is missing."""
-    req = urllib.request.Request(f"http://127.0.0.1:{api_port}/metrics",
-                                 headers={"Authorization": f"Bearer {token}"})
-    text = urllib.request.urlopen(req, timeout=5).read().decode()
-    out = {g: None for g in GAUGES}
-    ended = 0.0
-    for line in text.splitlines():
-        m = re.match(r"^strowger_([a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$", line)
-        if not m:
-            continue
-        name, value = m.group(1), float(m.group(3))
-        if name in out:
-            out[name] = (out[name] or 0) + value
-        if name == "calls_total":
-            ended += value
-    out["calls_ended"] = ended
+    """The gauges of GAUGES from /metrics (None where the series is missing), and the calls ended."""
+    metrics = S.scrape(api_port, token)
+    out = {g: metrics.get(g) for g in GAUGES}
+    out["calls_ended"] = metrics.get("calls_total", 0.0)
     return out
 
 
