@@ -63,9 +63,11 @@ impl<K: Hash + Eq, V> Sharded<K, V> {
         self.shards[shard(&key)].insert(key, value)
     }
 
-    /// Removes `key`; a shard left under a quarter full gives back half its room, so the
-    /// memory a flood's transactions took returns once they have lingered out (a map keeps its
-    /// largest size otherwise). A shard is a 64th of the map: shrinking it is quick.
+    /// Removes `key`; a shard left under a quarter full gives back half its room, and an empty
+    /// one all of it, so the memory a flood's transactions took returns once they have
+    /// lingered out (a map keeps its largest size otherwise; 64 small tables left behind were
+    /// most of what registrations that had all expired still held). A shard is a 64th of the
+    /// map: shrinking it is quick, and one goes empty only when the worker is nearly idle.
     pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
@@ -73,7 +75,9 @@ impl<K: Hash + Eq, V> Sharded<K, V> {
     {
         let map = &mut self.shards[shard(key)];
         let v = map.remove(key);
-        if map.capacity() > 64 && map.len() < map.capacity() / 4 {
+        if map.is_empty() && map.capacity() > 0 {
+            *map = FxHashMap::default();
+        } else if map.capacity() > 64 && map.len() < map.capacity() / 4 {
             map.shrink_to(map.len() * 2);
         }
         v
@@ -129,5 +133,9 @@ mod tests {
         }
         assert!(room(&m) < full / 3, "emptied shards give their room back");
         assert_eq!(m.get("z9hG4bK42/INVITE"), Some(&42));
+        for i in 0..100u64 {
+            m.remove(format!("z9hG4bK{i}/INVITE").as_str());
+        }
+        assert_eq!((m.len(), room(&m)), (0, 0), "an emptied map holds no table");
     }
 }

@@ -30,13 +30,18 @@ impl TimerQueue {
     /// Removes and returns the earliest entry if it is due at `now`.
     pub fn pop_due(&mut self, now: Instant) -> Option<(Instant, u64, Slot)> {
         let next = self.next().filter(|e| e.0 <= now)?;
-        self.heap.pop();
+        self.pop();
         Some(next)
     }
 
-    /// Drops the earliest entry (a stale one, found by the caller).
+    /// Drops the earliest entry (a stale one, found by the caller). A heap left under a quarter
+    /// full gives back half its room: a flood's timers would otherwise hold their peak for
+    /// the life of the process. Halving only below a quarter keeps it amortised O(1).
     pub fn pop(&mut self) {
         self.heap.pop();
+        if self.heap.capacity() > 1024 && self.heap.len() < self.heap.capacity() / 4 {
+            self.heap.shrink_to(self.heap.len() * 2);
+        }
     }
 }
 
@@ -72,5 +77,29 @@ impl Armed {
 
     pub fn is(&self, slot: Slot, at: Instant) -> bool {
         self.at[slot as usize] == Some(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drained_queue_gives_its_room_back_and_keeps_its_order() {
+        let mut q = TimerQueue::default();
+        let t0 = Instant::now();
+        for i in 0..100_000u64 {
+            q.heap
+                .push(Reverse((t0 + Duration::from_millis(i % 977), i, Slot::End)));
+        }
+        let peak = q.heap.capacity();
+        let mut last = t0;
+        for _ in 0..99_990 {
+            let (at, _, _) = q.pop_due(t0 + Duration::from_secs(1)).unwrap();
+            assert!(at >= last, "earliest first");
+            last = at;
+        }
+        assert_eq!(q.heap.len(), 10);
+        assert!(q.heap.capacity() <= 1024 && q.heap.capacity() < peak / 64);
     }
 }
