@@ -152,8 +152,21 @@ pub struct Postgres {
     tls: Tls,
     timeout: Duration,
     rt: tokio::runtime::Runtime,
-    client: Option<tokio_postgres::Client>,
+    session: Option<Session>,
     insert: String,
+}
+
+/// A connection: the client, and the task that drives its socket, aborted with it so that a
+/// server which never answers does not keep a socket per timeout open.
+struct Session {
+    client: tokio_postgres::Client,
+    io: tokio::task::AbortHandle,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.io.abort();
+    }
 }
 
 impl Postgres {
@@ -180,7 +193,7 @@ impl Postgres {
             tls,
             timeout,
             rt,
-            client: None,
+            session: None,
             insert: postgres_insert(),
         })
     }
@@ -189,10 +202,12 @@ impl Postgres {
         config: &tokio_postgres::Config,
         tls: tokio_postgres_rustls::MakeRustlsConnect,
         timeout: Duration,
-    ) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
-        let (mut client, connection) = config.connect(tls).await?;
+    ) -> Result<Session, tokio_postgres::Error> {
+        let (client, connection) = config.connect(tls).await?;
         // Driven whenever the writer waits on the runtime: the client's requests need it.
-        tokio::spawn(connection);
+        let io = tokio::spawn(connection).abort_handle();
+        let mut session = Session { client, io };
+        let client = &mut session.client;
         // The server gives up on a statement when the writer does (a lock never granted).
         client
             .batch_execute(&format!("SET statement_timeout = {}", timeout.as_millis()))
@@ -218,7 +233,7 @@ impl Postgres {
                 .await?;
         }
         tx.commit().await?;
-        Ok(client)
+        Ok(session)
     }
 
     /// `step` on the runtime, given up after `cdr.timeout_ms`.
@@ -240,12 +255,12 @@ impl Postgres {
 
 impl Sink for Postgres {
     fn insert(&mut self, cdrs: &[String]) -> Result<(), String> {
-        let client = match &mut self.client {
-            Some(c) => c,
+        let session = match &mut self.session {
+            Some(s) => s,
             None => {
                 let tls = self.tls.connector()?;
                 let connect = Self::connect(&self.config, tls, self.timeout);
-                self.client
+                self.session
                     .insert(Self::bounded(&self.rt, self.timeout, connect)?)
             }
         };
@@ -254,12 +269,12 @@ impl Sink for Postgres {
         let done = Self::bounded(
             &self.rt,
             self.timeout,
-            client.execute(&self.insert, &[&batch]),
+            session.client.execute(&self.insert, &[&batch]),
         );
         if done.is_err() {
             // Dropped, the connection is closed: a statement still running is cancelled by
             // its statement_timeout, and one that committed late is skipped on replay (its ids).
-            self.client = None;
+            self.session = None;
         }
         done.map(drop)
     }
@@ -392,6 +407,13 @@ mod tests {
                 took >= Duration::from_millis(300) && took < Duration::from_secs(3),
                 "{took:?}"
             );
+        }
+        // Each attempt's socket was closed when it was given up: none is left open.
+        for _ in 0..2 {
+            let (mut conn, _) = silent.accept().unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0; 512];
+            while std::io::Read::read(&mut conn, &mut buf).expect("closed, not left open") > 0 {}
         }
     }
 }
