@@ -87,29 +87,26 @@ impl Tls {
     /// The connector for one connection. `sslrootcert` is read each time, so a CA file
     /// replaced on disk is taken at the next reconnect, without a restart.
     pub fn connector(&self) -> Result<MakeRustlsConnect, String> {
-        let builder = ClientConfig::builder_with_provider(provider())
+        let config = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
-        let verifier: Arc<dyn ServerCertVerifier> = match self.mode {
-            Mode::Disable | Mode::Prefer | Mode::Require => Arc::new(Unchecked),
-            Mode::VerifyCa | Mode::VerifyFull => {
-                let full = WebPkiServerVerifier::builder_with_provider(
-                    Arc::new(self.roots()?),
-                    provider(),
-                )
-                .build()
-                .map_err(|e| format!("cdr.database sslrootcert: {e}"))?;
-                match self.mode {
-                    Mode::VerifyCa => Arc::new(AnyName(full)),
-                    _ => full,
-                }
-            }
-        };
-        let config = builder
+            .map_err(|e| e.to_string())?
             .dangerous()
-            .with_custom_certificate_verifier(verifier)
+            .with_custom_certificate_verifier(self.verifier()?)
             .with_no_client_auth();
         Ok(MakeRustlsConnect::new(config))
+    }
+
+    fn verifier(&self) -> Result<Arc<dyn ServerCertVerifier>, String> {
+        if matches!(self.mode, Mode::Disable | Mode::Prefer | Mode::Require) {
+            return Ok(Arc::new(Unchecked));
+        }
+        let full = WebPkiServerVerifier::builder_with_provider(Arc::new(self.roots()?), provider())
+            .build()
+            .map_err(|e| format!("cdr.database sslrootcert: {e}"))?;
+        Ok(match self.mode {
+            Mode::VerifyCa => Arc::new(AnyName(full)),
+            _ => full,
+        })
     }
 
     fn roots(&self) -> Result<RootCertStore, String> {
@@ -262,6 +259,64 @@ mod tests {
                 .ssl_mode(),
             SslMode::Disable
         );
+    }
+
+    /// A server certificate for db.example signed by a CA written to a file: each mode's
+    /// verifier as asked of a server reached as db.example, as 127.0.0.1, and with another CA.
+    #[test]
+    fn verify_full_checks_ca_and_name_verify_ca_the_ca_only() {
+        let dir = std::env::temp_dir().join(format!("strowger-pg-tls-{}", fastrand::u64(..)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = |name: &str| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let cert = params.self_signed(&key).unwrap();
+            std::fs::write(dir.join(name), cert.pem()).unwrap();
+            (cert, key)
+        };
+        let (ours, ours_key) = ca("ours.pem");
+        ca("other.pem");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let server = rcgen::CertificateParams::new(vec!["db.example".to_string()])
+            .unwrap()
+            .signed_by(&key, &ours, &ours_key)
+            .unwrap();
+        let accepts = |mode: &str, ca: &str, host: &str| {
+            let url = format!(
+                "{BASE}?sslmode={mode}&sslrootcert={}",
+                dir.join(ca).display()
+            );
+            let verifier = split(&url).unwrap().1.verifier().unwrap();
+            let name = ServerName::try_from(host.to_string()).unwrap();
+            verifier
+                .verify_server_cert(server.der(), &[], &name, &[], UnixTime::now())
+                .is_ok()
+        };
+        assert!(accepts("verify-full", "ours.pem", "db.example"));
+        assert!(
+            !accepts("verify-full", "ours.pem", "127.0.0.1"),
+            "wrong name"
+        );
+        assert!(
+            !accepts("verify-full", "other.pem", "db.example"),
+            "wrong CA"
+        );
+        assert!(accepts("verify-ca", "ours.pem", "127.0.0.1"), "any name");
+        assert!(!accepts("verify-ca", "other.pem", "db.example"), "wrong CA");
+        assert!(
+            !accepts("require", "other.pem", "db.example"),
+            "require with a CA checks it"
+        );
+        let prefer = split(BASE).unwrap().1.verifier().unwrap();
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        assert!(
+            prefer
+                .verify_server_cert(server.der(), &[], &name, &[], UnixTime::now())
+                .is_ok(),
+            "prefer encrypts without a check, as libpq"
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
