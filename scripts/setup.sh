@@ -41,6 +41,7 @@ declare -A want=(
   [dnsmasq-base]=/usr/sbin/dnsmasq
   [chromium]=chromium # console test: the web console in a real headless browser, driven over WebDriver
   [chromium-driver]=chromedriver
+  [firefox-esr]=firefox-esr # console test in Firefox too (its WebDriver server, geckodriver, below)
   [postgresql]=/usr/share/doc/postgresql/copyright # CDR database test: a private cluster (initdb, postgres)
   [fail2ban]=fail2ban-regex # security test: contrib/fail2ban's filter read by the real fail2ban-regex
   [systemd]=systemd-analyze # reload test: contrib/systemd/strowger.service checked by systemd-analyze verify
@@ -80,6 +81,18 @@ if [[ ${1:-test} != build ]] && ! command -v sipvicious_svcrack >/dev/null; then
   }
   python3 -m pip install --quiet sipvicious 2>/dev/null ||
     python3 -m pip install --quiet --break-system-packages sipvicious
+fi
+
+# The console test's Firefox driver: Debian does not package geckodriver, so it is built from
+# crates.io once (a few minutes) into /usr/local/bin.
+if [[ ${1:-test} != build ]] && ! command -v geckodriver >/dev/null; then
+  echo "setup.sh: building geckodriver (cargo install, once)"
+  tmp=$(mktemp -d)
+  cargo install --quiet --locked --root "$tmp" geckodriver
+  sudo=""
+  ((EUID == 0)) || sudo="sudo"
+  $sudo install -m 755 "$tmp/bin/geckodriver" /usr/local/bin/geckodriver
+  rm -rf "$tmp"
 fi
 
 # PESQ scoring (crates/strowger/tests/process/quality.rs): the `pesq` package from PyPI.

@@ -4,6 +4,7 @@
 
 mod spool;
 mod sql;
+mod tls;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -64,7 +65,10 @@ impl Running {
 pub fn start(cfg: &Cdr, data_dir: &Path) -> Result<Option<(Queue, Running)>, String> {
     let sink: Box<dyn Sink + Send> = match &cfg.database {
         None => return Ok(None),
-        Some(CdrDatabase::Postgres(url)) => Box::new(sql::Postgres::new(url)?),
+        Some(CdrDatabase::Postgres(url)) => Box::new(sql::Postgres::new(
+            url,
+            Duration::from_millis(cfg.timeout_ms),
+        )?),
         Some(CdrDatabase::Sqlite(path)) => Box::new(sql::Sqlite::new(data_dir.join(path))),
     };
     let spool = spool::Spool::new(data_dir);

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::tls::{self, Tls};
 use super::writer::Sink;
 
 /// The schema, by version: strowger applies those a database has not had, in order, and
@@ -143,16 +144,37 @@ fn batch(cdrs: &[String]) -> String {
 /// writer holds new CDRs meanwhile.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// PostgreSQL through tokio-postgres on a runtime of the writer thread's own: every round trip
+/// is bounded by `cdr.timeout_ms`, so a database that takes the connection but never answers
+/// (a locked table, a stopped server) makes the batch go to the spool, not wait for ever.
 pub struct Postgres {
-    config: postgres::Config,
-    client: Option<postgres::Client>,
+    config: tokio_postgres::Config,
+    tls: Tls,
+    timeout: Duration,
+    rt: tokio::runtime::Runtime,
+    session: Option<Session>,
     insert: String,
 }
 
+/// A connection: the client, and the task that drives its socket, aborted with it so that a
+/// server which never answers does not keep a socket per timeout open.
+struct Session {
+    client: tokio_postgres::Client,
+    io: tokio::task::AbortHandle,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.io.abort();
+    }
+}
+
 impl Postgres {
-    /// Checks the URL now; connecting waits for the first batch.
-    pub fn new(url: &str) -> Result<Postgres, String> {
-        let mut config: postgres::Config = url.parse().map_err(|e| {
+    /// Checks the URL (and its `sslrootcert`) now; connecting waits for the first batch.
+    pub fn new(url: &str, timeout: Duration) -> Result<Postgres, String> {
+        let (url, tls) = tls::split(url)?;
+        tls.connector()?;
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
             format!("cdr.database: {e} — expected postgres://USER:PASSWORD@HOST:PORT/DATABASE")
         })?;
         if config.get_connect_timeout().is_none() {
@@ -161,58 +183,116 @@ impl Postgres {
         if config.get_application_name().is_none() {
             config.application_name("strowger");
         }
+        config.ssl_mode(tls.ssl_mode());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cdr.database: cannot start its I/O runtime: {e}"))?;
         Ok(Postgres {
             config,
-            client: None,
+            tls,
+            timeout,
+            rt,
+            session: None,
             insert: postgres_insert(),
         })
     }
 
-    fn connect(&self) -> Result<postgres::Client, postgres::Error> {
-        let mut client = self.config.connect(postgres::NoTls)?;
-        let mut tx = client.transaction()?;
+    async fn connect(
+        config: &tokio_postgres::Config,
+        tls: tokio_postgres_rustls::MakeRustlsConnect,
+        timeout: Duration,
+    ) -> Result<Session, tokio_postgres::Error> {
+        let (client, connection) = config.connect(tls).await?;
+        // Driven whenever the writer waits on the runtime: the client's requests need it.
+        let io = tokio::spawn(connection).abort_handle();
+        let mut session = Session { client, io };
+        let client = &mut session.client;
+        // The server gives up on a statement when the writer does (a lock never granted).
+        client
+            .batch_execute(&format!("SET statement_timeout = {}", timeout.as_millis()))
+            .await?;
+        let tx = client.transaction().await?;
         tx.batch_execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (
                  version integer PRIMARY KEY,
                  applied_at timestamptz NOT NULL DEFAULT now());
              LOCK TABLE schema_migrations IN EXCLUSIVE MODE",
-        )?;
+        )
+        .await?;
         let have: i32 = tx
             .query_one(
                 "SELECT coalesce(max(version), 0) FROM schema_migrations",
                 &[],
-            )?
+            )
+            .await?
             .get(0);
         for (v, sql) in (1..).zip(POSTGRES_MIGRATIONS).skip(have as usize) {
-            tx.batch_execute(sql)?;
-            tx.execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[&v])?;
+            tx.batch_execute(sql).await?;
+            tx.execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[&v])
+                .await?;
         }
-        tx.commit()?;
-        Ok(client)
+        tx.commit().await?;
+        Ok(session)
+    }
+
+    /// `step` on the runtime, given up after `cdr.timeout_ms`.
+    fn bounded<T>(
+        rt: &tokio::runtime::Runtime,
+        timeout: Duration,
+        step: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, String> {
+        // The timer is made inside the runtime, whose clock it needs.
+        match rt.block_on(async { tokio::time::timeout(timeout, step).await }) {
+            Ok(done) => done.map_err(pg_error),
+            Err(_) => Err(format!(
+                "no answer from PostgreSQL within cdr.timeout_ms ({} ms)",
+                timeout.as_millis()
+            )),
+        }
     }
 }
 
 impl Sink for Postgres {
     fn insert(&mut self, cdrs: &[String]) -> Result<(), String> {
-        let client = match &mut self.client {
-            Some(c) => c,
-            None => self.client.insert(self.connect().map_err(pg_error)?),
+        let session = match &mut self.session {
+            Some(s) => s,
+            None => {
+                let tls = self.tls.connector()?;
+                let connect = Self::connect(&self.config, tls, self.timeout);
+                self.session
+                    .insert(Self::bounded(&self.rt, self.timeout, connect)?)
+            }
         };
         // One statement is one transaction.
-        let done = client.execute(&self.insert, &[&batch(cdrs)]);
+        let batch = batch(cdrs);
+        let done = Self::bounded(
+            &self.rt,
+            self.timeout,
+            session.client.execute(&self.insert, &[&batch]),
+        );
         if done.is_err() {
-            self.client = None;
+            // Dropped, the connection is closed: a statement still running is cancelled by
+            // its statement_timeout, and one that committed late is skipped on replay (its ids).
+            self.session = None;
         }
-        done.map(drop).map_err(pg_error)
+        done.map(drop)
     }
 }
 
-/// The error with its cause (the driver's Display alone says only "error connecting").
-fn pg_error(e: postgres::Error) -> String {
-    match std::error::Error::source(&e) {
+/// The error with its cause (the driver's Display alone says only "error connecting"), and
+/// the setting to look at when TLS or the timeout is the cause.
+fn pg_error(e: tokio_postgres::Error) -> String {
+    let mut text = match std::error::Error::source(&e) {
         Some(cause) => format!("{e}: {cause}"),
         None => e.to_string(),
+    };
+    if text.contains("TLS") || text.contains("certificate") {
+        text.push_str(" (check sslmode and sslrootcert in cdr.database)");
+    } else if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
+        text.push_str(" (longer than cdr.timeout_ms)");
     }
+    text
 }
 
 pub struct Sqlite {
@@ -306,5 +386,34 @@ mod tests {
             .unwrap();
         assert_eq!(version, SQLITE_MIGRATIONS.len() as i64);
         let _ = std::fs::remove_file(path);
+    }
+
+    /// A server that takes the connection and never says a word (as a stopped PostgreSQL
+    /// does: the kernel still accepts): the insert fails after `cdr.timeout_ms`, not never.
+    #[test]
+    fn a_database_that_never_answers_fails_the_insert_within_the_timeout() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!(
+            "postgres://u:p@127.0.0.1:{}/pbx?sslmode=disable",
+            silent.local_addr().unwrap().port()
+        );
+        let mut db = Postgres::new(&url, Duration::from_millis(300)).unwrap();
+        for _ in 0..2 {
+            let t0 = std::time::Instant::now();
+            let e = db.insert(&[r#"{"id":"a"}"#.to_string()]).unwrap_err();
+            assert!(e.contains("cdr.timeout_ms"), "{e}");
+            let took = t0.elapsed();
+            assert!(
+                took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+                "{took:?}"
+            );
+        }
+        // Each attempt's socket was closed when it was given up: none is left open.
+        for _ in 0..2 {
+            let (mut conn, _) = silent.accept().unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0; 512];
+            while std::io::Read::read(&mut conn, &mut buf).expect("closed, not left open") > 0 {}
+        }
     }
 }

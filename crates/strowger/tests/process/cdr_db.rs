@@ -1,5 +1,6 @@
 //! CDRs in a database (`[cdr] database`): SQLite and a real PostgreSQL, the latter stopped and
-//! restarted in the middle of 1,000 calls — every call's CDR must end up stored exactly once.
+//! restarted in the middle of 1,000 calls — every call's CDR must end up stored exactly once;
+//! PostgreSQL over TLS with the CA checked; a locked table that never answers the insert.
 
 use crate::common;
 
@@ -222,6 +223,14 @@ fn postgres_outage_mid_load_loses_no_cdr_and_stores_none_twice() {
     );
 }
 
+/// CDRs in the spool, or in its copy being replayed.
+fn spooled(data_dir: &Path) -> usize {
+    ["cdr-spool.jsonl", "cdr-spool.replay.jsonl"]
+        .iter()
+        .map(|f| common::read_text(&data_dir.join(f)).lines().count())
+        .sum()
+}
+
 fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -236,4 +245,146 @@ fn count(pg: &Postgres) -> (i64, i64) {
     };
     c.query_one("SELECT count(*), count(DISTINCT id) FROM cdr", &[])
         .map_or((0, 0), |r| (r.get(0), r.get(1)))
+}
+
+/// Three echo calls against a PostgreSQL serving TLS, with `sslmode=verify-full` and a CA file
+/// that first holds the wrong CA: the writer names sslrootcert, keeps the CDRs in the spool,
+/// and once the file holds the CA that signed the server's certificate (no restart: the file
+/// is read at each reconnect) stores each CDR once, over TLS.
+#[test]
+fn postgres_over_tls_checks_the_ca_and_spools_until_the_ca_file_is_right() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("cdr-postgres-tls");
+    let pg = Postgres::start_tls(dir.path());
+    let ca_file = dir.path().join("pg-ca.pem");
+    std::fs::write(&ca_file, common::postgres::new_ca().0.pem()).unwrap();
+    let url = format!(
+        "\"{}?sslmode=verify-full&sslrootcert={}\"",
+        pg.url,
+        ca_file.display()
+    );
+    let mut s = Strowger::with(
+        "cdr-postgres-tls",
+        Opts {
+            config_file: Some(cdr_config(dir.path(), &[("database", &url)])),
+            ..Opts::default()
+        },
+    );
+    Sipp::new(Scenario::Builtin("uac"))
+        .service("9196")
+        .calls(3, 10, 3)
+        .duration_ms(100)
+        .run(s.sip, s.dir.path())
+        .assert_ok(3);
+    let cdrs = s.wait_cdrs(3);
+    let refused = wait_for(Duration::from_secs(10), || {
+        let log = s.stderr();
+        (log.contains("cdr.database") && log.contains("sslrootcert")).then_some(())
+    });
+    assert!(
+        refused.is_some(),
+        "the wrong CA is reported, naming the setting:\n{}",
+        tail(&s.stderr(), 20)
+    );
+    assert_eq!(count(&pg), (0, 0), "no CDR went to an unverified server");
+    assert_eq!(spooled(&s.data_dir()), 3, "the CDRs wait in the spool");
+
+    std::fs::write(&ca_file, pg.ca.as_ref().unwrap()).unwrap();
+    let stored = wait_for(Duration::from_secs(15), || {
+        Some(count(&pg)).filter(|&(rows, _)| rows >= 3)
+    });
+    assert_eq!(
+        stored,
+        Some((3, 3)),
+        "each CDR once, after the CA file was fixed:\n{}",
+        tail(&s.stderr(), 20)
+    );
+    let mut client = pg.client();
+    let ids: Vec<String> = cdrs.iter().map(|c| c.str("id").to_string()).collect();
+    let found: i64 = client
+        .query_one("SELECT count(*) FROM cdr WHERE id = ANY($1)", &[&ids])
+        .unwrap()
+        .get(0);
+    assert_eq!(found, 3, "the rows are the CDR file's");
+    let over_tls: Vec<bool> = client
+        .query(
+            "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+             WHERE a.application_name = 'strowger'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(over_tls, [true], "strowger's connection is encrypted");
+    assert!(s.stop().success());
+}
+
+/// The test holds the CDR table locked (ACCESS EXCLUSIVE, in an open transaction): the
+/// writer's insert never gets an answer. Calls made meanwhile complete as usual; after
+/// `cdr.timeout_ms` their CDRs go to the spool, and once the lock is released each is stored
+/// once.
+#[test]
+fn a_locked_cdr_table_times_out_to_the_spool_and_calls_go_on() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("cdr-postgres-lock");
+    let pg = Postgres::start(dir.path());
+    let url = format!("\"{}\"", pg.url);
+    let mut s = Strowger::with(
+        "cdr-postgres-lock",
+        Opts {
+            config_file: Some(cdr_config(
+                dir.path(),
+                &[("database", &url), ("timeout_ms", "2000")],
+            )),
+            ..Opts::default()
+        },
+    );
+    let call = |n: u32| {
+        Sipp::new(Scenario::Builtin("uac"))
+            .service("9196")
+            .calls(n, 10, n)
+            .duration_ms(100)
+            .run(s.sip, s.dir.path())
+            .assert_ok(n as u64)
+    };
+    call(1);
+    let first = wait_for(Duration::from_secs(10), || {
+        Some(count(&pg)).filter(|&(rows, _)| rows == 1)
+    });
+    assert!(first.is_some(), "the first CDR is stored");
+
+    let mut locker = pg.client();
+    locker
+        .batch_execute("BEGIN; LOCK TABLE cdr IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    call(5);
+    let cdrs = s.wait_cdrs(6);
+    let timed_out = wait_for(Duration::from_secs(15), || {
+        let log = s.stderr();
+        (log.contains("cdr.timeout_ms") && spooled(&s.data_dir()) >= 5).then_some(())
+    });
+    assert!(
+        timed_out.is_some(),
+        "the insert gave up after cdr.timeout_ms and spooled the CDRs:\n{}",
+        tail(&s.stderr(), 20)
+    );
+    locker.batch_execute("ROLLBACK").unwrap();
+    let stored = wait_for(Duration::from_secs(15), || {
+        Some(count(&pg)).filter(|&(rows, _)| rows >= 6)
+    });
+    assert_eq!(
+        stored,
+        Some((6, 6)),
+        "each CDR once after the lock:\n{}",
+        tail(&s.stderr(), 20)
+    );
+    let ids: Vec<String> = cdrs.iter().map(|c| c.str("id").to_string()).collect();
+    let found: i64 = pg
+        .client()
+        .query_one("SELECT count(*) FROM cdr WHERE id = ANY($1)", &[&ids])
+        .unwrap()
+        .get(0);
+    assert_eq!(found, 6);
+    assert!(s.stop().success());
 }

@@ -1,7 +1,7 @@
-//! The web console in a real headless Chromium, driven over WebDriver (chromedriver): log in
-//! with the API token, see a live SIPp call appear, hang it up from the page (SIPp receives
-//! the BYE), find its CDR by search. Screenshots of each step are kept under
-//! target/test-artifacts/console/.
+//! The web console in real headless browsers, Chromium and Firefox, driven over WebDriver
+//! (chromedriver, geckodriver): log in with the API token, see a live SIPp call appear, hang
+//! it up from the page (SIPp receives the BYE), find its CDR by search. One test body runs in
+//! each browser; screenshots of each step are kept under target/test-artifacts/console/BROWSER/.
 
 use crate::common;
 
@@ -10,7 +10,7 @@ use common::sipp::{Scenario, Sipp};
 use common::switch::{default_config_trusting_loopback, Opts};
 use common::{wait_for, Strowger, TempDir};
 use fantoccini::{Client, ClientBuilder, Locator};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -18,29 +18,88 @@ use std::time::Duration;
 /// refreshes on every call event).
 const PAGE_WAIT: Duration = Duration::from_secs(10);
 
-/// chromedriver on a free loopback port, killed when dropped.
+#[derive(Clone, Copy, Debug)]
+enum Browser {
+    /// Debian's chromium and chromium-driver.
+    Chromium,
+    /// Debian's firefox-esr, and geckodriver (built by scripts/setup.sh).
+    Firefox,
+}
+
+impl Browser {
+    fn name(self) -> &'static str {
+        match self {
+            Browser::Chromium => "chromium",
+            Browser::Firefox => "firefox",
+        }
+    }
+
+    /// The WebDriver server on `port`, logging under `dir`.
+    fn driver(self, port: u16, dir: &Path) -> Command {
+        let log = dir.join(format!("{}-driver.log", self.name()));
+        let mut c = match self {
+            Browser::Chromium => {
+                let mut c = Command::new("chromedriver");
+                c.arg(format!("--port={port}"))
+                    .arg(format!("--log-path={}", log.display()))
+                    .stderr(Stdio::null());
+                c
+            }
+            Browser::Firefox => {
+                let mut c = Command::new("geckodriver");
+                c.args(["--host", "127.0.0.1", "--port", &port.to_string()])
+                    .stderr(std::fs::File::create(log).unwrap());
+                c
+            }
+        };
+        c.stdout(Stdio::null());
+        c
+    }
+
+    /// The session's capabilities: headless, with a profile in `profile`.
+    fn capabilities(self, profile: &Path) -> serde_json::Map<String, serde_json::Value> {
+        let (key, options) = match self {
+            Browser::Chromium => (
+                "goog:chromeOptions",
+                serde_json::json!({
+                    "binary": "/usr/bin/chromium",
+                    "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                             "--disable-gpu", format!("--user-data-dir={}", profile.display())],
+                }),
+            ),
+            Browser::Firefox => (
+                "moz:firefoxOptions",
+                serde_json::json!({
+                    "binary": "/usr/bin/firefox-esr",
+                    "args": ["-headless", "-profile", profile.display().to_string()],
+                }),
+            ),
+        };
+        let mut caps = serde_json::Map::new();
+        caps.insert(key.into(), options);
+        caps
+    }
+}
+
+/// A WebDriver server on a free loopback port, killed when dropped.
 struct Driver {
     child: Child,
     port: u16,
 }
 
 impl Driver {
-    fn start(dir: &std::path::Path) -> Driver {
+    fn start(browser: Browser, dir: &Path) -> Driver {
         let port = free_port();
-        let child = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .arg(format!(
-                "--log-path={}",
-                dir.join("chromedriver.log").display()
-            ))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run chromedriver (Debian chromium-driver: scripts/setup.sh)");
+        let child = browser.driver(port, dir).spawn().unwrap_or_else(|e| {
+            panic!("run the {browser:?} WebDriver server ({e}): scripts/setup.sh installs it")
+        });
         let up = wait_for(Duration::from_secs(15), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).ok()
         });
-        assert!(up.is_some(), "chromedriver did not listen on port {port}");
+        assert!(
+            up.is_some(),
+            "{browser:?}'s driver did not listen on port {port}"
+        );
         Driver { child, port }
     }
 }
@@ -52,33 +111,32 @@ impl Drop for Driver {
     }
 }
 
-fn artifacts() -> PathBuf {
-    let d = common::repo_root().join("target/test-artifacts/console");
+fn artifacts(browser: &str) -> PathBuf {
+    let d = common::repo_root()
+        .join("target/test-artifacts/console")
+        .join(browser);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
-async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1280,900", format!("--user-data-dir={}", profile.display())],
-        }),
-    );
+async fn session(browser: Browser, driver: &Driver, profile: &Path) -> Client {
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    ClientBuilder::new(connector)
-        .capabilities(caps)
+    let c = ClientBuilder::new(connector)
+        .capabilities(browser.capabilities(profile))
         .connect(&format!("http://127.0.0.1:{}", driver.port))
         .await
-        .expect("a WebDriver session with headless Chromium")
+        .unwrap_or_else(|e| panic!("a WebDriver session with headless {browser:?}: {e}"));
+    c.set_window_size(1280, 900).await.unwrap();
+    c
 }
 
 async fn shot(c: &Client, name: &str) {
     let png = c.screenshot().await.expect("screenshot");
-    std::fs::write(artifacts().join(format!("{name}.png")), png).unwrap();
+    let browser = c
+        .capabilities()
+        .and_then(|caps| caps.get("browserName")?.as_str().map(str::to_string))
+        .unwrap_or_default();
+    std::fs::write(artifacts(&browser).join(format!("{name}.png")), png).unwrap();
 }
 
 /// Opens one of the page's tabs.
@@ -130,7 +188,16 @@ async fn wait_text(c: &Client, css: &str, text: &str) -> String {
 
 #[test]
 fn the_console_shows_a_live_call_hangs_it_up_and_finds_its_cdr() {
-    let dir = TempDir::new("console");
+    walk_through(Browser::Chromium);
+}
+
+#[test]
+fn the_console_works_in_firefox_too() {
+    walk_through(Browser::Firefox);
+}
+
+fn walk_through(browser: Browser) {
+    let dir = TempDir::new(&format!("console-{}", browser.name()));
     let s = Strowger::with(
         "console",
         Opts {
@@ -140,14 +207,14 @@ fn the_console_shows_a_live_call_hangs_it_up_and_finds_its_cdr() {
     );
     let token =
         std::fs::read_to_string(s.data_dir().join("api.token")).expect("the generated api.token");
-    let driver = Driver::start(dir.path());
+    let driver = Driver::start(browser, dir.path());
     let console = format!("http://{}/", s.api);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let call = rt.block_on(async {
-        let c = browser(&driver, &dir.subdir("chromium")).await;
+        let c = session(browser, &driver, &dir.subdir(browser.name())).await;
         c.goto(&console).await.unwrap();
         // A wrong token is refused on the page.
         log_in(&c, "not-the-token").await;

@@ -15,6 +15,7 @@ pub(crate) struct RawCdr {
     pub batch_ms: u64,
     pub queue: u64,
     pub shutdown_s: u64,
+    pub timeout_ms: u64,
 }
 
 impl Default for RawCdr {
@@ -25,6 +26,7 @@ impl Default for RawCdr {
             batch_ms: 200,
             queue: 10_000,
             shutdown_s: 5,
+            timeout_ms: 5000,
         }
     }
 }
@@ -42,6 +44,9 @@ pub struct Cdr {
     pub queue: usize,
     /// How long stopping waits for the writer to put what it holds in the database.
     pub shutdown_s: u64,
+    /// How long the writer waits for the database to answer (connecting, a batch) before the
+    /// batch goes to the spool: a database that hangs never holds CDRs for ever.
+    pub timeout_ms: u64,
 }
 
 /// A CDR database, from `cdr.database`.
@@ -86,5 +91,6 @@ pub(crate) fn cdr(raw: RawCdr, d: &mut Diagnostics) -> Cdr {
         batch_ms: bounded(d, "cdr.batch_ms", raw.batch_ms, 1, 60_000),
         queue: bounded(d, "cdr.queue", raw.queue, 1, 1_000_000) as usize,
         shutdown_s: bounded(d, "cdr.shutdown_s", raw.shutdown_s, 0, 300),
+        timeout_ms: bounded(d, "cdr.timeout_ms", raw.timeout_ms, 100, 600_000),
     }
 }

@@ -854,10 +854,15 @@ fn cdr_database_is_parsed_and_errors_name_the_key() {
         Some(CdrDatabase::Sqlite("cdr.db".into()))
     );
     let bad = errors(&format!(
-        "[cdr]\ndatabase = \"mysql://x\"\nbatch_rows = 0\n{MINIMAL}"
+        "[cdr]\ndatabase = \"mysql://x\"\nbatch_rows = 0\ntimeout_ms = 10\n{MINIMAL}"
     ));
     assert!(bad.iter().any(|e| e.contains("cdr.database")), "{bad:?}");
     assert!(bad.iter().any(|e| e.contains("cdr.batch_rows")), "{bad:?}");
+    assert!(bad.iter().any(|e| e.contains("cdr.timeout_ms")), "{bad:?}");
+    assert_eq!(
+        minimal.cdr.timeout_ms, 5000,
+        "a database never holds CDRs for ever"
+    );
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! (scripts/setup.sh) in a temporary directory, on a free loopback port, with a password. It can
 //! be stopped (fast shutdown, as `pg_ctl stop -m fast`) and started again mid-test. PostgreSQL
 //! refuses to run as root: under root it runs as the `postgres` user, in a directory it owns.
+//! [`Postgres::start_tls`] serves TLS too, with a certificate signed by a CA made by the test.
 
 use super::net::free_port;
 use super::{read_text, tail, wait_for};
@@ -20,11 +21,23 @@ pub struct Postgres {
     pub port: u16,
     /// What `cdr.database` is set to.
     pub url: String,
+    /// The CA (PEM) that signed the server's certificate, when it serves TLS.
+    pub ca: Option<String>,
 }
 
 impl Postgres {
     /// A new cluster in `parent`/postgres, started.
     pub fn start(parent: &Path) -> Postgres {
+        Postgres::start_with(parent, false)
+    }
+
+    /// A new cluster that also serves TLS (`ssl=on`), its certificate for 127.0.0.1 and
+    /// localhost signed by a new CA ([`Postgres::ca`]).
+    pub fn start_tls(parent: &Path) -> Postgres {
+        Postgres::start_with(parent, true)
+    }
+
+    fn start_with(parent: &Path, tls: bool) -> Postgres {
         let bin = bin_dir();
         let dir = parent.join("postgres");
         std::fs::create_dir_all(&dir).unwrap();
@@ -56,7 +69,11 @@ impl Postgres {
             dir,
             port,
             url: format!("postgres://{USER}:{PASSWORD}@127.0.0.1:{port}/postgres"),
+            ca: None,
         };
+        if tls {
+            pg.ca = Some(pg.certificate());
+        }
         pg.resume();
         pg
     }
@@ -74,6 +91,17 @@ impl Postgres {
             .arg(self.dir.join("data"))
             .args(["-p", &self.port.to_string()])
             .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .args(self.ca.as_ref().map_or(vec![], |_| {
+                let (cert, key) = self.tls_files();
+                vec![
+                    "-c".into(),
+                    "ssl=on".into(),
+                    "-c".into(),
+                    format!("ssl_cert_file={}", cert.display()),
+                    "-c".into(),
+                    format!("ssl_key_file={}", key.display()),
+                ]
+            }))
             .arg("-k")
             .arg(&self.dir)
             .stdin(Stdio::null())
@@ -116,6 +144,35 @@ impl Postgres {
             .unwrap_or_else(|e| panic!("connect to the test PostgreSQL: {e:?}"))
     }
 
+    /// Writes the server's certificate and key, owned by the server's user (it refuses a key
+    /// others may read); returns the CA's certificate.
+    fn certificate(&self) -> String {
+        let (ca, ca_key) = new_ca();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params =
+            rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        let (cert_file, key_file) = self.tls_files();
+        std::fs::write(&cert_file, cert.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        if as_root() {
+            let ok = Command::new("chown")
+                .arg("postgres:postgres")
+                .args([&cert_file, &key_file])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "chown postgres {}", key_file.display());
+        }
+        ca.pem()
+    }
+
+    fn tls_files(&self) -> (PathBuf, PathBuf) {
+        (self.dir.join("server.crt"), self.dir.join("server.key"))
+    }
+
     fn log(&self) -> PathBuf {
         self.dir.join("postgres.log")
     }
@@ -135,6 +192,14 @@ impl Drop for Postgres {
             let _ = c.wait();
         }
     }
+}
+
+/// A new certificate authority and its key.
+pub fn new_ca() -> (rcgen::Certificate, rcgen::KeyPair) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    (params.self_signed(&key).unwrap(), key)
 }
 
 /// /usr/lib/postgresql/VERSION/bin of the newest version installed.
