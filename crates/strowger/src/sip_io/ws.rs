@@ -19,6 +19,18 @@ pub struct Policy {
     /// Origins a browser may connect from; requests without an Origin (phones, not browsers)
     /// are let in, as a page elsewhere cannot strip the header its browser adds.
     pub origins: Vec<String>,
+    /// Hosts whose pages may connect from any scheme and port (`Sip::ws_same_hosts`: the
+    /// listen addresses' own, while `sip.ws_origins` is unset).
+    pub same_hosts: Vec<String>,
+}
+
+/// The host of an Origin (`scheme://host[:port]`), an IPv6 one with its brackets.
+fn origin_host(origin: &str) -> Option<&str> {
+    let rest = origin.split_once("://")?.1;
+    match rest.strip_prefix('[') {
+        Some(v6) => v6.find(']').map(|end| &rest[..end + 2]),
+        None => rest.split(':').next(),
+    }
 }
 
 /// Why a handshake was refused: the status and the reason the client is told.
@@ -41,9 +53,11 @@ impl Policy {
             ));
         }
         if let Some(origin) = req.headers().get("origin") {
-            let allowed = origin
-                .to_str()
-                .is_ok_and(|o| self.origins.iter().any(|a| a.eq_ignore_ascii_case(o)));
+            let allowed = origin.to_str().is_ok_and(|o| {
+                self.origins.iter().any(|a| a.eq_ignore_ascii_case(o))
+                    || origin_host(o)
+                        .is_some_and(|h| self.same_hosts.iter().any(|s| s.eq_ignore_ascii_case(h)))
+            });
             if !allowed {
                 return Err(refuse(
                     StatusCode::FORBIDDEN,
@@ -226,6 +240,17 @@ impl Session {
         (out, open)
     }
 
+    /// A ping to send a connection gone silent (its pong shows it alive): the bytes, or None
+    /// before the handshake is done or after a close.
+    pub fn ping(&mut self) -> Option<Vec<u8>> {
+        let Some(State::Open(ws)) = self.state.as_mut() else {
+            return None;
+        };
+        ws.send(tungstenite::Message::Ping(Vec::new().into()))
+            .ok()?;
+        Some(std::mem::take(&mut ws.get_mut().output))
+    }
+
     /// One SIP message as one text WebSocket message (RFC 7118 §5.2): the bytes to write, or
     /// None before the handshake is done or after a close.
     pub fn send(&mut self, sip: &[u8]) -> Option<Vec<u8>> {
@@ -260,6 +285,7 @@ mod tests {
         Policy {
             path: "/ws".into(),
             origins: vec!["https://127.0.0.1:8088".into()],
+            same_hosts: vec!["[::1]".into(), "localhost".into()],
         }
     }
 
@@ -297,6 +323,21 @@ mod tests {
             ok(req("/ws", Some("https://evil.example"), Some("sip"))),
             403
         );
+        // The same host on another port or scheme: a page the PBX's own web server serves.
+        assert_eq!(
+            ok(req("/ws", Some("http://localhost:8080"), Some("sip"))),
+            200
+        );
+        assert_eq!(ok(req("/ws", Some("https://[::1]"), Some("sip"))), 200);
+        assert_eq!(
+            ok(req(
+                "/ws",
+                Some("https://localhost.evil.example"),
+                Some("sip")
+            )),
+            403
+        );
+        assert_eq!(ok(req("/ws", Some("https://[::2]:80"), Some("sip"))), 403);
         assert_eq!(ok(req("/other", None, Some("sip"))), 404);
         assert_eq!(ok(req("/ws", None, None)), 400);
         assert_eq!(ok(req("/ws", None, Some("chat"))), 400);
