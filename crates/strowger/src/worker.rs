@@ -1173,8 +1173,9 @@ impl Worker {
                     self.tcp_per_source.remove(&ip);
                 }
             }
-            if c.unsent() {
+            if c.unsent() || c.transport().is_websocket() {
                 // Never delivered: what waits on it (a trunk's REGISTER or INVITE) fails over.
+                // A WebSocket's phone is gone with it: its INVITEs fail now (RFC 7118 §5).
                 self.unreachable(Peer {
                     transport: c.transport(),
                     addr: c.peer,

@@ -23,7 +23,7 @@ const DEFAULT: &str = include_str!("../../../switch/src/default.toml");
 
 /// The embedded configuration with each `(from, to)` replaced (each must occur once) and
 /// `extra` appended, written to `dir/name`.
-fn config(dir: &Path, name: &str, edits: &[(&str, &str)], extra: &str) -> PathBuf {
+pub(crate) fn config(dir: &Path, name: &str, edits: &[(&str, &str)], extra: &str) -> PathBuf {
     let mut text = DEFAULT.to_string();
     for (from, to) in edits {
         assert_eq!(text.matches(from).count(), 1, "{from:?} in default.toml");

@@ -1,29 +1,37 @@
 //! SIP over WebSocket (RFC 7118), with a real WebSocket client (tungstenite, over rustls for
 //! `wss:`) acting as a browser phone: it registers with a digest over `ws:` and `wss:` and the
 //! API lists both bindings; it calls the echo over its WebSocket and hears itself; SIPp calls
-//! it over UDP and the INVITE comes down its WebSocket; a wrong Origin, path or subprotocol is
-//! refused at the upgrade.
+//! it over UDP and the INVITE comes down its WebSocket; once its WebSocket closes, a call to
+//! it fails with 480 at once; a wrong Origin, path or subprotocol is refused at the upgrade.
 
 use crate::common;
 
 use common::api::Api;
 use common::audio::{dominant_freq, tone};
+use common::sip::Uac;
 use common::sip::{frames, pcm, sdp, sdp_audio, Rtp, PCMU};
 use common::sipp::{Scenario, Sipp};
 use common::switch::Opts;
 use common::ws::{connect, Upgrade, WsPhone, HOST};
-use common::Strowger;
+use common::{Strowger, TempDir};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Anyone may dial 1001 (the public context): a caller without credentials reaches it.
+const PUBLIC_1001: &str =
+    "\n[[dialplan.contexts.public.rules]]\nexten = \"1001\"\nsteps = [\"bridge user/1001\"]\n";
 
 /// A strowger with `ws:` and `wss:` listeners and `users` (password `pw-USER`): itself, both
 /// addresses, and the self-signed certificate its `wss:` listener presents.
 fn with_users(label: &str, users: &[&str]) -> (Strowger, SocketAddr, SocketAddr, PathBuf) {
+    let dir = TempDir::new(label);
     let s = Strowger::with(
         label,
         Opts {
             ws: true,
+            config_file: Some(crate::tls::config(dir.path(), "ws.toml", &[], PUBLIC_1001)),
             ..Opts::default()
         },
     );
@@ -75,7 +83,7 @@ fn a_phone_registers_over_ws_and_wss_and_hears_its_echo() {
     secure.request("ACK sip:9196@strowger", "echo-wss", &to, "", "");
     let back = rtp.send_frames(
         &frames(&tone(800.0, 8000, 8000.0)),
-        std::time::Duration::from_millis(300),
+        Duration::from_millis(300),
     );
     let heard = pcm(&back);
     assert!(heard.len() > 4000, "{} samples echoed", heard.len());
@@ -89,17 +97,16 @@ fn a_phone_registers_over_ws_and_wss_and_hears_its_echo() {
     assert_eq!(bye.status(), Some(200), "{bye:?}");
 }
 
-/// SIPp, as 1002 over UDP, calls 1001, registered over a WebSocket only: the INVITE comes down
+/// SIPp over UDP calls 1001, registered over a WebSocket only: the INVITE comes down
 /// that WebSocket (Via WS, the Contact's `.invalid` host as Request-URI), 1001 answers there,
 /// and SIPp's BYE follows it.
 #[test]
 fn sipp_calls_a_phone_registered_over_a_websocket() {
-    let (s, ws, _, _) = with_users("ws-callee", &["1001", "1002"]);
+    let (s, ws, _, _) = with_users("ws-callee", &["1001"]);
     let mut phone = connect(ws, None, Upgrade::default()).expect("ws upgrade");
     assert_eq!(phone.register("1001", "pw-1001").status(), Some(200));
-    let caller = Sipp::new(Scenario::File("uac_auth.xml"))
+    let caller = Sipp::new(Scenario::Builtin("uac"))
         .service("1001")
-        .args(&["-au", "1002", "-ap", "pw-1002"])
         .duration_ms(300)
         .spawn(Some(s.sip), s.dir.path());
     answer(&mut phone);
@@ -124,6 +131,38 @@ fn answer(phone: &mut WsPhone) {
     phone.expect_request("ACK");
     let bye = phone.expect_request("BYE");
     phone.respond(&bye, 200, "");
+}
+
+/// 1001's WebSocket closes while its INVITE rings there: the caller hears 480 at once (not
+/// after timer B's 32 s), and so does the next caller, though 1001's binding has not expired.
+#[test]
+fn a_call_to_a_phone_whose_websocket_closed_fails_at_once() {
+    let (s, ws, _, _) = with_users("ws-gone", &["1001"]);
+    let mut phone = connect(ws, None, Upgrade::default()).expect("ws upgrade");
+    assert_eq!(phone.register("1001", "pw-1001").status(), Some(200));
+    let rtp = Rtp::bind();
+    let offer = sdp(rtp.port, &[PCMU], "sendrecv");
+    let mut ringing = Uac::new(s.sip, "1001");
+    ringing.send_invite(&offer);
+    phone.expect_request("INVITE");
+    let closed = Instant::now();
+    drop(phone);
+    let failed = ringing.final_response("INVITE", Duration::from_secs(10));
+    assert_eq!(failed.status(), Some(480), "{failed:?}");
+    assert!(
+        closed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        closed.elapsed()
+    );
+    assert_eq!(bound_transports(&s, "1001"), ["ws"]);
+    let called = Instant::now();
+    let next = Uac::new(s.sip, "1001").invite(&offer);
+    assert_eq!(next.status(), Some(480), "{next:?}");
+    assert!(
+        called.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        called.elapsed()
+    );
 }
 
 #[test]
