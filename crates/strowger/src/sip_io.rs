@@ -238,12 +238,17 @@ impl Conn {
     /// Feeds what was read into the WebSocket: SIP messages to `on_msg`, its answers (the
     /// upgrade's, pongs, closes) written back; false once it closed or was refused.
     fn unwrap_ws(&mut self, on_msg: &mut impl FnMut(Message)) -> bool {
+        let (transport, peer) = (self.transport(), self.peer);
         let Some(session) = self.ws.as_mut() else {
             return true;
         };
-        let peer = self.peer;
-        let (out, open) = session.receive(&self.inbuf, |f| match f {
-            ws::Frame::Sip(m) => on_msg(m),
+        let (out, open) = session.receive(&self.inbuf, |f, bytes| match f {
+            ws::Frame::Sip(m) => {
+                if logging::sip_enabled() {
+                    logging::sip(Dir::Received, transport, peer, bytes);
+                }
+                on_msg(m)
+            }
             ws::Frame::Garbage => tracing::debug!("a WebSocket message from {peer} is no SIP"),
             ws::Frame::Control => {}
         });

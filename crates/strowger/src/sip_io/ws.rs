@@ -99,14 +99,21 @@ pub enum Frame {
 /// rest of the message when Content-Length is absent (RFC 7118 §5.2) and bytes past a given
 /// Content-Length discarded, exactly as in a datagram (RFC 3261 §18.3).
 pub fn frame(msg: &tungstenite::Message) -> Frame {
-    let bytes: &[u8] = match msg {
-        tungstenite::Message::Text(t) => t.as_bytes(),
-        tungstenite::Message::Binary(b) => b,
-        _ => return Frame::Control,
+    let Some(bytes) = payload(msg) else {
+        return Frame::Control;
     };
     match sip::Message::parse(bytes, true) {
         Ok(m) => Frame::Sip(m),
         Err(_) => Frame::Garbage,
+    }
+}
+
+/// What a text or binary message carries (None for control messages).
+fn payload(msg: &tungstenite::Message) -> Option<&[u8]> {
+    match msg {
+        tungstenite::Message::Text(t) => Some(t.as_bytes()),
+        tungstenite::Message::Binary(b) => Some(b),
+        _ => None,
     }
 }
 
@@ -192,10 +199,14 @@ impl Session {
         }
     }
 
-    /// Takes bytes read from the connection; `on_frame` gets each WebSocket message. Returns
-    /// the bytes to write back (the handshake's answer, pongs, closes) and whether the
-    /// connection stays open.
-    pub fn receive(&mut self, bytes: &[u8], mut on_frame: impl FnMut(Frame)) -> (Vec<u8>, bool) {
+    /// Takes bytes read from the connection; `on_frame` gets each WebSocket message, with its
+    /// payload (for the SIP trace). Returns the bytes to write back (the handshake's answer,
+    /// pongs, closes) and whether the connection stays open.
+    pub fn receive(
+        &mut self,
+        bytes: &[u8],
+        mut on_frame: impl FnMut(Frame, &[u8]),
+    ) -> (Vec<u8>, bool) {
         let Some(pipe) = self.pipe() else {
             return (Vec::new(), false);
         };
@@ -220,7 +231,7 @@ impl Session {
         if let Some(State::Open(ws)) = self.state.as_mut() {
             loop {
                 match ws.read() {
-                    Ok(msg) => on_frame(frame(&msg)),
+                    Ok(msg) => on_frame(frame(&msg), payload(&msg).unwrap_or_default()),
                     Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
                         break
                     }
@@ -372,7 +383,7 @@ mod tests {
     #[test]
     fn session_upgrades_then_carries_sip_both_ways() {
         let mut s = Session::new(Arc::new(policy()), 65536);
-        let (out, open) = s.receive(&upgrade("https://127.0.0.1:8088"), |_| {
+        let (out, open) = s.receive(&upgrade("https://127.0.0.1:8088"), |_, _| {
             panic!("no frame yet")
         });
         let answer = String::from_utf8(out).unwrap();
@@ -392,7 +403,7 @@ mod tests {
         let wire = std::mem::take(&mut client.get_mut().output);
         let mut got = Vec::new();
         assert!(!wire.is_empty());
-        let (_, open) = s.receive(&wire, |f| got.push(f));
+        let (_, open) = s.receive(&wire, |f, _| got.push(f));
         assert!(open, "{got:?}");
         assert!(
             matches!(&got[..], [Frame::Sip(m), Frame::Garbage] if m.method() == Some(&sip::Method::Options)),
@@ -413,7 +424,7 @@ mod tests {
     #[test]
     fn session_refuses_a_foreign_origin_with_403() {
         let mut s = Session::new(Arc::new(policy()), 65536);
-        let (out, open) = s.receive(&upgrade("https://evil.example"), |_| panic!("refused"));
+        let (out, open) = s.receive(&upgrade("https://evil.example"), |_, _| panic!("refused"));
         let answer = String::from_utf8(out).unwrap();
         assert!(!open && !s.is_open());
         assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
@@ -424,14 +435,14 @@ mod tests {
     #[test]
     fn session_closes_on_an_oversized_message() {
         let mut s = Session::new(Arc::new(policy()), 1024);
-        s.receive(&upgrade("https://127.0.0.1:8088"), |_| {});
+        s.receive(&upgrade("https://127.0.0.1:8088"), |_, _| {});
         let mut client =
             WebSocket::from_raw_socket(Pipe::default(), tungstenite::protocol::Role::Client, None);
         client
             .send(tungstenite::Message::text("x".repeat(4096)))
             .unwrap();
         let wire = std::mem::take(&mut client.get_mut().output);
-        let (_, open) = s.receive(&wire, |_| panic!("too big to deliver"));
+        let (_, open) = s.receive(&wire, |_, _| panic!("too big to deliver"));
         assert!(!open);
     }
 }
