@@ -174,7 +174,12 @@ impl Session {
     /// A connection that has yet to send its upgrade request; messages above `max_message`
     /// bytes close it (`security.tcp_max_message`).
     pub fn new(policy: Arc<Policy>, max_message: usize) -> Session {
+        // tungstenite's 128 KiB read buffer is for bulk streams: a SIP connection sits idle
+        // and takes a message of a few KiB now and then (bench/RESULTS.md: 127 KiB per idle
+        // connection with it, against a few with 4 KiB, which grows for a larger message).
         let config = WebSocketConfig::default()
+            .read_buffer_size(4096)
+            .write_buffer_size(0)
             .max_message_size(Some(max_message))
             .max_frame_size(Some(max_message));
         let state =
