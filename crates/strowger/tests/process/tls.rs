@@ -354,7 +354,7 @@ fn a_client_ca_lets_in_only_clients_with_its_certificates() {
 }
 
 /// Reads until the peer closes (Ok(0)) or resets: true if it did within `limit`.
-fn closed_within(conn: &mut TcpStream, limit: Duration) -> bool {
+pub(crate) fn closed_within(conn: &mut TcpStream, limit: Duration) -> bool {
     conn.set_read_timeout(Some(limit)).unwrap();
     let mut buf = [0u8; 4096];
     loop {

@@ -26,12 +26,22 @@ const PUBLIC_1001: &str =
 /// A strowger with `ws:` and `wss:` listeners and `users` (password `pw-USER`): itself, both
 /// addresses, and the self-signed certificate its `wss:` listener presents.
 fn with_users(label: &str, users: &[&str]) -> (Strowger, SocketAddr, SocketAddr, PathBuf) {
+    configured(label, users, &[])
+}
+
+/// As [`with_users`], with `edits` to the embedded configuration.
+fn configured(
+    label: &str,
+    users: &[&str],
+    edits: &[(&str, &str)],
+) -> (Strowger, SocketAddr, SocketAddr, PathBuf) {
     let dir = TempDir::new(label);
+    let config = crate::tls::config(dir.path(), "ws.toml", edits, PUBLIC_1001);
     let s = Strowger::with(
         label,
         Opts {
             ws: true,
-            config_file: Some(crate::tls::config(dir.path(), "ws.toml", &[], PUBLIC_1001)),
+            config_file: Some(config),
             ..Opts::default()
         },
     );
@@ -190,4 +200,34 @@ fn upgrades_from_a_foreign_origin_a_wrong_path_or_without_sip_are_refused() {
         ..Upgrade::default()
     };
     assert!(connect(wss, Some(&ca), own).is_ok());
+}
+
+/// With `sip.ws_max_connections = 1`, `sip.ws_ping_s = 1` and `sip.ws_handshake_s = 1`: a
+/// second WebSocket is refused while the first is open, the first, silent, is pinged, and a
+/// connection that never sends its upgrade is closed after the second.
+#[test]
+fn websockets_are_capped_pinged_and_cut_when_they_never_upgrade() {
+    let (_s, ws, _, _) = configured(
+        "ws-limits",
+        &[],
+        &[
+            ("ws_max_connections = 1024", "ws_max_connections = 1"),
+            ("ws_ping_s = 30", "ws_ping_s = 1"),
+            ("ws_handshake_s = 10", "ws_handshake_s = 1"),
+        ],
+    );
+    let mut first = connect(ws, None, Upgrade::default()).expect("the first WebSocket");
+    assert_eq!(connect(ws, None, Upgrade::default()).err(), Some(0));
+    assert!(first.pinged_within(Duration::from_secs(4)), "no ping");
+    drop(first);
+    // Its close reaches worker 0 before the next connection does.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut mute = std::net::TcpStream::connect(ws).unwrap();
+    let opened = Instant::now();
+    assert!(crate::tls::closed_within(&mut mute, Duration::from_secs(5)));
+    assert!(
+        opened.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        opened.elapsed()
+    );
 }

@@ -73,7 +73,7 @@ pub struct WsPhone {
 }
 
 /// Connects to `addr` (over TLS trusting `ca` when given) and upgrades: the phone, or the
-/// HTTP status of the refusal.
+/// HTTP status of the refusal (0: the connection closed without an answer).
 pub fn connect(addr: SocketAddr, ca: Option<&Path>, up: Upgrade) -> Result<WsPhone, u16> {
     let tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -118,6 +118,7 @@ pub fn connect(addr: SocketAddr, ca: Option<&Path>, up: Upgrade) -> Result<WsPho
         Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(resp))) => {
             Err(resp.status().as_u16())
         }
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Io(_))) => Err(0),
         Err(e) => panic!("WebSocket upgrade at {addr}: {e}"),
     }
 }
@@ -144,6 +145,20 @@ impl WsPhone {
             }
         }
         None
+    }
+
+    /// Whether a ping arrives within `timeout` (tungstenite answers it).
+    pub fn pinged_within(&mut self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            match self.ws.read() {
+                Ok(Message::Ping(_)) => return true,
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(_)) => {}
+                Err(e) => panic!("the WebSocket broke: {e}"),
+            }
+        }
+        false
     }
 
     /// The next response to `method` that is final.
