@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# SIP over TLS against UDP in one run: strowger's CPU per REGISTER (registrar.authenticate off,
-# so every REGISTER is stored and answered 200; one client, one request in flight, the same
-# count on UDP then on one TLS connection), and its memory per idle TLS connection (RSS
-# before and after 1,000 connections finish their handshakes and stay open; loopback is
+# SIP over TLS and over WebSocket against UDP in one run: strowger's CPU per REGISTER
+# (registrar.authenticate off, so every REGISTER is stored and answered 200; one client, one
+# request in flight, the same count on UDP, then on one TLS connection, then on one plain
+# WebSocket), and its memory per idle TLS and per idle WebSocket connection (RSS before and
+# after 1,000 connections finish their handshakes or upgrades and stay open; loopback is
 # whitelisted in the default configuration, so security.tcp_max_per_source does not apply).
 # Bounded: REGISTERs and connections are counted, a run takes under a minute.
 # Usage: bench/tls.sh [BIN] [REGISTERS] [CONNECTIONS]   (default target/release/strowger 20000 1000)
@@ -18,7 +19,7 @@ trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 "$bin" default-config | awk '/^\[registrar\]/{r=1} r && /^authenticate = true/{$0="authenticate = false"; r=0} {print}' >"$dir/tls.toml"
 ulimit -n 8192
 "$bin" --config "$dir/tls.toml" --sip-listen 127.0.0.1:25070 --tls-listen 127.0.0.1:25071 \
-  --rtp-ports 30000-30099 --data-dir "$dir/data" --api-listen "" 2>"$dir/strowger.log" &
+  --ws-listen 127.0.0.1:25072 --rtp-ports 30000-30099 --data-dir "$dir/data" --api-listen "" 2>"$dir/strowger.log" &
 pid=$!
 for _ in $(seq 50); do grep -q 'worker(s)' "$dir/strowger.log" && break; sleep 0.2; done
-python3 bench/lib/tls.py "$pid" 127.0.0.1 25070 25071 "$dir/data/tls/cert.pem" "$regs" "$conns"
+python3 bench/lib/tls.py "$pid" 127.0.0.1 25070 25071 "$dir/data/tls/cert.pem" "$regs" "$conns" 25072

@@ -1,8 +1,11 @@
-"""bench/tls.sh's client: CPU per REGISTER over UDP and over TLS, memory per idle TLS connection."""
-import os, socket, ssl, sys, time
+"""bench/tls.sh's client: CPU per REGISTER over UDP, TLS and WebSocket, memory per idle TLS and
+WebSocket connection. The WebSocket side is written here from RFC 6455 (an upgrade request and
+masked text frames), so the bench needs nothing beyond Python's standard library."""
+import base64, os, socket, ssl, struct, sys, time
 
-pid, host, udp_port, tls_port, ca, regs, conns = sys.argv[1:8]
+pid, host, udp_port, tls_port, ca, regs, conns, ws_port = sys.argv[1:9]
 udp_port, tls_port, regs, conns = int(udp_port), int(tls_port), int(regs), int(conns)
+ws_port = int(ws_port)
 tick = os.sysconf("SC_CLK_TCK")
 
 
@@ -55,8 +58,53 @@ def run_tls():
     s.close()
 
 
+def ws_open():
+    """A WebSocket to strowger's ws: listener, upgraded with the sip subprotocol."""
+    s = socket.create_connection((host, ws_port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET /ws HTTP/1.1\r\nHost: {host}:{ws_port}\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+               f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: sip\r\n\r\n").encode())
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += s.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 101"), answer
+    return s
+
+
+def ws_frame(payload):
+    """One masked text frame (a client's, RFC 6455 §5.2)."""
+    mask = os.urandom(4)
+    n = len(payload)
+    head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack("!H", n))
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def ws_read(s, buf):
+    """One unmasked server frame's payload, and what is left of `buf`."""
+    while True:
+        if len(buf) >= 2:
+            n, at = buf[1] & 0x7F, 2
+            if n == 126:
+                n, at = (struct.unpack("!H", buf[2:4])[0], 4) if len(buf) >= 4 else (None, 4)
+            if n is not None and len(buf) >= at + n:
+                return buf[at:at + n], buf[at + n:]
+        buf += s.recv(65535)
+
+
+def run_ws():
+    s = ws_open()
+    local = "%s:%d" % s.getsockname()
+    buf = b""
+    for i in range(regs):
+        s.sendall(ws_frame(register(i, "WS", local)))
+        msg, buf = ws_read(s, buf)
+        assert b" 200 " in msg.split(b"\r\n", 1)[0], msg
+    s.close()
+
+
 results = {}
-for name, run in (("UDP", run_udp), ("TLS", run_tls)):
+for name, run in (("UDP", run_udp), ("TLS", run_tls), ("WS", run_ws)):
     c0, t0 = cpu_s(), time.monotonic()
     run()
     c1, t1 = cpu_s(), time.monotonic()
@@ -64,6 +112,7 @@ for name, run in (("UDP", run_udp), ("TLS", run_tls)):
     print(f"{name}: {regs} REGISTERs in {t1 - t0:.1f} s, strowger CPU {c1 - c0:.2f} s = "
           f"{results[name]:.1f} µs per REGISTER")
 print(f"TLS/UDP CPU per REGISTER: x{results['TLS'] / results['UDP']:.2f}")
+print(f"WS/UDP CPU per REGISTER: x{results['WS'] / results['UDP']:.2f}")
 
 time.sleep(1)
 before = rss_kib()
@@ -75,6 +124,15 @@ for _ in range(conns):
 time.sleep(2)
 after = rss_kib()
 print(f"{conns} idle TLS connections: RSS {before} -> {after} KiB, "
+      f"{(after - before) / conns:.1f} KiB per connection")
+
+time.sleep(1)
+before = rss_kib()
+# The TLS connections stay open: memory they would free is not counted again.
+held += [ws_open() for _ in range(conns)]
+time.sleep(2)
+after = rss_kib()
+print(f"{conns} idle WebSocket connections: RSS {before} -> {after} KiB, "
       f"{(after - before) / conns:.1f} KiB per connection")
 for s in held:
     s.close()

@@ -3,7 +3,7 @@
 //! the same overrides on top, as the start did.
 
 use std::path::PathBuf;
-use switch::config::Config;
+use switch::config::{Config, Transport};
 
 /// The command line's replacements for configuration keys (`None`: the file's value).
 #[derive(Clone, Debug, Default)]
@@ -11,6 +11,9 @@ pub struct Overrides {
     pub sip_listen: Option<String>,
     /// `--tls-listen ADDR:PORT`: one more `tls:` listener.
     pub tls_listen: Option<String>,
+    /// `--ws-listen` and `--wss-listen`.
+    pub ws_listen: Option<String>,
+    pub wss_listen: Option<String>,
     pub iax_listen: Option<String>,
     pub rtp_ports: Option<String>,
     pub data_dir: Option<String>,
@@ -64,8 +67,15 @@ impl Overrides {
         if let Some(v) = &self.sip_listen {
             cfg.override_sip_listen(v)?;
         }
-        if let Some(v) = &self.tls_listen {
-            cfg.add_tls_listen(v)?;
+        let extra = [
+            (Transport::Tls, &self.tls_listen),
+            (Transport::Ws, &self.ws_listen),
+            (Transport::Wss, &self.wss_listen),
+        ];
+        for (transport, addr) in extra {
+            if let Some(a) = addr {
+                cfg.add_listen(transport, a)?;
+            }
         }
         if let Some(v) = &self.rtp_ports {
             cfg.override_rtp_ports(v)?;

@@ -160,6 +160,8 @@ pub fn transport_name(t: sip::transaction::Transport) -> &'static str {
         sip::transaction::Transport::Udp => "udp",
         sip::transaction::Transport::Tcp => "tcp",
         sip::transaction::Transport::Tls => "tls",
+        sip::transaction::Transport::Ws => "ws",
+        sip::transaction::Transport::Wss => "wss",
     }
 }
 

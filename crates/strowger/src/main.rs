@@ -25,6 +25,12 @@ struct Cli {
     /// tls: entries).
     #[arg(long, value_name = "ADDR:PORT")]
     tls_listen: Option<String>,
+    /// Also listen for SIP over WebSocket (RFC 7118) on this address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    ws_listen: Option<String>,
+    /// Also listen for SIP over secure WebSocket on this address (the TLS certificate).
+    #[arg(long, value_name = "ADDR:PORT")]
+    wss_listen: Option<String>,
     /// Listen for IAX2 on this UDP address, replacing iax2.listen (IAX2 is off without it).
     #[arg(long, value_name = "ADDR:PORT")]
     iax_listen: Option<String>,
@@ -200,6 +206,8 @@ fn main() -> ExitCode {
         overrides: Overrides {
             sip_listen: cli.sip_listen,
             tls_listen: cli.tls_listen,
+            ws_listen: cli.ws_listen,
+            wss_listen: cli.wss_listen,
             iax_listen: cli.iax_listen,
             rtp_ports: cli.rtp_ports,
             data_dir: cli.data_dir,

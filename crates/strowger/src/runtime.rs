@@ -29,14 +29,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         .sip
         .listen
         .iter()
-        .map(|l| {
-            let t = match l.transport {
-                switch::config::Transport::Udp => Transport::Udp,
-                switch::config::Transport::Tcp => Transport::Tcp,
-                switch::config::Transport::Tls => Transport::Tls,
-            };
-            (t, l.addr)
-        })
+        .map(|l| (l.transport.into(), l.addr))
         .collect();
     let udp: Vec<SocketAddr> = listen
         .iter()
@@ -199,7 +192,9 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         );
     }
     let tcp_limits = crate::sip_io::TcpLimits::new(&cfg, tcp_max);
-    let tls_listen = tcp.iter().any(|(t, _)| *t == Transport::Tls);
+    let tls_listen = tcp
+        .iter()
+        .any(|(t, _)| matches!(t, Transport::Tls | Transport::Wss));
     let tls = Arc::new(crate::sip_io::tls::Tls::new(
         &cfg.sip, &data_dir, tls_listen,
     )?);

@@ -1,6 +1,7 @@
 //! SIP transports: UDP sockets (one per worker and listen address, SO_REUSEPORT so the kernel
 //! spreads datagrams over workers) and TCP connections with stream framing, TLS ones (tls.rs)
-//! framed the same way inside their records.
+//! framed the same way inside their records, and WebSocket ones (ws.rs) over either, framed
+//! a SIP message per WebSocket message.
 
 pub mod tls;
 pub mod ws;
@@ -17,7 +18,9 @@ use std::time::{Duration, Instant};
 /// What TCP connections may hold (`[security]`): connections at once in all (lowered at start
 /// to leave the RTP ports their descriptors, `crate::fds::tcp_cap`) and per source, how long
 /// one may stay silent, how long one may stay without authenticating, and how long a TLS
-/// handshake may take (`sip.tls_handshake_s`). TLS connections are TCP connections here.
+/// handshake may take (`sip.tls_handshake_s`). TLS and WebSocket connections are TCP
+/// connections here; WebSockets also have their own cap, upgrade time and ping interval
+/// (`sip.ws_*`).
 #[derive(Clone, Copy, Debug)]
 pub struct TcpLimits {
     pub max: usize,
@@ -25,6 +28,9 @@ pub struct TcpLimits {
     pub idle: Duration,
     pub unauthenticated: Duration,
     pub handshake: Duration,
+    pub ws_max: usize,
+    pub ws_handshake: Duration,
+    pub ws_ping: Duration,
 }
 
 impl TcpLimits {
@@ -36,6 +42,9 @@ impl TcpLimits {
             idle: s.tcp_idle,
             unauthenticated: s.tcp_unauthenticated,
             handshake: cfg.sip.tls.handshake,
+            ws_max: cfg.sip.ws.max_connections,
+            ws_handshake: cfg.sip.ws.handshake,
+            ws_ping: cfg.sip.ws.ping,
         }
     }
 }
@@ -49,6 +58,9 @@ impl Default for TcpLimits {
             idle: Duration::from_secs(120),
             unauthenticated: Duration::from_secs(30),
             handshake: Duration::from_secs(10),
+            ws_max: 1024,
+            ws_handshake: Duration::from_secs(10),
+            ws_ping: Duration::from_secs(30),
         }
     }
 }
@@ -84,6 +96,8 @@ pub fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
 
 /// Why a TLS connection stopped half way through its handshake (`Conn::expired`).
 pub const HANDSHAKE_UNFINISHED: &str = "TLS handshake unfinished (sip.tls_handshake_s)";
+/// Why a WebSocket connection stopped before its upgrade was done.
+pub const UPGRADE_UNFINISHED: &str = "WebSocket upgrade unfinished (sip.ws_handshake_s)";
 
 /// One TCP connection: what was read but not framed yet, and what is waiting to be written.
 pub struct Conn {
@@ -91,6 +105,11 @@ pub struct Conn {
     /// TLS on it: bytes read go through it before framing, and messages sent through it
     /// (rustls holds what waits to be written).
     tls: Option<Box<rustls::Connection>>,
+    /// A WebSocket on it (inside TLS for `wss:`): what was read goes through it before
+    /// parsing, one SIP message per WebSocket message, and what is sent is framed by it.
+    ws: Option<Box<ws::Session>>,
+    /// When it was last pinged for want of traffic (WebSockets only).
+    pinged: Option<Instant>,
     pub peer: SocketAddr,
     pub local: SocketAddr,
     inbuf: Vec<u8>,
@@ -114,6 +133,8 @@ impl Conn {
         Conn {
             stream,
             tls: None,
+            ws: None,
+            pinged: None,
             peer,
             local,
             inbuf: Vec::new(),
@@ -130,10 +151,18 @@ impl Conn {
         self
     }
 
+    /// The same connection carrying a WebSocket (accepted by a `ws:` or `wss:` listener).
+    pub fn with_ws(mut self, session: ws::Session) -> Conn {
+        self.ws = Some(Box::new(session));
+        self
+    }
+
     pub fn transport(&self) -> Transport {
-        match self.tls {
-            Some(_) => Transport::Tls,
-            None => Transport::Tcp,
+        match (&self.tls, &self.ws) {
+            (None, None) => Transport::Tcp,
+            (Some(_), None) => Transport::Tls,
+            (None, Some(_)) => Transport::Ws,
+            (Some(_), Some(_)) => Transport::Wss,
         }
     }
 
@@ -146,6 +175,9 @@ impl Conn {
         let age = now.saturating_duration_since(self.opened);
         if age >= limits.handshake && self.tls.as_ref().is_some_and(|t| t.is_handshaking()) {
             return Some(HANDSHAKE_UNFINISHED);
+        }
+        if age >= limits.ws_handshake && self.ws.as_ref().is_some_and(|w| !w.is_open()) {
+            return Some(UPGRADE_UNFINISHED);
         }
         (!self.authenticated && age >= limits.unauthenticated).then_some("unauthenticated")
     }
@@ -190,6 +222,43 @@ impl Conn {
         self.flush().is_ok()
     }
 
+    /// Pings a WebSocket silent for `limits.ws_ping` (once per interval, and without counting
+    /// as traffic: only its pong keeps the connection from `limits.idle`).
+    pub fn keep_alive(&mut self, limits: &TcpLimits, now: Instant) {
+        let due = |t: Instant| now.saturating_duration_since(t) >= limits.ws_ping;
+        if !due(self.last) || !self.pinged.is_none_or(due) {
+            return;
+        }
+        if let Some(ping) = self.ws.as_mut().and_then(|w| w.ping()) {
+            self.pinged = Some(now);
+            self.write(&ping);
+        }
+    }
+
+    /// Feeds what was read into the WebSocket: SIP messages to `on_msg`, its answers (the
+    /// upgrade's, pongs, closes) written back; false once it closed or was refused.
+    fn unwrap_ws(&mut self, on_msg: &mut impl FnMut(Message)) -> bool {
+        let (transport, peer) = (self.transport(), self.peer);
+        let Some(session) = self.ws.as_mut() else {
+            return true;
+        };
+        let (out, open) = session.receive(&self.inbuf, |f, bytes| match f {
+            ws::Frame::Sip(m) => {
+                if logging::sip_enabled() {
+                    logging::sip(Dir::Received, transport, peer, bytes);
+                }
+                on_msg(m)
+            }
+            ws::Frame::Garbage => tracing::debug!("a WebSocket message from {peer} is no SIP"),
+            ws::Frame::Control => {}
+        });
+        self.inbuf.clear();
+        if !out.is_empty() {
+            self.write(&out);
+        }
+        open
+    }
+
     /// Reads what is there and frames whole messages (Content-Length is mandatory on streams).
     /// A stream that cannot be framed is closed (RFC 3261 §18.3), keep-alive CRLFs are answered.
     pub fn read(&mut self, max_message: usize, mut on_msg: impl FnMut(Message)) -> ReadOutcome {
@@ -207,6 +276,12 @@ impl Conn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return ReadOutcome::Closed,
             }
+        }
+        if self.ws.is_some() {
+            return match self.unwrap_ws(&mut on_msg) {
+                true => ReadOutcome::Open,
+                false => ReadOutcome::Closed,
+            };
         }
         loop {
             if self.inbuf.is_empty() {
@@ -237,8 +312,22 @@ impl Conn {
         }
     }
 
+    /// Sends one SIP message (a WebSocket message of its own on a WebSocket).
     pub fn send(&mut self, bytes: &[u8]) {
         self.last = Instant::now();
+        match self.ws.as_mut() {
+            // Nothing to send before the upgrade: strowger only answers on a WebSocket.
+            Some(session) => {
+                if let Some(framed) = session.send(bytes) {
+                    self.write(&framed);
+                }
+            }
+            None => self.write(bytes),
+        }
+    }
+
+    /// Writes bytes onto the stream, through TLS if it has it.
+    fn write(&mut self, bytes: &[u8]) {
         if let Some(tls) = self.tls.as_mut() {
             // Held by rustls until the handshake is done; errors surface in `flush`.
             let _ = tls.writer().write_all(bytes);

@@ -236,6 +236,8 @@ pub struct Worker {
     pub listeners: Vec<(TcpListener, SocketAddr, Transport)>,
     /// What TLS connections are made from (worker 0's; None without TLS).
     pub tls: Option<Arc<sip_io::tls::Tls>>,
+    /// What a WebSocket upgrade must carry (`sip.ws_*`; set by the runtime).
+    pub ws: Arc<sip_io::ws::Policy>,
     pub conns: HashMap<usize, Conn>,
     pub conn_by_peer: HashMap<SocketAddr, usize>,
     pub next_conn: usize,
@@ -336,6 +338,11 @@ impl Worker {
             udp: sockets.udp,
             listeners: sockets.listeners,
             tls: None,
+            ws: Arc::new(sip_io::ws::Policy {
+                path: sip.ws.path.clone(),
+                origins: sip.ws.origins.clone(),
+                same_hosts: sip.ws_same_hosts(),
+            }),
             conns: HashMap::new(),
             conn_by_peer: HashMap::new(),
             next_conn: 0,
@@ -693,8 +700,8 @@ impl Worker {
                 to.addr
             ),
             Transport::Udp => self.sip_out.push((to.addr, bytes)),
-            Transport::Tcp | Transport::Tls if self.id == 0 => self.tcp_send(to, &bytes),
-            Transport::Tcp | Transport::Tls => {
+            _ if self.id == 0 => self.tcp_send(to, &bytes),
+            _ => {
                 let tcp = Envelope::TcpSend { to, bytes };
                 post(&self.mail, &mut self.to_wake, 0, tcp);
             }
@@ -880,8 +887,8 @@ impl Worker {
     }
 
     /// Closes the TCP connections silent past `security.tcp_idle_s` or unauthenticated past
-    /// `security.tcp_unauthenticated_s`, and retries a listener that ran out of descriptors.
-    /// Runs once a second.
+    /// `security.tcp_unauthenticated_s`, pings the WebSockets gone quiet (`sip.ws_ping_s`),
+    /// and retries a listener that ran out of descriptors. Runs once a second.
     fn sweep_conns(&mut self, now: Instant) {
         self.next_conn_sweep = now + Duration::from_secs(1);
         let expired: Vec<(usize, &'static str)> = self
@@ -899,6 +906,9 @@ impl Worker {
                     .fetch_add(1, Ordering::Relaxed);
             }
             self.close_conn(t);
+        }
+        for c in self.conns.values_mut() {
+            c.keep_alive(&self.tcp, now);
         }
         if std::mem::take(&mut self.accept_retry) {
             for i in 0..self.listeners.len() {
@@ -1033,7 +1043,7 @@ impl Worker {
             match l.accept() {
                 Ok((stream, peer)) => {
                     let now = Instant::now();
-                    if let Some(why) = self.refuse_conn(peer.ip(), now) {
+                    if let Some(why) = self.refuse_conn(peer.ip(), transport, now) {
                         // Accepted and closed at once: the peer sees the connection reset.
                         drop(stream);
                         self.counters.tcp_refused.fetch_add(1, Ordering::Relaxed);
@@ -1042,11 +1052,15 @@ impl Worker {
                     }
                     let _ = stream.set_nodelay(true);
                     let mut conn = Conn::new(stream, peer, local, now);
-                    if transport == Transport::Tls {
+                    if matches!(transport, Transport::Tls | Transport::Wss) {
                         let Some(tls) = self.tls.as_ref().and_then(|t| t.accept()) else {
                             continue;
                         };
                         conn = conn.with_tls(tls);
+                    }
+                    if transport.is_websocket() {
+                        let ws = sip_io::ws::Session::new(self.ws.clone(), self.max_message);
+                        conn = conn.with_ws(ws);
                     }
                     conn.authenticated = self.engine.exempt(peer.ip());
                     self.add_conn(conn);
@@ -1065,14 +1079,26 @@ impl Worker {
     }
 
     /// Why a new TCP connection from `ip` is refused, if it is: a banned source, all
-    /// connections taken (`security.tcp_max`), or its own taken (`security.tcp_max_per_source`,
+    /// connections taken (`security.tcp_max`, and `sip.ws_max_connections` for a WebSocket),
+    /// or its own taken (`security.tcp_max_per_source`,
     /// whitelisted and trusted sources aside).
-    fn refuse_conn(&self, ip: IpAddr, now: Instant) -> Option<&'static str> {
+    fn refuse_conn(&self, ip: IpAddr, transport: Transport, now: Instant) -> Option<&'static str> {
         if self.engine.banned(ip, now) {
             return Some("banned");
         }
         if self.conns.len() >= self.tcp.max {
             return Some("security.tcp_max");
+        }
+        // Counted only when a WebSocket comes: accepts are rare next to messages.
+        if transport.is_websocket()
+            && self
+                .conns
+                .values()
+                .filter(|c| c.transport().is_websocket())
+                .count()
+                >= self.tcp.ws_max
+        {
+            return Some("sip.ws_max_connections");
         }
         let mine = self.tcp_per_source.get(&ip).copied().unwrap_or(0);
         (mine >= self.tcp.per_source && !self.engine.exempt(ip))
@@ -1147,23 +1173,28 @@ impl Worker {
                     self.tcp_per_source.remove(&ip);
                 }
             }
-            if c.unsent() {
+            if c.unsent() || c.transport().is_websocket() {
                 // Never delivered: what waits on it (a trunk's REGISTER or INVITE) fails over.
-                let peer = Peer {
+                // A WebSocket's phone is gone with it: its INVITEs fail now (RFC 7118 §5).
+                self.unreachable(Peer {
                     transport: c.transport(),
                     addr: c.peer,
-                };
-                for w in (0..self.workers).filter(|&w| w != self.id) {
-                    post(
-                        &self.mail,
-                        &mut self.to_wake,
-                        w,
-                        Envelope::Unreachable(peer),
-                    );
-                }
-                self.input(clock(), Input::Unreachable(peer));
+                });
             }
         }
+    }
+
+    /// Tells every worker's engine that `peer` cannot be reached (any of them may wait on it).
+    fn unreachable(&mut self, peer: Peer) {
+        for w in (0..self.workers).filter(|&w| w != self.id) {
+            post(
+                &self.mail,
+                &mut self.to_wake,
+                w,
+                Envelope::Unreachable(peer),
+            );
+        }
+        self.input(clock(), Input::Unreachable(peer));
     }
 
     fn drain_inbox(&mut self) {
@@ -1259,6 +1290,11 @@ impl Worker {
             .and_then(|t| self.conns.get_mut(t))
         {
             conn.send(bytes);
+            return;
+        }
+        if to.transport.is_websocket() {
+            // Its phone's connection is gone, and no other reaches it (RFC 7118 §5).
+            self.unreachable(to);
             return;
         }
         // No connection yet (a request strowger originates over TCP or TLS): connect, then send.

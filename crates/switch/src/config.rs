@@ -16,6 +16,7 @@ mod source;
 mod tls;
 mod trunks;
 mod voicemail;
+mod ws;
 
 pub use api::{Api, Tls as ApiTls};
 pub use cdr::{Cdr, CdrDatabase};
@@ -28,6 +29,7 @@ pub use queues::{Queue, Strategy};
 pub use tls::Tls;
 pub use trunks::{trunk_target, Trunk, TrunkHost};
 pub use voicemail::{valid_pin, Voicemail};
+pub use ws::Ws;
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -313,6 +315,7 @@ pub struct Sip {
     /// Option tags accepted in `Require`; others get 420 Bad Extension.
     pub accept_require: Vec<String>,
     pub tls: Tls,
+    pub ws: Ws,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -320,6 +323,34 @@ pub enum Transport {
     Udp,
     Tcp,
     Tls,
+    /// SIP over WebSocket (RFC 7118), and over secure WebSocket with the TLS certificate.
+    Ws,
+    Wss,
+}
+
+impl Transport {
+    /// How `sip.listen` writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Tcp => "tcp",
+            Transport::Tls => "tls",
+            Transport::Ws => "ws",
+            Transport::Wss => "wss",
+        }
+    }
+}
+
+impl From<Transport> for sip::transaction::Transport {
+    fn from(t: Transport) -> Self {
+        match t {
+            Transport::Udp => Self::Udp,
+            Transport::Tcp => Self::Tcp,
+            Transport::Tls => Self::Tls,
+            Transport::Ws => Self::Ws,
+            Transport::Wss => Self::Wss,
+        }
+    }
 }
 
 /// One SIP listening socket, written `udp:127.0.0.1:5060` or `tcp:[::1]:5060`.
@@ -465,6 +496,22 @@ impl Config {
         Ok(())
     }
 
+    /// `--tls-listen`, `--ws-listen` or `--wss-listen ADDR:PORT`: a listener of that transport
+    /// besides the configured ones.
+    pub fn add_listen(&mut self, transport: Transport, addr: &str) -> Result<(), String> {
+        let addr = addr.parse().map_err(|_| {
+            format!(
+                "--{}-listen {addr:?} — expected ADDRESS:PORT, e.g. 127.0.0.1:5061",
+                transport.name()
+            )
+        })?;
+        let l = Listen { transport, addr };
+        if !self.sip.listen.contains(&l) {
+            self.sip.listen.push(l);
+        }
+        Ok(())
+    }
+
     /// `--rtp-ports LO-HI`.
     pub fn override_rtp_ports(&mut self, ports: &str) -> Result<(), String> {
         self.rtp.ports = ports.parse().map_err(|e| format!("--rtp-ports {e}"))?;
@@ -538,6 +585,8 @@ impl FromStr for Listen {
                 "udp" => Transport::Udp,
                 "tcp" => Transport::Tcp,
                 "tls" => Transport::Tls,
+                "ws" => Transport::Ws,
+                "wss" => Transport::Wss,
                 _ => return None,
             };
             Some(Listen {
@@ -547,8 +596,8 @@ impl FromStr for Listen {
         });
         parsed.ok_or_else(|| {
             format!(
-                "{s:?} — expected udp:, tcp: or tls:ADDRESS:PORT with an IP address, \
-                 e.g. \"udp:127.0.0.1:5060\" or \"tcp:[::1]:5060\""
+                "{s:?} — expected udp:, tcp:, tls:, ws: or wss:ADDRESS:PORT with an IP \
+                 address, e.g. \"udp:127.0.0.1:5060\" or \"wss:[::1]:8089\""
             )
         })
     }
@@ -556,12 +605,7 @@ impl FromStr for Listen {
 
 impl fmt::Display for Listen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let transport = match self.transport {
-            Transport::Udp => "udp",
-            Transport::Tcp => "tcp",
-            Transport::Tls => "tls",
-        };
-        write!(f, "{transport}:{}", self.addr)
+        write!(f, "{}:{}", self.transport.name(), self.addr)
     }
 }
 
@@ -747,8 +791,10 @@ fn sip(raw: RawSip, d: &mut Diagnostics) -> Sip {
     }
     non_empty(d, "sip.user_agent", &raw.user_agent);
     let tls = tls::tls(&raw, d);
+    let ws = ws::ws(&raw, d);
     Sip {
         tls,
+        ws,
         listen,
         t1: Duration::from_millis(t1),
         t2: Duration::from_millis(t2),

@@ -201,5 +201,7 @@ pub fn transport_name(t: Transport) -> &'static str {
         Transport::Udp => "UDP",
         Transport::Tcp => "TCP",
         Transport::Tls => "TLS",
+        Transport::Ws => "WS",
+        Transport::Wss => "WSS",
     }
 }

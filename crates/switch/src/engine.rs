@@ -379,6 +379,9 @@ impl Engine {
                 server,
                 down_until,
             } => self.trunk_server(trunk, server, down_until),
+            Input::Unreachable(peer) if peer.transport.is_websocket() => {
+                self.websocket_gone(peer, now)
+            }
             Input::Unreachable(peer) => self.trunk_unreachable(peer, now),
             Input::Ban { source, until } => self.guard.ban(source, until),
             Input::Overloaded(on) => self.overloaded = on,
@@ -1529,6 +1532,8 @@ pub(crate) fn transport_param(t: Transport) -> &'static str {
         Transport::Udp => "",
         Transport::Tcp => ";transport=tcp",
         Transport::Tls => ";transport=tls",
+        Transport::Ws => ";transport=ws",
+        Transport::Wss => ";transport=wss",
     }
 }
 

@@ -127,7 +127,8 @@ pub enum Input<'a> {
     },
     /// What was sent to `Peer` could not be delivered: a TCP connection that could not be made,
     /// or broke with bytes unsent. A trunk's REGISTER or INVITE waiting on it goes on to the
-    /// provider's next server at once, as after a timeout.
+    /// provider's next server at once, as after a timeout; for a WebSocket peer, whose
+    /// connection is gone, an INVITE waiting on it fails with 480.
     Unreachable(Peer),
     /// A source another worker banned (its `Event::Ban`): dropped here too until `until`.
     Ban {

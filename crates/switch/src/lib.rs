@@ -52,6 +52,7 @@ pub mod slots;
 mod transfer;
 pub mod trunks;
 mod voicemail;
+mod websocket;
 
 pub use calls::TableCounts;
 pub use crossing::Crossing;

@@ -517,6 +517,8 @@ pub(crate) fn source_of(b: &Binding) -> Peer {
     let transport = match b.transport.as_str() {
         "tcp" => Transport::Tcp,
         "tls" => Transport::Tls,
+        "ws" => Transport::Ws,
+        "wss" => Transport::Wss,
         _ => Transport::Udp,
     };
     Peer {
@@ -1017,6 +1019,8 @@ impl Engine {
                     Transport::Udp => "udp".into(),
                     Transport::Tcp => "tcp".into(),
                     Transport::Tls => "tls".into(),
+                    Transport::Ws => "ws".into(),
+                    Transport::Wss => "wss".into(),
                 },
                 path: msg.all(HeaderName::Path).map(str::to_string).collect(),
                 instance: param("+sip.instance").map(unquote),

@@ -129,12 +129,7 @@ impl Trunks {
 
 /// The name and port to resolve for a trunk host, or its fixed address.
 fn query(t: &Trunk) -> Result<DnsQuery, Peer> {
-    let transport = match t.transport {
-        Some(crate::config::Transport::Tcp) => Some(Transport::Tcp),
-        Some(crate::config::Transport::Tls) => Some(Transport::Tls),
-        Some(crate::config::Transport::Udp) => Some(Transport::Udp),
-        None => None,
-    };
+    let transport = t.transport.map(Transport::from);
     match &t.host {
         TrunkHost::Addr(addr) => Err(Peer {
             transport: transport.unwrap_or(Transport::Udp),

@@ -64,6 +64,10 @@ pub enum Transport {
     Tcp,
     /// TCP with TLS (RFC 3261 §26): framed like TCP.
     Tls,
+    /// WebSocket over TCP (RFC 7118): a SIP message per WebSocket message.
+    Ws,
+    /// WebSocket over TLS.
+    Wss,
 }
 
 impl Transport {
@@ -72,9 +76,15 @@ impl Transport {
         self != Transport::Udp
     }
 
-    /// Whether messages go over a connection (TCP or TLS) rather than datagrams.
+    /// Whether messages go over a connection (TCP, TLS or a WebSocket) rather than datagrams.
     pub fn is_stream(self) -> bool {
         self != Transport::Udp
+    }
+
+    /// Whether it is a WebSocket: only the connection the peer opened reaches it (RFC 7118 §5),
+    /// strowger never dials one.
+    pub fn is_websocket(self) -> bool {
+        matches!(self, Transport::Ws | Transport::Wss)
     }
 }
 

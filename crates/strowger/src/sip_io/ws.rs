@@ -19,6 +19,18 @@ pub struct Policy {
     /// Origins a browser may connect from; requests without an Origin (phones, not browsers)
     /// are let in, as a page elsewhere cannot strip the header its browser adds.
     pub origins: Vec<String>,
+    /// Hosts whose pages may connect from any scheme and port (`Sip::ws_same_hosts`: the
+    /// listen addresses' own, while `sip.ws_origins` is unset).
+    pub same_hosts: Vec<String>,
+}
+
+/// The host of an Origin (`scheme://host[:port]`), an IPv6 one with its brackets.
+fn origin_host(origin: &str) -> Option<&str> {
+    let rest = origin.split_once("://")?.1;
+    match rest.strip_prefix('[') {
+        Some(v6) => v6.find(']').map(|end| &rest[..end + 2]),
+        None => rest.split(':').next(),
+    }
 }
 
 /// Why a handshake was refused: the status and the reason the client is told.
@@ -41,9 +53,11 @@ impl Policy {
             ));
         }
         if let Some(origin) = req.headers().get("origin") {
-            let allowed = origin
-                .to_str()
-                .is_ok_and(|o| self.origins.iter().any(|a| a.eq_ignore_ascii_case(o)));
+            let allowed = origin.to_str().is_ok_and(|o| {
+                self.origins.iter().any(|a| a.eq_ignore_ascii_case(o))
+                    || origin_host(o)
+                        .is_some_and(|h| self.same_hosts.iter().any(|s| s.eq_ignore_ascii_case(h)))
+            });
             if !allowed {
                 return Err(refuse(
                     StatusCode::FORBIDDEN,
@@ -85,14 +99,21 @@ pub enum Frame {
 /// rest of the message when Content-Length is absent (RFC 7118 §5.2) and bytes past a given
 /// Content-Length discarded, exactly as in a datagram (RFC 3261 §18.3).
 pub fn frame(msg: &tungstenite::Message) -> Frame {
-    let bytes: &[u8] = match msg {
-        tungstenite::Message::Text(t) => t.as_bytes(),
-        tungstenite::Message::Binary(b) => b,
-        _ => return Frame::Control,
+    let Some(bytes) = payload(msg) else {
+        return Frame::Control;
     };
     match sip::Message::parse(bytes, true) {
         Ok(m) => Frame::Sip(m),
         Err(_) => Frame::Garbage,
+    }
+}
+
+/// What a text or binary message carries (None for control messages).
+fn payload(msg: &tungstenite::Message) -> Option<&[u8]> {
+    match msg {
+        tungstenite::Message::Text(t) => Some(t.as_bytes()),
+        tungstenite::Message::Binary(b) => Some(b),
+        _ => None,
     }
 }
 
@@ -153,7 +174,12 @@ impl Session {
     /// A connection that has yet to send its upgrade request; messages above `max_message`
     /// bytes close it (`security.tcp_max_message`).
     pub fn new(policy: Arc<Policy>, max_message: usize) -> Session {
+        // tungstenite's 128 KiB read buffer is for bulk streams: a SIP connection sits idle
+        // and takes a message of a few KiB now and then (bench/RESULTS.md: 127 KiB per idle
+        // connection with it, against a few with 4 KiB, which grows for a larger message).
         let config = WebSocketConfig::default()
+            .read_buffer_size(4096)
+            .write_buffer_size(0)
             .max_message_size(Some(max_message))
             .max_frame_size(Some(max_message));
         let state =
@@ -178,10 +204,14 @@ impl Session {
         }
     }
 
-    /// Takes bytes read from the connection; `on_frame` gets each WebSocket message. Returns
-    /// the bytes to write back (the handshake's answer, pongs, closes) and whether the
-    /// connection stays open.
-    pub fn receive(&mut self, bytes: &[u8], mut on_frame: impl FnMut(Frame)) -> (Vec<u8>, bool) {
+    /// Takes bytes read from the connection; `on_frame` gets each WebSocket message, with its
+    /// payload (for the SIP trace). Returns the bytes to write back (the handshake's answer,
+    /// pongs, closes) and whether the connection stays open.
+    pub fn receive(
+        &mut self,
+        bytes: &[u8],
+        mut on_frame: impl FnMut(Frame, &[u8]),
+    ) -> (Vec<u8>, bool) {
         let Some(pipe) = self.pipe() else {
             return (Vec::new(), false);
         };
@@ -206,7 +236,7 @@ impl Session {
         if let Some(State::Open(ws)) = self.state.as_mut() {
             loop {
                 match ws.read() {
-                    Ok(msg) => on_frame(frame(&msg)),
+                    Ok(msg) => on_frame(frame(&msg), payload(&msg).unwrap_or_default()),
                     Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
                         break
                     }
@@ -224,6 +254,17 @@ impl Session {
             self.state = None;
         }
         (out, open)
+    }
+
+    /// A ping to send a connection gone silent (its pong shows it alive): the bytes, or None
+    /// before the handshake is done or after a close.
+    pub fn ping(&mut self) -> Option<Vec<u8>> {
+        let Some(State::Open(ws)) = self.state.as_mut() else {
+            return None;
+        };
+        ws.send(tungstenite::Message::Ping(Vec::new().into()))
+            .ok()?;
+        Some(std::mem::take(&mut ws.get_mut().output))
     }
 
     /// One SIP message as one text WebSocket message (RFC 7118 §5.2): the bytes to write, or
@@ -260,6 +301,7 @@ mod tests {
         Policy {
             path: "/ws".into(),
             origins: vec!["https://127.0.0.1:8088".into()],
+            same_hosts: vec!["[::1]".into(), "localhost".into()],
         }
     }
 
@@ -297,6 +339,21 @@ mod tests {
             ok(req("/ws", Some("https://evil.example"), Some("sip"))),
             403
         );
+        // The same host on another port or scheme: a page the PBX's own web server serves.
+        assert_eq!(
+            ok(req("/ws", Some("http://localhost:8080"), Some("sip"))),
+            200
+        );
+        assert_eq!(ok(req("/ws", Some("https://[::1]"), Some("sip"))), 200);
+        assert_eq!(
+            ok(req(
+                "/ws",
+                Some("https://localhost.evil.example"),
+                Some("sip")
+            )),
+            403
+        );
+        assert_eq!(ok(req("/ws", Some("https://[::2]:80"), Some("sip"))), 403);
         assert_eq!(ok(req("/other", None, Some("sip"))), 404);
         assert_eq!(ok(req("/ws", None, None)), 400);
         assert_eq!(ok(req("/ws", None, Some("chat"))), 400);
@@ -331,7 +388,7 @@ mod tests {
     #[test]
     fn session_upgrades_then_carries_sip_both_ways() {
         let mut s = Session::new(Arc::new(policy()), 65536);
-        let (out, open) = s.receive(&upgrade("https://127.0.0.1:8088"), |_| {
+        let (out, open) = s.receive(&upgrade("https://127.0.0.1:8088"), |_, _| {
             panic!("no frame yet")
         });
         let answer = String::from_utf8(out).unwrap();
@@ -351,7 +408,7 @@ mod tests {
         let wire = std::mem::take(&mut client.get_mut().output);
         let mut got = Vec::new();
         assert!(!wire.is_empty());
-        let (_, open) = s.receive(&wire, |f| got.push(f));
+        let (_, open) = s.receive(&wire, |f, _| got.push(f));
         assert!(open, "{got:?}");
         assert!(
             matches!(&got[..], [Frame::Sip(m), Frame::Garbage] if m.method() == Some(&sip::Method::Options)),
@@ -372,7 +429,7 @@ mod tests {
     #[test]
     fn session_refuses_a_foreign_origin_with_403() {
         let mut s = Session::new(Arc::new(policy()), 65536);
-        let (out, open) = s.receive(&upgrade("https://evil.example"), |_| panic!("refused"));
+        let (out, open) = s.receive(&upgrade("https://evil.example"), |_, _| panic!("refused"));
         let answer = String::from_utf8(out).unwrap();
         assert!(!open && !s.is_open());
         assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
@@ -383,14 +440,14 @@ mod tests {
     #[test]
     fn session_closes_on_an_oversized_message() {
         let mut s = Session::new(Arc::new(policy()), 1024);
-        s.receive(&upgrade("https://127.0.0.1:8088"), |_| {});
+        s.receive(&upgrade("https://127.0.0.1:8088"), |_, _| {});
         let mut client =
             WebSocket::from_raw_socket(Pipe::default(), tungstenite::protocol::Role::Client, None);
         client
             .send(tungstenite::Message::text("x".repeat(4096)))
             .unwrap();
         let wire = std::mem::take(&mut client.get_mut().output);
-        let (_, open) = s.receive(&wire, |_| panic!("too big to deliver"));
+        let (_, open) = s.receive(&wire, |_, _| panic!("too big to deliver"));
         assert!(!open);
     }
 }

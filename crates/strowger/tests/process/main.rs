@@ -42,3 +42,4 @@ mod torture;
 mod transfer;
 mod trunk;
 mod voicemail;
+mod websocket;

@@ -7,13 +7,12 @@ use crate::common;
 
 use common::net::free_port;
 use common::servers::Server;
-use common::sip::{sdp, uri_of, Msg, Rtp, Uac, PCMU};
+use common::sip::{coreutils_hash, param, sdp, uri_of, Msg, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp, SippResult};
 use common::switch::{config_path, Opts};
 use common::{Strowger, TempDir};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// tests/configs/registrar.toml on `store` (None: a local store in `dir`), with `registrar`
@@ -118,25 +117,6 @@ fn status_and_contacts(r: &SippResult) -> (u16, Vec<(String, String)>) {
 }
 
 const NO_EXTRA: &str = "Subject: registrar test";
-
-/// The hex digest of `data` by coreutils (md5sum / sha256sum): the test's own digest, not
-/// strowger's.
-fn coreutils_hash(tool: &str, data: &str) -> String {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!("printf %s \"$1\" | {tool}"))
-        .arg("sh")
-        .arg(data)
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap()[..if tool == "md5sum" { 32 } else { 64 }].to_string()
-}
-
-/// A quoted parameter of a WWW-Authenticate value.
-fn param<'a>(challenge: &'a str, name: &str) -> Option<&'a str> {
-    let at = challenge.find(&format!("{name}=\""))? + name.len() + 2;
-    challenge[at..].split('"').next()
-}
 
 /// The Authorization value answering `challenge` as 1001 (password secret-1001), digests by
 /// coreutils `tool` (md5sum / sha256sum) named `alg`, nonce-count `nc`.

@@ -23,7 +23,7 @@ const DEFAULT: &str = include_str!("../../../switch/src/default.toml");
 
 /// The embedded configuration with each `(from, to)` replaced (each must occur once) and
 /// `extra` appended, written to `dir/name`.
-fn config(dir: &Path, name: &str, edits: &[(&str, &str)], extra: &str) -> PathBuf {
+pub(crate) fn config(dir: &Path, name: &str, edits: &[(&str, &str)], extra: &str) -> PathBuf {
     let mut text = DEFAULT.to_string();
     for (from, to) in edits {
         assert_eq!(text.matches(from).count(), 1, "{from:?} in default.toml");
@@ -354,7 +354,7 @@ fn a_client_ca_lets_in_only_clients_with_its_certificates() {
 }
 
 /// Reads until the peer closes (Ok(0)) or resets: true if it did within `limit`.
-fn closed_within(conn: &mut TcpStream, limit: Duration) -> bool {
+pub(crate) fn closed_within(conn: &mut TcpStream, limit: Duration) -> bool {
     conn.set_read_timeout(Some(limit)).unwrap();
     let mut buf = [0u8; 4096];
     loop {

@@ -332,6 +332,11 @@ pub(crate) struct RawSip {
     pub tls_client_ca: Option<String>,
     pub tls_ca: Option<String>,
     pub tls_handshake_s: u64,
+    pub ws_path: String,
+    pub ws_origins: Vec<String>,
+    pub ws_max_connections: u64,
+    pub ws_handshake_s: u64,
+    pub ws_ping_s: u64,
 }
 
 impl Default for RawSip {
@@ -343,6 +348,7 @@ impl Default for RawSip {
                 "udp:[::1]:5060",
                 "tcp:[::1]:5060",
                 "tls:127.0.0.1:5061",
+                "wss:127.0.0.1:8089",
             ]
             .map(String::from)
             .into(),
@@ -359,6 +365,11 @@ impl Default for RawSip {
             tls_client_ca: None,
             tls_ca: None,
             tls_handshake_s: 10,
+            ws_path: "/ws".into(),
+            ws_origins: Vec::new(),
+            ws_max_connections: 1024,
+            ws_handshake_s: 10,
+            ws_ping_s: 30,
         }
     }
 }

@@ -16,9 +16,10 @@ fn embedded_default_loads_without_warnings() {
     let config = Config::embedded();
     assert!(config.warnings.is_empty(), "{:?}", config.warnings);
     assert_eq!(config.general.data_dir, PathBuf::from("strowger-data"));
-    assert_eq!(config.sip.listen.len(), 5);
+    assert_eq!(config.sip.listen.len(), 6);
     assert_eq!(config.sip.listen[2].to_string(), "udp:[::1]:5060");
     assert_eq!(config.sip.listen[4].to_string(), "tls:127.0.0.1:5061");
+    assert_eq!(config.sip.listen[5].to_string(), "wss:127.0.0.1:8089");
     assert_eq!(config.sip.tls.cert_key, None);
     assert_eq!(config.sip.tls.handshake, Duration::from_secs(10));
     assert_eq!(
@@ -204,10 +205,10 @@ fn all_value_errors_are_reported_with_positions() {
         e,
         [
             "strowger.toml:2:13: general.max_calls: 0 is out of range — expected 1 to 1000000",
-            "strowger.toml:5:33: sip.listen[1]: \"sctp:1.2.3.4:5060\" — expected udp:, tcp: or tls:ADDRESS:PORT \
-             with an IP address, e.g. \"udp:127.0.0.1:5060\" or \"tcp:[::1]:5060\"",
-            "strowger.toml:5:54: sip.listen[2]: \"udp:localhost:5060\" — expected udp:, tcp: or tls:ADDRESS:PORT \
-             with an IP address, e.g. \"udp:127.0.0.1:5060\" or \"tcp:[::1]:5060\"",
+            "strowger.toml:5:33: sip.listen[1]: \"sctp:1.2.3.4:5060\" — expected udp:, tcp:, tls:, ws: or \
+             wss:ADDRESS:PORT with an IP address, e.g. \"udp:127.0.0.1:5060\" or \"wss:[::1]:8089\"",
+            "strowger.toml:5:54: sip.listen[2]: \"udp:localhost:5060\" — expected udp:, tcp:, tls:, ws: or \
+             wss:ADDRESS:PORT with an IP address, e.g. \"udp:127.0.0.1:5060\" or \"wss:[::1]:8089\"",
             "strowger.toml:6:10: sip.min_se: 30 is out of range — expected 90 to 86400",
             "strowger.toml:9:9: rtp.ports: \"10000-9\" — expected LO-HI with LO < HI, even LO, e.g. \"10000-19999\"",
             "strowger.toml:10:19: rtp.codecs[1]: unknown codec \"G729\" — supported: PCMU, PCMA, GSM, G722, G726-32, \
@@ -256,7 +257,7 @@ fn tls_keys_come_in_pairs_and_a_tls_listener_may_be_added() {
     );
     assert_eq!(c.sip.tls.ca, Some(PathBuf::from("ca.pem")));
     c.override_sip_listen("127.0.0.1:5070").unwrap();
-    c.add_tls_listen("127.0.0.1:5071").unwrap();
+    c.add_listen(Transport::Tls, "127.0.0.1:5071").unwrap();
     let listen: Vec<_> = c.sip.listen.iter().map(ToString::to_string).collect();
     assert_eq!(
         listen,
@@ -266,7 +267,7 @@ fn tls_keys_come_in_pairs_and_a_tls_listener_may_be_added() {
             "tls:127.0.0.1:5071"
         ]
     );
-    assert!(c.add_tls_listen("localhost:5061").is_err());
+    assert!(c.add_listen(Transport::Tls, "localhost:5061").is_err());
 }
 
 #[test]
@@ -887,4 +888,42 @@ fn advertised_addresses_must_be_of_their_family_and_wildcards_need_one() {
     let rtp = Config::from_str(&ok, "strowger.toml").unwrap().rtp;
     assert_eq!(rtp.advertise_ipv4, Some("203.0.113.7".parse().unwrap()));
     assert_eq!(rtp.advertise_ipv6, Some("2001:db8::7".parse().unwrap()));
+}
+
+#[test]
+fn websocket_listeners_and_their_checks() {
+    let text = format!(
+        "[sip]\nlisten = [\"ws:127.0.0.1:8088\", \"wss:[::1]:8089\", \"wss:0.0.0.0:8090\"]\n\
+         [rtp]\nadvertise_ipv4 = \"192.0.2.1\"\n\n{MINIMAL}"
+    );
+    let mut c = Config::from_str(&text, "t.toml").unwrap();
+    let listen: Vec<_> = c.sip.listen.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        listen,
+        ["ws:127.0.0.1:8088", "wss:[::1]:8089", "wss:0.0.0.0:8090"]
+    );
+    assert_eq!(c.sip.ws.path, "/ws");
+    assert_eq!(c.sip.ws.max_connections, 1024);
+    // Safe by default: only pages of the listen addresses' own hosts; none for 0.0.0.0.
+    assert_eq!(c.sip.ws_same_hosts(), ["127.0.0.1", "localhost", "[::1]"]);
+    c.override_sip_listen("127.0.0.1:5070").unwrap();
+    assert!(c.sip.ws_same_hosts().is_empty());
+    c.add_listen(Transport::Ws, "127.0.0.2:8088").unwrap();
+    assert_eq!(c.sip.ws_same_hosts(), ["127.0.0.2", "localhost"]);
+
+    let text = format!("[sip]\nws_origins = [\"https://pbx.example.com\"]\n\n{MINIMAL}");
+    let c = Config::from_str(&text, "t.toml").unwrap();
+    assert_eq!(c.sip.ws.origins, ["https://pbx.example.com"]);
+    assert!(c.sip.ws_same_hosts().is_empty());
+
+    let e = errors(&format!(
+        "[sip]\nws_path = \"ws\"\nws_origins = [\"pbx.example.com/x\"]\nws_max_connections = 0\n\n{MINIMAL}"
+    ));
+    assert!(e.iter().any(|e| e.contains("sip.ws_path: \"ws\"")), "{e:?}");
+    assert!(e.iter().any(|e| e.contains("sip.ws_origins[0]")), "{e:?}");
+    assert!(
+        e.iter()
+            .any(|e| e.contains("sip.ws_max_connections: 0 is out of range")),
+        "{e:?}"
+    );
 }

@@ -2,7 +2,7 @@
 //! which authorities it trusts for trunks, and how long a handshake may take.
 
 use super::raw::RawSip;
-use super::{bounded, Config, Diagnostics, Listen, Transport};
+use super::{bounded, Diagnostics};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -46,22 +46,5 @@ pub(crate) fn tls(raw: &RawSip, d: &mut Diagnostics) -> Tls {
         client_ca: path(&raw.tls_client_ca),
         ca: path(&raw.tls_ca),
         handshake: Duration::from_secs(handshake),
-    }
-}
-
-impl Config {
-    /// `--tls-listen ADDR:PORT`: a `tls:` listener besides the configured ones.
-    pub fn add_tls_listen(&mut self, addr: &str) -> Result<(), String> {
-        let addr = addr.parse().map_err(|_| {
-            format!("--tls-listen {addr:?} — expected ADDRESS:PORT, e.g. 127.0.0.1:5061")
-        })?;
-        let l = Listen {
-            transport: Transport::Tls,
-            addr,
-        };
-        if !self.sip.listen.contains(&l) {
-            self.sip.listen.push(l);
-        }
-        Ok(())
     }
 }

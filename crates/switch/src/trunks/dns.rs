@@ -84,18 +84,15 @@ pub fn naptr_services(records: &[Naptr], only: Option<Transport>) -> Vec<(Transp
 /// supports, UDP first), or for a transport the trunk insists on.
 pub fn srv_names(domain: &str, only: Option<Transport>) -> Vec<(Transport, String)> {
     // TLS only when the trunk asks for it: a trunk left to DNS keeps what it had.
-    [Transport::Udp, Transport::Tcp, Transport::Tls]
-        .into_iter()
-        .filter(|t| only.map_or(*t != Transport::Tls, |o| o == *t))
-        .map(|t| {
-            let name = match t {
-                Transport::Udp => "_sip._udp",
-                Transport::Tcp => "_sip._tcp",
-                Transport::Tls => "_sips._tcp",
-            };
-            (t, format!("{name}.{domain}"))
-        })
-        .collect()
+    [
+        (Transport::Udp, "_sip._udp"),
+        (Transport::Tcp, "_sip._tcp"),
+        (Transport::Tls, "_sips._tcp"),
+    ]
+    .into_iter()
+    .filter(|(t, _)| only.map_or(*t != Transport::Tls, |o| o == *t))
+    .map(|(t, name)| (t, format!("{name}.{domain}")))
+    .collect()
 }
 
 /// SRV records in the order to try them (RFC 2782): lowest priority first; within one

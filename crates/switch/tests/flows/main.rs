@@ -25,3 +25,4 @@ mod tls;
 mod transfer;
 mod trunks;
 mod voicemail;
+mod websocket;

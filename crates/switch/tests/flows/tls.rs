@@ -11,6 +11,26 @@ use sip::Message;
 
 #[test]
 fn a_phone_registered_over_tls_is_called_over_tls() {
+    let phone = addr("127.0.0.1:40610");
+    let (_, _, to_phone) = register_then_call(Transport::Tls, phone, &phone.to_string());
+    let invite = to_phone
+        .iter()
+        .find(|m| m.starts_with("INVITE "))
+        .unwrap_or_else(|| panic!("no INVITE to the TLS phone: {to_phone:?}"));
+    assert!(invite.contains("\r\nVia: SIP/2.0/TLS "), "{invite}");
+    assert!(
+        invite.starts_with("INVITE sip:1001@127.0.0.1:40610;transport=tls "),
+        "{invite}"
+    );
+}
+
+/// User 1001 registers from `phone` over `transport` with a Contact at `host` (answered 200),
+/// then a trusted caller over UDP (ALICE) dials 1001: the switch, and what it sent `phone`.
+pub fn register_then_call(
+    transport: Transport,
+    phone: std::net::SocketAddr,
+    host: &str,
+) -> (Net, Id, Vec<String>) {
     let mut n = Net::new(7);
     let sw = n.switch(
         &config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n"),
@@ -19,21 +39,31 @@ fn a_phone_registered_over_tls_is_called_over_tls() {
     );
     // `bridge user/1001` calls a known user's contacts (its REGISTER needs no password here).
     n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
-    let phone = addr("127.0.0.1:40610");
+    let (via, param) = match transport {
+        Transport::Tls => ("TLS", "tls"),
+        Transport::Ws => ("WS", "ws"),
+        Transport::Wss => ("WSS", "wss"),
+        t => panic!("no connection transport: {t:?}"),
+    };
     let register = format!(
-        "REGISTER sip:strowger SIP/2.0\r\nVia: SIP/2.0/TLS {phone};branch=z9hG4bK-tls1;alias\r\n\
+        "REGISTER sip:strowger SIP/2.0\r\nVia: SIP/2.0/{via} {host};branch=z9hG4bK-reg1\r\n\
          Max-Forwards: 70\r\nFrom: <sip:1001@strowger>;tag=r1\r\nTo: <sip:1001@strowger>\r\n\
-         Call-ID: reg-tls@{phone}\r\nCSeq: 1 REGISTER\r\nContact: <sip:1001@{phone};transport=tls>\r\n\
+         Call-ID: reg-{param}@{host}\r\nCSeq: 1 REGISTER\r\nContact: <sip:1001@{host};transport={param}>\r\n\
          Expires: 600\r\nContent-Length: 0\r\n\r\n"
     );
     let now = n.now;
     let node = n.sw(sw).node();
     let msg = Message::parse(register.as_bytes(), false).unwrap();
-    let tls = Peer {
-        transport: Transport::Tls,
-        addr: phone,
-    };
-    node.deliver_msg(msg, tls, addr(SW), false, now);
+    node.deliver_msg(
+        msg,
+        Peer {
+            transport,
+            addr: phone,
+        },
+        addr(SW),
+        false,
+        now,
+    );
     let answers: Vec<Message> = node
         .drain()
         .into_iter()
@@ -51,14 +81,14 @@ fn a_phone_registered_over_tls_is_called_over_tls() {
     let invite = format!(
         "INVITE sip:1001@{SW} SIP/2.0\r\nVia: SIP/2.0/UDP {alice};branch=z9hG4bK-inv1\r\n\
          Max-Forwards: 70\r\nFrom: <sip:alice@{alice}>;tag=a1\r\nTo: <sip:1001@{SW}>\r\n\
-         Call-ID: call-tls@{alice}\r\nCSeq: 1 INVITE\r\nContact: <sip:alice@{alice}>\r\n\
+         Call-ID: call-{param}@{alice}\r\nCSeq: 1 INVITE\r\nContact: <sip:alice@{alice}>\r\n\
          Content-Type: application/sdp\r\nContent-Length: {len}\r\n\r\n{sdp}",
         sdp = SDP,
         len = SDP.len()
     );
     n.sw(sw)
         .deliver(Packet::sip(alice, addr(SW), invite.into_bytes()), now);
-    let to_phone: Vec<String> = n
+    let to_phone = n
         .sw(sw)
         .node()
         .drain()
@@ -66,15 +96,7 @@ fn a_phone_registered_over_tls_is_called_over_tls() {
         .filter(|p| p.to == phone)
         .map(|p| String::from_utf8_lossy(&p.bytes).into_owned())
         .collect();
-    let invite = to_phone
-        .iter()
-        .find(|m| m.starts_with("INVITE "))
-        .unwrap_or_else(|| panic!("no INVITE to the TLS phone: {to_phone:?}"));
-    assert!(invite.contains("\r\nVia: SIP/2.0/TLS "), "{invite}");
-    assert!(
-        invite.starts_with("INVITE sip:1001@127.0.0.1:40610;transport=tls "),
-        "{invite}"
-    );
+    (n, sw, to_phone)
 }
 
 const SDP: &str = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\

@@ -17,6 +17,7 @@ pub mod servers;
 pub mod sip;
 pub mod sipp;
 pub mod switch;
+pub mod ws;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

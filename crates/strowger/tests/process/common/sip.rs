@@ -5,6 +5,7 @@ use super::audio::{ulaw_decode_all, ulaw_encode};
 use super::net::{free_port, free_port_range};
 use super::Strowger;
 use std::net::{SocketAddr, UdpSocket};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A parsed SIP message (request or response).
@@ -605,4 +606,23 @@ impl Uas {
             }
         }
     }
+}
+
+/// The hex digest of `data` by coreutils (md5sum / sha256sum): the test's own digest, not
+/// strowger's.
+pub fn coreutils_hash(tool: &str, data: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf %s \"$1\" | {tool}"))
+        .arg("sh")
+        .arg(data)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..if tool == "md5sum" { 32 } else { 64 }].to_string()
+}
+
+/// A quoted parameter of a WWW-Authenticate value.
+pub fn param<'a>(challenge: &'a str, name: &str) -> Option<&'a str> {
+    let at = challenge.find(&format!("{name}=\""))? + name.len() + 2;
+    challenge[at..].split('"').next()
 }

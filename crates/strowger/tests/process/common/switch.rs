@@ -52,6 +52,9 @@ pub struct Opts {
     pub ipv6: bool,
     /// Listen for SIP over TLS too, on a free port (`--tls-listen`; [`Strowger::tls`]).
     pub tls: bool,
+    /// Listen for SIP over WebSocket and secure WebSocket too, on free ports (`--ws-listen`,
+    /// `--wss-listen`; [`Strowger::ws`]).
+    pub ws: bool,
 }
 
 pub struct Strowger {
@@ -61,6 +64,8 @@ pub struct Strowger {
     pub sip6: Option<SocketAddr>,
     /// Its TLS listener ([`Opts::tls`]).
     pub tls: Option<SocketAddr>,
+    /// Its `ws:` and `wss:` listeners ([`Opts::ws`]).
+    pub ws: Option<(SocketAddr, SocketAddr)>,
     /// The control API's address (every instance gets its own, so tests run side by side).
     pub api: SocketAddr,
     pub rtp: (u16, u16),
@@ -118,11 +123,15 @@ impl Strowger {
             .arg(dir.path().join("data"))
             .arg("--api-listen")
             .arg(api.to_string());
-        let tls = opts.tls.then(|| {
+        let mut extra = |flag: &str| {
             let a: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-            cmd.arg("--tls-listen").arg(a.to_string());
+            cmd.arg(flag).arg(a.to_string());
             a
-        });
+        };
+        let tls = opts.tls.then(|| extra("--tls-listen"));
+        let ws = opts
+            .ws
+            .then(|| (extra("--ws-listen"), extra("--wss-listen")));
         if let Some(n) = opts.workers {
             cmd.arg("--workers").arg(n.to_string());
         }
@@ -148,6 +157,7 @@ impl Strowger {
             sip,
             sip6,
             tls,
+            ws,
             api,
             rtp,
             dir,
