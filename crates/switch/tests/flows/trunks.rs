@@ -620,6 +620,42 @@ fn a_reload_removes_a_trunk_whose_call_goes_on_and_adds_one_that_registers_and_c
     );
 }
 
+/// A call set up through a trunk a reload removes goes on as it would have: the provider's
+/// 407, arriving after the reload, is answered with the removed trunk's credentials, as is
+/// the ACK of its 2xx, and the call ends normally.
+#[test]
+fn a_call_ringing_through_a_removed_trunk_is_answered_with_its_credentials() {
+    let mut n = Net::new(23);
+    let p = provider(&mut n, PROVIDER);
+    n.agent(p).policy = Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: secs(3),
+    };
+    let sw = n.switch(&trunks_config(&[("provider", "127.0.0.5")]), &[SW], 1);
+    assert!(n.run_until(secs(5), |n| n.agent(p).bindings.len() == 1));
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite(a, "sip:0301234@127.0.0.1", SW);
+    // The provider has the INVITE; its 407 is on the way.
+    assert!(n.run_until(secs(2), |n| !got(n, p, &Method::Invite).is_empty()));
+
+    n.reload(sw, &trunks_config(&[("second", "127.0.0.7")]));
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    let invites = got(&mut n, p, &Method::Invite);
+    assert_eq!(invites.len(), 2, "{invites:?}");
+    assert!(invites[1].header(HeaderName::ProxyAuthorization).is_some());
+    let acks = got(&mut n, p, &Method::Ack);
+    assert_eq!(
+        acks.last()
+            .and_then(|m| m.header(HeaderName::ProxyAuthorization)),
+        invites[1].header(HeaderName::ProxyAuthorization),
+        "the ACK of the 2xx carries the removed trunk's credentials"
+    );
+    hang_up(&mut n, a, c, secs(5));
+    assert!(n.run_until(secs(2), |n| n.agent(p).last().state == State::Ended));
+    assert_eq!(one_cdr(&mut n, sw, "")["trunk"], "provider");
+}
+
 #[test]
 fn a_reload_that_reorders_trunks_keeps_their_registrations_and_calls_in() {
     let mut n = Net::new(22);
