@@ -209,7 +209,6 @@ impl Board {
     pub fn poll(&self, worker: usize, now: Instant) -> Vec<Action> {
         let mut guard = self.lock();
         let Inner { queues, agents, .. } = &mut *guard;
-        queues.retain(|_, q| !(q.closing && q.waiting.is_empty()));
         let mut out = Vec::new();
         for q in queues.values_mut() {
             q.time_out(worker, agents, now, &mut out);
@@ -234,6 +233,7 @@ impl Board {
                 });
             }
         }
+        queues.retain(|_, q| !(q.closing && q.waiting.is_empty()));
         out
     }
 
@@ -257,6 +257,7 @@ impl Board {
         }
         q.answered += 1;
         q.waited += now.saturating_duration_since(w.since);
+        close_if_done(queues, queue);
     }
 
     /// `agent`, rung for `ticket`, did not take the call (`status`: 408 and 487 are no answer;
@@ -294,6 +295,7 @@ impl Board {
             free(agents, &w.offered, ticket);
             q.abandoned += 1;
         }
+        close_if_done(queues, queue);
     }
 
     /// `agent`'s queue call ended: free after the queue's wrap-up time.
@@ -350,6 +352,16 @@ impl Board {
                 .map(|m| (m.name.to_string(), m.calls))
                 .collect(),
         })
+    }
+}
+
+/// Drops `queue` if a reload removed it and its last caller has left.
+fn close_if_done(queues: &mut FxHashMap<Box<str>, Queue>, queue: &str) {
+    if queues
+        .get(queue)
+        .is_some_and(|q| q.closing && q.waiting.is_empty())
+    {
+        queues.remove(queue);
     }
 }
 
@@ -601,7 +613,6 @@ mod tests {
         b.answered("q", first, "b", t);
         // The closing queue's caller is answered by its last member; then the queue is gone.
         b.answered("other", closing, "c", t);
-        b.poll(0, t);
         assert!(b.stats("other", t).is_none());
         let s = b.stats("q", t).unwrap();
         assert_eq!(s.agents, [("b".to_string(), 1), ("x".to_string(), 0)]);

@@ -531,3 +531,35 @@ fn a_reload_changes_members_keeps_callers_in_place_and_adds_a_queue() {
     let now = n.now;
     assert_eq!(n.sw(sw).shared.queues.stats("q2", now).unwrap().answered, 1);
 }
+
+/// A queue a reload removes (with the rule that led to it) keeps the caller waiting in it, who
+/// is answered by its member as before; nobody new enters it, and it goes with its last caller.
+#[test]
+fn a_removed_queue_keeps_its_waiting_caller_until_answered_and_takes_no_one_new() {
+    let mut n = Net::new(91);
+    let sw = queue_switch(&mut n, "members = [\"1001\"]\nwrapup_s = 0", 2);
+    let ags = agents(&mut n, sw, &AGENTS[..1], &[ms(200)]);
+    n.sw(sw).shared.queues.log_in("q", "1001", false).unwrap();
+    let (a, c) = caller(&mut n, 5200);
+    assert!(n.run_until(secs(2), |n| stats(n, sw).waiting == 1));
+
+    let head = "[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
+                [[dialplan.contexts.default.rules]]\nexten = \"7000\"\n\
+                steps = [\"hangup unallocated_number\"]\n";
+    n.reload(sw, &config(head));
+    let (late, lc) = caller(&mut n, 5201);
+    assert!(n.run_until(secs(2), ended(late, lc)));
+    assert_eq!(invite_statuses(&mut n, late, lc).last(), Some(&404));
+    n.run_for(secs(3));
+    assert_eq!(stats(&mut n, sw).waiting, 1, "the caller stays");
+    assert_eq!(n.agent(a).call(c).state, State::Confirmed);
+
+    n.sw(sw).shared.queues.log_in("q", "1001", true).unwrap();
+    assert!(n.run_until(secs(5), answered(ags[0], 0)));
+    hang_up(&mut n, a, c, secs(2));
+    let now = n.now;
+    assert!(
+        n.sw(sw).shared.queues.stats("q", now).is_none(),
+        "gone with its last caller"
+    );
+}
