@@ -93,12 +93,18 @@ fn resolver(server: Option<SocketAddr>) -> Result<TokioResolver, String> {
 }
 
 async fn serve(server: Option<SocketAddr>, mut rx: UnboundedReceiver<Job>, mail: Arc<Mailboxes>) {
-    let resolver = resolver(server).map(Arc::new);
-    if let Err(e) = &resolver {
-        tracing::error!("{e}");
-    }
+    // Made at the first lookup: a switch whose trunks are all given by address never needs it.
+    let mut made = None;
     while let Some(job) = rx.recv().await {
-        let resolver = resolver.clone();
+        let resolver = made
+            .get_or_insert_with(|| {
+                let r = resolver(server).map(Arc::new);
+                if let Err(e) = &r {
+                    tracing::error!("{e}");
+                }
+                r
+            })
+            .clone();
         let mail = mail.clone();
         tokio::spawn(async move {
             let result = match resolver {

@@ -66,7 +66,9 @@ impl Reloader {
         crate::runtime::load_users(&*self.inner.store, &new.users).map_err(|e| vec![e])?;
         let log_level_pinned = new.general.log_level != current.general.log_level
             && !crate::logging::set_level(new.general.log_level);
-        let r = Arc::new(switch::Reload::new(new.clone()));
+        // Read again whether or not `[moh.*]` changed: files may have been added or replaced.
+        let music = crate::music::load(&new.music, &new.general.data_dir);
+        let r = Arc::new(switch::Reload::new(new.clone()).with_music(Arc::new(music)));
         for w in 0..self.inner.workers {
             self.inner.mail.send(w, Envelope::Reload(r.clone()));
         }

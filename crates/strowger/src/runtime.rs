@@ -128,18 +128,12 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         metrics.clone(),
     );
     let registrar = switch::registrar::Registrar::new(&cfg.registrar, secret()?);
-    // Trunk hosts that are names are resolved on a DNS thread (RFC 3263).
-    let needs_dns = cfg
-        .trunks
-        .iter()
-        .any(|t| !matches!(t.host, switch::config::TrunkHost::Addr(_)));
-    let dns = match needs_dns {
-        true => Some(crate::dns::Dns::start(
-            cfg.general.dns_server,
-            mail.clone(),
-        )?),
-        false => None,
-    };
+    // Trunk hosts that are names are resolved on a DNS thread (RFC 3263), started whatever the
+    // trunks at start are: a reload may add one by name (the resolver is made at its first use).
+    let dns = Some(crate::dns::Dns::start(
+        cfg.general.dns_server,
+        mail.clone(),
+    )?);
     let tts = crate::tts::Tts::start(cfg.ivr.tts.clone(), &cfg.general.data_dir, mail.clone())?;
     let boxes =
         store::voicemail::Mailboxes::new(&cfg.general.data_dir, cfg.voicemail.store.as_deref())

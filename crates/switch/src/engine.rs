@@ -317,7 +317,7 @@ impl Engine {
             ports: Ports::new(shared_ports),
             clock: Clock::new(now, wall),
             files: crate::apps::Files::default(),
-            trunks: crate::trunks::Trunks::new(s.trunks.len()),
+            trunks: crate::trunks::Trunks::new(&s.trunks),
             guard: crate::guard::Guard::new(&s.security),
             auth: crate::auth::AuthState::default(),
             handoffs: Default::default(),

@@ -164,31 +164,87 @@ impl Iax {
             callno_share: (workers, worker),
             ..iax2::Config::default()
         };
-        let mut ep = iax2::Endpoint::new(cfg, now);
-        let mut regs = FxHashMap::default();
-        if register {
-            for p in c.peers.iter().filter(|p| p.register) {
-                if let (IaxHost::Static(addr), Some(secret)) = (p.host, &p.secret) {
-                    let id = ep.register(addr, &p.username, secret, c.register_refresh, now);
-                    regs.insert(id, p.name.clone());
-                }
-            }
-        }
+        let ep = iax2::Endpoint::new(cfg, now);
         let next_qualify = (register && c.qualify > 0).then_some(now);
-        Iax {
+        let mut iax = Iax {
             ep,
             shared,
             calls: FxHashMap::default(),
             legs: Vec::new(),
             waiting: FxHashMap::default(),
-            regs,
+            regs: FxHashMap::default(),
             pokes: FxHashMap::default(),
             next_qualify,
             deferred: VecDeque::new(),
             events: VecDeque::new(),
             registry: Registry::default(),
             reach: register.then(HashMap::new),
+        };
+        if register {
+            iax.register_peers(now);
         }
+        iax
+    }
+
+    /// Registers to every `register = true` peer with a fixed address that has no
+    /// registration yet (worker 0's job).
+    fn register_peers(&mut self, now: Instant) {
+        let c = &self.shared.cfg;
+        for p in c.peers.iter().filter(|p| p.register) {
+            if self.regs.values().any(|n| *n == p.name) {
+                continue;
+            }
+            if let (IaxHost::Static(addr), Some(secret)) = (p.host, &p.secret) {
+                let id = self
+                    .ep
+                    .register(addr, &p.username, secret, c.register_refresh, now);
+                self.regs.insert(id, p.name.clone());
+            }
+        }
+    }
+
+    /// A reload's `[iax2]`: peers and users added, removed or changed, guests, qualify and
+    /// the refresh asked of providers take effect for what comes next (new calls, the next
+    /// POKE); calls in progress go on. The listener and the endpoint's own settings (call
+    /// tokens, calls per address) stay as at start (`reload::keep_restart_keys`). Worker 0
+    /// releases (REGREL) the registrations of providers removed or changed and registers to
+    /// those added or changed.
+    pub(crate) fn reconfigure(&mut self, cfg: &Iax2, clock: crate::io::Clock) {
+        let shared = Shared {
+            cfg: cfg.clone(),
+            address_counts: self.shared.address_counts.clone(),
+        };
+        let old = std::mem::replace(&mut self.shared, Arc::new(shared));
+        let Some(reach) = self.reach.as_mut() else {
+            return;
+        };
+        let now = clock.now;
+        let new = &self.shared.cfg;
+        let kept = |name: &str| {
+            old.cfg.peer(name) == new.peer(name) && old.cfg.register_refresh == new.register_refresh
+        };
+        let released: Vec<(iax2::RegId, String)> = self
+            .regs
+            .iter()
+            .filter(|(_, name)| !kept(name))
+            .map(|(id, name)| (*id, name.clone()))
+            .collect();
+        reach.retain(|name, _| new.peer(name).is_some());
+        self.pokes.retain(|_, (name, _)| new.peer(name).is_some());
+        self.next_qualify = match (new.qualify, old.cfg.qualify == new.qualify) {
+            (0, _) => None,
+            (_, true) => self.next_qualify,
+            (_, false) => Some(now),
+        };
+        for (id, name) in released {
+            self.regs.remove(&id);
+            self.ep.unregister(id, now);
+            self.note(format!(
+                "iax2: releasing the registration to {name} (removed or changed by a reload)"
+            ));
+        }
+        self.register_peers(now);
+        self.save(clock);
     }
 
     /// Each configured peer's state as JSON, for `strowger show peers`: where a dynamic peer
@@ -1002,5 +1058,75 @@ impl Engine {
         if let Some(iax) = iax.as_mut() {
             media.on_frame(leg, frame, now, &mut iax.output(now, tx));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use iax2::frame::{iax, Frame, FrameType};
+
+    fn iax2(peers: &str) -> Iax2 {
+        let toml = format!(
+            "[iax2]\nlisten = \"127.0.0.1:4569\"\nqualify_s = 0\n{peers}\
+             [[dialplan.contexts.default.rules]]\nexten = \"1\"\nsteps = [\"echo\"]\n"
+        );
+        let cfg = Config::from_str(&toml, "test.toml").unwrap_or_else(|e| panic!("{e:?}"));
+        cfg.iax2
+    }
+
+    fn provider(name: &str, addr: &str) -> String {
+        format!(
+            "[[iax2.peers]]\nname = \"{name}\"\nhost = \"{addr}\"\nsecret = \"s\"\nregister = true\n"
+        )
+    }
+
+    /// The IAX control frames `iax` sends now: (subclass, to).
+    fn sent(iax: &mut Iax) -> Vec<(u32, SocketAddr)> {
+        std::iter::from_fn(|| iax.poll_transmit())
+            .filter_map(|t| match Frame::parse(&t.bytes) {
+                Ok(Frame::Full(f)) if f.frame_type == FrameType::Iax => Some((f.subclass, t.to)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_reload_releases_a_removed_provider_registers_an_added_one_and_swaps_the_peers() {
+        let now = Instant::now();
+        let clock = crate::io::Clock::new(now, std::time::SystemTime::now());
+        let (old, new) = (
+            "127.0.0.9:4569".parse().unwrap(),
+            "127.0.0.10:4569".parse().unwrap(),
+        );
+        let mut w0 = Iax::new(
+            Shared::new(iax2(&provider("old", "127.0.0.9:4569"))),
+            0,
+            2,
+            now,
+        );
+        let mut w1 = Iax::new(
+            Shared::new(iax2(&provider("old", "127.0.0.9:4569"))),
+            1,
+            2,
+            now,
+        );
+        assert_eq!(sent(&mut w0), [(iax::REGREQ, old)]);
+        assert!(sent(&mut w1).is_empty(), "worker 0 registers");
+
+        let cfg = iax2(&provider("new", "127.0.0.10:4569"));
+        w0.reconfigure(&cfg, clock);
+        w1.reconfigure(&cfg, clock);
+        let out = sent(&mut w0);
+        assert!(out.contains(&(iax::REGREL, old)), "{out:?}");
+        assert!(out.contains(&(iax::REGREQ, new)), "{out:?}");
+        assert!(sent(&mut w1).is_empty());
+        for w in [&w0, &w1] {
+            assert!(w.peer_named("old").is_none() && w.peer_named("new").is_some());
+        }
+        // The same configuration again changes nothing.
+        w0.reconfigure(&cfg, clock);
+        assert!(sent(&mut w0).is_empty());
     }
 }

@@ -74,7 +74,7 @@ enum Phase {
 impl Engine {
     /// `queue NAME`: the caller is answered and waits on the board.
     pub(crate) fn queue_join(&mut self, call: usize, queue: &str, now: Instant) {
-        let Some(cfg) = self.s.queues.config(queue).cloned() else {
+        let Some(cfg) = self.s.queues.config(queue) else {
             // Checked at load; a board built from another configuration lacks it.
             self.warn_call(call, format!("queue {queue:?}: no such queue in [queues]"));
             return;
@@ -106,6 +106,17 @@ impl Engine {
         self.queued.by_ticket.insert(ticket, call);
         self.queue_music(call);
         self.queued.check_at(now);
+    }
+
+    /// After a reload (the board reconfigured): this worker's callers take their queue's new
+    /// settings (member timeout, announcements) for what comes next; those of a closing queue
+    /// keep theirs.
+    pub(crate) fn queues_reload(&mut self) {
+        for q in self.queued.calls.values_mut() {
+            if let Some(cfg) = self.s.queues.config(&q.cfg.name) {
+                q.cfg = cfg;
+            }
+        }
     }
 
     /// `queue_login NAME` / `queue_logout NAME` (`on`): the caller's user joins or leaves the

@@ -12,6 +12,7 @@
 use crate::config::Config;
 use crate::dialplan::Dialplan;
 use crate::engine::Engine;
+use crate::moh::Music;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,24 +20,36 @@ use std::time::Instant;
 pub struct Reload {
     pub config: Config,
     pub dialplan: Arc<Dialplan>,
+    /// The music classes read again by the shell (None: those in force stay).
+    pub music: Option<Arc<Music>>,
 }
 
 impl Reload {
     pub fn new(config: Config) -> Reload {
         let dialplan = Arc::new(config.dialplan.clone());
-        Reload { config, dialplan }
+        Reload {
+            config,
+            dialplan,
+            music: None,
+        }
+    }
+
+    /// With the music classes the shell loaded for `config` (`[moh.*]`): the next hold plays
+    /// them; a hold playing keeps its tracks (a leg holds its own `Arc<Playlist>`).
+    pub fn with_music(mut self, music: Arc<Music>) -> Reload {
+        self.music = Some(music);
+        self
     }
 }
 
 /// The keys that differ between `old` and `new` but take effect only at the next start: the
 /// sockets (listen addresses, RTP ports), the worker threads, the data directory and the files
-/// in it, the store connection, and what all workers share from the start (queues, music
-/// classes, IAX2, the speech engine). Trunks may change in place; adding, removing or
-/// reordering them needs a restart, since calls and DNS answers in flight refer to a trunk by
-/// its place in the list.
+/// in it, the store connection, the IAX2 socket and endpoint settings, and the speech engine.
+/// The rest reloads in place: trunks (`Engine::trunks_reload`), queues with their callers
+/// (`Board::reconfigure`), music classes (read again by the shell, `Reload::with_music`) and
+/// IAX2 peers (`Iax::reconfigure`).
 pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     let (o, n) = (old, new);
-    let names = |c: &Config| c.trunks.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
     [
         ("general.data_dir", o.general.data_dir != n.general.data_dir),
         ("general.workers", o.general.workers != n.general.workers),
@@ -74,11 +87,18 @@ pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
             o.rtp.speex_quality != n.rtp.speex_quality,
         ),
         ("registrar.store", o.registrar.store != n.registrar.store),
-        ("iax2", o.iax2 != n.iax2),
-        ("queues", o.queues != n.queues),
-        ("moh", o.music != n.music),
+        // The IAX2 socket and the endpoint's own settings; the peers reload (Iax::reconfigure).
+        ("iax2.listen", o.iax2.listen != n.iax2.listen),
+        ("iax2.call_tokens", o.iax2.call_tokens != n.iax2.call_tokens),
+        (
+            "iax2.calltoken_optional",
+            o.iax2.calltoken_optional != n.iax2.calltoken_optional,
+        ),
+        (
+            "iax2.max_calls_per_ip",
+            o.iax2.max_calls_per_ip != n.iax2.max_calls_per_ip,
+        ),
         ("sounds.tts", o.ivr.tts != n.ivr.tts),
-        ("trunks (added, removed or reordered)", names(o) != names(n)),
     ]
     .into_iter()
     .filter_map(|(key, changed)| changed.then_some(key))
@@ -86,7 +106,7 @@ pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
 }
 
 /// `new` with every key [`needs_restart`] names as it is in `old`, where the rest of the
-/// process reads it from the configuration (the trunks aside: the engine keeps its own).
+/// process reads it from the configuration.
 pub fn keep_restart_keys(old: &Config, mut new: Config) -> Config {
     let g = &old.general;
     new.general.data_dir = g.data_dir.clone();
@@ -104,26 +124,19 @@ pub fn keep_restart_keys(old: &Config, mut new: Config) -> Config {
     new.rtp.shared_ports = old.rtp.shared_ports;
     new.rtp.speex_quality = old.rtp.speex_quality;
     new.registrar.store = old.registrar.store.clone();
-    new.iax2 = old.iax2.clone();
-    new.queues = old.queues.clone();
-    new.music = old.music.clone();
+    new.iax2.listen = old.iax2.listen;
+    new.iax2.call_tokens = old.iax2.call_tokens;
+    new.iax2.calltoken_optional = old.iax2.calltoken_optional.clone();
+    new.iax2.max_calls_per_ip = old.iax2.max_calls_per_ip;
     new.ivr.tts = old.ivr.tts.clone();
-    let same_trunks = old.trunks.len() == new.trunks.len()
-        && old
-            .trunks
-            .iter()
-            .zip(&new.trunks)
-            .all(|(a, b)| a.name == b.name);
-    if !same_trunks {
-        new.trunks = old.trunks.clone();
-    }
     new
 }
 
 impl Engine {
     /// Takes `r`'s settings and dialplan (the process keeps the keys a restart changes as they
     /// were, [`keep_restart_keys`]). What the workers share from the start (call slots, the
-    /// nonce secret, queues, music, the rendezvous) stays; the call limit is set anew.
+    /// nonce secret, the queue board, the rendezvous) stays; the call limit is set anew, the
+    /// board takes the new queues, and music classes the shell read again replace the old.
     pub(crate) fn reload(&mut self, r: &Reload, now: Instant) {
         let cfg = &r.config;
         let old = &self.s;
@@ -144,20 +157,17 @@ impl Engine {
         s.max_datagram = old.max_datagram;
         s.rendezvous = old.rendezvous.clone();
         s.queues = old.queues.clone();
-        s.music = old.music.clone();
+        s.queues.reconfigure(&cfg.queues);
+        s.music = r.music.clone().unwrap_or_else(|| old.music.clone());
         s.slots.set_max(cfg.general.max_calls as usize);
-        let trunks_changed = s.trunks != old.trunks;
         self.guard.reconfigure(&s.security);
         self.media.set_dtmf_mode(s.dtmf);
         self.dialplan = r.dialplan.clone();
-        if trunks_changed {
-            // Unregistered with the old settings, registered anew with the new ones.
-            self.trunks_shutdown(now);
-        }
         self.s = s;
-        if trunks_changed {
-            self.trunks = crate::trunks::Trunks::new(self.s.trunks.len());
-            self.trunks_start(now);
+        self.trunks_reload(now);
+        self.queues_reload();
+        if let Some(iax) = self.iax.as_mut() {
+            iax.reconfigure(&cfg.iax2, self.clock);
         }
     }
 }
@@ -182,6 +192,22 @@ mod tests {
         assert_eq!(kept.rtp.ports, old.rtp.ports);
         assert_eq!(kept.general.max_calls, 20, "a limit is applied");
         assert!(needs_restart(&old, &kept).is_empty());
+    }
+
+    #[test]
+    fn trunks_queues_music_and_iax2_peers_reload_but_the_iax2_socket_does_not() {
+        let old = config("");
+        let parts = "[[trunks]]\nname = \"p\"\nhost = \"127.0.0.5\"\n\
+                     [queues.q]\nmembers = [\"1001\"]\n[moh.jazz]\ndirectory = \"jazz\"\n\
+                     [[iax2.peers]]\nname = \"x\"\nhost = \"127.0.0.6\"\n";
+        let new = config(parts);
+        assert!(needs_restart(&old, &new).is_empty());
+        let kept = keep_restart_keys(&old, new.clone());
+        assert_eq!((kept.trunks, kept.queues), (new.trunks, new.queues));
+        assert_eq!((kept.music, kept.iax2.peers), (new.music, new.iax2.peers));
+        let listening = config(&format!("[iax2]\nlisten = \"127.0.0.1:4569\"\n{parts}"));
+        assert_eq!(needs_restart(&old, &listening), ["iax2.listen"]);
+        assert_eq!(keep_restart_keys(&old, listening).iax2.listen, None);
     }
 
     #[test]

@@ -43,15 +43,27 @@ const SILENT_T1S: u32 = 8;
 
 /// The trunk state of one worker.
 pub(crate) struct Trunks {
-    dns: Vec<TrunkDns>,
-    /// This worker's registrations, by trunk (None: the trunk does not register, or another
-    /// worker registers it).
-    regs: Vec<Option<Reg>>,
+    /// The trunks of the configuration in force, in its order (a trunk's place is what calls,
+    /// lookups and REGISTERs hold), then those a reload removed or changed, kept while a call
+    /// or their un-REGISTER still uses them ([`Engine::trunks_reload`]).
+    list: Vec<TrunkState>,
+    /// How many of `list` are the configuration's (the rest are retired).
+    live: usize,
     /// DNS lookups under way: token → trunk.
     lookups: FxHashMap<u64, usize>,
     next_token: u64,
     /// REGISTER transactions under way → their trunk.
     reg_txs: FxHashMap<ClientTxId, usize>,
+}
+
+/// One trunk as this worker runs it.
+struct TrunkState {
+    /// Its settings (a retired trunk's as they were).
+    cfg: Trunk,
+    dns: TrunkDns,
+    /// This worker's registration (None: the trunk does not register, or another worker
+    /// registers it).
+    reg: Option<Reg>,
 }
 
 /// Where one trunk's provider is, as this worker knows it.
@@ -107,10 +119,10 @@ impl Outbound {
 }
 
 impl Trunks {
-    pub(crate) fn new(count: usize) -> Trunks {
+    pub(crate) fn new(trunks: &[Trunk]) -> Trunks {
         Trunks {
-            dns: (0..count).map(|_| TrunkDns::default()).collect(),
-            regs: (0..count).map(|_| None).collect(),
+            list: trunks.iter().map(TrunkState::new).collect(),
+            live: trunks.len(),
             lookups: FxHashMap::default(),
             next_token: 0,
             reg_txs: FxHashMap::default(),
@@ -119,11 +131,20 @@ impl Trunks {
 
     /// When a registration next has something to do.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.regs
+        self.list
             .iter()
-            .flatten()
-            .filter_map(|r| r.machine.deadline())
+            .filter_map(|t| t.reg.as_ref()?.machine.deadline())
             .min()
+    }
+}
+
+impl TrunkState {
+    fn new(cfg: &Trunk) -> TrunkState {
+        TrunkState {
+            cfg: cfg.clone(),
+            dns: TrunkDns::default(),
+            reg: None,
+        }
     }
 }
 
@@ -155,50 +176,152 @@ fn header_user(v: &str) -> Option<String> {
 }
 
 impl Engine {
-    /// At start: the fixed addresses of trunks by IP, lookups for the others (every worker
-    /// matches calls in by them), and this worker's registrations.
+    /// At start: every trunk of the configuration ([`Engine::trunk_start`]).
     pub(crate) fn trunks_start(&mut self, now: Instant) {
-        let trunks = self.s.trunks.clone();
-        for (i, t) in trunks.iter().enumerate() {
-            match query(t) {
-                Err(peer) => {
-                    let d = &mut self.trunks.dns[i];
-                    d.targets = vec![peer];
-                    d.valid_until = Some(now + Duration::from_secs(10 * 365 * 86_400));
+        for t in 0..self.trunks.live {
+            self.trunk_start(t, now);
+        }
+    }
+
+    /// Trunk `t` at start or added by a reload: its fixed address when given by IP, a lookup
+    /// otherwise (every worker matches calls in by it), and its registration on worker 0.
+    fn trunk_start(&mut self, t: usize, now: Instant) {
+        match query(&self.trunks.list[t].cfg) {
+            Err(peer) => {
+                let d = &mut self.trunks.list[t].dns;
+                d.targets = vec![peer];
+                d.valid_until = Some(now + Duration::from_secs(10 * 365 * 86_400));
+            }
+            Ok(_) => self.resolve_trunk(t),
+        }
+        // Worker 0 registers every trunk (as it registers to IAX2 providers), so one worker
+        // writes the registrations' state file.
+        let cfg = &self.trunks.list[t].cfg;
+        if !cfg.register || self.s.worker != 0 {
+            return;
+        }
+        let Some(password) = cfg.password.clone() else {
+            return;
+        };
+        let account = Account {
+            auth_user: cfg.auth_user.clone(),
+            password,
+            uri: format!("sip:{}", cfg.from_domain),
+            expires: cfg.expires,
+        };
+        let call_id = self.own_call_id();
+        let from_tag = self.tag();
+        self.trunks.list[t].reg = Some(Reg {
+            machine: Registration::new(account, now),
+            call_id,
+            from_tag,
+            reported: None,
+            last_error: None,
+        });
+    }
+
+    /// After a reload (`self.s.trunks` the new ones): a trunk whose settings did not change
+    /// keeps its servers, registration and calls at its new place; one removed or changed is
+    /// un-registered (Expires: 0) and retired, out of reach of new calls and of calls in, kept
+    /// while its calls or its un-REGISTER last (so they finish as they started); one added or
+    /// changed starts as at start.
+    pub(crate) fn trunks_reload(&mut self, now: Instant) {
+        let new = self.s.trunks.clone();
+        let old_live = self.trunks.live;
+        let mut old: Vec<Option<TrunkState>> = std::mem::take(&mut self.trunks.list)
+            .into_iter()
+            .map(Some)
+            .collect();
+        // Old place → new place.
+        let mut moved: Vec<Option<usize>> = vec![None; old.len()];
+        let mut list = Vec::with_capacity(new.len());
+        let mut added = Vec::new();
+        for cfg in new.iter() {
+            let same = (0..old_live).find(|&i| old[i].as_ref().is_some_and(|o| o.cfg == *cfg));
+            match same.and_then(|i| Some((i, old[i].take()?))) {
+                Some((i, kept)) => {
+                    moved[i] = Some(list.len());
+                    list.push(kept);
                 }
-                Ok(_) => self.resolve_trunk(i),
+                None => {
+                    added.push(list.len());
+                    list.push(TrunkState::new(cfg));
+                }
             }
-            // Worker 0 registers every trunk (as it registers to IAX2 providers), so one worker
-            // writes the registrations' state file.
-            if t.register && self.s.worker == 0 {
-                let Some(password) = t.password.clone() else {
-                    continue;
-                };
-                let account = Account {
-                    auth_user: t.auth_user.clone(),
-                    password,
-                    uri: format!("sip:{}", t.from_domain),
-                    expires: t.expires,
-                };
-                let call_id = self.own_call_id();
-                let from_tag = self.tag();
-                self.trunks.regs[i] = Some(Reg {
-                    machine: Registration::new(account, now),
-                    call_id,
-                    from_tag,
-                    reported: None,
-                    last_error: None,
-                });
+        }
+        let in_calls: Vec<usize> = self
+            .calls
+            .ids()
+            .into_iter()
+            .flat_map(|c| self.calls.get(c).into_iter().flat_map(|c| c.legs()))
+            .filter_map(|(_, l)| Some(l.trunk.as_deref()?.trunk))
+            .collect();
+        let mut unregister = Vec::new();
+        for (i, slot) in old.iter_mut().enumerate() {
+            let Some(mut gone) = slot.take() else {
+                continue;
+            };
+            if i < old_live {
+                if self.s.worker == 0 {
+                    let name = &gone.cfg.name;
+                    let message =
+                        format!("trunk {name}: removed or changed by a reload; its calls go on");
+                    self.log(Level::Info, None, message);
+                }
+                let next = gone.reg.as_mut().and_then(|r| r.machine.unregister(now));
+                match next {
+                    Some(next) => unregister.push((list.len(), next)),
+                    None => gone.reg = None,
+                }
             }
+            let used = gone.reg.is_some()
+                || !gone.dns.waiting.is_empty()
+                || in_calls.contains(&i)
+                || self.trunks.reg_txs.values().any(|&t| t == i);
+            if used {
+                moved[i] = Some(list.len());
+                list.push(gone);
+            }
+        }
+        let at = |i: usize| moved.get(i).copied().flatten();
+        self.trunks.reg_txs = std::mem::take(&mut self.trunks.reg_txs)
+            .into_iter()
+            .filter_map(|(tx, i)| Some((tx, at(i)?)))
+            .collect();
+        self.trunks.lookups = std::mem::take(&mut self.trunks.lookups)
+            .into_iter()
+            .filter_map(|(token, i)| Some((token, at(i)?)))
+            .collect();
+        for c in self.calls.ids() {
+            let Some(call) = self.calls.get_mut(c) else {
+                continue;
+            };
+            let legs: Vec<_> = call.legs().map(|(idx, _)| idx).collect();
+            for idx in legs {
+                if let Some(out) = call.leg_mut(idx).and_then(|l| l.trunk.as_deref_mut()) {
+                    out.trunk = at(out.trunk).unwrap_or(out.trunk);
+                }
+            }
+        }
+        self.trunks.list = list;
+        self.trunks.live = new.len();
+        for (t, next) in unregister {
+            self.reg_act(t, next, now);
+        }
+        for &t in &added {
+            self.trunk_start(t, now);
+        }
+        if self.s.worker == 0 && (!added.is_empty() || old_live != new.len()) {
+            self.save_trunks();
         }
     }
 
     /// Asks the shell to resolve trunk `t`'s host, unless a lookup is under way.
     fn resolve_trunk(&mut self, t: usize) {
-        let Ok(query) = query(&self.s.trunks[t]) else {
+        let Ok(query) = query(&self.trunks.list[t].cfg) else {
             return;
         };
-        let d = &mut self.trunks.dns[t];
+        let d = &mut self.trunks.list[t].dns;
         if d.resolving {
             return;
         }
@@ -214,6 +337,9 @@ impl Engine {
     fn mark_down(&mut self, t: usize, dead: Peer, now: Instant) {
         let until = now + DOWN_FOR;
         self.trunk_server(t, dead, Some(until));
+        if t >= self.trunks.live {
+            return;
+        }
         self.events.push_back(Event::TrunkServer {
             trunk: t,
             server: dead,
@@ -223,8 +349,16 @@ impl Engine {
 
     /// `server` answered: if it was taken for dead, it is not any more, on every worker.
     fn mark_up(&mut self, t: usize, server: Peer) {
-        if self.trunks.dns[t].down.iter().any(|(p, _)| *p == server) {
+        if self.trunks.list[t]
+            .dns
+            .down
+            .iter()
+            .any(|(p, _)| *p == server)
+        {
             self.trunk_server(t, server, None);
+            if t >= self.trunks.live {
+                return;
+            }
             self.events.push_back(Event::TrunkServer {
                 trunk: t,
                 server,
@@ -235,7 +369,7 @@ impl Engine {
 
     /// What some worker learnt of a trunk's server (`Input::TrunkServer`), or this one.
     pub(crate) fn trunk_server(&mut self, t: usize, server: Peer, down_until: Option<Instant>) {
-        let Some(d) = self.trunks.dns.get_mut(t) else {
+        let Some(d) = self.trunks.list.get_mut(t).map(|s| &mut s.dns) else {
             return;
         };
         d.down.retain(|(p, _)| *p != server);
@@ -245,12 +379,12 @@ impl Engine {
     }
 
     fn trunk_fresh(&self, t: usize, now: Instant) -> bool {
-        self.trunks.dns[t].valid_until.is_some_and(|u| u > now)
+        self.trunks.list[t].dns.valid_until.is_some_and(|u| u > now)
     }
 
     /// Trunk `t`'s servers in the order to try them: those that timed out lately go last.
     fn trunk_order(&self, t: usize, now: Instant) -> Vec<Peer> {
-        let d = &self.trunks.dns[t];
+        let d = &self.trunks.list[t].dns;
         let down = |p: &Peer| d.down.iter().any(|(q, until)| q == p && *until > now);
         let mut v: Vec<Peer> = d.targets.iter().copied().filter(|p| !down(p)).collect();
         v.extend(d.targets.iter().copied().filter(|p| down(p)));
@@ -267,8 +401,8 @@ impl Engine {
         let Some(t) = self.trunks.lookups.remove(&token) else {
             return;
         };
-        let name = self.s.trunks[t].name.clone();
-        let d = &mut self.trunks.dns[t];
+        let name = self.trunks.list[t].cfg.name.clone();
+        let d = &mut self.trunks.list[t].dns;
         d.resolving = false;
         match result {
             Ok(r) if !r.targets.is_empty() => {
@@ -282,7 +416,7 @@ impl Engine {
                 };
                 // An earlier answer is kept for calls in and out meanwhile.
                 d.valid_until = Some(now + NEGATIVE_TTL);
-                let host = self.s.trunks[t].host.uri_host();
+                let host = self.trunks.list[t].cfg.host.uri_host();
                 self.log(
                     Level::Warn,
                     None,
@@ -291,14 +425,14 @@ impl Engine {
             }
         }
         let targets = self.trunk_order(t, now);
-        if let Some(reg) = self.trunks.regs[t].as_mut() {
+        if let Some(reg) = self.trunks.list[t].reg.as_mut() {
             let (next, outcome) = reg.machine.resolved(now, &targets);
             if let Some(o) = outcome {
                 self.reg_outcome(t, o);
             }
             self.reg_act(t, next, now);
         }
-        let waiting = std::mem::take(&mut self.trunks.dns[t].waiting);
+        let waiting = std::mem::take(&mut self.trunks.list[t].dns.waiting);
         for w in waiting {
             let live = self.calls.get(w.call).is_some_and(|c| {
                 c.timer_gen == w.gen
@@ -314,8 +448,9 @@ impl Engine {
 
     /// Registrations whose time came (`Input::Timeout`).
     pub(crate) fn trunk_timers(&mut self, now: Instant) {
-        for t in 0..self.trunks.regs.len() {
-            let due = self.trunks.regs[t]
+        for t in 0..self.trunks.list.len() {
+            let due = self.trunks.list[t]
+                .reg
                 .as_ref()
                 .and_then(|r| r.machine.deadline())
                 .is_some_and(|d| d <= now);
@@ -324,7 +459,7 @@ impl Engine {
             }
             let targets = self.trunk_order(t, now);
             let fresh = self.trunk_fresh(t, now);
-            let Some(reg) = self.trunks.regs[t].as_mut() else {
+            let Some(reg) = self.trunks.list[t].reg.as_mut() else {
                 continue;
             };
             let next = reg.machine.poll(now, &targets, fresh);
@@ -357,8 +492,8 @@ impl Engine {
     ) {
         let local = self.local_for(to);
         let branch = self.branch();
-        let trunk = &self.s.trunks[t];
-        let Some(reg) = self.trunks.regs[t].as_ref() else {
+        let trunk = &self.trunks.list[t].cfg;
+        let Some(reg) = self.trunks.list[t].reg.as_ref() else {
             return;
         };
         let domain = &trunk.from_domain;
@@ -404,9 +539,16 @@ impl Engine {
             return true;
         }
         self.trunks.reg_txs.remove(&ctx);
+        if t >= self.trunks.live && msg.status().is_some_and(|s| s < 300) {
+            let name = &self.trunks.list[t].cfg.name;
+            let message = format!("trunk {name}: unregistered (removed or changed by a reload)");
+            self.trunks.list[t].reg = None;
+            self.log(Level::Info, None, message);
+            return true;
+        }
         let targets = self.trunk_order(t, now);
         let cnonce = format!("{:016x}", self.rng.u64(..));
-        let Some(reg) = self.trunks.regs[t].as_mut() else {
+        let Some(reg) = self.trunks.list[t].reg.as_mut() else {
             return true;
         };
         let (next, outcome) = reg.machine.on_response(msg, now, &targets, &cnonce);
@@ -426,14 +568,15 @@ impl Engine {
             return false;
         };
         // Calls on this worker try that server last for a while.
-        if let Some(dead) = self.trunks.regs[t]
+        if let Some(dead) = self.trunks.list[t]
+            .reg
             .as_ref()
             .and_then(|r| r.machine.server())
         {
             self.mark_down(t, dead, now);
         }
         let targets = self.trunk_order(t, now);
-        let Some(reg) = self.trunks.regs[t].as_mut() else {
+        let Some(reg) = self.trunks.list[t].reg.as_mut() else {
             return true;
         };
         let (next, outcome) = reg.machine.on_failure(now, &targets, why);
@@ -445,9 +588,21 @@ impl Engine {
     /// Tells the operator what became of a REGISTER (a refresh at the same server is quiet),
     /// and rewrites the registrations' state file.
     fn reg_outcome(&mut self, t: usize, outcome: Outcome) {
-        let name = self.s.trunks[t].name.clone();
+        let name = self.trunks.list[t].cfg.name.clone();
+        if t >= self.trunks.live {
+            // A retired trunk's un-REGISTER: once answered (or failed) there is no more to send.
+            // (Its 2xx never gets here: trunk_response.)
+            let message = match outcome {
+                Outcome::Failed { at, why, .. } => {
+                    format!("trunk {name}: unregistering at {} failed: {why}", at.addr)
+                }
+                Outcome::Registered { .. } | Outcome::Retrying => return,
+            };
+            self.trunks.list[t].reg = None;
+            return self.log(Level::Info, None, message);
+        }
         if !matches!(outcome, Outcome::Retrying) {
-            if let Some(reg) = self.trunks.regs[t].as_mut() {
+            if let Some(reg) = self.trunks.list[t].reg.as_mut() {
                 reg.last_error = match &outcome {
                     Outcome::Failed { at, why, .. } => Some(format!("{}: {why}", at.addr)),
                     _ => None,
@@ -459,7 +614,7 @@ impl Engine {
             Outcome::Retrying => return,
             Outcome::Registered { at, granted } => {
                 self.mark_up(t, at);
-                let Some(reg) = self.trunks.regs[t].as_mut() else {
+                let Some(reg) = self.trunks.list[t].reg.as_mut() else {
                     return;
                 };
                 if reg.reported == Some(at) {
@@ -472,7 +627,7 @@ impl Engine {
                 )
             }
             Outcome::Failed { at, why, retry } => {
-                if let Some(reg) = self.trunks.regs[t].as_mut() {
+                if let Some(reg) = self.trunks.list[t].reg.as_mut() {
                     reg.reported = None;
                 }
                 let then = match retry {
@@ -496,12 +651,11 @@ impl Engine {
     fn save_trunks(&mut self) {
         let now = self.clock.now;
         let wall = crate::cdr::unix_seconds(self.clock.wall);
-        let trunks: serde_json::Map<String, serde_json::Value> = self
-            .trunks
-            .regs
+        let trunks: serde_json::Map<String, serde_json::Value> = self.trunks.list
+            [..self.trunks.live]
             .iter()
             .enumerate()
-            .filter_map(|(t, r)| Some((t, r.as_ref()?)))
+            .filter_map(|(t, s)| Some((t, s.reg.as_ref()?)))
             .map(|(t, r)| {
                 let until = r.machine.until.filter(|u| *u > now);
                 let state = serde_json::json!({
@@ -509,7 +663,7 @@ impl Engine {
                     "registered_until": until.map(|u| (wall + (u - now).as_secs_f64()).round()),
                     "last_error": r.last_error,
                 });
-                (self.s.trunks[t].name.clone(), state)
+                (self.trunks.list[t].cfg.name.clone(), state)
             })
             .collect();
         let contents = serde_json::json!({ "written": wall.round(), "trunks": trunks }).to_string();
@@ -542,7 +696,7 @@ impl Engine {
             );
             return self.bridge_failed(call, 403, now);
         }
-        let number = self.s.trunks[t].outbound_number(number);
+        let number = self.trunks.list[t].cfg.outbound_number(number);
         let until = now + timeout;
         self.calls[call].cdr.trunk = Some(name.to_string());
         if self.trunk_fresh(t, now) {
@@ -553,7 +707,7 @@ impl Engine {
         c.wait = crate::call::Wait::Bridge { until };
         let gen = c.timer_gen;
         self.calls.arm(call, until);
-        self.trunks.dns[t].waiting.push(Waiting {
+        self.trunks.list[t].dns.waiting.push(Waiting {
             call,
             gen,
             number,
@@ -565,7 +719,7 @@ impl Engine {
     /// Places the INVITE for `number` through trunk `t` at its first server.
     fn trunk_dial(&mut self, call: usize, t: usize, number: &str, until: Instant, now: Instant) {
         let targets = self.trunk_order(t, now);
-        let trunk = &self.s.trunks[t];
+        let trunk = &self.trunks.list[t].cfg;
         let Some(&peer) = targets.first() else {
             let name = trunk.name.clone();
             self.warn_call(
@@ -636,7 +790,7 @@ impl Engine {
         let tried = out.tried.clone();
         match (status, msg) {
             (401 | 407, Some(msg)) => {
-                let trunk = &self.s.trunks[t];
+                let trunk = &self.trunks.list[t].cfg;
                 let Some(password) = trunk.password.clone() else {
                     return false;
                 };
@@ -694,7 +848,7 @@ impl Engine {
                     out.auth = None;
                 }
                 self.watch_silence(at.call, at.leg, now);
-                let name = self.s.trunks[t].name.clone();
+                let name = self.trunks.list[t].cfg.name.clone();
                 let from = tried.last().map_or(String::new(), |p| p.addr.to_string());
                 let call_id = self.calls[at.call].caller().call_id().to_string();
                 self.log(
@@ -767,7 +921,8 @@ impl Engine {
             .reg_txs
             .iter()
             .filter(|(_, &t)| {
-                self.trunks.regs[t]
+                self.trunks.list[t]
+                    .reg
                     .as_ref()
                     .and_then(|r| r.machine.server())
                     == Some(server)
@@ -828,10 +983,11 @@ impl Engine {
     /// authenticated its caller.
     pub(crate) fn trunk_call(&self, from: SocketAddr, msg: &Message) -> Option<TrunkCall> {
         let ip = from.ip();
-        let t = self.s.trunks.iter().enumerate().position(|(i, t)| {
-            t.acl.contains(ip) || self.trunks.dns[i].targets.iter().any(|p| p.addr.ip() == ip)
+        let live = &self.trunks.list[..self.trunks.live];
+        let t = live.iter().position(|t| {
+            t.cfg.acl.contains(ip) || t.dns.targets.iter().any(|p| p.addr.ip() == ip)
         })?;
-        let trunk = &self.s.trunks[t];
+        let trunk = &self.trunks.list[t].cfg;
         let ruri_user = msg
             .request_uri()
             .and_then(|u| Uri::parse(u).ok())
@@ -855,8 +1011,9 @@ impl Engine {
     /// At shutdown: registrations are ended (Expires: 0), so the provider sends no calls to a
     /// switch that is gone.
     pub(crate) fn trunks_shutdown(&mut self, now: Instant) {
-        for t in 0..self.trunks.regs.len() {
-            let next = self.trunks.regs[t]
+        for t in 0..self.trunks.list.len() {
+            let next = self.trunks.list[t]
+                .reg
                 .as_mut()
                 .and_then(|r| r.machine.unregister(now));
             if let Some(next) = next {

@@ -423,3 +423,58 @@ fn ready_and_stopping_reach_the_notify_socket() {
         Some(0)
     );
 }
+
+/// `POST /api/v1/reload` adds a trunk (a SIPp UAS as the provider) and a queue to a running
+/// strowger, and its reply lists nothing that needs a restart: a SIPp call then goes out
+/// through the trunk, and a SIPp caller enters the queue (agentless, so after `max_wait_s` it
+/// goes on out through the trunk with QUEUESTATUS in the number).
+#[test]
+fn a_reload_adds_a_trunk_and_a_queue_that_calls_use_at_once() {
+    let dir = TempDir::new("reload-parts");
+    let config = dir.path().join("strowger.toml");
+    let provider = Sipp::new(Scenario::Builtin("uas"))
+        .calls(2, 2, 2)
+        .spawn(None, dir.path());
+    let rules =
+        "[[dialplan.contexts.default.rules]]\nregex = \"^0\\\\d+$\"\nsteps = [\"goto out\"]\n\
+                 [[dialplan.contexts.default.rules]]\nexten = \"7100\"\n\
+                 steps = [\"queue sales\", \"goto out\"]\n";
+    write(&config, "");
+    let s = start("reload-parts", &config, 20, true);
+    assert_eq!(invite_status(&s, "0555"), Some(404), "no trunk yet");
+
+    let added = format!(
+        "\n[dialplan.contexts.out]\ntrunks = [\"provider\"]\n[[dialplan.contexts.out.rules]]\n\
+         prefix = \"\"\nsteps = [\"bridge trunk/provider/${{EXTEN}}-${{QUEUESTATUS}} timeout=5\"]\n\
+         [[trunks]]\nname = \"provider\"\nhost = \"{}\"\n\
+         [queues.sales]\nmembers = []\nmax_wait_s = 1\n",
+        provider.addr
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{}{added}", with_rules(&text, rules))).unwrap();
+    let report = common::api::Api::of(&s).ok("POST", "/api/v1/reload");
+    assert_eq!(report["needs_restart"], serde_json::json!([]), "{report}");
+
+    answered(&s, "0555");
+    // Held past the queue's max_wait, so the call goes on from the queue to the trunk.
+    Sipp::new(Scenario::Builtin("uac"))
+        .service("7100")
+        .duration_ms(3000)
+        .run(s.sip, s.dir.path())
+        .assert_ok(1);
+    provider.finish().assert_ok(2);
+    let cdrs = s.wait_cdrs(3);
+    let out: Vec<_> = cdrs
+        .iter()
+        .filter(|c| !c.is_null("trunk") && c.str("trunk") == "provider")
+        .collect();
+    assert_eq!(out.len(), 2, "{cdrs:#?}");
+    let queued = out
+        .iter()
+        .find(|c| c.str("exten") == "7100")
+        .expect("the queue's caller");
+    assert!(
+        queued.str("bridged_to").contains("7100-EMPTY@"),
+        "it waited in the queue, which nobody serves: {queued:?}"
+    );
+}

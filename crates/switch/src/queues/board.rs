@@ -17,8 +17,6 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Default)]
 pub struct Board {
-    /// The queues' settings, by name (fixed: read without the lock).
-    configs: FxHashMap<Box<str>, Arc<Config>>,
     inner: Mutex<Inner>,
 }
 
@@ -33,6 +31,9 @@ struct Inner {
 #[derive(Debug)]
 struct Queue {
     cfg: Arc<Config>,
+    /// Removed by a reload while callers waited: they stay until they leave, as in Asterisk,
+    /// but no caller joins; the queue goes with its last caller.
+    closing: bool,
     members: Vec<Member>,
     waiting: VecDeque<Waiter>,
     /// Round robin: the member index to try first.
@@ -47,6 +48,9 @@ struct Queue {
 #[derive(Debug)]
 struct Member {
     name: Box<str>,
+    /// Listed in the configuration (a reload drops those it no longer lists); the others
+    /// logged in with `queue_login` and stay.
+    listed: bool,
     logged_in: bool,
     /// Calls of this queue taken.
     calls: u64,
@@ -111,44 +115,72 @@ pub struct Stats {
 
 impl Board {
     pub fn new(queues: &[Config]) -> Board {
-        let mut inner = Inner::default();
-        let mut configs = FxHashMap::default();
-        for q in queues {
-            let cfg = Arc::new(q.clone());
-            configs.insert(q.name.as_str().into(), cfg.clone());
-            let members = q
-                .members
-                .iter()
-                .map(|m| {
-                    inner.agents.entry(m.as_str().into()).or_default();
-                    Member {
-                        name: m.as_str().into(),
+        let board = Board::default();
+        board.reconfigure(queues);
+        board
+    }
+
+    /// Takes the queues of a new configuration (a reload; the same one again changes nothing,
+    /// so every worker may pass it on). A queue that stays keeps its callers in their places,
+    /// its statistics and the members still listed (with their calls and logins) or logged in
+    /// by `queue_login`; new members are logged in. A queue no longer listed closes
+    /// ([`Queue::closing`]).
+    pub fn reconfigure(&self, queues: &[Config]) {
+        let mut guard = self.lock();
+        let Inner {
+            queues: now,
+            agents,
+            ..
+        } = &mut *guard;
+        for q in now.values_mut() {
+            q.closing = !queues.iter().any(|c| *c.name == *q.cfg.name);
+        }
+        now.retain(|_, q| !(q.closing && q.waiting.is_empty()));
+        for cfg in queues {
+            let q = now
+                .entry(cfg.name.as_str().into())
+                .or_insert_with(|| Queue {
+                    cfg: Arc::new(cfg.clone()),
+                    closing: false,
+                    members: Vec::new(),
+                    waiting: VecDeque::new(),
+                    next: 0,
+                    answered: 0,
+                    abandoned: 0,
+                    timed_out: 0,
+                    waited: Duration::ZERO,
+                });
+            if *q.cfg != *cfg {
+                q.cfg = Arc::new(cfg.clone());
+            }
+            // The listed members in the configuration's order, then those logged in by hand.
+            let mut old = std::mem::take(&mut q.members);
+            for name in &cfg.members {
+                agents.entry(name.as_str().into()).or_default();
+                let kept = old.iter().position(|m| *m.name == **name);
+                let mut m = match kept {
+                    Some(i) => old.remove(i),
+                    None => Member {
+                        name: name.as_str().into(),
+                        listed: true,
                         logged_in: true,
                         calls: 0,
-                    }
-                })
-                .collect();
-            let queue = Queue {
-                cfg,
-                members,
-                waiting: VecDeque::new(),
-                next: 0,
-                answered: 0,
-                abandoned: 0,
-                timed_out: 0,
-                waited: Duration::ZERO,
-            };
-            inner.queues.insert(q.name.as_str().into(), queue);
-        }
-        Board {
-            configs,
-            inner: Mutex::new(inner),
+                    },
+                };
+                m.listed = true;
+                q.members.push(m);
+            }
+            q.members.extend(old.into_iter().filter(|m| !m.listed));
         }
     }
 
-    /// A queue's settings.
-    pub fn config(&self, queue: &str) -> Option<&Arc<Config>> {
-        self.configs.get(queue)
+    /// A queue's settings (None: no such queue, or it is closing).
+    pub fn config(&self, queue: &str) -> Option<Arc<Config>> {
+        let b = self.lock();
+        b.queues
+            .get(queue)
+            .filter(|q| !q.closing)
+            .map(|q| q.cfg.clone())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -160,7 +192,8 @@ impl Board {
         let mut b = self.lock();
         b.next_ticket += 1;
         let ticket = b.next_ticket;
-        b.queues.get_mut(queue)?.waiting.push_back(Waiter {
+        let q = b.queues.get_mut(queue).filter(|q| !q.closing)?;
+        q.waiting.push_back(Waiter {
             ticket,
             worker,
             since: now,
@@ -200,6 +233,7 @@ impl Board {
                 });
             }
         }
+        queues.retain(|_, q| !(q.closing && q.waiting.is_empty()));
         out
     }
 
@@ -223,6 +257,7 @@ impl Board {
         }
         q.answered += 1;
         q.waited += now.saturating_duration_since(w.since);
+        close_if_done(queues, queue);
     }
 
     /// `agent`, rung for `ticket`, did not take the call (`status`: 408 and 487 are no answer;
@@ -260,6 +295,7 @@ impl Board {
             free(agents, &w.offered, ticket);
             q.abandoned += 1;
         }
+        close_if_done(queues, queue);
     }
 
     /// `agent`'s queue call ended: free after the queue's wrap-up time.
@@ -286,6 +322,7 @@ impl Board {
                 agents.entry(user.into()).or_default();
                 q.members.push(Member {
                     name: user.into(),
+                    listed: false,
                     logged_in: true,
                     calls: 0,
                 });
@@ -315,6 +352,16 @@ impl Board {
                 .map(|m| (m.name.to_string(), m.calls))
                 .collect(),
         })
+    }
+}
+
+/// Drops `queue` if a reload removed it and its last caller has left.
+fn close_if_done(queues: &mut FxHashMap<Box<str>, Queue>, queue: &str) {
+    if queues
+        .get(queue)
+        .is_some_and(|q| q.closing && q.waiting.is_empty())
+    {
+        queues.remove(queue);
     }
 }
 
@@ -508,6 +555,67 @@ mod tests {
             b.done("q", &order[order.len() - 1], t0 - Duration::from_secs(60));
         }
         assert_eq!(order, ["a", "b", "c", "a"]);
+    }
+
+    /// A reload: callers keep their places, a dropped member is not offered, a member logged in
+    /// by hand stays; a removed queue keeps its callers until they leave but takes no one new.
+    #[test]
+    fn a_reload_keeps_callers_in_place_and_closes_a_removed_queue() {
+        let t0 = Instant::now();
+        let mut other = queue(Strategy::RingAll, &["c"]);
+        other.name = "other".into();
+        other.max_wait = Duration::from_secs(300);
+        let b = Board::new(&[queue(Strategy::RingAll, &["a"]), other.clone()]);
+        b.log_in("q", "x", true);
+        b.log_in("q", "x", false);
+        b.log_in("q", "y", true);
+        b.log_in("q", "y", false);
+        let first = b.join("q", 0, t0).unwrap();
+        let second = b.join("q", 0, t0).unwrap();
+        let closing = b.join("other", 0, t0).unwrap();
+        b.log_in("q", "x", true);
+
+        let mut changed = queue(Strategy::RoundRobin, &["b"]);
+        changed.max_wait = Duration::from_secs(300);
+        b.reconfigure(&[changed.clone()]);
+        b.reconfigure(&[changed.clone()]);
+        assert_eq!(b.config("q").unwrap().strategy, Strategy::RoundRobin);
+        assert!(b.config("other").is_none() && b.join("other", 0, t0).is_none());
+        let t = t0 + Duration::from_secs(61);
+        let actions = b.poll(0, t);
+        assert!(
+            !actions
+                .iter()
+                .any(|a| matches!(a, Action::Leave { ticket, .. } if *ticket != closing)),
+            "the new max_wait holds: {actions:?}"
+        );
+        // One agent each (round robin now), b (new) and x (logged in by hand); a is gone.
+        let mut offered = dials(&actions);
+        offered.sort();
+        assert_eq!(
+            offered,
+            [
+                (first, vec!["b"]),
+                (second, vec!["x"]),
+                (closing, vec!["c"])
+            ]
+        );
+        let positions: Vec<(u64, usize)> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Position {
+                    ticket, position, ..
+                } => Some((*ticket, *position)),
+                _ => None,
+            })
+            .collect();
+        assert!(positions.contains(&(first, 1)) && positions.contains(&(second, 2)));
+        b.answered("q", first, "b", t);
+        // The closing queue's caller is answered by its last member; then the queue is gone.
+        b.answered("other", closing, "c", t);
+        assert!(b.stats("other", t).is_none());
+        let s = b.stats("q", t).unwrap();
+        assert_eq!(s.agents, [("b".to_string(), 1), ("x".to_string(), 0)]);
     }
 
     #[test]

@@ -156,3 +156,37 @@ fn the_moh_step_plays_music_until_the_caller_hangs_up() {
     hang_up(&mut n, a, c, secs(2));
     assert_eq!(n.sw(sw).active_calls(), 0);
 }
+
+/// A reload with new music classes: a hold playing keeps its tracks to the end; the next hold
+/// plays the new class (here "jazz", one silent track, where the default tune played before).
+#[test]
+fn a_reload_gives_the_next_hold_the_new_music_and_leaves_a_playing_one_alone() {
+    let mut n = Net::new(4);
+    let rule = "[[dialplan.contexts.default.rules]]\nexten = \"7777\"\nsteps = [\"answer\", \"moh jazz\"]\n";
+    let sw = b2bua(&mut n, rule);
+    let a = n.ua(ALICE, "alice");
+    let playing = n.invite(a, "sip:7777@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, playing)));
+
+    let mut music = switch::moh::Music::default();
+    let silence = std::sync::Arc::new(media::Prompt::from_pcm("jazz", &[0; 8000]));
+    music.add("jazz", vec![silence], false);
+    let cfg = switch::config::Config::from_str(&b2bua_config(rule), "reload.toml").unwrap();
+    n.reload_with(
+        sw,
+        switch::Reload::new(cfg).with_music(std::sync::Arc::new(music)),
+    );
+    let (pkts, loud) = heard(&mut n, a, secs(8));
+    assert!(
+        pkts > 390 && loud > 390,
+        "the default tune goes on: {pkts}/{loud}"
+    );
+    hang_up(&mut n, a, playing, secs(2));
+
+    let next = n.invite(a, "sip:7777@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, next)));
+    n.run_for(ms(200));
+    let (pkts, loud) = heard(&mut n, a, secs(3));
+    assert!(pkts > 140 && loud == 0, "the new class: {pkts}/{loud}");
+    hang_up(&mut n, a, next, secs(2));
+}

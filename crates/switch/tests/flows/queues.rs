@@ -15,12 +15,17 @@ const AGENTS: [&str; 3] = ["1001", "1002", "1003"];
 /// `queue` (its table's keys), extension 7000 queueing and then bridging to Bob with the
 /// queue's status as the user part (sip:TIMEOUT@Bob), so the step after `queue` is seen.
 fn queue_switch(n: &mut Net, queue: &str, workers: usize) -> Id {
+    n.switch(&queue_config(queue, ""), &[SW], workers)
+}
+
+/// The configuration `queue_switch` gives a switch, with `more` (tables and rules) added.
+fn queue_config(queue: &str, more: &str) -> String {
     let head = format!(
         "[registrar]\nauthenticate = false\nkeepalive_s = 0\n[queues.q]\n{queue}\n\
          [[dialplan.contexts.default.rules]]\nexten = \"7000\"\n\
-         steps = [\"queue q\", \"bridge sip:${{QUEUESTATUS}}@{BOB} timeout=5\"]\n"
+         steps = [\"queue q\", \"bridge sip:${{QUEUESTATUS}}@{BOB} timeout=5\"]\n{more}"
     );
-    n.switch(&config(&head), &[SW], workers)
+    config(&head)
 }
 
 /// Agents registered as `users` of switch `sw`, answering after `after` (each its own), at
@@ -485,5 +490,76 @@ fn an_agent_transferring_its_caller_elsewhere_is_free_again() {
     assert!(
         n.run_until(secs(3), answered(ags[0], 1)),
         "1001 takes the next caller"
+    );
+}
+
+/// A reload while two callers wait with no agent: the queue's new member takes them in their
+/// order, the dropped member is not rung, and a queue the reload added takes callers.
+#[test]
+fn a_reload_changes_members_keeps_callers_in_place_and_adds_a_queue() {
+    let mut n = Net::new(90);
+    let sw = queue_switch(&mut n, "members = [\"1001\"]\nwrapup_s = 0", 2);
+    let ags = agents(&mut n, sw, &AGENTS, &[ms(200); 3]);
+    n.sw(sw).shared.queues.log_in("q", "1001", false).unwrap();
+    let (a1, c1) = caller(&mut n, 5200);
+    n.run_for(ms(100));
+    let (a2, c2) = caller(&mut n, 5201);
+    assert!(n.run_until(secs(2), |n| stats(n, sw).waiting == 2));
+
+    let q2 = "[queues.q2]\nmembers = [\"1003\"]\n\
+              [[dialplan.contexts.default.rules]]\nexten = \"7001\"\nsteps = [\"queue q2\"]\n";
+    n.reload(sw, &queue_config("members = [\"1002\"]\nwrapup_s = 0", q2));
+    // The first caller gets the new member first; the second waits its turn.
+    assert!(n.run_until(secs(5), answered(ags[1], 0)));
+    assert_eq!(stats(&mut n, sw).waiting, 1);
+    hang_up(&mut n, a1, c1, secs(2));
+    assert!(n.run_until(secs(5), answered(ags[1], 1)));
+    assert_eq!(n.agent(a2).call(c2).state, State::Confirmed);
+    hang_up(&mut n, a2, c2, secs(2));
+    assert!(
+        n.agent(ags[0]).calls.is_empty(),
+        "the dropped member was not rung"
+    );
+    let s = stats(&mut n, sw);
+    assert_eq!((s.answered, s.abandoned), (2, 0), "the statistics go on");
+    assert_eq!(s.agents, [("1002".to_string(), 2)]);
+    // The added queue.
+    let carol = n.ua("127.0.0.1:5202", "carol");
+    let c = n.invite(carol, "sip:7001@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), answered(ags[2], 0)));
+    hang_up(&mut n, carol, c, secs(2));
+    let now = n.now;
+    assert_eq!(n.sw(sw).shared.queues.stats("q2", now).unwrap().answered, 1);
+}
+
+/// A queue a reload removes (with the rule that led to it) keeps the caller waiting in it, who
+/// is answered by its member as before; nobody new enters it, and it goes with its last caller.
+#[test]
+fn a_removed_queue_keeps_its_waiting_caller_until_answered_and_takes_no_one_new() {
+    let mut n = Net::new(91);
+    let sw = queue_switch(&mut n, "members = [\"1001\"]\nwrapup_s = 0", 2);
+    let ags = agents(&mut n, sw, &AGENTS[..1], &[ms(200)]);
+    n.sw(sw).shared.queues.log_in("q", "1001", false).unwrap();
+    let (a, c) = caller(&mut n, 5200);
+    assert!(n.run_until(secs(2), |n| stats(n, sw).waiting == 1));
+
+    let head = "[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
+                [[dialplan.contexts.default.rules]]\nexten = \"7000\"\n\
+                steps = [\"hangup unallocated_number\"]\n";
+    n.reload(sw, &config(head));
+    let (late, lc) = caller(&mut n, 5201);
+    assert!(n.run_until(secs(2), ended(late, lc)));
+    assert_eq!(invite_statuses(&mut n, late, lc).last(), Some(&404));
+    n.run_for(secs(3));
+    assert_eq!(stats(&mut n, sw).waiting, 1, "the caller stays");
+    assert_eq!(n.agent(a).call(c).state, State::Confirmed);
+
+    n.sw(sw).shared.queues.log_in("q", "1001", true).unwrap();
+    assert!(n.run_until(secs(5), answered(ags[0], 0)));
+    hang_up(&mut n, a, c, secs(2));
+    let now = n.now;
+    assert!(
+        n.sw(sw).shared.queues.stats("q", now).is_none(),
+        "gone with its last caller"
     );
 }

@@ -17,9 +17,8 @@ fn setup(seed: u64, head: &str) -> (Net, Id, Id, Id) {
 }
 
 /// The configuration `b2bua` gives a switch, with `head` and `rules` (dialplan rules) added.
-fn b2bua_config(head: &str, rules: &str) -> String {
-    let toml = format!("{head}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
-    format!("{}\n{rules}", config(&toml))
+fn with_rules(head: &str, rules: &str) -> String {
+    format!("{}\n{rules}", b2bua_config(head))
 }
 
 const EXTEN_6789: &str =
@@ -35,7 +34,7 @@ fn a_reload_adds_an_extension_while_a_bridged_call_goes_on() {
     assert!(n.run_until(secs(2), ended(carol, before)));
     assert_eq!(invite_statuses(&mut n, carol, before), [404]);
 
-    n.reload(sw, &b2bua_config("", EXTEN_6789));
+    n.reload(sw, &with_rules("", EXTEN_6789));
     let after = n.invite(carol, "sip:6789@127.0.0.1", SW);
     assert!(n.run_until(secs(2), confirmed(carol, after)));
     // The call bridged before the reload is still up, and ends as calls end.
@@ -62,7 +61,7 @@ fn a_reload_lowers_max_calls_for_new_calls_only() {
 
     n.reload(
         sw,
-        &b2bua_config("[general]\nmax_calls = 1\nretry_after_s = 7\n", ""),
+        &with_rules("[general]\nmax_calls = 1\nretry_after_s = 7\n", ""),
     );
     let carol = n.ua("127.0.0.1:5062", "carol");
     let refused = n.invite(carol, "sip:44444@127.0.0.1", SW);

@@ -525,3 +525,167 @@ fn an_unreachable_server_is_left_at_once() {
     assert!(n.run_until(secs(1), ended(a, c)));
     assert_eq!(invite_statuses(&mut n, a, c).last(), Some(&503));
 }
+
+/// A switch's configuration with registering trunks `(name, host)` (the provider's account on
+/// each), all listed by context default: 0… dials out through "provider", 9… through "second";
+/// calls in enter from-provider, where 4930555 answers with an echo.
+fn trunks_config(trunks: &[(&str, &str)]) -> String {
+    let mut toml = String::from(
+        "[rtp]\nmedia_timeout_s = 0\n[sip]\nt1_ms = 100\n[security]\ntrusted = [\"127.0.0.1\"]\n",
+    );
+    for (name, host) in trunks {
+        toml += &format!(
+            "[[trunks]]\nname = \"{name}\"\nhost = \"{host}\"\nusername = \"4930100\"\n\
+             password = \"trunk-secret\"\nregister = true\nexpires = 120\ndid_context = \"from-provider\"\n"
+        );
+    }
+    let names: Vec<String> = trunks.iter().map(|(n, _)| format!("{n:?}")).collect();
+    toml + &format!(
+        r#"
+[dialplan]
+default_context = "default"
+[dialplan.contexts.default]
+trunks = [{}]
+[[dialplan.contexts.default.rules]]
+regex = "^0\\d+$"
+steps = ["set t=provider", "bridge trunk/${{t}}/${{EXTEN}} timeout=30"]
+[[dialplan.contexts.default.rules]]
+regex = "^9\\d+$"
+steps = ["set t=second", "bridge trunk/${{t}}/${{EXTEN}} timeout=30"]
+[[dialplan.contexts.from-provider.rules]]
+exten = "4930555"
+steps = ["answer", "echo"]
+"#,
+        names.join(", ")
+    )
+}
+
+#[test]
+fn a_reload_removes_a_trunk_whose_call_goes_on_and_adds_one_that_registers_and_carries_calls() {
+    let mut n = Net::new(21);
+    let p = provider(&mut n, PROVIDER);
+    let second = provider(&mut n, "127.0.0.7:5060");
+    let sw = n.switch(&trunks_config(&[("provider", "127.0.0.5")]), &[SW], 1);
+    assert!(n.run_until(secs(5), |n| n.agent(p).bindings.len() == 1));
+    let a = n.ua(ALICE, "alice");
+    let up = n.invite(a, "sip:0301234@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), confirmed(a, up)));
+
+    n.reload(sw, &trunks_config(&[("second", "127.0.0.7")]));
+    // The removed trunk is unregistered (its challenge answered), the added one registers.
+    assert!(n.run_until(secs(5), |n| n.agent(p).bindings.is_empty()
+        && n.agent(second).bindings.len() == 1));
+    let expires: Vec<String> = got(&mut n, p, &Method::Register)
+        .iter()
+        .map(|m| {
+            m.header(HeaderName::Expires)
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        expires,
+        ["120", "120", "0", "0"],
+        "the un-REGISTER answers its 401"
+    );
+    // No refresh of the removed trunk follows.
+    n.run_for(secs(120));
+    assert_eq!(got(&mut n, p, &Method::Register).len(), 4);
+    assert_eq!(
+        n.agent(second).bindings.len(),
+        1,
+        "the added trunk refreshes"
+    );
+    assert!(got(&mut n, second, &Method::Register).len() >= 4);
+    // The call through the removed trunk went on, and ends as calls end.
+    assert_eq!(n.agent(a).call(up).state, State::Confirmed);
+    hang_up(&mut n, a, up, secs(5));
+    assert!(n.run_until(secs(2), |n| n.agent(p).last().state == State::Ended));
+    // New calls: through the added trunk; the removed one is gone (404).
+    let c = n.invite(a, "sip:9301234@127.0.0.1", SW);
+    assert!(
+        n.run_until(secs(5), confirmed(a, c)),
+        "{:?}",
+        invite_statuses(&mut n, a, c)
+    );
+    assert_eq!(n.agent(second).calls.len(), 1);
+    hang_up(&mut n, a, c, secs(5));
+    let c = n.invite(a, "sip:0301234@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), ended(a, c)));
+    assert_eq!(invite_statuses(&mut n, a, c).last(), Some(&404));
+    assert_eq!(
+        n.agent(p).calls.len(),
+        1,
+        "no new call reached the removed trunk"
+    );
+}
+
+/// A call set up through a trunk a reload removes goes on as it would have: the provider's
+/// 407, arriving after the reload, is answered with the removed trunk's credentials, as is
+/// the ACK of its 2xx, and the call ends normally.
+#[test]
+fn a_call_ringing_through_a_removed_trunk_is_answered_with_its_credentials() {
+    let mut n = Net::new(23);
+    let p = provider(&mut n, PROVIDER);
+    n.agent(p).policy = Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: secs(3),
+    };
+    let sw = n.switch(&trunks_config(&[("provider", "127.0.0.5")]), &[SW], 1);
+    assert!(n.run_until(secs(5), |n| n.agent(p).bindings.len() == 1));
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite(a, "sip:0301234@127.0.0.1", SW);
+    // The provider has the INVITE; its 407 is on the way.
+    assert!(n.run_until(secs(2), |n| !got(n, p, &Method::Invite).is_empty()));
+
+    n.reload(sw, &trunks_config(&[("second", "127.0.0.7")]));
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    let invites = got(&mut n, p, &Method::Invite);
+    assert_eq!(invites.len(), 2, "{invites:?}");
+    assert!(invites[1].header(HeaderName::ProxyAuthorization).is_some());
+    let acks = got(&mut n, p, &Method::Ack);
+    assert_eq!(
+        acks.last()
+            .and_then(|m| m.header(HeaderName::ProxyAuthorization)),
+        invites[1].header(HeaderName::ProxyAuthorization),
+        "the ACK of the 2xx carries the removed trunk's credentials"
+    );
+    hang_up(&mut n, a, c, secs(5));
+    assert!(n.run_until(secs(2), |n| n.agent(p).last().state == State::Ended));
+    assert_eq!(one_cdr(&mut n, sw, "")["trunk"], "provider");
+}
+
+#[test]
+fn a_reload_that_reorders_trunks_keeps_their_registrations_and_calls_in() {
+    let mut n = Net::new(22);
+    let p = provider(&mut n, PROVIDER);
+    let second = provider(&mut n, "127.0.0.7:5060");
+    let both = [("provider", "127.0.0.5"), ("second", "127.0.0.7")];
+    let sw = n.switch(&trunks_config(&both), &[SW], 2);
+    assert!(n.run_until(secs(5), |n| n.agent(p).bindings.len() == 1
+        && n.agent(second).bindings.len() == 1));
+    n.run_for(ms(50));
+    let regs =
+        |n: &mut Net| got(n, p, &Method::Register).len() + got(n, second, &Method::Register).len();
+    let before = regs(&mut n);
+
+    n.reload(sw, &trunks_config(&[both[1], both[0]]));
+    n.run_for(secs(5));
+    assert_eq!(regs(&mut n), before, "nothing registers anew");
+    // Each trunk is still itself: calls in by its address, calls out by its name.
+    let c = n.invite(p, "sip:4930555@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), confirmed(p, c)));
+    hang_up(&mut n, p, c, secs(5));
+    let a = n.ua(ALICE, "alice");
+    let c = n.invite(a, "sip:0301234@127.0.0.1", SW);
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    hang_up(&mut n, a, c, secs(5));
+    assert_eq!(n.agent(second).calls.len(), 0);
+    let cdrs = n.sw(sw).cdrs();
+    assert!(
+        cdrs.iter()
+            .any(|c| c["trunk"] == "provider" && c["context"] == "from-provider"),
+        "{cdrs:?}"
+    );
+}

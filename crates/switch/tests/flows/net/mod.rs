@@ -458,9 +458,14 @@ impl Net {
 
     /// Switch `sw` takes configuration `toml` (one [`switch::Reload`] for all its workers).
     pub fn reload(&mut self, sw: Id, toml: &str) {
-        let now = self.now;
         let cfg = switch::config::Config::from_str(toml, "reload.toml").expect("valid config");
-        let r = std::sync::Arc::new(switch::Reload::new(cfg));
+        self.reload_with(sw, switch::Reload::new(cfg));
+    }
+
+    /// Switch `sw`'s workers take reload `r`.
+    pub fn reload_with(&mut self, sw: Id, r: switch::Reload) {
+        let now = self.now;
+        let r = std::sync::Arc::new(r);
         for w in &mut self.sw(sw).workers {
             w.reload(r.clone(), now);
         }
@@ -724,8 +729,13 @@ pub const BOB: &str = "127.0.0.1:5090";
 /// A one-worker switch on `SW` whose 2XXX and 3XXX calls are bridged to `BOB` and 7XXX back to
 /// itself; `head` adds configuration tables.
 pub fn b2bua(n: &mut Net, head: &str) -> Id {
+    n.switch(&b2bua_config(head), &[SW], 1)
+}
+
+/// The configuration `b2bua` gives a switch (for a reload that keeps it).
+pub fn b2bua_config(head: &str) -> String {
     let toml = format!("{head}\n[vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n");
-    n.switch(&config(&toml), &[SW], 1)
+    config(&toml)
 }
 
 /// `s` seconds.
