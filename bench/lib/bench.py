@@ -30,6 +30,7 @@ import shlex
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -723,6 +724,28 @@ def cdr_summary(srv):
             h = str(r.get("hangup_side"))
             out["hangup_side"][h] = out["hangup_side"].get(h, 0) + 1
     return out
+
+
+def median_run(runs, key):
+    """Of runs repeated under the same load, the one whose `key` is the median (the lower of the
+    two middle ones for an even count; runs without a figure count last), with every run's
+    figure in `rounds_us`, in the order they ran."""
+    figures = [r[key] for r in runs]
+    ranked = sorted(runs, key=lambda r: (r[key] is None, r[key] or 0))
+    valid = [r for r in ranked if r[key] is not None]
+    pick = valid[(len(valid) - 1) // 2] if valid else ranked[0]
+    return {**pick, "rounds_us": figures}
+
+
+def paired(ours, theirs):
+    """Ratios ours ÷ theirs of two series measured in turns, round by round (a round without a
+    figure on either side gives none; it is not hidden: `ratios` is shorter), and their median,
+    min and max."""
+    ratios = [round(a / t, 3) for a, t in zip(ours, theirs) if a and t]
+    if not ratios:
+        return {"ratios": [], "median": None, "min": None, "max": None}
+    return {"ratios": ratios, "median": round(statistics.median(ratios), 3), "min": min(ratios),
+            "max": max(ratios)}
 
 
 def run_dir(name):

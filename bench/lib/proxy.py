@@ -205,8 +205,9 @@ def main():
         ours = [r for r in results if r["rate"] == rate and r["server"] == "strowger"]
         theirs = [r for r in results if r["rate"] == rate and r["server"] == "kamailio"]
         # A pair with a failed call on either side gives no ratio; it is counted, not hidden.
-        ratios = [a["cpu_ms_per_call"] / k["cpu_ms_per_call"] for a, k in zip(ours, theirs)
-                  if a["cpu_ms_per_call"] and k["cpu_ms_per_call"] and not a["failed"] and not k["failed"]]
+        def figures(runs):
+            return [None if r["failed"] else r["cpu_ms_per_call"] for r in runs]
+        ratios = b.paired(figures(ours), figures(theirs))
         for which in ("strowger", "kamailio"):
             runs = [r for r in results if r["rate"] == rate and r["server"] == which]
             done = sum(r["completed"] for r in runs)
@@ -214,8 +215,9 @@ def main():
             each = ", ".join(f"{r['cpu_ms_per_call']}" for r in runs)
             ratio = ""
             if which == "strowger":
-                ratio = (f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}, "
-                         f"{len(ratios)} of {len(ours)} pairs)" if ratios else f"– (0 of {len(ours)} pairs)")
+                ratio = (f"{ratios['median']:.2f}× ({ratios['min']:.2f}–{ratios['max']:.2f}, "
+                         f"{len(ratios['ratios'])} of {len(ours)} pairs)" if ratios["ratios"]
+                         else f"– (0 of {len(ours)} pairs)")
             m = f"{med[which]:.3f}" if med[which] else "–"
             print(f"| {rate} | {which} | {done} / {failed} | {each} | {m} | {ratio} |")
     os.makedirs(b.RESULTS, exist_ok=True)
