@@ -429,13 +429,19 @@ def fmt(x, nd=1):
     return "-" if x is None else (f"{x:,.{nd}f}" if isinstance(x, float) else f"{x:,}")
 
 
+TITLE = "registrar: REGISTER and INVITE to registered users per store, Kamailio alongside"
+
+
 def report(res):
     """The RESULTS.md section for a run (markdown)."""
-    out = [f"## {res['date']} — registrar: REGISTER and INVITE to registered users per store, Kamailio alongside "
-           f"(strowger {res['strowger_rev']})", "",
-           f"Machine: {res['nproc']}-core {res['cpu_model']}. Command: `bench/registrar.sh` "
-           f"(`python3 bench/lib/registrar.py {' '.join(res.get('argv', []))}`).", ""]
-    out += ["### REGISTER (strowger-load register, unique AORs; server CPU = run time of all threads from /proc/PID/task/*/schedstat; "
+    return "\n".join([f"## {res['date']} — {TITLE} (strowger {res['strowger_rev']})", "",
+                      f"Machine: {res['nproc']}-core {res['cpu_model']}. Command: `bench/registrar.sh` "
+                      f"(`python3 bench/lib/registrar.py {' '.join(res.get('argv', []))}`).", "", tables(res)])
+
+
+def tables(res):
+    """A run's tables (markdown)."""
+    out = ["### REGISTER (strowger-load register, unique AORs; server CPU = run time of all threads from /proc/PID/task/*/schedstat; "
             "Kamailio summed over its processes)", "",
             "| server | store | auth | rate offered | registered | failed % | server CPU-µs per REGISTER, median (each round) | server % | "
             "load gen % | backend CPU-µs per REGISTER | latency p50 / p99 µs | busiest |",
@@ -554,6 +560,7 @@ def main():
     ap.add_argument("--compare", metavar="BIN", help="A/B: this build against BIN, alternated (see compare())")
     ap.add_argument("--rounds", "--repeat", dest="repeat", type=int, default=3,
                     help="rounds per REGISTER step, Kamailio and strowger taking turns (or of the --compare A/B)")
+    b.add_record_flag(ap)
     args = ap.parse_args()
     if args.report:
         res = json.load(open(args.report))
@@ -582,7 +589,7 @@ def main():
             b.kill_children()
         with open(out, "w") as f:
             json.dump(res, f, indent=1)
-        print(compare_report(res))
+        b.summary(args, "registrar A/B: CPU per REGISTER of this build against another", compare_report(res))
         return
     try:
         for kind in args.backends.split(","):
@@ -595,6 +602,7 @@ def main():
         with open(args.out.removesuffix(".json") + ".md", "w") as f:
             f.write(report(res))
         b.log(f"results in {args.out} and .md; logs in {rundir}")
+    b.summary(args, TITLE, tables(res))
 
 
 if __name__ == "__main__":

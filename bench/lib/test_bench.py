@@ -32,6 +32,40 @@ class Paired(unittest.TestCase):
         self.assertEqual(b.paired([], [])["median"], None)
 
 
+class Record(unittest.TestCase):
+    def test_a_recorded_section_says_command_date_commit_and_machine(self):
+        import datetime
+        utc = datetime.timezone.utc
+        text = b.record_section("title", "| a |\n", "python3 bench/lib/x.py --n 1",
+                                datetime.datetime(2026, 1, 2, 3, 4, tzinfo=utc),
+                                datetime.datetime(2026, 1, 2, 3, 9, tzinfo=utc), "abc123", 2, "Some CPU",
+                                "0.50 0.40 0.30", "2.10 1.00 0.50")
+        self.assertTrue(text.startswith("\n## 2026-01-02 03:04–03:09 UTC — title\n\n"), text)
+        for part in ("`python3 bench/lib/x.py --n 1`", "Commit: `abc123`", "2 × Some CPU",
+                     "0.50 0.40 0.30 at the start, 2.10 1.00 0.50 at the end"):
+            self.assertIn(part, text)
+        self.assertTrue(text.endswith("\n\n| a |\n"), text)
+
+    def test_record_appends_one_section_and_only_when_asked(self):
+        import tempfile
+        real = b.RESULTS_MD
+        with tempfile.TemporaryDirectory() as d:
+            b.RESULTS_MD = os.path.join(d, "RESULTS.md")
+            try:
+                with open(b.RESULTS_MD, "w") as f:
+                    f.write("# Results\n")
+                b.summary(type("Args", (), {"record": False})(), "not kept", "| no |")
+                b.summary(type("Args", (), {"record": True})(), "kept", "| yes |")
+                text = open(b.RESULTS_MD).read()
+            finally:
+                b.RESULTS_MD = real
+        self.assertTrue(text.startswith("# Results\n\n## "), text)
+        self.assertEqual((text.count("## "), "not kept" in text), (1, False))
+        self.assertIn(f"Commit: `{b.git_rev()}`", text)
+        self.assertIn(" UTC — kept\n\n", text)
+        self.assertTrue(text.endswith("\n\n| yes |\n"), text)
+
+
 class Side:
     """A stand-in server: its name and the CPU per REGISTER each of its runs gets."""
 
