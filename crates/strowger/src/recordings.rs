@@ -194,9 +194,9 @@ fn failed(path: &std::path::Path, recording: &CallRecording, why: &str) {
     );
 }
 
-/// A recording is over (its tap is gone, so its status is final): one that is incomplete —
-/// audio dropped because this thread fell behind, or a write that failed — is counted and
-/// named in the log.
+/// The writer is done with a recording (its tap is gone, or the thread could not take it): one
+/// that is incomplete — audio the tap dropped because this thread fell behind, a write that
+/// failed — is counted and named in the log.
 fn ended(path: &std::path::Path, recording: &CallRecording, incomplete: &AtomicU64) {
     if recording.status.complete() {
         return;
@@ -242,5 +242,27 @@ mod tests {
         // RIFF size, the data chunk's size (2 s × 8,000 × 2 channels × 2 bytes), the samples.
         assert_eq!(wav.len(), 44 + 64_000);
         assert_eq!((word(4), word(40)), (36 + 64_000, 64_000));
+    }
+
+    /// A recording whose tap dropped a block (the writer fell behind) is counted once it ends.
+    #[test]
+    fn a_recording_that_lost_audio_is_counted_when_it_ends() {
+        let dir = std::env::temp_dir().join(format!("strowger-lost-{}", std::process::id()));
+        let (tx, blocks) = mpsc::sync_channel(32);
+        let recording = CallRecording {
+            blocks,
+            mix: Mix::Mono,
+            status: Default::default(),
+        };
+        let status = recording.status.clone();
+        let incomplete = Arc::new(AtomicU64::new(0));
+        let r = Recordings::spawn(0, incomplete.clone()).unwrap();
+        r.start(dir.join("a.wav"), FileFormat::Wav, recording);
+        tx.send(vec![7i16; 800]).unwrap();
+        status.mark_incomplete();
+        drop(tx);
+        assert!(r.close(CLOSE_WITHIN));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(incomplete.load(Ordering::Relaxed), 1);
     }
 }
