@@ -785,8 +785,10 @@ def summary(args, title, text):
         return
     command = shlex.join(["python3", os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)] + sys.argv[1:])
     started, load_start = STARTED
+    with open("/proc/cpuinfo") as f:
+        vm = " (a virtual machine)" if " hypervisor" in f.read() else ""
     section = record_section(title, text, command, started, datetime.datetime.now(datetime.timezone.utc),
-                             git_rev(), os.cpu_count(), cpu_model(), load_start, _load3())
+                             git_rev(), os.cpu_count(), cpu_model() + vm, load_start, _load3())
     with open(RESULTS_MD, "a") as f:
         f.write(section)
     log(f"recorded in {os.path.relpath(RESULTS_MD, ROOT)}")
