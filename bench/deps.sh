@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
-# Installs what the benchmark needs from Debian, only when missing: SIPp (sip-tester), gnuplot
-# (gnuplot-nox, for the plots), Kamailio (the peer of bench/proxy.sh) and sox (the GSM prompt of
-# the transcoding test). python3 is used with its standard library only.
+# Installs what the benchmark scripts need from Debian, only what is missing, and says first what
+# and why (nothing is printed or installed when all is present):
+#   sip-tester   SIPp, the load generator and far ends of Tests A, B, C and most scripts
+#   gnuplot-nox  the plots (CPU against calls, recording, soak)
+#   kamailio     the peer server of bench/proxy.sh and bench/registrar.sh
+#   sox          the GSM prompt of bench/transcode.sh
+#   python3      every bench/lib/*.py (standard library only)
+# Usage: bench/deps.sh
 set -euo pipefail
-declare -A want=([sip-tester]=/usr/bin/sipp [gnuplot-nox]=/usr/bin/gnuplot [kamailio]=/usr/sbin/kamailio [sox]=/usr/bin/sox)
-missing=()
-for pkg in "${!want[@]}"; do
-  [[ -e ${want[$pkg]} ]] || missing+=("$pkg")
-done
-command -v python3 >/dev/null || missing+=(python3)
-if ((${#missing[@]})); then
-  echo "bench/deps.sh: installing ${missing[*]}"
-  sudo=""
-  ((EUID == 0)) || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq >/dev/null
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
+source "$(dirname "$0")/lib/apt.sh"
+need sip-tester /usr/bin/sipp "SIPp, the load generator and far ends"
+need gnuplot-nox /usr/bin/gnuplot "the plots"
+need kamailio /usr/sbin/kamailio "the peer server of proxy.sh and registrar.sh"
+need sox /usr/bin/sox "the GSM prompt of transcode.sh"
+need python3 python3 "the bench scripts (bench/lib/*.py)"
+install_missing bench/deps.sh

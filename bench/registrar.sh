@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The registrar benchmark (bench/lib/registrar.py): REGISTER with and without digest auth at rising
 # rates on each store backend (local, memcached, redis) and Kamailio as registrar on the same
-# workload, then INVITE to registered users at 1000 calls/s and up. Results in
-# bench/results/registrar.json; about 6 minutes.
+# workload, the two taking turns --rounds times (3) at every step, then INVITE to registered users
+# at 1000 calls/s and up. Results in bench/results/registrar.json; roughly 15 minutes (--rounds 1:
+# about 6). --record appends the summary to bench/RESULTS.md.
 #
 # Knobs (environment): BACKENDS=local,memcached,redis RATES=1000,2000,... NO_KAMAILIO=1 NO_BUILD=1
 set -euo pipefail

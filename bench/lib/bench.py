@@ -30,6 +30,7 @@ import shlex
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -630,12 +631,7 @@ def git_rev():
 
 
 def machine_info(args):
-    model = ""
-    with open("/proc/cpuinfo") as f:
-        for ln in f:
-            if ln.startswith("model name"):
-                model = ln.split(":", 1)[1].strip()
-                break
+    model = cpu_model()
     mhz = ""
     with open("/proc/cpuinfo") as f:
         for ln in f:
@@ -723,6 +719,79 @@ def cdr_summary(srv):
             h = str(r.get("hangup_side"))
             out["hangup_side"][h] = out["hangup_side"].get(h, 0) + 1
     return out
+
+
+def median_run(runs, key):
+    """Of runs repeated under the same load, the one whose `key` is the median (the lower of the
+    two middle ones for an even count; runs without a figure count last), with every run's
+    figure in `rounds_us`, in the order they ran."""
+    figures = [r[key] for r in runs]
+    ranked = sorted(runs, key=lambda r: (r[key] is None, r[key] or 0))
+    valid = [r for r in ranked if r[key] is not None]
+    pick = valid[(len(valid) - 1) // 2] if valid else ranked[0]
+    return {**pick, "rounds_us": figures}
+
+
+def paired(ours, theirs):
+    """Ratios ours ÷ theirs of two series measured in turns, round by round (a round without a
+    figure on either side gives none; it is not hidden: `ratios` is shorter), and their median,
+    min and max."""
+    ratios = [round(a / t, 3) for a, t in zip(ours, theirs) if a and t]
+    if not ratios:
+        return {"ratios": [], "median": None, "min": None, "max": None}
+    return {"ratios": ratios, "median": round(statistics.median(ratios), 3), "min": min(ratios),
+            "max": max(ratios)}
+
+
+def _load3():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+# When the run began and how loaded the machine was then: bench.py is imported as a script starts.
+STARTED = (datetime.datetime.now(datetime.timezone.utc), _load3())
+RESULTS_MD = os.path.join(BENCH, "RESULTS.md")
+
+
+def add_record_flag(ap):
+    """--record: the run's summary goes to the end of bench/RESULTS.md too ([`summary`])."""
+    ap.add_argument("--record", action="store_true", default=os.environ.get("RECORD") == "1",
+                    help="append this run's summary, with its command, date, commit and machine, to "
+                         "bench/RESULTS.md (RECORD=1 in the environment does the same)")
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for ln in f:
+            if ln.startswith("model name"):
+                return ln.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def record_section(title, text, command, started, ended, rev, nproc, model, load_start, load_end):
+    """A run's section of RESULTS.md, the one format every script records in: title and date,
+    the exact command, the commit, the machine and its load at the start and end, the summary."""
+    return (f"\n## {started:%Y-%m-%d %H:%M}–{ended:%H:%M} UTC — {title}\n\n"
+            f"Command: `{command}`. Commit: `{rev}`. Machine: {nproc} × {model}; load average (1, 5, 15 min) "
+            f"{load_start} at the start, {load_end} at the end (above {nproc}, other processes shared the "
+            f"cores and CPU figures are less sure). Recorded with `--record`.\n\n{text.strip()}\n")
+
+
+def summary(args, title, text):
+    """Prints a run's summary (markdown) and, with --record or RECORD=1, appends it to
+    bench/RESULTS.md as a section in the shared format (`record_section`)."""
+    print(text)
+    if not getattr(args, "record", False):
+        return
+    command = shlex.join(["python3", os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)] + sys.argv[1:])
+    started, load_start = STARTED
+    with open("/proc/cpuinfo") as f:
+        vm = " (a virtual machine)" if " hypervisor" in f.read() else ""
+    section = record_section(title, text, command, started, datetime.datetime.now(datetime.timezone.utc),
+                             git_rev(), os.cpu_count(), cpu_model() + vm, load_start, _load3())
+    with open(RESULTS_MD, "a") as f:
+        f.write(section)
+    log(f"recorded in {os.path.relpath(RESULTS_MD, ROOT)}")
 
 
 def run_dir(name):
@@ -1249,6 +1318,7 @@ def report(args):
              f"({m.get('strowger_version', '')}), workers: {m.get('workers')}; load average at start "
              f"{m.get('loadavg_at_start')}.")
     L.append("")
+    heading = len(L)  # --record gives its own heading and machine line
     a = res.get("A")
     for key in sorted(k for k in res if k == "A" or k.startswith("A-")):
         a_ = res[key]
@@ -1419,7 +1489,7 @@ def report(args):
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, "latest.md"), "w") as f:
         f.write(text)
-    print(text)
+    summary(args, "Tests A, B and C of the comparison paper (bench/lib/bench.py)", "\n".join(L[heading:]))
     log(f"wrote bench/results/latest.md{' and ' + ', '.join(pngs) if pngs else ''}")
     return 0
 
@@ -1451,6 +1521,7 @@ def main():
     ap.add_argument("--rates", type=int, nargs="+", default=[100, 200, 400, 800, 1600, 3200])
     ap.add_argument("--c-seconds", type=int, default=30, help="Test C: -m = rate × this")
     ap.add_argument("--c-all", action="store_true", help="Test C: run every rate even after an unclean one")
+    add_record_flag(ap)
     args = ap.parse_args()
 
     QUIET_WAIT[0] = args.quiet_wait

@@ -105,6 +105,7 @@ def main():
     ap.add_argument("--rate", type=float, default=50)
     ap.add_argument("--window", type=float, default=15)
     ap.add_argument("--results", default="conference.json", help="file name under bench/results")
+    b.add_record_flag(ap)
     args = ap.parse_args()
     args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
     scale.signal_setup()
@@ -123,14 +124,16 @@ def main():
     finally:
         b.kill_children()
     b.write_rows(args.results, info, rows)
+    table = []
     echo = {r["build"]: r["cpu_ms_per_call_s"] for r in rows if r["kind"] == "echo"}
-    print("| run | build | calls | server CPU | CPU-ms per call-second | vs echo | RTP received | late (> 1 frame) | failed |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    table.append("| run | build | calls | server CPU | CPU-ms per call-second | vs echo | RTP received | late (> 1 frame) | failed |")
+    table.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         name = "echo (9196)" if r["kind"] == "echo" else f"{r['kind']} of {r['room_size']}"
         vs = f"{r['cpu_ms_per_call_s'] / echo[r['build']]:.2f}" if echo.get(r["build"]) else "-"
-        print(f"| {name} | {r['build']} | {r['calls']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {vs} | "
-              f"{r['rtp_received']} | {r['late_arrivals']} ({r['late_pct']} %) | {r['failed']} |")
+        table.append(f"| {name} | {r['build']} | {r['calls']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {vs} | "
+                     f"{r['rtp_received']} | {r['late_arrivals']} ({r['late_pct']} %) | {r['failed']} |")
+    b.summary(args, "conferences: CPU per call-second by room size (bench/conference.sh)", "\n".join(table))
 
 
 if __name__ == "__main__":

@@ -116,6 +116,7 @@ def main():
     ap.add_argument("--compare", metavar="BIN",
                     help="a second strowger binary (e.g. before a change): each run is repeated with it "
                          "right after, so the two compare as a ratio within one run")
+    b.add_record_flag(ap)
     args = ap.parse_args()
     args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
     scale.signal_setup()
@@ -135,14 +136,16 @@ def main():
     finally:
         b.kill_children()
     b.write_rows(args.results, info, rows)
-    print("| calls | kind | binary | server CPU | CPU-ms per leg-second | vs SIP | load generator CPU | returned | failed |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    table = []
+    table.append("| calls | kind | binary | server CPU | CPU-ms per leg-second | vs SIP | load generator CPU | returned | failed |")
+    table.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         sip = next((s for s in rows if s["kind"] == "sip" and s["calls"] == r["calls"] and s["bin"] == r["bin"]),
                    None)
         vs = f"{r['cpu_ms_per_leg_s'] / sip['cpu_ms_per_leg_s']:.2f}" if sip and sip["cpu_ms_per_leg_s"] else "-"
-        print(f"| {r['calls']} | {r['kind']} | {r['bin']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_leg_s']} | {vs} | "
-              f"{r['load_cpu_pct']} % | {r['returned_pct']} % | {r['failed']} |")
+        table.append(f"| {r['calls']} | {r['kind']} | {r['bin']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_leg_s']} | {vs} | "
+                     f"{r['load_cpu_pct']} % | {r['returned_pct']} % | {r['failed']} |")
+    b.summary(args, "IAX2 legs against SIP legs (bench/iax2.sh)", "\n".join(table))
 
 
 if __name__ == "__main__":

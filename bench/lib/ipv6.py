@@ -84,6 +84,7 @@ def main():
     ap.add_argument("--rate", type=float, default=50)
     ap.add_argument("--window", type=float, default=20)
     ap.add_argument("--results", default="ipv6.json", help="file name under bench/results")
+    b.add_record_flag(ap)
     args = ap.parse_args()
     args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
     scale.signal_setup()
@@ -98,15 +99,17 @@ def main():
     finally:
         b.kill_children()
     b.write_rows(args.results, info, rows)
-    print("| calls | family | round | server CPU | CPU-ms per call-second | IPv6/IPv4 | SIPp CPU | RTP sent | received | send errors | failed |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    table = []
+    table.append("| calls | family | round | server CPU | CPU-ms per call-second | IPv6/IPv4 | SIPp CPU | RTP sent | received | send errors | failed |")
+    table.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         v4 = next((x for x in rows if x["family"] == "ipv4" and x["calls"] == r["calls"] and x["round"] == r["round"]),
                   None)
         ratio = f"{r['cpu_ms_per_call_s'] / v4['cpu_ms_per_call_s']:.2f}" if v4 and v4["cpu_ms_per_call_s"] else "-"
-        print(f"| {r['calls']} | {r['family']} | {r['round']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | "
-              f"{ratio} | {r['sipp_cpu_pct']} % | {r['rtp_sent']} | {r['rtp_received']} | {r['send_errors']} | "
-              f"{r['failed']} |")
+        table.append(f"| {r['calls']} | {r['family']} | {r['round']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | "
+                     f"{ratio} | {r['sipp_cpu_pct']} % | {r['rtp_sent']} | {r['rtp_received']} | {r['send_errors']} | "
+                     f"{r['failed']} |")
+    b.summary(args, "IPv6 against IPv4 calls (bench/ipv6.sh)", "\n".join(table))
 
 
 if __name__ == "__main__":

@@ -171,6 +171,7 @@ def main():
     ap.add_argument("--auth", action="store_true",
                     help="challenge every initial INVITE (407) and answer it with digest credentials")
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
+    b.add_record_flag(ap)
     args = ap.parse_args()
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, b._on_signal)
@@ -193,9 +194,13 @@ def main():
                 server.wait(10)
     finally:
         b.kill_children()
-    print("\n| rate (calls/s) | server | completed / failed (all runs) | CPU-ms per proxied call (each run) "
-          "| median | strowger ÷ Kamailio per pair: median (min–max, pairs) |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    def figures(runs):
+        return [None if r["failed"] else r["cpu_ms_per_call"] for r in runs]
+
+    table = []
+    table.append("| rate (calls/s) | server | completed / failed (all runs) | CPU-ms per proxied call (each run) "
+                 "| median | strowger ÷ Kamailio per pair: median (min–max, pairs) |")
+    table.append("| --- | --- | --- | --- | --- | --- |")
     for rate in args.rates:
         med = {}
         for which in ("strowger", "kamailio"):
@@ -205,8 +210,7 @@ def main():
         ours = [r for r in results if r["rate"] == rate and r["server"] == "strowger"]
         theirs = [r for r in results if r["rate"] == rate and r["server"] == "kamailio"]
         # A pair with a failed call on either side gives no ratio; it is counted, not hidden.
-        ratios = [a["cpu_ms_per_call"] / k["cpu_ms_per_call"] for a, k in zip(ours, theirs)
-                  if a["cpu_ms_per_call"] and k["cpu_ms_per_call"] and not a["failed"] and not k["failed"]]
+        ratios = b.paired(figures(ours), figures(theirs))
         for which in ("strowger", "kamailio"):
             runs = [r for r in results if r["rate"] == rate and r["server"] == which]
             done = sum(r["completed"] for r in runs)
@@ -214,10 +218,13 @@ def main():
             each = ", ".join(f"{r['cpu_ms_per_call']}" for r in runs)
             ratio = ""
             if which == "strowger":
-                ratio = (f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}, "
-                         f"{len(ratios)} of {len(ours)} pairs)" if ratios else f"– (0 of {len(ours)} pairs)")
+                ratio = (f"{ratios['median']:.2f}× ({ratios['min']:.2f}–{ratios['max']:.2f}, "
+                         f"{len(ratios['ratios'])} of {len(ours)} pairs)" if ratios["ratios"]
+                         else f"– (0 of {len(ours)} pairs)")
             m = f"{med[which]:.3f}" if med[which] else "–"
-            print(f"| {rate} | {which} | {done} / {failed} | {each} | {m} | {ratio} |")
+            table.append(f"| {rate} | {which} | {done} / {failed} | {each} | {m} | {ratio} |")
+    b.summary(args, "proxied calls through strowger and Kamailio, taking turns" + (" (digest auth)" if args.auth else ""),
+              "\n".join(table))
     os.makedirs(b.RESULTS, exist_ok=True)
     with open(os.path.join(b.RESULTS, "proxy-auth.json" if args.auth else "proxy.json"), "w") as f:
         json.dump(results, f, indent=1)

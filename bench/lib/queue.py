@@ -84,6 +84,7 @@ def main():
     ap.add_argument("--announce", type=int, default=10, help="the queue's announce_s")
     ap.add_argument("--kinds", nargs="+", default=["queue", "moh", "playback"], choices=["queue", "moh", "playback"])
     ap.add_argument("--results", default="queue.json", help="file name under bench/results")
+    b.add_record_flag(ap)
     args = ap.parse_args()
     args.server, args.sipp_rcvbuf, args.workers = "strowger", None, 2
     scale.signal_setup()
@@ -97,17 +98,19 @@ def main():
     finally:
         b.kill_children()
     b.write_rows(args.results, info, rows)
-    print("| calls | kind | server CPU | CPU-ms per call-second | vs playback | vs moh | load generator CPU | "
-          "RTP received | failed |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    table = []
+    table.append("| calls | kind | server CPU | CPU-ms per call-second | vs playback | vs moh | load generator CPU | "
+                 "RTP received | failed |")
+    table.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
     def vs(r, kind):
         base = next((p for p in rows if p["kind"] == kind and p["calls"] == r["calls"]), None)
         return f"{r['cpu_ms_per_call_s'] / base['cpu_ms_per_call_s']:.2f}" if base and base["cpu_ms_per_call_s"] else "-"
 
     for r in rows:
-        print(f"| {r['calls']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {vs(r, 'playback')} | "
-              f"{vs(r, 'moh')} | {r['load_cpu_pct']} % | {r['rtp_received']} | {r['failed']} |")
+        table.append(f"| {r['calls']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {vs(r, 'playback')} | "
+                     f"{vs(r, 'moh')} | {r['load_cpu_pct']} % | {r['rtp_received']} | {r['failed']} |")
+    b.summary(args, "queued callers against playback and music on hold (bench/queue.sh)", "\n".join(table))
 
 
 if __name__ == "__main__":

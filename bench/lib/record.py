@@ -153,6 +153,7 @@ def main():
     ap.add_argument("--window", type=float, default=15)
     ap.add_argument("--results", default="record.json", help="file name under bench/results")
     ap.add_argument("--plot", help="only redraw the PNG of this results file")
+    b.add_record_flag(ap)
     args = ap.parse_args()
     if args.plot:
         return plot(json.load(open(args.plot))["rows"], args.plot[:-len(".json")] + ".png")
@@ -170,17 +171,19 @@ def main():
     finally:
         b.kill_children()
     path = b.write_rows(args.results, info, rows)
+    table = []
     plot(rows, path[:-len(".json")] + ".png")
-    print("| calls | build | kind | server CPU | CPU-ms per call-second | recorded / moh | disk MB/s | late frames | "
-          "RTP received | failed | recordings complete |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    table.append("| calls | build | kind | server CPU | CPU-ms per call-second | recorded / moh | disk MB/s | late frames | "
+                 "RTP received | failed | recordings complete |")
+    table.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         base = next((p for p in rows if p["kind"] == "moh" and p["calls"] == r["calls"]
                      and p["build"] == r["build"]), None)
         ratio = f"{r['cpu_ms_per_call_s'] / base['cpu_ms_per_call_s']:.2f}" if base and base["cpu_ms_per_call_s"] else "-"
         done = f"{r['recordings_checked'] - r['recordings_bad']}/{r['recordings_checked']}" if r["kind"] == "recorded" else "-"
-        print(f"| {r['calls']} | {r['build']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {ratio} | "
-              f"{r['disk_mb_s']} | {r['late_arrivals']} | {r['rtp_received']} | {r['failed']} | {done} |")
+        table.append(f"| {r['calls']} | {r['build']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {ratio} | "
+                     f"{r['disk_mb_s']} | {r['late_arrivals']} | {r['rtp_received']} | {r['failed']} | {done} |")
+    b.summary(args, "whole-call recording against music on hold (bench/record.sh)", "\n".join(table))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """bench/registrar.sh: the seed paper's registrar workloads (OpenSIPS with a local cache, Memcached or
 Redis: store on REGISTER, fetch on INVITE) run against strowger on each store backend, and Kamailio as
-registrar on the same REGISTER workload in the same run: usrloc in memory; usrloc written through to
-Redis (db_redis, db_mode 1) to compare with strowger on Redis; and, to compare with strowger on Memcached,
-Kamailio reading each user's HA1 from Memcached and writing each registration's contacts to it (the
-memcached module, as the paper's OpenSIPS used its Memcached cache).
+registrar on the same REGISTER workload in the same run: usrloc in memory beside strowger's local store;
+usrloc written through to Redis (db_redis, db_mode 1) beside strowger on Redis; and, beside strowger on
+Memcached, Kamailio reading each user's HA1 from Memcached and writing each registration's contacts to it
+(the memcached module, as the paper's OpenSIPS used its Memcached cache). Both servers run at once, each
+with a backend of its own, and take turns at every step (--rounds, default 3: Kamailio, strowger,
+Kamailio, strowger, ...), so the machine's drift weighs on both alike; each figure is a side's median
+run and the ratio is also taken round by round, its spread reported.
 
   register  strowger-load register (unique AORs, with and without digest auth) at rising rates while
             fewer than 0.1 % fail: server CPU-us per REGISTER (run time of all threads, /proc/PID/task/*/schedstat; for
@@ -221,39 +224,64 @@ def load_register(port, rate, users, first, auth, rundir):
     return cmd, json.load(open(out_path))
 
 
-def sweep(server, port, auth, rates, seconds, users_cap, fresh_aors, backend, rundir):
-    """REGISTER at each rate while clean; returns the rows."""
-    rows = []
-    first = FIRST_USER
+class Side:
+    """One server of a REGISTER sweep: how to drive it and the rows it got."""
+
+    def __init__(self, server, port, backend, cap, fresh_aors):
+        self.server, self.port, self.backend = server, port, backend
+        # A step registers at most `cap` users (the provisioned ones); `fresh_aors`: each run
+        # registers AORs no run registered before (new bindings, not refreshes).
+        self.cap, self.fresh_aors = cap, fresh_aors
+        self.rows, self.runs, self.going = [], 0, True
+
+
+def register_run(side, auth, rate, seconds, rundir):
+    """One strowger-load register run against `side` at `rate`: its row."""
+    n = int(rate * seconds)
+    if side.cap:
+        n = min(n, side.cap)
+    first = 1_000_000 * (side.runs + 2) if side.fresh_aors else FIRST_USER
+    side.runs += 1
+    server, backend = side.server, side.backend
+    c0, k0 = server.cpu(), backend.cpu() if backend else 0.0
+    cmd, r = load_register(side.port, rate, n, first, auth, rundir)
+    c1, k1 = server.cpu(), backend.cpu() if backend else 0.0
+    ok = r["registered"]
+    wall = max(r["wall_s"], 1e-3)
+    row = {
+        "rate": rate, "n": n, "registered": ok, "failed": r["failed"],
+        "failure_pct": round(r["failure_pct"], 3), "achieved_per_s": r["registers_per_s"],
+        "server_cpu_us_per_op": round((c1 - c0) / ok * 1e6, 1) if ok else None,
+        "server_cpu_pct": round((c1 - c0) / wall * 100, 1),
+        "load_cpu_pct": round(r["cpu_s"] / wall * 100, 1),
+        "backend_cpu_us_per_op": round((k1 - k0) / ok * 1e6, 1) if (backend and ok) else None,
+        "backend_cpu_pct": round((k1 - k0) / wall * 100, 1) if backend else None,
+        "latency_p50_us": r["latency_us"]["p50"], "latency_p99_us": r["latency_us"]["p99"],
+        "retransmissions": r["retransmissions"], "reasons": r["failed_reasons"],
+        "command": " ".join(["strowger-load"] + cmd[1:]),
+    }
+    row["limited_by"] = limiter(row)
+    b.log(f"{server.name} auth={auth} {rate}/s: {json.dumps(row)}")
+    return row
+
+
+def sweep(sides, auth, rates, seconds, rounds, rundir):
+    """REGISTER at rising rates, each side while it stays clean. The machine is shared and noisy,
+    so at each rate the sides take turns `rounds` times (Kamailio, strowger, Kamailio, strowger,
+    ...): a slow spell weighs on both, and the ratio is taken within each round. A side's row at
+    a rate is its median run (by CPU per REGISTER), with every run's figure in `rounds_us`."""
     for rate in rates:
-        n = int(rate * seconds)
-        if users_cap:
-            n = min(n, users_cap)
-        if fresh_aors:
-            first = 1_000_000 * (len(rows) + 2)
-        c0, k0, t0 = server.cpu(), backend.cpu() if backend else 0.0, time.time()
-        cmd, r = load_register(port, rate, n, first, auth, rundir)
-        c1, k1, t1 = server.cpu(), backend.cpu() if backend else 0.0, time.time()
-        ok = r["registered"]
-        wall = max(r["wall_s"], 1e-3)
-        row = {
-            "rate": rate, "n": n, "registered": ok, "failed": r["failed"],
-            "failure_pct": round(r["failure_pct"], 3), "achieved_per_s": r["registers_per_s"],
-            "server_cpu_us_per_op": round((c1 - c0) / ok * 1e6, 1) if ok else None,
-            "server_cpu_pct": round((c1 - c0) / wall * 100, 1),
-            "load_cpu_pct": round(r["cpu_s"] / wall * 100, 1),
-            "backend_cpu_us_per_op": round((k1 - k0) / ok * 1e6, 1) if (backend and ok) else None,
-            "backend_cpu_pct": round((k1 - k0) / wall * 100, 1) if backend else None,
-            "latency_p50_us": r["latency_us"]["p50"], "latency_p99_us": r["latency_us"]["p99"],
-            "retransmissions": r["retransmissions"], "reasons": r["failed_reasons"],
-            "command": " ".join(["strowger-load"] + cmd[1:]),
-        }
-        row["limited_by"] = limiter(row)
-        rows.append(row)
-        b.log(f"{server.name} auth={auth} {rate}/s: {json.dumps(row)}")
-        if not clean(row):
-            break
-    return rows
+        going = [s for s in sides if s.going]
+        if not going:
+            return
+        runs = {id(s): [] for s in going}
+        for _ in range(rounds):
+            for s in going:
+                runs[id(s)].append(register_run(s, auth, rate, seconds, rundir))
+        for s in going:
+            row = b.median_run(runs[id(s)], "server_cpu_us_per_op")
+            s.rows.append(row)
+            s.going = clean(row)
 
 
 def compare(args, rates, rundir):
@@ -391,25 +419,37 @@ def invite_runs(strowger, port, rates, seconds, rundir):
     return rows
 
 
+def runs(row):
+    """Every run's figure of a row that is the median of several, as " (a, b, c)"."""
+    each = row.get("rounds_us", [])
+    return f" ({', '.join(fmt(x) for x in each)})" if len(each) > 1 else ""
+
+
 def fmt(x, nd=1):
     return "-" if x is None else (f"{x:,.{nd}f}" if isinstance(x, float) else f"{x:,}")
 
 
+TITLE = "registrar: REGISTER and INVITE to registered users per store, Kamailio alongside"
+
+
 def report(res):
     """The RESULTS.md section for a run (markdown)."""
-    out = [f"## {res['date']} — registrar: REGISTER and INVITE to registered users per store, Kamailio alongside "
-           f"(strowger {res['strowger_rev']})", "",
-           f"Machine: {res['nproc']}-core {res['cpu_model']}. Command: `bench/registrar.sh` "
-           f"(`python3 bench/lib/registrar.py {' '.join(res.get('argv', []))}`).", ""]
-    out += ["### REGISTER (strowger-load register, unique AORs; server CPU = run time of all threads from /proc/PID/task/*/schedstat; "
+    return "\n".join([f"## {res['date']} — {TITLE} (strowger {res['strowger_rev']})", "",
+                      f"Machine: {res['nproc']}-core {res['cpu_model']}. Command: `bench/registrar.sh` "
+                      f"(`python3 bench/lib/registrar.py {' '.join(res.get('argv', []))}`).", "", tables(res)])
+
+
+def tables(res):
+    """A run's tables (markdown)."""
+    out = ["### REGISTER (strowger-load register, unique AORs; server CPU = run time of all threads from /proc/PID/task/*/schedstat; "
             "Kamailio summed over its processes)", "",
-            "| server | store | auth | rate offered | registered | failed % | server CPU-µs per REGISTER | server % | "
+            "| server | store | auth | rate offered | registered | failed % | server CPU-µs per REGISTER, median (each round) | server % | "
             "load gen % | backend CPU-µs per REGISTER | latency p50 / p99 µs | busiest |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for e in res["register"]:
         for r in e["rows"]:
             out.append(f"| {e['server']} | {e['backend']} | {'digest' if e['auth'] else 'none'} | {fmt(r['rate'])} | "
-                       f"{fmt(r['registered'])} | {r['failure_pct']} | **{fmt(r['server_cpu_us_per_op'])}** | "
+                       f"{fmt(r['registered'])} | {r['failure_pct']} | **{fmt(r['server_cpu_us_per_op'])}**{runs(r)} | "
                        f"{fmt(r['server_cpu_pct'])} | {fmt(r['load_cpu_pct'])} | {fmt(r['backend_cpu_us_per_op'])} | "
                        f"{fmt(r['latency_p50_us'])} / {fmt(r['latency_p99_us'])} | {r['limited_by']} |")
     out += ["", "| server | store | auth | highest clean rate (< 0.1 % failed, rate kept, p99 < 500 ms) | memory |",
@@ -430,13 +470,19 @@ def report(res):
         for r in e["rows"]:
             kr = next((x for x in k["rows"] if x["rate"] == r["rate"]), None)
             if kr and r["server_cpu_us_per_op"] and kr["server_cpu_us_per_op"]:
+                # Runs before the sides took turns have one figure each, and no rounds.
+                rounds = b.paired(r.get("rounds_us", []), kr.get("rounds_us", []))
+                spread = (f"{rounds['median']:.2f}× ({rounds['min']:.2f}–{rounds['max']:.2f}, "
+                          f"{len(rounds['ratios'])} rounds)" if rounds["ratios"] else "-")
                 ratios.append(f"| {e['backend']} | {'digest' if e['auth'] else 'none'} | {fmt(r['rate'])} | "
                               f"{fmt(r['server_cpu_us_per_op'])} | {k['backend']} | {fmt(kr['server_cpu_us_per_op'])} | "
-                              f"**{r['server_cpu_us_per_op'] / kr['server_cpu_us_per_op']:.2f}×** |")
+                              f"**{r['server_cpu_us_per_op'] / kr['server_cpu_us_per_op']:.2f}×** | {spread} |")
     if ratios:
-        out += ["", "Ratio of CPU per REGISTER, strowger ÷ Kamailio at the same offered rate (target ≤ 0.5×):", "",
-                "| strowger store | auth | rate | strowger µs | Kamailio store | Kamailio µs | ratio |",
-                "| --- | --- | --- | --- | --- | --- | --- |"] + ratios
+        out += ["", "Ratio of CPU per REGISTER, strowger ÷ Kamailio at the same offered rate (target ≤ 0.5×); "
+                "µs are each side's median run, the two taking turns each round; the last column is the ratio "
+                "within each round: median (min–max):", "",
+                "| strowger store | auth | rate | strowger µs | Kamailio store | Kamailio µs | ratio | per round |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"] + ratios
     if res["invite"]:
         out += ["", "### INVITE to a registered user (strowger-load call --hold 0 --rtp none; a SIPp UAS answers; "
                 "set-up = INVITE→200 on strowger-load's clock)", "",
@@ -447,6 +493,55 @@ def report(res):
                 out.append(f"| {e['backend']} | {fmt(r['rate'])} | {fmt(r['completed'])} | {fmt(r['failed'])} | "
                            f"{fmt(r['setup_p50_us'])} / {fmt(r['setup_p99_us'])} | {fmt(r['server_cpu_us_per_call'])} |")
     return "\n".join(out) + "\n"
+
+
+def register_store(kind, args, rates, invite_rates, rundir, res):
+    """Kamailio and strowger on store `kind` (each with a backend of its own), open and with
+    digest: one interleaved sweep per auth setting (`sweep`); then INVITEs to users registered
+    with the open strowger. Appends to res["register"] and res["invite"]."""
+    def backend():
+        return (None, None) if kind == "local" else start_backend(kind, rundir)
+    kamailio = not args.no_kamailio
+    kam_backend, kam_url = backend() if kamailio else (None, None)
+    own_backend, store = backend()
+    if kind == "local":
+        store = f"local:{os.path.join(rundir, 'store-' + str(time.time_ns()), 'store.snap')}"
+    for auth in (False, True):
+        sides = []
+        if kamailio:
+            if kind == "memcached" and auth:
+                provision_ha1(kam_url, args.auth_users)
+            k, port = start_kamailio(auth, rundir, kam_url if kind == "redis" else None,
+                                     kam_url if kind == "memcached" else None)
+            # Reading HA1s from Memcached limits Kamailio to the provisioned users, as strowger.
+            capped = kind == "memcached" and auth
+            sides.append(Side(k, port, kam_backend, args.auth_users if capped else None, not capped))
+        # The open registrar also serves the INVITE runs: its called users must exist.
+        users = args.auth_users if auth else INVITE_USERS
+        s, port = start_strowger(f"strowger-{kind}-{'auth' if auth else 'open'}", store, auth, users, rundir)
+        rss0 = b.proc_status(s.p.pid, "VmRSS")
+        ours = Side(s, port, own_backend, args.auth_users if auth else None, not auth)
+        sweep(sides + [ours], auth, rates, args.seconds, args.repeat, rundir)
+        for side in sides:
+            entry = {"server": "kamailio", "backend": KAMAILIO_BACKENDS[kind], "auth": auth, "rows": side.rows,
+                     "clean_rate": clean_rate(side.rows), "pss_mib": pss_mib(side.server.pids())}
+            if kam_backend:
+                entry["backend_rss_mib"] = round(b.proc_status(kam_backend.p.pid, "VmRSS") / 1024, 1)
+            res["register"].append(entry)
+            side.server.stop()
+        entry = {"server": "strowger", "backend": kind, "auth": auth, "rows": ours.rows,
+                 "clean_rate": clean_rate(ours.rows), "rss_mib_start": round(rss0 / 1024, 1),
+                 "rss_mib_end": round(b.proc_status(s.p.pid, "VmRSS") / 1024, 1)}
+        if own_backend:
+            entry["backend_rss_mib"] = round(b.proc_status(own_backend.p.pid, "VmRSS") / 1024, 1)
+        res["register"].append(entry)
+        if not auth and invite_rates:
+            res["invite"].append({"backend": kind, "rows": invite_runs(
+                s, port, invite_rates, args.invite_seconds, rundir)})
+        s.stop()
+    for k in (kam_backend, own_backend):
+        if k:
+            k.stop()
 
 
 def main():
@@ -463,7 +558,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "registrar.json"))
     ap.add_argument("--report", metavar="JSON", help="only print the markdown section for an earlier run")
     ap.add_argument("--compare", metavar="BIN", help="A/B: this build against BIN, alternated (see compare())")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds of the --compare A/B")
+    ap.add_argument("--rounds", "--repeat", dest="repeat", type=int, default=3,
+                    help="rounds per REGISTER step, Kamailio and strowger taking turns (or of the --compare A/B)")
+    b.add_record_flag(ap)
     args = ap.parse_args()
     if args.report:
         res = json.load(open(args.report))
@@ -492,54 +589,11 @@ def main():
             b.kill_children()
         with open(out, "w") as f:
             json.dump(res, f, indent=1)
-        print(compare_report(res))
+        b.summary(args, "registrar A/B: CPU per REGISTER of this build against another", compare_report(res))
         return
     try:
-        if not args.no_kamailio:
-            # usrloc in memory, and beside strowger on Redis / Memcached the same store.
-            kinds = ["local"] + [k for k in ("redis", "memcached") if k in args.backends.split(",")]
-            for kind in kinds:
-                backend, url = start_backend(kind, rundir) if kind != "local" else (None, None)
-                for auth in (False, True):
-                    if kind == "memcached" and auth:
-                        provision_ha1(url, args.auth_users)
-                    k, port = start_kamailio(auth, rundir, url if kind == "redis" else None,
-                                             url if kind == "memcached" else None)
-                    # Reading HA1s from Memcached limits Kamailio to the provisioned users, as strowger.
-                    capped = kind == "memcached" and auth
-                    rows = sweep(k, port, auth, rates, args.seconds, args.auth_users if capped else None,
-                                 not capped, backend, rundir)
-                    entry = {"server": "kamailio", "backend": KAMAILIO_BACKENDS[kind], "auth": auth, "rows": rows,
-                             "clean_rate": clean_rate(rows), "pss_mib": pss_mib(k.pids())}
-                    if backend:
-                        entry["backend_rss_mib"] = round(b.proc_status(backend.p.pid, "VmRSS") / 1024, 1)
-                    res["register"].append(entry)
-                    k.stop()
-                if backend:
-                    backend.stop()
         for kind in args.backends.split(","):
-            backend, store = (None, f"local:{os.path.join(rundir, 'store-' + str(time.time_ns()), 'store.snap')}") \
-                if kind == "local" else start_backend(kind, rundir)
-            for auth in (False, True):
-                # The open registrar also serves the INVITE runs: its called users must exist.
-                users = args.auth_users if auth else INVITE_USERS
-                label = f"strowger-{kind}-{'auth' if auth else 'open'}"
-                s, port = start_strowger(label, store, auth, users, rundir)
-                rss0 = b.proc_status(s.p.pid, "VmRSS")
-                cap = args.auth_users if auth else None
-                rows = sweep(s, port, auth, rates, args.seconds, cap, not auth, backend, rundir)
-                entry = {"server": "strowger", "backend": kind, "auth": auth, "rows": rows,
-                         "clean_rate": clean_rate(rows), "rss_mib_start": round(rss0 / 1024, 1),
-                         "rss_mib_end": round(b.proc_status(s.p.pid, "VmRSS") / 1024, 1)}
-                if backend:
-                    entry["backend_rss_mib"] = round(b.proc_status(backend.p.pid, "VmRSS") / 1024, 1)
-                res["register"].append(entry)
-                if not auth and invite_rates:
-                    res["invite"].append({"backend": kind, "rows": invite_runs(
-                        s, port, invite_rates, args.invite_seconds, rundir)})
-                s.stop()
-            if backend:
-                backend.stop()
+            register_store(kind, args, rates, invite_rates, rundir, res)
     finally:
         b.kill_children()
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
@@ -548,6 +602,7 @@ def main():
         with open(args.out.removesuffix(".json") + ".md", "w") as f:
             f.write(report(res))
         b.log(f"results in {args.out} and .md; logs in {rundir}")
+    b.summary(args, TITLE, tables(res))
 
 
 if __name__ == "__main__":

@@ -792,7 +792,7 @@ def table(title, header, rows):
             *("| " + " | ".join(str(c) for c in r) + " |" for r in rows), ""]
 
 
-def report(_args, _rundir):
+def report(args, _rundir):
     res = json.load(open(RESULTS))
     lines = []
     for sec, how in (("capacity", "a port pair per call"),
@@ -848,6 +848,7 @@ def report(_args, _rundir):
         f.write("\n".join(lines))
     b.log(f"wrote {os.path.relpath(md, b.ROOT)}")
     plot(res)
+    b.summary(args, "scale: the tables of bench/results/scale.json", "\n".join(lines))
 
 
 def plot(res):
@@ -943,6 +944,7 @@ def main():
                     help="capacity: rtp.shared_ports on the server, --address-per-call on the generator")
     ap.add_argument("--realtime", type=int, default=0,
                     help="general.realtime_priority of the server's workers (SCHED_FIFO; 0: the normal scheduler)")
+    b.add_record_flag(ap)
     args = ap.parse_args()
     args.server = "strowger"
     args.sipp_rcvbuf = None

@@ -172,20 +172,22 @@ impl Host {
     }
 
     /// Hands a whole-call recording (relative to the data directory) to worker `worker`'s writer
-    /// thread.
+    /// thread, which counts the incomplete ones in `incomplete`.
     pub fn record_call(
         &mut self,
         worker: usize,
+        incomplete: &Arc<std::sync::atomic::AtomicU64>,
         name: &str,
         format: media::FileFormat,
         recording: media::CallRecording,
     ) {
         let path = self.resolve(name);
         if self.recordings.is_none() {
-            match crate::recordings::Recordings::spawn(worker) {
+            match crate::recordings::Recordings::spawn(worker, incomplete.clone()) {
                 Ok(r) => self.recordings = Some(r),
                 Err(e) => {
                     recording.status.mark_incomplete();
+                    incomplete.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     return tracing::error!(
                         "recording {}: cannot start the recordings thread: {e}",
                         path.display()

@@ -72,6 +72,7 @@ impl Board {
             workers: workers.collect(),
             unparseable: counters.dropped_unparseable.load(Relaxed),
             refused: counters.dropped_guard.load(Relaxed),
+            recordings_incomplete: counters.recordings_incomplete.load(Relaxed),
             bindings,
             store: vec![(self.store.backend, load(&self.store.table))],
         }

@@ -2,13 +2,18 @@
 //! that drains each recording's blocks into its file, so a slow or full disk never holds up
 //! the worker's media. The media path only fills the recording's bounded channel; a file that
 //! cannot be written is logged and marked incomplete (the CDR says so), and its audio is
-//! drained and dropped until the call ends. The thread runs at a lower priority than the
-//! workers (nice 10), so its disk writes never compete with media for a core.
+//! drained and dropped until the call ends. The thread runs at its worker's priority (it
+//! inherits the worker's nice value and scheduling policy): at a lower one a busy host starved
+//! it, the recordings' channels filled and most files came out incomplete. It mostly sleeps in
+//! write(2), so it takes little of the core it shares. Every recording that ends incomplete is
+//! logged by its file name and counted (`strowger_recordings_incomplete_total`).
 
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -21,9 +26,6 @@ const POLL: Duration = Duration::from_millis(100);
 /// 16 KB), which so goes to the file in one write(2) as soon as it comes — a full disk shows in
 /// the CDR of the call that filled it.
 const FILE_BUFFER: usize = 4096;
-/// The thread's nice value: below the workers, which run at 0.
-const NICE: libc::c_int = 10;
-
 /// How long a stopping worker waits for its writer to complete the files of the calls it
 /// ended, so the last recordings are whole; a stuck disk cannot hold the exit up for longer.
 pub const CLOSE_WITHIN: Duration = Duration::from_secs(5);
@@ -32,6 +34,7 @@ pub const CLOSE_WITHIN: Duration = Duration::from_secs(5);
 pub struct Recordings {
     jobs: Sender<Job>,
     thread: JoinHandle<()>,
+    incomplete: Arc<AtomicU64>,
 }
 
 struct Job {
@@ -41,24 +44,26 @@ struct Job {
 }
 
 impl Recordings {
-    pub fn spawn(worker: usize) -> std::io::Result<Recordings> {
+    /// Started from the worker's thread, so it takes the worker's priority. `incomplete`
+    /// counts the recordings that end incomplete (the process's counter).
+    pub fn spawn(worker: usize, incomplete: Arc<AtomicU64>) -> std::io::Result<Recordings> {
         let (jobs, rx) = mpsc::channel();
+        let counter = incomplete.clone();
         let thread = thread::Builder::new()
             .name(format!("recordings-{worker}"))
-            .spawn(move || {
-                // SAFETY: a plain syscall. Linux keeps nice per thread, and `who` 0 is the
-                // calling one; a failure leaves it at the workers' priority, only less polite.
-                unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICE) };
-                run(rx)
-            })?;
-        Ok(Recordings { jobs, thread })
+            .spawn(move || run(rx, &counter))?;
+        Ok(Recordings {
+            jobs,
+            thread,
+            incomplete,
+        })
     }
 
     /// At shutdown, once the worker's calls have ended (their taps handed over their last
     /// audio): takes no more recordings and waits up to `limit` for the thread to complete
     /// every file. False if it had not by then.
     pub fn close(self, limit: Duration) -> bool {
-        let Recordings { jobs, thread } = self;
+        let Recordings { jobs, thread, .. } = self;
         drop(jobs);
         let end = Instant::now() + limit;
         while !thread.is_finished() {
@@ -83,11 +88,12 @@ impl Recordings {
                 &job.recording,
                 "the recordings thread has stopped",
             );
+            ended(&job.path, &job.recording, &self.incomplete);
         }
     }
 }
 
-fn run(jobs: Receiver<Job>) {
+fn run(jobs: Receiver<Job>, incomplete: &AtomicU64) {
     let mut open: Vec<Open> = Vec::new();
     let mut accepting = true;
     loop {
@@ -110,7 +116,7 @@ fn run(jobs: Receiver<Job>) {
         } else {
             thread::sleep(POLL);
         }
-        open.retain_mut(Open::drain);
+        open.retain_mut(|o| o.drain(incomplete));
     }
 }
 
@@ -154,7 +160,7 @@ impl Open {
     }
 
     /// Writes what has come; false once the recording ended (and its file is complete).
-    fn drain(&mut self) -> bool {
+    fn drain(&mut self, incomplete: &AtomicU64) -> bool {
         loop {
             match self.recording.blocks.try_recv() {
                 Ok(block) => {
@@ -171,6 +177,7 @@ impl Open {
                     if let Some(Err(e)) = self.file.take().map(CallFile::finish) {
                         failed(&self.path, &self.recording, &e.to_string());
                     }
+                    ended(&self.path, &self.recording, incomplete);
                     return false;
                 }
             }
@@ -183,6 +190,21 @@ fn failed(path: &std::path::Path, recording: &CallRecording, why: &str) {
     tracing::error!(
         "recording {}: {why} — check the free space and permissions of general.data_dir; \
          the CDR marks the recording incomplete",
+        path.display()
+    );
+}
+
+/// The writer is done with a recording (its tap is gone, or the thread could not take it): one
+/// that is incomplete — audio the tap dropped because this thread fell behind, a write that
+/// failed — is counted and named in the log.
+fn ended(path: &std::path::Path, recording: &CallRecording, incomplete: &AtomicU64) {
+    if recording.status.complete() {
+        return;
+    }
+    incomplete.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(
+        "recording {} is incomplete: audio was dropped or could not be written — a disk too \
+         slow or too full under general.data_dir, or a host too busy for the recordings thread",
         path.display()
     );
 }
@@ -204,7 +226,8 @@ mod tests {
             mix: Mix::Stereo,
             status: Default::default(),
         };
-        let r = Recordings::spawn(0).unwrap();
+        let incomplete = Arc::new(AtomicU64::new(0));
+        let r = Recordings::spawn(0, incomplete.clone()).unwrap();
         r.start(path.clone(), FileFormat::Wav, recording);
         // 2 s of stereo in 100 ms blocks, then the call ends (its tap is gone).
         for _ in 0..20 {
@@ -212,11 +235,34 @@ mod tests {
         }
         drop(tx);
         assert!(r.close(CLOSE_WITHIN));
+        assert_eq!(incomplete.load(Ordering::Relaxed), 0);
         let wav = std::fs::read(&path).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         let word = |at: usize| u32::from_le_bytes(wav[at..at + 4].try_into().unwrap());
         // RIFF size, the data chunk's size (2 s × 8,000 × 2 channels × 2 bytes), the samples.
         assert_eq!(wav.len(), 44 + 64_000);
         assert_eq!((word(4), word(40)), (36 + 64_000, 64_000));
+    }
+
+    /// A recording whose tap dropped a block (the writer fell behind) is counted once it ends.
+    #[test]
+    fn a_recording_that_lost_audio_is_counted_when_it_ends() {
+        let dir = std::env::temp_dir().join(format!("strowger-lost-{}", std::process::id()));
+        let (tx, blocks) = mpsc::sync_channel(32);
+        let recording = CallRecording {
+            blocks,
+            mix: Mix::Mono,
+            status: Default::default(),
+        };
+        let status = recording.status.clone();
+        let incomplete = Arc::new(AtomicU64::new(0));
+        let r = Recordings::spawn(0, incomplete.clone()).unwrap();
+        r.start(dir.join("a.wav"), FileFormat::Wav, recording);
+        tx.send(vec![7i16; 800]).unwrap();
+        status.mark_incomplete();
+        drop(tx);
+        assert!(r.close(CLOSE_WITHIN));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(incomplete.load(Ordering::Relaxed), 1);
     }
 }

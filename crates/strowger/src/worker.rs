@@ -136,6 +136,8 @@ pub struct Counters {
     pub tcp_refused: AtomicU64,
     /// TLS connections closed because their handshake stopped half way (`sip.tls_handshake_s`).
     pub tls_handshakes_cut: AtomicU64,
+    /// Whole-call recordings that ended incomplete (audio dropped or not written).
+    pub recordings_incomplete: Arc<AtomicU64>,
 }
 
 /// The workers' inboxes. A wake-up is a write to the target's eventfd and often a context
@@ -767,7 +769,13 @@ impl Worker {
                 name,
                 format,
                 recording,
-            } => self.host.record_call(self.id, &name, format, recording),
+            } => self.host.record_call(
+                self.id,
+                &self.counters.recordings_incomplete,
+                &name,
+                format,
+                recording,
+            ),
             Event::IaxPeer { name, at } => {
                 for w in (0..self.workers).filter(|&w| w != self.id) {
                     let name = name.clone();

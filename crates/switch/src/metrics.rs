@@ -349,6 +349,8 @@ pub struct Scrape {
     pub refused: u64,
     /// Bindings in the location store, where the backend can count them (the local store).
     pub bindings: Option<u64>,
+    /// Whole-call recordings that ended incomplete (counted by the recordings' writers).
+    pub recordings_incomplete: u64,
     /// [`STORE_LATENCY`] tables, by backend name.
     pub store: Vec<(&'static str, Vec<u64>)>,
 }
@@ -511,6 +513,9 @@ impl Collector for Scrape {
         counters(e, "sip_dropped", help, dropped)?;
         let help = "REGISTER requests accepted.";
         counter(e, "registrations", help, t[REGISTRATIONS])?;
+        let help = "Whole-call recordings that ended incomplete: audio dropped because the \
+                    writer fell behind, or a write that failed (the log names each file).";
+        counter(e, "recordings_incomplete", help, self.recordings_incomplete)?;
         if let Some(b) = self.bindings {
             gauge(
                 e,

@@ -3,11 +3,14 @@
 //! in stereo (the caller left, the callee right), mixed mono, and stereo Opus (decoded with
 //! opusdec); a SIPp caller and a SIPp callee, each playing its own speech from a pcap, are
 //! recorded in stereo; a call recorded onto a full disk (a 64 KiB tmpfs in a private mount
-//! namespace) completes normally while its CDR says the recording is incomplete; and a call
-//! under way when strowger is stopped (SIGTERM) leaves a whole file.
+//! namespace) completes normally while its CDR says the recording is incomplete, the log names
+//! the file and /metrics counts it; a few SIPp calls recorded at once each leave a file as long
+//! as their CDR's billable time; and a call under way when strowger is stopped (SIGTERM) leaves
+//! a whole file.
 
 use crate::common;
 
+use common::api::Api;
 use common::audio::{best_correlation, dominant_freq, read_wav, tone, tone_purity, ulaw_encode};
 use common::pcap::Stream;
 use common::sip::{sdp, sdp_audio, Rtp, Uac, Uas, DTMF, PCMU};
@@ -262,6 +265,12 @@ fn full_disk_inner() {
         log.contains("recording") && log.contains("No space left on device"),
         "the full disk is logged:\n{log}"
     );
+    let named = format!(
+        "recording {} is incomplete",
+        calls.join("stereo.wav").display()
+    );
+    assert!(log.contains(&named), "{named} in the log:\n{log}");
+    assert_eq!(incomplete_total(&s), 1.0);
     let _ = std::process::Command::new("umount").arg(&calls).status();
 }
 
@@ -286,6 +295,80 @@ fn the_demo_extension_records_an_echo_call_in_stereo() {
     let (left, right) = split(&wav.samples);
     assert_eq!(dominant_freq(&left), CALLER_HZ, "the caller, left");
     assert_eq!(dominant_freq(&right), CALLER_HZ, "its echo, right");
+}
+
+/// `strowger_recordings_incomplete_total` on /metrics.
+fn incomplete_total(s: &Strowger) -> f64 {
+    let metrics = Api::of(s).text("/metrics");
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("strowger_recordings_incomplete_total "))
+        .unwrap_or_else(|| panic!("strowger_recordings_incomplete_total in:\n{metrics}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// Four SIPp callers at once call 9195 (answer, record in stereo under the Call-ID, echo),
+/// each playing 2 s of speech: every call leaves a whole WAV as long as its CDR's billable time
+/// (±100 ms), and /metrics counts no incomplete recording.
+#[test]
+fn recordings_of_calls_at_once_are_as_long_as_their_billable_time() {
+    const CALLS: usize = 4;
+    let demo = read_wav(&common::repo_root().join("assets/demo.wav")).samples;
+    let mut media = Stream::default();
+    media.audio(&demo[..8000 * 2]);
+    let uas = Uas::bind();
+    let (s, _config) = start("record-at-once", uas.addr());
+    let hold = media.duration() + Duration::from_millis(500);
+    Sipp::media_caller("9195", &media, true, hold)
+        .calls(CALLS as u32, CALLS as u32, CALLS as u32)
+        .run(s.sip, s.dir.path())
+        .assert_ok(CALLS as u64);
+    let cdrs = s.wait_cdrs(CALLS);
+    std::thread::sleep(Duration::from_millis(300));
+    for cdr in &cdrs {
+        let file = format!("calls/{}.wav", cdr.str("call_id"));
+        assert_recorded(cdr, &file, true);
+        let wav = read_wav(&s.data_dir().join(&file));
+        assert_eq!((wav.rate, wav.channels), (8000, 2), "{file}");
+        let (file_secs, billable) = (wav.samples.len() as f64 / 16_000.0, cdr.num("billable_s"));
+        println!("{file}: {file_secs:.3} s, billable {billable:.3} s");
+        assert!(
+            (file_secs - billable).abs() <= 0.1,
+            "{file}: {file_secs} s of a call billed {billable} s"
+        );
+    }
+    assert_eq!(incomplete_total(&s), 0.0);
+    // The writers run at their workers' priority, not below it (where a busy host starved them).
+    let nice = niceness(s.pid().expect("strowger runs"));
+    let of = |prefix: &str| -> Vec<i64> {
+        let n = nice.iter().filter(|(name, _)| name.starts_with(prefix));
+        n.map(|&(_, v)| v).collect()
+    };
+    let (writers, workers) = (of("recordings-"), of("worker-"));
+    assert!(!writers.is_empty(), "a recordings thread in {nice:?}");
+    assert!(
+        writers.iter().all(|w| workers.contains(w)),
+        "writers' nice {writers:?}, workers' {workers:?}"
+    );
+}
+
+/// Each thread of process `pid`: its name and nice value (/proc/PID/task/TID/stat).
+fn niceness(pid: u32) -> Vec<(String, i64)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        .map(|stat| {
+            let (open, close) = (stat.find('(').unwrap(), stat.rfind(')').unwrap());
+            // After the name: state is field 3, nice field 19.
+            let nice = stat[close + 2..]
+                .split(' ')
+                .nth(16)
+                .unwrap()
+                .parse()
+                .unwrap();
+            (stat[open + 1..close].to_string(), nice)
+        })
+        .collect()
 }
 
 /// SIPp calls 3101 (stereo WAV) and a SIPp callee answers, each playing 3 s of its own speech
