@@ -607,6 +607,7 @@ impl Engine {
         if c.caller().iax().is_some() {
             self.call_notice(call, crate::control::CALL, |call_id| Notice::Ringing {
                 call_id,
+                contact: None,
             });
             return self.iax_ringing(call, with_sdp, now);
         }
@@ -615,6 +616,7 @@ impl Engine {
         }
         self.call_notice(call, crate::control::CALL, |call_id| Notice::Ringing {
             call_id,
+            contact: None,
         });
         let body = if with_sdp {
             if !self.ensure_media(call, Call::CALLER, now) {
@@ -725,6 +727,7 @@ impl Engine {
         self.txs.respond(stx, 200, bytes, now);
         self.call_notice(call, crate::control::CALL, |call_id| Notice::Answered {
             call_id,
+            contact: None,
         });
         if let Some(d) = deadline {
             self.calls.arm(call, d);
