@@ -535,6 +535,17 @@ fn two_phones() -> (Net, Id, Id, Id) {
     (n, sw, desk, soft)
 }
 
+/// Once the timers of the ended call ran out, the switch holds no leg, map entry or timer: no
+/// fork's Call-ID, INVITE or media leg was left behind.
+fn left_empty(n: &mut Net, sw: Id) {
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    n.run_for(secs(40));
+    assert_eq!(
+        n.sw(sw).node().table_counts(),
+        switch::TableCounts::default()
+    );
+}
+
 fn invited_with(n: &mut Net, phone: Id, call_id: &str) -> bool {
     n.agent(phone)
         .calls
@@ -597,6 +608,7 @@ fn every_phone_of_a_user_rings_and_the_first_to_answer_gets_the_call() {
     assert_eq!(told.last().map(String::as_str), Some("ended o11@api 16"));
     assert_eq!(n.sw(sw).active_calls(), 0);
     assert_eq!(one_cdr(&mut n, sw, "the API's call")["call_id"], "o11@api");
+    left_empty(&mut n, sw);
 }
 
 #[test]
@@ -625,6 +637,7 @@ fn a_busy_phone_drops_out_and_the_other_still_answers() {
         (cdr["call_id"].as_str(), cdr["cause"].as_u64()),
         (Some("o12@api"), Some(16))
     );
+    left_empty(&mut n, sw);
 }
 
 #[test]
@@ -647,6 +660,7 @@ fn when_every_phone_is_busy_the_call_fails_busy() {
     for phone in [desk, soft] {
         assert!(n.agent(phone).requests_of(&Method::Cancel).is_empty());
     }
+    left_empty(&mut n, sw);
 }
 
 #[test]
@@ -683,6 +697,7 @@ fn a_second_answer_crossing_the_cancel_is_acked_and_hung_up() {
     assert_eq!(n.sw(sw).active_calls(), 0);
     assert_eq!(one_cdr(&mut n, sw, "the API's call")["call_id"], "o14@api");
     assert!(n.trace.iter().all(|t| t.what() != "481"));
+    left_empty(&mut n, sw);
 }
 
 #[test]
@@ -715,4 +730,5 @@ fn phones_that_do_not_answer_are_all_cancelled_at_the_timeout() {
         cdr["duration_s"].as_f64() >= Some(5.0),
         "rung until the timeout: {cdr}"
     );
+    left_empty(&mut n, sw);
 }
