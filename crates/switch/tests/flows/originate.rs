@@ -524,7 +524,11 @@ const SOFTPHONE: &str = "127.0.0.1:5071";
 /// User 1001 with two phones: the desk phone (`PHONE`), and a softphone registered after it
 /// (the most recently refreshed, so its leg is the caller's until another answers).
 fn two_phones() -> (Net, Id, Id, Id) {
-    let (mut n, sw, desk) = setup();
+    let (n, sw, desk) = setup();
+    register_softphone(n, sw, desk)
+}
+
+fn register_softphone(mut n: Net, sw: Id, desk: Id) -> (Net, Id, Id, Id) {
     let soft = n.ua(SOFTPHONE, "1001");
     n.register(desk, SW, "strowger", 600);
     assert!(n.run_until(secs(2), registered([desk])));
@@ -731,4 +735,46 @@ fn phones_that_do_not_answer_are_all_cancelled_at_the_timeout() {
         "rung until the timeout: {cdr}"
     );
     left_empty(&mut n, sw);
+}
+
+/// On a two-worker switch the API sends the call to the worker its id hashes to; every fork
+/// carries that id as its Call-ID, so both phones' answers come back to that worker.
+#[test]
+fn the_forks_of_a_placed_call_on_two_workers_come_back_to_its_worker() {
+    let mut n = Net::new(46);
+    let toml = "[registrar]\nauthenticate = false\n[vars]\nself = \"127.0.0.1:5060\"\n";
+    let sw = n.switch(&config(toml), &[SW], 2);
+    let c = switch::registrar::credentials("1001", "strowger", "pw");
+    n.sw(sw).shared.store.put_user(&c).unwrap();
+    let desk = n.ua(PHONE, "1001");
+    let (mut n, sw, desk, soft) = register_softphone(n, sw, desk);
+    n.agent(desk).policy.after = secs(1);
+    n.agent(soft).policy.after = secs(3600);
+    // `node()` is worker 0: an id it owns, as the API would choose.
+    let id = (0..)
+        .map(|k| format!("o2w{k}@api"))
+        .find(|id| switch::owner(id, 2) == 0)
+        .unwrap();
+    originate(&mut n, sw, &id, "1001", "44444").expect("placed");
+    assert!(n.run_until(secs(5), |n| n
+        .agent(desk)
+        .calls
+        .first()
+        .is_some_and(|c| c.state == State::Confirmed)));
+    assert!(n.run_until(secs(1), |n| n.agent(soft).last().state == State::Ended));
+    n.run_for(secs(1));
+    assert!(
+        n.agent(desk).rtp.len() >= 40,
+        "the playback reaches the desk phone"
+    );
+    n.bye(desk, 0);
+    assert!(n.run_until(secs(2), bye_answered(desk, 0)));
+    assert_eq!(
+        one_cdr(&mut n, sw, "the API's call")["call_id"],
+        id.as_str()
+    );
+    assert!(n.trace.iter().all(|t| t.what() != "481"));
+    left_empty(&mut n, sw);
+    let other = n.sw(sw).workers[1].table_counts();
+    assert_eq!(other, switch::TableCounts::default());
 }
