@@ -571,7 +571,13 @@ fn every_phone_of_a_user_rings_and_the_first_to_answer_gets_the_call() {
     // Both rang, with the API's id as Call-ID; the softphone was cancelled.
     assert!(invited_with(&mut n, desk, "o11@api") && invited_with(&mut n, soft, "o11@api"));
     assert!(n.run_until(secs(1), |n| n.agent(soft).last().state == State::Ended));
-    assert_eq!(n.agent(soft).requests_of(&Method::Cancel).len(), 1);
+    let cancels = n.agent(soft).requests_of(&Method::Cancel);
+    assert_eq!(cancels.len(), 1);
+    assert_eq!(
+        cancels[0].header(sip::header::HeaderName::Reason),
+        Some("SIP;cause=200;text=\"Call completed elsewhere\""),
+        "the softphone logs no missed call"
+    );
     assert_eq!(n.agent(desk).requests_of(&Method::Cancel).len(), 0);
     n.run_for(secs(1));
     assert!(
@@ -722,7 +728,13 @@ fn phones_that_do_not_answer_are_all_cancelled_at_the_timeout() {
     assert!(n.run_until(secs(10), |n| n.sw(sw).active_calls() == 0));
     n.run_for(secs(1));
     for phone in [desk, soft] {
-        assert_eq!(n.agent(phone).requests_of(&Method::Cancel).len(), 1);
+        let cancels = n.agent(phone).requests_of(&Method::Cancel);
+        assert_eq!(cancels.len(), 1);
+        assert_eq!(
+            cancels[0].header(sip::header::HeaderName::Reason),
+            None,
+            "nobody answered: a missed call"
+        );
         assert_eq!(n.agent(phone).last().state, State::Ended);
     }
     let cdr = one_cdr(&mut n, sw, "the unanswered call");
