@@ -223,8 +223,11 @@ impl Engine {
                 for b in bindings {
                     let (route_set, peer) = self.route_to(&b);
                     let at = match forks.is_empty() {
-                        true => Call::CALLER,
+                        true => Some(Call::CALLER),
                         false => self.origin_fork(call),
+                    };
+                    let Some(at) = at else {
+                        return;
                     };
                     let Some(leg) = self.calls[call].leg_mut(at) else {
                         return;
@@ -255,12 +258,12 @@ impl Engine {
     /// A second leg to FROM, ringing beside the caller's. It shares the caller's Call-ID and
     /// From tag, as a forking proxy's branches do (RFC 3261 §16.6): whichever contact answers,
     /// the call keeps the id the API gave it. Not indexed by that Call-ID (the caller is).
-    fn origin_fork(&mut self, call: usize) -> LegIdx {
+    fn origin_fork(&mut self, call: usize) -> Option<LegIdx> {
         let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
         let c = &mut self.calls[call];
-        let d = c.caller().dialog().cloned();
-        let leg = Leg::new(Signal::Sip(d.expect("FROM is a SIP leg")), sdp, None, None);
-        c.add_leg(leg, Role::Ringing)
+        let d = c.caller().dialog()?.clone();
+        let leg = Leg::new(Signal::Sip(d), sdp, None, None);
+        Some(c.add_leg(leg, Role::Ringing))
     }
 
     /// Sends the INVITE to FROM's leg `at` with strowger's offer, From the caller ID.
