@@ -563,13 +563,27 @@ fn every_phone_of_a_user_rings_and_the_first_to_answer_gets_the_call() {
     n.agent(desk).policy.after = secs(1);
     n.agent(soft).policy.after = secs(3600);
     originate(&mut n, sw, "o11@api", "1001", "44444").expect("placed");
+    // Both rang, with the API's id as Call-ID, listed as one call with a leg to each.
+    assert!(n.run_until(ms(500), |n| invited_with(n, desk, "o11@api")
+        && invited_with(n, soft, "o11@api")));
+    let Reply::Calls(calls) = n.sw(sw).node().command(Command::Calls) else {
+        panic!("Calls answers with Reply::Calls");
+    };
+    let legs: Vec<(&str, &str, &str)> = calls[0]
+        .legs
+        .iter()
+        .map(|l| (l.call_id.as_str(), l.role, l.direction))
+        .collect();
+    assert_eq!(
+        legs,
+        [("o11@api", "caller", "out"), ("o11@api", "ringing", "out")]
+    );
     assert!(n.run_until(secs(5), |n| n
         .agent(desk)
         .calls
         .first()
         .is_some_and(|c| c.state == State::Confirmed)));
-    // Both rang, with the API's id as Call-ID; the softphone was cancelled.
-    assert!(invited_with(&mut n, desk, "o11@api") && invited_with(&mut n, soft, "o11@api"));
+    // The softphone was cancelled.
     assert!(n.run_until(secs(1), |n| n.agent(soft).last().state == State::Ended));
     let cancels = n.agent(soft).requests_of(&Method::Cancel);
     assert_eq!(cancels.len(), 1);
