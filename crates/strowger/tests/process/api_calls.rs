@@ -131,9 +131,14 @@ fn ctl_originate_rings_every_phone_of_a_user_and_the_first_to_answer_hears_the_e
     answering.finish().assert_ok(1);
     let r = ringing.finish();
     r.assert_ok(1);
+    let cancel = r
+        .received()
+        .into_iter()
+        .find(|m| m.method() == Some("CANCEL"));
+    let reason = cancel.as_ref().and_then(|m| m.header("reason"));
     assert!(
-        r.received().iter().any(|m| m.method() == Some("CANCEL")),
-        "the phone that only rang got CANCEL\n{}",
+        reason.is_some_and(|r| r.contains("cause=200")),
+        "the phone that only rang got CANCEL, completed elsewhere: {reason:?}\n{}",
         r.evidence()
     );
     let purity = ends_in_440(&s, capture);
