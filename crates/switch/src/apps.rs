@@ -607,6 +607,7 @@ impl Engine {
         if c.caller().iax().is_some() {
             self.call_notice(call, crate::control::CALL, |call_id| Notice::Ringing {
                 call_id,
+                contact: None,
             });
             return self.iax_ringing(call, with_sdp, now);
         }
@@ -615,6 +616,7 @@ impl Engine {
         }
         self.call_notice(call, crate::control::CALL, |call_id| Notice::Ringing {
             call_id,
+            contact: None,
         });
         let body = if with_sdp {
             if !self.ensure_media(call, Call::CALLER, now) {
@@ -725,6 +727,7 @@ impl Engine {
         self.txs.respond(stx, 200, bytes, now);
         self.call_notice(call, crate::control::CALL, |call_id| Notice::Answered {
             call_id,
+            contact: None,
         });
         if let Some(d) = deadline {
             self.calls.arm(call, d);
@@ -881,9 +884,9 @@ impl Engine {
         // A confirmed leg's pending INVITE is a re-INVITE (crossing.rs): its dialog ends by BYE.
         } else if let Some(ctx) = out.invite_tx.take().filter(|_| !out.confirmed) {
             if notify {
-                if let Some(cancel) = self.txs.cancel(ctx, now) {
-                    let _ = cancel;
-                }
+                // A fork another phone answered (or a pickup took): phones log no missed call.
+                let reason = (q850 == 26).then_some(COMPLETED_ELSEWHERE);
+                self.txs.cancel_because(ctx, reason, now);
                 // If the callee answers anyway, its 2xx must still be ACKed and ended with a BYE.
                 if let Some(d) = out.dialog() {
                     self.calls.orphan(ctx, d.clone());
@@ -911,6 +914,10 @@ impl Engine {
         self.txs.send_request(bytes, d.peer, now);
     }
 }
+
+/// The Reason of a CANCEL to a fork that lost (RFC 3326; RFC 3261 §9.1 leaves it to the UAC):
+/// the phone that rang shows no missed call.
+const COMPLETED_ELSEWHERE: &str = "SIP;cause=200;text=\"Call completed elsewhere\"";
 
 /// Whether a prompt once loaded is kept for the next call: not per-call files (recordings
 /// named after the call) nor voicemail boxes' files (messages and greetings come and go).

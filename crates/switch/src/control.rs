@@ -126,10 +126,20 @@ pub enum Notice {
         context: String,
         exten: String,
     },
-    /// The caller was told the call rings (180).
-    Ringing { call_id: String },
-    /// The caller was answered (200).
-    Answered { call_id: String },
+    /// The caller was told the call rings (180); or, for a call the API placed, one of FROM's
+    /// contacts rings (`contact`).
+    Ringing {
+        call_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        contact: Option<String>,
+    },
+    /// The caller was answered (200); or, for a call the API placed, FROM answered on
+    /// `contact`.
+    Answered {
+        call_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        contact: Option<String>,
+    },
     /// A callee answered and the two are joined.
     Bridged { call_id: String, to: String },
     /// The call ended; `cdr` is its call detail record, serialised by the shell, not the worker.

@@ -1288,15 +1288,15 @@ impl Engine {
         let Some(at) = self.calls.leg_by_client_tx(ctx, status >= 200) else {
             return;
         };
-        // The caller's leg: strowger's INVITE of a call the API placed, while unanswered.
+        // A call the API placed, while unanswered: strowger's INVITE to one of FROM's contacts.
+        if self
+            .calls
+            .get(at.call)
+            .is_some_and(Engine::unanswered_origin)
+        {
+            return self.origin_response(at, &msg, status, now);
+        }
         if at.leg == Call::CALLER {
-            if self
-                .calls
-                .get(at.call)
-                .is_some_and(Engine::unanswered_origin)
-            {
-                self.origin_response(at.call, &msg, status, now);
-            }
             return;
         }
         if !self.select_fork(at, ctx) {
@@ -1436,7 +1436,14 @@ impl Engine {
                 }
                 TxEvent::Timeout(ctx) => {
                     if let Some(at) = self.calls.leg_by_client_tx(ctx, true) {
-                        if self.select_fork(at, ctx) && !self.trunk_retry(at, None, 408, now) {
+                        if self
+                            .calls
+                            .get(at.call)
+                            .is_some_and(Engine::unanswered_origin)
+                        {
+                            self.origin_leg_failed(at, 408, now);
+                        } else if self.select_fork(at, ctx) && !self.trunk_retry(at, None, 408, now)
+                        {
                             self.leg_failed(at.call, 408, now);
                         }
                     }

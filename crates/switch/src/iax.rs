@@ -1028,6 +1028,7 @@ impl Engine {
         c.caller_mut().confirmed = true;
         self.call_notice(call, crate::control::CALL, |call_id| Notice::Answered {
             call_id,
+            contact: None,
         });
         true
     }

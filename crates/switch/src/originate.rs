@@ -1,5 +1,5 @@
-//! Calls the control API places (`Command::Originate`): strowger calls FROM — a registered
-//! user's best contact, or a SIP URI at a trusted peer — and once FROM answers, runs the
+//! Calls the control API places (`Command::Originate`): strowger calls FROM — every contact
+//! of a registered user at once, or a SIP URI at a trusted peer — and once FROM answers, runs the
 //! dialplan for TO on that leg as if FROM had dialled TO. The leg FROM answers on is the call's
 //! caller, so every app (echo, playback, menus, bridge, transfer) serves it unchanged; only its
 //! INVITE goes out instead of coming in, and its answer starts the program.
@@ -7,7 +7,8 @@
 //! Never an open relay: a URI is called only at an address in `security.trusted`, the peers
 //! strowger already exchanges calls with unchallenged.
 
-use crate::call::{Call, Leg, Signal, Wait};
+use crate::bridge::better_final;
+use crate::call::{Call, Leg, LegIdx, LegRef, Role, Signal, Wait};
 use crate::cdr::{unix_seconds, Cdr};
 use crate::control::Notice;
 use crate::dialog::Dialog;
@@ -19,7 +20,6 @@ use sip::transaction::{Peer, Transport};
 use sip::{Message, Uri};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
-use store::Binding;
 
 /// A call to place: the API's `POST /api/v1/calls`.
 #[derive(Debug, Clone)]
@@ -139,7 +139,7 @@ impl Engine {
         self.calls.arm(call, until);
         self.created_notice(call);
         match uri_peer {
-            Some(_) => self.ring_origin(call, now),
+            Some(_) => self.ring_origin(call, Call::CALLER, now),
             None => {
                 let (user, domain) = self.user_domain(&o.from);
                 let gen = self.calls[call].timer_gen;
@@ -191,8 +191,10 @@ impl Engine {
         format!("{user}@{domain}")
     }
 
-    /// The answer to FROM's lookup: ring its best contact (highest q, latest refreshed), or
-    /// end the call — 404 for no such user, 480 for one with no phone registered.
+    /// The answer to FROM's lookup: ring every contact at once, as the desk phone and the
+    /// softphone of a user both ring for a call to it (the first to answer wins:
+    /// `origin_answered`), or end the call — 404 for no such user, 480 for one with no phone
+    /// registered.
     pub(crate) fn origin_located(
         &mut self,
         call: usize,
@@ -208,26 +210,43 @@ impl Engine {
         if !waiting {
             return;
         }
-        let best = |mut b: Vec<Binding>| {
-            b.sort_by(|a, b| b.q.cmp(&a.q).then(b.expires_at.cmp(&a.expires_at)));
-            b.into_iter().next()
-        };
         match result {
             Ok(Located { exists: false, .. }) => self.origin_failed(call, 404, now),
-            Ok(Located { bindings, dtmf, .. }) => match best(bindings) {
-                None => self.origin_failed(call, 480, now),
-                Some(b) => {
+            Ok(Located { bindings, .. }) if bindings.is_empty() => {
+                self.origin_failed(call, 480, now)
+            }
+            Ok(Located {
+                mut bindings, dtmf, ..
+            }) => {
+                crate::registrar::preference_order(&mut bindings);
+                let mut forks = Vec::with_capacity(bindings.len());
+                for b in bindings {
                     let (route_set, peer) = self.route_to(&b);
-                    let leg = self.calls[call].caller_mut();
+                    let at = match forks.is_empty() {
+                        true => Some(Call::CALLER),
+                        false => self.origin_fork(call),
+                    };
+                    let Some(at) = at else {
+                        return;
+                    };
+                    let Some(leg) = self.calls[call].leg_mut(at) else {
+                        return;
+                    };
                     leg.dtmf = dtmf;
                     if let Some(d) = leg.dialog_mut() {
                         d.remote_target = b.contact;
                         d.route_set = route_set;
                         d.peer = peer;
                     }
-                    self.ring_origin(call, now);
+                    forks.push(at);
                 }
-            },
+                for at in forks {
+                    if !self.calls.contains(call) {
+                        return;
+                    }
+                    self.ring_origin(call, at, now);
+                }
+            }
             Ok(_) => {}
             Err(e) => {
                 self.warn_call(call, format!("location store: {e}"));
@@ -236,50 +255,82 @@ impl Engine {
         }
     }
 
-    /// Sends the INVITE to FROM with strowger's offer, From the caller ID.
-    fn ring_origin(&mut self, call: usize, now: Instant) {
-        if !self.ensure_media(call, Call::CALLER, now) {
+    /// A second leg to FROM, ringing beside the caller's. It shares the caller's Call-ID and
+    /// From tag, as a forking proxy's branches do (RFC 3261 §16.6): whichever contact answers,
+    /// the call keeps the id the API gave it. Not indexed by that Call-ID (the caller is).
+    fn origin_fork(&mut self, call: usize) -> Option<LegIdx> {
+        let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
+        let c = &mut self.calls[call];
+        let d = c.caller().dialog()?.clone();
+        let leg = Leg::new(Signal::Sip(d), sdp, None, None);
+        Some(c.add_leg(leg, Role::Ringing))
+    }
+
+    /// Sends the INVITE to FROM's leg `at` with strowger's offer, From the caller ID.
+    fn ring_origin(&mut self, call: usize, at: LegIdx, now: Instant) {
+        if !self.ensure_media(call, at, now) {
             return self.origin_failed(call, 503, now);
         }
         let caps = self.s.caps.clone();
         let c = &self.calls[call];
         let caller = c.vars.get("CALLER").unwrap_or("strowger").to_string();
-        let Some(peer) = c.caller().dialog().map(|d| d.peer) else {
+        let Some(peer) = c.leg(at).and_then(Leg::dialog).map(|d| d.peer) else {
             return;
         };
         let local = self.local_for(peer);
-        let leg = self.calls[call].caller_mut();
+        let Some(leg) = self.calls[call].leg_mut(at) else {
+            return;
+        };
         if let Some(d) = leg.dialog_mut() {
             d.local_uri = format!("<sip:{caller}@{local}>");
             d.local_contact = format!("<sip:strowger@{local}{}>", transport_param(peer.transport));
         }
         let offer = leg.sdp.offer(&caps, leg.port);
         leg.our_offer = Some(offer);
-        self.send_invite(call, Call::CALLER, None, now);
+        self.send_invite(call, at, None, now);
     }
 
-    /// A response to the INVITE to FROM: its 2xx starts the program, a failure ends the call.
-    pub(crate) fn origin_response(
-        &mut self,
-        call: usize,
-        msg: &Message,
-        status: u16,
-        now: Instant,
-    ) {
+    /// A response to the INVITE to FROM on leg `at`: a 2xx starts the program, a failure
+    /// drops that leg and ends the call once no other leg rings.
+    pub(crate) fn origin_response(&mut self, at: LegRef, msg: &Message, status: u16, now: Instant) {
         match status {
             100 => {}
-            101..=199 => self.call_notice(call, crate::control::CALL, |call_id| Notice::Ringing {
-                call_id,
+            101..=199 => self.notice(crate::control::CALL, |e| {
+                let (call_id, contact) = e.origin_contact(at)?;
+                Some(Notice::Ringing { call_id, contact })
             }),
-            200..=299 => self.origin_answered(call, msg, now),
-            _ => {
-                self.calls[call].caller_mut().invite_tx = None;
-                self.origin_failed(call, status, now);
-            }
+            200..=299 => self.origin_answered(at, msg, now),
+            _ => self.origin_leg_failed(at, status, now),
         }
     }
 
-    fn origin_answered(&mut self, call: usize, msg: &Message, now: Instant) {
+    /// The call's id and the contact leg `at` rings (before its 2xx's Contact replaces it).
+    fn origin_contact(&self, at: LegRef) -> Option<(String, Option<String>)> {
+        let c = self.calls.get(at.call)?;
+        let contact = c.leg(at.leg)?.dialog().map(|d| d.remote_target.clone());
+        Some((c.caller().call_id().to_string(), contact))
+    }
+
+    /// Leg `at` answered: it becomes the caller, the others are cancelled (a 2xx that crosses
+    /// the CANCEL is ACKed and ended with a BYE: `orphan_answer`).
+    fn origin_answered(&mut self, at: LegRef, msg: &Message, now: Instant) {
+        let call = at.call;
+        // Its INVITE is done (and out of the index): not to be indexed again by the swap.
+        if let Some(leg) = self.calls[call].leg_mut(at.leg) {
+            leg.invite_tx = None;
+        }
+        if at.leg != Call::CALLER {
+            self.calls.swap_caller(call, at.leg, Role::Ringing);
+        }
+        let losers = self.calls[call].take_ringing();
+        for mut leg in losers {
+            self.release_outbound(&mut leg, 26, true, now);
+        }
+        self.index_origin(call);
+        let answered = self.origin_contact(LegRef {
+            call,
+            leg: Call::CALLER,
+        });
         self.accept_answer(call, Call::CALLER, msg.body());
         let c = &mut self.calls[call];
         let leg = c.caller_mut();
@@ -288,19 +339,64 @@ impl Engine {
         };
         d.confirm_uac(msg);
         let cseq = d.local_cseq;
-        leg.invite_tx = None;
         leg.confirmed = true;
         c.answered = true;
         c.answered_at = Some(now);
         c.cdr.answer = Some(unix_seconds(self.clock.wall_at(now)));
+        c.best_status = None;
         c.wait = Wait::None;
         self.metrics
             .set_up(now.saturating_duration_since(c.started));
         self.ack_answer(call, Call::CALLER, cseq);
-        self.call_notice(call, crate::control::CALL, |call_id| Notice::Answered {
-            call_id,
+        self.notice(crate::control::CALL, |_| {
+            let (call_id, contact) = answered?;
+            Some(Notice::Answered { call_id, contact })
         });
         self.calls.run_later(call);
+    }
+
+    /// Leg `at` failed with `status` (or its INVITE timed out: 408): while another leg rings,
+    /// only that leg goes (a ringing one takes the caller's place if it was the caller's) and
+    /// the best failure is kept (`better_final`); the last one ends the call with it.
+    pub(crate) fn origin_leg_failed(&mut self, at: LegRef, status: u16, now: Instant) {
+        let call = at.call;
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        if let Some(leg) = c.leg_mut(at.leg) {
+            leg.invite_tx = None;
+        }
+        let best = c.best_status.map_or(status, |b| better_final(b, status));
+        let Some(next) = c.legs().map(|(i, _)| i).find(|i| *i != at.leg) else {
+            return self.origin_failed(call, best, now);
+        };
+        c.best_status = Some(best);
+        let gone = match at.leg == Call::CALLER {
+            true if self.calls.swap_caller(call, next, Role::Ringing) => next,
+            true => return,
+            false => at.leg,
+        };
+        if let Some(mut leg) = self.calls[call].remove_leg(gone) {
+            self.release_outbound(&mut leg, 16, false, now);
+        }
+        self.index_origin(call);
+    }
+
+    /// Puts the caller back under the call's Call-ID, which a fork sharing it took out of the
+    /// index when it was released or swapped.
+    fn index_origin(&mut self, call: usize) {
+        let Some(id) = self
+            .calls
+            .get(call)
+            .map(|c| c.caller().call_id().to_string())
+        else {
+            return;
+        };
+        let caller = LegRef {
+            call,
+            leg: Call::CALLER,
+        };
+        self.calls.index_call_id(id, caller);
     }
 
     /// FROM could not be reached (`status`): the call ends with its cause, in the CDR and the

@@ -1155,8 +1155,7 @@ impl Engine {
         timeout: Duration,
         now: Instant,
     ) {
-        // Highest q first, then the most recently refreshed: the order the forks are sent in.
-        bindings.sort_by(|a, b| b.q.cmp(&a.q).then(b.expires_at.cmp(&a.expires_at)));
+        preference_order(&mut bindings);
         if bindings.is_empty() {
             return self.member_failed(call, 480, now);
         }
@@ -1180,6 +1179,11 @@ impl Engine {
             self.bridge_leg(call, &b.contact, peer, route_set, opts, timeout, now);
         }
     }
+}
+
+/// Highest q first, then the most recently refreshed: the order a user's contacts are rung in.
+pub(crate) fn preference_order(bindings: &mut [Binding]) {
+    bindings.sort_by(|a, b| b.q.cmp(&a.q).then(b.expires_at.cmp(&a.expires_at)));
 }
 
 /// A binding as the 200 lists it: expiry left, q when not the default, and the RFC 5626

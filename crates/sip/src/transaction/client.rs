@@ -113,8 +113,8 @@ impl ClientTxn {
                     t.t4
                 };
                 if self.invite {
-                    self.ack = derive(&self.request, Method::Ack, msg.header(HeaderName::To))
-                        .map(Arc::from);
+                    let to = msg.header(HeaderName::To);
+                    self.ack = derive(&self.request, Method::Ack, to, None).map(Arc::from);
                     self.resend_ack(io);
                 }
                 (Some(true), self.timers.end_after(&mut io.queue, wait, now))
@@ -157,8 +157,14 @@ impl ClientTxn {
 
 /// A request built from the INVITE with `method` (§17.1.1.3 ACK, §9.1 CANCEL): same
 /// Request-URI, top Via (so the same branch), From, Call-ID, CSeq number and Route set; To from
-/// the response for an ACK (it carries the tag), from the INVITE for a CANCEL.
-pub(super) fn derive(invite: &[u8], method: Method, to: Option<&str>) -> Option<Vec<u8>> {
+/// the response for an ACK (it carries the tag), from the INVITE for a CANCEL; and a CANCEL's
+/// Reason (RFC 3326), if given.
+pub(super) fn derive(
+    invite: &[u8],
+    method: Method,
+    to: Option<&str>,
+    reason: Option<&str>,
+) -> Option<Vec<u8>> {
     let req = Message::parse(invite, true).ok()?;
     let cseq = CSeq::parse(req.header(HeaderName::CSeq)?).ok()?;
     let mut b = RequestBuilder::new(&method, req.request_uri()?);
@@ -171,5 +177,8 @@ pub(super) fn derive(invite: &[u8], method: Method, to: Option<&str>) -> Option<
         .header("To", to.or(req.header(HeaderName::To))?)
         .header("Call-ID", req.header(HeaderName::CallId)?)
         .header("CSeq", format_args!("{} {method}", cseq.seq));
+    if let Some(reason) = reason {
+        b.header("Reason", reason);
+    }
     Some(b.finish(None))
 }

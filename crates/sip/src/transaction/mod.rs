@@ -388,6 +388,16 @@ impl Transactions {
     /// at once if one has; it is dropped if a final arrives first. `None` when the INVITE is
     /// unknown or already has a final. Asking again returns the same CANCEL.
     pub fn cancel(&mut self, invite: ClientTxId, now: Instant) -> Option<ClientTxId> {
+        self.cancel_because(invite, None, now)
+    }
+
+    /// `cancel` with a Reason header (RFC 3326), such as why a fork stops ringing.
+    pub fn cancel_because(
+        &mut self,
+        invite: ClientTxId,
+        reason: Option<&str>,
+        now: Instant,
+    ) -> Option<ClientTxId> {
         let txn = self.clients.get(&invite.0).filter(|t| t.invite)?;
         if let Some(id) = txn.cancel {
             return Some(ClientTxId(id));
@@ -396,7 +406,7 @@ impl Transactions {
         if !matches!(state, client::State::Calling | client::State::Proceeding) {
             return None;
         }
-        let bytes = client::derive(txn.request(), Method::Cancel, None)?;
+        let bytes = client::derive(txn.request(), Method::Cancel, None, reason)?;
         let peer = txn.peer;
         let id = self.insert_client(bytes.into(), peer);
         if let Some(txn) = self.clients.get_mut(&invite.0) {

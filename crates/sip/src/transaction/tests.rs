@@ -344,6 +344,22 @@ fn cancel_waits_for_a_provisional() {
 }
 
 #[test]
+fn a_cancel_may_say_why() {
+    let (mut tx, t0) = layer();
+    let inv = request("INVITE", "z9hG4bKc2", 1, "");
+    let id = tx.send_request(inv.clone(), udp(), t0);
+    transmits(&mut tx);
+    let ringing = parse(&response(&inv, 180, Some("b1")));
+    tx.on_response(&ringing, t0 + MS);
+    let why = "SIP;cause=200;text=\"Call completed elsewhere\"";
+    tx.cancel_because(id, Some(why), t0 + MS).unwrap();
+    let out = transmits(&mut tx);
+    let c = parse(&out[0].bytes);
+    assert_eq!(c.method(), Some(&Method::Cancel));
+    assert_eq!(c.header(HeaderName::Reason), Some(why));
+}
+
+#[test]
 fn deferred_cancel_is_dropped_by_a_final() {
     let (mut tx, t0) = layer();
     let inv = request("INVITE", "z9hG4bKc1", 1, "");

@@ -138,6 +138,7 @@ mod tests {
         feed.subscribed(DTMF, true, |_| {});
         feed.notice(Notice::Answered {
             call_id: "a".into(),
+            contact: None,
         });
         feed.overload(0, true);
         feed.notice(Notice::Dtmf {

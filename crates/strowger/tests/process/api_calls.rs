@@ -2,6 +2,7 @@
 //! originate.toml): a SIPp phone registered as user 1001 is rung, answers, and hears the
 //! dialplan of the extension it was called for (a 440 Hz tone, captured on lo); `ctl
 //! originate` rings a URI at the trusted address; a URI anywhere else is refused with 403.
+//! A user with two phones has both rung; the first to answer gets the call, the other CANCEL.
 //! Commands on a call in progress: digits sent through the API pick a menu's branch, and a
 //! bridged SIPp caller is transferred to the tone, and hears a prompt played over its bridge.
 
@@ -11,7 +12,7 @@ use common::api::Api;
 use common::audio::{tone, tone_purity, write_wav};
 use common::net::free_port;
 use common::pcap::{pcmu_from, Capture};
-use common::registrar::{phone, registered};
+use common::registrar::{phone, register, registered};
 use common::sipp::{Scenario, Sipp};
 use common::switch::Opts;
 use common::{wait_for, Strowger};
@@ -92,6 +93,73 @@ fn a_registered_phone_is_rung_and_hears_the_extension_it_was_called_for() {
         purity > 0.8,
         "the phone hears 440's tone: purity {purity:.2}"
     );
+    let cdrs = s.wait_cdrs(1);
+    assert_eq!(cdrs[0].str("call_id"), id);
+    cdrs[0].assert_answered("440");
+}
+
+/// User 1001 has two phones: `ctl originate` rings both; the one that answers after a second
+/// gets the call under the id the API gave (listed, its events naming the contact that
+/// answered) and hears the extension's tone, the one that only rings gets CANCEL.
+#[test]
+fn ctl_originate_rings_every_phone_of_a_user_and_the_first_to_answer_hears_the_extension() {
+    let s = start("api-originate-fork");
+    let api = Api::of(&s);
+    let (answers, rings) = (free_port(), free_port());
+    registered(&s, "1001", "secret-1001", answers);
+    register(&s, "1001", "secret-1001", rings).assert_ok(1);
+    let spawn = |xml, port| {
+        Sipp::new(Scenario::File(xml))
+            .port(port)
+            .spawn(None, s.dir.path())
+    };
+    let answering = spawn("uas_answer_late.xml", answers);
+    let ringing = spawn("uas_ring_cancel.xml", rings);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut events = api.events("call");
+    let capture = capture_from(&s);
+    let out = crate::api::ctl(&s, &["--json", "originate", "1001", "440"]);
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    let id = v["id"].as_str().expect("the call's id").to_string();
+    answered(&api, &id);
+    let call = api.ok("GET", &format!("/api/v1/calls/{id}"));
+    let legs = call["legs"].as_array().unwrap();
+    assert_eq!(legs.len(), 1, "the phone that rang is gone: {call}");
+    assert_eq!(legs[0]["peer"], format!("127.0.0.1:{answers}"), "{call}");
+    std::thread::sleep(Duration::from_millis(1500));
+    api.ok("DELETE", &format!("/api/v1/calls/{id}"));
+    answering.finish().assert_ok(1);
+    let r = ringing.finish();
+    r.assert_ok(1);
+    let cancel = r
+        .received()
+        .into_iter()
+        .find(|m| m.method() == Some("CANCEL"));
+    let reason = cancel.as_ref().and_then(|m| m.header("reason"));
+    assert!(
+        reason.is_some_and(|r| r.contains("cause=200")),
+        "the phone that only rang got CANCEL, completed elsewhere: {reason:?}\n{}",
+        r.evidence()
+    );
+    let purity = ends_in_440(&s, capture);
+    assert!(
+        purity > 0.8,
+        "the phone hears 440's tone: purity {purity:.2}"
+    );
+    let got = events.until(Duration::from_secs(5), |e| e["event"] == "ended");
+    let of = |event: &str| -> Vec<&str> {
+        got.iter()
+            .filter(|e| e["call_id"] == id.as_str() && e["event"] == event)
+            .filter_map(|e| e["contact"].as_str())
+            .collect()
+    };
+    let contact = |port| format!("sip:1001@127.0.0.1:{port}");
+    assert_eq!(of("answered"), [contact(answers)], "{got:?}");
+    let mut rang = of("ringing");
+    rang.sort();
+    let mut both = [contact(answers), contact(rings)];
+    both.sort();
+    assert_eq!(rang, both, "{got:?}");
     let cdrs = s.wait_cdrs(1);
     assert_eq!(cdrs[0].str("call_id"), id);
     cdrs[0].assert_answered("440");

@@ -142,8 +142,8 @@ fn notices_are_made_only_while_watched_and_tell_a_call_in_order() {
                 assert_eq!((call_id, exten.as_str()), (&id, "2001"));
                 "created".to_string()
             }
-            Notice::Ringing { call_id } => format!("ringing {}", *call_id == id),
-            Notice::Answered { call_id } => format!("answered {}", *call_id == id),
+            Notice::Ringing { call_id, .. } => format!("ringing {}", *call_id == id),
+            Notice::Answered { call_id, .. } => format!("answered {}", *call_id == id),
             Notice::Bridged { to, .. } => format!("bridged {}", to.contains(BOB)),
             Notice::Dtmf { digit, .. } => format!("dtmf {digit}"),
             Notice::Ended { cause, cdr, .. } => format!("ended {cause} {}", cdr.call_id == id),

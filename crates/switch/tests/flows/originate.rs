@@ -41,16 +41,21 @@ fn originate(n: &mut Net, sw: Id, id: &str, from: &str, to: &str) -> Result<(), 
     }
 }
 
-/// Each notice as "kind id" (and the cause of `ended`).
+/// Each notice as "kind id" (and the contact of `ringing` and `answered`, the cause of `ended`).
 fn told(n: &mut Net, sw: Id) -> Vec<String> {
+    let at = |contact: Option<String>| contact.map_or(String::new(), |c| format!(" at {c}"));
     n.sw(sw)
         .node()
         .take_notices()
         .into_iter()
         .filter_map(|t| match t {
             Notice::Created { call_id, .. } => Some(format!("created {call_id}")),
-            Notice::Ringing { call_id } => Some(format!("ringing {call_id}")),
-            Notice::Answered { call_id } => Some(format!("answered {call_id}")),
+            Notice::Ringing { call_id, contact } => {
+                Some(format!("ringing {call_id}{}", at(contact)))
+            }
+            Notice::Answered { call_id, contact } => {
+                Some(format!("answered {call_id}{}", at(contact)))
+            }
             Notice::Ended { call_id, cause, .. } => Some(format!("ended {call_id} {cause}")),
             _ => None,
         })
@@ -114,8 +119,8 @@ fn a_registered_user_is_rung_and_once_answered_runs_the_dialplan_of_to() {
         told(&mut n, sw),
         [
             "created o1@api",
-            "ringing o1@api",
-            "answered o1@api",
+            "ringing o1@api at sip:1001@127.0.0.1:5070",
+            "answered o1@api at sip:1001@127.0.0.1:5070",
             "ended o1@api 16"
         ]
     );
@@ -190,6 +195,10 @@ fn a_phone_that_does_not_answer_is_cancelled_at_the_timeout() {
     assert_eq!(
         (cdr["cause"].as_u64(), cdr["sip_status"].as_u64()),
         (Some(102), Some(408))
+    );
+    assert!(
+        cdr["duration_s"].as_f64() >= Some(5.0),
+        "rung until the timeout: {cdr}"
     );
 }
 
@@ -508,4 +517,290 @@ fn a_prompt_is_refused_for_a_call_that_is_not_bridged() {
     };
     let r = act(&mut n, sw, "o10@api", play).unwrap().unwrap_err();
     assert_eq!(r.status, 409, "{}", r.message);
+}
+
+const SOFTPHONE: &str = "127.0.0.1:5071";
+
+/// User 1001 with two phones: the desk phone (`PHONE`), and a softphone registered after it
+/// (the most recently refreshed, so its leg is the caller's until another answers).
+fn two_phones() -> (Net, Id, Id, Id) {
+    let (n, sw, desk) = setup();
+    register_softphone(n, sw, desk)
+}
+
+fn register_softphone(mut n: Net, sw: Id, desk: Id) -> (Net, Id, Id, Id) {
+    let soft = n.ua(SOFTPHONE, "1001");
+    n.register(desk, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), registered([desk])));
+    n.run_for(secs(2));
+    n.register(soft, SW, "strowger", 600);
+    assert!(n.run_until(secs(2), registered([soft])));
+    n.sw(sw).node().watch(true);
+    (n, sw, desk, soft)
+}
+
+/// Once the timers of the ended call ran out, the switch holds no leg, map entry or timer: no
+/// fork's Call-ID, INVITE or media leg was left behind.
+fn left_empty(n: &mut Net, sw: Id) {
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    n.run_for(secs(40));
+    assert_eq!(
+        n.sw(sw).node().table_counts(),
+        switch::TableCounts::default()
+    );
+}
+
+fn invited_with(n: &mut Net, phone: Id, call_id: &str) -> bool {
+    n.agent(phone)
+        .calls
+        .first()
+        .is_some_and(|c| c.requests[0].header(sip::header::HeaderName::CallId) == Some(call_id))
+}
+
+#[test]
+fn every_phone_of_a_user_rings_and_the_first_to_answer_gets_the_call() {
+    let (mut n, sw, desk, soft) = two_phones();
+    n.agent(desk).policy.after = secs(1);
+    n.agent(soft).policy.after = secs(3600);
+    originate(&mut n, sw, "o11@api", "1001", "44444").expect("placed");
+    // Both rang, with the API's id as Call-ID, listed as one call with a leg to each.
+    assert!(n.run_until(ms(500), |n| invited_with(n, desk, "o11@api")
+        && invited_with(n, soft, "o11@api")));
+    let Reply::Calls(calls) = n.sw(sw).node().command(Command::Calls) else {
+        panic!("Calls answers with Reply::Calls");
+    };
+    let legs: Vec<(&str, &str, &str)> = calls[0]
+        .legs
+        .iter()
+        .map(|l| (l.call_id.as_str(), l.role, l.direction))
+        .collect();
+    assert_eq!(
+        legs,
+        [("o11@api", "caller", "out"), ("o11@api", "ringing", "out")]
+    );
+    assert!(n.run_until(secs(5), |n| n
+        .agent(desk)
+        .calls
+        .first()
+        .is_some_and(|c| c.state == State::Confirmed)));
+    // The softphone was cancelled.
+    assert!(n.run_until(secs(1), |n| n.agent(soft).last().state == State::Ended));
+    let cancels = n.agent(soft).requests_of(&Method::Cancel);
+    assert_eq!(cancels.len(), 1);
+    assert_eq!(
+        cancels[0].header(sip::header::HeaderName::Reason),
+        Some("SIP;cause=200;text=\"Call completed elsewhere\""),
+        "the softphone logs no missed call"
+    );
+    assert_eq!(n.agent(desk).requests_of(&Method::Cancel).len(), 0);
+    n.run_for(secs(1));
+    assert!(
+        n.agent(desk).rtp.len() >= 40,
+        "the playback reaches the desk phone"
+    );
+    // Listed under the same id, with the desk phone's leg alone.
+    let Reply::Calls(calls) = n.sw(sw).node().command(Command::Calls) else {
+        panic!("Calls answers with Reply::Calls");
+    };
+    assert_eq!(
+        (calls[0].id.as_str(), calls[0].state),
+        ("o11@api", "answered")
+    );
+    assert_eq!(calls[0].legs.len(), 1, "{calls:?}");
+    assert!(calls[0].legs[0].peer.ends_with(":5070"), "{calls:?}");
+    // The API hangs it up by that id: the desk phone gets the BYE.
+    let hangup = Command::Hangup {
+        call_id: "o11@api".into(),
+        cause: 16,
+    };
+    assert!(matches!(
+        n.sw(sw).node().command(hangup),
+        Reply::Hangup(true)
+    ));
+    assert!(n.run_until(secs(2), |n| n.agent(desk).last().state == State::Ended));
+    assert_eq!(n.agent(desk).requests_of(&Method::Bye).len(), 1);
+    let told = told(&mut n, sw);
+    assert!(
+        told.contains(&"answered o11@api at sip:1001@127.0.0.1:5070".to_string()),
+        "{told:?}"
+    );
+    let rang = told
+        .iter()
+        .filter(|t| t.starts_with("ringing o11@api at"))
+        .count();
+    assert_eq!(rang, 2, "each phone's ringing: {told:?}");
+    assert_eq!(told.last().map(String::as_str), Some("ended o11@api 16"));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    assert_eq!(one_cdr(&mut n, sw, "the API's call")["call_id"], "o11@api");
+    left_empty(&mut n, sw);
+}
+
+#[test]
+fn a_busy_phone_drops_out_and_the_other_still_answers() {
+    let (mut n, sw, desk, soft) = two_phones();
+    // The softphone's leg (the caller's) is busy at once; the desk phone answers later.
+    n.agent(soft).policy.status = 486;
+    n.agent(desk).policy.after = secs(1);
+    originate(&mut n, sw, "o12@api", "1001", "44444").expect("placed");
+    assert!(n.run_until(secs(5), |n| n
+        .agent(desk)
+        .calls
+        .first()
+        .is_some_and(|c| c.state == State::Confirmed)));
+    assert_eq!(n.agent(soft).last().state, State::Ended);
+    n.run_for(secs(1));
+    assert!(
+        n.agent(desk).rtp.len() >= 40,
+        "the playback reaches the desk phone"
+    );
+    n.bye(desk, 0);
+    assert!(n.run_until(secs(2), bye_answered(desk, 0)));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    let cdr = one_cdr(&mut n, sw, "the API's call");
+    assert_eq!(
+        (cdr["call_id"].as_str(), cdr["cause"].as_u64()),
+        (Some("o12@api"), Some(16))
+    );
+    left_empty(&mut n, sw);
+}
+
+#[test]
+fn when_every_phone_is_busy_the_call_fails_busy() {
+    let (mut n, sw, desk, soft) = two_phones();
+    n.agent(soft).policy.status = 486;
+    n.agent(desk).policy.status = 480;
+    originate(&mut n, sw, "o13@api", "1001", "44444").expect("placed");
+    assert!(n.run_until(secs(3), |n| n.sw(sw).active_calls() == 0));
+    // 486 is a definite answer and beats 480 (`better_final`): Q.850 17, user busy.
+    let cdr = one_cdr(&mut n, sw, "the failed call");
+    assert_eq!(
+        (cdr["sip_status"].as_u64(), cdr["cause"].as_u64()),
+        (Some(486), Some(17))
+    );
+    assert_eq!(
+        told(&mut n, sw).last().map(String::as_str),
+        Some("ended o13@api 17")
+    );
+    for phone in [desk, soft] {
+        assert!(n.agent(phone).requests_of(&Method::Cancel).is_empty());
+    }
+    left_empty(&mut n, sw);
+}
+
+#[test]
+fn a_second_answer_crossing_the_cancel_is_acked_and_hung_up() {
+    let (mut n, sw, desk, soft) = two_phones();
+    // Both answer at the same instant: one 200 wins, the other is already on its way.
+    for phone in [desk, soft] {
+        n.agent(phone).policy.after = secs(1);
+    }
+    originate(&mut n, sw, "o14@api", "1001", "44444").expect("placed");
+    n.run_for(secs(3));
+    let up: Vec<Id> = [desk, soft]
+        .into_iter()
+        .filter(|&p| n.agent(p).last().state == State::Confirmed)
+        .collect();
+    assert_eq!(up.len(), 1, "one phone has the call");
+    let loser = if up[0] == desk { soft } else { desk };
+    let lost = n.agent(loser).last();
+    assert_eq!(lost.state, State::Ended);
+    assert_eq!(
+        (
+            lost.requests_of(&Method::Ack).len(),
+            lost.requests_of(&Method::Bye).len()
+        ),
+        (1, 1),
+        "its 200 was ACKed, then ended by a BYE"
+    );
+    assert!(
+        n.agent(up[0]).rtp.len() >= 40,
+        "the winner hears the playback"
+    );
+    n.bye(up[0], 0);
+    assert!(n.run_until(secs(2), bye_answered(up[0], 0)));
+    assert_eq!(n.sw(sw).active_calls(), 0);
+    assert_eq!(one_cdr(&mut n, sw, "the API's call")["call_id"], "o14@api");
+    assert!(n.trace.iter().all(|t| t.what() != "481"));
+    left_empty(&mut n, sw);
+}
+
+#[test]
+fn phones_that_do_not_answer_are_all_cancelled_at_the_timeout() {
+    let (mut n, sw, desk, soft) = two_phones();
+    for phone in [desk, soft] {
+        n.agent(phone).policy.after = secs(3600);
+    }
+    let o = Originate {
+        call_id: "o15@api".into(),
+        from: "1001".into(),
+        to: "44444".into(),
+        context: "default".into(),
+        caller_id: None,
+        timeout: secs(5),
+    };
+    n.sw(sw).node().command(Command::Originate(Box::new(o)));
+    assert!(n.run_until(secs(10), |n| n.sw(sw).active_calls() == 0));
+    n.run_for(secs(1));
+    for phone in [desk, soft] {
+        let cancels = n.agent(phone).requests_of(&Method::Cancel);
+        assert_eq!(cancels.len(), 1);
+        assert_eq!(
+            cancels[0].header(sip::header::HeaderName::Reason),
+            None,
+            "nobody answered: a missed call"
+        );
+        assert_eq!(n.agent(phone).last().state, State::Ended);
+    }
+    let cdr = one_cdr(&mut n, sw, "the unanswered call");
+    assert_eq!(
+        (cdr["cause"].as_u64(), cdr["sip_status"].as_u64()),
+        (Some(102), Some(408))
+    );
+    assert!(
+        cdr["duration_s"].as_f64() >= Some(5.0),
+        "rung until the timeout: {cdr}"
+    );
+    left_empty(&mut n, sw);
+}
+
+/// On a two-worker switch the API sends the call to the worker its id hashes to; every fork
+/// carries that id as its Call-ID, so both phones' answers come back to that worker.
+#[test]
+fn the_forks_of_a_placed_call_on_two_workers_come_back_to_its_worker() {
+    let mut n = Net::new(46);
+    let toml = "[registrar]\nauthenticate = false\n[vars]\nself = \"127.0.0.1:5060\"\n";
+    let sw = n.switch(&config(toml), &[SW], 2);
+    let c = switch::registrar::credentials("1001", "strowger", "pw");
+    n.sw(sw).shared.store.put_user(&c).unwrap();
+    let desk = n.ua(PHONE, "1001");
+    let (mut n, sw, desk, soft) = register_softphone(n, sw, desk);
+    n.agent(desk).policy.after = secs(1);
+    n.agent(soft).policy.after = secs(3600);
+    // `node()` is worker 0: an id it owns, as the API would choose.
+    let id = (0..)
+        .map(|k| format!("o2w{k}@api"))
+        .find(|id| switch::owner(id, 2) == 0)
+        .unwrap();
+    originate(&mut n, sw, &id, "1001", "44444").expect("placed");
+    assert!(n.run_until(secs(5), |n| n
+        .agent(desk)
+        .calls
+        .first()
+        .is_some_and(|c| c.state == State::Confirmed)));
+    assert!(n.run_until(secs(1), |n| n.agent(soft).last().state == State::Ended));
+    n.run_for(secs(1));
+    assert!(
+        n.agent(desk).rtp.len() >= 40,
+        "the playback reaches the desk phone"
+    );
+    n.bye(desk, 0);
+    assert!(n.run_until(secs(2), bye_answered(desk, 0)));
+    assert_eq!(
+        one_cdr(&mut n, sw, "the API's call")["call_id"],
+        id.as_str()
+    );
+    assert!(n.trace.iter().all(|t| t.what() != "481"));
+    left_empty(&mut n, sw);
+    let other = n.sw(sw).workers[1].table_counts();
+    assert_eq!(other, switch::TableCounts::default());
 }
