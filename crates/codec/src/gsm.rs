@@ -550,8 +550,8 @@ pub struct GsmDecoder {
     drp: [i16; 160],
     /// The last valid long-term lag (a lag outside 40-120 repeats it).
     nrp: i16,
-    /// The short-term synthesis lattice (§4.3.4).
-    v: [i16; 9],
+    /// The short-term synthesis lattice (§4.3.4); libgsm's ninth element is never read.
+    v: [i16; 8],
     /// De-emphasis (§4.3.5).
     msr: i16,
     lars: Lars,
@@ -568,7 +568,7 @@ impl GsmDecoder {
         GsmDecoder {
             drp: [0; 160],
             nrp: 40,
-            v: [0; 9],
+            v: [0; 8],
             msr: 0,
             lars: Lars::default(),
         }
@@ -600,32 +600,96 @@ impl GsmDecoder {
             wt[j * 40..][..40].copy_from_slice(&self.drp[120..]);
             self.drp.copy_within(40.., 0);
         }
-        // §4.3.4 short-term synthesis filtering.
-        for (rrp, &(a, b)) in self.lars.segments(&p.larc).iter().zip(&SEGMENTS) {
-            synthesis_filter(&mut self.v, rrp, &wt[a..b], &mut out[a..b]);
+        // §4.3.4 short-term synthesis filtering, §4.3.5 de-emphasis.
+        let rrp = self.lars.segments(&p.larc);
+        if !self.synthesize_unsaturated(&rrp, &wt, out) {
+            self.synthesize(&rrp, &wt, out);
         }
-        // §4.3.5 de-emphasis, truncation and upscaling.
+        Ok(())
+    }
+
+    /// The synthesis lattice and de-emphasis as the standard computes them.
+    fn synthesize(
+        &mut self,
+        rrp: &[[i16; 8]; 4],
+        wt: &[i16; FRAME_SAMPLES],
+        out: &mut [i16; FRAME_SAMPLES],
+    ) {
+        let v = &mut self.v;
+        for (rrp, &(a, b)) in rrp.iter().zip(&SEGMENTS) {
+            for n in a..b {
+                let mut sri = wt[n];
+                for i in (0..8).rev() {
+                    sri = sub(sri, mult_r(rrp[i], v[i]));
+                    if i < 7 {
+                        v[i + 1] = add(v[i], mult_r(rrp[i], sri));
+                    }
+                }
+                v[0] = sri;
+                out[n] = sri;
+            }
+        }
         let mut msr = self.msr;
         for s in out.iter_mut() {
             msr = add(*s, mult_r(msr, 28180));
             *s = add(msr, msr) & !7;
         }
         self.msr = msr;
-        Ok(())
     }
-}
 
-/// §4.3.4: the short-term synthesis lattice over one segment.
-#[inline(always)]
-fn synthesis_filter(v: &mut [i16; 9], rrp: &[i16; 8], wt: &[i16], sr: &mut [i16]) {
-    for (o, &w) in sr.iter_mut().zip(wt) {
-        let mut sri = w;
-        for i in (0..8).rev() {
-            sri = sub(sri, mult_r(rrp[i], v[i]));
-            v[i + 1] = add(v[i], mult_r(rrp[i], sri));
+    /// The same in 32 bits without saturation, or false (and nothing changed) if any value
+    /// left the 16-bit range, where the standard saturates. The lattice is a recursion whose
+    /// every step is a multiply and an add; branch-free saturation would add two conditional
+    /// moves to each, while overflow, rare in speech, is checked off the critical path by
+    /// OR-ing every value offset by 2^15 into one word.
+    fn synthesize_unsaturated(
+        &mut self,
+        rrp: &[[i16; 8]; 4],
+        wt: &[i16; FRAME_SAMPLES],
+        out: &mut [i16; FRAME_SAMPLES],
+    ) -> bool {
+        let [mut v0, mut v1, mut v2, mut v3, mut v4, mut v5, mut v6, mut v7] =
+            self.v.map(i64::from);
+        let mut msr = i64::from(self.msr);
+        let mut range = 0u64;
+        let mult_r = |a: i64, b: i64| (a.wrapping_mul(b).wrapping_add(16384)) >> 15;
+        for (rrp, &(a, b)) in rrp.iter().zip(&SEGMENTS) {
+            let [r0, r1, r2, r3, r4, r5, r6, r7] = rrp.map(i64::from);
+            for n in a..b {
+                // Stage by stage from the eighth, each value checked as it is made.
+                let mut sri = i64::from(wt[n]);
+                let mut check = |x: i64| range |= x.wrapping_add(32768) as u64;
+                sri = sri.wrapping_sub(mult_r(r7, v7));
+                check(sri);
+                macro_rules! stage {
+                    ($r:ident, $v:ident, $next:ident) => {
+                        sri = sri.wrapping_sub(mult_r($r, $v));
+                        check(sri);
+                        $next = $v.wrapping_add(mult_r($r, sri));
+                        check($next);
+                    };
+                }
+                stage!(r6, v6, v7);
+                stage!(r5, v5, v6);
+                stage!(r4, v4, v5);
+                stage!(r3, v3, v4);
+                stage!(r2, v2, v3);
+                stage!(r1, v1, v2);
+                stage!(r0, v0, v1);
+                v0 = sri;
+                msr = sri.wrapping_add(mult_r(msr, 28180));
+                // Twice msr in range means msr in range too.
+                let up = msr.wrapping_mul(2);
+                check(up);
+                out[n] = (up & !7) as i16;
+            }
         }
-        v[0] = sri;
-        *o = sri;
+        if range > 0xFFFF {
+            return false;
+        }
+        self.v = [v0, v1, v2, v3, v4, v5, v6, v7].map(|x| x as i16);
+        self.msr = msr as i16;
+        true
     }
 }
 
@@ -882,5 +946,43 @@ mod tests {
                 correlate::best_lag_scalar(&wt, &dp)
             );
         }
+    }
+
+    /// The unsaturated synthesis gives the standard's samples whenever it accepts a frame,
+    /// and refuses some (loud or random frames), leaving the state for the exact path.
+    #[test]
+    fn unsaturated_synthesis_is_exact_or_refuses() {
+        let mut x = 11u32;
+        let mut r = move || {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 16) as i16
+        };
+        let (mut fast, mut slow) = (GsmDecoder::new(), GsmDecoder::new());
+        let (mut taken, mut refused) = (0, 0);
+        for round in 0..2000 {
+            let larc = std::array::from_fn(|i| r() & ((1 << LAR_BITS[i]) - 1));
+            let rrp = fast.lars.segments(&larc);
+            slow.lars.segments(&larc);
+            // Quiet and full-scale excitation in turn.
+            let scale = if round % 4 == 0 { 0 } else { 6 };
+            let wt: [i16; 160] = std::array::from_fn(|_| r() >> scale);
+            let (mut a, mut b) = ([0i16; 160], [0i16; 160]);
+            let before = (fast.v, fast.msr);
+            if fast.synthesize_unsaturated(&rrp, &wt, &mut a) {
+                taken += 1;
+                slow.synthesize(&rrp, &wt, &mut b);
+                assert_eq!(a, b, "round {round}");
+            } else {
+                refused += 1;
+                assert_eq!((fast.v, fast.msr), before);
+                fast.synthesize(&rrp, &wt, &mut a);
+                slow.synthesize(&rrp, &wt, &mut b);
+            }
+            assert_eq!((fast.v, fast.msr), (slow.v, slow.msr));
+        }
+        assert!(
+            taken > 100 && refused > 100,
+            "{taken} taken, {refused} refused"
+        );
     }
 }
