@@ -1,7 +1,8 @@
 //! strowger's G.722 and G.726 against spandsp, and its GSM 06.10 against libgsm (the C
-//! libraries strowger linked for them before, called directly through the same FFI) on the same speech: thread CPU µs per second of audio
-//! of encoding and decoding it in 20 ms packets, interleaved round by round (the best of each
-//! kept: a busy machine only ever adds time), and the ratio. `bench/codecs.sh` runs it.
+//! libraries strowger linked for them before, called directly through the same FFI) on the
+//! same speech: thread CPU µs per second of audio of encoding and decoding it in 20 ms packets,
+//! interleaved round by round (the best of each kept: a busy machine only ever adds time), and
+//! the ratio. `bench/codecs.sh` runs it.
 //!
 //! Speech: Debian's asterisk-core-sounds-en-wav (scripts/setup.sh), upsampled to 16 kHz for G.722.
 

@@ -637,11 +637,13 @@ impl GsmDecoder {
         self.msr = msr;
     }
 
-    /// The same in 32 bits without saturation, or false (and nothing changed) if any value
-    /// left the 16-bit range, where the standard saturates. The lattice is a recursion whose
-    /// every step is a multiply and an add; branch-free saturation would add two conditional
-    /// moves to each, while overflow, rare in speech, is checked off the critical path by
-    /// OR-ing every value offset by 2^15 into one word.
+    /// The same without saturation, or false (and nothing changed) if any value left the
+    /// 16-bit range, where the standard saturates. The lattice is a recursion whose every
+    /// step is a multiply and an add; branch-free saturation would add two conditional moves
+    /// to each, while overflow, rare in speech, is checked off the critical path by OR-ing
+    /// every value offset by 2^15 into one word. The values are 64-bit so that the compiler
+    /// keeps them in scalar registers (in 32 bits it packs the stages into SSE2 lanes, whose
+    /// emulated 32-bit multiplies and shuffles cost more than they save).
     fn synthesize_unsaturated(
         &mut self,
         rrp: &[[i16; 8]; 4],
