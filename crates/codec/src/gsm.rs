@@ -641,8 +641,11 @@ impl GsmDecoder {
     /// 16-bit range, where the standard saturates. The lattice is a recursion whose every
     /// step is a multiply and an add; branch-free saturation would add two conditional moves
     /// to each, while overflow, rare in speech, is checked off the critical path by OR-ing
-    /// every value offset by 2^15 into one word. The values are 64-bit so that the compiler
-    /// keeps them in scalar registers (in 32 bits it packs the stages into SSE2 lanes, whose
+    /// every value into one word. The values are kept offset by 2^15, so that a value is in
+    /// range when it lies in 0..=0xFFFF: the offset costs nothing in the multiplies, since
+    /// (r * x + 16384) >> 15 = (r * (x + 2^15) + 16384 - 2^15 * r) >> 15 and the last two
+    /// terms are one constant per coefficient. They are 64-bit so that the compiler keeps
+    /// them in scalar registers (in 32 bits it packs the stages into SSE2 lanes, whose
     /// emulated 32-bit multiplies and shuffles cost more than they save).
     fn synthesize_unsaturated(
         &mut self,
@@ -650,18 +653,21 @@ impl GsmDecoder {
         wt: &[i16; FRAME_SAMPLES],
         out: &mut [i16; FRAME_SAMPLES],
     ) -> bool {
+        const OFFSET: i64 = 1 << 15;
         let [mut v0, mut v1, mut v2, mut v3, mut v4, mut v5, mut v6, mut v7] =
-            self.v.map(i64::from);
-        let mut msr = i64::from(self.msr);
+            self.v.map(|v| i64::from(v) + OFFSET);
+        let mut msr = i64::from(self.msr) + OFFSET;
         let mut range = 0u64;
-        let mult_r = |a: i64, b: i64| (a.wrapping_mul(b).wrapping_add(16384)) >> 15;
+        // A coefficient and its rounding constant for offset operands.
+        let coef = |r: i16| (i64::from(r), 16384 - OFFSET * i64::from(r));
+        let mult_r = |(r, c): (i64, i64), x: i64| (r.wrapping_mul(x).wrapping_add(c)) >> 15;
+        let deemphasis = coef(28180);
         for (rrp, &(a, b)) in rrp.iter().zip(&SEGMENTS) {
-            let [r0, r1, r2, r3, r4, r5, r6, r7] = rrp.map(i64::from);
+            let [r0, r1, r2, r3, r4, r5, r6, r7] = rrp.map(coef);
             for n in a..b {
                 // Stage by stage from the eighth, each value checked as it is made.
-                let mut sri = i64::from(wt[n]);
-                let mut check = |x: i64| range |= x.wrapping_add(32768) as u64;
-                sri = sri.wrapping_sub(mult_r(r7, v7));
+                let mut check = |x: i64| range |= x as u64;
+                let mut sri = (i64::from(wt[n]) + OFFSET).wrapping_sub(mult_r(r7, v7));
                 check(sri);
                 macro_rules! stage {
                     ($r:ident, $v:ident, $next:ident) => {
@@ -679,18 +685,18 @@ impl GsmDecoder {
                 stage!(r1, v1, v2);
                 stage!(r0, v0, v1);
                 v0 = sri;
-                msr = sri.wrapping_add(mult_r(msr, 28180));
+                msr = sri.wrapping_add(mult_r(deemphasis, msr));
                 // Twice msr in range means msr in range too.
-                let up = msr.wrapping_mul(2);
+                let up = msr.wrapping_mul(2).wrapping_sub(OFFSET);
                 check(up);
-                out[n] = (up & !7) as i16;
+                out[n] = (up.wrapping_sub(OFFSET) & !7) as i16;
             }
         }
         if range > 0xFFFF {
             return false;
         }
-        self.v = [v0, v1, v2, v3, v4, v5, v6, v7].map(|x| x as i16);
-        self.msr = msr as i16;
+        self.v = [v0, v1, v2, v3, v4, v5, v6, v7].map(|x| (x - OFFSET) as i16);
+        self.msr = (msr - OFFSET) as i16;
         true
     }
 }
