@@ -546,8 +546,8 @@ fn grid_position(mc: usize, xmp: &[i16; 13]) -> [i16; 40] {
 /// A GSM 06.10 decoder: one 33-byte frame in, 160 samples out.
 #[derive(Debug, Clone)]
 pub struct GsmDecoder {
-    /// The reconstructed short-term residual: 120 past samples, then this sub-frame's 40.
-    drp: [i16; 160],
+    /// The reconstructed short-term residual: 120 past samples, then this frame's 160.
+    drp: [i16; 280],
     /// The last valid long-term lag (a lag outside 40-120 repeats it).
     nrp: i16,
     /// The short-term synthesis lattice (§4.3.4); libgsm's ninth element is never read.
@@ -566,7 +566,7 @@ impl Default for GsmDecoder {
 impl GsmDecoder {
     pub fn new() -> GsmDecoder {
         GsmDecoder {
-            drp: [0; 160],
+            drp: [0; 280],
             nrp: 40,
             v: [0; 8],
             msr: 0,
@@ -581,7 +581,6 @@ impl GsmDecoder {
         out: &mut [i16; FRAME_SAMPLES],
     ) -> Result<(), BadSignature> {
         let p = Params::unpack(frame)?;
-        let mut wt = [0i16; FRAME_SAMPLES];
         for j in 0..4 {
             // §4.3.2 RPE decoding, §4.3.3 long-term synthesis.
             let (exp, mant) = exp_mant(p.xmaxc[j]);
@@ -593,13 +592,14 @@ impl GsmDecoder {
             };
             self.nrp = nr;
             let brp = QLB[p.bc[j] as usize];
-            let lag = 120 - nr as usize;
+            let (past, now) = self.drp.split_at_mut(120 + j * 40);
+            let past = &past[j * 40 + 120 - nr as usize..][..40];
             for k in 0..40 {
-                self.drp[120 + k] = add(erp[k], mult_r(brp, self.drp[lag + k]));
+                now[k] = add(erp[k], mult_r(brp, past[k]));
             }
-            wt[j * 40..][..40].copy_from_slice(&self.drp[120..]);
-            self.drp.copy_within(40.., 0);
         }
+        let wt: [i16; FRAME_SAMPLES] = self.drp[120..].try_into().unwrap();
+        self.drp.copy_within(160.., 0);
         // §4.3.4 short-term synthesis filtering, §4.3.5 de-emphasis.
         let rrp = self.lars.segments(&p.larc);
         if !self.synthesize_unsaturated(&rrp, &wt, out) {
