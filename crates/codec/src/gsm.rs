@@ -8,8 +8,8 @@
 //! `USE_FLOAT_MUL`) computes it, including where a result is truncated to 16 bits rather than
 //! saturated. The standard's sums of products are exact in 32 bits (the ranges are argued at
 //! each), so the encoder's correlations — the long-term predictor's 81 lags, the
-//! autocorrelation and the weighting filter — run as SSE2 `pmaddwd` on x86-64, tested equal
-//! to the portable loops they replace.
+//! autocorrelation and the weighting filter — run as SSE2 `pmaddwd` on x86-64, and so does its
+//! analysis lattice, stage by stage, all tested equal to the portable loops they replace.
 
 /// Samples in one frame (20 ms at 8 kHz).
 pub const FRAME_SAMPLES: usize = 160;
@@ -258,7 +258,7 @@ impl GsmEncoder {
         p.larc = r;
         // §4.2.8-4.2.10: short-term analysis filtering.
         for (rp, &(a, b)) in self.lars.segments(&p.larc).iter().zip(&SEGMENTS) {
-            analysis_filter(&mut self.u, rp, &mut s[a..b]);
+            kernels::analysis_filter(&mut self.u, rp, &mut s[a..b]);
         }
         // §4.2.11-4.2.18: the four sub-frames of long-term prediction and RPE coding.
         for j in 0..4 {
@@ -333,7 +333,7 @@ fn autocorrelation(s: &mut [i16; FRAME_SAMPLES]) -> [i32; 9] {
     }
     // Every sample is now below 2^11 in magnitude, so the 160 products of a lag sum to less
     // than 2^30: the 32-bit sums are exact.
-    let acf = correlate::autocorrelation(s);
+    let acf = kernels::autocorrelation(s);
     if scalauto > 0 {
         for x in s.iter_mut() {
             *x = x.wrapping_shl(scalauto as u32);
@@ -408,22 +408,6 @@ fn quantize_lar(i: usize, lar: i16) -> i16 {
     }
 }
 
-/// §4.2.10: the short-term analysis lattice over one segment, in place.
-#[inline(always)]
-fn analysis_filter(u: &mut [i16; 8], rp: &[i16; 8], s: &mut [i16]) {
-    for x in s.iter_mut() {
-        let mut di = *x;
-        let mut sav = di;
-        for i in 0..8 {
-            let ui = u[i];
-            u[i] = sav;
-            sav = add(ui, mult_r(rp[i], di));
-            di = add(di, mult_r(rp[i], ui));
-        }
-        *x = di;
-    }
-}
-
 /// §4.2.11: the lag (40-120) and coded gain of the long-term predictor for sub-frame `d`
 /// against the 120 past reconstructed residual samples `dp`.
 fn ltp_parameters(d: &[i16; 40], dp: &[i16; 120]) -> (i16, i16) {
@@ -436,7 +420,7 @@ fn ltp_parameters(d: &[i16; 40], dp: &[i16; 120]) -> (i16, i16) {
     let scal = 6u32.saturating_sub(t);
     // Scaled to at most 512 in magnitude: 40 products with 16-bit samples stay below 2^30.
     let wt: [i16; 40] = std::array::from_fn(|k| d[k] >> scal);
-    let (nc, l_max) = correlate::best_lag(&wt, dp);
+    let (nc, l_max) = kernels::best_lag(&wt, dp);
     let l_max = (i64::from(l_max) << 1) >> (6 - scal);
     let lag = 120 - nc;
     let l_power: i64 = dp[lag..lag + 40]
@@ -462,7 +446,7 @@ fn ltp_parameters(d: &[i16; 40], dp: &[i16; 120]) -> (i16, i16) {
 
 /// §4.2.13: the weighting filter over `e` (the sub-frame's residual with five zeros each side).
 fn weighting_filter(e: &[i16; 50]) -> [i16; 40] {
-    correlate::weighting(e)
+    kernels::weighting(e)
 }
 
 /// §4.2.14: the grid of the four with the most energy, and its 13 samples.
@@ -701,8 +685,12 @@ impl GsmDecoder {
     }
 }
 
-/// The encoder's sums of products: portable loops, and SSE2 ones on x86-64.
-mod correlate {
+/// The encoder's inner loops, portable and (on x86-64) in SSE2: the sums of products, and
+/// the short-term analysis lattice.
+mod kernels {
+    #[cfg(any(test, not(target_arch = "x86_64")))]
+    use super::{add, mult_r};
+
     /// The weighting filter's taps (table 4.4, H), padded to 12.
     const H: [i16; 12] = [
         -134, -374, 0, 2054, 5741, 8192, 5741, 2054, 0, -374, -134, 0,
@@ -746,10 +734,26 @@ mod correlate {
         })
     }
 
+    /// §4.2.10: the short-term analysis lattice over one segment, in place.
+    #[cfg(any(test, not(target_arch = "x86_64")))]
+    pub(super) fn analysis_filter_scalar(u: &mut [i16; 8], rp: &[i16; 8], s: &mut [i16]) {
+        for x in s.iter_mut() {
+            let mut di = *x;
+            let mut sav = di;
+            for i in 0..8 {
+                let ui = u[i];
+                u[i] = sav;
+                sav = add(ui, mult_r(rp[i], di));
+                di = add(di, mult_r(rp[i], ui));
+            }
+            *x = di;
+        }
+    }
+
     #[cfg(not(target_arch = "x86_64"))]
     pub(super) use self::{
-        autocorrelation_scalar as autocorrelation, best_lag_scalar as best_lag,
-        weighting_scalar as weighting,
+        analysis_filter_scalar as analysis_filter, autocorrelation_scalar as autocorrelation,
+        best_lag_scalar as best_lag, weighting_scalar as weighting,
     };
 
     #[cfg(target_arch = "x86_64")]
@@ -837,6 +841,48 @@ mod correlate {
             }
         }
         (nc, l_max)
+    }
+
+    /// mult_r in eight 16-bit lanes: (a * b + 2^14) >> 15 from the product's high half and
+    /// the top two bits of its low half, truncated to 16 bits as the scalar one is.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn mult_r8(a: __m128i, b: __m128i) -> __m128i {
+        let hi = _mm_mulhi_epi16(a, b);
+        let lo = _mm_mullo_epi16(a, b);
+        let carry = _mm_srli_epi16(_mm_add_epi16(_mm_srli_epi16(lo, 14), _mm_set1_epi16(1)), 1);
+        _mm_add_epi16(_mm_slli_epi16(hi, 1), carry)
+    }
+
+    /// The lattice stage by stage over the whole segment: each stage's input at sample n
+    /// depends only on the previous stage at samples n and n - 1, so a stage runs eight
+    /// samples per vector, its delayed input one lane over.
+    #[cfg(target_arch = "x86_64")]
+    pub(super) fn analysis_filter(u: &mut [i16; 8], rp: &[i16; 8], s: &mut [i16]) {
+        let len = s.len();
+        let (mut di, mut sav) = ([0i16; 120], [0i16; 120]);
+        di[..len].copy_from_slice(s);
+        sav[..len].copy_from_slice(s);
+        // SAFETY: SSE2 is part of x86-64; loads and stores are of 8 at b, a multiple of 8 below
+        // len, so they end by the next multiple of 8 above len: within the 120-sample buffers,
+        // since a segment is at most 120 samples.
+        unsafe {
+            let (dp, sp) = (di.as_mut_ptr(), sav.as_mut_ptr());
+            for i in 0..8 {
+                let r = _mm_set1_epi16(rp[i]);
+                let mut prev = _mm_insert_epi16(_mm_setzero_si128(), i32::from(u[i]), 7);
+                u[i] = sav[len - 1];
+                for b in (0..len).step_by(8) {
+                    let d = _mm_loadu_si128(dp.add(b).cast());
+                    let sv = _mm_loadu_si128(sp.add(b).cast());
+                    let ui = _mm_or_si128(_mm_slli_si128(sv, 2), _mm_srli_si128(prev, 14));
+                    prev = sv;
+                    _mm_storeu_si128(dp.add(b).cast(), _mm_adds_epi16(d, mult_r8(r, ui)));
+                    _mm_storeu_si128(sp.add(b).cast(), _mm_adds_epi16(ui, mult_r8(r, d)));
+                }
+            }
+        }
+        s.copy_from_slice(&di[..len]);
     }
 
     /// Four outputs per `pmaddwd` of tap pairs: the filter is symmetric, so the pairs are the
@@ -941,17 +987,17 @@ mod tests {
                     0
                 }
             });
-            assert_eq!(correlate::weighting(&e), correlate::weighting_scalar(&e));
+            assert_eq!(kernels::weighting(&e), kernels::weighting_scalar(&e));
             let s: [i16; 160] = std::array::from_fn(|_| pick(-2048, 2048));
             assert_eq!(
-                correlate::autocorrelation(&s),
-                correlate::autocorrelation_scalar(&s)
+                kernels::autocorrelation(&s),
+                kernels::autocorrelation_scalar(&s)
             );
             let wt: [i16; 40] = std::array::from_fn(|_| pick(-512, 512));
             let dp: [i16; 120] = std::array::from_fn(|_| pick(i16::MIN, i16::MAX));
             assert_eq!(
-                correlate::best_lag(&wt, &dp),
-                correlate::best_lag_scalar(&wt, &dp)
+                kernels::best_lag(&wt, &dp),
+                kernels::best_lag_scalar(&wt, &dp)
             );
         }
     }
@@ -992,5 +1038,30 @@ mod tests {
             taken > 100 && refused > 100,
             "{taken} taken, {refused} refused"
         );
+    }
+
+    /// The stage-by-stage vector lattice equals the sample-by-sample one, for every segment
+    /// length, extreme coefficients and saturating signals included.
+    #[test]
+    fn vector_analysis_filter_is_the_scalar_one() {
+        let mut x = 13u32;
+        let mut r = move || {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 16) as i16
+        };
+        for round in 0..3000 {
+            let len = [13, 14, 120, 1 + round % 120][round % 4];
+            let rp: [i16; 8] = std::array::from_fn(|_| match round % 3 {
+                0 => [-32767, 32767, 0][(r() as u16 % 3) as usize],
+                _ => r().max(-32767),
+            });
+            let u: [i16; 8] = std::array::from_fn(|_| r());
+            let s: Vec<i16> = (0..len).map(|_| r() >> (round % 5)).collect();
+            let (mut u1, mut s1) = (u, s.clone());
+            let (mut u2, mut s2) = (u, s);
+            kernels::analysis_filter(&mut u1, &rp, &mut s1);
+            kernels::analysis_filter_scalar(&mut u2, &rp, &mut s2);
+            assert_eq!((u1, s1), (u2, s2), "round {round}");
+        }
     }
 }
