@@ -277,7 +277,8 @@ impl GsmEncoder {
                 dpp[k] = mult_r(QLB[bc as usize], past[lag + k]);
                 e[5 + k] = sub(d[k], dpp[k]);
             }
-            let x = weighting_filter(&e);
+            // §4.2.13-4.2.18: weighting filter, grid selection, APCM, the reconstruction.
+            let x = kernels::weighting(&e);
             let (mc, xm) = grid_selection(&x);
             let (xmc, exp, mant, xmaxc) = apcm_quantize(&xm);
             p.mc[j] = mc as i16;
@@ -442,11 +443,6 @@ fn ltp_parameters(d: &[i16; 40], dp: &[i16; 120]) -> (i16, i16) {
         DLB.iter().position(|&b| r <= mult(s, b)).unwrap_or(3) as i16
     };
     (nc as i16, bc)
-}
-
-/// §4.2.13: the weighting filter over `e` (the sub-frame's residual with five zeros each side).
-fn weighting_filter(e: &[i16; 50]) -> [i16; 40] {
-    kernels::weighting(e)
 }
 
 /// §4.2.14: the grid of the four with the most energy, and its 13 samples.
@@ -725,7 +721,8 @@ mod kernels {
         (nc, l_max)
     }
 
-    /// The weighting filter: each output the rounded, saturated sum of 11 taps.
+    /// §4.2.13: the weighting filter over a sub-frame padded by five zeros each side, each
+    /// output the rounded, saturated sum of 11 taps.
     #[cfg(any(test, not(target_arch = "x86_64")))]
     pub(super) fn weighting_scalar(e: &[i16; 50]) -> [i16; 40] {
         std::array::from_fn(|k| {
