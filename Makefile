@@ -25,8 +25,8 @@ bench-scale:
 bench-call-control:
 	bash bench/call_control.sh
 
-# strowger's G.722/G.726 against spandsp on speech, interleaved: µs per second of audio and the
-# ratio (bench/codecs.sh), then `strowger show translation`.
+# strowger's G.722/G.726 against spandsp and GSM against libgsm on speech, interleaved: µs per
+# second of audio and the ratio (bench/codecs.sh), then `strowger show translation`.
 bench-codecs:
 	bash scripts/setup.sh build
 	bash bench/codecs.sh

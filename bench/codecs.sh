@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# strowger's own G.722 and G.726 (crates/codec/src/g722.rs, g726.rs) against spandsp, the C
-# library it linked for them before, called directly through the same FFI, on the same speech
-# (60 s of Debian's asterisk-core-sounds-en-wav): µs of thread CPU per second of audio for
-# encoding and decoding in 20 ms packets, each pair interleaved round by round, the best of
-# ROUNDS (default 15) kept since a busy machine only adds time; the ratio is the figure to quote.
+# strowger's own G.722 and G.726 (crates/codec/src/g722.rs, g726.rs) against spandsp, and its
+# GSM 06.10 (gsm.rs) against libgsm, the C libraries it linked for them before, called directly
+# through the same FFI, on the same speech (60 s of Debian's asterisk-core-sounds-en-wav): µs
+# of thread CPU per second of audio for encoding and decoding in 20 ms packets, each pair
+# interleaved round by round, the best of ROUNDS (default 15) kept since a busy machine only
+# adds time; the ratio is the figure to quote.
 # Then the translation matrix with each format's implementation (`strowger show translation`).
 set -euo pipefail
 source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"

@@ -6,7 +6,7 @@ set -euo pipefail
 
 # package -> a command (or file) it provides, so present packages cost no apt call.
 declare -A build=(
-  [libgsm1-dev]=/usr/include/gsm.h # codec crate: linked through hand-written FFI
+  [libgsm1-dev]=/usr/include/gsm.h # codec crate: the GSM reference of tests and benchmark, by hand-written FFI
   [libspandsp-dev]=/usr/include/spandsp/g722.h
   [libspeex-dev]=/usr/include/speex/speex.h
   [libspeexdsp-dev]=/usr/include/speex/speex_resampler.h

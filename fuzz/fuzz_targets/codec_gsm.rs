@@ -1,5 +1,6 @@
 //! Any bytes as a GSM 06.10 stream (framing: packets/mod.rs): only whole 33-byte frames reach
-//! libgsm, each gives 160 samples, and a payload that does not fit the output is refused.
+//! strowger's Rust decoder, each gives 160 samples, and a payload that does not fit the output
+//! is refused.
 #![no_main]
 
 mod packets;
@@ -17,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
         match r {
             Ok(n) => assert!(fits && n == p.len() / 33 * 160, "{n} from {}", p.len()),
             Err(CodecError::BadLength { .. }) => assert!(!fits),
-            // libgsm refuses a frame without its 0xD signature.
+            // A frame without the 0xD signature is refused, as libgsm refuses it.
             Err(e) => assert!(fits, "{e}"),
         }
     };

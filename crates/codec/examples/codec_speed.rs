@@ -1,12 +1,15 @@
-//! strowger's G.722 and G.726 against spandsp (the C library strowger linked for them before,
-//! called directly through the same FFI) on the same speech: thread CPU µs per second of audio
-//! of encoding and decoding it in 20 ms packets, interleaved round by round (the best of each
-//! kept: a busy machine only ever adds time), and the ratio. `bench/codecs.sh` runs it.
+//! strowger's G.722 and G.726 against spandsp, and its GSM 06.10 against libgsm (the C
+//! libraries strowger linked for them before, called directly through the same FFI) on the
+//! same speech: thread CPU µs per second of audio of encoding and decoding it in 20 ms packets,
+//! interleaved round by round (the best of each kept: a busy machine only ever adds time), and
+//! the ratio. `bench/codecs.sh` runs it.
 //!
 //! Speech: Debian's asterisk-core-sounds-en-wav (scripts/setup.sh), upsampled to 16 kHz for G.722.
 
 use codec::g722::{G722Decoder, G722Encoder};
 use codec::g726::{G726Decoder, G726Encoder, Rate};
+use codec::gsm::{GsmDecoder, GsmEncoder, FRAME_BYTES, FRAME_SAMPLES};
+use codec::libgsm::Libgsm;
 use codec::spandsp;
 use codec::translate::cpu_now;
 
@@ -60,8 +63,13 @@ fn race(rounds: usize, seconds: f64, mut ours: Run<'_>, mut theirs: Run<'_>) -> 
 }
 
 fn report(what: &str, (ours, theirs): (f64, f64)) {
+    let lib = if what.starts_with("gsm") {
+        "libgsm "
+    } else {
+        "spandsp"
+    };
     println!(
-        "{what:<16} strowger {ours:7.1}  spandsp {theirs:7.1}  ratio {:.3}",
+        "{what:<16} strowger {ours:7.1}  {lib} {theirs:7.1}  ratio {:.3}",
         ours / theirs
     );
 }
@@ -177,6 +185,62 @@ fn main() {
                 let mut d = spandsp::G722Decoder::new();
                 for p in &packets {
                     std::hint::black_box(d.decode(p, &mut s2));
+                }
+            }),
+        ),
+    );
+
+    let frames: Vec<&[i16; FRAME_SAMPLES]> = pcm8
+        .chunks_exact(FRAME_SAMPLES)
+        .map(|f| f.try_into().unwrap())
+        .collect();
+    let mut enc = GsmEncoder::new();
+    let packets: Vec<[u8; FRAME_BYTES]> = frames
+        .iter()
+        .map(|f| {
+            let mut out = [0u8; FRAME_BYTES];
+            enc.encode(f, &mut out);
+            out
+        })
+        .collect();
+    let (mut o1, mut o2) = ([0u8; FRAME_BYTES], [0u8; FRAME_BYTES]);
+    report(
+        "gsm encode",
+        race(
+            rounds,
+            seconds,
+            Box::new(|| {
+                let mut e = GsmEncoder::new();
+                for f in &frames {
+                    e.encode(f, &mut o1);
+                    std::hint::black_box(&o1);
+                }
+            }),
+            Box::new(|| {
+                let mut e = Libgsm::new();
+                for f in &frames {
+                    e.encode(f, &mut o2);
+                    std::hint::black_box(&o2);
+                }
+            }),
+        ),
+    );
+    let (mut s1, mut s2) = ([0i16; FRAME_SAMPLES], [0i16; FRAME_SAMPLES]);
+    report(
+        "gsm decode",
+        race(
+            rounds,
+            seconds,
+            Box::new(|| {
+                let mut d = GsmDecoder::new();
+                for p in &packets {
+                    std::hint::black_box(d.decode(p, &mut s1)).ok();
+                }
+            }),
+            Box::new(|| {
+                let mut d = Libgsm::new();
+                for p in &packets {
+                    std::hint::black_box(d.decode(p, &mut s2)).ok();
                 }
             }),
         ),

@@ -1,11 +1,14 @@
-//! The Rust G.722 and G.726 against spandsp, the C library strowger used for them before:
-//! the same code words and the same samples, bit for bit, on speech and music (Debian's
+//! The Rust G.722 and G.726 against spandsp, and the Rust GSM 06.10 against libgsm, the C
+//! libraries strowger used for them before: the same code words and the same samples, bit for bit, on speech and music (Debian's
 //! asterisk-core-sounds-en-wav and asterisk-moh-opsound-wav, installed by scripts/setup.sh),
 //! full-scale noise, tones, square waves and silence, and random code word streams.
-//! No Debian package ships the ITU-T G.726/G.722 test vectors (G.191), so they are not run here.
+//! No Debian package ships the ITU-T G.726/G.722 test vectors (G.191) or the ETSI GSM 06.10
+//! ones, so they are not run here.
 
 use crate::g722::{G722Decoder, G722Encoder};
 use crate::g726::{G726Decoder, G726Encoder, Rate};
+use crate::gsm::{GsmDecoder, GsmEncoder, FRAME_BYTES, FRAME_SAMPLES};
+use crate::libgsm::Libgsm;
 use crate::spandsp;
 
 /// Up to `seconds` of the 8 kHz mono 16-bit WAVs directly in `dir`, in name order.
@@ -156,6 +159,47 @@ fn g722_is_bit_exact_with_spandsp() {
                 let n = ours.decode(&bytes[c.clone()], &mut x);
                 let m = theirs.decode(&bytes[c.clone()], &mut y);
                 assert_eq!(x[..n], y[..m], "{name} {what}: bytes {c:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn gsm_is_bit_exact_with_libgsm() {
+    let mut r = lcg(610);
+    // Random frames, half of them with the signature so that most reach the decoder.
+    let junk: Vec<u8> = (0..2000 * FRAME_BYTES)
+        .map(|i| {
+            let b = (r() >> 24) as u8;
+            if i % FRAME_BYTES == 0 && i % (2 * FRAME_BYTES) == 0 {
+                0xD0 | (b & 0xF)
+            } else {
+                b
+            }
+        })
+        .collect();
+    for (name, pcm) in corpus(8000) {
+        let (mut ours, mut theirs) = (GsmEncoder::new(), Libgsm::new());
+        let (mut a, mut b) = ([0u8; FRAME_BYTES], [0u8; FRAME_BYTES]);
+        let mut stream = Vec::new();
+        for (n, f) in pcm.chunks_exact(FRAME_SAMPLES).enumerate() {
+            let f = f.try_into().unwrap();
+            ours.encode(f, &mut a);
+            theirs.encode(f, &mut b);
+            assert_eq!(a, b, "{name}: encoded frame {n}");
+            stream.extend_from_slice(&a);
+        }
+        for (what, bytes) in [("decoded", &stream), ("random", &junk)] {
+            let (mut ours, mut theirs) = (GsmDecoder::new(), Libgsm::new());
+            let (mut x, mut y) = ([0i16; FRAME_SAMPLES], [0i16; FRAME_SAMPLES]);
+            for (n, f) in bytes.chunks_exact(FRAME_BYTES).enumerate() {
+                let f = f.try_into().unwrap();
+                assert_eq!(
+                    ours.decode(f, &mut x),
+                    theirs.decode(f, &mut y),
+                    "{name} {what}: frame {n}"
+                );
+                assert_eq!(x, y, "{name} {what}: frame {n}");
             }
         }
     }

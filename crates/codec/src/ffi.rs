@@ -1,5 +1,6 @@
-//! Hand-written declarations of the few C functions used from libgsm, spandsp,
-//! libspeex, libspeexdsp, libopus (and bcg729 with the `g729` feature).
+//! Hand-written declarations of the few C functions used from libspeex, libspeexdsp, libopus
+//! (and bcg729 with the `g729` feature), and from libgsm and spandsp, the references of the
+//! Rust GSM, G.722 and G.726.
 //! Every state pointer is owned by exactly one Rust value, which frees it on drop.
 
 #![allow(non_camel_case_types)]

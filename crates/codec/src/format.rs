@@ -10,7 +10,7 @@ pub enum Format {
     Pcmu,
     /// G.711 A-law, static PT 8.
     Pcma,
-    /// GSM 06.10 full rate (libgsm), static PT 3, 33 bytes per 20 ms.
+    /// GSM 06.10 full rate (Rust, [`crate::gsm`]), static PT 3, 33 bytes per 20 ms.
     Gsm,
     /// G.722 at 64 kbit/s (Rust, [`crate::g722`]): 16 kHz audio, 8 kHz RTP clock (RFC 3551 §4.5.2), PT 9.
     G722,

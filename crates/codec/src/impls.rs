@@ -1,4 +1,4 @@
-//! Stateful encoders and decoders for every [`Format`], over the system libraries.
+//! Stateful encoders and decoders for every [`Format`], in Rust or over the system libraries.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::fmt;
@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use crate::ffi::{self, Opaque};
 use crate::g722::{G722Decoder, G722Encoder};
 use crate::g726::{G726Decoder, G726Encoder, Rate};
+use crate::gsm::{GsmDecoder, GsmEncoder, FRAME_BYTES, FRAME_SAMPLES};
 use crate::ilbc::{IlbcDecoder, IlbcEncoder, Mode};
 use crate::{Format, G711};
 
@@ -61,7 +62,7 @@ impl Format {
             Format::Pcmu => Box::new(G711Codec(G711::Pcmu)),
             Format::Pcma => Box::new(G711Codec(G711::Pcma)),
             Format::L16 | Format::L16Wide => Box::new(L16(self)),
-            Format::Gsm => Box::new(Gsm::new()),
+            Format::Gsm => Box::new(GsmEncoder::new()),
             Format::G722 => Box::new(G722Encoder::new()),
             Format::G726 => Box::new(G726Encoder::new(Rate::Kbps32)),
             Format::Speex | Format::Speex16 => {
@@ -78,7 +79,6 @@ impl Format {
     /// (`strowger show translation` prints it next to the costs it measured with them).
     pub fn implementation(self) -> String {
         match self {
-            Format::Gsm => "libgsm".into(),
             Format::Speex | Format::Speex16 => format!(
                 "libspeex, quality {}",
                 SPEEX_QUALITY.load(Ordering::Relaxed)
@@ -105,7 +105,7 @@ impl Format {
             Format::Pcmu => Box::new(G711Codec(G711::Pcmu)),
             Format::Pcma => Box::new(G711Codec(G711::Pcma)),
             Format::L16 | Format::L16Wide => Box::new(L16(self)),
-            Format::Gsm => Box::new(Gsm::new()),
+            Format::Gsm => Box::new(GsmDecoder::new()),
             Format::G722 => Box::new(G722Decoder::new()),
             Format::G726 => Box::new(G726Decoder::new(Rate::Kbps32)),
             Format::Speex | Format::Speex16 => Box::new(SpeexDec::new(self)),
@@ -194,57 +194,39 @@ impl Decoder for L16 {
     }
 }
 
-/// GSM 06.10 through libgsm; the same state type encodes and decodes.
-struct Gsm(*mut Opaque);
-// SAFETY: the state is owned by this value alone and libgsm keeps no globals.
-unsafe impl Send for Gsm {}
-
-impl Gsm {
-    fn new() -> Gsm {
-        // SAFETY: plain constructor; null only on allocation failure.
-        let g = unsafe { ffi::gsm_create() };
-        assert!(!g.is_null(), "gsm_create failed");
-        Gsm(g)
-    }
-}
-
-impl Drop for Gsm {
-    fn drop(&mut self) {
-        // SAFETY: created by gsm_create, destroyed once.
-        unsafe { ffi::gsm_destroy(self.0) }
-    }
-}
-
-impl Encoder for Gsm {
+impl Encoder for GsmEncoder {
     fn format(&self) -> Format {
         Format::Gsm
     }
     fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> Result<usize, CodecError> {
         let frames = whole(pcm, Format::Gsm, out)?;
-        for (i, o) in pcm.chunks_exact(160).zip(out.chunks_exact_mut(33)) {
-            // SAFETY: 160 samples in, 33 bytes out, as gsm_encode requires.
-            unsafe { ffi::gsm_encode(self.0, i.as_ptr(), o.as_mut_ptr()) }
+        for (i, o) in pcm
+            .chunks_exact(FRAME_SAMPLES)
+            .zip(out.chunks_exact_mut(FRAME_BYTES))
+        {
+            GsmEncoder::encode(self, i.try_into().unwrap(), o.try_into().unwrap());
         }
-        Ok(33 * frames)
+        Ok(FRAME_BYTES * frames)
     }
 }
 
-impl Decoder for Gsm {
+impl Decoder for GsmDecoder {
     fn format(&self) -> Format {
         Format::Gsm
     }
     fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> Result<usize, CodecError> {
-        let frames = payload.len() / 33;
-        if !payload.len().is_multiple_of(33) || out.len() < 160 * frames {
+        let frames = payload.len() / FRAME_BYTES;
+        if !payload.len().is_multiple_of(FRAME_BYTES) || out.len() < FRAME_SAMPLES * frames {
             return Err(short(Format::Gsm, payload.len()));
         }
-        for (i, o) in payload.chunks_exact(33).zip(out.chunks_exact_mut(160)) {
-            // SAFETY: 33 bytes in, 160 samples out.
-            if unsafe { ffi::gsm_decode(self.0, i.as_ptr(), o.as_mut_ptr()) } != 0 {
-                return Err(CodecError::Corrupt("gsm"));
-            }
+        for (i, o) in payload
+            .chunks_exact(FRAME_BYTES)
+            .zip(out.chunks_exact_mut(FRAME_SAMPLES))
+        {
+            GsmDecoder::decode(self, i.try_into().unwrap(), o.try_into().unwrap())
+                .map_err(|_| CodecError::Corrupt("gsm"))?;
         }
-        Ok(160 * frames)
+        Ok(FRAME_SAMPLES * frames)
     }
 }
 

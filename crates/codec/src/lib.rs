@@ -4,10 +4,10 @@
 //!   ([`g711`]: table lookups, byte-to-byte µ↔A transcoding).
 //! - [`Format`]: every wire format (G.711, GSM 06.10, G.722, G.726-32,
 //!   Speex NB/WB, Opus, L16 8/16 kHz; G.729 with the `g729` feature) with its
-//!   RTP/SDP facts, and stateful [`Encoder`]/[`Decoder`]s: G.711, [`g722`], [`g726`] and
-//!   [`ilbc`] in Rust, the others over the field's C libraries (libgsm, libspeex, libopus,
-//!   bcg729) declared by hand in `ffi`. [`spandsp`] keeps the C G.722/G.726 strowger used
-//!   before, as the reference its own are tested and benchmarked against.
+//!   RTP/SDP facts, and stateful [`Encoder`]/[`Decoder`]s: G.711, [`g722`], [`g726`], [`gsm`]
+//!   and [`ilbc`] in Rust, the others over the field's C libraries (libspeex, libopus,
+//!   bcg729) declared by hand in `ffi`. [`spandsp`] and [`libgsm`] keep the C G.722/G.726 and
+//!   GSM strowger used before, as the references its own are tested and benchmarked against.
 //! - [`resample`]: 8/16/48 kHz conversion with libspeexdsp.
 //! - [`translate`]: measured step costs, cheapest paths, and [`Translator`].
 
@@ -16,8 +16,10 @@ mod format;
 pub mod g711;
 pub mod g722;
 pub mod g726;
+pub mod gsm;
 pub mod ilbc;
 mod impls;
+pub mod libgsm;
 pub mod resample;
 pub mod spandsp;
 pub mod translate;

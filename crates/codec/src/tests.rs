@@ -288,7 +288,7 @@ fn implementations_name_the_code_and_its_settings() {
     assert_eq!(Format::G726.implementation(), "rust, 32 kbit/s");
     assert_eq!(Format::G722.implementation(), "rust, 64 kbit/s");
     assert_eq!(Format::Pcmu.implementation(), "rust");
-    assert_eq!(Format::Gsm.implementation(), "libgsm");
+    assert_eq!(Format::Gsm.implementation(), "rust");
     assert_eq!(
         Format::Opus.implementation(),
         "libopus, 24 kbit/s, complexity 5"
