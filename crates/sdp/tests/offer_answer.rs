@@ -436,12 +436,18 @@ fn sdes_offer_is_answered_with_our_key_in_the_same_suite_and_tag() {
     // The line with an MKI is passed over; ours answers tag 5 with our own key.
     let ours: Vec<_> = m.crypto().collect();
     assert_eq!(ours.len(), 1);
-    assert_eq!((ours[0].tag, ours[0].suite), (5, CryptoSuite::AesCm128HmacSha1_32));
+    assert_eq!(
+        (ours[0].tag, ours[0].suite),
+        (5, CryptoSuite::AesCm128HmacSha1_32)
+    );
     assert_eq!(ours[0].key, [7; 30]);
     let keys = n.srtp.unwrap();
     assert_eq!(keys.suite, CryptoSuite::AesCm128HmacSha1_32);
     assert_eq!(keys.local, [7; 30]);
-    assert_eq!(keys.remote, sdp(&offer).media[0].crypto().nth(1).unwrap().key);
+    assert_eq!(
+        keys.remote,
+        sdp(&offer).media[0].crypto().nth(1).unwrap().key
+    );
     assert!(!format!("{keys:?}").contains('7'), "keys stay out of logs");
 }
 
@@ -475,22 +481,40 @@ fn our_sdes_offer_and_its_answer_agree_on_keys() {
     let offer = ours.offer(&Caps::default(), 10000);
     let m = &offer.media[0];
     assert_eq!(m.proto, "RTP/SAVP");
-    assert_eq!(m.crypto().map(|c| c.suite).collect::<Vec<_>>(), CryptoSuite::ALL);
-    assert_eq!(m.crypto().last().unwrap().key, [7; 28], "GCM takes 28 bytes");
+    assert_eq!(
+        m.crypto().map(|c| c.suite).collect::<Vec<_>>(),
+        CryptoSuite::ALL
+    );
+    assert_eq!(
+        m.crypto().last().unwrap().key,
+        [7; 28],
+        "GCM takes 28 bytes"
+    );
     // The far end answers from our offer with a key of its own.
     let mut theirs = LocalSession::new(9, LOCAL).with_sdes(false, &[9; 30]);
     let (answer, their_neg) = theirs.answer(&offer, &Caps::default(), 20000).unwrap();
     let neg = sdp::accept_answer(&offer, &answer).unwrap();
     let keys = neg.srtp.unwrap();
     assert_eq!(keys.suite, CryptoSuite::AesCm128HmacSha1_80);
-    assert_eq!((keys.local.as_slice(), keys.remote.as_slice()), (&[7; 30][..], &[9; 30][..]));
+    assert_eq!(
+        (keys.local.as_slice(), keys.remote.as_slice()),
+        (&[7; 30][..], &[9; 30][..])
+    );
     let back = their_neg.srtp.unwrap();
     assert_eq!((back.local, back.remote), (keys.remote, keys.local));
     // An answer without keys to an RTP/SAVP offer, or naming a line we never offered, fails.
     let mut plain = answer.clone();
-    plain.media[0].attributes.retain(|a| !matches!(a, sdp::Attribute::Crypto(_)));
-    assert_eq!(sdp::accept_answer(&offer, &plain).unwrap_err(), NegotiationError::Srtp);
+    plain.media[0]
+        .attributes
+        .retain(|a| !matches!(a, sdp::Attribute::Crypto(_)));
+    assert_eq!(
+        sdp::accept_answer(&offer, &plain).unwrap_err(),
+        NegotiationError::Srtp
+    );
     let forged = answer.to_string().replace("crypto:1 ", "crypto:9 ");
     let forged = sdp(&forged);
-    assert_eq!(sdp::accept_answer(&offer, &forged).unwrap_err(), NegotiationError::Srtp);
+    assert_eq!(
+        sdp::accept_answer(&offer, &forged).unwrap_err(),
+        NegotiationError::Srtp
+    );
 }
