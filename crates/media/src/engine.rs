@@ -86,6 +86,9 @@ pub enum MediaEvent {
     Talking { leg: LegId, talking: bool },
     /// A recording ended on a run of silence ([`SilenceEnd`]); its file is complete.
     RecordingSilent { leg: LegId },
+    /// An SRTP or SRTCP packet failed authentication or was a replay, and was dropped
+    /// (counted in [`LegStats::srtp_rejected`]).
+    SrtpRejected { leg: LegId },
 }
 
 /// Media for all the legs of one worker thread.
@@ -641,7 +644,10 @@ impl Engine {
             copy.copy_from_slice(data);
             match srtp.rx.unprotect(copy) {
                 Ok(n) => self.rtp_in(id, &plain[..n], src, now, tx),
-                Err(_) => leg.srtp_rejected += 1,
+                Err(_) => {
+                    leg.srtp_rejected += 1;
+                    self.events.push_back(MediaEvent::SrtpRejected { leg: id });
+                }
             }
             return;
         }
@@ -1108,6 +1114,7 @@ impl Engine {
                     Ok(n) => &plain[..n],
                     Err(_) => {
                         leg.srtp_rejected += 1;
+                        self.events.push_back(MediaEvent::SrtpRejected { leg: id });
                         return;
                     }
                 }

@@ -127,6 +127,8 @@ fn forged_and_replayed_packets_are_dropped_and_counted_and_the_stream_goes_on() 
     let stats = e.stats(a).unwrap();
     assert_eq!((stats.srtp_rejected, stats.packets_received), (3, 2));
     assert_eq!(e.totals().srtp_rejected, 3);
+    let told = events(&mut e);
+    assert_eq!(told, vec![MediaEvent::SrtpRejected { leg: a }; 3]);
 }
 
 #[test]
