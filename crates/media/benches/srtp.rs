@@ -53,15 +53,27 @@ fn keys() -> SrtpKeys {
 
 /// The caller's packets, one per 20 ms: sealed with the caller's key when `srtp`.
 fn packets(srtp: bool) -> Vec<Vec<u8>> {
-    let mut far = srtp::Context::new(srtp::Suite::AesCm128HmacSha1_80, &keys().remote, srtp::Direction::Outbound).unwrap();
+    let mut far = srtp::Context::new(
+        srtp::Suite::AesCm128HmacSha1_80,
+        &keys().remote,
+        srtp::Direction::Outbound,
+    )
+    .unwrap();
     (0..SECONDS * 50)
         .map(|n| {
             let mut p = vec![0u8; 12 + 160 + srtp::MAX_TRAILER];
             p[0] = 0x80;
             p[2..4].copy_from_slice(&(n as u16).to_be_bytes());
             p[4..8].copy_from_slice(&(160 * n as u32).to_be_bytes());
-            p[12..172].iter_mut().enumerate().for_each(|(i, b)| *b = (i * 7 + n) as u8);
-            let len = if srtp { far.protect(&mut p, 172).unwrap() } else { 172 };
+            p[12..172]
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, b)| *b = (i * 7 + n) as u8);
+            let len = if srtp {
+                far.protect(&mut p, 172).unwrap()
+            } else {
+                172
+            };
             p.truncate(len);
             p
         })
@@ -99,7 +111,10 @@ fn pass(from_caller: &[Vec<u8>], srtp: bool) -> f64 {
         while e.poll_event().is_some() {}
     }
     let cpu = thread_cpu() - start;
-    let rejected: u64 = calls.iter().map(|&(a, _)| e.stats(a).unwrap().srtp_rejected).sum();
+    let rejected: u64 = calls
+        .iter()
+        .map(|&(a, _)| e.stats(a).unwrap().srtp_rejected)
+        .sum();
     assert_eq!(rejected, 0, "every sealed packet opened");
     cpu.as_nanos() as f64 / (CALLS * SECONDS) as f64
 }
