@@ -153,3 +153,69 @@ fn an_srtp_phone_and_a_plain_phone_hear_each_other_through_a_bridge() {
     );
     assert_answered_cdrs(&s.wait_cdrs(1), 1, "1002");
 }
+
+/// The other way round: a plain phone calls a phone registered over TLS whose account takes
+/// SRTP when offered (`mediaenc=srtp`). strowger offers it keys on RTP/AVP, the phone answers
+/// with its own, and the leg to it is SRTP while the caller's stays plain.
+#[test]
+fn strowger_offers_sdes_to_a_phone_registered_over_tls() {
+    let (dir, s, tls, ca) = with_users_config(
+        "srtp-offer",
+        &[("1001", "pw-srtp-1001"), ("1002", "pw-udp-1002")],
+        None,
+    );
+    let speech = speech_wav(dir.path());
+    let demo = common::repo_root().join("assets/demo.wav");
+    let capture = Capture::start(
+        dir.path(),
+        &format!("udp portrange {}-{}", s.rtp.0, s.rtp.1),
+    );
+    let callee = Baresip::spawn_with(
+        "127.0.0.1",
+        dir.path(),
+        "1001",
+        &format!(
+            "<sip:1001@{tls};transport=tls>;auth_pass=pw-srtp-1001;regint=600;audio_codecs=PCMU;\
+             mediaenc=srtp;answermode=auto"
+        ),
+        &speech,
+        &[],
+        14,
+        &srtp_config(&ca),
+    );
+    callee.wait_registered("1001 over TLS");
+    let caller = Baresip::spawn(
+        dir.path(),
+        "1002",
+        &account(s.sip, "1002", "pw-udp-1002", ""),
+        &demo,
+        &[&format!("/dial sip:1001@{}", s.sip)],
+        8,
+    );
+    let heard_by_caller = caller.finish("1002 calling 1001");
+    let heard_by_callee = callee.finish("1001 answering with SRTP");
+    let datagrams = capture.finish();
+    assert_heard(
+        &heard_by_caller,
+        &read_wav(&speech).samples,
+        "1001's speech",
+    );
+    assert_heard(
+        &heard_by_callee,
+        &read_wav(&demo).samples,
+        "1002's demo.wav",
+    );
+    // strowger's G.711 packets: plain to the caller, tagged to the callee.
+    let lengths: Vec<usize> = datagrams
+        .iter()
+        .filter(|(src, _, d)| (s.rtp.0..=s.rtp.1).contains(src) && d.len() > 12 && d[1] == 0)
+        .map(|(.., d)| d.len())
+        .collect();
+    let plain = lengths.iter().filter(|&&n| n == 12 + 160).count();
+    let tagged = lengths.iter().filter(|&&n| n > 12 + 160).count();
+    assert!(
+        plain > 100 && tagged > 100,
+        "{plain} plain, {tagged} SRTP packets"
+    );
+    assert_answered_cdrs(&s.wait_cdrs(1), 1, "1001");
+}
