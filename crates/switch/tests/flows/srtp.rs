@@ -1,6 +1,7 @@
 //! SDES-SRTP in the engine: an offer with `a=crypto` keys is taken only from a caller
 //! signalling over TLS, answered with strowger's own key, and the media strowger sends that
-//! caller is SRTP that opens with that key; the same offer over UDP, or plain RTP where
+//! caller is SRTP that opens with that key (a forged packet is dropped, counted and logged);
+//! the same offer over UDP, or plain RTP where
 //! `rtp.srtp = "require"`, gets a 488 whose Warning says why.
 
 use crate::net;
@@ -102,6 +103,26 @@ fn a_tls_caller_offering_sdes_gets_our_key_and_srtp_that_opens_with_it() {
         assert_eq!(n + 10, p.bytes.len(), "an 80-bit tag");
         assert_ne!(buf[12..n], p.bytes[12..n], "the payload was encrypted");
     }
+
+    // A packet under another key, to the leg's port: dropped, counted, logged; the call stays.
+    let leg = std::net::SocketAddr::new(addr(SW).ip(), m.port);
+    let mut forged = media[0].bytes.clone();
+    forged[2] ^= 0x40;
+    let now = n.now + ms(300);
+    let node = n.sw(sw).node();
+    node.deliver_rtp(&forged, addr(CALLER_RTP), leg, now);
+    node.advance(now);
+    let scrape = n.sw(sw).scrape();
+    assert!(
+        scrape.contains("strowger_srtp_rejected_packets_total 1\n"),
+        "{scrape}"
+    );
+    let logs = n.sw(sw).logs();
+    assert!(
+        logs.iter().any(|l| l.contains("dropped 1 SRTP packet(s)")),
+        "{logs:?}"
+    );
+    assert_eq!(n.sw(sw).active_calls(), 1);
 }
 
 #[test]
