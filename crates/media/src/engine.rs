@@ -611,15 +611,15 @@ impl Engine {
     }
 
     /// Keys the leg's SRTP with what its SDP agreed, or makes it plain RTP again (`None`).
-    /// The same keys again (a re-INVITE) keep the contexts, their replay windows and rollover
-    /// counters. Err leaves the leg as it was.
+    /// A direction whose key a re-INVITE leaves as it was keeps its context, replay window and
+    /// rollover counter. Err leaves the leg as it was.
     pub fn set_srtp(&mut self, id: LegId, keys: Option<&sdp::SrtpKeys>) -> Result<(), srtp::Error> {
         let Some(leg) = self.legs.get_mut(id.0) else {
             return Ok(());
         };
-        match (keys, &leg.srtp) {
-            (Some(k), Some(s)) if s.keyed_with(k) => {}
-            (Some(k), _) => leg.srtp = Some(Box::new(crate::leg_srtp::LegSrtp::new(k)?)),
+        match (keys, &mut leg.srtp) {
+            (Some(k), Some(s)) => s.rekey(k)?,
+            (Some(k), None) => leg.srtp = Some(Box::new(crate::leg_srtp::LegSrtp::new(k)?)),
             (None, _) => leg.srtp = None,
         }
         Ok(())

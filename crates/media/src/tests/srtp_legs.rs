@@ -151,6 +151,22 @@ fn rtcp_is_protected_and_the_same_keys_again_keep_the_stream() {
     let mut buf = reports[0].data.clone();
     let n = far_rx.unprotect_rtcp(&mut buf).unwrap();
     assert!(rtcp::parse_compound(&buf[..n]).all(|p| p.is_ok()));
+    // The far end re-keys its direction alone: its new key opens, its old one no longer does,
+    // and what we send still opens with our key.
+    let keys = SrtpKeys {
+        suite: CryptoSuite::AesCm128HmacSha1_80,
+        local: vec![1; 30],
+        remote: vec![3; 30],
+    };
+    e.set_srtp(a, Some(&keys)).unwrap();
+    let old = seal(&mut far_tx, &packet(0, 2, 160, false, &[1; 160]));
+    assert!(rtp_in(&mut e, a, &old, addr(4000), t0).is_empty());
+    let mut far_tx =
+        Context::new(Suite::AesCm128HmacSha1_80, &[3; 30], Direction::Outbound).unwrap();
+    let new = seal(&mut far_tx, &packet(0, 3, 320, false, &[1; 160]));
+    let echoed = rtp_in(&mut e, a, &new, addr(4000), t0);
+    assert_eq!(echoed.len(), 1);
+    open(&mut far_rx, &echoed[0]);
     // Plain again: what arrives is RTP.
     e.set_srtp(a, None).unwrap();
     assert_eq!(
