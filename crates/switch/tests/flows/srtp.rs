@@ -64,6 +64,36 @@ fn call(n: &mut Net, sw: Id, transport: Transport, sdp: &str) -> (Vec<Message>, 
     (sip, media)
 }
 
+/// Re-INVITEs ALICE's call (answered with `ok`) over TLS with `sdp`; strowger's 200's SDP.
+fn reinvite(n: &mut Net, sw: Id, ok: &Message, sdp: &str) -> SessionDescription {
+    let alice = addr(ALICE);
+    let to = ok.header(sip::HeaderName::To).unwrap();
+    let invite = format!(
+        "INVITE sip:44444@{SW} SIP/2.0\r\nVia: SIP/2.0/TLS {alice};branch=z9hG4bK-s2\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:alice@{alice}>;tag=a1\r\nTo: {to}\r\n\
+         Call-ID: srtp@{alice}\r\nCSeq: 2 INVITE\r\nContact: <sip:alice@{alice}>\r\n\
+         Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    );
+    let now = n.now + ms(400);
+    let node = n.sw(sw).node();
+    let msg = Message::parse(invite.as_bytes(), false).unwrap();
+    let peer = Peer {
+        transport: Transport::Tls,
+        addr: alice,
+    };
+    node.deliver_msg(msg, peer, addr(SW), false, now);
+    let answers: Vec<Message> = node
+        .drain()
+        .into_iter()
+        .filter(|p| !p.media && p.to == alice)
+        .filter_map(|p| Message::parse(&p.bytes, true).ok())
+        .collect();
+    let ok = final_response(&answers);
+    assert_eq!(ok.status(), Some(200), "{answers:?}");
+    SessionDescription::parse(ok.body()).unwrap()
+}
+
 fn final_response(sip: &[Message]) -> &Message {
     sip.iter()
         .find(|m| m.status().is_some_and(|s| s >= 200))
@@ -123,6 +153,15 @@ fn a_tls_caller_offering_sdes_gets_our_key_and_srtp_that_opens_with_it() {
         "{logs:?}"
     );
     assert_eq!(n.sw(sw).active_calls(), 1);
+
+    // Hold by re-INVITE with the same key: the answer keeps strowger's key and suite.
+    let hold = offer("RTP/SAVP").replace("a=crypto", "a=sendonly\r\na=crypto");
+    let again = reinvite(&mut n, sw, ok, &hold);
+    let kept = again.media[0]
+        .crypto()
+        .next()
+        .expect("a=crypto in the re-answer");
+    assert_eq!((kept.tag, &kept.key), (1, &ours.key));
 }
 
 #[test]
