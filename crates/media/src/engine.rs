@@ -86,6 +86,9 @@ pub enum MediaEvent {
     Talking { leg: LegId, talking: bool },
     /// A recording ended on a run of silence ([`SilenceEnd`]); its file is complete.
     RecordingSilent { leg: LegId },
+    /// An SRTP or SRTCP packet failed authentication or was a replay, and was dropped
+    /// (counted in [`LegStats::srtp_rejected`]).
+    SrtpRejected { leg: LegId },
 }
 
 /// Media for all the legs of one worker thread.
@@ -607,9 +610,52 @@ impl Engine {
         self.events.pop_front()
     }
 
+    /// Keys the leg's SRTP with what its SDP agreed, or makes it plain RTP again (`None`).
+    /// A direction whose key a re-INVITE leaves as it was keeps its context, replay window and
+    /// rollover counter. Err leaves the leg as it was.
+    pub fn set_srtp(&mut self, id: LegId, keys: Option<&sdp::SrtpKeys>) -> Result<(), srtp::Error> {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return Ok(());
+        };
+        match (keys, &mut leg.srtp) {
+            (Some(k), Some(s)) => s.rekey(k)?,
+            (Some(k), None) => leg.srtp = Some(Box::new(crate::leg_srtp::LegSrtp::new(k)?)),
+            (None, _) => leg.srtp = None,
+        }
+        Ok(())
+    }
+
     /// An RTP datagram arrived on the leg's RTP socket. Relays (bridge,
     /// echo) go out through `tx` before this returns.
     pub fn on_rtp<F>(&mut self, id: LegId, data: &[u8], src: SocketAddr, now: Instant, tx: &mut F)
+    where
+        F: Output + ?Sized,
+    {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        if let Some(srtp) = leg.srtp.as_deref_mut() {
+            // Decrypted on a copy: the shell's buffer is not ours to write.
+            let mut plain = [0u8; MAX_PACKET];
+            let Some(copy) = plain.get_mut(..data.len()) else {
+                leg.rejected += 1;
+                return;
+            };
+            copy.copy_from_slice(data);
+            match srtp.rx.unprotect(copy) {
+                Ok(n) => self.rtp_in(id, &plain[..n], src, now, tx),
+                Err(_) => {
+                    leg.srtp_rejected += 1;
+                    self.events.push_back(MediaEvent::SrtpRejected { leg: id });
+                }
+            }
+            return;
+        }
+        self.rtp_in(id, data, src, now, tx)
+    }
+
+    /// [`Engine::on_rtp`] once the packet is plain RTP.
+    fn rtp_in<F>(&mut self, id: LegId, data: &[u8], src: SocketAddr, now: Instant, tx: &mut F)
     where
         F: Output + ?Sized,
     {
@@ -1055,6 +1101,25 @@ impl Engine {
         let Some(leg) = self.legs.get_mut(id.0) else {
             return;
         };
+        let mut plain = [0u8; MAX_PACKET];
+        let data = match leg.srtp.as_deref_mut() {
+            None => data,
+            Some(srtp) => {
+                let Some(copy) = plain.get_mut(..data.len()) else {
+                    leg.rejected += 1;
+                    return;
+                };
+                copy.copy_from_slice(data);
+                match srtp.rx.unprotect_rtcp(copy) {
+                    Ok(n) => &plain[..n],
+                    Err(_) => {
+                        leg.srtp_rejected += 1;
+                        self.events.push_back(MediaEvent::SrtpRejected { leg: id });
+                        return;
+                    }
+                }
+            }
+        };
         if leg.symmetric {
             leg.remote_rtcp = Some(src);
         }
@@ -1211,16 +1276,7 @@ where
         let len = HEADER_LEN + n;
         let header = leg.out.next_frame(leg.payload_type, units, now);
         if let (Some(dst), true, true) = (leg.remote, leg.sends, n > 0) {
-            let _ = header.write(buf);
-            leg.out.sent(&header, n, now);
-            tap_sent(leg, &header, &buf[HEADER_LEN..len], now);
-            tx.transmit(Transmit {
-                leg: id,
-                rtcp: false,
-                dst,
-                pinned: leg.pinned(),
-                payload: &buf[..len],
-            });
+            send_rtp(buf, id, leg, dst, &header, n, now, tx);
         } else if leg.sends && n > 0 {
             frame_out(id, leg, &header, &buf[HEADER_LEN..len], now, tx);
         }
@@ -1341,14 +1397,22 @@ fn send_rtp<F>(
     F: Output + ?Sized,
 {
     let _ = header.write(buf);
-    out.out.sent(header, body_len, now);
     tap_sent(out, header, &buf[HEADER_LEN..HEADER_LEN + body_len], now);
+    let mut len = HEADER_LEN + body_len;
+    if let Some(srtp) = out.srtp.as_deref_mut() {
+        // Refused only for a packet too long for the tag: dropped like one too long to relay.
+        let Ok(n) = srtp.tx.protect(buf, len) else {
+            return;
+        };
+        len = n;
+    }
+    out.out.sent(header, body_len, now);
     tx.transmit(Transmit {
         leg: peer,
         rtcp: false,
         dst,
         pinned: out.pinned(),
-        payload: &buf[..HEADER_LEN + body_len],
+        payload: &buf[..len],
     });
 }
 
@@ -1488,7 +1552,13 @@ fn send_report<F>(
         b.dlsr = rtcp::duration_to_short(now.saturating_duration_since(at));
     }
     let blocks = block.as_slice();
-    if let Ok(n) = rtcp::write_report(buf, leg.out.ssrc, sender.as_ref(), blocks, cname) {
+    if let Ok(mut n) = rtcp::write_report(buf, leg.out.ssrc, sender.as_ref(), blocks, cname) {
+        if let Some(srtp) = leg.srtp.as_deref_mut() {
+            let Ok(sealed) = srtp.tx.protect_rtcp(buf, n) else {
+                return;
+            };
+            n = sealed;
+        }
         tx.transmit(Transmit {
             leg: id,
             rtcp: true,

@@ -13,6 +13,7 @@ use rtp::DtmfDetector;
 use crate::digit_tone::DigitTone;
 use crate::dtmf_detect::ToneDetector;
 use crate::frames::FrameState;
+use crate::leg_srtp::LegSrtp;
 use crate::prompt::Packets;
 use crate::recorder::Recorder;
 use crate::stream::OutStream;
@@ -67,6 +68,8 @@ pub struct Totals {
     pub packets_received: u64,
     pub bytes_received: u64,
     pub late_ticks: u64,
+    /// SRTP/SRTCP packets dropped for failing authentication or being replayed.
+    pub srtp_rejected: u64,
 }
 
 impl Totals {
@@ -76,6 +79,7 @@ impl Totals {
         self.packets_received += leg.packets_received;
         self.bytes_received += leg.bytes_received;
         self.late_ticks += leg.late_ticks;
+        self.srtp_rejected += leg.srtp_rejected;
     }
 }
 
@@ -104,6 +108,8 @@ pub struct LegStats {
     /// RTP packets the kernel refused to send (a far end unreachable or of another address
     /// family), not counted in `packets_sent`.
     pub send_errors: u64,
+    /// SRTP/SRTCP packets dropped for failing authentication or being replayed.
+    pub srtp_rejected: u64,
 }
 
 /// What feeds the leg's outgoing stream.
@@ -219,6 +225,9 @@ pub(crate) struct Leg {
     pub(crate) send_errors: u64,
     /// A frame leg's own state (see [`crate::Frame`]); `None` for an RTP leg.
     pub(crate) frames: Option<Box<FrameState>>,
+    /// SRTP keys of the leg ([`crate::Engine::set_srtp`]); `None` for plain RTP.
+    pub(crate) srtp: Option<Box<LegSrtp>>,
+    pub(crate) srtp_rejected: u64,
 }
 
 impl Leg {
@@ -278,6 +287,8 @@ impl Leg {
             late_ticks: 0,
             rejected: 0,
             send_errors: 0,
+            srtp: None,
+            srtp_rejected: 0,
             frames: None,
         };
         leg.set_format(cfg.format);
@@ -374,6 +385,7 @@ impl Leg {
             late_ticks: self.late_ticks,
             rejected: self.rejected,
             send_errors: self.send_errors,
+            srtp_rejected: self.srtp_rejected,
         }
     }
 

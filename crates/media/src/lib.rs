@@ -70,6 +70,7 @@ mod dtmf_mode;
 mod engine;
 mod frames;
 mod leg;
+mod leg_srtp;
 mod legs;
 mod mixer;
 mod playlist;

@@ -1190,6 +1190,7 @@ fn a_removed_legs_index_is_reused_and_prefetching_any_index_is_harmless() {
 
 mod digits;
 mod frames;
+mod srtp_legs;
 
 /// Three legs in a room, two of them speaking: the engine mixes on its ticks and each leg gets
 /// the others' voices in its own law, never its own; a leg started on something else leaves.

@@ -108,6 +108,21 @@ impl Crypto {
     }
 }
 
+/// The keys one SDES exchange agreed for a stream: ours protect what we send, the far
+/// end's unprotect what it sends.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SrtpKeys {
+    pub suite: CryptoSuite,
+    pub local: Vec<u8>,
+    pub remote: Vec<u8>,
+}
+
+impl fmt::Debug for SrtpKeys {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "SrtpKeys({:?}, <redacted>)", self.suite)
+    }
+}
+
 /// Keys never reach a log through `{:?}`.
 impl fmt::Debug for Crypto {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {

@@ -13,7 +13,7 @@ mod parse;
 mod write;
 
 pub use codec::{Caps, Codec};
-pub use crypto::{Crypto, CryptoSuite};
+pub use crypto::{Crypto, CryptoSuite, SrtpKeys};
 pub use model::{Attribute, Direction, Media, Origin, SessionDescription};
 pub use negotiate::{accept_answer, LocalSession, Negotiated, NegotiationError};
 pub use parse::ParseError;

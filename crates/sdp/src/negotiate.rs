@@ -4,6 +4,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
 use crate::codec::{Caps, Codec};
+use crate::crypto::{Crypto, CryptoSuite, SrtpKeys};
 use crate::model::{Attribute, Direction, Media, Origin, SessionDescription};
 use crate::write::addr_type;
 
@@ -13,6 +14,7 @@ const TELEPHONE_EVENT: &str = "telephone-event";
 /// DTMF 0-9 * # A-D and flash (RFC 4733 §3.2).
 const DTMF_EVENTS: &str = "0-16";
 const RTP_AVP: &str = "RTP/AVP";
+const RTP_SAVP: &str = "RTP/SAVP";
 
 /// What both sides agreed for the audio stream, from the local side's point of view.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +32,8 @@ pub struct Negotiated {
     pub direction: Direction,
     /// Packetization the remote asked to receive, in milliseconds.
     pub ptime: u32,
+    /// SRTP keys agreed by SDES; `None` for plain RTP.
+    pub srtp: Option<SrtpKeys>,
 }
 
 /// Why no audio stream could be set up; a UAS answers the INVITE with 488.
@@ -39,6 +43,9 @@ pub enum NegotiationError {
     NoCommonCodec,
     /// The chosen stream has neither a media- nor a session-level `c=`.
     NoConnectionAddress,
+    /// A codec matched, but the stream's security did not: RTP/SAVP on a session without
+    /// SDES, plain RTP where SRTP is required, or no usable `a=crypto` key.
+    Srtp,
 }
 
 impl fmt::Display for NegotiationError {
@@ -46,6 +53,7 @@ impl fmt::Display for NegotiationError {
         f.write_str(match self {
             NegotiationError::NoCommonCodec => "no common audio codec",
             NegotiationError::NoConnectionAddress => "audio stream without connection address",
+            NegotiationError::Srtp => "no acceptable SRTP key exchange for the audio stream",
         })
     }
 }
@@ -61,6 +69,23 @@ pub struct LocalSession {
     version: u64,
     addr: IpAddr,
     last: Option<SessionDescription>,
+    sdes: Option<Sdes>,
+}
+
+/// SRTP keyed in the SDP (RFC 4568), for a session whose signalling is encrypted.
+#[derive(Clone)]
+struct Sdes {
+    /// Offer RTP/SAVP and refuse plain RTP; else offer RTP/AVP with keys (the peer may take
+    /// them or not) and answer plain offers plainly.
+    require: bool,
+    /// Our master key and salt, as long as the longest suite's; shorter suites take its prefix.
+    key: Vec<u8>,
+}
+
+impl fmt::Debug for Sdes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sdes {{ require: {}, key: <redacted> }}", self.require)
+    }
 }
 
 impl LocalSession {
@@ -72,7 +97,24 @@ impl LocalSession {
             version: id,
             addr,
             last: None,
+            sdes: None,
         }
+    }
+
+    /// Keys this session's streams with SDES: `key` (at least 30 bytes of master key and
+    /// salt) goes in our offers and answers. Only for signalling that is encrypted: a key
+    /// sent in clear text protects nothing.
+    pub fn with_sdes(mut self, require: bool, key: &[u8]) -> LocalSession {
+        self.sdes = Some(Sdes {
+            require,
+            key: key.to_vec(),
+        });
+        self
+    }
+
+    /// Whether this session keys SRTP by SDES.
+    pub fn sdes(&self) -> bool {
+        self.sdes.is_some()
     }
 
     pub fn version(&self) -> u64 {
@@ -125,7 +167,15 @@ impl LocalSession {
         let ptime = caps.codecs.first().and_then(Codec::frame_ms);
         attributes.push(Attribute::Ptime(ptime.unwrap_or(DEFAULT_PTIME_MS)));
         attributes.push(Attribute::Direction(Direction::SendRecv));
-        let media = audio(rtp_port, RTP_AVP, &formats, attributes);
+        let mut proto = RTP_AVP;
+        if let Some(sdes) = &self.sdes {
+            proto = if sdes.require { RTP_SAVP } else { RTP_AVP };
+            for (tag, suite) in (1..).zip(CryptoSuite::ALL) {
+                let key = sdes.key[..suite.key_len()].to_vec();
+                attributes.push(Attribute::Crypto(Crypto::new(tag, suite, key)));
+            }
+        }
+        let media = audio(rtp_port, proto, &formats, attributes);
         self.stamp(vec![media])
     }
 
@@ -140,20 +190,65 @@ impl LocalSession {
         let mut negotiated = None;
         let mut media = Vec::with_capacity(offer.media.len());
         for m in &offer.media {
-            let pick = match negotiated {
-                None if is_usable_audio(m) => prefer(m, caps),
+            let keys = self.keys_for(m);
+            let pick = match (negotiated.is_some(), &keys) {
+                (false, Ok(_)) if is_usable_audio(m) => prefer(m, caps),
                 _ => None,
             };
-            let Some((pt, codec)) = pick else {
+            let (Some((pt, codec)), Ok(crypto)) = (pick, keys) else {
                 media.push(refused(m));
                 continue;
             };
-            let agreed = stream(offer, m, pt, codec, caps.dtmf_pt.is_some())?;
-            media.push(answer_media(m, &agreed, rtp_port));
+            let mut agreed = stream(offer, m, pt, codec, caps.dtmf_pt.is_some())?;
+            let mut answered = answer_media(m, &agreed, rtp_port);
+            if let Some((theirs, ours)) = crypto {
+                agreed.srtp = Some(SrtpKeys {
+                    suite: ours.suite,
+                    local: ours.key.clone(),
+                    remote: theirs.key.clone(),
+                });
+                answered.attributes.push(Attribute::Crypto(ours));
+            }
+            media.push(answered);
             negotiated = Some(agreed);
         }
-        let negotiated = negotiated.ok_or(NegotiationError::NoCommonCodec)?;
+        let Some(negotiated) = negotiated else {
+            // A stream with a common codec was refused for its security alone.
+            let secure_only = offer
+                .media
+                .iter()
+                .any(|m| is_usable_audio(m) && prefer(m, caps).is_some());
+            return Err(match secure_only {
+                true => NegotiationError::Srtp,
+                false => NegotiationError::NoCommonCodec,
+            });
+        };
         Ok((self.stamp(media), negotiated))
+    }
+
+    /// The offered key we take for stream `m` and our answering line, `None` for plain RTP,
+    /// or Err when the stream's security is not acceptable to this session.
+    fn keys_for(&self, m: &Media) -> Result<Option<(Crypto, Crypto)>, NegotiationError> {
+        let Some(sdes) = &self.sdes else {
+            // Keys in clear-text signalling are worthless: RTP/SAVP is refused, `a=crypto` on
+            // RTP/AVP ignored.
+            return match m.is_secure() {
+                true => Err(NegotiationError::Srtp),
+                false => Ok(None),
+            };
+        };
+        // Lines with session parameters or an MKI are not taken (RFC 4568 §6.3: an answer
+        // must honour them).
+        let offered = m.crypto().find(|c| c.params.is_empty() && c.mki.is_none());
+        match offered {
+            Some(theirs) => {
+                let key = sdes.key[..theirs.suite.key_len()].to_vec();
+                let ours = Crypto::new(theirs.tag, theirs.suite, key);
+                Ok(Some((theirs.clone(), ours)))
+            }
+            None if m.is_secure() || sdes.require => Err(NegotiationError::Srtp),
+            None => Ok(None),
+        }
     }
 
     fn stamp(&mut self, media: Vec<Media>) -> SessionDescription {
@@ -207,11 +302,39 @@ pub fn accept_answer(
         })
         .ok_or(NegotiationError::NoCommonCodec)?;
     let we_offered_dtmf = telephone_event(offered, codec.clock).is_some();
-    stream(answer, answered, pt, codec, we_offered_dtmf)
+    let mut agreed = stream(answer, answered, pt, codec, we_offered_dtmf)?;
+    agreed.srtp = answered_keys(offered, answered)?;
+    Ok(agreed)
+}
+
+/// The SDES keys of an answer to our offered stream: the answer names one of our lines by
+/// tag and suite (RFC 4568 §5.1.2). Without one, the stream is plain RTP unless we offered
+/// RTP/SAVP.
+fn answered_keys(offered: &Media, answered: &Media) -> Result<Option<SrtpKeys>, NegotiationError> {
+    if offered.crypto().next().is_none() {
+        return Ok(None);
+    }
+    let Some(theirs) = answered.crypto().next() else {
+        return match offered.is_secure() {
+            true => Err(NegotiationError::Srtp),
+            false => Ok(None),
+        };
+    };
+    offered
+        .crypto()
+        .find(|ours| ours.tag == theirs.tag && ours.suite == theirs.suite)
+        .map(|ours| {
+            Some(SrtpKeys {
+                suite: ours.suite,
+                local: ours.key.clone(),
+                remote: theirs.key.clone(),
+            })
+        })
+        .ok_or(NegotiationError::Srtp)
 }
 
 fn is_usable_audio(m: &Media) -> bool {
-    m.kind == "audio" && m.port != 0 && m.proto == RTP_AVP
+    m.kind == "audio" && m.port != 0 && (m.proto == RTP_AVP || m.proto == RTP_SAVP)
 }
 
 /// Our most preferred codec among those the stream carries, with the remote's number.
@@ -259,6 +382,7 @@ fn stream(
         remote_rtcp: SocketAddr::new(rtcp_addr.unwrap_or(addr), rtcp_port),
         direction: theirs.reverse(),
         ptime: packet_time(m.ptime(), codec),
+        srtp: None,
     })
 }
 

@@ -177,8 +177,8 @@ fn other_streams_refused_with_port_zero() {
     assert!(answer.media[2].attributes.is_empty());
 }
 
-/// An SDES offer with an RTP fallback stream: until SRTP legs exist the SAVP stream and its
-/// key are refused, and nothing of the key comes back in the answer.
+/// An SDES offer with an RTP fallback stream to a session without SDES (clear-text
+/// signalling): the SAVP stream and its key are refused, and no key comes back in the answer.
 #[test]
 fn sdes_stream_refused_while_rtp_fallback_is_answered() {
     let offer = SIPP_UAC.replacen(
@@ -206,7 +206,7 @@ fn no_common_codec() {
         .replace("0 PCMU/8000", "96 opus/48000/2");
     assert_eq!(answer(&offer).unwrap_err(), NegotiationError::NoCommonCodec);
     let srtp = SIPP_UAC.replace("RTP/AVP", "RTP/SAVP");
-    assert_eq!(answer(&srtp).unwrap_err(), NegotiationError::NoCommonCodec);
+    assert_eq!(answer(&srtp).unwrap_err(), NegotiationError::Srtp);
     let no_c = SIPP_UAC.replace("c=IN IP4 127.0.0.1\r\n", "");
     assert_eq!(
         answer(&no_c).unwrap_err(),
@@ -404,4 +404,117 @@ fn ilbc_mode_is_negotiated_from_fmtp() {
     let theirs = sdp(&offer("a=fmtp:97 mode=20\r\n"));
     let n = accept_answer(&ours, &theirs).unwrap();
     assert_eq!((n.pt, n.codec), (97, Codec::ILBC20));
+}
+
+const RFC_KEY: &str = "PS1uQCVeeCFCanVmcjkpPywjNWhcYD0mXXtxaVBR";
+
+fn sdes_offer(proto: &str, crypto: &str) -> String {
+    SIPP_UAC
+        .replace("RTP/AVP", proto)
+        .replace("a=rtpmap:0", &format!("{crypto}a=rtpmap:0"))
+}
+
+fn secure(require: bool) -> LocalSession {
+    LocalSession::new(42, LOCAL).with_sdes(require, &[7; 30])
+}
+
+#[test]
+fn sdes_offer_is_answered_with_our_key_in_the_same_suite_and_tag() {
+    use sdp::CryptoSuite;
+    let offer = sdes_offer(
+        "RTP/SAVP",
+        &format!(
+            "a=crypto:3 AES_CM_128_HMAC_SHA1_32 inline:{RFC_KEY}|2^20|1:4\r\n\
+             a=crypto:5 AES_CM_128_HMAC_SHA1_32 inline:{RFC_KEY}\r\n"
+        ),
+    );
+    let (answer, n) = secure(false)
+        .answer(&sdp(&offer), &Caps::default(), 10000)
+        .unwrap();
+    let m = &answer.media[0];
+    assert_eq!(m.proto, "RTP/SAVP");
+    // The line with an MKI is passed over; ours answers tag 5 with our own key.
+    let ours: Vec<_> = m.crypto().collect();
+    assert_eq!(ours.len(), 1);
+    assert_eq!(
+        (ours[0].tag, ours[0].suite),
+        (5, CryptoSuite::AesCm128HmacSha1_32)
+    );
+    assert_eq!(ours[0].key, [7; 30]);
+    let keys = n.srtp.unwrap();
+    assert_eq!(keys.suite, CryptoSuite::AesCm128HmacSha1_32);
+    assert_eq!(keys.local, [7; 30]);
+    assert_eq!(
+        keys.remote,
+        sdp(&offer).media[0].crypto().nth(1).unwrap().key
+    );
+    assert!(!format!("{keys:?}").contains('7'), "keys stay out of logs");
+}
+
+#[test]
+fn best_effort_offer_on_rtp_avp_is_keyed_or_plain() {
+    let keyed = sdes_offer(
+        "RTP/AVP",
+        &format!("a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:{RFC_KEY}\r\n"),
+    );
+    let (answer, n) = secure(false)
+        .answer(&sdp(&keyed), &Caps::default(), 10000)
+        .unwrap();
+    assert_eq!(answer.media[0].proto, "RTP/AVP");
+    assert!(n.srtp.is_some() && answer.media[0].crypto().count() == 1);
+    // Plain offers: answered plainly, unless SRTP is required.
+    let (_, n) = secure(false)
+        .answer(&sdp(SIPP_UAC), &Caps::default(), 10000)
+        .unwrap();
+    assert!(n.srtp.is_none());
+    let refused = secure(true).answer(&sdp(SIPP_UAC), &Caps::default(), 10000);
+    assert_eq!(refused.unwrap_err(), NegotiationError::Srtp);
+    // Without SDES the keys of a best-effort offer are ignored, not answered.
+    let (answer, n) = self::answer(&keyed).unwrap();
+    assert!(n.srtp.is_none() && answer.media[0].crypto().next().is_none());
+}
+
+#[test]
+fn our_sdes_offer_and_its_answer_agree_on_keys() {
+    use sdp::CryptoSuite;
+    let mut ours = secure(true);
+    let offer = ours.offer(&Caps::default(), 10000);
+    let m = &offer.media[0];
+    assert_eq!(m.proto, "RTP/SAVP");
+    assert_eq!(
+        m.crypto().map(|c| c.suite).collect::<Vec<_>>(),
+        CryptoSuite::ALL
+    );
+    assert_eq!(
+        m.crypto().last().unwrap().key,
+        [7; 28],
+        "GCM takes 28 bytes"
+    );
+    // The far end answers from our offer with a key of its own.
+    let mut theirs = LocalSession::new(9, LOCAL).with_sdes(false, &[9; 30]);
+    let (answer, their_neg) = theirs.answer(&offer, &Caps::default(), 20000).unwrap();
+    let neg = sdp::accept_answer(&offer, &answer).unwrap();
+    let keys = neg.srtp.unwrap();
+    assert_eq!(keys.suite, CryptoSuite::AesCm128HmacSha1_80);
+    assert_eq!(
+        (keys.local.as_slice(), keys.remote.as_slice()),
+        (&[7; 30][..], &[9; 30][..])
+    );
+    let back = their_neg.srtp.unwrap();
+    assert_eq!((back.local, back.remote), (keys.remote, keys.local));
+    // An answer without keys to an RTP/SAVP offer, or naming a line we never offered, fails.
+    let mut plain = answer.clone();
+    plain.media[0]
+        .attributes
+        .retain(|a| !matches!(a, sdp::Attribute::Crypto(_)));
+    assert_eq!(
+        sdp::accept_answer(&offer, &plain).unwrap_err(),
+        NegotiationError::Srtp
+    );
+    let forged = answer.to_string().replace("crypto:1 ", "crypto:9 ");
+    let forged = sdp(&forged);
+    assert_eq!(
+        sdp::accept_answer(&offer, &forged).unwrap_err(),
+        NegotiationError::Srtp
+    );
 }

@@ -5,7 +5,7 @@ use crate::call::{Leg, LegIdx, LegRef, Signal, Wait};
 use crate::control::Notice;
 use crate::dialog::Dialog;
 use crate::engine::{owner, Engine, ALLOW, SUPPORTED};
-use sdp::{LocalSession, SessionDescription};
+use sdp::SessionDescription;
 use sip::header::{parse_u32, HeaderName};
 use sip::transaction::{Peer, Transport};
 use sip::{Message, Method, Uri};
@@ -156,7 +156,7 @@ impl Engine {
         };
         // The offer is of the callee's family (its contact or target), RFC 6157 §3.2.
         let media = self.s.media.for_remote(peer.addr.ip());
-        let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), media.announce);
+        let sdp = self.local_session(media.announce, peer.transport);
         let mut leg = Leg::new(Signal::Sip(dialog), sdp, None, None);
         leg.dtmf = opts.dtmf;
         let leg = self.calls[call].set_callee(leg);
@@ -347,6 +347,7 @@ impl Engine {
             if let Some(m) = out.media {
                 self.media
                     .update_leg(m, crate::engine::leg_update(&neg, symmetric));
+                crate::sdes::key_media(&mut self.media, m, neg.srtp.as_ref());
             }
             out.negotiated = Some(neg);
         }

@@ -383,6 +383,8 @@ pub struct Rtp {
     /// family (a server behind NAT); None: the listen address.
     pub advertise_ipv4: Option<IpAddr>,
     pub advertise_ipv6: Option<IpAddr>,
+    /// SRTP keyed by SDES on legs signalled over TLS.
+    pub srtp: crate::sdes::SrtpPolicy,
 }
 
 /// RTP ports `lo..=hi`; RTP uses the even ones, RTCP the odd one above.
@@ -1168,6 +1170,11 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
         dtmf: dtmf_mode(d, "rtp.dtmf", &raw.dtmf),
         advertise_ipv4: advertise(d, "rtp.advertise_ipv4", &raw.advertise_ipv4, false),
         advertise_ipv6: advertise(d, "rtp.advertise_ipv6", &raw.advertise_ipv6, true),
+        srtp: crate::sdes::SrtpPolicy::parse(&raw.srtp).unwrap_or_else(|| {
+            let expected = "expected \"offer\", \"require\" or \"refuse\"";
+            d.error("rtp.srtp", format_args!("{:?} — {expected}", raw.srtp));
+            crate::sdes::SrtpPolicy::Offer
+        }),
     }
 }
 

@@ -15,7 +15,7 @@ use crate::io::{Clock, Event, Input, Level, Output};
 use crate::media_out::MediaQueue;
 use crate::metrics::{Refusal, REFUSALS};
 use crate::ports::Ports;
-use sdp::{Caps, LocalSession, SessionDescription};
+use sdp::{Caps, SessionDescription};
 use sip::header::{parse_u32, HeaderName, NameAddr};
 use sip::transaction::{Incoming, Peer, ServerTxId, Timers, Transactions, Transport, TxEvent};
 use sip::validate::{check_request, check_response};
@@ -89,6 +89,8 @@ pub struct Settings {
     pub media_timeout: Option<Duration>,
     pub caps: Caps,
     pub symmetric_rtp: bool,
+    /// `rtp.srtp`: SDES-SRTP on legs signalled over TLS.
+    pub srtp: crate::sdes::SrtpPolicy,
     /// How digits are taken and given (`rtp.dtmf`).
     pub dtmf: media::DtmfMode,
     /// RFC 4028: the interval strowger asks for and the smallest it accepts.
@@ -165,6 +167,7 @@ impl Settings {
             media_timeout: cfg.rtp.media_timeout,
             caps: cfg.rtp.caps(),
             symmetric_rtp: cfg.rtp.symmetric,
+            srtp: cfg.rtp.srtp,
             dtmf: cfg.rtp.dtmf,
             session_expires: cfg.sip.session_expires,
             min_se: cfg.sip.min_se,
@@ -244,6 +247,8 @@ pub struct Engine {
     pub(crate) draining: bool,
     /// Calls refused for want of an RTP port, logged at most every 10 s.
     pub(crate) no_port: Throttle,
+    /// SRTP packets dropped for failing authentication or replay (sdes.rs).
+    pub(crate) srtp_rejects: Throttle,
     /// Calls refused before they began, by [`Refusal`], logged at most every 10 s each.
     refusals: [Throttle; REFUSALS.len()],
     /// Media send errors reported by the shell, logged at most every 10 s (send_errors.rs).
@@ -307,6 +312,7 @@ impl Engine {
             overloaded: false,
             draining: false,
             no_port: Throttle::default(),
+            srtp_rejects: Throttle::default(),
             refusals: Default::default(),
             send_errors: Throttle::default(),
             registrar: crate::registrar::RegistrarState::new(&s.registrar, s.worker),
@@ -875,23 +881,19 @@ impl Engine {
         // The answer is of the offer's family, or of the signalling's without an offer.
         let remote = offer.as_ref().and_then(crate::media_addr::offered_addr);
         let media = self.s.media.for_remote(remote.unwrap_or(peer.addr.ip()));
-        let mut sdp_session = LocalSession::new(self.rng.u64(..u64::MAX / 2), media.announce);
+        let mut sdp_session = self.local_session(media.announce, peer.transport);
         let negotiated = match &offer {
             Some(o) => match sdp_session.answer(o, &self.s.caps, 0) {
                 Ok((_, n)) => Some(n),
-                Err(_) => {
-                    return reject(
-                        self,
-                        488,
-                        "Not Acceptable Here",
-                        &[(
-                            "Warning",
-                            format!(
-                                "305 strowger \"no common codec: strowger offers {}\"",
-                                offered_codecs(&self.s.caps)
-                            ),
-                        )],
-                    )
+                Err(e) => {
+                    let warning = match e {
+                        sdp::NegotiationError::Srtp => self.srtp_refusal(peer.transport),
+                        _ => format!(
+                            "305 strowger \"no common codec: strowger offers {}\"",
+                            offered_codecs(&self.s.caps)
+                        ),
+                    };
+                    return reject(self, 488, "Not Acceptable Here", &[("Warning", warning)]);
                 }
             },
             None => None,
@@ -1089,6 +1091,7 @@ impl Engine {
                     if let Some(m) = leg.media {
                         self.media
                             .update_leg(m, leg_update(&neg, self.s.symmetric_rtp));
+                        crate::sdes::key_media(&mut self.media, m, neg.srtp.as_ref());
                     }
                     held = Some(crate::hold::holds(&neg));
                     leg.negotiated = Some(neg);
@@ -1212,6 +1215,7 @@ impl Engine {
         if let Some(neg) = answer.and_then(|a| sdp::accept_answer(&offer, &a).ok()) {
             if let Some(m) = leg.media {
                 self.media.update_leg(m, leg_update(&neg, symmetric));
+                crate::sdes::key_media(&mut self.media, m, neg.srtp.as_ref());
             }
             let held = crate::hold::holds(&neg);
             leg.negotiated = Some(neg);
@@ -1376,7 +1380,8 @@ impl Engine {
             | E::MediaTimeout { leg }
             | E::RemoteLatched { leg, .. }
             | E::Talking { leg, .. }
-            | E::RecordingSilent { leg } => leg.index(),
+            | E::RecordingSilent { leg }
+            | E::SrtpRejected { leg } => leg.index(),
         };
         let Some(call) = self.calls.leg_by_media(leg).map(|at| at.call) else {
             return;
@@ -1412,6 +1417,7 @@ impl Engine {
                 self.run_pending(now);
             }
             E::RecordingSilent { .. } => {}
+            E::SrtpRejected { .. } => self.srtp_rejected(call, now),
         }
     }
 

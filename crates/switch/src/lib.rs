@@ -47,6 +47,7 @@ mod reg_watch;
 pub mod registrar;
 pub mod reload;
 pub mod ringboard;
+mod sdes;
 mod send_errors;
 pub mod slots;
 mod transfer;

@@ -138,8 +138,9 @@ const TICK_LAG: Hist = Hist {
 };
 // Taken when the table is read (`Engine::metrics`), not counted as they happen.
 const CALLS: usize = TICK_LAG.end();
-const RTP: usize = CALLS + 1; // packets out, bytes out, packets in, bytes in, late ticks
-const TRANSCODERS: usize = RTP + 5; // [from][to]
+// packets out, bytes out, packets in, bytes in, late ticks, SRTP rejected
+const RTP: usize = CALLS + 1;
+const TRANSCODERS: usize = RTP + 6; // [from][to]
 /// The call table's sizes: legs, SIP transactions, media legs, timers (a soak watches them
 /// return to their baseline).
 const TABLE: usize = TRANSCODERS + FORMATS * FORMATS;
@@ -314,12 +315,13 @@ impl Counts {
         self.0[CALLS] = calls as u64;
 
         let t = media.totals();
-        self.0[RTP..RTP + 5].copy_from_slice(&[
+        self.0[RTP..RTP + 6].copy_from_slice(&[
             t.packets_sent,
             t.bytes_sent,
             t.packets_received,
             t.bytes_received,
             t.late_ticks,
+            t.srtp_rejected,
         ]);
         let pairs = &mut self.0[TRANSCODERS..TABLE];
         pairs.fill(0);
@@ -556,6 +558,8 @@ impl Collector for Scrape {
         histogram(e, "rtp_jitter_seconds", help, JITTER, t)?;
         let help = "Media passes that had to send a leg more than one frame to catch up.";
         counter(e, "media_late_frames", help, t[RTP + 4])?;
+        let help = "SRTP/SRTCP packets dropped for failing authentication or being replays.";
+        counter(e, "srtp_rejected_packets", help, t[RTP + 5])?;
         let pairs = Format::all().iter().flat_map(|&from| {
             Format::all().iter().filter_map(move |&to| {
                 let n = t[TRANSCODERS + from as usize * FORMATS + to as usize];

@@ -15,7 +15,6 @@ use crate::dialog::Dialog;
 use crate::dialplan::{Cause, Vars};
 use crate::engine::{transport_param, Engine};
 use crate::registrar::{Pending, StoreOp, StoreResult};
-use sdp::LocalSession;
 use sip::transaction::{Peer, Transport};
 use sip::{Message, Uri};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -121,7 +120,7 @@ impl Engine {
             max_forwards: 70,
             local_contact: String::new(),
         };
-        let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
+        let sdp = self.local_session(self.s.media_ip, peer.transport);
         let leg = Leg::new(Signal::Sip(dialog), sdp, None, None);
         let cdr = Cdr {
             call_id: o.call_id.clone(),

@@ -37,6 +37,7 @@ mod rtp_ports;
 mod scenarios;
 mod security;
 mod softphone;
+mod srtp;
 mod tls;
 mod torture;
 mod transfer;

@@ -50,6 +50,15 @@ fn self_signed(s: &Strowger) -> PathBuf {
 /// A strowger with a TLS listener and `users` added to its store: its files, itself, its TLS
 /// address and the self-signed certificate it made (a phone's CA).
 fn with_users(label: &str, users: &[(&str, &str)]) -> (TempDir, Strowger, SocketAddr, PathBuf) {
+    with_users_config(label, users, None)
+}
+
+/// [`with_users`] with a configuration file instead of the embedded one.
+pub(crate) fn with_users_config(
+    label: &str,
+    users: &[(&str, &str)],
+    config_file: Option<PathBuf>,
+) -> (TempDir, Strowger, SocketAddr, PathBuf) {
     let dir = TempDir::new(label);
     let home = dir.subdir("home");
     for (user, password) in users {
@@ -61,6 +70,7 @@ fn with_users(label: &str, users: &[(&str, &str)]) -> (TempDir, Strowger, Socket
         Opts {
             cwd: Some(home),
             tls: true,
+            config_file,
             ..Opts::default()
         },
     );

@@ -388,6 +388,7 @@ pub(crate) struct RawRtp {
     pub dtmf: String,
     pub advertise_ipv4: String,
     pub advertise_ipv6: String,
+    pub srtp: String,
 }
 
 impl Default for RawRtp {
@@ -404,6 +405,7 @@ impl Default for RawRtp {
             dtmf: "auto".into(),
             advertise_ipv4: String::new(),
             advertise_ipv6: String::new(),
+            srtp: "offer".into(),
         }
     }
 }

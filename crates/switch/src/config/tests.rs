@@ -713,6 +713,19 @@ fn rtp_dtmf_names_a_mode() {
 }
 
 #[test]
+fn rtp_srtp_names_a_policy() {
+    use crate::sdes::SrtpPolicy;
+    let load = |p: &str| Config::from_str(&format!("[rtp]\nsrtp = \"{p}\"\n\n{MINIMAL}"), "d.toml");
+    assert_eq!(Config::embedded().rtp.srtp, SrtpPolicy::Offer);
+    assert_eq!(load("require").unwrap().rtp.srtp, SrtpPolicy::Require);
+    assert_eq!(load("refuse").unwrap().rtp.srtp, SrtpPolicy::Refuse);
+    assert_eq!(
+        errors(&format!("[rtp]\nsrtp = \"always\"\n\n{MINIMAL}")),
+        ["strowger.toml:2:8: rtp.srtp: \"always\" — expected \"offer\", \"require\" or \"refuse\""]
+    );
+}
+
+#[test]
 fn a_users_and_a_trunks_dtmf_name_a_mode_or_fall_back_to_rtp_dtmf() {
     let trunk = "[[trunks]]\nname = \"prov\"\nhost = \"127.0.0.1\"\n";
     let user = "[[users]]\nuser = \"1001\"\npassword = \"a-long-one\"\n";

@@ -21,6 +21,7 @@ mod recording;
 mod relay;
 mod reload;
 mod routing;
+mod srtp;
 mod tls;
 mod transfer;
 mod trunks;

@@ -1,7 +1,7 @@
 //! SIP over TLS in the engine: a phone that registers over a TLS connection (the shell hands
 //! its messages in as `Transport::Tls`) is bound with that transport, and a call to it goes out
 //! as `Transport::Tls` to the address it registered from — the shell sends it over that
-//! connection (RFC 5923 reuse) — with a TLS Via.
+//! connection (RFC 5923 reuse) — with a TLS Via and SDES keys in its offer.
 
 use crate::net;
 
@@ -20,6 +20,12 @@ fn a_phone_registered_over_tls_is_called_over_tls() {
     assert!(invite.contains("\r\nVia: SIP/2.0/TLS "), "{invite}");
     assert!(
         invite.starts_with("INVITE sip:1001@127.0.0.1:40610;transport=tls "),
+        "{invite}"
+    );
+    // rtp.srtp = "offer": SDES keys on RTP/AVP, so a phone without SRTP still answers.
+    assert!(invite.contains(" RTP/AVP "), "{invite}");
+    assert!(
+        invite.contains("a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:"),
         "{invite}"
     );
 }

@@ -1,0 +1,89 @@
+//! Which legs key SRTP in their SDP (SDES, RFC 4568): those whose signalling is TLS, as
+//! `rtp.srtp` says. A key in an SDP sent in clear text protects nothing, so a leg over UDP or
+//! TCP never takes or sends one, and its RTP/SAVP streams are refused.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use sdp::{LocalSession, SrtpKeys};
+use sip::transaction::Transport;
+
+use crate::engine::Engine;
+
+/// `rtp.srtp`: what a leg signalled over TLS does about SRTP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SrtpPolicy {
+    /// Take SRTP offered with keys (RTP/SAVP, or keys on RTP/AVP) and plain RTP alike; offer
+    /// keys on RTP/AVP, so a far end without SRTP still answers.
+    #[default]
+    Offer,
+    /// SRTP or nothing: offer RTP/SAVP, refuse plain offers with 488.
+    Require,
+    /// Plain RTP only, as on UDP and TCP.
+    Refuse,
+}
+
+impl SrtpPolicy {
+    pub fn parse(name: &str) -> Option<SrtpPolicy> {
+        match name {
+            "offer" => Some(SrtpPolicy::Offer),
+            "require" => Some(SrtpPolicy::Require),
+            "refuse" => Some(SrtpPolicy::Refuse),
+            _ => None,
+        }
+    }
+}
+
+impl Engine {
+    /// A new SIP leg's SDP session, SDES-keyed with a fresh master key when its signalling
+    /// is TLS and `rtp.srtp` is not "refuse".
+    pub(crate) fn local_session(&mut self, addr: IpAddr, transport: Transport) -> LocalSession {
+        let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), addr);
+        match (transport, self.s.srtp) {
+            (Transport::Tls, SrtpPolicy::Offer) => sdp.with_sdes(false, &srtp::master_key()),
+            (Transport::Tls, SrtpPolicy::Require) => sdp.with_sdes(true, &srtp::master_key()),
+            _ => sdp,
+        }
+    }
+
+    /// A packet of call `call` failed SRTP authentication or was a replay, and was dropped
+    /// (the media leg counted it): an operator is told at most every 10 s.
+    pub(crate) fn srtp_rejected(&mut self, call: usize, now: Instant) {
+        if let Some(n) = self.srtp_rejects.note(now) {
+            self.warn_call(
+                call,
+                format!(
+                    "dropped {n} SRTP packet(s) since the last report that failed authentication \
+                     or were replays: a far end keyed wrongly, or forged traffic \
+                     (strowger_srtp_rejected_packets_total in the metrics)"
+                ),
+            );
+        }
+    }
+
+    /// The Warning of a 488 for an offer refused for its security alone.
+    pub(crate) fn srtp_refusal(&self, transport: Transport) -> String {
+        let why = match (transport, self.s.srtp) {
+            (Transport::Tls, SrtpPolicy::Refuse) => {
+                "SRTP is off here (rtp.srtp = \\\"refuse\\\"): offer RTP/AVP"
+            }
+            (Transport::Tls, SrtpPolicy::Require) => {
+                "SRTP is required here (rtp.srtp = \\\"require\\\"): offer RTP/SAVP with an a=crypto key"
+            }
+            (Transport::Tls, SrtpPolicy::Offer) => {
+                "no usable a=crypto line: one inline key of AES_CM_128_HMAC_SHA1_80, AES_CM_128_HMAC_SHA1_32 or AEAD_AES_128_GCM, without session parameters or MKI"
+            }
+            _ => "RTP/SAVP needs SIP over TLS (keys in clear text protect nothing): call over a tls: listener, or offer RTP/AVP",
+        };
+        format!("305 strowger \"{why}\"")
+    }
+}
+
+/// Keys media leg `m` as its SDP agreed (plain RTP for `None`).
+pub(crate) fn key_media(media: &mut media::Engine, m: media::LegId, keys: Option<&SrtpKeys>) {
+    // The SDP parser takes only keys of their suite's length, so libsrtp can fail here only
+    // to allocate, which aborts anyway.
+    media
+        .set_srtp(m, keys)
+        .expect("libsrtp2 refused a key of its suite's length");
+}
