@@ -11,7 +11,7 @@ declare -A build=(
   [libspeex-dev]=/usr/include/speex/speex.h
   [libspeexdsp-dev]=/usr/include/speex/speex_resampler.h
   [libopus-dev]=/usr/include/opus/opus.h
-  [libsrtp2-dev]=/usr/include/srtp2/srtp.h # SRTP legs (crates/srtp): linked through a small hand-written binding
+  [libsrtp2-dev]=/usr/include/srtp2/srtp.h # the SRTP tests' reference implementation (crates/srtp/src/reference.rs)
   [libsqlite3-dev]=/usr/include/sqlite3.h # the CDR database (rusqlite, linked to the system SQLite)
   # the default configuration's music on hold, and the prompts of its queue and parking lot
   # (also the PESQ quality test's human voice and music; CC-BY-SA 3.0)
