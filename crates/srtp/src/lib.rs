@@ -102,7 +102,7 @@ type HmacSha1 = hmac::Hmac<sha1::Sha1>;
 enum Keys {
     /// AES_CM_128 with HMAC-SHA1 (RFC 3711 §4.1.1, §4.2.1).
     Cm {
-        cipher: aes::Aes128,
+        cipher: aes::Aes128Enc,
         salt: [u8; 14],
         auth: HmacSha1,
     },
@@ -138,7 +138,7 @@ impl Keys {
                 derive(key, salt, salt_label, &mut session_salt);
                 derive(key, salt, auth_label, &mut auth);
                 Keys::Cm {
-                    cipher: aes::Aes128::new(&session_key.into()),
+                    cipher: aes::Aes128Enc::new(&session_key.into()),
                     salt: session_salt,
                     auth: <HmacSha1 as hmac::KeyInit>::new_from_slice(&auth)
                         .expect("HMAC takes any key length"),
@@ -171,8 +171,8 @@ fn gcm_iv(
 }
 
 /// XORs AES-CM's keystream from `iv` into `data`; the key schedule is copied, not redone.
-fn cm_apply(cipher: &aes::Aes128, iv: [u8; 16], data: &mut [u8]) {
-    let core = ctr::CtrCore::<aes::Aes128, ctr::flavors::Ctr128BE>::inner_iv_init(
+fn cm_apply(cipher: &aes::Aes128Enc, iv: [u8; 16], data: &mut [u8]) {
+    let core = ctr::CtrCore::<aes::Aes128Enc, ctr::flavors::Ctr128BE>::inner_iv_init(
         cipher.clone(),
         &iv.into(),
     );
