@@ -147,6 +147,9 @@ impl Engine {
         s.music = old.music.clone();
         s.slots.set_max(cfg.general.max_calls as usize);
         let trunks_changed = s.trunks != old.trunks;
+        if s.dispatch != old.dispatch {
+            self.dispatch = crate::dispatch::Dispatch::new(&s.dispatch, now);
+        }
         self.guard.reconfigure(&s.security);
         self.media.set_dtmf_mode(s.dtmf);
         self.dialplan = r.dialplan.clone();
