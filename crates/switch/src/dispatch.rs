@@ -284,6 +284,36 @@ impl Engine {
         self.s.proxy.dispatch.is_some() && self.in_domains(msg)
     }
 
+    /// A request the edge dispatches runs on its Call-ID's worker, where the node's responses
+    /// arrive (the shell keeps a REGISTER on the worker that read it, and sends a digest answer
+    /// to the worker of its nonce, which here is a node's): other workers hand it over.
+    pub(crate) fn dispatch_hand_off(
+        &mut self,
+        msg: Message,
+        peer: Peer,
+        local: std::net::SocketAddr,
+        late: bool,
+    ) -> Option<Message> {
+        if self.s.proxy.dispatch.is_none() || !self.in_domains(&msg) {
+            return Some(msg);
+        }
+        let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
+        let worker = crate::engine::owner(call_id, self.s.workers);
+        if worker == self.s.worker {
+            return Some(msg);
+        }
+        let h = crate::io::HandOff {
+            worker,
+            msg,
+            peer,
+            local,
+            late,
+        };
+        self.events
+            .push_back(crate::io::Event::HandOff(Box::new(h)));
+        None
+    }
+
     /// A request for the dispatch set `set`: to the Call-ID's node, or 503 when none is up.
     pub(crate) fn dispatch_request(
         &mut self,

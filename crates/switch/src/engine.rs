@@ -637,6 +637,9 @@ impl Engine {
         let Some(msg) = self.hand_off(msg, peer, local, late, now) else {
             return;
         };
+        let Some(msg) = self.dispatch_hand_off(msg, peer, local, late) else {
+            return;
+        };
         if let Some(why) = self.refuses_statelessly(&msg, late) {
             self.note_refusal(why, now);
             let retry = self.refuse_busy();

@@ -374,6 +374,12 @@ impl Engine {
         for r in routes {
             let _ = write!(out, "Route: {r}\r\n");
         }
+        if method == Method::Register {
+            // Only an edge forwards a REGISTER (dispatch.rs): the node calls the phone back
+            // through it (RFC 3327), the way the phone's NAT binding is open.
+            let tp = crate::engine::transport_param(hop.transport);
+            let _ = write!(out, "Path: <sip:{local};lr{tp}>\r\n");
+        }
         let mut skip_route = self.routed_to_us(msg);
         for (name, text, value) in msg.headers() {
             match name {

@@ -223,3 +223,70 @@ fn with_no_node_up_the_caller_gets_503_with_retry_after() {
         .header(HeaderName::Warning)
         .is_some_and(|w| w.contains("no node of dispatch set nodes is up")));
 }
+
+/// A phone registered through the edge is called back through it: the edge's REGISTER carries
+/// its Path, the node's INVITE follows that Path to the edge, which loose-routes it to the phone.
+#[test]
+fn a_phone_registered_through_the_edge_is_called_through_it() {
+    let mut n = Net::new(38);
+    let edge_toml = config(&format!(
+        "[proxy]\ndomains = [\"example.com\"]\ndispatch = \"nodes\"\n\
+         [[dispatch]]\nname = \"nodes\"\nnodes = [\"sip:{N1}\"]\n"
+    ));
+    n.switch(&edge_toml, &[SW], 1);
+    let node_toml = config(&format!(
+        "[registrar]\ndomain = \"example.com\"\nauthenticate = false\nkeepalive_s = 0\n\
+         [vars]\nbridge_target = \"{BOB}\"\nself = \"{N1}\"\n"
+    ));
+    let node = n.switch(&node_toml, &[N1], 1);
+    n.sw(node)
+        .shared
+        .store
+        .add_user("1002", "example.com", "pw");
+    let bob = n.ua("127.0.0.1:5072", "1002");
+    n.register(bob, SW, "example.com", 600);
+    assert!(n.run_until(secs(2), registered([bob])));
+    let reg = n.sent(addr(SW), addr(N1), "REGISTER")[0].msg().unwrap();
+    assert_eq!(
+        reg.header(HeaderName::Path),
+        Some("<sip:127.0.0.1:5060;lr>")
+    );
+
+    // A caller of the node reaches Bob by way of the edge.
+    let a = n.ua(ALICE, "caller");
+    let c = n.invite(a, "sip:1002@127.0.0.2", N1);
+    assert!(n.run_until(secs(5), confirmed(a, c)));
+    assert_eq!(n.sent(addr(N1), addr(SW), "INVITE").len(), 1);
+    assert_eq!(n.sent(addr(SW), addr("127.0.0.1:5072"), "INVITE").len(), 1);
+    assert_eq!(n.agent(bob).calls.len(), 1);
+    n.bye(a, c);
+    assert!(n.run_until(secs(5), bye_answered(a, c)));
+    assert_bye_ok(&mut n, a, c, "BYE");
+}
+
+/// On an edge of two workers every REGISTER is dispatched by its Call-ID's worker, where the
+/// node's answer arrives, whichever worker read it.
+#[test]
+fn registers_read_by_any_worker_of_the_edge_are_answered() {
+    let mut n = Net::new(39);
+    let toml = config(&format!(
+        "[proxy]\ndomains = [\"example.com\"]\ndispatch = \"nodes\"\n\
+         [[dispatch]]\nname = \"nodes\"\nnodes = [\"sip:{N1}\", \"sip:{N2}\"]\n"
+    ));
+    let sw = n.switch(&toml, &[SW], 2);
+    n.ua(N1, "node1");
+    n.ua(N2, "node2");
+    let phones: Vec<Id> = (0..8)
+        .map(|i| n.ua(&format!("127.0.0.1:{}", 5072 + i), &format!("10{i:02}")))
+        .collect();
+    for &p in &phones {
+        n.register(p, SW, "example.com", 600);
+    }
+    assert!(n.run_until(secs(2), |n| phones
+        .iter()
+        .all(|&p| n.agent(p).register_statuses == [200])));
+    assert!(
+        n.sw(sw).handed_off() > 0,
+        "some were read by the other worker"
+    );
+}

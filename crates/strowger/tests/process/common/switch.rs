@@ -52,6 +52,8 @@ pub struct Opts {
     pub ipv6: bool,
     /// Listen for SIP over TLS too, on a free port (`--tls-listen`; [`Strowger::tls`]).
     pub tls: bool,
+    /// The SIP address (None: 127.0.0.1 on a free port), e.g. a restarted node's old one.
+    pub sip: Option<SocketAddr>,
 }
 
 pub struct Strowger {
@@ -88,7 +90,9 @@ impl Strowger {
 
     pub fn with(label: &str, opts: Opts) -> Strowger {
         let dir = TempDir::new(label);
-        let sip: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let sip: SocketAddr = opts
+            .sip
+            .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()).parse().unwrap());
         let api = opts
             .api
             .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()).parse().unwrap());
