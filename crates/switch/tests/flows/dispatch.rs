@@ -290,3 +290,36 @@ fn registers_read_by_any_worker_of_the_edge_are_answered() {
         "some were read by the other worker"
     );
 }
+
+/// A reload that changes the sets takes effect for the next requests: a node added is probed
+/// and takes its share.
+#[test]
+fn a_reload_adds_a_node() {
+    let set = |nodes: &str| {
+        config(&format!(
+            "[proxy]\ndomains = [\"example.com\"]\ndispatch = \"nodes\"\n\
+             [[dispatch]]\nname = \"nodes\"\nnodes = [{nodes}]\n"
+        ))
+    };
+    let mut n = Net::new(40);
+    let sw = n.switch(&set(&format!("\"sip:{N1}\"")), &[SW], 1);
+    let n1 = n.ua(N1, "node1");
+    let n2 = n.ua(N2, "node2");
+    let a = n.ua(ALICE, "caller");
+    for _ in 0..5 {
+        let c = n.invite(a, "sip:1002@example.com", SW);
+        assert!(n.run_until(secs(5), confirmed(a, c)));
+    }
+    assert_eq!(n.agent(n1).calls.len(), 5);
+    n.reload(sw, &set(&format!("\"sip:{N1}\", \"sip:{N2};weight=100\"")));
+    n.run_for(secs(1));
+    assert!(
+        !n.sent(addr(SW), addr(N2), "OPTIONS").is_empty(),
+        "the new node is probed"
+    );
+    for _ in 0..5 {
+        let c = n.invite(a, "sip:1002@example.com", SW);
+        assert!(n.run_until(secs(5), confirmed(a, c)));
+    }
+    assert!(n.agent(n2).calls.len() >= 4, "{}", n.agent(n2).calls.len());
+}
