@@ -160,6 +160,9 @@ impl Engine {
         s.queues.reconfigure(&cfg.queues);
         s.music = r.music.clone().unwrap_or_else(|| old.music.clone());
         s.slots.set_max(cfg.general.max_calls as usize);
+        if s.dispatch != old.dispatch {
+            self.dispatch = crate::dispatch::Dispatch::new(&s.dispatch, now);
+        }
         self.guard.reconfigure(&s.security);
         self.media.set_dtmf_mode(s.dtmf);
         self.dialplan = r.dialplan.clone();

@@ -20,6 +20,7 @@ pub(crate) struct RawConfig {
     pub users: Vec<RawUser>,
     pub iax2: RawIax2,
     pub proxy: RawProxy,
+    pub dispatch: Vec<super::dispatch::RawDispatch>,
     pub security: RawSecurity,
     pub trunks: Vec<RawTrunk>,
     pub parking: BTreeMap<String, super::parking::RawLot>,
@@ -170,6 +171,7 @@ pub(crate) struct RawProxy {
     pub record_route: bool,
     pub authenticate: bool,
     pub relay_for_users: bool,
+    pub dispatch: String,
 }
 
 impl Default for RawProxy {
@@ -179,6 +181,7 @@ impl Default for RawProxy {
             record_route: true,
             authenticate: false,
             relay_for_users: false,
+            dispatch: String::new(),
         }
     }
 }

@@ -940,3 +940,38 @@ fn websocket_listeners_and_their_checks() {
         "{e:?}"
     );
 }
+
+#[test]
+fn dispatch_sets_load_with_defaults_and_bad_ones_name_the_key() {
+    let good = MINIMAL.to_string()
+        + "[proxy]\ndomains = [\"edge.example\"]\ndispatch = \"nodes\"\n\
+           [[dispatch]]\nname = \"nodes\"\nnodes = [\"sip:127.0.0.2:5060;weight=3\", \"sip:127.0.0.3\"]\n";
+    let c = Config::from_str(&good, "strowger.toml").unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(c.proxy.dispatch, Some(0));
+    let set = &c.dispatch[0];
+    assert_eq!((set.probe_interval.as_secs(), set.probe_failures), (5, 2));
+    assert_eq!(set.timeout.as_millis(), 2000);
+    assert_eq!(set.nodes[0].uri, "sip:127.0.0.2:5060");
+    assert_eq!((set.nodes[0].weight, set.nodes[1].weight), (3, 1));
+    assert_eq!(set.nodes[1].peer.addr.to_string(), "127.0.0.3:5060");
+
+    let bad = MINIMAL.to_string()
+        + "[proxy]\ndispatch = \"other\"\n[[dispatch]]\nname = \"nodes\"\n\
+           nodes = [\"sip:node.example\", \"sip:127.0.0.2;weight=0\"]\nprobe_failures = 0\n\
+           [[dispatch]]\nname = \"nodes\"\n";
+    let e = errors(&bad);
+    for (key, what) in [
+        ("proxy.dispatch", "no [[dispatch]] set is named \"other\""),
+        ("proxy.domains", "is empty"),
+        ("dispatch[0].nodes[0]", "with an IP address"),
+        ("dispatch[0].nodes[1]", "weight \"0\""),
+        ("dispatch[0].probe_failures", "out of range"),
+        ("dispatch[1].name", "a name of its own"),
+        ("dispatch[1].nodes", "is empty"),
+    ] {
+        assert!(
+            e.iter().any(|l| l.contains(key) && l.contains(what)),
+            "{key}: {what} not in {e:#?}"
+        );
+    }
+}
