@@ -384,6 +384,8 @@ pub struct Rtp {
     pub shared_ports: bool,
     /// Speex encoder quality, 0-10.
     pub speex_quality: u8,
+    /// Settings of every Opus encoder of calls (`rtp.opus_*`).
+    pub opus: codec::OpusOptions,
     /// How digits are taken from the far ends and given to them.
     pub dtmf: media::DtmfMode,
     /// The addresses announced in SDP, Contact and Via instead of the listen address of that
@@ -1179,6 +1181,25 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
         symmetric: raw.symmetric,
         shared_ports: raw.shared_ports,
         speex_quality: narrow(bounded(d, "rtp.speex_quality", raw.speex_quality, 0, 10)),
+        opus: codec::OpusOptions {
+            bitrate: narrow(bounded(
+                d,
+                "rtp.opus_bitrate",
+                raw.opus_bitrate,
+                6000,
+                510_000,
+            )),
+            complexity: narrow(bounded(
+                d,
+                "rtp.opus_complexity",
+                raw.opus_complexity,
+                0,
+                10,
+            )),
+            fec: raw.opus_fec,
+            dtx: raw.opus_dtx,
+            ..codec::OpusOptions::default()
+        },
         dtmf: dtmf_mode(d, "rtp.dtmf", &raw.dtmf),
         advertise_ipv4: advertise(d, "rtp.advertise_ipv4", &raw.advertise_ipv4, false),
         advertise_ipv6: advertise(d, "rtp.advertise_ipv6", &raw.advertise_ipv6, true),

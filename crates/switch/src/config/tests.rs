@@ -975,3 +975,29 @@ fn dispatch_sets_load_with_defaults_and_bad_ones_name_the_key() {
         );
     }
 }
+
+/// `rtp.opus_*` become the Opus encoders' options; out-of-range values name the key.
+#[test]
+fn opus_settings() {
+    let cfg = Config::from_str(
+        &format!("[rtp]\nopus_bitrate = 12000\nopus_complexity = 2\nopus_fec = false\nopus_dtx = true\n\n{MINIMAL}"),
+        "strowger.toml",
+    )
+    .unwrap();
+    let o = cfg.rtp.opus;
+    assert_eq!(
+        (o.bitrate, o.complexity, o.fec, o.dtx),
+        (12000, 2, false, true)
+    );
+    let defaults = Config::from_str(MINIMAL, "m.toml").unwrap().rtp.opus;
+    assert_eq!(defaults, codec::OpusOptions::default());
+    assert_eq!(
+        errors(&format!(
+            "[rtp]\nopus_bitrate = 5999\nopus_complexity = 11\n\n{MINIMAL}"
+        )),
+        [
+            "strowger.toml:2:16: rtp.opus_bitrate: 5999 is out of range — expected 6000 to 510000",
+            "strowger.toml:3:19: rtp.opus_complexity: 11 is out of range — expected 0 to 10",
+        ]
+    );
+}
