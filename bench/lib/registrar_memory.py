@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/registrar_memory.sh: strowger's memory per registration on each store backend. strowger
 (registrar.authenticate = false) starts idle; strowger-load registers N unique AORs at a bounded
-rate with a short Expires; strowger's RSS (VmRSS) is read idle, once the N are registered, and again
-after every binding has expired (and the store has had time to sweep them). Prints one line per
+rate with a short Expires; strowger's RSS (VmRSS) is read idle, once the N are registered, once their
+REGISTER transactions have ended (the bindings alone), and again after every binding has expired (and
+the store has had time to sweep them). Prints one line per
 backend and, with --json, writes the figures.
 
 Loopback only; every run is bounded in operations and time. Standard library only.
@@ -60,6 +61,14 @@ def run(kind, users, rate, expires, wait, rundir, binary, load):
                                f"({out['failed_reasons']}); with a 423 raise --expires to at least "
                                f"the config's registrar.min_expires (60 s by default)")
         loaded = steady_rss(pid)
+        # The REGISTER transactions linger for timer J (64 x T1 = 32 s over UDP) after the last
+        # one; read again once they have ended and before the first binding lapses, for the
+        # bindings' own cost apart from theirs (only when --expires leaves room for it).
+        settled = t0 + out["wall_s"] + 34
+        bindings = None
+        if settled + 5 < t0 + expires:
+            time.sleep(max(0, settled - time.time()))
+            bindings = steady_rss(pid)
         # Every binding has lapsed `expires` after the last was made; then the sweep's period.
         time.sleep(max(0, t0 + out["wall_s"] + expires + wait - time.time()))
         after = steady_rss(pid)
@@ -69,6 +78,9 @@ def run(kind, users, rate, expires, wait, rundir, binary, load):
             "registered": registered, "rss_idle_kib": idle, "rss_loaded_kib": loaded,
             "rss_expired_kib": after,
             "bytes_per_binding": round((loaded - idle) * 1024 / max(1, registered)),
+            "rss_bindings_kib": bindings,
+            "bytes_per_binding_alone": None if bindings is None
+            else round((bindings - idle) * 1024 / max(1, registered)),
             "expired_vs_idle": round(after / idle, 3),
             "command": " ".join(["strowger-load"] + cmd[1:]),
         }
@@ -84,7 +96,8 @@ def main():
     ap.add_argument("--users", type=int, default=100_000)
     ap.add_argument("--rate", type=int, default=5_000)
     ap.add_argument("--expires", type=int, default=60,
-                    help="Expires asked for, s; at least registrar.min_expires (60 by default)")
+                    help="Expires asked for, s; at least registrar.min_expires (60 by default); the "
+                         "bindings-alone reading needs it 40 s longer than the registering takes")
     ap.add_argument("--wait", type=int, default=20, help="seconds after the last expiry before the last read")
     ap.add_argument("--strowger", default=reg.STROWGER)
     ap.add_argument("--load", default=os.path.join(reg.RELEASE, "strowger-load"))
@@ -98,6 +111,8 @@ def main():
         rows.append(r)
         print(f"{kind}: {r['registered']} bindings; RSS idle {r['rss_idle_kib'] / 1024:.1f} MiB, "
               f"loaded {r['rss_loaded_kib'] / 1024:.1f} MiB ({r['bytes_per_binding']} B per binding), "
+              + (f"bindings alone {r['rss_bindings_kib'] / 1024:.1f} MiB ({r['bytes_per_binding_alone']} B each, "
+                 "REGISTER transactions ended), " if r["rss_bindings_kib"] else "") +
               f"after expiry {r['rss_expired_kib'] / 1024:.1f} MiB (x{r['expired_vs_idle']} of idle)", flush=True)
     if args.json:
         json.dump(rows, open(args.json, "w"), indent=1)

@@ -2,7 +2,10 @@
 //! libraries strowger linked for them before, called directly through the same FFI) on the
 //! same speech: thread CPU µs per second of audio of encoding and decoding it in 20 ms packets,
 //! interleaved round by round (the best of each kept: a busy machine only ever adds time), and
-//! the ratio. `bench/codecs.sh` runs it.
+//! the ratio. Then Opus fed from a narrowband source, held to narrowband (what the translator
+//! makes for G.711 and the like) against left at fullband, the same way; with `OPUS_WAVS=DIR`
+//! both decodings and the source are written there as 8 kHz WAVs for PESQ. `bench/codecs.sh`
+//! runs it.
 //!
 //! Speech: Debian's asterisk-core-sounds-en-wav (scripts/setup.sh), upsampled to 16 kHz for G.722.
 
@@ -12,6 +15,7 @@ use codec::gsm::{GsmDecoder, GsmEncoder, FRAME_BYTES, FRAME_SAMPLES};
 use codec::libgsm::Libgsm;
 use codec::spandsp;
 use codec::translate::cpu_now;
+use codec::{Decoder, Format, OpusDec};
 
 const SPEECH: &str = "/usr/share/asterisk/sounds/en_US_f_Allison";
 const SECONDS: usize = 60;
@@ -245,4 +249,65 @@ fn main() {
             }),
         ),
     );
+    opus_from_narrowband(rounds, seconds, &pcm8);
+}
+
+/// Encoding CPU and bit rate of Opus over 8 kHz speech, held to narrowband (as
+/// [`Format::encoder_from`] makes it for a narrowband source) and not.
+fn opus_from_narrowband(rounds: usize, seconds: f64, pcm8: &[i16]) {
+    let pcm48 = codec::resample::resample(pcm8, 8000, 48000);
+    let run = |source_rate: u32| {
+        let mut out = [0u8; 1275];
+        let mut e = Format::Opus.encoder_from(source_rate);
+        pcm48
+            .chunks_exact(960)
+            .map(|p| {
+                let n = e.encode(p, &mut out).unwrap();
+                out[..n].to_vec()
+            })
+            .collect::<Vec<_>>()
+    };
+    let (narrow, full) = race(
+        rounds,
+        seconds,
+        Box::new(|| {
+            std::hint::black_box(run(8000));
+        }),
+        Box::new(|| {
+            std::hint::black_box(run(48000));
+        }),
+    );
+    let kbits =
+        |p: &[Vec<u8>]| p.iter().map(Vec::len).sum::<usize>() as f64 * 8.0 / seconds / 1000.0;
+    let (pn, pf) = (run(8000), run(48000));
+    println!(
+        "opus from 8 kHz  narrowband {narrow:7.1}  fullband {full:7.1}  ratio {:.3}  ({:.1} vs {:.1} kbit/s, {})",
+        narrow / full,
+        kbits(&pn),
+        kbits(&pf),
+        Format::Opus.implementation()
+    );
+    let Ok(dir) = std::env::var("OPUS_WAVS") else {
+        return;
+    };
+    let write = |name: &str, pcm: &[i16]| {
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 8000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::create(format!("{dir}/{name}.wav"), spec).unwrap();
+        pcm.iter().for_each(|&s| w.write_sample(s).unwrap());
+        w.finalize().unwrap();
+    };
+    write("source", pcm8);
+    for (name, packets) in [("narrowband", pn), ("fullband", pf)] {
+        let mut d = OpusDec::new().unwrap();
+        let mut pcm = vec![0i16; pcm48.len()];
+        for (p, o) in packets.iter().zip(pcm.chunks_exact_mut(960)) {
+            d.decode(p, o).unwrap();
+        }
+        write(name, &codec::resample::resample(&pcm, 48000, 8000));
+    }
 }

@@ -100,6 +100,18 @@ pub const OPUS_SET_COMPLEXITY_REQUEST: c_int = 4010;
 pub const OPUS_SET_INBAND_FEC_REQUEST: c_int = 4012;
 pub const OPUS_SET_PACKET_LOSS_PERC_REQUEST: c_int = 4014;
 pub const OPUS_SET_DTX_REQUEST: c_int = 4016;
+#[cfg(test)]
+pub const OPUS_GET_BITRATE_REQUEST: c_int = 4003;
+pub const OPUS_SET_MAX_BANDWIDTH_REQUEST: c_int = 4004;
+#[cfg(test)]
+pub const OPUS_GET_MAX_BANDWIDTH_REQUEST: c_int = 4005;
+#[cfg(test)]
+pub const OPUS_GET_COMPLEXITY_REQUEST: c_int = 4011;
+#[cfg(test)]
+pub const OPUS_GET_INBAND_FEC_REQUEST: c_int = 4013;
+#[cfg(test)]
+pub const OPUS_GET_DTX_REQUEST: c_int = 4017;
+pub const OPUS_BANDWIDTH_NARROWBAND: c_int = 1101;
 extern "C" {
     pub fn opus_encoder_create(
         fs: i32,

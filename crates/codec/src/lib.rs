@@ -26,7 +26,10 @@ pub mod translate;
 
 pub use format::{fmtp_param, Format};
 pub use g711::G711;
-pub use impls::{set_speex_quality, CodecError, Decoder, Encoder, OpusDec, OpusEnc, OpusOptions};
+pub use impls::{
+    opus_options, set_opus_options, set_speex_quality, CodecError, Decoder, Encoder, OpusDec,
+    OpusEnc, OpusOptions,
+};
 pub use resample::Resampler;
 pub use translate::{Graph, Node, Path, Step, Translator};
 

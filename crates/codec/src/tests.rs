@@ -291,7 +291,7 @@ fn implementations_name_the_code_and_its_settings() {
     assert_eq!(Format::Gsm.implementation(), "rust");
     assert_eq!(
         Format::Opus.implementation(),
-        "libopus, 24 kbit/s, complexity 5"
+        "libopus, 24 kbit/s, complexity 5, fec on, dtx off"
     );
     assert!(Format::Speex
         .implementation()

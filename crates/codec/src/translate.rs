@@ -357,7 +357,7 @@ impl Translator {
         for s in steps {
             match s {
                 Step::Decode(f) => t.decoder = Some(f.decoder()),
-                Step::Encode(f) => t.encoder = Some(f.encoder()),
+                Step::Encode(f) => t.encoder = Some(f.encoder_from(from.pcm_rate())),
                 Step::Resample(a, b) => t.resamplers.push(Resampler::new(a, b)),
                 Step::Table(a, b) => t.table = Some((law(a), law(b))),
             }

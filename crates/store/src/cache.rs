@@ -140,8 +140,14 @@ impl<V: Clone> Bounded<V> {
     /// Forgets the entries lapsed at `now`, and gives back the room of a map and queue that
     /// have shrunk to under a quarter of it; how many went.
     pub(crate) fn expire(&mut self, now: u64) -> usize {
+        self.retain(|_, _, until| until > now)
+    }
+
+    /// Keeps the entries `keep(key, value, lapse time)` says, and gives back the room of a map
+    /// and queue that have shrunk to under a quarter of it; how many went.
+    fn retain(&mut self, mut keep: impl FnMut(&str, &V, u64) -> bool) -> usize {
         let before = self.map.len();
-        self.map.retain(|_, (_, _, until)| *until > now);
+        self.map.retain(|k, (v, _, until)| keep(k, v, *until));
         let map = &self.map;
         self.order
             .retain(|(k, gen)| map.get(k).is_some_and(|(_, g, _)| g == gen));
@@ -219,9 +225,20 @@ impl<S: LocationStore + CredentialStore> LocationStore for ReadCache<S> {
         Ok(list)
     }
 
+    /// Also forgets the credentials of users read more than `USER_TTL_S` ago who have no live
+    /// binding cached: without this every user who ever registered stayed cached (up to
+    /// `registrar.cache_entries`) after all bindings expired. Those with one stay for an outage:
+    /// their phones re-register against the cached copy, and a restarted backend gets them back.
     fn expire(&self, now: u64) -> usize {
-        let cached = self.bindings.lock().unwrap().expire(now);
-        cached + self.inner.expire(now)
+        let mut bindings = self.bindings.lock().unwrap();
+        let mut gone = bindings.expire(now);
+        gone += self
+            .users
+            .lock()
+            .unwrap()
+            .retain(|k, (_, read), _| now < read + USER_TTL_S || bindings.map.contains_key(k));
+        drop(bindings);
+        gone + self.inner.expire(now)
     }
 
     fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>> {
@@ -468,6 +485,29 @@ mod tests {
         c.inner.down.store(true, Ordering::Relaxed);
         assert_eq!(c.lookup("4@x", 200).unwrap().len(), 1);
         assert!(c.lookup("5@x", 200).is_err());
+    }
+
+    #[test]
+    fn credentials_go_with_the_last_binding_and_give_back_their_room() {
+        let c = ReadCache::new(Flaky::default(), 1_000);
+        let now = unix_now();
+        for i in 0..500u64 {
+            assert_eq!(c.user(&i.to_string(), "x").unwrap(), None);
+        }
+        let b = binding("sip:a@h", now + 900);
+        c.update("7@x", &[Change::Put(b)], now).unwrap();
+        assert_eq!(c.expire(now), 0, "read just now: kept");
+        assert_eq!(c.users.lock().unwrap().map.len(), 500);
+        let later = now + USER_TTL_S;
+        assert_eq!(c.expire(later), 499, "read long ago, no binding cached");
+        let users = c.users.lock().unwrap();
+        assert_eq!((users.map.len(), users.order.len()), (1, 1));
+        assert!(users.map.capacity() < 64 && users.order.capacity() < 64);
+        drop(users);
+        c.inner.down.store(true, Ordering::Relaxed);
+        assert_eq!(c.user("7", "x").unwrap(), None, "one with a binding stays");
+        assert!(c.user("8", "x").is_err());
+        assert_eq!(c.expire(now + 901), 2, "its binding lapsed, then it");
     }
 
     #[test]

@@ -16,12 +16,13 @@ use codec::{resample, Format, Translator};
 
 type Res<T> = Result<T, String>;
 
-/// Measures every step with encoders at the configured settings (`speex_quality`: the
-/// configuration's `rtp.speex_quality`) and prints the matrix, then which implementation codes
-/// each format and what encoding and decoding one second of it costs.
-pub fn show_translation(paths: bool, speex_quality: u8) -> Res<()> {
+/// Measures every step with encoders at the configured settings (`rtp.speex_quality`,
+/// `rtp.opus_*`) and prints the matrix, then which implementation codes each format, at what
+/// settings, and what encoding and decoding one second of it costs.
+pub fn show_translation(paths: bool, rtp: &switch::config::Rtp) -> Res<()> {
     let t0 = Instant::now();
-    codec::set_speex_quality(speex_quality);
+    codec::set_speex_quality(rtp.speex_quality);
+    codec::set_opus_options(rtp.opus);
     let g = Graph::measure(1000, 3);
     print!("{}", g.render_matrix());
     println!();

@@ -144,7 +144,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Show { what, paths }) if what == "translation" => {
             return match load(cli.config.as_ref()) {
-                Ok(cfg) => finish(codec_cli::show_translation(paths, cfg.rtp.speex_quality)),
+                Ok(cfg) => finish(codec_cli::show_translation(paths, &cfg.rtp)),
                 Err(e) => {
                     eprintln!("{e}");
                     ExitCode::from(2)

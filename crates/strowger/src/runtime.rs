@@ -164,6 +164,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
     // Codec costs on this machine, for the cheapest transcoding paths: measured now, so no call
     // waits for them.
     codec::set_speex_quality(cfg.rtp.speex_quality);
+    codec::set_opus_options(cfg.rtp.opus);
     let measured = std::time::Instant::now();
     codec::translate::Graph::global();
     let measured = measured.elapsed();

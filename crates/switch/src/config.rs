@@ -6,6 +6,7 @@
 mod api;
 mod cdr;
 mod conference;
+mod dispatch;
 mod iax2;
 mod ivr;
 mod music;
@@ -21,6 +22,7 @@ mod ws;
 pub use api::{Api, Tls as ApiTls};
 pub use cdr::{Cdr, CdrDatabase};
 pub use conference::{Conference, Conferences};
+pub use dispatch::{DispatchSet, Node as DispatchNode};
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
 pub use ivr::{Ivr, Menu};
 pub use music::MusicClass;
@@ -94,6 +96,8 @@ pub struct Config {
     pub iax2: Iax2,
     /// `[proxy]`: domains served as a stateful proxy instead of the B2BUA.
     pub proxy: Proxy,
+    /// `[[dispatch]]`: sets of nodes an edge spreads requests over.
+    pub dispatch: Vec<DispatchSet>,
     /// `[security]`: who is trusted, and the limits that keep strangers out.
     pub security: Security,
     /// `[[trunks]]`: SIP trunks to providers.
@@ -184,6 +188,9 @@ pub struct Proxy {
     /// Forward a request for a domain not listed here (routed to strowger as an outbound
     /// proxy) when its caller authenticates as a user; otherwise such requests get 403.
     pub relay_for_users: bool,
+    /// `proxy.dispatch`: the `[[dispatch]]` set (its index) the proxied domains go to instead
+    /// of the users' registered contacts; REGISTERs for them go there too.
+    pub dispatch: Option<usize>,
 }
 
 /// `[security]`: what strowger grants by address, and the limits that keep floods, scanners
@@ -377,6 +384,8 @@ pub struct Rtp {
     pub shared_ports: bool,
     /// Speex encoder quality, 0-10.
     pub speex_quality: u8,
+    /// Settings of every Opus encoder of calls (`rtp.opus_*`).
+    pub opus: codec::OpusOptions,
     /// How digits are taken from the far ends and given to them.
     pub dtmf: media::DtmfMode,
     /// The addresses announced in SDP, Contact and Via instead of the listen address of that
@@ -419,7 +428,10 @@ impl Config {
         let registrar = registrar(raw.registrar, &mut d);
         let users = users(raw.users, &registrar.domain, &dialplan, &mut d);
         let iax2 = iax2::iax2(raw.iax2, &rtp.codecs, &mut d);
-        let proxy = proxy(raw.proxy, &mut d);
+        let dispatch_to = raw.proxy.dispatch.clone();
+        let mut proxy = proxy(raw.proxy, &mut d);
+        let dispatch = dispatch::dispatch(raw.dispatch, &mut d);
+        proxy.dispatch = dispatch::link(&dispatch_to, &dispatch, &proxy.domains, &mut d);
         let security = security(raw.security, &dialplan, &mut d);
         let trunks = trunks::trunks(raw.trunks, &mut d);
         let music = music::music(raw.moh, &mut d);
@@ -461,6 +473,7 @@ impl Config {
             users,
             iax2,
             proxy,
+            dispatch,
             security,
             trunks,
             parking,
@@ -917,6 +930,7 @@ fn proxy(raw: RawProxy, d: &mut Diagnostics) -> Proxy {
         record_route: raw.record_route,
         authenticate: raw.authenticate,
         relay_for_users: raw.relay_for_users,
+        dispatch: None,
     }
 }
 
@@ -1167,6 +1181,25 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
         symmetric: raw.symmetric,
         shared_ports: raw.shared_ports,
         speex_quality: narrow(bounded(d, "rtp.speex_quality", raw.speex_quality, 0, 10)),
+        opus: codec::OpusOptions {
+            bitrate: narrow(bounded(
+                d,
+                "rtp.opus_bitrate",
+                raw.opus_bitrate,
+                6000,
+                510_000,
+            )),
+            complexity: narrow(bounded(
+                d,
+                "rtp.opus_complexity",
+                raw.opus_complexity,
+                0,
+                10,
+            )),
+            fec: raw.opus_fec,
+            dtx: raw.opus_dtx,
+            ..codec::OpusOptions::default()
+        },
         dtmf: dtmf_mode(d, "rtp.dtmf", &raw.dtmf),
         advertise_ipv4: advertise(d, "rtp.advertise_ipv4", &raw.advertise_ipv4, false),
         advertise_ipv6: advertise(d, "rtp.advertise_ipv6", &raw.advertise_ipv6, true),

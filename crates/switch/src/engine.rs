@@ -114,6 +114,8 @@ pub struct Settings {
     pub registrar: crate::registrar::Registrar,
     /// `[proxy]`: domains served as a stateful proxy.
     pub proxy: crate::config::Proxy,
+    /// `[[dispatch]]`: the node sets an edge sends requests to.
+    pub dispatch: Arc<[crate::config::DispatchSet]>,
     /// `[security]`: trusted peers and limits.
     pub security: crate::config::Security,
     /// `[[trunks]]`, shared by the workers.
@@ -180,6 +182,7 @@ impl Settings {
             workers,
             registrar,
             proxy: cfg.proxy.clone(),
+            dispatch: cfg.dispatch.clone().into(),
             security: cfg.security.clone(),
             trunks: cfg.trunks.clone().into(),
             shared_ports: cfg.rtp.shared_ports,
@@ -259,6 +262,8 @@ pub struct Engine {
     pub(crate) iax: Option<Box<crate::iax::Iax>>,
     /// The proxy role's forwarded requests (proxy.rs).
     pub(crate) proxy: crate::proxy::Proxy,
+    /// The dispatch sets' health and the requests dispatched (dispatch.rs).
+    pub(crate) dispatch: crate::dispatch::Dispatch,
     /// What the engine asks of the shell, taken by `poll_output`.
     pub(crate) events: VecDeque<Event>,
     /// Media packets of the last inputs, taken by `poll_output`.
@@ -318,6 +323,7 @@ impl Engine {
             registrar: crate::registrar::RegistrarState::new(&s.registrar, s.worker),
             iax: None,
             proxy: crate::proxy::Proxy::new(&s.registrar.secret),
+            dispatch: crate::dispatch::Dispatch::new(&s.dispatch, now),
             events: VecDeque::new(),
             media_out: MediaQueue::default(),
             ports: Ports::new(shared_ports),
@@ -499,6 +505,7 @@ impl Engine {
             self.parking.next_deadline(),
             self.queued.next_deadline(),
             self.mwi.next_deadline(),
+            self.dispatch.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -639,6 +646,9 @@ impl Engine {
         let Some(msg) = self.hand_off(msg, peer, local, late, now) else {
             return;
         };
+        let Some(msg) = self.dispatch_hand_off(msg, peer, local, late) else {
+            return;
+        };
         if let Some(why) = self.refuses_statelessly(&msg, late) {
             self.note_refusal(why, now);
             let retry = self.refuse_busy();
@@ -733,7 +743,10 @@ impl Engine {
             .and_then(|t| NameAddr::parse(t).ok())
             .and_then(|n| n.tag().map(str::to_string));
         let existing = self.calls.leg_by_call_id(&call_id);
-        if method != Method::Register && existing.is_none() && self.proxies(&msg) {
+        if (method != Method::Register || self.dispatches_register(&msg))
+            && existing.is_none()
+            && self.proxies(&msg)
+        {
             return self.proxy_request(stx, msg, peer, now);
         }
         match (method, to_tag, existing) {
@@ -1259,7 +1272,10 @@ impl Engine {
         let Some((ctx, first)) = self.txs.on_response(&msg, now) else {
             return;
         };
-        if self.proxy_response(ctx, &msg, first, now) || self.trunk_response(ctx, &msg, now) {
+        if self.proxy_response(ctx, &msg, first, now)
+            || self.trunk_response(ctx, &msg, now)
+            || self.probe_answered(ctx, &msg)
+        {
             return;
         }
         if msg.status().is_some_and(|s| s >= 200) && self.mwi_answered(ctx, msg.status()) {
@@ -1430,6 +1446,7 @@ impl Engine {
         self.park_timeouts(now);
         self.queue_tick(now);
         self.mwi_timeouts(now);
+        self.dispatch_timers(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {

@@ -17,6 +17,7 @@ mod crossing;
 pub mod dialog;
 pub mod dialplan;
 mod digits;
+mod dispatch;
 mod dtmf;
 pub mod engine;
 mod forwarding;

@@ -258,11 +258,10 @@ impl Engine {
     /// From tag, as a forking proxy's branches do (RFC 3261 §16.6): whichever contact answers,
     /// the call keeps the id the API gave it. Not indexed by that Call-ID (the caller is).
     fn origin_fork(&mut self, call: usize) -> Option<LegIdx> {
-        let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), self.s.media_ip);
-        let c = &mut self.calls[call];
-        let d = c.caller().dialog()?.clone();
+        let d = self.calls[call].caller().dialog()?.clone();
+        let sdp = self.local_session(self.s.media_ip, d.peer.transport);
         let leg = Leg::new(Signal::Sip(d), sdp, None, None);
-        Some(c.add_leg(leg, Role::Ringing))
+        Some(self.calls[call].add_leg(leg, Role::Ringing))
     }
 
     /// Sends the INVITE to FROM's leg `at` with strowger's offer, From the caller ID.

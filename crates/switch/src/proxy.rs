@@ -97,7 +97,7 @@ impl Engine {
     }
 
     /// The Request-URI's host is a proxied domain.
-    fn in_domains(&self, msg: &Message) -> bool {
+    pub(crate) fn in_domains(&self, msg: &Message) -> bool {
         msg.request_uri()
             .and_then(|u| Uri::parse(u).ok())
             .is_some_and(|u| {
@@ -204,7 +204,8 @@ impl Engine {
             if !trusted && !self.signed_for(&msg, peer, hop) {
                 return self.refuse_relay(stx, &msg, peer, NOT_OURS, now);
             }
-            return self.forward(Some((stx, peer)), &msg, &ruri, &[], hop, now);
+            self.forward(Some((stx, peer)), &msg, &ruri, &[], hop, now);
+            return;
         }
         // From a stranger, a Route may name strowger alone, as a phone's outbound proxy.
         let routes = msg.count(HeaderName::Route);
@@ -245,10 +246,15 @@ impl Engine {
     /// trusted peer's routed request) on by its Route or Request-URI.
     pub(crate) fn proxy_onward(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
         if self.in_domains(&msg) {
-            return self.proxy_locate(stx, msg, peer, now);
+            return match self.dispatch_set() {
+                Some(set) => self.dispatch_request(stx, &msg, peer, set, now),
+                None => self.proxy_locate(stx, msg, peer, now),
+            };
         }
         match loose_route(&msg) {
-            Some((hop, ruri)) => self.forward(Some((stx, peer)), &msg, &ruri, &[], hop, now),
+            Some((hop, ruri)) => {
+                self.forward(Some((stx, peer)), &msg, &ruri, &[], hop, now);
+            }
             None => self.reply(stx, &msg, peer, 404, "Not Found", &[], now),
         }
     }
@@ -307,7 +313,8 @@ impl Engine {
             (true, None) => (480, "Temporarily Unavailable"),
             (true, Some(b)) => {
                 let (route_set, hop) = self.route_to(b);
-                return self.forward(Some((stx, peer)), msg, &b.contact, &route_set, hop, now);
+                self.forward(Some((stx, peer)), msg, &b.contact, &route_set, hop, now);
+                return;
             }
         };
         let tag = self.tag();
@@ -317,7 +324,7 @@ impl Engine {
     /// Sends `msg` on with Request-URI `ruri`: our Via on top, our Route (if it was ours) removed,
     /// `routes` in front of the rest, Record-Route on dialog-creating requests when configured,
     /// Max-Forwards less one. `up`: the server transaction its responses go back on (None for
-    /// an ACK, which is forwarded without a transaction).
+    /// an ACK, which is forwarded without a transaction). Returns the client transaction.
     pub(crate) fn forward(
         &mut self,
         up: Option<(ServerTxId, Peer)>,
@@ -326,7 +333,7 @@ impl Engine {
         routes: &[String],
         hop: Peer,
         now: Instant,
-    ) {
+    ) -> Option<ClientTxId> {
         let method = msg.method().cloned().unwrap_or(Method::Options);
         let local = self.local_for(hop);
         let branch = match up {
@@ -366,6 +373,12 @@ impl Engine {
         }
         for r in routes {
             let _ = write!(out, "Route: {r}\r\n");
+        }
+        if method == Method::Register {
+            // Only an edge forwards a REGISTER (dispatch.rs): the node calls the phone back
+            // through it (RFC 3327), the way the phone's NAT binding is open.
+            let tp = crate::engine::transport_param(hop.transport);
+            let _ = write!(out, "Path: <sip:{local};lr{tp}>\r\n");
         }
         let mut skip_route = self.routed_to_us(msg);
         for (name, text, value) in msg.headers() {
@@ -408,7 +421,7 @@ impl Engine {
                 let extra = [("Warning", w)];
                 self.respond(stx, msg, peer, 513, reason, Some(&tag), &extra, None, now);
             }
-            return;
+            return None;
         }
         match up {
             Some((stx, peer)) => {
@@ -416,10 +429,14 @@ impl Engine {
                 let req = msg.clone();
                 let invite = method == Method::Invite;
                 self.proxy.record(ctx, Forwarded { stx, peer, req }, invite);
+                Some(ctx)
             }
             // Through the transaction layer's queue, like the BYE that may follow in the same
             // batch: an ACK sent after that BYE would reach the callee out of order.
-            None => self.txs.send_stateless(bytes, hop),
+            None => {
+                self.txs.send_stateless(bytes, hop);
+                None
+            }
         }
     }
 
@@ -456,6 +473,7 @@ impl Engine {
             return false;
         };
         self.respond(cancel, msg, peer, 200, "OK", None, &[], None, now);
+        self.dispatch.cancelled(ctx);
         self.txs.cancel(ctx, now);
         true
     }
@@ -475,6 +493,9 @@ impl Engine {
         };
         let (stx, peer) = (up.stx, up.peer);
         let status = msg.status().unwrap_or(500);
+        if self.dispatch.heard(ctx) && status == 503 && self.redispatch(ctx, now) {
+            return true;
+        }
         if status == 100 {
             return true; // hop by hop: the caller had ours
         }
@@ -508,6 +529,10 @@ impl Engine {
 
     /// No final response from downstream (Timer B/F): 408 to the caller.
     pub(crate) fn proxy_timeout(&mut self, ctx: ClientTxId, now: Instant) -> bool {
+        if self.redispatch(ctx, now) {
+            return true;
+        }
+        self.dispatch.forget(ctx);
         let Some(f) = self.proxy.forget(ctx) else {
             return false;
         };
@@ -529,7 +554,14 @@ impl Engine {
 
     /// A client transaction ended: forget what the proxy kept for it.
     pub(crate) fn proxy_forget(&mut self, ctx: ClientTxId) {
+        self.dispatch.forget(ctx);
         self.proxy.forget(ctx);
+    }
+
+    /// The caller's server transaction, where it came from and the request forwarded on `ctx`.
+    pub(crate) fn proxy_forwarded(&self, ctx: ClientTxId) -> Option<(ServerTxId, Peer, Message)> {
+        let f = self.proxy.forwarded(ctx)?;
+        Some((f.stx, f.peer, f.req.clone()))
     }
 
     /// The route set and first hop towards a binding: its Path if it has one (RFC 3327),

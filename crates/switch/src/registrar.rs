@@ -728,6 +728,7 @@ impl Engine {
             || msg.method() != Some(&sip::Method::Register)
             || msg.header(HeaderName::Authorization).is_some()
             || register_user(msg).is_none()
+            || self.dispatches_register(msg)
         {
             return false;
         }
@@ -1089,27 +1090,33 @@ impl Engine {
             let bytes: Vec<u8> = match kind {
                 KeepAliveKind::Crlf => b"\r\n\r\n".to_vec(),
                 KeepAliveKind::Options => {
-                    let local = self.local_for(peer);
-                    let (branch, tag) = (self.branch(), self.tag());
-                    let mut b = sip::RequestBuilder::new(&sip::Method::Options, &contact);
-                    b.header(
-                        "Via",
-                        format_args!(
-                            "SIP/2.0/{} {local};branch={branch};rport",
-                            crate::dialog::transport_name(peer.transport)
-                        ),
-                    );
-                    b.header("Max-Forwards", 70);
-                    b.header("From", format_args!("<sip:strowger@{local}>;tag={tag}"));
-                    b.header("To", format_args!("<{contact}>"));
-                    b.header("Call-ID", format_args!("{branch}@strowger"));
-                    b.header("CSeq", "1 OPTIONS");
-                    b.header("User-Agent", &self.s.user_agent);
-                    b.finish(None)
+                    let call_id = format!("{}@strowger", self.branch());
+                    self.options_request(peer, &contact, &call_id)
                 }
             };
             self.out.push_back((peer, bytes.into()));
         }
+    }
+
+    /// An OPTIONS to `uri` at `peer` (keep-alives, dispatch probes).
+    pub(crate) fn options_request(&mut self, peer: Peer, uri: &str, call_id: &str) -> Vec<u8> {
+        let local = self.local_for(peer);
+        let (branch, tag) = (self.branch(), self.tag());
+        let mut b = sip::RequestBuilder::new(&sip::Method::Options, uri);
+        b.header(
+            "Via",
+            format_args!(
+                "SIP/2.0/{} {local};branch={branch};rport",
+                crate::dialog::transport_name(peer.transport)
+            ),
+        );
+        b.header("Max-Forwards", 70);
+        b.header("From", format_args!("<sip:strowger@{local}>;tag={tag}"));
+        b.header("To", format_args!("<{uri}>"));
+        b.header("Call-ID", call_id);
+        b.header("CSeq", "1 OPTIONS");
+        b.header("User-Agent", &self.s.user_agent);
+        b.finish(None)
     }
 
     /// `bridge user/NAME`: look the user up, then call where it registered from

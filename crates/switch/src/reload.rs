@@ -86,6 +86,7 @@ pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
             "rtp.speex_quality",
             o.rtp.speex_quality != n.rtp.speex_quality,
         ),
+        ("rtp.opus_*", o.rtp.opus != n.rtp.opus),
         ("registrar.store", o.registrar.store != n.registrar.store),
         // The IAX2 socket and the endpoint's own settings; the peers reload (Iax::reconfigure).
         ("iax2.listen", o.iax2.listen != n.iax2.listen),
@@ -123,6 +124,7 @@ pub fn keep_restart_keys(old: &Config, mut new: Config) -> Config {
     new.rtp.ports = old.rtp.ports;
     new.rtp.shared_ports = old.rtp.shared_ports;
     new.rtp.speex_quality = old.rtp.speex_quality;
+    new.rtp.opus = old.rtp.opus;
     new.registrar.store = old.registrar.store.clone();
     new.iax2.listen = old.iax2.listen;
     new.iax2.call_tokens = old.iax2.call_tokens;
@@ -160,6 +162,9 @@ impl Engine {
         s.queues.reconfigure(&cfg.queues);
         s.music = r.music.clone().unwrap_or_else(|| old.music.clone());
         s.slots.set_max(cfg.general.max_calls as usize);
+        if s.dispatch != old.dispatch {
+            self.dispatch = crate::dispatch::Dispatch::new(&s.dispatch, now);
+        }
         self.guard.reconfigure(&s.security);
         self.media.set_dtmf_mode(s.dtmf);
         self.dialplan = r.dialplan.clone();

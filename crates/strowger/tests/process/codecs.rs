@@ -183,7 +183,7 @@ fn gsm_from_strowger_decodes_with_sox_and_opus_with_opusdec() {
 
 /// `strowger show translation` prints the matrix and which implementation codes each format at
 /// the configured settings: G.722, G.726 and GSM in Rust, Speex at the configuration's
-/// `rtp.speex_quality`.
+/// `rtp.speex_quality`, Opus at its `rtp.opus_*`.
 #[test]
 fn show_translation_prints_the_matrix_and_implementations() {
     let d = dir("translation");
@@ -191,7 +191,11 @@ fn show_translation_prints_the_matrix_and_implementations() {
     let embedded = common::read_text(&common::repo_root().join("crates/switch/src/default.toml"));
     std::fs::write(
         &cfg,
-        embedded.replace("speex_quality = 8", "speex_quality = 3"),
+        embedded
+            .replace("speex_quality = 8", "speex_quality = 3")
+            .replace("opus_bitrate = 24000", "opus_bitrate = 16000")
+            .replace("opus_complexity = 5", "opus_complexity = 3")
+            .replace("opus_dtx = false", "opus_dtx = true"),
     )
     .unwrap();
     let out = Command::new(bin())
@@ -220,7 +224,10 @@ fn show_translation_prints_the_matrix_and_implementations() {
     assert!(line("g722").ends_with("rust, 64 kbit/s"), "{text}");
     assert!(line("gsm").ends_with("rust"), "{text}");
     assert!(line("speex").ends_with("libspeex, quality 3"), "{text}");
-    assert!(line("opus").contains("libopus, 24 kbit/s"), "{text}");
+    assert!(
+        line("opus").ends_with("libopus, 16 kbit/s, complexity 3, fec on, dtx on"),
+        "{text}"
+    );
     eprintln!("{text}");
     std::fs::remove_dir_all(&d).ok();
 }

@@ -13,6 +13,7 @@ mod codecs;
 mod common;
 mod conference;
 mod console;
+mod dispatch;
 mod dtmf;
 mod forwarding;
 mod harness;

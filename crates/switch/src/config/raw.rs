@@ -20,6 +20,7 @@ pub(crate) struct RawConfig {
     pub users: Vec<RawUser>,
     pub iax2: RawIax2,
     pub proxy: RawProxy,
+    pub dispatch: Vec<super::dispatch::RawDispatch>,
     pub security: RawSecurity,
     pub trunks: Vec<RawTrunk>,
     pub parking: BTreeMap<String, super::parking::RawLot>,
@@ -170,6 +171,7 @@ pub(crate) struct RawProxy {
     pub record_route: bool,
     pub authenticate: bool,
     pub relay_for_users: bool,
+    pub dispatch: String,
 }
 
 impl Default for RawProxy {
@@ -179,6 +181,7 @@ impl Default for RawProxy {
             record_route: true,
             authenticate: false,
             relay_for_users: false,
+            dispatch: String::new(),
         }
     }
 }
@@ -385,6 +388,10 @@ pub(crate) struct RawRtp {
     pub symmetric: bool,
     pub shared_ports: bool,
     pub speex_quality: u64,
+    pub opus_bitrate: u64,
+    pub opus_complexity: u64,
+    pub opus_fec: bool,
+    pub opus_dtx: bool,
     pub dtmf: String,
     pub advertise_ipv4: String,
     pub advertise_ipv6: String,
@@ -402,6 +409,10 @@ impl Default for RawRtp {
             symmetric: true,
             shared_ports: false,
             speex_quality: 8,
+            opus_bitrate: codec::OpusOptions::default().bitrate as u64,
+            opus_complexity: codec::OpusOptions::default().complexity as u64,
+            opus_fec: codec::OpusOptions::default().fec,
+            opus_dtx: codec::OpusOptions::default().dtx,
             dtmf: "auto".into(),
             advertise_ipv4: String::new(),
             advertise_ipv6: String::new(),

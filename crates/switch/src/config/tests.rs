@@ -940,3 +940,64 @@ fn websocket_listeners_and_their_checks() {
         "{e:?}"
     );
 }
+
+#[test]
+fn dispatch_sets_load_with_defaults_and_bad_ones_name_the_key() {
+    let good = MINIMAL.to_string()
+        + "[proxy]\ndomains = [\"edge.example\"]\ndispatch = \"nodes\"\n\
+           [[dispatch]]\nname = \"nodes\"\nnodes = [\"sip:127.0.0.2:5060;weight=3\", \"sip:127.0.0.3\"]\n";
+    let c = Config::from_str(&good, "strowger.toml").unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(c.proxy.dispatch, Some(0));
+    let set = &c.dispatch[0];
+    assert_eq!((set.probe_interval.as_secs(), set.probe_failures), (5, 2));
+    assert_eq!(set.timeout.as_millis(), 2000);
+    assert_eq!(set.nodes[0].uri, "sip:127.0.0.2:5060");
+    assert_eq!((set.nodes[0].weight, set.nodes[1].weight), (3, 1));
+    assert_eq!(set.nodes[1].peer.addr.to_string(), "127.0.0.3:5060");
+
+    let bad = MINIMAL.to_string()
+        + "[proxy]\ndispatch = \"other\"\n[[dispatch]]\nname = \"nodes\"\n\
+           nodes = [\"sip:node.example\", \"sip:127.0.0.2;weight=0\"]\nprobe_failures = 0\n\
+           [[dispatch]]\nname = \"nodes\"\n";
+    let e = errors(&bad);
+    for (key, what) in [
+        ("proxy.dispatch", "no [[dispatch]] set is named \"other\""),
+        ("proxy.domains", "is empty"),
+        ("dispatch[0].nodes[0]", "with an IP address"),
+        ("dispatch[0].nodes[1]", "weight \"0\""),
+        ("dispatch[0].probe_failures", "out of range"),
+        ("dispatch[1].name", "a name of its own"),
+        ("dispatch[1].nodes", "is empty"),
+    ] {
+        assert!(
+            e.iter().any(|l| l.contains(key) && l.contains(what)),
+            "{key}: {what} not in {e:#?}"
+        );
+    }
+}
+
+/// `rtp.opus_*` become the Opus encoders' options; out-of-range values name the key.
+#[test]
+fn opus_settings() {
+    let cfg = Config::from_str(
+        &format!("[rtp]\nopus_bitrate = 12000\nopus_complexity = 2\nopus_fec = false\nopus_dtx = true\n\n{MINIMAL}"),
+        "strowger.toml",
+    )
+    .unwrap();
+    let o = cfg.rtp.opus;
+    assert_eq!(
+        (o.bitrate, o.complexity, o.fec, o.dtx),
+        (12000, 2, false, true)
+    );
+    let defaults = Config::from_str(MINIMAL, "m.toml").unwrap().rtp.opus;
+    assert_eq!(defaults, codec::OpusOptions::default());
+    assert_eq!(
+        errors(&format!(
+            "[rtp]\nopus_bitrate = 5999\nopus_complexity = 11\n\n{MINIMAL}"
+        )),
+        [
+            "strowger.toml:2:16: rtp.opus_bitrate: 5999 is out of range — expected 6000 to 510000",
+            "strowger.toml:3:19: rtp.opus_complexity: 11 is out of range — expected 0 to 10",
+        ]
+    );
+}

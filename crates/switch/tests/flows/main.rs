@@ -5,6 +5,7 @@ mod auth;
 mod calls;
 mod conference;
 mod control;
+mod dispatch;
 mod dtmf;
 mod dual_stack;
 mod engine;

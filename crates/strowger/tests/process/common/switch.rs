@@ -55,6 +55,8 @@ pub struct Opts {
     /// Listen for SIP over WebSocket and secure WebSocket too, on free ports (`--ws-listen`,
     /// `--wss-listen`; [`Strowger::ws`]).
     pub ws: bool,
+    /// The SIP address (None: 127.0.0.1 on a free port), e.g. a restarted node's old one.
+    pub sip: Option<SocketAddr>,
 }
 
 pub struct Strowger {
@@ -93,7 +95,9 @@ impl Strowger {
 
     pub fn with(label: &str, opts: Opts) -> Strowger {
         let dir = TempDir::new(label);
-        let sip: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let sip: SocketAddr = opts
+            .sip
+            .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()).parse().unwrap());
         let api = opts
             .api
             .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()).parse().unwrap());
