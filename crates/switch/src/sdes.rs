@@ -81,9 +81,8 @@ impl Engine {
 
 /// Keys media leg `m` as its SDP agreed (plain RTP for `None`).
 pub(crate) fn key_media(media: &mut media::Engine, m: media::LegId, keys: Option<&SrtpKeys>) {
-    // The SDP parser takes only keys of their suite's length, so libsrtp can fail here only
-    // to allocate, which aborts anyway.
+    // The SDP parser takes only keys of their suite's length, and srtp refuses no other key.
     media
         .set_srtp(m, keys)
-        .expect("libsrtp2 refused a key of its suite's length");
+        .expect("srtp refused a key of its suite's length");
 }
