@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import os
+import socket
 import sys
 import tempfile
 
@@ -122,9 +123,9 @@ def check(args):
     predicted = v["per_unit"]["redis_commands_per_register"]
     rundir = tempfile.mkdtemp(prefix="scaling-check-")
     try:
-        redis, url = r.start_backend("redis", rundir)
+        _, url = r.start_backend("redis", rundir)
         port = int(url.rsplit(":", 1)[1])
-        server, sip = r.start_strowger("strowger", url, False, 0, rundir, args.strowger)
+        _, sip = r.start_strowger("strowger", url, False, 0, rundir, args.strowger)
         calls0, mem0 = info(port)
         cmd, res = r.load_register(sip, args.rate, args.users, r.FIRST_USER, False, rundir)
         calls1, mem1 = info(port)
@@ -149,10 +150,8 @@ def check(args):
 
 def info(port):
     """({command: calls} from INFO commandstats, used_memory) of the Redis on 127.0.0.1:`port`."""
-    import socket
     s = socket.create_connection(("127.0.0.1", port), 5)
-    out = {}
-    mem = None
+    out, mem = {}, None
     for section in ("commandstats", "memory"):
         s.sendall(f"INFO {section}\r\n".encode())
         head = b""
