@@ -6,6 +6,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # The benchmark rig's own arithmetic (no servers) first: a figure is only as good as its summary.
 python3 bench/lib/test_scale.py || bench_status=1
+python3 bench/lib/test_scaling.py || bench_status=1
 python3 bench/lib/test_bench.py || bench_status=1
 cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
