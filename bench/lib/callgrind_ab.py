@@ -1,10 +1,10 @@
 """Exact instruction counts of this build against an older one (valgrind's callgrind), for figures
 this host's noisy clocks cannot settle: per REGISTER (local store, with and without digest auth) and
 per bridged B2BUA call (with --events: while an event-stream client is subscribed to every event, its
-API on loopback). Each figure is the difference between a long and a short run of one worker
+API on loopback), and per call-second of held echo calls (`held`: 12 calls held 10 s and 30 s). Each figure is the difference between a long and a short run of one worker
 under callgrind, divided by the requests or calls between them, so start-up cancels.
 
-    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua] [--new NEW_BIN] [--events]
+    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,held] [--new NEW_BIN] [--events]
 
 About 15 minutes (valgrind runs strowger some 50 times slower); every run is bounded in requests and
 time and stops by itself.
@@ -98,6 +98,25 @@ def bridged(rundir, label, binary, n, events):
     return instructions(out), json.load(open(rep))["completed"]
 
 
+def held(rundir, label, binary, hold):
+    """HELD_CALLS echo calls held `hold` s, RTP both ways (the capacity test's calls, few enough
+    for valgrind's strowger to keep its 20 ms ticks); the server's instructions."""
+    args = types.SimpleNamespace(bin=binary, load_bin=LOAD, realtime=0)
+    port = b.alloc_ports(1)
+    cfg = S.config(args, rundir, f"{label}.toml")
+    p, out = under_callgrind(rundir, label, [binary, "--config", cfg,
+                                            "--sip-listen", f"127.0.0.1:{port}", "--rtp-ports", "32000-33999",
+                                            "--data-dir", os.path.join(rundir, f"{label}-data"), "--workers", "1"])
+    rep = os.path.join(rundir, f"{label}.json")
+    S.load(args, f"127.0.0.1:{port}", "44444", HELD_CALLS, 2, hold, "echo", rep,
+           max_time=int(hold + HELD_CALLS / 2 + 120)).wait()
+    stop(p)
+    return instructions(out), json.load(open(rep))["completed"]
+
+
+HELD_CALLS = 12
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old", help="the strowger binary to compare this build against")
@@ -108,13 +127,17 @@ def main():
     rundir = tempfile.mkdtemp(prefix="callgrind-ab-", dir=b.OUT if os.path.isdir(b.OUT) else None)
     runs = {"register": lambda l, bin_, n: register(rundir, l, bin_, n * 5, False),
             "digest": lambda l, bin_, n: register(rundir, l, bin_, n * 5, True),
-            "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n, args.events)}
+            "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n, args.events),
+            # 10 s and 30 s holds: the difference over HELD_CALLS x 20 s is per call-second.
+            "held": lambda l, bin_, n: held(rundir, l, bin_, n // 10)}
     for what in args.what.split(","):
         per = {}
         for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):
             lo, n_lo = runs[what](f"{what}-{label}-short", binary, 100)
             hi, n_hi = runs[what](f"{what}-{label}-long", binary, 300)
-            per[label] = (hi - lo) / max(1, n_hi - n_lo)
+            # Per call-second of the calls held in both runs (20 s apart), per request else.
+            per[label] = ((hi - lo) / (max(1, min(n_lo, n_hi)) * 20) if what == "held"
+                          else (hi - lo) / max(1, n_hi - n_lo))
             b.log(f"{what} {label}: {per[label]:,.0f} instructions each ({n_lo} and {n_hi} completed)")
         print(f"{what}: old {per['old']:,.0f}, new {per['new']:,.0f} instructions each, "
               f"new/old x{per['new'] / per['old']:.4f}")

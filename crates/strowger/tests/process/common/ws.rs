@@ -118,7 +118,13 @@ pub fn connect(addr: SocketAddr, ca: Option<&Path>, up: Upgrade) -> Result<WsPho
         Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(resp))) => {
             Err(resp.status().as_u16())
         }
-        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Io(_))) => Err(0),
+        // Closed before an answer: a reset reads as Io, a clean close as an unfinished
+        // handshake, depending on when the server's close lands.
+        Err(tungstenite::HandshakeError::Failure(
+            tungstenite::Error::Io(_)
+            | tungstenite::Error::ConnectionClosed
+            | tungstenite::Error::Protocol(tungstenite::error::ProtocolError::HandshakeIncomplete),
+        )) => Err(0),
         Err(e) => panic!("WebSocket upgrade at {addr}: {e}"),
     }
 }
