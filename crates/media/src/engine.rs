@@ -655,6 +655,7 @@ impl Engine {
     }
 
     /// [`Engine::on_rtp`] once the packet is plain RTP.
+    #[inline(always)]
     fn rtp_in<F>(&mut self, id: LegId, data: &[u8], src: SocketAddr, now: Instant, tx: &mut F)
     where
         F: Output + ?Sized,
@@ -1382,7 +1383,7 @@ fn tap_sent(leg: &mut Leg, header: &RtpHeader, body: &[u8], now: Instant) {
 
 /// Writes `header` in front of the `body_len` bytes of payload already in `buf` and sends the
 /// packet to `dst` from leg `peer`, counting it in the leg's sender statistics.
-#[inline]
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn send_rtp<F>(
     buf: &mut [u8],
