@@ -125,8 +125,8 @@ impl Events {
         let end = std::time::Instant::now() + limit;
         let mut got = Vec::new();
         while std::time::Instant::now() < end {
-            match self.socket.read() {
-                Ok(tungstenite::Message::Text(t)) => {
+            match super::ws::read_within(&mut self.socket) {
+                Ok(Some(tungstenite::Message::Text(t))) => {
                     let v: Value = serde_json::from_str(&t).expect("an event is JSON");
                     let stop = done(&v);
                     got.push(v);
@@ -135,11 +135,6 @@ impl Events {
                     }
                 }
                 Ok(_) => {}
-                Err(tungstenite::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
                 Err(e) => panic!("event stream: {e} (after {got:?})"),
             }
         }

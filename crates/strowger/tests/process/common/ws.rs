@@ -14,6 +14,25 @@ use tungstenite::client::IntoClientRequest;
 use tungstenite::http::HeaderValue;
 use tungstenite::{Message, WebSocket};
 
+/// The next message of `ws`, or None when its socket's read timeout passed first (the callers
+/// poll against a deadline of their own).
+pub fn read_within<S: Read + Write>(
+    ws: &mut WebSocket<S>,
+) -> Result<Option<Message>, tungstenite::Error> {
+    match ws.read() {
+        Ok(m) => Ok(Some(m)),
+        Err(tungstenite::Error::Io(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The host a WebSocket phone names itself by: no one can connect to it.
 pub const HOST: &str = "df7jal23ls0d.invalid";
 
@@ -138,15 +157,10 @@ impl WsPhone {
     pub fn recv(&mut self, timeout: Duration) -> Option<Msg> {
         let end = Instant::now() + timeout;
         while Instant::now() < end {
-            match self.ws.read() {
-                Ok(Message::Text(t)) => return Msg::parse(t.as_bytes()),
-                Ok(Message::Binary(b)) => return Msg::parse(&b),
+            match read_within(&mut self.ws) {
+                Ok(Some(Message::Text(t))) => return Msg::parse(t.as_bytes()),
+                Ok(Some(Message::Binary(b))) => return Msg::parse(&b),
                 Ok(_) => {}
-                Err(tungstenite::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
                 Err(e) => panic!("the WebSocket broke: {e}"),
             }
         }
