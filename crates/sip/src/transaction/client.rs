@@ -25,6 +25,18 @@ pub(super) enum State {
     Accepted,
 }
 
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Deferred => "Deferred",
+            State::Calling => "Calling",
+            State::Proceeding => "Proceeding",
+            State::Completed => "Completed",
+            State::Accepted => "Accepted",
+        }
+    }
+}
+
 pub(super) struct ClientTxn {
     /// None when the TU's request had no branch or CSeq: it can only time out.
     pub key: Option<Arc<str>>,

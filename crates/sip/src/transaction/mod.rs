@@ -19,7 +19,7 @@ use crate::method::Method;
 use client::ClientTxn;
 use server::ServerTxn;
 use sharded::Sharded;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -461,6 +461,32 @@ impl Transactions {
     /// Live transactions.
     pub fn len(&self) -> usize {
         self.servers.len() + self.clients.len()
+    }
+
+    /// Live transactions by kind, counted when asked (O(n)): "server INVITE Proceeding",
+    /// "client BYE Calling", with " (no timer)" for one that waits on its user or peer alone.
+    /// What an operator reads when transactions stay without calls (`strowger ctl show stats`).
+    pub fn kinds(&self) -> BTreeMap<String, usize> {
+        let mut kinds = BTreeMap::new();
+        let mut count = |side: &str, method: &str, state: &str, idle: bool| {
+            let idle = if idle { " (no timer)" } else { "" };
+            *kinds
+                .entry(format!("{side} {method} {state}{idle}"))
+                .or_default() += 1;
+        };
+        for s in self.servers.values() {
+            let method = key::server_method(&s.key);
+            count("server", method, s.state.name(), s.timers.idle());
+        }
+        for c in self.clients.values() {
+            let method = match (&c.key, c.invite) {
+                (Some(k), _) => key::client_method(k),
+                (None, true) => "INVITE",
+                (None, false) => "unkeyed",
+            };
+            count("client", method, c.state.name(), c.timers.idle());
+        }
+        kinds
     }
 
     pub fn is_empty(&self) -> bool {
