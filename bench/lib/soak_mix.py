@@ -141,6 +141,17 @@ def registered(api_port, token):
             return users
 
 
+def transaction_kinds(api_port, token):
+    """The SIP transactions left, by kind ("client INVITE Proceeding (no timer)": n), summed over the workers."""
+    req = urllib.request.Request(f"http://127.0.0.1:{api_port}/api/v1/stats",
+                                 headers={"Authorization": f"Bearer {token}"})
+    kinds = {}
+    for w in json.load(urllib.request.urlopen(req, timeout=10))["workers"]:
+        for kind, n in w.get("transactions", {}).items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    return kinds
+
+
 class Sampler(threading.Thread):
     """Every SAMPLE_S seconds a row: time, RSS, open files, threads and the gauges."""
 
@@ -382,6 +393,8 @@ def main():
     for g in ("calls_in_progress", "call_legs", "media_legs", "sip_transactions"):
         if final.get(g):
             problems.append(f"after the drain {final[g]:g} {g} are left")
+    if final.get("sip_transactions"):
+        problems.append(f"the transactions left, by kind: {transaction_kinds(api_port, token)}")
     cdr_path = os.path.join(srv.dir, "data", "cdr.jsonl")
     ids = [json.loads(line).get("call_id") for line in open(cdr_path) if line.strip()]
     if len(ids) != len(set(ids)):

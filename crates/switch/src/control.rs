@@ -90,7 +90,7 @@ pub struct RtpInfo {
 }
 
 /// A worker's counters.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct WorkerStats {
     pub worker: usize,
     pub calls_active: usize,
@@ -98,6 +98,9 @@ pub struct WorkerStats {
     pub calls_rejected_busy: u64,
     pub requests_rejected: u64,
     pub overloaded: bool,
+    /// SIP transactions by kind (`sip::transaction::Transactions::kinds`): which ones stay when
+    /// the `sip_transactions` gauge does not return to 0 without calls.
+    pub transactions: std::collections::BTreeMap<String, usize>,
 }
 
 /// The event stream's types (`?types=`), in the order of their bits in the mask the engine is
@@ -209,6 +212,7 @@ impl Engine {
                 calls_rejected_busy: self.stats.calls_rejected_busy,
                 requests_rejected: self.stats.requests_rejected,
                 overloaded: self.overloaded,
+                transactions: self.txs.kinds(),
             }),
             Command::Originate(o) => Reply::Originated(self.originate(*o, now)),
             Command::Act { call_id, action } => Reply::Acted(self.act(&call_id, action, now)),

@@ -25,6 +25,18 @@ pub(super) enum State {
     Accepted,
 }
 
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Deferred => "Deferred",
+            State::Calling => "Calling",
+            State::Proceeding => "Proceeding",
+            State::Completed => "Completed",
+            State::Accepted => "Accepted",
+        }
+    }
+}
+
 pub(super) struct ClientTxn {
     /// None when the TU's request had no branch or CSeq: it can only time out.
     pub key: Option<Arc<str>>,
@@ -65,6 +77,13 @@ impl ClientTxn {
         &self.request
     }
 
+    /// A cancelled INVITE, Proceeding (no timer of its own), waits 64*T1 from its CANCEL for
+    /// a final, then ends as if timer B fired (RFC 3261 §9.1): a callee that answers neither,
+    /// or only the CANCEL, would otherwise hold it for good.
+    pub fn await_final(&mut self, now: Instant, t: &Timers, io: &mut Io) {
+        self.timers.arm(&mut io.queue, Slot::End, now + t.t64());
+    }
+
     /// Sends the request and starts timers A+B (INVITE) or E+F.
     pub fn start(&mut self, now: Instant, t: &Timers, io: &mut Io) {
         self.state = State::Calling;
@@ -88,12 +107,13 @@ impl ClientTxn {
         let udp = !self.peer.transport.is_reliable();
         match (self.state, status) {
             (State::Calling | State::Proceeding, 100..=199) => {
-                self.state = State::Proceeding;
-                if self.invite {
-                    // No more retransmissions, and timer B only guards the Calling state.
+                if self.invite && self.state == State::Calling {
+                    // No more retransmissions, and timer B only guards the Calling state (a
+                    // later provisional leaves the wait a CANCEL armed, `Transactions::cancel`).
                     self.timers.disarm(Slot::Retransmit);
                     self.timers.disarm(Slot::End);
                 }
+                self.state = State::Proceeding;
                 (Some(true), Life::Live)
             }
             (State::Calling | State::Proceeding, 200..=299) if self.invite => {
@@ -148,7 +168,8 @@ impl ClientTxn {
             return Life::Live;
         }
         if matches!(self.state, State::Calling | State::Proceeding) {
-            // Timer B or F: the TU acts as if it got a 408.
+            // Timer B or F, or a cancelled INVITE's wait for its final: the TU acts as if it
+            // got a 408.
             io.events.push_back(TxEvent::Timeout(ClientTxId(id)));
         }
         Life::Dead

@@ -33,6 +33,17 @@ pub(super) fn server(msg: &Message, method: &Method, out: &mut String) -> bool {
     }
 }
 
+/// The method a `server` key was made with: its last field after a cookie branch, its sixth
+/// in an RFC 2543 key (the top Via follows it).
+pub(super) fn server_method(key: &str) -> &str {
+    let mut fields = key.split('\0');
+    match key.starts_with(COOKIE) {
+        true => fields.nth(2),
+        false => fields.nth(5),
+    }
+    .unwrap_or("")
+}
+
 /// RFC 2543 peers have no unique branch: Request-URI, tags, Call-ID, CSeq and the top Via
 /// identify the transaction. The To tag is left out for INVITE because the ACK for a non-2xx
 /// carries the tag our response added, which the INVITE did not have.
@@ -82,6 +93,11 @@ pub(super) fn client(msg: &Message, out: &mut String) -> bool {
         }
         _ => false,
     }
+}
+
+/// The CSeq method of a `client` key.
+pub(super) fn client_method(key: &str) -> &str {
+    key.rsplit('\0').next().unwrap_or("")
 }
 
 /// Key tying the ACK for a 2xx (a new transaction with its own branch) to the INVITE it

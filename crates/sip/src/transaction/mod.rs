@@ -19,7 +19,7 @@ use crate::method::Method;
 use client::ClientTxn;
 use server::ServerTxn;
 use sharded::Sharded;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -361,7 +361,7 @@ impl Transactions {
         let txn = self.clients.get_mut(&id)?;
         let (report, life) = txn.on_response(msg, status, now, &self.timers, &mut self.io);
         if let (Some(cancel), Some(_)) = (txn.cancel, report) {
-            self.release_cancel(cancel, status, now);
+            self.release_cancel(id, cancel, status, now);
         }
         self.end_if(id, life);
         self.prune();
@@ -369,24 +369,37 @@ impl Transactions {
     }
 
     /// A CANCEL waiting for a provisional goes out with it, and is moot after a final.
-    fn release_cancel(&mut self, cancel: u64, status: u16, now: Instant) {
-        let Some(txn) = self
+    fn release_cancel(&mut self, invite: u64, cancel: u64, status: u16, now: Instant) {
+        if !self
             .clients
-            .get_mut(&cancel)
-            .filter(|c| c.state == client::State::Deferred)
-        else {
+            .get(&cancel)
+            .is_some_and(|c| c.state == client::State::Deferred)
+        {
             return;
-        };
+        }
         if status < 200 {
-            txn.start(now, &self.timers, &mut self.io);
+            self.start_cancel(invite, cancel, now);
         } else {
             self.end_if(cancel, Life::Dead);
         }
     }
 
+    /// Sends a CANCEL, and gives its INVITE 64*T1 for a final (`ClientTxn::await_final`).
+    fn start_cancel(&mut self, invite: u64, cancel: u64, now: Instant) {
+        let (t, io) = (&self.timers, &mut self.io);
+        if let Some(c) = self.clients.get_mut(&cancel) {
+            c.start(now, t, io);
+        }
+        if let Some(i) = self.clients.get_mut(&invite) {
+            i.await_final(now, t, io);
+        }
+    }
+
     /// CANCELs a client INVITE (§9.1). The CANCEL goes out once a provisional has arrived, or
-    /// at once if one has; it is dropped if a final arrives first. `None` when the INVITE is
-    /// unknown or already has a final. Asking again returns the same CANCEL.
+    /// at once if one has; it is dropped if a final arrives first. From the CANCEL on, the
+    /// INVITE waits 64*T1 for its final (487, or an answer that crossed the CANCEL), then
+    /// ends with `TxEvent::Timeout`. `None` when the INVITE is unknown or already has a final.
+    /// Asking again returns the same CANCEL.
     pub fn cancel(&mut self, invite: ClientTxId, now: Instant) -> Option<ClientTxId> {
         self.cancel_because(invite, None, now)
     }
@@ -413,9 +426,7 @@ impl Transactions {
             txn.cancel = Some(id);
         }
         if state == client::State::Proceeding {
-            if let Some(cancel) = self.clients.get_mut(&id) {
-                cancel.start(now, &self.timers, &mut self.io);
-            }
+            self.start_cancel(invite.0, id, now);
         }
         self.prune();
         Some(ClientTxId(id))
@@ -461,6 +472,32 @@ impl Transactions {
     /// Live transactions.
     pub fn len(&self) -> usize {
         self.servers.len() + self.clients.len()
+    }
+
+    /// Live transactions by kind, counted when asked (O(n)): "server INVITE Proceeding",
+    /// "client BYE Calling", with " (no timer)" for one that waits on its user or peer alone.
+    /// What an operator reads when transactions stay without calls (`strowger ctl show stats`).
+    pub fn kinds(&self) -> BTreeMap<String, usize> {
+        let mut kinds = BTreeMap::new();
+        let mut count = |side: &str, method: &str, state: &str, idle: bool| {
+            let idle = if idle { " (no timer)" } else { "" };
+            *kinds
+                .entry(format!("{side} {method} {state}{idle}"))
+                .or_default() += 1;
+        };
+        for s in self.servers.values() {
+            let method = key::server_method(&s.key);
+            count("server", method, s.state.name(), s.timers.idle());
+        }
+        for c in self.clients.values() {
+            let method = match (&c.key, c.invite) {
+                (Some(k), _) => key::client_method(k),
+                (None, true) => "INVITE",
+                (None, false) => "unkeyed",
+            };
+            count("client", method, c.state.name(), c.timers.idle());
+        }
+        kinds
     }
 
     pub fn is_empty(&self) -> bool {

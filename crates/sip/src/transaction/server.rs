@@ -21,6 +21,18 @@ pub(super) enum State {
     },
 }
 
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Trying => "Trying",
+            State::Proceeding => "Proceeding",
+            State::Completed => "Completed",
+            State::Confirmed => "Confirmed",
+            State::Accepted { .. } => "Accepted",
+        }
+    }
+}
+
 pub(super) struct ServerTxn {
     pub key: Arc<str>,
     /// INVITE only: CSeq + Call-ID, to match the ACK for a 2xx, which has its own branch.

@@ -86,6 +86,10 @@ impl<K: Hash + Eq, V> Sharded<K, V> {
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.len()).sum()
     }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.shards.iter().flat_map(|s| s.values())
+    }
 }
 
 #[cfg(test)]

@@ -403,6 +403,42 @@ fn timer_b_ends_a_deferred_cancel_too() {
     assert!(tx.is_empty());
 }
 
+/// A callee that answers the CANCEL but never its INVITE (or a callee gone quiet): the INVITE
+/// times out 64*T1 after the CANCEL went out, a later provisional notwithstanding, and leaves
+/// nothing behind. Both ways a CANCEL starts: at once in Proceeding, and held for a provisional.
+#[test]
+fn a_cancelled_invite_without_a_final_ends_64_t1_after_its_cancel() {
+    for held in [false, true] {
+        let (mut tx, t0) = layer();
+        let inv = request("INVITE", "z9hG4bKc1", 1, "");
+        let id = tx.send_request(inv.clone(), udp(), t0);
+        let ringing = parse(&response(&inv, 180, Some("b1")));
+        let (cancel, sent_at) = if held {
+            let cancel = tx.cancel(id, t0 + MS).unwrap();
+            tx.on_response(&ringing, t0 + 700 * MS);
+            (cancel, t0 + 700 * MS)
+        } else {
+            tx.on_response(&ringing, t0 + 100 * MS);
+            (tx.cancel(id, t0 + 1000 * MS).unwrap(), t0 + 1000 * MS)
+        };
+        let out = transmits(&mut tx);
+        let c = out.last().unwrap();
+        assert_eq!(parse(&c.bytes).method(), Some(&Method::Cancel), "{held}");
+        let ok = parse(&response(&c.bytes, 200, Some("b1")));
+        assert_eq!(tx.on_response(&ok, sent_at + 50 * MS), Some((cancel, true)));
+        // A provisional after the CANCEL does not stop the wait for the final.
+        tx.on_response(&ringing, sent_at + 100 * MS);
+        let wait = Timers::default().t1 * 64;
+        run(&mut tx, t0, sent_at - t0 + wait - MS);
+        let waiting = BTreeMap::from([("client INVITE Proceeding".to_string(), 1)]);
+        assert_eq!(tx.kinds(), waiting, "{held}: only the INVITE, on its timer");
+        run(&mut tx, t0, sent_at - t0 + wait);
+        assert_eq!(events(&mut tx), [TxEvent::Timeout(id)], "{held}");
+        assert!(tx.is_empty(), "{held}: {:?}", tx.kinds());
+        assert_eq!(tx.poll_timeout(), None);
+    }
+}
+
 // ---- server INVITE ----
 
 #[test]

@@ -75,6 +75,11 @@ impl Armed {
         self.at[slot as usize] = None;
     }
 
+    /// No timer armed: the transaction waits on its user or its peer alone.
+    pub fn idle(&self) -> bool {
+        self.at == [None; 2]
+    }
+
     pub fn is(&self, slot: Slot, at: Instant) -> bool {
         self.at[slot as usize] == Some(at)
     }

@@ -152,3 +152,48 @@ fn calls_a_refusal_media_transcoding_and_a_registration_show_in_the_scrape() {
     );
     assert_eq!(value(&s, on_time), ticks);
 }
+
+/// The caller gives up while the callee rings, and the callee answers strowger's CANCEL but
+/// never its INVITE (its 487s are lost; a phone back from a stall does the same): the INVITE
+/// is given up 64*T1 after the CANCEL, so the transaction gauge comes back to 0 and the table
+/// keeps no orphaned INVITE.
+#[test]
+fn a_cancelled_invite_the_callee_never_ends_leaves_no_transaction() {
+    let mut n = Net::new(12);
+    let sw = b2bua(&mut n, "[rtp]\nmedia_timeout_s = 0\n");
+    let a = n.ua(ALICE, "alice");
+    let b = n.ua(BOB, "bob");
+    n.agent(b).policy = ua::Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: secs(300),
+    };
+    let c = n.invite(a, "sip:2001@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), |n| invite_statuses(n, a, c).contains(&180)));
+    let bob = addr(BOB);
+    n.drop_next(usize::MAX, move |p| {
+        p.from == bob && p.bytes.starts_with(b"SIP/2.0 487 ")
+    });
+    n.cancel(a, c);
+    assert!(n.run_until(secs(5), ended(a, c)));
+    assert_eq!(invite_statuses(&mut n, a, c).last(), Some(&487));
+    assert_eq!(n.agent(b).last().requests_of(&sip::Method::Cancel).len(), 1);
+    n.run_for(secs(40));
+    let s = samples(&n.sw(sw).scrape());
+    assert_eq!(value(&s, "strowger_calls_in_progress"), 0.0);
+    let switch::control::Reply::Stats(st) =
+        n.sw(sw).node().command(switch::control::Command::Stats)
+    else {
+        panic!("Stats answers with Reply::Stats");
+    };
+    assert_eq!(
+        value(&s, "strowger_sip_transactions"),
+        0.0,
+        "{:?}",
+        st.transactions
+    );
+    assert_eq!(
+        n.sw(sw).node().table_counts(),
+        switch::TableCounts::default()
+    );
+}
