@@ -8,6 +8,7 @@ pub mod stun;
 
 pub use dtls::{Certificate, Dtls, DtlsError, DtlsState, Fingerprint, Role};
 pub use ice::{IceCredentials, IceLite};
+pub use openssl::error::ErrorStack;
 
 /// What a datagram on a WebRTC leg's port is, by its first byte (RFC 7983 §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
