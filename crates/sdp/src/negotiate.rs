@@ -360,13 +360,13 @@ pub fn accept_answer(
         .ok_or(NegotiationError::NoCommonCodec)?;
     let we_offered_dtmf = telephone_event(offered, codec.clock).is_some();
     let mut agreed = stream(answer, answered, pt, codec, we_offered_dtmf)?;
-    if offered.is_webrtc() {
-        let remote = answered
-            .is_webrtc()
-            .then(|| webrtc::remote(answer, answered, true));
-        agreed.webrtc = Some(remote.flatten().ok_or(NegotiationError::Srtp)?);
+    if offered.is_webrtc() && answered.is_webrtc() {
+        let remote = webrtc::remote(answer, answered, true);
+        agreed.webrtc = Some(remote.ok_or(NegotiationError::Srtp)?);
         return Ok(agreed);
     }
+    // A plain RTP/AVP answer to our WebRTC offer (a SIP phone on a WebSocket that is no
+    // browser) is taken as plain RTP, as an answer without a key to SDES on RTP/AVP is.
     agreed.srtp = answered_keys(offered, answered)?;
     Ok(agreed)
 }

@@ -94,8 +94,21 @@ pub(crate) fn remote(
     Some(WebRtcRemote {
         ufrag: m.value(sdp, "ice-ufrag")?.to_owned(),
         pwd: m.value(sdp, "ice-pwd")?.to_owned(),
-        fingerprint: m.value(sdp, "fingerprint")?.to_owned(),
+        fingerprint: m
+            .value(sdp, "fingerprint")
+            .filter(|f| is_fingerprint(f))?
+            .to_owned(),
         dtls_client,
+    })
+}
+
+/// `hash-func SP hex:hex:…` (RFC 8122 §5).
+fn is_fingerprint(value: &str) -> bool {
+    value.split_once(' ').is_some_and(|(hash, hex)| {
+        !hash.is_empty()
+            && hex
+                .split(':')
+                .all(|b| b.len() == 2 && b.bytes().all(|c| c.is_ascii_hexdigit()))
     })
 }
 

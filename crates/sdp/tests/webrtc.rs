@@ -176,4 +176,14 @@ fn our_offer_to_a_browser_is_actpass_and_its_answer_picks_the_role() {
         .replace(&format!("a=fingerprint:{THEIR_FP}\r\n"), "");
     let r = accept_answer(&offer, &without.parse().unwrap());
     assert_eq!(r.err(), Some(NegotiationError::Srtp));
+    let garbled = browser_answer("a=setup:active")
+        .to_string()
+        .replace(THEIR_FP, "sha-256 not-hex");
+    let r = accept_answer(&offer, &garbled.parse().unwrap());
+    assert_eq!(r.err(), Some(NegotiationError::Srtp));
+    // A phone on a WebSocket that is no browser answers plain RTP: taken plainly.
+    let plain = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+                 m=audio 4000 RTP/AVP 0\r\n";
+    let n = accept_answer(&offer, &plain.parse().unwrap()).unwrap();
+    assert_eq!((n.codec, n.webrtc), (Codec::PCMU, None));
 }
