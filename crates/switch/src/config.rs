@@ -1223,8 +1223,12 @@ fn public_address(d: &mut Diagnostics, text: &str) -> Option<IpAddr> {
     match text.parse::<IpAddr>() {
         Ok(ip) if !ip.is_unspecified() && !ip.is_multicast() => Some(ip),
         _ => {
-            let why = "expected a unicast address browsers can reach, or \"\" for the address in the SDP";
-            d.error("rtp.webrtc_public_address", format_args!("{text:?} — {why}"));
+            let why =
+                "expected a unicast address browsers can reach, or \"\" for the address in the SDP";
+            d.error(
+                "rtp.webrtc_public_address",
+                format_args!("{text:?} — {why}"),
+            );
             None
         }
     }

@@ -1107,7 +1107,11 @@ impl Engine {
                     if let Some(m) = leg.media {
                         self.media
                             .update_leg(m, leg_update(&neg, self.s.symmetric_rtp));
-                        crate::sdes::Keying::of(Some(&neg), &leg.sdp).apply(&mut self.media, m, now);
+                        crate::sdes::Keying::of(Some(&neg), &leg.sdp).apply(
+                            &mut self.media,
+                            m,
+                            now,
+                        );
                     }
                     held = Some(crate::hold::holds(&neg));
                     leg.negotiated = Some(neg);

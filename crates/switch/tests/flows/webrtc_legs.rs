@@ -1,0 +1,223 @@
+//! WebRTC legs in the engine: a browser (here a test peer with its own certificate, ICE
+//! credentials and the project's SRTP) calls over a WebSocket, is answered with ICE-lite and
+//! DTLS-SRTP, passes a connectivity check, shakes hands, and hears its own audio back from
+//! the echo extension, decrypted with the keys the handshake exported. Nothing goes out in
+//! clear before that; DTLS from a source that passed no check and SRTP under another key are
+//! dropped and counted, and the call carries on.
+
+use std::net::SocketAddr;
+
+use crate::net::*;
+use sdp::{Attribute, CryptoSuite, SessionDescription, SrtpKeys};
+use sip::transaction::{Peer, Transport};
+use sip::Message;
+use webrtc::{stun, Certificate, Dtls, DtlsState, IceCredentials, Role};
+
+const BROWSER: &str = "127.0.0.1:40100";
+const STRANGER: &str = "127.0.0.1:40200";
+
+fn config() -> String {
+    format!(
+        "[rtp]\nmedia_timeout_s = 0\n{TRUST_LOOPBACK}\n[dialplan]\ndefault_context = \"default\"\n\
+         [[dialplan.contexts.default.rules]]\nexten = \"9196\"\nsteps = [\"answer\", \"echo\"]\n"
+    )
+}
+
+/// What a browser offers: PCMU, ICE credentials, its fingerprint, actpass, rtcp-mux, BUNDLE.
+fn offer(ice: &IceCredentials, cert: &Certificate) -> String {
+    format!(
+        "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0\r\n\
+         m=audio 40100 UDP/TLS/RTP/SAVPF 0 126\r\nc=IN IP4 127.0.0.1\r\n\
+         a=candidate:1 1 udp 2122260223 127.0.0.1 40100 typ host\r\n\
+         a=ice-ufrag:{}\r\na=ice-pwd:{}\r\na=fingerprint:{}\r\na=setup:actpass\r\na=mid:0\r\n\
+         a=sendrecv\r\na=rtcp-mux\r\na=rtpmap:0 PCMU/8000\r\na=rtcp-fb:0 transport-cc\r\n\
+         a=rtpmap:126 telephone-event/8000\r\n",
+        ice.ufrag,
+        ice.pwd,
+        cert.fingerprint()
+    )
+}
+
+fn value<'a>(m: &'a sdp::Media, name: &str) -> &'a str {
+    m.attributes
+        .iter()
+        .find_map(|a| match a {
+            Attribute::Other { name: n, value } if n == name => value.as_deref(),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no a={name} in the answer"))
+}
+
+/// Media strowger sent to `to`.
+fn media_to(out: Vec<Packet>, to: SocketAddr) -> Vec<Vec<u8>> {
+    out.into_iter()
+        .filter(|p| p.media && p.to == to)
+        .map(|p| p.bytes)
+        .collect()
+}
+
+fn rtp(seq: u16, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x80, 0];
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&(u32::from(seq) * 160).to_be_bytes());
+    p.extend_from_slice(&0x1234_5678u32.to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+fn context(keys: &SrtpKeys, local: bool) -> srtp::Context {
+    let suite = match keys.suite {
+        CryptoSuite::AeadAes128Gcm => srtp::Suite::AeadAes128Gcm,
+        CryptoSuite::AesCm128HmacSha1_80 => srtp::Suite::AesCm128HmacSha1_80,
+        CryptoSuite::AesCm128HmacSha1_32 => srtp::Suite::AesCm128HmacSha1_32,
+    };
+    let (key, dir) = match local {
+        true => (&keys.local, srtp::Direction::Outbound),
+        false => (&keys.remote, srtp::Direction::Inbound),
+    };
+    srtp::Context::new(suite, key, dir).unwrap()
+}
+
+fn seal(ctx: &mut srtp::Context, packet: &[u8]) -> Vec<u8> {
+    let mut buf = packet.to_vec();
+    buf.resize(packet.len() + 64, 0);
+    let n = ctx.protect(&mut buf, packet.len()).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn a_browser_calls_the_echo_over_ice_lite_and_dtls_srtp_and_hears_itself() {
+    let mut n = Net::new(31);
+    let sw = n.switch(&config(), &[SW], 1);
+    let (alice, browser, stranger) = (addr(ALICE), addr(BROWSER), addr(STRANGER));
+    let ice = IceCredentials::random();
+    let cert = Certificate::generate().unwrap();
+    let sdp = offer(&ice, &cert);
+    let invite = format!(
+        "INVITE sip:9196@{SW} SIP/2.0\r\nVia: SIP/2.0/WS df7jal23ls0d.invalid;branch=z9hG4bK-w1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:web@df7jal23ls0d.invalid>;tag=w1\r\nTo: <sip:9196@{SW}>\r\n\
+         Call-ID: webrtc@browser\r\nCSeq: 1 INVITE\r\nContact: <sip:web@df7jal23ls0d.invalid;transport=ws>\r\n\
+         Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    );
+    let mut now = n.now;
+    let node = n.sw(sw).node();
+    let peer = Peer {
+        transport: Transport::Ws,
+        addr: alice,
+    };
+    node.deliver_msg(
+        Message::parse(invite.as_bytes(), false).unwrap(),
+        peer,
+        addr(SW),
+        false,
+        now,
+    );
+    let mut out = node.drain();
+    for _ in 0..5 {
+        now += ms(20);
+        node.advance(now);
+        out.extend(node.drain());
+    }
+    let ok = out
+        .iter()
+        .filter(|p| !p.media && p.to == alice)
+        .filter_map(|p| Message::parse(&p.bytes, true).ok())
+        .find(|m| m.status().is_some_and(|s| s >= 200))
+        .expect("a final response");
+    assert_eq!(ok.status(), Some(200), "{ok:?}");
+    let answer = SessionDescription::parse(ok.body()).unwrap();
+    let m = &answer.media[0];
+    assert_eq!(m.proto, "UDP/TLS/RTP/SAVPF");
+    assert_eq!(value(m, "setup"), "passive");
+    let (sw_ufrag, sw_pwd) = (value(m, "ice-ufrag"), value(m, "ice-pwd"));
+    let sw_fp = webrtc::Fingerprint::parse(value(m, "fingerprint")).unwrap();
+    assert_eq!(&sw_fp, Certificate::process().fingerprint());
+    let leg = SocketAddr::new(addr(SW).ip(), m.port);
+    assert!(
+        value(m, "candidate").ends_with(&format!(" {} typ host", m.port)),
+        "{answer}"
+    );
+    assert!(media_to(out, browser).is_empty(), "nothing before a check");
+
+    // The connectivity check, nominating: answered, signed with strowger's password.
+    let check = stun::binding_request(&[9; 12], &format!("{sw_ufrag}:{}", ice.ufrag), true, sw_pwd);
+    let node = n.sw(sw).node();
+    node.deliver_rtp(&check, browser, leg, now);
+    let replies = media_to(node.drain(), browser);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(
+        stun::parse_binding_success(&replies[0], sw_pwd),
+        Ok(browser)
+    );
+
+    // A stranger's DTLS (it passed no check) is dropped and counted.
+    let mut intruder = Dtls::new(&cert, Role::Client, sw_fp.clone(), now).unwrap();
+    while let Some(d) = intruder.poll_transmit() {
+        node.deliver_rtp(&d, stranger, leg, now);
+    }
+    assert!(media_to(node.drain(), stranger).is_empty());
+
+    // The browser's handshake, as DTLS client.
+    let mut dtls = Dtls::new(&cert, Role::Client, sw_fp, now).unwrap();
+    for _ in 0..6 {
+        while let Some(d) = dtls.poll_transmit() {
+            node.deliver_rtp(&d, browser, leg, now);
+        }
+        now += ms(20);
+        node.advance(now);
+        for d in media_to(node.drain(), browser) {
+            assert!(
+                (20..=63).contains(&d[0]),
+                "only DTLS before the keys: {:?}",
+                &d[..4]
+            );
+            dtls.handle(&d, now);
+        }
+    }
+    let DtlsState::Connected(keys) = dtls.state().clone() else {
+        panic!("handshake not done: {:?}", dtls.state());
+    };
+    let (mut tx, mut rx) = (context(&keys, true), context(&keys, false));
+
+    // Audio to the echo, encrypted: it comes back encrypted with strowger's key.
+    let payloads: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i.wrapping_mul(37); 160]).collect();
+    let mut back = Vec::new();
+    let node = n.sw(sw).node();
+    for (seq, p) in payloads.iter().enumerate() {
+        node.deliver_rtp(&seal(&mut tx, &rtp(seq as u16, p)), browser, leg, now);
+        now += ms(20);
+        node.advance(now);
+        back.extend(media_to(node.drain(), browser));
+    }
+    let heard: Vec<Vec<u8>> = back
+        .iter()
+        .filter(|d| (128..=191).contains(&d[0]) && !(192..=223).contains(&d[1]))
+        .map(|d| {
+            let mut d = d.clone();
+            let n = rx.unprotect(&mut d).expect("SRTP under the exported key");
+            d[12..n].to_vec()
+        })
+        .collect();
+    assert_eq!(heard, payloads, "the echo returns every packet, in order");
+
+    // SRTP under another key: dropped and counted, the call goes on.
+    let other = SrtpKeys {
+        local: vec![7; keys.local.len()],
+        ..keys.clone()
+    };
+    let forged = seal(&mut context(&other, true), &rtp(99, &[0; 160]));
+    node.deliver_rtp(&forged, browser, leg, now);
+    node.advance(now + ms(20));
+    let scrape = n.sw(sw).scrape();
+    assert!(
+        scrape.contains("strowger_srtp_rejected_packets_total 1\n"),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains("strowger_ice_refused_packets_total 1\n"),
+        "{scrape}"
+    );
+    assert_eq!(n.sw(sw).active_calls(), 1);
+}
