@@ -42,7 +42,9 @@ fn value<'a>(m: &'a sdp::Media, name: &str) -> &'a str {
     m.attributes
         .iter()
         .find_map(|a| match a {
-            Attribute::Other { name: n, value } if n == name => value.as_deref(),
+            Attribute::Other { name: n, value } if n == name => {
+                Some(value.as_deref().unwrap_or(""))
+            }
             _ => None,
         })
         .unwrap_or_else(|| panic!("no a={name} in the answer"))
@@ -220,4 +222,118 @@ fn a_browser_calls_the_echo_over_ice_lite_and_dtls_srtp_and_hears_itself() {
         "{scrape}"
     );
     assert_eq!(n.sw(sw).active_calls(), 1);
+}
+
+/// The browser's 200 to strowger's INVITE, with `sdp`.
+fn ok_to(invite: &Message, sdp: &str) -> Message {
+    let h = |name| invite.header_named(name).unwrap_or_default();
+    let text = format!(
+        "SIP/2.0 200 OK\r\nVia: {}\r\nFrom: {}\r\nTo: {};tag=b1\r\nCall-ID: {}\r\nCSeq: {}\r\n\
+         Contact: <sip:1001@df7jal23ls0d.invalid;transport=ws>\r\n\
+         Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        h("Via"),
+        h("From"),
+        h("To"),
+        h("Call-ID"),
+        h("CSeq"),
+        sdp.len()
+    );
+    Message::parse(text.as_bytes(), true).unwrap()
+}
+
+#[test]
+fn a_phone_calls_a_browser_registered_over_a_websocket_through_a_bridge_that_encrypts() {
+    let phone = addr("127.0.0.1:40620");
+    let (mut n, sw, to_phone) =
+        crate::tls::register_then_call(Transport::Ws, phone, "df7jal23ls0d.invalid");
+    let invite = to_phone
+        .iter()
+        .find(|m| m.starts_with("INVITE "))
+        .expect("an INVITE down the WebSocket");
+    let invite = Message::parse(invite.as_bytes(), false).unwrap();
+    let offer = SessionDescription::parse(invite.body()).unwrap();
+    let m = &offer.media[0];
+    assert_eq!(m.proto, "UDP/TLS/RTP/SAVPF", "{offer}");
+    assert_eq!(value(m, "setup"), "actpass");
+    assert_eq!(value(m, "rtcp-mux"), "");
+    let (sw_ufrag, sw_pwd) = (
+        value(m, "ice-ufrag").to_owned(),
+        value(m, "ice-pwd").to_owned(),
+    );
+    let sw_fp = webrtc::Fingerprint::parse(value(m, "fingerprint")).unwrap();
+    let leg = SocketAddr::new(addr(SW).ip(), m.port);
+
+    // The browser answers PCMU, DTLS client (setup:active).
+    let ice = IceCredentials::random();
+    let cert = Certificate::generate().unwrap();
+    let answer = offer_text_as_answer(&ice, &cert);
+    let mut now = n.now;
+    let node = n.sw(sw).node();
+    let ws = Peer {
+        transport: Transport::Ws,
+        addr: phone,
+    };
+    node.deliver_msg(ok_to(&invite, &answer), ws, addr(SW), false, now);
+    let out = node.drain();
+    let to_alice = out
+        .iter()
+        .filter(|p| !p.media && p.to == addr(ALICE))
+        .filter_map(|p| Message::parse(&p.bytes, true).ok())
+        .find(|m| m.status() == Some(200))
+        .expect("the caller's 200");
+    let alice_leg = SocketAddr::new(
+        addr(SW).ip(),
+        SessionDescription::parse(to_alice.body()).unwrap().media[0].port,
+    );
+
+    let browser = addr(BROWSER);
+    let check = stun::binding_request(
+        &[3; 12],
+        &format!("{sw_ufrag}:{}", ice.ufrag),
+        true,
+        &sw_pwd,
+    );
+    node.deliver_rtp(&check, browser, leg, now);
+    let mut dtls = Dtls::new(&cert, Role::Client, sw_fp, now).unwrap();
+    for _ in 0..6 {
+        while let Some(d) = dtls.poll_transmit() {
+            node.deliver_rtp(&d, browser, leg, now);
+        }
+        now += ms(20);
+        node.advance(now);
+        for d in media_to(node.drain(), browser) {
+            if (20..=63).contains(&d[0]) {
+                dtls.handle(&d, now);
+            }
+        }
+    }
+    let DtlsState::Connected(keys) = dtls.state().clone() else {
+        panic!("handshake not done: {:?}", dtls.state());
+    };
+    let mut rx = context(&keys, false);
+
+    // The caller's plain RTP reaches the browser encrypted, payload unchanged (both PCMU).
+    let alice_rtp = addr("127.0.0.1:40000");
+    let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![0x55 ^ i; 160]).collect();
+    let mut heard = Vec::new();
+    for (seq, p) in payloads.iter().enumerate() {
+        node.deliver_rtp(&rtp(seq as u16, p), alice_rtp, alice_leg, now);
+        now += ms(20);
+        node.advance(now);
+        for mut d in media_to(node.drain(), browser) {
+            if (128..=191).contains(&d[0]) && !(192..=223).contains(&d[1]) {
+                let n = rx.unprotect(&mut d).expect("SRTP under the exported key");
+                heard.push(d[12..n].to_vec());
+            }
+        }
+    }
+    assert_eq!(heard, payloads);
+}
+
+/// A browser's answer: PCMU, its ICE credentials and fingerprint, DTLS client.
+fn offer_text_as_answer(ice: &IceCredentials, cert: &Certificate) -> String {
+    offer(ice, cert)
+        .replace("a=setup:actpass", "a=setup:active")
+        .replace(" 0 126\r\n", " 0\r\n")
+        .replace("a=rtpmap:126 telephone-event/8000\r\n", "")
 }
