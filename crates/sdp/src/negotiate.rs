@@ -147,6 +147,7 @@ impl LocalSession {
 
     /// An offer of all local codecs plus telephone-event, sendrecv.
     pub fn offer(&mut self, caps: &Caps, rtp_port: u16) -> SessionDescription {
+        let caps = &*self.caps_for(caps);
         let mut attributes = Vec::new();
         let mut formats = Vec::new();
         let mut next_dynamic = 96u8;
@@ -213,6 +214,7 @@ impl LocalSession {
         caps: &Caps,
         rtp_port: u16,
     ) -> Result<(SessionDescription, Negotiated), NegotiationError> {
+        let caps = &*self.caps_for(caps);
         let mut negotiated = None;
         let mut session = Vec::new();
         let mut media = Vec::with_capacity(offer.media.len());
@@ -306,6 +308,22 @@ impl LocalSession {
             None if m.is_secure() || sdes.require => Err(NegotiationError::Srtp),
             None => Ok(Security::Plain),
         }
+    }
+
+    /// The codecs of this session: a WebRTC session prefers Opus, which every browser has
+    /// (RFC 7874 §3: Opus and G.711), whatever the configuration lists first; G.711 and the
+    /// others follow as the configuration orders them.
+    fn caps_for<'a>(&self, caps: &'a Caps) -> std::borrow::Cow<'a, Caps> {
+        if self.webrtc.is_none() || caps.codecs.first() == Some(&Codec::OPUS) {
+            return std::borrow::Cow::Borrowed(caps);
+        }
+        let others = caps.codecs.iter().filter(|c| **c != Codec::OPUS);
+        std::borrow::Cow::Owned(Caps {
+            codecs: std::iter::once(Codec::OPUS)
+                .chain(others.copied())
+                .collect(),
+            ..caps.clone()
+        })
     }
 
     fn stamp(&mut self, attributes: Vec<Attribute>, media: Vec<Media>) -> SessionDescription {

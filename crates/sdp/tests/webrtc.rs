@@ -115,9 +115,17 @@ fn a_browser_offer_is_answered_passive_with_ice_lite_bundle_and_opus() {
     assert_eq!(text.parse::<SessionDescription>().unwrap(), answer);
     assert!(text.contains("a=rtpmap:111 opus/48000/2\r\n"), "{text}");
 
-    // G.711 fallback: a switch without Opus answers PCMU to the same offer.
+    // Opus even where the configuration lists G.711 alone or first: every browser has it.
     let mut s = LocalSession::new(8, LOCAL).with_webrtc(local());
     let (_, n) = s.answer(&offer, &caps(&[Codec::PCMU]), 30002).unwrap();
+    assert_eq!((n.pt, n.codec), (111, Codec::OPUS));
+    // G.711 fallback: an offer without Opus is answered PCMU.
+    let no_opus: SessionDescription = BROWSER_OFFER
+        .replace("111 63 9 0 8", "9 0 8")
+        .parse()
+        .unwrap();
+    let mut s = LocalSession::new(8, LOCAL).with_webrtc(local());
+    let (_, n) = s.answer(&no_opus, &caps(&[Codec::PCMU]), 30002).unwrap();
     assert_eq!((n.pt, n.codec), (0, Codec::PCMU));
 }
 

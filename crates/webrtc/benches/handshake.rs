@@ -32,12 +32,19 @@ fn main() {
         // strowger's side: the leg's agent and DTLS server, as `Engine::set_webrtc` makes them.
         let local = IceCredentials::random();
         let mut ice = IceLite::new(local.clone(), Some("brws".into()));
-        let mut server = Dtls::new(&ours, Role::Server, browser.fingerprint().clone(), now).unwrap();
+        let mut server =
+            Dtls::new(&ours, Role::Server, browser.fingerprint().clone(), now).unwrap();
         server_cpu += cpu() - t;
 
         let t = cpu();
-        let check = stun::binding_request(&[i as u8; 12], &format!("{}:brws", local.ufrag), true, &local.pwd);
-        let mut client = Dtls::new(&browser, Role::Client, ours.fingerprint().clone(), now).unwrap();
+        let check = stun::binding_request(
+            &[i as u8; 12],
+            &format!("{}:brws", local.ufrag),
+            true,
+            &local.pwd,
+        );
+        let mut client =
+            Dtls::new(&browser, Role::Client, ours.fingerprint().clone(), now).unwrap();
         client_cpu += cpu() - t;
 
         let t = cpu();

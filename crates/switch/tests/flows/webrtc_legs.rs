@@ -243,6 +243,58 @@ fn ok_to(invite: &Message, sdp: &str) -> Message {
 
 #[test]
 fn a_phone_calls_a_browser_registered_over_a_websocket_through_a_bridge_that_encrypts() {
+    // Both PCMU: the phone's payloads reach the browser unchanged, encrypted.
+    let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![0x55 ^ i; 160]).collect();
+    let heard = phone_to_browser("PCMU", &payloads);
+    assert_eq!(heard, payloads);
+}
+
+#[test]
+fn a_browser_answering_opus_hears_the_phones_g711_transcoded() {
+    // A 1 kHz tone in PCMU from the phone; the browser decodes Opus at 48 kHz.
+    let tone: Vec<i16> = (0..8000 * 2 / 5)
+        .map(|i| (8000.0 * (2.0 * std::f64::consts::PI * 1000.0 * i as f64 / 8000.0).sin()) as i16)
+        .collect();
+    let mut pcmu = media::Format::Pcmu.encoder();
+    let payloads: Vec<Vec<u8>> = tone
+        .chunks(160)
+        .map(|pcm| {
+            let mut out = vec![0u8; 160];
+            let n = pcmu.encode(pcm, &mut out).unwrap();
+            out[..n].to_vec()
+        })
+        .collect();
+    let heard = phone_to_browser("opus", &payloads);
+    assert!(heard.len() >= 15, "{} Opus packets", heard.len());
+    let mut dec = media::Format::Opus.decoder();
+    let mut pcm = Vec::new();
+    for p in &heard {
+        let mut out = [0i16; 960];
+        let n = dec
+            .decode(p, &mut out)
+            .expect("Opus the browser can decode");
+        pcm.extend_from_slice(&out[..n]);
+    }
+    // After the codecs' delay, a tone as loud as the one sent (RMS 5657), at 1 kHz: the
+    // signal and itself a quarter period (12 samples at 48 kHz) later are uncorrelated.
+    let tail = &pcm[pcm.len() / 2..];
+    let rms = (tail.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>() / tail.len() as f64).sqrt();
+    assert!((3000.0..8000.0).contains(&rms), "RMS {rms}");
+    let lagged: f64 = tail
+        .windows(13)
+        .map(|w| f64::from(w[0]) * f64::from(w[12]))
+        .sum();
+    let power: f64 = tail.iter().map(|&x| f64::from(x).powi(2)).sum();
+    assert!(
+        (lagged / power).abs() < 0.2,
+        "not 1 kHz: {}",
+        lagged / power
+    );
+}
+
+/// A UDP phone calls 1001, a browser registered over a WebSocket that answers `codec` as DTLS
+/// client; the phone sends `payloads` (PCMU): what the browser heard, decrypted.
+fn phone_to_browser(codec: &str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let phone = addr("127.0.0.1:40620");
     let (mut n, sw, to_phone) =
         crate::tls::register_then_call(Transport::Ws, phone, "df7jal23ls0d.invalid");
@@ -266,7 +318,7 @@ fn a_phone_calls_a_browser_registered_over_a_websocket_through_a_bridge_that_enc
     // The browser answers PCMU, DTLS client (setup:active).
     let ice = IceCredentials::random();
     let cert = Certificate::generate().unwrap();
-    let answer = offer_text_as_answer(&ice, &cert);
+    let answer = offer_text_as_answer(&ice, &cert, codec);
     let mut now = n.now;
     let node = n.sw(sw).node();
     let ws = Peer {
@@ -312,9 +364,8 @@ fn a_phone_calls_a_browser_registered_over_a_websocket_through_a_bridge_that_enc
     };
     let mut rx = context(&keys, false);
 
-    // The caller's plain RTP reaches the browser encrypted, payload unchanged (both PCMU).
+    // The caller's plain RTP reaches the browser encrypted.
     let alice_rtp = addr("127.0.0.1:40000");
-    let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![0x55 ^ i; 160]).collect();
     let mut heard = Vec::new();
     for (seq, p) in payloads.iter().enumerate() {
         node.deliver_rtp(&rtp(seq as u16, p), alice_rtp, alice_leg, now);
@@ -327,13 +378,21 @@ fn a_phone_calls_a_browser_registered_over_a_websocket_through_a_bridge_that_enc
             }
         }
     }
-    assert_eq!(heard, payloads);
+    heard
 }
 
-/// A browser's answer: PCMU, its ICE credentials and fingerprint, DTLS client.
-fn offer_text_as_answer(ice: &IceCredentials, cert: &Certificate) -> String {
-    offer(ice, cert)
+/// A browser's answer: `codec` (PCMU, or opus with strowger's number), its ICE credentials
+/// and fingerprint, DTLS client.
+fn offer_text_as_answer(ice: &IceCredentials, cert: &Certificate, codec: &str) -> String {
+    let pcmu = offer(ice, cert)
         .replace("a=setup:actpass", "a=setup:active")
         .replace(" 0 126\r\n", " 0\r\n")
-        .replace("a=rtpmap:126 telephone-event/8000\r\n", "")
+        .replace("a=rtpmap:126 telephone-event/8000\r\n", "");
+    match codec {
+        "opus" => pcmu
+            .replace("SAVPF 0\r\n", "SAVPF 96\r\n")
+            .replace("a=rtpmap:0 PCMU/8000", "a=rtpmap:96 opus/48000/2")
+            .replace("a=rtcp-fb:0", "a=rtcp-fb:96"),
+        _ => pcmu,
+    }
 }
