@@ -48,7 +48,7 @@ pub fn message_type(data: &[u8]) -> Option<u16> {
     let header = data.get(..HEADER_LEN)?;
     let cookie = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
     let len = u16::from_be_bytes([header[2], header[3]]) as usize;
-    (cookie == MAGIC_COOKIE && len % 4 == 0 && HEADER_LEN + len == data.len())
+    (cookie == MAGIC_COOKIE && len.is_multiple_of(4) && HEADER_LEN + len == data.len())
         .then(|| u16::from_be_bytes([header[0], header[1]]))
 }
 
