@@ -126,12 +126,16 @@ impl Keying {
         }
     }
 
-    /// Keys media leg `m` (plain RTP when there is nothing to key it with).
+    /// Keys media leg `m` (plain RTP when there is nothing to key it with). A WebRTC leg's
+    /// SRTP is its handshake's: a re-INVITE from the same far end leaves it as it is.
     pub(crate) fn apply(&self, media: &mut media::Engine, m: media::LegId, now: Instant) {
-        // The SDP parser takes only keys of their suite's length, and srtp refuses no other key.
-        media
-            .set_srtp(m, self.srtp.as_ref())
-            .expect("srtp refused a key of its suite's length");
+        if self.webrtc.is_none() {
+            // The SDP parser takes only keys of their suite's length, and srtp refuses no
+            // other key.
+            media
+                .set_srtp(m, self.srtp.as_ref())
+                .expect("srtp refused a key of its suite's length");
+        }
         media
             .set_webrtc(m, self.webrtc.as_ref(), now)
             .expect("OpenSSL made no DTLS session");

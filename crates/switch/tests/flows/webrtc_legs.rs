@@ -204,6 +204,42 @@ fn a_browser_calls_the_echo_over_ice_lite_and_dtls_srtp_and_hears_itself() {
         .collect();
     assert_eq!(heard, payloads, "the echo returns every packet, in order");
 
+    // A re-INVITE from the same browser (same credentials and certificate) keeps the
+    // association: the echo still answers under the same keys.
+    let to = ok.header(sip::HeaderName::To).unwrap();
+    let reinvite = invite
+        .replace("CSeq: 1 INVITE", "CSeq: 2 INVITE")
+        .replace("branch=z9hG4bK-w1", "branch=z9hG4bK-w2")
+        .replace(&format!("To: <sip:9196@{SW}>"), &format!("To: {to}"))
+        .replace("o=- 1 2 ", "o=- 1 3 ");
+    node.deliver_msg(
+        Message::parse(reinvite.as_bytes(), false).unwrap(),
+        peer,
+        addr(SW),
+        false,
+        now,
+    );
+    let reanswered = node
+        .drain()
+        .into_iter()
+        .filter(|p| !p.media && p.to == alice)
+        .filter_map(|p| Message::parse(&p.bytes, true).ok())
+        .any(|m| m.status() == Some(200));
+    assert!(reanswered, "the re-INVITE's 200");
+    let again = vec![0x42; 160];
+    node.deliver_rtp(&seal(&mut tx, &rtp(10, &again)), browser, leg, now);
+    now += ms(20);
+    node.advance(now);
+    let echoed: Vec<Vec<u8>> = media_to(node.drain(), browser)
+        .into_iter()
+        .filter(|d| (128..=191).contains(&d[0]) && !(192..=223).contains(&d[1]))
+        .map(|mut d| {
+            let n = rx.unprotect(&mut d).expect("SRTP under the same keys");
+            d[12..n].to_vec()
+        })
+        .collect();
+    assert_eq!(echoed, [again]);
+
     // SRTP under another key: dropped and counted, the call goes on.
     let other = SrtpKeys {
         local: vec![7; keys.local.len()],
