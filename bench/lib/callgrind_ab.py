@@ -1,8 +1,11 @@
 """Exact instruction counts of this build against an older one (valgrind's callgrind), for figures
 this host's noisy clocks cannot settle: per REGISTER (local store, with and without digest auth) and
 per bridged B2BUA call (with --events: while an event-stream client is subscribed to every event, its
-API on loopback), and per call-second of held echo calls (`held`: 12 calls held 10 s and 30 s). Each figure is the difference between a long and a short run of one worker
-under callgrind, divided by the requests or calls between them, so start-up cancels.
+API on loopback), and per call-second of held echo calls (`held`). REGISTER and B2BUA figures are the
+difference between a long and a short run of one worker under callgrind, divided by the requests or
+calls between them, so start-up cancels. Held calls are counted in a window instead: the counters are
+zeroed once every call is up and dumped HELD_WINDOW s later (`callgrind_control -z` / `--dump`), so
+neither start-up nor call set-up enters the figure.
 
     python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,held] [--new NEW_BIN] [--events]
 
@@ -98,9 +101,10 @@ def bridged(rundir, label, binary, n, events):
     return instructions(out), json.load(open(rep))["completed"]
 
 
-def held(rundir, label, binary, hold):
-    """HELD_CALLS echo calls held `hold` s, RTP both ways (the capacity test's calls, few enough
-    for valgrind's strowger to keep its 20 ms ticks); the server's instructions."""
+def held(rundir, label, binary):
+    """HELD_CALLS echo calls, RTP both ways (the capacity test's calls, few enough for valgrind's
+    strowger to keep its 20 ms ticks), counted over HELD_WINDOW s once all are up; returns the
+    server's instructions per call-second and the calls completed."""
     args = types.SimpleNamespace(bin=binary, load_bin=LOAD, realtime=0)
     port = b.alloc_ports(1)
     cfg = S.config(args, rundir, f"{label}.toml")
@@ -108,13 +112,25 @@ def held(rundir, label, binary, hold):
                                             "--sip-listen", f"127.0.0.1:{port}", "--rtp-ports", "32000-33999",
                                             "--data-dir", os.path.join(rundir, f"{label}-data"), "--workers", "1"])
     rep = os.path.join(rundir, f"{label}.json")
-    S.load(args, f"127.0.0.1:{port}", "44444", HELD_CALLS, 2, hold, "echo", rep,
-           max_time=int(hold + HELD_CALLS / 2 + 120)).wait()
+    ramp = HELD_CALLS / 2 + 6
+    load = S.load(args, f"127.0.0.1:{port}", "44444", HELD_CALLS, 2, ramp + HELD_WINDOW + 10, "echo", rep,
+                  max_time=int(ramp + HELD_WINDOW + 120))
+    time.sleep(ramp)
+    control = lambda *a: subprocess.run(["callgrind_control", *a, str(p.pid)], check=True,  # noqa: E731
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    control("-z")
+    time.sleep(HELD_WINDOW)
+    control("--dump")
+    load.wait()
     stop(p)
-    return instructions(out), json.load(open(rep))["completed"]
+    completed = json.load(open(rep))["completed"]
+    dumps = sorted(f for f in os.listdir(rundir) if f.startswith(os.path.basename(out) + "."))
+    if completed < HELD_CALLS or not dumps:
+        sys.exit(f"callgrind_ab: {label}: {completed} of {HELD_CALLS} calls completed, dumps {dumps}")
+    return instructions(os.path.join(rundir, dumps[0])) / (HELD_CALLS * HELD_WINDOW), completed
 
 
-HELD_CALLS = 12
+HELD_CALLS, HELD_WINDOW = 12, 20
 
 
 def main():
@@ -127,17 +143,17 @@ def main():
     rundir = tempfile.mkdtemp(prefix="callgrind-ab-", dir=b.OUT if os.path.isdir(b.OUT) else None)
     runs = {"register": lambda l, bin_, n: register(rundir, l, bin_, n * 5, False),
             "digest": lambda l, bin_, n: register(rundir, l, bin_, n * 5, True),
-            "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n, args.events),
-            # 10 s and 30 s holds: the difference over HELD_CALLS x 20 s is per call-second.
-            "held": lambda l, bin_, n: held(rundir, l, bin_, n // 10)}
+            "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n, args.events)}
     for what in args.what.split(","):
         per = {}
         for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):
+            if what == "held":
+                per[label], n = held(rundir, f"held-{label}", binary)
+                b.log(f"held {label}: {per[label]:,.0f} instructions per call-second ({n} calls)")
+                continue
             lo, n_lo = runs[what](f"{what}-{label}-short", binary, 100)
             hi, n_hi = runs[what](f"{what}-{label}-long", binary, 300)
-            # Per call-second of the calls held in both runs (20 s apart), per request else.
-            per[label] = ((hi - lo) / (max(1, min(n_lo, n_hi)) * 20) if what == "held"
-                          else (hi - lo) / max(1, n_hi - n_lo))
+            per[label] = (hi - lo) / max(1, n_hi - n_lo)
             b.log(f"{what} {label}: {per[label]:,.0f} instructions each ({n_lo} and {n_hi} completed)")
         print(f"{what}: old {per['old']:,.0f}, new {per['new']:,.0f} instructions each, "
               f"new/old x{per['new'] / per['old']:.4f}")

@@ -209,6 +209,9 @@ def main():
                     help="warm-up, minutes, before growth is judged (default 6: registrations expire after 5)")
     ap.add_argument("--rss-growth", type=float, default=0.05, help="RSS growth allowed after warm-up (0.05)")
     ap.add_argument("--burst-rate", type=int, default=3000, help="the 20 s burst's calls/s (default 3000)")
+    ap.add_argument("--rtp-ports", metavar="LO-HI",
+                    help="strowger's RTP range (default: 20 ports per call/s found free at start); on a host whose "
+                         "other programs take ports as they go, a range above the kernel's ephemeral ports")
     ap.add_argument("--no-faults", dest="faults", action="store_false", help="no store restarts, stall or burst")
     ap.add_argument("--record", action="store_true", help="also write bench/results/soak.json and soak.png")
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
@@ -236,8 +239,8 @@ def main():
     # Some 4 calls up per call/s (2 RTP ports a leg, 1.1 legs a call), 5 times over: on a machine other tests
     # share, a smaller range is likelier to find its ports free.
     nrtp = max(2000, round(args.rate * 20))
-    rtp = b.alloc_ports(nrtp)
-    srv = S.Server(args, rundir, "strowger", 2, f"{rtp}-{rtp + nrtp - 1}", cfg,
+    rtp = args.rtp_ports or f"{(lo := b.alloc_ports(nrtp))}-{lo + nrtp - 1}"
+    srv = S.Server(args, rundir, "strowger", 2, rtp, cfg,
                    extra=("--store", redis.url(), "--api-listen", f"127.0.0.1:{api_port}",
                           "--var", f"bridge_target=127.0.0.1:{uas_port}"))
     token = open(os.path.join(srv.dir, "data", "api.token")).read().strip()
