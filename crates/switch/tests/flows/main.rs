@@ -27,4 +27,5 @@ mod tls;
 mod transfer;
 mod trunks;
 mod voicemail;
+mod webrtc_legs;
 mod websocket;

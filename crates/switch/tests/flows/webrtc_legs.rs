@@ -1,0 +1,434 @@
+//! WebRTC legs in the engine: a browser (here a test peer with its own certificate, ICE
+//! credentials and the project's SRTP) calls over a WebSocket, is answered with ICE-lite and
+//! DTLS-SRTP, passes a connectivity check, shakes hands, and hears its own audio back from
+//! the echo extension, decrypted with the keys the handshake exported. Nothing goes out in
+//! clear before that; DTLS from a source that passed no check and SRTP under another key are
+//! dropped and counted, and the call carries on.
+
+use std::net::SocketAddr;
+
+use crate::net::*;
+use sdp::{Attribute, CryptoSuite, SessionDescription, SrtpKeys};
+use sip::transaction::{Peer, Transport};
+use sip::Message;
+use webrtc::{stun, Certificate, Dtls, DtlsState, IceCredentials, Role};
+
+const BROWSER: &str = "127.0.0.1:40100";
+const STRANGER: &str = "127.0.0.1:40200";
+
+fn config() -> String {
+    format!(
+        "[rtp]\nmedia_timeout_s = 0\n{TRUST_LOOPBACK}\n[dialplan]\ndefault_context = \"default\"\n\
+         [[dialplan.contexts.default.rules]]\nexten = \"9196\"\nsteps = [\"answer\", \"echo\"]\n"
+    )
+}
+
+/// What a browser offers: PCMU, ICE credentials, its fingerprint, actpass, rtcp-mux, BUNDLE.
+fn offer(ice: &IceCredentials, cert: &Certificate) -> String {
+    format!(
+        "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0\r\n\
+         m=audio 40100 UDP/TLS/RTP/SAVPF 0 126\r\nc=IN IP4 127.0.0.1\r\n\
+         a=candidate:1 1 udp 2122260223 127.0.0.1 40100 typ host\r\n\
+         a=ice-ufrag:{}\r\na=ice-pwd:{}\r\na=fingerprint:{}\r\na=setup:actpass\r\na=mid:0\r\n\
+         a=sendrecv\r\na=rtcp-mux\r\na=rtpmap:0 PCMU/8000\r\na=rtcp-fb:0 transport-cc\r\n\
+         a=rtpmap:126 telephone-event/8000\r\n",
+        ice.ufrag,
+        ice.pwd,
+        cert.fingerprint()
+    )
+}
+
+fn value<'a>(m: &'a sdp::Media, name: &str) -> &'a str {
+    m.attributes
+        .iter()
+        .find_map(|a| match a {
+            Attribute::Other { name: n, value } if n == name => {
+                Some(value.as_deref().unwrap_or(""))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no a={name} in the answer"))
+}
+
+/// Media strowger sent to `to`.
+fn media_to(out: Vec<Packet>, to: SocketAddr) -> Vec<Vec<u8>> {
+    out.into_iter()
+        .filter(|p| p.media && p.to == to)
+        .map(|p| p.bytes)
+        .collect()
+}
+
+fn rtp(seq: u16, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x80, 0];
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&(u32::from(seq) * 160).to_be_bytes());
+    p.extend_from_slice(&0x1234_5678u32.to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+fn context(keys: &SrtpKeys, local: bool) -> srtp::Context {
+    let suite = match keys.suite {
+        CryptoSuite::AeadAes128Gcm => srtp::Suite::AeadAes128Gcm,
+        CryptoSuite::AesCm128HmacSha1_80 => srtp::Suite::AesCm128HmacSha1_80,
+        CryptoSuite::AesCm128HmacSha1_32 => srtp::Suite::AesCm128HmacSha1_32,
+    };
+    let (key, dir) = match local {
+        true => (&keys.local, srtp::Direction::Outbound),
+        false => (&keys.remote, srtp::Direction::Inbound),
+    };
+    srtp::Context::new(suite, key, dir).unwrap()
+}
+
+fn seal(ctx: &mut srtp::Context, packet: &[u8]) -> Vec<u8> {
+    let mut buf = packet.to_vec();
+    buf.resize(packet.len() + 64, 0);
+    let n = ctx.protect(&mut buf, packet.len()).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn a_browser_calls_the_echo_over_ice_lite_and_dtls_srtp_and_hears_itself() {
+    let mut n = Net::new(31);
+    let sw = n.switch(&config(), &[SW], 1);
+    let (alice, browser, stranger) = (addr(ALICE), addr(BROWSER), addr(STRANGER));
+    let ice = IceCredentials::random();
+    let cert = Certificate::generate().unwrap();
+    let sdp = offer(&ice, &cert);
+    let invite = format!(
+        "INVITE sip:9196@{SW} SIP/2.0\r\nVia: SIP/2.0/WS df7jal23ls0d.invalid;branch=z9hG4bK-w1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:web@df7jal23ls0d.invalid>;tag=w1\r\nTo: <sip:9196@{SW}>\r\n\
+         Call-ID: webrtc@browser\r\nCSeq: 1 INVITE\r\nContact: <sip:web@df7jal23ls0d.invalid;transport=ws>\r\n\
+         Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    );
+    let mut now = n.now;
+    let node = n.sw(sw).node();
+    let peer = Peer {
+        transport: Transport::Ws,
+        addr: alice,
+    };
+    node.deliver_msg(
+        Message::parse(invite.as_bytes(), false).unwrap(),
+        peer,
+        addr(SW),
+        false,
+        now,
+    );
+    let mut out = node.drain();
+    for _ in 0..5 {
+        now += ms(20);
+        node.advance(now);
+        out.extend(node.drain());
+    }
+    let ok = out
+        .iter()
+        .filter(|p| !p.media && p.to == alice)
+        .filter_map(|p| Message::parse(&p.bytes, true).ok())
+        .find(|m| m.status().is_some_and(|s| s >= 200))
+        .expect("a final response");
+    assert_eq!(ok.status(), Some(200), "{ok:?}");
+    let answer = SessionDescription::parse(ok.body()).unwrap();
+    let m = &answer.media[0];
+    assert_eq!(m.proto, "UDP/TLS/RTP/SAVPF");
+    assert_eq!(value(m, "setup"), "passive");
+    let (sw_ufrag, sw_pwd) = (value(m, "ice-ufrag"), value(m, "ice-pwd"));
+    let sw_fp = webrtc::Fingerprint::parse(value(m, "fingerprint")).unwrap();
+    assert_eq!(&sw_fp, Certificate::process().fingerprint());
+    let leg = SocketAddr::new(addr(SW).ip(), m.port);
+    assert!(
+        value(m, "candidate").ends_with(&format!(" {} typ host", m.port)),
+        "{answer}"
+    );
+    assert!(media_to(out, browser).is_empty(), "nothing before a check");
+
+    // The connectivity check, nominating: answered, signed with strowger's password.
+    let check = stun::binding_request(&[9; 12], &format!("{sw_ufrag}:{}", ice.ufrag), true, sw_pwd);
+    let node = n.sw(sw).node();
+    node.deliver_rtp(&check, browser, leg, now);
+    let replies = media_to(node.drain(), browser);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(
+        stun::parse_binding_success(&replies[0], sw_pwd),
+        Ok(browser)
+    );
+
+    // A stranger's DTLS (it passed no check) is dropped and counted.
+    let mut intruder = Dtls::new(&cert, Role::Client, sw_fp.clone(), now).unwrap();
+    while let Some(d) = intruder.poll_transmit() {
+        node.deliver_rtp(&d, stranger, leg, now);
+    }
+    assert!(media_to(node.drain(), stranger).is_empty());
+
+    // The browser's handshake, as DTLS client.
+    let mut dtls = Dtls::new(&cert, Role::Client, sw_fp, now).unwrap();
+    for _ in 0..6 {
+        while let Some(d) = dtls.poll_transmit() {
+            node.deliver_rtp(&d, browser, leg, now);
+        }
+        now += ms(20);
+        node.advance(now);
+        for d in media_to(node.drain(), browser) {
+            assert!(
+                (20..=63).contains(&d[0]),
+                "only DTLS before the keys: {:?}",
+                &d[..4]
+            );
+            dtls.handle(&d, now);
+        }
+    }
+    let DtlsState::Connected(keys) = dtls.state().clone() else {
+        panic!("handshake not done: {:?}", dtls.state());
+    };
+    let (mut tx, mut rx) = (context(&keys, true), context(&keys, false));
+
+    // Audio to the echo, encrypted: it comes back encrypted with strowger's key.
+    let payloads: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i.wrapping_mul(37); 160]).collect();
+    let mut back = Vec::new();
+    let node = n.sw(sw).node();
+    for (seq, p) in payloads.iter().enumerate() {
+        node.deliver_rtp(&seal(&mut tx, &rtp(seq as u16, p)), browser, leg, now);
+        now += ms(20);
+        node.advance(now);
+        back.extend(media_to(node.drain(), browser));
+    }
+    let heard: Vec<Vec<u8>> = back
+        .iter()
+        .filter(|d| (128..=191).contains(&d[0]) && !(192..=223).contains(&d[1]))
+        .map(|d| {
+            let mut d = d.clone();
+            let n = rx.unprotect(&mut d).expect("SRTP under the exported key");
+            d[12..n].to_vec()
+        })
+        .collect();
+    assert_eq!(heard, payloads, "the echo returns every packet, in order");
+
+    // A re-INVITE from the same browser (same credentials and certificate) keeps the
+    // association: the echo still answers under the same keys.
+    let to = ok.header(sip::HeaderName::To).unwrap();
+    let reinvite = invite
+        .replace("CSeq: 1 INVITE", "CSeq: 2 INVITE")
+        .replace("branch=z9hG4bK-w1", "branch=z9hG4bK-w2")
+        .replace(&format!("To: <sip:9196@{SW}>"), &format!("To: {to}"))
+        .replace("o=- 1 2 ", "o=- 1 3 ");
+    node.deliver_msg(
+        Message::parse(reinvite.as_bytes(), false).unwrap(),
+        peer,
+        addr(SW),
+        false,
+        now,
+    );
+    let reanswered = node
+        .drain()
+        .into_iter()
+        .filter(|p| !p.media && p.to == alice)
+        .filter_map(|p| Message::parse(&p.bytes, true).ok())
+        .any(|m| m.status() == Some(200));
+    assert!(reanswered, "the re-INVITE's 200");
+    let again = vec![0x42; 160];
+    node.deliver_rtp(&seal(&mut tx, &rtp(10, &again)), browser, leg, now);
+    now += ms(20);
+    node.advance(now);
+    let echoed: Vec<Vec<u8>> = media_to(node.drain(), browser)
+        .into_iter()
+        .filter(|d| (128..=191).contains(&d[0]) && !(192..=223).contains(&d[1]))
+        .map(|mut d| {
+            let n = rx.unprotect(&mut d).expect("SRTP under the same keys");
+            d[12..n].to_vec()
+        })
+        .collect();
+    assert_eq!(echoed, [again]);
+
+    // SRTP under another key: dropped and counted, the call goes on.
+    let other = SrtpKeys {
+        local: vec![7; keys.local.len()],
+        ..keys.clone()
+    };
+    let forged = seal(&mut context(&other, true), &rtp(99, &[0; 160]));
+    node.deliver_rtp(&forged, browser, leg, now);
+    node.advance(now + ms(20));
+    let scrape = n.sw(sw).scrape();
+    assert!(
+        scrape.contains("strowger_srtp_rejected_packets_total 1\n"),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains("strowger_ice_refused_packets_total 1\n"),
+        "{scrape}"
+    );
+    assert_eq!(n.sw(sw).active_calls(), 1);
+}
+
+/// The browser's 200 to strowger's INVITE, with `sdp`.
+fn ok_to(invite: &Message, sdp: &str) -> Message {
+    let h = |name| invite.header_named(name).unwrap_or_default();
+    let text = format!(
+        "SIP/2.0 200 OK\r\nVia: {}\r\nFrom: {}\r\nTo: {};tag=b1\r\nCall-ID: {}\r\nCSeq: {}\r\n\
+         Contact: <sip:1001@df7jal23ls0d.invalid;transport=ws>\r\n\
+         Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        h("Via"),
+        h("From"),
+        h("To"),
+        h("Call-ID"),
+        h("CSeq"),
+        sdp.len()
+    );
+    Message::parse(text.as_bytes(), true).unwrap()
+}
+
+#[test]
+fn a_phone_calls_a_browser_registered_over_a_websocket_through_a_bridge_that_encrypts() {
+    // Both PCMU: the phone's payloads reach the browser unchanged, encrypted.
+    let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![0x55 ^ i; 160]).collect();
+    let heard = phone_to_browser("PCMU", &payloads);
+    assert_eq!(heard, payloads);
+}
+
+#[test]
+fn a_browser_answering_opus_hears_the_phones_g711_transcoded() {
+    // A 1 kHz tone in PCMU from the phone; the browser decodes Opus at 48 kHz.
+    let tone: Vec<i16> = (0..8000 * 2 / 5)
+        .map(|i| (8000.0 * (2.0 * std::f64::consts::PI * 1000.0 * i as f64 / 8000.0).sin()) as i16)
+        .collect();
+    let mut pcmu = media::Format::Pcmu.encoder();
+    let payloads: Vec<Vec<u8>> = tone
+        .chunks(160)
+        .map(|pcm| {
+            let mut out = vec![0u8; 160];
+            let n = pcmu.encode(pcm, &mut out).unwrap();
+            out[..n].to_vec()
+        })
+        .collect();
+    let heard = phone_to_browser("opus", &payloads);
+    assert!(heard.len() >= 15, "{} Opus packets", heard.len());
+    let mut dec = media::Format::Opus.decoder();
+    let mut pcm = Vec::new();
+    for p in &heard {
+        let mut out = [0i16; 960];
+        let n = dec
+            .decode(p, &mut out)
+            .expect("Opus the browser can decode");
+        pcm.extend_from_slice(&out[..n]);
+    }
+    // After the codecs' delay, a tone as loud as the one sent (RMS 5657), at 1 kHz: the
+    // signal and itself a quarter period (12 samples at 48 kHz) later are uncorrelated.
+    let tail = &pcm[pcm.len() / 2..];
+    let rms = (tail.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>() / tail.len() as f64).sqrt();
+    assert!((3000.0..8000.0).contains(&rms), "RMS {rms}");
+    let lagged: f64 = tail
+        .windows(13)
+        .map(|w| f64::from(w[0]) * f64::from(w[12]))
+        .sum();
+    let power: f64 = tail.iter().map(|&x| f64::from(x).powi(2)).sum();
+    assert!(
+        (lagged / power).abs() < 0.2,
+        "not 1 kHz: {}",
+        lagged / power
+    );
+}
+
+/// A UDP phone calls 1001, a browser registered over a WebSocket that answers `codec` as DTLS
+/// client; the phone sends `payloads` (PCMU): what the browser heard, decrypted.
+fn phone_to_browser(codec: &str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let phone = addr("127.0.0.1:40620");
+    let (mut n, sw, to_phone) =
+        crate::tls::register_then_call(Transport::Ws, phone, "df7jal23ls0d.invalid");
+    let invite = to_phone
+        .iter()
+        .find(|m| m.starts_with("INVITE "))
+        .expect("an INVITE down the WebSocket");
+    let invite = Message::parse(invite.as_bytes(), false).unwrap();
+    let offer = SessionDescription::parse(invite.body()).unwrap();
+    let m = &offer.media[0];
+    assert_eq!(m.proto, "UDP/TLS/RTP/SAVPF", "{offer}");
+    assert_eq!(value(m, "setup"), "actpass");
+    assert_eq!(value(m, "rtcp-mux"), "");
+    let (sw_ufrag, sw_pwd) = (
+        value(m, "ice-ufrag").to_owned(),
+        value(m, "ice-pwd").to_owned(),
+    );
+    let sw_fp = webrtc::Fingerprint::parse(value(m, "fingerprint")).unwrap();
+    let leg = SocketAddr::new(addr(SW).ip(), m.port);
+
+    // The browser answers PCMU, DTLS client (setup:active).
+    let ice = IceCredentials::random();
+    let cert = Certificate::generate().unwrap();
+    let answer = offer_text_as_answer(&ice, &cert, codec);
+    let mut now = n.now;
+    let node = n.sw(sw).node();
+    let ws = Peer {
+        transport: Transport::Ws,
+        addr: phone,
+    };
+    node.deliver_msg(ok_to(&invite, &answer), ws, addr(SW), false, now);
+    let out = node.drain();
+    let to_alice = out
+        .iter()
+        .filter(|p| !p.media && p.to == addr(ALICE))
+        .filter_map(|p| Message::parse(&p.bytes, true).ok())
+        .find(|m| m.status() == Some(200))
+        .expect("the caller's 200");
+    let alice_leg = SocketAddr::new(
+        addr(SW).ip(),
+        SessionDescription::parse(to_alice.body()).unwrap().media[0].port,
+    );
+
+    let browser = addr(BROWSER);
+    let check = stun::binding_request(
+        &[3; 12],
+        &format!("{sw_ufrag}:{}", ice.ufrag),
+        true,
+        &sw_pwd,
+    );
+    node.deliver_rtp(&check, browser, leg, now);
+    let mut dtls = Dtls::new(&cert, Role::Client, sw_fp, now).unwrap();
+    for _ in 0..6 {
+        while let Some(d) = dtls.poll_transmit() {
+            node.deliver_rtp(&d, browser, leg, now);
+        }
+        now += ms(20);
+        node.advance(now);
+        for d in media_to(node.drain(), browser) {
+            if (20..=63).contains(&d[0]) {
+                dtls.handle(&d, now);
+            }
+        }
+    }
+    let DtlsState::Connected(keys) = dtls.state().clone() else {
+        panic!("handshake not done: {:?}", dtls.state());
+    };
+    let mut rx = context(&keys, false);
+
+    // The caller's plain RTP reaches the browser encrypted.
+    let alice_rtp = addr("127.0.0.1:40000");
+    let mut heard = Vec::new();
+    for (seq, p) in payloads.iter().enumerate() {
+        node.deliver_rtp(&rtp(seq as u16, p), alice_rtp, alice_leg, now);
+        now += ms(20);
+        node.advance(now);
+        for mut d in media_to(node.drain(), browser) {
+            if (128..=191).contains(&d[0]) && !(192..=223).contains(&d[1]) {
+                let n = rx.unprotect(&mut d).expect("SRTP under the exported key");
+                heard.push(d[12..n].to_vec());
+            }
+        }
+    }
+    heard
+}
+
+/// A browser's answer: `codec` (PCMU, or opus with strowger's number), its ICE credentials
+/// and fingerprint, DTLS client.
+fn offer_text_as_answer(ice: &IceCredentials, cert: &Certificate, codec: &str) -> String {
+    let pcmu = offer(ice, cert)
+        .replace("a=setup:actpass", "a=setup:active")
+        .replace(" 0 126\r\n", " 0\r\n")
+        .replace("a=rtpmap:126 telephone-event/8000\r\n", "");
+    match codec {
+        "opus" => pcmu
+            .replace("SAVPF 0\r\n", "SAVPF 96\r\n")
+            .replace("a=rtpmap:0 PCMU/8000", "a=rtpmap:96 opus/48000/2")
+            .replace("a=rtcp-fb:0", "a=rtcp-fb:96"),
+        _ => pcmu,
+    }
+}
