@@ -26,6 +26,7 @@ mod logging;
 mod media;
 mod metrics;
 mod parking;
+mod phone_page;
 mod proxy;
 mod quality;
 mod queues;
