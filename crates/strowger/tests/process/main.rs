@@ -27,6 +27,7 @@ mod media;
 mod metrics;
 mod parking;
 mod phone_page;
+mod phone_page_calls;
 mod proxy;
 mod quality;
 mod queues;
