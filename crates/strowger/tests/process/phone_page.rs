@@ -1,6 +1,6 @@
 //! The phone page (crates/strowger/phone), as a browser gets it from strowger's `wss:` and
-//! `ws:` listeners, in headless Chromium over WebDriver: a wrong password is refused on the
-//! page and leaves no binding; the right one registers over the secure WebSocket (the API
+//! `ws:` listeners, in headless Chromium over WebDriver: the console's /phone leads to it on
+//! the `wss:` listener; a wrong password is refused on the page and leaves no binding; the right one registers over the secure WebSocket (the API
 //! lists the binding, transport wss); unregistering removes it; the page from the plain `ws:`
 //! listener registers over that one. Screenshots go under target/test-artifacts/phone/.
 
@@ -100,8 +100,13 @@ fn the_phone_page_registers_over_wss_and_ws_and_unregisters() {
         let c = driver
             .session(&dir.subdir("profile"), &chromium_args(None))
             .await;
-        c.goto(&format!("https://{wss}/")).await.unwrap();
+        // The console's link leads to the page on the wss: listener.
+        c.goto(&format!("http://{}/phone", s.api)).await.unwrap();
         assert_eq!(c.title().await.unwrap(), "strowger phone");
+        assert_eq!(
+            c.current_url().await.unwrap().as_str(),
+            format!("https://{wss}/")
+        );
         let status = register(&c, "1001", "not-the-password", "registration failed").await;
         shot(&c, "phone", "1-refused").await;
         assert!(
