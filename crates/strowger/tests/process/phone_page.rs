@@ -16,14 +16,16 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Chromium's flags for the page: the demo's self-signed certificate accepted, a fake
-/// microphone playing `mic` (a WAV file) that the page may use without asking, and audio that
-/// plays without a click.
+/// microphone playing `mic` (a WAV file) that the page may use without asking, audio that
+/// plays without a click, and ICE candidates on loopback (Chromium leaves the loopback
+/// interface out otherwise, and would offer only the machine's other addresses).
 pub(crate) fn chromium_args(mic: Option<&Path>) -> Vec<String> {
     let mut args = vec![
         "--ignore-certificate-errors".to_string(),
         "--use-fake-ui-for-media-stream".into(),
         "--use-fake-device-for-media-stream".into(),
         "--autoplay-policy=no-user-gesture-required".into(),
+        "--allow-loopback-in-peer-connection".into(),
     ];
     if let Some(wav) = mic {
         args.push(format!(
