@@ -1,6 +1,6 @@
 //! The phone page (crates/strowger/phone), as a browser gets it from strowger's `wss:` and
-//! `ws:` listeners, in headless Chromium over WebDriver: a wrong password is refused on the
-//! page and leaves no binding; the right one registers over the secure WebSocket (the API
+//! `ws:` listeners, in headless Chromium over WebDriver: the console's /phone leads to it on
+//! the `wss:` listener; a wrong password is refused on the page and leaves no binding; the right one registers over the secure WebSocket (the API
 //! lists the binding, transport wss); unregistering removes it; the page from the plain `ws:`
 //! listener registers over that one. Screenshots go under target/test-artifacts/phone/.
 
@@ -16,14 +16,16 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Chromium's flags for the page: the demo's self-signed certificate accepted, a fake
-/// microphone playing `mic` (a WAV file) that the page may use without asking, and audio that
-/// plays without a click.
+/// microphone playing `mic` (a WAV file) that the page may use without asking, audio that
+/// plays without a click, and ICE candidates on loopback (Chromium leaves the loopback
+/// interface out otherwise, and would offer only the machine's other addresses).
 pub(crate) fn chromium_args(mic: Option<&Path>) -> Vec<String> {
     let mut args = vec![
         "--ignore-certificate-errors".to_string(),
         "--use-fake-ui-for-media-stream".into(),
         "--use-fake-device-for-media-stream".into(),
         "--autoplay-policy=no-user-gesture-required".into(),
+        "--allow-loopback-in-peer-connection".into(),
     ];
     if let Some(wav) = mic {
         args.push(format!(
@@ -100,8 +102,13 @@ fn the_phone_page_registers_over_wss_and_ws_and_unregisters() {
         let c = driver
             .session(&dir.subdir("profile"), &chromium_args(None))
             .await;
-        c.goto(&format!("https://{wss}/")).await.unwrap();
+        // The console's link leads to the page on the wss: listener.
+        c.goto(&format!("http://{}/phone", s.api)).await.unwrap();
         assert_eq!(c.title().await.unwrap(), "strowger phone");
+        assert_eq!(
+            c.current_url().await.unwrap().as_str(),
+            format!("https://{wss}/")
+        );
         let status = register(&c, "1001", "not-the-password", "registration failed").await;
         shot(&c, "phone", "1-refused").await;
         assert!(
