@@ -12,6 +12,7 @@ declare -A build=(
   [libspeexdsp-dev]=/usr/include/speex/speex_resampler.h
   [libopus-dev]=/usr/include/opus/opus.h
   [libsrtp2-dev]=/usr/include/srtp2/srtp.h # the SRTP tests' reference implementation (crates/srtp/src/reference.rs)
+  [libssl-dev]=/usr/include/openssl/ssl.h # WebRTC legs: the DTLS-SRTP handshake (crates/webrtc, the openssl crate)
   [libsqlite3-dev]=/usr/include/sqlite3.h # the CDR database (rusqlite, linked to the system SQLite)
   # the default configuration's music on hold, and the prompts of its queue and parking lot
   # (also the PESQ quality test's human voice and music; CC-BY-SA 3.0)

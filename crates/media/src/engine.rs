@@ -89,6 +89,11 @@ pub enum MediaEvent {
     /// An SRTP or SRTCP packet failed authentication or was a replay, and was dropped
     /// (counted in [`LegStats::srtp_rejected`]).
     SrtpRejected { leg: LegId },
+    /// A WebRTC leg's DTLS-SRTP handshake failed: it carries no media.
+    DtlsFailed {
+        leg: LegId,
+        error: webrtc::DtlsError,
+    },
 }
 
 /// Media for all the legs of one worker thread.
@@ -113,6 +118,9 @@ pub struct Engine {
     dtmf_mode: DtmfMode,
     /// The counters of the legs removed so far ([`Engine::totals`]).
     removed: Totals,
+    /// WebRTC legs whose DTLS handshake is under way: their retransmissions are timed on the
+    /// ticks, which cost the other legs nothing.
+    handshaking: Vec<LegId>,
 }
 
 impl Default for Engine {
@@ -144,6 +152,7 @@ impl Engine {
             demux: Demux::default(),
             dtmf_mode: DtmfMode::default(),
             removed: Totals::default(),
+            handshaking: Vec::new(),
         }
     }
 
@@ -625,6 +634,152 @@ impl Engine {
         Ok(())
     }
 
+    /// Makes the leg a WebRTC leg (ICE-lite, DTLS-SRTP, rtcp-mux) as its SDP agreed, or an
+    /// RTP leg again (`None`). Its media waits for the handshake's keys: nothing is sent in
+    /// clear, and nothing is taken from a source that passed no ICE check. A re-INVITE from
+    /// the same far end (same fingerprint and ufrag) keeps the association and its keys.
+    pub fn set_webrtc(
+        &mut self,
+        id: LegId,
+        cfg: Option<&crate::WebRtcConfig>,
+        now: Instant,
+    ) -> Result<(), webrtc::ErrorStack> {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return Ok(());
+        };
+        let same = match (cfg, leg.webrtc.as_deref_mut()) {
+            (Some(c), Some(w)) => w.same_peer(c),
+            _ => false,
+        };
+        match cfg {
+            None => {
+                leg.webrtc = None;
+                leg.rtcp_mux = false;
+            }
+            Some(_) if same => {}
+            Some(c) => {
+                leg.webrtc = Some(Box::new(crate::leg_webrtc::LegWebRtc::new(c, now)?));
+                leg.srtp = None;
+                leg.rtcp_mux = true;
+                self.demux.moved(id, leg.remote, None);
+                leg.remote = None;
+                leg.announced = None;
+                self.handshaking.push(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// A datagram on a WebRTC leg's port: checks and DTLS are answered, SRTCP read; true for
+    /// SRTP from a checked source, for the leg's SRTP to open.
+    #[cold]
+    fn webrtc_in<F>(
+        &mut self,
+        id: LegId,
+        data: &[u8],
+        src: SocketAddr,
+        now: Instant,
+        tx: &mut F,
+    ) -> bool
+    where
+        F: Output + ?Sized,
+    {
+        use crate::leg_webrtc::Verdict;
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return false;
+        };
+        let Some(w) = leg.webrtc.as_deref_mut() else {
+            return true;
+        };
+        match w.on_datagram(data, src, now) {
+            Verdict::Refused => {
+                leg.rejected += 1;
+                leg.ice_refused += 1;
+                false
+            }
+            Verdict::Taken => {
+                self.webrtc_flush(id, tx);
+                false
+            }
+            // Nothing in clear before the handshake's keys.
+            Verdict::Media if leg.srtp.is_none() => {
+                leg.rejected += 1;
+                false
+            }
+            // RFC 5761 §4: RTCP packet types 192-223 where RTP has its marker and payload type.
+            Verdict::Media if matches!(data.get(1), Some(192..=223)) => {
+                self.on_rtcp(id, data, src, now);
+                false
+            }
+            Verdict::Media => true,
+        }
+    }
+
+    /// Sends what a WebRTC leg's ICE and DTLS have to say, and keys its SRTP when the
+    /// handshake is done; a leg still shaking hands is timed on the ticks.
+    fn webrtc_flush<F>(&mut self, id: LegId, tx: &mut F)
+    where
+        F: Output + ?Sized,
+    {
+        let Some(leg) = self.legs.get_mut(id.0) else {
+            return;
+        };
+        let Some(w) = leg.webrtc.as_deref_mut() else {
+            return;
+        };
+        while let Some((dst, d)) = w.poll_transmit() {
+            tx.transmit(Transmit {
+                leg: id,
+                rtcp: false,
+                dst,
+                pinned: false,
+                payload: &d,
+            });
+        }
+        let handshaking = w.handshaking();
+        let outcome = w.outcome().map(|r| {
+            r.and_then(|keys| {
+                crate::leg_srtp::LegSrtp::new(&keys).map_err(|e| {
+                    webrtc::DtlsError::Handshake(format!("SRTP refused its keys: {e:?}"))
+                })
+            })
+        });
+        let addr = w.media_addr();
+        match outcome {
+            Some(Ok(srtp)) => leg.srtp = Some(Box::new(srtp)),
+            Some(Err(error)) => self
+                .events
+                .push_back(MediaEvent::DtlsFailed { leg: id, error }),
+            None => {}
+        }
+        // Media follows the pair ICE selected, once there are keys to send it with.
+        if leg.srtp.is_some() && addr.is_some() && leg.remote != addr {
+            leg.remote = addr;
+            leg.latched = false;
+        }
+        if handshaking && !self.handshaking.contains(&id) {
+            self.handshaking.push(id);
+        }
+    }
+
+    /// Resends the unanswered DTLS flights whose time has come.
+    #[cold]
+    fn dtls_timers<F>(&mut self, now: Instant, tx: &mut F)
+    where
+        F: Output + ?Sized,
+    {
+        for id in std::mem::take(&mut self.handshaking) {
+            if let Some(w) = self
+                .legs
+                .get_mut(id.0)
+                .and_then(|l| l.webrtc.as_deref_mut())
+            {
+                w.handle_timeout(now);
+                self.webrtc_flush(id, tx);
+            }
+        }
+    }
+
     /// An RTP datagram arrived on the leg's RTP socket. Relays (bridge,
     /// echo) go out through `tx` before this returns.
     pub fn on_rtp<F>(&mut self, id: LegId, data: &[u8], src: SocketAddr, now: Instant, tx: &mut F)
@@ -633,6 +788,17 @@ impl Engine {
     {
         let Some(leg) = self.legs.get_mut(id.0) else {
             return;
+        };
+        let leg = if leg.webrtc.is_some() {
+            if !self.webrtc_in(id, data, src, now, tx) {
+                return;
+            }
+            let Some(leg) = self.legs.get_mut(id.0) else {
+                return;
+            };
+            leg
+        } else {
+            leg
         };
         if let Some(srtp) = leg.srtp.as_deref_mut() {
             // Decrypted on a copy: the shell's buffer is not ours to write.
@@ -1173,6 +1339,9 @@ impl Engine {
     ) where
         F: Output + ?Sized,
     {
+        if !self.handshaking.is_empty() {
+            self.dtls_timers(now, tx);
+        }
         let ntp_now = self.ntp_at(now);
         let Engine {
             legs,
@@ -1532,7 +1701,11 @@ fn send_report<F>(
 ) where
     F: Output + ?Sized,
 {
-    let Some(dst) = leg.rtcp_destination() else {
+    let dst = match leg.rtcp_mux {
+        true => leg.remote,
+        false => leg.rtcp_destination(),
+    };
+    let Some(dst) = dst else {
         return;
     };
     // RFC 3550 §6.4: an SR if we sent since the last report.
@@ -1562,7 +1735,7 @@ fn send_report<F>(
         }
         tx.transmit(Transmit {
             leg: id,
-            rtcp: true,
+            rtcp: !leg.rtcp_mux,
             dst,
             pinned: false,
             payload: &buf[..n],

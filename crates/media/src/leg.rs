@@ -14,6 +14,7 @@ use crate::digit_tone::DigitTone;
 use crate::dtmf_detect::ToneDetector;
 use crate::frames::FrameState;
 use crate::leg_srtp::LegSrtp;
+use crate::leg_webrtc::LegWebRtc;
 use crate::prompt::Packets;
 use crate::recorder::Recorder;
 use crate::stream::OutStream;
@@ -70,6 +71,9 @@ pub struct Totals {
     pub late_ticks: u64,
     /// SRTP/SRTCP packets dropped for failing authentication or being replayed.
     pub srtp_rejected: u64,
+    /// Datagrams on WebRTC legs' ports refused by ICE: failed checks, and DTLS or SRTP from
+    /// a source that passed no check.
+    pub ice_refused: u64,
 }
 
 impl Totals {
@@ -80,6 +84,7 @@ impl Totals {
         self.bytes_received += leg.bytes_received;
         self.late_ticks += leg.late_ticks;
         self.srtp_rejected += leg.srtp_rejected;
+        self.ice_refused += leg.ice_refused;
     }
 }
 
@@ -110,6 +115,8 @@ pub struct LegStats {
     pub send_errors: u64,
     /// SRTP/SRTCP packets dropped for failing authentication or being replayed.
     pub srtp_rejected: u64,
+    /// Datagrams refused by ICE (see [`Totals::ice_refused`]).
+    pub ice_refused: u64,
 }
 
 /// What feeds the leg's outgoing stream.
@@ -228,6 +235,11 @@ pub(crate) struct Leg {
     /// SRTP keys of the leg ([`crate::Engine::set_srtp`]); `None` for plain RTP.
     pub(crate) srtp: Option<Box<LegSrtp>>,
     pub(crate) srtp_rejected: u64,
+    /// ICE and DTLS of a WebRTC leg ([`crate::Engine::set_webrtc`]); `None` for the others.
+    pub(crate) webrtc: Option<Box<LegWebRtc>>,
+    /// RTCP shares the RTP port (RFC 5761: WebRTC legs).
+    pub(crate) rtcp_mux: bool,
+    pub(crate) ice_refused: u64,
 }
 
 impl Leg {
@@ -289,6 +301,9 @@ impl Leg {
             send_errors: 0,
             srtp: None,
             srtp_rejected: 0,
+            webrtc: None,
+            rtcp_mux: false,
+            ice_refused: 0,
             frames: None,
         };
         leg.set_format(cfg.format);
@@ -386,6 +401,7 @@ impl Leg {
             rejected: self.rejected,
             send_errors: self.send_errors,
             srtp_rejected: self.srtp_rejected,
+            ice_refused: self.ice_refused,
         }
     }
 

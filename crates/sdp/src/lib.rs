@@ -10,6 +10,7 @@ mod crypto;
 mod model;
 mod negotiate;
 mod parse;
+mod webrtc;
 mod write;
 
 pub use codec::{Caps, Codec};
@@ -17,3 +18,4 @@ pub use crypto::{Crypto, CryptoSuite, SrtpKeys};
 pub use model::{Attribute, Direction, Media, Origin, SessionDescription};
 pub use negotiate::{accept_answer, LocalSession, Negotiated, NegotiationError};
 pub use parse::ParseError;
+pub use webrtc::{Setup, WebRtcLocal, WebRtcRemote};

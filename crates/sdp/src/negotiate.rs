@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use crate::codec::{Caps, Codec};
 use crate::crypto::{Crypto, CryptoSuite, SrtpKeys};
 use crate::model::{Attribute, Direction, Media, Origin, SessionDescription};
+use crate::webrtc::{self, Setup, WebRtcLocal, WebRtcRemote, UDP_TLS_RTP_SAVPF};
 use crate::write::addr_type;
 
 /// Packetization used when the remote states no `a=ptime` (RFC 3551 default for G.711).
@@ -34,6 +35,9 @@ pub struct Negotiated {
     pub ptime: u32,
     /// SRTP keys agreed by SDES; `None` for plain RTP.
     pub srtp: Option<SrtpKeys>,
+    /// A WebRTC stream: the far end's ICE credentials and certificate, and our DTLS role. Its
+    /// media goes where ICE checks come from, not to `remote`.
+    pub webrtc: Option<WebRtcRemote>,
 }
 
 /// Why no audio stream could be set up; a UAS answers the INVITE with 488.
@@ -44,7 +48,8 @@ pub enum NegotiationError {
     /// The chosen stream has neither a media- nor a session-level `c=`.
     NoConnectionAddress,
     /// A codec matched, but the stream's security did not: RTP/SAVP on a session without
-    /// SDES, plain RTP where SRTP is required, or no usable `a=crypto` key.
+    /// SDES, plain RTP where SRTP is required, no usable `a=crypto` key, or a WebRTC stream
+    /// on a session that does not take WebRTC or without its ICE, DTLS and rtcp-mux lines.
     Srtp,
 }
 
@@ -70,6 +75,7 @@ pub struct LocalSession {
     addr: IpAddr,
     last: Option<SessionDescription>,
     sdes: Option<Sdes>,
+    webrtc: Option<WebRtcLocal>,
 }
 
 /// SRTP keyed in the SDP (RFC 4568), for a session whose signalling is encrypted.
@@ -98,6 +104,7 @@ impl LocalSession {
             addr,
             last: None,
             sdes: None,
+            webrtc: None,
         }
     }
 
@@ -110,6 +117,18 @@ impl LocalSession {
             key: key.to_vec(),
         });
         self
+    }
+
+    /// Makes this session's offers WebRTC (`UDP/TLS/RTP/SAVPF` with ICE-lite and DTLS-SRTP),
+    /// and lets it answer WebRTC offers: for a far end that is a browser.
+    pub fn with_webrtc(mut self, local: WebRtcLocal) -> LocalSession {
+        self.webrtc = Some(local);
+        self
+    }
+
+    /// Our WebRTC credentials, if this session speaks WebRTC.
+    pub fn webrtc(&self) -> Option<&WebRtcLocal> {
+        self.webrtc.as_ref()
     }
 
     /// Whether this session keys SRTP by SDES.
@@ -175,8 +194,15 @@ impl LocalSession {
                 attributes.push(Attribute::Crypto(Crypto::new(tag, suite, key)));
             }
         }
+        let mut session = Vec::new();
+        if let Some(local) = &self.webrtc {
+            proto = UDP_TLS_RTP_SAVPF;
+            let mid = WebRtcLocal::offer_mid();
+            attributes.extend(local.attributes(mid, Setup::ActPass, self.addr, rtp_port));
+            session = WebRtcLocal::session_attributes(mid);
+        }
         let media = audio(rtp_port, proto, &formats, attributes);
-        self.stamp(vec![media])
+        self.stamp(session, vec![media])
     }
 
     /// Answers an offer: the first audio stream with a common codec is accepted with
@@ -188,26 +214,47 @@ impl LocalSession {
         rtp_port: u16,
     ) -> Result<(SessionDescription, Negotiated), NegotiationError> {
         let mut negotiated = None;
+        let mut session = Vec::new();
         let mut media = Vec::with_capacity(offer.media.len());
         for m in &offer.media {
-            let keys = self.keys_for(m);
+            let keys = self.keys_for(offer, m);
             let pick = match (negotiated.is_some(), &keys) {
                 (false, Ok(_)) if is_usable_audio(m) => prefer(m, caps),
                 _ => None,
             };
-            let (Some((pt, codec)), Ok(crypto)) = (pick, keys) else {
+            let (Some((pt, codec)), Ok(security)) = (pick, keys) else {
                 media.push(refused(m));
                 continue;
             };
             let mut agreed = stream(offer, m, pt, codec, caps.dtmf_pt.is_some())?;
             let mut answered = answer_media(m, &agreed, rtp_port);
-            if let Some((theirs, ours)) = crypto {
-                agreed.srtp = Some(SrtpKeys {
-                    suite: ours.suite,
-                    local: ours.key.clone(),
-                    remote: theirs.key.clone(),
-                });
-                answered.attributes.push(Attribute::Crypto(ours));
+            match security {
+                Security::Plain => {}
+                Security::Sdes(theirs, ours) => {
+                    agreed.srtp = Some(SrtpKeys {
+                        suite: ours.suite,
+                        local: ours.key.clone(),
+                        remote: theirs.key.clone(),
+                    });
+                    answered.attributes.push(Attribute::Crypto(ours));
+                }
+                Security::Dtls(remote) => {
+                    let local = self.webrtc.as_ref().expect("keys_for checked it");
+                    let mid = webrtc::mid(m).unwrap_or(WebRtcLocal::offer_mid());
+                    let setup = match remote.dtls_client {
+                        true => Setup::Active,
+                        false => Setup::Passive,
+                    };
+                    answered
+                        .attributes
+                        .extend(local.attributes(mid, setup, self.addr, rtp_port));
+                    session = WebRtcLocal::session_attributes(mid);
+                    // BUNDLE only if the offer grouped the stream (RFC 8843 §7.3).
+                    if !bundles(offer, mid) {
+                        session.pop();
+                    }
+                    agreed.webrtc = Some(remote);
+                }
             }
             media.push(answered);
             negotiated = Some(agreed);
@@ -223,18 +270,28 @@ impl LocalSession {
                 false => NegotiationError::NoCommonCodec,
             });
         };
-        Ok((self.stamp(media), negotiated))
+        Ok((self.stamp(session, media), negotiated))
     }
 
-    /// The offered key we take for stream `m` and our answering line, `None` for plain RTP,
-    /// or Err when the stream's security is not acceptable to this session.
-    fn keys_for(&self, m: &Media) -> Result<Option<(Crypto, Crypto)>, NegotiationError> {
+    /// How stream `m` of `offer` is secured if we take it: plainly, by the offered key and our
+    /// answering line, or by DTLS-SRTP; Err when its security is not acceptable to this session.
+    fn keys_for(
+        &self,
+        offer: &SessionDescription,
+        m: &Media,
+    ) -> Result<Security, NegotiationError> {
+        if m.is_webrtc() {
+            return match (&self.webrtc, webrtc::remote(offer, m, false)) {
+                (Some(_), Some(remote)) => Ok(Security::Dtls(remote)),
+                _ => Err(NegotiationError::Srtp),
+            };
+        }
         let Some(sdes) = &self.sdes else {
             // Keys in clear-text signalling are worthless: RTP/SAVP is refused, `a=crypto` on
             // RTP/AVP ignored.
             return match m.is_secure() {
                 true => Err(NegotiationError::Srtp),
-                false => Ok(None),
+                false => Ok(Security::Plain),
             };
         };
         // Lines with session parameters or an MKI are not taken (RFC 4568 §6.3: an answer
@@ -244,14 +301,14 @@ impl LocalSession {
             Some(theirs) => {
                 let key = sdes.key[..theirs.suite.key_len()].to_vec();
                 let ours = Crypto::new(theirs.tag, theirs.suite, key);
-                Ok(Some((theirs.clone(), ours)))
+                Ok(Security::Sdes(theirs.clone(), ours))
             }
             None if m.is_secure() || sdes.require => Err(NegotiationError::Srtp),
-            None => Ok(None),
+            None => Ok(Security::Plain),
         }
     }
 
-    fn stamp(&mut self, media: Vec<Media>) -> SessionDescription {
+    fn stamp(&mut self, attributes: Vec<Attribute>, media: Vec<Media>) -> SessionDescription {
         let mut sdp = SessionDescription {
             origin: Origin {
                 username: "strowger".to_owned(),
@@ -263,7 +320,7 @@ impl LocalSession {
             session_name: "strowger".to_owned(),
             connection: Some(self.addr),
             time: (0, 0),
-            attributes: Vec::new(),
+            attributes,
             media,
         };
         if self.last.as_ref().is_some_and(|last| *last != sdp) {
@@ -303,8 +360,36 @@ pub fn accept_answer(
         .ok_or(NegotiationError::NoCommonCodec)?;
     let we_offered_dtmf = telephone_event(offered, codec.clock).is_some();
     let mut agreed = stream(answer, answered, pt, codec, we_offered_dtmf)?;
+    if offered.is_webrtc() && answered.is_webrtc() {
+        let remote = webrtc::remote(answer, answered, true);
+        agreed.webrtc = Some(remote.ok_or(NegotiationError::Srtp)?);
+        return Ok(agreed);
+    }
+    // A plain RTP/AVP answer to our WebRTC offer (a SIP phone on a WebSocket that is no
+    // browser) is taken as plain RTP, as an answer without a key to SDES on RTP/AVP is.
     agreed.srtp = answered_keys(offered, answered)?;
     Ok(agreed)
+}
+
+/// How a stream we answer is secured.
+enum Security {
+    Plain,
+    /// SDES: the offered line we took, and our answering one.
+    Sdes(Crypto, Crypto),
+    Dtls(WebRtcRemote),
+}
+
+/// Whether the offer's `a=group:BUNDLE` names stream `mid`.
+fn bundles(offer: &SessionDescription, mid: &str) -> bool {
+    offer.attributes.iter().any(|a| match a {
+        Attribute::Other {
+            name,
+            value: Some(v),
+        } if name == "group" => v
+            .strip_prefix("BUNDLE")
+            .is_some_and(|mids| mids.split_ascii_whitespace().any(|m| m == mid)),
+        _ => false,
+    })
 }
 
 /// The SDES keys of an answer to our offered stream: the answer names one of our lines by
@@ -334,7 +419,7 @@ fn answered_keys(offered: &Media, answered: &Media) -> Result<Option<SrtpKeys>, 
 }
 
 fn is_usable_audio(m: &Media) -> bool {
-    m.kind == "audio" && m.port != 0 && (m.proto == RTP_AVP || m.proto == RTP_SAVP)
+    m.kind == "audio" && m.port != 0 && (m.proto == RTP_AVP || m.proto == RTP_SAVP || m.is_webrtc())
 }
 
 /// Our most preferred codec among those the stream carries, with the remote's number.
@@ -369,7 +454,8 @@ fn stream(
         .or(sdp.connection)
         .ok_or(NegotiationError::NoConnectionAddress)?;
     let mut theirs = m.direction(sdp);
-    if addr.is_unspecified() {
+    // A browser's c=0.0.0.0 is no hold: its media comes from where its ICE checks do.
+    if addr.is_unspecified() && !m.is_webrtc() {
         // RFC 2543 hold: c=0.0.0.0 means "do not send to me".
         theirs = Direction::from_flags(theirs.sends(), false);
     }
@@ -383,6 +469,7 @@ fn stream(
         direction: theirs.reverse(),
         ptime: packet_time(m.ptime(), codec),
         srtp: None,
+        webrtc: None,
     })
 }
 

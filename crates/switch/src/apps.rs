@@ -527,7 +527,7 @@ impl Engine {
         let Some(leg) = self.calls[call].leg_mut(at) else {
             return false;
         };
-        let keys = leg.negotiated.as_ref().and_then(|n| n.srtp.clone());
+        let keying = crate::sdes::Keying::of(leg.negotiated.as_ref(), &leg.sdp);
         // A port shared by many legs tells them apart by the address each far end announced,
         // so it can take only a far end that sends from that address and is alone on it: not
         // one behind NAT, not one that serves many calls from one port (its address is some
@@ -538,7 +538,7 @@ impl Engine {
         let dtmf = leg.dtmf;
         let ip = self.s.media.for_remote(leg.sdp.addr()).bind;
         let id = self.media.add_leg(cfg, now);
-        crate::sdes::key_media(&mut self.media, id, keys.as_ref());
+        keying.apply(&mut self.media, id, now);
         if let Some(mode) = dtmf {
             self.media.set_leg_dtmf_mode(id, mode);
         }

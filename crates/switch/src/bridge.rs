@@ -250,7 +250,7 @@ impl Engine {
         let has_sdp = !msg.body().is_empty();
         if has_sdp {
             if let Some(at) = self.calls[call].callee_idx() {
-                self.accept_answer(call, at, msg.body());
+                self.accept_answer(call, at, msg.body(), now);
             }
         }
         if status < 200 {
@@ -331,7 +331,7 @@ impl Engine {
     }
 
     /// Takes the SDP answer in a response to leg `at`'s offer.
-    pub(crate) fn accept_answer(&mut self, call: usize, at: LegIdx, body: &[u8]) {
+    pub(crate) fn accept_answer(&mut self, call: usize, at: LegIdx, body: &[u8], now: Instant) {
         let symmetric = self.s.symmetric_rtp;
         let Some(out) = self.calls[call].leg_mut(at) else {
             return;
@@ -347,7 +347,7 @@ impl Engine {
             if let Some(m) = out.media {
                 self.media
                     .update_leg(m, crate::engine::leg_update(&neg, symmetric));
-                crate::sdes::key_media(&mut self.media, m, neg.srtp.as_ref());
+                crate::sdes::Keying::of(Some(&neg), &out.sdp).apply(&mut self.media, m, now);
             }
             out.negotiated = Some(neg);
         }

@@ -392,8 +392,10 @@ pub struct Rtp {
     /// family (a server behind NAT); None: the listen address.
     pub advertise_ipv4: Option<IpAddr>,
     pub advertise_ipv6: Option<IpAddr>,
-    /// SRTP keyed by SDES on legs signalled over TLS.
+    /// SRTP keyed by SDES on legs signalled over TLS, and WebRTC on legs over WebSockets.
     pub srtp: crate::sdes::SrtpPolicy,
+    /// The host candidate address of WebRTC legs; None: the address in their SDP.
+    pub webrtc_public_address: Option<IpAddr>,
 }
 
 /// RTP ports `lo..=hi`; RTP uses the even ones, RTCP the odd one above.
@@ -1208,6 +1210,23 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
             d.error("rtp.srtp", format_args!("{:?} — {expected}", raw.srtp));
             crate::sdes::SrtpPolicy::Offer
         }),
+        webrtc_public_address: public_address(d, &raw.webrtc_public_address),
+    }
+}
+
+/// `rtp.webrtc_public_address`: "" for the SDP's address, else a unicast address browsers
+/// can send to.
+fn public_address(d: &mut Diagnostics, text: &str) -> Option<IpAddr> {
+    if text.is_empty() {
+        return None;
+    }
+    match text.parse::<IpAddr>() {
+        Ok(ip) if !ip.is_unspecified() && !ip.is_multicast() => Some(ip),
+        _ => {
+            let why = "expected a unicast address browsers can reach, or \"\" for the address in the SDP";
+            d.error("rtp.webrtc_public_address", format_args!("{text:?} — {why}"));
+            None
+        }
     }
 }
 

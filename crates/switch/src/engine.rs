@@ -91,6 +91,8 @@ pub struct Settings {
     pub symmetric_rtp: bool,
     /// `rtp.srtp`: SDES-SRTP on legs signalled over TLS.
     pub srtp: crate::sdes::SrtpPolicy,
+    /// `rtp.webrtc_public_address`: the host candidate of WebRTC legs.
+    pub webrtc_public_address: Option<std::net::IpAddr>,
     /// How digits are taken and given (`rtp.dtmf`).
     pub dtmf: media::DtmfMode,
     /// RFC 4028: the interval strowger asks for and the smallest it accepts.
@@ -170,6 +172,7 @@ impl Settings {
             caps: cfg.rtp.caps(),
             symmetric_rtp: cfg.rtp.symmetric,
             srtp: cfg.rtp.srtp,
+            webrtc_public_address: cfg.rtp.webrtc_public_address,
             dtmf: cfg.rtp.dtmf,
             session_expires: cfg.sip.session_expires,
             min_se: cfg.sip.min_se,
@@ -663,7 +666,7 @@ impl Engine {
             Incoming::New(stx) => self.new_request(stx, msg, peer, local, now),
             Incoming::Ack => {
                 if !self.proxy_ack(&msg, peer, now) {
-                    self.on_ack(&msg)
+                    self.on_ack(&msg, now)
                 }
             }
             Incoming::Cancel { cancel, invite } => {
@@ -1104,7 +1107,7 @@ impl Engine {
                     if let Some(m) = leg.media {
                         self.media
                             .update_leg(m, leg_update(&neg, self.s.symmetric_rtp));
-                        crate::sdes::key_media(&mut self.media, m, neg.srtp.as_ref());
+                        crate::sdes::Keying::of(Some(&neg), &leg.sdp).apply(&mut self.media, m, now);
                     }
                     held = Some(crate::hold::holds(&neg));
                     leg.negotiated = Some(neg);
@@ -1206,7 +1209,7 @@ impl Engine {
         leg_config(neg, &self.s)
     }
 
-    fn on_ack(&mut self, msg: &Message) {
+    fn on_ack(&mut self, msg: &Message, now: Instant) {
         let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
         let Some(at) = self.calls.leg_by_call_id(call_id) else {
             return;
@@ -1228,7 +1231,7 @@ impl Engine {
         if let Some(neg) = answer.and_then(|a| sdp::accept_answer(&offer, &a).ok()) {
             if let Some(m) = leg.media {
                 self.media.update_leg(m, leg_update(&neg, symmetric));
-                crate::sdes::key_media(&mut self.media, m, neg.srtp.as_ref());
+                crate::sdes::Keying::of(Some(&neg), &leg.sdp).apply(&mut self.media, m, now);
             }
             let held = crate::hold::holds(&neg);
             leg.negotiated = Some(neg);
@@ -1397,7 +1400,8 @@ impl Engine {
             | E::RemoteLatched { leg, .. }
             | E::Talking { leg, .. }
             | E::RecordingSilent { leg }
-            | E::SrtpRejected { leg } => leg.index(),
+            | E::SrtpRejected { leg }
+            | E::DtlsFailed { leg, .. } => leg.index(),
         };
         let Some(call) = self.calls.leg_by_media(leg).map(|at| at.call) else {
             return;
@@ -1434,6 +1438,10 @@ impl Engine {
             }
             E::RecordingSilent { .. } => {}
             E::SrtpRejected { .. } => self.srtp_rejected(call, now),
+            E::DtlsFailed { error, .. } => {
+                self.warn_call(call, format!("{error}: the call carries no media and ends"));
+                self.hangup(call, 41, "switch", None, now);
+            }
         }
     }
 
@@ -1573,8 +1581,9 @@ pub(crate) fn leg_config(neg: Option<&sdp::Negotiated>, s: &Settings) -> media::
         payload_type: neg.map_or(0, |n| n.pt),
         format: neg.map_or(media::Format::Pcmu, |n| format_of(&n.codec)),
         dtmf_pt: neg.and_then(|n| n.dtmf_pt),
-        remote: neg.map(|n| n.remote),
-        remote_rtcp: neg.map(|n| n.remote_rtcp),
+        // A WebRTC leg's media goes where ICE checks come from.
+        remote: neg.filter(|n| n.webrtc.is_none()).map(|n| n.remote),
+        remote_rtcp: neg.filter(|n| n.webrtc.is_none()).map(|n| n.remote_rtcp),
         symmetric: s.symmetric_rtp,
         media_timeout: s.media_timeout,
         ptime_ms: neg.map_or(20, |n| n.ptime),
@@ -1586,8 +1595,8 @@ pub(crate) fn leg_update(neg: &sdp::Negotiated, symmetric: bool) -> media::LegUp
         payload_type: neg.pt,
         format: format_of(&neg.codec),
         dtmf_pt: neg.dtmf_pt,
-        remote: Some(neg.remote),
-        remote_rtcp: Some(neg.remote_rtcp),
+        remote: neg.webrtc.is_none().then_some(neg.remote),
+        remote_rtcp: neg.webrtc.is_none().then_some(neg.remote_rtcp),
         sends: neg.direction.sends(),
         receives: neg.direction.receives(),
         symmetric,

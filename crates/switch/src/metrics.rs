@@ -140,7 +140,7 @@ const TICK_LAG: Hist = Hist {
 const CALLS: usize = TICK_LAG.end();
 // packets out, bytes out, packets in, bytes in, late ticks, SRTP rejected
 const RTP: usize = CALLS + 1;
-const TRANSCODERS: usize = RTP + 6; // [from][to]
+const TRANSCODERS: usize = RTP + 7; // [from][to]
 /// The call table's sizes: legs, SIP transactions, media legs, timers (a soak watches them
 /// return to their baseline).
 const TABLE: usize = TRANSCODERS + FORMATS * FORMATS;
@@ -315,13 +315,14 @@ impl Counts {
         self.0[CALLS] = calls as u64;
 
         let t = media.totals();
-        self.0[RTP..RTP + 6].copy_from_slice(&[
+        self.0[RTP..RTP + 7].copy_from_slice(&[
             t.packets_sent,
             t.bytes_sent,
             t.packets_received,
             t.bytes_received,
             t.late_ticks,
             t.srtp_rejected,
+            t.ice_refused,
         ]);
         let pairs = &mut self.0[TRANSCODERS..TABLE];
         pairs.fill(0);
@@ -560,6 +561,9 @@ impl Collector for Scrape {
         counter(e, "media_late_frames", help, t[RTP + 4])?;
         let help = "SRTP/SRTCP packets dropped for failing authentication or being replays.";
         counter(e, "srtp_rejected_packets", help, t[RTP + 5])?;
+        let help = "Datagrams on WebRTC legs refused by ICE: failed connectivity checks, and \
+                    DTLS or SRTP from a source that passed no check.";
+        counter(e, "ice_refused_packets", help, t[RTP + 6])?;
         let pairs = Format::all().iter().flat_map(|&from| {
             Format::all().iter().filter_map(move |&to| {
                 let n = t[TRANSCODERS + from as usize * FORMATS + to as usize];

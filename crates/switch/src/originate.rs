@@ -329,7 +329,7 @@ impl Engine {
             call,
             leg: Call::CALLER,
         });
-        self.accept_answer(call, Call::CALLER, msg.body());
+        self.accept_answer(call, Call::CALLER, msg.body(), now);
         let c = &mut self.calls[call];
         let leg = c.caller_mut();
         let Some(d) = leg.dialog_mut() else {

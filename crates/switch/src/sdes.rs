@@ -1,11 +1,13 @@
 //! Which legs key SRTP in their SDP (SDES, RFC 4568): those whose signalling is TLS, as
 //! `rtp.srtp` says. A key in an SDP sent in clear text protects nothing, so a leg over UDP or
-//! TCP never takes or sends one, and its RTP/SAVP streams are refused.
+//! TCP never takes or sends one, and its RTP/SAVP streams are refused. Legs over WebSockets
+//! (browsers) are WebRTC legs instead: ICE-lite and DTLS-SRTP, keyed by a handshake on the
+//! media path rather than in the SDP, unless `rtp.srtp` is "refuse".
 
 use std::net::IpAddr;
 use std::time::Instant;
 
-use sdp::{LocalSession, SrtpKeys};
+use sdp::{LocalSession, Negotiated, SrtpKeys, WebRtcLocal};
 use sip::transaction::Transport;
 
 use crate::engine::Engine;
@@ -40,8 +42,18 @@ impl Engine {
     pub(crate) fn local_session(&mut self, addr: IpAddr, transport: Transport) -> LocalSession {
         let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), addr);
         match (transport, self.s.srtp) {
+            (_, SrtpPolicy::Refuse) => sdp,
             (Transport::Tls, SrtpPolicy::Offer) => sdp.with_sdes(false, &srtp::master_key()),
             (Transport::Tls, SrtpPolicy::Require) => sdp.with_sdes(true, &srtp::master_key()),
+            (Transport::Ws | Transport::Wss, _) => {
+                let ice = webrtc::IceCredentials::random();
+                sdp.with_webrtc(WebRtcLocal {
+                    ufrag: ice.ufrag,
+                    pwd: ice.pwd,
+                    fingerprint: webrtc::Certificate::process().fingerprint().to_string(),
+                    candidate: self.s.webrtc_public_address,
+                })
+            }
             _ => sdp,
         }
     }
@@ -79,10 +91,49 @@ impl Engine {
     }
 }
 
-/// Keys media leg `m` as its SDP agreed (plain RTP for `None`).
-pub(crate) fn key_media(media: &mut media::Engine, m: media::LegId, keys: Option<&SrtpKeys>) {
-    // The SDP parser takes only keys of their suite's length, and srtp refuses no other key.
-    media
-        .set_srtp(m, keys)
-        .expect("srtp refused a key of its suite's length");
+/// How a media leg is keyed, as its SDP agreed: taken out of the call, to hand the media engine.
+pub(crate) struct Keying {
+    srtp: Option<SrtpKeys>,
+    webrtc: Option<media::WebRtcConfig>,
+}
+
+impl Keying {
+    /// SDES keys, or a WebRTC leg's ICE credentials and the far end's certificate; neither
+    /// for plain RTP.
+    pub(crate) fn of(neg: Option<&Negotiated>, sdp: &LocalSession) -> Keying {
+        let webrtc = neg
+            .and_then(|n| n.webrtc.as_ref())
+            .zip(sdp.webrtc())
+            .and_then(|(remote, local)| {
+                Some(media::WebRtcConfig {
+                    local: webrtc::IceCredentials {
+                        ufrag: local.ufrag.clone(),
+                        pwd: local.pwd.clone(),
+                    },
+                    remote_ufrag: Some(remote.ufrag.clone()),
+                    // The SDP parser took only fingerprints of this form.
+                    remote_fingerprint: webrtc::Fingerprint::parse(&remote.fingerprint)?,
+                    role: match remote.dtls_client {
+                        true => webrtc::Role::Client,
+                        false => webrtc::Role::Server,
+                    },
+                    certificate: webrtc::Certificate::process(),
+                })
+            });
+        Keying {
+            srtp: neg.and_then(|n| n.srtp.clone()),
+            webrtc,
+        }
+    }
+
+    /// Keys media leg `m` (plain RTP when there is nothing to key it with).
+    pub(crate) fn apply(&self, media: &mut media::Engine, m: media::LegId, now: Instant) {
+        // The SDP parser takes only keys of their suite's length, and srtp refuses no other key.
+        media
+            .set_srtp(m, self.srtp.as_ref())
+            .expect("srtp refused a key of its suite's length");
+        media
+            .set_webrtc(m, self.webrtc.as_ref(), now)
+            .expect("OpenSSL made no DTLS session");
+    }
 }

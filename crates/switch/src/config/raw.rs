@@ -396,6 +396,7 @@ pub(crate) struct RawRtp {
     pub advertise_ipv4: String,
     pub advertise_ipv6: String,
     pub srtp: String,
+    pub webrtc_public_address: String,
 }
 
 impl Default for RawRtp {
@@ -417,6 +418,7 @@ impl Default for RawRtp {
             advertise_ipv4: String::new(),
             advertise_ipv6: String::new(),
             srtp: "offer".into(),
+            webrtc_public_address: String::new(),
         }
     }
 }
