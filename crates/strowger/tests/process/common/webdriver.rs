@@ -5,6 +5,7 @@
 use super::net::free_port;
 use super::wait_for;
 use fantoccini::{Client, ClientBuilder, Locator};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -99,9 +100,13 @@ pub struct Driver {
 impl Driver {
     pub fn start(browser: Browser, dir: &Path) -> Driver {
         let port = free_port();
-        let child = browser.driver(port, dir).spawn().unwrap_or_else(|e| {
-            panic!("run the {browser:?} WebDriver server ({e}): scripts/setup.sh installs it")
-        });
+        let child = browser
+            .driver(port, dir)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("run the {browser:?} WebDriver server ({e}): scripts/setup.sh installs it")
+            });
         let up = wait_for(Duration::from_secs(15), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).ok()
         });
@@ -132,8 +137,11 @@ impl Driver {
 }
 
 impl Drop for Driver {
+    /// Kills the driver's process group: the browsers it started too, which a test that
+    /// panicked before closing its session would leave running.
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SAFETY: kill(2) on the group this driver leads (started with process_group(0)).
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
         let _ = self.child.wait();
     }
 }
