@@ -2,7 +2,8 @@
 // talks SIP over the WebSocket of the listener that served it, so it needs no Origin setting
 // and, over wss, one acceptance of the server's certificate. It registers, dials, answers, hangs
 // up, sends digits as RFC 4733 events, and shows the microphone's and the speaker's levels.
-// What it hears is kept (the last RECORD_S seconds) for `phone.received`, which tests read.
+// What it hears is kept (the last RECORD_S seconds, by recorder.js on the audio thread) for
+// `phone.received`, which tests read.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -26,15 +27,22 @@ class Sound {
     this.mic = null;
     this.speaker = null;
     this.micTrack = null;
+    // The nodes of the call in progress, disconnected when it ends: a graph that kept every
+    // past call's would starve the recorder of samples.
+    this.nodes = [];
     this.ring = new Float32Array(this.ctx.sampleRate * RECORD_S);
     this.written = 0;
+    this.recorderLoaded = this.ctx.audioWorklet.addModule('recorder.js');
     setInterval(() => this.show(), 100);
   }
 
+  /// An analyser on `stream`, its nodes kept with the call's.
   analyser(stream) {
     const a = this.ctx.createAnalyser();
     a.fftSize = 2048;
-    this.ctx.createMediaStreamSource(stream).connect(a);
+    const source = this.ctx.createMediaStreamSource(stream);
+    source.connect(a);
+    this.nodes.push(source, a);
     return a;
   }
 
@@ -47,17 +55,30 @@ class Sound {
 
   /// What the far end sends: played by the <audio> element (Chromium feeds a remote stream
   /// to WebAudio only while a media element plays it), metered, and recorded.
-  listenRemote(stream) {
+  async listenRemote(stream) {
     $('remote').srcObject = stream;
     $('remote').play().catch(() => {});
     this.speaker = this.analyser(stream);
-    const rec = this.ctx.createScriptProcessor(4096, 1, 1);
-    rec.onaudioprocess = (e) => this.keep(e.inputBuffer.getChannelData(0));
+    await this.recorderLoaded;
+    const recorder = new AudioWorkletNode(this.ctx, 'recorder');
+    recorder.port.onmessage = (e) => this.keep(e.data);
+    // Connected (silenced) to the output, so the audio thread runs it.
     const mute = this.ctx.createGain();
     mute.gain.value = 0;
-    this.ctx.createMediaStreamSource(stream).connect(rec);
-    rec.connect(mute).connect(this.ctx.destination);
+    const source = this.ctx.createMediaStreamSource(stream);
+    source.connect(recorder).connect(mute).connect(this.ctx.destination);
+    this.nodes.push(source, recorder, mute);
     this.written = 0;
+  }
+
+  /// The call ended: its nodes go (what was recorded stays for `received`).
+  hangUp() {
+    for (const n of this.nodes) n.disconnect();
+    this.nodes = [];
+    this.mic = null;
+    this.speaker = null;
+    this.micTrack = null;
+    $('remote').srcObject = null;
   }
 
   keep(samples) {
@@ -123,10 +144,15 @@ function follow(s) {
   });
   if (s.connection) onPc(s.connection);
   s.on('peerconnection', (e) => onPc(e.peerconnection));
-  s.on('progress', () => callStatus(`ringing ${who}`));
+  // Incoming, progress is our own 180 Ringing going out.
+  const ringing = s.direction === 'incoming' ? `call from ${who}` : `ringing ${who}`;
+  s.on('progress', () => callStatus(ringing));
   s.on('confirmed', () => callStatus(`in call with ${who}`));
   const end = (text, error) => () => {
-    if (session === s) session = null;
+    if (session === s) {
+      session = null;
+      audio.hangUp();
+    }
     callStatus(text, error);
     buttons();
   };

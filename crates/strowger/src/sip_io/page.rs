@@ -16,6 +16,11 @@ const FILES: &[(&str, &str, &[u8])] = &[
         include_bytes!("../../phone/phone.js"),
     ),
     (
+        "/recorder.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../phone/recorder.js"),
+    ),
+    (
         "/phone.css",
         "text/css; charset=utf-8",
         include_bytes!("../../phone/phone.css"),
