@@ -8,7 +8,7 @@ use crate::common;
 use crate::phone_page::{chromium_args, register, with_users};
 
 use common::api::Api;
-use common::audio::{best_correlation, dominant_freq, read_wav, tone, write_wav};
+use common::audio::{best_correlation, dominant_freq, read_wav, rms, tone, write_wav};
 use common::baresip::{account, Baresip};
 use common::webdriver::{click, shot, type_into, wait_text, Browser, Driver};
 use common::{repo_root, Strowger, TempDir};
@@ -115,17 +115,60 @@ async fn hears_tone(c: &Client, freq: f64) {
     assert!((f - freq).abs() < 20.0, "the page hears {f} Hz, not {freq}");
 }
 
-/// Asserts the page hears the demo announcement: the last 2 s it heard match a stretch of
-/// assets/demo.wav within its first 5 s (the demo began when the call was answered, at most
-/// 5 s before).
+/// Asserts the page hears the demo announcement: two in three eighths of a second of the last
+/// 2 s it heard are a stretch of assets/demo.wav's first 10 s (the demo began when the call was
+/// answered). Runs of exact zeros are left out first: a headless browser on a loaded machine
+/// fills what its audio thread was late for with digital silence, in the middle of the audio
+/// the call brought.
 async fn hears_demo(c: &Client) {
     let demo = read_wav(&repo_root().join("assets/demo.wav"));
-    let x = heard(c, 2.0).await;
-    let (corr, lag) = best_correlation(&x, &demo.samples, 400, x.len() - 800, 0..=40_000);
+    let x = without_gaps(&heard(c, 2.0).await);
+    let windows: Vec<&[i16]> = x.chunks_exact(1000).filter(|w| rms(w) > 100.0).collect();
     assert!(
-        corr > 0.7,
-        "the page's audio matches the demo only {corr:.2} (at lag {lag})"
+        windows.len() >= 2,
+        "the page heard {} s of sound",
+        x.len() as f64 / 8000.0
     );
+    let matched: Vec<f64> = windows
+        .iter()
+        .map(|w| best_correlation(w, &demo.samples, 0, w.len(), 0..=80_000).0)
+        .collect();
+    let good = matched.iter().filter(|&&m| m > 0.7).count();
+    assert!(
+        good * 3 >= windows.len() * 2,
+        "the page's audio matches the demo only {matched:.2?}"
+    );
+}
+
+/// `x` without its runs of 16 or more exact zeros (2 ms at 8 kHz).
+fn without_gaps(x: &[i16]) -> Vec<i16> {
+    let mut out = Vec::with_capacity(x.len());
+    for run in x.chunk_by(|a, b| (*a == 0) == (*b == 0)) {
+        if run[0] != 0 || run.len() < 16 {
+            out.extend_from_slice(run);
+        }
+    }
+    out
+}
+
+/// Waits for the level meter `css` (its dBFS text) to show more than -30 dBFS.
+async fn meter_rises(c: &Client, css: &str) {
+    let mut last = String::new();
+    for _ in 0..50 {
+        last = c
+            .find(fantoccini::Locator::Css(css))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let db: Option<f64> = last.trim_end_matches(" dBFS").parse().ok();
+        if db.is_some_and(|db| db > -30.0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{css} stays at {last:?}");
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -146,16 +189,14 @@ fn the_phone_page_calls_the_echo_the_demo_and_the_menu() {
         dial(&c, "9196").await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         hears_tone(&c, 800.0).await;
-        // Both meters move: the microphone's tone goes out and comes back.
-        for meter in ["#mic-db", "#speaker-db"] {
-            let text = wait_text(&c, "phone", meter, "dBFS", CALL_WAIT).await;
-            let db: f64 = text.trim_end_matches(" dBFS").parse().unwrap();
-            assert!(db > -30.0, "{meter} shows {text}");
-        }
+        meter_rises(&c, "#speaker-db").await;
         shot(&c, "phone", "3-echo").await;
         hang_up(&c, &s).await;
 
         dial(&c, "44444").await;
+        // The microphone's meter shows the tone going out (the echo test is no place for it:
+        // the browser's echo canceller may rightly take out a tone that comes straight back).
+        meter_rises(&c, "#mic-db").await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         hears_demo(&c).await;
         hang_up(&c, &s).await;
@@ -185,7 +226,7 @@ fn the_phone_page_and_baresip_hear_each_other() {
         &account(s.sip, "1002", "pw-1002", ";answermode=auto"),
         &source,
         &[],
-        12,
+        60,
     );
     baresip.wait_registered("1002");
     let driver = Driver::start(Browser::Chromium, dir.path());
@@ -197,6 +238,7 @@ fn the_phone_page_and_baresip_hear_each_other() {
         hang_up(&c, &s).await;
         c.close().await.unwrap();
     });
+    baresip.command("/quit");
     let got = baresip.finish("called by the page");
     let f = dominant_freq(&got.samples[got.samples.len() / 2..]);
     assert!(
