@@ -1,14 +1,25 @@
-//! Fetches the web console's JavaScript dependencies from npm (console/package-lock.json pins
-//! them) into OUT_DIR, so the binary embeds them and the console needs no CDN at run time.
+//! Fetches the web pages' JavaScript dependencies from npm (console/package-lock.json pins
+//! them) into OUT_DIR and builds what the binary embeds from them, so neither the console nor
+//! the phone page needs a CDN at run time: uPlot's files as they come, and JsSIP (which npm
+//! carries only as CommonJS modules) bundled into one browser script by esbuild.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// What the console takes from each package: (file in node_modules, name it is served as).
+/// Files taken as they come: (file in node_modules, name it is served as).
 const ASSETS: &[(&str, &str)] = &[
     ("uplot/dist/uPlot.iife.min.js", "uPlot.iife.min.js"),
     ("uplot/dist/uPlot.min.css", "uPlot.min.css"),
 ];
+
+/// Packages bundled for the browser: (entry module in node_modules, the global it defines,
+/// its licence, which heads the bundle, name it is served as).
+const BUNDLES: &[(&str, &str, &str, &str)] = &[(
+    "jssip/lib/JsSIP.js",
+    "JsSIP",
+    "jssip/LICENSE.md",
+    "jssip.min.js",
+)];
 
 fn main() {
     let src = Path::new("console");
@@ -21,34 +32,66 @@ fn main() {
     for f in ["package.json", "package-lock.json"] {
         std::fs::copy(src.join(f), out.join(f)).expect("copy the console's package files");
     }
+    let modules = out.join("node_modules");
     let installed = ASSETS
         .iter()
-        .all(|(from, _)| out.join("node_modules").join(from).exists());
+        .map(|(from, _)| from)
+        .chain(BUNDLES.iter().map(|(e, ..)| e));
+    let installed =
+        modules.join("esbuild").exists() && installed.into_iter().all(|f| modules.join(f).exists());
     if !installed {
-        let status = Command::new("npm")
-            .args([
+        run(
+            "npm",
+            &[
                 "ci",
                 "--ignore-scripts",
                 "--no-audit",
                 "--no-fund",
                 "--loglevel=error",
-            ])
-            .current_dir(&out)
-            .status();
-        match status {
-            Ok(s) if s.success() => {}
-            Ok(s) => panic!(
-                "`npm ci` for the web console failed ({s}) in {}: check the network to the npm registry",
-                out.display()
-            ),
-            Err(e) => panic!(
-                "cannot run npm for the web console's JavaScript ({e}): install Node.js and npm \
-                 (`bash scripts/setup.sh build` does)"
-            ),
-        }
+            ],
+            &out,
+            "check the network to the npm registry",
+        );
     }
     for (from, to) in ASSETS {
-        std::fs::copy(out.join("node_modules").join(from), out.join(to))
+        std::fs::copy(modules.join(from), out.join(to))
             .unwrap_or_else(|e| panic!("the console's {from} is missing after npm ci: {e}"));
+    }
+    for (entry, global, licence, to) in BUNDLES {
+        let licence = std::fs::read_to_string(modules.join(licence))
+            .unwrap_or_else(|e| panic!("the licence {licence} is missing after npm ci: {e}"));
+        run(
+            "node",
+            &[
+                "node_modules/esbuild/bin/esbuild",
+                &format!("node_modules/{entry}"),
+                "--bundle",
+                "--minify",
+                "--format=iife",
+                &format!("--global-name={global}"),
+                &format!("--banner:js=/*! {}\n*/", licence.replace("*/", "* /")),
+                "--target=es2020",
+                "--log-level=warning",
+                &format!("--outfile={to}"),
+            ],
+            &out,
+            "its output above says why",
+        );
+    }
+}
+
+/// Runs `program args` in `dir`, panicking with `fix` when it fails.
+fn run(program: &str, args: &[&str], dir: &Path, fix: &str) {
+    match Command::new(program).args(args).current_dir(dir).status() {
+        Ok(s) if s.success() => {}
+        Ok(s) => panic!(
+            "`{program} {}` failed ({s}) in {}: {fix}",
+            args.join(" "),
+            dir.display()
+        ),
+        Err(e) => panic!(
+            "cannot run {program} for the web pages' JavaScript ({e}): install Node.js and npm \
+             (`bash scripts/setup.sh build` does)"
+        ),
     }
 }

@@ -3,6 +3,7 @@
 //! framed the same way inside their records, and WebSocket ones (ws.rs) over either, framed
 //! a SIP message per WebSocket message.
 
+pub mod page;
 pub mod tls;
 pub mod ws;
 
@@ -120,6 +121,8 @@ pub struct Conn {
     /// A REGISTER or authenticated request succeeded on it, strowger opened it, or its peer
     /// is whitelisted or trusted: it is not closed for want of authentication.
     pub authenticated: bool,
+    /// WebSocket messages that were no SIP, dropped since the worker last took the count.
+    pub garbage: u64,
 }
 
 /// What reading a connection gave.
@@ -142,6 +145,7 @@ impl Conn {
             opened: now,
             last: now,
             authenticated: false,
+            garbage: 0,
         }
     }
 
@@ -238,10 +242,17 @@ impl Conn {
     /// Feeds what was read into the WebSocket: SIP messages to `on_msg`, its answers (the
     /// upgrade's, pongs, closes) written back; false once it closed or was refused.
     fn unwrap_ws(&mut self, on_msg: &mut impl FnMut(Message)) -> bool {
-        let (transport, peer) = (self.transport(), self.peer);
+        let (transport, peer, unsent) = (self.transport(), self.peer, self.unsent());
         let Some(session) = self.ws.as_mut() else {
             return true;
         };
+        // A browser asks for the page's next file once it has the last: one asking while an
+        // answer is still unsent is no browser, and would have strowger hold answer after
+        // answer in memory.
+        if session.served_page() && !session.is_open() && unsent {
+            return false;
+        }
+        let mut garbage = 0;
         let (out, open) = session.receive(&self.inbuf, |f, bytes| match f {
             ws::Frame::Sip(m) => {
                 if logging::sip_enabled() {
@@ -249,9 +260,13 @@ impl Conn {
                 }
                 on_msg(m)
             }
-            ws::Frame::Garbage => tracing::debug!("a WebSocket message from {peer} is no SIP"),
+            ws::Frame::Garbage => {
+                garbage += 1;
+                tracing::debug!("a WebSocket message from {peer} is no SIP");
+            }
             ws::Frame::Control => {}
         });
+        self.garbage += garbage;
         self.inbuf.clear();
         if !out.is_empty() {
             self.write(&out);

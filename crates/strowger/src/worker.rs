@@ -129,6 +129,7 @@ pub enum Envelope {
 /// Counters shared with the process (read by tests and the bench through the log on exit).
 #[derive(Default)]
 pub struct Counters {
+    /// SIP datagrams and WebSocket messages that are no SIP message, dropped.
     pub dropped_unparseable: AtomicU64,
     /// SIP datagrams and TCP messages dropped unread: banned sources, or over their rate.
     pub dropped_guard: AtomicU64,
@@ -1061,9 +1062,14 @@ impl Worker {
                     let _ = stream.set_nodelay(true);
                     let mut conn = Conn::new(stream, peer, local, now);
                     if matches!(transport, Transport::Tls | Transport::Wss) {
-                        let Some(tls) = self.tls.as_ref().and_then(|t| t.accept()) else {
+                        let Some(mut tls) = self.tls.as_ref().and_then(|t| t.accept()) else {
                             continue;
                         };
+                        if transport.is_websocket() {
+                            // The phone page's script is past rustls's 64 KiB of unsent data;
+                            // what waits is bounded by its one answer at a time (`Conn`).
+                            tls.set_buffer_limit(None);
+                        }
                         conn = conn.with_tls(tls);
                     }
                     if transport.is_websocket() {
@@ -1143,6 +1149,12 @@ impl Worker {
         let (peer, local, transport) = (conn.peer, conn.local, conn.transport());
         let mut msgs = Vec::new();
         let outcome = conn.read(self.max_message, |m| msgs.push(m));
+        let garbage = std::mem::take(&mut conn.garbage);
+        if garbage > 0 {
+            self.counters
+                .dropped_unparseable
+                .fetch_add(garbage, Ordering::Relaxed);
+        }
         let at = clock();
         for m in msgs {
             if !self.engine.admit(peer.ip(), at.now) {

@@ -2,7 +2,9 @@
 //! (path, the `sip` subprotocol, an allowed Origin) and how one WebSocket message becomes one
 //! SIP message. tungstenite does the HTTP upgrade and the framing (its server handshake takes
 //! a callback that sees the request and shapes the answer, which is what `Policy::check` is).
+//! Requests before an upgrade that ask for none get the phone page (`page`).
 
+use super::page;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 use tungstenite::handshake::server::{Callback, ErrorResponse, Request, Response, ServerHandshake};
@@ -163,11 +165,17 @@ enum State {
     Open(WebSocket<Pipe>),
 }
 
+/// The longest request head awaited before an upgrade; a browser's are about 1 KiB.
+const MAX_HEAD: usize = 8192;
+
 /// One WebSocket connection's protocol state, without its socket: bytes in, SIP messages and
 /// bytes to send out.
 pub struct Session {
     /// None once the handshake was refused or the WebSocket closed.
     state: Option<State>,
+    policy: Arc<Policy>,
+    /// The phone page was served on it (it may still upgrade after).
+    served_page: bool,
 }
 
 impl Session {
@@ -182,14 +190,59 @@ impl Session {
             .write_buffer_size(0)
             .max_message_size(Some(max_message))
             .max_frame_size(Some(max_message));
-        let state =
-            match tungstenite::accept_hdr_with_config(Pipe::default(), Check(policy), Some(config))
-            {
-                Err(HandshakeError::Interrupted(mid)) => Some(State::Handshake(mid)),
-                Ok(ws) => Some(State::Open(ws)),
-                Err(HandshakeError::Failure(_)) => None,
+        let check = Check(policy.clone());
+        let state = match tungstenite::accept_hdr_with_config(Pipe::default(), check, Some(config))
+        {
+            Err(HandshakeError::Interrupted(mid)) => Some(State::Handshake(mid)),
+            Ok(ws) => Some(State::Open(ws)),
+            Err(HandshakeError::Failure(_)) => None,
+        };
+        Session {
+            state,
+            policy,
+            served_page: false,
+        }
+    }
+
+    /// Whether it answered a request for the phone page.
+    pub fn served_page(&self) -> bool {
+        self.served_page
+    }
+
+    /// Answers the whole request heads waiting before the upgrade that ask for none (the
+    /// phone page's files) into `out`. Ok(true) once an upgrade's head is whole, for
+    /// tungstenite (which must see it whole: it keeps what it has read); Ok(false) while the
+    /// next head is incomplete; Err for bytes that are no request head, or too long a one.
+    fn serve_page(&mut self, out: &mut Vec<u8>) -> Result<bool, ()> {
+        let ws_path = self.policy.path.clone();
+        let Some(State::Handshake(mid)) = self.state.as_mut() else {
+            return Ok(true);
+        };
+        let input = &mut mid.get_mut().get_mut().input;
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut req = httparse::Request::new(&mut headers);
+            let len = match req.parse(input) {
+                Ok(httparse::Status::Complete(len)) => len,
+                Ok(httparse::Status::Partial) if input.len() <= MAX_HEAD => return Ok(false),
+                _ => return Err(()),
             };
-        Session { state }
+            if req
+                .headers
+                .iter()
+                .any(|h| h.name.eq_ignore_ascii_case("upgrade"))
+            {
+                return Ok(true);
+            }
+            let answer = page::answer(
+                req.method.unwrap_or_default(),
+                req.path.unwrap_or_default(),
+                &ws_path,
+            );
+            out.extend_from_slice(&answer);
+            input.drain(..len);
+            self.served_page = true;
+        }
     }
 
     /// Whether the handshake is done (a refused or unfinished one counts as not open).
@@ -217,6 +270,14 @@ impl Session {
         };
         pipe.input.extend_from_slice(bytes);
         let mut out = Vec::new();
+        match self.serve_page(&mut out) {
+            Ok(true) => {}
+            Ok(false) => return (out, true),
+            Err(()) => {
+                self.state = None;
+                return (out, false);
+            }
+        }
         self.state = match self.state.take() {
             Some(State::Handshake(mid)) => match mid.handshake() {
                 Ok(ws) => Some(State::Open(ws)),
@@ -225,7 +286,7 @@ impl Session {
                     // The refusal (403, 400, 404) was written into the pipe, which went with
                     // the handshake: tell the peer again from the error, as a plain answer.
                     if let tungstenite::Error::Http(resp) = e {
-                        out = refusal_bytes(&resp);
+                        out.extend_from_slice(&refusal_bytes(&resp));
                     }
                     return (out, false);
                 }
@@ -424,6 +485,38 @@ mod tests {
             msg.to_text().unwrap(),
             "SIP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn requests_without_an_upgrade_get_the_page_and_the_upgrade_may_follow() {
+        let mut s = Session::new(Arc::new(policy()), 65536);
+        // A head in two reads is answered once whole.
+        let (out, open) = s.receive(b"GET /?x=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n", |_, _| {});
+        assert!(open && out.is_empty() && !s.served_page());
+        let (out, open) = s.receive(b"\r\nGET /phone.js HTTP/1.1\r\nHost: h\r\n\r\n", |_, _| {});
+        let answer = String::from_utf8_lossy(&out).into_owned();
+        assert!(open && s.served_page() && !s.is_open());
+        assert_eq!(answer.matches("HTTP/1.1 200 OK").count(), 2, "{answer}");
+        assert!(answer.contains("content=\"/ws\""), "{answer}");
+        let (out, open) = s.receive(&upgrade("https://127.0.0.1:8088"), |_, _| {});
+        assert!(open && s.is_open(), "{}", String::from_utf8_lossy(&out));
+        assert!(out.starts_with(b"HTTP/1.1 101"));
+    }
+
+    #[test]
+    fn bytes_that_are_no_request_close_the_connection_before_the_upgrade() {
+        let mut s = Session::new(Arc::new(policy()), 65536);
+        let (out, open) = s.receive(&[0x16, 3, 1, 0, 0xa5, 1, 0, 0, 0xa1], |_, _| {});
+        assert!(!open && out.is_empty());
+        let mut s = Session::new(Arc::new(policy()), 65536);
+        let (_, open) = s.receive(&vec![b'a'; MAX_HEAD + 1], |_, _| {});
+        assert!(!open, "a head that never ends");
+        let mut s = Session::new(Arc::new(policy()), 65536);
+        let (_, open) = s.receive(
+            format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEAD)).as_bytes(),
+            |_, _| {},
+        );
+        assert!(!open, "a head too long");
     }
 
     #[test]

@@ -26,6 +26,8 @@ mod logging;
 mod media;
 mod metrics;
 mod parking;
+mod phone_page;
+mod phone_page_calls;
 mod proxy;
 mod quality;
 mod queues;

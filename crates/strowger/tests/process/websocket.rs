@@ -1,8 +1,9 @@
 //! SIP over WebSocket (RFC 7118), with a real WebSocket client (tungstenite, over rustls for
 //! `wss:`) acting as a browser phone: it registers with a digest over `ws:` and `wss:` and the
 //! API lists both bindings; it calls the echo over its WebSocket and hears itself; SIPp calls
-//! it over UDP and the INVITE comes down its WebSocket; once its WebSocket closes, a call to
-//! it fails with 480 at once; a wrong Origin, path or subprotocol is refused at the upgrade.
+//! it over UDP and the INVITE comes down its WebSocket; garbage on it leaves its call up; once
+//! its WebSocket closes, a call to it fails with 480 at once; a wrong Origin, path or
+//! subprotocol is refused at the upgrade.
 
 use crate::common;
 
@@ -104,6 +105,49 @@ fn a_phone_registers_over_ws_and_wss_and_hears_its_echo() {
     );
     secure.request("BYE sip:9196@strowger", "echo-wss", &to, "", "");
     let bye = secure.final_response("BYE");
+    assert_eq!(bye.status(), Some(200), "{bye:?}");
+}
+
+/// Garbage on the WebSocket of a call in progress (binary noise, text that is no SIP, an HTTP
+/// request after the upgrade) is dropped and counted, and the call goes on: its echo still
+/// comes back and its BYE is answered on the same WebSocket.
+#[test]
+fn garbage_on_a_websocket_leaves_its_call_up() {
+    let (s, _, wss, ca) = with_users("ws-garbage", &["1001"]);
+    let mut phone = connect(wss, Some(&ca), Upgrade::default()).expect("wss upgrade");
+    assert_eq!(phone.register("1001", "pw-1001").status(), Some(200));
+    let mut rtp = Rtp::bind();
+    let to = "<sip:9196@strowger>";
+    let offer = sdp(rtp.port, &[PCMU], "sendrecv");
+    phone.request("INVITE sip:9196@strowger", "echo-garbage", to, "", &offer);
+    let answer = phone.final_response("INVITE");
+    assert_eq!(answer.status(), Some(200), "{answer:?}");
+    rtp.remote = Some(sdp_audio(&answer.body).0);
+    let to = answer.header("to").unwrap().to_string();
+    phone.request("ACK sip:9196@strowger", "echo-garbage", &to, "", "");
+    let before = Api::of(&s).ok("GET", "/api/v1/stats")["dropped_unparseable"]
+        .as_u64()
+        .unwrap();
+    phone.send_binary(&[0, 159, 146, 150]);
+    phone.send("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    phone.send("SIP/2.0 banana\r\n");
+    let back = rtp.send_frames(
+        &frames(&tone(800.0, 8000, 8000.0)),
+        Duration::from_millis(300),
+    );
+    let heard = pcm(&back);
+    assert!(heard.len() > 4000, "{} samples echoed", heard.len());
+    assert!(
+        (dominant_freq(&heard) - 800.0).abs() < 20.0,
+        "{}",
+        dominant_freq(&heard)
+    );
+    let after = Api::of(&s).ok("GET", "/api/v1/stats")["dropped_unparseable"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(after - before, 3, "the three messages that are no SIP");
+    phone.request("BYE sip:9196@strowger", "echo-garbage", &to, "", "");
+    let bye = phone.final_response("BYE");
     assert_eq!(bye.status(), Some(200), "{bye:?}");
 }
 

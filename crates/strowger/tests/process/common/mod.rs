@@ -17,6 +17,7 @@ pub mod servers;
 pub mod sip;
 pub mod sipp;
 pub mod switch;
+pub mod webdriver;
 pub mod ws;
 
 use std::path::{Path, PathBuf};

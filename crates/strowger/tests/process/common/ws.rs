@@ -153,6 +153,11 @@ impl WsPhone {
         self.ws.send(Message::text(text)).unwrap();
     }
 
+    /// Sends `bytes` as one binary WebSocket message.
+    pub fn send_binary(&mut self, bytes: &[u8]) {
+        self.ws.send(Message::binary(bytes.to_vec())).unwrap();
+    }
+
     /// The next SIP message within `timeout` (pings are answered by tungstenite).
     pub fn recv(&mut self, timeout: Duration) -> Option<Msg> {
         let end = Instant::now() + timeout;
