@@ -733,7 +733,7 @@ impl Engine {
                 pkt.payload(),
             );
             if let Some(tap) = &mut leg.tap {
-                tap.received(pkt.payload(), now);
+                tap.received(pkt.payload());
             }
         } else if Some(pkt.payload_type()) == leg.dtmf_pt {
             let Ok(ev) = TelephoneEvent::parse(pkt.payload()) else {
@@ -881,7 +881,7 @@ impl Engine {
             .on_timestamp(ts, now);
         record(&mut leg.recorder, id, &mut self.events, 0, ts, payload);
         if let Some(tap) = &mut leg.tap {
-            tap.received(payload, now);
+            tap.received(payload);
         }
         let peer = match leg.source {
             Source::Peer(peer) if !leg.muted => peer,
@@ -1373,10 +1373,10 @@ fn record(
 
 /// Copies an audio packet the leg sends into its whole-call recording, if it has one.
 #[inline]
-fn tap_sent(leg: &mut Leg, header: &RtpHeader, body: &[u8], now: Instant) {
+fn tap_sent(leg: &mut Leg, header: &RtpHeader, body: &[u8]) {
     if let Some(tap) = &mut leg.tap {
         if header.payload_type == leg.payload_type {
-            tap.sent(body, now);
+            tap.sent(body);
         }
     }
 }
@@ -1398,7 +1398,7 @@ fn send_rtp<F>(
     F: Output + ?Sized,
 {
     let _ = header.write(buf);
-    tap_sent(out, header, &buf[HEADER_LEN..HEADER_LEN + body_len], now);
+    tap_sent(out, header, &buf[HEADER_LEN..HEADER_LEN + body_len]);
     let mut len = HEADER_LEN + body_len;
     if let Some(srtp) = out.srtp.as_deref_mut() {
         // Refused only for a packet too long for the tag: dropped like one too long to relay.
@@ -1434,7 +1434,7 @@ fn frame_out<F>(
     };
     leg.out.sent(header, payload.len(), now);
     let ts = fs.out_ms(header.timestamp, leg.format.rtp_clock() / 1000);
-    tap_sent(leg, header, payload, now);
+    tap_sent(leg, header, payload);
     tx.frame(FrameOut::Voice {
         leg: id,
         ts,

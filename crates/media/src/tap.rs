@@ -37,6 +37,8 @@ const MAX_AHEAD: usize = 25 * FRAME;
 const RING: usize = (BLOCK + MAX_AHEAD).next_power_of_two();
 /// Linear samples in the largest packet any decoder produces (120 ms at 48 kHz).
 const MAX_DECODED: usize = 5760;
+/// G.711 codes decoded at a time (on the stack) on their way into the ring: two frames.
+const LAW_PIECE: usize = 2 * FRAME;
 
 /// How the two directions go into the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,16 +144,16 @@ impl Tap {
         self.sent.set_format(format);
     }
 
-    /// An audio payload arrived on the leg (in its format).
-    pub(crate) fn received(&mut self, payload: &[u8], now: Instant) {
-        self.advance(now);
+    /// An audio payload arrived on the leg (in its format). It goes where its direction is,
+    /// from the cut of the last [`Tap::advance`] on: the media pass advances every tap once per
+    /// frame interval, which the lag absorbs, so a packet costs no clock reading.
+    pub(crate) fn received(&mut self, payload: &[u8]) {
         let cut = self.cut();
         self.received.push(payload, &mut self.ring, cut);
     }
 
     /// An audio payload left on the leg.
-    pub(crate) fn sent(&mut self, payload: &[u8], now: Instant) {
-        self.advance(now);
+    pub(crate) fn sent(&mut self, payload: &[u8]) {
         let cut = self.cut();
         self.sent.push(payload, &mut self.ring, cut);
     }
@@ -253,8 +255,15 @@ impl Direction {
         let at = self.at.max(cut);
         let room = (cut + MAX_AHEAD as u64).saturating_sub(at) as usize;
         let n = if let Some(law) = self.law {
-            let n = payload.len().min(room);
-            ring.put(self.channel, at, &payload[..n], |c| law.decode_sample(c));
+            // Decoded a piece at a time on the stack, then copied or added as whole slices.
+            let codes = &payload[..payload.len().min(room)];
+            let mut pcm = [0; LAW_PIECE];
+            let mut n = 0;
+            for piece in codes.chunks(LAW_PIECE) {
+                let m = law.decode_into(piece, &mut pcm);
+                ring.put(self.channel, at + n as u64, &pcm[..m]);
+                n += m;
+            }
             n
         } else if let Some(dec) = &mut self.decoder {
             // A payload that does not decode is left out, like a lost packet.
@@ -269,7 +278,7 @@ impl Direction {
                 None => &self.pcm[..n],
             };
             let n = pcm.len().min(room);
-            ring.put(self.channel, at, &pcm[..n], |s| s);
+            ring.put(self.channel, at, &pcm[..n]);
             n
         } else {
             0
@@ -297,9 +306,9 @@ impl Ring {
         }
     }
 
-    /// Writes `src` (converted by `sample`) from sample `at` on: added to what the other
-    /// direction put there when mono (saturating), into `channel` when stereo.
-    fn put<T: Copy>(&mut self, channel: usize, at: u64, src: &[T], sample: impl Fn(T) -> i16) {
+    /// Writes `src` from sample `at` on: added to what the other direction put there when mono
+    /// (saturating), into `channel` when stereo.
+    fn put(&mut self, channel: usize, at: u64, src: &[i16]) {
         if at > self.filled {
             self.clear(self.filled, at);
         }
@@ -311,13 +320,13 @@ impl Ring {
             match self.mix {
                 Mix::Mono => {
                     for (r, &s) in self.samples[slot..slot + src.len()].iter_mut().zip(src) {
-                        *r = r.saturating_add(sample(s));
+                        *r = r.saturating_add(s);
                     }
                 }
                 Mix::Stereo => {
                     let pairs = self.samples[slot * 2..(slot + src.len()) * 2].chunks_exact_mut(2);
                     for (r, &s) in pairs.zip(src) {
-                        r[channel] = sample(s);
+                        r[channel] = s;
                     }
                 }
             }
@@ -325,15 +334,11 @@ impl Ring {
         // Past it: stored over the last lap.
         for (slot, src) in pieces(at + written as u64, fresh) {
             match self.mix {
-                Mix::Mono => {
-                    for (r, &s) in self.samples[slot..slot + src.len()].iter_mut().zip(src) {
-                        *r = sample(s);
-                    }
-                }
+                Mix::Mono => self.samples[slot..slot + src.len()].copy_from_slice(src),
                 Mix::Stereo => {
                     let pairs = self.samples[slot * 2..(slot + src.len()) * 2].chunks_exact_mut(2);
                     for (r, &s) in pairs.zip(src) {
-                        r[channel] = sample(s);
+                        r[channel] = s;
                         r[1 - channel] = 0;
                     }
                 }
