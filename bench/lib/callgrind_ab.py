@@ -4,7 +4,13 @@ per bridged B2BUA call (with --events: while an event-stream client is subscribe
 API on loopback), and per call-second of held echo calls (`held`: 12 calls held 10 s and 30 s). Each figure is the difference between a long and a short run of one worker
 under callgrind, divided by the requests or calls between them, so start-up cancels.
 
-    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,held] [--new NEW_BIN] [--events]
+Windowed figures count only calls in their steady state, per call-second: WINDOW_CALLS calls held on one worker, the
+counters zeroed (`callgrind_control -z`) once all are up and dumped WINDOW_S s later, so set-up, teardown and
+start-up are left out: `echo` (echo calls, 44444), `moh` (music on hold, 9199) and `recorded` (the same music,
+recorded whole as mixed mono WAV, bench/lib/record.py's 9188). The load generator echoes what it hears, so every
+call has a stream each way.
+
+    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,held,echo,moh,recorded] [--new NEW_BIN] [--events]
 
 About 15 minutes (valgrind runs strowger some 50 times slower); every run is bounded in requests and
 time and stops by itself.
@@ -12,6 +18,7 @@ time and stops by itself.
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +28,7 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
+import record as REC  # noqa: E402
 import registrar as R  # noqa: E402
 import scale as S  # noqa: E402
 
@@ -115,6 +123,38 @@ def held(rundir, label, binary, hold):
 
 
 HELD_CALLS = 12
+WINDOW_CALLS = 20
+WINDOW_S = 20
+WINDOWED = {"echo": "44444", "moh": "9199", "recorded": "9188"}
+
+
+def windowed(rundir, label, binary, ext):
+    """WINDOW_CALLS calls to `ext` held on one worker; the server's instructions per call-second over WINDOW_S s
+    once every call is up (the calls that completed)."""
+    args = types.SimpleNamespace(bin=binary, load_bin=LOAD, realtime=0)
+    port = b.alloc_ports(1)
+    cfg = REC.record_config(args, rundir, f"{label}.toml")
+    data = os.path.join(rundir, f"{label}-data")
+    p, out = under_callgrind(rundir, label, [binary, "--config", cfg, "--sip-listen", f"127.0.0.1:{port}",
+                                            "--rtp-ports", "32000-33999", "--data-dir", data, "--workers", "1"])
+    rep = os.path.join(rundir, f"{label}.json")
+    rate, settle = 2, 8
+    hold = WINDOW_CALLS / rate + settle + WINDOW_S + 5
+    lp = S.load(args, f"127.0.0.1:{port}", ext, WINDOW_CALLS, rate, hold, "echo", rep,
+                max_time=int(hold + WINDOW_CALLS / rate + 120))
+    time.sleep(WINDOW_CALLS / rate + settle)
+    subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
+    time.sleep(WINDOW_S)
+    subprocess.run(["callgrind_control", "--dump", str(p.pid)], check=True, capture_output=True)
+    lp.wait()
+    stop(p)
+    dumps = sorted(f for f in os.listdir(rundir) if f.startswith(f"{label}.cg.") and f[len(label) + 4:].isdigit())
+    if not dumps:
+        sys.exit(f"callgrind_ab: {label}: no dump of the window in {rundir}")
+    window = os.path.join(rundir, dumps[0])
+    completed = json.load(open(rep))["completed"]
+    shutil.rmtree(os.path.join(data, "calls"), ignore_errors=True)
+    return instructions(window) / (max(1, completed) * WINDOW_S), completed, window
 
 
 def main():
@@ -132,6 +172,14 @@ def main():
             "held": lambda l, bin_, n: held(rundir, l, bin_, n // 10)}
     for what in args.what.split(","):
         per = {}
+        if what in WINDOWED:
+            for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):
+                per[label], n, dump = windowed(rundir, f"{what}-{label}", binary, WINDOWED[what])
+                b.log(f"{what} {label}: {per[label]:,.0f} instructions per call-second ({n} of {WINDOW_CALLS} "
+                      f"completed; callgrind_annotate {os.path.relpath(dump, b.ROOT)})")
+            print(f"{what}: old {per['old']:,.0f}, new {per['new']:,.0f} instructions per call-second, "
+                  f"new/old x{per['new'] / per['old']:.4f}")
+            continue
         for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):
             lo, n_lo = runs[what](f"{what}-{label}-short", binary, 100)
             hi, n_hi = runs[what](f"{what}-{label}-long", binary, 300)
