@@ -37,7 +37,7 @@ const MAX_AHEAD: usize = 25 * FRAME;
 const RING: usize = (BLOCK + MAX_AHEAD).next_power_of_two();
 /// Linear samples in the largest packet any decoder produces (120 ms at 48 kHz).
 const MAX_DECODED: usize = 5760;
-/// G.711 codes decoded at a time (on the stack) on their way into the ring: two frames.
+/// G.711 codes decoded at a time on their way into the ring: two frames.
 const LAW_PIECE: usize = 2 * FRAME;
 
 /// How the two directions go into the file.
@@ -158,6 +158,13 @@ impl Tap {
         self.sent.push(payload, &mut self.ring, cut);
     }
 
+    /// A packet left on the leg whose audio the caller has as 8 kHz linear samples (a µ-law
+    /// prompt's own): copied rather than decoded again.
+    pub(crate) fn sent_linear(&mut self, pcm: &[i16]) {
+        let cut = self.cut();
+        self.sent.place(pcm, &mut self.ring, cut);
+    }
+
     /// Cuts every frame due by `now`, handing each block on as it fills.
     pub(crate) fn advance(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.start);
@@ -213,6 +220,8 @@ struct Direction {
     down: Option<Resampler>,
     pcm: Vec<i16>,
     pcm8: Vec<i16>,
+    /// A G.711 payload's piece decoded, kept so no packet clears a buffer on the stack.
+    law_pcm: Box<[i16; LAW_PIECE]>,
 }
 
 impl Direction {
@@ -226,6 +235,7 @@ impl Direction {
             down: None,
             pcm: Vec::new(),
             pcm8: Vec::new(),
+            law_pcm: Box::new([0; LAW_PIECE]),
         };
         d.set_format(format);
         d
@@ -252,39 +262,53 @@ impl Direction {
     /// Decodes `payload` into the ring from where this direction is (the cut, if that is
     /// later), as far as it may run ahead of the cut.
     fn push(&mut self, payload: &[u8], ring: &mut Ring, cut: u64) {
-        let at = self.at.max(cut);
-        let room = (cut + MAX_AHEAD as u64).saturating_sub(at) as usize;
-        let n = if let Some(law) = self.law {
-            // Decoded a piece at a time on the stack, then copied or added as whole slices.
-            let codes = &payload[..payload.len().min(room)];
-            let mut pcm = [0; LAW_PIECE];
-            let mut n = 0;
-            for piece in codes.chunks(LAW_PIECE) {
-                let m = law.decode_into(piece, &mut pcm);
-                ring.put(self.channel, at + n as u64, &pcm[..m]);
-                n += m;
+        let Direction {
+            channel,
+            at,
+            law,
+            decoder,
+            down,
+            pcm,
+            pcm8,
+            law_pcm,
+            ..
+        } = self;
+        let mut place = |pcm: &[i16]| place(at, *channel, pcm, ring, cut);
+        if let Some(law) = law {
+            // Decoded a piece at a time, then copied or added as whole slices.
+            for piece in payload.chunks(LAW_PIECE) {
+                let n = law.decode_into(piece, &mut law_pcm[..]);
+                place(&law_pcm[..n]);
             }
-            n
-        } else if let Some(dec) = &mut self.decoder {
+        } else if let Some(dec) = decoder {
             // A payload that does not decode is left out, like a lost packet.
-            let Ok(n) = dec.decode(payload, &mut self.pcm) else {
+            let Ok(n) = dec.decode(payload, pcm) else {
                 return;
             };
-            let pcm = match &mut self.down {
+            match down {
                 Some(r) => {
-                    let m = r.process(&self.pcm[..n], &mut self.pcm8);
-                    &self.pcm8[..m]
+                    let m = r.process(&pcm[..n], pcm8);
+                    place(&pcm8[..m]);
                 }
-                None => &self.pcm[..n],
-            };
-            let n = pcm.len().min(room);
-            ring.put(self.channel, at, &pcm[..n]);
-            n
-        } else {
-            0
-        };
-        self.at = at + n as u64;
+                None => place(&pcm[..n]),
+            }
+        }
     }
+
+    /// Puts 8 kHz linear audio into the ring as [`Direction::push`] does.
+    fn place(&mut self, pcm: &[i16], ring: &mut Ring, cut: u64) {
+        place(&mut self.at, self.channel, pcm, ring, cut);
+    }
+}
+
+/// Puts `pcm` into `channel` of the ring from sample `at` (the cut, if that is later), as far
+/// as it may run ahead of the cut, and moves `at` past it.
+fn place(at: &mut u64, channel: usize, pcm: &[i16], ring: &mut Ring, cut: u64) {
+    let from = (*at).max(cut);
+    let room = (cut + MAX_AHEAD as u64).saturating_sub(from) as usize;
+    let n = pcm.len().min(room);
+    ring.put(channel, from, &pcm[..n]);
+    *at = from + n as u64;
 }
 
 /// The recording by time, `RING` samples per channel a lap: sample `t` (per channel) at
