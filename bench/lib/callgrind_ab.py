@@ -1,13 +1,17 @@
 """Exact instruction counts of this build against an older one (valgrind's callgrind), for figures
 this host's noisy clocks cannot settle: per REGISTER (local store, with and without digest auth) and
 per bridged B2BUA call (with --events: while an event-stream client is subscribed to every event, its
-API on loopback), and per call-second of held echo calls (`held`). REGISTER and B2BUA figures are the
+API on loopback), and per call-second of held calls (below). REGISTER and B2BUA figures are the
 difference between a long and a short run of one worker under callgrind, divided by the requests or
-calls between them, so start-up cancels. Held calls are counted in a window instead: the counters are
-zeroed once every call is up and dumped HELD_WINDOW s later (`callgrind_control -z` / `--dump`), so
-neither start-up nor call set-up enters the figure.
+calls between them, so start-up cancels.
 
-    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,held] [--new NEW_BIN] [--events]
+Windowed figures count only calls in their steady state, per call-second: WINDOW_CALLS calls held on one worker, the
+counters zeroed (`callgrind_control -z`) once all are up and dumped WINDOW_S s later, so set-up, teardown and
+start-up are left out: `echo` or `held` (echo calls, 44444), `moh` (music on hold, 9199) and `recorded` (the same music,
+recorded whole as mixed mono WAV, bench/lib/record.py's 9188). The load generator echoes what it hears, so every
+call has a stream each way.
+
+    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,held,echo,moh,recorded] [--new NEW_BIN] [--events]
 
 About 15 minutes (valgrind runs strowger some 50 times slower); every run is bounded in requests and
 time and stops by itself.
@@ -15,6 +19,8 @@ time and stops by itself.
 import argparse
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +30,7 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
+import record as REC  # noqa: E402
 import registrar as R  # noqa: E402
 import scale as S  # noqa: E402
 
@@ -36,6 +43,21 @@ def instructions(path):
         if line.startswith(("summary:", "totals:")):
             return int(line.split()[1])
     raise RuntimeError(f"no totals in {path}")
+
+
+def sends(path):
+    """Calls to libc's send(2) in a callgrind file: the RTP packets the server sent (one call each)."""
+    names, cfn, n = {}, None, 0
+    for line in open(path):
+        m = re.match(r"^(c?fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+        if m:
+            kind, i, name = m.groups()
+            if name:
+                names[i] = name
+            cfn = names.get(i) if kind == "cfn" else None
+        elif line.startswith("calls=") and cfn == "send":
+            n += int(line[6:].split()[0])
+    return n
 
 
 def under_callgrind(rundir, label, cmd):
@@ -101,36 +123,39 @@ def bridged(rundir, label, binary, n, events):
     return instructions(out), json.load(open(rep))["completed"]
 
 
-def held(rundir, label, binary):
-    """HELD_CALLS echo calls, RTP both ways (the capacity test's calls, few enough for valgrind's
-    strowger to keep its 20 ms ticks), counted over HELD_WINDOW s once all are up; returns the
-    server's instructions per call-second and the calls completed."""
+WINDOW_CALLS = 20
+WINDOW_S = 20
+WINDOWED = {"echo": "44444", "held": "44444", "moh": "9199", "recorded": "9188"}
+
+
+def windowed(rundir, label, binary, ext):
+    """WINDOW_CALLS calls to `ext` held on one worker; the server's instructions per call-second over WINDOW_S s
+    once every call is up: per RTP packet it sent in the window, times 50 (a call sends 50 a second), so a window
+    that ran a little longer or shorter under valgrind does not count."""
     args = types.SimpleNamespace(bin=binary, load_bin=LOAD, realtime=0)
     port = b.alloc_ports(1)
-    cfg = S.config(args, rundir, f"{label}.toml")
-    p, out = under_callgrind(rundir, label, [binary, "--config", cfg,
-                                            "--sip-listen", f"127.0.0.1:{port}", "--rtp-ports", "32000-33999",
-                                            "--data-dir", os.path.join(rundir, f"{label}-data"), "--workers", "1"])
+    cfg = REC.record_config(args, rundir, f"{label}.toml")
+    data = os.path.join(rundir, f"{label}-data")
+    p, out = under_callgrind(rundir, label, [binary, "--config", cfg, "--sip-listen", f"127.0.0.1:{port}",
+                                            "--rtp-ports", "32000-33999", "--data-dir", data, "--workers", "1"])
     rep = os.path.join(rundir, f"{label}.json")
-    ramp = HELD_CALLS / 2 + 6
-    load = S.load(args, f"127.0.0.1:{port}", "44444", HELD_CALLS, 2, ramp + HELD_WINDOW + 10, "echo", rep,
-                  max_time=int(ramp + HELD_WINDOW + 120))
-    time.sleep(ramp)
-    control = lambda *a: subprocess.run(["callgrind_control", *a, str(p.pid)], check=True,  # noqa: E731
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    control("-z")
-    time.sleep(HELD_WINDOW)
-    control("--dump")
-    load.wait()
+    rate, settle = 2, 8
+    hold = WINDOW_CALLS / rate + settle + WINDOW_S + 5
+    lp = S.load(args, f"127.0.0.1:{port}", ext, WINDOW_CALLS, rate, hold, "echo", rep,
+                max_time=int(hold + WINDOW_CALLS / rate + 120))
+    time.sleep(WINDOW_CALLS / rate + settle)
+    subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
+    time.sleep(WINDOW_S)
+    subprocess.run(["callgrind_control", "--dump", str(p.pid)], check=True, capture_output=True)
+    lp.wait()
     stop(p)
+    dumps = sorted(f for f in os.listdir(rundir) if f.startswith(f"{label}.cg.") and f[len(label) + 4:].isdigit())
+    if not dumps:
+        sys.exit(f"callgrind_ab: {label}: no dump of the window in {rundir}")
+    window = os.path.join(rundir, dumps[0])
     completed = json.load(open(rep))["completed"]
-    dumps = sorted(f for f in os.listdir(rundir) if f.startswith(os.path.basename(out) + "."))
-    if completed < HELD_CALLS or not dumps:
-        sys.exit(f"callgrind_ab: {label}: {completed} of {HELD_CALLS} calls completed, dumps {dumps}")
-    return instructions(os.path.join(rundir, dumps[0])) / (HELD_CALLS * HELD_WINDOW), completed
-
-
-HELD_CALLS, HELD_WINDOW = 12, 20
+    shutil.rmtree(os.path.join(data, "calls"), ignore_errors=True)
+    return instructions(window) / max(1, sends(window)) * 50, completed, window
 
 
 def main():
@@ -146,11 +171,15 @@ def main():
             "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n, args.events)}
     for what in args.what.split(","):
         per = {}
+        if what in WINDOWED:
+            for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):
+                per[label], n, dump = windowed(rundir, f"{what}-{label}", binary, WINDOWED[what])
+                b.log(f"{what} {label}: {per[label]:,.0f} instructions per call-second ({n} of {WINDOW_CALLS} "
+                      f"completed; callgrind_annotate {os.path.relpath(dump, b.ROOT)})")
+            print(f"{what}: old {per['old']:,.0f}, new {per['new']:,.0f} instructions per call-second, "
+                  f"new/old x{per['new'] / per['old']:.4f}")
+            continue
         for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):
-            if what == "held":
-                per[label], n = held(rundir, f"held-{label}", binary)
-                b.log(f"held {label}: {per[label]:,.0f} instructions per call-second ({n} calls)")
-                continue
             lo, n_lo = runs[what](f"{what}-{label}-short", binary, 100)
             hi, n_hi = runs[what](f"{what}-{label}-long", binary, 300)
             per[label] = (hi - lo) / max(1, n_hi - n_lo)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Music-on-hold calls recorded whole against the same calls unrecorded, in the same run (bench/record.sh).
 
-For each N of --levels, two runs one after the other (their order alternating from level to level), each against
-a fresh strowger (2 workers):
+For each N of --levels, two runs one after the other (their order alternating from level to level and, with
+--rounds, from round to round), each against a fresh strowger (2 workers):
   moh        strowger-load call --ext 9199 --rtp echo: N calls hear the default music class (the `moh` step);
   recorded   the same to 9188, which answers, starts `record-call calls/${CALLID}.wav` (mixed mono WAV, 8 kHz)
              and plays the same music: the tap decodes both directions, the writer thread writes 16 kB/s per call.
@@ -11,7 +11,9 @@ is measured against its base on the same machine minutes apart. The load generat
 All calls come up at --rate; once every call is up (+5 s), the server's CPU (run time of all its threads,
 /proc/PID/task/*/schedstat) and the bytes it wrote (/proc/PID/io wchar) are taken over --window s: CPU-ms per
 call-second, disk MB/s. Late frames: frames from the server that reached the load generator more than 20 ms behind
-their call's earliest (kernel arrival stamps). After each recorded run every CDR is checked: a recording, complete,
+their call's earliest (kernel arrival stamps); beside them, from the server's /metrics (its API on loopback, read
+three times a run), its media passes that ran more than 20 ms after their grid point (whole run and window) and the
+frames its ticks sent late — a late frame with no late pass was delayed after the server sent it. After each recorded run every CDR is checked: a recording, complete,
 and its WAV's length within 50 ms of the CDR's recording_s; then the recordings are deleted. Every child runs in its
 own session, is bounded in calls and time, and dies with this script.
 Results: bench/results/record.json and record.png (gnuplot; --results names both) and a Markdown table on stdout.
@@ -21,10 +23,12 @@ Results: bench/results/record.json and record.png (gnuplot; --results names both
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
@@ -53,6 +57,23 @@ def wchar(pid):
         return next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
 
 
+def server_late(port, token):
+    """From the server's /metrics: its media passes that ran more than 20 ms after their grid point (all
+    workers), and the frames its ticks sent late (a leg that had more than one frame due at once)."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"})
+    passes, within, frames = 0, 0, 0
+    with urllib.request.urlopen(req, timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            m = re.match(r'^strowger_worker_tick_lag_seconds_(count|bucket)\{([^}]*)\} ([0-9.e+]+)$', line)
+            if m and m.group(1) == "count":
+                passes += int(float(m.group(3)))
+            elif m and 'le="0.02"' in m.group(2):
+                within += int(float(m.group(3)))
+            elif line.startswith("strowger_media_late_frames_total"):
+                frames += int(float(line.split()[-1]))
+    return passes - within, frames
+
+
 def check_recordings(data):
     """Every answered call's CDR names a complete recording whose WAV is as long as the CDR says."""
     checked, bad = 0, []
@@ -73,9 +94,12 @@ def check_recordings(data):
     return checked, bad
 
 
-def one(args, rundir, build, kind, calls):
+def one(args, rundir, build, kind, calls, rnd):
     label = f"{kind}-{calls}" if build == "new" else f"{build}-{kind}-{calls}"
+    label += f"-r{rnd}" if args.rounds > 1 else ""
     cfg = record_config(args, rundir, f"{label}.toml")
+    api = b.alloc_ports(1)
+    token = scale.observed(args, cfg, api)
     run_args = argparse.Namespace(**{**vars(args), "bin": args.bin if build == "new" else args.old_bin})
     # 4,000 port pairs: within a file descriptor limit of 20,000 (8,000 sockets and the files).
     srv = scale.Server(run_args, rundir, label, 2, "10000-17999", cfg)
@@ -85,11 +109,12 @@ def one(args, rundir, build, kind, calls):
     ext = {"moh": "9199", "recorded": RECORDED}[kind]
     lp = scale.load(args, f"127.0.0.1:{srv.port}", ext, calls, args.rate, hold, "echo", out)
     time.sleep(ramp + 5)
-    c0, w0, t0 = srv.cpu(), wchar(srv.proc.pid), time.time()
+    c0, w0, t0, s0 = srv.cpu(), wchar(srv.proc.pid), time.time(), server_late(api, token)
     time.sleep(args.window)
-    c1, w1, t1 = srv.cpu(), wchar(srv.proc.pid), time.time()
+    c1, w1, t1, s1 = srv.cpu(), wchar(srv.proc.pid), time.time(), server_late(api, token)
     lp.wait()
     time.sleep(1)  # the writer threads finish the last files
+    s2 = server_late(api, token)
     srv.stop()
     rep = scale.report_of(out)
     data = os.path.join(srv.dir, "data")
@@ -99,18 +124,20 @@ def one(args, rundir, build, kind, calls):
     up = max(1, calls - rep["failed"])
     rtp = rep["rtp"]
     row = {
-        "build": build, "kind": kind, "calls": calls, "calls_up": up, "rate": args.rate, "hold_s": round(hold, 1),
+        "build": build, "kind": kind, "calls": calls, "round": rnd, "calls_up": up, "rate": args.rate, "hold_s": round(hold, 1),
         "window_s": round(span, 2),
         "server_cpu_pct": round((c1 - c0) / span * 100, 1),
         "cpu_ms_per_call_s": round((c1 - c0) * 1000 / span / up, 4),
         "disk_mb_s": round((w1 - w0) / span / 1e6, 2),
         "completed": rep["completed"], "failed": rep["failed"], "rtp_received": rtp["received"],
         "late_arrivals": rtp.get("late_arrivals", 0), "load_late_frames": rtp["late_frames"],
+        "server_late_passes": s2[0], "server_late_passes_window": s1[0] - s0[0], "server_late_frames": s2[1],
         "recordings_checked": checked, "recordings_bad": len(bad), "bad_examples": bad[:5],
         "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd,
     }
     b.log(f"{label}: {row['cpu_ms_per_call_s']} CPU-ms per call-second ({row['server_cpu_pct']} %), "
-          f"disk {row['disk_mb_s']} MB/s, late {row['late_arrivals']}, failed {row['failed']}, "
+          f"disk {row['disk_mb_s']} MB/s, late {row['late_arrivals']} (server: {s2[0]} passes over 20 ms late, "
+          f"{s1[0] - s0[0]} in the window; {s2[1]} frames), failed {row['failed']}, "
           f"recordings {checked} checked, {len(bad)} bad")
     return row
 
@@ -151,6 +178,9 @@ def main():
     ap.add_argument("--levels", type=int, nargs="+", default=[400, 800, 1600])
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--window", type=float, default=15)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of every kind (and build) per level, the order reversed from one round to the next "
+                         "(ABBA), so a busy host's drift falls on both; the ratio is taken within each round")
     ap.add_argument("--results", default="record.json", help="file name under bench/results")
     ap.add_argument("--plot", help="only redraw the PNG of this results file")
     b.add_record_flag(ap)
@@ -164,25 +194,29 @@ def main():
     rows = []
     try:
         builds = ["new", "old"] if args.old_bin else ["new"]
-        for i, n in enumerate(args.levels):
+        turn = 0
+        for n in args.levels:
             runs = [(build, kind) for build in builds for kind in ("moh", "recorded")]
-            for build, kind in runs if i % 2 == 0 else runs[::-1]:
-                rows.append(one(args, rundir, build, kind, n))
+            for rnd in range(1, args.rounds + 1):
+                for build, kind in runs if turn % 2 == 0 else runs[::-1]:
+                    rows.append(one(args, rundir, build, kind, n, rnd))
+                turn += 1
     finally:
         b.kill_children()
     path = b.write_rows(args.results, info, rows)
     table = []
     plot(rows, path[:-len(".json")] + ".png")
-    table.append("| calls | build | kind | server CPU | CPU-ms per call-second | recorded / moh | disk MB/s | late frames | "
-                 "RTP received | failed | recordings complete |")
-    table.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    table.append("| calls | round | build | kind | server CPU | CPU-ms per call-second | recorded / moh | disk MB/s | late frames | "
+                 "server passes > 20 ms late (window) | RTP received | failed | recordings complete |")
+    table.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         base = next((p for p in rows if p["kind"] == "moh" and p["calls"] == r["calls"]
-                     and p["build"] == r["build"]), None)
+                     and p["build"] == r["build"] and p.get("round") == r.get("round")), None)
         ratio = f"{r['cpu_ms_per_call_s'] / base['cpu_ms_per_call_s']:.2f}" if base and base["cpu_ms_per_call_s"] else "-"
         done = f"{r['recordings_checked'] - r['recordings_bad']}/{r['recordings_checked']}" if r["kind"] == "recorded" else "-"
-        table.append(f"| {r['calls']} | {r['build']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {ratio} | "
-                     f"{r['disk_mb_s']} | {r['late_arrivals']} | {r['rtp_received']} | {r['failed']} | {done} |")
+        table.append(f"| {r['calls']} | {r.get('round', 1)} | {r['build']} | {r['kind']} | {r['server_cpu_pct']} % | {r['cpu_ms_per_call_s']} | {ratio} | "
+                     f"{r['disk_mb_s']} | {r['late_arrivals']} | {r['server_late_passes']} ({r['server_late_passes_window']}) | "
+                     f"{r['rtp_received']} | {r['failed']} | {done} |")
     b.summary(args, "whole-call recording against music on hold (bench/record.sh)", "\n".join(table))
 
 

@@ -32,9 +32,26 @@ impl G711 {
     /// Decodes one code to a linear sample.
     #[inline]
     pub fn decode_sample(self, code: u8) -> i16 {
+        self.decode_table()[code as usize]
+    }
+
+    /// Decodes `src` into the start of `dst` (the shorter of the two lengths): the table is
+    /// chosen once, not per sample.
+    #[inline]
+    pub fn decode_into(self, src: &[u8], dst: &mut [i16]) -> usize {
+        let table = self.decode_table();
+        let n = src.len().min(dst.len());
+        for (o, c) in dst[..n].iter_mut().zip(&src[..n]) {
+            *o = table[*c as usize];
+        }
+        n
+    }
+
+    #[inline]
+    fn decode_table(self) -> &'static [i16; 256] {
         match self {
-            G711::Pcmu => ULAW_DECODE[code as usize],
-            G711::Pcma => ALAW_DECODE[code as usize],
+            G711::Pcmu => &ULAW_DECODE,
+            G711::Pcma => &ALAW_DECODE,
         }
     }
 
@@ -94,11 +111,7 @@ impl Codec for G711 {
     }
 
     fn decode(&self, payload: &[u8], out: &mut [i16]) -> usize {
-        let n = payload.len().min(out.len());
-        for (o, c) in out[..n].iter_mut().zip(&payload[..n]) {
-            *o = self.decode_sample(*c);
-        }
-        n
+        self.decode_into(payload, out)
     }
 }
 
@@ -297,6 +310,20 @@ mod tests {
         }
         assert_eq!(G711::Pcma.transcode(G711::Pcma, &all[..10], &mut out), 10);
         assert_eq!(&out[..10], &all[..10]);
+    }
+
+    /// A whole buffer decoded at once gives each code's own sample, for either law, and stops
+    /// at the shorter of the two.
+    #[test]
+    fn decoding_a_buffer_decodes_every_code() {
+        let all: Vec<u8> = (0..=255).collect();
+        for law in LAWS {
+            let mut out = [1i16; 300];
+            assert_eq!(law.decode_into(&all, &mut out), 256);
+            assert!((0..=255u8).all(|c| out[c as usize] == law.decode_sample(c)));
+            assert_eq!(out[256], 1, "nothing past the codes");
+            assert_eq!(law.decode_into(&all, &mut out[..10]), 10);
+        }
     }
 
     #[test]

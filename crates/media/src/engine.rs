@@ -899,7 +899,7 @@ impl Engine {
                 pkt.payload(),
             );
             if let Some(tap) = &mut leg.tap {
-                tap.received(pkt.payload(), now);
+                tap.received(pkt.payload());
             }
         } else if Some(pkt.payload_type()) == leg.dtmf_pt {
             let Ok(ev) = TelephoneEvent::parse(pkt.payload()) else {
@@ -972,6 +972,7 @@ impl Engine {
             dst,
             &header,
             payload.len(),
+            None,
             now,
             tx,
         );
@@ -1006,12 +1007,12 @@ impl Engine {
                 if out.frames.is_some() {
                     let header = out.out.next_frame(out.payload_type, out.frame_units, now);
                     let body = &self.buf[HEADER_LEN..HEADER_LEN + n];
-                    frame_out(peer, out, &header, body, now, tx);
+                    frame_out(peer, out, &header, body, None, now, tx);
                 }
                 continue;
             };
             let header = out.out.next_frame(out.payload_type, out.frame_units, now);
-            send_rtp(&mut self.buf[..], peer, out, dst, &header, n, now, tx);
+            send_rtp(&mut self.buf[..], peer, out, dst, &header, n, None, now, tx);
         }
     }
 
@@ -1047,7 +1048,7 @@ impl Engine {
             .on_timestamp(ts, now);
         record(&mut leg.recorder, id, &mut self.events, 0, ts, payload);
         if let Some(tap) = &mut leg.tap {
-            tap.received(payload, now);
+            tap.received(payload);
         }
         let peer = match leg.source {
             Source::Peer(peer) if !leg.muted => peer,
@@ -1070,7 +1071,15 @@ impl Engine {
         let units = relay_payload(from_law, out.law, payload, body, out.frame_units);
         let header = out.out.relay_frame(ts, out.payload_type, units, now);
         let Some(dst) = out.remote else {
-            return frame_out(peer, out, &header, &self.buf[HEADER_LEN..len], now, tx);
+            return frame_out(
+                peer,
+                out,
+                &header,
+                &self.buf[HEADER_LEN..len],
+                None,
+                now,
+                tx,
+            );
         };
         send_rtp(
             &mut self.buf[..],
@@ -1079,6 +1088,7 @@ impl Engine {
             dst,
             &header,
             payload.len(),
+            None,
             now,
             tx,
         );
@@ -1442,13 +1452,14 @@ where
             break;
         }
         frames += 1;
-        let (n, done) = leg.generate(&mut buf[HEADER_LEN..], pcm);
+        let (n, done, linear) = leg.generate(&mut buf[HEADER_LEN..], pcm);
+        let linear = linear.then(|| &pcm[..n]);
         let len = HEADER_LEN + n;
         let header = leg.out.next_frame(leg.payload_type, units, now);
         if let (Some(dst), true, true) = (leg.remote, leg.sends, n > 0) {
-            send_rtp(buf, id, leg, dst, &header, n, now, tx);
+            send_rtp(buf, id, leg, dst, &header, n, linear, now, tx);
         } else if leg.sends && n > 0 {
-            frame_out(id, leg, &header, &buf[HEADER_LEN..len], now, tx);
+            frame_out(id, leg, &header, &buf[HEADER_LEN..len], linear, now, tx);
         }
         due += leg.ptime;
         if done && next_track(leg) {
@@ -1500,12 +1511,13 @@ fn send_heard<F>(
         }
         let header = leg.out.next_frame(leg.payload_type, leg.frame_units, now);
         match leg.remote {
-            Some(dst) => send_rtp(buf, id, leg, dst, &header, len, now, tx),
+            Some(dst) => send_rtp(buf, id, leg, dst, &header, len, None, now, tx),
             None => frame_out(
                 id,
                 leg,
                 &header,
                 &buf[HEADER_LEN..HEADER_LEN + len],
+                None,
                 now,
                 tx,
             ),
@@ -1541,11 +1553,15 @@ fn record(
 }
 
 /// Copies an audio packet the leg sends into its whole-call recording, if it has one.
+/// `linear`: the packet's audio as 8 kHz samples, when the sender has it (a µ-law prompt's).
 #[inline]
-fn tap_sent(leg: &mut Leg, header: &RtpHeader, body: &[u8], now: Instant) {
+fn tap_sent(leg: &mut Leg, header: &RtpHeader, body: &[u8], linear: Option<&[i16]>) {
     if let Some(tap) = &mut leg.tap {
         if header.payload_type == leg.payload_type {
-            tap.sent(body, now);
+            match linear {
+                Some(pcm) => tap.sent_linear(pcm),
+                None => tap.sent(body),
+            }
         }
     }
 }
@@ -1561,13 +1577,14 @@ fn send_rtp<F>(
     dst: SocketAddr,
     header: &RtpHeader,
     body_len: usize,
+    linear: Option<&[i16]>,
     now: Instant,
     tx: &mut F,
 ) where
     F: Output + ?Sized,
 {
     let _ = header.write(buf);
-    tap_sent(out, header, &buf[HEADER_LEN..HEADER_LEN + body_len], now);
+    tap_sent(out, header, &buf[HEADER_LEN..HEADER_LEN + body_len], linear);
     let mut len = HEADER_LEN + body_len;
     if let Some(srtp) = out.srtp.as_deref_mut() {
         // Refused only for a packet too long for the tag: dropped like one too long to relay.
@@ -1593,6 +1610,7 @@ fn frame_out<F>(
     leg: &mut Leg,
     header: &RtpHeader,
     payload: &[u8],
+    linear: Option<&[i16]>,
     now: Instant,
     tx: &mut F,
 ) where
@@ -1603,7 +1621,7 @@ fn frame_out<F>(
     };
     leg.out.sent(header, payload.len(), now);
     let ts = fs.out_ms(header.timestamp, leg.format.rtp_clock() / 1000);
-    tap_sent(leg, header, payload, now);
+    tap_sent(leg, header, payload, linear);
     tx.frame(FrameOut::Voice {
         leg: id,
         ts,
@@ -1664,7 +1682,7 @@ fn rtp_to_frames<F>(
     // Same format, or G.711 both sides (a translator handles the rest).
     let units = relay_payload(from_law, out.law, payload, body, out.frame_units);
     let header = out.out.relay(pkt, out.payload_type, units, now);
-    frame_out(peer, out, &header, &buf[..payload.len()], now, tx);
+    frame_out(peer, out, &header, &buf[..payload.len()], None, now, tx);
 }
 
 /// Copies a relayed payload into `body`: as it is (same format), or from one G.711 law to the
@@ -1822,7 +1840,7 @@ fn send_event<F>(
     for i in 0..if event.end { 3 } else { 1 } {
         let header = out.out.event(to.pt, start_ts, i == 0 && first);
         let len = rtp::dtmf::EVENT_LEN;
-        send_rtp(buf, to.peer, out, to.dst, &header, len, now, tx);
+        send_rtp(buf, to.peer, out, to.dst, &header, len, None, now, tx);
     }
 }
 

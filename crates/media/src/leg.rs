@@ -406,13 +406,15 @@ impl Leg {
     }
 
     /// Encodes the next generated frame into `out` (room for the largest
-    /// packet); returns the bytes written and whether the source just finished
-    /// (a non-looped prompt ran out).
-    pub(crate) fn generate(&mut self, out: &mut [u8], pcm: &mut [i16]) -> (usize, bool) {
+    /// packet); returns the bytes written, whether the source just finished
+    /// (a non-looped prompt ran out), and whether `pcm` holds the frame's audio
+    /// exactly as decoding it gives (for a recorded leg's tap, which so copies it).
+    pub(crate) fn generate(&mut self, out: &mut [u8], pcm: &mut [i16]) -> (usize, bool, bool) {
         match self.law {
             Some(law) => {
                 let out = &mut out[..self.frame_units as usize];
-                (out.len(), self.generate_g711(law, out, pcm))
+                let (done, linear) = self.generate_g711(law, out, pcm);
+                (out.len(), done, linear)
             }
             None => {
                 let ms = self.ptime_ms;
@@ -422,7 +424,10 @@ impl Leg {
                         looped,
                         playout: Playout::Packets(packets),
                         ..
-                    } => return next_packet(packets, pos, *looped, out),
+                    } => {
+                        let (n, done) = next_packet(packets, pos, *looped, out);
+                        return (n, done, false);
+                    }
                     Source::Prompt {
                         prompt,
                         pos,
@@ -431,22 +436,25 @@ impl Leg {
                         ..
                     } => {
                         let packets = prompt.coded().map_or(&[][..], |(_, p)| &p[..]);
-                        return transcode_packet(tr, packets, pos, *looped, ms, out);
+                        let (n, done) = transcode_packet(tr, packets, pos, *looped, ms, out);
+                        return (n, done, false);
                     }
                     _ => {}
                 }
                 let pcm = &mut pcm[..self.frame_pcm];
                 let done = self.generate_linear(pcm);
                 let Some(enc) = self.encoder.as_mut() else {
-                    return (0, done);
+                    return (0, done, false);
                 };
                 // A refusal sends nothing rather than garbage.
-                (enc.encode(pcm, out).unwrap_or(0), done)
+                (enc.encode(pcm, out).unwrap_or(0), done, false)
             }
         }
     }
 
-    fn generate_g711(&mut self, law: G711, out: &mut [u8], pcm: &mut [i16]) -> bool {
+    /// A G.711 frame into `out`: whether the source just finished, and whether `pcm` holds the
+    /// frame's linear audio too.
+    fn generate_g711(&mut self, law: G711, out: &mut [u8], pcm: &mut [i16]) -> (bool, bool) {
         match &mut self.source {
             Source::Prompt {
                 prompt,
@@ -457,31 +465,40 @@ impl Leg {
                 let data = prompt.encoded(law);
                 if data.is_empty() {
                     out.fill(law.silence());
-                    return true;
+                    return (true, false);
                 }
+                // A recorded leg's tap takes the prompt's linear audio, which is its µ-law
+                // decoded, rather than decode every packet again.
+                let linear = (self.tap.is_some() && law == G711::Pcmu).then(|| prompt.linear(8000));
                 let mut filled = 0;
                 while filled < out.len() {
                     if *pos >= data.len() {
                         if !*looped {
                             out[filled..].fill(law.silence());
-                            return true;
+                            if linear.is_some() {
+                                pcm[filled..out.len()].fill(0);
+                            }
+                            return (true, linear.is_some());
                         }
                         *pos = 0;
                     }
                     let n = (data.len() - *pos).min(out.len() - filled);
                     out[filled..filled + n].copy_from_slice(&data[*pos..*pos + n]);
+                    if let Some(lin) = linear {
+                        pcm[filled..filled + n].copy_from_slice(&lin[*pos..*pos + n]);
+                    }
                     filled += n;
                     *pos += n;
                 }
-                !*looped && *pos >= data.len()
+                (!*looped && *pos >= data.len(), linear.is_some())
             }
             Source::Tone(gen) => {
                 let pcm = &mut pcm[..out.len()];
                 gen.fill(pcm);
                 law.encode(pcm, out);
-                false
+                (false, false)
             }
-            Source::Idle | Source::Peer(_) | Source::Room(_) => false,
+            Source::Idle | Source::Peer(_) | Source::Room(_) => (false, false),
         }
     }
 

@@ -37,6 +37,8 @@ const MAX_AHEAD: usize = 25 * FRAME;
 const RING: usize = (BLOCK + MAX_AHEAD).next_power_of_two();
 /// Linear samples in the largest packet any decoder produces (120 ms at 48 kHz).
 const MAX_DECODED: usize = 5760;
+/// G.711 codes decoded at a time on their way into the ring: two frames.
+const LAW_PIECE: usize = 2 * FRAME;
 
 /// How the two directions go into the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,18 +144,25 @@ impl Tap {
         self.sent.set_format(format);
     }
 
-    /// An audio payload arrived on the leg (in its format).
-    pub(crate) fn received(&mut self, payload: &[u8], now: Instant) {
-        self.advance(now);
+    /// An audio payload arrived on the leg (in its format). It goes where its direction is,
+    /// from the cut of the last [`Tap::advance`] on: the media pass advances every tap once per
+    /// frame interval, which the lag absorbs, so a packet costs no clock reading.
+    pub(crate) fn received(&mut self, payload: &[u8]) {
         let cut = self.cut();
         self.received.push(payload, &mut self.ring, cut);
     }
 
     /// An audio payload left on the leg.
-    pub(crate) fn sent(&mut self, payload: &[u8], now: Instant) {
-        self.advance(now);
+    pub(crate) fn sent(&mut self, payload: &[u8]) {
         let cut = self.cut();
         self.sent.push(payload, &mut self.ring, cut);
+    }
+
+    /// A packet left on the leg whose audio the caller has as 8 kHz linear samples (a µ-law
+    /// prompt's own): copied rather than decoded again.
+    pub(crate) fn sent_linear(&mut self, pcm: &[i16]) {
+        let cut = self.cut();
+        self.sent.place(pcm, &mut self.ring, cut);
     }
 
     /// Cuts every frame due by `now`, handing each block on as it fills.
@@ -211,6 +220,8 @@ struct Direction {
     down: Option<Resampler>,
     pcm: Vec<i16>,
     pcm8: Vec<i16>,
+    /// A G.711 payload's piece decoded, kept so no packet clears a buffer on the stack.
+    law_pcm: Box<[i16; LAW_PIECE]>,
 }
 
 impl Direction {
@@ -224,6 +235,7 @@ impl Direction {
             down: None,
             pcm: Vec::new(),
             pcm8: Vec::new(),
+            law_pcm: Box::new([0; LAW_PIECE]),
         };
         d.set_format(format);
         d
@@ -250,32 +262,53 @@ impl Direction {
     /// Decodes `payload` into the ring from where this direction is (the cut, if that is
     /// later), as far as it may run ahead of the cut.
     fn push(&mut self, payload: &[u8], ring: &mut Ring, cut: u64) {
-        let at = self.at.max(cut);
-        let room = (cut + MAX_AHEAD as u64).saturating_sub(at) as usize;
-        let n = if let Some(law) = self.law {
-            let n = payload.len().min(room);
-            ring.put(self.channel, at, &payload[..n], |c| law.decode_sample(c));
-            n
-        } else if let Some(dec) = &mut self.decoder {
+        let Direction {
+            channel,
+            at,
+            law,
+            decoder,
+            down,
+            pcm,
+            pcm8,
+            law_pcm,
+            ..
+        } = self;
+        let mut place = |pcm: &[i16]| place(at, *channel, pcm, ring, cut);
+        if let Some(law) = law {
+            // Decoded a piece at a time, then copied or added as whole slices.
+            for piece in payload.chunks(LAW_PIECE) {
+                let n = law.decode_into(piece, &mut law_pcm[..]);
+                place(&law_pcm[..n]);
+            }
+        } else if let Some(dec) = decoder {
             // A payload that does not decode is left out, like a lost packet.
-            let Ok(n) = dec.decode(payload, &mut self.pcm) else {
+            let Ok(n) = dec.decode(payload, pcm) else {
                 return;
             };
-            let pcm = match &mut self.down {
+            match down {
                 Some(r) => {
-                    let m = r.process(&self.pcm[..n], &mut self.pcm8);
-                    &self.pcm8[..m]
+                    let m = r.process(&pcm[..n], pcm8);
+                    place(&pcm8[..m]);
                 }
-                None => &self.pcm[..n],
-            };
-            let n = pcm.len().min(room);
-            ring.put(self.channel, at, &pcm[..n], |s| s);
-            n
-        } else {
-            0
-        };
-        self.at = at + n as u64;
+                None => place(&pcm[..n]),
+            }
+        }
     }
+
+    /// Puts 8 kHz linear audio into the ring as [`Direction::push`] does.
+    fn place(&mut self, pcm: &[i16], ring: &mut Ring, cut: u64) {
+        place(&mut self.at, self.channel, pcm, ring, cut);
+    }
+}
+
+/// Puts `pcm` into `channel` of the ring from sample `at` (the cut, if that is later), as far
+/// as it may run ahead of the cut, and moves `at` past it.
+fn place(at: &mut u64, channel: usize, pcm: &[i16], ring: &mut Ring, cut: u64) {
+    let from = (*at).max(cut);
+    let room = (cut + MAX_AHEAD as u64).saturating_sub(from) as usize;
+    let n = pcm.len().min(room);
+    ring.put(channel, from, &pcm[..n]);
+    *at = from + n as u64;
 }
 
 /// The recording by time, `RING` samples per channel a lap: sample `t` (per channel) at
@@ -297,9 +330,9 @@ impl Ring {
         }
     }
 
-    /// Writes `src` (converted by `sample`) from sample `at` on: added to what the other
-    /// direction put there when mono (saturating), into `channel` when stereo.
-    fn put<T: Copy>(&mut self, channel: usize, at: u64, src: &[T], sample: impl Fn(T) -> i16) {
+    /// Writes `src` from sample `at` on: added to what the other direction put there when mono
+    /// (saturating), into `channel` when stereo.
+    fn put(&mut self, channel: usize, at: u64, src: &[i16]) {
         if at > self.filled {
             self.clear(self.filled, at);
         }
@@ -311,13 +344,13 @@ impl Ring {
             match self.mix {
                 Mix::Mono => {
                     for (r, &s) in self.samples[slot..slot + src.len()].iter_mut().zip(src) {
-                        *r = r.saturating_add(sample(s));
+                        *r = r.saturating_add(s);
                     }
                 }
                 Mix::Stereo => {
                     let pairs = self.samples[slot * 2..(slot + src.len()) * 2].chunks_exact_mut(2);
                     for (r, &s) in pairs.zip(src) {
-                        r[channel] = sample(s);
+                        r[channel] = s;
                     }
                 }
             }
@@ -325,15 +358,11 @@ impl Ring {
         // Past it: stored over the last lap.
         for (slot, src) in pieces(at + written as u64, fresh) {
             match self.mix {
-                Mix::Mono => {
-                    for (r, &s) in self.samples[slot..slot + src.len()].iter_mut().zip(src) {
-                        *r = sample(s);
-                    }
-                }
+                Mix::Mono => self.samples[slot..slot + src.len()].copy_from_slice(src),
                 Mix::Stereo => {
                     let pairs = self.samples[slot * 2..(slot + src.len()) * 2].chunks_exact_mut(2);
                     for (r, &s) in pairs.zip(src) {
-                        r[channel] = sample(s);
+                        r[channel] = s;
                         r[1 - channel] = 0;
                     }
                 }

@@ -194,6 +194,35 @@ fn looped_playback_wraps_without_finishing() {
     assert!(events(&mut e).is_empty());
 }
 
+/// A recorded leg playing a prompt records what it sent, the packets decoded: the µ-law
+/// prompt's own linear audio copied by the tap (across the loop's wrap and, once a prompt that
+/// does not loop ends, the silence of its last packet), the A-law packets decoded.
+#[test]
+fn a_recorded_leg_playing_a_prompt_records_the_packets_it_sent() {
+    for (law, looped) in [(G711::Pcmu, true), (G711::Pcmu, false), (G711::Pcma, true)] {
+        let t0 = Instant::now();
+        let mut e = Engine::with_seed(3);
+        let leg = e.add_leg(cfg(law, 4000), t0);
+        let rec = e.record_call(leg, Mix::Stereo, t0).unwrap();
+        e.play(leg, ramp_prompt(250), looped, true);
+        let sent: Vec<_> = (0..50)
+            .flat_map(|i| tick(&mut e, t0 + 20 * MS * i))
+            .filter(|s| !s.rtcp)
+            .collect();
+        e.stop_call_recording(leg, t0 + 20 * MS * 50);
+        let mut want = vec![0i16; 8000];
+        let payload = contiguous(&sent, 160);
+        assert_eq!(payload.len(), if looped { 8000 } else { 320 });
+        law.decode(&payload, &mut want);
+        let pcm: Vec<i16> = rec.blocks.try_iter().flatten().collect();
+        assert_eq!(pcm.len(), 8000 * 2, "{law:?}");
+        let (left, right): (Vec<i16>, Vec<i16>) = pcm.chunks(2).map(|s| (s[0], s[1])).unzip();
+        assert!(left.iter().all(|&s| s == 0), "nothing was received");
+        assert_eq!(right, want, "{law:?}, looped {looped}");
+        assert!(rec.status.complete());
+    }
+}
+
 /// Music on hold from a class of files: each track follows the last without an event, and the
 /// list starts over after its last track, for as long as the leg plays it.
 #[test]

@@ -4,14 +4,16 @@ fn ulaw(value: i16) -> Vec<u8> {
     vec![G711::Pcmu.encode_sample(value); FRAME]
 }
 
-/// Feeds `frames` 20 ms frames each way (`a` received, `b` sent), then ends the recording.
+/// Feeds `frames` 20 ms frames each way (`a` received, `b` sent), the tap advanced after each
+/// as the media pass does, then ends the recording.
 fn record(mix: Mix, a: i16, b: i16, frames: u32) -> (Vec<i16>, Arc<RecordingStatus>) {
     let t0 = Instant::now();
     let (mut tap, rec) = Tap::new(Format::Pcmu, mix, t0);
     for i in 0..frames {
         let now = t0 + FRAME_TIME * i;
-        tap.received(&ulaw(a), now);
-        tap.sent(&ulaw(b), now + Duration::from_millis(3));
+        tap.received(&ulaw(a));
+        tap.sent(&ulaw(b));
+        tap.advance(now);
     }
     tap.finish(t0 + FRAME_TIME * frames);
     let pcm = rec.blocks.try_iter().flatten().collect();
@@ -79,7 +81,8 @@ fn wideband_audio_is_recorded_at_8_khz() {
         .flatten()
         .collect();
     for i in 0..10 {
-        tap.received(&payload, t0 + FRAME_TIME * i);
+        tap.received(&payload);
+        tap.advance(t0 + FRAME_TIME * i);
     }
     tap.finish(t0 + FRAME_TIME * 10);
     let pcm: Vec<i16> = rec.blocks.try_iter().flatten().collect();
@@ -105,8 +108,9 @@ fn frames_land_in_order_across_blocks_and_laps_of_the_ring() {
     let mut pcm: Vec<i16> = Vec::new();
     for i in 0..frames {
         let now = t0 + FRAME_TIME * i;
-        tap.received(&ulaw(frame_value(i)), now);
-        tap.sent(&ulaw(frame_value(i + 7)), now);
+        tap.received(&ulaw(frame_value(i)));
+        tap.sent(&ulaw(frame_value(i + 7)));
+        tap.advance(now);
         // The writer keeps up.
         pcm.extend(rec.blocks.try_iter().flatten());
     }
@@ -126,11 +130,11 @@ fn a_direction_ahead_of_the_clock_keeps_half_a_second_and_resumes_at_the_cut() {
     let (mut tap, rec) = Tap::new(Format::Pcmu, Mix::Mono, t0);
     // 40 frames at once: the first 25 (500 ms) are kept, the rest dropped.
     for i in 0..40 {
-        tap.received(&ulaw(frame_value(i)), t0);
+        tap.received(&ulaw(frame_value(i)));
     }
     // Silence until 1 s of call time is cut, then one more frame.
     tap.advance(t0 + Duration::from_secs(1) + FRAME_TIME * LAG_FRAMES as u32);
-    tap.received(&ulaw(frame_value(60)), t0 + Duration::from_secs(1));
+    tap.received(&ulaw(frame_value(60)));
     tap.finish(t0 + Duration::from_secs(1) + FRAME_TIME);
     let pcm: Vec<i16> = rec.blocks.try_iter().flatten().collect();
     assert_eq!(pcm.len(), 51 * FRAME);
@@ -153,10 +157,10 @@ fn a_later_lap_of_the_ring_holds_only_its_own_audio() {
     for i in 0..frames {
         let now = t0 + FRAME_TIME * i;
         if i < 30 {
-            tap.received(&ulaw(frame_value(i)), now);
+            tap.received(&ulaw(frame_value(i)));
         }
         if (70..80).contains(&i) {
-            tap.sent(&ulaw(frame_value(i + 7)), now);
+            tap.sent(&ulaw(frame_value(i + 7)));
         }
         tap.advance(now);
         pcm.extend(rec.blocks.try_iter().flatten());
@@ -167,9 +171,9 @@ fn a_later_lap_of_the_ring_holds_only_its_own_audio() {
     for (i, frame) in pcm.chunks(FRAME * 2).enumerate() {
         let i = i as u32;
         let l = if i < 30 { frame_value(i) } else { 0 };
-        // Sent after a silence: it resumes at the cut, the lag behind, in slots the first
-        // lap filled on the left.
-        let lag = LAG_FRAMES as u32;
+        // Sent after a silence: it resumes at the cut of the last advance (the frame before),
+        // the lag behind, in slots the first lap filled on the left.
+        let lag = LAG_FRAMES as u32 + 1;
         let r = match (70 - lag..80 - lag).contains(&i) {
             true => frame_value(i + lag + 7),
             false => 0,
