@@ -38,10 +38,14 @@
              --b2b-rate calls/s; in each, 10 s windows rotated between nobody listening, a client GETting
              /metrics (bearer token) every second and `strowger ctl events --json` subscribed to every
              event: the server's CPU per call-second (held) or per call (B2BUA) and the ratios, in one run.
-  combined   the issue's one-run figure: --levels[0] held echo calls in --repeat (at least 3) interleaved
+  combined   the issue's one-run figures: --levels[0] held echo calls in --repeat (at least 3) interleaved
              pairs of 10 s windows, nobody watching vs a /metrics scrape every second and an event client
              at once (the API listens in both), then B2BUA calls at --b2b-rate calls/s without vs with the
              event client: each pair's ratio, median and spread, and the media frames sent late per window.
+             Then the event stream beside media: --stream-held held echo calls and B2BUA calls at --b2b-rate
+             calls/s through one server, windows without vs with an event client subscribed to every event
+             (its output counted): events carried per window and per call, and the media frames the server
+             sent late in each window (strowger_media_late_frames_total; the issue's target is 0).
   report     writes bench/results/scale.md and bench/results/scale.png from bench/results/scale.json.
 
 CPU is the run time of all threads (/proc/PID/task/*/schedstat). Every run is bounded in calls and time, on
@@ -260,17 +264,23 @@ class Scraper:
 
 
 class EventClient:
-    """`strowger ctl events --json` subscribed to every event type while on, its output to /dev/null:
-    what a dashboard costs the server. Started per window (the workers make notices only while a
-    client is subscribed); one the server closed for lagging (1008) is counted, not hidden."""
+    """`strowger ctl events --json` subscribed to every event type while on, its output to /dev/null
+    or, with `record` (a directory), to a file per client there, whose events `lines` counts: what a
+    dashboard costs the server. Started per window (the workers make notices only while a client is
+    subscribed); one the server closed for lagging (1008) is counted, not hidden."""
 
-    def __init__(self, args, port, token):
+    def __init__(self, args, port, token, record=None):
         self.cmd = [args.bin, "ctl", "--api", f"http://127.0.0.1:{port}", "--token", token, "--json", "events"]
-        self.proc, self.closed = None, 0
+        self.proc, self.closed, self.record, self.started, self.out = None, 0, record, 0, None
 
     def set(self, on):
         if on and self.proc is None:
-            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            out = subprocess.DEVNULL
+            if self.record:
+                self.started += 1
+                self.out = os.path.join(self.record, f"events-{self.started}.jsonl")
+                out = open(self.out, "wb")
+            self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.DEVNULL,
                                          start_new_session=True)
         elif not on and self.proc is not None:
             if self.proc.poll() is not None:
@@ -278,7 +288,14 @@ class EventClient:
             else:
                 self.proc.terminate()
             self.proc.wait()
-            self.proc = None
+            self.proc, self.out = None, None
+
+    def lines(self):
+        """The events the running client has written (0 with none running)."""
+        if self.out is None:
+            return 0
+        with open(self.out, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
 
 
 MODES = ("none", "scrape", "events")
@@ -287,7 +304,7 @@ MODES = ("none", "scrape", "events")
 def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None):
     """Rounds of one `window`-second window per mode (order rotated each round; `all` is a scrape and
     an event client at once): the server's CPU-ms per second divided by `per` of each window, by mode,
-    and what `probe()` (if given) rose by over each window."""
+    and what `probe()` (if given: a number, or a dict of them) rose by over each window."""
     cpu, rise = {m: [] for m in modes}, {m: [] for m in modes}
     for r in range(rounds):
         for i in range(len(modes)):
@@ -299,7 +316,8 @@ def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None):
             c0, t0 = srv.cpu(), time.time()
             time.sleep(window)
             c1, t1 = srv.cpu(), time.time()
-            rise[mode].append((probe() if probe else 0) - p0)
+            p1 = probe() if probe else 0
+            rise[mode].append({k: p1[k] - p0[k] for k in p1} if isinstance(p1, dict) else p1 - p0)
             cpu[mode].append((c1 - c0) * 1000 / (t1 - t0) / per)
             b.log(f"  {mode}: {cpu[mode][-1]:.4f}" + (f", probe +{rise[mode][-1]}" if probe else ""))
     scraper.on = False
@@ -470,12 +488,73 @@ def combined(args, rundir):
     rows.append({"load": f"B2BUA, {rate} calls/s offered", "unit": "CPU-ms per call", "cpu": cpu,
                  "watched_ratio": pair_ratios(cpu, "none", "events"), "late_frames": late,
                  "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]})
+    rows.append(stream(args, rundir, workers, window, pairs))
     for r in rows:
         w = r["watched_ratio"]
         b.log(f"{r['load']} ({r['unit']}): watched/unwatched median x{w['median']} (pairs {w['ratios']}, "
               f"spread x{w['min']}..x{w['max']}); late frames by window {r['late_frames']}; event clients closed "
               f"{r['event_clients_closed']}; calls completed {r['completed']}, failed {r['failed']}")
+    s = rows[-1]
+    b.log(f"event stream beside {s['held_calls']} held calls: events per window {s['events']}, "
+          f"{s['events_per_s']} events/s carried, {s['events_per_call']} per call ended; media frames sent late: "
+          f"unwatched {s['late_frames']['none']}, with the event client {s['late_frames']['events']}; held calls' "
+          f"frames late at the caller {s['held_late_arrivals']} of {s['held_rtp_received']}")
     save("combined", {"rows": rows, "machine": b.machine_info(args)})
+
+
+def stream(args, rundir, workers, window, pairs):
+    """The event stream at --b2b-rate calls/s beside media: one server holds --stream-held echo calls and
+    bridges B2BUA calls (INVITE ... BYE, no media) at --b2b-rate calls/s to a second one, in `pairs` of
+    `window`-s windows without and with an event client subscribed to every event (its events written to
+    a file and counted): per window the events carried, the calls that ended, the media frames the server
+    sent late (strowger_media_late_frames_total, target 0), and its CPU-ms per second."""
+    label, n, rate, modes = "combined-stream", args.stream_held, args.b2b_rate, ("none", "events")
+    far = Server(args, rundir, f"{label}-b", 1, "30000-31999",
+                 config(args, rundir, f"{label}-b.toml", steps='["answer", "echo"]'))
+    cfg = config(args, rundir, f"{label}-a.toml")
+    api_port = b.alloc_ports(1)
+    token = observed(args, cfg, api_port)
+    # The held calls' port pairs and 1,000 to spare for the B2BUA calls in set-up at once.
+    srv = Server(args, rundir, f"{label}-a", workers, f"10000-{min(29999, 14000 + 4 * n)}", cfg,
+                 ("--var", f"bridge_target=127.0.0.1:{far.port}"))
+    target = f"127.0.0.1:{srv.port}"
+    run_s = 5 + pairs * len(modes) * (window + 1) + 5
+    held_out = os.path.join(srv.dir, "held.json")
+    hp = load(args, target, "44444", n, args.rate, n / args.rate + 5 + run_s + 5, "echo", held_out)
+    time.sleep(n / args.rate + 5)
+    out = os.path.join(srv.dir, "b2bua.json")
+    lp = load(args, target, "2001", int(rate * run_s), rate, 0, "none", out, max_time=int(run_s + 60))
+    time.sleep(5)
+    scraper, events = Scraper(api_port, token), EventClient(args, api_port, token, record=srv.dir)
+
+    def probe():
+        m = scrape(api_port, token)
+        if "media_late_frames_total" not in m:
+            raise RuntimeError("no strowger_media_late_frames_total in /metrics")
+        return {"late_frames": int(m["media_late_frames_total"]), "calls_ended": int(m.get("calls_total", 0)),
+                "events": events.lines()}
+
+    b.log(f"{n} held echo calls and B2BUA at {rate} calls/s, server CPU-ms per second, without vs with an "
+          f"event client:")
+    cpu, rise = windows(srv, scraper, events, window, pairs, 1, modes, probe)
+    scraper.stop = True
+    lp.wait()
+    hp.wait()
+    srv.stop()
+    far.stop()
+    rep, held = report_of(out), report_of(held_out)
+    carried = [r["events"] for r in rise["events"]]
+    ended = sum(r["calls_ended"] for r in rise["events"])
+    return {"load": f"{n} held echo calls + B2BUA, {rate} calls/s offered", "unit": "server CPU-ms per second",
+            "cpu": cpu, "watched_ratio": pair_ratios(cpu, "none", "events"), "held_calls": n,
+            "late_frames": {m: [r["late_frames"] for r in rise[m]] for m in modes},
+            "calls_ended": {m: [r["calls_ended"] for r in rise[m]] for m in modes},
+            "events": carried, "events_per_s": round(sum(carried) / (window * len(carried))),
+            "events_per_call": round(sum(carried) / max(1, ended), 2),
+            "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"],
+            "held_failed": held["failed"], "held_rtp_received": held["rtp"]["received"],
+            "held_late_arrivals": held["rtp"].get("late_arrivals", 0),
+            "server_cmd": b.fmt_cmd(srv.cmd), "held_cmd": hp.cmd, "b2bua_cmd": lp.cmd}
 
 
 def user_cpu(pid):
@@ -933,7 +1012,9 @@ def main():
     ap.add_argument("--calls", type=int, default=None,
                     help="calls per run (default: per test, see CALLS; speedup 2,000, the others 20,000)")
     ap.add_argument("--rate", type=float, default=200)
-    ap.add_argument("--b2b-rate", type=int, default=1000, help="metrics: B2BUA calls/s offered")
+    ap.add_argument("--b2b-rate", type=int, default=1000, help="metrics, combined: B2BUA calls/s offered")
+    ap.add_argument("--stream-held", type=int, default=1000,
+                    help="combined: held echo calls beside the B2BUA calls while the event stream is measured")
     ap.add_argument("--hold", type=float, default=60)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--flood", type=int, default=15000, help="overload: new calls/s offered")
