@@ -53,6 +53,7 @@ loopback only; every child runs in its own session and dies with this script.
 """
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -301,11 +302,14 @@ class EventClient:
 MODES = ("none", "scrape", "events")
 
 
-def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None):
+def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None, others=None):
     """Rounds of one `window`-second window per mode (order rotated each round; `all` is a scrape and
-    an event client at once): the server's CPU-ms per second divided by `per` of each window, by mode,
-    and what `probe()` (if given: a number, or a dict of them) rose by over each window."""
-    cpu, rise = {m: [] for m in modes}, {m: [] for m in modes}
+    an event client at once): the server's CPU-ms per second divided by `per` of each window, by mode;
+    what `probe()` (if given: a number, or a dict of them) rose by over each window; and where the time
+    went in each window (`threads_ms_per_s`, `wakeups_per_s`: by server thread; `others_ms_per_s`: the
+    processes of `others`, {name: pid}, and the event client) — so a difference between the modes can be
+    placed on a thread, or on the server's waking more often, instead of being guessed at."""
+    cpu, rise, where = ({m: [] for m in modes} for _ in range(3))
     for r in range(rounds):
         for i in range(len(modes)):
             mode = modes[(i + r) % len(modes)]
@@ -313,16 +317,53 @@ def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None):
             events.set(mode in ("events", "all"))
             time.sleep(1)
             p0 = probe() if probe else 0
+            procs = {**(others or {}), **({"event client": events.proc.pid} if events.proc else {})}
+            s0, o0 = server_threads(srv.proc.pid), {k: process_cpu(v) for k, v in procs.items()}
             c0, t0 = srv.cpu(), time.time()
             time.sleep(window)
             c1, t1 = srv.cpu(), time.time()
+            s1, o1 = server_threads(srv.proc.pid), {k: process_cpu(v) for k, v in procs.items()}
             p1 = probe() if probe else 0
+            span = t1 - t0
             rise[mode].append({k: p1[k] - p0[k] for k in p1} if isinstance(p1, dict) else p1 - p0)
-            cpu[mode].append((c1 - c0) * 1000 / (t1 - t0) / per)
-            b.log(f"  {mode}: {cpu[mode][-1]:.4f}" + (f", probe +{rise[mode][-1]}" if probe else ""))
+            cpu[mode].append((c1 - c0) * 1000 / span / per)
+            where[mode].append({
+                "threads_ms_per_s": {k: round((v[0] - s0.get(k, (0, 0))[0]) / 1e6 / span, 2) for k, v in s1.items()},
+                "wakeups_per_s": {k: round((v[1] - s0.get(k, (0, 0))[1]) / span, 1) for k, v in s1.items()},
+                "others_ms_per_s": {k: round((o1[k] - o0[k]) * 1000 / span, 2) for k in o0
+                                    if None not in (o0[k], o1[k])}})
+            w = where[mode][-1]
+            b.log(f"  {mode}: {cpu[mode][-1]:.4f}" + (f", probe +{rise[mode][-1]}" if probe else "")
+                  + f"; ms/s {w['threads_ms_per_s']}, wake-ups/s {w['wakeups_per_s']}, others {w['others_ms_per_s']}")
     scraper.on = False
     events.set(False)
-    return cpu, rise
+    return cpu, rise, where
+
+
+def process_cpu(pid):
+    """`b.proc_cpu`, or None once the process is gone (an event client the server closed)."""
+    try:
+        return b.proc_cpu(pid)
+    except OSError:
+        return None
+
+
+def server_threads(pid):
+    """{thread name: (run ns, voluntary context switches)} of the server's threads, the workers by
+    name and the rest summed as `other` (/proc/PID/task/*: schedstat, status)."""
+    out = {}
+    for d in glob.glob(f"/proc/{pid}/task/*"):
+        try:
+            name = open(d + "/comm").read().strip()
+            run = int(open(d + "/schedstat").read().split()[0])
+            vol = next(int(line.split()[1]) for line in open(d + "/status")
+                       if line.startswith("voluntary_ctxt_switches"))
+        except (OSError, ValueError, StopIteration):
+            continue
+        key = name if name.startswith("worker") or name == "api" else "other"
+        r, v = out.get(key, (0, 0))
+        out[key] = (r + run, v + vol)
+    return out
 
 
 def scrape(port, token):
@@ -454,13 +495,14 @@ def combined(args, rundir):
     time.sleep(n / args.rate + 5)
     scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
     b.log(f"{n} held calls, CPU-ms per call-second, nobody watching vs scrape + event client:")
-    cpu, late = windows(srv, scraper, events, window, pairs, n, modes, lambda: late_frames(api_port, token))
+    cpu, late, where = windows(srv, scraper, events, window, pairs, n, modes, lambda: late_frames(api_port, token),
+                               {"load generator": lp.pid})
     scraper.stop = True
     lp.wait()
     srv.stop()
     rep = report_of(out)
     rows.append({"load": f"{n} held echo calls", "unit": "CPU-ms per call-second", "cpu": cpu,
-                 "watched_ratio": pair_ratios(cpu, "none", "all"), "late_frames": late,
+                 "watched_ratio": pair_ratios(cpu, "none", "all"), "late_frames": late, "where": where,
                  "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
                  "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]})
 
@@ -479,14 +521,15 @@ def combined(args, rundir):
     time.sleep(5)
     scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
     b.log(f"B2BUA at {rate} calls/s, CPU-ms per call, without vs with an event client:")
-    cpu, late = windows(near, scraper, events, window, pairs, rate, modes, lambda: late_frames(api_port, token))
+    cpu, late, where = windows(near, scraper, events, window, pairs, rate, modes, lambda: late_frames(api_port, token),
+                               {"load generator": lp.pid})
     scraper.stop = True
     lp.wait()
     near.stop()
     far.stop()
     rep = report_of(out)
     rows.append({"load": f"B2BUA, {rate} calls/s offered", "unit": "CPU-ms per call", "cpu": cpu,
-                 "watched_ratio": pair_ratios(cpu, "none", "events"), "late_frames": late,
+                 "watched_ratio": pair_ratios(cpu, "none", "events"), "late_frames": late, "where": where,
                  "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]})
     rows.append(stream(args, rundir, workers, window, pairs))
     for r in rows:
@@ -536,7 +579,8 @@ def stream(args, rundir, workers, window, pairs):
 
     b.log(f"{n} held echo calls and B2BUA at {rate} calls/s, server CPU-ms per second, without vs with an "
           f"event client:")
-    cpu, rise = windows(srv, scraper, events, window, pairs, 1, modes, probe)
+    cpu, rise, where = windows(srv, scraper, events, window, pairs, 1, modes, probe,
+                               {"held calls' generator": hp.pid, "B2BUA generator": lp.pid})
     scraper.stop = True
     lp.wait()
     hp.wait()
@@ -546,7 +590,7 @@ def stream(args, rundir, workers, window, pairs):
     carried = [r["events"] for r in rise["events"]]
     ended = sum(r["calls_ended"] for r in rise["events"])
     return {"load": f"{n} held echo calls + B2BUA, {rate} calls/s offered", "unit": "server CPU-ms per second",
-            "cpu": cpu, "watched_ratio": pair_ratios(cpu, "none", "events"), "held_calls": n,
+            "cpu": cpu, "watched_ratio": pair_ratios(cpu, "none", "events"), "held_calls": n, "where": where,
             "late_frames": {m: [r["late_frames"] for r in rise[m]] for m in modes},
             "calls_ended": {m: [r["calls_ended"] for r in rise[m]] for m in modes},
             "events": carried, "events_per_s": round(sum(carried) / (window * len(carried))),
