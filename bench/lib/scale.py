@@ -38,11 +38,13 @@
              --b2b-rate calls/s; in each, 10 s windows rotated between nobody listening, a client GETting
              /metrics (bearer token) every second and `strowger ctl events --json` subscribed to every
              event: the server's CPU per call-second (held) or per call (B2BUA) and the ratios, in one run.
-  combined   the issue's one-run figures: --levels[0] held echo calls in --repeat (at least 3) interleaved
-             pairs of 10 s windows, nobody watching vs a /metrics scrape every second and an event client
-             at once (the API listens in both), then B2BUA calls at --b2b-rate calls/s without vs with the
-             event client: each pair's ratio, median and spread, and the media frames sent late per window.
-             Then the event stream beside media: --stream-held held echo calls and B2BUA calls at --b2b-rate
+  combined   the issue's one-run figures, in parts (--parts, default all three): `held`, --levels[0] held
+             echo calls in --repeat (at least 3) interleaved pairs of 10 s windows, nobody watching vs a
+             /metrics scrape every --scrape-interval s and an event client at once (the API listens in
+             both); `b2bua`, B2BUA calls at --b2b-rate calls/s without vs with the event client: each pair's
+             ratio, median and spread, the media frames sent late per window, and where the time went (each
+             server thread's CPU and wake-ups, the load generator's and the event client's CPU). `stream`,
+             the event stream beside media: --stream-held held echo calls and B2BUA calls at --b2b-rate
              calls/s through one server, windows without vs with an event client subscribed to every event
              (its output counted): events carried per window and per call, and the media frames the server
              sent late in each window (strowger_media_late_frames_total; the issue's target is 0).
@@ -242,13 +244,15 @@ def api_config(cfg, port, token):
 
 
 class Scraper:
-    """GETs /metrics with the bearer token once a second while `on`, as Prometheus would."""
+    """GETs /metrics with the bearer token every `interval` s while `on`, as Prometheus would (once a
+    second); 0: back to back, to make a scrape's cost stand out of a noisy machine's."""
 
-    def __init__(self, port, token):
+    def __init__(self, port, token, interval=1.0):
         import threading
         self.req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
                                           headers={"Authorization": f"Bearer {token}"})
         self.on, self.stop, self.scrapes, self.failures, self.bytes = False, False, 0, 0, 0
+        self.interval = interval
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -261,7 +265,7 @@ class Scraper:
                     self.scrapes += 1
                 except OSError:
                     self.failures += 1
-            time.sleep(1)
+            time.sleep(self.interval if self.on else 0.05)
 
 
 class EventClient:
@@ -307,7 +311,7 @@ def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None, 
     an event client at once): the server's CPU-ms per second divided by `per` of each window, by mode;
     what `probe()` (if given: a number, or a dict of them) rose by over each window; and where the time
     went in each window (`threads_ms_per_s`, `wakeups_per_s`: by server thread; `others_ms_per_s`: the
-    processes of `others`, {name: pid}, and the event client) — so a difference between the modes can be
+    processes of `others`, {name: pid}, and the event client; `scrapes`) — so a difference between the modes can be
     placed on a thread, or on the server's waking more often, instead of being guessed at."""
     cpu, rise, where = ({m: [] for m in modes} for _ in range(3))
     for r in range(rounds):
@@ -319,6 +323,7 @@ def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None, 
             p0 = probe() if probe else 0
             procs = {**(others or {}), **({"event client": events.proc.pid} if events.proc else {})}
             s0, o0 = server_threads(srv.proc.pid), {k: process_cpu(v) for k, v in procs.items()}
+            n0 = scraper.scrapes
             c0, t0 = srv.cpu(), time.time()
             time.sleep(window)
             c1, t1 = srv.cpu(), time.time()
@@ -331,7 +336,8 @@ def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None, 
                 "threads_ms_per_s": {k: round((v[0] - s0.get(k, (0, 0))[0]) / 1e6 / span, 2) for k, v in s1.items()},
                 "wakeups_per_s": {k: round((v[1] - s0.get(k, (0, 0))[1]) / span, 1) for k, v in s1.items()},
                 "others_ms_per_s": {k: round((o1[k] - o0[k]) * 1000 / span, 2) for k in o0
-                                    if None not in (o0[k], o1[k])}})
+                                    if None not in (o0[k], o1[k])},
+                "scrapes": scraper.scrapes - n0})
             w = where[mode][-1]
             b.log(f"  {mode}: {cpu[mode][-1]:.4f}" + (f", probe +{rise[mode][-1]}" if probe else "")
                   + f"; ms/s {w['threads_ms_per_s']}, wake-ups/s {w['wakeups_per_s']}, others {w['others_ms_per_s']}")
@@ -475,15 +481,32 @@ def mean(cpu):
 
 
 def combined(args, rundir):
-    """The issue's figure, in one run: --levels[0] held echo calls on --workers in `--repeat` interleaved
-    pairs of windows (A B, B A, ...) with nobody watching and with a /metrics scrape every second and an
-    event client subscribed to every event at once (the API listens in both): CPU-ms per call-second,
-    each pair's ratio, their median and spread. Then B2BUA calls at --b2b-rate calls/s in pairs without
-    and with the event client: CPU-ms per call and the media frames sent late in each window (must be 0)."""
-    n, workers, window, pairs = args.levels[0], args.workers[0], 10, max(3, args.repeat)
-    modes = ("none", "all")
-    rows = []
+    """The issue's figures, in one run, by part (--parts): `held`, `b2bua` and `stream` (see each)."""
+    workers, window, pairs = args.workers[0], 10, max(3, args.repeat)
+    parts = {"held": combined_held, "b2bua": combined_b2bua, "stream": stream}
+    unknown = set(args.parts.split(",")) - set(parts)
+    if unknown:
+        sys.exit(f"bench: --parts {','.join(sorted(unknown))}: expected some of {','.join(parts)}")
+    rows = [parts[p](args, rundir, workers, window, pairs) for p in args.parts.split(",")]
+    for r in rows:
+        w = r["watched_ratio"]
+        b.log(f"{r['load']} ({r['unit']}): watched/unwatched median x{w['median']} (pairs {w['ratios']}, "
+              f"spread x{w['min']}..x{w['max']}); late frames by window {r['late_frames']}; event clients closed "
+              f"{r['event_clients_closed']}; calls completed {r['completed']}, failed {r['failed']}")
+        if "events_per_s" in r:
+            b.log(f"event stream beside {r['held_calls']} held calls: events per window {r['events']}, "
+                  f"{r['events_per_s']} events/s carried, {r['events_per_call']} per call ended; media frames sent "
+                  f"late: unwatched {r['late_frames']['none']}, with the event client {r['late_frames']['events']}; "
+                  f"held calls' frames late at the caller {r['held_late_arrivals']} of {r['held_rtp_received']}")
+    save("combined", {"rows": rows, "machine": b.machine_info(args)})
 
+
+def combined_held(args, rundir, workers, window, pairs):
+    """--levels[0] held echo calls on `workers` in `pairs` interleaved pairs of windows (A B, B A, ...) with
+    nobody watching and with a /metrics scrape every --scrape-interval s and an event client subscribed to
+    every event at once (the API listens in both): CPU-ms per call-second, each pair's ratio, their median
+    and spread, and the media frames sent late in each window."""
+    n, modes = args.levels[0], ("none", "all")
     label = f"combined-held-{n}"
     cfg = config(args, rundir, f"{label}.toml")
     api_port = b.alloc_ports(1)
@@ -493,7 +516,8 @@ def combined(args, rundir):
     hold = n / args.rate + 5 + pairs * len(modes) * (window + 1) + 10
     lp = load(args, f"127.0.0.1:{srv.port}", "44444", n, args.rate, hold, "echo", out)
     time.sleep(n / args.rate + 5)
-    scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
+    scraper = Scraper(api_port, token, args.scrape_interval)
+    events = EventClient(args, api_port, token)
     b.log(f"{n} held calls, CPU-ms per call-second, nobody watching vs scrape + event client:")
     cpu, late, where = windows(srv, scraper, events, window, pairs, n, modes, lambda: late_frames(api_port, token),
                                {"load generator": lp.pid})
@@ -501,11 +525,15 @@ def combined(args, rundir):
     lp.wait()
     srv.stop()
     rep = report_of(out)
-    rows.append({"load": f"{n} held echo calls", "unit": "CPU-ms per call-second", "cpu": cpu,
-                 "watched_ratio": pair_ratios(cpu, "none", "all"), "late_frames": late, "where": where,
-                 "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
-                 "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]})
+    return {"load": f"{n} held echo calls", "unit": "CPU-ms per call-second", "cpu": cpu,
+            "watched_ratio": pair_ratios(cpu, "none", "all"), "late_frames": late, "where": where,
+            "scrape_interval_s": args.scrape_interval, "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
+            "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]}
 
+
+def combined_b2bua(args, rundir, workers, window, pairs):
+    """B2BUA calls (no media) at --b2b-rate calls/s in `pairs` of windows without and with an event client
+    subscribed to every event: CPU-ms per call."""
     label = "combined-b2bua"
     rate, modes = args.b2b_rate, ("none", "events")
     far = Server(args, rundir, f"{label}-b", 1, "30000-31999",
@@ -528,21 +556,9 @@ def combined(args, rundir):
     near.stop()
     far.stop()
     rep = report_of(out)
-    rows.append({"load": f"B2BUA, {rate} calls/s offered", "unit": "CPU-ms per call", "cpu": cpu,
-                 "watched_ratio": pair_ratios(cpu, "none", "events"), "late_frames": late, "where": where,
-                 "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]})
-    rows.append(stream(args, rundir, workers, window, pairs))
-    for r in rows:
-        w = r["watched_ratio"]
-        b.log(f"{r['load']} ({r['unit']}): watched/unwatched median x{w['median']} (pairs {w['ratios']}, "
-              f"spread x{w['min']}..x{w['max']}); late frames by window {r['late_frames']}; event clients closed "
-              f"{r['event_clients_closed']}; calls completed {r['completed']}, failed {r['failed']}")
-    s = rows[-1]
-    b.log(f"event stream beside {s['held_calls']} held calls: events per window {s['events']}, "
-          f"{s['events_per_s']} events/s carried, {s['events_per_call']} per call ended; media frames sent late: "
-          f"unwatched {s['late_frames']['none']}, with the event client {s['late_frames']['events']}; held calls' "
-          f"frames late at the caller {s['held_late_arrivals']} of {s['held_rtp_received']}")
-    save("combined", {"rows": rows, "machine": b.machine_info(args)})
+    return {"load": f"B2BUA, {rate} calls/s offered", "unit": "CPU-ms per call", "cpu": cpu,
+            "watched_ratio": pair_ratios(cpu, "none", "events"), "late_frames": late, "where": where,
+            "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]}
 
 
 def stream(args, rundir, workers, window, pairs):
@@ -1057,6 +1073,11 @@ def main():
                     help="calls per run (default: per test, see CALLS; speedup 2,000, the others 20,000)")
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--b2b-rate", type=int, default=1000, help="metrics, combined: B2BUA calls/s offered")
+    ap.add_argument("--parts", default="held,b2bua,stream",
+                    help="combined: which parts, comma-separated, of held, b2bua, stream")
+    ap.add_argument("--scrape-interval", type=float, default=1.0,
+                    help="combined: seconds between /metrics scrapes in the held part's watched windows (0: back "
+                         "to back, to measure what one scrape costs)")
     ap.add_argument("--stream-held", type=int, default=1000,
                     help="combined: held echo calls beside the B2BUA calls while the event stream is measured")
     ap.add_argument("--hold", type=float, default=60)
