@@ -568,13 +568,15 @@ def stream(args, rundir, workers, window, pairs):
     a file and counted): per window the events carried, the calls that ended, the media frames the server
     sent late (strowger_media_late_frames_total, target 0), and its CPU-ms per second."""
     label, n, rate, modes = "combined-stream", args.stream_held, args.b2b_rate, ("none", "events")
-    far = Server(args, rundir, f"{label}-b", 1, "30000-31999",
+    # Port pairs for the B2BUA calls up at once — two a call on the first server, a few seconds'
+    # worth when a busy host slows their set-up (4,000 pairs were not enough at 1,000 calls/s) —
+    # and for the held calls, within the file descriptors of a 20,000 `ulimit -n`.
+    far = Server(args, rundir, f"{label}-b", 1, "30000-37999",
                  config(args, rundir, f"{label}-b.toml", steps='["answer", "echo"]'))
     cfg = config(args, rundir, f"{label}-a.toml")
     api_port = b.alloc_ports(1)
     token = observed(args, cfg, api_port)
-    # The held calls' port pairs and 1,000 to spare for the B2BUA calls in set-up at once.
-    srv = Server(args, rundir, f"{label}-a", workers, f"10000-{min(29999, 14000 + 4 * n)}", cfg,
+    srv = Server(args, rundir, f"{label}-a", workers, f"10000-{min(29999, 22000 + 4 * n)}", cfg,
                  ("--var", f"bridge_target=127.0.0.1:{far.port}"))
     target = f"127.0.0.1:{srv.port}"
     run_s = 5 + pairs * len(modes) * (window + 1) + 5
