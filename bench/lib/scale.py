@@ -480,6 +480,11 @@ def mean(cpu):
     return {m: sum(v) / len(v) for m, v in cpu.items()}
 
 
+# Seconds a window of `combined` takes beyond its own: the second before it and the probes and
+# /proc readings around it, so the loads outlast the last window.
+SETTLE = 3
+
+
 def combined(args, rundir):
     """The issue's figures, in one run, by part (--parts): `held`, `b2bua` and `stream` (see each)."""
     workers, window, pairs = args.workers[0], 10, max(3, args.repeat)
@@ -513,7 +518,7 @@ def combined_held(args, rundir, workers, window, pairs):
     token = observed(args, cfg, api_port)
     srv = Server(args, rundir, label, workers, f"10000-{min(29999, 10000 + 4 * n)}", cfg)
     out = os.path.join(srv.dir, "load.json")
-    hold = n / args.rate + 5 + pairs * len(modes) * (window + 1) + 10
+    hold = n / args.rate + 5 + pairs * len(modes) * (window + SETTLE) + 10
     lp = load(args, f"127.0.0.1:{srv.port}", "44444", n, args.rate, hold, "echo", out)
     time.sleep(n / args.rate + 5)
     scraper = Scraper(api_port, token, args.scrape_interval)
@@ -544,7 +549,7 @@ def combined_b2bua(args, rundir, workers, window, pairs):
     near = Server(args, rundir, f"{label}-a", workers, "32000-33999", near_cfg,
                   ("--var", f"bridge_target=127.0.0.1:{far.port}"))
     out = os.path.join(near.dir, "load.json")
-    calls = int(rate * (5 + pairs * len(modes) * (window + 1) + 5))
+    calls = int(rate * (5 + pairs * len(modes) * (window + SETTLE) + 5))
     lp = load(args, f"127.0.0.1:{near.port}", "2001", calls, rate, 0, "none", out, max_time=int(calls / rate + 60))
     time.sleep(5)
     scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
@@ -579,7 +584,7 @@ def stream(args, rundir, workers, window, pairs):
     srv = Server(args, rundir, f"{label}-a", workers, f"10000-{min(29999, 22000 + 4 * n)}", cfg,
                  ("--var", f"bridge_target=127.0.0.1:{far.port}"))
     target = f"127.0.0.1:{srv.port}"
-    run_s = 5 + pairs * len(modes) * (window + 1) + 5
+    run_s = 5 + pairs * len(modes) * (window + SETTLE) + 5
     held_out = os.path.join(srv.dir, "held.json")
     hp = load(args, target, "44444", n, args.rate, n / args.rate + 5 + run_s + 5, "echo", held_out)
     time.sleep(n / args.rate + 5)
