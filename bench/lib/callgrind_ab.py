@@ -11,7 +11,12 @@ start-up are left out: `echo` or `held` (echo calls, 44444), `moh` (music on hol
 recorded whole as mixed mono WAV, bench/lib/record.py's 9188). The load generator echoes what it hears, so every
 call has a stream each way.
 
-    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,held,echo,moh,recorded] [--new NEW_BIN] [--events]
+`watched` is the cost of being watched instead, per build: 100 echo calls held on 2 workers with the
+API listening, counted in 20 s windows between `callgrind_control -z` and `--dump` (start-up and
+set-up left out), nobody watching / a /metrics scrape every second and an event client subscribed to
+every event / the same / nobody; the watched windows' instructions per call-second over the others'.
+
+    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,held,echo,moh,recorded,watched] [--new NEW_BIN] [--events]
 
 About 15 minutes (valgrind runs strowger some 50 times slower); every run is bounded in requests and
 time and stops by itself.
@@ -157,6 +162,52 @@ def windowed(rundir, label, binary, ext):
     shutil.rmtree(os.path.join(data, "calls"), ignore_errors=True)
     return instructions(window) / max(1, sends(window)) * 50, completed, window
 
+# watched: calls held, and the seconds of each counted window.
+WATCHED_CALLS, WATCHED_WINDOW = 100, 20
+
+
+def watched(rundir, label, binary, calls=WATCHED_CALLS, window=WATCHED_WINDOW):
+    """`calls` echo calls held on 2 workers with the API listening; counters zeroed
+    (`callgrind_control -z`) and dumped (`--dump`) around `window`-s windows in the order nobody
+    watching, watched, watched, nobody (a /metrics scrape every second and an event client
+    subscribed to every event): the instructions per call-second of each mode, start-up and the
+    calls' set-up left out. Returns ({mode: [per window]}, calls completed)."""
+    args = types.SimpleNamespace(bin=binary, load_bin=LOAD, realtime=0)
+    port, api_port = b.alloc_ports(1), b.alloc_ports(1)
+    cfg = S.config(args, rundir, f"{label}.toml")
+    token = S.observed(args, cfg, api_port)
+    p, out = under_callgrind(rundir, label, [binary, "--config", cfg,
+                                            "--sip-listen", f"127.0.0.1:{port}", "--rtp-ports", "32000-33999",
+                                            "--data-dir", os.path.join(rundir, f"{label}-data"), "--workers", "2"])
+    modes = ("none", "all", "all", "none")
+    rate = 10
+    hold = calls / rate + 10 + len(modes) * (window + 4) + 10
+    rep = os.path.join(rundir, f"{label}.json")
+    lp = S.load(args, f"127.0.0.1:{port}", "44444", calls, rate, hold, "echo", rep, max_time=int(hold + 120))
+    time.sleep(calls / rate + 10)
+    scraper, events = S.Scraper(api_port, token), S.EventClient(args, api_port, token)
+    per = {"none": [], "all": []}
+    for i, mode in enumerate(modes):
+        scraper.on = mode == "all"
+        events.set(mode == "all")
+        time.sleep(2)
+        subprocess.run(["callgrind_control", "-z", str(p.pid)], capture_output=True, check=True, timeout=60)
+        t0 = time.time()
+        time.sleep(window)
+        subprocess.run(["callgrind_control", f"--dump={mode}-{i}", str(p.pid)], capture_output=True, check=True,
+                       timeout=60)
+        span = time.time() - t0
+        dump = f"{out}.{i + 1}"
+        per[mode].append(instructions(dump) / span / calls)
+        b.log(f"{label} window {i} ({mode}): {per[mode][-1]:,.0f} instructions per call-second ({dump})")
+    scraper.stop = True
+    events.set(False)
+    if events.closed:
+        sys.exit(f"callgrind_ab: {label}: the server closed the event client")
+    lp.wait()
+    stop(p)
+    return per, json.load(open(rep))["completed"]
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,6 +229,14 @@ def main():
                       f"completed; callgrind_annotate {os.path.relpath(dump, b.ROOT)})")
             print(f"{what}: old {per['old']:,.0f}, new {per['new']:,.0f} instructions per call-second, "
                   f"new/old x{per['new'] / per['old']:.4f}")
+            continue
+        if what == "watched":
+            for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):
+                w, done = watched(rundir, f"watched-{label}", binary)
+                m = {k: sum(v) / len(v) for k, v in w.items()}
+                per[label] = m["all"] / m["none"]
+                print(f"watched {label}: {m['none']:,.0f} instructions per call-second unwatched, {m['all']:,.0f} "
+                      f"watched: x{per[label]:.4f} ({done} of {WATCHED_CALLS} calls completed)")
             continue
         for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):
             lo, n_lo = runs[what](f"{what}-{label}-short", binary, 100)

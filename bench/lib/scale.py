@@ -38,10 +38,16 @@
              --b2b-rate calls/s; in each, 10 s windows rotated between nobody listening, a client GETting
              /metrics (bearer token) every second and `strowger ctl events --json` subscribed to every
              event: the server's CPU per call-second (held) or per call (B2BUA) and the ratios, in one run.
-  combined   the issue's one-run figure: --levels[0] held echo calls in --repeat (at least 3) interleaved
-             pairs of 10 s windows, nobody watching vs a /metrics scrape every second and an event client
-             at once (the API listens in both), then B2BUA calls at --b2b-rate calls/s without vs with the
-             event client: each pair's ratio, median and spread, and the media frames sent late per window.
+  combined   the issue's one-run figures, in parts (--parts, default all three): `held`, --levels[0] held
+             echo calls in --repeat (at least 3) interleaved pairs of 10 s windows, nobody watching vs a
+             /metrics scrape every --scrape-interval s and an event client at once (the API listens in
+             both); `b2bua`, B2BUA calls at --b2b-rate calls/s without vs with the event client: each pair's
+             ratio, median and spread, the media frames sent late per window, and where the time went (each
+             server thread's CPU and wake-ups, the load generator's and the event client's CPU). `stream`,
+             the event stream beside media: --stream-held held echo calls and B2BUA calls at --b2b-rate
+             calls/s through one server, windows without vs with an event client subscribed to every event
+             (its output counted): events carried per window and per call, and the media frames the server
+             sent late in each window (strowger_media_late_frames_total; the issue's target is 0).
   report     writes bench/results/scale.md and bench/results/scale.png from bench/results/scale.json.
 
 CPU is the run time of all threads (/proc/PID/task/*/schedstat). Every run is bounded in calls and time, on
@@ -49,6 +55,7 @@ loopback only; every child runs in its own session and dies with this script.
 """
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -237,13 +244,15 @@ def api_config(cfg, port, token):
 
 
 class Scraper:
-    """GETs /metrics with the bearer token once a second while `on`, as Prometheus would."""
+    """GETs /metrics with the bearer token every `interval` s while `on`, as Prometheus would (once a
+    second); 0: back to back, to make a scrape's cost stand out of a noisy machine's."""
 
-    def __init__(self, port, token):
+    def __init__(self, port, token, interval=1.0):
         import threading
         self.req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
                                           headers={"Authorization": f"Bearer {token}"})
         self.on, self.stop, self.scrapes, self.failures, self.bytes = False, False, 0, 0, 0
+        self.interval = interval
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -256,21 +265,27 @@ class Scraper:
                     self.scrapes += 1
                 except OSError:
                     self.failures += 1
-            time.sleep(1)
+            time.sleep(self.interval if self.on else 0.05)
 
 
 class EventClient:
-    """`strowger ctl events --json` subscribed to every event type while on, its output to /dev/null:
-    what a dashboard costs the server. Started per window (the workers make notices only while a
-    client is subscribed); one the server closed for lagging (1008) is counted, not hidden."""
+    """`strowger ctl events --json` subscribed to every event type while on, its output to /dev/null
+    or, with `record` (a directory), to a file per client there, whose events `lines` counts: what a
+    dashboard costs the server. Started per window (the workers make notices only while a client is
+    subscribed); one the server closed for lagging (1008) is counted, not hidden."""
 
-    def __init__(self, args, port, token):
+    def __init__(self, args, port, token, record=None):
         self.cmd = [args.bin, "ctl", "--api", f"http://127.0.0.1:{port}", "--token", token, "--json", "events"]
-        self.proc, self.closed = None, 0
+        self.proc, self.closed, self.record, self.started, self.out = None, 0, record, 0, None
 
     def set(self, on):
         if on and self.proc is None:
-            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            out = subprocess.DEVNULL
+            if self.record:
+                self.started += 1
+                self.out = os.path.join(self.record, f"events-{self.started}.jsonl")
+                out = open(self.out, "wb")
+            self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.DEVNULL,
                                          start_new_session=True)
         elif not on and self.proc is not None:
             if self.proc.poll() is not None:
@@ -278,17 +293,27 @@ class EventClient:
             else:
                 self.proc.terminate()
             self.proc.wait()
-            self.proc = None
+            self.proc, self.out = None, None
+
+    def lines(self):
+        """The events the running client has written (0 with none running)."""
+        if self.out is None:
+            return 0
+        with open(self.out, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
 
 
 MODES = ("none", "scrape", "events")
 
 
-def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None):
+def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None, others=None):
     """Rounds of one `window`-second window per mode (order rotated each round; `all` is a scrape and
-    an event client at once): the server's CPU-ms per second divided by `per` of each window, by mode,
-    and what `probe()` (if given) rose by over each window."""
-    cpu, rise = {m: [] for m in modes}, {m: [] for m in modes}
+    an event client at once): the server's CPU-ms per second divided by `per` of each window, by mode;
+    what `probe()` (if given: a number, or a dict of them) rose by over each window; and where the time
+    went in each window (`threads_ms_per_s`, `wakeups_per_s`: by server thread; `others_ms_per_s`: the
+    processes of `others`, {name: pid}, and the event client; `scrapes`) — so a difference between the modes can be
+    placed on a thread, or on the server's waking more often, instead of being guessed at."""
+    cpu, rise, where = ({m: [] for m in modes} for _ in range(3))
     for r in range(rounds):
         for i in range(len(modes)):
             mode = modes[(i + r) % len(modes)]
@@ -296,15 +321,55 @@ def windows(srv, scraper, events, window, rounds, per, modes=MODES, probe=None):
             events.set(mode in ("events", "all"))
             time.sleep(1)
             p0 = probe() if probe else 0
+            procs = {**(others or {}), **({"event client": events.proc.pid} if events.proc else {})}
+            s0, o0 = server_threads(srv.proc.pid), {k: process_cpu(v) for k, v in procs.items()}
+            n0 = scraper.scrapes
             c0, t0 = srv.cpu(), time.time()
             time.sleep(window)
             c1, t1 = srv.cpu(), time.time()
-            rise[mode].append((probe() if probe else 0) - p0)
-            cpu[mode].append((c1 - c0) * 1000 / (t1 - t0) / per)
-            b.log(f"  {mode}: {cpu[mode][-1]:.4f}" + (f", probe +{rise[mode][-1]}" if probe else ""))
+            s1, o1 = server_threads(srv.proc.pid), {k: process_cpu(v) for k, v in procs.items()}
+            p1 = probe() if probe else 0
+            span = t1 - t0
+            rise[mode].append({k: p1[k] - p0[k] for k in p1} if isinstance(p1, dict) else p1 - p0)
+            cpu[mode].append((c1 - c0) * 1000 / span / per)
+            where[mode].append({
+                "threads_ms_per_s": {k: round((v[0] - s0.get(k, (0, 0))[0]) / 1e6 / span, 2) for k, v in s1.items()},
+                "wakeups_per_s": {k: round((v[1] - s0.get(k, (0, 0))[1]) / span, 1) for k, v in s1.items()},
+                "others_ms_per_s": {k: round((o1[k] - o0[k]) * 1000 / span, 2) for k in o0
+                                    if None not in (o0[k], o1[k])},
+                "scrapes": scraper.scrapes - n0})
+            w = where[mode][-1]
+            b.log(f"  {mode}: {cpu[mode][-1]:.4f}" + (f", probe +{rise[mode][-1]}" if probe else "")
+                  + f"; ms/s {w['threads_ms_per_s']}, wake-ups/s {w['wakeups_per_s']}, others {w['others_ms_per_s']}")
     scraper.on = False
     events.set(False)
-    return cpu, rise
+    return cpu, rise, where
+
+
+def process_cpu(pid):
+    """`b.proc_cpu`, or None once the process is gone (an event client the server closed)."""
+    try:
+        return b.proc_cpu(pid)
+    except OSError:
+        return None
+
+
+def server_threads(pid):
+    """{thread name: (run ns, voluntary context switches)} of the server's threads, the workers by
+    name and the rest summed as `other` (/proc/PID/task/*: schedstat, status)."""
+    out = {}
+    for d in glob.glob(f"/proc/{pid}/task/*"):
+        try:
+            name = open(d + "/comm").read().strip()
+            run = int(open(d + "/schedstat").read().split()[0])
+            vol = next(int(line.split()[1]) for line in open(d + "/status")
+                       if line.startswith("voluntary_ctxt_switches"))
+        except (OSError, ValueError, StopIteration):
+            continue
+        key = name if name.startswith("worker") or name == "api" else "other"
+        r, v = out.get(key, (0, 0))
+        out[key] = (r + run, v + vol)
+    return out
 
 
 def scrape(port, token):
@@ -415,37 +480,65 @@ def mean(cpu):
     return {m: sum(v) / len(v) for m, v in cpu.items()}
 
 
-def combined(args, rundir):
-    """The issue's figure, in one run: --levels[0] held echo calls on --workers in `--repeat` interleaved
-    pairs of windows (A B, B A, ...) with nobody watching and with a /metrics scrape every second and an
-    event client subscribed to every event at once (the API listens in both): CPU-ms per call-second,
-    each pair's ratio, their median and spread. Then B2BUA calls at --b2b-rate calls/s in pairs without
-    and with the event client: CPU-ms per call and the media frames sent late in each window (must be 0)."""
-    n, workers, window, pairs = args.levels[0], args.workers[0], 10, max(3, args.repeat)
-    modes = ("none", "all")
-    rows = []
+# Seconds a window of `combined` takes beyond its own: the second before it and the probes and
+# /proc readings around it, so the loads outlast the last window.
+SETTLE = 3
 
+
+def combined(args, rundir):
+    """The issue's figures, in one run, by part (--parts): `held`, `b2bua` and `stream` (see each)."""
+    workers, window, pairs = args.workers[0], 10, max(3, args.repeat)
+    parts = {"held": combined_held, "b2bua": combined_b2bua, "stream": stream}
+    unknown = set(args.parts.split(",")) - set(parts)
+    if unknown:
+        sys.exit(f"bench: --parts {','.join(sorted(unknown))}: expected some of {','.join(parts)}")
+    rows = [parts[p](args, rundir, workers, window, pairs) for p in args.parts.split(",")]
+    for r in rows:
+        w = r["watched_ratio"]
+        b.log(f"{r['load']} ({r['unit']}): watched/unwatched median x{w['median']} (pairs {w['ratios']}, "
+              f"spread x{w['min']}..x{w['max']}); late frames by window {r['late_frames']}; event clients closed "
+              f"{r['event_clients_closed']}; calls completed {r['completed']}, failed {r['failed']}")
+        if "events_per_s" in r:
+            b.log(f"event stream beside {r['held_calls']} held calls: events per window {r['events']}, "
+                  f"{r['events_per_s']} events/s carried, {r['events_per_call']} per call ended; media frames sent "
+                  f"late: unwatched {r['late_frames']['none']}, with the event client {r['late_frames']['events']}; "
+                  f"held calls' frames late at the caller {r['held_late_arrivals']} of {r['held_rtp_received']}")
+    save("combined", {"rows": rows, "machine": b.machine_info(args)})
+
+
+def combined_held(args, rundir, workers, window, pairs):
+    """--levels[0] held echo calls on `workers` in `pairs` interleaved pairs of windows (A B, B A, ...) with
+    nobody watching and with a /metrics scrape every --scrape-interval s and an event client subscribed to
+    every event at once (the API listens in both): CPU-ms per call-second, each pair's ratio, their median
+    and spread, and the media frames sent late in each window."""
+    n, modes = args.levels[0], ("none", "all")
     label = f"combined-held-{n}"
     cfg = config(args, rundir, f"{label}.toml")
     api_port = b.alloc_ports(1)
     token = observed(args, cfg, api_port)
     srv = Server(args, rundir, label, workers, f"10000-{min(29999, 10000 + 4 * n)}", cfg)
     out = os.path.join(srv.dir, "load.json")
-    hold = n / args.rate + 5 + pairs * len(modes) * (window + 1) + 10
+    hold = n / args.rate + 5 + pairs * len(modes) * (window + SETTLE) + 10
     lp = load(args, f"127.0.0.1:{srv.port}", "44444", n, args.rate, hold, "echo", out)
     time.sleep(n / args.rate + 5)
-    scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
+    scraper = Scraper(api_port, token, args.scrape_interval)
+    events = EventClient(args, api_port, token)
     b.log(f"{n} held calls, CPU-ms per call-second, nobody watching vs scrape + event client:")
-    cpu, late = windows(srv, scraper, events, window, pairs, n, modes, lambda: late_frames(api_port, token))
+    cpu, late, where = windows(srv, scraper, events, window, pairs, n, modes, lambda: late_frames(api_port, token),
+                               {"load generator": lp.pid})
     scraper.stop = True
     lp.wait()
     srv.stop()
     rep = report_of(out)
-    rows.append({"load": f"{n} held echo calls", "unit": "CPU-ms per call-second", "cpu": cpu,
-                 "watched_ratio": pair_ratios(cpu, "none", "all"), "late_frames": late,
-                 "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
-                 "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]})
+    return {"load": f"{n} held echo calls", "unit": "CPU-ms per call-second", "cpu": cpu,
+            "watched_ratio": pair_ratios(cpu, "none", "all"), "late_frames": late, "where": where,
+            "scrape_interval_s": args.scrape_interval, "scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
+            "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]}
 
+
+def combined_b2bua(args, rundir, workers, window, pairs):
+    """B2BUA calls (no media) at --b2b-rate calls/s in `pairs` of windows without and with an event client
+    subscribed to every event: CPU-ms per call."""
     label = "combined-b2bua"
     rate, modes = args.b2b_rate, ("none", "events")
     far = Server(args, rundir, f"{label}-b", 1, "30000-31999",
@@ -456,26 +549,79 @@ def combined(args, rundir):
     near = Server(args, rundir, f"{label}-a", workers, "32000-33999", near_cfg,
                   ("--var", f"bridge_target=127.0.0.1:{far.port}"))
     out = os.path.join(near.dir, "load.json")
-    calls = int(rate * (5 + pairs * len(modes) * (window + 1) + 5))
+    calls = int(rate * (5 + pairs * len(modes) * (window + SETTLE) + 5))
     lp = load(args, f"127.0.0.1:{near.port}", "2001", calls, rate, 0, "none", out, max_time=int(calls / rate + 60))
     time.sleep(5)
     scraper, events = Scraper(api_port, token), EventClient(args, api_port, token)
     b.log(f"B2BUA at {rate} calls/s, CPU-ms per call, without vs with an event client:")
-    cpu, late = windows(near, scraper, events, window, pairs, rate, modes, lambda: late_frames(api_port, token))
+    cpu, late, where = windows(near, scraper, events, window, pairs, rate, modes, lambda: late_frames(api_port, token),
+                               {"load generator": lp.pid})
     scraper.stop = True
     lp.wait()
     near.stop()
     far.stop()
     rep = report_of(out)
-    rows.append({"load": f"B2BUA, {rate} calls/s offered", "unit": "CPU-ms per call", "cpu": cpu,
-                 "watched_ratio": pair_ratios(cpu, "none", "events"), "late_frames": late,
-                 "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]})
-    for r in rows:
-        w = r["watched_ratio"]
-        b.log(f"{r['load']} ({r['unit']}): watched/unwatched median x{w['median']} (pairs {w['ratios']}, "
-              f"spread x{w['min']}..x{w['max']}); late frames by window {r['late_frames']}; event clients closed "
-              f"{r['event_clients_closed']}; calls completed {r['completed']}, failed {r['failed']}")
-    save("combined", {"rows": rows, "machine": b.machine_info(args)})
+    return {"load": f"B2BUA, {rate} calls/s offered", "unit": "CPU-ms per call", "cpu": cpu,
+            "watched_ratio": pair_ratios(cpu, "none", "events"), "late_frames": late, "where": where,
+            "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"]}
+
+
+def stream(args, rundir, workers, window, pairs):
+    """The event stream at --b2b-rate calls/s beside media: one server holds --stream-held echo calls and
+    bridges B2BUA calls (INVITE ... BYE, no media) at --b2b-rate calls/s to a second one, in `pairs` of
+    `window`-s windows without and with an event client subscribed to every event (its events written to
+    a file and counted): per window the events carried, the calls that ended, the media frames the server
+    sent late (strowger_media_late_frames_total, target 0), and its CPU-ms per second."""
+    label, n, rate, modes = "combined-stream", args.stream_held, args.b2b_rate, ("none", "events")
+    # Port pairs for the B2BUA calls up at once — two a call on the first server, a few seconds'
+    # worth when a busy host slows their set-up (4,000 pairs were not enough at 1,000 calls/s) —
+    # and for the held calls, within the file descriptors of a 20,000 `ulimit -n`.
+    far = Server(args, rundir, f"{label}-b", 1, "30000-37999",
+                 config(args, rundir, f"{label}-b.toml", steps='["answer", "echo"]'))
+    cfg = config(args, rundir, f"{label}-a.toml")
+    api_port = b.alloc_ports(1)
+    token = observed(args, cfg, api_port)
+    srv = Server(args, rundir, f"{label}-a", workers, f"10000-{min(29999, 22000 + 4 * n)}", cfg,
+                 ("--var", f"bridge_target=127.0.0.1:{far.port}"))
+    target = f"127.0.0.1:{srv.port}"
+    run_s = 5 + pairs * len(modes) * (window + SETTLE) + 5
+    held_out = os.path.join(srv.dir, "held.json")
+    hp = load(args, target, "44444", n, args.rate, n / args.rate + 5 + run_s + 5, "echo", held_out)
+    time.sleep(n / args.rate + 5)
+    out = os.path.join(srv.dir, "b2bua.json")
+    lp = load(args, target, "2001", int(rate * run_s), rate, 0, "none", out, max_time=int(run_s + 60))
+    time.sleep(5)
+    scraper, events = Scraper(api_port, token), EventClient(args, api_port, token, record=srv.dir)
+
+    def probe():
+        m = scrape(api_port, token)
+        if "media_late_frames_total" not in m:
+            raise RuntimeError("no strowger_media_late_frames_total in /metrics")
+        return {"late_frames": int(m["media_late_frames_total"]), "calls_ended": int(m.get("calls_total", 0)),
+                "events": events.lines()}
+
+    b.log(f"{n} held echo calls and B2BUA at {rate} calls/s, server CPU-ms per second, without vs with an "
+          f"event client:")
+    cpu, rise, where = windows(srv, scraper, events, window, pairs, 1, modes, probe,
+                               {"held calls' generator": hp.pid, "B2BUA generator": lp.pid})
+    scraper.stop = True
+    lp.wait()
+    hp.wait()
+    srv.stop()
+    far.stop()
+    rep, held = report_of(out), report_of(held_out)
+    carried = [r["events"] for r in rise["events"]]
+    ended = sum(r["calls_ended"] for r in rise["events"])
+    return {"load": f"{n} held echo calls + B2BUA, {rate} calls/s offered", "unit": "server CPU-ms per second",
+            "cpu": cpu, "watched_ratio": pair_ratios(cpu, "none", "events"), "held_calls": n, "where": where,
+            "late_frames": {m: [r["late_frames"] for r in rise[m]] for m in modes},
+            "calls_ended": {m: [r["calls_ended"] for r in rise[m]] for m in modes},
+            "events": carried, "events_per_s": round(sum(carried) / (window * len(carried))),
+            "events_per_call": round(sum(carried) / max(1, ended), 2),
+            "event_clients_closed": events.closed, "completed": rep["completed"], "failed": rep["failed"],
+            "held_failed": held["failed"], "held_rtp_received": held["rtp"]["received"],
+            "held_late_arrivals": held["rtp"].get("late_arrivals", 0),
+            "server_cmd": b.fmt_cmd(srv.cmd), "held_cmd": hp.cmd, "b2bua_cmd": lp.cmd}
 
 
 def user_cpu(pid):
@@ -933,7 +1079,14 @@ def main():
     ap.add_argument("--calls", type=int, default=None,
                     help="calls per run (default: per test, see CALLS; speedup 2,000, the others 20,000)")
     ap.add_argument("--rate", type=float, default=200)
-    ap.add_argument("--b2b-rate", type=int, default=1000, help="metrics: B2BUA calls/s offered")
+    ap.add_argument("--b2b-rate", type=int, default=1000, help="metrics, combined: B2BUA calls/s offered")
+    ap.add_argument("--parts", default="held,b2bua,stream",
+                    help="combined: which parts, comma-separated, of held, b2bua, stream")
+    ap.add_argument("--scrape-interval", type=float, default=1.0,
+                    help="combined: seconds between /metrics scrapes in the held part's watched windows (0: back "
+                         "to back, to measure what one scrape costs)")
+    ap.add_argument("--stream-held", type=int, default=1000,
+                    help="combined: held echo calls beside the B2BUA calls while the event stream is measured")
     ap.add_argument("--hold", type=float, default=60)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--flood", type=int, default=15000, help="overload: new calls/s offered")

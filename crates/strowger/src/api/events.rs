@@ -28,6 +28,11 @@ const POLICY: u16 = 1008;
 /// task waits on the feed, so a worker's publish wakes no thread; and the batch is one write.
 /// At 1,000 calls/s this is about 50 wake-ups a second instead of 5,000.
 const GATHER: Duration = Duration::from_millis(20);
+/// The read buffer of a client's WebSocket. A client sends only pings and a close, but
+/// tungstenite zeroes its whole read buffer before every read, and the stream reads each time
+/// it has sent a batch: 128 KiB (its default) made that zeroing most of the API thread's work
+/// per batch (bench/RESULTS.md). A larger frame still arrives, over several reads.
+const READ_BUFFER: usize = 4096;
 
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new().route(PATH, get(upgrade))
@@ -70,7 +75,9 @@ async fn upgrade(
             ),
         ));
     }
-    Ok(ws.on_upgrade(move |socket| stream(s, types, socket)))
+    Ok(ws
+        .read_buffer_size(READ_BUFFER)
+        .on_upgrade(move |socket| stream(s, types, socket)))
 }
 
 async fn stream(s: Arc<Shared>, types: Vec<&'static str>, mut socket: WebSocket) {
