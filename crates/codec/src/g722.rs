@@ -5,7 +5,7 @@
 //! options, the settings strowger used before (tests.rs compares the two on speech, music, tones
 //! and noise). The quadrature mirror filters, the hot loop, keep the last twelve sample pairs
 //! interleaved in one window, so each filter output is one 24-term dot product of 16-bit values:
-//! three SSE2 multiply-adds on x86-64, the two outputs of a step from one load of the window.
+//! three SSE2 multiply-adds on x86-64.
 
 /// QMF coefficients (G.722 Table 11), the oldest sample's first, for the first and second
 /// sample of each pair.
@@ -106,45 +106,28 @@ fn dot24_scalar(w: &[i16; 24], c: &[i16; 24]) -> i32 {
         .sum()
 }
 
-/// Both outputs of a QMF step: the window against two coefficient sets.
-#[cfg(any(test, not(target_arch = "x86_64")))]
-#[inline(always)]
-fn dot24x2_scalar(w: &[i16; 24], c: &[i16; 24], e: &[i16; 24]) -> (i32, i32) {
-    (dot24_scalar(w, c), dot24_scalar(w, e))
-}
-
 #[cfg(not(target_arch = "x86_64"))]
-use self::dot24x2_scalar as dot24x2;
+use self::dot24_scalar as dot24;
 
-/// Both outputs of a QMF step in SSE2 (every x86-64 has it): the window loaded once, three
-/// multiply-adds of eight 16-bit pairs per output, and the two sums reduced together. Left to
-/// itself the compiler folds the constant coefficients into 48 scalar multiplies.
+/// A QMF output in SSE2 (every x86-64 has it): three multiply-adds of eight 16-bit pairs. Left
+/// to itself the compiler folds the constant coefficients into 24 scalar multiplies.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn dot24x2(w: &[i16; 24], c: &[i16; 24], e: &[i16; 24]) -> (i32, i32) {
+fn dot24(w: &[i16; 24], c: &[i16; 24]) -> i32 {
     use std::arch::x86_64::*;
     // SAFETY: SSE2 is part of x86-64; three unaligned 16-byte loads from each 48-byte array.
     unsafe {
-        let (w, c, e) = (
-            w.as_ptr().cast::<__m128i>(),
-            c.as_ptr().cast::<__m128i>(),
-            e.as_ptr().cast::<__m128i>(),
-        );
-        let w0 = _mm_loadu_si128(w);
-        let mut x = _mm_madd_epi16(w0, _mm_loadu_si128(c));
-        let mut y = _mm_madd_epi16(w0, _mm_loadu_si128(e));
+        let (w, c) = (w.as_ptr().cast::<__m128i>(), c.as_ptr().cast::<__m128i>());
+        let mut acc = _mm_madd_epi16(_mm_loadu_si128(w), _mm_loadu_si128(c));
         for k in 1..3 {
-            let wk = _mm_loadu_si128(w.add(k));
-            x = _mm_add_epi32(x, _mm_madd_epi16(wk, _mm_loadu_si128(c.add(k))));
-            y = _mm_add_epi32(y, _mm_madd_epi16(wk, _mm_loadu_si128(e.add(k))));
+            acc = _mm_add_epi32(
+                acc,
+                _mm_madd_epi16(_mm_loadu_si128(w.add(k)), _mm_loadu_si128(c.add(k))),
+            );
         }
-        // [x0+x2, y0+y2, x1+x3, y1+y3], then the halves added: x's sum in lane 0, y's in 1.
-        let s = _mm_add_epi32(_mm_unpacklo_epi32(x, y), _mm_unpackhi_epi32(x, y));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
-        (
-            _mm_cvtsi128_si32(s),
-            _mm_cvtsi128_si32(_mm_shuffle_epi32(s, 0b01)),
-        )
+        acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0b01_00_11_10));
+        acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0b10_11_00_01));
+        _mm_cvtsi128_si32(acc)
     }
 }
 
@@ -406,8 +389,9 @@ impl G722Encoder {
     pub fn encode(&mut self, pcm: &[i16], out: &mut [u8]) -> usize {
         let mut n = 0;
         for (pair, o) in pcm.chunks_exact(2).zip(out.iter_mut()) {
-            let (sum, difference) = dot24x2(self.qmf.push(pair[0], pair[1]), &TX_LOW, &TX_HIGH);
-            let (xlow, xhigh) = ((sum >> 14) as i16, (difference >> 14) as i16);
+            let w = self.qmf.push(pair[0], pair[1]);
+            let xlow = (dot24(w, &TX_LOW) >> 14) as i16;
+            let xhigh = (dot24(w, &TX_HIGH) >> 14) as i16;
 
             // Low band: SUBTRA, QUANTL (the count of decision levels at or below the
             // difference, levels rising with the scale), INVQAL, LOGSCL, SCALEL.
@@ -493,10 +477,9 @@ impl G722Decoder {
             high.block4(dhigh);
 
             let w = self.qmf.push(sat16(rlow + rhigh), sat16(rlow - rhigh));
-            let (first, second) = dot24x2(w, &RX_FIRST, &RX_SECOND);
             // Wrapped, not saturated, as spandsp 0.0.6 does (only corrupt streams get there).
-            o[0] = (first >> 11) as i16;
-            o[1] = (second >> 11) as i16;
+            o[0] = (dot24(w, &RX_FIRST) >> 11) as i16;
+            o[1] = (dot24(w, &RX_SECOND) >> 11) as i16;
             n += 2;
         }
         n
@@ -533,9 +516,7 @@ mod tests {
                 _ => r() >> 4,
             };
             let w: [i16; 24] = std::array::from_fn(|_| pick(&mut r));
-            for (c, e) in [(&TX_LOW, &TX_HIGH), (&RX_FIRST, &RX_SECOND)] {
-                assert_eq!(dot24x2(&w, c, e), dot24x2_scalar(&w, c, e));
-            }
+            assert_eq!(dot24(&w, &TX_HIGH), dot24_scalar(&w, &TX_HIGH));
             let (mut q1, mut q2) = (Qmf { w }, Qmf { w });
             let (a, b) = (pick(&mut r), pick(&mut r));
             assert_eq!(q1.push(a, b), q2.push_scalar(a, b));
