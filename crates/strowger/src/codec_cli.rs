@@ -21,8 +21,7 @@ type Res<T> = Result<T, String>;
 /// settings, and what encoding and decoding one second of it costs.
 pub fn show_translation(paths: bool, rtp: &switch::config::Rtp) -> Res<()> {
     let t0 = Instant::now();
-    codec::set_speex_quality(rtp.speex_quality);
-    codec::set_opus_options(rtp.opus);
+    configure(rtp);
     let g = Graph::measure(1000, 3);
     print!("{}", g.render_matrix());
     println!();
@@ -52,6 +51,12 @@ pub fn show_translation(paths: bool, rtp: &switch::config::Rtp) -> Res<()> {
     Ok(())
 }
 
+/// Encoders made from here on use the configured settings, as the server's do.
+fn configure(rtp: &switch::config::Rtp) {
+    codec::set_speex_quality(rtp.speex_quality);
+    codec::set_opus_options(rtp.opus);
+}
+
 fn format(name: &str) -> Res<Format> {
     Format::from_name(name).ok_or_else(|| {
         let all: Vec<_> = Format::all().iter().map(|f| f.name()).collect();
@@ -59,7 +64,15 @@ fn format(name: &str) -> Res<Format> {
     })
 }
 
-pub fn run(op: &str, name: &str, to: Option<&str>, input: &Path, output: &Path) -> Res<()> {
+pub fn run(
+    op: &str,
+    name: &str,
+    to: Option<&str>,
+    input: &Path,
+    output: &Path,
+    rtp: &switch::config::Rtp,
+) -> Res<()> {
+    configure(rtp);
     let f = format(name)?;
     match op {
         "transcode" => {

@@ -74,7 +74,8 @@ enum Command {
     User(users::UserCmd),
     /// Encode, decode or round-trip a file with one codec (WAV in; WAV out for roundtrip), or
     /// transcode a coded file to another codec (`transcode --codec FROM --to TO`) along the
-    /// translation graph's path, printing the CPU it took per frame.
+    /// translation graph's path, printing the CPU it took per frame. Encoders use the
+    /// configuration's settings (`rtp.speex_quality`, `rtp.opus_*`), as calls do.
     Codec {
         /// encode, decode, roundtrip or transcode
         #[arg(value_parser = ["encode", "decode", "roundtrip", "transcode"])]
@@ -140,7 +141,20 @@ fn main() -> ExitCode {
             input,
             output,
         }) => {
-            return finish(codec_cli::run(&op, &codec, to.as_deref(), &input, &output));
+            return match load(cli.config.as_ref()) {
+                Ok(cfg) => finish(codec_cli::run(
+                    &op,
+                    &codec,
+                    to.as_deref(),
+                    &input,
+                    &output,
+                    &cfg.rtp,
+                )),
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(2)
+                }
+            };
         }
         Some(Command::Show { what, paths }) if what == "translation" => {
             return match load(cli.config.as_ref()) {

@@ -345,3 +345,43 @@ fn speex_interop_with_ffmpeg() {
     assert!(c > 0.999, "strowger hears ffmpeg's Speex differently: {c}");
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// `strowger codec` encodes at the configuration's `rtp.speex_quality`, as calls do: quality 3
+/// is Speex narrowband's 8 kbit/s mode (20 bytes a frame), the default 8 its 15.2 kbit/s one
+/// (38 bytes).
+#[test]
+fn codec_command_encodes_speex_at_the_configured_quality() {
+    let d = dir("speex-quality");
+    let input = speech(&d);
+    let defaults = Command::new(bin()).arg("default-config").output().unwrap();
+    let text = String::from_utf8(defaults.stdout).unwrap();
+    assert!(
+        text.contains("speex_quality = 8\n"),
+        "default speex_quality moved"
+    );
+    let cfg = d.join("q3.toml");
+    std::fs::write(
+        &cfg,
+        text.replace("speex_quality = 8\n", "speex_quality = 3\n"),
+    )
+    .unwrap();
+    let kbits = |config: Option<&Path>| {
+        let mut cmd = Command::new(bin());
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        let out = cmd
+            .args(["codec", "encode", "--codec", "speex"])
+            .arg(&input)
+            .arg(d.join("out.spx"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        let rate = err.split(", ").find_map(|f| f.strip_suffix(" kbit/s\n"));
+        rate.unwrap_or_else(|| panic!("no bit rate in {err:?}"))
+            .to_string()
+    };
+    assert_eq!(kbits(None), "15.2");
+    assert_eq!(kbits(Some(&cfg)), "8.0");
+}
