@@ -284,32 +284,38 @@ def busiest_others(exclude, seconds=2.0):
 BUSY_OTHERS_PCT = 25  # other processes' CPU (% of one core) above which a figure is flagged busy
 
 
+def quiet_fields(m0, m1, ours_s, span):
+    """Whether a figure was taken on a quiet machine: `others_cpu_pct`, the CPU the machine spent
+    over the window (`machine_cpu()` at either end, `span` s apart) less `ours_s` (the CPU seconds
+    of the run's own processes), in % of one core, and `quiet`, False when that is over
+    BUSY_OTHERS_PCT (with a warning line, so a figure from a shared machine is never passed off
+    as a quiet one)."""
+    others = max(0.0, (m1[0] - m0[0]) / HZ - ours_s) / span * 100
+    f = {"others_cpu_pct": round(others, 1), "quiet": others <= BUSY_OTHERS_PCT}
+    if not f["quiet"]:
+        log(f"WARNING: other processes used {f['others_cpu_pct']} % of a core during this "
+            f"{span:.1f} s window: the figure is flagged quiet: false (a quiet machine gives a "
+            f"trustworthy one)")
+    return f
+
+
 def cpu_window(seconds, server_cpu, load_pids=()):
     """Sleeps `seconds` and returns the CPU of that window: the server's (`server_cpu()`, CPU
-    seconds), the load generators' (`load_pids`), the whole machine's and everyone else's (the
-    machine's busy time less ours, from /proc/stat). `busy` flags a figure taken while other
-    processes used more than BUSY_OTHERS_PCT % of a core, with a warning line, so a figure from a
-    shared machine is never passed off as a quiet one."""
+    seconds), the load generators' (`load_pids`), the whole machine's and everyone else's
+    (`quiet_fields`)."""
     def snap():
         return (server_cpu(), sum(proc_cpu(p) for p in load_pids), machine_cpu(), time.time())
     c0, l0, m0, t0 = snap()
     time.sleep(seconds)
     c1, l1, m1, t1 = snap()
     span = t1 - t0
-    busy_s = (m1[0] - m0[0]) / HZ
-    others = max(0.0, busy_s - (c1 - c0) - (l1 - l0))
     w = {
         "window_s": round(span, 2), "server_cpu_s": c1 - c0,
         "server_cpu_pct": round((c1 - c0) / span * 100, 1),
         "load_cpu_pct": round((l1 - l0) / span * 100, 1),
         "machine_busy_pct": round(100 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1]), 1),
-        "others_cpu_pct": round(others / span * 100, 1),
+        **quiet_fields(m0, m1, (c1 - c0) + (l1 - l0), span),
     }
-    w["busy"] = w["others_cpu_pct"] > BUSY_OTHERS_PCT
-    if w["busy"]:
-        log(f"WARNING: other processes used {w['others_cpu_pct']} % of a core during this "
-            f"{w['window_s']} s window: the figure is flagged busy (a quiet machine gives a "
-            f"trustworthy one)")
     return w
 
 
@@ -842,7 +848,8 @@ QUIET_WAIT = [int(os.environ.get("QUIET_WAIT", "60"))]  # s to wait for a quiete
 
 
 def quiet_check(exclude):
-    """Note the busiest other processes; wait (bounded) while they use more than a quarter of a core."""
+    """Note the busiest other processes; wait (bounded) while they use more than a quarter of a
+    core. Going on regardless, the figures then taken say so themselves (`quiet_fields`)."""
     deadline = time.time() + QUIET_WAIT[0]
     others = busiest_others(exclude)
     while sum(o["cpu_pct"] for o in others) > 25 and time.time() < deadline:

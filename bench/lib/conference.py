@@ -83,7 +83,7 @@ def one(args, rundir, kind, size, calls, build="new"):
         "server_cpu_pct": w["server_cpu_pct"],
         "cpu_ms_per_call_s": round(w["server_cpu_s"] * 1000 / w["window_s"] / up, 4),
         "load_cpu_pct": w["load_cpu_pct"], "machine_busy_pct": w["machine_busy_pct"],
-        "others_cpu_pct": w["others_cpu_pct"], "busy": w["busy"],
+        "others_cpu_pct": w["others_cpu_pct"], "quiet": w["quiet"],
         "failed": failed, "rtp_received": received, "late_arrivals": late,
         "late_pct": round(100 * late / max(1, received), 3),
         "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": procs[0][0].cmd,

@@ -87,7 +87,7 @@ def one(args, rundir, kind, calls, tag=""):
         "server_cpu_pct": w["server_cpu_pct"],
         "cpu_ms_per_leg_s": round(w["server_cpu_s"] * 1000 / w["window_s"] / legs, 4),
         "load_cpu_pct": w["load_cpu_pct"], "machine_busy_pct": w["machine_busy_pct"],
-        "others_cpu_pct": w["others_cpu_pct"], "busy": w["busy"],
+        "others_cpu_pct": w["others_cpu_pct"], "quiet": w["quiet"],
         "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd,
     }
     if kind == "sip":

@@ -65,7 +65,7 @@ def one(args, rundir, family, calls, rnd):
         "family": family, "calls": calls, "calls_up": up, "round": rnd, "rate": args.rate,
         "window_s": w["window_s"], "server_cpu_pct": w["server_cpu_pct"],
         "cpu_ms_per_call_s": round(w["server_cpu_s"] * 1000 / w["window_s"] / max(1, up), 4),
-        "sipp_cpu_pct": w["load_cpu_pct"], "others_cpu_pct": w["others_cpu_pct"], "busy": w["busy"],
+        "sipp_cpu_pct": w["load_cpu_pct"], "others_cpu_pct": w["others_cpu_pct"], "quiet": w["quiet"],
         "successful": st["SuccessfulCall(C)"], "failed": st["FailedCall(C)"],
         "rtp_sent": sent, "rtp_received": received, "send_errors": errors,
         "server_cmd": b.fmt_cmd(srv.cmd), "sipp_cmd": b.fmt_cmd(sipp.full_cmd),

@@ -64,7 +64,7 @@ def one(args, rundir, kind, calls):
         "server_cpu_pct": w["server_cpu_pct"],
         "cpu_ms_per_call_s": round(w["server_cpu_s"] * 1000 / w["window_s"] / up, 4),
         "load_cpu_pct": w["load_cpu_pct"], "machine_busy_pct": w["machine_busy_pct"],
-        "others_cpu_pct": w["others_cpu_pct"], "busy": w["busy"],
+        "others_cpu_pct": w["others_cpu_pct"], "quiet": w["quiet"],
         "completed": rep["completed"], "failed": rep["failed"], "rtp_received": rep["rtp"]["received"],
         "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd,
     }

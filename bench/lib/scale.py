@@ -179,9 +179,9 @@ def held_calls(args, rundir, label, workers, calls, rate, hold, window, shared_p
     rss0 = srv.rss_kib()
     lp = load(args, f"127.0.0.1:{srv.port}", "44444", calls, rate, hold, "echo", out, far_ends=far_ends)
     time.sleep(calls / rate + 5)
-    c0, u0, l0, t0 = srv.cpu(), user_cpu(srv.proc.pid), b.proc_cpu(lp.pid), time.time()
+    c0, u0, l0, m0, t0 = srv.cpu(), user_cpu(srv.proc.pid), b.proc_cpu(lp.pid), b.machine_cpu(), time.time()
     time.sleep(window)
-    c1, u1, l1, t1 = srv.cpu(), user_cpu(srv.proc.pid), b.proc_cpu(lp.pid), time.time()
+    c1, u1, l1, m1, t1 = srv.cpu(), user_cpu(srv.proc.pid), b.proc_cpu(lp.pid), b.machine_cpu(), time.time()
     rss = srv.rss_kib()
     lp.wait()
     srv.stop()
@@ -202,6 +202,7 @@ def held_calls(args, rundir, label, workers, calls, rate, hold, window, shared_p
         "late_arrivals": rtp.get("late_arrivals", 0),
         "late_pct": round(100 * rtp.get("late_arrivals", 0) / max(1, rtp["received"]), 4),
         "load_late_frames": rtp["late_frames"], "jitter_mean_us": rtp["jitter_mean_us"],
+        **b.quiet_fields(m0, m1, (c1 - c0) + (l1 - l0), span),
         "server_cmd": b.fmt_cmd(srv.cmd), "load_cmd": lp.cmd,
     }
     b.log(f"{workers} worker(s), {calls} calls: {row['cpu_ms_per_call_s']} CPU-ms per call-s "
@@ -729,11 +730,11 @@ def b2bua_once(args, rundir, label, workers):
     near = Server(args, rundir, f"{label}-a", workers, "32000-33999", near_cfg,
                   ("--var", f"bridge_target=127.0.0.1:{far.port}"))
     out = os.path.join(near.dir, "load.json")
-    a0, f0 = near.cpu(), far.cpu()
+    a0, f0, m0, t0 = near.cpu(), far.cpu(), b.machine_cpu(), time.time()
     lp = load(args, f"127.0.0.1:{near.port}", "2001", args.calls, args.rate, 0, "none", out,
               max_time=int(args.calls / args.rate + 60))
     lp.wait()
-    a1, f1 = near.cpu(), far.cpu()
+    a1, f1, m1, t1 = near.cpu(), far.cpu(), b.machine_cpu(), time.time()
     near.stop()
     far.stop()
     rep = report_of(out)
@@ -744,6 +745,8 @@ def b2bua_once(args, rundir, label, workers):
            "cpu_ms_per_call": round(ms, 4), "calls_per_s_per_core": round(1000 / ms),
            "far_end_cpu_ms_per_call": round((f1 - f0) * 1000 / done, 4),
            "setup_p50_us": rep["setup_us"]["p50"], "setup_p99_us": rep["setup_us"]["p99"],
+           # The load generator's CPU from its report: it has exited by now.
+           **b.quiet_fields(m0, m1, (a1 - a0) + (f1 - f0) + rep.get("cpu_s", 0), t1 - t0),
            "server_cmd": b.fmt_cmd(near.cmd), "load_cmd": lp.cmd}
     b.log(f"B2BUA, {workers} worker(s): {row['cpu_ms_per_call']} CPU-ms per call "
           f"({row['calls_per_s_per_core']} calls/s per core), failed {row['failed']}")
@@ -769,7 +772,8 @@ def summary(rows, key):
     for w in sorted({r["workers"] for r in rows}):
         mine = [r for r in rows if r["workers"] == w]
         vals = [r[key] for r in mine if r["failed"] == 0]
-        s = {"runs": len(vals), "failed_runs": len(mine) - len(vals)}
+        s = {"runs": len(vals), "failed_runs": len(mine) - len(vals),
+             "not_quiet_runs": sum(1 for r in mine if r.get("quiet") is False)}
         if vals:
             s.update(median=round(statistics.median(vals), 4), min=min(vals), max=max(vals))
         out[str(w)] = s
@@ -788,6 +792,9 @@ def print_summary(name, summ):
             print(f"{name} {w} worker(s): no run without failed calls{failed}", flush=True)
             continue
         speed = f", speed-up x{s['speedup']}" if "speedup" in s else ""
+        if s.get("not_quiet_runs"):
+            speed += (f"; {s['not_quiet_runs']} run(s) taken while other processes used over a "
+                      f"quarter of a core (quiet: false)")
         print(f"{name} {w} worker(s): median {s['median']} (min {s['min']}, max {s['max']}) over "
               f"{s['runs']} run(s){failed}{speed}", flush=True)
 

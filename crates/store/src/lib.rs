@@ -12,6 +12,7 @@ mod cache;
 mod forward;
 mod local;
 mod memcached;
+mod packed;
 pub mod pipe;
 mod redis_store;
 pub mod voicemail;

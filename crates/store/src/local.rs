@@ -14,10 +14,12 @@
 //! one), so a power cut may lose the last second, and no change ever waits for the disk. A write
 //! or flush that fails fails the next change (the failed batch's changes stay in memory).
 
+use crate::packed::{Packed, Record};
 use crate::{apply, Binding, Change, CredentialStore, Credentials, Error, LocationStore, Result};
 use rustc_hash::{FxBuildHasher, FxHashMap};
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use serde::{Deserialize, Serialize, Serializer};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::hash::BuildHasher;
 use std::io::{BufRead, BufReader, Write};
@@ -34,7 +36,8 @@ const SYNC_EVERY: Duration = Duration::from_secs(1);
 
 pub struct LocalStore {
     path: PathBuf,
-    shards: Vec<Mutex<HashMap<String, Vec<Binding>>>>,
+    /// AOR → bindings, packed (crate::packed).
+    shards: Vec<Mutex<Packed>>,
     /// By `user@domain`. Only operators add users, so a fast hash without a random key is safe
     /// here (a lookup's name may come from anyone, but it inserts nothing).
     users: Mutex<FxHashMap<String, Credentials>>,
@@ -102,26 +105,27 @@ struct Snapshot {
     bindings: BTreeMap<String, Vec<Binding>>,
 }
 
-/// A [`Snapshot`] as it is written: borrowed from the locked maps.
+/// A [`Snapshot`] as it is written: borrowed from the locked shards, each AOR's bindings
+/// decoded only as they are written.
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
     users: Vec<Credentials>,
-    bindings: BTreeMap<&'a str, &'a Vec<Binding>>,
+    bindings: Sorted<'a>,
 }
 
-/// Gives back a shard's room when it holds under a quarter of what it has room for: a map
-/// keeps its largest size otherwise, and a burst of registrations would hold its memory for
-/// good.
-fn shrink(shard: &mut HashMap<String, Vec<Binding>>) {
-    if shard.capacity() > 64 && shard.len() < shard.capacity() / 4 {
-        shard.shrink_to(shard.len() * 2);
+/// The AORs' records in the order of their names, and the time that says which bindings live.
+struct Sorted<'a>(Vec<Record<'a>>, u64);
+
+impl Serialize for Sorted<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|r| (r.aor(), r.live(self.1))))
     }
 }
 
-/// One journal line.
+/// One journal line (borrowed when written, owned when read).
 #[derive(Serialize, Deserialize)]
-enum Entry {
-    Aor(String, Vec<Binding>),
+enum Entry<'a> {
+    Aor(Cow<'a, str>, Cow<'a, [Binding]>),
     /// Boxed: the largest entry by far, read and written once per user change.
     User(Box<Credentials>),
     DelUser(String),
@@ -162,10 +166,10 @@ impl LocalStore {
                     lines += 1;
                     match entry {
                         Entry::Aor(aor, list) if list.is_empty() => {
-                            bindings.remove(&aor);
+                            bindings.remove(&*aor);
                         }
                         Entry::Aor(aor, list) => {
-                            bindings.insert(aor, list);
+                            bindings.insert(aor.into_owned(), list.into_owned());
                         }
                         Entry::User(c) => {
                             users.insert(user_key(&c.user, &c.domain), *c);
@@ -201,7 +205,7 @@ impl LocalStore {
             .map_err(err)?;
         let s = LocalStore {
             path: path.to_path_buf(),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             users: Mutex::new(users),
             journal: Mutex::new(Journal {
                 file,
@@ -211,7 +215,7 @@ impl LocalStore {
             sync,
         };
         for (aor, list) in bindings {
-            s.shard(&aor).lock().unwrap().insert(aor, list);
+            s.shard(&aor).lock().unwrap().put(&aor, &list);
         }
         // Start from a fresh snapshot and an empty journal (lapsed bindings are dropped by
         // later folds, which know the time).
@@ -221,13 +225,13 @@ impl LocalStore {
 
     /// The shard of an AOR. A fast hash picks it (an AOR that anyone may choose can at worst
     /// crowd one of the 16 locks); the shard's own map keeps the keyed hash.
-    fn shard(&self, aor: &str) -> &Mutex<HashMap<String, Vec<Binding>>> {
+    fn shard(&self, aor: &str) -> &Mutex<Packed> {
         &self.shards[(FxBuildHasher.hash_one(aor) >> 32) as usize % SHARDS]
     }
 
     /// Appends one entry to the pending lines (the caller holds the lock of what it changed);
     /// `now`: written at once. Returns the journal's length in lines.
-    fn append(&self, e: &Entry, now: bool) -> Result<u64> {
+    fn append(&self, e: &Entry<'_>, now: bool) -> Result<u64> {
         if let Some(e) = self.sync.failed.lock().unwrap().take() {
             return Err(e);
         }
@@ -268,27 +272,22 @@ impl LocalStore {
     /// the journal still has `at_least` lines once the locks are held.
     fn fold(&self, now: u64, at_least: u64) -> Result<()> {
         let users = self.users.lock().unwrap();
-        let mut shards: Vec<MutexGuard<'_, HashMap<String, Vec<Binding>>>> =
+        let mut shards: Vec<MutexGuard<'_, Packed>> =
             self.shards.iter().map(|s| s.lock().unwrap()).collect();
         let mut j = self.journal.lock().unwrap();
         if j.lines < at_least {
             return Ok(()); // another thread folded it meanwhile
         }
         for shard in shards.iter_mut() {
-            shard.retain(|_, l| {
-                l.retain(|b| b.expires_at > now);
-                !l.is_empty()
-            });
-            shrink(shard);
+            shard.retain(|r| r.lapses() > now);
         }
         // Borrowed and written as it is encoded: a copy of every binding, or the whole text in
         // memory, would double the store's memory at each fold.
+        let mut records: Vec<Record<'_>> = shards.iter().flat_map(|s| s.iter()).collect();
+        records.sort_unstable_by_key(|r| r.aor());
         let snap = SnapshotRef {
             users: sorted_users(&users),
-            bindings: shards
-                .iter()
-                .flat_map(|s| s.iter().map(|(k, v)| (k.as_str(), v)))
-                .collect(),
+            bindings: Sorted(records, now),
         };
         let err = |e: std::io::Error| write_error(&self.path, e);
         // Per process: two processes opening one store (a mistake, but a possible one) must not
@@ -338,15 +337,11 @@ impl LocationStore for LocalStore {
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
         let (list, lines) = {
             let mut shard = self.shard(aor).lock().unwrap();
-            let old = shard.get(aor).cloned().unwrap_or_default();
+            let old = shard.get(aor).map(|r| r.bindings()).unwrap_or_default();
             let list = apply(old, changes, now);
             // Journal first: a change that cannot be written is not made.
-            let lines = self.append(&Entry::Aor(aor.to_string(), list.clone()), false)?;
-            if list.is_empty() {
-                shard.remove(aor);
-            } else {
-                shard.insert(aor.to_string(), list.clone());
-            }
+            let lines = self.append(&Entry::Aor(aor.into(), (&list[..]).into()), false)?;
+            shard.put(aor, &list);
             (list, lines)
         };
         self.fold_if_due(lines, now)?;
@@ -355,33 +350,25 @@ impl LocationStore for LocalStore {
 
     fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>> {
         let shard = self.shard(aor).lock().unwrap();
-        Ok(shard
-            .get(aor)
-            .map(|l| l.iter().filter(|b| b.expires_at > now).cloned().collect())
-            .unwrap_or_default())
+        Ok(shard.get(aor).map(|r| r.live(now)).unwrap_or_default())
     }
 
     fn expire(&self, now: u64) -> usize {
         let mut gone = 0;
         for shard in &self.shards {
-            let mut shard = shard.lock().unwrap();
-            let before = shard.len();
-            shard.retain(|_, l| {
-                l.retain(|b| b.expires_at > now);
-                !l.is_empty()
-            });
-            gone += before - shard.len();
-            shrink(&mut shard);
+            gone += shard.lock().unwrap().retain(|r| r.lapses() > now);
         }
         gone
     }
 
     fn bindings(&self, now: u64) -> Option<u64> {
-        let valid = |l: &Vec<Binding>| l.iter().filter(|b| b.expires_at > now).count() as u64;
         let shards = self.shards.iter();
         Some(
             shards
-                .map(|s| s.lock().unwrap().values().map(valid).sum::<u64>())
+                .map(|s| {
+                    let s = s.lock().unwrap();
+                    s.iter().map(|r| r.live_count(now) as u64).sum::<u64>()
+                })
                 .sum(),
         )
     }
@@ -498,7 +485,7 @@ pub(crate) mod tests {
         let room = |s: &LocalStore| {
             s.shards
                 .iter()
-                .map(|m| m.lock().unwrap().capacity())
+                .map(|m| m.lock().unwrap().room())
                 .sum::<usize>()
         };
         for i in 0..5_000 {

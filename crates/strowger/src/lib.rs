@@ -1,6 +1,7 @@
 //! The strowger process as a library: the worker loop and its sockets, the store threads, the
 //! command-line tools. `main.rs` only parses the command line; tests build workers from here.
 
+pub mod allocator;
 pub mod api;
 pub mod cdr;
 pub mod codec_cli;

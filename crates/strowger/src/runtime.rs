@@ -14,6 +14,7 @@ use switch::{Engine, Settings};
 
 /// Runs the server with `cfg`, loaded from `launch` (read again on reload), until it stops.
 pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
+    crate::allocator::fix_thresholds();
     let signals = crate::supervisor::signals()?;
     // Before any thread starts: growing the table later stalls a worker (crate::fds).
     let fds = crate::fds::wanted(cfg.rtp.ports.pairs(), crate::fds::limit());

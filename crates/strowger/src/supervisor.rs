@@ -117,26 +117,13 @@ impl Supervisor {
         }
     }
 
-    /// Forgets the registrations that lapsed, off the workers, so memory falls with the load;
-    /// then, when the allocator holds much more free memory than it uses (a burst of calls or
-    /// registrations that ended), it gives those pages back to the system: glibc keeps a heap's
-    /// free pages otherwise, and a burst would hold its peak for good.
+    /// Forgets the registrations that lapsed, off the workers, so memory falls with the load,
+    /// and hands the allocator's free pages back (crate::allocator).
     fn expire(&self) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let expired = self.store.expire(now) > 0;
-        #[cfg(target_env = "gnu")]
-        // SAFETY: mallinfo2 only reads the allocator's statistics, and malloc_trim only returns
-        // free memory of its heaps.
-        unsafe {
-            let m = libc::mallinfo2();
-            if expired || trim_worthwhile(m.fordblks, m.uordblks) {
-                libc::malloc_trim(0);
-            }
-        }
-        #[cfg(not(target_env = "gnu"))]
-        let _ = expired;
+        crate::allocator::trim(self.store.expire(now) > 0);
     }
 
     /// Tells every worker to refuse new calls; returns when the drain ends at the latest.
@@ -154,26 +141,5 @@ impl Supervisor {
             self.mail.send(w, Envelope::Drain);
         }
         Instant::now() + timeout
-    }
-}
-
-/// Whether `free` bytes held by the allocator are worth handing back: over 16 MiB and more than
-/// what is in use (`used`), so a steady load, whose free memory is reused at once, never pays for
-/// a trim that would only be undone.
-fn trim_worthwhile(free: usize, used: usize) -> bool {
-    free > 16 << 20 && free > used
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn only_a_large_surplus_of_free_memory_is_trimmed() {
-        use super::trim_worthwhile;
-        assert!(trim_worthwhile(100 << 20, 60 << 20), "after a burst");
-        assert!(!trim_worthwhile(10 << 20, 1 << 20), "too little to matter");
-        assert!(
-            !trim_worthwhile(40 << 20, 80 << 20),
-            "a steady load's reuse"
-        );
     }
 }

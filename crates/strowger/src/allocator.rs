@@ -1,0 +1,58 @@
+//! What the process asks of glibc's allocator so that memory falls back after a burst (of
+//! registrations, of calls): fixed trim and mmap thresholds, and a trim when much is free.
+
+/// Largest top of a heap kept when a free leaves it that large, and smallest block given its
+/// own mapping. glibc's defaults, but fixed: by default, freeing a mapped block (a grown hash
+/// table) raises the trim threshold to twice that block's size, up to 64 MiB, for good; and
+/// `malloc_trim` never shortens a thread's heap from the top (only the main heap's), so the tops
+/// of the heaps of threads that first allocate under load stayed resident, megabytes each.
+const THRESHOLD: i32 = 128 * 1024;
+
+/// Fixes the thresholds; before the threads start.
+pub fn fix_thresholds() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets the allocator's parameters.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, THRESHOLD);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, THRESHOLD);
+    }
+}
+
+/// Gives free pages back to the system when something was just let go (`released`) or the
+/// allocator holds much more free memory than it uses: glibc keeps a heap's free pages
+/// otherwise, and a burst would hold its peak for good.
+pub fn trim(released: bool) {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallinfo2 only reads the allocator's statistics, and malloc_trim only returns
+    // free memory of its heaps.
+    unsafe {
+        let m = libc::mallinfo2();
+        if released || trim_worthwhile(m.fordblks, m.uordblks) {
+            libc::malloc_trim(0);
+        }
+    }
+    #[cfg(not(target_env = "gnu"))]
+    let _ = released;
+}
+
+/// Whether `free` bytes held by the allocator are worth handing back: over 16 MiB and more than
+/// what is in use (`used`), so a steady load, whose free memory is reused at once, never pays for
+/// a trim that would only be undone.
+#[cfg_attr(not(target_env = "gnu"), allow(dead_code))]
+fn trim_worthwhile(free: usize, used: usize) -> bool {
+    free > 16 << 20 && free > used
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_large_surplus_of_free_memory_is_trimmed() {
+        use super::trim_worthwhile;
+        assert!(trim_worthwhile(100 << 20, 60 << 20), "after a burst");
+        assert!(!trim_worthwhile(10 << 20, 1 << 20), "too little to matter");
+        assert!(
+            !trim_worthwhile(40 << 20, 80 << 20),
+            "a steady load's reuse"
+        );
+    }
+}
