@@ -350,14 +350,9 @@ fn a_user_listed_twice_is_an_error_among_many() {
     for u in 0..20_000 {
         many.push_str(&format!("[[users]]\nuser = \"{u}\"\npassword = \"p\"\n"));
     }
-    let t = std::time::Instant::now();
+    // A large directory with no duplicate loads whole (its parse time is the config benchmark's).
     let c = Config::from_str(&many, "many.toml").unwrap();
     assert_eq!(c.users.len(), 20_000);
-    assert!(
-        t.elapsed() < std::time::Duration::from_secs(5),
-        "{:?}",
-        t.elapsed()
-    );
 }
 
 #[test]
