@@ -506,6 +506,7 @@ impl Engine {
             self.queued.next_deadline(),
             self.mwi.next_deadline(),
             self.dispatch.next_deadline(),
+            self.proxy.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -1447,6 +1448,7 @@ impl Engine {
         self.queue_tick(now);
         self.mwi_timeouts(now);
         self.dispatch_timers(now);
+        self.proxy_timers(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {
