@@ -1,10 +1,11 @@
 """Exact instruction counts of this build against an older one (valgrind's callgrind), for figures
 this host's noisy clocks cannot settle: per REGISTER (local store, with and without digest auth) and
 per bridged B2BUA call (with --events: while an event-stream client is subscribed to every event, its
-API on loopback), and per call-second of held echo calls (`held`: 12 calls held 10 s and 30 s). Each figure is the difference between a long and a short run of one worker
+API on loopback), per proxied call (`proxy`: bench/proxy.sh's call, INVITE/100/180/200/ACK/BYE/200
+through the proxy role to a SIPp phone registered with digest), and per call-second of held echo calls (`held`: 12 calls held 10 s and 30 s). Each figure is the difference between a long and a short run of one worker
 under callgrind, divided by the requests or calls between them, so start-up cancels.
 
-    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,held] [--new NEW_BIN] [--events]
+    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,proxy,held] [--new NEW_BIN] [--events]
 
 About 15 minutes (valgrind runs strowger some 50 times slower); every run is bounded in requests and
 time and stops by itself.
@@ -21,6 +22,7 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
+import proxy as P  # noqa: E402
 import registrar as R  # noqa: E402
 import scale as S  # noqa: E402
 
@@ -98,6 +100,27 @@ def bridged(rundir, label, binary, n, events):
     return instructions(out), json.load(open(rep))["completed"]
 
 
+def proxied(rundir, label, binary, n):
+    """`n` calls at 20/s from a SIPp caller through the proxy role to a SIPp phone (bench/lib/proxy.py's
+    scenarios, record-routed); the proxy's instructions and the calls completed."""
+    d = os.path.join(rundir, label)
+    os.makedirs(d)
+    port, phone = b.alloc_ports(1), b.alloc_ports(1)
+    cmd = P.strowger_config(types.SimpleNamespace(bin=binary, auth=False), d, port)
+    p, out = under_callgrind(rundir, label, [*cmd, "--workers", "1"])
+    P.register("strowger", d, port, phone)
+    rate, span = 20, n // 20 + 60
+    uas = P.sipp(["-sf", os.path.join(P.SIPP, "uas_proxied.xml"), "-p", str(phone), "-m", str(n)], "uas", d, span)
+    time.sleep(0.5)
+    uac = P.sipp([f"127.0.0.1:{port}", "-sf", os.path.join(P.SIPP, "proxy_uac.xml"), "-s", "1001",
+                  "-key", "domain", "proxy.test", "-d", "0", "-r", str(rate), "-m", str(n), "-l", str(rate * 4),
+                  "-p", str(b.alloc_ports(1))], "uac", d, span)
+    uac.wait(span + 30)
+    uas.wait(span + 30)
+    stop(p)
+    return instructions(out), P.sipp_counts(d, "uac")[0]
+
+
 def held(rundir, label, binary, hold):
     """HELD_CALLS echo calls held `hold` s, RTP both ways (the capacity test's calls, few enough
     for valgrind's strowger to keep its 20 ms ticks); the server's instructions."""
@@ -128,6 +151,7 @@ def main():
     runs = {"register": lambda l, bin_, n: register(rundir, l, bin_, n * 5, False),
             "digest": lambda l, bin_, n: register(rundir, l, bin_, n * 5, True),
             "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n, args.events),
+            "proxy": lambda l, bin_, n: proxied(rundir, l, bin_, n),
             # 10 s and 30 s holds: the difference over HELD_CALLS x 20 s is per call-second.
             "held": lambda l, bin_, n: held(rundir, l, bin_, n // 10)}
     for what in args.what.split(","):

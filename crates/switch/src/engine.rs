@@ -483,6 +483,7 @@ impl Engine {
         let table = [legs, self.txs.len(), media_legs, timers];
         self.metrics
             .take_levels(self.calls.len(), table, &self.media);
+        self.metrics.take_nodes(self.dispatch.node_counts());
         &self.metrics
     }
 
