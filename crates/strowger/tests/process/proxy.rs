@@ -133,7 +133,8 @@ fn proxy_forks_to_both_contacts_and_cancels_the_one_that_did_not_answer() {
     assert_proxied(&s, &caller, &answered);
     let rang = rings.finish();
     rang.assert_ok(1);
-    let cancel = request(&rang.received(), "CANCEL");
+    let got = rang.received();
+    let cancel = request(&got, "CANCEL");
     assert!(
         cancel
             .header("reason")
