@@ -1,9 +1,10 @@
 """Exact instruction counts of this build against an older one (valgrind's callgrind), for figures
 this host's noisy clocks cannot settle: per REGISTER (local store, with and without digest auth) and
 per bridged B2BUA call (with --events: while an event-stream client is subscribed to every event, its
-API on loopback), and per call-second of held calls (below). REGISTER and B2BUA figures are the
-difference between a long and a short run of one worker under callgrind, divided by the requests or
-calls between them, so start-up cancels.
+API on loopback), per proxied call (`proxy`: bench/proxy.sh's call, INVITE/100/180/200/ACK/BYE/200
+through the proxy role to a SIPp phone registered with digest), and per call-second of held calls
+(below). REGISTER, B2BUA and proxy figures are the difference between a long and a short run of one
+worker under callgrind, divided by the requests or calls between them, so start-up cancels.
 
 Windowed figures count only calls in their steady state, per call-second: WINDOW_CALLS calls held on one worker, the
 counters zeroed (`callgrind_control -z`) once all are up and dumped WINDOW_S s later, so set-up, teardown and
@@ -16,7 +17,7 @@ API listening, counted in 20 s windows between `callgrind_control -z` and `--dum
 set-up left out), nobody watching / a /metrics scrape every second and an event client subscribed to
 every event / the same / nobody; the watched windows' instructions per call-second over the others'.
 
-    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,held,echo,moh,recorded,watched] [--new NEW_BIN] [--events]
+    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,proxy,held,echo,moh,recorded,watched] [--new NEW_BIN] [--events]
 
 About 15 minutes (valgrind runs strowger some 50 times slower); every run is bounded in requests and
 time and stops by itself.
@@ -35,6 +36,7 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
+import proxy as P  # noqa: E402
 import record as REC  # noqa: E402
 import registrar as R  # noqa: E402
 import scale as S  # noqa: E402
@@ -128,6 +130,27 @@ def bridged(rundir, label, binary, n, events):
     return instructions(out), json.load(open(rep))["completed"]
 
 
+def proxied(rundir, label, binary, n):
+    """`n` calls at 20/s from a SIPp caller through the proxy role to a SIPp phone (bench/lib/proxy.py's
+    scenarios, record-routed); the proxy's instructions and the calls completed."""
+    d = os.path.join(rundir, label)
+    os.makedirs(d)
+    port, phone = b.alloc_ports(1), b.alloc_ports(1)
+    cmd = P.strowger_config(types.SimpleNamespace(bin=binary, auth=False), d, port)
+    p, out = under_callgrind(rundir, label, [*cmd, "--workers", "1"])
+    P.register("strowger", d, port, phone)
+    rate, span = 20, n // 20 + 60
+    uas = P.sipp(["-sf", os.path.join(P.SIPP, "uas_proxied.xml"), "-p", str(phone), "-m", str(n)], "uas", d, span)
+    time.sleep(0.5)
+    uac = P.sipp([f"127.0.0.1:{port}", "-sf", os.path.join(P.SIPP, "proxy_uac.xml"), "-s", "1001",
+                  "-key", "domain", "proxy.test", "-d", "0", "-r", str(rate), "-m", str(n), "-l", str(rate * 4),
+                  "-p", str(b.alloc_ports(1))], "uac", d, span)
+    uac.wait(span + 30)
+    uas.wait(span + 30)
+    stop(p)
+    return instructions(out), P.sipp_counts(d, "uac")[0]
+
+
 WINDOW_CALLS = 20
 WINDOW_S = 20
 WINDOWED = {"echo": "44444", "held": "44444", "moh": "9199", "recorded": "9188"}
@@ -219,7 +242,8 @@ def main():
     rundir = tempfile.mkdtemp(prefix="callgrind-ab-", dir=b.OUT if os.path.isdir(b.OUT) else None)
     runs = {"register": lambda l, bin_, n: register(rundir, l, bin_, n * 5, False),
             "digest": lambda l, bin_, n: register(rundir, l, bin_, n * 5, True),
-            "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n, args.events)}
+            "b2bua": lambda l, bin_, n: bridged(rundir, l, bin_, n, args.events),
+            "proxy": lambda l, bin_, n: proxied(rundir, l, bin_, n)}
     for what in args.what.split(","):
         per = {}
         if what in WINDOWED:

@@ -75,6 +75,7 @@ impl Board {
             recordings_incomplete: counters.recordings_incomplete.load(Relaxed),
             bindings,
             store: vec![(self.store.backend, load(&self.store.table))],
+            nodes: Vec::new(),
         }
     }
 }
@@ -88,13 +89,20 @@ pub struct Source {
 }
 
 impl Source {
-    /// `/metrics`' body: Prometheus text (OpenMetrics 1.0, [`CONTENT_TYPE`]).
-    pub fn render(&self) -> String {
+    /// `/metrics`' body: Prometheus text (OpenMetrics 1.0, [`CONTENT_TYPE`]); the dispatch
+    /// nodes are labelled as `cfg` (the configuration in force) names them.
+    pub fn render(&self, cfg: &switch::config::Config) -> String {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         let bindings = self.store.bindings(now.as_secs());
-        self.board.scrape(&self.counters, bindings).render()
+        let mut scrape = self.board.scrape(&self.counters, bindings);
+        scrape.nodes = cfg
+            .dispatch
+            .iter()
+            .flat_map(|s| s.nodes.iter().map(|n| (s.name.clone(), n.uri.clone())))
+            .collect();
+        scrape.render()
     }
 }
 
@@ -105,7 +113,11 @@ pub fn routes() -> Router<Arc<crate::api::Shared>> {
 }
 
 async fn scrape(State(s): State<Arc<crate::api::Shared>>) -> Response {
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], s.metrics.render()).into_response()
+    (
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        s.metrics.render(&s.reloader.config()),
+    )
+        .into_response()
 }
 
 /// The media type of [`Source::render`]'s text.

@@ -919,7 +919,7 @@ impl Engine {
 
 /// The Reason of a CANCEL to a fork that lost (RFC 3326; RFC 3261 §9.1 leaves it to the UAC):
 /// the phone that rang shows no missed call.
-const COMPLETED_ELSEWHERE: &str = "SIP;cause=200;text=\"Call completed elsewhere\"";
+pub(crate) const COMPLETED_ELSEWHERE: &str = "SIP;cause=200;text=\"Call completed elsewhere\"";
 
 /// Whether a prompt once loaded is kept for the next call: not per-call files (recordings
 /// named after the call) nor voicemail boxes' files (messages and greetings come and go).

@@ -191,6 +191,9 @@ pub struct Proxy {
     /// `proxy.dispatch`: the `[[dispatch]]` set (its index) the proxied domains go to instead
     /// of the users' registered contacts; REGISTERs for them go there too.
     pub dispatch: Option<usize>,
+    /// `proxy.fork_timeout_s`: how long a group of a user's contacts (those of one q) rings
+    /// before the group of the next lower q is tried too; zero: only once the group has failed.
+    pub fork_timeout: Duration,
 }
 
 /// `[security]`: what strowger grants by address, and the limits that keep floods, scanners
@@ -933,6 +936,13 @@ fn proxy(raw: RawProxy, d: &mut Diagnostics) -> Proxy {
         authenticate: raw.authenticate,
         relay_for_users: raw.relay_for_users,
         dispatch: None,
+        fork_timeout: Duration::from_secs(bounded(
+            d,
+            "proxy.fork_timeout_s",
+            raw.fork_timeout_s,
+            0,
+            3600,
+        )),
     }
 }
 

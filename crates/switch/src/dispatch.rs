@@ -53,6 +53,8 @@ struct NodeHealth {
     failures: u32,
     /// The probe in flight.
     probe: Option<ClientTxId>,
+    /// Totals for /metrics: probes failed, requests sent, requests failed over to another node.
+    counts: crate::metrics::NodeCounts,
 }
 
 /// A dispatched request: its set, the nodes tried (the last is the one in progress).
@@ -86,6 +88,7 @@ impl Dispatch {
                             up: true,
                             failures: 0,
                             probe: None,
+                            counts: Default::default(),
                         })
                         .collect(),
                     next_probe: now,
@@ -110,6 +113,20 @@ impl Dispatch {
             })
             .flatten()
             .min()
+    }
+
+    /// Every node's counts, sets in order, for /metrics.
+    pub(crate) fn node_counts(&self) -> impl Iterator<Item = crate::metrics::NodeCounts> + '_ {
+        self.sets.iter().flat_map(|h| {
+            h.nodes.iter().map(|n| crate::metrics::NodeCounts {
+                up: n.up,
+                ..n.counts
+            })
+        })
+    }
+
+    fn node_mut(&mut self, set: usize, node: usize) -> Option<&mut NodeHealth> {
+        self.sets.get_mut(set).and_then(|h| h.nodes.get_mut(node))
     }
 
     fn is_up(&self, set: usize, node: usize) -> bool {
@@ -197,6 +214,9 @@ impl Dispatch {
         if let (Some(t), Some(h)) = (answer_by, self.sets.get_mut(set)) {
             h.waiting.push_back((t, ctx));
         }
+        if let Some(n) = tried.last().and_then(|&i| self.node_mut(set, i)) {
+            n.counts.dispatched += 1;
+        }
         let b = Branch {
             set,
             tried,
@@ -251,6 +271,7 @@ impl Dispatch {
 /// One more failed probe; `Some(Down)` when that takes the node down.
 fn fail(n: &mut NodeHealth, limit: u32) -> Option<Change> {
     n.failures = n.failures.saturating_add(1);
+    n.counts.probes_failed += 1;
     (n.up && n.failures >= limit).then(|| {
         n.up = false;
         Change::Down
@@ -375,6 +396,9 @@ impl Engine {
             .is_none()
         {
             return false;
+        }
+        if let Some(n) = tried.last().and_then(|&i| self.dispatch.node_mut(set, i)) {
+            n.counts.failovers += 1;
         }
         self.proxy_forget(ctx);
         self.dispatch_next(stx, &req, peer, set, tried, now)

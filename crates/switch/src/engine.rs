@@ -486,6 +486,7 @@ impl Engine {
         let table = [legs, self.txs.len(), media_legs, timers];
         self.metrics
             .take_levels(self.calls.len(), table, &self.media);
+        self.metrics.take_nodes(self.dispatch.node_counts());
         &self.metrics
     }
 
@@ -509,6 +510,7 @@ impl Engine {
             self.queued.next_deadline(),
             self.mwi.next_deadline(),
             self.dispatch.next_deadline(),
+            self.proxy.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -1459,6 +1461,7 @@ impl Engine {
         self.queue_tick(now);
         self.mwi_timeouts(now);
         self.dispatch_timers(now);
+        self.proxy_timers(now);
         self.txs.handle_timeout(now);
         while let Some(ev) = self.txs.poll_event() {
             match ev {

@@ -20,6 +20,7 @@ mod digits;
 mod dispatch;
 mod dtmf;
 pub mod engine;
+mod fork;
 mod forwarding;
 pub mod guard;
 mod handoff;

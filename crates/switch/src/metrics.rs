@@ -144,8 +144,15 @@ const TRANSCODERS: usize = RTP + 7; // [from][to]
 /// The call table's sizes: legs, SIP transactions, media legs, timers (a soak watches them
 /// return to their baseline).
 const TABLE: usize = TRANSCODERS + FORMATS * FORMATS;
+/// The nodes of the `[[dispatch]]` sets, in the order configured: [node][NODE_SERIES].
+const NODES: usize = TABLE + 4;
+/// Room for that many dispatch nodes in all (config/dispatch.rs allows no more).
+pub const DISPATCH_NODES: usize = 64;
+/// Per node: up (1/0, this worker's view), probes failed, requests sent to it, requests it
+/// failed (503 or silence) that went on to another node.
+const NODE_SERIES: usize = 4;
 /// Slots in a worker's table.
-pub const LEN: usize = TABLE + 4;
+pub const LEN: usize = NODES + DISPATCH_NODES * NODE_SERIES;
 
 /// Store operations' latency, by backend (a table of its own per backend, kept by the shell).
 pub const STORE_LATENCY: Hist = Hist {
@@ -191,6 +198,15 @@ impl Refusal {
             Refusal::NoRtpPort => "no free RTP port pair: widen rtp.ports",
         }
     }
+}
+
+/// What an edge knows of one dispatch node, as its worker's engine last saw it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NodeCounts {
+    pub up: bool,
+    pub probes_failed: u64,
+    pub dispatched: u64,
+    pub failovers: u64,
 }
 
 /// One worker's counts. Plain integers: the engine is single-threaded.
@@ -309,6 +325,14 @@ impl Counts {
         TICK_LAG.observe(&mut self.0[..], late.as_secs_f64());
     }
 
+    /// The dispatch nodes' counts, in the order configured, read when the table is taken.
+    pub(crate) fn take_nodes(&mut self, nodes: impl Iterator<Item = NodeCounts>) {
+        let table = &mut self.0[NODES..];
+        for (slots, n) in table.chunks_exact_mut(NODE_SERIES).zip(nodes) {
+            slots.copy_from_slice(&[u64::from(n.up), n.probes_failed, n.dispatched, n.failovers]);
+        }
+    }
+
     /// The values read off the engine when the table is taken: calls in progress, the media
     /// engine's RTP totals, the transcodings in use.
     pub(crate) fn take_levels(&mut self, calls: usize, table: [usize; 4], media: &media::Engine) {
@@ -356,6 +380,9 @@ pub struct Scrape {
     pub recordings_incomplete: u64,
     /// [`STORE_LATENCY`] tables, by backend name.
     pub store: Vec<(&'static str, Vec<u64>)>,
+    /// The dispatch nodes (`[[dispatch]]` set name, node URI), in the order configured: the
+    /// labels of the node series.
+    pub nodes: Vec<(String, String)>,
 }
 
 impl fmt::Debug for Counts {
@@ -437,6 +464,40 @@ fn histograms<'a>(
 }
 
 const DIRECTIONS: [&str; 2] = ["in", "out"];
+
+impl Scrape {
+    /// The edge's view of its dispatch nodes: up when every worker's probes say so, and the
+    /// workers' counts summed. Nothing when strowger dispatches to no node.
+    fn encode_nodes(&self, e: &mut DescriptorEncoder, t: &[u64]) -> fmt::Result {
+        if self.nodes.is_empty() {
+            return Ok(());
+        }
+        let nodes = self.nodes.iter().take(DISPATCH_NODES).enumerate();
+        let series = |k: usize| {
+            nodes.clone().map(move |(i, (set, uri))| {
+                let labels = [("set", set.clone()), ("node", uri.clone())];
+                (labels, t[NODES + i * NODE_SERIES + k])
+            })
+        };
+        let workers = self.workers.len() as u64;
+        let mut m = e.encode_descriptor(
+            "dispatch_node_up",
+            "Whether a dispatch node answers its probes (1) or is left out (0), as every worker sees it.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (labels, up) in series(0) {
+            ConstGauge::new(i64::from(up == workers)).encode(m.encode_family(&labels)?)?;
+        }
+        let help = "OPTIONS probes a dispatch node failed (unanswered in time, or answered 5xx).";
+        counters(e, "dispatch_probe_failures", help, series(1))?;
+        let help = "Requests (calls, REGISTERs) the edge sent to a dispatch node.";
+        counters(e, "dispatch_requests", help, series(2))?;
+        let help =
+            "Requests a dispatch node failed (503 or no answer) that went on to another node.";
+        counters(e, "dispatch_failovers", help, series(3))
+    }
+}
 
 impl Collector for Scrape {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
@@ -553,6 +614,7 @@ impl Collector for Scrape {
         for (i, (name, help)) in sizes.into_iter().enumerate() {
             gauge(e, name, help, t[TABLE + i])?;
         }
+        self.encode_nodes(e, t)?;
         let help = "Fraction of the caller's RTP packets lost, per call ended.";
         histogram(e, "rtp_loss_ratio", help, LOSS, t)?;
         let help = "The caller's RTP interarrival jitter at the end of each call, in seconds.";

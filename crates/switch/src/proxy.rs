@@ -5,11 +5,12 @@
 //! here; no call state, no media. With `record_route` the rest of the dialog comes through
 //! strowger too and is forwarded by its Route headers without a store lookup.
 //!
-//! One contact is tried, the highest q (then the most recently refreshed): forking belongs to
-//! the B2BUA role (`bridge user/NAME`).
+//! A user with several contacts is forked to (fork.rs): the caller's server transaction has
+//! one response context, its branches one client transaction each.
 
 use crate::auth::{AuthWait, Then};
 use crate::engine::Engine;
+use crate::fork::{Context, Target, Verdict};
 use crate::record_route::RouteKey;
 use crate::registrar::{Pending, StoreOp};
 use rustc_hash::FxHashMap;
@@ -17,24 +18,19 @@ use sip::auth::Authorization;
 use sip::header::{parse_u32, HeaderName, NameAddr};
 use sip::transaction::{ClientTxId, Peer, ServerTxId, Transport};
 use sip::{Message, Method, Uri};
+use std::collections::VecDeque;
 use std::fmt::Write;
 use std::time::Instant;
 use store::Binding;
 
-/// A request forwarded downstream: the caller's server transaction its responses go back on.
-struct Forwarded {
-    stx: ServerTxId,
-    peer: Peer,
-    /// The request as received (a 408 on timeout is built from it).
-    req: Message,
-}
-
-/// What the proxy role keeps per forwarded request, until its client transaction ends.
+/// What the proxy role keeps per forwarded request, until its branches' transactions end.
 pub(crate) struct Proxy {
-    /// Forwarded requests by their client transaction.
-    up: FxHashMap<ClientTxId, Forwarded>,
-    /// The client INVITE transaction of each caller's server INVITE transaction (for CANCEL).
-    down: FxHashMap<ServerTxId, ClientTxId>,
+    /// The caller's server transaction of each branch, by its client transaction.
+    up: FxHashMap<ClientTxId, ServerTxId>,
+    /// The response context of each forwarded request, by the caller's server transaction.
+    contexts: FxHashMap<ServerTxId, Context>,
+    /// Group timers of forks (`proxy.fork_timeout_s`), in the order they fall due.
+    groups: VecDeque<(Instant, ServerTxId)>,
     /// Signs strowger's Record-Route and checks the Routes that name strowger.
     key: RouteKey,
 }
@@ -49,31 +45,39 @@ impl Proxy {
     pub(crate) fn new(secret: &[u8; 32]) -> Proxy {
         Proxy {
             up: FxHashMap::default(),
-            down: FxHashMap::default(),
+            contexts: FxHashMap::default(),
+            groups: VecDeque::new(),
             key: RouteKey::new(secret),
         }
     }
 
-    fn record(&mut self, ctx: ClientTxId, f: Forwarded, invite: bool) {
-        if invite {
-            self.down.insert(f.stx, ctx);
+    /// A branch of the request on `stx` went to `hop` on `ctx`.
+    fn record(&mut self, ctx: ClientTxId, stx: ServerTxId, peer: Peer, req: &Message, hop: Peer) {
+        self.contexts
+            .entry(stx)
+            .or_insert_with(|| Context::new(peer, req.clone(), VecDeque::new()))
+            .add(ctx, hop);
+        self.up.insert(ctx, stx);
+    }
+
+    /// The context of the branch on `ctx`.
+    fn context(&mut self, ctx: ClientTxId) -> Option<(ServerTxId, &mut Context)> {
+        let stx = *self.up.get(&ctx)?;
+        Some((stx, self.contexts.get_mut(&stx)?))
+    }
+
+    /// Drops the branch on `ctx`, and its context with its last branch.
+    fn forget(&mut self, ctx: ClientTxId) {
+        let Some(stx) = self.up.remove(&ctx) else {
+            return;
+        };
+        if self.contexts.get_mut(&stx).is_some_and(|c| c.remove(ctx)) {
+            self.contexts.remove(&stx);
         }
-        self.up.insert(ctx, f);
     }
 
-    fn forwarded(&self, ctx: ClientTxId) -> Option<&Forwarded> {
-        self.up.get(&ctx)
-    }
-
-    /// The client transaction an INVITE's server transaction was forwarded on.
-    fn client_of(&self, stx: ServerTxId) -> Option<ClientTxId> {
-        self.down.get(&stx).copied()
-    }
-
-    fn forget(&mut self, ctx: ClientTxId) -> Option<Forwarded> {
-        let f = self.up.remove(&ctx)?;
-        self.down.remove(&f.stx);
-        Some(f)
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.groups.front().map(|g| g.0)
     }
 }
 
@@ -295,7 +299,7 @@ impl Engine {
         self.store_op(op, Pending::Proxy { stx, msg, peer });
     }
 
-    /// Where the user is: forward to its best contact, or 404 / 480.
+    /// Where the user is: forked to its contacts, or 404 / 480.
     pub(crate) fn proxy_located(
         &mut self,
         stx: ServerTxId,
@@ -305,20 +309,103 @@ impl Engine {
         bindings: &[Binding],
         now: Instant,
     ) {
-        let best = bindings
-            .iter()
-            .max_by(|a, b| a.q.cmp(&b.q).then(a.expires_at.cmp(&b.expires_at)));
-        let (status, reason) = match (exists, best) {
+        let (status, reason) = match (exists, bindings.is_empty()) {
             (false, _) => (404, "Not Found"),
-            (true, None) => (480, "Temporarily Unavailable"),
-            (true, Some(b)) => {
-                let (route_set, hop) = self.route_to(b);
-                self.forward(Some((stx, peer)), msg, &b.contact, &route_set, hop, now);
-                return;
-            }
+            (true, true) => (480, "Temporarily Unavailable"),
+            (true, false) => return self.fork(stx, msg, peer, bindings, now),
         };
         let tag = self.tag();
         self.respond(stx, msg, peer, status, reason, Some(&tag), &[], None, now);
+    }
+
+    /// Forwards `msg` to every contact of the highest q (the most recently refreshed first),
+    /// and keeps the contacts of each lower q as a group to try next (RFC 3261 §16.6).
+    fn fork(
+        &mut self,
+        stx: ServerTxId,
+        msg: &Message,
+        peer: Peer,
+        bindings: &[Binding],
+        now: Instant,
+    ) {
+        let mut order: Vec<&Binding> = bindings.iter().collect();
+        order.sort_by(|a, b| b.q.cmp(&a.q).then(b.expires_at.cmp(&a.expires_at)));
+        let top = order[0].q;
+        let split = order.iter().position(|b| b.q != top).unwrap_or(order.len());
+        let mut later: VecDeque<Vec<Target>> = VecDeque::new();
+        for (i, b) in order[split..].iter().enumerate() {
+            if i == 0 || order[split + i - 1].q != b.q {
+                later.push_back(Vec::new());
+            }
+            let (routes, hop) = self.route_to(b);
+            let t = Target {
+                ruri: b.contact.clone(),
+                routes,
+                hop,
+            };
+            if let Some(g) = later.back_mut() {
+                g.push(t);
+            }
+        }
+        if !later.is_empty() {
+            let cx = Context::new(peer, msg.clone(), later);
+            self.proxy.contexts.insert(stx, cx);
+        }
+        for b in &order[..split] {
+            let (route_set, hop) = self.route_to(b);
+            self.forward(Some((stx, peer)), msg, &b.contact, &route_set, hop, now);
+        }
+        self.group_started(stx, now);
+    }
+
+    /// Forwards the request of context `stx` to the next group of targets.
+    fn next_group(&mut self, stx: ServerTxId, now: Instant) {
+        let Some(cx) = self.proxy.contexts.get_mut(&stx) else {
+            return;
+        };
+        let (group, peer, req) = (cx.next_group(), cx.peer, cx.req.clone());
+        for t in group {
+            self.forward(Some((stx, peer)), &req, &t.ruri, &t.routes, t.hop, now);
+        }
+        self.group_started(stx, now);
+    }
+
+    /// A group went out: its timer runs if another group waits; a context none of whose
+    /// branches could be sent goes.
+    fn group_started(&mut self, stx: ServerTxId, now: Instant) {
+        let wait = self.s.proxy.fork_timeout;
+        let Some(cx) = self.proxy.contexts.get_mut(&stx) else {
+            return;
+        };
+        if cx.is_idle() {
+            self.proxy.contexts.remove(&stx);
+        } else if cx.has_later() && !wait.is_zero() {
+            let at = now + wait;
+            cx.group_by = Some(at);
+            self.proxy.groups.push_back((at, stx));
+        }
+    }
+
+    /// Group timers due: the group still ringing is cancelled and the next one tried.
+    pub(crate) fn proxy_timers(&mut self, now: Instant) {
+        while let Some(&(at, stx)) = self.proxy.groups.front() {
+            if at > now {
+                break;
+            }
+            self.proxy.groups.pop_front();
+            let Some(due) = self
+                .proxy
+                .contexts
+                .get_mut(&stx)
+                .and_then(|c| c.group_due(at))
+            else {
+                continue;
+            };
+            for ctx in due {
+                self.txs.cancel(ctx, now);
+            }
+            self.next_group(stx, now);
+        }
     }
 
     /// Sends `msg` on with Request-URI `ruri`: our Via on top, our Route (if it was ours) removed,
@@ -426,9 +513,7 @@ impl Engine {
         match up {
             Some((stx, peer)) => {
                 let ctx = self.txs.send_request(bytes, hop, now);
-                let req = msg.clone();
-                let invite = method == Method::Invite;
-                self.proxy.record(ctx, Forwarded { stx, peer, req }, invite);
+                self.proxy.record(ctx, stx, peer, msg, hop);
                 Some(ctx)
             }
             // Through the transaction layer's queue, like the BYE that may follow in the same
@@ -459,8 +544,8 @@ impl Engine {
         }
     }
 
-    /// A CANCEL for an INVITE the proxy forwarded: 200 to it, and CANCEL downstream (§16.10).
-    /// Returns false if the INVITE is not the proxy's.
+    /// A CANCEL for an INVITE the proxy forwarded: 200 to it, and CANCEL on every branch
+    /// going (§16.10); no new branch starts. Returns false if the INVITE is not the proxy's.
     pub(crate) fn proxy_cancel(
         &mut self,
         cancel: ServerTxId,
@@ -469,17 +554,20 @@ impl Engine {
         peer: Peer,
         now: Instant,
     ) -> bool {
-        let Some(ctx) = invite.and_then(|i| self.proxy.client_of(i)) else {
+        let Some(cx) = invite.and_then(|i| self.proxy.contexts.get_mut(&i)) else {
             return false;
         };
+        let branches = cx.cancel();
         self.respond(cancel, msg, peer, 200, "OK", None, &[], None, now);
-        self.dispatch.cancelled(ctx);
-        self.txs.cancel(ctx, now);
+        for ctx in branches {
+            self.dispatch.cancelled(ctx);
+            self.txs.cancel(ctx, now);
+        }
         true
     }
 
-    /// A response on a forwarded request: our Via removed, sent back on the caller's server
-    /// transaction (a retransmitted 2xx straight to the caller). Returns false if the client
+    /// A response on a branch: provisional ones go to the caller until it has a final one;
+    /// finals go through the response context (fork.rs). Returns false if the client
     /// transaction is not the proxy's.
     pub(crate) fn proxy_response(
         &mut self,
@@ -488,10 +576,9 @@ impl Engine {
         first: bool,
         now: Instant,
     ) -> bool {
-        let Some(up) = self.proxy.forwarded(ctx) else {
+        let Some(&stx) = self.proxy.up.get(&ctx) else {
             return false;
         };
-        let (stx, peer) = (up.stx, up.peer);
         let status = msg.status().unwrap_or(500);
         if self.dispatch.heard(ctx) && status == 503 && self.redispatch(ctx, now) {
             return true;
@@ -499,57 +586,133 @@ impl Engine {
         if status == 100 {
             return true; // hop by hop: the caller had ours
         }
-        let mut out = String::with_capacity(msg.body().len() + 1024);
-        let _ = write!(out, "SIP/2.0 {status} {}\r\n", msg.reason().unwrap_or(""));
-        let mut skip_via = true;
-        for (name, text, value) in msg.headers() {
-            match name {
-                HeaderName::Via if skip_via => {
-                    skip_via = false;
-                    continue;
-                }
-                HeaderName::ContentLength => continue,
-                _ => {}
+        let Some(cx) = self.proxy.contexts.get_mut(&stx) else {
+            return true;
+        };
+        if status < 200 {
+            if cx.relays_provisional() {
+                self.txs.respond(stx, status, relayed(msg, &[]), now);
             }
-            let _ = write!(out, "{text}: {value}\r\n");
+            return true;
         }
-        let _ = write!(out, "Content-Length: {}\r\n\r\n", msg.body().len());
-        let mut bytes = out.into_bytes();
-        bytes.extend_from_slice(msg.body());
-        if first {
-            self.txs.respond(stx, status, bytes, now);
-        } else if (200..300).contains(&status) {
-            self.txs.send_stateless(bytes, peer);
+        if !first {
+            // A retransmitted 2xx: the caller's ACK was lost (a 2xx is retransmitted end to end).
+            if status < 300 {
+                let peer = cx.peer;
+                self.txs.send_stateless(relayed(msg, &[]), peer);
+            }
+            return true;
         }
+        let verdict = cx.on_final(ctx, status, Some(msg));
+        self.proxy_verdict(stx, verdict, Some(msg), now);
         if status >= 300 {
             self.proxy_forget(ctx);
         }
         true
     }
 
-    /// No final response from downstream (Timer B/F): 408 to the caller.
+    /// Does what a final response on a branch of `stx` led to (`msg`: the response, None for
+    /// one strowger made for a branch that got none).
+    fn proxy_verdict(
+        &mut self,
+        stx: ServerTxId,
+        verdict: Verdict,
+        msg: Option<&Message>,
+        now: Instant,
+    ) {
+        match verdict {
+            Verdict::Wait => {}
+            Verdict::Answer(others) => {
+                if let Some(m) = msg {
+                    let status = m.status().unwrap_or(200);
+                    self.txs.respond(stx, status, relayed(m, &[]), now);
+                }
+                let why = Some(crate::apps::COMPLETED_ELSEWHERE);
+                for ctx in others {
+                    self.txs.cancel_because(ctx, why, now);
+                }
+            }
+            Verdict::Late => {
+                // Each 2xx to an INVITE makes a dialog the caller must ACK (§16.7 step 5).
+                let invite = self
+                    .proxy
+                    .contexts
+                    .get(&stx)
+                    .filter(|c| c.req.method() == Some(&Method::Invite));
+                if let Some((m, peer)) = msg.zip(invite.map(|c| c.peer)) {
+                    self.txs.send_stateless(relayed(m, &[]), peer);
+                }
+            }
+            Verdict::Stop(others) => {
+                for ctx in others {
+                    self.txs.cancel(ctx, now);
+                }
+            }
+            Verdict::Next => self.next_group(stx, now),
+            Verdict::Best => {
+                let Some(cx) = self.proxy.contexts.get_mut(&stx) else {
+                    return;
+                };
+                let (best, more) = cx.best();
+                match best.msg {
+                    Some(m) => self.txs.respond(stx, best.status, relayed(&m, &more), now),
+                    None => {
+                        let (peer, req) = (cx.peer, cx.req.clone());
+                        let reason = match best.status {
+                            480 => "Temporarily Unavailable",
+                            _ => "Request Timeout",
+                        };
+                        let tag = self.tag();
+                        self.respond(
+                            stx,
+                            &req,
+                            peer,
+                            best.status,
+                            reason,
+                            Some(&tag),
+                            &[],
+                            None,
+                            now,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// No final response from downstream (Timer B/F): as if the branch had answered 408
+    /// (§16.7 step 2), unless the edge sends the request to another node.
     pub(crate) fn proxy_timeout(&mut self, ctx: ClientTxId, now: Instant) -> bool {
         if self.redispatch(ctx, now) {
             return true;
         }
         self.dispatch.forget(ctx);
-        let Some(f) = self.proxy.forget(ctx) else {
+        self.proxy_branch_failed(ctx, 408, now)
+    }
+
+    /// A branch ended without a response: `status` (408, 480) stands for one.
+    fn proxy_branch_failed(&mut self, ctx: ClientTxId, status: u16, now: Instant) -> bool {
+        let Some((stx, cx)) = self.proxy.context(ctx) else {
             return false;
         };
-        let tag = self.tag();
-        let reason = "Request Timeout";
-        self.respond(
-            f.stx,
-            &f.req,
-            f.peer,
-            408,
-            reason,
-            Some(&tag),
-            &[],
-            None,
-            now,
-        );
+        let verdict = cx.on_final(ctx, status, None);
+        self.proxy_verdict(stx, verdict, None, now);
+        self.proxy_forget(ctx);
         true
+    }
+
+    /// The connection to `peer` (a phone on a WebSocket) is gone: its branches fail at once
+    /// with 480 instead of waiting out Timer B.
+    pub(crate) fn proxy_peer_gone(&mut self, peer: Peer, now: Instant) {
+        let gone: Vec<ClientTxId> = self
+            .proxy
+            .contexts
+            .values()
+            .flat_map(|c| c.waiting_on(peer))
+            .collect();
+        for ctx in gone {
+            self.proxy_branch_failed(ctx, 480, now);
+        }
     }
 
     /// A client transaction ended: forget what the proxy kept for it.
@@ -560,8 +723,9 @@ impl Engine {
 
     /// The caller's server transaction, where it came from and the request forwarded on `ctx`.
     pub(crate) fn proxy_forwarded(&self, ctx: ClientTxId) -> Option<(ServerTxId, Peer, Message)> {
-        let f = self.proxy.forwarded(ctx)?;
-        Some((f.stx, f.peer, f.req.clone()))
+        let stx = *self.proxy.up.get(&ctx)?;
+        let cx = self.proxy.contexts.get(&stx)?;
+        Some((stx, cx.peer, cx.req.clone()))
     }
 
     /// The route set and first hop towards a binding: its Path if it has one (RFC 3327),
@@ -585,6 +749,33 @@ impl Engine {
         let hop = first_hop.unwrap_or_else(|| crate::registrar::source_of(b));
         (route_set, hop)
     }
+}
+
+/// A response to send back upstream: our Via removed, `more` headers added (the challenges of
+/// other branches, RFC 3261 §16.7 step 7).
+fn relayed(msg: &Message, more: &[(HeaderName, String)]) -> Vec<u8> {
+    let status = msg.status().unwrap_or(500);
+    let mut out = String::with_capacity(msg.body().len() + 1024);
+    let _ = write!(out, "SIP/2.0 {status} {}\r\n", msg.reason().unwrap_or(""));
+    let mut skip_via = true;
+    for (name, text, value) in msg.headers() {
+        match name {
+            HeaderName::Via if skip_via => {
+                skip_via = false;
+                continue;
+            }
+            HeaderName::ContentLength => continue,
+            _ => {}
+        }
+        let _ = write!(out, "{text}: {value}\r\n");
+    }
+    for (name, value) in more {
+        let _ = write!(out, "{}: {value}\r\n", name.as_str());
+    }
+    let _ = write!(out, "Content-Length: {}\r\n\r\n", msg.body().len());
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(msg.body());
+    bytes
 }
 
 /// A request inside a dialog (its To has a tag).

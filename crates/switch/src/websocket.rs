@@ -8,7 +8,8 @@ use std::time::Instant;
 
 impl Engine {
     /// The WebSocket connection of `peer` is gone: every INVITE waiting on it fails with 480
-    /// (Temporarily Unavailable: the phone may connect again), each as its own fork.
+    /// (Temporarily Unavailable: the phone may connect again), each as its own fork, the
+    /// proxy role's branches too.
     pub(crate) fn websocket_gone(&mut self, peer: Peer, now: Instant) {
         let mut waiting = Vec::new();
         for call in self.calls.ids() {
@@ -29,5 +30,6 @@ impl Engine {
             }
         }
         self.run_pending(now);
+        self.proxy_peer_gone(peer, now);
     }
 }

@@ -114,6 +114,40 @@ fn proxied_call_is_record_routed_and_bye_passes_through() {
     assert_proxied(&s, &caller, &phone);
 }
 
+/// Forking: 1001 registered from two SIPp phones of equal q, both get the INVITE; the one that
+/// answers gets the call through strowger, the one that only rings gets a CANCEL saying the
+/// call was completed elsewhere (RFC 3326) and its 487 stays with strowger.
+#[test]
+fn proxy_forks_to_both_contacts_and_cancels_the_one_that_did_not_answer() {
+    let (s, _dir) = start("proxy-fork", "record_route = true");
+    let answers = phone(&s, free_port(), "uas_proxied.xml");
+    let rings = phone(&s, free_port(), "uas_ring_cancel_proxied.xml");
+    let caller = Sipp::new(Scenario::File("proxy_uac.xml"))
+        .service("1001")
+        .args(&["-key", "domain", "proxy.test"])
+        .duration_ms(300)
+        .run(s.sip, s.dir.path());
+    caller.assert_ok(1);
+    let answered = answers.finish();
+    answered.assert_ok(1);
+    assert_proxied(&s, &caller, &answered);
+    let rang = rings.finish();
+    rang.assert_ok(1);
+    let got = rang.received();
+    let cancel = request(&got, "CANCEL");
+    assert!(
+        cancel
+            .header("reason")
+            .is_some_and(|r| r.contains("cause=200") && r.contains("Call completed elsewhere")),
+        "{cancel:?}"
+    );
+    assert!(
+        caller.received().iter().all(|m| m.status() != Some(487)),
+        "the loser's 487 is not the caller's business\n{}",
+        caller.evidence()
+    );
+}
+
 /// With `authenticate = true` the first INVITE gets 407 with a Proxy-Authenticate challenge;
 /// the INVITE with the credentials of user 1002 goes through.
 #[test]

@@ -99,6 +99,16 @@ pub(crate) fn dispatch(raw: Vec<RawDispatch>, d: &mut Diagnostics) -> Vec<Dispat
             timeout: Duration::from_millis(timeout),
         });
     }
+    let all: usize = sets.iter().map(|s| s.nodes.len()).sum();
+    if all > crate::metrics::DISPATCH_NODES {
+        d.error(
+            "dispatch",
+            format_args!(
+                "{all} nodes in all — at most {} (split the cluster over several edges)",
+                crate::metrics::DISPATCH_NODES
+            ),
+        );
+    }
     sets
 }
 

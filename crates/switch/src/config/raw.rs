@@ -172,6 +172,7 @@ pub(crate) struct RawProxy {
     pub authenticate: bool,
     pub relay_for_users: bool,
     pub dispatch: String,
+    pub fork_timeout_s: u64,
 }
 
 impl Default for RawProxy {
@@ -182,6 +183,7 @@ impl Default for RawProxy {
             authenticate: false,
             relay_for_users: false,
             dispatch: String::new(),
+            fork_timeout_s: 30,
         }
     }
 }

@@ -32,6 +32,20 @@ fn invites_to(n: &Net, node: &str) -> usize {
     n.sent(addr(SW), addr(node), "INVITE").len()
 }
 
+/// A node series of the edge's scrape: `metric` for `node`.
+fn node_metric(n: &mut Net, sw: Id, metric: &str, node: &str) -> f64 {
+    let nodes = [
+        ("nodes", &*format!("sip:{N1}")),
+        ("nodes", &*format!("sip:{N2}")),
+    ];
+    let text = n.sw(sw).scrape_nodes(&nodes);
+    let s = crate::metrics::samples(&text);
+    crate::metrics::value(
+        &s,
+        &format!("strowger_{metric}{{set=\"nodes\",node=\"sip:{node}\"}}"),
+    )
+}
+
 /// Cuts (or restores) the link between the edge and a node: every datagram lost.
 fn cut(n: &mut Net, sw: Id, node: Id, lost: bool) {
     let loss = if lost { 1.0 } else { 0.0 };
@@ -121,6 +135,16 @@ fn a_silent_node_is_down_after_its_failed_probes_and_up_after_one_good_one() {
             .any(|l| l.contains("node sip:127.0.0.2:5060 is down (2 probes failed)")),
         "{logs:?}"
     );
+    assert_eq!(node_metric(&mut n, sw, "dispatch_node_up", N1), 0.0);
+    assert_eq!(node_metric(&mut n, sw, "dispatch_node_up", N2), 1.0);
+    assert_eq!(
+        node_metric(&mut n, sw, "dispatch_probe_failures_total", N1),
+        2.0
+    );
+    assert_eq!(
+        node_metric(&mut n, sw, "dispatch_probe_failures_total", N2),
+        0.0
+    );
     // Every new call goes to node 2 at once: none waits for node 1.
     for _ in 0..10 {
         let c = n.invite(a, "sip:1002@example.com", SW);
@@ -135,6 +159,7 @@ fn a_silent_node_is_down_after_its_failed_probes_and_up_after_one_good_one() {
         .logs()
         .iter()
         .any(|l| l.contains("node sip:127.0.0.2:5060 is up")));
+    assert_eq!(node_metric(&mut n, sw, "dispatch_node_up", N1), 1.0);
     for _ in 0..10 {
         let c = n.invite(a, "sip:1002@example.com", SW);
         assert!(n.run_until(secs(1), confirmed(a, c)));
@@ -144,7 +169,7 @@ fn a_silent_node_is_down_after_its_failed_probes_and_up_after_one_good_one() {
 
 #[test]
 fn a_node_answering_503_passes_the_call_to_the_next() {
-    let (mut n, _sw, a, n1, n2) = edge(34, 1, 1, "");
+    let (mut n, sw, a, n1, n2) = edge(34, 1, 1, "");
     n.agent(n1).policy.status = 503;
     for _ in 0..10 {
         let c = n.invite(a, "sip:1002@example.com", SW);
@@ -153,6 +178,18 @@ fn a_node_answering_503_passes_the_call_to_the_next() {
     }
     assert!(invites_to(&n, N1) > 0, "some calls tried node 1 first");
     assert_eq!(n.agent(n2).calls.len(), 10);
+    // /metrics: every call node 1 refused went on to node 2.
+    let to_n1 = invites_to(&n, N1) as f64;
+    assert_eq!(
+        node_metric(&mut n, sw, "dispatch_requests_total", N1),
+        to_n1
+    );
+    assert_eq!(
+        node_metric(&mut n, sw, "dispatch_failovers_total", N1),
+        to_n1
+    );
+    assert_eq!(node_metric(&mut n, sw, "dispatch_requests_total", N2), 10.0);
+    assert_eq!(node_metric(&mut n, sw, "dispatch_failovers_total", N2), 0.0);
 
     // With every node refusing, the caller gets the last refusal.
     n.agent(n2).policy.status = 503;

@@ -9,6 +9,7 @@ mod dispatch;
 mod dtmf;
 mod dual_stack;
 mod engine;
+mod forking;
 mod forwarding;
 mod guard;
 mod hold;

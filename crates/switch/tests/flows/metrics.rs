@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 /// The samples of a rendered scrape by series (`name{labels}`), every line checked to be a
 /// comment of the format or a sample of ours, and no series twice.
-fn samples(text: &str) -> HashMap<String, f64> {
+pub fn samples(text: &str) -> HashMap<String, f64> {
     assert!(
         text.ends_with("# EOF\n"),
         "OpenMetrics ends with # EOF:\n{text}"
@@ -34,7 +34,7 @@ fn samples(text: &str) -> HashMap<String, f64> {
     samples
 }
 
-fn value(s: &HashMap<String, f64>, series: &str) -> f64 {
+pub fn value(s: &HashMap<String, f64>, series: &str) -> f64 {
     *s.get(series).unwrap_or_else(|| {
         let mut names: Vec<_> = s.keys().collect();
         names.sort();

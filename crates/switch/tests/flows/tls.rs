@@ -37,12 +37,24 @@ pub fn register_then_call(
     phone: std::net::SocketAddr,
     host: &str,
 ) -> (Net, Id, Vec<String>) {
+    register_then_dial(transport, phone, host, "")
+}
+
+/// `register_then_call` where the caller dials `1001@{domain}`; a `domain` other than "" is
+/// served by the proxy role.
+pub fn register_then_dial(
+    transport: Transport,
+    phone: std::net::SocketAddr,
+    host: &str,
+    domain: &str,
+) -> (Net, Id, Vec<String>) {
     let mut n = Net::new(7);
-    let sw = n.switch(
-        &config("[registrar]\nauthenticate = false\nkeepalive_s = 0\n"),
-        &[SW],
-        1,
-    );
+    let mut head = "[registrar]\nauthenticate = false\nkeepalive_s = 0\n".to_string();
+    if !domain.is_empty() {
+        head += &format!("[proxy]\ndomains = [\"{domain}\"]\n");
+    }
+    let sw = n.switch(&config(&head), &[SW], 1);
+    let target = if domain.is_empty() { SW } else { domain };
     // `bridge user/1001` calls a known user's contacts (its REGISTER needs no password here).
     n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
     let (via, param) = match transport {
@@ -85,8 +97,8 @@ pub fn register_then_call(
     // A trusted caller over UDP dials 1001 (default context: bridge user/1001).
     let alice = addr(ALICE);
     let invite = format!(
-        "INVITE sip:1001@{SW} SIP/2.0\r\nVia: SIP/2.0/UDP {alice};branch=z9hG4bK-inv1\r\n\
-         Max-Forwards: 70\r\nFrom: <sip:alice@{alice}>;tag=a1\r\nTo: <sip:1001@{SW}>\r\n\
+        "INVITE sip:1001@{target} SIP/2.0\r\nVia: SIP/2.0/UDP {alice};branch=z9hG4bK-inv1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:alice@{alice}>;tag=a1\r\nTo: <sip:1001@{target}>\r\n\
          Call-ID: call-{param}@{alice}\r\nCSeq: 1 INVITE\r\nContact: <sip:alice@{alice}>\r\n\
          Content-Type: application/sdp\r\nContent-Length: {len}\r\n\r\n{sdp}",
         sdp = SDP,

@@ -138,9 +138,18 @@ impl Switch {
 
     /// What `/metrics` would show of these workers (no CPU time or store here).
     pub fn scrape(&mut self) -> String {
+        self.scrape_nodes(&[])
+    }
+
+    /// `scrape` with the dispatch nodes labelled (set name, node URI), as configured.
+    pub fn scrape_nodes(&mut self, nodes: &[(&str, &str)]) -> String {
         let workers = self.workers.iter_mut().map(|w| (w.metrics(), 0.0));
         let scrape = switch::metrics::Scrape {
             workers: workers.collect(),
+            nodes: nodes
+                .iter()
+                .map(|(s, n)| (s.to_string(), n.to_string()))
+                .collect(),
             ..Default::default()
         };
         scrape.render()

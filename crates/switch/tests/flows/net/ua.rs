@@ -161,6 +161,8 @@ pub struct Ua {
     pub dialog_headers: Vec<(String, String)>,
     /// Extra headers of our REGISTERs (e.g. a Path).
     pub register_headers: Vec<(String, String)>,
+    /// Parameters of the Contact our REGISTERs carry (e.g. ";q=0.5").
+    pub contact_params: String,
     /// Acting as a provider: REGISTERs are challenged (401) and INVITEs too (407) for these
     /// credentials (realm, user, password); None: neither is.
     pub auth: Option<(String, String, String)>,
@@ -204,6 +206,7 @@ impl Ua {
             rtp_payloads: Vec::new(),
             register_statuses: Vec::new(),
             register_headers: Vec::new(),
+            contact_params: String::new(),
             auth: None,
             register_expires: 600,
             bindings: Vec::new(),
@@ -225,6 +228,12 @@ impl Ua {
     fn id(&mut self, what: &str) -> String {
         self.counter += 1;
         format!("{what}{}{}", self.user, self.counter)
+    }
+
+    /// A tag no other agent makes (two phones of one user answer the same fork).
+    fn tag(&mut self) -> String {
+        let port = self.addr.port();
+        self.id(&format!("tag-{port}-"))
     }
 
     fn branch(&mut self) -> String {
@@ -276,7 +285,7 @@ impl Ua {
         now: Instant,
     ) -> usize {
         let call_id = format!("{}@ua", self.id("call-"));
-        let tag = self.id("tag-");
+        let tag = self.tag();
         let codecs = self.codecs.clone();
         let offer = self.sdp(&codecs, "sendrecv");
         let call = Call {
@@ -386,7 +395,7 @@ impl Ua {
 
     /// Registers `contact` (ours by default) as our user at `registrar` for `domain`.
     pub fn register(&mut self, registrar: SocketAddr, domain: &str, expires: u32, now: Instant) {
-        let tag = self.id("tag-");
+        let tag = self.tag();
         let call_id = format!("{}@ua", self.id("reg-"));
         let mut b = RequestBuilder::new(&Method::Register, &format!("sip:{domain}"));
         b.header("Via", self.via());
@@ -398,7 +407,10 @@ impl Ua {
         b.header("To", format_args!("<sip:{}@{domain}>", self.user));
         b.header("Call-ID", call_id);
         b.header("CSeq", "1 REGISTER");
-        b.header("Contact", format_args!("<{}>", self.contact));
+        b.header(
+            "Contact",
+            format_args!("<{}>{}", self.contact, self.contact_params),
+        );
         b.header("Expires", expires);
         for (name, value) in &self.register_headers {
             b.header(name, value);
@@ -715,7 +727,7 @@ impl Ua {
                     Method::Register => (401, "Unauthorized", "WWW-Authenticate"),
                     _ => (407, "Proxy Authentication Required", "Proxy-Authenticate"),
                 };
-                let tag = self.id("tag-");
+                let tag = self.tag();
                 let mut b = ResponseBuilder::new(&msg, status, reason, Some(peer.addr), Some(&tag));
                 b.header(name, header);
                 let r = b.finish(None);
@@ -735,7 +747,7 @@ impl Ua {
                 Method::Notify => self.notify_status,
                 _ => 481,
             };
-            let tag = self.id("tag-");
+            let tag = self.tag();
             let r = ResponseBuilder::new(&msg, status, "Whatever", Some(peer.addr), Some(&tag))
                 .finish(None);
             return self.txs.respond(stx, status, r, now);
@@ -819,7 +831,7 @@ impl Ua {
         if expires > 0 {
             self.bindings.push(contact.clone());
         }
-        let tag = self.id("tag-");
+        let tag = self.tag();
         let mut b = ResponseBuilder::new(&msg, 200, "OK", Some(peer.addr), Some(&tag));
         b.header("Contact", format_args!("<{contact}>;expires={expires}"));
         let r = b.finish(None);
@@ -846,7 +858,7 @@ impl Ua {
                 .to_string(),
             outgoing: false,
             state: State::Calling,
-            local_tag: self.id("tag-"),
+            local_tag: self.tag(),
             remote_tag,
             local_uri: sip_without_tag(msg.header(HeaderName::To).unwrap_or_default()),
             remote_uri: sip_without_tag(from),
