@@ -12,14 +12,16 @@ import scale  # noqa: E402
 class Summary(unittest.TestCase):
     def test_failed_runs_are_counted_not_dropped(self):
         rows = [{"workers": 1, "failed": 0, "x": 10}, {"workers": 1, "failed": 2, "x": 1},
-                {"workers": 2, "failed": 0, "x": 11}, {"workers": 2, "failed": 0, "x": 12},
+                {"workers": 2, "failed": 0, "x": 11}, {"workers": 2, "failed": 0, "x": 12, "quiet": False},
                 {"workers": 4, "failed": 1, "x": 3}]
         s = scale.summary(rows, "x")
-        self.assertEqual(s["1"], {"runs": 1, "failed_runs": 1, "median": 10, "min": 10, "max": 10,
-                                  "speedup": 1.0})
-        self.assertEqual((s["2"]["runs"], s["2"]["failed_runs"], s["2"]["median"]), (2, 0, 11.5))
+        self.assertEqual(s["1"], {"runs": 1, "failed_runs": 1, "not_quiet_runs": 0, "median": 10, "min": 10,
+                                  "max": 10, "speedup": 1.0})
+        # A run taken beside other work is kept in the figure and counted as such.
+        self.assertEqual((s["2"]["runs"], s["2"]["failed_runs"], s["2"]["not_quiet_runs"], s["2"]["median"]),
+                         (2, 0, 1, 11.5))
         self.assertEqual(s["2"]["speedup"], round(2 * 10 / 11.5, 3))
-        self.assertEqual(s["4"], {"runs": 0, "failed_runs": 1})
+        self.assertEqual(s["4"], {"runs": 0, "failed_runs": 1, "not_quiet_runs": 0})
 
 
 if __name__ == "__main__":
