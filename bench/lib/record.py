@@ -97,10 +97,11 @@ def check_recordings(data):
 def one(args, rundir, build, kind, calls, rnd):
     label = f"{kind}-{calls}" if build == "new" else f"{build}-{kind}-{calls}"
     label += f"-r{rnd}" if args.rounds > 1 else ""
-    cfg = record_config(args, rundir, f"{label}.toml")
-    api = b.alloc_ports(1)
-    token = scale.observed(args, cfg, api)
+    # Each build runs its own default configuration: an older one refuses keys it predates.
     run_args = argparse.Namespace(**{**vars(args), "bin": args.bin if build == "new" else args.old_bin})
+    cfg = record_config(run_args, rundir, f"{label}.toml")
+    api = b.alloc_ports(1)
+    token = scale.observed(run_args, cfg, api)
     # 4,000 port pairs: within a file descriptor limit of 20,000 (8,000 sockets and the files).
     srv = scale.Server(run_args, rundir, label, 2, "10000-17999", cfg)
     out = os.path.join(srv.dir, "load.json")
