@@ -261,20 +261,5 @@ fn a_proxied_call_to_a_gone_websocket_fails_at_once_with_480() {
             .any(|m| m.starts_with("INVITE sip:1001@kq2ws9.invalid;transport=ws ")),
         "{to_phone:?}"
     );
-    n.sw(sw).node().unreachable(Peer {
-        transport: Transport::Ws,
-        addr: phone,
-    });
-    let to_alice: Vec<String> = n
-        .sw(sw)
-        .node()
-        .drain()
-        .into_iter()
-        .filter(|p| p.to == addr(ALICE))
-        .map(|p| String::from_utf8_lossy(&p.bytes).into_owned())
-        .collect();
-    assert!(
-        to_alice.iter().any(|m| m.starts_with("SIP/2.0 480 ")),
-        "{to_alice:?}"
-    );
+    crate::websocket::websocket_gone_fails_the_call_with_480(&mut n, sw, phone);
 }

@@ -22,6 +22,15 @@ fn a_phone_registered_over_a_websocket_is_called_over_it_and_its_loss_fails_fast
     assert!(invite.contains("\r\nVia: SIP/2.0/WS "), "{invite}");
 
     // The connection closed before the INVITE could go down it: the shell says so.
+    websocket_gone_fails_the_call_with_480(&mut n, sw, phone);
+}
+
+/// The shell tells `sw` that `phone`'s WebSocket is gone: the caller (ALICE) gets 480 at once.
+pub(crate) fn websocket_gone_fails_the_call_with_480(
+    n: &mut Net,
+    sw: Id,
+    phone: std::net::SocketAddr,
+) {
     n.sw(sw).node().unreachable(Peer {
         transport: Transport::Ws,
         addr: phone,
