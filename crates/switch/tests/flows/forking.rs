@@ -4,7 +4,7 @@
 //! (challenges merged) goes to the caller.
 
 use crate::net::*;
-use sip::transaction::{Peer, Transport};
+use sip::transaction::Transport;
 use sip::{HeaderName, Method};
 
 const DESK: &str = "127.0.0.1:5101";
