@@ -99,16 +99,22 @@ fn assert_proxied(s: &Strowger, caller: &SippResult, phone: &SippResult) {
     assert!(s.cdrs().is_empty(), "a proxied call is no B2BUA call");
 }
 
-#[test]
-fn proxied_call_is_record_routed_and_bye_passes_through() {
-    let (s, _dir) = start("proxy", "record_route = true");
-    let uas = phone(&s, free_port(), "uas_proxied.xml");
+/// One SIPp call to 1001@proxy.test through the proxy role, completed.
+fn call_1001(s: &Strowger) -> SippResult {
     let caller = Sipp::new(Scenario::File("proxy_uac.xml"))
         .service("1001")
         .args(&["-key", "domain", "proxy.test"])
         .duration_ms(300)
         .run(s.sip, s.dir.path());
     caller.assert_ok(1);
+    caller
+}
+
+#[test]
+fn proxied_call_is_record_routed_and_bye_passes_through() {
+    let (s, _dir) = start("proxy", "record_route = true");
+    let uas = phone(&s, free_port(), "uas_proxied.xml");
+    let caller = call_1001(&s);
     let phone = uas.finish();
     phone.assert_ok(1);
     assert_proxied(&s, &caller, &phone);
@@ -122,12 +128,7 @@ fn proxy_forks_to_both_contacts_and_cancels_the_one_that_did_not_answer() {
     let (s, _dir) = start("proxy-fork", "record_route = true");
     let answers = phone(&s, free_port(), "uas_proxied.xml");
     let rings = phone(&s, free_port(), "uas_ring_cancel_proxied.xml");
-    let caller = Sipp::new(Scenario::File("proxy_uac.xml"))
-        .service("1001")
-        .args(&["-key", "domain", "proxy.test"])
-        .duration_ms(300)
-        .run(s.sip, s.dir.path());
-    caller.assert_ok(1);
+    let caller = call_1001(&s);
     let answered = answers.finish();
     answered.assert_ok(1);
     assert_proxied(&s, &caller, &answered);
