@@ -92,17 +92,7 @@ fn a_phone_registers_over_ws_and_wss_and_hears_its_echo() {
     rtp.remote = Some(media);
     let to = answer.header("to").unwrap().to_string();
     secure.request("ACK sip:9196@strowger", "echo-wss", &to, "", "");
-    let back = rtp.send_frames(
-        &frames(&tone(800.0, 8000, 8000.0)),
-        Duration::from_millis(300),
-    );
-    let heard = pcm(&back);
-    assert!(heard.len() > 4000, "{} samples echoed", heard.len());
-    assert!(
-        (dominant_freq(&heard) - 800.0).abs() < 20.0,
-        "{}",
-        dominant_freq(&heard)
-    );
+    assert_echoes_800_hz(&mut rtp);
     secure.request("BYE sip:9196@strowger", "echo-wss", &to, "", "");
     let bye = secure.final_response("BYE");
     assert_eq!(bye.status(), Some(200), "{bye:?}");
@@ -131,17 +121,7 @@ fn garbage_on_a_websocket_leaves_its_call_up() {
     phone.send_binary(&[0, 159, 146, 150]);
     phone.send("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     phone.send("SIP/2.0 banana\r\n");
-    let back = rtp.send_frames(
-        &frames(&tone(800.0, 8000, 8000.0)),
-        Duration::from_millis(300),
-    );
-    let heard = pcm(&back);
-    assert!(heard.len() > 4000, "{} samples echoed", heard.len());
-    assert!(
-        (dominant_freq(&heard) - 800.0).abs() < 20.0,
-        "{}",
-        dominant_freq(&heard)
-    );
+    assert_echoes_800_hz(&mut rtp);
     let after = Api::of(&s).ok("GET", "/api/v1/stats")["dropped_unparseable"]
         .as_u64()
         .unwrap();
@@ -273,5 +253,20 @@ fn websockets_are_capped_pinged_and_cut_when_they_never_upgrade() {
         opened.elapsed() >= Duration::from_millis(900),
         "{:?}",
         opened.elapsed()
+    );
+}
+
+/// A second of an 800 Hz tone sent on `rtp` comes back as an 800 Hz tone (the echo, 9196).
+fn assert_echoes_800_hz(rtp: &mut Rtp) {
+    let back = rtp.send_frames(
+        &frames(&tone(800.0, 8000, 8000.0)),
+        Duration::from_millis(300),
+    );
+    let heard = pcm(&back);
+    assert!(heard.len() > 4000, "{} samples echoed", heard.len());
+    assert!(
+        (dominant_freq(&heard) - 800.0).abs() < 20.0,
+        "{}",
+        dominant_freq(&heard)
     );
 }
