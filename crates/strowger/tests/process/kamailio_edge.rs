@@ -1,8 +1,9 @@
 //! Kamailio's dispatcher as the edge (examples/kamailio-edge/kamailio.cfg) in front of two
 //! strowger nodes sharing one Redis location store: SIPp's echo calls to 9196 spread over both
 //! nodes (their CDRs say where each went); phones register through the edge, which adds its
-//! Path, and a call to one of them reaches it through the edge from either node; a killed node's
-//! share of new calls fails over to the other node on the INVITE's timeout.
+//! Path, and a call to one of them reaches it through the edge from either node; the calls a full
+//! node refuses with 503, and a killed node's share of new calls (on the INVITE's timeout), fail
+//! over to the other node.
 
 use crate::common;
 
@@ -17,10 +18,10 @@ use std::process::Command;
 use std::time::Duration;
 
 /// A node: trusts the edge (and SIPp) on loopback, keeps locations in `store`, answers 9196
-/// with the echo and rings registered users at 1XXX.
-fn node(label: &str, dir: &TempDir, store: &str) -> Strowger {
+/// with the echo and rings registered users at 1XXX; beyond `max_calls` calls it answers 503.
+fn node(label: &str, dir: &TempDir, store: &str, max_calls: u32) -> Strowger {
     let text = format!(
-        "[security]\ntrusted = [\"127.0.0.1\"]\n\
+        "[general]\nmax_calls = {max_calls}\n[security]\ntrusted = [\"127.0.0.1\"]\n\
          [registrar]\ndomain = \"strowger\"\nstore = \"{store}\"\n\
          [[users]]\nuser = \"1001\"\npassword = \"secret-1001\"\n\
          [[users]]\nuser = \"1002\"\npassword = \"secret-1002\"\n\
@@ -94,6 +95,19 @@ fn cdrs(nodes: &[&Strowger], exten: &str, total: usize) -> Vec<Vec<common::switc
     of()
 }
 
+/// How many of `node`'s CDRs are answered calls to `exten`, once `n` are (10 s at most).
+fn answered(node: &Strowger, exten: &str, n: usize) -> usize {
+    let count = || {
+        node.cdrs()
+            .iter()
+            .filter(|c| c.str("exten") == exten && !c.is_null("answer"))
+            .count()
+    };
+    wait_for(Duration::from_secs(10), || (count() >= n).then_some(()));
+    std::thread::sleep(Duration::from_millis(300)); // and no more
+    count()
+}
+
 /// `user` registers from 127.0.0.1:`port` through the edge (digest; the retry's Call-ID takes
 /// it to the node that challenged it).
 fn register(edge: SocketAddr, user: &str, port: u16, dir: &TempDir) {
@@ -105,12 +119,15 @@ fn register(edge: SocketAddr, user: &str, port: u16, dir: &TempDir) {
         .assert_ok(1);
 }
 
+/// Node b's max_calls.
+const FULL: u32 = 6;
+
 #[test]
 fn kamailio_dispatches_to_strowger_nodes() {
     let dir = TempDir::new("kamailio-edge");
     let redis = Server::redis();
-    let a = node("kam-node-a", &dir, &redis.url);
-    let mut b = node("kam-node-b", &dir, &redis.url);
+    let a = node("kam-node-a", &dir, &redis.url, 1000);
+    let mut b = node("kam-node-b", &dir, &redis.url, FULL);
     let edge: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut kam = kamailio(edge.port(), &[&a, &b], &dir);
 
@@ -138,10 +155,10 @@ fn kamailio_dispatches_to_strowger_nodes() {
         .spawn(None, dir.path());
     std::thread::sleep(Duration::from_millis(300)); // let it bind
     call_through(edge, "1001", 12, Some(p1002), &dir);
-    let answered = phone.finish();
-    answered.assert_ok(12);
+    let rang = phone.finish();
+    rang.assert_ok(12);
     // Each INVITE came through the edge (its Via on top), following the Path the node stored.
-    let invites: Vec<_> = answered
+    let invites: Vec<_> = rang
         .received()
         .into_iter()
         .filter(|m| m.method() == Some("INVITE"))
@@ -163,14 +180,25 @@ fn kamailio_dispatches_to_strowger_nodes() {
         assert_eq!(c.str("bridged_to"), format!("sip:1001@127.0.0.1:{p1001}"));
     }
 
+    // Node b full, its max_calls taken by calls straight to it: the calls hashed to it get 503
+    // there and go to a.
+    let (a0, b0) = (split[0].len(), split[1].len());
+    let filling = Sipp::new(Scenario::Builtin("uac"))
+        .service("9196")
+        .calls(FULL, 20, FULL)
+        .duration_ms(5000)
+        .spawn(Some(b.sip), dir.path());
+    std::thread::sleep(Duration::from_millis(1500));
+    call_through(edge, "9196", 10, None, &dir);
+    filling.finish().assert_ok(FULL.into());
+    assert_eq!(answered(&a, "9196", a0 + 10), a0 + 10, "a took them all");
+    let b1 = b0 + FULL as usize;
+    assert_eq!(answered(&b, "9196", b1), b1, "b only its own");
+
     // Node b dies: the calls hashed to it time out there (1 s) and go to a; none fails.
     b.signal("-KILL");
     b.wait_exit(Duration::from_secs(5), "SIGKILL");
     call_through(edge, "9196", 10, None, &dir);
-    assert_eq!(
-        cdrs(&[&a], "9196", split[0].len() + 10)[0].len(),
-        split[0].len() + 10,
-        "every call after the kill on a"
-    );
+    assert_eq!(answered(&a, "9196", a0 + 20), a0 + 20, "a took them all");
     kam.assert_alive();
 }
