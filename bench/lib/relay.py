@@ -13,7 +13,8 @@ The far end is a strowger answering 2XXX with the echo; strowger-load sends 50 P
 call (20 ms), the far end echoes them, so each relay forwards 50 packets/s each way per call. Once
 all N calls are up (+5 s), the relay's CPU (run time of all its threads, /proc/PID/task/*/schedstat)
 is taken over --window s: CPU-ms per relayed call-second = CPU-s / window / N x 1000. The ratio
-strowger / rtpengine is taken per pair; its median and min-max are the figure. Kamailio's and the
+strowger / rtpengine is taken per pair; its median and min-max are the figure. A run where a call
+failed had fewer than N calls up: its figure is shown, marked, and left out of medians and ratios. Kamailio's and the
 far end's CPU are not the relay's and are not counted. RTP received and lost by strowger-load
 show both relays carried every packet.
 
@@ -24,6 +25,7 @@ time, and dies with this script. Results: bench/results/relay.json, a Markdown t
 
 import argparse
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -33,17 +35,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
 import scale  # noqa: E402
 
-# RTP ports, clear of each other, of strowger-load's 40000-59999 and of 61000-64999: each relay
-# takes two legs x (RTP, RTCP) per call, the far end one pair per call.
-FAR_PORTS = "10000-17999"
-STROWGER_PORTS = (18000, 27999)
-RTPENGINE_PORTS = (28000, 37999)
+# RTP ports below the ephemeral range, clear of strowger-load's 40000-59999: the relay of the turn
+# (strowger or rtpengine, never both at once) takes two legs x (RTP, RTCP) per call, the far end
+# one pair per call. bench.alloc_ports (SIP and ng ports) is kept out of them.
+RELAY_PORTS = (14000, 23999)
+FAR_PORTS = (24000, 29999)
 
 
 def far_end(args, rundir, label):
     """The far end: strowger answering 2XXX with the echo, one worker."""
     cfg = scale.config(args, rundir, f"{label}-far.toml", steps='["answer", "echo"]')
-    return scale.Server(args, rundir, f"{label}-far", 1, FAR_PORTS, cfg)
+    return scale.Server(args, rundir, f"{label}-far", 1, f"{FAR_PORTS[0]}-{FAR_PORTS[1]}", cfg)
 
 
 class Rtpengine:
@@ -55,14 +57,17 @@ class Rtpengine:
         ng = b.alloc_ports(1)
         self.cmd = [args.rtpengine_bin, "--config-file=none", "--foreground", "--log-stderr", "--log-level=4",
                     "--table=-1", "--interface=127.0.0.1", f"--listen-ng=127.0.0.1:{ng}",
-                    f"--port-min={RTPENGINE_PORTS[0]}", f"--port-max={RTPENGINE_PORTS[1]}",
+                    f"--port-min={RELAY_PORTS[0]}", f"--port-max={RELAY_PORTS[1]}",
                     f"--num-threads={args.workers}", "--timeout=0", "--silent-timeout=0", "--delete-delay=0"]
         self.log = open(os.path.join(self.dir, "rtpengine.log"), "w")
         self.proc = b.spawn(self.cmd, self.dir, self.log, self.log)
         b.raise_priority(self.proc.pid)
+        ready = ng_ping(ng, 10)
+        if not ready:
+            sys.exit(f"bench: rtpengine does not answer an ng ping on 127.0.0.1:{ng}: see {self.dir}/rtpengine.log")
         self.port = b.alloc_ports(1)
         kam = ["kamailio", "-f", os.path.join(b.ROOT, "bench", "kamailio", "rtpengine.cfg"), "-DD", "-E",
-               "-l", f"udp:127.0.0.1:{self.port}", "-n", "2", "-m", "512",
+               "-l", f"udp:127.0.0.1:{self.port}", "-n", "8", "-m", "512",
                "-A", f'RTPENGINE="udp:127.0.0.1:{ng}"', "-A", f'FAR="sip:127.0.0.1:{far_port}"']
         self.kam_log = open(os.path.join(self.dir, "kamailio.log"), "w")
         self.kam = b.spawn(kam, self.dir, self.kam_log, self.kam_log)
@@ -84,12 +89,28 @@ class Rtpengine:
                 p.kill()
 
 
+def ng_ping(port, seconds):
+    """Whether rtpengine answers the ng protocol's ping (a cookie, then a bencoded dictionary) on
+    127.0.0.1:`port` within `seconds`; Kamailio starts only then, or it would take rtpengine for dead."""
+    deadline = time.time() + seconds
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(0.2)
+        while time.time() < deadline:
+            s.sendto(b"ping1 d7:command4:pinge", ("127.0.0.1", port))
+            try:
+                if s.recv(512).startswith(b"ping1 d6:result4:pong"):
+                    return True
+            except OSError:
+                pass
+    return False
+
+
 def one(args, rundir, relay, calls, rnd):
     label = f"{relay}-{calls}-r{rnd}"
     far = far_end(args, rundir, label)
     if relay == "strowger":
         cfg = scale.config(args, rundir, f"{label}.toml")
-        srv = scale.Server(args, rundir, label, args.workers, f"{STROWGER_PORTS[0]}-{STROWGER_PORTS[1]}", cfg,
+        srv = scale.Server(args, rundir, label, args.workers, f"{RELAY_PORTS[0]}-{RELAY_PORTS[1]}", cfg,
                            ("--var", f"bridge_target=127.0.0.1:{far.port}"))
         cmd = b.fmt_cmd(srv.cmd)
     else:
@@ -115,10 +136,13 @@ def one(args, rundir, relay, calls, rnd):
         "load_and_far_end_cpu_pct": w["load_cpu_pct"],
         "completed": rep["completed"], "failed": rep["failed"], "failed_reasons": rep["failed_reasons"],
         "rtp_received": rtp["received"], "rtp_lost": rtp["lost"],
+        "setup_p50_ms": round(rep["setup_us"]["p50"] / 1000, 1), "setup_p99_ms": round(rep["setup_us"]["p99"] / 1000, 1),
         "relay_cmd": cmd, "load_cmd": lp.cmd, "far_cmd": b.fmt_cmd(far.cmd),
     }
     b.log(f"{relay}, {calls} calls (pair {rnd + 1}): {row['cpu_ms_per_call_s']} CPU-ms per relayed call-second "
-          f"({row['relay_cpu_pct']} %), completed {row['completed']}, failed {row['failed']}, "
+          f"({row['relay_cpu_pct']} %), completed {row['completed']}, failed {row['failed']}"
+          f"{' (left out of the ratio: not every call was up)' if row['failed'] else ''}, "
+          f"set-up p50 {row['setup_p50_ms']} ms, "
           f"RTP received {row['rtp_received']} lost {row['rtp_lost']}")
     return row
 
@@ -130,16 +154,22 @@ def table(rows, levels):
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for n in levels:
         side = {r: [x for x in rows if x["calls"] == n and x["relay"] == r] for r in ("strowger", "rtpengine")}
-        ours, theirs = ([x["cpu_ms_per_call_s"] for x in side[r]] for r in ("strowger", "rtpengine"))
+        # A run with a failed call had fewer calls up than N: its figure is shown, not paired.
+        ours, theirs = ([x["cpu_ms_per_call_s"] if not x["failed"] else None for x in side[r]]
+                        for r in ("strowger", "rtpengine"))
         p = b.paired(ours, theirs)
         ratio = f"{p['median']} ({p['min']}–{p['max']}, {len(p['ratios'])})" if p["ratios"] else "-"
-        med = {r: (statistics.median(v) if v else None) for r, v in (("strowger", ours), ("rtpengine", theirs))}
+        med = {r: (statistics.median(good) if (good := [x for x in v if x is not None]) else None)
+               for r, v in (("strowger", ours), ("rtpengine", theirs))}
+        shown = {r: ", ".join(str(x["cpu_ms_per_call_s"]) + ("*" if x["failed"] else "") for x in side[r])
+                 for r in side}
         lines.append(
-            f"| {n} | {med['strowger']} ({', '.join(map(str, ours))}) | {med['rtpengine']} "
-            f"({', '.join(map(str, theirs))}) | {ratio} | {sum(x['failed'] for x in rows if x['calls'] == n)} "
+            f"| {n} | {med['strowger']} ({shown['strowger']}) | {med['rtpengine']} "
+            f"({shown['rtpengine']}) | {ratio} | {sum(x['failed'] for x in rows if x['calls'] == n)} "
             f"| {sum(x['rtp_lost'] for x in side['strowger'])}, {sum(x['rtp_lost'] for x in side['rtpengine'])} "
             f"| {sum(not x['quiet'] for x in rows if x['calls'] == n)} of {len(side['strowger']) + len(side['rtpengine'])} |")
-    return "\n".join(lines)
+    return "\n".join(lines) + ("\n\n\\* a run with failed calls (fewer than N up): not in the median or the ratio."
+                               if any(x["failed"] for x in rows) else "")
 
 
 def main():
@@ -149,15 +179,17 @@ def main():
     ap.add_argument("--rtpengine-bin", default="/usr/bin/rtpengine")
     ap.add_argument("--levels", type=int, nargs="+", default=[2000], help="bridged calls held at once")
     ap.add_argument("--pairs", type=int, default=3, help="strowger-then-rtpengine pairs per level (default 3)")
-    ap.add_argument("--rate", type=float, default=200, help="new calls per second while the calls come up")
+    ap.add_argument("--rate", type=float, default=100, help="new calls per second while the calls come up")
     ap.add_argument("--window", type=float, default=20, help="seconds of CPU measured once all calls are up")
     ap.add_argument("--workers", type=int, default=2,
                     help="strowger's --workers and rtpengine's --num-threads (default 2)")
     b.add_record_flag(ap)
     args = ap.parse_args()
     args.realtime, args.server, args.sipp_rcvbuf = 0, "strowger", None
-    if args.levels and max(args.levels) * 4 > RTPENGINE_PORTS[1] - RTPENGINE_PORTS[0]:
-        ap.error(f"at most {(RTPENGINE_PORTS[1] - RTPENGINE_PORTS[0]) // 4} calls (4 relay ports per call)")
+    most = min((RELAY_PORTS[1] - RELAY_PORTS[0]) // 4, (FAR_PORTS[1] - FAR_PORTS[0]) // 2)
+    if max(args.levels) > most:
+        ap.error(f"at most {most} calls (4 relay ports and 2 far-end ports per call)")
+    b._taken.update(range(RELAY_PORTS[0], FAR_PORTS[1] + 1))
     scale.signal_setup()
     rundir = b.run_dir("relay")
     info = b.machine_info(args)
