@@ -14,9 +14,9 @@ call (20 ms), the far end echoes them, so each relay forwards 50 packets/s each 
 all N calls are up (+5 s), the relay's CPU (run time of all its threads, /proc/PID/task/*/schedstat)
 is taken over --window s: CPU-ms per relayed call-second = CPU-s / window / N x 1000. The ratio
 strowger / rtpengine is taken per pair; its median and min-max are the figure. A run where a call
-failed had fewer than N calls up: its figure is shown, marked, and left out of medians and ratios. Kamailio's and the
-far end's CPU are not the relay's and are not counted. RTP received and lost by strowger-load
-show both relays carried every packet.
+failed had fewer than N calls up, and a relay that dropped packets (less than 99 % of what was sent
+came back) did less work: their figures are shown, marked, and left out of medians and ratios. Kamailio's and the
+far end's CPU are not the relay's and are not counted.
 
 Every child runs in its own session with its autogroup priority raised, is bounded in calls and
 time, and dies with this script. Results: bench/results/relay.json, a Markdown table on stdout
@@ -135,41 +135,53 @@ def one(args, rundir, relay, calls, rnd):
         "others_cpu_pct": w["others_cpu_pct"], "quiet": w["quiet"],
         "load_and_far_end_cpu_pct": w["load_cpu_pct"],
         "completed": rep["completed"], "failed": rep["failed"], "failed_reasons": rep["failed_reasons"],
-        "rtp_received": rtp["received"], "rtp_lost": rtp["lost"],
+        "rtp_sent": rtp["sent"], "rtp_received": rtp["received"], "rtp_lost": rtp["lost"],
+        "rtp_delivered_pct": round(100 * rtp["received"] / max(1, rtp["sent"]), 2),
         "setup_p50_ms": round(rep["setup_us"]["p50"] / 1000, 1), "setup_p99_ms": round(rep["setup_us"]["p99"] / 1000, 1),
         "relay_cmd": cmd, "load_cmd": lp.cmd, "far_cmd": b.fmt_cmd(far.cmd),
     }
     b.log(f"{relay}, {calls} calls (pair {rnd + 1}): {row['cpu_ms_per_call_s']} CPU-ms per relayed call-second "
           f"({row['relay_cpu_pct']} %), completed {row['completed']}, failed {row['failed']}"
           f"{' (left out of the ratio: not every call was up)' if row['failed'] else ''}, "
-          f"set-up p50 {row['setup_p50_ms']} ms, "
-          f"RTP received {row['rtp_received']} lost {row['rtp_lost']}")
+          f"set-up p50 {row['setup_p50_ms']} ms, RTP sent {row['rtp_sent']}, came back {row['rtp_received']} "
+          f"({row['rtp_delivered_pct']} %{', left out of the ratio: the relay dropped packets' if dropped(row) else ''})")
     return row
+
+
+def dropped(row):
+    """Whether the relay dropped packets: less than 99 % of what strowger-load sent came back (the far end
+    echoes all it gets); such a relay did less work than the other, so its figure is not paired."""
+    return row.get("rtp_delivered_pct", 100) < 99
 
 
 def table(rows, levels):
     lines = ["| calls | strowger CPU-ms per call-s (pairs) | rtpengine CPU-ms per call-s (pairs) "
-             "| strowger ÷ rtpengine per pair: median (min–max) | failed calls | RTP lost (strowger, rtpengine) "
+             "| strowger ÷ rtpengine per pair: median (min–max) | failed calls | RTP back of sent, % (strowger; rtpengine) "
              "| busy windows |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for n in levels:
         side = {r: [x for x in rows if x["calls"] == n and x["relay"] == r] for r in ("strowger", "rtpengine")}
-        # A run with a failed call had fewer calls up than N: its figure is shown, not paired.
-        ours, theirs = ([x["cpu_ms_per_call_s"] if not x["failed"] else None for x in side[r]]
+        # A run with a failed call had fewer calls up than N, one that dropped packets relayed fewer: its
+        # figure is shown, not paired.
+        ours, theirs = ([x["cpu_ms_per_call_s"] if not (x["failed"] or dropped(x)) else None for x in side[r]]
                         for r in ("strowger", "rtpengine"))
         p = b.paired(ours, theirs)
         ratio = f"{p['median']} ({p['min']}–{p['max']}, {len(p['ratios'])})" if p["ratios"] else "-"
         med = {r: (statistics.median(good) if (good := [x for x in v if x is not None]) else None)
                for r, v in (("strowger", ours), ("rtpengine", theirs))}
-        shown = {r: ", ".join(str(x["cpu_ms_per_call_s"]) + ("*" if x["failed"] else "") for x in side[r])
+        shown = {r: ", ".join(str(x["cpu_ms_per_call_s"]) + ("*" if x["failed"] else "") + ("†" if dropped(x) else "")
+                              for x in side[r])
                  for r in side}
+        back = {r: ", ".join(str(x.get("rtp_delivered_pct", "-")) for x in side[r]) for r in side}
         lines.append(
             f"| {n} | {med['strowger']} ({shown['strowger']}) | {med['rtpengine']} "
             f"({shown['rtpengine']}) | {ratio} | {sum(x['failed'] for x in rows if x['calls'] == n)} "
-            f"| {sum(x['rtp_lost'] for x in side['strowger'])}, {sum(x['rtp_lost'] for x in side['rtpengine'])} "
+            f"| {back['strowger']}; {back['rtpengine']} "
             f"| {sum(not x['quiet'] for x in rows if x['calls'] == n)} of {len(side['strowger']) + len(side['rtpengine'])} |")
-    return "\n".join(lines) + ("\n\n\\* a run with failed calls (fewer than N up): not in the median or the ratio."
-                               if any(x["failed"] for x in rows) else "")
+    notes = [("\\* a run with failed calls (fewer than N up)", any(x["failed"] for x in rows)),
+             ("† a relay that dropped packets (less than 99 % of those sent came back)", any(map(dropped, rows)))]
+    shown = [n for n, on in notes if on]
+    return "\n".join(lines) + (f"\n\n{'; '.join(shown)}: not in the medians or the ratio." if shown else "")
 
 
 def main():
