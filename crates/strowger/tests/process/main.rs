@@ -21,6 +21,7 @@ mod hold;
 mod iax2;
 mod ipv6;
 mod ivr;
+mod kamailio_edge;
 mod location_store;
 mod logging;
 mod media;

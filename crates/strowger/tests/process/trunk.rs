@@ -12,13 +12,14 @@
 
 use crate::common;
 
+use common::group::Proc;
 use common::net::free_port;
 use common::netns::{assert_isolated, in_private_netns};
 use common::sipp::{Scenario, Sipp};
 use common::switch::Opts;
-use common::{read_text, tail, wait_for, Strowger, TempDir};
+use common::{tail, wait_for, Strowger, TempDir};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 const INNER: &str = "provider_inside_netns";
@@ -29,56 +30,6 @@ const DID: &str = "4930555";
 #[test]
 fn trunk_to_kamailio_in_private_netns() {
     in_private_netns(INNER);
-}
-
-/// A helper process in a process group of its own (Kamailio forks its workers), the whole
-/// group stopped on drop, its output in a file.
-struct Proc {
-    child: Child,
-    name: &'static str,
-    log: std::path::PathBuf,
-}
-
-impl Proc {
-    fn spawn(name: &'static str, cmd: &mut Command, dir: &Path) -> Proc {
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).unwrap();
-        use std::os::unix::process::CommandExt;
-        let child = cmd
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name} (run scripts/setup.sh): {e}"));
-        Proc { child, name, log }
-    }
-
-    fn log(&self) -> String {
-        read_text(&self.log)
-    }
-
-    fn assert_alive(&mut self) {
-        if let Ok(Some(st)) = self.child.try_wait() {
-            panic!("{} exited ({st}):\n{}", self.name, tail(&self.log(), 30));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // SIGTERM lets Kamailio's main process stop its children; SIGKILL to the group then
-        // ends whatever is left.
-        let group = -(self.child.id() as i32);
-        // SAFETY: kill(2) on the process group this test started.
-        unsafe { libc::kill(group, libc::SIGTERM) };
-        let _ = wait_for(Duration::from_secs(3), || {
-            self.child.try_wait().ok().flatten()
-        });
-        // SAFETY: as above.
-        unsafe { libc::kill(group, libc::SIGKILL) };
-        let _ = self.child.wait();
-    }
 }
 
 /// dnsmasq on 127.0.0.1:`port` answering for provider.test and nothing else.

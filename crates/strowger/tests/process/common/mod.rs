@@ -7,6 +7,7 @@
 pub mod api;
 pub mod audio;
 pub mod baresip;
+pub mod group;
 pub mod json;
 pub mod net;
 pub mod netns;
