@@ -488,10 +488,7 @@ impl Browser {
     /// Calls `exten` over the WebSocket with Call-ID `call_id`: strowger answers 200 with a
     /// WebRTC leg (ICE-lite, DTLS passive), which is acknowledged.
     fn call(&mut self, n: &mut Net, sw: Id, exten: &str, call_id: &str) {
-        let ws = Peer {
-            transport: Transport::Ws,
-            addr: addr(BROWSER_WS),
-        };
+        let ws = self.ws();
         let invite = invite_text(exten, call_id, &offer(&self.ice, &self.cert));
         let now = n.now;
         n.sw(sw).deliver_over(&invite, ws, now);
@@ -535,6 +532,7 @@ impl Browser {
         assert!(ok, "registered");
     }
 
+    /// Its WebSocket, as strowger's peer.
     fn ws(&self) -> Peer {
         Peer {
             transport: Transport::Ws,
