@@ -341,11 +341,7 @@ impl Worker {
             udp: sockets.udp,
             listeners: sockets.listeners,
             tls: None,
-            ws: Arc::new(sip_io::ws::Policy {
-                path: sip.ws.path.clone(),
-                origins: sip.ws.origins.clone(),
-                same_hosts: sip.ws_same_hosts(),
-            }),
+            ws: Arc::new(sip_io::ws::Policy::new(sip)),
             conns: HashMap::new(),
             conn_by_peer: HashMap::new(),
             next_conn: 0,
@@ -1279,7 +1275,10 @@ impl Worker {
                 }
                 Envelope::TcpAuthenticated { peer } => self.tcp_authenticated(peer),
                 Envelope::Crossing(c) => self.input(now, Input::Crossing(c)),
-                Envelope::Reload(r) => self.input(now, Input::Reload(r)),
+                Envelope::Reload(r) => {
+                    self.reconfigure(&r.config);
+                    self.input(now, Input::Reload(r));
+                }
                 Envelope::Drain => self.input(now, Input::Drain),
                 Envelope::Api { command, reply } => {
                     self.api_next += 1;
@@ -1291,6 +1290,15 @@ impl Worker {
                 Envelope::Unregistered(aor) => self.input(now, Input::Unregistered(aor)),
             }
         }
+    }
+
+    /// The shell's part of a reload: the WebSocket policy (`sip.ws_path`, `sip.ws_origins`)
+    /// for upgrades from now on, and the connection limits (`sip.ws_*`, `security.tcp_*`)
+    /// for every connection. The connection cap stays as the start fitted it to the file
+    /// descriptors (`security.tcp_max` needs a restart).
+    fn reconfigure(&mut self, cfg: &switch::config::Config) {
+        self.ws = Arc::new(sip_io::ws::Policy::new(&cfg.sip));
+        self.tcp = TcpLimits::new(cfg, self.tcp.max);
     }
 
     /// Store operations finished on the worker's own store connection.

@@ -527,7 +527,11 @@ impl Engine {
         let Some(leg) = self.calls[call].leg_mut(at) else {
             return false;
         };
-        let keying = crate::sdes::Keying::of(leg.negotiated.as_ref(), &leg.sdp);
+        let keying = crate::sdes::Keying::of(
+            leg.negotiated.as_ref(),
+            &leg.sdp,
+            &self.s.webrtc_certificate,
+        );
         // A port shared by many legs tells them apart by the address each far end announced,
         // so it can take only a far end that sends from that address and is alone on it: not
         // one behind NAT, not one that serves many calls from one port (its address is some

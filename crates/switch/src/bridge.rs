@@ -347,7 +347,11 @@ impl Engine {
             if let Some(m) = out.media {
                 self.media
                     .update_leg(m, crate::engine::leg_update(&neg, symmetric));
-                crate::sdes::Keying::of(Some(&neg), &out.sdp).apply(&mut self.media, m, now);
+                crate::sdes::Keying::of(Some(&neg), &out.sdp, &self.s.webrtc_certificate).apply(
+                    &mut self.media,
+                    m,
+                    now,
+                );
             }
             out.negotiated = Some(neg);
         }

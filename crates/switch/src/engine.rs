@@ -93,6 +93,9 @@ pub struct Settings {
     pub srtp: crate::sdes::SrtpPolicy,
     /// `rtp.webrtc_public_address`: the host candidate of WebRTC legs.
     pub webrtc_public_address: Option<std::net::IpAddr>,
+    /// The DTLS certificate this worker's WebRTC legs present (its own: a leg moved here
+    /// from another worker shakes hands anew, crossing.rs).
+    pub webrtc_certificate: std::sync::Arc<webrtc::Certificate>,
     /// How digits are taken and given (`rtp.dtmf`).
     pub dtmf: media::DtmfMode,
     /// RFC 4028: the interval strowger asks for and the smallest it accepts.
@@ -173,6 +176,7 @@ impl Settings {
             symmetric_rtp: cfg.rtp.symmetric,
             srtp: cfg.rtp.srtp,
             webrtc_public_address: cfg.rtp.webrtc_public_address,
+            webrtc_certificate: webrtc::Certificate::of_worker(worker),
             dtmf: cfg.rtp.dtmf,
             session_expires: cfg.sip.session_expires,
             min_se: cfg.sip.min_se,
@@ -1109,11 +1113,8 @@ impl Engine {
                     if let Some(m) = leg.media {
                         self.media
                             .update_leg(m, leg_update(&neg, self.s.symmetric_rtp));
-                        crate::sdes::Keying::of(Some(&neg), &leg.sdp).apply(
-                            &mut self.media,
-                            m,
-                            now,
-                        );
+                        crate::sdes::Keying::of(Some(&neg), &leg.sdp, &self.s.webrtc_certificate)
+                            .apply(&mut self.media, m, now);
                     }
                     held = Some(crate::hold::holds(&neg));
                     leg.negotiated = Some(neg);
@@ -1237,7 +1238,11 @@ impl Engine {
         if let Some(neg) = answer.and_then(|a| sdp::accept_answer(&offer, &a).ok()) {
             if let Some(m) = leg.media {
                 self.media.update_leg(m, leg_update(&neg, symmetric));
-                crate::sdes::Keying::of(Some(&neg), &leg.sdp).apply(&mut self.media, m, now);
+                crate::sdes::Keying::of(Some(&neg), &leg.sdp, &self.s.webrtc_certificate).apply(
+                    &mut self.media,
+                    m,
+                    now,
+                );
             }
             let held = crate::hold::holds(&neg);
             leg.negotiated = Some(neg);

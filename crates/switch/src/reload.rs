@@ -43,11 +43,12 @@ impl Reload {
 }
 
 /// The keys that differ between `old` and `new` but take effect only at the next start: the
-/// sockets (listen addresses, RTP ports), the worker threads, the data directory and the files
-/// in it, the store connection, the IAX2 socket and endpoint settings, and the speech engine.
-/// The rest reloads in place: trunks (`Engine::trunks_reload`), queues with their callers
-/// (`Board::reconfigure`), music classes (read again by the shell, `Reload::with_music`) and
-/// IAX2 peers (`Iax::reconfigure`).
+/// sockets (listen addresses, RTP ports, the TCP connection cap), the TLS certificates, the
+/// worker threads, the data directory and the files in it, the store connection, the IAX2
+/// socket and endpoint settings, and the speech engine. The rest reloads in place: trunks
+/// (`Engine::trunks_reload`), queues with their callers (`Board::reconfigure`), music classes
+/// (read again by the shell, `Reload::with_music`), IAX2 peers (`Iax::reconfigure`), and the
+/// WebSocket path, Origins and limits and the other connection limits (the shell's workers).
 pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     let (o, n) = (old, new);
     [
@@ -70,8 +71,10 @@ pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
             "general.dns_server",
             o.general.dns_server != n.general.dns_server,
         ),
+        // Every listener, `ws:`/`wss:` ones too (their path, Origins and limits reload).
         ("sip.listen", o.sip.listen != n.sip.listen),
-        // The rustls configurations are built once, at start (sip_io::tls).
+        // The rustls configurations are built once, at start (sip_io::tls): the `wss:`
+        // listeners' certificate too.
         ("sip.tls_*", o.sip.tls != n.sip.tls),
         ("sip.t1_ms", o.sip.t1 != n.sip.t1),
         ("sip.t2_ms", o.sip.t2 != n.sip.t2),
@@ -80,6 +83,8 @@ pub fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
             "sip.max_message_size",
             o.sip.max_message_size != n.sip.max_message_size,
         ),
+        // Fitted to the file descriptor limit at start (beside the RTP sockets).
+        ("security.tcp_max", o.security.tcp_max != n.security.tcp_max),
         ("rtp.ports", o.rtp.ports != n.rtp.ports),
         ("rtp.shared_ports", o.rtp.shared_ports != n.rtp.shared_ports),
         (
@@ -121,6 +126,7 @@ pub fn keep_restart_keys(old: &Config, mut new: Config) -> Config {
     new.sip.tls = old.sip.tls.clone();
     (new.sip.t1, new.sip.t2, new.sip.t4) = (old.sip.t1, old.sip.t2, old.sip.t4);
     new.sip.max_message_size = old.sip.max_message_size;
+    new.security.tcp_max = old.security.tcp_max;
     new.rtp.ports = old.rtp.ports;
     new.rtp.shared_ports = old.rtp.shared_ports;
     new.rtp.speex_quality = old.rtp.speex_quality;
@@ -213,6 +219,24 @@ mod tests {
         let listening = config(&format!("[iax2]\nlisten = \"127.0.0.1:4569\"\n{parts}"));
         assert_eq!(needs_restart(&old, &listening), ["iax2.listen"]);
         assert_eq!(keep_restart_keys(&old, listening).iax2.listen, None);
+    }
+
+    #[test]
+    fn websocket_settings_reload_but_listeners_and_the_connection_cap_do_not() {
+        let old = config("");
+        let ws = "[sip]\nws_path = \"/sip\"\nws_origins = [\"https://a.example\"]\n\
+                  ws_max_connections = 2\nws_ping_s = 5\n[security]\ntcp_idle_s = 60\n";
+        let new = config(ws);
+        assert!(needs_restart(&old, &new).is_empty());
+        assert_eq!(keep_restart_keys(&old, new.clone()).sip.ws, new.sip.ws);
+        let moved = config("[sip]\nlisten = [\"wss:127.0.0.1:8090\"]\n[security]\ntcp_max = 10\n");
+        assert_eq!(
+            needs_restart(&old, &moved),
+            ["sip.listen", "security.tcp_max"]
+        );
+        let kept = keep_restart_keys(&old, moved);
+        assert_eq!(kept.sip.listen, old.sip.listen);
+        assert_eq!(kept.security.tcp_max, old.security.tcp_max);
     }
 
     #[test]

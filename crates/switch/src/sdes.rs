@@ -5,6 +5,7 @@
 //! media path rather than in the SDP, unless `rtp.srtp` is "refuse".
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use sdp::{LocalSession, Negotiated, SrtpKeys, WebRtcLocal};
@@ -45,16 +46,20 @@ impl Engine {
             (_, SrtpPolicy::Refuse) => sdp,
             (Transport::Tls, SrtpPolicy::Offer) => sdp.with_sdes(false, &srtp::master_key()),
             (Transport::Tls, SrtpPolicy::Require) => sdp.with_sdes(true, &srtp::master_key()),
-            (Transport::Ws | Transport::Wss, _) => {
-                let ice = webrtc::IceCredentials::random();
-                sdp.with_webrtc(WebRtcLocal {
-                    ufrag: ice.ufrag,
-                    pwd: ice.pwd,
-                    fingerprint: webrtc::Certificate::process().fingerprint().to_string(),
-                    candidate: self.s.webrtc_public_address,
-                })
-            }
+            (Transport::Ws | Transport::Wss, _) => sdp.with_webrtc(self.webrtc_local()),
             _ => sdp,
+        }
+    }
+
+    /// A WebRTC leg's side of the SDP on this worker: fresh ICE credentials and this
+    /// worker's certificate.
+    pub(crate) fn webrtc_local(&self) -> WebRtcLocal {
+        let ice = webrtc::IceCredentials::random();
+        WebRtcLocal {
+            ufrag: ice.ufrag,
+            pwd: ice.pwd,
+            fingerprint: self.s.webrtc_certificate.fingerprint().to_string(),
+            candidate: self.s.webrtc_public_address,
         }
     }
 
@@ -98,9 +103,13 @@ pub(crate) struct Keying {
 }
 
 impl Keying {
-    /// SDES keys, or a WebRTC leg's ICE credentials and the far end's certificate; neither
-    /// for plain RTP.
-    pub(crate) fn of(neg: Option<&Negotiated>, sdp: &LocalSession) -> Keying {
+    /// SDES keys, or a WebRTC leg's ICE credentials and the far end's certificate (ours:
+    /// `certificate`, the worker's); neither for plain RTP.
+    pub(crate) fn of(
+        neg: Option<&Negotiated>,
+        sdp: &LocalSession,
+        certificate: &Arc<webrtc::Certificate>,
+    ) -> Keying {
         let webrtc = neg
             .and_then(|n| n.webrtc.as_ref())
             .zip(sdp.webrtc())
@@ -117,7 +126,7 @@ impl Keying {
                         true => webrtc::Role::Client,
                         false => webrtc::Role::Server,
                     },
-                    certificate: webrtc::Certificate::process(),
+                    certificate: certificate.clone(),
                 })
             });
         Keying {

@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use openssl::asn1::Asn1Time;
@@ -41,10 +41,18 @@ const EXPORTER_LABEL: &str = "EXTRACTOR-dtls_srtp";
 const HANDSHAKE: u8 = 22;
 
 /// A self-signed ECDSA P-256 certificate and the DTLS context that presents it. WebRTC trusts
-/// a certificate by the fingerprint the SDP carries, so one per process serves every call.
+/// a certificate by the fingerprint the SDP carries, so one serves every call of a worker
+/// ([`Certificate::of_worker`]).
 pub struct Certificate {
     ctx: SslContext,
     fingerprint: Fingerprint,
+}
+
+/// Shown by its fingerprint (a worker's settings carry one).
+impl fmt::Debug for Certificate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Certificate({})", self.fingerprint)
+    }
 }
 
 impl Certificate {
@@ -91,6 +99,23 @@ impl Certificate {
             Arc::new(Certificate::generate().expect("OpenSSL made no ECDSA P-256 certificate"))
         })
         .clone()
+    }
+
+    /// Worker `w`'s certificate, made on first use (worker 0's is the process's). Each worker
+    /// presents its own, so a leg moved to another worker re-offers another fingerprint, and
+    /// the browser starts a new DTLS association with that worker (RFC 8842 §4) instead of
+    /// keeping the one whose keys stayed behind.
+    pub fn of_worker(w: usize) -> Arc<Certificate> {
+        static OTHERS: Mutex<Vec<Arc<Certificate>>> = Mutex::new(Vec::new());
+        if w == 0 {
+            return Certificate::process();
+        }
+        let mut others = OTHERS.lock().unwrap_or_else(|e| e.into_inner());
+        while others.len() < w {
+            let c = Certificate::generate().expect("OpenSSL made no ECDSA P-256 certificate");
+            others.push(Arc::new(c));
+        }
+        others[w - 1].clone()
     }
 
     /// Its SHA-256 fingerprint, for `a=fingerprint`.

@@ -43,6 +43,16 @@ fn refuse(status: StatusCode, why: &str) -> ErrorResponse {
 }
 
 impl Policy {
+    /// The policy `sip` sets (at start, and again at each reload: connections opened after it
+    /// are checked against the new path and Origins).
+    pub fn new(sip: &switch::config::Sip) -> Policy {
+        Policy {
+            path: sip.ws.path.clone(),
+            origins: sip.ws.origins.clone(),
+            same_hosts: sip.ws_same_hosts(),
+        }
+    }
+
     /// Lets the handshake in with `Sec-WebSocket-Protocol: sip`, or refuses it: 404 for
     /// another path, 403 for an Origin not in `sip.ws_origins`, 400 without the `sip`
     /// subprotocol (RFC 7118 §4.1).

@@ -38,13 +38,12 @@ pub(crate) fn chromium_args(mic: Option<&Path>) -> Vec<String> {
 
 /// A strowger with `ws:` and `wss:` listeners and `users` (password `pw-USER`).
 pub(crate) fn with_users(label: &str, users: &[&str]) -> Strowger {
-    let s = Strowger::with(
-        label,
-        Opts {
-            ws: true,
-            ..Opts::default()
-        },
-    );
+    with_users_opts(label, users, Opts::default())
+}
+
+/// [`with_users`] with more options (a `tls:` listener, say).
+pub(crate) fn with_users_opts(label: &str, users: &[&str], opts: Opts) -> Strowger {
+    let s = Strowger::with(label, Opts { ws: true, ..opts });
     let api = Api::of(&s);
     for u in users {
         let user = json!({ "user": u, "password": format!("pw-{u}"), "context": "default" });

@@ -2,14 +2,18 @@
 //! G.711), with a fake microphone playing a tone made by sox. What the page hears is recorded
 //! in the page (WebAudio) and read here: the echo (9196) gives back the tone, the demo (44444)
 //! is the demo announcement, the menu (9198) takes the keypad's RFC 4733 digit "1" and plays the
-//! demo; a registered baresip and the page hear each other's tone; two pages call each other.
+//! demo; baresip registered over TLS with SDES-SRTP and the page call each other, both ways,
+//! and hear each other's tone; two pages call each other.
 
 use crate::common;
-use crate::phone_page::{chromium_args, register, with_users};
+use crate::phone_page::{chromium_args, register, with_users, with_users_opts};
+use crate::srtp::{srtp_account, srtp_config};
+use crate::tls::self_signed;
 
 use common::api::Api;
 use common::audio::{best_correlation, dominant_freq, read_wav, rms, tone, write_wav};
-use common::baresip::{account, Baresip};
+use common::baresip::Baresip;
+use common::switch::Opts;
 use common::webdriver::{click, shot, type_into, wait_text, Browser, Driver};
 use common::{repo_root, Strowger, TempDir};
 use fantoccini::Client;
@@ -213,22 +217,56 @@ fn the_phone_page_calls_the_echo_the_demo_and_the_menu() {
     });
 }
 
-#[test]
-fn the_phone_page_and_baresip_hear_each_other() {
-    let dir = TempDir::new("phone-baresip");
-    let s = with_users("phone-baresip", &["1001", "1002"]);
-    let mic = mic(dir.path(), 800);
-    let source = dir.path().join("baresip-600.wav");
+/// A strowger with `tls:`, `ws:` and `wss:` listeners and users 1001 (the page) and 1002, and
+/// baresip registered as 1002 over TLS, answering by itself, with SDES-SRTP only
+/// (`mediaenc=srtp-mand`: RTP/SAVP with `a=crypto` keys, or no call), playing a 600 Hz tone
+/// for `run_s` seconds. strowger requires SRTP on TLS legs (`rtp.srtp = "require"`), so its
+/// offers to baresip are RTP/SAVP too. The page's leg is DTLS-SRTP: strowger re-encrypts
+/// between the two.
+fn with_srtp_baresip(label: &str, dir: &Path, run_s: u32) -> (Strowger, Baresip) {
+    let require = [("srtp = \"offer\"", "srtp = \"require\"")];
+    let s = with_users_opts(
+        label,
+        &["1001", "1002"],
+        Opts {
+            tls: true,
+            config_file: Some(crate::tls::config(dir, "srtp.toml", &require, "")),
+            ..Opts::default()
+        },
+    );
+    let tls = s.tls.unwrap();
+    let source = dir.join("baresip-600.wav");
     write_wav(&source, 8000, &tone(600.0, 8000 * 30, 8000.0));
-    let baresip = Baresip::spawn(
-        dir.path(),
+    let baresip = Baresip::spawn_with(
+        "127.0.0.1",
+        dir,
         "1002",
-        &account(s.sip, "1002", "pw-1002", ";answermode=auto"),
+        &format!("{};answermode=auto", srtp_account(tls, "1002", "pw-1002")),
         &source,
         &[],
-        60,
+        run_s,
+        &srtp_config(&self_signed(&s)),
     );
-    baresip.wait_registered("1002");
+    baresip.wait_registered("1002 over TLS");
+    (s, baresip)
+}
+
+/// Asserts baresip, when it has quit, had its call and heard the page's 800 Hz tone.
+fn baresip_heard_the_page(baresip: Baresip, what: &str) {
+    baresip.command("/quit");
+    let got = baresip.finish(what);
+    let f = dominant_freq(&got.samples[got.samples.len() / 2..]);
+    assert!(
+        (f - 800.0).abs() < 20.0,
+        "baresip heard {f} Hz from the page"
+    );
+}
+
+#[test]
+fn the_phone_page_calls_baresip_over_tls_with_srtp() {
+    let dir = TempDir::new("phone-baresip");
+    let (s, baresip) = with_srtp_baresip("phone-baresip", dir.path(), 60);
+    let mic = mic(dir.path(), 800);
     let driver = Driver::start(Browser::Chromium, dir.path());
     runtime().block_on(async {
         let c = phone(&driver, &s, dir.path(), &mic, "1001").await;
@@ -238,13 +276,27 @@ fn the_phone_page_and_baresip_hear_each_other() {
         hang_up(&c, &s).await;
         c.close().await.unwrap();
     });
-    baresip.command("/quit");
-    let got = baresip.finish("called by the page");
-    let f = dominant_freq(&got.samples[got.samples.len() / 2..]);
-    assert!(
-        (f - 800.0).abs() < 20.0,
-        "baresip heard {f} Hz from the page"
-    );
+    baresip_heard_the_page(baresip, "called by the page");
+}
+
+#[test]
+fn baresip_over_tls_with_srtp_calls_the_phone_page() {
+    let dir = TempDir::new("baresip-phone");
+    let (s, baresip) = with_srtp_baresip("baresip-phone", dir.path(), 60);
+    let mic = mic(dir.path(), 800);
+    let driver = Driver::start(Browser::Chromium, dir.path());
+    runtime().block_on(async {
+        let c = phone(&driver, &s, dir.path(), &mic, "1001").await;
+        baresip.command(&format!("/dial sip:1001@{};transport=tls", s.tls.unwrap()));
+        status(&c, "call from 1002").await;
+        click(&c, "#answer").await;
+        status(&c, "in call with 1002").await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        hears_tone(&c, 600.0).await;
+        hang_up(&c, &s).await;
+        c.close().await.unwrap();
+    });
+    baresip_heard_the_page(baresip, "calling the page");
 }
 
 #[test]

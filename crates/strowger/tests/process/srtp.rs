@@ -18,12 +18,12 @@ use std::path::Path;
 use std::time::Duration;
 
 /// baresip's config lines for SRTP over TLS: its srtp module and strowger's certificate as CA.
-fn srtp_config(ca: &Path) -> String {
+pub(crate) fn srtp_config(ca: &Path) -> String {
     format!("module srtp.so\nsip_cafile {}", ca.display())
 }
 
 /// An accounts line registering `user` over TLS that makes and takes SRTP calls only.
-fn srtp_account(tls: SocketAddr, user: &str, password: &str) -> String {
+pub(crate) fn srtp_account(tls: SocketAddr, user: &str, password: &str) -> String {
     format!(
         "<sip:{user}@{tls};transport=tls>;auth_pass={password};regint=600;audio_codecs=PCMU;\
          mediaenc=srtp-mand"

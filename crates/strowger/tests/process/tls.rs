@@ -36,7 +36,7 @@ pub(crate) fn config(dir: &Path, name: &str, edits: &[(&str, &str)], extra: &str
 }
 
 /// The certificate strowger generated into its data directory on first start.
-fn self_signed(s: &Strowger) -> PathBuf {
+pub(crate) fn self_signed(s: &Strowger) -> PathBuf {
     let cert = s.data_dir().join("tls/cert.pem");
     assert!(cert.exists(), "no {}:\n{}", cert.display(), s.stderr());
     assert!(

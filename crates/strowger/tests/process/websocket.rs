@@ -3,7 +3,7 @@
 //! API lists both bindings; it calls the echo over its WebSocket and hears itself; SIPp calls
 //! it over UDP and the INVITE comes down its WebSocket; garbage on it leaves its call up; once
 //! its WebSocket closes, a call to it fails with 480 at once; a wrong Origin, path or
-//! subprotocol is refused at the upgrade.
+//! subprotocol is refused at the upgrade; a reload changes the Origins, path and cap.
 
 use crate::common;
 
@@ -269,4 +269,79 @@ fn assert_echoes_800_hz(rtp: &mut Rtp) {
         "{}",
         dominant_freq(&heard)
     );
+}
+
+/// A reload applies `sip.ws_origins`, `sip.ws_path` and `sip.ws_max_connections` to the
+/// upgrades after it, while a WebSocket opened before stays up; `security.tcp_max`, fitted to
+/// the file descriptors at start, is logged as needing a restart.
+#[test]
+fn a_reload_applies_the_websocket_origins_path_and_cap() {
+    let dir = TempDir::new("ws-reload");
+    // Music from an empty directory: a reload reads the music again, and decoding the
+    // default class's tracks takes seconds in a debug build on a busy machine.
+    let moh = format!("\ndirectory = \"{}\"\n", dir.path().display());
+    let write = |origin: &str, path: &str, max: &str, tcp_max: &str| {
+        crate::tls::config(
+            dir.path(),
+            "ws.toml",
+            &[
+                ("\ndirectory = \"/usr/share/asterisk/moh\"\n", &moh),
+                ("ws_origins = []", &format!("ws_origins = [\"{origin}\"]")),
+                ("ws_path = \"/ws\"", &format!("ws_path = \"{path}\"")),
+                (
+                    "ws_max_connections = 1024",
+                    &format!("ws_max_connections = {max}"),
+                ),
+                ("tcp_max = 4096", &format!("tcp_max = {tcp_max}")),
+            ],
+            PUBLIC_1001,
+        )
+    };
+    let config = write("https://a.example", "/ws", "1", "4096");
+    let s = Strowger::with(
+        "ws-reload",
+        Opts {
+            ws: true,
+            config_file: Some(config),
+            ..Opts::default()
+        },
+    );
+    let (ws, _) = s.ws.unwrap();
+    let from = |origin, path| Upgrade {
+        origin: Some(origin),
+        path,
+        ..Upgrade::default()
+    };
+    assert_eq!(
+        connect(ws, None, from("https://b.example", "/ws")).err(),
+        Some(403)
+    );
+    let mut a = connect(ws, None, from("https://a.example", "/ws")).expect("a.example's page");
+    assert_eq!(
+        connect(ws, None, from("https://a.example", "/ws")).err(),
+        Some(0),
+        "a second WebSocket over sip.ws_max_connections = 1"
+    );
+
+    write("https://b.example", "/sip", "2", "4000");
+    s.signal("-HUP");
+    s.wait_log("needs a restart: security.tcp_max", 0);
+    assert_eq!(
+        connect(ws, None, from("https://b.example", "/ws")).err(),
+        Some(404)
+    );
+    assert_eq!(
+        connect(ws, None, from("https://a.example", "/sip")).err(),
+        Some(403)
+    );
+    // The refused connections' closes reach worker 0 before the next connection does.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut b = connect(ws, None, from("https://b.example", "/sip"))
+        .expect("b.example's page at /sip, the second WebSocket of two");
+    let user = json!({ "user": "1001", "password": "pw-1001", "context": "default" });
+    Api::of(&s).send("POST", "/api/v1/users", Some(user));
+    for (phone, who) in [(&mut a, "a, opened before the reload"), (&mut b, "b")] {
+        let ok = phone.register("1001", "pw-1001");
+        assert_eq!(ok.status(), Some(200), "{who}: {ok:?}");
+    }
 }

@@ -63,12 +63,7 @@ pub fn register_then_dial(
         Transport::Wss => ("WSS", "wss"),
         t => panic!("no connection transport: {t:?}"),
     };
-    let register = format!(
-        "REGISTER sip:strowger SIP/2.0\r\nVia: SIP/2.0/{via} {host};branch=z9hG4bK-reg1\r\n\
-         Max-Forwards: 70\r\nFrom: <sip:1001@strowger>;tag=r1\r\nTo: <sip:1001@strowger>\r\n\
-         Call-ID: reg-{param}@{host}\r\nCSeq: 1 REGISTER\r\nContact: <sip:1001@{host};transport={param}>\r\n\
-         Expires: 600\r\nContent-Length: 0\r\n\r\n"
-    );
+    let register = register_1001(via, param, host);
     let now = n.now;
     let node = n.sw(sw).node();
     let msg = Message::parse(register.as_bytes(), false).unwrap();
@@ -115,6 +110,17 @@ pub fn register_then_dial(
         .map(|p| String::from_utf8_lossy(&p.bytes).into_owned())
         .collect();
     (n, sw, to_phone)
+}
+
+/// 1001's REGISTER over a connection: `via` the Via transport (TLS, WS), `param` the
+/// Contact's transport, `host` the phone's host name.
+pub fn register_1001(via: &str, param: &str, host: &str) -> String {
+    format!(
+        "REGISTER sip:strowger SIP/2.0\r\nVia: SIP/2.0/{via} {host};branch=z9hG4bK-reg1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:1001@strowger>;tag=r1\r\nTo: <sip:1001@strowger>\r\n\
+         Call-ID: reg-{param}@{host}\r\nCSeq: 1 REGISTER\r\nContact: <sip:1001@{host};transport={param}>\r\n\
+         Expires: 600\r\nContent-Length: 0\r\n\r\n"
+    )
 }
 
 const SDP: &str = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\

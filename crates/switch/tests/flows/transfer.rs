@@ -35,7 +35,7 @@ fn setup(seed: u64) -> (Net, Id, Id, Id, Id) {
 }
 
 /// Alice calls Bob (2001) and both are answered: Alice's call and Bob's.
-fn alice_calls_bob(n: &mut Net, a: Id, b: Id) -> (usize, usize) {
+pub(crate) fn alice_calls_bob(n: &mut Net, a: Id, b: Id) -> (usize, usize) {
     let ca = n.invite(a, "sip:2001@127.0.0.1", SW);
     assert!(n.run_until(secs(5), confirmed(a, ca)));
     let cb = n.agent(b).last_index().unwrap();
@@ -45,7 +45,7 @@ fn alice_calls_bob(n: &mut Net, a: Id, b: Id) -> (usize, usize) {
 
 /// The NOTIFYs agent `ua` got in call `c`: the sipfrag status of each, after checking they
 /// are refer events with a sipfrag body and a subscription state fit for their status.
-fn notifies(n: &mut Net, ua: Id, c: usize) -> Vec<u16> {
+pub(crate) fn notifies(n: &mut Net, ua: Id, c: usize) -> Vec<u16> {
     n.agent(ua)
         .call(c)
         .requests_of(&Method::Notify)
@@ -103,7 +103,7 @@ fn phone_during(n: &mut Net, ua: Id, d: Duration) -> usize {
 }
 
 /// Whether agent `ua` got a BYE in call `c`.
-fn got_bye(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
+pub(crate) fn got_bye(ua: Id, c: usize) -> impl FnMut(&mut Net) -> bool {
     move |n| !n.agent(ua).call(c).requests_of(&Method::Bye).is_empty()
 }
 
@@ -130,7 +130,7 @@ fn refer_to_ringing(
 }
 
 /// `to`'s dialog of call `c` as a Refer-To header value with Replaces, escaped.
-fn refer_to_replacing(n: &mut Net, ua: Id, c: usize, exten: &str) -> String {
+pub(crate) fn refer_to_replacing(n: &mut Net, ua: Id, c: usize, exten: &str) -> String {
     let r = n.agent(ua).replaces(c);
     let escaped = r
         .replace('%', "%25")

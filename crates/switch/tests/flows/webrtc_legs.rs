@@ -38,6 +38,17 @@ fn offer(ice: &IceCredentials, cert: &Certificate) -> String {
     )
 }
 
+/// A browser's INVITE over its WebSocket to `exten`, with Call-ID `call_id` and offer `sdp`.
+fn invite_text(exten: &str, call_id: &str, sdp: &str) -> String {
+    format!(
+        "INVITE sip:{exten}@{SW} SIP/2.0\r\nVia: SIP/2.0/WS df7jal23ls0d.invalid;branch=z9hG4bK-w1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:web@df7jal23ls0d.invalid>;tag=w1\r\nTo: <sip:{exten}@{SW}>\r\n\
+         Call-ID: {call_id}\r\nCSeq: 1 INVITE\r\nContact: <sip:web@df7jal23ls0d.invalid;transport=ws>\r\n\
+         Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    )
+}
+
 fn value<'a>(m: &'a sdp::Media, name: &str) -> &'a str {
     m.attributes
         .iter()
@@ -96,13 +107,7 @@ fn a_browser_calls_the_echo_over_ice_lite_and_dtls_srtp_and_hears_itself() {
     let ice = IceCredentials::random();
     let cert = Certificate::generate().unwrap();
     let sdp = offer(&ice, &cert);
-    let invite = format!(
-        "INVITE sip:9196@{SW} SIP/2.0\r\nVia: SIP/2.0/WS df7jal23ls0d.invalid;branch=z9hG4bK-w1\r\n\
-         Max-Forwards: 70\r\nFrom: <sip:web@df7jal23ls0d.invalid>;tag=w1\r\nTo: <sip:9196@{SW}>\r\n\
-         Call-ID: webrtc@browser\r\nCSeq: 1 INVITE\r\nContact: <sip:web@df7jal23ls0d.invalid;transport=ws>\r\n\
-         Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
-        sdp.len()
-    );
+    let invite = invite_text("9196", "webrtc@browser", &sdp);
     let mut now = n.now;
     let node = n.sw(sw).node();
     let peer = Peer {
@@ -262,19 +267,26 @@ fn a_browser_calls_the_echo_over_ice_lite_and_dtls_srtp_and_hears_itself() {
 
 /// The browser's 200 to strowger's INVITE, with `sdp`.
 fn ok_to(invite: &Message, sdp: &str) -> Message {
+    Message::parse(ok_text(invite, sdp).as_bytes(), true).unwrap()
+}
+
+/// [`ok_to`]'s text (the To tag added unless a re-INVITE's To has it).
+fn ok_text(invite: &Message, sdp: &str) -> String {
     let h = |name| invite.header_named(name).unwrap_or_default();
-    let text = format!(
-        "SIP/2.0 200 OK\r\nVia: {}\r\nFrom: {}\r\nTo: {};tag=b1\r\nCall-ID: {}\r\nCSeq: {}\r\n\
+    let to = match h("To").contains(";tag=") {
+        true => h("To").to_string(),
+        false => format!("{};tag=b1", h("To")),
+    };
+    format!(
+        "SIP/2.0 200 OK\r\nVia: {}\r\nFrom: {}\r\nTo: {to}\r\nCall-ID: {}\r\nCSeq: {}\r\n\
          Contact: <sip:1001@df7jal23ls0d.invalid;transport=ws>\r\n\
          Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
         h("Via"),
         h("From"),
-        h("To"),
         h("Call-ID"),
         h("CSeq"),
         sdp.len()
-    );
-    Message::parse(text.as_bytes(), true).unwrap()
+    )
 }
 
 #[test]
@@ -431,4 +443,394 @@ fn offer_text_as_answer(ice: &IceCredentials, cert: &Certificate, codec: &str) -
             .replace("a=rtcp-fb:0", "a=rtcp-fb:96"),
         _ => pcmu,
     }
+}
+
+/// Parking at 700 (slots 701-703) and retrieval by dialling the slot.
+const PARKING: &str = "[parking.default]\nslots = \"701-703\"\ntimeout_s = 600\n\
+    [[dialplan.contexts.default.rules]]\nexten = \"700\"\nsteps = [\"park\"]\n\
+    [[dialplan.contexts.default.rules]]\nregex = \"^70[1-3]$\"\nsteps = [\"retrieve\"]\n";
+
+/// The browser's WebSocket (its signalling address) in the tests on the net.
+const BROWSER_WS: &str = "127.0.0.1:40110";
+
+/// A browser on the simulated net, played by hand (its SIP and media addresses tapped): its
+/// ICE credentials and certificate, and once answered, strowger's leg (address, ICE
+/// credentials, fingerprint), then the SRTP contexts its handshake keyed.
+struct Browser {
+    ice: IceCredentials,
+    cert: Certificate,
+    far: Option<(SocketAddr, String, String, webrtc::Fingerprint)>,
+    srtp: Option<(srtp::Context, srtp::Context)>,
+    seq: u16,
+}
+
+impl Browser {
+    fn new(n: &mut Net) -> Browser {
+        n.tap(addr(BROWSER_WS));
+        n.tap(addr(BROWSER));
+        Browser {
+            ice: IceCredentials::random(),
+            cert: Certificate::generate().unwrap(),
+            far: None,
+            srtp: None,
+            seq: 0,
+        }
+    }
+
+    /// A Call-ID of ours that hashes to `worker` of two.
+    fn call_id_on(worker: usize) -> String {
+        (0..)
+            .map(|i| format!("webrtc-{i}@browser"))
+            .find(|c| switch::owner(c, 2) == worker)
+            .unwrap()
+    }
+
+    /// Calls `exten` over the WebSocket with Call-ID `call_id`: strowger answers 200 with a
+    /// WebRTC leg (ICE-lite, DTLS passive), which is acknowledged.
+    fn call(&mut self, n: &mut Net, sw: Id, exten: &str, call_id: &str) {
+        let ws = self.ws();
+        let invite = invite_text(exten, call_id, &offer(&self.ice, &self.cert));
+        let now = n.now;
+        n.sw(sw).deliver_over(&invite, ws, now);
+        let mut ok = None;
+        for _ in 0..100 {
+            n.run_for(ms(20));
+            let got = n.take_tapped(addr(BROWSER_WS));
+            let mut finals = got
+                .iter()
+                .filter_map(|p| Message::parse(&p.bytes, true).ok())
+                .filter(|m| m.status().is_some_and(|s| s >= 200));
+            if let Some(m) = finals.next() {
+                ok = Some(m);
+                break;
+            }
+        }
+        let ok = ok.expect("a final response to the browser");
+        assert_eq!(ok.status(), Some(200), "{ok:?}");
+        self.far = Some(far_end(&ok));
+        let to = ok.header(sip::HeaderName::To).unwrap();
+        let ack = format!(
+            "ACK sip:{exten}@{SW} SIP/2.0\r\nVia: SIP/2.0/WS df7jal23ls0d.invalid;branch=z9hG4bK-a1\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:web@df7jal23ls0d.invalid>;tag=w1\r\nTo: {to}\r\n\
+             Call-ID: {call_id}\r\nCSeq: 1 ACK\r\nContent-Length: 0\r\n\r\n"
+        );
+        let now = n.now;
+        n.sw(sw).deliver_over(&ack, ws, now);
+    }
+
+    /// Registers as 1001 over its WebSocket.
+    fn register(&self, n: &mut Net, sw: Id) {
+        let register = crate::tls::register_1001("WS", "ws", "df7jal23ls0d.invalid");
+        let now = n.now;
+        n.sw(sw).deliver_over(&register, self.ws(), now);
+        n.run_for(ms(20));
+        let ok = n
+            .take_tapped(addr(BROWSER_WS))
+            .iter()
+            .filter_map(|p| Message::parse(&p.bytes, true).ok())
+            .any(|m| m.status() == Some(200));
+        assert!(ok, "registered");
+    }
+
+    /// Its WebSocket, as strowger's peer.
+    fn ws(&self) -> Peer {
+        Peer {
+            transport: Transport::Ws,
+            addr: addr(BROWSER_WS),
+        }
+    }
+
+    /// Waits up to `limit` for an INVITE down the WebSocket and answers it 200, PCMU, DTLS
+    /// client: with ICE credentials of its own, new ones when strowger's changed (an ICE
+    /// restart, RFC 8839 §4.4.1.1.1). The INVITE.
+    fn answer(&mut self, n: &mut Net, sw: Id, limit: std::time::Duration) -> Message {
+        let end = n.now + limit;
+        let invite = loop {
+            assert!(n.now < end, "no INVITE to the browser");
+            n.run_for(ms(20));
+            let got = n.take_tapped(addr(BROWSER_WS));
+            let mut invites = got
+                .iter()
+                .filter_map(|p| Message::parse(&p.bytes, true).ok())
+                .filter(|m| m.method() == Some(&sip::Method::Invite));
+            if let Some(m) = invites.next() {
+                break m;
+            }
+        };
+        let far = far_end(&invite);
+        if self.far.as_ref().is_some_and(|f| f.1 != far.1) {
+            self.ice = IceCredentials::random();
+        }
+        self.far = Some(far);
+        let answer = offer_text_as_answer(&self.ice, &self.cert, "PCMU");
+        let now = n.now;
+        n.sw(sw)
+            .deliver_over(&ok_text(&invite, &answer), self.ws(), now);
+        invite
+    }
+
+    /// strowger's media leg: its address.
+    fn leg(&self) -> SocketAddr {
+        self.far.as_ref().expect("an answered call").0
+    }
+
+    /// Sends `bytes` from the browser's media address to strowger's leg.
+    fn send(&self, n: &mut Net, sw: Id, bytes: Vec<u8>) {
+        let (now, p) = (n.now, Packet::media(addr(BROWSER), self.leg(), bytes));
+        n.sw(sw).deliver(p, now);
+    }
+
+    /// A nominating connectivity check, answered, then the DTLS handshake as client: the
+    /// SRTP contexts its keys make.
+    fn connect(&mut self, n: &mut Net, sw: Id) {
+        self.check(n, sw);
+        let fp = self.far.clone().expect("an answered call").3;
+        let mut dtls = Dtls::new(&self.cert, Role::Client, fp, n.now).unwrap();
+        for _ in 0..10 {
+            while let Some(d) = dtls.poll_transmit() {
+                self.send(n, sw, d.to_vec());
+            }
+            n.run_for(ms(20));
+            for p in n.take_tapped(addr(BROWSER)) {
+                if (20..=63).contains(&p.bytes[0]) {
+                    dtls.handle(&p.bytes, n.now);
+                }
+            }
+        }
+        let DtlsState::Connected(keys) = dtls.state().clone() else {
+            panic!("handshake not done: {:?}", dtls.state());
+        };
+        self.srtp = Some((context(&keys, true), context(&keys, false)));
+    }
+
+    /// A nominating connectivity check to strowger's leg, which must answer it.
+    fn check(&mut self, n: &mut Net, sw: Id) {
+        let (_, ufrag, pwd, _) = self.far.clone().expect("an answered call");
+        let user = format!("{ufrag}:{}", self.ice.ufrag);
+        self.send(n, sw, stun::binding_request(&[5; 12], &user, true, &pwd));
+        n.run_for(ms(20));
+        let checked = n
+            .take_tapped(addr(BROWSER))
+            .iter()
+            .any(|p| stun::parse_binding_success(&p.bytes, &pwd) == Ok(addr(BROWSER)));
+        assert!(checked, "the connectivity check answered");
+    }
+
+    /// Sends `payload` every 20 ms for `d`, encrypted: the payloads strowger sent the browser
+    /// meanwhile, decrypted (a packet under another key fails the test).
+    fn talk(
+        &mut self,
+        n: &mut Net,
+        sw: Id,
+        payload: &[u8],
+        d: std::time::Duration,
+    ) -> Vec<Vec<u8>> {
+        let end = n.now + d;
+        let mut heard = Vec::new();
+        while n.now < end {
+            let (tx, _) = self.srtp.as_mut().expect("a handshake");
+            let packet = seal(tx, &rtp(self.seq, payload));
+            self.seq = self.seq.wrapping_add(1);
+            self.send(n, sw, packet);
+            n.run_for(ms(20));
+            let (_, rx) = self.srtp.as_mut().unwrap();
+            for mut p in n.take_tapped(addr(BROWSER)) {
+                let d = &mut p.bytes;
+                if (128..=191).contains(&d[0]) && !(192..=223).contains(&d[1]) {
+                    let k = rx.unprotect(d).expect("SRTP under the handshake's keys");
+                    heard.push(d[12..k].to_vec());
+                }
+            }
+        }
+        heard
+    }
+}
+
+/// strowger's media leg in the SDP of `m` (an offer or answer): its address, ICE
+/// credentials and fingerprint.
+fn far_end(m: &Message) -> (SocketAddr, String, String, webrtc::Fingerprint) {
+    let sdp = SessionDescription::parse(m.body()).unwrap();
+    let m = &sdp.media[0];
+    assert_eq!(m.proto, "UDP/TLS/RTP/SAVPF");
+    (
+        SocketAddr::new(addr(SW).ip(), m.port),
+        value(m, "ice-ufrag").to_owned(),
+        value(m, "ice-pwd").to_owned(),
+        webrtc::Fingerprint::parse(value(m, "fingerprint")).unwrap(),
+    )
+}
+
+/// Packets in `heard` carrying `payload`.
+fn count_of(heard: &[Vec<u8>], payload: &[u8]) -> usize {
+    heard.iter().filter(|p| p.as_slice() == payload).count()
+}
+
+/// A browser dials the slot of a call parked on the other worker of two: its INVITE is handed
+/// to that worker before anything is answered, so its WebRTC leg (ICE, DTLS) is made there,
+/// beside the parked call, and the two hear each other under the handshake's keys.
+#[test]
+fn a_browser_retrieves_a_call_parked_on_the_other_worker_and_they_hear_each_other() {
+    let mut n = Net::new(41);
+    let sw = n.switch(&(config() + PARKING), &[SW], 2);
+    let a = n.ua(ALICE, "alice");
+    n.agent(a).send_rtp = true;
+    n.agent(a).voice = vec![0x11; 160];
+    let parked = n.invite(a, "sip:700@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, parked)));
+    n.run_for(secs(1));
+    let there = switch::owner(&n.agent(a).call(parked).call_id, 2);
+
+    let mut browser = Browser::new(&mut n);
+    browser.call(&mut n, sw, "701", &Browser::call_id_on(1 - there));
+    assert_eq!(
+        n.sw(sw).handed_off(),
+        1,
+        "handed to the parked call's worker"
+    );
+    assert_eq!(n.sw(sw).workers[1 - there].active_calls(), 0);
+    assert!(n.sw(sw).workers[there].has_media_addr(browser.leg()));
+    browser.connect(&mut n, sw);
+    let since = n.now;
+    let heard = browser.talk(&mut n, sw, &[0x42; 160], secs(1));
+    assert!(
+        count_of(&heard, &[0x11; 160]) > 40,
+        "the browser hears Alice"
+    );
+    let alice = n.agent(a);
+    let from_browser = alice
+        .rtp
+        .iter()
+        .zip(&alice.rtp_payloads)
+        .filter(|((t, ..), p)| *t > since && p.as_slice() == [0x42; 160])
+        .count();
+    assert!(from_browser > 40, "Alice hears the browser: {from_browser}");
+}
+
+/// A browser's call parked on its worker (its leg up, keyed) is retrieved by a phone whose
+/// INVITE hashes to the other worker: the phone is handed to the browser's worker, and the
+/// browser's DTLS association and keys carry on into the new call.
+#[test]
+fn a_phone_on_the_other_worker_retrieves_a_parked_browser_and_they_hear_each_other() {
+    let mut n = Net::new(42);
+    let sw = n.switch(&(config() + PARKING), &[SW], 2);
+    let mut browser = Browser::new(&mut n);
+    let call_id = Browser::call_id_on(0);
+    browser.call(&mut n, sw, "700", &call_id);
+    browser.connect(&mut n, sw);
+    let parked = browser.talk(&mut n, sw, &[0x42; 160], secs(1));
+    assert!(
+        parked.len() > 40,
+        "the slot and music, encrypted: {}",
+        parked.len()
+    );
+
+    let user = (0..)
+        .map(|i| format!("carol{i}"))
+        .find(|u| switch::owner(&format!("call-{u}1@ua"), 2) == 1)
+        .unwrap();
+    let c = n.ua("127.0.0.1:5062", &user);
+    n.agent(c).send_rtp = true;
+    n.agent(c).voice = vec![0x11; 160];
+    let r = n.invite(c, "sip:701@127.0.0.1", SW);
+    assert_eq!(switch::owner(&n.agent(c).call(r).call_id, 2), 1);
+    // The browser keeps talking while the phone calls (its packets keep the leg's media
+    // flowing, as a browser's would).
+    browser.talk(&mut n, sw, &[0x42; 160], ms(200));
+    assert!(n.run_until(secs(2), confirmed(c, r)));
+    assert_eq!(n.sw(sw).handed_off(), 1, "handed to the browser's worker");
+    assert_eq!(n.sw(sw).workers[1].active_calls(), 0);
+    let since = n.now;
+    let heard = browser.talk(&mut n, sw, &[0x42; 160], secs(1));
+    assert!(
+        count_of(&heard, &[0x11; 160]) > 40,
+        "the browser hears Carol"
+    );
+    let carol = n.agent(c);
+    let from_browser = carol
+        .rtp
+        .iter()
+        .zip(&carol.rtp_payloads)
+        .filter(|((t, ..), p)| *t > since && p.as_slice() == [0x42; 160])
+        .count();
+    assert!(from_browser > 40, "Carol hears the browser: {from_browser}");
+}
+
+/// Attended transfer across workers where the consulted party is a browser: Alice calls Bob,
+/// Bob consults 1001 (a browser over its WebSocket) in a call the other worker holds, and
+/// refers Alice's call to it. The browser's leg moves to Alice's worker; the re-INVITE gives
+/// it a port there, new ICE credentials and that worker's certificate, so the browser checks
+/// the new port and shakes hands anew (it would keep its DTLS association, and the keys now on
+/// the wrong worker, were the fingerprint unchanged); then Alice and the browser hear each
+/// other under the new keys.
+#[test]
+fn a_browser_consulted_on_another_worker_is_transferred_with_a_new_handshake() {
+    for k in 0..32 {
+        let mut n = Net::new(50 + k);
+        let head = format!(
+            "[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
+             [vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n"
+        );
+        let sw = n.switch(&crate::net::config(&head), &[SW], 2);
+        n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+        let mut browser = Browser::new(&mut n);
+        browser.register(&mut n, sw);
+        let a = n.ua(ALICE, "alice");
+        let b = n.ua(BOB, &format!("bob{k}"));
+        for (ua, voice) in [(a, 0x11), (b, 0x22)] {
+            n.agent(ua).send_rtp = true;
+            n.agent(ua).voice = vec![voice; 160];
+        }
+        let (ca, cb) = crate::transfer::alice_calls_bob(&mut n, a, b);
+        let consult = n.invite(b, "sip:1001@127.0.0.1", SW);
+        let here = switch::owner(&n.agent(a).call(ca).call_id, 2);
+        let there = switch::owner(&n.agent(b).call(consult).call_id, 2);
+        if here == there {
+            continue;
+        }
+        browser.answer(&mut n, sw, secs(2));
+        assert!(n.run_until(secs(2), confirmed(b, consult)));
+        browser.connect(&mut n, sw);
+        let heard = browser.talk(&mut n, sw, &[0x42; 160], secs(1));
+        assert!(count_of(&heard, &[0x22; 160]) > 40, "the browser hears Bob");
+        let (first_leg, first_fp) = (browser.leg(), browser.far.clone().unwrap().3);
+
+        let refer_to = crate::transfer::refer_to_replacing(&mut n, b, consult, "1001");
+        n.refer(b, cb, &refer_to);
+        let reinvite = browser.answer(&mut n, sw, secs(2));
+        assert!(reinvite
+            .header(sip::HeaderName::To)
+            .unwrap()
+            .contains("tag=b1"));
+        assert_ne!(browser.leg(), first_leg, "a port of the other worker");
+        assert!(n.sw(sw).workers[here].has_media_addr(browser.leg()));
+        let fp = browser.far.clone().unwrap().3;
+        match fp != first_fp {
+            // A new fingerprint: a new DTLS association (RFC 8842 §4).
+            true => browser.connect(&mut n, sw),
+            // The same: the browser keeps its association and only checks the new port.
+            false => browser.check(&mut n, sw),
+        }
+        assert!(n.run_until(secs(5), |n| {
+            crate::transfer::notifies(n, b, cb).len() == 2
+        }));
+        assert_eq!(crate::transfer::notifies(&mut n, b, cb), [100, 200]);
+        assert!(n.run_until(secs(5), crate::transfer::got_bye(b, consult)));
+        let since = n.now;
+        let heard = browser.talk(&mut n, sw, &[0x42; 160], secs(1));
+        assert!(
+            count_of(&heard, &[0x11; 160]) > 40,
+            "the browser hears Alice"
+        );
+        let alice = n.agent(a);
+        let from_browser = alice
+            .rtp
+            .iter()
+            .zip(&alice.rtp_payloads)
+            .filter(|((t, ..), p)| *t > since && p.as_slice() == [0x42; 160])
+            .count();
+        assert!(from_browser > 40, "Alice hears the browser: {from_browser}");
+        assert_eq!(n.sw(sw).workers[there].active_calls(), 0);
+        return;
+    }
+    panic!("no consultation call landed on the other worker");
 }

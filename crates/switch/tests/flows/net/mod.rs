@@ -186,6 +186,17 @@ impl Switch {
         }
     }
 
+    /// A SIP message from `peer` over a connection (TLS, a WebSocket), to the worker the
+    /// shell's dispatch would give it, then on to another if that one hands it off.
+    pub fn deliver_over(&mut self, text: &str, peer: sip::transaction::Peer, now: Instant) {
+        let pins = &self.shared.rendezvous.pins;
+        let w = node::owner_of(text.as_bytes(), peer.addr, self.workers.len(), pins);
+        let msg = Message::parse(text.as_bytes(), false).expect("a SIP message");
+        let local = self.workers[w].addrs()[0];
+        self.workers[w].deliver_msg(msg, peer, local, false, now);
+        self.hand_offs(now);
+    }
+
     /// New calls handed from one worker to another so far.
     pub fn handed_off(&self) -> usize {
         self.workers.iter().map(Node::handed_off).sum()
@@ -310,6 +321,9 @@ pub struct Net {
     pub undeliverable: Vec<Packet>,
     /// Media sent to an address no station has: when, from, to.
     pub media_undeliverable: Vec<(Instant, SocketAddr, SocketAddr)>,
+    /// Datagrams to the addresses of a peer the test plays by hand (a browser, which no `Ua`
+    /// is), kept for it to take (`Net::tap`).
+    taps: HashMap<SocketAddr, Vec<Packet>>,
     /// The DNS switches created from now on resolve trunk hosts with (see `Shared::dns`).
     pub dns: HashMap<String, Vec<sip::transaction::Peer>>,
 }
@@ -332,6 +346,7 @@ impl Net {
             trace: Vec::new(),
             undeliverable: Vec::new(),
             media_undeliverable: Vec::new(),
+            taps: HashMap::new(),
             dns: HashMap::new(),
         }
     }
@@ -518,7 +533,21 @@ impl Net {
         }
     }
 
+    /// Keeps what is sent to `addr` from now on for [`Net::take_tapped`].
+    pub fn tap(&mut self, addr: SocketAddr) {
+        self.taps.entry(addr).or_default();
+    }
+
+    /// What was sent to the tapped `addr` since the last take, in order.
+    pub fn take_tapped(&mut self, addr: SocketAddr) -> Vec<Packet> {
+        std::mem::take(self.taps.get_mut(&addr).expect("an address tapped"))
+    }
+
     fn send(&mut self, from: usize, p: Packet) {
+        if let Some(tapped) = self.taps.get_mut(&p.to) {
+            tapped.push(p);
+            return;
+        }
         // No datagram crosses from IPv4 to IPv6 or back.
         let to = self
             .station_of(p.to)
