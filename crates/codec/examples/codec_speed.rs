@@ -86,6 +86,9 @@ fn main() {
     let pcm8 = speech();
     let pcm16 = codec::resample::resample(&pcm8, 8000, 16000);
     let seconds = pcm8.len() as f64 / 8000.0;
+    if let Ok(path) = std::env::var("OPUS_CALL") {
+        return opus_call_once(&path, &pcm8);
+    }
     println!(
         "µs of thread CPU per second of audio ({seconds:.0} s of speech in 20 ms packets, best of {rounds}, interleaved)"
     );
@@ -252,40 +255,66 @@ fn main() {
     opus_pcmu_call(rounds, seconds, &pcm8);
 }
 
+/// The graph before Opus took 8 and 16 kHz audio: its only linear rate was 48 kHz.
+fn resampled_graph() -> Graph {
+    Graph::build(|s| match s {
+        Step::Decode(Format::Opus, r) | Step::Encode(Format::Opus, r) if r != 48000 => f64::MAX,
+        s => measure_step(s, 200, 3),
+    })
+}
+
+/// A PCMU ↔ Opus call's packets: `pcm8` in µ-law, and from a fullband Opus encoder (a browser).
+fn call_packets(pcm8: &[i16]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let pcm48 = codec::resample::resample(pcm8, 8000, 48000);
+    (
+        encode_packets(Format::Pcmu, pcm8),
+        encode_packets(Format::Opus, &pcm48),
+    )
+}
+
+/// Both ways of a transcoded PCMU ↔ Opus call, by `g`'s paths; returns the bytes sent.
+#[inline(never)]
+fn transcode_call(g: &Graph, (ulaw, opus): &(Vec<Vec<u8>>, Vec<Vec<u8>>)) -> usize {
+    let mut buf = [0u8; 1275];
+    let mut sent = 0;
+    for (from, to, packets) in [
+        (Format::Pcmu, Format::Opus, ulaw),
+        (Format::Opus, Format::Pcmu, opus),
+    ] {
+        let mut t = Translator::new(g, from, to).unwrap();
+        for p in packets {
+            t.push(Some(p), 0).unwrap();
+            while let Some(r) = t.pull(20, &mut buf) {
+                sent += r.unwrap();
+            }
+        }
+    }
+    std::hint::black_box(sent)
+}
+
+/// `OPUS_CALL=at8k|resampled`: the call once by one path, for instruction counts
+/// (`valgrind --tool=callgrind --toggle-collect='*transcode_call*'`).
+fn opus_call_once(path: &str, pcm8: &[i16]) {
+    let g = match path {
+        "at8k" => Graph::global().clone(),
+        "resampled" => resampled_graph(),
+        other => panic!("OPUS_CALL={other}: at8k or resampled"),
+    };
+    let sent = transcode_call(&g, &call_packets(pcm8));
+    println!("{path}: {sent} bytes sent");
+}
+
 /// A transcoded PCMU ↔ Opus call-second both ways (PCMU → Opus, and Opus from a fullband
 /// encoder → PCMU), by the graph's path (Opus coded at 8 kHz) against the path before it
 /// (resampled to and from 48 kHz, the encoder held to narrowband): µs of thread CPU per second
 /// of audio in each round, the two alternating; the median ratio of the rounds and its spread.
 fn opus_pcmu_call(rounds: usize, seconds: f64, pcm8: &[i16]) {
     let graph = Graph::global();
-    // The graph before Opus took 8 and 16 kHz audio: its only linear rate was 48 kHz.
-    let resampled = Graph::build(|s| match s {
-        Step::Decode(Format::Opus, r) | Step::Encode(Format::Opus, r) if r != 48000 => f64::MAX,
-        s => measure_step(s, 200, 3),
-    });
-    let pcm48 = codec::resample::resample(pcm8, 8000, 48000);
-    let ulaw = encode_packets(Format::Pcmu, pcm8);
-    let opus = encode_packets(Format::Opus, &pcm48);
-    let call = |g: &Graph| {
-        let mut buf = [0u8; 1275];
-        let mut sent = 0;
-        for (from, to, packets) in [
-            (Format::Pcmu, Format::Opus, &ulaw),
-            (Format::Opus, Format::Pcmu, &opus),
-        ] {
-            let mut t = Translator::new(g, from, to).unwrap();
-            for p in packets {
-                t.push(Some(p), 0).unwrap();
-                while let Some(r) = t.pull(20, &mut buf) {
-                    sent += r.unwrap();
-                }
-            }
-        }
-        std::hint::black_box(sent);
-    };
+    let resampled = resampled_graph();
+    let packets = call_packets(pcm8);
     let time = |g: &Graph| {
         let t0 = cpu_now();
-        call(g);
+        transcode_call(g, &packets);
         (cpu_now() - t0) / seconds
     };
     let (mut at8, mut at48) = (Vec::new(), Vec::new());
