@@ -5,8 +5,9 @@
 # of thread CPU per second of audio for encoding and decoding in 20 ms packets, each pair
 # interleaved round by round, the best of ROUNDS (default 15) kept since a busy machine only
 # adds time; the ratio is the figure to quote.
-# Opus from that 8 kHz speech held to narrowband against fullband the same way, with the PESQ
-# (narrowband) of each decoding against the source.
+# A PCMU <-> Opus transcoded call-second with Opus coded at 8 kHz (the translator's path) against
+# resampled to and from 48 kHz (the path before), rounds alternating, median ratio and spread,
+# with the PESQ (narrowband) of each path's L16 -> Opus -> L16 round trip against the source.
 # Then the translation matrix with each format's implementation (`strowger show translation`).
 set -euo pipefail
 source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
@@ -14,8 +15,8 @@ cd "$(dirname "$0")/.."
 wavs=$(mktemp -d)
 trap 'rm -rf "$wavs"' EXIT
 OPUS_WAVS=$wavs ROUNDS=${ROUNDS:-15} cargo run --quiet --release -p codec --example codec_speed
-echo "PESQ of Opus from 8 kHz speech:"
-python3 crates/strowger/tests/pesq_score.py "$wavs/source.wav" "$wavs/narrowband.wav" "$wavs/fullband.wav" |
+echo "PESQ of 8 kHz speech through Opus and back:"
+python3 crates/strowger/tests/pesq_score.py "$wavs/source.wav" "$wavs/at8k.wav" "$wavs/resampled.wav" |
   sed "s|$wavs/||"
 if [[ -z ${NO_BUILD:-} ]]; then
   cargo build --quiet --release -p strowger

@@ -2,10 +2,10 @@
 //! libraries strowger linked for them before, called directly through the same FFI) on the
 //! same speech: thread CPU µs per second of audio of encoding and decoding it in 20 ms packets,
 //! interleaved round by round (the best of each kept: a busy machine only ever adds time), and
-//! the ratio. Then Opus fed from a narrowband source, held to narrowband (what the translator
-//! makes for G.711 and the like) against left at fullband, the same way; with `OPUS_WAVS=DIR`
-//! both decodings and the source are written there as 8 kHz WAVs for PESQ. `bench/codecs.sh`
-//! runs it.
+//! the ratio. Then a PCMU ↔ Opus transcoded call-second with Opus coded at 8 kHz (the
+//! translator's path) against resampled to and from 48 kHz (the path before); with
+//! `OPUS_WAVS=DIR` the source and its round trip through Opus by each path are written there as
+//! 8 kHz WAVs for PESQ. `bench/codecs.sh` runs it.
 //!
 //! Speech: Debian's asterisk-core-sounds-en-wav (scripts/setup.sh), upsampled to 16 kHz for G.722.
 
@@ -14,8 +14,8 @@ use codec::g726::{G726Decoder, G726Encoder, Rate};
 use codec::gsm::{GsmDecoder, GsmEncoder, FRAME_BYTES, FRAME_SAMPLES};
 use codec::libgsm::Libgsm;
 use codec::spandsp;
-use codec::translate::cpu_now;
-use codec::{Decoder, Format, OpusDec};
+use codec::translate::{cpu_now, encode_packets, measure_step};
+use codec::{Format, Graph, Node, Step, Translator};
 
 const SPEECH: &str = "/usr/share/asterisk/sounds/en_US_f_Allison";
 const SECONDS: usize = 60;
@@ -86,6 +86,9 @@ fn main() {
     let pcm8 = speech();
     let pcm16 = codec::resample::resample(&pcm8, 8000, 16000);
     let seconds = pcm8.len() as f64 / 8000.0;
+    if let Ok(path) = std::env::var("OPUS_CALL") {
+        return opus_call_once(&path, &pcm8);
+    }
     println!(
         "µs of thread CPU per second of audio ({seconds:.0} s of speech in 20 ms packets, best of {rounds}, interleaved)"
     );
@@ -249,44 +252,109 @@ fn main() {
             }),
         ),
     );
-    opus_from_narrowband(rounds, seconds, &pcm8);
+    opus_pcmu_call(rounds, seconds, &pcm8);
 }
 
-/// Encoding CPU and bit rate of Opus over 8 kHz speech, held to narrowband (as
-/// [`Format::encoder_from`] makes it for a narrowband source) and not.
-fn opus_from_narrowband(rounds: usize, seconds: f64, pcm8: &[i16]) {
+/// The graph before Opus took 8 and 16 kHz audio: its only linear rate was 48 kHz.
+fn resampled_graph() -> Graph {
+    Graph::build(|s| match s {
+        Step::Decode(Format::Opus, r) | Step::Encode(Format::Opus, r) if r != 48000 => f64::MAX,
+        s => measure_step(s, 200, 3),
+    })
+}
+
+/// A PCMU ↔ Opus call's packets: `pcm8` in µ-law, and from a fullband Opus encoder (a browser).
+fn call_packets(pcm8: &[i16]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let pcm48 = codec::resample::resample(pcm8, 8000, 48000);
-    let run = |source_rate: u32| {
-        let mut out = [0u8; 1275];
-        let mut e = Format::Opus.encoder_from(source_rate);
-        pcm48
-            .chunks_exact(960)
-            .map(|p| {
-                let n = e.encode(p, &mut out).unwrap();
-                out[..n].to_vec()
-            })
-            .collect::<Vec<_>>()
+    (
+        encode_packets(Format::Pcmu, pcm8),
+        encode_packets(Format::Opus, &pcm48),
+    )
+}
+
+/// Both ways of a transcoded PCMU ↔ Opus call, by `g`'s paths; returns the bytes sent.
+#[inline(never)]
+fn transcode_call(g: &Graph, (ulaw, opus): &(Vec<Vec<u8>>, Vec<Vec<u8>>)) -> usize {
+    let mut buf = [0u8; 1275];
+    let mut sent = 0;
+    for (from, to, packets) in [
+        (Format::Pcmu, Format::Opus, ulaw),
+        (Format::Opus, Format::Pcmu, opus),
+    ] {
+        let mut t = Translator::new(g, from, to).unwrap();
+        for p in packets {
+            t.push(Some(p), 0).unwrap();
+            while let Some(r) = t.pull(20, &mut buf) {
+                sent += r.unwrap();
+            }
+        }
+    }
+    std::hint::black_box(sent)
+}
+
+/// `OPUS_CALL=at8k|resampled`: the call once by one path, for instruction counts
+/// (`valgrind --tool=callgrind --toggle-collect='*transcode_call*'`).
+fn opus_call_once(path: &str, pcm8: &[i16]) {
+    let g = match path {
+        "at8k" => Graph::global().clone(),
+        "resampled" => resampled_graph(),
+        other => panic!("OPUS_CALL={other}: at8k or resampled"),
     };
-    let (narrow, full) = race(
-        rounds,
-        seconds,
-        Box::new(|| {
-            std::hint::black_box(run(8000));
-        }),
-        Box::new(|| {
-            std::hint::black_box(run(48000));
-        }),
-    );
-    let kbits =
-        |p: &[Vec<u8>]| p.iter().map(Vec::len).sum::<usize>() as f64 * 8.0 / seconds / 1000.0;
-    let (pn, pf) = (run(8000), run(48000));
+    let sent = transcode_call(&g, &call_packets(pcm8));
+    println!("{path}: {sent} bytes sent");
+}
+
+/// A transcoded PCMU ↔ Opus call-second both ways (PCMU → Opus, and Opus from a fullband
+/// encoder → PCMU), by the graph's path (Opus coded at 8 kHz) against the path before it
+/// (resampled to and from 48 kHz, the encoder held to narrowband): µs of thread CPU per second
+/// of audio in each round, the two alternating; the median ratio of the rounds and its spread.
+fn opus_pcmu_call(rounds: usize, seconds: f64, pcm8: &[i16]) {
+    let graph = Graph::global();
+    let resampled = resampled_graph();
+    let packets = call_packets(pcm8);
+    let time = |g: &Graph| {
+        let t0 = cpu_now();
+        transcode_call(g, &packets);
+        (cpu_now() - t0) / seconds
+    };
+    let (mut at8, mut at48) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        if r % 2 == 0 {
+            at8.push(time(graph));
+            at48.push(time(&resampled));
+        } else {
+            at48.push(time(&resampled));
+            at8.push(time(graph));
+        }
+    }
+    let mut ratios: Vec<f64> = at8.iter().zip(&at48).map(|(a, b)| a / b).collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let path = |g: &Graph, a, b| {
+        let p = g.path(Node::Codec(a), Node::Codec(b)).unwrap();
+        let s: Vec<String> = p.steps.iter().map(|s| format!("{s:?}")).collect();
+        s.join(" > ")
+    };
     println!(
-        "opus from 8 kHz  narrowband {narrow:7.1}  fullband {full:7.1}  ratio {:.3}  ({:.1} vs {:.1} kbit/s, {})",
-        narrow / full,
-        kbits(&pn),
-        kbits(&pf),
+        "pcmu<->opus call at 8 kHz {:7.1}  resampled {:7.1}  ratio median {:.3} (min {:.3}, max {:.3}, {rounds} rounds; {})",
+        median(&at8),
+        median(&at48),
+        median(&ratios),
+        ratios[0],
+        ratios[ratios.len() - 1],
         Format::Opus.implementation()
     );
+    for g in [graph, &resampled] {
+        println!(
+            "  {}  |  {}",
+            path(g, Format::Pcmu, Format::Opus),
+            path(g, Format::Opus, Format::Pcmu)
+        );
+    }
     let Ok(dir) = std::env::var("OPUS_WAVS") else {
         return;
     };
@@ -301,13 +369,27 @@ fn opus_from_narrowband(rounds: usize, seconds: f64, pcm8: &[i16]) {
         pcm.iter().for_each(|&s| w.write_sample(s).unwrap());
         w.finalize().unwrap();
     };
+    // Linear 8 kHz speech through Opus and back by each path, for PESQ.
     write("source", pcm8);
-    for (name, packets) in [("narrowband", pn), ("fullband", pf)] {
-        let mut d = OpusDec::new().unwrap();
-        let mut pcm = vec![0i16; pcm48.len()];
-        for (p, o) in packets.iter().zip(pcm.chunks_exact_mut(960)) {
-            d.decode(p, o).unwrap();
+    let l16 = encode_packets(Format::L16, pcm8);
+    for (name, g) in [("at8k", graph), ("resampled", &resampled)] {
+        let mut there = Translator::new(g, Format::L16, Format::Opus).unwrap();
+        let mut back = Translator::new(g, Format::Opus, Format::L16).unwrap();
+        let (mut b1, mut b2, mut pcm) = ([0u8; 1275], [0u8; 320], Vec::new());
+        for p in &l16 {
+            there.push(Some(p), 0).unwrap();
+            while let Some(r) = there.pull(20, &mut b1) {
+                back.push(Some(&b1[..r.unwrap()]), 0).unwrap();
+                while let Some(r) = back.pull(20, &mut b2) {
+                    let n = r.unwrap();
+                    pcm.extend(
+                        b2[..n]
+                            .chunks_exact(2)
+                            .map(|b| i16::from_be_bytes([b[0], b[1]])),
+                    );
+                }
+            }
         }
-        write(name, &codec::resample::resample(&pcm, 48000, 8000));
+        write(name, &pcm);
     }
 }

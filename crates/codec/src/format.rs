@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// An audio format on the wire. Every format decodes to linear PCM at its
-/// [`Format::pcm_rate`] and encodes from it.
+/// [`Format::pcm_rate`] and encodes from it (Opus at any of its [`Format::pcm_rates`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Format {
     /// G.711 µ-law, static PT 0.
@@ -128,10 +128,17 @@ impl Format {
 
     /// Sample rate of the linear audio the codec consumes and produces.
     pub fn pcm_rate(self) -> u32 {
+        *self.pcm_rates().last().expect("a rate")
+    }
+
+    /// Every rate of linear audio the codec's encoder takes and its decoder gives, highest
+    /// ([`Format::pcm_rate`]) last: libopus codes at 8, 16 and 48 kHz alike, so audio from a
+    /// narrowband or wideband leg is coded at its own rate, never resampled for Opus.
+    pub fn pcm_rates(self) -> &'static [u32] {
         match self {
-            Format::G722 | Format::Speex16 | Format::L16Wide => 16000,
-            Format::Opus => 48000,
-            _ => 8000,
+            Format::Opus => &[8000, 16000, 48000],
+            Format::G722 | Format::Speex16 | Format::L16Wide => &[16000],
+            _ => &[8000],
         }
     }
 
@@ -201,7 +208,7 @@ impl Format {
 
     /// Linear samples in `ms` milliseconds of audio.
     pub fn samples_in(self, ms: u32) -> usize {
-        (self.pcm_rate() / 1000 * ms) as usize
+        samples_at(self.pcm_rate(), ms)
     }
 
     /// RTP timestamp units in `ms` milliseconds.
@@ -235,6 +242,11 @@ impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// Linear samples in `ms` milliseconds of audio at `rate` Hz.
+pub fn samples_at(rate: u32, ms: u32) -> usize {
+    (rate / 1000 * ms) as usize
 }
 
 /// The value of `key` in `a=fmtp` parameters (`key=value` separated by `;`).

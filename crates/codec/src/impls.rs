@@ -69,7 +69,7 @@ impl Format {
             Format::Speex | Format::Speex16 => {
                 Box::new(SpeexEnc::new(self, SPEEX_QUALITY.load(Ordering::Relaxed)))
             }
-            Format::Opus => Box::new(opus_encoder(opus_options(), false)),
+            Format::Opus => Box::new(opus_encoder(48000, opus_options(), false)),
             Format::Ilbc20 | Format::Ilbc30 => Box::new(IlbcEnc(IlbcEncoder::new(ilbc_mode(self)))),
             #[cfg(feature = "g729")]
             Format::G729 => Box::new(g729::Enc::new()),
@@ -102,13 +102,24 @@ impl Format {
         }
     }
 
-    /// A new encoder for audio that comes from a `source_rate` Hz source: Opus fed from a
-    /// narrowband (8 kHz) source is held to narrowband, so it spends neither bits nor CPU on
-    /// upper bands that are empty (RFC 7587 §4.1: any internal bandwidth under the 48 kHz clock).
-    pub fn encoder_from(self, source_rate: u32) -> Box<dyn Encoder> {
+    /// A new encoder of linear audio at `rate` (one of [`Format::pcm_rates`]) that comes from a
+    /// `source_rate` Hz source. Opus codes at `rate`, and when that is above a narrowband (8 kHz)
+    /// source's it is held to narrowband, so it spends neither bits nor CPU on upper bands that
+    /// are empty (RFC 7587 §4.1: any internal rate and bandwidth under the 48 kHz RTP clock).
+    pub fn encoder_at(self, rate: u32, source_rate: u32) -> Box<dyn Encoder> {
+        debug_assert!(self.pcm_rates().contains(&rate), "{self} at {rate} Hz");
         match self {
-            Format::Opus => Box::new(opus_encoder(opus_options(), source_rate <= 8000)),
+            Format::Opus => Box::new(opus_encoder(rate, opus_options(), source_rate <= 8000)),
             _ => self.encoder(),
+        }
+    }
+
+    /// A new decoder giving linear audio at `rate` (one of [`Format::pcm_rates`]).
+    pub fn decoder_at(self, rate: u32) -> Box<dyn Decoder> {
+        debug_assert!(self.pcm_rates().contains(&rate), "{self} at {rate} Hz");
+        match self {
+            Format::Opus => Box::new(OpusDec::with_rate(rate).expect("opus decoder")),
+            _ => self.decoder(),
         }
     }
 
@@ -491,9 +502,9 @@ fn on_off(b: bool) -> &'static str {
     }
 }
 
-/// An RTP Opus encoder at `o`, held to narrowband when `narrow`.
-fn opus_encoder(o: OpusOptions, narrow: bool) -> OpusEnc {
-    let mut e = OpusEnc::new(o).expect("opus encoder");
+/// An RTP Opus encoder of `rate` Hz audio at `o`, held to narrowband when `narrow`.
+fn opus_encoder(rate: u32, o: OpusOptions, narrow: bool) -> OpusEnc {
+    let mut e = OpusEnc::with_layout(rate, 1, o).expect("opus encoder");
     if narrow {
         e.narrowband().expect("opus narrowband");
     }
@@ -630,15 +641,22 @@ impl Encoder for OpusEnc {
     }
 }
 
+/// Opus to mono linear audio, at 48 kHz or any other Opus rate.
 pub struct OpusDec(*mut Opaque);
 // SAFETY: owned state.
 unsafe impl Send for OpusDec {}
 
 impl OpusDec {
     pub fn new() -> Result<OpusDec, CodecError> {
+        Self::with_rate(48000)
+    }
+
+    /// A decoder giving `rate` Hz audio (8, 12, 16, 24 or 48 kHz), whatever rate the packets
+    /// were coded at.
+    pub fn with_rate(rate: u32) -> Result<OpusDec, CodecError> {
         let mut err = 0;
         // SAFETY: plain constructor.
-        let s = unsafe { ffi::opus_decoder_create(48000, 1, &mut err) };
+        let s = unsafe { ffi::opus_decoder_create(rate as i32, 1, &mut err) };
         if s.is_null() || err != 0 {
             return Err(CodecError::Library("opus", err));
         }
@@ -897,7 +915,7 @@ mod opus_settings {
             loss_percent: 0,
         };
         for narrow in [false, true] {
-            let e = opus_encoder(o, narrow);
+            let e = opus_encoder(48000, o, narrow);
             assert_eq!(e.get(ffi::OPUS_GET_BITRATE_REQUEST), Ok(12000));
             assert_eq!(e.get(ffi::OPUS_GET_COMPLEXITY_REQUEST), Ok(2));
             assert_eq!(e.get(ffi::OPUS_GET_INBAND_FEC_REQUEST), Ok(0));
@@ -914,7 +932,7 @@ mod opus_settings {
         let src = crate::translate::test_signal(8000, 400);
         let pcm = crate::resample::resample(&src, 8000, 48000);
         let likeness = |source_rate| {
-            let mut enc = Format::Opus.encoder_from(source_rate);
+            let mut enc = Format::Opus.encoder_at(48000, source_rate);
             let mut dec = OpusDec::new().unwrap();
             let (mut buf, mut out) = ([0u8; 1275], vec![0i16; pcm.len()]);
             for (p, o) in pcm.chunks_exact(960).zip(out.chunks_exact_mut(960)) {

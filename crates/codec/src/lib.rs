@@ -24,7 +24,7 @@ pub mod resample;
 pub mod spandsp;
 pub mod translate;
 
-pub use format::{fmtp_param, Format};
+pub use format::{fmtp_param, samples_at, Format};
 pub use g711::G711;
 pub use impls::{
     opus_options, set_opus_options, set_speex_quality, CodecError, Decoder, Encoder, OpusDec,

@@ -174,7 +174,7 @@ fn graph_finds_cheapest_paths() {
     let g = Graph::build(|s| match s {
         Step::Table(..) => 10.0,
         Step::Resample(..) => 100.0,
-        Step::Decode(f) | Step::Encode(f) if f == Format::Opus => 1000.0,
+        Step::Decode(f, _) | Step::Encode(f, _) if f == Format::Opus => 1000.0,
         _ => 50.0,
     });
     let p = |a: Format, b: Format| g.path(Node::Codec(a), Node::Codec(b)).unwrap().clone();
@@ -184,23 +184,65 @@ fn graph_finds_cheapest_paths() {
     );
     assert_eq!(
         p(Format::Gsm, Format::Speex).steps,
-        [Step::Decode(Format::Gsm), Step::Encode(Format::Speex)]
+        [
+            Step::Decode(Format::Gsm, 8000),
+            Step::Encode(Format::Speex, 8000)
+        ]
     );
+    // Opus codes a narrowband or wideband leg's audio at its rate, without resampling.
     let gsm_opus = p(Format::Gsm, Format::Opus);
     assert_eq!(
         gsm_opus.steps,
         [
-            Step::Decode(Format::Gsm),
-            Step::Resample(8000, 48000),
-            Step::Encode(Format::Opus)
+            Step::Decode(Format::Gsm, 8000),
+            Step::Encode(Format::Opus, 8000)
         ]
     );
-    assert_eq!(gsm_opus.cost_us, 1150.0);
+    assert_eq!(gsm_opus.cost_us, 1050.0);
+    assert_eq!(
+        p(Format::Opus, Format::G722).steps,
+        [
+            Step::Decode(Format::Opus, 16000),
+            Step::Encode(Format::G722, 16000)
+        ]
+    );
     assert!(g
         .path(Node::Codec(Format::Gsm), Node::Codec(Format::Gsm))
         .is_none());
     let m = g.render_matrix();
     assert!(m.contains("slin16") && m.contains("g726"), "{m}");
+}
+
+/// A path never narrows the audio both its ends carry, however cheap the narrower way.
+#[test]
+fn paths_keep_the_bandwidth_both_ends_carry() {
+    let g = Graph::build(|s| match s {
+        Step::Decode(Format::Opus, 8000) | Step::Encode(Format::Opus, 8000) => 1.0,
+        Step::Decode(Format::Opus, _) | Step::Encode(Format::Opus, _) => 1000.0,
+        _ => 50.0,
+    });
+    let p = |a: Format, b: Format| g.path(Node::Codec(a), Node::Codec(b)).unwrap().clone();
+    assert_eq!(
+        p(Format::Opus, Format::L16Wide).steps,
+        [
+            Step::Decode(Format::Opus, 16000),
+            Step::Encode(Format::L16Wide, 16000)
+        ]
+    );
+    assert_eq!(
+        p(Format::Speex16, Format::Opus).steps,
+        [
+            Step::Decode(Format::Speex16, 16000),
+            Step::Encode(Format::Opus, 16000)
+        ]
+    );
+    assert_eq!(
+        p(Format::Opus, Format::Pcmu).steps,
+        [
+            Step::Decode(Format::Opus, 8000),
+            Step::Encode(Format::Pcmu, 8000)
+        ]
+    );
 }
 
 #[test]
@@ -222,6 +264,8 @@ fn translator_carries_audio_across_formats_and_rates() {
     for (from, to) in [
         (Format::Gsm, Format::Opus),
         (Format::Opus, Format::Speex),
+        (Format::G722, Format::Opus),
+        (Format::Opus, Format::Pcmu),
         (Format::G722, Format::Pcmu),
         (Format::Pcmu, Format::Pcma),
         (Format::Speex16, Format::G726),

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use crate::ffi;
 use crate::resample::Resampler;
-use crate::{CodecError, Decoder, Encoder, Format, G711};
+use crate::{samples_at, CodecError, Decoder, Encoder, Format, G711};
 
 /// The linear rates the graph converts between.
 pub const SLIN_RATES: [u32; 3] = [8000, 16000, 48000];
@@ -28,6 +28,14 @@ impl Node {
         }
     }
 
+    /// The highest rate of linear audio the node carries.
+    fn rate(self) -> u32 {
+        match self {
+            Node::Codec(f) => f.pcm_rate(),
+            Node::Slin(r) => r,
+        }
+    }
+
     pub fn from_name(s: &str) -> Option<Node> {
         match s.to_ascii_lowercase().as_str() {
             "slin" | "slin8" => Some(Node::Slin(8000)),
@@ -41,8 +49,10 @@ impl Node {
 /// One step of a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    Decode(Format),
-    Encode(Format),
+    /// Decode to linear audio at a rate (one of [`Format::pcm_rates`]).
+    Decode(Format, u32),
+    /// Encode linear audio at a rate.
+    Encode(Format, u32),
     Resample(u32, u32),
     /// PCMU<->PCMA by a 256-byte table, never through linear.
     Table(Format, Format),
@@ -116,10 +126,10 @@ fn time_per_second(reps: usize, audio_ms: u32, mut f: impl FnMut()) -> f64 {
 /// Measures one step on `audio_ms` of test audio in the format's packets.
 pub fn measure_step(step: Step, audio_ms: u32, reps: usize) -> f64 {
     match step {
-        Step::Encode(f) => {
-            let pcm = test_signal(f.pcm_rate(), audio_ms);
-            let mut enc = f.encoder();
-            let n = f.samples_in(f.packet_ms());
+        Step::Encode(f, rate) => {
+            let pcm = test_signal(rate, audio_ms);
+            let mut enc = f.encoder_at(rate, rate);
+            let n = samples_at(rate, f.packet_ms());
             let mut out = vec![0u8; f.max_encoded_len(n)];
             time_per_second(reps, audio_ms, || {
                 for p in pcm.chunks_exact(n) {
@@ -127,10 +137,10 @@ pub fn measure_step(step: Step, audio_ms: u32, reps: usize) -> f64 {
                 }
             })
         }
-        Step::Decode(f) => {
+        Step::Decode(f, rate) => {
             let packets = encode_packets(f, &test_signal(f.pcm_rate(), audio_ms));
-            let mut dec = f.decoder();
-            let mut out = vec![0i16; f.samples_in(f.packet_ms())];
+            let mut dec = f.decoder_at(rate);
+            let mut out = vec![0i16; samples_at(rate, f.packet_ms())];
             time_per_second(reps, audio_ms, || {
                 for p in &packets {
                     std::hint::black_box(dec.decode(p, &mut out).ok());
@@ -208,9 +218,11 @@ impl Graph {
             });
         };
         for &f in Format::all() {
-            let slin = Node::Slin(f.pcm_rate());
-            edge(Node::Codec(f), slin, Step::Decode(f), &mut best);
-            edge(slin, Node::Codec(f), Step::Encode(f), &mut best);
+            for &rate in f.pcm_rates() {
+                let slin = Node::Slin(rate);
+                edge(Node::Codec(f), slin, Step::Decode(f, rate), &mut best);
+                edge(slin, Node::Codec(f), Step::Encode(f, rate), &mut best);
+            }
         }
         for &a in &SLIN_RATES {
             for &b in &SLIN_RATES {
@@ -228,14 +240,16 @@ impl Graph {
             edge(Node::Codec(a), Node::Codec(b), Step::Table(a, b), &mut best);
         }
         // Floyd-Warshall through linear nodes only: a path never decodes into
-        // another lossy codec on the way (each codec hop would cost quality).
+        // another lossy codec on the way (each codec hop would cost quality), nor
+        // passes through a rate below what both ends carry (Opus decoded at 8 kHz
+        // and resampled would be cheaper than at 16 kHz for G.722, and narrower).
         for k in 0..count {
             if !matches!(nodes[k], Node::Slin(_)) {
                 continue;
             }
             for i in 0..count {
                 for j in 0..count {
-                    if i == j {
+                    if i == j || nodes[k].rate() < nodes[i].rate().min(nodes[j].rate()) {
                         continue;
                     }
                     let (Some(a), Some(b)) = (&best[i][k], &best[k][j]) else {
@@ -320,11 +334,13 @@ pub struct Translator {
     from: Format,
     to: Format,
     decoder: Option<Box<dyn Decoder>>,
+    /// The rates of the decoder's output and the encoder's input.
+    rates: (u32, u32),
     resamplers: Vec<Resampler>,
     encoder: Option<Box<dyn Encoder>>,
     table: Option<(G711, G711)>,
-    /// Linear audio at `to`'s rate waiting to be encoded (or table-coded bytes
-    /// waiting to be sent, as one i16 per byte).
+    /// Linear audio at the encoder's rate waiting to be encoded (or table-coded
+    /// bytes waiting to be sent, as one i16 per byte).
     fifo: Vec<i16>,
     scratch: Vec<i16>,
     scratch2: Vec<i16>,
@@ -335,7 +351,10 @@ impl Translator {
     /// Builds a translator along the graph's cheapest path.
     pub fn new(graph: &Graph, from: Format, to: Format) -> Option<Translator> {
         let steps = if from == to {
-            vec![Step::Decode(from), Step::Encode(to)]
+            vec![
+                Step::Decode(from, from.pcm_rate()),
+                Step::Encode(to, to.pcm_rate()),
+            ]
         } else {
             graph
                 .path(Node::Codec(from), Node::Codec(to))?
@@ -346,6 +365,7 @@ impl Translator {
             from,
             to,
             decoder: None,
+            rates: (from.pcm_rate(), to.pcm_rate()),
             resamplers: Vec::new(),
             encoder: None,
             table: None,
@@ -356,8 +376,14 @@ impl Translator {
         };
         for s in steps {
             match s {
-                Step::Decode(f) => t.decoder = Some(f.decoder()),
-                Step::Encode(f) => t.encoder = Some(f.encoder_from(from.pcm_rate())),
+                Step::Decode(f, rate) => {
+                    t.decoder = Some(f.decoder_at(rate));
+                    t.rates.0 = rate;
+                }
+                Step::Encode(f, rate) => {
+                    t.encoder = Some(f.encoder_at(rate, t.rates.0));
+                    t.rates.1 = rate;
+                }
                 Step::Resample(a, b) => t.resamplers.push(Resampler::new(a, b)),
                 Step::Table(a, b) => t.table = Some((law(a), law(b))),
             }
@@ -376,7 +402,7 @@ impl Translator {
             self.bytes.resize(p.len(), 0);
             a.transcode(b, p, &mut self.bytes);
             if payload.is_none() {
-                let n = self.to.samples_in(lost_ms);
+                let n = samples_at(self.rates.1, lost_ms);
                 self.fifo.extend(std::iter::repeat_n(b.silence() as i16, n));
             }
             self.fifo.extend(self.bytes.iter().map(|&b| b as i16));
@@ -386,7 +412,7 @@ impl Translator {
         let n = match payload {
             Some(p) => dec.decode(p, &mut self.scratch)?,
             None => {
-                let n = self.from.samples_in(lost_ms).min(self.scratch.len());
+                let n = samples_at(self.rates.0, lost_ms).min(self.scratch.len());
                 dec.conceal(&mut self.scratch[..n])
             }
         };
@@ -405,14 +431,14 @@ impl Translator {
         Ok(())
     }
 
-    /// Linear samples (or table bytes) buffered for the outgoing side.
-    pub fn buffered(&self) -> usize {
-        self.fifo.len()
+    /// Milliseconds of audio buffered for the outgoing side.
+    pub fn buffered_ms(&self) -> u32 {
+        (self.fifo.len() / samples_at(self.rates.1, 1)) as u32
     }
 
     /// Encodes the next `ms` of audio into `out` if that much is buffered.
     pub fn pull(&mut self, ms: u32, out: &mut [u8]) -> Option<Result<usize, CodecError>> {
-        let n = self.to.samples_in(ms);
+        let n = samples_at(self.rates.1, ms);
         if self.fifo.len() < n {
             return None;
         }

@@ -568,10 +568,9 @@ fn transcode_packet(
     ms: u32,
     out: &mut [u8],
 ) -> (usize, bool) {
-    let need = tr.formats().1.samples_in(ms);
     for _ in 0..=packets.len() {
         if let Some(r) = tr.pull(ms, out) {
-            let ended = !looped && *pos >= packets.len() && tr.buffered() < need;
+            let ended = !looped && *pos >= packets.len() && tr.buffered_ms() < ms;
             return (r.unwrap_or(0), ended);
         }
         if *pos >= packets.len() {

@@ -28,7 +28,7 @@ pub struct Packets {
 
 struct Encoding {
     encoder: Box<dyn Encoder>,
-    /// The prompt at the format's rate, padded to whole packets.
+    /// The prompt at the encoder's rate, padded to whole packets.
     pcm: Vec<i16>,
     next: usize,
 }
@@ -47,14 +47,15 @@ impl Packets {
         }
     }
 
-    fn encode(format: Format, linear: &[i16]) -> Packets {
-        let n = format.samples_in(format.packet_ms());
+    /// Encodes `linear`, 8 kHz audio at `rate` (the lowest rate `format` codes).
+    fn encode(format: Format, rate: u32, linear: &[i16]) -> Packets {
+        let n = codec::samples_at(rate, format.packet_ms());
         let mut pcm = linear.to_vec();
         pcm.resize(pcm.len().div_ceil(n) * n, 0);
         Packets {
             slots: (0..pcm.len() / n).map(|_| OnceLock::new()).collect(),
             encoding: Mutex::new(Some(Encoding {
-                encoder: format.encoder(),
+                encoder: format.encoder_at(rate, 8000),
                 pcm,
                 next: 0,
             })),
@@ -320,7 +321,11 @@ impl Prompt {
         }
         let packets = Arc::new(match &self.coded {
             Some((f, frames)) if *f == format => Packets::given(frames),
-            _ => Packets::encode(format, self.linear(format.pcm_rate())),
+            _ => {
+                // The prompt is 8 kHz audio: Opus codes it at 8 kHz, G.722 at its 16 kHz.
+                let rate = format.pcm_rates()[0];
+                Packets::encode(format, rate, self.linear(rate))
+            }
         });
         cache.push((format, packets.clone()));
         packets

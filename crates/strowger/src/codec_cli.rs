@@ -30,15 +30,21 @@ pub fn show_translation(paths: bool, rtp: &switch::config::Rtp) -> Res<()> {
         "format", "encode", "decode"
     );
     for &f in Format::all() {
-        let (node, slin) = (Node::Codec(f), Node::Slin(f.pcm_rate()));
-        let cost = |a, b| g.path(a, b).map_or(f64::NAN, |p| p.cost_us);
-        println!(
-            "{:<9} {:>9.0} {:>9.0}  {}",
-            f.name(),
-            cost(slin, node),
-            cost(node, slin),
-            f.implementation()
-        );
+        // A format coding several rates gets a row for each ("opus/8k").
+        for &rate in f.pcm_rates() {
+            let (node, slin) = (Node::Codec(f), Node::Slin(rate));
+            let cost = |a, b| g.path(a, b).map_or(f64::NAN, |p| p.cost_us);
+            let name = match f.pcm_rates().len() {
+                1 => f.name().to_string(),
+                _ => format!("{}/{}k", f.name(), rate / 1000),
+            };
+            println!(
+                "{name:<9} {:>9.0} {:>9.0}  {}",
+                cost(slin, node),
+                cost(node, slin),
+                f.implementation()
+            );
+        }
     }
     if paths {
         println!();
@@ -90,7 +96,7 @@ pub fn run(
         }
         "encode" => {
             let (rate, pcm) = read_wav(input)?;
-            let packets = encode(f, &resample::resample(&pcm, rate, f.pcm_rate()))?;
+            let packets = encode(f, rate, &pcm)?;
             write_coded(f, output, &packets, rate)?;
             let bytes: usize = packets.iter().map(Vec::len).sum();
             eprintln!(
@@ -104,7 +110,7 @@ pub fn run(
         }
         "decode" => {
             let packets = read_coded(f, input)?;
-            let pcm = decode(f, &packets)?;
+            let pcm = decode(f, f.pcm_rate(), &packets)?;
             write_wav(output, f.pcm_rate(), &pcm)?;
             eprintln!(
                 "{}: {} packets -> {} samples at {} Hz",
@@ -117,8 +123,9 @@ pub fn run(
         "roundtrip" => {
             let (rate, pcm) = read_wav(input)?;
             let t0 = Instant::now();
-            let packets = encode(f, &resample::resample(&pcm, rate, f.pcm_rate()))?;
-            let back = resample::resample(&decode(f, &packets)?, f.pcm_rate(), rate);
+            let packets = encode(f, rate, &pcm)?;
+            let at = coding_rate(f, rate);
+            let back = resample::resample(&decode(f, at, &packets)?, at, rate);
             write_wav(output, rate, &back)?;
             let bytes: usize = packets.iter().map(Vec::len).sum();
             eprintln!(
@@ -153,11 +160,24 @@ fn transcode(from: Format, to: Format, packets: &[Vec<u8>]) -> Res<(Vec<Vec<u8>>
     Ok((out, cpu_now() - t0))
 }
 
-fn encode(f: Format, pcm: &[i16]) -> Res<Vec<Vec<u8>>> {
-    let n = f.samples_in(f.packet_ms());
-    let mut padded = pcm.to_vec();
-    padded.resize(pcm.len().div_ceil(n) * n, 0);
-    let mut enc = f.encoder();
+/// The rate `f` codes `rate` Hz audio at, as a call's translator does: the lowest it takes
+/// that keeps all of it (Opus codes an 8 kHz file at 8 kHz), else its highest.
+fn coding_rate(f: Format, rate: u32) -> u32 {
+    let rates = f.pcm_rates();
+    rates
+        .iter()
+        .copied()
+        .find(|&r| r >= rate)
+        .unwrap_or(f.pcm_rate())
+}
+
+/// `pcm`, `rate` Hz audio, in packets of `f` coded at [`coding_rate`].
+fn encode(f: Format, rate: u32, pcm: &[i16]) -> Res<Vec<Vec<u8>>> {
+    let at = coding_rate(f, rate);
+    let n = codec::samples_at(at, f.packet_ms());
+    let mut padded = resample::resample(pcm, rate, at);
+    padded.resize(padded.len().div_ceil(n) * n, 0);
+    let mut enc = f.encoder_at(at, rate);
     let mut buf = vec![0u8; f.max_encoded_len(n)];
     padded
         .chunks_exact(n)
@@ -168,8 +188,9 @@ fn encode(f: Format, pcm: &[i16]) -> Res<Vec<Vec<u8>>> {
         .collect()
 }
 
-fn decode(f: Format, packets: &[Vec<u8>]) -> Res<Vec<i16>> {
-    let mut dec = f.decoder();
+/// `packets` of `f` decoded to `rate` Hz audio.
+fn decode(f: Format, rate: u32, packets: &[Vec<u8>]) -> Res<Vec<i16>> {
+    let mut dec = f.decoder_at(rate);
     let mut buf = vec![0i16; 5760];
     let mut out = Vec::new();
     for p in packets {

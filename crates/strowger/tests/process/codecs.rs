@@ -183,7 +183,8 @@ fn gsm_from_strowger_decodes_with_sox_and_opus_with_opusdec() {
 
 /// `strowger show translation` prints the matrix and which implementation codes each format at
 /// the configured settings: G.722, G.726 and GSM in Rust, Speex at the configuration's
-/// `rtp.speex_quality`, Opus at its `rtp.opus_*`.
+/// `rtp.speex_quality`, Opus at its `rtp.opus_*` at each rate it codes; and with `--paths`, the
+/// steps of each path.
 #[test]
 fn show_translation_prints_the_matrix_and_implementations() {
     let d = dir("translation");
@@ -201,7 +202,7 @@ fn show_translation_prints_the_matrix_and_implementations() {
     let out = Command::new(bin())
         .arg("--config")
         .arg(&cfg)
-        .args(["show", "translation"])
+        .args(["show", "translation", "--paths"])
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
@@ -214,8 +215,10 @@ fn show_translation_prints_the_matrix_and_implementations() {
         assert!(text.contains(name), "{name} missing:\n{text}");
     }
     let line = |f: &str| {
-        // The implementations follow the matrix, whose rows start with the same names.
+        // The implementations follow the matrix, whose rows start with the same names; the
+        // paths follow them.
         text.lines()
+            .filter(|l| !l.contains(" -> "))
             .rfind(|l| l.split_whitespace().next() == Some(f))
             .unwrap_or_else(|| panic!("no {f} line:\n{text}"))
             .to_string()
@@ -224,10 +227,23 @@ fn show_translation_prints_the_matrix_and_implementations() {
     assert!(line("g722").ends_with("rust, 64 kbit/s"), "{text}");
     assert!(line("gsm").ends_with("rust"), "{text}");
     assert!(line("speex").ends_with("libspeex, quality 3"), "{text}");
-    assert!(
-        line("opus").ends_with("libopus, 16 kbit/s, complexity 3, fec on, dtx on"),
-        "{text}"
-    );
+    for opus in ["opus/8k", "opus/16k", "opus/48k"] {
+        assert!(
+            line(opus).ends_with("libopus, 16 kbit/s, complexity 3, fec on, dtx on"),
+            "{text}"
+        );
+    }
+    // Opus codes a narrowband leg's audio at 8 kHz: a PCMU call's paths never touch 48 kHz.
+    for (a, b) in [("pcmu", "opus"), ("opus", "pcmu")] {
+        let path = text
+            .lines()
+            .find(|l| l.split_whitespace().take(3).eq([a, "->", b]))
+            .unwrap_or_else(|| panic!("no {a} -> {b} path:\n{text}"));
+        assert!(
+            path.contains("(Opus, ") && !path.contains("48000"),
+            "{path}"
+        );
+    }
     eprintln!("{text}");
     std::fs::remove_dir_all(&d).ok();
 }
