@@ -351,19 +351,38 @@ fn claims(one: &dyn Store, two: &dyn Store) {
     assert_eq!(a.claim(lot, &slots, "sip:a", t, 60).unwrap(), taken("701"));
     assert_eq!(b.claim(lot, &slots, "sip:b", t, 60).unwrap(), taken("702"));
     let held = b.claim(lot, &slots, "sip:c", t, 60).unwrap();
-    assert_eq!(held, Claim::Held("sip:a".into()), "both held: the first one's holder");
-    assert_eq!(a.claim(lot, &slots, "sip:b", t, 60).unwrap(), taken("702"), "renewed");
+    assert_eq!(
+        held,
+        Claim::Held("sip:a".into()),
+        "both held: the first one's holder"
+    );
+    assert_eq!(
+        a.claim(lot, &slots, "sip:b", t, 60).unwrap(),
+        taken("702"),
+        "renewed"
+    );
     assert_eq!(b.holder(lot, "701", t).unwrap(), Some("sip:a".into()));
     b.release(lot, "701", "sip:b").unwrap();
-    assert_eq!(b.holder(lot, "701", t).unwrap(), Some("sip:a".into()), "not b's");
+    assert_eq!(
+        b.holder(lot, "701", t).unwrap(),
+        Some("sip:a".into()),
+        "not b's"
+    );
     a.release(lot, "701", "sip:a").unwrap();
     assert_eq!(b.holder(lot, "701", t).unwrap(), None);
     let later = b.claim(lot, &slots[1..], "sip:c", t + 61, 60).unwrap();
     assert_eq!(later, taken("702"), "b's claim lapsed");
     let room = vec!["8000".to_string()];
-    assert_eq!(a.claim("room:8000", &room, "sip:a", t, 1).unwrap(), taken("8000"));
+    assert_eq!(
+        a.claim("room:8000", &room, "sip:a", t, 1).unwrap(),
+        taken("8000")
+    );
     std::thread::sleep(Duration::from_millis(2100));
-    assert_eq!(b.holder("room:8000", "8000", t).unwrap(), None, "the key expired");
+    assert_eq!(
+        b.holder("room:8000", "8000", t).unwrap(),
+        None,
+        "the key expired"
+    );
 }
 
 /// Stops the server: writes fail (never a fake success), reads of what this process saw come
@@ -425,7 +444,10 @@ fn memcached_backend() {
     let other = store::open(&format!("memcached://127.0.0.1:{port}")).unwrap();
     limits(&*s, &*other);
     shared(&*s, &*other);
-    assert!(s.claims().is_none(), "no atomic first-free-of-many on memcached");
+    assert!(
+        s.claims().is_none(),
+        "no atomic first-free-of-many on memcached"
+    );
     let _server = survive_restart("memcached", port, server, &*s);
 }
 

@@ -142,16 +142,10 @@ fn five_callers_in_three_codecs_each_hear_the_other_four_and_not_themselves() {
     }
 }
 
-/// Two nodes on one Redis, each with its own caller of room 8000 (PCMU, 500 and 1300 Hz): the
-/// room lives on the node reached first, the other node bridges its caller there, and each
-/// caller hears the other and not itself. Without the room's claim in Redis each node would
-/// open a room of its own, and each caller would hear nobody.
-#[test]
-fn callers_on_two_nodes_meet_in_one_room() {
-    let redis = Server::redis();
-    let (a, _config_a) = start_on("conference-node-a", Some(&redis.url));
-    let (b, _config_b) = start_on("conference-node-b", Some(&redis.url));
-    let callers = [(&a, 500.0), (&b, 1300.0)];
+/// A caller of room 8000 on `first`, then one on `second` (PCMU, 500 and 1300 Hz): each
+/// hears the other and not itself.
+fn two_callers_hear_each_other(first: &Strowger, second: &Strowger) {
+    let callers = [(first, 500.0), (second, 1300.0)];
     let (mut uacs, mut rtps) = (Vec::new(), Vec::new());
     for &(node, _) in &callers {
         let mut rtp = Rtp::bind();
@@ -181,12 +175,6 @@ fn callers_on_two_nodes_meet_in_one_room() {
     for uac in &mut uacs {
         assert_eq!(uac.bye().status(), Some(200));
     }
-    let hosted = format!("8000 is on node sip:{}: bridged there", a.sip);
-    assert!(
-        b.stderr().contains(&hosted),
-        "node b bridges to node a\n{}",
-        common::tail(&b.stderr(), 30)
-    );
     for (got, (own, other)) in heard.iter().zip([(500.0, 1300.0), (1300.0, 500.0)]) {
         let pcm = decode(got, 0, Format::Pcmu);
         assert!(
@@ -204,4 +192,42 @@ fn callers_on_two_nodes_meet_in_one_room() {
             "{own} Hz caller misses {other} Hz: {theirs}"
         );
     }
+}
+
+/// Two nodes on one Redis, each with its own caller of room 8000: the room lives on the node
+/// reached first, the other node bridges its caller there, and each caller hears the other.
+/// Without the room's claim in Redis each node would open a room of its own, and each caller
+/// would hear nobody.
+#[test]
+fn callers_on_two_nodes_meet_in_one_room() {
+    let redis = Server::redis();
+    let (a, _config_a) = start_on("conference-node-a", Some(&redis.url));
+    let (b, _config_b) = start_on("conference-node-b", Some(&redis.url));
+    two_callers_hear_each_other(&a, &b);
+    let hosted = format!("8000 is on node sip:{}: bridged there", a.sip);
+    assert!(
+        b.stderr().contains(&hosted),
+        "node b bridges to node a\n{}",
+        common::tail(&b.stderr(), 30)
+    );
+}
+
+/// Redis away: a node hosts the room itself, as a single node does (its two callers meet), and
+/// says so once; Redis back, the next room is claimed there again (logged).
+#[test]
+fn with_redis_away_a_node_hosts_its_rooms_itself() {
+    let mut redis = Server::redis();
+    let (a, _config) = start_on("conference-redis-away", Some(&redis.url));
+    redis.kill();
+    two_callers_hear_each_other(&a, &a);
+    let away = "stay on this node until the store answers again";
+    assert_eq!(
+        a.stderr().matches(away).count(),
+        1,
+        "logged once\n{}",
+        common::tail(&a.stderr(), 30)
+    );
+    redis.start();
+    two_callers_hear_each_other(&a, &a);
+    a.wait_log("cluster: the store answers again", 0);
 }
