@@ -101,6 +101,17 @@ impl Engine {
         self.store_op(StoreOp::Holder { set, name, now }, Pending::Cluster(why));
     }
 
+    /// Whether `call` came from node `node` (its caller is that node's bridge): sending it back
+    /// there would loop, were the two nodes to disagree for a moment on who holds what.
+    pub(crate) fn came_from(&self, call: usize, node: &str) -> bool {
+        let from = self.calls[call].caller().peer_addr();
+        sip::Uri::parse(node)
+            .ok()
+            .as_ref()
+            .and_then(crate::bridge::resolve)
+            .is_some_and(|p| p.addr == from)
+    }
+
     /// Bridges `call` to `exten` on the node `node`, where its room or slot is.
     pub(crate) fn bridge_to_node(&mut self, call: usize, node: &str, exten: &str, now: Instant) {
         let uri = at_node(node, exten);
@@ -160,8 +171,8 @@ mod tests {
             "sip:8000@127.0.0.2:5070"
         );
         assert_eq!(
-            at_node("sip:node-b.example;transport=tcp", "701"),
-            "sip:701@node-b.example;transport=tcp"
+            at_node("sip:10.0.0.2;transport=tcp", "701"),
+            "sip:701@10.0.0.2;transport=tcp"
         );
     }
 }

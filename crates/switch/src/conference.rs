@@ -109,9 +109,13 @@ impl Engine {
             return;
         }
         c.wait = Wait::None;
+        let exten = c.cdr.exten.clone();
         match reply {
             Some(StoreReply::Claimed(Claim::Held(node))) if !node.is_empty() => {
-                let exten = c.cdr.exten.clone();
+                if self.came_from(call, &node) {
+                    self.warn_call(call, format!("conference {room}: node {node} sent this caller here but holds the room itself: hosted here too"));
+                    return self.conference_enter(call, room, now);
+                }
                 self.bridge_to_node(call, &node, &exten, now)
             }
             _ => self.conference_enter(call, room, now),

@@ -282,10 +282,12 @@ impl Engine {
             return;
         }
         c.wait = Wait::None;
+        let exten = c.cdr.exten.clone();
         let me = self.s.cluster.as_deref();
         match reply {
-            Some(StoreReply::Holder(Some(node))) if Some(node.as_str()) != me => {
-                let exten = c.cdr.exten.clone();
+            Some(StoreReply::Holder(Some(node)))
+                if Some(node.as_str()) != me && !self.came_from(call, &node) =>
+            {
                 self.bridge_to_node(call, &node, &exten, now)
             }
             _ => self.nothing_parked(call, slot, now),

@@ -18,7 +18,7 @@ pub(crate) struct RawCluster {
 /// `[cluster]` as loaded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cluster {
-    /// Where the other nodes send this node's callers (`sip:HOST[:PORT]`); None: the first UDP
+    /// Where the other nodes send this node's callers (`sip:IP[:PORT]`); None: the first UDP
     /// listen address.
     pub node_uri: Option<String>,
 }
@@ -28,11 +28,12 @@ pub(crate) fn cluster(raw: RawCluster, d: &mut Diagnostics) -> Cluster {
     if uri.is_empty() {
         return Cluster::default();
     }
-    let ok = Uri::parse(uri).is_ok_and(|u| u.is_sip() && u.user.is_none() && !u.host.is_empty());
+    // The other nodes bridge to it as to any `bridge sip:…` target: an IP address.
+    let ok = Uri::parse(uri).is_ok_and(|u| u.is_sip() && u.user.is_none() && u.ip().is_some());
     if !ok {
         d.error(
             "cluster.node_uri",
-            format_args!("{uri:?} is not this node's SIP address: use sip:HOST[:PORT] (e.g. \"sip:10.0.0.5:5060\"), no user part"),
+            format_args!("{uri:?} is not this node's SIP address: use sip:IP[:PORT] (e.g. \"sip:10.0.0.5:5060\"), no user part"),
         );
     }
     Cluster {
@@ -90,11 +91,11 @@ mod tests {
         let e = none.node(redis, &udp("0.0.0.0:5060")).unwrap_err();
         assert!(e.contains("cluster.node_uri = \"sip:"), "{e}");
         let set = Cluster {
-            node_uri: Some("sip:node-b:5070".into()),
+            node_uri: Some("sip:10.0.0.6:5070".into()),
         };
         assert_eq!(
             set.node("redis+cluster://h:7000", &udp("0.0.0.0:5060")),
-            Ok(Some("sip:node-b:5070".into()))
+            Ok(Some("sip:10.0.0.6:5070".into()))
         );
     }
 }
