@@ -13,7 +13,7 @@ use common::audio::{
 };
 use common::net::free_port;
 use common::registrar::registered;
-use common::servers::Server;
+use common::servers::{RedisCluster, Server};
 use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp};
 use common::switch::Opts;
@@ -223,14 +223,13 @@ fn a_call_parked_at_700_is_retrieved_by_dialling_its_slot_from_either_worker() {
     assert_eq!(resp.status(), Some(404), "{resp:?}");
 }
 
-/// Two nodes on one Redis: a call parked at 700 on node a takes slot 701, so a call parked on
-/// node b takes 702; dialling 701 on node b reaches the call parked on node a (node b bridges
-/// the retriever there) and the retriever hears it; an empty slot is 404 on either node.
-#[test]
-fn a_call_parked_on_one_node_is_retrieved_from_another() {
-    let redis = Server::redis();
-    let (a, _config_a) = start_on("park-node-a", Some(&redis.url));
-    let (b, _config_b) = start_on("park-node-b", Some(&redis.url));
+/// Two nodes on the store `store`: a call parked at 700 on node a takes slot 701, so a call
+/// parked on node b takes 702; dialling 701 on node b reaches the call parked on node a (node
+/// b bridges the retriever there) and the retriever hears it; an empty slot is 404 on either
+/// node.
+fn parked_on_one_node_retrieved_from_another(label: &str, store: &str) {
+    let (a, _config_a) = start_on(&format!("{label}-a"), Some(store));
+    let (b, _config_b) = start_on(&format!("{label}-b"), Some(store));
     // The slot is taken once the call is answered: each node logs it.
     let (parked, mut parked_rtp) = answered_call(&a, "700");
     a.wait_log("parked in slot 701 of lot default", 0);
@@ -246,6 +245,20 @@ fn a_call_parked_on_one_node_is_retrieved_from_another() {
         let (_, resp) = invite(s, "705", &Rtp::bind());
         assert_eq!(resp.status(), Some(404), "{resp:?}");
     }
+}
+
+#[test]
+fn a_call_parked_on_one_node_is_retrieved_from_another() {
+    let redis = Server::redis();
+    parked_on_one_node_retrieved_from_another("park-node", &redis.url);
+}
+
+/// The same on a Redis Cluster of three masters: a lot's slots are one hash, on one of them.
+#[test]
+fn a_call_parked_on_one_node_is_retrieved_from_another_on_a_redis_cluster() {
+    let dir = common::TempDir::new("park-redis-cluster");
+    let cluster = RedisCluster::start(dir.path());
+    parked_on_one_node_retrieved_from_another("park-cluster-node", &cluster.url);
 }
 
 #[test]
