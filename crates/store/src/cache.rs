@@ -215,6 +215,11 @@ impl<S: LocationStore + CredentialStore> LocationStore for ReadCache<S> {
         self.inner.pipe().map(|_| self as &dyn Pipe)
     }
 
+    /// Claims are never cached: a node that cannot reach the backend holds nothing for others.
+    fn claims(&self) -> Option<&dyn crate::Claims> {
+        self.inner.claims()
+    }
+
     fn commit(&self) -> Result<()> {
         self.inner.commit()
     }

@@ -9,6 +9,7 @@
 //! bounded cache of what this process last saw (`ReadCache`).
 
 mod cache;
+mod claims;
 mod forward;
 mod local;
 mod memcached;
@@ -18,6 +19,7 @@ mod redis_store;
 pub mod voicemail;
 
 pub use cache::{ReadCache, CACHE_ENTRIES, USER_TTL_S};
+pub use claims::{Claim, Claims, LocalClaims};
 pub use forward::{Forward, Forwarding};
 pub use local::LocalStore;
 pub use memcached::MemcachedStore;
@@ -220,6 +222,11 @@ pub trait LocationStore: Send + Sync {
     /// This store's common operations as requests over the caller's own connection, when it
     /// has them (`pipe`).
     fn pipe(&self) -> Option<&dyn pipe::Pipe> {
+        None
+    }
+    /// What nodes sharing this backend claim for a while (conference rooms, park slots), when
+    /// the backend takes claims atomically; None (Memcached): they stay on each node.
+    fn claims(&self) -> Option<&dyn Claims> {
         None
     }
     /// How many bindings are valid at `now`, for the metrics, when the store can count them

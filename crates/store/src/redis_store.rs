@@ -8,6 +8,7 @@
 //! through a set. Connections are pooled and dropped after any error, so operations fail while
 //! Redis is down and work again once it is back.
 
+use crate::claims::{Claim, Claims};
 use crate::{key, Binding, Change, CredentialStore, Credentials, Error, LocationStore, Result};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::{ConnectionLike, ErrorKind, RedisError, Script, ServerErrorKind};
@@ -89,6 +90,37 @@ if #fields > 0 then
 end
 return out";
 
+/// Claims the first free name of the claim set KEYS[1] (`crate::Claims::claim`): ARGV[1] is
+/// now, ARGV[2] when the claim lapses (unix seconds), ARGV[3] the holder, then the names. A
+/// field is `LAPSES HOLDER`; the key lives as long as its longest claim. Returns `{1, name}`
+/// or `{0, holder of the first name}`.
+const CLAIM: &str = r"
+local k, now, untl, me = KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local first
+for i = 4, #ARGV do
+  local v, h = redis.call('HGET', k, ARGV[i]), nil
+  if v then
+    local sp = string.find(v, ' ', 1, true)
+    if tonumber(string.sub(v, 1, sp - 1)) > now then h = string.sub(v, sp + 1) end
+  end
+  if not h or h == me then
+    redis.call('HSET', k, ARGV[i], untl .. ' ' .. me)
+    local want = tonumber(untl) - now
+    if redis.call('TTL', k) < want then redis.call('EXPIRE', k, want) end
+    return {1, ARGV[i]}
+  end
+  first = first or h
+end
+return {0, first or ''}";
+
+/// Gives up claim ARGV[1] of KEYS[1] if ARGV[2] holds it.
+const RELEASE: &str = r"
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v and string.sub(v, string.find(v, ' ', 1, true) + 1) == ARGV[2] then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0";
+
 enum Client {
     Single(redis::Client),
     Cluster(ClusterClient),
@@ -102,6 +134,8 @@ pub struct RedisStore {
     client: Result<Client>,
     pool: Mutex<Vec<Conn>>,
     update: Script,
+    claim: Script,
+    release: Script,
 }
 
 fn node_url(host: &str, port: u16) -> String {
@@ -140,6 +174,8 @@ impl RedisStore {
             client,
             pool: Mutex::new(Vec::new()),
             update: Script::new(UPDATE),
+            claim: Script::new(CLAIM),
+            release: Script::new(RELEASE),
         }
     }
 
@@ -235,7 +271,45 @@ fn decode(values: Vec<String>) -> Vec<Binding> {
         .collect()
 }
 
+impl Claims for RedisStore {
+    fn claim(
+        &self,
+        set: &str,
+        names: &[String],
+        holder: &str,
+        now: u64,
+        ttl_s: u64,
+    ) -> Result<Claim> {
+        let mut inv = self.claim.key(key("claims", set));
+        inv.arg(now).arg(now + ttl_s).arg(holder).arg(names);
+        let (taken, name): (i64, String) = self.with(|con| inv.invoke(con))?;
+        Ok(match taken {
+            1 => Claim::Taken(name),
+            _ => Claim::Held(name),
+        })
+    }
+
+    fn release(&self, set: &str, name: &str, holder: &str) -> Result<()> {
+        let mut inv = self.release.key(key("claims", set));
+        inv.arg(name).arg(holder);
+        self.with(|con| inv.invoke::<i64>(con)).map(drop)
+    }
+
+    fn holder(&self, set: &str, name: &str, now: u64) -> Result<Option<String>> {
+        let k = key("claims", set);
+        let v: Option<String> = self.with(|con| redis::cmd("HGET").arg(&k).arg(name).query(con))?;
+        Ok(v.and_then(|v| {
+            let (until, h) = v.split_once(' ')?;
+            (until.parse::<u64>().ok()? > now).then(|| h.to_string())
+        }))
+    }
+}
+
 impl LocationStore for RedisStore {
+    fn claims(&self) -> Option<&dyn Claims> {
+        Some(self)
+    }
+
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {
         let k = key("aor", aor);
         let mut inv = self.update.key(&k);

@@ -4,7 +4,7 @@
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use store::{Binding, Change, Credentials, Store};
+use store::{Binding, Change, Claim, Credentials, Store};
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -339,6 +339,52 @@ fn shared(one: &dyn Store, two: &dyn Store) {
     assert!(one.lookup("s@x", t).unwrap().is_empty());
 }
 
+/// Two nodes' claims on one backend: the first free name, renewed by its holder, refused to
+/// another with the holder named, given up only by its holder, free once lapsed; the key
+/// itself goes with its last claim.
+fn claims(one: &dyn Store, two: &dyn Store) {
+    let (a, b) = (one.claims().unwrap(), two.claims().unwrap());
+    let t = now();
+    let lot = "park:default";
+    let slots: Vec<String> = vec!["701".into(), "702".into()];
+    let taken = |n: &str| Claim::Taken(n.into());
+    assert_eq!(a.claim(lot, &slots, "sip:a", t, 60).unwrap(), taken("701"));
+    assert_eq!(b.claim(lot, &slots, "sip:b", t, 60).unwrap(), taken("702"));
+    let held = b.claim(lot, &slots, "sip:c", t, 60).unwrap();
+    assert_eq!(
+        held,
+        Claim::Held("sip:a".into()),
+        "both held: the first one's holder"
+    );
+    assert_eq!(
+        a.claim(lot, &slots, "sip:b", t, 60).unwrap(),
+        taken("702"),
+        "renewed"
+    );
+    assert_eq!(b.holder(lot, "701", t).unwrap(), Some("sip:a".into()));
+    b.release(lot, "701", "sip:b").unwrap();
+    assert_eq!(
+        b.holder(lot, "701", t).unwrap(),
+        Some("sip:a".into()),
+        "not b's"
+    );
+    a.release(lot, "701", "sip:a").unwrap();
+    assert_eq!(b.holder(lot, "701", t).unwrap(), None);
+    let later = b.claim(lot, &slots[1..], "sip:c", t + 61, 60).unwrap();
+    assert_eq!(later, taken("702"), "b's claim lapsed");
+    let room = vec!["8000".to_string()];
+    assert_eq!(
+        a.claim("room:8000", &room, "sip:a", t, 1).unwrap(),
+        taken("8000")
+    );
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(
+        b.holder("room:8000", "8000", t).unwrap(),
+        None,
+        "the key expired"
+    );
+}
+
 /// Stops the server: writes fail (never a fake success), reads of what this process saw come
 /// from the read cache and anything else fails; starts it again, empty, on the same port:
 /// operations work again without anything being reopened, and what the server lost is back.
@@ -383,6 +429,7 @@ fn redis_backend() {
     let other = store::open(&format!("redis://127.0.0.1:{port}")).unwrap();
     limits(&*s, &*other);
     shared(&*s, &*other);
+    claims(&*s, &*other);
     let _server = survive_restart("redis", port, server, &*s);
 }
 
@@ -397,6 +444,10 @@ fn memcached_backend() {
     let other = store::open(&format!("memcached://127.0.0.1:{port}")).unwrap();
     limits(&*s, &*other);
     shared(&*s, &*other);
+    assert!(
+        s.claims().is_none(),
+        "no atomic first-free-of-many on memcached"
+    );
     let _server = survive_restart("memcached", port, server, &*s);
 }
 

@@ -107,6 +107,21 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
     let store = store::open_with_cache(&cfg.registrar.store, cfg.registrar.cache_entries)
         .map_err(|e| format!("registrar.store: {e}"))?;
     let supervisor_store = store.clone();
+    let cluster = match cfg.cluster.node(&cfg.registrar.store, &listen) {
+        Ok(Some(node)) => {
+            tracing::info!("cluster: conference rooms and park slots are claimed in the shared store as node {node}");
+            Some(node)
+        }
+        Ok(None) if cfg.cluster.node_uri.is_some() => {
+            tracing::warn!("cluster.node_uri is set but registrar.store is not Redis: conference rooms and park slots stay on this node");
+            None
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!("{e}");
+            None
+        }
+    };
     load_users(&*store, &cfg.users)?;
     let backend = match cfg.registrar.store.parse::<store::StoreUrl>() {
         Ok(store::StoreUrl::Local(_)) => "local",
@@ -207,6 +222,7 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             workers,
         );
         settings.rendezvous = rendezvous.clone();
+        settings.cluster = cluster.clone();
         settings.queues = board.clone();
         settings.music = music.clone();
         let udp_socks = worker::udp_sockets(&udp).map_err(|e| {

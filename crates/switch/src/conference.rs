@@ -7,14 +7,19 @@
 //! moderators only) and `3` remove the member who joined last.
 //!
 //! Every caller of a room meets on one worker: an INVITE whose extension starts with
-//! `conference ROOM` is handed to the room's worker, a hash of its name (handoff.rs).
+//! `conference ROOM` is handed to the room's worker, a hash of its name (handoff.rs). With a
+//! shared store, on one node too: the node that hosts the room claims it (cluster.rs), and
+//! callers reaching another node are bridged to it.
 
 use crate::call::Wait;
+use crate::cluster::{room_set, Why, CLAIM_TTL, RENEW_EVERY};
 use crate::engine::Engine;
 use crate::io::Level;
+use crate::registrar::StoreReply;
 use media::{SeatLevels, ToneSpec, MAX_STEP};
 use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant};
+use store::Claim;
 
 /// How long a caller has to key a PIN and `#`.
 const PIN_TIMEOUT: Duration = Duration::from_secs(20);
@@ -30,6 +35,14 @@ const CUE: Duration = Duration::from_millis(200);
 pub(crate) struct Conferences {
     rooms: FxHashMap<String, Room>,
     seats: FxHashMap<usize, Seat>,
+    /// When this node's claims of its rooms are renewed next (with a shared store and rooms).
+    renew_at: Option<Instant>,
+}
+
+impl Conferences {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.renew_at
+    }
 }
 
 struct Room {
@@ -61,8 +74,77 @@ enum State {
 }
 
 impl Engine {
-    /// `conference ROOM`: answers, then asks for the room's PIN or joins at once.
+    /// `conference ROOM`: with a shared store, first which node hosts the room, unless this
+    /// one does already; then `conference_enter`.
     pub(crate) fn conference_step(&mut self, call: usize, room: String, now: Instant) {
+        if self.s.cluster.is_none() || self.conferences.rooms.contains_key(&room) {
+            return self.conference_enter(call, room, now);
+        }
+        let c = &mut self.calls[call];
+        c.wait = Wait::Store;
+        let gen = c.timer_gen;
+        let names = vec![room.clone()];
+        self.cluster_claim(
+            room_set(&room),
+            names,
+            CLAIM_TTL,
+            Why::Room { call, gen, room },
+        );
+    }
+
+    /// Which node hosts the room: another one is where the caller is bridged to (its
+    /// extension there); this one, or none known while the store is away, hosts it here.
+    pub(crate) fn room_claimed(
+        &mut self,
+        call: usize,
+        gen: u64,
+        room: String,
+        reply: Option<StoreReply>,
+        now: Instant,
+    ) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        if c.timer_gen != gen || c.wait != Wait::Store {
+            return;
+        }
+        c.wait = Wait::None;
+        let exten = c.cdr.exten.clone();
+        match reply {
+            Some(StoreReply::Claimed(Claim::Held(node))) if !node.is_empty() => {
+                if self.came_from(call, &node) {
+                    self.warn_call(call, format!("conference {room}: node {node} sent this caller here but holds the room itself: hosted here too"));
+                    return self.conference_enter(call, room, now);
+                }
+                self.bridge_to_node(call, &node, &exten, now)
+            }
+            _ => self.conference_enter(call, room, now),
+        }
+    }
+
+    /// Renews this node's claims of its rooms, when due.
+    pub(crate) fn conference_renewals(&mut self, now: Instant) {
+        if self.conferences.renew_at.is_none_or(|at| at > now) {
+            return;
+        }
+        self.conferences.renew_at = Some(now + RENEW_EVERY);
+        let rooms: Vec<String> = self.conferences.rooms.keys().cloned().collect();
+        for room in rooms {
+            let names = vec![room.clone()];
+            self.cluster_claim(room_set(&room), names, CLAIM_TTL, Why::Renew { room });
+        }
+    }
+
+    /// A renewal's answer: another node holding the room means it took it while this one
+    /// could not reach the store; the two halves meet again once one of them empties.
+    pub(crate) fn room_renewed(&mut self, room: &str, reply: Option<StoreReply>) {
+        if let Some(StoreReply::Claimed(Claim::Held(node))) = reply {
+            self.warn(format!("conference {room}: node {node} hosts it too (it took the room while this node could not reach the store); callers on each node hear only their own node's until one room empties"));
+        }
+    }
+
+    /// Answers, then asks for the room's PIN or joins at once.
+    fn conference_enter(&mut self, call: usize, room: String, now: Instant) {
         if !self.answer(call, now) {
             return;
         }
@@ -191,6 +273,9 @@ impl Engine {
         let Some(m) = self.calls[call].caller().media else {
             return;
         };
+        if self.s.cluster.is_some() && self.conferences.renew_at.is_none() {
+            self.conferences.renew_at = Some(self.clock.now + RENEW_EVERY);
+        }
         let media = &mut self.media;
         let room = self
             .conferences
@@ -271,6 +356,10 @@ impl Engine {
         if room.members.is_empty() {
             self.media.remove_room(room.media);
             self.conferences.rooms.remove(&seat.room);
+            if self.conferences.rooms.is_empty() {
+                self.conferences.renew_at = None;
+            }
+            self.cluster_release(room_set(&seat.room), seat.room);
         } else {
             let low = ToneSpec::new(vec![440], Vec::new());
             self.media.room_tone(room.media, &low, CUE);

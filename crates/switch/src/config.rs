@@ -5,6 +5,7 @@
 
 mod api;
 mod cdr;
+mod cluster;
 mod conference;
 mod dispatch;
 mod iax2;
@@ -21,6 +22,7 @@ mod ws;
 
 pub use api::{Api, Tls as ApiTls};
 pub use cdr::{Cdr, CdrDatabase};
+pub use cluster::Cluster;
 pub use conference::{Conference, Conferences};
 pub use dispatch::{DispatchSet, Node as DispatchNode};
 pub use iax2::{Iax2, IaxHost, IaxPeer, IAX2_PORT};
@@ -114,6 +116,8 @@ pub struct Config {
     pub voicemail: Voicemail,
     /// `[conferences.NAME]`: conference rooms.
     pub conferences: Conferences,
+    /// `[cluster]`: this node among the nodes sharing the store.
+    pub cluster: Cluster,
     /// `[api]`: the control API.
     pub api: Api,
     /// `[cdr]`: the CDR database and its writer's limits.
@@ -452,6 +456,7 @@ impl Config {
             check_public_gotos(public, &raw.dialplan, &ivr, &mut d);
         }
         let conferences = conference::conferences(raw.conferences, &mut d);
+        let cluster = cluster::cluster(raw.cluster, &mut d);
         let api = api::api(raw.api, &mut d);
         let cdr = cdr::cdr(raw.cdr, &mut d);
         for (i, p) in iax2.peers.iter().enumerate() {
@@ -487,6 +492,7 @@ impl Config {
             ivr,
             voicemail,
             conferences,
+            cluster,
             api,
             cdr,
             warnings: found,

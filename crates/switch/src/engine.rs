@@ -147,6 +147,9 @@ pub struct Settings {
     pub voicemail: Arc<crate::config::Voicemail>,
     /// `[conferences.NAME]`: the rooms' PINs and sizes.
     pub conferences: Arc<crate::config::Conferences>,
+    /// This node's URI (`cluster.node_uri`) when conference rooms and park slots are claimed in
+    /// a store shared with other nodes; None: they stay on this node. The shell sets it.
+    pub cluster: Option<Arc<str>>,
 }
 
 impl Settings {
@@ -201,6 +204,7 @@ impl Settings {
             ivr: Arc::new(cfg.ivr.clone()),
             voicemail: Arc::new(cfg.voicemail.clone()),
             conferences: Arc::new(cfg.conferences.clone()),
+            cluster: None,
         }
     }
 }
@@ -303,6 +307,8 @@ pub struct Engine {
     pub(crate) mwi: crate::mwi::Mwi,
     /// This worker's conference rooms (conference.rs).
     pub(crate) conferences: crate::conference::Conferences,
+    /// The shared store's claims as this worker last saw it (cluster.rs).
+    pub(crate) cluster: crate::cluster::Cluster,
     /// The event types a client subscribes to (`Input::Watch`): make those `Event::Notice`s
     /// (control.rs).
     pub(crate) watched: u8,
@@ -347,6 +353,7 @@ impl Engine {
             voicemail: Default::default(),
             mwi: Default::default(),
             conferences: Default::default(),
+            cluster: Default::default(),
             watched: 0,
             s,
         };
@@ -511,6 +518,7 @@ impl Engine {
             self.trunks.next_deadline(),
             self.pins_deadline(),
             self.parking.next_deadline(),
+            self.conferences.next_deadline(),
             self.queued.next_deadline(),
             self.mwi.next_deadline(),
             self.dispatch.next_deadline(),
@@ -1463,6 +1471,7 @@ impl Engine {
         self.trunk_timers(now);
         self.sweep_pins(now);
         self.park_timeouts(now);
+        self.conference_renewals(now);
         self.queue_tick(now);
         self.mwi_timeouts(now);
         self.dispatch_timers(now);

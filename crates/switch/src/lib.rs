@@ -10,6 +10,7 @@ pub mod call_commands;
 pub mod call_recording;
 mod calls;
 pub mod cdr;
+mod cluster;
 mod conference;
 pub mod config;
 pub mod control;

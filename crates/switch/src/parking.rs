@@ -3,12 +3,19 @@
 //! plays music on hold; `retrieve` (dialling the slot) joins whoever dials it to the parked
 //! call — on the worker that holds it, where the hand-off (handoff.rs) brought the retriever;
 //! when the lot's timeout passes, the parked call rings back whoever parked it (`PARKER`).
+//!
+//! With a shared store, a slot is also claimed for this node (cluster.rs): a slot another node
+//! holds is not taken here, and whoever dials it here is bridged to that node, where the
+//! retrieval above joins the calls.
 
 use crate::call::{Call, LegIdx, Wait};
+use crate::cluster::{lot_set, Why, CLAIM_TTL};
 use crate::engine::Engine;
 use crate::io::Level;
+use crate::registrar::StoreReply;
 use rustc_hash::FxHashMap;
 use std::time::Instant;
+use store::Claim;
 
 /// This worker's parked calls, by call.
 #[derive(Default)]
@@ -54,15 +61,75 @@ impl Engine {
             );
             return self.hangup(call, 34, "switch", None, now);
         };
-        let until = now + l.timeout;
         if !self.answer(call, now) {
             return;
         }
+        if self.s.cluster.is_some() {
+            // The slots this node holds are not asked for (one parked while the store was away
+            // may not be in it).
+            let lots = &self.s.rendezvous.lots;
+            let free = l.slots.iter().filter(|s| lots.find(s).is_none());
+            let names = free.cloned().collect();
+            let c = &mut self.calls[call];
+            c.wait = Wait::Store;
+            let gen = c.timer_gen;
+            let why = Why::Park {
+                call,
+                gen,
+                lot: lot.to_string(),
+            };
+            return self.cluster_claim(lot_set(lot), names, l.timeout + CLAIM_TTL, why);
+        }
+        self.park_in(call, lot, None, now);
+    }
+
+    /// The store's answer to a `park` step's claim: the slot it took, none free (every slot
+    /// held by some node), or no answer (the store away: a slot free on this node will do).
+    pub(crate) fn slot_claimed(
+        &mut self,
+        call: usize,
+        gen: u64,
+        lot: &str,
+        reply: Option<StoreReply>,
+        now: Instant,
+    ) {
+        let here = self.calls.get(call);
+        if here.is_none_or(|c| c.timer_gen != gen || c.wait != Wait::Store) {
+            // The caller left meanwhile: the slot it got is free again.
+            if let Some(StoreReply::Claimed(Claim::Taken(slot))) = reply {
+                self.cluster_release(lot_set(lot), slot);
+            }
+            return;
+        }
+        self.calls[call].wait = Wait::None;
+        let claimed = match reply {
+            Some(StoreReply::Claimed(Claim::Taken(slot))) => Some(slot),
+            Some(StoreReply::Claimed(Claim::Held(_))) => {
+                let msg = format!("park: every slot of lot {lot:?} is taken on some node: widen parking.{lot}.slots");
+                self.warn_call(call, msg);
+                return self.hangup(call, 34, "switch", None, now);
+            }
+            _ => None,
+        };
+        self.park_in(call, lot, claimed.as_deref(), now);
+    }
+
+    /// Parks the answered `call` in `slot` of `lot` (a slot claimed for this node), or the first
+    /// free on this node.
+    fn park_in(&mut self, call: usize, lot: &str, slot: Option<&str>, now: Instant) {
+        let parking = self.s.parking.clone();
+        let Some(l) = parking.lots.get(lot) else {
+            return;
+        };
+        let until = now + l.timeout;
         let c = &mut self.calls[call];
         let call_id = c.caller().call_id().to_string();
-        let slots = l.slots.iter().map(String::as_str);
         let lots = &self.s.rendezvous.lots;
-        let Some(slot) = lots.take(slots, self.s.worker, &call_id) else {
+        let worker = self.s.worker;
+        let taken = slot
+            .and_then(|s| lots.take(std::iter::once(s), worker, &call_id))
+            .or_else(|| lots.take(l.slots.iter().map(String::as_str), worker, &call_id));
+        let Some(slot) = taken else {
             let msg =
                 format!("park: every slot of lot {lot:?} is taken: widen parking.{lot}.slots");
             self.warn_call(call, msg);
@@ -169,10 +236,27 @@ impl Engine {
             .map(|(c, _)| *c)
             .filter(|p| *p != call);
         let Some(parked) = parked else {
-            let call_id = self.calls[call].caller().call_id().to_string();
-            let message = format!("retrieve: no call is parked in slot {slot:?}");
-            self.log(Level::Info, Some(&call_id), message);
-            return self.hangup(call, 1, "switch", None, now);
+            // Not here: another node may hold it.
+            let lot = self
+                .s
+                .parking
+                .lots
+                .iter()
+                .find(|(_, l)| l.slots.iter().any(|s| s == slot));
+            if let (Some(_), Some((lot, _))) = (&self.s.cluster, lot) {
+                let set = lot_set(lot);
+                let c = &mut self.calls[call];
+                c.wait = Wait::Store;
+                let gen = c.timer_gen;
+                let slot = slot.to_string();
+                let why = Why::Retrieve {
+                    call,
+                    gen,
+                    slot: slot.clone(),
+                };
+                return self.cluster_holder(set, slot, why);
+            }
+            return self.nothing_parked(call, slot, now);
         };
         self.unpark(parked);
         if !self.answer(call, now) {
@@ -181,10 +265,48 @@ impl Engine {
         self.join(call, parked);
     }
 
-    /// The call leaves its slot (retrieved, timed out or gone).
+    /// Who holds a slot this node has no call in: another node is where the retriever is
+    /// bridged to (the slot's extension there).
+    pub(crate) fn slot_located(
+        &mut self,
+        call: usize,
+        gen: u64,
+        slot: &str,
+        reply: Option<StoreReply>,
+        now: Instant,
+    ) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        if c.timer_gen != gen || c.wait != Wait::Store {
+            return;
+        }
+        c.wait = Wait::None;
+        let exten = c.cdr.exten.clone();
+        let me = self.s.cluster.as_deref();
+        match reply {
+            Some(StoreReply::Holder(Some(node)))
+                if Some(node.as_str()) != me && !self.came_from(call, &node) =>
+            {
+                self.bridge_to_node(call, &node, &exten, now)
+            }
+            _ => self.nothing_parked(call, slot, now),
+        }
+    }
+
+    /// `retrieve` of an empty slot: refused (404).
+    fn nothing_parked(&mut self, call: usize, slot: &str, now: Instant) {
+        let call_id = self.calls[call].caller().call_id().to_string();
+        let message = format!("retrieve: no call is parked in slot {slot:?}");
+        self.log(Level::Info, Some(&call_id), message);
+        self.hangup(call, 1, "switch", None, now);
+    }
+
+    /// The call leaves its slot (retrieved, timed out or gone), here and in the shared store.
     fn unpark(&mut self, call: usize) -> Option<ParkedCall> {
         let p = self.parking.here.remove(&call)?;
         self.s.rendezvous.lots.release(&p.slot, &p.call_id);
+        self.cluster_release(lot_set(&p.lot), p.slot.clone());
         Some(p)
     }
 

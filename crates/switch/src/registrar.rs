@@ -65,6 +65,23 @@ pub enum StoreOp {
         kind: Option<store::Forward>,
         target: Option<String>,
     },
+    /// Claims the first free of `names` in the cluster's claim set `set` for `holder`
+    /// (`store::Claims::claim`; cluster.rs).
+    Claim {
+        set: String,
+        names: Vec<String>,
+        holder: String,
+        now: u64,
+        ttl_s: u64,
+    },
+    /// Gives a claim up if `holder` still holds it.
+    Release {
+        set: String,
+        name: String,
+        holder: String,
+    },
+    /// Who holds `name` of `set` at `now`.
+    Holder { set: String, name: String, now: u64 },
 }
 
 #[derive(Debug, Clone)]
@@ -86,6 +103,9 @@ pub enum StoreReply {
     },
     /// Whether the user whose forwarding was to change exists.
     Forwarded(bool),
+    Claimed(store::Claim),
+    Released,
+    Holder(Option<String>),
 }
 
 pub type StoreResult = Result<StoreReply, String>;
@@ -139,11 +159,39 @@ pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
                     .map(StoreReply::Forwarded)
                     .map_err(|e| e.to_string())
             }
+            Next::Threads(
+                op @ (StoreOp::Claim { .. } | StoreOp::Release { .. } | StoreOp::Holder { .. }),
+            ) => return claims(s, op).map_err(|e| e.to_string()),
             // `resume` hands over only a reply that does not fit its step; a blocking call's
             // answer always fits.
             Next::Threads(op) => return Err(format!("no step of {op:?} on this store")),
         };
     }
+}
+
+/// The cluster's claims (cluster.rs) on a store that holds them.
+fn claims(s: &dyn store::Store, op: StoreOp) -> store::Result<StoreReply> {
+    let Some(c) = s.claims() else {
+        return Err(store::Error::Refused {
+            backend: "the store".into(),
+            reason: "it keeps no claims shared by nodes (use redis:// or redis+cluster://)".into(),
+        });
+    };
+    Ok(match op {
+        StoreOp::Claim {
+            set,
+            names,
+            holder,
+            now,
+            ttl_s,
+        } => StoreReply::Claimed(c.claim(&set, &names, &holder, now, ttl_s)?),
+        StoreOp::Release { set, name, holder } => {
+            c.release(&set, &name, &holder)?;
+            StoreReply::Released
+        }
+        StoreOp::Holder { set, name, now } => StoreReply::Holder(c.holder(&set, &name, now)?),
+        _ => unreachable!("only claims come here"),
+    })
 }
 
 /// `StoreOp::Locate` (the one operation `drive` leaves to the blocking path): whether the user
@@ -231,7 +279,11 @@ pub fn drive(s: &dyn store::Store, op: StoreOp) -> Next {
                 Some(d) => flow.checked(d),
             }
         }
-        StoreOp::Locate { .. } | StoreOp::Forward { .. } => Next::Threads(flow.op),
+        StoreOp::Locate { .. }
+        | StoreOp::Forward { .. }
+        | StoreOp::Claim { .. }
+        | StoreOp::Release { .. }
+        | StoreOp::Holder { .. } => Next::Threads(flow.op),
     }
 }
 
@@ -465,6 +517,8 @@ pub(crate) enum Pending {
     Forward { call: usize, gen: u64 },
     /// A voicemail box's user's phones, to be told of its messages unsolicited (mwi.rs).
     Mwi { user: String },
+    /// A claim of the cluster's (cluster.rs).
+    Cluster(crate::cluster::Why),
 }
 
 /// What one worker's registrar keeps between inputs: store operations under way, the nonces it
@@ -661,6 +715,7 @@ impl Engine {
             Pending::Forward { call, gen } => self.forward_stored(call, gen, result, now),
             Pending::Origin { call, gen } => self.origin_located(call, gen, result, now),
             Pending::Mwi { user } => self.mwi_located(&user, result, now),
+            Pending::Cluster(why) => self.cluster_answered(why, result, now),
         }
         self.run_pending(now);
     }

@@ -1,11 +1,13 @@
 //! A conference room in the real process: five hand-written phones (two PCMU, two G.722, one
 //! Opus) dial room 8000 of the default configuration, each sending its own tone; what each
-//! receives, decoded, must hold the other four tones and not its own (Goertzel per tone).
+//! receives, decoded, must hold the other four tones and not its own (Goertzel per tone). And
+//! two nodes on one Redis: callers of room 8000 on either meet in one room.
 
 use crate::common;
 
 use codec::Format;
 use common::audio::goertzel;
+use common::servers::Server;
 use common::sip::{sdp, sdp_audio, Rtp, RtpPkt, Uac, DTMF};
 use common::switch::Opts;
 use common::Strowger;
@@ -26,7 +28,12 @@ const TALK: Duration = Duration::from_secs(3);
 /// Strowger with the default configuration, trusting 127.0.0.1, offering G.722 and Opus too,
 /// its room 8000 mixing all five phones (`loudest = 5`).
 fn start() -> (Strowger, common::TempDir) {
-    let dir = common::TempDir::new("conference-config");
+    start_on("conference", None)
+}
+
+/// `start`'s strowger as `label`, on the store `store` (None: its own local store).
+fn start_on(label: &str, store: Option<&str>) -> (Strowger, common::TempDir) {
+    let dir = common::TempDir::new(&format!("{label}-config"));
     let default =
         common::switch::trusting_loopback(include_str!("../../../switch/src/default.toml"));
     let config = default.replace(
@@ -40,9 +47,10 @@ fn start() -> (Strowger, common::TempDir) {
     let path = dir.path().join("strowger.toml");
     std::fs::write(&path, config).unwrap();
     let s = Strowger::with(
-        "conference",
+        label,
         Opts {
             config_file: Some(path),
+            store: store.map(str::to_string),
             ..Opts::default()
         },
     );
@@ -132,4 +140,94 @@ fn five_callers_in_three_codecs_each_hear_the_other_four_and_not_themselves() {
             }
         }
     }
+}
+
+/// A caller of room 8000 on `first`, then one on `second` (PCMU, 500 and 1300 Hz): each
+/// hears the other and not itself.
+fn two_callers_hear_each_other(first: &Strowger, second: &Strowger) {
+    let callers = [(first, 500.0), (second, 1300.0)];
+    let (mut uacs, mut rtps) = (Vec::new(), Vec::new());
+    for &(node, _) in &callers {
+        let mut rtp = Rtp::bind();
+        let mut uac = Uac::new(node.sip, "8000");
+        let resp = uac.invite(&sdp(rtp.port, &[(0, "PCMU/8000"), DTMF], "sendrecv"));
+        assert_eq!(
+            resp.status(),
+            Some(200),
+            "caller of node {}: {resp:?}\n{}",
+            node.sip,
+            common::tail(&node.stderr(), 30)
+        );
+        rtp.remote = Some(sdp_audio(&resp.body).0);
+        uac.ack("");
+        uacs.push(uac);
+        rtps.push(rtp);
+    }
+    let talking: Vec<_> = rtps
+        .into_iter()
+        .zip(callers.map(|c| c.1))
+        .map(|(rtp, hz)| {
+            let frames = packets(Format::Pcmu, hz);
+            std::thread::spawn(move || talk(rtp, 0, 160, frames))
+        })
+        .collect();
+    let heard: Vec<Vec<RtpPkt>> = talking.into_iter().map(|t| t.join().unwrap()).collect();
+    for uac in &mut uacs {
+        assert_eq!(uac.bye().status(), Some(200));
+    }
+    for (got, (own, other)) in heard.iter().zip([(500.0, 1300.0), (1300.0, 500.0)]) {
+        let pcm = decode(got, 0, Format::Pcmu);
+        assert!(
+            pcm.len() > 8000 * 2,
+            "{own} Hz caller got {} samples",
+            pcm.len()
+        );
+        let tail = &pcm[pcm.len() - 12000..];
+        let amplitude = |hz: f64| 2.0 * goertzel(tail, hz).sqrt();
+        let (mine, theirs) = (amplitude(own), amplitude(other));
+        println!("{own} Hz caller hears itself at {mine:.0}, the other at {theirs:.0}");
+        assert!(mine < 250.0, "{own} Hz caller hears itself: {mine}");
+        assert!(
+            theirs > 2000.0,
+            "{own} Hz caller misses {other} Hz: {theirs}"
+        );
+    }
+}
+
+/// Two nodes on one Redis, each with its own caller of room 8000: the room lives on the node
+/// reached first, the other node bridges its caller there, and each caller hears the other.
+/// Without the room's claim in Redis each node would open a room of its own, and each caller
+/// would hear nobody.
+#[test]
+fn callers_on_two_nodes_meet_in_one_room() {
+    let redis = Server::redis();
+    let (a, _config_a) = start_on("conference-node-a", Some(&redis.url));
+    let (b, _config_b) = start_on("conference-node-b", Some(&redis.url));
+    two_callers_hear_each_other(&a, &b);
+    let hosted = format!("8000 is on node sip:{}: bridged there", a.sip);
+    assert!(
+        b.stderr().contains(&hosted),
+        "node b bridges to node a\n{}",
+        common::tail(&b.stderr(), 30)
+    );
+}
+
+/// Redis away: a node hosts the room itself, as a single node does (its two callers meet), and
+/// says so once; Redis back, the next room is claimed there again (logged).
+#[test]
+fn with_redis_away_a_node_hosts_its_rooms_itself() {
+    let mut redis = Server::redis();
+    let (a, _config) = start_on("conference-redis-away", Some(&redis.url));
+    redis.kill();
+    two_callers_hear_each_other(&a, &a);
+    let away = "stay on this node until the store answers again";
+    assert_eq!(
+        a.stderr().matches(away).count(),
+        1,
+        "logged once\n{}",
+        common::tail(&a.stderr(), 30)
+    );
+    redis.start();
+    two_callers_hear_each_other(&a, &a);
+    a.wait_log("cluster: the store answers again", 0);
 }

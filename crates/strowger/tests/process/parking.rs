@@ -3,7 +3,8 @@
 //! (random Call-IDs): park at 700 and retrieve by dialling the slot (the retriever hears the
 //! parked caller), a parked call that times out rings back its parker (a SIPp phone), directed
 //! and group pickup of a call ringing a SIPp phone registered as a user, and an INVITE with
-//! Replaces reaching the worker of the dialog it replaces.
+//! Replaces reaching the worker of the dialog it replaces. And two nodes on one Redis: a call
+//! parked on one is retrieved from the other.
 
 use crate::common;
 
@@ -12,6 +13,7 @@ use common::audio::{
 };
 use common::net::free_port;
 use common::registrar::registered;
+use common::servers::{RedisCluster, Server};
 use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp};
 use common::switch::Opts;
@@ -76,6 +78,11 @@ const MAX_CALLS: usize = 20;
 
 /// strowger with `CONFIG` and two workers (the config file lives in the returned directory).
 fn start(label: &str) -> (Strowger, common::TempDir) {
+    start_on(label, None)
+}
+
+/// `start`'s strowger on the store `store` (None: its own local store).
+fn start_on(label: &str, store: Option<&str>) -> (Strowger, common::TempDir) {
     let dir = common::TempDir::new(label);
     let path = dir.path().join("parking.toml");
     std::fs::write(&path, CONFIG).unwrap();
@@ -84,6 +91,7 @@ fn start(label: &str) -> (Strowger, common::TempDir) {
         Opts {
             config_file: Some(path),
             workers: Some(2),
+            store: store.map(str::to_string),
             ..Opts::default()
         },
     );
@@ -213,6 +221,44 @@ fn a_call_parked_at_700_is_retrieved_by_dialling_its_slot_from_either_worker() {
     // An empty slot.
     let (_, resp) = invite(&s, "705", &Rtp::bind());
     assert_eq!(resp.status(), Some(404), "{resp:?}");
+}
+
+/// Two nodes on the store `store`: a call parked at 700 on node a takes slot 701, so a call
+/// parked on node b takes 702; dialling 701 on node b reaches the call parked on node a (node
+/// b bridges the retriever there) and the retriever hears it; an empty slot is 404 on either
+/// node.
+fn parked_on_one_node_retrieved_from_another(label: &str, store: &str) {
+    let (a, _config_a) = start_on(&format!("{label}-a"), Some(store));
+    let (b, _config_b) = start_on(&format!("{label}-b"), Some(store));
+    // The slot is taken once the call is answered: each node logs it.
+    let (parked, mut parked_rtp) = answered_call(&a, "700");
+    a.wait_log("parked in slot 701 of lot default", 0);
+    let (mut parked_b, _rtp_b) = answered_call(&b, "700");
+    // 701 is node a's: node b takes the next.
+    b.wait_log("parked in slot 702 of lot default", 0);
+    let (mut retriever, retriever_rtp) = answered_call(&b, "701");
+    assert_heard(&mut parked_rtp, &retriever_rtp, "the retriever on node b");
+    assert_eq!(retriever.bye().status(), Some(200));
+    parked.expect_request("BYE", Duration::from_secs(5));
+    assert_eq!(parked_b.bye().status(), Some(200));
+    for s in [&a, &b] {
+        let (_, resp) = invite(s, "705", &Rtp::bind());
+        assert_eq!(resp.status(), Some(404), "{resp:?}");
+    }
+}
+
+#[test]
+fn a_call_parked_on_one_node_is_retrieved_from_another() {
+    let redis = Server::redis();
+    parked_on_one_node_retrieved_from_another("park-node", &redis.url);
+}
+
+/// The same on a Redis Cluster of three masters: a lot's slots are one hash, on one of them.
+#[test]
+fn a_call_parked_on_one_node_is_retrieved_from_another_on_a_redis_cluster() {
+    let dir = common::TempDir::new("park-redis-cluster");
+    let cluster = RedisCluster::start(dir.path());
+    parked_on_one_node_retrieved_from_another("park-cluster-node", &cluster.url);
 }
 
 #[test]

@@ -32,6 +32,7 @@ pub(crate) struct RawConfig {
     pub menus: BTreeMap<String, super::ivr::RawMenu>,
     pub voicemail: super::voicemail::RawVoicemail,
     pub conferences: BTreeMap<String, super::conference::RawConference>,
+    pub cluster: super::cluster::RawCluster,
     pub api: super::api::RawApi,
     pub cdr: super::cdr::RawCdr,
 }

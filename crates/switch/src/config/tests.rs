@@ -996,3 +996,18 @@ fn opus_settings() {
         ]
     );
 }
+
+#[test]
+fn a_cluster_node_uri_must_be_a_sip_ip_address() {
+    for bad in ["10.0.0.5:5060", "sip:node-b.example", "sip:8000@10.0.0.5"] {
+        let e = errors(&format!("{MINIMAL}[cluster]\nnode_uri = \"{bad}\"\n"));
+        assert!(
+            e.iter()
+                .any(|e| e.contains("cluster.node_uri") && e.contains("use sip:IP[:PORT]")),
+            "{bad}: {e:?}"
+        );
+    }
+    let ok = format!("{MINIMAL}[cluster]\nnode_uri = \"sip:10.0.0.5:5070\"\n");
+    let cfg = Config::from_str(&ok, "strowger.toml").unwrap();
+    assert_eq!(cfg.cluster.node_uri.as_deref(), Some("sip:10.0.0.5:5070"));
+}

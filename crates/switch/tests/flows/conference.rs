@@ -36,12 +36,17 @@ fn tone(hz: u32) -> Vec<u8> {
 
 /// A caller at 127.0.0.1:`port` saying a `hz` tone (and able to key digits) dials `exten`.
 fn caller(n: &mut Net, port: u16, hz: u32, exten: &str) -> (Id, usize) {
+    caller_of(n, SW, port, hz, exten)
+}
+
+/// `caller`, of the switch at `sw`.
+fn caller_of(n: &mut Net, sw: &str, port: u16, hz: u32, exten: &str) -> (Id, usize) {
     let ua = n.ua(&format!("127.0.0.1:{port}"), &format!("c{port}"));
     let a = n.agent(ua);
     a.codecs = vec![0, 101];
     a.send_rtp = true;
     a.voice = tone(hz);
-    let c = n.invite(ua, &format!("sip:{exten}@127.0.0.1"), SW);
+    let c = n.invite(ua, &format!("sip:{exten}@127.0.0.1"), sw);
     assert!(
         n.run_until(secs(2), confirmed(ua, c)),
         "caller {port} answered"
@@ -154,6 +159,49 @@ fn each_caller_hears_the_others_and_not_itself() {
             .any(|l| l.contains("joined conference 8000 as member (3 in the room)")),
         "{logs:?}"
     );
+}
+
+/// Two switches on one store, each naming itself in `[cluster]`: the room lives on the first
+/// one reached, the second bridges its callers there, and every caller hears the others and
+/// not itself. The room's claim goes with its last member: the next caller of the second
+/// switch hosts the room there.
+#[test]
+fn callers_of_two_nodes_meet_on_the_node_that_claimed_the_room() {
+    const SW2: &str = "127.0.0.2:5060";
+    let mut n = Net::new(84);
+    let node = |addr: &str| format!("[cluster]\nnode_uri = \"sip:{addr}\"\n");
+    let room =
+        "[[dialplan.contexts.default.rules]]\nexten = \"8000\"\nsteps = [\"conference 8000\"]\n";
+    let a = n.switch(&config(&format!("{}{room}", node(SW))), &[SW], 2);
+    let b_config = config(&format!("{}{room}", node(SW2)));
+    let b = n.switch_sharing(&b_config, &[SW2], 2, a);
+    let callers = vec![
+        caller_of(&mut n, SW, 5061, FREQS[0], "8000"),
+        caller_of(&mut n, SW2, 5062, FREQS[1], "8000"),
+        caller_of(&mut n, SW2, 5063, FREQS[2], "8000"),
+    ];
+    n.run_for(secs(1));
+    each_hears_only_the_others(&mut n, &callers);
+    let bridged = |n: &mut Net, sw: Id| {
+        let logs = n.sw(sw).logs();
+        logs.iter()
+            .filter(|l| l.contains("8000 is on node sip:127.0.0.1:5060: bridged there"))
+            .count()
+    };
+    assert_eq!(bridged(&mut n, b), 2, "{:?}", n.sw(b).logs());
+    assert_eq!(bridged(&mut n, a), 0);
+    for &(ua, c) in &callers {
+        hang_up(&mut n, ua, c, secs(2));
+    }
+    assert_eq!(n.sw(a).active_calls() + n.sw(b).active_calls(), 0);
+    let (ua, c) = caller_of(&mut n, SW2, 5064, FREQS[0], "8000");
+    let logs = n.sw(b).logs();
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("joined conference 8000 as member (1 in")),
+        "the room is free again, and b's now: {logs:?}"
+    );
+    hang_up(&mut n, ua, c, secs(2));
 }
 
 #[test]

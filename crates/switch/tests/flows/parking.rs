@@ -551,3 +551,60 @@ fn a_user_retrieves_a_call_parked_on_another_worker_after_one_challenge() {
     let parker = n.sw(sw).cdrs().iter().any(|c| c["user"] == "1001");
     assert!(parker, "the parker's calls are the user's");
 }
+
+/// Two switches on one store, each naming itself in `[cluster]`: Alice parks on the first and
+/// gets 701, Dave parks on the second and gets 702 (701 is the first's); Carol dials 701 on the
+/// second, which bridges her to the first, where she is joined to Alice. Once Alice's call
+/// ends, 701 is free for the second switch too.
+#[test]
+fn a_call_parked_on_one_switch_is_retrieved_through_another() {
+    const SW2: &str = "127.0.0.2:5060";
+    let mut n = Net::new(21);
+    let node = |addr: &str| format!("{TOML}\n[cluster]\nnode_uri = \"sip:{addr}\"\n");
+    let one = n.switch(&node(SW), &[SW], 2);
+    let two = n.switch_sharing(&node(SW2), &[SW2], 1, one);
+    let (a, c, d) = (
+        n.ua(ALICE, "alice"),
+        n.ua(CAROL, "1002"),
+        n.ua(DAVE, "dave"),
+    );
+    n.agent(a).send_rtp = true;
+    n.agent(c).send_rtp = true;
+    let parked = n.invite(a, "sip:700@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a, parked)));
+    let other = n.invite(d, "sip:700@127.0.0.2", SW2);
+    assert!(n.run_until(secs(2), confirmed(d, other)));
+    n.run_for(ms(500));
+    let parked_in = |n: &mut Net, sw: Id, slot: &str| {
+        let want = format!("parked in slot {slot} of lot default");
+        n.sw(sw).logs().iter().filter(|l| l.contains(&want)).count()
+    };
+    assert_eq!(parked_in(&mut n, one, "701"), 1, "{:?}", n.sw(one).logs());
+    assert_eq!(parked_in(&mut n, two, "702"), 1, "{:?}", n.sw(two).logs());
+
+    let r = n.invite(c, "sip:701@127.0.0.2", SW2);
+    assert!(
+        n.run_until(secs(2), confirmed(c, r)),
+        "{:?}",
+        invite_statuses(&mut n, c, r)
+    );
+    let t = n.now;
+    n.run_for(secs(1));
+    assert!(rtp_after(&mut n, c, t) > 40, "Carol hears Alice");
+    let logs = n.sw(two).logs();
+    let bridged = "701 is on node sip:127.0.0.1:5060: bridged there";
+    assert!(logs.iter().any(|l| l.contains(bridged)), "{logs:?}");
+    n.bye(c, r);
+    assert!(n.run_until(secs(2), |n| n
+        .agent(a)
+        .call(parked)
+        .requests_of(&Method::Bye)
+        .len()
+        == 1));
+    assert!(n.run_until(secs(2), |n| n.sw(one).active_calls() == 0));
+
+    let again = n.invite(c, "sip:700@127.0.0.2", SW2);
+    assert!(n.run_until(secs(2), confirmed(c, again)));
+    n.run_for(ms(500));
+    assert_eq!(parked_in(&mut n, two, "701"), 1, "{:?}", n.sw(two).logs());
+}

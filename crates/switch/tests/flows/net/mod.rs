@@ -354,8 +354,18 @@ impl Net {
     /// A strowger switch with `workers` workers listening on `addrs`, configured by `toml`
     /// (on top of the built-in defaults).
     pub fn switch(&mut self, toml: &str, addrs: &[&str], workers: usize) -> Id {
+        self.switch_on(Shared::new(toml), addrs, workers)
+    }
+
+    /// `switch`, on the store of switch `other` (two nodes sharing a Redis).
+    pub fn switch_sharing(&mut self, toml: &str, addrs: &[&str], workers: usize, other: Id) -> Id {
+        let mut shared = Shared::new(toml);
+        shared.store = self.sw(other).shared.store.clone();
+        self.switch_on(shared, addrs, workers)
+    }
+
+    fn switch_on(&mut self, shared: Shared, addrs: &[&str], workers: usize) -> Id {
         let addrs: Vec<SocketAddr> = addrs.iter().map(|a| a.parse().unwrap()).collect();
-        let shared = Shared::new(toml);
         *shared.dns.lock().unwrap() = self.dns.clone();
         let id = self.stations.len();
         let base = 20000 + 2000 * id as u16;

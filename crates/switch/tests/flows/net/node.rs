@@ -63,11 +63,13 @@ struct NodeHost {
 /// Spare RTP pairs a node keeps handed in, as the worker keeps them bound.
 const SPARE: usize = 32;
 
-/// A location and credential store in memory, shared by the workers of one switch.
+/// A location and credential store in memory, shared by the workers of one switch (or of
+/// several, standing for a Redis they share: `Net::switch_sharing`).
 #[derive(Default)]
 pub struct MemStore {
     bindings: Mutex<HashMap<String, Vec<Binding>>>,
     users: Mutex<HashMap<String, Credentials>>,
+    claims: store::LocalClaims,
 }
 
 impl MemStore {
@@ -80,6 +82,10 @@ impl MemStore {
 }
 
 impl store::LocationStore for MemStore {
+    fn claims(&self) -> Option<&dyn store::Claims> {
+        Some(&self.claims)
+    }
+
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> store::Result<Vec<Binding>> {
         let mut map = self.bindings.lock().unwrap();
         let list = map.remove(aor).unwrap_or_default();
@@ -227,6 +233,8 @@ impl Node {
         s.data_dir = std::env::temp_dir().display().to_string();
         s.rendezvous = shared.rendezvous.clone();
         s.queues = shared.queues.clone();
+        // The store in memory stands for a shared one when the configuration names the node.
+        s.cluster = cfg.cluster.node_uri.as_deref().map(Into::into);
         let engine = Engine::new(
             s,
             Arc::new(cfg.dialplan.clone()),

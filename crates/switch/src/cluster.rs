@@ -1,0 +1,178 @@
+//! What the nodes sharing one Redis hold for each other: which node hosts a conference room and
+//! which holds a park slot. Each is a claim in the store (`store::Claims`: a name, its holder —
+//! this node's `cluster.node_uri` — and when the claim lapses), asked for as a store operation
+//! like any other, so no worker ever waits on Redis. Only calls that use a room or a slot touch
+//! the store; a room's claim is renewed while it has members.
+//!
+//! A caller that reaches a room or a slot another node holds is bridged there, to the same
+//! extension on that node (the nodes share the dialplan, and trust each other's addresses).
+//! While the store cannot be reached, each node keeps its rooms and slots to itself, as a
+//! single node does: logged once when it starts and once when it ends.
+
+use crate::engine::Engine;
+use crate::io::Level;
+use crate::registrar::{Pending, StoreOp, StoreReply, StoreResult};
+use std::time::{Duration, Instant};
+
+/// How long a room's claim lives unless renewed (a node that dies frees its rooms within this
+/// time), and how much longer than its lot's timeout a park slot's claim lives.
+pub(crate) const CLAIM_TTL: Duration = Duration::from_secs(60);
+/// How often a node renews the claims of its rooms in use.
+pub(crate) const RENEW_EVERY: Duration = Duration::from_secs(20);
+/// How long a caller bridged to the node that hosts a room or holds a slot waits for it.
+const BRIDGE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// This worker's view of the shared store's claims.
+#[derive(Default)]
+pub(crate) struct Cluster {
+    /// The store could not be reached at the last claim (the episode is logged once).
+    away: bool,
+}
+
+/// What a claim operation was for.
+pub(crate) enum Why {
+    /// A caller of `conference ROOM` (conference.rs), before anything is answered.
+    Room { call: usize, gen: u64, room: String },
+    /// A room of this node renewing its claim.
+    Renew { room: String },
+    /// A `park` step's slot (parking.rs).
+    Park { call: usize, gen: u64, lot: String },
+    /// A `retrieve` step looking for a slot parked on another node (parking.rs).
+    Retrieve { call: usize, gen: u64, slot: String },
+    /// A claim given up: only a failure is of interest.
+    Release,
+}
+
+/// The claim set of conference room `room` (one per room, so a Redis Cluster spreads them).
+pub(crate) fn room_set(room: &str) -> String {
+    format!("room:{room}")
+}
+
+/// The claim set of park lot `lot`: its slots in one set, so the first free is one operation.
+pub(crate) fn lot_set(lot: &str) -> String {
+    format!("park:{lot}")
+}
+
+/// `exten` at the node whose URI is `node` (`sip:HOST[:PORT][;params]`).
+pub(crate) fn at_node(node: &str, exten: &str) -> String {
+    let rest = node.strip_prefix("sip:").unwrap_or(node);
+    format!("sip:{exten}@{rest}")
+}
+
+impl Engine {
+    /// This node's URI when rooms and slots are claimed in a shared store.
+    pub(crate) fn cluster_node(&self) -> Option<String> {
+        self.s.cluster.as_deref().map(str::to_string)
+    }
+
+    /// Asks the store for the first free of `names` in `set`, for this node, for `ttl`.
+    pub(crate) fn cluster_claim(
+        &mut self,
+        set: String,
+        names: Vec<String>,
+        ttl: Duration,
+        why: Why,
+    ) {
+        let Some(holder) = self.cluster_node() else {
+            return;
+        };
+        let op = StoreOp::Claim {
+            set,
+            names,
+            holder,
+            now: self.clock.unix(),
+            ttl_s: ttl.as_secs().max(1),
+        };
+        self.store_op(op, Pending::Cluster(why));
+    }
+
+    /// Gives up this node's claim of `name` in `set`.
+    pub(crate) fn cluster_release(&mut self, set: String, name: String) {
+        let Some(holder) = self.cluster_node() else {
+            return;
+        };
+        let op = StoreOp::Release { set, name, holder };
+        self.store_op(op, Pending::Cluster(Why::Release));
+    }
+
+    /// Asks who holds `name` in `set`.
+    pub(crate) fn cluster_holder(&mut self, set: String, name: String, why: Why) {
+        let now = self.clock.unix();
+        self.store_op(StoreOp::Holder { set, name, now }, Pending::Cluster(why));
+    }
+
+    /// Whether `call` came from node `node` (its caller is that node's bridge): sending it back
+    /// there would loop, were the two nodes to disagree for a moment on who holds what.
+    pub(crate) fn came_from(&self, call: usize, node: &str) -> bool {
+        let from = self.calls[call].caller().peer_addr();
+        sip::Uri::parse(node)
+            .ok()
+            .as_ref()
+            .and_then(crate::bridge::resolve)
+            .is_some_and(|p| p.addr == from)
+    }
+
+    /// Bridges `call` to `exten` on the node `node`, where its room or slot is.
+    pub(crate) fn bridge_to_node(&mut self, call: usize, node: &str, exten: &str, now: Instant) {
+        let uri = at_node(node, exten);
+        let call_id = self.calls[call].caller().call_id().to_string();
+        let msg = format!("{exten} is on node {node}: bridged there");
+        self.log(Level::Info, Some(&call_id), msg);
+        let b = crate::hunt::BridgeStep {
+            uri,
+            timeout: BRIDGE_TIMEOUT,
+            strategy: None,
+            member_timeout: None,
+            turn: Default::default(),
+        };
+        self.bridge_step(call, b, now);
+    }
+
+    /// A claim operation's answer: the store's reply, or None while the store is away (logged
+    /// once per episode: the caller then goes on as a single node would).
+    fn cluster_reply(&mut self, result: StoreResult) -> Option<StoreReply> {
+        match result {
+            Ok(r) => {
+                if std::mem::take(&mut self.cluster.away) {
+                    let msg = "cluster: the store answers again: conference rooms and park slots are shared with the other nodes again";
+                    self.log(Level::Info, None, msg.into());
+                }
+                Some(r)
+            }
+            Err(e) => {
+                if !std::mem::replace(&mut self.cluster.away, true) {
+                    self.warn(format!("cluster: {e}: conference rooms and park slots stay on this node until the store answers again"));
+                }
+                None
+            }
+        }
+    }
+
+    pub(crate) fn cluster_answered(&mut self, why: Why, result: StoreResult, now: Instant) {
+        let reply = self.cluster_reply(result);
+        match why {
+            Why::Room { call, gen, room } => self.room_claimed(call, gen, room, reply, now),
+            Why::Renew { room } => self.room_renewed(&room, reply),
+            Why::Park { call, gen, lot } => self.slot_claimed(call, gen, &lot, reply, now),
+            Why::Retrieve { call, gen, slot } => self.slot_located(call, gen, &slot, reply, now),
+            Why::Release => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_extension_at_a_node() {
+        assert_eq!(
+            at_node("sip:127.0.0.2:5070", "8000"),
+            "sip:8000@127.0.0.2:5070"
+        );
+        assert_eq!(
+            at_node("sip:10.0.0.2;transport=tcp", "701"),
+            "sip:701@10.0.0.2;transport=tcp"
+        );
+    }
+}
