@@ -9,7 +9,7 @@ use crate::common;
 use common::api::Api;
 use common::net::free_port;
 use common::registrar::{phone, registered};
-use common::servers::RedisCluster;
+use common::servers::{redis_cli, RedisCluster};
 use common::sip::Msg;
 use common::sipp::{Scenario, Sipp, SippProcess, SippResult};
 use common::switch::Opts;
@@ -318,6 +318,22 @@ fn a_killed_redis_master_loses_no_registration_and_calls_go_on() {
     };
     let stored = aors(&rig);
     assert_eq!(stored.len(), USERS.count(), "{stored:?}");
+    // Each binding change waited for a replica on its master.
+    let waits: u64 = rig
+        .redis
+        .masters()
+        .iter()
+        .filter_map(|&m| {
+            let stats = redis_cli(rig.redis.nodes[m].port, &["info", "commandstats"]);
+            let line = stats.lines().find(|l| l.starts_with("cmdstat_wait:"))?;
+            line.split(['=', ',']).nth(1)?.parse::<u64>().ok()
+        })
+        .sum();
+    assert!(
+        waits >= USERS.count() as u64,
+        "{waits} WAITs for {} REGISTERs",
+        USERS.count()
+    );
     let holder = *rig
         .redis
         .masters()
