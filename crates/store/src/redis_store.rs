@@ -105,14 +105,14 @@ enum Client {
 
 enum Conn {
     Single(redis::Connection),
-    Cluster(ClusterConnection),
+    Cluster(Box<ClusterConnection>),
 }
 
 impl Conn {
     fn like(&mut self) -> &mut dyn ConnectionLike {
         match self {
             Conn::Single(c) => c,
-            Conn::Cluster(c) => c,
+            Conn::Cluster(c) => &mut **c,
         }
     }
 }
@@ -180,7 +180,7 @@ impl RedisStore {
                 let _ = c.set_write_timeout(Some(TIMEOUT));
                 Conn::Single(c)
             }
-            Client::Cluster(c) => Conn::Cluster(c.get_connection().map_err(err)?),
+            Client::Cluster(c) => Conn::Cluster(Box::new(c.get_connection().map_err(err)?)),
         })
     }
 
