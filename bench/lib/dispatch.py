@@ -46,9 +46,9 @@ def start(args, rundir, name, text, ip="127.0.0.1"):
     """A strowger with configuration `text`, on a port of its own on `ip`; returns (process, port)."""
     path = os.path.join(rundir, f"{name}.toml")
     open(path, "w").write(text)
-    port, rtp = b.alloc_ports(1), b.alloc_ports(1000)
+    port, rtp = b.alloc_ports(1), b.alloc_ports(400)
     cmd = [args.bin, "--config", path, "--sip-listen", f"{ip}:{port}", "--rtp-ports",
-           f"{rtp}-{rtp + 999}", "--data-dir", os.path.join(rundir, f"{name}-data"), "--api-listen",
+           f"{rtp}-{rtp + 399}", "--data-dir", os.path.join(rundir, f"{name}-data"), "--api-listen",
            f"127.0.0.1:{b.alloc_ports(1)}"]
     log = open(os.path.join(rundir, f"{name}.log"), "w")
     p = b.spawn(cmd, rundir, log, log)
