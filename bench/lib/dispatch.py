@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Calls through an edge to strowger nodes (bench/dispatch.sh).
+"""Calls and REGISTERs through an edge to strowger nodes (bench/dispatch.sh).
 
-Three set-ups in one run: SIPp straight to one node ("direct"), and through an edge whose
-`[[dispatch]]` set holds one node ("edge-1") or two ("edge-2"). The nodes answer extension 9196
-(`answer`, then wait for the caller's BYE) and trust the edge; the edge serves edge.test with
-`proxy.dispatch`. At each --rates R a SIPp caller (tests/sipp/proxy_uac.xml, -d 0) places R × --seconds
-calls. Each process runs in its own session; its CPU is the run time of its threads
+Set-ups in one run (--setups): SIPp straight to one node ("direct"), and through an edge whose
+`[[dispatch]]` set holds one, two or three nodes ("edge-1", "edge-2", "edge-3"), each node on
+its own loopback address (127.0.0.2, .3, .4). The nodes answer extension 9196 (`answer`, then
+wait for the caller's BYE), know user 1001 and trust the edge; the edge serves edge.test and
+strowger with `proxy.dispatch`. At each --rates R a SIPp caller (tests/sipp/proxy_uac.xml, -d 0)
+places R × --seconds calls; at each --register-rates R SIPp registers 1001 with digest
+(tests/sipp/register.xml, each REGISTER a new Call-ID, so they spread over the nodes) R × --seconds
+times. The nodes' store is each its own local file, or with --redis-cluster one Redis Cluster of
+three masters and three replicas started here (every binding change waits for a replica).
+Each process runs in its own session; its CPU is the run time of its threads
 (/proc/PID/task/*/schedstat) from the caller's start to when its last call ended (or the
 calls' span + 2 s), divided by the calls completed.
 """
@@ -25,19 +30,25 @@ NODE = """[general]
 max_calls = 100000
 [security]
 trusted = ["127.0.0.1"]
+[registrar]
+domain = "strowger"
+store = "{store}"
+[[users]]
+user = "1001"
+password = "secret-1001"
 [[dialplan.contexts.default.rules]]
 exten = "9196"
 steps = ["answer", "wait 30"]
 """
 
 
-def start(args, rundir, name, text):
-    """A strowger with configuration `text`, on a port of its own; returns (process, port)."""
+def start(args, rundir, name, text, ip="127.0.0.1"):
+    """A strowger with configuration `text`, on a port of its own on `ip`; returns (process, port)."""
     path = os.path.join(rundir, f"{name}.toml")
     open(path, "w").write(text)
-    port, rtp = b.alloc_ports(1), b.alloc_ports(1000)
-    cmd = [args.bin, "--config", path, "--sip-listen", f"127.0.0.1:{port}", "--rtp-ports",
-           f"{rtp}-{rtp + 999}", "--data-dir", os.path.join(rundir, f"{name}-data"), "--api-listen",
+    port, rtp = b.alloc_ports(1), b.alloc_ports(400)
+    cmd = [args.bin, "--config", path, "--sip-listen", f"{ip}:{port}", "--rtp-ports",
+           f"{rtp}-{rtp + 399}", "--data-dir", os.path.join(rundir, f"{name}-data"), "--api-listen",
            f"127.0.0.1:{b.alloc_ports(1)}"]
     log = open(os.path.join(rundir, f"{name}.log"), "w")
     p = b.spawn(cmd, rundir, log, log)
@@ -45,20 +56,60 @@ def start(args, rundir, name, text):
     return p, port
 
 
-def edge_config(ports):
-    nodes = ", ".join(f'"sip:127.0.0.1:{p}"' for p in ports)
-    return (f'[proxy]\ndomains = ["edge.test"]\ndispatch = "nodes"\n'
+def edge_config(nodes):
+    """The edge over `nodes` ((ip, port) each), trusting them (it follows their Route to a phone)."""
+    uris = ", ".join(f'"sip:{ip}:{p}"' for ip, p in nodes)
+    ips = ", ".join(f'"{ip}"' for ip, _ in nodes)
+    return (f'[security]\ntrusted = [{ips}]\n'
+            f'[proxy]\ndomains = ["edge.test", "strowger"]\ndispatch = "nodes"\n'
             f'[[dialplan.contexts.default.rules]]\nexten = "9196"\nsteps = ["answer"]\n'
-            f'[[dispatch]]\nname = "nodes"\nnodes = [{nodes}]\n')
+            f'[[dispatch]]\nname = "nodes"\nnodes = [{uris}]\n')
 
 
-def run_rate(rundir, setup, target, rate, seconds, watched):
-    """One step: `rate` calls/s for `seconds` to `target`; CPU of each of `watched` (name → pid)."""
-    calls, tag = rate * seconds, f"{setup}-{rate}"
+def wait_until(ok, seconds):
+    """Polls `ok` every 0.1 s for up to `seconds`; raises if it never holds."""
+    deadline = time.time() + seconds
+    while not ok():
+        if time.time() > deadline:
+            raise RuntimeError(f"not ready within {seconds} s")
+        time.sleep(0.1)
+
+
+def redis_cluster(rundir):
+    """Three Redis masters and three replicas on free ports (stopped with the other children);
+    returns the redis+cluster:// URL."""
+    addrs = []
+    for i in range(6):
+        port, bus = b.alloc_ports(1), b.alloc_ports(1)
+        d = os.path.join(rundir, f"redis-{port}")
+        os.makedirs(d)
+        b.spawn(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled",
+                 "yes", "--cluster-port", str(bus), "--cluster-config-file", "nodes.conf",
+                 "--cluster-node-timeout", "2000", "--save", "", "--appendonly", "no", "--dir", d],
+                d, subprocess.DEVNULL, subprocess.DEVNULL)
+        addrs.append(f"127.0.0.1:{port}")
+    for a in addrs:
+        wait_until(lambda: subprocess.run(["redis-cli", "-p", a.split(":")[1], "ping"],
+                                            capture_output=True).returncode == 0, 10)
+    subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "1",
+                    "--cluster-yes"], check=True, capture_output=True, timeout=60)
+    wait_until(lambda: b"cluster_state:ok" in subprocess.run(
+        ["redis-cli", "-p", addrs[0].split(":")[1], "cluster", "info"],
+        capture_output=True).stdout, 30)
+    return "redis+cluster://" + ",".join(addrs)
+
+
+def run_rate(rundir, setup, target, rate, seconds, watched, what="calls"):
+    """One step: `rate` calls (or REGISTERs) a second for `seconds` to `target`; CPU of each of
+    `watched` (name → pid)."""
+    calls, tag = rate * seconds, f"{setup}-{what}-{rate}"
     cpu = lambda: {n: b.session_cpu(pid) for n, pid in watched.items()}  # noqa: E731
     t0, cpu0 = time.time(), cpu()
-    uac = proxy.sipp([f"127.0.0.1:{target}", "-sf", os.path.join(proxy.SIPP, "proxy_uac.xml"), "-s",
-                      "9196", "-key", "domain", "edge.test", "-d", "0", "-r", str(rate), "-m",
+    scenario = (["-sf", os.path.join(proxy.SIPP, "proxy_uac.xml"), "-s", "9196", "-key", "domain",
+                 "edge.test", "-d", "0"] if what == "calls" else
+                ["-sf", os.path.join(proxy.SIPP, "register.xml"), "-s", "1001", "-au", "1001",
+                 "-ap", "secret-1001"])
+    uac = proxy.sipp([f"127.0.0.1:{target}", *scenario, "-r", str(rate), "-m",
                       str(calls), "-l", str(rate * 4), "-p", str(b.alloc_ports(1))], f"uac-{tag}",
                      rundir, seconds + 30)
     deadline = t0 + seconds + 2
@@ -71,18 +122,23 @@ def run_rate(rundir, setup, target, rate, seconds, watched):
     t1, cpu1 = time.time(), cpu()
     ok, failed = proxy.sipp_counts(rundir, f"uac-{tag}")
     failed = max(failed, calls - ok)
-    row = {"setup": setup, "rate": rate, "calls": calls, "completed": ok, "failed": failed,
-           "wall_s": round(t1 - t0, 1)}
+    row = {"setup": setup, "what": what, "rate": rate, "calls": calls, "completed": ok,
+           "failed": failed, "wall_s": round(t1 - t0, 1), "loadavg": b.loadavg()}
     for n in watched:
         row[f"{n}_cpu_ms_per_call"] = round((cpu1[n] - cpu0[n]) * 1000 / ok, 4) if ok else None
-    b.log(f"{setup} {rate} calls/s: {row}")
+    b.log(f"{setup} {rate} {what}/s: {row}")
     return row
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", type=int, nargs="+", default=[200, 400])
+    ap.add_argument("--register-rates", type=int, nargs="*", default=[200])
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--setups", nargs="+", default=["direct", "edge-1", "edge-2", "edge-3"],
+                    choices=["direct", "edge-1", "edge-2", "edge-3"])
+    ap.add_argument("--redis-cluster", action="store_true",
+                    help="the nodes' store: a 3+3 Redis Cluster started here (default: local files)")
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     args = ap.parse_args()
     for s in (signal.SIGINT, signal.SIGTERM):
@@ -90,29 +146,43 @@ def main():
     rundir = b.run_dir("dispatch")
     rows = []
     try:
-        for setup, count in (("direct", 1), ("edge-1", 1), ("edge-2", 2)):
-            nodes = [start(args, rundir, f"{setup}-node{i}", NODE) for i in range(count)]
-            watched = {f"node{i}": p.pid for i, (p, _) in enumerate(nodes)}
-            target = nodes[0][1]
+        cluster = redis_cluster(rundir) if args.redis_cluster else None
+        for setup in args.setups:
+            count = 1 if setup == "direct" else int(setup.split("-")[1])
+            nodes = []
+            for i in range(count):
+                store = cluster or f"local:{rundir}/{setup}-node{i}.snap"
+                ip = "127.0.0.1" if setup == "direct" else f"127.0.0.{i + 2}"
+                p, port = start(args, rundir, f"{setup}-node{i}", NODE.format(store=store), ip)
+                nodes.append((p, ip, port))
+            watched = {f"node{i}": p.pid for i, (p, _, _) in enumerate(nodes)}
+            target = nodes[0][2]
             if setup != "direct":
-                edge, target = start(args, rundir, f"{setup}-edge", edge_config([n[1] for n in nodes]))
+                edge, target = start(args, rundir, f"{setup}-edge",
+                                     edge_config([(ip, port) for _, ip, port in nodes]))
                 watched["edge"] = edge.pid
             time.sleep(2)  # started, and the edge's first probes answered
             for rate in args.rates:
                 rows.append(run_rate(rundir, setup, target, rate, args.seconds, watched))
+            for rate in args.register_rates:
+                rows.append(run_rate(rundir, setup, target, rate, args.seconds, watched, "register"))
             for pid in watched.values():
                 os.killpg(pid, signal.SIGTERM)
             time.sleep(1)
     finally:
         b.kill_children()
-    print("\n| set-up | rate (calls/s) | completed / failed | edge CPU-ms per call | nodes' CPU-ms per call |")
-    print("| --- | --- | --- | --- | --- |")
+    print("\n| set-up | what | rate (/s) | completed / failed | edge CPU-ms each | nodes' CPU-ms each "
+          "| load avg |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         nodes = sum(v for k, v in r.items() if k.startswith("node") and v)
         edge = r.get("edge_cpu_ms_per_call")
-        print(f"| {r['setup']} | {r['rate']} | {r['completed']} / {r['failed']} | "
-              f"{edge if edge is not None else '–'} | {nodes:.4f} |")
-    b.write_rows("dispatch.json", {"seconds": args.seconds, "rates": args.rates}, rows)
+        print(f"| {r['setup']} | {r['what']} | {r['rate']} | {r['completed']} / {r['failed']} | "
+              f"{edge if edge is not None else '–'} | {nodes:.4f} | {r['loadavg']} |")
+    b.write_rows("dispatch.json", {"seconds": args.seconds, "rates": args.rates,
+                                   "register_rates": args.register_rates,
+                                   "store": "redis-cluster 3+3" if args.redis_cluster else "local"},
+                 rows)
 
 
 if __name__ == "__main__":

@@ -3,22 +3,31 @@
 //! is one round trip: a server-side script reads the hash, applies the changes, writes it back
 //! and returns what remains, atomically, so instances sharing a Redis never lose each other's
 //! changes and nothing is retried. The script touches one key, so it runs unchanged on a Redis
-//! Cluster. (Bindings written by versions that kept them as one string under `strowger:loc:`
+//! Cluster, where a change is acknowledged only once a replica has it too (`WAIT 1`, see
+//! [`RedisStore::replicated`]), so a master's crash loses no acknowledged binding. (Bindings written by versions that kept them as one string under `strowger:loc:`
 //! are not read: phones register again within their expiry.) Users are keys too, listed
 //! through a set. Connections are pooled and dropped after any error, so operations fail while
 //! Redis is down and work again once it is back.
 
 use crate::claims::{Claim, Claims};
 use crate::{key, Binding, Change, CredentialStore, Credentials, Error, LocationStore, Result};
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::{ConnectionLike, ErrorKind, RedisError, Script, ServerErrorKind};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{ConnectionLike, ErrorKind, RedisError, Script, ServerErrorKind, Value};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 const USERS: &str = "strowger:users";
 /// Connections kept open: one per store thread (strowger runs 8).
 const POOL: usize = 8;
+/// How long a cluster change waits for a replica to acknowledge it (`WAIT 1 REPLICA_WAIT_MS`).
+const REPLICA_WAIT_MS: u64 = 200;
+/// After a `WAIT` no replica answered (a shard without one: a cluster with no replicas, or a
+/// replica promoted and not yet given one of its own), changes are acknowledged without
+/// waiting for this long, so such a shard costs one `REPLICA_WAIT_MS` per interval, not per
+/// REGISTER.
+const UNREPLICATED_FOR: Duration = Duration::from_secs(10);
 
 /// Applies changes to the bindings hash KEYS[1] and returns the bindings left (JSON each), the
 /// way `crate::apply` does: ARGV[1] is now (unix seconds), then per change `A` (remove all),
@@ -126,7 +135,19 @@ enum Client {
     Cluster(ClusterClient),
 }
 
-type Conn = Box<dyn ConnectionLike + Send>;
+enum Conn {
+    Single(redis::Connection),
+    Cluster(Box<ClusterConnection>),
+}
+
+impl Conn {
+    fn like(&mut self) -> &mut dyn ConnectionLike {
+        match self {
+            Conn::Single(c) => c,
+            Conn::Cluster(c) => &mut **c,
+        }
+    }
+}
 
 pub struct RedisStore {
     /// The URL as given, for errors.
@@ -136,6 +157,9 @@ pub struct RedisStore {
     update: Script,
     claim: Script,
     release: Script,
+
+    /// Until when changes skip `WAIT` (see `UNREPLICATED_FOR`).
+    unreplicated_until: Mutex<Option<Instant>>,
 }
 
 fn node_url(host: &str, port: u16) -> String {
@@ -176,6 +200,8 @@ impl RedisStore {
             update: Script::new(UPDATE),
             claim: Script::new(CLAIM),
             release: Script::new(RELEASE),
+
+            unreplicated_until: Mutex::new(None),
         }
     }
 
@@ -190,31 +216,58 @@ impl RedisStore {
                 let c = c.get_connection_with_timeout(TIMEOUT).map_err(err)?;
                 let _ = c.set_read_timeout(Some(TIMEOUT));
                 let _ = c.set_write_timeout(Some(TIMEOUT));
-                Box::new(c)
+                Conn::Single(c)
             }
-            Client::Cluster(c) => Box::new(c.get_connection().map_err(err)?),
+            Client::Cluster(c) => Conn::Cluster(Box::new(c.get_connection().map_err(err)?)),
         })
+    }
+
+    /// On a cluster connection, after a change to `key`: waits up to `REPLICA_WAIT_MS` for a
+    /// replica of the key's master to have it (`WAIT 1` on the connection that wrote it, so it
+    /// counts that write). Redis replicates asynchronously, and a master killed before its
+    /// replica had a change would lose it on failover; a REGISTER answered 200 after this
+    /// survives the loss of any one node. An error (the master gone right after the write)
+    /// fails the change, so the phone is told to retry rather than told it is registered. When
+    /// no replica answers (a shard without one) the change stands, and `UNREPLICATED_FOR`
+    /// spares the next ones the wait.
+    fn replicated(&self, conn: &mut Conn, key: &str) -> redis::RedisResult<()> {
+        let Conn::Cluster(c) = conn else {
+            return Ok(());
+        };
+        let mut skip = self.unreplicated_until.lock().unwrap();
+        if skip.is_some_and(|until| Instant::now() < until) {
+            return Ok(());
+        }
+        drop(skip);
+        let route = Route::with_key(key, SlotAddr::Master);
+        let wait = redis::cmd("WAIT").arg(1).arg(REPLICA_WAIT_MS).clone();
+        let acked = c.route_command(
+            &wait,
+            RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+        )?;
+        if matches!(acked, Value::Int(0)) {
+            skip = self.unreplicated_until.lock().unwrap();
+            *skip = Some(Instant::now() + UNREPLICATED_FOR);
+        }
+        Ok(())
     }
 
     /// Runs `f` on a pooled connection; a connection that saw an error is dropped. A pooled
     /// connection may have died with a restarted server: then one more try on a new one.
-    fn with<T>(
-        &self,
-        mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
-    ) -> Result<T> {
+    fn with<T>(&self, mut f: impl FnMut(&mut Conn) -> redis::RedisResult<T>) -> Result<T> {
         let pooled = self.pool.lock().unwrap().pop();
         let reused = pooled.is_some();
         let mut conn = match pooled {
             Some(c) => c,
             None => self.connect()?,
         };
-        let mut result = f(&mut *conn);
+        let mut result = f(&mut conn);
         if let Err(e) = &result {
             if reused && (e.is_io_error() || e.is_connection_dropped()) {
                 // A restarted server leaves every pooled connection dead: drop them all.
                 self.pool.lock().unwrap().clear();
                 conn = self.connect()?;
-                result = f(&mut *conn);
+                result = f(&mut conn);
             }
         }
         match result {
@@ -230,7 +283,7 @@ impl RedisStore {
     }
 
     fn get(&self, k: &str) -> Result<Option<String>> {
-        self.with(|con| redis::cmd("GET").arg(k).query(con))
+        self.with(|con| redis::cmd("GET").arg(k).query(con.like()))
     }
 }
 
@@ -336,12 +389,17 @@ impl LocationStore for RedisStore {
                 }
             }
         }
-        self.with(|con| inv.invoke(con)).map(decode)
+        self.with(|con| {
+            let out = inv.invoke(con.like())?;
+            self.replicated(con, &k)?;
+            Ok(out)
+        })
+        .map(decode)
     }
 
     fn lookup(&self, aor: &str, now: u64) -> Result<Vec<Binding>> {
         let values: Vec<String> =
-            self.with(|con| redis::cmd("HVALS").arg(key("aor", aor)).query(con))?;
+            self.with(|con| redis::cmd("HVALS").arg(key("aor", aor)).query(con.like()))?;
         Ok(decode(values)
             .into_iter()
             .filter(|b| b.expires_at > now)
@@ -361,20 +419,26 @@ impl CredentialStore for RedisStore {
         let name = format!("{}@{}", c.user, c.domain);
         let json = serde_json::to_string(c).map_err(|e| Error::encode("credentials", e))?;
         let k = key("user", &name);
-        self.with(|con| redis::cmd("SET").arg(&k).arg(&json).query::<()>(con))?;
-        self.with(|con| redis::cmd("SADD").arg(USERS).arg(&name).query::<()>(con))
+        self.with(|con| redis::cmd("SET").arg(&k).arg(&json).query::<()>(con.like()))?;
+        self.with(|con| {
+            redis::cmd("SADD")
+                .arg(USERS)
+                .arg(&name)
+                .query::<()>(con.like())
+        })
     }
 
     fn del_user(&self, user: &str, domain: &str) -> Result<bool> {
         let name = format!("{user}@{domain}");
         let k = key("user", &name);
-        let n: u32 = self.with(|con| redis::cmd("DEL").arg(&k).query(con))?;
-        let _: u32 = self.with(|con| redis::cmd("SREM").arg(USERS).arg(&name).query(con))?;
+        let n: u32 = self.with(|con| redis::cmd("DEL").arg(&k).query(con.like()))?;
+        let _: u32 = self.with(|con| redis::cmd("SREM").arg(USERS).arg(&name).query(con.like()))?;
         Ok(n > 0)
     }
 
     fn users(&self) -> Result<Vec<Credentials>> {
-        let names: Vec<String> = self.with(|con| redis::cmd("SMEMBERS").arg(USERS).query(con))?;
+        let names: Vec<String> =
+            self.with(|con| redis::cmd("SMEMBERS").arg(USERS).query(con.like()))?;
         let mut out = Vec::new();
         for n in names {
             if let Some(c) = self

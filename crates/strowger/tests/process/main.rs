@@ -8,6 +8,7 @@ mod auth;
 mod calls;
 mod cdr_db;
 mod cli;
+mod cluster;
 mod codec_calls;
 mod codecs;
 mod common;

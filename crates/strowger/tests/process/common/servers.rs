@@ -218,16 +218,34 @@ impl Drop for Server {
     }
 }
 
-/// A Redis Cluster of three masters (no replicas), each node's state in `dir`.
+/// A Redis Cluster of three masters, with or without a replica each, each node's state in `dir`.
 pub struct RedisCluster {
+    /// The masters first, then their replicas as `redis-cli --cluster create` paired them.
     pub nodes: Vec<Server>,
-    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`
+    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,…` (every node).
     pub url: String,
 }
 
+/// `redis-cli ARGS` against the node on `port`: its output (empty if it could not run).
+pub fn redis_cli(port: u16, args: &[&str]) -> String {
+    Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
 impl RedisCluster {
+    /// Three masters, no replicas.
     pub fn start(dir: &Path) -> RedisCluster {
-        let nodes: Vec<Server> = (0..3)
+        RedisCluster::with_replicas(dir, 0)
+    }
+
+    /// Three masters and `replicas` replicas of each. A node missing for 1 s is failed
+    /// (`cluster-node-timeout 1000`), so a replica takes over a killed master in about 2 s.
+    pub fn with_replicas(dir: &Path, replicas: usize) -> RedisCluster {
+        let nodes: Vec<Server> = (0..3 * (1 + replicas))
             .map(|_| {
                 let port = free_port();
                 let node_dir = dir.join(format!("cluster-{port}"));
@@ -241,15 +259,14 @@ impl RedisCluster {
                     &bus,
                     "--cluster-config-file",
                     "nodes.conf",
+                    "--cluster-node-timeout",
+                    "1000",
                     "--save",
                     "",
                     "--appendonly",
                     "no",
                 ];
                 let mut args = redis_args(port, &extra);
-                // The bus port defaults to port + 10000, past 65535 for a high free port.
-                let bus = free_port().to_string();
-                args.extend(["--cluster-port".to_string(), bus]);
                 args.extend(["--dir".to_string(), node_dir.display().to_string()]);
                 Server::spawn("redis-server", args, String::new(), port)
             })
@@ -261,27 +278,50 @@ impl RedisCluster {
         let out = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .unwrap_or_else(|e| panic!("redis-cli (run scripts/setup.sh): {e}"));
         assert!(out.status.success(), "redis-cli --cluster create: {out:?}");
-        // The nodes agree on the slots a little after create returns.
-        let ok = wait_for(Duration::from_secs(20), || {
-            let info = Command::new("redis-cli")
-                .args(["-p", &nodes[0].port.to_string(), "cluster", "info"])
-                .output()
-                .ok()?;
-            String::from_utf8_lossy(&info.stdout)
-                .contains("cluster_state:ok")
-                .then_some(())
+        let cluster = RedisCluster {
+            url: format!("redis+cluster://{}", addrs.join(",")),
+            nodes,
+        };
+        // The nodes agree on the slots, and replicas have synced, a little after create returns.
+        let ok = wait_for(Duration::from_secs(30), || {
+            let synced = cluster.nodes.iter().all(|n| {
+                let info = redis_cli(n.port, &["info", "replication"]);
+                info.contains("role:master") || info.contains("master_link_status:up")
+            });
+            (synced && cluster.ok()).then_some(())
         });
         assert!(
             ok.is_some(),
-            "the Redis Cluster never reached cluster_state:ok"
+            "the Redis Cluster never reached cluster_state:ok with its replicas in sync"
         );
-        RedisCluster {
-            url: format!("redis+cluster://{}", addrs.join(",")),
-            nodes,
-        }
+        cluster
+    }
+
+    /// Every running node says `cluster_state:ok`.
+    pub fn ok(&self) -> bool {
+        self.nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .all(|n| redis_cli(n.port, &["cluster", "info"]).contains("cluster_state:ok"))
+    }
+
+    /// The running nodes that are masters now.
+    pub fn masters(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].child.is_some())
+            .filter(|&i| redis_cli(self.nodes[i].port, &["role"]).starts_with("master"))
+            .collect()
+    }
+
+    /// The keys matching `pattern` on the node `i` (its own, not the cluster's).
+    pub fn keys(&self, i: usize, pattern: &str) -> Vec<String> {
+        redis_cli(self.nodes[i].port, &["--scan", "--pattern", pattern])
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 }
