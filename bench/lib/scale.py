@@ -852,16 +852,19 @@ def speedup(args, rundir):
                                              for w, g in got.items()))
     measured = [r for r in rows if not r["warm_up"]]
     summ = summary(measured, "cpu_ms_per_call_s")
-    print_summary("held-call CPU ms per call-second", summ)
     pairs = pair_speedups(measured, "cpu_ms_per_call_s")
+    for w, p in pairs.items():
+        # The figure is the pairs' median, not the ratio of the cost medians.
+        summ[w].pop("speedup", None)
+        if p["pairs"]:
+            summ[w]["speedup"] = p["median"]
+    print_summary("held-call CPU ms per call-second", summ)
     for w, p in pairs.items():
         failed = f"; {p['failed_pairs']} pair(s) with failed calls left out" if p["failed_pairs"] else ""
         print(f"speed-up {args.workers[0]} -> {w} workers: " +
               (f"median x{p['median']} over {p['pairs']} pairs (min {p['min']}, max {p['max']}; each pair "
                f"{', '.join(map(str, p['speedups']))}){failed}" if p["pairs"] else f"no pair without failed calls{failed}"),
               flush=True)
-        # The report's figure: the pairs' median, not the ratio of the medians above.
-        summ[w]["speedup"] = p.get("median")
     save("speedup", {"rows": rows, "summary": summ, "pairs": pairs, "hold_s": hold, "window_s": SPEEDUP_WINDOW,
                      "machine": b.machine_info(args)})
 
