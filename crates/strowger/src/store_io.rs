@@ -13,7 +13,7 @@ use mio::{Interest, Registry, Token};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use store::pipe::{self, Pending};
@@ -25,8 +25,6 @@ pub const PIPE: Token = Token(998);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a broken or refused connection rests before the next try.
 const RECONNECT: Duration = Duration::from_secs(1);
-/// How long a store thread that waited a second in vain lets another wait on the queue.
-const STEP_ASIDE: Duration = Duration::from_millis(10);
 
 pub struct Job {
     worker: usize,
@@ -362,29 +360,13 @@ fn timed(store: &dyn store::Store, op: StoreOp, board: &Board) -> StoreResult {
     result
 }
 
-/// Runs the jobs the workers send. A thread that worked and then waited a second for the next
-/// job hands its allocator cache back (`allocator::release_thread_cache`), so what a burst left
-/// there does not keep its pages. One thread at a time waits on the queue; after its second it
-/// leaves the queue to the others for [`STEP_ASIDE`], so each idle thread gets its turn.
 fn serve(store: &dyn store::Store, mail: &Mailboxes, rx: &Mutex<Receiver<Job>>, board: &Board) {
-    let mut worked = false;
     loop {
         let job = match rx.lock() {
-            Ok(rx) => rx.recv_timeout(Duration::from_secs(1)),
+            Ok(rx) => rx.recv(),
             Err(_) => return,
         };
-        let job = match job {
-            Ok(job) => job,
-            Err(RecvTimeoutError::Timeout) => {
-                if std::mem::take(&mut worked) {
-                    crate::allocator::release_thread_cache();
-                }
-                std::thread::sleep(STEP_ASIDE);
-                continue;
-            }
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        worked = true;
+        let Ok(job) = job else { return };
         let result = timed(store, job.op, board);
         let result = match store.commit() {
             Ok(()) => result,

@@ -294,8 +294,6 @@ pub struct Worker {
     pub tcp_per_source: HashMap<IpAddr, usize>,
     /// When the TCP connections are next checked for idle and unauthenticated ones.
     pub next_conn_sweep: Instant,
-    /// When this thread's allocator cache is next handed back (`allocator::release_thread_cache`).
-    pub next_cache_release: Instant,
     /// A listener's accept failed (out of descriptors): it is tried again on the next sweep,
     /// since its readiness is edge-triggered.
     pub accept_retry: bool,
@@ -378,7 +376,6 @@ impl Worker {
             tcp: TcpLimits::default(),
             tcp_per_source: HashMap::new(),
             next_conn_sweep: Instant::now(),
-            next_cache_release: Instant::now() + crate::allocator::RELEASE_EVERY,
             accept_retry: false,
             tcp_refused_logged: None,
             feed: crew.feed,
@@ -477,10 +474,6 @@ impl Worker {
             self.tick_if_due(now);
             if now >= self.next_conn_sweep {
                 self.sweep_conns(now);
-            }
-            if now >= self.next_cache_release {
-                self.next_cache_release = now + crate::allocator::RELEASE_EVERY;
-                crate::allocator::release_thread_cache();
             }
             if now >= self.next_publish {
                 self.publish(now);
