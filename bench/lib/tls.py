@@ -152,7 +152,8 @@ for s in held:
 rundir = b.run_dir("tls")
 b.keep(args, rundir, "tls.json", {
     "registers": regs, "connections": conns, "cpu_us_per_register": {k: round(v, 1) for k, v in results.items()},
-    "kib_per_idle_connection": {k: round(v, 1) for k, v in per_conn.items()}, "machine": b.machine_info(argparse.Namespace(server="strowger", workers=None, sipp_rcvbuf=None))})
+    "kib_per_idle_connection": {k: round(v, 1) for k, v in per_conn.items()}, "machine": b.machine_info(argparse.Namespace(server="strowger", workers=None, sipp_rcvbuf=None,
+                                                   bin=os.readlink(f"/proc/{pid}/exe")))})
 b.summary(args, "SIP over TLS and WebSocket against UDP (bench/tls.sh)", "\n".join(
     ["| transport | CPU per REGISTER | ÷ UDP | RSS per idle connection |", "| --- | ---: | ---: | ---: |"]
     + [f"| {k} | {results[k]:.1f} µs | ×{results[k] / results['UDP']:.2f} | "
