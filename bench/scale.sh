@@ -3,9 +3,9 @@
 # playback+echo calls at rising counts (2 workers; with a port pair per call, then with
 # rtp.shared_ports against strowger-load --address-per-call), the same calls alternated with the
 # kernel's own cost for their packets (strowger-load floor; 2 rounds), the same calls with
-# rtp.shared_ports and with a port pair per call (2 rounds), B2BUA calls/s per core and media cost with 1 and 2 workers
-# (interleaved, 3 rounds), and held calls under a flood of new calls. Writes
-# bench/results/scale.{json,md,png}. About 55 minutes; every run is bounded in calls and time.
+# rtp.shared_ports and with a port pair per call (2 rounds), B2BUA calls/s per core with 1 and 2 workers
+# (interleaved, 3 rounds), the 1 -> 2 worker speed-up of media (6 pairs), and held calls under a flood of new calls. Writes
+# bench/results/scale.{json,md,png}. About an hour; every run is bounded in calls and time.
 #
 # Knobs (environment): LEVELS="1000 2000 3000 4000 5000", TESTS="capacity capacity-shared floor shared b2bua speedup overload",
 # NO_BUILD=1, REALTIME=P (the server's workers at SCHED_FIFO priority P: general.realtime_priority).
@@ -24,7 +24,7 @@ for t in ${TESTS:-capacity capacity-shared floor shared b2bua speedup overload};
     floor) python3 $py floor --workers 2 --levels 1000 2000 --rate 250 --hold 45 --repeat 2 ;;
     shared) python3 $py shared --workers 2 --levels 1000 2000 --rate 250 --hold 35 --repeat 2 ;;
     b2bua) python3 $py b2bua --workers 1 2 --calls 20000 --rate 3000 --repeat 3 ;;
-    speedup) python3 $py speedup --workers 1 2 --calls 1000 --rate 250 --hold 35 --repeat 3 ;;
+    speedup) python3 $py speedup ;;  # 6 pairs of 2,000 held calls after a warm-up pair, about 9 minutes
     overload) python3 $py overload --realtime ${REALTIME:-0} --calls 1000 --rate 250 --hold 50 --flood ${FLOOD:-25000} ;;
   esac
 done

@@ -6,10 +6,17 @@
 # after 1,000 connections finish their handshakes or upgrades and stay open; loopback is
 # whitelisted in the default configuration, so security.tcp_max_per_source does not apply).
 # Bounded: REGISTERs and connections are counted, a run takes under a minute.
-# Usage: bench/tls.sh [BIN] [REGISTERS] [CONNECTIONS]   (default target/release/strowger 20000 1000)
+# Figures: tls.json under bench/out/; --record (or RECORD=1) also copies it to bench/results/ and
+# appends the summary to bench/RESULTS.md.
+# Usage: bench/tls.sh [--record] [BIN] [REGISTERS] [CONNECTIONS]   (default target/release/strowger 20000 1000)
 set -euo pipefail
 source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "" "$@"
 cd "$(dirname "$0")/.."
+record=()
+if [[ ${1:-} == --record ]]; then
+  record=(--record)
+  shift
+fi
 bin=$(realpath "${1:-target/release/strowger}")
 regs=${2:-20000}
 conns=${3:-1000}
@@ -22,4 +29,4 @@ ulimit -n 8192
   --ws-listen 127.0.0.1:25072 --rtp-ports 30000-30099 --data-dir "$dir/data" --api-listen "" 2>"$dir/strowger.log" &
 pid=$!
 for _ in $(seq 50); do grep -q 'worker(s)' "$dir/strowger.log" && break; sleep 0.2; done
-python3 bench/lib/tls.py "$pid" 127.0.0.1 25070 25071 "$dir/data/tls/cert.pem" "$regs" "$conns" 25072
+python3 bench/lib/tls.py "${record[@]}" "$pid" 127.0.0.1 25070 25071 "$dir/data/tls/cert.pem" "$regs" "$conns" 25072

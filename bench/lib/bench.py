@@ -760,10 +760,12 @@ RESULTS_MD = os.path.join(BENCH, "RESULTS.md")
 
 
 def add_record_flag(ap):
-    """--record: the run's summary goes to the end of bench/RESULTS.md too ([`summary`])."""
+    """--record: the run's summary goes to the end of bench/RESULTS.md too ([`summary`]), and its
+    result files to bench/results/ ([`keep`])."""
     ap.add_argument("--record", action="store_true", default=os.environ.get("RECORD") == "1",
                     help="append this run's summary, with its command, date, commit and machine, to "
-                         "bench/RESULTS.md (RECORD=1 in the environment does the same)")
+                         "bench/RESULTS.md and copy its result files from bench/out/ to bench/results/ "
+                         "(RECORD=1 in the environment does the same)")
 
 
 def cpu_model():
@@ -806,6 +808,24 @@ def run_dir(name):
     os.makedirs(rundir, exist_ok=True)
     log(f"run directory {os.path.relpath(rundir, ROOT)}")
     return rundir
+
+
+def keep(args, rundir, name, data=None):
+    """A result file of the run: `data` (when given) written as JSON to NAME in the run directory
+    (bench/out/..., untracked), and with --record also copied to bench/results/NAME, where the
+    figures RESULTS.md cites live (bench/results/ is ignored by git: `git add -f` a file a section
+    cites). Returns the run directory's copy."""
+    path = os.path.join(rundir, name)
+    if data is not None:
+        with open(path, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+    if getattr(args, "record", False):
+        os.makedirs(RESULTS, exist_ok=True)
+        shutil.copy(path, os.path.join(RESULTS, name))
+        log(f"results: {os.path.relpath(path, ROOT)}, recorded as {os.path.relpath(os.path.join(RESULTS, name), ROOT)}")
+    else:
+        log(f"results: {os.path.relpath(path, ROOT)} (--record also keeps it in bench/results/)")
+    return path
 
 
 def write_rows(name, info, rows):

@@ -4,7 +4,10 @@
 rate with a short Expires; strowger's RSS (VmRSS) is read idle, once the N are registered, once
 their REGISTER transactions have ended and strowger's periodic sweep has run since (the bindings
 alone), and again after every binding has expired (and the store has had time to sweep them).
-Prints one line per backend and, with --json, writes the figures.
+Prints one line per backend and writes registrar-memory.json to a run directory under bench/out/;
+--record also copies it to bench/results/ and appends the table to bench/RESULTS.md. With --base,
+another build runs the same steps right before each backend's run of --strowger (A/B, minutes
+apart), and the table gives both.
 
 Loopback only; every run is bounded in operations and time. Standard library only.
 """
@@ -104,22 +107,33 @@ def main():
                          "bindings-alone reading needs it 70 s longer than the registering takes")
     ap.add_argument("--wait", type=int, default=20, help="seconds after the last expiry before the last read")
     ap.add_argument("--strowger", default=reg.STROWGER)
+    ap.add_argument("--base", help="another strowger binary, run right before --strowger on each backend")
     ap.add_argument("--load", default=os.path.join(reg.RELEASE, "strowger-load"))
-    ap.add_argument("--json")
+    b.add_record_flag(ap)
     args = ap.parse_args()
-    rundir = os.path.join(b.OUT, "registrar-memory-" + time.strftime("%Y%m%d-%H%M%S"))
-    os.makedirs(rundir, exist_ok=True)
+    rundir = b.run_dir("registrar-memory")
+    builds = ([("base", args.base)] if args.base else []) + [("new" if args.base else "", args.strowger)]
     rows = []
     for kind in args.backends.split(","):
-        r = run(kind, args.users, args.rate, args.expires, args.wait, rundir, args.strowger, args.load)
-        rows.append(r)
-        print(f"{kind}: {r['registered']} bindings; RSS idle {r['rss_idle_kib'] / 1024:.1f} MiB, "
-              f"loaded {r['rss_loaded_kib'] / 1024:.1f} MiB ({r['bytes_per_binding']} B per binding), "
-              + (f"bindings alone {r['rss_bindings_kib'] / 1024:.1f} MiB ({r['bytes_per_binding_alone']} B each, "
-                 "REGISTER transactions ended), " if r["rss_bindings_kib"] else "") +
-              f"after expiry {r['rss_expired_kib'] / 1024:.1f} MiB (x{r['expired_vs_idle']} of idle)", flush=True)
-    if args.json:
-        json.dump(rows, open(args.json, "w"), indent=1)
+        for build, binary in builds:
+            r = {**run(kind, args.users, args.rate, args.expires, args.wait, rundir, binary, args.load),
+                 "build": build, "binary": binary}
+            rows.append(r)
+            print(f"{kind}{' ' + build if build else ''}: {r['registered']} bindings; RSS idle "
+                  f"{r['rss_idle_kib'] / 1024:.1f} MiB, loaded {r['rss_loaded_kib'] / 1024:.1f} MiB "
+                  f"({r['bytes_per_binding']} B per binding), "
+                  + (f"bindings alone {r['rss_bindings_kib'] / 1024:.1f} MiB ({r['bytes_per_binding_alone']} B "
+                     "each, REGISTER transactions ended), " if r["rss_bindings_kib"] else "") +
+                  f"after expiry {r['rss_expired_kib'] / 1024:.1f} MiB (x{r['expired_vs_idle']} of idle)", flush=True)
+    b.keep(args, rundir, "registrar-memory.json", rows)
+    mib = lambda kib: f"{kib / 1024:.1f} MiB" if kib else "–"  # noqa: E731
+    b.summary(args, "memory per registration and after expiry (bench/lib/registrar_memory.py)", "\n".join(
+        ["| store | build | bindings | RSS idle | loaded | bindings alone | B per binding (alone) | after expiry "
+         "| surplus after expiry | after ÷ idle |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        + [f"| {r['store']} | {r['build'] or '–'} | {r['registered']} | {mib(r['rss_idle_kib'])} | "
+           f"{mib(r['rss_loaded_kib'])} | {mib(r['rss_bindings_kib'])} | {r['bytes_per_binding']} "
+           f"({r['bytes_per_binding_alone'] or '–'}) | {mib(r['rss_expired_kib'])} | "
+           f"{(r['rss_expired_kib'] - r['rss_idle_kib']) / 1024:.2f} MiB | ×{r['expired_vs_idle']} |" for r in rows]))
 
 
 if __name__ == "__main__":

@@ -9,9 +9,12 @@
   b2bua      strowger-load -> strowger A (2XXX: bridge) -> strowger B (answers): INVITE ... BYE with
              no media at --rate for --calls; A's CPU-ms per B2BUA call and calls/s per core, for each
              worker count of --workers, interleaved --repeat times.
-  speedup    the same media load (--calls held echo calls) with 1 and with 2 workers, interleaved
-             --repeat times: CPU per call-second, and the speed-up it implies (W x cost(1) / cost(W)),
-             since on this 2-core machine the load generator shares the cores a saturation run needs.
+  speedup    the same media load (--calls held echo calls, up at --rate, held just past a 20 s window)
+             with 1 and with 2 workers, in --repeat pairs whose order flips every pair (1 2, 2 1, ...) after
+             a warm-up pair that is left out: CPU per call-second, and each pair's speed-up
+             (W x cost(1) / cost(W): the calls W workers would carry with a core each, against one
+             worker on one core), reported as the pairs' median and spread. Not a saturation run: the
+             load generator shares the cores one would need (bench/README.md says what that means).
   overload   backpressure: --calls held echo calls on one worker (pinned to core 0; the load
              generators to core 1), then a flood of new calls at --flood calls/s for 20 s; the held
              calls' late frames and loss against the same run without the flood; how many flood
@@ -806,12 +809,64 @@ def b2bua(args, rundir):
     save("b2bua", {"rows": rows, "summary": summ, "machine": b.machine_info(args)})
 
 
+def pair_speedups(rows, key):
+    """Per worker count W past the first (W0), each round's speed-up over W0 in the same round,
+    (W / W0) x cost(W0) / cost(W) with `key` the cost, and their median, min and max. A round where
+    either run had a failed call gives none and is counted in `failed_pairs`, never dropped silently."""
+    counts = sorted({r["workers"] for r in rows})
+    out = {}
+    for w in counts[1:]:
+        base, ours, failed = [], [], 0
+        for i in sorted({r["round"] for r in rows}):
+            pair = [next((r for r in rows if r["round"] == i and r["workers"] == n), None) for n in (counts[0], w)]
+            if None in pair:
+                continue
+            if pair[0]["failed"] or pair[1]["failed"]:
+                failed += 1
+                continue
+            base.append(pair[0][key])
+            ours.append(pair[1][key])
+        p = b.paired(base, ours)
+        speedups = [round(w / counts[0] * x, 3) for x in p["ratios"]]
+        out[str(w)] = {"speedups": speedups, "pairs": len(speedups), "failed_pairs": failed}
+        if speedups:
+            out[str(w)].update(median=round(statistics.median(speedups), 3), min=min(speedups), max=max(speedups))
+    return out
+
+
+SPEEDUP_WINDOW = 20  # s of steady state measured per run
+
+
 def speedup(args, rundir):
-    rows = interleaved(args, lambda w, i: held_calls(args, rundir, f"sp-w{w}-{i}", w, args.calls, args.rate,
-                                                     args.hold, 20))
-    summ = summary(rows, "cpu_ms_per_call_s")
+    # The calls end a few seconds after the window: a run lasts about 2 x ramp + window + 10 s.
+    hold = args.calls / args.rate + SPEEDUP_WINDOW + 8
+    rows = []
+    for i in range(args.repeat + 1):
+        for w in args.workers if i % 2 == 0 else args.workers[::-1]:
+            b.quiet_check(set())
+            row = held_calls(args, rundir, f"sp-w{w}-{i}", w, args.calls, args.rate, hold, SPEEDUP_WINDOW)
+            rows.append({**row, "round": i, "warm_up": i == 0})
+        if i:
+            got = pair_speedups([r for r in rows if r["round"] == i], "cpu_ms_per_call_s")
+            b.log(f"pair {i}: " + ", ".join(f"{w} workers x{g['median']}" if g["pairs"] else f"{w} workers: failed calls"
+                                             for w, g in got.items()))
+    measured = [r for r in rows if not r["warm_up"]]
+    summ = summary(measured, "cpu_ms_per_call_s")
+    pairs = pair_speedups(measured, "cpu_ms_per_call_s")
+    for w, p in pairs.items():
+        # The figure is the pairs' median, not the ratio of the cost medians.
+        summ[w].pop("speedup", None)
+        if p["pairs"]:
+            summ[w]["speedup"] = p["median"]
     print_summary("held-call CPU ms per call-second", summ)
-    save("speedup", {"rows": rows, "summary": summ, "machine": b.machine_info(args)})
+    for w, p in pairs.items():
+        failed = f"; {p['failed_pairs']} pair(s) with failed calls left out" if p["failed_pairs"] else ""
+        print(f"speed-up {args.workers[0]} -> {w} workers: " +
+              (f"median x{p['median']} over {p['pairs']} pairs (min {p['min']}, max {p['max']}; each pair "
+               f"{', '.join(map(str, p['speedups']))}){failed}" if p["pairs"] else f"no pair without failed calls{failed}"),
+              flush=True)
+    save("speedup", {"rows": rows, "summary": summ, "pairs": pairs, "hold_s": hold, "window_s": SPEEDUP_WINDOW,
+                     "machine": b.machine_info(args)})
 
 
 def overload(args, rundir):
@@ -1085,7 +1140,7 @@ def main():
                     help="worker counts (default: 1 2 for speedup and b2bua, 2 for the others)")
     ap.add_argument("--calls", type=int, default=None,
                     help="calls per run (default: per test, see CALLS; speedup 2,000, the others 20,000)")
-    ap.add_argument("--rate", type=float, default=200)
+    ap.add_argument("--rate", type=float, default=None, help="new calls per second (default 200; speedup 400)")
     ap.add_argument("--b2b-rate", type=int, default=1000, help="metrics, combined: B2BUA calls/s offered")
     ap.add_argument("--parts", default="held,b2bua,stream",
                     help="combined: which parts, comma-separated, of held, b2bua, stream")
@@ -1095,7 +1150,8 @@ def main():
     ap.add_argument("--stream-held", type=int, default=1000,
                     help="combined: held echo calls beside the B2BUA calls while the event stream is measured")
     ap.add_argument("--hold", type=float, default=60)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="rounds of interleaved runs (default 3; speedup 6 pairs after its warm-up pair)")
     ap.add_argument("--flood", type=int, default=15000, help="overload: new calls/s offered")
     ap.add_argument("--real-rate", type=float, default=100, help="flood: real calls/s beside the attack")
     ap.add_argument("--flood-invites", type=int, default=20000, help="flood: unauthenticated INVITEs/s")
@@ -1112,13 +1168,15 @@ def main():
     rundir = os.path.join(b.OUT, "scale-" + time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(rundir, exist_ok=True)
     b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
-    given = (args.calls, args.workers)
+    given = (args.calls, args.workers, args.rate, args.repeat)
     try:
         for t in args.tests:
             # Each test's own defaults where none were given: a bare `scale.py speedup` compares
             # 1 and 2 workers with 2,000 held calls per run, not 20,000.
             args.calls = given[0] or CALLS.get(t, 20000)
             args.workers = given[1] or WORKERS.get(t, [2])
+            args.rate = given[2] or RATE.get(t, 200)
+            args.repeat = given[3] or REPEAT.get(t, 3)
             globals()[t](args, rundir)
     finally:
         b.kill_children()
@@ -1126,6 +1184,9 @@ def main():
 
 CALLS = {"speedup": 2000}  # calls per run where a test's default is not 20,000
 WORKERS = {"speedup": [1, 2], "b2bua": [1, 2]}  # worker counts where a test's default is not [2]
+# speedup: 2,000 calls up in 5 s, and 6 measured pairs (each about 80 s) keep a run under 10 minutes.
+RATE = {"speedup": 400}  # new calls per second where a test's default is not 200
+REPEAT = {"speedup": 6}  # rounds where a test's default is not 3
 
 
 def signal_setup():

@@ -16,11 +16,12 @@ Call-IDs, transactions, media legs, timers, orphaned INVITEs: all must be zero).
 
     python3 bench/lib/soak.py [--transfers 6000] [--parks 2000] [--queued 2000] [--warm 1.0]
 
-Results: bench/results/soak.json. Loopback only; every phase is bounded in calls and time.
+Results: call-control-soak.json in the run directory (bench/out/call-control-soak-TIME/); --record also
+copies it to bench/results/ and appends the summary to bench/RESULTS.md. Loopback only; every phase is
+bounded in calls and time.
 """
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -55,10 +56,10 @@ def main():
     ap.add_argument("--warm", type=float, default=1.0,
                     help="the warm-up round's share of each count (its memory high-water mark is the baseline)")
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
+    b.add_record_flag(ap)
     args = types.SimpleNamespace(**vars(ap.parse_args()), realtime=0, server="strowger", workers=2,
                                  sipp_rcvbuf=None)
-    rundir = os.path.join(b.ROOT, "bench", "out", time.strftime("soak-%Y%m%d-%H%M%S"))
-    os.makedirs(rundir)
+    rundir = b.run_dir("call-control-soak")
     b.quiet_check(set())
     far = S.Server(args, rundir, "b", 1, "30000-31999", T.far_config(args, rundir, "b.toml"))
     near = S.Server(args, rundir, "a", 2, "32000-35999", S.config(args, rundir, "a.toml"),
@@ -97,12 +98,13 @@ def main():
                "tables_empty": clean}
     b.log(f"RSS start {rss['start']} KiB, after warm-up {rss['after_warm_up']}, end {rss['end']} "
           f"(x{summary['rss_end_vs_warm']} of warm-up); tables at shutdown: {left}")
-    out = os.path.join(b.RESULTS, "soak.json")
-    os.makedirs(b.RESULTS, exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"phases": phases, "summary": summary, "server_cmd": b.fmt_cmd(near.cmd),
-                   "machine": b.machine_info(args)}, f, indent=1)
-    b.log(f"results: {os.path.relpath(out, b.ROOT)}")
+    b.keep(args, rundir, "call-control-soak.json", {"phases": phases, "summary": summary,
+                                                    "server_cmd": b.fmt_cmd(near.cmd), "machine": b.machine_info(args)})
+    b.summary(args, "call-control soak: transfer, park and queue cycles (bench/lib/soak.py)", "\n".join([
+        "| cycles | failed calls | RSS start | after warm-up | end | end ÷ warm-up | tables at shutdown |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        f"| {summary['cycles']} | {summary['failed_calls']} | {rss['start']} KiB | {rss['after_warm_up']} KiB | "
+        f"{rss['end']} KiB | ×{summary['rss_end_vs_warm']} | {'empty' if clean else '; '.join(left) or 'not logged'} |"]))
 
 
 if __name__ == "__main__":

@@ -225,7 +225,7 @@ def main():
                     help="strowger's RTP range (default: 20 ports per call/s found free at start); on a host whose "
                          "other programs take ports as they go, a range above the kernel's ephemeral ports")
     ap.add_argument("--no-faults", dest="faults", action="store_false", help="no store restarts, stall or burst")
-    ap.add_argument("--record", action="store_true", help="also write bench/results/soak.json and soak.png")
+    b.add_record_flag(ap)
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
     ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
     args = ap.parse_args()
@@ -427,13 +427,10 @@ def main():
               "open_files": {"after_warm_up": after[0]["open_files"] if after else None, "end": final["open_files"]},
               "left_after_drain": {g: final.get(g) for g in GAUGES}, "problems": problems,
               "command": " ".join(sys.argv)}
-    with open(os.path.join(rundir, "soak.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    b.keep(args, rundir, "soak.json", result)
     plot(rundir, warm_t)
-    if args.record:
-        for name in ("soak.json", "soak.png"):
-            if os.path.exists(os.path.join(rundir, name)):
-                shutil.copy(os.path.join(rundir, name), os.path.join(b.RESULTS, name))
+    if os.path.exists(os.path.join(rundir, "soak.png")):
+        b.keep(args, rundir, "soak.png")
     b.log(f"{attempted + sipp_calls['successful'] + sipp_calls['failed']} calls "
           f"({attempted} strowger-load, {sipp_calls['successful'] + sipp_calls['failed']} SIPp), "
           f"{failed_outside} failed outside faults, {failed_in_faults} in fault rounds; {len(ids)} CDRs; RSS "

@@ -65,6 +65,27 @@ class Record(unittest.TestCase):
         self.assertIn(" UTC — kept\n\n", text)
         self.assertTrue(text.endswith("\n\n| yes |\n"), text)
 
+    def test_result_files_stay_in_the_run_directory_unless_recorded(self):
+        import json
+        import tempfile
+        real = b.RESULTS
+        with tempfile.TemporaryDirectory() as d:
+            b.RESULTS = os.path.join(d, "results")
+            rundir = os.path.join(d, "out")
+            os.makedirs(rundir)
+            try:
+                path = b.keep(type("Args", (), {"record": False})(), rundir, "x.json", {"n": 1})
+                self.assertEqual((path, json.load(open(path))), (os.path.join(rundir, "x.json"), {"n": 1}))
+                self.assertFalse(os.path.exists(b.RESULTS))
+                with open(os.path.join(rundir, "x.png"), "w") as f:
+                    f.write("png")
+                b.keep(type("Args", (), {"record": True})(), rundir, "x.png")
+                b.keep(type("Args", (), {"record": True})(), rundir, "x.json", {"n": 2})
+                self.assertEqual(sorted(os.listdir(b.RESULTS)), ["x.json", "x.png"])
+                self.assertEqual(json.load(open(os.path.join(b.RESULTS, "x.json"))), {"n": 2})
+            finally:
+                b.RESULTS = real
+
 
 class Side:
     """A stand-in server: its name and the CPU per REGISTER each of its runs gets."""

@@ -24,5 +24,21 @@ class Summary(unittest.TestCase):
         self.assertEqual(s["4"], {"runs": 0, "failed_runs": 1, "not_quiet_runs": 0})
 
 
+class PairSpeedups(unittest.TestCase):
+    def test_each_round_gives_its_own_speedup_and_a_failed_pair_is_counted(self):
+        rows = [{"workers": 1, "round": 1, "failed": 0, "x": 10}, {"workers": 2, "round": 1, "failed": 0, "x": 10},
+                {"workers": 2, "round": 2, "failed": 0, "x": 12}, {"workers": 1, "round": 2, "failed": 0, "x": 9},
+                {"workers": 1, "round": 3, "failed": 0, "x": 11}, {"workers": 2, "round": 3, "failed": 3, "x": 1},
+                {"workers": 1, "round": 4, "failed": 0, "x": 10}, {"workers": 2, "round": 4, "failed": 0, "x": 11}]
+        s = scale.pair_speedups(rows, "x")
+        # 2 x 10/10, 2 x 9/12, round 3 left out (a failed call), 2 x 10/11 (paired's ratios, 3 places).
+        self.assertEqual(s, {"2": {"speedups": [2.0, 1.5, 1.818], "pairs": 3, "failed_pairs": 1,
+                                   "median": 1.818, "min": 1.5, "max": 2.0}})
+
+    def test_no_clean_pair_gives_no_median(self):
+        rows = [{"workers": 1, "round": 1, "failed": 1, "x": 10}, {"workers": 4, "round": 1, "failed": 0, "x": 10}]
+        self.assertEqual(scale.pair_speedups(rows, "x"), {"4": {"speedups": [], "pairs": 0, "failed_pairs": 1}})
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,11 +1,21 @@
 """bench/tls.sh's client: CPU per REGISTER over UDP, TLS and WebSocket, memory per idle TLS and
 WebSocket connection. The WebSocket side is written here from RFC 6455 (an upgrade request and
-masked text frames), so the bench needs nothing beyond Python's standard library."""
-import base64, os, socket, ssl, struct, sys, time
+masked text frames), so the bench needs nothing beyond Python's standard library. The figures go
+to tls.json in a run directory under bench/out/; --record also copies it to bench/results/ and
+appends the summary to bench/RESULTS.md."""
+import argparse, base64, os, socket, ssl, struct, sys, time
 
-pid, host, udp_port, tls_port, ca, regs, conns, ws_port = sys.argv[1:9]
-udp_port, tls_port, regs, conns = int(udp_port), int(tls_port), int(regs), int(conns)
-ws_port = int(ws_port)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as b  # noqa: E402
+
+ap = argparse.ArgumentParser(description="bench/tls.sh's client: strowger's CPU per REGISTER over UDP, "
+                                         "TLS and WebSocket, memory per idle connection")
+for name in ("pid", "host", "udp_port", "tls_port", "ca", "regs", "conns", "ws_port"):
+    ap.add_argument(name, type=str if name in ("host", "ca") else int)
+b.add_record_flag(ap)
+args = ap.parse_args()
+pid, host, udp_port, tls_port, ca = args.pid, args.host, args.udp_port, args.tls_port, args.ca
+regs, conns, ws_port = args.regs, args.conns, args.ws_port
 tick = os.sysconf("SC_CLK_TCK")
 
 
@@ -125,6 +135,7 @@ time.sleep(2)
 after = rss_kib()
 print(f"{conns} idle TLS connections: RSS {before} -> {after} KiB, "
       f"{(after - before) / conns:.1f} KiB per connection")
+per_conn = {"TLS": (after - before) / conns}
 
 time.sleep(1)
 before = rss_kib()
@@ -134,5 +145,16 @@ time.sleep(2)
 after = rss_kib()
 print(f"{conns} idle WebSocket connections: RSS {before} -> {after} KiB, "
       f"{(after - before) / conns:.1f} KiB per connection")
+per_conn["WS"] = (after - before) / conns
 for s in held:
     s.close()
+
+rundir = b.run_dir("tls")
+b.keep(args, rundir, "tls.json", {
+    "registers": regs, "connections": conns, "cpu_us_per_register": {k: round(v, 1) for k, v in results.items()},
+    "kib_per_idle_connection": {k: round(v, 1) for k, v in per_conn.items()}, "machine": b.machine_info(argparse.Namespace(server="strowger", workers=None, sipp_rcvbuf=None,
+                                                   bin=os.readlink(f"/proc/{pid}/exe")))})
+b.summary(args, "SIP over TLS and WebSocket against UDP (bench/tls.sh)", "\n".join(
+    ["| transport | CPU per REGISTER | ÷ UDP | RSS per idle connection |", "| --- | ---: | ---: | ---: |"]
+    + [f"| {k} | {results[k]:.1f} µs | ×{results[k] / results['UDP']:.2f} | "
+       + (f"{per_conn[k]:.1f} KiB |" if k in per_conn else "– |") for k in ("UDP", "TLS", "WS")]))

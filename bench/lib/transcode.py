@@ -22,11 +22,12 @@ Two ways to play the file, each its own series:
 Speex is encoded at --speex-quality (rtp.speex_quality; default 3, Asterisk's codecs.conf default,
 so both switches do the same work; strowger's own default is 8).
 
-Writes bench/results/transcode.json. Every run is bounded in calls and time, on loopback only.
+Writes transcode.json to the run directory (bench/out/transcode-TIME/); --record also copies it to
+bench/results/ and appends the summary to bench/RESULTS.md. Every run is bounded in calls and time, on
+loopback only.
 """
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -37,7 +38,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
 import scale as s  # noqa: E402
 
-RESULTS = os.path.join(b.RESULTS, "transcode.json")
 EXTEN = {"cached": "44445", "live": "44446"}
 
 
@@ -128,10 +128,13 @@ def capacity(args, rundir):
                   f"{sums['max_calls_late_under_0.1pct']} with at most 0.1 % (of the levels tried)")
     res = {"series": series, "machine": b.machine_info(args),
            "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
-    os.makedirs(b.RESULTS, exist_ok=True)
-    with open(RESULTS, "w") as f:
-        json.dump(res, f, indent=1, sort_keys=True)
-    b.log(f"results: {os.path.relpath(RESULTS, b.ROOT)}")
+    b.keep(args, rundir, "transcode.json", res)
+    table = ["| series | most calls, no late frame | most calls, ≤ 0.1 % late | CPU-ms per call-s at each level |",
+             "| --- | ---: | ---: | --- |"]
+    for name, sums in series.items():
+        levels = ", ".join(f"{r['calls']}: {r['cpu_ms_per_call_s']}" for r in sums["rows"])
+        table.append(f"| {name} | {sums['max_calls_no_late_frame']} | {sums['max_calls_late_under_0.1pct']} | {levels} |")
+    b.summary(args, "transcoding capacity on one worker (bench/transcode.sh)", "\n".join(table))
 
 
 def main():
@@ -149,6 +152,7 @@ def main():
                     help="go on past levels with late frames (for CPU figures on a machine that is not quiet)")
     ap.add_argument("--quiet-wait", type=float, default=10,
                     help="seconds to wait before each level while other processes use > 1/4 core")
+    b.add_record_flag(ap)
     args = ap.parse_args()
     args.levels = {"live": args.live_levels, "cached": args.cached_levels}
     args.server = "strowger"
@@ -156,9 +160,7 @@ def main():
     args.workers = 1
     b.QUIET_WAIT[0] = args.quiet_wait
     s.signal_setup()
-    rundir = os.path.join(b.OUT, "transcode-" + time.strftime("%Y%m%d-%H%M%S"))
-    os.makedirs(rundir, exist_ok=True)
-    b.log(f"run directory {os.path.relpath(rundir, b.ROOT)}")
+    rundir = b.run_dir("transcode")
     try:
         capacity(args, rundir)
     finally:

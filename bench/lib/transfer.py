@@ -12,11 +12,12 @@ are 1000 / that many CPU-ms.
 
     python3 bench/lib/transfer.py [--calls 3000] [--rate 100] [--repeat 3] [--bin target/release/strowger]
 
-Results: bench/results/transfer.json. Loopback only; every run is bounded in calls and time.
+Results: transfer.json in the run directory (bench/out/transfer-TIME/); --record also copies it to
+bench/results/ and appends the summary to bench/RESULTS.md. Loopback only; every run is bounded in calls
+and time.
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -82,10 +83,10 @@ def main():
     ap.add_argument("--rate", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
+    b.add_record_flag(ap)
     args = ap.parse_args()
     args = types.SimpleNamespace(**vars(args), realtime=0, server="strowger", workers=1, sipp_rcvbuf=None)
-    rundir = os.path.join(b.ROOT, "bench", "out", time.strftime("transfer-%Y%m%d-%H%M%S"))
-    os.makedirs(rundir)
+    rundir = b.run_dir("transfer")
     plain = plain_scenario(rundir)
     rows = []
     for i in range(args.repeat):
@@ -104,11 +105,13 @@ def main():
                "transfer_vs_b2bua_call": round(one / med["plain"], 3), "runs_clean": len(good), "runs": len(rows)}
     b.log(f"one transfer {one:.4f} CPU-ms = {summary['transfer_vs_b2bua_call']}x a B2BUA call "
           f"({med['plain']:.4f}); {summary['transfers_per_s_per_core']} transfers/s per core")
-    out = os.path.join(b.RESULTS, "transfer.json")
-    os.makedirs(b.RESULTS, exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"rows": rows, "summary": summary, "machine": b.machine_info(args)}, f, indent=1)
-    b.log(f"results: {os.path.relpath(out, b.ROOT)}")
+    b.keep(args, rundir, "transfer.json", {"rows": rows, "summary": summary, "machine": b.machine_info(args)})
+    b.summary(args, "blind transfers against B2BUA calls, alternated (bench/lib/transfer.py)", "\n".join([
+        "| B2BUA call | transferred call | one transfer | transfers/s per core | ÷ B2BUA call | clean runs |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| {summary['b2bua_call_cpu_ms']} CPU-ms | {summary['transferred_call_cpu_ms']} CPU-ms | "
+        f"{summary['transfer_cpu_ms']} CPU-ms | {summary['transfers_per_s_per_core']} | "
+        f"×{summary['transfer_vs_b2bua_call']} | {summary['runs_clean']} of {summary['runs']} |"]))
 
 
 if __name__ == "__main__":
