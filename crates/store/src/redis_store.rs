@@ -335,7 +335,7 @@ impl Claims for RedisStore {
     ) -> Result<Claim> {
         let mut inv = self.claim.key(key("claims", set));
         inv.arg(now).arg(now + ttl_s).arg(holder).arg(names);
-        let (taken, name): (i64, String) = self.with(|con| inv.invoke(con))?;
+        let (taken, name): (i64, String) = self.with(|con| inv.invoke(con.like()))?;
         Ok(match taken {
             1 => Claim::Taken(name),
             _ => Claim::Held(name),
@@ -345,12 +345,13 @@ impl Claims for RedisStore {
     fn release(&self, set: &str, name: &str, holder: &str) -> Result<()> {
         let mut inv = self.release.key(key("claims", set));
         inv.arg(name).arg(holder);
-        self.with(|con| inv.invoke::<i64>(con)).map(drop)
+        self.with(|con| inv.invoke::<i64>(con.like())).map(drop)
     }
 
     fn holder(&self, set: &str, name: &str, now: u64) -> Result<Option<String>> {
         let k = key("claims", set);
-        let v: Option<String> = self.with(|con| redis::cmd("HGET").arg(&k).arg(name).query(con))?;
+        let v: Option<String> =
+            self.with(|con| redis::cmd("HGET").arg(&k).arg(name).query(con.like()))?;
         Ok(v.and_then(|v| {
             let (until, h) = v.split_once(' ')?;
             (until.parse::<u64>().ok()? > now).then(|| h.to_string())
