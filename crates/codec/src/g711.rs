@@ -36,12 +36,20 @@ impl G711 {
     }
 
     /// Decodes `src` into the start of `dst` (the shorter of the two lengths): the table is
-    /// chosen once, not per sample.
+    /// chosen once, not per sample, and µ-law on a CPU with AVX2 is computed eight samples at
+    /// a time instead.
     #[inline]
     pub fn decode_into(self, src: &[u8], dst: &mut [i16]) -> usize {
-        let table = self.decode_table();
         let n = src.len().min(dst.len());
-        for (o, c) in dst[..n].iter_mut().zip(&src[..n]) {
+        let (src, dst) = (&src[..n], &mut dst[..n]);
+        #[cfg(target_arch = "x86_64")]
+        if self == G711::Pcmu && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, checked just above.
+            unsafe { ulaw_decode_avx2(src, dst) };
+            return n;
+        }
+        let table = self.decode_table();
+        for (o, c) in dst.iter_mut().zip(src) {
             *o = table[*c as usize];
         }
         n
@@ -150,6 +158,17 @@ const fn ulaw_decode_ref(code: u8) -> i16 {
     (if u & 0x80 != 0 { 0x84 - t } else { t - 0x84 }) as i16
 }
 
+/// µ-law decoded by its formula: with AVX2's shift of each lane by its own count the compiler
+/// turns the loop into eight samples at a time, half the instructions of table lookups (which
+/// a recorded call spends on every sample it receives).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn ulaw_decode_avx2(src: &[u8], dst: &mut [i16]) {
+    for (o, &c) in dst.iter_mut().zip(src) {
+        *o = ulaw_decode_ref(c);
+    }
+}
+
 const fn alaw_decode_ref(code: u8) -> i16 {
     let a = (code ^ 0x55) as i32;
     let mut i = (a & 0x0F) << 4;
@@ -238,6 +257,23 @@ mod tests {
         assert_eq!(G711::Pcma.encode_sample(i16::MAX), 0xAA);
         assert_eq!(G711::Pcma.decode_sample(0xAA), 32256);
         assert_eq!(G711::Pcma.decode_sample(0x2A), -32256);
+    }
+
+    /// `decode_into` (µ-law by its formula where the CPU has AVX2) gives every code's table
+    /// value, at every length around the vector width and its tail.
+    #[test]
+    fn decode_into_matches_the_tables_at_every_length() {
+        let codes: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
+        for law in LAWS {
+            for n in (0..40).chain([159, 160, 161, 320, 512]) {
+                let mut out = vec![i16::MIN; n + 3];
+                assert_eq!(law.decode_into(&codes[..n], &mut out), n);
+                for (i, &c) in codes[..n].iter().enumerate() {
+                    assert_eq!(out[i], law.decode_sample(c), "{law:?} {c:#x} at {i} of {n}");
+                }
+                assert!(out[n..].iter().all(|&s| s == i16::MIN), "nothing past {n}");
+            }
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! [`CallRecording`](crate::CallRecording): 8 kHz 16-bit WAV, or Opus in Ogg (RFC 7845).
 //!
 //! Ogg pages come from the `ogg` crate; the two Opus header packets are written here. The WAV
-//! file is written here too, a block at a time: `hound` writes sample by sample, which cost a
+//! file is written here too, 16 KB at a time: `hound` writes sample by sample, which cost a
 //! recorder more than its disk writes did.
 
 use std::io::{self, Seek, SeekFrom, Write};
@@ -25,6 +25,12 @@ const PRE_SKIP: u16 = 312;
 const OPUS_BITRATE: i32 = 16_000;
 /// The one logical stream of a file.
 const SERIAL: u32 = 0x5354_5257;
+/// A WAV file's samples go to it once this many bytes wait: one write(2) a second for mono
+/// (two of the tap's 8 KB blocks), one a block for stereo (16 KB). A write costs about 5 µs
+/// of its own on ext4 besides 0.4 µs a KB, so this takes a mono recording's writer about a
+/// third less time. A full disk shows in the CDR of the call that filled it unless it filled
+/// in the call's last second or so (the last blocks are written after the call ends).
+const WRITE_AT: usize = 16_000;
 
 /// A recording's file format (`record-call format=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,10 +84,11 @@ impl<W: Write + Seek> CallFile<W> {
 /// A 16-bit PCM WAV file at [`RATE`]: a 44-byte header whose sizes are filled in at the end.
 pub struct Wav<W: Write + Seek> {
     out: W,
-    /// Bytes of samples written.
+    /// Bytes of samples taken in.
     data: u32,
-    /// A block's samples as little-endian bytes.
+    /// Samples as little-endian bytes: the first `waiting` wait for [`WRITE_AT`].
     bytes: Vec<u8>,
+    waiting: usize,
 }
 
 impl<W: Write + Seek> Wav<W> {
@@ -102,6 +109,7 @@ impl<W: Write + Seek> Wav<W> {
             out,
             data: 0,
             bytes: Vec::new(),
+            waiting: 0,
         })
     }
 
@@ -115,16 +123,24 @@ impl<W: Write + Seek> Wav<W> {
         else {
             return Err(io::Error::other("the WAV file reached its 4 GiB limit"));
         };
-        self.bytes.resize(len, 0);
-        for (b, s) in self.bytes.chunks_exact_mut(2).zip(pcm) {
+        let (at, end) = (self.waiting, self.waiting + len);
+        if self.bytes.len() < end {
+            self.bytes.resize(end, 0);
+        }
+        for (b, s) in self.bytes[at..end].chunks_exact_mut(2).zip(pcm) {
             b.copy_from_slice(&s.to_le_bytes());
         }
-        self.out.write_all(&self.bytes)?;
+        self.waiting = end;
         self.data = data;
+        if end >= WRITE_AT {
+            self.waiting = 0;
+            self.out.write_all(&self.bytes[..end])?;
+        }
         Ok(())
     }
 
     fn finish(mut self) -> io::Result<()> {
+        self.out.write_all(&self.bytes[..self.waiting])?;
         self.out.seek(SeekFrom::Start(4))?;
         self.out.write_all(&(36 + self.data).to_le_bytes())?;
         self.out.seek(SeekFrom::Start(40))?;

@@ -463,34 +463,16 @@ impl Leg {
                 ..
             } => {
                 let data = prompt.encoded(law);
-                if data.is_empty() {
-                    out.fill(law.silence());
-                    return (true, false);
-                }
+                let start = *pos;
+                let done = play(data, pos, *looped, out, law.silence());
                 // A recorded leg's tap takes the prompt's linear audio, which is its µ-law
-                // decoded, rather than decode every packet again.
-                let linear = (self.tap.is_some() && law == G711::Pcmu).then(|| prompt.linear(8000));
-                let mut filled = 0;
-                while filled < out.len() {
-                    if *pos >= data.len() {
-                        if !*looped {
-                            out[filled..].fill(law.silence());
-                            if linear.is_some() {
-                                pcm[filled..out.len()].fill(0);
-                            }
-                            return (true, linear.is_some());
-                        }
-                        *pos = 0;
-                    }
-                    let n = (data.len() - *pos).min(out.len() - filled);
-                    out[filled..filled + n].copy_from_slice(&data[*pos..*pos + n]);
-                    if let Some(lin) = linear {
-                        pcm[filled..filled + n].copy_from_slice(&lin[*pos..*pos + n]);
-                    }
-                    filled += n;
-                    *pos += n;
+                // decoded, rather than decode every packet again: the same stretch of it.
+                if self.tap.is_none() || law != G711::Pcmu || data.is_empty() {
+                    return (done, false);
                 }
-                (!*looped && *pos >= data.len(), linear.is_some())
+                let lin = prompt.linear(8000);
+                play(lin, &mut { start }, *looped, &mut pcm[..out.len()], 0);
+                (done, true)
             }
             Source::Tone(gen) => {
                 let pcm = &mut pcm[..out.len()];
@@ -511,28 +493,7 @@ impl Leg {
                 pos,
                 looped,
                 ..
-            } => {
-                let data = prompt.linear(rate);
-                if data.is_empty() {
-                    out.fill(0);
-                    return true;
-                }
-                let mut filled = 0;
-                while filled < out.len() {
-                    if *pos >= data.len() {
-                        if !*looped {
-                            out[filled..].fill(0);
-                            return true;
-                        }
-                        *pos = 0;
-                    }
-                    let n = (data.len() - *pos).min(out.len() - filled);
-                    out[filled..filled + n].copy_from_slice(&data[*pos..*pos + n]);
-                    filled += n;
-                    *pos += n;
-                }
-                !*looped && *pos >= data.len()
-            }
+            } => play(prompt.linear(rate), pos, *looped, out, 0),
             Source::Tone(gen) => {
                 gen.fill(out);
                 false
@@ -540,6 +501,30 @@ impl Leg {
             Source::Idle | Source::Peer(_) | Source::Room(_) => false,
         }
     }
+}
+
+/// Copies a prompt's audio (its G.711 codes or its linear samples) from `pos` into `out`: from
+/// the start again when it loops, else padded with `silence` once it ends. Whether it just ended.
+fn play<T: Copy>(data: &[T], pos: &mut usize, looped: bool, out: &mut [T], silence: T) -> bool {
+    if data.is_empty() {
+        out.fill(silence);
+        return true;
+    }
+    let mut filled = 0;
+    while filled < out.len() {
+        if *pos >= data.len() {
+            if !looped {
+                out[filled..].fill(silence);
+                return true;
+            }
+            *pos = 0;
+        }
+        let n = (data.len() - *pos).min(out.len() - filled);
+        out[filled..filled + n].copy_from_slice(&data[*pos..*pos + n]);
+        filled += n;
+        *pos += n;
+    }
+    !looped && *pos >= data.len()
 }
 
 /// Copies the next of a prompt's packets into `out`; returns its length and

@@ -403,11 +403,14 @@ fn spans(at: u64, len: usize) -> [(usize, usize); 2] {
     [(start, head), (0, len - head)]
 }
 
-/// `src` cut where [`spans`] cuts it, each piece with its slot.
-fn pieces<T>(at: u64, src: &[T]) -> [(usize, &[T]); 2] {
+/// `src` cut where [`spans`] cuts it, each piece with its slot; empty pieces left out (no
+/// copy is called for nothing).
+fn pieces<T>(at: u64, src: &[T]) -> impl Iterator<Item = (usize, &[T])> {
     let [(start, head), (_, _)] = spans(at, src.len());
     let (head, tail) = src.split_at(head);
     [(start, head), (0, tail)]
+        .into_iter()
+        .filter(|(_, piece)| !piece.is_empty())
 }
 
 #[cfg(test)]

@@ -22,9 +22,8 @@ use media::{CallFile, CallRecording, FileFormat};
 /// How often the thread looks at its recordings' channels, which hold 2 s of audio each in
 /// blocks of 500 ms.
 const POLL: Duration = Duration::from_millis(100);
-/// A file's buffer (for the headers and Ogg's small pages): smaller than a WAV block (8 or
-/// 16 KB), which so goes to the file in one write(2) as soon as it comes — a full disk shows in
-/// the CDR of the call that filled it.
+/// A file's buffer (for the headers and Ogg's small pages): smaller than what a WAV file
+/// writes at once (16 KB, `media::callfile`), which so goes to the file in one write(2).
 const FILE_BUFFER: usize = 4096;
 /// How long a stopping worker waits for its writer to complete the files of the calls it
 /// ended, so the last recordings are whole; a stuck disk cannot hold the exit up for longer.

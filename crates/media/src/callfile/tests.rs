@@ -83,3 +83,49 @@ fn ogg_opus_has_valid_headers_and_a_stream_as_long_as_the_audio() {
         "packets cover the stream's end"
     );
 }
+
+/// A file that notes the size of every write it takes.
+struct Noted {
+    file: Cursor<Vec<u8>>,
+    writes: Vec<usize>,
+}
+
+impl Write for Noted {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writes.push(buf.len());
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for Noted {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        self.file.seek(to)
+    }
+}
+
+/// Mono blocks of 500 ms (8 KB) reach the file two at a time, in one write each, and the rest
+/// when the file is completed; the file holds every sample.
+#[test]
+fn a_mono_wav_goes_to_its_file_two_blocks_a_write() {
+    let mut out = Noted {
+        file: Cursor::new(Vec::new()),
+        writes: Vec::new(),
+    };
+    let mut file = CallFile::new(&mut out, FileFormat::Wav, Mix::Mono).unwrap();
+    let pcm = tone(1, 5 * 4000);
+    for block in pcm.chunks(4000) {
+        file.write(block).unwrap();
+    }
+    file.finish().unwrap();
+    // The header, two pairs of blocks, the last block, then the header's two sizes.
+    assert_eq!(out.writes, [44, 16_000, 16_000, 8000, 4, 4]);
+    out.file.set_position(0);
+    let wav = hound::WavReader::new(out.file).unwrap();
+    assert_eq!(wav.spec().channels, 1);
+    let samples: Vec<i16> = wav.into_samples().map(Result::unwrap).collect();
+    assert_eq!(samples, pcm);
+}
