@@ -261,7 +261,7 @@ fn a_browser_calls_the_echo_over_ice_lite_and_dtls_srtp_and_hears_itself() {
 }
 
 /// The browser's 200 to strowger's INVITE, with `sdp`.
-fn ok_to(invite: &Message, sdp: &str) -> Message {
+pub fn ok_to(invite: &Message, sdp: &str) -> Message {
     let h = |name| invite.header_named(name).unwrap_or_default();
     let text = format!(
         "SIP/2.0 200 OK\r\nVia: {}\r\nFrom: {}\r\nTo: {};tag=b1\r\nCall-ID: {}\r\nCSeq: {}\r\n\
