@@ -1,4 +1,4 @@
-.PHONY: bench bench-call-control bench-codecs bench-record bench-scale fuzz install run soak test
+.PHONY: bench bench-call-control bench-codecs bench-record bench-scale bench-srtp fuzz install run soak test
 
 # Runs strowger with its embedded demo configuration (README's first command): installs the
 # codec libraries it links (scripts/setup.sh build), then builds and starts it.
@@ -34,6 +34,10 @@ bench-codecs:
 # Whole-call recording (bench/record.sh): music-on-hold calls recorded and not, up to 1,600 at once.
 bench-record:
 	bash bench/record.sh
+
+# Held SDES-SRTP calls against plain RTP over TLS (bench/srtp.sh): 2,000 of each, 3 rounds ABBA.
+bench-srtp:
+	bash bench/srtp.sh
 
 # The soak (bench/soak.sh, not part of `make test`): a steady mix of calls and registrations with
 # faults at RATE calls/s (100) for MINUTES (default: CALLS at RATE, else 30); fails if anything grows.

@@ -153,15 +153,17 @@ class Server:
         self.log.close()
 
 
-def load(args, target, ext, calls, rate, hold, rtp, out, threads=1, max_time=None, cpus=None, far_ends=None):
-    """Starts strowger-load (`far_ends`: "socket" or "address" per call, else one address for all); returns
-    the process (its JSON report goes to `out`)."""
+def load(args, target, ext, calls, rate, hold, rtp, out, threads=1, max_time=None, cpus=None, far_ends=None,
+         extra=()):
+    """Starts strowger-load (`far_ends`: "socket" or "address" per call, else one address for all; `extra`: more
+    of its options); returns the process (its JSON report goes to `out`)."""
     cmd = ["taskset", "-c", cpus] if cpus else []
     cmd += [args.load_bin, "call", "--target", target, "--ext", ext, "--calls", str(calls), "--rate", str(rate),
            "--hold", str(hold), "--rtp", rtp, "--json", "--quiet", "--threads", str(threads),
            "--rtp-ports", "40000-59999", "--max-time", str(max_time or int(hold + calls / rate + 60))]
     if far_ends:
         cmd.append(f"--{far_ends}-per-call")
+    cmd += extra
     p = b.spawn(cmd, os.path.dirname(out), open(out, "w"), open(out + ".err", "w"))
     b.raise_priority(p.pid)
     p.cmd = b.fmt_cmd(cmd)

@@ -22,5 +22,6 @@ fuzz_target!(|data: &[u8]| {
         let reparsed = sdp::SessionDescription::parse(answer.to_string().as_bytes());
         assert!(reparsed.is_ok(), "strowger's own answer must parse");
     }
-    let _ = sdp::accept_answer(&local.offer(&caps, 10000), &offer);
+    let ours = local.offer(&caps, 10000);
+    let _ = local.accept_answer(&ours, &offer);
 });

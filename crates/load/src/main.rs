@@ -82,6 +82,15 @@ enum Cmd {
         /// Give up after this many seconds; calls still up count as failed ("unfinished").
         #[arg(long, default_value_t = 3600.0)]
         max_time: f64,
+        /// SIP over TLS (RFC 3261 §26), one connection per load thread that carries all its
+        /// calls, trusting the server certificates in this PEM file (for strowger's self-signed
+        /// demo certificate: its data_dir/tls/cert.pem). --target is then the TLS listener.
+        #[arg(long, value_name = "CA_PEM")]
+        tls_ca: Option<std::path::PathBuf>,
+        /// SDES-SRTP (RFC 4568, needs --tls-ca): offer RTP/SAVP with an AES_CM_128_HMAC_SHA1_80
+        /// key per call, protect what is sent and authenticate and decrypt what arrives.
+        #[arg(long, requires = "tls_ca")]
+        srtp: bool,
         /// No progress line on stderr.
         #[arg(long)]
         quiet: bool,
@@ -337,6 +346,8 @@ fn main() {
             socket_per_call,
             address_per_call,
             max_time,
+            tls_ca,
+            srtp,
             quiet,
         } => {
             let Some(ports) = parse_range(&rtp_ports) else {
@@ -373,6 +384,8 @@ fn main() {
                     _ => Addressing::Shared,
                 },
                 max_time: Duration::from_secs_f64(max_time.max(0.001)),
+                tls_ca,
+                srtp,
             };
             let mut report = call(cfg, threads.max(1), quiet);
             if json {
@@ -436,10 +449,11 @@ fn call(cfg: Config, threads: u32, quiet: bool) -> Report {
         let th = match Thread::new(cfg.clone(), share, p) {
             Ok(th) => th,
             Err(e) => {
-                eprintln!(
-                    "strowger-load: cannot open a SIP socket on {}: {e}",
-                    cfg.local_ip
-                );
+                let what = match cfg.tls_ca {
+                    Some(_) => format!("connect over TLS from {} to {}", cfg.local_ip, cfg.target),
+                    None => format!("open a SIP socket on {}", cfg.local_ip),
+                };
+                eprintln!("strowger-load: cannot {what}: {e}");
                 std::process::exit(1);
             }
         };

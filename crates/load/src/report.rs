@@ -49,6 +49,12 @@ pub struct Report {
     /// frame of their call, measured on the RTP timestamp's clock with the kernel's arrival stamp:
     /// the server's own lateness (or loss of pacing), which the load generator does not add to.
     pub late_arrivals: u64,
+    /// Send mode: packets from the server whose payload is one the tone sent (an echo intact).
+    pub tone_echoed: u64,
+    /// SRTP: packets from the server that failed authentication or replayed (dropped), and
+    /// answered calls whose answer carried no usable key (they send nothing).
+    pub srtp_rejected: u64,
+    pub srtp_unkeyed: u64,
     pub wall: Duration,
     pub cpu: Duration,
     /// When the first and the last INVITE of the run left (for the attempt rate).
@@ -82,6 +88,9 @@ impl Report {
         self.jitter_calls += o.jitter_calls;
         self.late_frames += o.late_frames;
         self.late_arrivals += o.late_arrivals;
+        self.tone_echoed += o.tone_echoed;
+        self.srtp_rejected += o.srtp_rejected;
+        self.srtp_unkeyed += o.srtp_unkeyed;
         self.wall = self.wall.max(o.wall);
         self.first_attempt = match (self.first_attempt, o.first_attempt) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -140,6 +149,9 @@ impl Report {
                 "jitter_max_us": self.jitter_max_us,
                 "late_frames": self.late_frames,
                 "late_arrivals": self.late_arrivals,
+                "tone_echoed": self.tone_echoed,
+                "srtp_rejected": self.srtp_rejected,
+                "srtp_unkeyed_calls": self.srtp_unkeyed,
             },
             "cpu_s": round3(self.cpu.as_secs_f64()),
             "cpu_pct": round3(if wall > 0.0 { 100.0 * self.cpu.as_secs_f64() / wall } else { 0.0 }),
@@ -163,6 +175,7 @@ impl Report {
              rate: {:.1} calls/s (first to last INVITE); run {:.1} s\n\
              set-up (INVITE→200) µs: p50 {} p90 {} p99 {} max {}\n\
              rtp: sent {} received {} expected {} lost {} | jitter mean {} µs max {} µs | late frames {} sent, {} received\n\
+             echoes of the tone {} | srtp: rejected {} unkeyed calls {}\n\
              cpu: {:.2} s ({:.1} % of one core)",
             self.attempted,
             self.answered,
@@ -185,6 +198,9 @@ impl Report {
             self.jitter_max_us,
             self.late_frames,
             self.late_arrivals,
+            self.tone_echoed,
+            self.srtp_rejected,
+            self.srtp_unkeyed,
             self.cpu.as_secs_f64(),
             j["cpu_pct"].as_f64().unwrap_or(0.0),
         )

@@ -14,10 +14,18 @@
 //! [`Addressing::AddressPerCall`] keeps the one socket, bound to the wildcard address on the
 //! loopback device, gives each call its own loopback address on it, learns each datagram's call
 //! from the address it was sent to (IP_PKTINFO) and sends each call's packets from its address.
+//!
+//! With `--tls-ca` a thread's SIP goes over one TLS connection instead ([`crate::tls`]); with
+//! `--srtp` too, each call offers RTP/SAVP with its own SDES key and protects what it sends and
+//! unprotects what arrives with the project's SRTP (crates/srtp), as an SRTP phone does.
 
 use crate::report::{Progress, Report};
 use crate::sipmsg::{scan, sdp_audio, Kind, Method};
-use crate::uac::{parse_call_id, write, write_ok, Call, Emit, Endpoint, Event, Failure, State};
+use crate::tls::TlsLink;
+use crate::uac::{
+    answered_key, parse_call_id, write, write_ok, Call, Emit, Endpoint, Event, Failure, State,
+    SDES_KEY_LEN,
+};
 use mmsg::{enable_destinations, enable_timestamps, set_dont_fragment, Batch, Outbox};
 use rtp::packet::{RtpHeader, RtpPacket, HEADER_LEN};
 use rtp::stats::ReceiveStats;
@@ -25,7 +33,8 @@ use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -75,6 +84,51 @@ pub struct Config {
     pub addressing: Addressing,
     /// Stop (counting what is still up as "unfinished") after this long.
     pub max_time: Duration,
+    /// SIP over TLS, trusting the server certificates in this PEM file.
+    pub tls_ca: Option<PathBuf>,
+    /// SDES-SRTP (needs `tls_ca`): RTP/SAVP offers, every packet protected and checked.
+    pub srtp: bool,
+}
+
+/// Where a thread's SIP goes.
+enum SipLink {
+    Udp(UdpSocket),
+    Tls(Box<TlsLink>),
+}
+
+impl SipLink {
+    /// Sends one message (a lost one is the retransmission timers' business over UDP, and a
+    /// broken connection shows on the next read).
+    fn send(&mut self, msg: &[u8], to: SocketAddr) {
+        let _ = match self {
+            SipLink::Udp(s) => s.send_to(msg, to).map(drop),
+            SipLink::Tls(t) => t.send(msg),
+        };
+    }
+
+    fn fd(&self) -> RawFd {
+        match self {
+            SipLink::Udp(s) => s.as_raw_fd(),
+            SipLink::Tls(t) => t.as_raw_fd(),
+        }
+    }
+}
+
+/// A call's SRTP: its own key protects what it sends, the server's answer key checks what
+/// arrives.
+struct Srtp {
+    tx: srtp::Context,
+    rx: srtp::Context,
+}
+
+impl Srtp {
+    fn new(local: &[u8], remote: &[u8]) -> Option<Srtp> {
+        let suite = srtp::Suite::AesCm128HmacSha1_80;
+        Some(Srtp {
+            tx: srtp::Context::new(suite, local, srtp::Direction::Outbound).ok()?,
+            rx: srtp::Context::new(suite, remote, srtp::Direction::Inbound).ok()?,
+        })
+    }
 }
 
 /// This thread's share of the work.
@@ -97,6 +151,9 @@ struct Slot {
     own: Option<(UdpSocket, u16)>,
     /// The slot's own address on the thread's socket (`AddressPerCall`), its packets' source.
     address: Option<IpAddr>,
+    /// The server's SDES key from its answer, until the call is up and keyed.
+    answer_key: Option<[u8; SDES_KEY_LEN]>,
+    srtp: Option<Srtp>,
     stats: Option<ReceiveStats>,
     /// The first frame's arrival and RTP timestamp, and the smallest transit since (µs), for
     /// counting late arrivals.
@@ -119,12 +176,14 @@ struct Slot {
 
 const RING: usize = 4;
 const RING_BYTES: usize = 320;
+/// Room for one packet of ours or the server's: header, the largest payload, SRTP's trailer.
+const PACKET_BYTES: usize = 512;
 
 pub struct Thread {
     cfg: Config,
     share: Share,
     ep: Endpoint,
-    sip: UdpSocket,
+    sip: SipLink,
     /// The RTP socket every call of this thread shares (none with `--rtp none`).
     rtp: Option<UdpSocket>,
     rtp_port: u16,
@@ -138,7 +197,7 @@ pub struct Thread {
     out: Vec<u8>,
     /// This tick's RTP, sent together (sendmmsg) at the end of the tick.
     outbox: Outbox,
-    /// One second of tone as 50 packets in `cfg.codec`.
+    /// One second of tone as 50 packets in `cfg.codec`; send mode counts the echoes of them.
     tone: Vec<Vec<u8>>,
     report: Report,
     progress: Arc<Progress>,
@@ -270,8 +329,18 @@ fn tone(f: codec::Format) -> Vec<Vec<u8>> {
 
 impl Thread {
     pub fn new(cfg: Config, share: Share, progress: Arc<Progress>) -> std::io::Result<Thread> {
-        let sip = udp_socket(SocketAddr::new(cfg.local_ip, 0), 8 << 20)?;
-        let local = sip.local_addr()?;
+        let sip = match &cfg.tls_ca {
+            Some(ca) => SipLink::Tls(Box::new(TlsLink::connect(
+                cfg.target,
+                cfg.local_ip,
+                crate::tls::client_config(ca)?,
+            )?)),
+            None => SipLink::Udp(udp_socket(SocketAddr::new(cfg.local_ip, 0), 8 << 20)?),
+        };
+        let local = match &sip {
+            SipLink::Udp(s) => s.local_addr()?,
+            SipLink::Tls(t) => t.local_addr()?,
+        };
         let (rtp, rtp_port) = match cfg.rtp {
             RtpMode::None => (None, share.ports.0),
             _ => {
@@ -288,6 +357,7 @@ impl Thread {
             thread: share.thread,
             payload_type,
             sdp_codec,
+            tls: cfg.tls_ca.is_some(),
         };
         Ok(Thread {
             ep,
@@ -319,6 +389,7 @@ impl Thread {
     pub fn run(mut self, stop: &AtomicBool) -> Report {
         let start = Instant::now();
         let mut sip_batch = Batch::new(64, 4096, false);
+        let mut sip_stream = Vec::with_capacity(4096);
         let mut rtp_batch = Batch::new(64, 2048, true);
         let mut next_tick = start + TICK;
         let mut ticks: u64 = 0;
@@ -352,19 +423,12 @@ impl Thread {
             if let Some(Reverse((t, _, _))) = self.timers.peek() {
                 wake = wake.min(*t);
             }
-            wait_readable(&self.sip, wake.saturating_duration_since(now));
+            let writing = matches!(&self.sip, SipLink::Tls(t) if t.wants_write());
+            wait_readable(self.sip.fd(), writing, wake.saturating_duration_since(now));
             // SIP.
-            loop {
-                let n = sip_batch.recv(&self.sip);
-                let now = Instant::now();
-                for i in 0..n {
-                    if let Some((data, src)) = sip_batch.get(i) {
-                        self.on_sip(data, src, now);
-                    }
-                }
-                if n < 64 {
-                    break;
-                }
+            if !self.read_sip(&mut sip_batch, &mut sip_stream) {
+                eprintln!("strowger-load: the server closed the TLS connection");
+                break;
             }
             // Timers.
             let now = Instant::now();
@@ -406,6 +470,38 @@ impl Thread {
         self.report
     }
 
+    /// Takes every SIP message that has arrived; false if the TLS connection is gone.
+    fn read_sip(&mut self, batch: &mut Batch, stream: &mut Vec<u8>) -> bool {
+        let target = self.cfg.target;
+        loop {
+            let n = match &mut self.sip {
+                SipLink::Udp(sock) => batch.recv(sock),
+                SipLink::Tls(link) => {
+                    if link.receive().is_err() {
+                        return false;
+                    }
+                    let _ = link.flush();
+                    while let SipLink::Tls(link) = &mut self.sip {
+                        if !link.next_message(stream) {
+                            break;
+                        }
+                        self.on_sip(stream, target, Instant::now());
+                    }
+                    return true;
+                }
+            };
+            let now = Instant::now();
+            for i in 0..n {
+                if let Some((data, src)) = batch.get(i) {
+                    self.on_sip(data, src, now);
+                }
+            }
+            if n < 64 {
+                return true;
+            }
+        }
+    }
+
     fn publish(&mut self) {
         let p = &self.progress;
         Progress::add(&p.rtp_rx, self.report.rtp_received - self.rtp_rx_pub);
@@ -425,6 +521,8 @@ impl Thread {
                     rtp_from: None,
                     own: None,
                     address: None,
+                    answer_key: None,
+                    srtp: None,
                     stats: None,
                     first_rx: None,
                     min_transit_us: 0,
@@ -478,6 +576,13 @@ impl Thread {
         s.queued = 0;
         s.address = (self.cfg.addressing == Addressing::AddressPerCall).then(|| local_rtp.ip());
         let o = s.call.start(now, self.cfg.hold, local_rtp);
+        s.call.sdes_key = self.cfg.srtp.then(|| {
+            let mut key = [0; SDES_KEY_LEN];
+            key.copy_from_slice(&srtp::master_key()[..SDES_KEY_LEN]);
+            key
+        });
+        s.answer_key = None;
+        s.srtp = None;
         // A per-call SSRC and random-looking start values (RFC 3550 §5.1).
         let mix = (slot as u32).wrapping_mul(0x9E37_79B9)
             ^ s.call.generation.wrapping_mul(0x85EB_CA6B)
@@ -517,7 +622,7 @@ impl Thread {
                 // INVITE went; a Contact elsewhere would need DNS or routing we do not do.
                 Emit::Ack | Emit::Bye => self.cfg.target,
             };
-            let _ = self.sip.send_to(&self.out, to);
+            self.sip.send(&self.out, to);
             if o.retransmit {
                 self.report.retransmissions += 1;
                 Progress::add(&self.progress.retransmissions, 1);
@@ -525,6 +630,13 @@ impl Thread {
         }
         match o.event {
             Some(Event::Answered(setup)) => {
+                let s = &mut self.slots[slot];
+                if let Some(local) = s.call.sdes_key {
+                    s.srtp = s.answer_key.and_then(|remote| Srtp::new(&local, &remote));
+                    if s.srtp.is_none() {
+                        self.report.srtp_unkeyed += 1;
+                    }
+                }
                 if let Some(from) = self.slots[slot]
                     .call
                     .remote_rtp
@@ -615,6 +727,9 @@ impl Thread {
                 }
                 let invite = m.cseq_method == Some(Method::Invite);
                 let rtp = if invite && (200..300).contains(&code) {
+                    if self.cfg.srtp {
+                        self.slots[slot].answer_key = answered_key(m.body);
+                    }
                     sdp_audio(m.body)
                 } else {
                     None
@@ -631,7 +746,7 @@ impl Thread {
             }
             Kind::Request(Method::Bye) => {
                 write_ok(&mut self.out, &m, "BYE");
-                let _ = self.sip.send_to(&self.out, src);
+                self.sip.send(&self.out, src);
                 if ours {
                     let o = self.slots[slot].call.on_bye();
                     self.apply(slot, o, now);
@@ -639,7 +754,7 @@ impl Thread {
             }
             Kind::Request(Method::Options) => {
                 write_ok(&mut self.out, &m, "OPTIONS");
-                let _ = self.sip.send_to(&self.out, src);
+                self.sip.send(&self.out, src);
             }
             _ => {}
         }
@@ -681,7 +796,7 @@ impl Thread {
                 let Some(s) = slot.and_then(|i| slots.get_mut(i)) else {
                     continue;
                 };
-                s.take(data, batch.arrival(k).unwrap_or(now), mode, report);
+                s.take(data, batch.arrival(k).unwrap_or(now), mode, tone, report);
             }
         });
         // Calls with sockets of their own: this phase's, what arrived since their last visit.
@@ -697,7 +812,7 @@ impl Thread {
                     for k in 0..n {
                         match batch.get(k) {
                             Some((data, src)) if Some(src) == s.rtp_from => {
-                                s.take(data, batch.arrival(k).unwrap_or(now), mode, report)
+                                s.take(data, batch.arrival(k).unwrap_or(now), mode, tone, report)
                             }
                             _ => {}
                         }
@@ -733,20 +848,59 @@ impl Thread {
 
 impl Slot {
     /// An RTP datagram from the server for this call: RTCP on the RTP port (PT 200–204 in the
-    /// second byte) and what does not parse are not media.
-    fn take(&mut self, data: &[u8], at: Instant, mode: RtpMode, report: &mut Report) {
+    /// second byte) and what does not parse are not media. An SRTP call's packet counts only if
+    /// it authenticates under the server's key; it is then decrypted on the stack.
+    fn take(
+        &mut self,
+        data: &[u8],
+        at: Instant,
+        mode: RtpMode,
+        tone: &[Vec<u8>],
+        report: &mut Report,
+    ) {
         if data.len() < 2 || (200..=204).contains(&data[1]) {
             return;
         }
+        let mut clear: [u8; PACKET_BYTES];
+        let data = match (&mut self.srtp, self.call.sdes_key) {
+            (_, None) => data,
+            (Some(srtp), Some(_)) if data.len() <= PACKET_BYTES => {
+                clear = [0; PACKET_BYTES];
+                let clear = &mut clear[..data.len()];
+                clear.copy_from_slice(data);
+                match srtp.rx.unprotect(clear) {
+                    Ok(len) => &clear[..len],
+                    Err(_) => {
+                        report.srtp_rejected += 1;
+                        return;
+                    }
+                }
+            }
+            _ => {
+                report.srtp_rejected += 1;
+                return;
+            }
+        };
         if let Ok(pkt) = RtpPacket::parse(data) {
-            self.receive(&pkt, at, mode, report);
+            self.receive(&pkt, at, mode, tone, report);
         }
     }
 
-    /// Books an RTP packet of this call and, in echo mode, queues its payload to go back.
-    fn receive(&mut self, pkt: &RtpPacket, at: Instant, mode: RtpMode, report: &mut Report) {
+    /// Books an RTP packet of this call and, in echo mode, queues its payload to go back; in
+    /// send mode, counts it if it is one of the tone's packets (the server echoed it intact).
+    fn receive(
+        &mut self,
+        pkt: &RtpPacket,
+        at: Instant,
+        mode: RtpMode,
+        tone: &[Vec<u8>],
+        report: &mut Report,
+    ) {
         self.rx += 1;
         report.rtp_received += 1;
+        if mode == RtpMode::Send && tone.iter().any(|t| t.as_slice() == pkt.payload()) {
+            report.tone_echoed += 1;
+        }
         match self.stats.as_mut() {
             Some(st) => {
                 st.on_packet(pkt.sequence());
@@ -837,10 +991,28 @@ impl Slot {
             ssrc: self.ssrc,
         };
         let mut head = [0u8; HEADER_LEN];
-        let sent = h.write(&mut head).is_ok();
-        if sent {
-            outbox.push_from(&[&head, payload], dst, self.address);
-        }
+        let len = HEADER_LEN + payload.len();
+        let sent = h.write(&mut head).is_ok()
+            && match (&mut self.srtp, self.call.sdes_key) {
+                (_, None) => {
+                    outbox.push_from(&[&head, payload], dst, self.address);
+                    true
+                }
+                (Some(srtp), Some(_)) if len + srtp::MAX_TRAILER <= PACKET_BYTES => {
+                    let mut packet = [0u8; PACKET_BYTES];
+                    packet[..HEADER_LEN].copy_from_slice(&head);
+                    packet[HEADER_LEN..len].copy_from_slice(payload);
+                    match srtp.tx.protect(&mut packet, len) {
+                        Ok(n) => {
+                            outbox.push_from(&[&packet[..n]], dst, self.address);
+                            true
+                        }
+                        Err(_) => false,
+                    }
+                }
+                // An SRTP call the server answered without a key sends nothing.
+                _ => false,
+            };
         self.seq = self.seq.wrapping_add(1);
         self.ts = self.ts.wrapping_add(SAMPLES);
         self.frames += 1;
@@ -864,11 +1036,11 @@ fn late_arrival(first: &mut Option<(Instant, u32)>, min: &mut i64, ts: u32, at: 
     transit - *min > FRAME.as_micros() as i64
 }
 
-/// Blocks up to `timeout` (µs precision) until `sock` is readable.
-fn wait_readable(sock: &UdpSocket, timeout: Duration) {
+/// Blocks up to `timeout` (µs precision) until `fd` is readable (or writable, if `writing`).
+fn wait_readable(fd: RawFd, writing: bool, timeout: Duration) {
     let mut pfd = libc::pollfd {
-        fd: sock.as_raw_fd(),
-        events: libc::POLLIN,
+        fd,
+        events: libc::POLLIN | if writing { libc::POLLOUT } else { 0 },
         revents: 0,
     };
     let ts = libc::timespec {

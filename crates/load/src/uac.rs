@@ -83,7 +83,12 @@ pub struct Call {
     pub remote_rtp: Option<SocketAddr>,
     /// Where this call takes RTP (its SDP offer's address and port).
     pub local_rtp: SocketAddr,
+    /// SDES: the master key and salt this call offers (AES_CM_128_HMAC_SHA1_80, RTP/SAVP).
+    pub sdes_key: Option<[u8; SDES_KEY_LEN]>,
 }
+
+/// Master key and salt of AES_CM_128_HMAC_SHA1_80, the one suite SRTP calls offer.
+pub const SDES_KEY_LEN: usize = 30;
 
 impl Call {
     pub fn new(now: Instant) -> Call {
@@ -101,6 +106,7 @@ impl Call {
             contact: String::new(),
             remote_rtp: None,
             local_rtp: SocketAddr::from(([0, 0, 0, 0], 0)),
+            sdes_key: None,
         }
     }
 
@@ -264,6 +270,22 @@ pub struct Endpoint {
     /// The one codec offered: its payload type and SDP lines (rtpmap, fmtp).
     pub payload_type: u8,
     pub sdp_codec: String,
+    /// SIP over TLS: Vias, the Request-URI and the Contact say so.
+    pub tls: bool,
+}
+
+/// The suite of the calls' `a=crypto` offers.
+pub const SDES_SUITE: sdp::CryptoSuite = sdp::CryptoSuite::AesCm128HmacSha1_80;
+
+/// The far end's key in a 2xx's SDP answer: the first audio stream's `a=crypto` line that
+/// answers our tag 1 in our suite (RFC 4568 §5.1.2).
+pub fn answered_key(body: &[u8]) -> Option<[u8; SDES_KEY_LEN]> {
+    let answer = sdp::SessionDescription::parse(body).ok()?;
+    let audio = answer.media.iter().find(|m| m.kind == "audio")?;
+    let line = audio
+        .crypto()
+        .find(|c| c.tag == 1 && c.suite == SDES_SUITE)?;
+    line.key.as_slice().try_into().ok()
 }
 
 /// The payload type and `a=rtpmap`/`a=fmtp` lines offering `f` alone, in 20 ms packets.
@@ -304,7 +326,11 @@ pub fn write(buf: &mut Vec<u8>, ep: &Endpoint, slot: usize, call: &Call, what: E
     buf.clear();
     let g = call.generation;
     let (run, th) = (ep.run, ep.thread);
-    let uri_target = format_args!("sip:{}@{}", ep.ext, ep.server);
+    let (via, uri_param) = match ep.tls {
+        true => ("TLS", ";transport=tls"),
+        false => ("UDP", ""),
+    };
+    let uri_target = format_args!("sip:{}@{}{uri_param}", ep.ext, ep.server);
     let (method, cseq, branch_n) = match what {
         Emit::Invite => ("INVITE", "1 INVITE", 0),
         Emit::AckFailure => ("ACK", "1 ACK", 0),
@@ -319,7 +345,7 @@ pub fn write(buf: &mut Vec<u8>, ep: &Endpoint, slot: usize, call: &Call, what: E
     }
     let _ = write!(
         buf,
-        "Via: SIP/2.0/UDP {};branch=z9hG4bK{run}x{th}x{slot}x{g}x{branch_n};rport\r\n\
+        "Via: SIP/2.0/{via} {};branch=z9hG4bK{run}x{th}x{slot}x{g}x{branch_n};rport\r\n\
          Max-Forwards: 70\r\n\
          From: <sip:load@{}>;tag={run}t{th}s{slot}g{g}\r\n",
         ep.local, ep.local
@@ -336,16 +362,23 @@ pub fn write(buf: &mut Vec<u8>, ep: &Endpoint, slot: usize, call: &Call, what: E
         // The length is patched in after the body is written (zero-padded digits are valid).
         let _ = write!(
             buf,
-            "Contact: <sip:load@{}>\r\nContent-Type: application/sdp\r\nContent-Length: 0000\r\n\r\n",
+            "Contact: <sip:load@{}{uri_param}>\r\nContent-Type: application/sdp\r\nContent-Length: 0000\r\n\r\n",
             ep.local
         );
         let start = buf.len();
         let _ = write!(
             buf,
             "v=0\r\no=load {g} {g} IN {o_family} {o_ip}\r\ns=strowger-load\r\nc=IN {family} {ip}\r\n\
-             t=0 0\r\nm=audio {} RTP/AVP {}\r\n{}a=ptime:20\r\na=sendrecv\r\n",
-            call.local_rtp.port(), ep.payload_type, ep.sdp_codec
+             t=0 0\r\nm=audio {} {} {}\r\n{}a=ptime:20\r\na=sendrecv\r\n",
+            call.local_rtp.port(),
+            if call.sdes_key.is_some() { "RTP/SAVP" } else { "RTP/AVP" },
+            ep.payload_type,
+            ep.sdp_codec
         );
+        if let Some(key) = call.sdes_key {
+            let line = sdp::Crypto::new(1, SDES_SUITE, key.to_vec());
+            let _ = write!(buf, "a={line}\r\n");
+        }
         let len = buf.len() - start;
         for (i, d) in buf[start - 8..start - 4].iter_mut().enumerate() {
             *d = b'0' + (len / 10usize.pow(3 - i as u32) % 10) as u8;
@@ -383,6 +416,7 @@ mod tests {
             thread: 1,
             payload_type: 0,
             sdp_codec: sdp_codec(codec::Format::Pcmu).1,
+            tls: false,
         }
     }
 
@@ -496,5 +530,17 @@ mod tests {
             (r.kind, r.call_id, r.to_tag),
             (Kind::Response(200), s.call_id, "srv")
         );
+        // Over TLS with SDES: the transport is named and the offer's key reads back.
+        let tls = Endpoint { tls: true, ..ep() };
+        c.start(t0, Duration::ZERO, rtp(40000));
+        c.sdes_key = Some([7; SDES_KEY_LEN]);
+        write(&mut buf, &tls, 17, &c, Emit::Invite);
+        let text = std::str::from_utf8(&buf).unwrap();
+        assert!(text.starts_with("INVITE sip:44444@127.0.0.1:5060;transport=tls SIP/2.0\r\n"));
+        assert!(text.contains("Via: SIP/2.0/TLS 127.0.0.1:5070;"), "{text}");
+        assert!(text.contains("m=audio 40000 RTP/SAVP 0\r\n"), "{text}");
+        let invite = scan(&buf).unwrap();
+        assert_eq!(answered_key(invite.body), Some([7; SDES_KEY_LEN]));
+        assert_eq!(answered_key(b"v=0\r\nm=audio 4000 RTP/AVP 0\r\n"), None);
     }
 }

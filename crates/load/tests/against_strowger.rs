@@ -67,6 +67,8 @@ fn free_range(len: u16) -> u16 {
 struct Server {
     child: Child,
     port: u16,
+    /// Its `tls:` listener, if started with one ([`Server::with_tls`]).
+    tls_port: Option<u16>,
     /// The first of its 200 RTP ports.
     rtp_lo: u16,
     dir: PathBuf,
@@ -77,19 +79,37 @@ impl Server {
         Server::with_config(label, None)
     }
 
+    /// strowger with a `tls:` listener too, on its self-signed certificate.
+    fn with_tls(label: &str) -> Server {
+        Server::launch(label, None, true)
+    }
+
+    /// The certificate strowger generated for its TLS listener (the load generator's CA).
+    fn tls_cert(&self) -> PathBuf {
+        self.dir.join("data/tls/cert.pem")
+    }
+
     /// strowger with `config` (TOML text) written to its directory, run from there.
     fn with_config(label: &str, config: Option<&str>) -> Server {
+        Server::launch(label, config, false)
+    }
+
+    fn launch(label: &str, config: Option<&str>, tls: bool) -> Server {
         let dir =
             std::env::temp_dir().join(format!("strowger-load-test-{label}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let port = free_port();
+        let tls_port = tls.then(free_port);
         let lo = free_range(200);
         let log = dir.join("strowger.log");
         let mut cmd = Command::new(strowger_bin());
         if let Some(text) = config {
             std::fs::write(dir.join("strowger.toml"), text).unwrap();
             cmd.arg("--config").arg(dir.join("strowger.toml"));
+        }
+        if let Some(p) = tls_port {
+            cmd.arg("--tls-listen").arg(format!("127.0.0.1:{p}"));
         }
         // Relative paths of the config (the default store) land in the test's own directory.
         let child = cmd
@@ -105,7 +125,8 @@ impl Server {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("spawn strowger");
-        let end = Instant::now() + Duration::from_secs(15);
+        // A debug build on a loaded host has taken 19 s to start.
+        let end = Instant::now() + Duration::from_secs(40);
         while !std::fs::read_to_string(&log)
             .unwrap_or_default()
             .contains("worker(s)")
@@ -116,6 +137,7 @@ impl Server {
         Server {
             child,
             port,
+            tls_port,
             rtp_lo: lo,
             dir,
         }
@@ -143,9 +165,21 @@ impl Server {
 
     /// [`Server::load`] with `ports` RTP ports for the load generator.
     fn load_with_ports(&self, ports: u16, args: &[&str]) -> (serde_json::Value, String) {
+        self.load_to(self.port, ports, args)
+    }
+
+    /// [`Server::load`] to its TLS listener, trusting its certificate.
+    fn load_over_tls(&self, args: &[&str]) -> (serde_json::Value, String) {
+        let ca = self.tls_cert();
+        let mut all = vec!["--tls-ca", ca.to_str().unwrap()];
+        all.extend_from_slice(args);
+        self.load_to(self.tls_port.expect("a TLS listener"), 100, &all)
+    }
+
+    fn load_to(&self, port: u16, ports: u16, args: &[&str]) -> (serde_json::Value, String) {
         let lo = free_range(ports);
         let out = Command::new(load_bin())
-            .args(["call", "--target", &format!("127.0.0.1:{}", self.port)])
+            .args(["call", "--target", &format!("127.0.0.1:{port}")])
             .args(["--json", "--rtp-ports", &format!("{lo}-{}", lo + ports - 1)])
             .args(["--max-time", "60"])
             .args(args)
@@ -210,6 +244,45 @@ fn sent_rtp_comes_back_from_the_echo_extension() {
     assert!((360..=400).contains(&tx), "{r}");
     assert!(rx * 10 >= tx * 8, "echoed back: {r}");
     assert_eq!(r["rtp"]["lost"], 0, "{r}");
+}
+
+#[test]
+fn srtp_calls_over_tls_come_back_from_the_echo_decrypted_and_intact() {
+    let s = Server::with_tls("srtp");
+    // Two threads: two TLS connections, each carrying its calls.
+    let (r, _) = s.load_over_tls(&[
+        "--ext",
+        "9196",
+        "--calls",
+        "6",
+        "--rate",
+        "10",
+        "--hold",
+        "1.5",
+        "--rtp",
+        "send",
+        "--srtp",
+        "--threads",
+        "2",
+    ]);
+    assert_eq!(r["failed"], 0, "{r}");
+    assert_eq!(r["completed"], 6, "{r}");
+    let rtp = &r["rtp"];
+    assert_eq!(
+        rtp["srtp_unkeyed_calls"], 0,
+        "every answer carried a key: {r}"
+    );
+    assert_eq!(rtp["srtp_rejected"], 0, "every packet authenticated: {r}");
+    let tx = rtp["sent"].as_u64().unwrap();
+    let rx = rtp["received"].as_u64().unwrap();
+    // 6 calls × 1.5 s × 50/s = 450 sent and protected; the echo sends each back under
+    // strowger's key, and each decrypts to a packet of the tone that was sent.
+    assert!((430..=480).contains(&tx), "{r}");
+    assert!(rx * 10 >= tx * 8, "echoed back: {r}");
+    assert_eq!(
+        rtp["tone_echoed"], rx,
+        "decrypted echoes are the tone's packets: {r}"
+    );
 }
 
 /// The embedded configuration (demo dialplan) with rtp.shared_ports set to `on`.

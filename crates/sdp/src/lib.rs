@@ -16,6 +16,6 @@ mod write;
 pub use codec::{Caps, Codec};
 pub use crypto::{Crypto, CryptoSuite, SrtpKeys};
 pub use model::{Attribute, Direction, Media, Origin, SessionDescription};
-pub use negotiate::{accept_answer, LocalSession, Negotiated, NegotiationError};
+pub use negotiate::{LocalSession, Negotiated, NegotiationError};
 pub use parse::ParseError;
 pub use webrtc::{Setup, WebRtcLocal, WebRtcRemote};

@@ -76,21 +76,21 @@ pub struct LocalSession {
     last: Option<SessionDescription>,
     sdes: Option<Sdes>,
     webrtc: Option<WebRtcLocal>,
+    /// SRTP or nothing: plain RTP offers and answers are refused, whichever way the session
+    /// keys (SDES offers then say RTP/SAVP).
+    require_srtp: bool,
 }
 
 /// SRTP keyed in the SDP (RFC 4568), for a session whose signalling is encrypted.
 #[derive(Clone)]
 struct Sdes {
-    /// Offer RTP/SAVP and refuse plain RTP; else offer RTP/AVP with keys (the peer may take
-    /// them or not) and answer plain offers plainly.
-    require: bool,
     /// Our master key and salt, as long as the longest suite's; shorter suites take its prefix.
     key: Vec<u8>,
 }
 
 impl fmt::Debug for Sdes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Sdes {{ require: {}, key: <redacted> }}", self.require)
+        f.write_str("Sdes { key: <redacted> }")
     }
 }
 
@@ -105,17 +105,23 @@ impl LocalSession {
             last: None,
             sdes: None,
             webrtc: None,
+            require_srtp: false,
         }
     }
 
     /// Keys this session's streams with SDES: `key` (at least 30 bytes of master key and
     /// salt) goes in our offers and answers. Only for signalling that is encrypted: a key
-    /// sent in clear text protects nothing.
-    pub fn with_sdes(mut self, require: bool, key: &[u8]) -> LocalSession {
-        self.sdes = Some(Sdes {
-            require,
-            key: key.to_vec(),
-        });
+    /// sent in clear text protects nothing. Offers say RTP/AVP, so a far end without SRTP
+    /// still answers, unless the session [requires SRTP](LocalSession::requiring_srtp).
+    pub fn with_sdes(mut self, key: &[u8]) -> LocalSession {
+        self.sdes = Some(Sdes { key: key.to_vec() });
+        self
+    }
+
+    /// Refuses plain RTP both ways: an offer without SRTP (or WebRTC, for a WebRTC session) is
+    /// answered with an error, and so is an answer to our offer that takes neither.
+    pub fn requiring_srtp(mut self) -> LocalSession {
+        self.require_srtp = true;
         self
     }
 
@@ -189,7 +195,7 @@ impl LocalSession {
         attributes.push(Attribute::Direction(Direction::SendRecv));
         let mut proto = RTP_AVP;
         if let Some(sdes) = &self.sdes {
-            proto = if sdes.require { RTP_SAVP } else { RTP_AVP };
+            proto = if self.require_srtp { RTP_SAVP } else { RTP_AVP };
             for (tag, suite) in (1..).zip(CryptoSuite::ALL) {
                 let key = sdes.key[..suite.key_len()].to_vec();
                 attributes.push(Attribute::Crypto(Crypto::new(tag, suite, key)));
@@ -275,6 +281,22 @@ impl LocalSession {
         Ok((self.stamp(session, media), negotiated))
     }
 
+    /// Completes an exchange we started: `answer` replies to `our_offer` (from a 200 OK,
+    /// or the ACK of an INVITE that carried no SDP). The answerer picked the codec, so
+    /// its first payload type that we offered wins. A plain answer is refused when the session
+    /// [requires SRTP](LocalSession::requiring_srtp).
+    pub fn accept_answer(
+        &self,
+        our_offer: &SessionDescription,
+        answer: &SessionDescription,
+    ) -> Result<Negotiated, NegotiationError> {
+        let agreed = accept_answer(our_offer, answer)?;
+        match self.require_srtp && agreed.srtp.is_none() && agreed.webrtc.is_none() {
+            true => Err(NegotiationError::Srtp),
+            false => Ok(agreed),
+        }
+    }
+
     /// How stream `m` of `offer` is secured if we take it: plainly, by the offered key and our
     /// answering line, or by DTLS-SRTP; Err when its security is not acceptable to this session.
     fn keys_for(
@@ -290,8 +312,8 @@ impl LocalSession {
         }
         let Some(sdes) = &self.sdes else {
             // Keys in clear-text signalling are worthless: RTP/SAVP is refused, `a=crypto` on
-            // RTP/AVP ignored.
-            return match m.is_secure() {
+            // RTP/AVP ignored. A WebRTC session that requires SRTP takes only WebRTC.
+            return match m.is_secure() || self.require_srtp {
                 true => Err(NegotiationError::Srtp),
                 false => Ok(Security::Plain),
             };
@@ -305,7 +327,7 @@ impl LocalSession {
                 let ours = Crypto::new(theirs.tag, theirs.suite, key);
                 Ok(Security::Sdes(theirs.clone(), ours))
             }
-            None if m.is_secure() || sdes.require => Err(NegotiationError::Srtp),
+            None if m.is_secure() || self.require_srtp => Err(NegotiationError::Srtp),
             None => Ok(Security::Plain),
         }
     }
@@ -350,10 +372,8 @@ impl LocalSession {
     }
 }
 
-/// Completes an exchange we started: `answer` replies to `our_offer` (from a 200 OK,
-/// or the ACK of an INVITE that carried no SDP). The answerer picked the codec, so
-/// its first payload type that we offered wins.
-pub fn accept_answer(
+/// [`LocalSession::accept_answer`] without the session's policy.
+fn accept_answer(
     our_offer: &SessionDescription,
     answer: &SessionDescription,
 ) -> Result<Negotiated, NegotiationError> {
@@ -384,7 +404,8 @@ pub fn accept_answer(
         return Ok(agreed);
     }
     // A plain RTP/AVP answer to our WebRTC offer (a SIP phone on a WebSocket that is no
-    // browser) is taken as plain RTP, as an answer without a key to SDES on RTP/AVP is.
+    // browser) is taken as plain RTP, as an answer without a key to SDES on RTP/AVP is,
+    // unless the session requires SRTP.
     agreed.srtp = answered_keys(offered, answered)?;
     Ok(agreed)
 }

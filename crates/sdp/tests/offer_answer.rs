@@ -1,8 +1,6 @@
 use std::net::{IpAddr, SocketAddr};
 
-use sdp::{
-    accept_answer, Caps, Codec, Direction, LocalSession, NegotiationError, SessionDescription,
-};
+use sdp::{Caps, Codec, Direction, LocalSession, NegotiationError, SessionDescription};
 
 const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1));
 
@@ -415,7 +413,19 @@ fn sdes_offer(proto: &str, crypto: &str) -> String {
 }
 
 fn secure(require: bool) -> LocalSession {
-    LocalSession::new(42, LOCAL).with_sdes(require, &[7; 30])
+    let s = LocalSession::new(42, LOCAL).with_sdes(&[7; 30]);
+    match require {
+        true => s.requiring_srtp(),
+        false => s,
+    }
+}
+
+/// What a session without SDES or WebRTC makes of `answer` to `offer`.
+fn accept_answer(
+    offer: &SessionDescription,
+    answer: &SessionDescription,
+) -> Result<sdp::Negotiated, NegotiationError> {
+    LocalSession::new(1, LOCAL).accept_answer(offer, answer)
 }
 
 #[test]
@@ -491,9 +501,9 @@ fn our_sdes_offer_and_its_answer_agree_on_keys() {
         "GCM takes 28 bytes"
     );
     // The far end answers from our offer with a key of its own.
-    let mut theirs = LocalSession::new(9, LOCAL).with_sdes(false, &[9; 30]);
+    let mut theirs = LocalSession::new(9, LOCAL).with_sdes(&[9; 30]);
     let (answer, their_neg) = theirs.answer(&offer, &Caps::default(), 20000).unwrap();
-    let neg = sdp::accept_answer(&offer, &answer).unwrap();
+    let neg = ours.accept_answer(&offer, &answer).unwrap();
     let keys = neg.srtp.unwrap();
     assert_eq!(keys.suite, CryptoSuite::AesCm128HmacSha1_80);
     assert_eq!(
@@ -508,13 +518,13 @@ fn our_sdes_offer_and_its_answer_agree_on_keys() {
         .attributes
         .retain(|a| !matches!(a, sdp::Attribute::Crypto(_)));
     assert_eq!(
-        sdp::accept_answer(&offer, &plain).unwrap_err(),
+        ours.accept_answer(&offer, &plain).unwrap_err(),
         NegotiationError::Srtp
     );
     let forged = answer.to_string().replace("crypto:1 ", "crypto:9 ");
     let forged = sdp(&forged);
     assert_eq!(
-        sdp::accept_answer(&offer, &forged).unwrap_err(),
+        ours.accept_answer(&offer, &forged).unwrap_err(),
         NegotiationError::Srtp
     );
 }

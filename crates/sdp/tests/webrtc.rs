@@ -4,8 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use sdp::{
-    accept_answer, Caps, Codec, Direction, LocalSession, NegotiationError, SessionDescription,
-    WebRtcLocal,
+    Caps, Codec, Direction, LocalSession, NegotiationError, SessionDescription, WebRtcLocal,
 };
 
 const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
@@ -174,24 +173,56 @@ fn our_offer_to_a_browser_is_actpass_and_its_answer_picks_the_role() {
             .parse()
             .unwrap()
     };
-    let n = accept_answer(&offer, &browser_answer("a=setup:active")).unwrap();
+    let n = s
+        .accept_answer(&offer, &browser_answer("a=setup:active"))
+        .unwrap();
     assert_eq!(n.codec, Codec::OPUS);
     assert!(!n.webrtc.unwrap().dtls_client);
-    let n = accept_answer(&offer, &browser_answer("a=setup:passive")).unwrap();
+    let n = s
+        .accept_answer(&offer, &browser_answer("a=setup:passive"))
+        .unwrap();
     assert!(n.webrtc.unwrap().dtls_client);
     let without = browser_answer("a=setup:active")
         .to_string()
         .replace(&format!("a=fingerprint:{THEIR_FP}\r\n"), "");
-    let r = accept_answer(&offer, &without.parse().unwrap());
+    let r = s.accept_answer(&offer, &without.parse().unwrap());
     assert_eq!(r.err(), Some(NegotiationError::Srtp));
     let garbled = browser_answer("a=setup:active")
         .to_string()
         .replace(THEIR_FP, "sha-256 not-hex");
-    let r = accept_answer(&offer, &garbled.parse().unwrap());
+    let r = s.accept_answer(&offer, &garbled.parse().unwrap());
     assert_eq!(r.err(), Some(NegotiationError::Srtp));
     // A phone on a WebSocket that is no browser answers plain RTP: taken plainly.
     let plain = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
                  m=audio 4000 RTP/AVP 0\r\n";
-    let n = accept_answer(&offer, &plain.parse().unwrap()).unwrap();
+    let n = s.accept_answer(&offer, &plain.parse().unwrap()).unwrap();
     assert_eq!((n.codec, n.webrtc), (Codec::PCMU, None));
+    // Where SRTP is required, that plain answer is refused; a browser's is still taken.
+    let strict = s.clone().requiring_srtp();
+    let r = strict.accept_answer(&offer, &plain.parse().unwrap());
+    assert_eq!(r.err(), Some(NegotiationError::Srtp));
+    let n = strict.accept_answer(&offer, &browser_answer("a=setup:active"));
+    assert!(n.unwrap().webrtc.is_some());
+}
+
+#[test]
+fn a_webrtc_session_that_requires_srtp_refuses_a_plain_offer() {
+    let plain: SessionDescription = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\n\
+                                     c=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 4000 RTP/AVP 0\r\n"
+        .parse()
+        .unwrap();
+    let mut offering = LocalSession::new(7, LOCAL).with_webrtc(local());
+    let (_, n) = offering
+        .answer(&plain, &caps(&[Codec::PCMU]), 30000)
+        .unwrap();
+    assert!(n.webrtc.is_none() && n.srtp.is_none(), "taken plainly");
+    let mut strict = LocalSession::new(7, LOCAL)
+        .with_webrtc(local())
+        .requiring_srtp();
+    let r = strict.answer(&plain, &caps(&[Codec::PCMU]), 30000);
+    assert_eq!(r.err(), Some(NegotiationError::Srtp));
+    let browser: SessionDescription = BROWSER_OFFER.parse().unwrap();
+    assert!(strict
+        .answer(&browser, &caps(&[Codec::OPUS]), 30000)
+        .is_ok());
 }

@@ -248,9 +248,10 @@ impl Engine {
             return;
         }
         let has_sdp = !msg.body().is_empty();
+        let mut refused = None;
         if has_sdp {
             if let Some(at) = self.calls[call].callee_idx() {
-                self.accept_answer(call, at, msg.body(), now);
+                refused = self.accept_answer(call, at, msg.body(), now).err();
             }
         }
         if status < 200 {
@@ -280,6 +281,14 @@ impl Engine {
         let target = d.remote_target.clone();
         d.confirm_uac(msg);
         let cseq = d.local_cseq;
+        if let (Some(e), Some(at)) = (refused, self.calls[call].callee_idx()) {
+            self.ack_answer(call, at, cseq);
+            self.answer_refused(call, at, e, now);
+            return;
+        }
+        let Some(out) = self.calls[call].callee_mut() else {
+            return;
+        };
         out.invite_tx = None;
         out.confirmed = true;
         self.call_notice(call, crate::control::CALL, |call_id| Notice::Bridged {
@@ -330,31 +339,61 @@ impl Engine {
         self.out.push_back(ack);
     }
 
-    /// Takes the SDP answer in a response to leg `at`'s offer.
-    pub(crate) fn accept_answer(&mut self, call: usize, at: LegIdx, body: &[u8], now: Instant) {
+    /// Takes the SDP answer in a response to leg `at`'s offer; Err if it answers the offer
+    /// but cannot be taken (then the offer stays open, and a 2xx ends the leg).
+    pub(crate) fn accept_answer(
+        &mut self,
+        call: usize,
+        at: LegIdx,
+        body: &[u8],
+        now: Instant,
+    ) -> Result<(), sdp::NegotiationError> {
         let symmetric = self.s.symmetric_rtp;
         let Some(out) = self.calls[call].leg_mut(at) else {
-            return;
+            return Ok(());
         };
         let Some(offer) = out.our_offer.as_ref() else {
-            return;
+            return Ok(());
         };
         let Ok(answer) = SessionDescription::parse(body) else {
+            return Ok(());
+        };
+        let neg = out.sdp.accept_answer(offer, &answer)?;
+        out.our_offer = None;
+        if let Some(m) = out.media {
+            self.media
+                .update_leg(m, crate::engine::leg_update(&neg, symmetric));
+            crate::sdes::Keying::of(Some(&neg), &out.sdp, &self.s.webrtc_certificate).apply(
+                &mut self.media,
+                m,
+                now,
+            );
+        }
+        out.negotiated = Some(neg);
+        Ok(())
+    }
+
+    /// Leg `at` answered with a 2xx (ACKed already) whose SDP cannot be taken, `e` says why:
+    /// the leg is ended with a BYE (RFC 3261 §13.2.2.4; Q.850 88, incompatible destination),
+    /// counted and logged, and the call goes on as if the leg had refused with 488.
+    pub(crate) fn answer_refused(
+        &mut self,
+        call: usize,
+        at: LegIdx,
+        e: sdp::NegotiationError,
+        now: Instant,
+    ) {
+        let Some(mut leg) = self.calls.get_mut(call).and_then(|c| c.remove_leg(at)) else {
             return;
         };
-        if let Ok(neg) = sdp::accept_answer(offer, &answer) {
-            out.our_offer = None;
-            if let Some(m) = out.media {
-                self.media
-                    .update_leg(m, crate::engine::leg_update(&neg, symmetric));
-                crate::sdes::Keying::of(Some(&neg), &out.sdp, &self.s.webrtc_certificate).apply(
-                    &mut self.media,
-                    m,
-                    now,
-                );
-            }
-            out.negotiated = Some(neg);
-        }
+        let to = leg
+            .dialog()
+            .map(|d| d.remote_target.clone())
+            .unwrap_or_default();
+        self.note_refused_answer(call, e, &format!("the leg to {to}"));
+        leg.confirmed = true;
+        self.release_outbound(&mut leg, 88, true, now);
+        self.leg_failed(call, 488, now);
     }
 
     fn link_media(&mut self, call: usize) {

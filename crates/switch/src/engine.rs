@@ -423,13 +423,15 @@ impl Engine {
 
     /// What the last inputs produced, one at a time, until [`Output::Timeout`].
     pub fn poll_output(&mut self) -> Output<'_> {
-        if let Some(t) = self.txs.poll_transmit() {
-            self.metrics.sip_out(&t.bytes);
-            return Output::Sip(t.to, t.bytes);
-        }
+        // ACKs and stateless replies before the transactions' messages: an ACK to a 2xx leaves
+        // before a BYE that ends the same dialog at once (RFC 3261 §13.2.2.4).
         if let Some((peer, bytes)) = self.out.pop_front() {
             self.metrics.sip_out(&bytes);
             return Output::Sip(peer, bytes);
+        }
+        if let Some(t) = self.txs.poll_transmit() {
+            self.metrics.sip_out(&t.bytes);
+            return Output::Sip(t.to, t.bytes);
         }
         if let Some(t) = self.iax.as_mut().and_then(|i| i.poll_transmit()) {
             return Output::Iax(t);
@@ -1242,19 +1244,26 @@ impl Engine {
         let Some(offer) = leg.our_offer.take() else {
             return;
         };
-        let answer = SessionDescription::parse(msg.body()).ok();
-        if let Some(neg) = answer.and_then(|a| sdp::accept_answer(&offer, &a).ok()) {
-            if let Some(m) = leg.media {
-                self.media.update_leg(m, leg_update(&neg, symmetric));
-                crate::sdes::Keying::of(Some(&neg), &leg.sdp, &self.s.webrtc_certificate).apply(
-                    &mut self.media,
-                    m,
-                    now,
-                );
+        let Ok(answer) = SessionDescription::parse(msg.body()) else {
+            return;
+        };
+        match leg.sdp.accept_answer(&offer, &answer) {
+            Ok(neg) => {
+                if let Some(m) = leg.media {
+                    self.media.update_leg(m, leg_update(&neg, symmetric));
+                    crate::sdes::Keying::of(Some(&neg), &leg.sdp, &self.s.webrtc_certificate)
+                        .apply(&mut self.media, m, now);
+                }
+                let held = crate::hold::holds(&neg);
+                leg.negotiated = Some(neg);
+                self.set_held(at.call, at.leg, held);
             }
-            let held = crate::hold::holds(&neg);
-            leg.negotiated = Some(neg);
-            self.set_held(at.call, at.leg, held);
+            // The answer to the offer of our 2xx (the INVITE had none) cannot be taken: the
+            // call ends with a BYE (RFC 3261 §13.2.2.4 from the answerer's side).
+            Err(e) => {
+                self.note_refused_answer(at.call, e, "the call");
+                self.hangup(at.call, 88, "switch", None, now);
+            }
         }
     }
 

@@ -110,7 +110,8 @@ const RESPONSES: usize = REQUESTS + 2 * METHODS.len(); // [direction][code label
 const RETRANSMISSIONS: usize = RESPONSES + 2 * CODE_LABELS;
 const TOO_LARGE: usize = RETRANSMISSIONS + 1;
 const REGISTRATIONS: usize = TOO_LARGE + 1;
-const REFUSED: usize = REGISTRATIONS + 1; // [Refusal]
+const ANSWERS_REFUSED: usize = REGISTRATIONS + 1;
+const REFUSED: usize = ANSWERS_REFUSED + 1; // [Refusal]
 const ENDED: usize = REFUSED + REFUSALS.len(); // [Q.850 cause]
 /// INVITE received → answered or refused, in seconds.
 const SETUP: Hist = Hist {
@@ -299,6 +300,11 @@ impl Counts {
     /// A REGISTER accepted (bindings added, refreshed or removed).
     pub(crate) fn registration(&mut self) {
         self.0[REGISTRATIONS] += 1;
+    }
+
+    /// A 2xx whose SDP answer could not be taken: its leg was ended with a BYE.
+    pub(crate) fn answer_refused(&mut self) {
+        self.0[ANSWERS_REFUSED] += 1;
     }
 
     /// A new call refused with 503.
@@ -577,6 +583,10 @@ impl Collector for Scrape {
         counters(e, "sip_dropped", help, dropped)?;
         let help = "REGISTER requests accepted.";
         counter(e, "registrations", help, t[REGISTRATIONS])?;
+        let help = "2xx answers to strowger's offers it could not take (a plain answer where \
+                    rtp.srtp = \"require\", or no codec it offered): each leg was ACKed, then \
+                    ended with a BYE.";
+        counter(e, "sdp_answers_refused", help, t[ANSWERS_REFUSED])?;
         let help = "Whole-call recordings that ended incomplete: audio dropped because the \
                     writer fell behind, or a write that failed (the log names each file).";
         counter(e, "recordings_incomplete", help, self.recordings_incomplete)?;

@@ -329,7 +329,9 @@ impl Engine {
             call,
             leg: Call::CALLER,
         });
-        self.accept_answer(call, Call::CALLER, msg.body(), now);
+        let refused = self
+            .accept_answer(call, Call::CALLER, msg.body(), now)
+            .err();
         let c = &mut self.calls[call];
         let leg = c.caller_mut();
         let Some(d) = leg.dialog_mut() else {
@@ -346,6 +348,11 @@ impl Engine {
         self.metrics
             .set_up(now.saturating_duration_since(c.started));
         self.ack_answer(call, Call::CALLER, cseq);
+        if let Some(e) = refused {
+            // The one leg there is answered with SDP that cannot be taken: it ends at once.
+            self.note_refused_answer(call, e, "the call");
+            return self.hangup(call, 88, "switch", None, now);
+        }
         self.notice(crate::control::CALL, |_| {
             let (call_id, contact) = answered?;
             Some(Notice::Answered { call_id, contact })

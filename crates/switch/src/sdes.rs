@@ -2,25 +2,28 @@
 //! `rtp.srtp` says. A key in an SDP sent in clear text protects nothing, so a leg over UDP or
 //! TCP never takes or sends one, and its RTP/SAVP streams are refused. Legs over WebSockets
 //! (browsers) are WebRTC legs instead: ICE-lite and DTLS-SRTP, keyed by a handshake on the
-//! media path rather than in the SDP, unless `rtp.srtp` is "refuse".
+//! media path rather than in the SDP, unless `rtp.srtp` is "refuse". "require" holds for both
+//! kinds and both ways: a plain offer is refused with 488, and a plain answer to our offer
+//! ends its leg (ACK, then BYE) while the caller gets 488.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sdp::{LocalSession, Negotiated, SrtpKeys, WebRtcLocal};
+use sdp::{LocalSession, Negotiated, NegotiationError, SrtpKeys, WebRtcLocal};
 use sip::transaction::Transport;
 
 use crate::engine::Engine;
 
-/// `rtp.srtp`: what a leg signalled over TLS does about SRTP.
+/// `rtp.srtp`: what a leg signalled over TLS (SDES) or a WebSocket (DTLS-SRTP) does about SRTP.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SrtpPolicy {
     /// Take SRTP offered with keys (RTP/SAVP, or keys on RTP/AVP) and plain RTP alike; offer
     /// keys on RTP/AVP, so a far end without SRTP still answers.
     #[default]
     Offer,
-    /// SRTP or nothing: offer RTP/SAVP, refuse plain offers with 488.
+    /// SRTP or nothing: offer RTP/SAVP (WebRTC on WebSockets), refuse plain offers with 488
+    /// and end legs that answer plainly.
     Require,
     /// Plain RTP only, as on UDP and TCP.
     Refuse,
@@ -39,14 +42,18 @@ impl SrtpPolicy {
 
 impl Engine {
     /// A new SIP leg's SDP session, SDES-keyed with a fresh master key when its signalling
-    /// is TLS and `rtp.srtp` is not "refuse".
+    /// is TLS, WebRTC on a WebSocket, plain on UDP and TCP or when `rtp.srtp` is "refuse";
+    /// with "require", the encrypted kinds refuse plain RTP both ways.
     pub(crate) fn local_session(&mut self, addr: IpAddr, transport: Transport) -> LocalSession {
         let sdp = LocalSession::new(self.rng.u64(..u64::MAX / 2), addr);
-        match (transport, self.s.srtp) {
+        let sdp = match (transport, self.s.srtp) {
             (_, SrtpPolicy::Refuse) => sdp,
-            (Transport::Tls, SrtpPolicy::Offer) => sdp.with_sdes(false, &srtp::master_key()),
-            (Transport::Tls, SrtpPolicy::Require) => sdp.with_sdes(true, &srtp::master_key()),
+            (Transport::Tls, _) => sdp.with_sdes(&srtp::master_key()),
             (Transport::Ws | Transport::Wss, _) => sdp.with_webrtc(self.webrtc_local()),
+            _ => return sdp,
+        };
+        match self.s.srtp {
+            SrtpPolicy::Require => sdp.requiring_srtp(),
             _ => sdp,
         }
     }
@@ -78,6 +85,28 @@ impl Engine {
         }
     }
 
+    /// A 2xx answered our offer with SDP that cannot be taken (`e`, "require" refusing plain
+    /// RTP among others): counted, and logged with what was ended (`ended`) and the key to change.
+    pub(crate) fn note_refused_answer(&mut self, call: usize, e: NegotiationError, ended: &str) {
+        self.metrics.answer_refused();
+        let why = match (e, self.s.srtp) {
+            (NegotiationError::Srtp, SrtpPolicy::Require) => {
+                "it is plain RTP and rtp.srtp = \"require\" \
+                asks for SRTP (SDES over TLS, DTLS-SRTP over WebSockets); set rtp.srtp = \"offer\" \
+                to take plain answers"
+                    .to_string()
+            }
+            (NegotiationError::Srtp, _) => {
+                "its SRTP names no key line strowger offered, or no DTLS fingerprint".to_string()
+            }
+            (e, _) => e.to_string(),
+        };
+        self.warn_call(
+            call,
+            format!("ended {ended}: its 2xx answered with SDP strowger cannot take: {why} (strowger_sdp_answers_refused_total in the metrics)"),
+        );
+    }
+
     /// The Warning of a 488 for an offer refused for its security alone.
     pub(crate) fn srtp_refusal(&self, transport: Transport) -> String {
         let why = match (transport, self.s.srtp) {
@@ -89,6 +118,9 @@ impl Engine {
             }
             (Transport::Tls, SrtpPolicy::Offer) => {
                 "no usable a=crypto line: one inline key of AES_CM_128_HMAC_SHA1_80, AES_CM_128_HMAC_SHA1_32 or AEAD_AES_128_GCM, without session parameters or MKI"
+            }
+            (Transport::Ws | Transport::Wss, SrtpPolicy::Require) => {
+                "SRTP is required here (rtp.srtp = \\\"require\\\"): on a WebSocket offer WebRTC (UDP/TLS/RTP/SAVPF with DTLS-SRTP)"
             }
             _ => "RTP/SAVP needs SIP over TLS (keys in clear text protect nothing): call over a tls: listener, or offer RTP/AVP",
         };

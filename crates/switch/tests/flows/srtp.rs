@@ -2,7 +2,9 @@
 //! signalling over TLS, answered with strowger's own key, and the media strowger sends that
 //! caller is SRTP that opens with that key (a forged packet is dropped, counted and logged);
 //! the same offer over UDP, or plain RTP where
-//! `rtp.srtp = "require"`, gets a 488 whose Warning says why.
+//! `rtp.srtp = "require"`, gets a 488 whose Warning says why. "require" holds for WebSocket
+//! (WebRTC) legs too, and both ways: a phone that answers strowger's SRTP or WebRTC offer with
+//! plain RTP is ACKed, then sent a BYE, and the caller gets 488.
 
 use crate::net;
 
@@ -27,10 +29,10 @@ fn offer(proto: &str) -> String {
 /// ALICE within 200 ms: SIP responses and media.
 fn call(n: &mut Net, sw: Id, transport: Transport, sdp: &str) -> (Vec<Message>, Vec<Packet>) {
     let alice = addr(ALICE);
-    let via = if transport == Transport::Tls {
-        "TLS"
-    } else {
-        "UDP"
+    let via = match transport {
+        Transport::Tls => "TLS",
+        Transport::Ws => "WS",
+        _ => "UDP",
     };
     let invite = format!(
         "INVITE sip:44444@{SW} SIP/2.0\r\nVia: SIP/2.0/{via} {alice};branch=z9hG4bK-s1\r\n\
@@ -190,17 +192,131 @@ fn sdes_over_udp_is_refused_and_keys_on_plain_rtp_are_ignored() {
 fn require_refuses_plain_rtp_on_tls_and_refuse_refuses_srtp() {
     let plain = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
                  m=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
-    for (policy, sdp, why) in [
-        ("require", plain.to_string(), "rtp.srtp = \\\"require\\\""),
-        ("refuse", offer("RTP/SAVP"), "rtp.srtp = \\\"refuse\\\""),
+    for (policy, transport, sdp, why) in [
+        (
+            "require",
+            Transport::Tls,
+            plain.to_string(),
+            "rtp.srtp = \\\"require\\\"",
+        ),
+        // A WebSocket phone that offers no WebRTC.
+        (
+            "require",
+            Transport::Ws,
+            plain.to_string(),
+            "rtp.srtp = \\\"require\\\"",
+        ),
+        (
+            "refuse",
+            Transport::Tls,
+            offer("RTP/SAVP"),
+            "rtp.srtp = \\\"refuse\\\"",
+        ),
     ] {
         let mut n = Net::new(24);
         let head = format!("[rtp]\nmedia_timeout_s = 0\nsrtp = \"{policy}\"\n");
         let sw = n.switch(&config(&head), &[SW], 1);
-        let (sip, _) = call(&mut n, sw, Transport::Tls, &sdp);
+        let (sip, _) = call(&mut n, sw, transport, &sdp);
         let refused = final_response(&sip);
-        assert_eq!(refused.status(), Some(488), "{policy}");
+        assert_eq!(refused.status(), Some(488), "{policy} {transport:?}");
         let warning = refused.header_named("Warning").unwrap_or_default();
-        assert!(warning.contains(why), "{policy}: {warning}");
+        assert!(warning.contains(why), "{policy} {transport:?}: {warning}");
+    }
+    // Where SRTP is only offered, the WebSocket phone's plain offer is taken.
+    let mut n = Net::new(24);
+    let sw = n.switch(&config(""), &[SW], 1);
+    let (sip, _) = call(&mut n, sw, Transport::Ws, plain);
+    assert_eq!(final_response(&sip).status(), Some(200));
+}
+
+/// A UDP caller dials 1001, registered over `transport`, which answers strowger's offer with
+/// plain RTP; `extra` heads the configuration. What 1001 and the caller got afterwards, and
+/// the switch's metrics and log.
+fn callee_answers_plain(
+    transport: Transport,
+    extra: &str,
+) -> (Vec<Message>, Vec<Message>, String, Vec<String>) {
+    let phone = addr("127.0.0.1:40640");
+    let (mut n, sw, to_phone) =
+        crate::tls::register_then_dial_with(transport, phone, "plain.invalid", "", extra);
+    let invite = to_phone
+        .iter()
+        .find(|m| m.starts_with("INVITE "))
+        .expect("an INVITE to 1001");
+    let invite = Message::parse(invite.as_bytes(), false).unwrap();
+    let offered = SessionDescription::parse(invite.body()).unwrap();
+    assert!(
+        offered.media[0].crypto().next().is_some() || offered.media[0].is_webrtc(),
+        "strowger offers SRTP over {transport:?}: {offered}"
+    );
+    let plain = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+                 m=audio 40700 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
+    let ok = crate::webrtc_legs::ok_to(&invite, plain);
+    let mut now = n.now;
+    let node = n.sw(sw).node();
+    let peer = Peer {
+        transport,
+        addr: phone,
+    };
+    node.deliver_msg(ok, peer, addr(SW), false, now);
+    let mut out = node.drain();
+    for _ in 0..10 {
+        now += ms(20);
+        node.advance(now);
+        out.extend(node.drain());
+    }
+    let sip_to = |to| {
+        out.iter()
+            .filter(|p| !p.media && p.to == to)
+            .filter_map(|p| Message::parse(&p.bytes, true).ok())
+            .collect::<Vec<_>>()
+    };
+    let (to_phone, to_alice) = (sip_to(phone), sip_to(addr(ALICE)));
+    let sw = n.sw(sw);
+    (to_phone, to_alice, sw.scrape(), sw.logs())
+}
+
+#[test]
+fn require_ends_a_callee_that_answers_plain_rtp_with_ack_then_bye_and_the_caller_gets_488() {
+    let require = "[rtp]\nmedia_timeout_s = 0\nsrtp = \"require\"\n";
+    for transport in [Transport::Tls, Transport::Ws] {
+        let (to_phone, to_alice, metrics, logs) = callee_answers_plain(transport, require);
+        let methods: Vec<String> = to_phone
+            .iter()
+            .filter_map(|m| m.method().map(|m| m.to_string()))
+            .collect();
+        assert_eq!(methods, ["ACK", "BYE"], "{transport:?}: {to_phone:?}");
+        let bye = &to_phone[1];
+        assert_eq!(
+            bye.header_named("Reason"),
+            Some("Q.850;cause=88"),
+            "{transport:?}"
+        );
+        assert_eq!(
+            final_response(&to_alice).status(),
+            Some(488),
+            "{transport:?}: {to_alice:?}"
+        );
+        assert!(
+            metrics.contains("strowger_sdp_answers_refused_total 1\n"),
+            "{transport:?}: {metrics}"
+        );
+        assert!(
+            logs.iter()
+                .any(|l| l.contains("rtp.srtp = \"require\"") && l.contains("plain RTP")),
+            "{transport:?}: {logs:?}"
+        );
+    }
+    // Where SRTP is only offered, the same plain answers are taken: the caller is answered.
+    for transport in [Transport::Tls, Transport::Ws] {
+        let (to_phone, to_alice, metrics, _) = callee_answers_plain(transport, "");
+        assert!(
+            !to_phone
+                .iter()
+                .any(|m| m.method() == Some(&sip::Method::Bye)),
+            "{to_phone:?}"
+        );
+        assert_eq!(final_response(&to_alice).status(), Some(200));
+        assert!(metrics.contains("strowger_sdp_answers_refused_total 0\n"));
     }
 }

@@ -48,8 +48,19 @@ pub fn register_then_dial(
     host: &str,
     domain: &str,
 ) -> (Net, Id, Vec<String>) {
+    register_then_dial_with(transport, phone, host, domain, "")
+}
+
+/// `register_then_dial` with `extra` at the head of the configuration (`[rtp]` settings).
+pub fn register_then_dial_with(
+    transport: Transport,
+    phone: std::net::SocketAddr,
+    host: &str,
+    domain: &str,
+    extra: &str,
+) -> (Net, Id, Vec<String>) {
     let mut n = Net::new(7);
-    let mut head = "[registrar]\nauthenticate = false\nkeepalive_s = 0\n".to_string();
+    let mut head = format!("{extra}[registrar]\nauthenticate = false\nkeepalive_s = 0\n");
     if !domain.is_empty() {
         head += &format!("[proxy]\ndomains = [\"{domain}\"]\n");
     }

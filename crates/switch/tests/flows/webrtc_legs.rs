@@ -266,7 +266,7 @@ fn a_browser_calls_the_echo_over_ice_lite_and_dtls_srtp_and_hears_itself() {
 }
 
 /// The browser's 200 to strowger's INVITE, with `sdp`.
-fn ok_to(invite: &Message, sdp: &str) -> Message {
+pub fn ok_to(invite: &Message, sdp: &str) -> Message {
     Message::parse(ok_text(invite, sdp).as_bytes(), true).unwrap()
 }
 
