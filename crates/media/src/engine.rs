@@ -77,7 +77,8 @@ pub enum MediaEvent {
         digit: char,
         duration_ms: u32,
     },
-    /// No RTP (frames, on a frame leg) for the leg's `media_timeout` while expecting it.
+    /// No RTP (frames, on a frame leg) for the leg's `media_timeout` while expecting it, or
+    /// neither RTP nor RTCP for its `hold_timeout` while it is held.
     MediaTimeout { leg: LegId },
     /// RTP now goes to the source address of what the far end sends.
     RemoteLatched { leg: LegId, addr: SocketAddr },
@@ -279,6 +280,8 @@ impl Engine {
             // Latched to no address: a datagram handed to `on_rtp` for it is rejected.
             symmetric: true,
             media_timeout,
+            // Its transport has no SDP hold.
+            hold_timeout: None,
             ptime_ms: 20,
         };
         let out = OutStream::new(&mut self.rng);
@@ -1300,6 +1303,7 @@ impl Engine {
         if leg.symmetric {
             leg.remote_rtcp = Some(src);
         }
+        leg.last_rtcp = Some(now);
         for pkt in rtcp::parse_compound(data) {
             let blocks = match pkt {
                 Ok(RtcpPacket::SenderReport { info, blocks, .. }) => {
@@ -1378,11 +1382,19 @@ impl Engine {
             };
             let id = LegId(index);
             let last_rx = *leg.last_rx.get_or_insert(now);
-            if let Some(limit) = leg.media_timeout {
-                // Only a two-way stream is expected to keep arriving: a held party (sendonly,
-                // recvonly or inactive) may go quiet for as long as it is held.
-                let expecting = leg.receives && leg.sends;
-                if expecting && !leg.timed_out && now.saturating_duration_since(last_rx) >= limit {
+            // A two-way stream is expected to keep arriving; a held party (sendonly, recvonly
+            // or inactive) may go quiet, but shows it is there by RTP or RTCP within the
+            // longer hold timeout.
+            let (limit, alive) = if leg.receives && leg.sends {
+                (leg.media_timeout, last_rx)
+            } else {
+                (
+                    leg.hold_timeout,
+                    leg.last_rtcp.map_or(last_rx, |r| r.max(last_rx)),
+                )
+            };
+            if let Some(limit) = limit {
+                if !leg.timed_out && now.saturating_duration_since(alive) >= limit {
                     leg.timed_out = true;
                     events.push_back(MediaEvent::MediaTimeout { leg: id });
                 }

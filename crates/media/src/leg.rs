@@ -40,6 +40,9 @@ pub struct LegConfig {
     pub symmetric: bool,
     /// Report [`crate::MediaEvent::MediaTimeout`] after this long without RTP.
     pub media_timeout: Option<Duration>,
+    /// The same, for a held leg (sendonly, recvonly, inactive), after this long without RTP
+    /// or RTCP: a held party may go quiet, but one that vanished must not hold the call for ever.
+    pub hold_timeout: Option<Duration>,
     /// Packet interval; 10-120 ms for G.711, one frame for iLBC (20/30 ms),
     /// 20 ms for every other format.
     pub ptime_ms: u32,
@@ -175,6 +178,7 @@ pub(crate) struct Leg {
     pub(crate) symmetric: bool,
     pub(crate) latched: bool,
     pub(crate) media_timeout: Option<Duration>,
+    pub(crate) hold_timeout: Option<Duration>,
     pub(crate) ptime: Duration,
     pub(crate) ptime_ms: u32,
     /// RTP clock units per packet.
@@ -202,6 +206,8 @@ pub(crate) struct Leg {
     pub(crate) bytes_received: u64,
     /// Last RTP arrival; `None` restarts the timeout clock at the next tick.
     pub(crate) last_rx: Option<Instant>,
+    /// Last RTCP arrival: a held leg's sign of life, kept off the RTP path.
+    pub(crate) last_rtcp: Option<Instant>,
     pub(crate) timed_out: bool,
     pub(crate) dtmf: DtmfDetector,
     /// Listens for digits sent as tones (a far end without telephone-event); `None` spends
@@ -266,6 +272,7 @@ impl Leg {
             symmetric: cfg.symmetric,
             latched: false,
             media_timeout: cfg.media_timeout,
+            hold_timeout: cfg.hold_timeout,
             ptime: Duration::ZERO,
             ptime_ms: cfg.ptime_ms,
             frame_units: 0,
@@ -283,6 +290,7 @@ impl Leg {
             packets_received: 0,
             bytes_received: 0,
             last_rx: None,
+            last_rtcp: None,
             timed_out: false,
             dtmf: DtmfDetector::default(),
             tones: None,
@@ -350,9 +358,10 @@ impl Leg {
     }
 
     pub(crate) fn update(&mut self, u: LegUpdate) {
-        // Resuming a held stream restarts the media timeout.
-        if u.receives && u.sends && !(self.receives && self.negotiated_sends) {
+        // Holding or resuming restarts the timeout clock: media or hold, whichever now applies.
+        if (u.receives && u.sends) != (self.receives && self.negotiated_sends) {
             self.last_rx = None;
+            self.last_rtcp = None;
         }
         self.payload_type = u.payload_type;
         self.set_format(u.format);
