@@ -1303,7 +1303,10 @@ impl Engine {
         if leg.symmetric {
             leg.remote_rtcp = Some(src);
         }
-        leg.last_rtcp = Some(now);
+        // A held party's reports show it is still there (on the RTCP path, not RTP's).
+        if !(leg.receives && leg.sends) {
+            leg.last_rx = Some(now);
+        }
         for pkt in rtcp::parse_compound(data) {
             let blocks = match pkt {
                 Ok(RtcpPacket::SenderReport { info, blocks, .. }) => {
@@ -1385,16 +1388,13 @@ impl Engine {
             // A two-way stream is expected to keep arriving; a held party (sendonly, recvonly
             // or inactive) may go quiet, but shows it is there by RTP or RTCP within the
             // longer hold timeout.
-            let (limit, alive) = if leg.receives && leg.sends {
-                (leg.media_timeout, last_rx)
+            let limit = if leg.receives && leg.sends {
+                leg.media_timeout
             } else {
-                (
-                    leg.hold_timeout,
-                    leg.last_rtcp.map_or(last_rx, |r| r.max(last_rx)),
-                )
+                leg.hold_timeout
             };
             if let Some(limit) = limit {
-                if !leg.timed_out && now.saturating_duration_since(alive) >= limit {
+                if !leg.timed_out && now.saturating_duration_since(last_rx) >= limit {
                     leg.timed_out = true;
                     events.push_back(MediaEvent::MediaTimeout { leg: id });
                 }

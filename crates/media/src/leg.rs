@@ -204,10 +204,9 @@ pub(crate) struct Leg {
     pub(crate) lost_before: i64,
     pub(crate) packets_received: u64,
     pub(crate) bytes_received: u64,
-    /// Last RTP arrival; `None` restarts the timeout clock at the next tick.
+    /// Last RTP arrival, or RTCP's while held; `None` restarts the timeout clock at the next
+    /// tick.
     pub(crate) last_rx: Option<Instant>,
-    /// Last RTCP arrival: a held leg's sign of life, kept off the RTP path.
-    pub(crate) last_rtcp: Option<Instant>,
     pub(crate) timed_out: bool,
     pub(crate) dtmf: DtmfDetector,
     /// Listens for digits sent as tones (a far end without telephone-event); `None` spends
@@ -290,7 +289,6 @@ impl Leg {
             packets_received: 0,
             bytes_received: 0,
             last_rx: None,
-            last_rtcp: None,
             timed_out: false,
             dtmf: DtmfDetector::default(),
             tones: None,
@@ -361,7 +359,6 @@ impl Leg {
         // Holding or resuming restarts the timeout clock: media or hold, whichever now applies.
         if (u.receives && u.sends) != (self.receives && self.negotiated_sends) {
             self.last_rx = None;
-            self.last_rtcp = None;
         }
         self.payload_type = u.payload_type;
         self.set_format(u.format);
