@@ -533,6 +533,7 @@ impl Engine {
             leg.muted = muted;
             leg.deaf = deaf;
             leg.sends = leg.negotiated_sends && !deaf;
+            leg.rearm();
         }
     }
 
@@ -1385,15 +1386,8 @@ impl Engine {
             };
             let id = LegId(index);
             let last_rx = *leg.last_rx.get_or_insert(now);
-            // A two-way stream is expected to keep arriving; a held party (sendonly, recvonly
-            // or inactive) may go quiet, but shows it is there by RTP or RTCP within the
-            // longer hold timeout.
-            let limit = if leg.receives && leg.sends {
-                leg.media_timeout
-            } else {
-                leg.hold_timeout
-            };
-            if let Some(limit) = limit {
+            // The media timeout, or the hold timeout while held (`Leg::rearm`).
+            if let Some(limit) = leg.quiet_limit {
                 if !leg.timed_out && now.saturating_duration_since(last_rx) >= limit {
                     leg.timed_out = true;
                     events.push_back(MediaEvent::MediaTimeout { leg: id });

@@ -179,6 +179,9 @@ pub(crate) struct Leg {
     pub(crate) latched: bool,
     pub(crate) media_timeout: Option<Duration>,
     pub(crate) hold_timeout: Option<Duration>,
+    /// The one of the two that the leg's direction calls for, kept by [`Leg::rearm`] so the
+    /// tick reads one field.
+    pub(crate) quiet_limit: Option<Duration>,
     pub(crate) ptime: Duration,
     pub(crate) ptime_ms: u32,
     /// RTP clock units per packet.
@@ -272,6 +275,7 @@ impl Leg {
             latched: false,
             media_timeout: cfg.media_timeout,
             hold_timeout: cfg.hold_timeout,
+            quiet_limit: cfg.media_timeout,
             ptime: Duration::ZERO,
             ptime_ms: cfg.ptime_ms,
             frame_units: 0,
@@ -373,6 +377,17 @@ impl Leg {
         self.negotiated_sends = u.sends;
         self.sends = u.sends && !self.deaf;
         self.receives = u.receives;
+        self.rearm();
+    }
+
+    /// A two-way stream is expected to keep arriving (the media timeout); a held party
+    /// (sendonly, recvonly or inactive) may go quiet, but shows it is there by RTP or RTCP
+    /// within the longer hold timeout.
+    pub(crate) fn rearm(&mut self) {
+        self.quiet_limit = match self.receives && self.sends {
+            true => self.media_timeout,
+            false => self.hold_timeout,
+        };
     }
 
     /// Where RTCP goes: the explicit address, or RTP port + 1.
