@@ -349,6 +349,12 @@ def alloc_ports(n, align=2):
     raise RuntimeError(f"no {n} consecutive free ports found on 127.0.0.1")
 
 
+def release_ports(base, n):
+    """Gives ports from alloc_ports back once what used them is gone, or bound what it needed (a bound port is
+    not _free): a long run that takes ranges as it goes does not run out of them."""
+    _taken.difference_update(range(base, base + n))
+
+
 # ---------------------------------------------------------------- SIPp's echo socket buffer
 
 RMEM = "/proc/sys/net/core/rmem_default"

@@ -17,7 +17,7 @@ allowed.
 
 Every 10 s: strowger's RSS, open files, threads, and from /metrics the calls, call legs, media legs, SIP
 transactions, call timers and registered bindings, into soak.csv and soak.png (gnuplot). After the load, a drain
-(media timeout and transaction timers) and a last sample. The run fails if:
+(media timeout, hold timeout and transaction timers) and a last sample. The run fails if:
   - RSS grows after warm-up: the fitted slope over the run, or the last sample against the first after warm-up,
     more than --rss-growth (default 5 %);
   - open files grow after warm-up by more than 4;
@@ -55,6 +55,8 @@ import scale as S  # noqa: E402
 PASSWORD = "soak-secret"
 FIRST_USER = 300000
 ROUND_S = 60
+# Short enough that the drain ends the held calls whose far end vanished (strowger's default is an hour).
+HOLD_TIMEOUT_S = 30
 SAMPLE_S = 10
 GAUGES = ["calls_in_progress", "call_legs", "media_legs", "sip_transactions", "call_timers"]
 SIPP_SCENARIOS = [  # (label, scenario, service, share of the rate)
@@ -72,17 +74,21 @@ LOAD_MIX = [  # (label, extension, share of the rate, hold s, RTP mode)
 
 def config(args, rundir):
     """The embedded configuration with the bench's settings (scale.config), a 10 s media timeout (the abandoned
-    calls end by it), no OPTIONS keep-alives to the phones (strowger-load does not answer them, and after the
+    calls end by it) and a HOLD_TIMEOUT_S hold timeout (held calls whose far end vanished end by it), no OPTIONS keep-alives to the phones (strowger-load does not answer them, and after the
     drain no transaction may be left), 5555 ringing for the CANCELs (before the context's last rule, which
     refuses every other extension), and the phones as users."""
     path = S.config(args, rundir, "soak.toml")
     text = open(path).read()
     text = re.sub(r"(?m)^media_timeout_s = 0$", "media_timeout_s = 10", text)
+    text, held = re.subn(r"(?m)^hold_timeout_s = \d+$", f"hold_timeout_s = {HOLD_TIMEOUT_S}", text)
     text, n = re.subn(r"(?m)^keepalive_s = \d+$", "keepalive_s = 0", text)
     rule = '[[dialplan.contexts.default.rules]]\nexten = "5555"\nsteps = ["ringing", "wait 30"]\n\n'
     at = text.find("[[dialplan.contexts.default.rules]]\nregex = \"^2(")
     if n != 1 or at < 0:
         sys.exit("soak: the embedded configuration has no registrar.keepalive_s or 2XXX rule to work from")
+    if held != 1:
+        sys.exit(f"soak: {args.bin} has no rtp.hold_timeout_s (held calls whose far end vanished would never "
+                 "end): rebuild it (cargo build --release)")
     text = text[:at] + rule + text[at:]
     for u in range(FIRST_USER, FIRST_USER + args.users):
         text += f'\n[[users]]\nuser = "{u}"\npassword = "{PASSWORD}"\n'
@@ -194,19 +200,46 @@ def slope(points):
     return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
 
 
-def load_round(args, rundir, port, n, rate_scale=1.0, seconds=ROUND_S, label="", ranges=None):
-    """Starts one round's strowger-load processes; returns [(label, process, report path)]."""
+def load_round(args, rundir, port, n, rate_scale=1.0, seconds=ROUND_S, label=""):
+    """Starts one round's strowger-load processes; returns [(label, process, report path, calls)]."""
     procs = []
-    for (kind, ext, share, hold, rtp), rtp_range in zip(LOAD_MIX, ranges):
+    for kind, ext, share, hold, rtp in LOAD_MIX:
         rate = max(1, round(args.rate * share * rate_scale))
         calls = rate * seconds
         out = os.path.join(rundir, f"load-{n:04d}-{label or kind}.json")
         cmd = [args.load_bin, "call", "--target", f"127.0.0.1:{port}", "--ext", ext, "--calls", str(calls),
                "--rate", str(rate), "--hold", str(hold), "--rtp", rtp, "--json", "--quiet",
-               "--rtp-ports", rtp_range, "--max-time", str(seconds + hold + 60)]
-        p = b.spawn(cmd, rundir, open(out, "w"), open(out + ".err", "w"))
-        procs.append((label or kind, p, out, calls))
+               "--max-time", str(seconds + hold + 60)]
+        procs.append((label or kind, spawn_load(cmd, rundir, out), out, calls))
     return procs
+
+
+def spawn_load(cmd, rundir, out):
+    """strowger-load on an RTP range free at this moment (its SIP socket takes a port of the kernel's). Ranges
+    chosen once at the start were taken over a long run by other programs of a shared host, and whole rounds lost;
+    a range may still be taken between the check and the bind ("Address already in use"): then once more, on
+    another. strowger-load binds at start, before it places a call, so a retried round loses nothing."""
+    for attempt in range(2):
+        lo = b.alloc_ports(100)
+        p, taken = spawn_bound(cmd + ["--rtp-ports", f"{lo}-{lo + 99}"], rundir, out)
+        # Bound or failed by now: a port it holds is not free to the next alloc_ports, the others are.
+        b.release_ports(lo, 100)
+        if not taken or attempt:
+            return p
+        b.log(f"strowger-load found RTP ports {lo}-{lo + 99} taken: once more on others")
+    return p
+
+
+def spawn_bound(cmd, rundir, out):
+    """Starts strowger-load (report to out, errors to out.err) and gives it half a second to bind its sockets;
+    returns (process, whether it failed for a port another program holds)."""
+    p = b.spawn(cmd, rundir, open(out, "w"), open(out + ".err", "w"))
+    try:
+        p.wait(0.5)
+    except subprocess.TimeoutExpired:
+        return p, False
+    with open(out + ".err") as f:
+        return p, "Address already in use" in f.read()
 
 
 def main():
@@ -260,12 +293,6 @@ def main():
     sampler.sample()
     sampler.start()
 
-    # strowger-load binds one RTP port per thread: each load kind keeps a small range of its own, and a round's
-    # processes overlap the next round's tail (two sets of ranges), the burst a range of its own.
-    base = b.alloc_ports(100 * (2 * len(LOAD_MIX) + 1))
-    ranges = [[f"{base + (len(LOAD_MIX) * k + i) * 100}-{base + (len(LOAD_MIX) * k + i) * 100 + 99}"
-               for i in range(len(LOAD_MIX))] for k in range(2)]
-    burst_range = f"{base + 2 * len(LOAD_MIX) * 100}-{base + 2 * len(LOAD_MIX) * 100 + 99}"
     # The phones register from one port every round, so a round refreshes their contacts as a phone does;
     # from a new port each round every phone would gain a contact a minute until its first lapsed.
     reg_port = b.alloc_ports(1, 1)
@@ -280,7 +307,7 @@ def main():
     for n in range(rounds):
         fault = faults.get(n)
         started = time.time()
-        running += [(n, fault, *p) for p in load_round(args, rundir, srv.port, n, ranges=ranges[n % 2])]
+        running += [(n, fault, *p) for p in load_round(args, rundir, srv.port, n)]
         placed += sum(r[5] for r in running[-len(LOAD_MIX):])
         for label, scenario, service, share in SIPP_SCENARIOS:
             rate = max(1, round(args.rate * share))
@@ -289,10 +316,17 @@ def main():
                 "-p", str(b.alloc_ports(1, 1)), "-mp", str(b.media_port()), "-m", str(rate * ROUND_S),
                 "-r", str(rate), "-l", str(rate * 40)], ROUND_S + 90)))
             placed += rate * ROUND_S
-        reg = b.spawn([args.load_bin, "register", "--target", f"127.0.0.1:{srv.port}", "--users", str(args.users),
-                       "--rate", str(min(args.users, 200)), "--auth", PASSWORD, "--first", str(FIRST_USER),
-                       "--expires", "300", "--port", str(reg_port), "--json", "--max-time", "50"], rundir,
-                      open(os.path.join(rundir, f"register-{n:04d}.json"), "w"), subprocess.DEVNULL)
+        reg_cmd = [args.load_bin, "register", "--target", f"127.0.0.1:{srv.port}", "--users", str(args.users),
+                   "--rate", str(min(args.users, 200)), "--auth", PASSWORD, "--first", str(FIRST_USER),
+                   "--expires", "300", "--json", "--max-time", "50"]
+        reg_out = os.path.join(rundir, f"register-{n:04d}.json")
+        reg, taken = spawn_bound(reg_cmd + ["--port", str(reg_port)], rundir, reg_out)
+        if taken:
+            # Free between rounds, the port went to another program: the phones move to another (their contacts
+            # at the old one lapse in 300 s).
+            old, reg_port = reg_port, b.alloc_ports(1, 1)
+            b.log(f"round {n}: the phones' port {old} is taken: they register from {reg_port} on")
+            reg, _ = spawn_bound(reg_cmd + ["--port", str(reg_port)], rundir, reg_out)
         if fault == "store restart":
             time.sleep(15)
             b.log(f"round {n}: restarting the store")
@@ -313,10 +347,8 @@ def main():
             burst = os.path.join(rundir, f"load-{n:04d}-burst.json")
             cmd = [args.load_bin, "call", "--target", f"127.0.0.1:{srv.port}", "--ext", "9196",
                    "--calls", str(args.burst_rate * 20), "--rate", str(args.burst_rate), "--hold", "0",
-                   "--rtp", "none", "--json", "--quiet", "--threads", "2", "--max-time", "80",
-                   "--rtp-ports", burst_range]
-            running.append((n, fault, "burst", b.spawn(cmd, rundir, open(burst, "w"), open(burst + ".err", "w")),
-                            burst, args.burst_rate * 20))
+                   "--rtp", "none", "--json", "--quiet", "--threads", "2", "--max-time", "80"]
+            running.append((n, fault, "burst", spawn_load(cmd, rundir, burst), burst, args.burst_rate * 20))
             at = time.time() - sampler.t0
             windows.append((at, at + 20))
         reg.wait(60)
@@ -330,18 +362,19 @@ def main():
         if args.calls and placed >= args.calls:
             break
     load_s = time.time() - t0
-    b.log("load done: waiting for the last calls, then the drain (media timeout, transaction timers)")
+    b.log("load done: waiting for the last calls, then the drain (media and hold timeouts, transaction timers)")
     for r in running:
         r[3].wait(200)
     done += running
     for _, _, _, s in sipps:
         s.wait(120)
-    # The drain: a vanished caller's call ends by the media timeout (10 s) and the BYE strowger sends it
-    # retransmits until Timer F (32 s), so the call table can take most of a minute to empty: sample every 10 s
-    # until nothing is left, for at most 2 minutes, and judge the last sample.
+    # The drain: a vanished caller's call ends by the media timeout (10 s), or by the hold timeout
+    # (HOLD_TIMEOUT_S) if it held the call, and the BYE strowger sends it retransmits until Timer F (32 s), so the
+    # call table can take a minute to empty: sample every 10 s until nothing is left, for at most a minute past
+    # that, and judge the last sample.
     sampler.stop.set()
     sampler.join()
-    deadline = time.time() + 120
+    deadline = time.time() + HOLD_TIMEOUT_S + 32 + 60
     time.sleep(45)
     final = sampler.sample()
     while time.time() < deadline and any(final.get(g) for g in ("calls_in_progress", "call_legs", "media_legs",
@@ -403,7 +436,7 @@ def main():
         problems.append(f"{len(ids) - len(set(ids))} Call-IDs have two CDRs")
     if final.get("calls_ended") is not None and len(ids) != int(final["calls_ended"]):
         problems.append(f"{len(ids)} CDRs for {int(final['calls_ended'])} calls strowger ended")
-    last_reg = sorted(f for f in os.listdir(rundir) if f.startswith("register-"))[-1]
+    last_reg = sorted(f for f in os.listdir(rundir) if f.startswith("register-") and f.endswith(".json"))[-1]
     try:
         reg = json.load(open(os.path.join(rundir, last_reg)))
         if reg.get("failed"):

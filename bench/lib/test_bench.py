@@ -3,8 +3,10 @@
 and report: `python3 bench/lib/test_bench.py` (no servers)."""
 
 import os
+import socket
 import sys
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
@@ -20,6 +22,22 @@ class MedianRun(unittest.TestCase):
         runs = [{"x": None}, {"x": 40}, {"x": 10}, {"x": 30}]
         self.assertEqual(b.median_run(runs, "x")["x"], 30)
         self.assertEqual(b.median_run([{"x": None}], "x"), {"x": None, "rounds_us": [None]})
+
+
+class Ports(unittest.TestCase):
+    def test_released_ports_are_given_again_unless_still_bound(self):
+        lo = b.alloc_ports(4)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held:
+            held.bind(("127.0.0.1", lo))
+            with mock.patch("random.randrange", return_value=lo + 2):
+                with self.assertRaises(RuntimeError):
+                    b.alloc_ports(2)  # taken by this process
+                b.release_ports(lo, 4)
+                self.assertEqual(b.alloc_ports(2), lo + 2)
+            with mock.patch("random.randrange", return_value=lo):
+                with self.assertRaises(RuntimeError):
+                    b.alloc_ports(2)  # released, but bound
+        b.release_ports(lo + 2, 2)
 
 
 class Paired(unittest.TestCase):

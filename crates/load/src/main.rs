@@ -451,7 +451,7 @@ fn call(cfg: Config, threads: u32, quiet: bool) -> Report {
             Err(e) => {
                 let what = match cfg.tls_ca {
                     Some(_) => format!("connect over TLS from {} to {}", cfg.local_ip, cfg.target),
-                    None => format!("open a SIP socket on {}", cfg.local_ip),
+                    None => format!("open its SIP and RTP sockets on {}", cfg.local_ip),
                 };
                 eprintln!("strowger-load: cannot {what}: {e}");
                 std::process::exit(1);

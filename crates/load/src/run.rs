@@ -278,7 +278,10 @@ fn rtp_socket(
             Err(e) => last = e,
         }
     }
-    Err(last)
+    Err(std::io::Error::new(
+        last.kind(),
+        format!("no RTP port free in {lo}-{hi} ({last}): give --rtp-ports a free range"),
+    ))
 }
 
 /// The loopback device's name to bind a wildcard socket to, if this process may (any process

@@ -65,6 +65,7 @@ fn cfg(port: u16, dtmf_pt: Option<u8>) -> LegConfig {
         remote_rtcp: None,
         symmetric: false,
         media_timeout: None,
+        hold_timeout: None,
         ptime_ms: 20,
     }
 }

@@ -39,6 +39,7 @@ fn cfg(port: u16) -> LegConfig {
         remote_rtcp: None,
         symmetric: false,
         media_timeout: None,
+        hold_timeout: None,
         ptime_ms: 20,
     }
 }

@@ -77,7 +77,8 @@ pub enum MediaEvent {
         digit: char,
         duration_ms: u32,
     },
-    /// No RTP (frames, on a frame leg) for the leg's `media_timeout` while expecting it.
+    /// No RTP (frames, on a frame leg) for the leg's `media_timeout` while expecting it, or
+    /// neither RTP nor RTCP for its `hold_timeout` while it is held.
     MediaTimeout { leg: LegId },
     /// RTP now goes to the source address of what the far end sends.
     RemoteLatched { leg: LegId, addr: SocketAddr },
@@ -279,6 +280,8 @@ impl Engine {
             // Latched to no address: a datagram handed to `on_rtp` for it is rejected.
             symmetric: true,
             media_timeout,
+            // Its transport has no SDP hold.
+            hold_timeout: None,
             ptime_ms: 20,
         };
         let out = OutStream::new(&mut self.rng);
@@ -530,6 +533,7 @@ impl Engine {
             leg.muted = muted;
             leg.deaf = deaf;
             leg.sends = leg.negotiated_sends && !deaf;
+            leg.rearm();
         }
     }
 
@@ -1300,6 +1304,10 @@ impl Engine {
         if leg.symmetric {
             leg.remote_rtcp = Some(src);
         }
+        // A held party's reports show it is still there (on the RTCP path, not RTP's).
+        if !(leg.receives && leg.sends) {
+            leg.last_rx = Some(now);
+        }
         for pkt in rtcp::parse_compound(data) {
             let blocks = match pkt {
                 Ok(RtcpPacket::SenderReport { info, blocks, .. }) => {
@@ -1378,11 +1386,9 @@ impl Engine {
             };
             let id = LegId(index);
             let last_rx = *leg.last_rx.get_or_insert(now);
-            if let Some(limit) = leg.media_timeout {
-                // Only a two-way stream is expected to keep arriving: a held party (sendonly,
-                // recvonly or inactive) may go quiet for as long as it is held.
-                let expecting = leg.receives && leg.sends;
-                if expecting && !leg.timed_out && now.saturating_duration_since(last_rx) >= limit {
+            // The media timeout, or the hold timeout while held (`Leg::rearm`).
+            if let Some(limit) = leg.quiet_limit {
+                if !leg.timed_out && now.saturating_duration_since(last_rx) >= limit {
                     leg.timed_out = true;
                     events.push_back(MediaEvent::MediaTimeout { leg: id });
                 }

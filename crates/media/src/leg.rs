@@ -40,6 +40,9 @@ pub struct LegConfig {
     pub symmetric: bool,
     /// Report [`crate::MediaEvent::MediaTimeout`] after this long without RTP.
     pub media_timeout: Option<Duration>,
+    /// The same, for a held leg (sendonly, recvonly, inactive), after this long without RTP
+    /// or RTCP: a held party may go quiet, but one that vanished must not hold the call for ever.
+    pub hold_timeout: Option<Duration>,
     /// Packet interval; 10-120 ms for G.711, one frame for iLBC (20/30 ms),
     /// 20 ms for every other format.
     pub ptime_ms: u32,
@@ -175,6 +178,10 @@ pub(crate) struct Leg {
     pub(crate) symmetric: bool,
     pub(crate) latched: bool,
     pub(crate) media_timeout: Option<Duration>,
+    pub(crate) hold_timeout: Option<Duration>,
+    /// The one of the two that the leg's direction calls for, kept by [`Leg::rearm`] so the
+    /// tick reads one field.
+    pub(crate) quiet_limit: Option<Duration>,
     pub(crate) ptime: Duration,
     pub(crate) ptime_ms: u32,
     /// RTP clock units per packet.
@@ -200,7 +207,8 @@ pub(crate) struct Leg {
     pub(crate) lost_before: i64,
     pub(crate) packets_received: u64,
     pub(crate) bytes_received: u64,
-    /// Last RTP arrival; `None` restarts the timeout clock at the next tick.
+    /// Last RTP arrival, or RTCP's while held; `None` restarts the timeout clock at the next
+    /// tick.
     pub(crate) last_rx: Option<Instant>,
     pub(crate) timed_out: bool,
     pub(crate) dtmf: DtmfDetector,
@@ -266,6 +274,8 @@ impl Leg {
             symmetric: cfg.symmetric,
             latched: false,
             media_timeout: cfg.media_timeout,
+            hold_timeout: cfg.hold_timeout,
+            quiet_limit: cfg.media_timeout,
             ptime: Duration::ZERO,
             ptime_ms: cfg.ptime_ms,
             frame_units: 0,
@@ -350,8 +360,8 @@ impl Leg {
     }
 
     pub(crate) fn update(&mut self, u: LegUpdate) {
-        // Resuming a held stream restarts the media timeout.
-        if u.receives && u.sends && !(self.receives && self.negotiated_sends) {
+        // Holding or resuming restarts the timeout clock: media or hold, whichever now applies.
+        if (u.receives && u.sends) != (self.receives && self.negotiated_sends) {
             self.last_rx = None;
         }
         self.payload_type = u.payload_type;
@@ -367,6 +377,17 @@ impl Leg {
         self.negotiated_sends = u.sends;
         self.sends = u.sends && !self.deaf;
         self.receives = u.receives;
+        self.rearm();
+    }
+
+    /// A two-way stream is expected to keep arriving (the media timeout); a held party
+    /// (sendonly, recvonly or inactive) may go quiet, but shows it is there by RTP or RTCP
+    /// within the longer hold timeout.
+    pub(crate) fn rearm(&mut self) {
+        self.quiet_limit = match self.receives && self.sends {
+            true => self.media_timeout,
+            false => self.hold_timeout,
+        };
     }
 
     /// Where RTCP goes: the explicit address, or RTP port + 1.

@@ -34,6 +34,7 @@ fn cfg(law: G711, port: u16) -> LegConfig {
         remote_rtcp: None,
         symmetric: false,
         media_timeout: None,
+        hold_timeout: None,
         ptime_ms: 20,
     }
 }
@@ -561,6 +562,50 @@ fn media_timeout_fires_once_and_not_on_hold() {
         tick(&mut e, t0 + Duration::from_secs(6 + s));
     }
     assert!(!events(&mut e).contains(&MediaEvent::MediaTimeout { leg: held }));
+}
+
+#[test]
+fn held_leg_times_out_unless_it_sends_rtcp() {
+    let t0 = Instant::now();
+    let mut e = Engine::with_seed(8);
+    let held = LegConfig {
+        media_timeout: Some(Duration::from_secs(2)),
+        hold_timeout: Some(Duration::from_secs(30)),
+        ..cfg(G711::Pcmu, 4000)
+    };
+    let silent = e.add_leg(held.clone(), t0);
+    let reporting = e.add_leg(held, t0);
+    let hold = LegUpdate {
+        payload_type: 0,
+        format: Format::Pcmu,
+        dtmf_pt: None,
+        remote: Some(addr(4000)),
+        remote_rtcp: None,
+        sends: true,
+        receives: false,
+        symmetric: false,
+    };
+    let mut buf = [0u8; 128];
+    let n = rtcp::write_report(&mut buf, 0xCAFE, None, &[], b"far").unwrap();
+    let rr = &buf[..n];
+    // Held at 1 s; from then on only RTCP every 5 s on one leg, nothing on the other.
+    tick(&mut e, t0);
+    e.update_leg(silent, hold.clone());
+    e.update_leg(reporting, hold);
+    let mut fired = Vec::new();
+    for ms in (1000..=60_000).step_by(20) {
+        let now = t0 + MS * ms;
+        if ms % 5000 == 0 {
+            e.on_rtcp(reporting, rr, addr(4001), now);
+        }
+        tick(&mut e, now);
+        fired.extend(events(&mut e).into_iter().map(|ev| (ms, ev)));
+    }
+    // The clock restarts at the first tick after the hold (1000 ms): 30 s later, once.
+    assert_eq!(
+        fired,
+        vec![(31_000, MediaEvent::MediaTimeout { leg: silent })]
+    );
 }
 
 /// A symmetric leg whose SDP gave port `port`, playing a dial tone.

@@ -59,6 +59,7 @@ fn leg_of(format: Format, port: u16) -> LegConfig {
         remote_rtcp: None,
         symmetric: true,
         media_timeout: Some(Duration::from_secs(30)),
+        hold_timeout: Some(Duration::from_secs(3600)),
         ptime_ms: 20,
     }
 }

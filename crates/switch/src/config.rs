@@ -379,6 +379,8 @@ pub struct Rtp {
     pub ports: PortRange,
     /// Hang up after this long without RTP from the remote; `None` never does.
     pub media_timeout: Option<Duration>,
+    /// Hang up after this long without RTP or RTCP from a held remote; `None` never does.
+    pub hold_timeout: Option<Duration>,
     pub rtcp_interval: Duration,
     /// Preference order for offers and answers.
     pub codecs: Vec<Codec>,
@@ -1184,9 +1186,11 @@ fn rtp(raw: RawRtp, d: &mut Diagnostics) -> Rtp {
         }
     }
     let media_timeout = bounded(d, "rtp.media_timeout_s", raw.media_timeout_s, 0, 86_400);
+    let hold_timeout = bounded(d, "rtp.hold_timeout_s", raw.hold_timeout_s, 0, 86_400);
     Rtp {
         ports,
         media_timeout: (media_timeout > 0).then(|| Duration::from_secs(media_timeout)),
+        hold_timeout: (hold_timeout > 0).then(|| Duration::from_secs(hold_timeout)),
         rtcp_interval: Duration::from_secs(bounded(
             d,
             "rtp.rtcp_interval_s",

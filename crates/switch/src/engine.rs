@@ -87,6 +87,7 @@ pub struct Settings {
     pub slots: Arc<crate::CallSlots>,
     pub user_agent: String,
     pub media_timeout: Option<Duration>,
+    pub hold_timeout: Option<Duration>,
     pub caps: Caps,
     pub symmetric_rtp: bool,
     /// `rtp.srtp`: SDES-SRTP on legs signalled over TLS.
@@ -175,6 +176,7 @@ impl Settings {
             accept_require: cfg.sip.accept_require.clone(),
             user_agent: cfg.sip.user_agent.clone(),
             media_timeout: cfg.rtp.media_timeout,
+            hold_timeout: cfg.rtp.hold_timeout,
             caps: cfg.rtp.caps(),
             symmetric_rtp: cfg.rtp.symmetric,
             srtp: cfg.rtp.srtp,
@@ -1616,6 +1618,7 @@ pub(crate) fn leg_config(neg: Option<&sdp::Negotiated>, s: &Settings) -> media::
         remote_rtcp: neg.filter(|n| n.webrtc.is_none()).map(|n| n.remote_rtcp),
         symmetric: s.symmetric_rtp,
         media_timeout: s.media_timeout,
+        hold_timeout: s.hold_timeout,
         ptime_ms: neg.map_or(20, |n| n.ptime),
     }
 }

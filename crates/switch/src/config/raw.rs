@@ -385,6 +385,7 @@ impl Default for RawSip {
 pub(crate) struct RawRtp {
     pub ports: String,
     pub media_timeout_s: u64,
+    pub hold_timeout_s: u64,
     pub rtcp_interval_s: u64,
     pub codecs: Vec<String>,
     pub dtmf_pt: u64,
@@ -407,6 +408,7 @@ impl Default for RawRtp {
         RawRtp {
             ports: "10000-19999".into(),
             media_timeout_s: 60,
+            hold_timeout_s: 3600,
             rtcp_interval_s: 5,
             codecs: vec!["PCMU".into(), "PCMA".into()],
             dtmf_pt: 101,

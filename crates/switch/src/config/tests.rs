@@ -32,6 +32,7 @@ fn embedded_default_loads_without_warnings() {
     assert_eq!(config.rtp.ports.pairs(), 5000);
     assert_eq!(config.rtp.caps(), Caps::default());
     assert_eq!(config.rtp.media_timeout, Some(Duration::from_secs(60)));
+    assert_eq!(config.rtp.hold_timeout, Some(Duration::from_secs(3600)));
 }
 
 /// The values written in default.toml and the built-in defaults must agree.

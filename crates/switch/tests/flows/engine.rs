@@ -21,6 +21,7 @@ min_se = 90
 user_agent = "strowger-test"
 [rtp]
 media_timeout_s = 10
+hold_timeout_s = 30
 # Shows which legs the engine lets share a port.
 shared_ports = true
 [vars]
@@ -468,6 +469,63 @@ fn reinvite_hold_is_answered_recvonly() {
     assert_eq!(sent, 0);
     r.advance(Duration::from_secs(12));
     assert_eq!(r.node.active_calls(), 1);
+}
+
+/// A caller holding the call by re-INVITE is hung up once it has sent neither RTP nor RTCP for
+/// `rtp.hold_timeout_s` (30 here), as if it had vanished; its RTCP reports keep it alive.
+#[test]
+fn a_held_caller_that_sends_nothing_is_hung_up_after_the_hold_timeout() {
+    let mut r = Rig::new();
+    let hold = "v=0\no=- 1 2 IN IP4 127.0.0.1\ns=-\nc=IN IP4 127.0.0.1\nt=0 0\nm=audio 6000 RTP/AVP 0\na=sendonly\n";
+    // An RTCP receiver report without report blocks, from the caller's RTCP port.
+    let rr = [0x80, 201, 0, 1, 0xCA, 0xFE, 0xCA, 0xFE];
+    for (call, reports) in [("c30", false), ("c31", true)] {
+        r.send(&invite("44444", call, true, ""));
+        let ok = r.sent().pop().unwrap().1;
+        let tag = to_tag(&ok);
+        let port: u16 = net::body(&ok)
+            .lines()
+            .find_map(|l| l.strip_prefix("m=audio "))
+            .and_then(|l| l.split(' ').next())
+            .and_then(|p| p.parse().ok())
+            .expect("an audio port in the answer");
+        let rtcp_to: SocketAddr = format!("127.0.0.1:{}", port + 1).parse().unwrap();
+        r.send(&in_dialog("ACK", call, &tag, 1, &format!("{call}a"), ""));
+        r.send(&in_dialog(
+            "INVITE",
+            call,
+            &tag,
+            2,
+            &format!("{call}h"),
+            hold,
+        ));
+        assert_eq!(r.sent().pop().unwrap().1.status(), Some(200));
+        r.send(&in_dialog("ACK", call, &tag, 2, &format!("{call}b"), ""));
+        if reports {
+            for _ in 0..12 {
+                r.advance(Duration::from_secs(5));
+                r.node
+                    .deliver_rtp(&rr, "127.0.0.1:6001".parse().unwrap(), rtcp_to, r.now);
+            }
+            assert_eq!(r.node.active_calls(), 1, "alive by RTCP after 60 s on hold");
+        }
+        // From the hold, or the last report.
+        r.advance(Duration::from_secs(29));
+        assert_eq!(
+            r.node.active_calls(),
+            1,
+            "{call}: held, within the hold timeout"
+        );
+        r.advance(Duration::from_secs(2));
+        assert_eq!(r.node.active_calls(), 0, "{call}: past the hold timeout");
+        assert!(r
+            .sent()
+            .iter()
+            .any(|(_, m)| m.method() == Some(&sip::Method::Bye)));
+    }
+    let cdrs = r.cdrs();
+    assert_eq!(cdrs.len(), 2);
+    assert!(cdrs.iter().all(|c| c["cause"] == 41), "{cdrs:?}");
 }
 
 #[test]
