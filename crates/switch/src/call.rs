@@ -229,6 +229,12 @@ pub struct Call {
 }
 
 impl Call {
+    /// Whether a store answer tagged `gen` is the one this call's program still waits for (a
+    /// later step or a hangup makes an answer stale).
+    pub(crate) fn awaits_store(&self, gen: u64) -> bool {
+        self.timer_gen == gen && self.wait == Wait::Store
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         mut caller: Leg,

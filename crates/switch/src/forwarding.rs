@@ -65,7 +65,7 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        if c.timer_gen != gen || c.wait != Wait::Store {
+        if !c.awaits_store(gen) {
             return;
         }
         match result {

@@ -94,7 +94,7 @@ impl Engine {
         now: Instant,
     ) {
         let here = self.calls.get(call);
-        if here.is_none_or(|c| c.timer_gen != gen || c.wait != Wait::Store) {
+        if here.is_none_or(|c| !c.awaits_store(gen)) {
             // The caller left meanwhile: the slot it got is free again.
             if let Some(StoreReply::Claimed(Claim::Taken(slot))) = reply {
                 self.cluster_release(lot_set(lot), slot);
@@ -278,7 +278,7 @@ impl Engine {
         let Some(c) = self.calls.get_mut(call) else {
             return;
         };
-        if c.timer_gen != gen || c.wait != Wait::Store {
+        if !c.awaits_store(gen) {
             return;
         }
         c.wait = Wait::None;
