@@ -618,6 +618,28 @@ impl Browser {
 
     /// Sends `payload` every 20 ms for `d`, encrypted: the payloads strowger sent the browser
     /// meanwhile, decrypted (a packet under another key fails the test).
+    /// One second of talk both ways: the browser hears `phone`'s voice (0x11) and `phone`
+    /// hears the browser's (0x42), 40 frames or more each.
+    fn hears_and_is_heard_by(&mut self, n: &mut Net, sw: Id, phone: Id, name: &str) {
+        let since = n.now;
+        let heard = self.talk(n, sw, &[0x42; 160], secs(1));
+        assert!(
+            count_of(&heard, &[0x11; 160]) > 40,
+            "the browser hears {name}"
+        );
+        let ua = n.agent(phone);
+        let from_browser = ua
+            .rtp
+            .iter()
+            .zip(&ua.rtp_payloads)
+            .filter(|((t, ..), p)| *t > since && p.as_slice() == [0x42; 160])
+            .count();
+        assert!(
+            from_browser > 40,
+            "{name} hears the browser: {from_browser}"
+        );
+    }
+
     fn talk(
         &mut self,
         n: &mut Net,
@@ -690,20 +712,7 @@ fn a_browser_retrieves_a_call_parked_on_the_other_worker_and_they_hear_each_othe
     assert_eq!(n.sw(sw).workers[1 - there].active_calls(), 0);
     assert!(n.sw(sw).workers[there].has_media_addr(browser.leg()));
     browser.connect(&mut n, sw);
-    let since = n.now;
-    let heard = browser.talk(&mut n, sw, &[0x42; 160], secs(1));
-    assert!(
-        count_of(&heard, &[0x11; 160]) > 40,
-        "the browser hears Alice"
-    );
-    let alice = n.agent(a);
-    let from_browser = alice
-        .rtp
-        .iter()
-        .zip(&alice.rtp_payloads)
-        .filter(|((t, ..), p)| *t > since && p.as_slice() == [0x42; 160])
-        .count();
-    assert!(from_browser > 40, "Alice hears the browser: {from_browser}");
+    browser.hears_and_is_heard_by(&mut n, sw, a, "Alice");
 }
 
 /// A browser's call parked on its worker (its leg up, keyed) is retrieved by a phone whose
@@ -739,20 +748,7 @@ fn a_phone_on_the_other_worker_retrieves_a_parked_browser_and_they_hear_each_oth
     assert!(n.run_until(secs(2), confirmed(c, r)));
     assert_eq!(n.sw(sw).handed_off(), 1, "handed to the browser's worker");
     assert_eq!(n.sw(sw).workers[1].active_calls(), 0);
-    let since = n.now;
-    let heard = browser.talk(&mut n, sw, &[0x42; 160], secs(1));
-    assert!(
-        count_of(&heard, &[0x11; 160]) > 40,
-        "the browser hears Carol"
-    );
-    let carol = n.agent(c);
-    let from_browser = carol
-        .rtp
-        .iter()
-        .zip(&carol.rtp_payloads)
-        .filter(|((t, ..), p)| *t > since && p.as_slice() == [0x42; 160])
-        .count();
-    assert!(from_browser > 40, "Carol hears the browser: {from_browser}");
+    browser.hears_and_is_heard_by(&mut n, sw, c, "Carol");
 }
 
 /// Attended transfer across workers where the consulted party is a browser: Alice calls Bob,
@@ -815,20 +811,7 @@ fn a_browser_consulted_on_another_worker_is_transferred_with_a_new_handshake() {
         }));
         assert_eq!(crate::transfer::notifies(&mut n, b, cb), [100, 200]);
         assert!(n.run_until(secs(5), crate::transfer::got_bye(b, consult)));
-        let since = n.now;
-        let heard = browser.talk(&mut n, sw, &[0x42; 160], secs(1));
-        assert!(
-            count_of(&heard, &[0x11; 160]) > 40,
-            "the browser hears Alice"
-        );
-        let alice = n.agent(a);
-        let from_browser = alice
-            .rtp
-            .iter()
-            .zip(&alice.rtp_payloads)
-            .filter(|((t, ..), p)| *t > since && p.as_slice() == [0x42; 160])
-            .count();
-        assert!(from_browser > 40, "Alice hears the browser: {from_browser}");
+        browser.hears_and_is_heard_by(&mut n, sw, a, "Alice");
         assert_eq!(n.sw(sw).workers[there].active_calls(), 0);
         return;
     }
