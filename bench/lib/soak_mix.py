@@ -59,6 +59,7 @@ ROUND_S = 60
 HOLD_TIMEOUT_S = 30
 SAMPLE_S = 10
 GAUGES = ["calls_in_progress", "call_legs", "media_legs", "sip_transactions", "call_timers"]
+CSV_FIELDS = ["t", "rss_kib", "open_files", "threads"] + GAUGES + ["calls_ended", "registered_users"]
 SIPP_SCENARIOS = [  # (label, scenario, service, share of the rate)
     ("hold", os.path.join(b.ROOT, "tests", "sipp", "hold.xml"), "9196", 0.06),
     ("cancel", os.path.join(b.ROOT, "tests", "sipp", "cancel.xml"), "5555", 0.06),
@@ -172,14 +173,16 @@ class Sampler(threading.Thread):
         pid = self.srv.proc.pid
         row = {"t": round(time.time() - self.t0, 1), "rss_kib": b.proc_status(pid, "VmRSS"),
                "open_files": b.fd_count(pid), "threads": b.proc_status(pid, "Threads")}
+        # A store restart makes the registrations list answer 503: the row keeps what it has and the
+        # sampling goes on (the CSV's columns are fixed, so a partial row is written with gaps).
         try:
             row.update(scrape(self.api_port, self.token))
             row["registered_users"] = registered(self.api_port, self.token)
-        except OSError as e:
+        except (OSError, ValueError, KeyError) as e:
             b.log(f"scrape failed: {e}")
         self.rows.append(row)
         with open(self.path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(self.rows[-1].keys()))
+            w = csv.DictWriter(f, fieldnames=CSV_FIELDS, restval="")
             w.writeheader()
             w.writerows(self.rows)
         return row
