@@ -125,6 +125,23 @@ pub(crate) async fn hears_tone(c: &Client, freq: f64) {
     assert!((f - freq).abs() < 20.0, "the page hears {f} Hz, not {freq}");
 }
 
+/// Waits up to `limit` for the page's last second to be a tone of `freq` Hz: for a call
+/// whose media is still being set up (ICE and DTLS anew, after a re-INVITE).
+pub(crate) async fn comes_to_hear_tone(c: &Client, freq: f64, limit: Duration) {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        let f = dominant_freq(&heard(c, 1.0).await);
+        if (f - freq).abs() < 20.0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the page hears {f} Hz after {limit:?}, not {freq}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Asserts the page hears the demo announcement: two in three eighths of a second of the last
 /// 2 s it heard are a stretch of assets/demo.wav's first 10 s (the demo began when the call was
 /// answered). Runs of exact zeros are left out first: a headless browser on a loaded machine
