@@ -92,7 +92,7 @@ fn uas_gets_bye(uas: &Uas) {
     loop {
         let (m, from) = uas
             .recv(Duration::from_secs(5))
-            .expect("a BYE to the phone");
+            .expect("a BYE from strowger");
         if m.method() == Some("BYE") {
             uas.respond(&m, from, 200, "");
             return;
