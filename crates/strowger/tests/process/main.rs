@@ -30,6 +30,7 @@ mod metrics;
 mod parking;
 mod phone_page;
 mod phone_page_calls;
+mod phone_page_transfer;
 mod proxy;
 mod quality;
 mod queues;

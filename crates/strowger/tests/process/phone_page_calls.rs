@@ -22,10 +22,10 @@ use std::process::Command;
 use std::time::Duration;
 
 /// How long a call may take to be set up (ICE and DTLS included) or to end.
-const CALL_WAIT: Duration = Duration::from_secs(15);
+pub(crate) const CALL_WAIT: Duration = Duration::from_secs(15);
 
 /// A fake microphone for Chromium: `freq` Hz at half scale, 48 kHz mono, 60 s, made by sox.
-fn mic(dir: &Path, freq: u32) -> PathBuf {
+pub(crate) fn mic(dir: &Path, freq: u32) -> PathBuf {
     let wav = dir.join(format!("mic-{freq}.wav"));
     let status = Command::new("sox")
         .args(["-n", "-r", "48000", "-c", "1", "-b", "16"])
@@ -39,7 +39,13 @@ fn mic(dir: &Path, freq: u32) -> PathBuf {
 
 /// The page from `s`'s `wss:` listener in a new Chromium hearing `mic`, registered as
 /// `user` (password `pw-USER`).
-async fn phone(driver: &Driver, s: &Strowger, dir: &Path, mic: &Path, user: &str) -> Client {
+pub(crate) async fn phone(
+    driver: &Driver,
+    s: &Strowger,
+    dir: &Path,
+    mic: &Path,
+    user: &str,
+) -> Client {
     let c = driver
         .session(
             &dir.join(format!("profile-{user}")),
@@ -59,7 +65,7 @@ async fn phone(driver: &Driver, s: &Strowger, dir: &Path, mic: &Path, user: &str
     c
 }
 
-async fn status(c: &Client, text: &str) -> String {
+pub(crate) async fn status(c: &Client, text: &str) -> String {
     wait_text(c, "phone", "#call-status", text, CALL_WAIT).await
 }
 
@@ -71,7 +77,7 @@ async fn dial(c: &Client, number: &str) {
 }
 
 /// Hangs up on the page and waits for strowger to have no call left.
-async fn hang_up(c: &Client, s: &Strowger) {
+pub(crate) async fn hang_up(c: &Client, s: &Strowger) {
     click(c, "#hangup").await;
     status(c, "ended").await;
     let api = Api::of(s);
@@ -113,10 +119,27 @@ async fn heard(c: &Client, seconds: f64) -> Vec<i16> {
 }
 
 /// Asserts the page hears a tone of `freq` Hz (the last second).
-async fn hears_tone(c: &Client, freq: f64) {
+pub(crate) async fn hears_tone(c: &Client, freq: f64) {
     let x = heard(c, 1.0).await;
     let f = dominant_freq(&x);
     assert!((f - freq).abs() < 20.0, "the page hears {f} Hz, not {freq}");
+}
+
+/// Waits up to `limit` for the page's last second to be a tone of `freq` Hz: for a call
+/// whose media is still being set up (ICE and DTLS anew, after a re-INVITE).
+pub(crate) async fn comes_to_hear_tone(c: &Client, freq: f64, limit: Duration) {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        let f = dominant_freq(&heard(c, 1.0).await);
+        if (f - freq).abs() < 20.0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the page hears {f} Hz after {limit:?}, not {freq}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// Asserts the page hears the demo announcement: two in three eighths of a second of the last
@@ -175,7 +198,7 @@ async fn meter_rises(c: &Client, css: &str) {
     panic!("{css} stays at {last:?}");
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -61,6 +61,37 @@ fn value<'a>(m: &'a sdp::Media, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no a={name} in the answer"))
 }
 
+/// The browser's DTLS handshake as client with `node`'s leg, `path` being (the browser's
+/// address, the leg's), in six rounds of 20 ms from `now` (moved on): the keys it exported, and
+/// what else the browser got meanwhile.
+fn handshake(
+    node: &mut Node,
+    cert: &Certificate,
+    fp: webrtc::Fingerprint,
+    (browser, leg): (SocketAddr, SocketAddr),
+    now: &mut std::time::Instant,
+) -> (SrtpKeys, Vec<Vec<u8>>) {
+    let mut dtls = Dtls::new(cert, Role::Client, fp, *now).unwrap();
+    let mut besides = Vec::new();
+    for _ in 0..6 {
+        while let Some(d) = dtls.poll_transmit() {
+            node.deliver_rtp(&d, browser, leg, *now);
+        }
+        *now += ms(20);
+        node.advance(*now);
+        for d in media_to(node.drain(), browser) {
+            match (20..=63).contains(&d[0]) {
+                true => dtls.handle(&d, *now),
+                false => besides.push(d),
+            }
+        }
+    }
+    let DtlsState::Connected(keys) = dtls.state().clone() else {
+        panic!("handshake not done: {:?}", dtls.state());
+    };
+    (keys, besides)
+}
+
 /// Media strowger sent to `to`.
 fn media_to(out: Vec<Packet>, to: SocketAddr) -> Vec<Vec<u8>> {
     out.into_iter()
@@ -167,25 +198,9 @@ fn a_browser_calls_the_echo_over_ice_lite_and_dtls_srtp_and_hears_itself() {
     assert!(media_to(node.drain(), stranger).is_empty());
 
     // The browser's handshake, as DTLS client.
-    let mut dtls = Dtls::new(&cert, Role::Client, sw_fp, now).unwrap();
-    for _ in 0..6 {
-        while let Some(d) = dtls.poll_transmit() {
-            node.deliver_rtp(&d, browser, leg, now);
-        }
-        now += ms(20);
-        node.advance(now);
-        for d in media_to(node.drain(), browser) {
-            assert!(
-                (20..=63).contains(&d[0]),
-                "only DTLS before the keys: {:?}",
-                &d[..4]
-            );
-            dtls.handle(&d, now);
-        }
-    }
-    let DtlsState::Connected(keys) = dtls.state().clone() else {
-        panic!("handshake not done: {:?}", dtls.state());
-    };
+    let (keys, besides) = handshake(node, &cert, sw_fp, (browser, leg), &mut now);
+    let firsts: Vec<&[u8]> = besides.iter().map(|d| &d[..4]).collect();
+    assert!(firsts.is_empty(), "only DTLS before the keys: {firsts:?}");
     let (mut tx, mut rx) = (context(&keys, true), context(&keys, false));
 
     // Audio to the echo, encrypted: it comes back encrypted with strowger's key.
@@ -394,22 +409,7 @@ fn phone_to_browser(codec: &str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
         &sw_pwd,
     );
     node.deliver_rtp(&check, browser, leg, now);
-    let mut dtls = Dtls::new(&cert, Role::Client, sw_fp, now).unwrap();
-    for _ in 0..6 {
-        while let Some(d) = dtls.poll_transmit() {
-            node.deliver_rtp(&d, browser, leg, now);
-        }
-        now += ms(20);
-        node.advance(now);
-        for d in media_to(node.drain(), browser) {
-            if (20..=63).contains(&d[0]) {
-                dtls.handle(&d, now);
-            }
-        }
-    }
-    let DtlsState::Connected(keys) = dtls.state().clone() else {
-        panic!("handshake not done: {:?}", dtls.state());
-    };
+    let (keys, _) = handshake(node, &cert, sw_fp, (browser, leg), &mut now);
     let mut rx = context(&keys, false);
 
     // The caller's plain RTP reaches the browser encrypted.
