@@ -182,7 +182,7 @@ impl Engine {
     /// worker (`owner`), so the answers find their way back here.
     pub(crate) fn own_call_id(&mut self) -> String {
         loop {
-            let id = format!("{:032x}@strowger", self.rng.u128(..));
+            let id = format!("{:032x}{}", self.rng.u128(..), crate::reinvite::OWN_CALL_ID);
             if owner(&id, self.s.workers) == self.s.worker {
                 return id;
             }

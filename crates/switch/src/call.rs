@@ -106,6 +106,8 @@ pub struct Leg {
     /// How the far end sends and takes digits: its user's or trunk's `dtmf` (None:
     /// `rtp.dtmf`), given to the media leg when it is made.
     pub dtmf: Option<media::DtmfMode>,
+    /// When strowger's re-INVITE, refused with 491, goes again (reinvite.rs).
+    pub reoffer_at: Option<Instant>,
 }
 
 impl Leg {
@@ -131,6 +133,7 @@ impl Leg {
             trunk: None,
             held: false,
             dtmf: None,
+            reoffer_at: None,
         }
     }
 

@@ -169,30 +169,4 @@ impl Engine {
         let leg = Box::new(leg);
         self.send_crossing(worker, What::Party { back, leg, reached });
     }
-
-    /// A leg that came from another worker (its media closed there): a media leg and port of
-    /// this worker, offered to its far end in a re-INVITE whose answer `bridge_response` takes
-    /// as a callee's. A WebRTC leg's DTLS association and ICE checks stayed with the port it
-    /// left, so its offer restarts ICE (new credentials) and names this worker's certificate,
-    /// whose new fingerprint has the browser shake hands anew (RFC 8842 §4).
-    pub(crate) fn reinvite(&mut self, at: LegRef, now: Instant) {
-        let webrtc = self.calls[at.call]
-            .leg(at.leg)
-            .is_some_and(|l| l.sdp.webrtc().is_some());
-        if webrtc {
-            let local = self.webrtc_local();
-            if let Some(out) = self.calls[at.call].leg_mut(at.leg) {
-                out.sdp = out.sdp.clone().with_webrtc(local);
-            }
-        }
-        if !self.ensure_media(at.call, at.leg, now) {
-            return;
-        }
-        let caps = self.s.caps.clone();
-        let Some(out) = self.calls[at.call].leg_mut(at.leg) else {
-            return;
-        };
-        out.our_offer = Some(out.sdp.offer(&caps, out.port));
-        self.send_invite(at.call, at.leg, None, now);
-    }
 }

@@ -1349,6 +1349,9 @@ impl Engine {
         {
             return self.origin_response(at, &msg, status, now);
         }
+        if self.reinvite_glare(at, ctx, status, now) {
+            return;
+        }
         if at.leg == Call::CALLER {
             return;
         }
@@ -1527,6 +1530,7 @@ impl Engine {
         while let Some(call) = self.calls.pop_due(now) {
             self.trunk_silence(call, now);
             self.transfer_timer(call, now);
+            self.reinvite_timer(call, now);
             let c = &mut self.calls[call];
             if c.session_deadline.is_some_and(|d| d <= now) {
                 self.hangup(call, 102, "switch", None, now);

@@ -48,6 +48,7 @@ pub mod queues;
 mod record_route;
 mod reg_watch;
 pub mod registrar;
+mod reinvite;
 pub mod reload;
 pub mod ringboard;
 mod sdes;

@@ -66,8 +66,8 @@ fn call(n: &mut Net, sw: Id, transport: Transport, sdp: &str) -> (Vec<Message>, 
     (sip, media)
 }
 
-/// Re-INVITEs ALICE's call (answered with `ok`) over TLS with `sdp`; strowger's 200's SDP.
-fn reinvite(n: &mut Net, sw: Id, ok: &Message, sdp: &str) -> SessionDescription {
+/// Re-INVITEs ALICE's call (answered with `ok`) over TLS with `sdp`; strowger's final response.
+fn reinvite(n: &mut Net, sw: Id, ok: &Message, sdp: &str) -> Message {
     let alice = addr(ALICE);
     let to = ok.header(sip::HeaderName::To).unwrap();
     let invite = format!(
@@ -91,9 +91,7 @@ fn reinvite(n: &mut Net, sw: Id, ok: &Message, sdp: &str) -> SessionDescription 
         .filter(|p| !p.media && p.to == alice)
         .filter_map(|p| Message::parse(&p.bytes, true).ok())
         .collect();
-    let ok = final_response(&answers);
-    assert_eq!(ok.status(), Some(200), "{answers:?}");
-    SessionDescription::parse(ok.body()).unwrap()
+    final_response(&answers).clone()
 }
 
 fn final_response(sip: &[Message]) -> &Message {
@@ -159,11 +157,70 @@ fn a_tls_caller_offering_sdes_gets_our_key_and_srtp_that_opens_with_it() {
     // Hold by re-INVITE with the same key: the answer keeps strowger's key and suite.
     let hold = offer("RTP/SAVP").replace("a=crypto", "a=sendonly\r\na=crypto");
     let again = reinvite(&mut n, sw, ok, &hold);
+    assert_eq!(again.status(), Some(200), "{again:?}");
+    let again = SessionDescription::parse(again.body()).unwrap();
     let kept = again.media[0]
         .crypto()
         .next()
         .expect("a=crypto in the re-answer");
     assert_eq!((kept.tag, &kept.key), (1, &ours.key));
+}
+
+/// Under "require", a TLS caller's re-INVITE offering plain RTP gets 488 and changes nothing:
+/// the call goes on, and the prompt keeps reaching the caller as SRTP under the answered key.
+#[test]
+fn require_refuses_a_plain_re_invite_with_488_and_the_call_keeps_its_srtp() {
+    let mut n = Net::new(25);
+    let head = "[rtp]\nmedia_timeout_s = 0\nsrtp = \"require\"\n";
+    let sw = n.switch(&config(head), &[SW], 1);
+    let (sip, _) = call(&mut n, sw, Transport::Tls, &offer("RTP/SAVP"));
+    let ok = final_response(&sip);
+    assert_eq!(ok.status(), Some(200), "{sip:?}");
+    let answer = SessionDescription::parse(ok.body()).unwrap();
+    let key = answer.media[0]
+        .crypto()
+        .next()
+        .expect("a=crypto")
+        .key
+        .clone();
+
+    let plain = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+                 m=audio 40002 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
+    let refused = reinvite(&mut n, sw, ok, plain);
+    assert_eq!(refused.status(), Some(488), "{refused:?}");
+
+    let mut now = n.now + ms(400);
+    let node = n.sw(sw).node();
+    let mut out = Vec::new();
+    for _ in 0..10 {
+        now += ms(20);
+        node.advance(now);
+        out.extend(node.drain());
+    }
+    let alice = addr(ALICE);
+    let bye = out
+        .iter()
+        .filter(|p| !p.media && p.to == alice)
+        .filter_map(|p| Message::parse(&p.bytes, true).ok())
+        .find(|m| m.method() == Some(&sip::Method::Bye));
+    assert!(bye.is_none(), "the call goes on: {bye:?}");
+    assert_eq!(n.sw(sw).active_calls(), 1);
+    let rtp: Vec<_> = out
+        .iter()
+        .filter(|p| p.media && p.bytes[1] & 0x7f == 0)
+        .collect();
+    assert!(
+        rtp.len() >= 5 && rtp.iter().all(|p| p.to == addr(CALLER_RTP)),
+        "the prompt still goes to the old address: {:?}",
+        rtp.iter().map(|p| p.to).collect::<Vec<_>>()
+    );
+    let suite = srtp::Suite::AesCm128HmacSha1_80;
+    let mut rx = srtp::Context::new(suite, &key, srtp::Direction::Inbound).unwrap();
+    for p in rtp {
+        let mut buf = p.bytes.clone();
+        rx.unprotect(&mut buf)
+            .expect("still SRTP with the answered key");
+    }
 }
 
 #[test]

@@ -805,6 +805,51 @@ fn attended_transfer_across_workers_moves_the_consulted_party_to_the_transferee(
     );
 }
 
+/// Across workers, Carol answers the re-INVITE that moves her with 491 (an offer of her own
+/// crossed it): strowger, which chose her dialog's Call-ID, sends the offer again 2.1 to 4 s
+/// later (RFC 3261 §14.1), and its answer completes the transfer: Alice and Carol hear each
+/// other.
+#[test]
+fn across_workers_a_491_to_the_moving_re_invite_is_retried_and_the_transfer_completes() {
+    across_workers(
+        40,
+        Policy::default(),
+        |n, sw, [a, b, c], [cb, consult, ca], [here, _]| {
+            assert!(n.run_until(secs(5), confirmed(b, consult)));
+            let cc = n.agent(c).last_index().unwrap();
+            n.agent(c).reinvite_refusals = vec![491];
+            let refer_to = refer_to_replacing(n, b, consult, "4003");
+            n.refer(b, cb, &refer_to);
+            assert!(n.run_until(secs(10), |n| notifies(n, b, cb).len() == 2));
+            assert_eq!(notifies(n, b, cb), [100, 200]);
+            let call_id = n.agent(c).call(cc).call_id.clone();
+            let reinvites: Vec<Instant> = n
+                .agent(c)
+                .received
+                .iter()
+                .filter(|(_, _, m)| {
+                    m.method() == Some(&Method::Invite)
+                        && m.header(HeaderName::CallId) == Some(call_id.as_str())
+                        && m.header(HeaderName::To).is_some_and(|t| t.contains("tag="))
+                })
+                .map(|(t, _, _)| *t)
+                .collect();
+            assert_eq!(reinvites.len(), 2, "the re-INVITE, then once more");
+            let wait = reinvites[1] - reinvites[0];
+            assert!(
+                (ms(2100)..=ms(4000)).contains(&wait),
+                "the owner of the Call-ID waits 2.1-4 s: {wait:?}"
+            );
+            n.run_for(ms(200));
+            assert!(rtp_during(n, a, secs(1)) > 40, "Alice hears Carol");
+            assert!(rtp_during(n, c, secs(1)) > 40, "Carol hears Alice");
+            assert_eq!(n.sw(sw).workers[here].active_calls(), 1);
+            hang_up(n, a, ca, secs(5));
+            assert!(n.run_until(secs(5), got_bye(c, cc)));
+        },
+    );
+}
+
 /// A semi-attended transfer across workers: the consultation's worker cannot move Carol's
 /// ringing (its INVITE is that worker's transaction), so it cancels it and Alice's worker
 /// dials Carol's extension for Alice, as a blind transfer does. Bob hangs up; Carol rings

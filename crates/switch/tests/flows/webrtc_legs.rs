@@ -544,19 +544,7 @@ impl Browser {
     /// client: with ICE credentials of its own, new ones when strowger's changed (an ICE
     /// restart, RFC 8839 §4.4.1.1.1). The INVITE.
     fn answer(&mut self, n: &mut Net, sw: Id, limit: std::time::Duration) -> Message {
-        let end = n.now + limit;
-        let invite = loop {
-            assert!(n.now < end, "no INVITE to the browser");
-            n.run_for(ms(20));
-            let got = n.take_tapped(addr(BROWSER_WS));
-            let mut invites = got
-                .iter()
-                .filter_map(|p| Message::parse(&p.bytes, true).ok())
-                .filter(|m| m.method() == Some(&sip::Method::Invite));
-            if let Some(m) = invites.next() {
-                break m;
-            }
-        };
+        let invite = Browser::invited(n, limit);
         let far = far_end(&invite);
         if self.far.as_ref().is_some_and(|f| f.1 != far.1) {
             self.ice = IceCredentials::random();
@@ -567,6 +555,23 @@ impl Browser {
         n.sw(sw)
             .deliver_over(&ok_text(&invite, &answer), self.ws(), now);
         invite
+    }
+
+    /// The first INVITE down the WebSocket within `limit` (its other messages are dropped).
+    fn invited(n: &mut Net, limit: std::time::Duration) -> Message {
+        let end = n.now + limit;
+        loop {
+            assert!(n.now < end, "no INVITE to the browser");
+            n.run_for(ms(20));
+            let got = n.take_tapped(addr(BROWSER_WS));
+            let mut invites = got
+                .iter()
+                .filter_map(|p| Message::parse(&p.bytes, true).ok())
+                .filter(|m| m.method() == Some(&sip::Method::Invite));
+            if let Some(m) = invites.next() {
+                return m;
+            }
+        }
     }
 
     /// strowger's media leg: its address.
@@ -813,6 +818,103 @@ fn a_browser_consulted_on_another_worker_is_transferred_with_a_new_handshake() {
         assert!(n.run_until(secs(5), crate::transfer::got_bye(b, consult)));
         browser.hears_and_is_heard_by(&mut n, sw, a, "Alice");
         assert_eq!(n.sw(sw).workers[there].active_calls(), 0);
+        return;
+    }
+    panic!("no consultation call landed on the other worker");
+}
+
+/// Under `rtp.srtp = "require"`, the browser consulted on another worker answers the
+/// re-INVITE that moves it with plain RTP. strowger does not take that answer: it ACKs the
+/// 2xx, then ends the browser's leg with a BYE (Q.850 88), counts it in
+/// `strowger_sdp_answers_refused_total`, logs why, and sends no media to that address. The
+/// transfer fails as when a target refuses (NOTIFY 488): Alice is Bob's again.
+#[test]
+fn require_refuses_a_plain_answer_to_the_re_invite_that_moves_a_browser() {
+    for k in 0..32 {
+        let mut n = Net::new(90 + k);
+        let head = format!(
+            "[rtp]\nmedia_timeout_s = 0\nsrtp = \"require\"\n\
+             [registrar]\nauthenticate = false\nkeepalive_s = 0\n\
+             [vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n"
+        );
+        let sw = n.switch(&crate::net::config(&head), &[SW], 2);
+        n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
+        let mut browser = Browser::new(&mut n);
+        browser.register(&mut n, sw);
+        let a = n.ua(ALICE, "alice");
+        let b = n.ua(BOB, &format!("bob{k}"));
+        for (ua, voice) in [(a, 0x11), (b, 0x22)] {
+            n.agent(ua).send_rtp = true;
+            n.agent(ua).voice = vec![voice; 160];
+        }
+        let (ca, cb) = crate::transfer::alice_calls_bob(&mut n, a, b);
+        let consult = n.invite(b, "sip:1001@127.0.0.1", SW);
+        let here = switch::owner(&n.agent(a).call(ca).call_id, 2);
+        let there = switch::owner(&n.agent(b).call(consult).call_id, 2);
+        if here == there {
+            continue;
+        }
+        browser.answer(&mut n, sw, secs(2));
+        assert!(n.run_until(secs(2), confirmed(b, consult)));
+        browser.connect(&mut n, sw);
+
+        let refer_to = crate::transfer::refer_to_replacing(&mut n, b, consult, "1001");
+        n.refer(b, cb, &refer_to);
+        let reinvite = Browser::invited(&mut n, secs(2));
+        let plain = "v=0\r\no=- 1 3 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+                     m=audio 40100 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
+        n.take_tapped(addr(BROWSER));
+        let now = n.now;
+        n.sw(sw)
+            .deliver_over(&ok_text(&reinvite, plain), browser.ws(), now);
+        n.run_for(ms(200));
+        let to_browser: Vec<Message> = n
+            .take_tapped(addr(BROWSER_WS))
+            .iter()
+            .filter_map(|p| Message::parse(&p.bytes, true).ok())
+            .collect();
+        let methods: Vec<String> = to_browser
+            .iter()
+            .filter_map(|m| m.method().map(|m| m.to_string()))
+            .collect();
+        assert_eq!(methods, ["ACK", "BYE"], "{to_browser:?}");
+        assert_eq!(to_browser[1].header_named("Reason"), Some("Q.850;cause=88"));
+        let rtp = n
+            .take_tapped(addr(BROWSER))
+            .iter()
+            .filter(|p| (128..=191).contains(&p.bytes[0]))
+            .count();
+        assert_eq!(rtp, 0, "no RTP goes to the browser's plain answer");
+        let metrics = n.sw(sw).scrape();
+        assert!(
+            metrics.contains("strowger_sdp_answers_refused_total 1\n"),
+            "{metrics}"
+        );
+        let logs = n.sw(sw).logs();
+        assert!(
+            logs.iter()
+                .any(|l| l.contains("rtp.srtp = \"require\"") && l.contains("plain RTP")),
+            "{logs:?}"
+        );
+        assert!(n.run_until(secs(5), |n| {
+            crate::transfer::notifies(n, b, cb).len() == 2
+        }));
+        let notified = crate::transfer::notifies(&mut n, b, cb);
+        assert_eq!(notified[0], 100);
+        assert!(notified[1] >= 300, "the transfer failed: {notified:?}");
+        // As when a transfer target refuses: Alice is Bob's again, and they hear each other.
+        n.run_for(ms(200));
+        let since = n.now;
+        n.run_for(secs(1));
+        let heard = |ua: &Ua, voice: u8| {
+            ua.rtp
+                .iter()
+                .zip(&ua.rtp_payloads)
+                .filter(|((t, ..), p)| *t > since && p.as_slice() == [voice; 160])
+                .count()
+        };
+        assert!(heard(n.agent(a), 0x22) > 40, "Alice hears Bob again");
+        assert!(heard(n.agent(b), 0x11) > 40, "Bob hears Alice again");
         return;
     }
     panic!("no consultation call landed on the other worker");

@@ -177,6 +177,9 @@ pub struct Ua {
     /// The status a NOTIFY outside its calls gets: 481 unless a test holds a subscription it
     /// made by hand (tests/voicemail.rs).
     pub notify_status: u16,
+    /// Statuses that answer the next re-INVITEs with SDP, in turn, instead of a 200 (491: the
+    /// agent's own offer crossed strowger's).
+    pub reinvite_refusals: Vec<u16>,
     txs: Transactions,
     client_txs: HashMap<ClientTxId, (Option<usize>, Method)>,
     /// Final answers due: (when, call).
@@ -213,6 +216,7 @@ impl Ua {
             challenged: Vec::new(),
             credentials: None,
             notify_status: 481,
+            reinvite_refusals: Vec::new(),
             dialog_headers: Vec::new(),
             tx_events: Vec::new(),
             txs: Transactions::new(Timers::default()),
@@ -754,6 +758,13 @@ impl Ua {
         };
         let contact = self.contact.clone();
         let answer = match method {
+            Method::Invite if !msg.body().is_empty() && !self.reinvite_refusals.is_empty() => {
+                let status = self.reinvite_refusals.remove(0);
+                self.calls[call].requests.push(msg.clone());
+                let r = ResponseBuilder::new(&msg, status, "Refused", Some(peer.addr), None)
+                    .finish(None);
+                return self.txs.respond(stx, status, r, now);
+            }
             Method::Invite | Method::Update if !msg.body().is_empty() => {
                 let offer = body_text(&msg);
                 let (pts, dir) = answer_for(&offer, &self.codecs);
