@@ -89,6 +89,9 @@ fn main() {
     if let Ok(path) = std::env::var("OPUS_CALL") {
         return opus_call_once(&path, &pcm8);
     }
+    if let Ok(what) = std::env::var("ONCE") {
+        return once(&what, &pcm16);
+    }
     println!(
         "µs of thread CPU per second of audio ({seconds:.0} s of speech in 20 ms packets, best of {rounds}, interleaved)"
     );
@@ -253,6 +256,44 @@ fn main() {
         ),
     );
     opus_pcmu_call(rounds, seconds, &pcm8);
+}
+
+/// `ONCE=g722-decode|g722-decode-spandsp`: the clip decoded once by one side, for instruction
+/// counts (`valgrind --tool=callgrind --toggle-collect='*codec_speed*once_g722*'`).
+fn once(what: &str, pcm16: &[i16]) {
+    let mut enc = G722Encoder::new();
+    let mut out = [0u8; 160];
+    let packets: Vec<Vec<u8>> = pcm16
+        .chunks_exact(320)
+        .map(|p| {
+            let n = enc.encode(p, &mut out);
+            out[..n].to_vec()
+        })
+        .collect();
+    let n = match what {
+        "g722-decode" => once_g722_rust(&packets),
+        "g722-decode-spandsp" => once_g722_spandsp(&packets),
+        other => panic!("ONCE={other}: g722-decode or g722-decode-spandsp"),
+    };
+    println!("{what}: {n} samples");
+}
+
+#[inline(never)]
+fn once_g722_rust(packets: &[Vec<u8>]) -> usize {
+    let (mut d, mut s) = (G722Decoder::new(), [0i16; 320]);
+    packets
+        .iter()
+        .map(|p| std::hint::black_box(d.decode(p, &mut s)))
+        .sum()
+}
+
+#[inline(never)]
+fn once_g722_spandsp(packets: &[Vec<u8>]) -> usize {
+    let (mut d, mut s) = (spandsp::G722Decoder::new(), [0i16; 320]);
+    packets
+        .iter()
+        .map(|p| std::hint::black_box(d.decode(p, &mut s)))
+        .sum()
 }
 
 /// The graph before Opus took 8 and 16 kHz audio: its only linear rate was 48 kHz.
