@@ -14,8 +14,9 @@ use codec::g726::{G726Decoder, G726Encoder, Rate};
 use codec::gsm::{GsmDecoder, GsmEncoder, FRAME_BYTES, FRAME_SAMPLES};
 use codec::libgsm::Libgsm;
 use codec::spandsp;
+use codec::speexdsp;
 use codec::translate::{cpu_now, encode_packets, measure_step};
-use codec::{Format, Graph, Node, Step, Translator};
+use codec::{Format, Graph, Node, Resampler, Step, Translator};
 
 const SPEECH: &str = "/usr/share/asterisk/sounds/en_US_f_Allison";
 const SECONDS: usize = 60;
@@ -69,6 +70,8 @@ fn race(rounds: usize, seconds: f64, mut ours: Run<'_>, mut theirs: Run<'_>) -> 
 fn report(what: &str, (ours, theirs): (f64, f64)) {
     let lib = if what.starts_with("gsm") {
         "libgsm "
+    } else if what.starts_with("resample") {
+        "speexdsp"
     } else {
         "spandsp"
     };
@@ -90,7 +93,7 @@ fn main() {
         return opus_call_once(&path, &pcm8);
     }
     if let Ok(what) = std::env::var("ONCE") {
-        return once(&what, &pcm16);
+        return once(&what, &pcm8, &pcm16);
     }
     println!(
         "µs of thread CPU per second of audio ({seconds:.0} s of speech in 20 ms packets, best of {rounds}, interleaved)"
@@ -255,12 +258,61 @@ fn main() {
             }),
         ),
     );
+    for (from, to) in RATES {
+        let pcm = codec::resample::resample(&pcm8, 8000, from);
+        let block = from as usize / 50;
+        let mut o1 = vec![0i16; block * to as usize / from as usize + 16];
+        let mut o2 = o1.clone();
+        report(
+            &format!("resample {}->{}k", from / 1000, to / 1000),
+            race(
+                rounds,
+                seconds,
+                Box::new(|| {
+                    let mut r = Resampler::new(from, to);
+                    for p in pcm.chunks_exact(block) {
+                        std::hint::black_box(r.process(p, &mut o1));
+                    }
+                }),
+                Box::new(|| {
+                    let mut r = speexdsp::Resampler::new(from, to);
+                    for p in pcm.chunks_exact(block) {
+                        std::hint::black_box(r.process(p, &mut o2));
+                    }
+                }),
+            ),
+        );
+    }
     opus_pcmu_call(rounds, seconds, &pcm8);
 }
 
-/// `ONCE=g722-decode|g722-decode-spandsp`: the clip decoded once by one side, for instruction
-/// counts (`valgrind --tool=callgrind --toggle-collect='*codec_speed*once_g722*'`).
-fn once(what: &str, pcm16: &[i16]) {
+/// The conversions strowger's translator, conferences and recorder make.
+const RATES: [(u32, u32); 6] = [
+    (8000, 16000),
+    (16000, 8000),
+    (8000, 48000),
+    (48000, 8000),
+    (16000, 48000),
+    (48000, 16000),
+];
+
+/// `ONCE=g722-decode|g722-decode-spandsp|resample|resample-speexdsp`: the clip decoded once,
+/// or converted once at each of [`RATES`], by one side, for instruction counts
+/// (`valgrind --tool=callgrind --toggle-collect='*once_*'`).
+fn once(what: &str, pcm8: &[i16], pcm16: &[i16]) {
+    if what.starts_with("resample") {
+        for (from, to) in RATES {
+            let pcm = codec::resample::resample(pcm8, 8000, from);
+            let n = if what == "resample" {
+                once_resample(Resampler::new(from, to), &pcm, |r, i, o| r.process(i, o))
+            } else {
+                let r = speexdsp::Resampler::new(from, to);
+                once_resample(r, &pcm, |r, i, o| r.process(i, o))
+            };
+            println!("{what} {from}->{to}: {n} samples");
+        }
+        return;
+    }
     let mut enc = G722Encoder::new();
     let mut out = [0u8; 160];
     let packets: Vec<Vec<u8>> = pcm16
@@ -276,6 +328,18 @@ fn once(what: &str, pcm16: &[i16]) {
         other => panic!("ONCE={other}: g722-decode or g722-decode-spandsp"),
     };
     println!("{what}: {n} samples");
+}
+
+#[inline(never)]
+fn once_resample<R>(
+    mut r: R,
+    pcm: &[i16],
+    f: impl Fn(&mut R, &[i16], &mut [i16]) -> usize,
+) -> usize {
+    let mut out = [0i16; 2000];
+    pcm.chunks_exact(pcm.len() / 3000)
+        .map(|p| std::hint::black_box(f(&mut r, p, &mut out)))
+        .sum()
 }
 
 #[inline(never)]
