@@ -2,7 +2,7 @@
 //! libraries strowger linked for them before, called directly through the same FFI) on the
 //! same speech: thread CPU µs per second of audio of encoding and decoding it in 20 ms packets,
 //! interleaved round by round (the best of each kept: a busy machine only ever adds time), and
-//! the ratio. Then a PCMU ↔ Opus transcoded call-second with Opus coded at 8 kHz (the
+//! the ratio; the same for its resampler against speexdsp's at each 8/16/48 kHz conversion. Then a PCMU ↔ Opus transcoded call-second with Opus coded at 8 kHz (the
 //! translator's path) against resampled to and from 48 kHz (the path before); with
 //! `OPUS_WAVS=DIR` the source and its round trip through Opus by each path are written there as
 //! 8 kHz WAVs for PESQ. `bench/codecs.sh` runs it.
