@@ -4,7 +4,8 @@
 # through the same FFI, on the same speech (60 s of Debian's asterisk-core-sounds-en-wav): µs
 # of thread CPU per second of audio for encoding and decoding in 20 ms packets, each pair
 # interleaved round by round, the best of ROUNDS (default 15) kept since a busy machine only
-# adds time; the ratio is the figure to quote.
+# adds time; the ratio is the figure to quote. Then strowger's resampler (crates/codec/src/resample.rs)
+# against speexdsp's at quality 3 (what strowger used before) at each 8/16/48 kHz conversion.
 # A PCMU <-> Opus transcoded call-second with Opus coded at 8 kHz (the translator's path) against
 # resampled to and from 48 kHz (the path before), rounds alternating, median ratio and spread,
 # with the PESQ (narrowband) of each path's L16 -> Opus -> L16 round trip against the source.

@@ -2,7 +2,7 @@
 //! libraries strowger linked for them before, called directly through the same FFI) on the
 //! same speech: thread CPU µs per second of audio of encoding and decoding it in 20 ms packets,
 //! interleaved round by round (the best of each kept: a busy machine only ever adds time), and
-//! the ratio. Then a PCMU ↔ Opus transcoded call-second with Opus coded at 8 kHz (the
+//! the ratio; the same for its resampler against speexdsp's at each 8/16/48 kHz conversion. Then a PCMU ↔ Opus transcoded call-second with Opus coded at 8 kHz (the
 //! translator's path) against resampled to and from 48 kHz (the path before); with
 //! `OPUS_WAVS=DIR` the source and its round trip through Opus by each path are written there as
 //! 8 kHz WAVs for PESQ. `bench/codecs.sh` runs it.
@@ -14,8 +14,9 @@ use codec::g726::{G726Decoder, G726Encoder, Rate};
 use codec::gsm::{GsmDecoder, GsmEncoder, FRAME_BYTES, FRAME_SAMPLES};
 use codec::libgsm::Libgsm;
 use codec::spandsp;
+use codec::speexdsp;
 use codec::translate::{cpu_now, encode_packets, measure_step};
-use codec::{Format, Graph, Node, Step, Translator};
+use codec::{Format, Graph, Node, Resampler, Step, Translator};
 
 const SPEECH: &str = "/usr/share/asterisk/sounds/en_US_f_Allison";
 const SECONDS: usize = 60;
@@ -69,6 +70,8 @@ fn race(rounds: usize, seconds: f64, mut ours: Run<'_>, mut theirs: Run<'_>) -> 
 fn report(what: &str, (ours, theirs): (f64, f64)) {
     let lib = if what.starts_with("gsm") {
         "libgsm "
+    } else if what.starts_with("resample") {
+        "speexdsp"
     } else {
         "spandsp"
     };
@@ -88,6 +91,9 @@ fn main() {
     let seconds = pcm8.len() as f64 / 8000.0;
     if let Ok(path) = std::env::var("OPUS_CALL") {
         return opus_call_once(&path, &pcm8);
+    }
+    if let Ok(what) = std::env::var("ONCE") {
+        return once(&what, &pcm8, &pcm16);
     }
     println!(
         "µs of thread CPU per second of audio ({seconds:.0} s of speech in 20 ms packets, best of {rounds}, interleaved)"
@@ -252,7 +258,106 @@ fn main() {
             }),
         ),
     );
+    for (from, to) in RATES {
+        let pcm = codec::resample::resample(&pcm8, 8000, from);
+        let block = from as usize / 50;
+        let mut o1 = vec![0i16; block * to as usize / from as usize + 16];
+        let mut o2 = o1.clone();
+        report(
+            &format!("resample {}->{}k", from / 1000, to / 1000),
+            race(
+                rounds,
+                seconds,
+                Box::new(|| {
+                    let mut r = Resampler::new(from, to);
+                    for p in pcm.chunks_exact(block) {
+                        std::hint::black_box(r.process(p, &mut o1));
+                    }
+                }),
+                Box::new(|| {
+                    let mut r = speexdsp::Resampler::new(from, to);
+                    for p in pcm.chunks_exact(block) {
+                        std::hint::black_box(r.process(p, &mut o2));
+                    }
+                }),
+            ),
+        );
+    }
     opus_pcmu_call(rounds, seconds, &pcm8);
+}
+
+/// The conversions strowger's translator, conferences and recorder make.
+const RATES: [(u32, u32); 6] = [
+    (8000, 16000),
+    (16000, 8000),
+    (8000, 48000),
+    (48000, 8000),
+    (16000, 48000),
+    (48000, 16000),
+];
+
+/// `ONCE=g722-decode|g722-decode-spandsp|resample|resample-speexdsp`: the clip decoded once,
+/// or converted once at each of [`RATES`], by one side, for instruction counts
+/// (`valgrind --tool=callgrind --toggle-collect='*once_*'`).
+fn once(what: &str, pcm8: &[i16], pcm16: &[i16]) {
+    if what.starts_with("resample") {
+        for (from, to) in RATES {
+            let pcm = codec::resample::resample(pcm8, 8000, from);
+            let n = if what == "resample" {
+                once_resample(Resampler::new(from, to), &pcm, |r, i, o| r.process(i, o))
+            } else {
+                let r = speexdsp::Resampler::new(from, to);
+                once_resample(r, &pcm, |r, i, o| r.process(i, o))
+            };
+            println!("{what} {from}->{to}: {n} samples");
+        }
+        return;
+    }
+    let mut enc = G722Encoder::new();
+    let mut out = [0u8; 160];
+    let packets: Vec<Vec<u8>> = pcm16
+        .chunks_exact(320)
+        .map(|p| {
+            let n = enc.encode(p, &mut out);
+            out[..n].to_vec()
+        })
+        .collect();
+    let n = match what {
+        "g722-decode" => once_g722_rust(&packets),
+        "g722-decode-spandsp" => once_g722_spandsp(&packets),
+        other => panic!("ONCE={other}: g722-decode or g722-decode-spandsp"),
+    };
+    println!("{what}: {n} samples");
+}
+
+#[inline(never)]
+fn once_resample<R>(
+    mut r: R,
+    pcm: &[i16],
+    f: impl Fn(&mut R, &[i16], &mut [i16]) -> usize,
+) -> usize {
+    let mut out = [0i16; 2000];
+    pcm.chunks_exact(pcm.len() / 3000)
+        .map(|p| std::hint::black_box(f(&mut r, p, &mut out)))
+        .sum()
+}
+
+#[inline(never)]
+fn once_g722_rust(packets: &[Vec<u8>]) -> usize {
+    let (mut d, mut s) = (G722Decoder::new(), [0i16; 320]);
+    packets
+        .iter()
+        .map(|p| std::hint::black_box(d.decode(p, &mut s)))
+        .sum()
+}
+
+#[inline(never)]
+fn once_g722_spandsp(packets: &[Vec<u8>]) -> usize {
+    let (mut d, mut s) = (spandsp::G722Decoder::new(), [0i16; 320]);
+    packets
+        .iter()
+        .map(|p| std::hint::black_box(d.decode(p, &mut s)))
+        .sum()
 }
 
 /// The graph before Opus took 8 and 16 kHz audio: its only linear rate was 48 kHz.

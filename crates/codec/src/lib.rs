@@ -8,7 +8,8 @@
 //!   and [`ilbc`] in Rust, the others over the field's C libraries (libspeex, libopus,
 //!   bcg729) declared by hand in `ffi`. [`spandsp`] and [`libgsm`] keep the C G.722/G.726 and
 //!   GSM strowger used before, as the references its own are tested and benchmarked against.
-//! - [`resample`]: 8/16/48 kHz conversion with libspeexdsp.
+//! - [`resample`]: 8/16/48 kHz conversion, a polyphase FIR filter in Rust; [`speexdsp`] keeps
+//!   libspeexdsp's resampler strowger used before as its reference.
 //! - [`translate`]: measured step costs, cheapest paths, and [`Translator`].
 
 mod ffi;
@@ -22,6 +23,7 @@ mod impls;
 pub mod libgsm;
 pub mod resample;
 pub mod spandsp;
+pub mod speexdsp;
 pub mod translate;
 
 pub use format::{fmtp_param, samples_at, Format};
