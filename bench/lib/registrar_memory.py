@@ -46,11 +46,13 @@ def steady_rss(pid, seconds=3):
     return last
 
 
-def run(kind, users, rate, expires, wait, rundir, binary, load):
+def run(kind, users, rate, expires, wait, rundir, binary, load, build=""):
     backend, url = (None, "local:strowger-data/store.snap")
     if kind != "local":
         backend, url = reg.start_backend(kind, rundir)
-    server, port = reg.start_strowger(f"mem-{kind}", url, False, 0, rundir, binary)
+    # A data directory per build: with --base the second build would otherwise start from the
+    # first's local store (its journal of every REGISTER) and count it as idle memory.
+    server, port = reg.start_strowger(f"mem-{kind}{'-' + build if build else ''}", url, False, 0, rundir, binary)
     pid = server.p.pid
     try:
         time.sleep(2)
@@ -121,7 +123,7 @@ def main():
     rows = []
     for kind in args.backends.split(","):
         for build, binary in builds:
-            r = {**run(kind, args.users, args.rate, args.expires, args.wait, rundir, binary, args.load),
+            r = {**run(kind, args.users, args.rate, args.expires, args.wait, rundir, binary, args.load, build),
                  "build": build, "binary": binary}
             rows.append(r)
             print(f"{kind}{' ' + build if build else ''}: {r['registered']} bindings; RSS idle "
