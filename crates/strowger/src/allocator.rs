@@ -11,6 +11,7 @@
 const TUNABLES: &str = "glibc.malloc.tcache_count=1";
 
 /// What [`limit_thread_cache`] found, said in the log once logging is up.
+#[derive(Debug, PartialEq)]
 pub enum ThreadCache {
     /// The process runs with [`TUNABLES`] (it re-executed itself with them, or they were given).
     Limited,
@@ -51,11 +52,19 @@ pub fn limit_thread_cache() -> ThreadCache {
     if !cfg!(target_env = "gnu") {
         return ThreadCache::NotGlibc;
     }
-    match std::env::var_os("GLIBC_TUNABLES") {
-        Some(v) if v == TUNABLES => ThreadCache::Limited,
-        Some(v) => ThreadCache::Operator(v.to_string_lossy().into_owned()),
-        None => ThreadCache::Failed(reexec().to_string()),
-    }
+    given(std::env::var_os("GLIBC_TUNABLES").as_deref())
+        .unwrap_or_else(|| ThreadCache::Failed(reexec().to_string()))
+}
+
+/// What the process runs with given the `GLIBC_TUNABLES` it started with; `None` when it is
+/// not set, so the process should re-execute itself with [`TUNABLES`].
+fn given(tunables: Option<&std::ffi::OsStr>) -> Option<ThreadCache> {
+    let v = tunables?;
+    Some(if v == TUNABLES {
+        ThreadCache::Limited
+    } else {
+        ThreadCache::Operator(v.to_string_lossy().into_owned())
+    })
 }
 
 /// Replaces the process image with this binary and its arguments, [`TUNABLES`] set; returns only
@@ -119,6 +128,24 @@ fn trim_worthwhile(free: usize, used: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::{given, ThreadCache, TUNABLES};
+    use std::ffi::OsStr;
+
+    #[test]
+    fn re_executes_only_when_no_tunables_were_given_and_keeps_an_operators_own() {
+        assert_eq!(given(None), None, "not set: re-execute with ours");
+        assert_eq!(
+            given(Some(OsStr::new(TUNABLES))),
+            Some(ThreadCache::Limited),
+            "after the re-execution: run, no second one"
+        );
+        assert_eq!(
+            given(Some(OsStr::new("glibc.malloc.arena_max=2"))),
+            Some(ThreadCache::Operator("glibc.malloc.arena_max=2".into())),
+            "an operator's setting is kept as given"
+        );
+    }
+
     #[test]
     fn only_a_large_surplus_of_free_memory_is_trimmed() {
         use super::trim_worthwhile;
