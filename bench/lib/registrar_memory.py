@@ -47,12 +47,13 @@ def steady_rss(pid, seconds=3):
 
 
 def run(kind, users, rate, expires, wait, rundir, binary, load, build=""):
-    backend, url = (None, "local:strowger-data/store.snap")
+    label = f"mem-{kind}{'-' + build if build else ''}"
+    # A local store per run: with --base the second build would otherwise start from the first's
+    # (its journal of every REGISTER) and count it as idle memory.
+    backend, url = (None, f"local:{rundir}/{label}-store.snap")
     if kind != "local":
         backend, url = reg.start_backend(kind, rundir)
-    # A data directory per build: with --base the second build would otherwise start from the
-    # first's local store (its journal of every REGISTER) and count it as idle memory.
-    server, port = reg.start_strowger(f"mem-{kind}{'-' + build if build else ''}", url, False, 0, rundir, binary)
+    server, port = reg.start_strowger(label, url, False, 0, rundir, binary)
     pid = server.p.pid
     try:
         time.sleep(2)
