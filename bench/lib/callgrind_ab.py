@@ -71,7 +71,9 @@ def under_callgrind(rundir, label, cmd):
     """Starts `cmd` under callgrind and waits for its start-up line; returns (process, its output)."""
     out = os.path.join(rundir, f"{label}.cg")
     log_path = os.path.join(rundir, f"{label}.log")
-    p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd],
+    # strowger re-executes itself once at start to set glibc's tunables (crates/strowger/src/allocator.rs):
+    # valgrind follows it into the new image, whose instructions are the ones counted.
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}", *cmd],
                          stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
     deadline = time.time() + 300
     while "worker(s)" not in open(log_path).read():

@@ -27,11 +27,11 @@ import registrar as reg  # noqa: E402
 SWEEP_S = 30  # store::EXPIRE_EVERY_S
 
 
-def rss_kib(pid):
+def rss_kib(pid, field="VmRSS"):
     for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
+    raise RuntimeError(f"no {field} for {pid}")
 
 
 def steady_rss(pid, seconds=3):
@@ -46,15 +46,21 @@ def steady_rss(pid, seconds=3):
     return last
 
 
-def run(kind, users, rate, expires, wait, rundir, binary, load):
-    backend, url = (None, "local:strowger-data/store.snap")
+def run(kind, users, rate, expires, wait, rundir, binary, load, build=""):
+    label = f"mem-{kind}{'-' + build if build else ''}"
+    # A local store per run: with --base the second build would otherwise start from the first's
+    # (its journal of every REGISTER) and count it as idle memory.
+    backend, url = (None, f"local:{rundir}/{label}-store.snap")
     if kind != "local":
         backend, url = reg.start_backend(kind, rundir)
-    server, port = reg.start_strowger(f"mem-{kind}", url, False, 0, rundir, binary)
+    server, port = reg.start_strowger(label, url, False, 0, rundir, binary)
     pid = server.p.pid
     try:
         time.sleep(2)
         idle = steady_rss(pid)
+        # The anonymous part (heaps, stacks) apart from the binary's and libraries' pages, which
+        # grow by the code a load first runs and are shared with every other process of the binary.
+        anon_idle = rss_kib(pid, "RssAnon")
         cmd = [load, "register", "--target", f"127.0.0.1:{port}",
                "--users", str(users), "--rate", str(rate), "--expires", str(expires), "--json",
                "--max-time", str(users / rate * 3 + 30)]
@@ -79,6 +85,7 @@ def run(kind, users, rate, expires, wait, rundir, binary, load):
         # Every binding has lapsed `expires` after the last was made; then the sweep's period.
         time.sleep(max(0, t0 + out["wall_s"] + expires + wait - time.time()))
         after = steady_rss(pid)
+        anon_after = rss_kib(pid, "RssAnon")
         registered = out["registered"]
         return {
             "store": kind, "users": users, "rate": rate, "expires_s": expires,
@@ -89,6 +96,7 @@ def run(kind, users, rate, expires, wait, rundir, binary, load):
             "bytes_per_binding_alone": None if bindings is None
             else round((bindings - idle) * 1024 / max(1, registered)),
             "expired_vs_idle": round(after / idle, 3),
+            "rss_anon_idle_kib": anon_idle, "rss_anon_expired_kib": anon_after,
             "command": " ".join(["strowger-load"] + cmd[1:]),
         }
     finally:
@@ -116,7 +124,7 @@ def main():
     rows = []
     for kind in args.backends.split(","):
         for build, binary in builds:
-            r = {**run(kind, args.users, args.rate, args.expires, args.wait, rundir, binary, args.load),
+            r = {**run(kind, args.users, args.rate, args.expires, args.wait, rundir, binary, args.load, build),
                  "build": build, "binary": binary}
             rows.append(r)
             print(f"{kind}{' ' + build if build else ''}: {r['registered']} bindings; RSS idle "
@@ -124,16 +132,19 @@ def main():
                   f"({r['bytes_per_binding']} B per binding), "
                   + (f"bindings alone {r['rss_bindings_kib'] / 1024:.1f} MiB ({r['bytes_per_binding_alone']} B "
                      "each, REGISTER transactions ended), " if r["rss_bindings_kib"] else "") +
-                  f"after expiry {r['rss_expired_kib'] / 1024:.1f} MiB (x{r['expired_vs_idle']} of idle)", flush=True)
+                  f"after expiry {r['rss_expired_kib'] / 1024:.1f} MiB (x{r['expired_vs_idle']} of idle; anonymous "
+                  f"{r['rss_anon_idle_kib'] / 1024:.1f} -> {r['rss_anon_expired_kib'] / 1024:.1f} MiB)", flush=True)
     b.keep(args, rundir, "registrar-memory.json", rows)
     mib = lambda kib: f"{kib / 1024:.1f} MiB" if kib else "–"  # noqa: E731
     b.summary(args, "memory per registration and after expiry (bench/lib/registrar_memory.py)", "\n".join(
         ["| store | build | bindings | RSS idle | loaded | bindings alone | B per binding (alone) | after expiry "
-         "| surplus after expiry | after ÷ idle |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+         "| surplus after expiry | after ÷ idle | anonymous idle → after |",
+         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         + [f"| {r['store']} | {r['build'] or '–'} | {r['registered']} | {mib(r['rss_idle_kib'])} | "
            f"{mib(r['rss_loaded_kib'])} | {mib(r['rss_bindings_kib'])} | {r['bytes_per_binding']} "
            f"({r['bytes_per_binding_alone'] or '–'}) | {mib(r['rss_expired_kib'])} | "
-           f"{(r['rss_expired_kib'] - r['rss_idle_kib']) / 1024:.2f} MiB | ×{r['expired_vs_idle']} |" for r in rows]))
+           f"{(r['rss_expired_kib'] - r['rss_idle_kib']) / 1024:.2f} MiB | ×{r['expired_vs_idle']} | "
+           f"{mib(r['rss_anon_idle_kib'])} → {mib(r['rss_anon_expired_kib'])} |" for r in rows]))
 
 
 if __name__ == "__main__":
