@@ -411,6 +411,8 @@ mod tests {
         c.cdr.call_id = "up@x".into();
         c.cdr.start = 100.0;
         let up = calls.add(c);
+        // As the engine answers: the CDR's answer time, and the note.
+        calls[up].cdr.answer = Some(101.0);
         calls.answered(up, 101.0);
         let gone = calls.add(call(sip_leg("gone@x")));
         calls.remove(gone);
