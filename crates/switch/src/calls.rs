@@ -419,7 +419,10 @@ mod tests {
         write(calls.take_journal(103.0), &mut file);
         let cdrs = recover(&file);
         assert_eq!(cdrs.len(), 1);
-        assert_eq!((cdrs[0].call_id.as_str(), cdrs[0].answer), ("up@x", Some(101.0)));
+        assert_eq!(
+            (cdrs[0].call_id.as_str(), cdrs[0].answer),
+            ("up@x", Some(101.0))
+        );
         assert_eq!(cdrs[0].billable_s, 2.0);
         // Churn past the compaction bound: the file shrinks back to the call up.
         let mut t = 104.0;
@@ -440,7 +443,10 @@ mod tests {
         assert!(file.len() < 1024, "compacted to {} bytes", file.len());
         let cdrs = recover(&file);
         assert_eq!(cdrs.len(), 1);
-        assert_eq!((cdrs[0].call_id.as_str(), cdrs[0].answer), ("up@x", Some(101.0)));
+        assert_eq!(
+            (cdrs[0].call_id.as_str(), cdrs[0].answer),
+            ("up@x", Some(101.0))
+        );
         assert_eq!(cdrs[0].end, t + 2.0);
     }
 
