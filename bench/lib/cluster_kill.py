@@ -45,9 +45,11 @@ def node(args, rundir, n, store, port=None):
     path = os.path.join(rundir, "node.toml")
     open(path, "w").write(NODE.format(store=store))
     port = port or b.alloc_ports(1)
-    rtp = b.alloc_ports(2000)
+    # A pair per echo call: room for two thirds of the calls up (a survivor's share after the kill).
+    ports = max(200, args.rate * (args.hold_ms // 1000 + 2) * 4 // 3) // 2 * 2
+    rtp = b.alloc_ports(ports)
     cmd = [args.bin, "--config", path, "--sip-listen", f"{ip}:{port}", "--rtp-ports",
-           f"{rtp}-{rtp + 1999}", "--data-dir", os.path.join(rundir, f"node{n}-data"),
+           f"{rtp}-{rtp + ports - 1}", "--data-dir", os.path.join(rundir, f"node{n}-data"),
            "--api-listen", f"127.0.0.1:{b.alloc_ports(1)}", "--workers", "1"]
     log = open(os.path.join(rundir, f"node{n}.log"), "a")
     p = b.spawn(cmd, rundir, log, log)
