@@ -25,6 +25,8 @@ pub struct Host {
     voicemail: Option<crate::voicemail_io::VoicemailIo>,
     /// The CDR database's writer (`[cdr] database`).
     cdr_db: Option<crate::cdr::Queue>,
+    /// The journal of this worker's calls in progress (journal_io.rs).
+    journal: Option<crate::journal_io::JournalFile>,
 }
 
 /// The embedded announcement behind the dialplan's `demo` prompt.
@@ -42,6 +44,19 @@ impl Host {
             recordings: None,
             voicemail: None,
             cdr_db: None,
+            journal: None,
+        }
+    }
+
+    pub fn with_journal(mut self, path: PathBuf) -> Host {
+        self.journal = Some(crate::journal_io::JournalFile::new(path));
+        self
+    }
+
+    /// Writes what the engine's journal of calls in progress has to write.
+    pub fn journal(&mut self, w: switch::journal::Write) {
+        if let Some(j) = self.journal.as_mut() {
+            j.write(w);
         }
     }
 

@@ -9,6 +9,7 @@ pub mod ctl;
 pub mod dns;
 pub mod fds;
 pub mod host;
+pub mod journal_io;
 pub mod launch;
 pub mod logging;
 pub mod metrics;

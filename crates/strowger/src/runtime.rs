@@ -71,6 +71,10 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
         })?;
     }
     let (cdr_db, cdr_writer) = crate::cdr::start(&cfg.cdr, &data_dir)?.unzip();
+    // Calls a killed run left up get their CDRs before this run's workers start their journals.
+    let mut recovery = Host::new(data_dir.clone(), cdr_path.clone()).with_cdr_db(cdr_db.clone());
+    crate::journal_io::recover_left_open(&cdr_path, |cdr| recovery.cdr(cdr));
+    drop(recovery);
     let dialplan = Arc::new(cfg.dialplan.clone());
     let music = Arc::new(crate::music::load(&cfg.music, &data_dir));
     let stop = Arc::new(AtomicBool::new(false));
@@ -276,7 +280,9 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             .with_dns(dns.clone())
             .with_tts(tts.clone())
             .with_voicemail(voicemail.clone())
-            .with_cdr_db(cdr_db.clone());
+            .with_cdr_db(cdr_db.clone())
+            .with_journal(crate::journal_io::path(&cdr_path, id));
+        engine.keep_journal();
         let crew = Crew {
             id,
             workers,

@@ -718,7 +718,8 @@ impl Engine {
         c.answered_at = Some(now);
         self.metrics
             .set_up(now.saturating_duration_since(c.started));
-        c.cdr.answer = Some(crate::cdr::unix_seconds(self.clock.wall_at(now)));
+        let at = crate::cdr::unix_seconds(self.clock.wall_at(now));
+        c.cdr.answer = Some(at);
         c.caller_mut().confirmed = true;
         let deadline = c.session_deadline;
         let bytes = self.response_bytes(
@@ -731,6 +732,7 @@ impl Engine {
             Some(body.as_bytes()),
         );
         self.txs.respond(stx, 200, bytes, now);
+        self.calls.answered(call, at);
         self.call_notice(call, crate::control::CALL, |call_id| Notice::Answered {
             call_id,
             contact: None,

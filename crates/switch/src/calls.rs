@@ -50,6 +50,8 @@ pub(crate) struct Calls {
     /// Outbound INVITEs whose call ended before the callee answered: a late 2xx is still ACKed
     /// and ended with a BYE.
     orphans: FxHashMap<ClientTxId, Dialog>,
+    /// The journal of the calls up, when the worker keeps one (journal.rs).
+    pub(crate) journal: Option<crate::journal::Journal>,
 }
 
 impl Calls {
@@ -61,6 +63,9 @@ impl Calls {
         let sip = call.caller().dialog().map(|d| d.call_id.clone());
         let stx = call.invite_tx;
         let id = self.calls.insert(call);
+        if let Some(j) = self.journal.as_mut() {
+            j.opened(id, &self.calls[id].cdr);
+        }
         if let Some(call_id) = sip {
             let caller = LegRef {
                 call: id,
@@ -78,6 +83,9 @@ impl Calls {
     /// release (`forget_leg`).
     pub(crate) fn remove(&mut self, id: usize) -> Option<Call> {
         let c = self.calls.try_remove(id)?;
+        if let Some(j) = self.journal.as_mut() {
+            j.ended(id);
+        }
         // The INVITE's transaction is no longer on the call once answered: find it by value.
         self.server_txs.retain(|_, v| *v != id);
         self.by_call_id.remove(c.caller().call_id());
@@ -286,6 +294,27 @@ impl Calls {
         }
     }
 
+    /// Notes in the journal that a call was answered at `at` (Unix seconds, its CDR's).
+    pub(crate) fn answered(&mut self, id: usize, at: f64) {
+        if let Some(j) = self.journal.as_mut() {
+            j.answered(id, at);
+        }
+    }
+
+    /// What the journal has to write now (`wall`: Unix seconds); on compaction, the notes of
+    /// every call up.
+    pub(crate) fn take_journal(&mut self, wall: f64) -> Option<crate::journal::Write> {
+        let calls = &self.calls;
+        self.journal.as_mut()?.take(wall, |j| {
+            for (id, c) in calls {
+                j.opened(id, &c.cdr);
+                if let Some(a) = c.cdr.answer {
+                    j.answered(id, a);
+                }
+            }
+        })
+    }
+
     pub(crate) fn ids(&self) -> Vec<usize> {
         self.calls.iter().map(|(i, _)| i).collect()
     }
@@ -360,6 +389,65 @@ mod tests {
             Instant::now(),
             None,
         )
+    }
+
+    /// The table notes its calls in the journal: a call added, answered and not removed is what
+    /// a killed node's next start writes a CDR for; a removed one is not. Compaction rewrites
+    /// the journal with the calls up, answered ones still answered.
+    #[test]
+    fn the_journal_holds_the_calls_up() {
+        use crate::journal::{recover, Write};
+        let mut calls = Calls {
+            journal: Some(Default::default()),
+            ..Calls::default()
+        };
+        let mut file = String::new();
+        let write = |w: Option<Write>, file: &mut String| match w {
+            Some(Write::Append(s)) => file.push_str(&s),
+            Some(Write::Replace(s)) => *file = s,
+            None => {}
+        };
+        let mut c = call(sip_leg("up@x"));
+        c.cdr.call_id = "up@x".into();
+        c.cdr.start = 100.0;
+        let up = calls.add(c);
+        // As the engine answers: the CDR's answer time, and the note.
+        calls[up].cdr.answer = Some(101.0);
+        calls.answered(up, 101.0);
+        let gone = calls.add(call(sip_leg("gone@x")));
+        calls.remove(gone);
+        write(calls.take_journal(103.0), &mut file);
+        let cdrs = recover(&file);
+        assert_eq!(cdrs.len(), 1);
+        assert_eq!(
+            (cdrs[0].call_id.as_str(), cdrs[0].answer),
+            ("up@x", Some(101.0))
+        );
+        assert_eq!(cdrs[0].billable_s, 2.0);
+        // Churn past the compaction bound: the file shrinks back to the call up.
+        let mut t = 104.0;
+        while file.len() < 200 * 1024 {
+            for _ in 0..100 {
+                let id = calls.add(call(sip_leg("brief@x")));
+                calls.remove(id);
+            }
+            t += 1.0;
+            write(calls.take_journal(t), &mut file);
+        }
+        write(calls.take_journal(t + 1.0), &mut file);
+        for _ in 0..2000 {
+            let id = calls.add(call(sip_leg("brief@x")));
+            calls.remove(id);
+        }
+        write(calls.take_journal(t + 2.0), &mut file);
+        assert!(file.len() < 1024, "compacted to {} bytes", file.len());
+        let cdrs = recover(&file);
+        assert_eq!(cdrs.len(), 1);
+        assert_eq!(
+            (cdrs[0].call_id.as_str(), cdrs[0].answer),
+            ("up@x", Some(101.0))
+        );
+        assert_eq!(cdrs[0].end, t + 2.0);
     }
 
     /// A call holding three legs (say a consultation call during an attended transfer): each

@@ -10,7 +10,8 @@
 //! - Health: every node gets an OPTIONS each `probe_interval_s`. A probe unanswered within
 //!   `timeout_ms` (or the interval, if shorter), or answered 5xx, fails; `probe_failures` in a
 //!   row and the node is down, so a node that dies is out within about interval × failures +
-//!   timeout. Its first good answer (any other status: it is alive) and it is up again. Each worker probes
+//!   timeout. A deadline the edge itself met late (its worker starved of CPU: the answers may
+//!   be unread in its socket) fails no probe. Its first good answer (any other status: it is alive) and it is up again. Each worker probes
 //!   for itself, so no worker waits on another's view.
 //! - Failover (serial forking, RFC 3261 §16.7): a request its node answers 503, or does not
 //!   answer at all (Timer B/F, or for an INVITE no response within `timeout_ms`), goes to the
@@ -26,7 +27,12 @@ use sip::transaction::{ClientTxId, Peer, ServerTxId};
 use sip::{Message, Method};
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// A probe deadline checked this late was missed by the edge, not by the nodes: a worker's
+/// loop wakes every 5–20 ms, so only a worker starved of CPU runs its timers this late, and
+/// then the answers may be waiting unread in its socket.
+const LATE_TIMER: Duration = Duration::from_millis(250);
 
 /// What a worker knows of its dispatch sets, and of the requests it dispatched.
 pub(crate) struct Dispatch {
@@ -149,12 +155,15 @@ impl Dispatch {
             let Some(h) = self.sets.get_mut(s) else {
                 continue;
             };
-            if h.probes_by.is_some_and(|t| t <= now) {
+            if let Some(by) = h.probes_by.filter(|&t| t <= now) {
                 h.probes_by = None;
+                let counts = now.saturating_duration_since(by) < LATE_TIMER;
                 for (i, n) in h.nodes.iter_mut().enumerate() {
                     if let Some(ctx) = n.probe.take() {
                         self.probes.remove(&ctx);
-                        changes.extend(fail(n, c.probe_failures).map(|ch| (s, i, ch)));
+                        if counts {
+                            changes.extend(fail(n, c.probe_failures).map(|ch| (s, i, ch)));
+                        }
                     }
                 }
             }
@@ -590,6 +599,41 @@ mod tests {
             Some(Some((0, 1, Change::Up)))
         );
         assert_eq!(d.probe_answered(p[1], 200, &cfg), None, "answered once");
+    }
+
+    #[test]
+    fn a_probe_deadline_the_edge_met_late_fails_no_node() {
+        let cfg = set(&[1, 1]);
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut d = Dispatch::new(&cfg, t0);
+        let mut txs = sip::transaction::Transactions::new(Default::default());
+        let mut ch = Vec::new();
+        let mut probe = |d: &mut Dispatch, at, ch: &mut Vec<_>| {
+            for (s, i) in d.probes_due(&cfg, at, ch) {
+                d.probe_sent(s, i, ctx(&mut txs));
+            }
+        };
+        // Probes every 5 s, answers due 2 s after. Starved twice: each deadline is checked
+        // 1.5 s late, and the nodes' answers are not read by then.
+        for at in [t0, t0 + ms(3500), t0 + s(5), t0 + ms(8500)] {
+            probe(&mut d, at, &mut ch);
+        }
+        assert_eq!(
+            d.sets[0].nodes[0].failures, 0,
+            "the edge's lateness is no failure"
+        );
+        assert!(ch.is_empty(), "no node is down: {ch:?}");
+        assert!(d.is_up(0, 0) && d.is_up(0, 1));
+        // Checked on time (10 ms after the deadline), silence counts: twice and they are down.
+        probe(&mut d, t0 + s(10), &mut ch);
+        probe(&mut d, t0 + ms(12_010), &mut ch);
+        assert_eq!(d.sets[0].nodes[1].failures, 1);
+        assert!(ch.is_empty());
+        probe(&mut d, t0 + s(15), &mut ch);
+        probe(&mut d, t0 + ms(17_010), &mut ch);
+        assert_eq!(ch, [(0, 0, Change::Down), (0, 1, Change::Down)]);
     }
 
     /// Client transaction ids, as a transaction layer makes them.

@@ -458,6 +458,17 @@ impl Engine {
         &self.s.rendezvous.pins
     }
 
+    /// Starts noting the calls set up, answered and ended in a journal (journal.rs), for the
+    /// shell to write with [`Engine::take_journal`].
+    pub fn keep_journal(&mut self) {
+        self.calls.journal = Some(crate::journal::Journal::default());
+    }
+
+    /// What the journal has to write at `wall` (none without a journal).
+    pub fn take_journal(&mut self, wall: std::time::SystemTime) -> Option<crate::journal::Write> {
+        self.calls.take_journal(unix_seconds(wall))
+    }
+
     /// Whether legs share a few port pairs (`rtp.shared_ports`).
     pub fn shares_ports(&self) -> bool {
         self.s.shared_ports

@@ -1024,8 +1024,10 @@ impl Engine {
         c.answered_at = Some(now);
         self.metrics
             .set_up(now.saturating_duration_since(c.started));
-        c.cdr.answer = Some(unix_seconds(self.clock.wall_at(now)));
+        let at = unix_seconds(self.clock.wall_at(now));
+        c.cdr.answer = Some(at);
         c.caller_mut().confirmed = true;
+        self.calls.answered(call, at);
         self.call_notice(call, crate::control::CALL, |call_id| Notice::Answered {
             call_id,
             contact: None,

@@ -31,6 +31,7 @@ pub mod iax;
 pub mod io;
 mod ivr;
 mod joins;
+pub mod journal;
 pub mod keepalive;
 pub mod media_addr;
 mod media_out;

@@ -342,11 +342,13 @@ impl Engine {
         leg.confirmed = true;
         c.answered = true;
         c.answered_at = Some(now);
-        c.cdr.answer = Some(unix_seconds(self.clock.wall_at(now)));
+        let at = unix_seconds(self.clock.wall_at(now));
+        c.cdr.answer = Some(at);
         c.best_status = None;
         c.wait = Wait::None;
         self.metrics
             .set_up(now.saturating_duration_since(c.started));
+        self.calls.answered(call, at);
         self.ack_answer(call, Call::CALLER, cseq);
         if let Some(e) = refused {
             // The one leg there is answered with SDP that cannot be taken: it ends at once.

@@ -45,8 +45,9 @@ fn node_config(dir: &TempDir, store: &str) -> PathBuf {
     path
 }
 
-/// Node `n` (0..3) on 127.0.0.`n + 2` (`sip`: its old address, when restarted).
-fn node(config: &Path, n: usize, sip: Option<SocketAddr>) -> Strowger {
+/// Node `n` (0..3) on 127.0.0.`n + 2` (`old`: its address and data directory, when restarted).
+fn node(config: &Path, n: usize, old: Option<(SocketAddr, PathBuf)>) -> Strowger {
+    let (sip, data_dir) = old.unzip();
     let sip = sip.unwrap_or_else(|| {
         format!("127.0.0.{}:{}", n + 2, free_port())
             .parse()
@@ -59,6 +60,7 @@ fn node(config: &Path, n: usize, sip: Option<SocketAddr>) -> Strowger {
             workers: Some(1),
             rtp_ports: Some(512),
             sip: Some(sip),
+            data_dir,
             ..Opts::default()
         },
     )
@@ -285,9 +287,37 @@ fn a_killed_node_costs_only_its_calls_and_rejoins_when_restarted() {
 
     rig.call_user(1001, phone_port);
 
-    let restarted = node(&rig.config, 1, Some(b_sip));
+    // Restarted on its data directory, node 1 writes a CDR for each call it had up (from its
+    // journal of calls in progress) before it takes calls: exactly the answered calls whose
+    // BYE went unanswered, each billed up to its last heartbeat (calls are held 2 s).
+    let restarted = node(&rig.config, 1, Some((b_sip, rig.nodes[1].data_dir())));
+    let recovered: Vec<_> = restarted
+        .cdrs()
+        .into_iter()
+        .filter(|c| c.str("cause_text") == "node_failure")
+        .collect();
+    let answered: BTreeSet<String> = recovered
+        .iter()
+        .filter(|c| !c.is_null("answer"))
+        .map(|c| c.str("call_id").to_string())
+        .collect();
+    eprintln!(
+        "node 1 wrote {} CDRs of calls up when killed, {} answered; SIPp lost {}",
+        recovered.len(),
+        answered.len(),
+        cut.len()
+    );
+    assert_eq!(
+        answered, cut,
+        "the recovered answered calls are the calls cut"
+    );
+    for c in &recovered {
+        let billed = c.num("billable_s");
+        assert!((0.0..=2.5).contains(&billed), "billed {billed} s: {c:?}");
+    }
     rig.edge.wait_log(&format!("node sip:{b_sip} is up"), 0);
-    rig.nodes[1] = restarted;
+    // The old node's temp dir holds the data directory: kept until the end.
+    let _killed = std::mem::replace(&mut rig.nodes[1], restarted);
     let again = rig.echo_calls(30, 30, 100).finish();
     again.assert_ok(30);
     let back = wait_for(Duration::from_secs(10), || {

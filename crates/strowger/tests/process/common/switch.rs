@@ -59,6 +59,8 @@ pub struct Opts {
     pub ws: bool,
     /// The SIP address (None: 127.0.0.1 on a free port), e.g. a restarted node's old one.
     pub sip: Option<SocketAddr>,
+    /// The data directory (None: data/ in its own temp dir), e.g. a restarted node's old one.
+    pub data_dir: Option<PathBuf>,
 }
 
 pub struct Strowger {
@@ -75,6 +77,7 @@ pub struct Strowger {
     pub rtp: (u16, u16),
     /// Holds data/ (strowger's data dir), strowger.log and the SIPp run dirs.
     pub dir: TempDir,
+    data: PathBuf,
     log: PathBuf,
 }
 
@@ -107,6 +110,7 @@ impl Strowger {
         let lo = opts.rtp_lo.unwrap_or_else(|| free_port_range(ports));
         let rtp = (lo, lo + ports - 1);
         let log = dir.path().join("strowger.log");
+        let data = opts.data_dir.unwrap_or_else(|| dir.path().join("data"));
         let mut cmd = Command::new(binary());
         if let Some(f) = &opts.config_file {
             cmd.arg("--config").arg(f);
@@ -126,7 +130,7 @@ impl Strowger {
             .arg("--rtp-ports")
             .arg(format!("{}-{}", rtp.0, rtp.1))
             .arg("--data-dir")
-            .arg(dir.path().join("data"))
+            .arg(&data)
             .arg("--api-listen")
             .arg(api.to_string());
         let mut extra = |flag: &str| {
@@ -167,6 +171,7 @@ impl Strowger {
             api,
             rtp,
             dir,
+            data,
             log,
         };
         s.wait_started(opts.quiet);
@@ -212,7 +217,7 @@ impl Strowger {
     }
 
     pub fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.data.clone()
     }
 
     /// Everything strowger wrote to stderr so far.
