@@ -512,7 +512,9 @@ impl Engine {
         }
         match up {
             Some((stx, peer)) => {
-                let ctx = self.txs.send_request(bytes, hop, now);
+                let ctx = self
+                    .txs
+                    .send_request_keyed(bytes, hop, &branch, &method, now);
                 self.proxy.record(ctx, stx, peer, msg, hop);
                 Some(ctx)
             }
