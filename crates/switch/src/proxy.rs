@@ -488,7 +488,7 @@ impl Engine {
                 }
                 _ => {}
             }
-            let _ = write!(out, "{text}: {value}\r\n");
+            header_line(&mut out, text, value);
         }
         if msg.header(HeaderName::MaxForwards).is_none() {
             out.push_str("Max-Forwards: 69\r\n");
@@ -769,15 +769,24 @@ fn relayed(msg: &Message, more: &[(HeaderName, String)]) -> Vec<u8> {
             HeaderName::ContentLength => continue,
             _ => {}
         }
-        let _ = write!(out, "{text}: {value}\r\n");
+        header_line(&mut out, text, value);
     }
     for (name, value) in more {
-        let _ = write!(out, "{}: {value}\r\n", name.as_str());
+        header_line(&mut out, name.as_str(), value);
     }
     let _ = write!(out, "Content-Length: {}\r\n\r\n", msg.body().len());
     let mut bytes = out.into_bytes();
     bytes.extend_from_slice(msg.body());
     bytes
+}
+
+/// Appends `name: value` and its CRLF: a forwarded message is copied a header at a time, and
+/// four appends cost a fraction of `write!`'s formatting machinery.
+fn header_line(out: &mut String, name: &str, value: &str) {
+    out.push_str(name);
+    out.push_str(": ");
+    out.push_str(value);
+    out.push_str("\r\n");
 }
 
 /// A request inside a dialog (its To has a tag).
