@@ -40,18 +40,15 @@ impl RouteKey {
         }
     }
 
-    /// The MAC of a dialog between hosts `a` and `b` (in either order).
+    /// The MAC of a dialog between hosts `a` and `b` (in either order), in hex.
     pub(crate) fn sign(&self, call_id: &str, tag: &str, a: IpAddr, b: IpAddr) -> String {
-        let (a, b) = (a.to_canonical(), b.to_canonical());
-        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-        let mut mac = self.keyed.clone();
-        for part in [call_id, tag, &lo.to_string(), &hi.to_string()] {
-            // Length-prefixed, so that no two different inputs run together alike.
-            mac.update(&(part.len() as u32).to_be_bytes());
-            mac.update(part.as_bytes());
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(2 * MAC_BYTES);
+        for b in self.mac(call_id, tag, a, b) {
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
         }
-        let d = mac.finalize().into_bytes();
-        d[..MAC_BYTES].iter().map(|b| format!("{b:02x}")).collect()
+        out
     }
 
     /// Whether `sig` is the MAC of this dialog for one of `tags`.
@@ -63,11 +60,59 @@ impl RouteKey {
         a: IpAddr,
         b: IpAddr,
     ) -> bool {
-        tags.iter().any(|t| {
-            let want = self.sign(call_id, t, a, b);
-            bool::from(want.as_bytes().ct_eq(sig.as_bytes()))
-        })
+        let Some(sig) = unhex(sig) else {
+            return false;
+        };
+        tags.iter()
+            .any(|t| bool::from(self.mac(call_id, t, a, b).ct_eq(&sig)))
     }
+
+    /// The kept bytes of the MAC. Each part is length-prefixed, so that no two different inputs
+    /// run together alike; the addresses go in as their octets (IPv4-mapped IPv6 as IPv4).
+    fn mac(&self, call_id: &str, tag: &str, a: IpAddr, b: IpAddr) -> [u8; MAC_BYTES] {
+        let ((a, a_len), (b, b_len)) = (octets(a), octets(b));
+        let (a, b) = (&a[..a_len], &b[..b_len]);
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let mut mac = self.keyed.clone();
+        for part in [call_id.as_bytes(), tag.as_bytes(), lo, hi] {
+            mac.update(&(part.len() as u32).to_be_bytes());
+            mac.update(part);
+        }
+        let d = mac.finalize().into_bytes();
+        let mut kept = [0; MAC_BYTES];
+        kept.copy_from_slice(&d[..MAC_BYTES]);
+        kept
+    }
+}
+
+/// An address's octets and how many there are, IPv4-mapped IPv6 as IPv4.
+fn octets(ip: IpAddr) -> ([u8; 16], usize) {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => {
+            let mut o = [0; 16];
+            o[..4].copy_from_slice(&v4.octets());
+            (o, 4)
+        }
+        IpAddr::V6(v6) => (v6.octets(), 16),
+    }
+}
+
+/// The MAC bytes of an `rr` parameter, or None if it is not MAC_BYTES in hex.
+fn unhex(sig: &str) -> Option<[u8; MAC_BYTES]> {
+    let s = sig.as_bytes();
+    if s.len() != 2 * MAC_BYTES {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0; MAC_BYTES];
+    for (o, pair) in out.iter_mut().zip(s.chunks_exact(2)) {
+        *o = (digit(pair[0])? << 4) | digit(pair[1])?;
+    }
+    Some(out)
 }
 
 #[cfg(test)]

@@ -87,12 +87,21 @@ pub(super) fn client(msg: &Message, out: &mut String) -> bool {
         .header(HeaderName::CSeq)
         .and_then(|c| CSeq::parse(c).ok());
     match (branch, cseq) {
-        (Some(branch), Some(cseq)) if !branch.is_empty() => {
-            let _ = write!(out, "{branch}\0{}", cseq.method);
-            true
-        }
+        (Some(branch), Some(cseq)) => client_of(branch, &cseq.method, out),
         _ => false,
     }
+}
+
+/// The client key of top Via branch `branch` and CSeq method `method` (false: no branch).
+pub(super) fn client_of(branch: &str, method: &Method, out: &mut String) -> bool {
+    out.clear();
+    if branch.is_empty() {
+        return false;
+    }
+    out.push_str(branch);
+    out.push('\0');
+    out.push_str(method.as_str());
+    true
 }
 
 /// The CSeq method of a `client` key.

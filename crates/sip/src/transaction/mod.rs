@@ -318,7 +318,35 @@ impl Transactions {
     /// it with `send_stateless`. A request without branch or CSeq matches no response and
     /// times out.
     pub fn send_request(&mut self, bytes: Vec<u8>, to: Peer, now: Instant) -> ClientTxId {
-        let id = self.insert_client(bytes.into(), to);
+        let bytes: Arc<[u8]> = bytes.into();
+        let (key, invite) = self.parsed_key(&bytes);
+        self.start_client(bytes, to, key, invite, now)
+    }
+
+    /// `send_request` for a request whose top Via branch and method the TU wrote itself (a
+    /// proxy forwarding): the key is made from them, without parsing the bytes again.
+    pub fn send_request_keyed(
+        &mut self,
+        bytes: Vec<u8>,
+        to: Peer,
+        branch: &str,
+        method: &Method,
+        now: Instant,
+    ) -> ClientTxId {
+        let key =
+            key::client_of(branch, method, &mut self.scratch).then(|| self.scratch.as_str().into());
+        self.start_client(bytes.into(), to, key, *method == Method::Invite, now)
+    }
+
+    fn start_client(
+        &mut self,
+        bytes: Arc<[u8]>,
+        to: Peer,
+        key: Option<Arc<str>>,
+        invite: bool,
+        now: Instant,
+    ) -> ClientTxId {
+        let id = self.insert_client(bytes, to, key, invite);
         if let Some(txn) = self.clients.get_mut(&id) {
             txn.start(now, &self.timers, &mut self.io);
         }
@@ -331,14 +359,25 @@ impl Transactions {
         self.io.send(to, bytes.into());
     }
 
-    fn insert_client(&mut self, bytes: Arc<[u8]>, to: Peer) -> u64 {
-        let parsed = Message::parse(&bytes, true).ok();
+    /// The client key of a request the layer holds as bytes, and whether it is an INVITE.
+    fn parsed_key(&mut self, bytes: &[u8]) -> (Option<Arc<str>>, bool) {
+        let parsed = Message::parse(bytes, true).ok();
         let invite = parsed
             .as_ref()
             .is_some_and(|m| m.method() == Some(&Method::Invite));
         let key = parsed
             .filter(|m| key::client(m, &mut self.scratch))
             .map(|_| Arc::<str>::from(self.scratch.as_str()));
+        (key, invite)
+    }
+
+    fn insert_client(
+        &mut self,
+        bytes: Arc<[u8]>,
+        to: Peer,
+        key: Option<Arc<str>>,
+        invite: bool,
+    ) -> u64 {
         let id = self.next_id();
         if let Some(k) = &key {
             self.client_keys.insert(k.clone(), id);
@@ -419,9 +458,10 @@ impl Transactions {
         if !matches!(state, client::State::Calling | client::State::Proceeding) {
             return None;
         }
-        let bytes = client::derive(txn.request(), Method::Cancel, None, reason)?;
+        let bytes: Arc<[u8]> = client::derive(txn.request(), Method::Cancel, None, reason)?.into();
         let peer = txn.peer;
-        let id = self.insert_client(bytes.into(), peer);
+        let (key, is_invite) = self.parsed_key(&bytes);
+        let id = self.insert_client(bytes, peer, key, is_invite);
         if let Some(txn) = self.clients.get_mut(&invite.0) {
             txn.cancel = Some(id);
         }
