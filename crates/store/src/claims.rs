@@ -1,8 +1,10 @@
 //! What one node of a cluster holds for all of them, for a while: a conference room (its
-//! members meet on the node that hosts it), a park slot (the parked call lives on one node).
-//! A claim set is one value in the backend (a hash in Redis: one key, so one script serves a
-//! Redis Cluster); each name in it has a holder and the unix second its claim lapses, so a node
-//! that dies gives its claims up by itself once they lapse.
+//! members meet on the node that hosts it), a call queue (its callers wait on one node), a park
+//! slot (the parked call lives on one node). A claim set is one value in the backend (a hash in
+//! Redis: one key, so one script serves a Redis Cluster); each name in it has a holder and the
+//! unix second its claim lapses, so a node that dies gives its claims up by itself once they
+//! lapse. Beside the claims, the rosters every node reads alike: a queue's agents logged in or
+//! out by hand (one hash per queue), kept until changed.
 
 use crate::Result;
 use std::collections::HashMap;
@@ -34,6 +36,10 @@ pub trait Claims: Send + Sync {
     fn release(&self, set: &str, name: &str, holder: &str) -> Result<()>;
     /// Who holds `name` at `now`.
     fn holder(&self, set: &str, name: &str, now: u64) -> Result<Option<String>>;
+    /// Writes `member` into `roster` as logged in (`on`) or out.
+    fn enrol(&self, roster: &str, member: &str, on: bool) -> Result<()>;
+    /// Every member of `roster` written by `enrol`, with its last state, by name.
+    fn roster(&self, roster: &str) -> Result<Vec<(String, bool)>>;
 }
 
 /// Claims in this process's memory: for stores kept in memory that stand for a shared one
@@ -42,6 +48,8 @@ pub trait Claims: Send + Sync {
 pub struct LocalClaims {
     /// (set, name) → (lapses at, holder).
     held: Mutex<HashMap<(String, String), (u64, String)>>,
+    /// roster → member → logged in.
+    rosters: Mutex<HashMap<String, std::collections::BTreeMap<String, bool>>>,
 }
 
 impl Claims for LocalClaims {
@@ -86,6 +94,19 @@ impl Claims for LocalClaims {
             .filter(|(until, _)| *until > now)
             .map(|(_, h)| h.clone()))
     }
+
+    fn enrol(&self, roster: &str, member: &str, on: bool) -> Result<()> {
+        let mut r = self.rosters.lock().unwrap_or_else(|e| e.into_inner());
+        let members = r.entry(roster.to_string()).or_default();
+        members.insert(member.to_string(), on);
+        Ok(())
+    }
+
+    fn roster(&self, roster: &str) -> Result<Vec<(String, bool)>> {
+        let r = self.rosters.lock().unwrap_or_else(|e| e.into_inner());
+        let members = r.get(roster).into_iter().flatten();
+        Ok(members.map(|(m, &on)| (m.clone(), on)).collect())
+    }
 }
 
 #[cfg(test)]
@@ -123,5 +144,17 @@ mod tests {
         c.release("park", "701", "a").unwrap();
         assert_eq!(c.holder("park", "701", 110), Ok(None));
         assert_eq!(c.claim("other", &slots, "c", 110, 10), taken("701"));
+    }
+
+    #[test]
+    fn a_roster_keeps_each_members_last_state() {
+        let c = LocalClaims::default();
+        assert_eq!(c.roster("q"), Ok(vec![]));
+        c.enrol("q", "1002", true).unwrap();
+        c.enrol("q", "1001", true).unwrap();
+        c.enrol("q", "1002", false).unwrap();
+        c.enrol("other", "1003", true).unwrap();
+        let want = vec![("1001".to_string(), true), ("1002".to_string(), false)];
+        assert_eq!(c.roster("q"), Ok(want));
     }
 }

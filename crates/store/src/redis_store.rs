@@ -357,6 +357,26 @@ impl Claims for RedisStore {
             (until.parse::<u64>().ok()? > now).then(|| h.to_string())
         }))
     }
+
+    fn enrol(&self, roster: &str, member: &str, on: bool) -> Result<()> {
+        let k = key("roster", roster);
+        let cmd = redis::cmd("HSET")
+            .arg(&k)
+            .arg(member)
+            .arg(u8::from(on))
+            .clone();
+        self.with(|con| cmd.query::<i64>(con.like())).map(drop)
+    }
+
+    fn roster(&self, roster: &str) -> Result<Vec<(String, bool)>> {
+        let k = key("roster", roster);
+        let all: Vec<(String, u8)> =
+            self.with(|con| redis::cmd("HGETALL").arg(&k).query(con.like()))?;
+        let mut members: Vec<(String, bool)> =
+            all.into_iter().map(|(m, on)| (m, on == 1)).collect();
+        members.sort();
+        Ok(members)
+    }
 }
 
 impl LocationStore for RedisStore {

@@ -383,6 +383,17 @@ fn claims(one: &dyn Store, two: &dyn Store) {
         None,
         "the key expired"
     );
+    let roster = "queue:support";
+    a.enrol(roster, "1002", true).unwrap();
+    b.enrol(roster, "1001", true).unwrap();
+    b.enrol(roster, "1002", false).unwrap();
+    let want = vec![("1001".to_string(), true), ("1002".to_string(), false)];
+    assert_eq!(
+        a.roster(roster).unwrap(),
+        want,
+        "each member's last state, by name"
+    );
+    assert!(a.roster("queue:none").unwrap().is_empty());
 }
 
 /// Stops the server: writes fail (never a fake success), reads of what this process saw come

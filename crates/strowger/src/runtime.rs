@@ -113,11 +113,11 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
     let supervisor_store = store.clone();
     let cluster = match cfg.cluster.node(&cfg.registrar.store, &listen) {
         Ok(Some(node)) => {
-            tracing::info!("cluster: conference rooms and park slots are claimed in the shared store as node {node}");
+            tracing::info!("cluster: conference rooms, call queues and park slots are claimed in the shared store as node {node}, queue logins kept there");
             Some(node)
         }
         Ok(None) if cfg.cluster.node_uri.is_some() => {
-            tracing::warn!("cluster.node_uri is set but registrar.store is not Redis: conference rooms and park slots stay on this node");
+            tracing::warn!("cluster.node_uri is set but registrar.store is not Redis: conference rooms, call queues and park slots stay on this node");
             None
         }
         Ok(None) => None,
@@ -126,6 +126,9 @@ pub fn run(cfg: Config, launch: crate::launch::Launch) -> Result<(), String> {
             None
         }
     };
+    if cluster.is_some() && cfg.voicemail.store.is_none() {
+        tracing::warn!("cluster: voicemail.store is \"data_dir\": each node keeps its own voicemail boxes; set voicemail.store = \"redis://HOST:PORT\" to share them between the nodes");
+    }
     load_users(&*store, &cfg.users)?;
     let backend = match cfg.registrar.store.parse::<store::StoreUrl>() {
         Ok(store::StoreUrl::Local(_)) => "local",

@@ -431,7 +431,7 @@ impl Engine {
                     self.hangup(call, cause.0, "switch", None, now)
                 }
             }
-            Step::Queue { queue } => self.queue_join(call, &queue, now),
+            Step::Queue { queue } => self.queue_step(call, &queue, now),
             Step::QueueLogin { queue } => self.queue_login(call, &queue, true, now),
             Step::QueueLogout { queue } => self.queue_login(call, &queue, false, now),
             Step::Goto {

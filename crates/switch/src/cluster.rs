@@ -1,23 +1,26 @@
-//! What the nodes sharing one Redis hold for each other: which node hosts a conference room and
-//! which holds a park slot. Each is a claim in the store (`store::Claims`: a name, its holder —
-//! this node's `cluster.node_uri` — and when the claim lapses), asked for as a store operation
-//! like any other, so no worker ever waits on Redis. Only calls that use a room or a slot touch
-//! the store; a room's claim is renewed while it has members.
+//! What the nodes sharing one Redis hold for each other: which node hosts a conference room or
+//! a call queue, which holds a park slot, and who is logged in to each queue. Each place is a
+//! claim in the store (`store::Claims`: a name, its holder — this node's `cluster.node_uri` —
+//! and when the claim lapses), asked for as a store operation like any other, so no worker ever
+//! waits on Redis. Only calls that use a room, a queue or a slot touch the store; a room's or a
+//! queue's claim is renewed while it has callers.
 //!
-//! A caller that reaches a room or a slot another node holds is bridged there, to the same
-//! extension on that node (the nodes share the dialplan, and trust each other's addresses).
-//! While the store cannot be reached, each node keeps its rooms and slots to itself, as a
-//! single node does: logged once when it starts and once when it ends.
+//! A caller that reaches a room, a queue or a slot another node holds is bridged there, to the
+//! same extension on that node (the nodes share the dialplan, and trust each other's
+//! addresses). While the store cannot be reached, each node keeps its rooms, queues and slots
+//! to itself, as a single node does: logged once when it starts and once when it ends.
 
+use crate::call::Wait;
 use crate::engine::Engine;
 use crate::io::Level;
 use crate::registrar::{Pending, StoreOp, StoreReply, StoreResult};
 use std::time::{Duration, Instant};
+use store::Claim;
 
-/// How long a room's claim lives unless renewed (a node that dies frees its rooms within this
-/// time), and how much longer than its lot's timeout a park slot's claim lives.
+/// How long a room's or a queue's claim lives unless renewed (a node that dies frees them
+/// within this time), and how much longer than its lot's timeout a park slot's claim lives.
 pub(crate) const CLAIM_TTL: Duration = Duration::from_secs(60);
-/// How often a node renews the claims of its rooms in use.
+/// How often a node renews the claims of its rooms and queues in use.
 pub(crate) const RENEW_EVERY: Duration = Duration::from_secs(20);
 /// How long a caller bridged to the node that hosts a room or holds a slot waits for it.
 const BRIDGE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -29,23 +32,52 @@ pub(crate) struct Cluster {
     away: bool,
 }
 
+/// A place whose callers all meet on the one node that claimed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Hosted {
+    /// A conference room (conference.rs).
+    Room(String),
+    /// A call queue (queues.rs).
+    Queue(String),
+}
+
+impl Hosted {
+    /// Its claim set (one per place, so a Redis Cluster spreads them) and its name there.
+    fn claim(&self) -> (String, String) {
+        match self {
+            Hosted::Room(r) => (format!("room:{r}"), r.clone()),
+            Hosted::Queue(q) => (format!("queue:{q}"), q.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for Hosted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Hosted::Room(r) => write!(f, "conference {r}"),
+            Hosted::Queue(q) => write!(f, "queue {q}"),
+        }
+    }
+}
+
 /// What a claim operation was for.
 pub(crate) enum Why {
-    /// A caller of `conference ROOM` (conference.rs), before anything is answered.
-    Room { call: usize, gen: u64, room: String },
-    /// A room of this node renewing its claim.
-    Renew { room: String },
+    /// A caller of a room or a queue, before anything is answered.
+    Host {
+        call: usize,
+        gen: u64,
+        place: Hosted,
+    },
+    /// A room or a queue of this node renewing its claim.
+    Renew(Hosted),
     /// A `park` step's slot (parking.rs).
     Park { call: usize, gen: u64, lot: String },
     /// A `retrieve` step looking for a slot parked on another node (parking.rs).
     Retrieve { call: usize, gen: u64, slot: String },
-    /// A claim given up: only a failure is of interest.
-    Release,
-}
-
-/// The claim set of conference room `room` (one per room, so a Redis Cluster spreads them).
-pub(crate) fn room_set(room: &str) -> String {
-    format!("room:{room}")
+    /// A queue's roster read while this node hosts it (queues.rs).
+    Roster { queue: String },
+    /// A claim given up or a roster written: only a failure is of interest.
+    Write,
 }
 
 /// The claim set of park lot `lot`: its slots in one set, so the first free is one operation.
@@ -60,7 +92,7 @@ pub(crate) fn at_node(node: &str, exten: &str) -> String {
 }
 
 impl Engine {
-    /// This node's URI when rooms and slots are claimed in a shared store.
+    /// This node's URI when rooms, queues and slots are claimed in a shared store.
     pub(crate) fn cluster_node(&self) -> Option<String> {
         self.s.cluster.as_deref().map(str::to_string)
     }
@@ -92,7 +124,73 @@ impl Engine {
             return;
         };
         let op = StoreOp::Release { set, name, holder };
-        self.store_op(op, Pending::Cluster(Why::Release));
+        self.store_op(op, Pending::Cluster(Why::Write));
+    }
+
+    /// Claims `place` for this node, for caller `call` (which waits for the answer, unanswered):
+    /// `hosted` goes on with it.
+    pub(crate) fn cluster_host(&mut self, call: usize, place: Hosted) {
+        let c = &mut self.calls[call];
+        c.wait = Wait::Store;
+        let gen = c.timer_gen;
+        let (set, name) = place.claim();
+        let why = Why::Host { call, gen, place };
+        self.cluster_claim(set, vec![name], CLAIM_TTL, why);
+    }
+
+    /// Renews this node's claim of `place`, which still has callers here.
+    pub(crate) fn cluster_renew(&mut self, place: Hosted) {
+        let (set, name) = place.claim();
+        self.cluster_claim(set, vec![name], CLAIM_TTL, Why::Renew(place));
+    }
+
+    /// Gives up this node's claim of `place`, whose last caller here left.
+    pub(crate) fn cluster_unhost(&mut self, place: &Hosted) {
+        let (set, name) = place.claim();
+        self.cluster_release(set, name);
+    }
+
+    /// Which node hosts the caller's place: another one is where the caller is bridged to (its
+    /// extension there); this one, or none known while the store is away, hosts it here.
+    fn hosted(
+        &mut self,
+        call: usize,
+        gen: u64,
+        place: Hosted,
+        reply: Option<StoreReply>,
+        now: Instant,
+    ) {
+        let Some(c) = self.calls.get_mut(call) else {
+            return;
+        };
+        if !c.awaits_store(gen) {
+            return;
+        }
+        c.wait = Wait::None;
+        let exten = c.cdr.exten.clone();
+        let taken = match reply {
+            Some(StoreReply::Claimed(Claim::Held(node))) if !node.is_empty() => {
+                if !self.came_from(call, &node) {
+                    return self.bridge_to_node(call, &node, &exten, now);
+                }
+                self.warn_call(call, format!("{place}: node {node} sent this caller here but holds it itself: hosted here too"));
+                false
+            }
+            Some(StoreReply::Claimed(Claim::Taken(_))) => true,
+            _ => false,
+        };
+        match place {
+            Hosted::Room(room) => self.conference_enter(call, room, now),
+            Hosted::Queue(queue) => self.queue_hosted(call, queue, taken, now),
+        }
+    }
+
+    /// A renewal's answer: another node holding the place means it took it while this one
+    /// could not reach the store; the two halves meet again once one of them empties.
+    fn renewed(&mut self, place: &Hosted, reply: Option<StoreReply>) {
+        if let Some(StoreReply::Claimed(Claim::Held(node))) = reply {
+            self.warn(format!("{place}: node {node} hosts it too (it took it while this node could not reach the store); callers on each node meet only their own node's until one side empties"));
+        }
     }
 
     /// Asks who holds `name` in `set`.
@@ -112,7 +210,7 @@ impl Engine {
             .is_some_and(|p| p.addr == from)
     }
 
-    /// Bridges `call` to `exten` on the node `node`, where its room or slot is.
+    /// Bridges `call` to `exten` on the node `node`, where its room, queue or slot is.
     pub(crate) fn bridge_to_node(&mut self, call: usize, node: &str, exten: &str, now: Instant) {
         let uri = at_node(node, exten);
         let call_id = self.calls[call].caller().call_id().to_string();
@@ -134,14 +232,14 @@ impl Engine {
         match result {
             Ok(r) => {
                 if std::mem::take(&mut self.cluster.away) {
-                    let msg = "cluster: the store answers again: conference rooms and park slots are shared with the other nodes again";
+                    let msg = "cluster: the store answers again: conference rooms, queues and park slots are shared with the other nodes again";
                     self.log(Level::Info, None, msg.into());
                 }
                 Some(r)
             }
             Err(e) => {
                 if !std::mem::replace(&mut self.cluster.away, true) {
-                    self.warn(format!("cluster: {e}: conference rooms and park slots stay on this node until the store answers again"));
+                    self.warn(format!("cluster: {e}: conference rooms, queues (with their configured members) and park slots stay on this node until the store answers again"));
                 }
                 None
             }
@@ -151,11 +249,12 @@ impl Engine {
     pub(crate) fn cluster_answered(&mut self, why: Why, result: StoreResult, now: Instant) {
         let reply = self.cluster_reply(result);
         match why {
-            Why::Room { call, gen, room } => self.room_claimed(call, gen, room, reply, now),
-            Why::Renew { room } => self.room_renewed(&room, reply),
+            Why::Host { call, gen, place } => self.hosted(call, gen, place, reply, now),
+            Why::Renew(place) => self.renewed(&place, reply),
             Why::Park { call, gen, lot } => self.slot_claimed(call, gen, &lot, reply, now),
             Why::Retrieve { call, gen, slot } => self.slot_located(call, gen, &slot, reply, now),
-            Why::Release => {}
+            Why::Roster { queue } => self.queue_roster(&queue, reply),
+            Why::Write => {}
         }
     }
 }
@@ -163,6 +262,15 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rooms_and_queues_are_claimed_in_sets_of_their_own() {
+        let room = Hosted::Room("8000".into());
+        let queue = Hosted::Queue("8000".into());
+        assert_eq!(room.claim(), ("room:8000".into(), "8000".into()));
+        assert_eq!(queue.claim(), ("queue:8000".into(), "8000".into()));
+        assert_eq!(queue.to_string(), "queue 8000");
+    }
 
     #[test]
     fn an_extension_at_a_node() {

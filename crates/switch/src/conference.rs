@@ -12,14 +12,12 @@
 //! callers reaching another node are bridged to it.
 
 use crate::call::Wait;
-use crate::cluster::{room_set, Why, CLAIM_TTL, RENEW_EVERY};
+use crate::cluster::{Hosted, RENEW_EVERY};
 use crate::engine::Engine;
 use crate::io::Level;
-use crate::registrar::StoreReply;
 use media::{SeatLevels, ToneSpec, MAX_STEP};
 use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant};
-use store::Claim;
 
 /// How long a caller has to key a PIN and `#`.
 const PIN_TIMEOUT: Duration = Duration::from_secs(20);
@@ -75,51 +73,12 @@ enum State {
 
 impl Engine {
     /// `conference ROOM`: with a shared store, first which node hosts the room, unless this
-    /// one does already; then `conference_enter`.
+    /// one does already (cluster.rs); then `conference_enter`.
     pub(crate) fn conference_step(&mut self, call: usize, room: String, now: Instant) {
         if self.s.cluster.is_none() || self.conferences.rooms.contains_key(&room) {
             return self.conference_enter(call, room, now);
         }
-        let c = &mut self.calls[call];
-        c.wait = Wait::Store;
-        let gen = c.timer_gen;
-        let names = vec![room.clone()];
-        self.cluster_claim(
-            room_set(&room),
-            names,
-            CLAIM_TTL,
-            Why::Room { call, gen, room },
-        );
-    }
-
-    /// Which node hosts the room: another one is where the caller is bridged to (its
-    /// extension there); this one, or none known while the store is away, hosts it here.
-    pub(crate) fn room_claimed(
-        &mut self,
-        call: usize,
-        gen: u64,
-        room: String,
-        reply: Option<StoreReply>,
-        now: Instant,
-    ) {
-        let Some(c) = self.calls.get_mut(call) else {
-            return;
-        };
-        if !c.awaits_store(gen) {
-            return;
-        }
-        c.wait = Wait::None;
-        let exten = c.cdr.exten.clone();
-        match reply {
-            Some(StoreReply::Claimed(Claim::Held(node))) if !node.is_empty() => {
-                if self.came_from(call, &node) {
-                    self.warn_call(call, format!("conference {room}: node {node} sent this caller here but holds the room itself: hosted here too"));
-                    return self.conference_enter(call, room, now);
-                }
-                self.bridge_to_node(call, &node, &exten, now)
-            }
-            _ => self.conference_enter(call, room, now),
-        }
+        self.cluster_host(call, Hosted::Room(room));
     }
 
     /// Renews this node's claims of its rooms, when due.
@@ -130,21 +89,12 @@ impl Engine {
         self.conferences.renew_at = Some(now + RENEW_EVERY);
         let rooms: Vec<String> = self.conferences.rooms.keys().cloned().collect();
         for room in rooms {
-            let names = vec![room.clone()];
-            self.cluster_claim(room_set(&room), names, CLAIM_TTL, Why::Renew { room });
-        }
-    }
-
-    /// A renewal's answer: another node holding the room means it took it while this one
-    /// could not reach the store; the two halves meet again once one of them empties.
-    pub(crate) fn room_renewed(&mut self, room: &str, reply: Option<StoreReply>) {
-        if let Some(StoreReply::Claimed(Claim::Held(node))) = reply {
-            self.warn(format!("conference {room}: node {node} hosts it too (it took the room while this node could not reach the store); callers on each node hear only their own node's until one room empties"));
+            self.cluster_renew(Hosted::Room(room));
         }
     }
 
     /// Answers, then asks for the room's PIN or joins at once.
-    fn conference_enter(&mut self, call: usize, room: String, now: Instant) {
+    pub(crate) fn conference_enter(&mut self, call: usize, room: String, now: Instant) {
         if !self.answer(call, now) {
             return;
         }
@@ -359,7 +309,7 @@ impl Engine {
             if self.conferences.rooms.is_empty() {
                 self.conferences.renew_at = None;
             }
-            self.cluster_release(room_set(&seat.room), seat.room);
+            self.cluster_unhost(&Hosted::Room(seat.room));
         } else {
             let low = ToneSpec::new(vec![440], Vec::new());
             self.media.room_tone(room.media, &low, CUE);

@@ -148,8 +148,8 @@ pub struct Settings {
     pub voicemail: Arc<crate::config::Voicemail>,
     /// `[conferences.NAME]`: the rooms' PINs and sizes.
     pub conferences: Arc<crate::config::Conferences>,
-    /// This node's URI (`cluster.node_uri`) when conference rooms and park slots are claimed in
-    /// a store shared with other nodes; None: they stay on this node. The shell sets it.
+    /// This node's URI (`cluster.node_uri`) when conference rooms, call queues and park slots
+    /// are claimed in a store shared with other nodes; None: they stay on this node. The shell sets it.
     pub cluster: Option<Arc<str>>,
 }
 

@@ -5,6 +5,12 @@
 //! and announcements, and tells the board what happened (answered, busy, no answer, hung up).
 //! A worker with callers waiting looks at the board every `CHECK` and at once after its own
 //! queue events.
+//!
+//! With `[cluster]`, a queue lives on one node at a time: the node its first caller reaches
+//! claims it (cluster.rs) until its last caller there is gone, and callers reaching other nodes
+//! are bridged to it. Logins and logouts are written to the store's roster of the queue, which
+//! the hosting node reads when it takes the queue and every `ROSTER_EVERY` while callers wait,
+//! so every node rings the same agents (found, as always, through the location store).
 
 pub(crate) mod announce;
 mod board;
@@ -12,6 +18,7 @@ mod board;
 pub use board::{Action, Board, Stats};
 
 use crate::call::{Call, Wait};
+use crate::cluster::{Hosted, Why, RENEW_EVERY};
 use crate::config::Queue as Config;
 use crate::engine::Engine;
 use crate::io::Level;
@@ -25,6 +32,9 @@ use std::time::{Duration, Instant};
 /// How often a worker with callers waiting looks at the board (other workers' callers leaving
 /// or agents freed show up by then).
 const CHECK: Duration = Duration::from_millis(250);
+/// How often a node hosting a queue with callers waiting reads its roster (a login on another
+/// node counts here by then).
+const ROSTER_EVERY: Duration = Duration::from_secs(2);
 
 /// This worker's callers in queues.
 #[derive(Default)]
@@ -32,6 +42,10 @@ pub(crate) struct Queued {
     calls: FxHashMap<usize, QueueCall>,
     by_ticket: FxHashMap<u64, usize>,
     next_check: Option<Instant>,
+    /// With `[cluster]` and callers here: when the rosters are read next, and the claims
+    /// renewed.
+    roster_at: Option<Instant>,
+    renew_at: Option<Instant>,
     /// The sound directories whose prompts were asked of the shell.
     loaded: FxHashSet<String>,
 }
@@ -39,7 +53,10 @@ pub(crate) struct Queued {
 impl Queued {
     /// When the worker next looks at the board.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.next_check
+        [self.next_check, self.roster_at]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn check_at(&mut self, at: Instant) {
@@ -72,7 +89,86 @@ enum Phase {
 }
 
 impl Engine {
-    /// `queue NAME`: the caller is answered and waits on the board.
+    /// `queue NAME`: with `[cluster]`, first which node hosts the queue, unless this one does
+    /// already (cluster.rs); then `queue_join`.
+    pub(crate) fn queue_step(&mut self, call: usize, queue: &str, now: Instant) {
+        let known = self.s.queues.config(queue).is_some();
+        if self.s.cluster.is_none() || !known || self.s.queues.hosts(queue) {
+            return self.queue_join(call, queue, now);
+        }
+        self.cluster_host(call, Hosted::Queue(queue.to_string()));
+    }
+
+    /// The queue is this node's (claimed, or the store is away): the caller joins here, and
+    /// a queue just claimed takes the cluster's logins first.
+    pub(crate) fn queue_hosted(&mut self, call: usize, queue: String, taken: bool, now: Instant) {
+        if taken {
+            self.read_roster(queue.clone());
+        }
+        self.queue_join(call, &queue, now);
+    }
+
+    fn read_roster(&mut self, queue: String) {
+        let op = StoreOp::Roster {
+            roster: roster(&queue),
+        };
+        self.store_op(op, Pending::Cluster(Why::Roster { queue }));
+    }
+
+    /// A roster read: its logins and logouts count on this node's board (None: the store is
+    /// away, and the board keeps what it had, its configured members at first).
+    pub(crate) fn queue_roster(&mut self, queue: &str, reply: Option<StoreReply>) {
+        let Some(StoreReply::Roster(members)) = reply else {
+            return;
+        };
+        for (user, on) in members {
+            self.s.queues.log_in(queue, &user, on);
+        }
+    }
+
+    /// With `[cluster]`: reads the rosters of the queues this worker has callers waiting in,
+    /// and renews the claims of those it has callers in, when due.
+    fn queue_cluster_tick(&mut self, now: Instant) {
+        if self.queued.roster_at.is_none_or(|t| t > now) {
+            return;
+        }
+        let mut waiting: Vec<String> = Vec::new();
+        let mut held: Vec<String> = Vec::new();
+        for q in self.queued.calls.values() {
+            let name = &q.cfg.name;
+            if !matches!(q.phase, Phase::Connected { .. }) && !waiting.contains(name) {
+                waiting.push(name.clone());
+            }
+            if !held.contains(name) {
+                held.push(name.clone());
+            }
+        }
+        if held.is_empty() {
+            self.queued.roster_at = None;
+            self.queued.renew_at = None;
+            return;
+        }
+        self.queued.roster_at = Some(now + ROSTER_EVERY);
+        for queue in waiting {
+            self.read_roster(queue);
+        }
+        if self.queued.renew_at.is_some_and(|t| t <= now) {
+            self.queued.renew_at = Some(now + RENEW_EVERY);
+            for queue in held {
+                self.cluster_renew(Hosted::Queue(queue));
+            }
+        }
+    }
+
+    /// A caller of `queue` is gone from this worker: the node gives the queue's claim up with
+    /// its last caller.
+    fn queue_left(&mut self, queue: &str) {
+        if self.s.cluster.is_some() && !self.s.queues.hosts(queue) {
+            self.cluster_unhost(&Hosted::Queue(queue.to_string()));
+        }
+    }
+
+    /// `queue NAME` on the node that hosts it: the caller is answered and waits on the board.
     pub(crate) fn queue_join(&mut self, call: usize, queue: &str, now: Instant) {
         let Some(cfg) = self.s.queues.config(queue) else {
             // Checked at load; a board built from another configuration lacks it.
@@ -104,6 +200,10 @@ impl Engine {
         };
         self.queued.calls.insert(call, q);
         self.queued.by_ticket.insert(ticket, call);
+        if self.s.cluster.is_some() && self.queued.roster_at.is_none() {
+            self.queued.roster_at = Some(now + ROSTER_EVERY);
+            self.queued.renew_at = Some(now + RENEW_EVERY);
+        }
         self.queue_music(call);
         self.queued.check_at(now);
     }
@@ -129,6 +229,14 @@ impl Engine {
         }
         let (status, tone) = match &user {
             Some(u) if self.s.queues.log_in(queue, u, on).is_some() => {
+                if self.s.cluster.is_some() {
+                    let op = StoreOp::Enrol {
+                        roster: roster(queue),
+                        member: u.clone(),
+                        on,
+                    };
+                    self.store_op(op, Pending::Cluster(Why::Write));
+                }
                 let what = if on { "logged in to" } else { "logged out of" };
                 let call_id = self.calls[call].caller().call_id().to_string();
                 self.log(
@@ -163,6 +271,7 @@ impl Engine {
 
     /// The worker's look at the board (from `handle_timeout`).
     pub(crate) fn queue_tick(&mut self, now: Instant) {
+        self.queue_cluster_tick(now);
         if self.queued.next_check.is_none_or(|t| t > now) {
             return;
         }
@@ -387,6 +496,7 @@ impl Engine {
                 "caller hung up while waiting (abandoned)".to_string()
             }
         };
+        self.queue_left(queue);
         let Some(s) = self.s.queues.stats(queue, now) else {
             return;
         };
@@ -414,6 +524,7 @@ impl Engine {
             return;
         };
         self.queued.by_ticket.remove(&q.ticket);
+        self.queue_left(&q.cfg.name);
         self.stop_moh(call, Call::CALLER);
         let c = &mut self.calls[call];
         c.vars.set("QUEUESTATUS", status);
@@ -491,6 +602,11 @@ impl Engine {
             self.preload(format!("{dir}/{name}.wav"));
         }
     }
+}
+
+/// The store's roster of `queue`'s logins.
+fn roster(queue: &str) -> String {
+    format!("queue:{queue}")
 }
 
 fn ms(cadence: &[u64]) -> Vec<Duration> {

@@ -82,6 +82,14 @@ pub enum StoreOp {
     },
     /// Who holds `name` of `set` at `now`.
     Holder { set: String, name: String, now: u64 },
+    /// Writes `member` into the cluster's roster `roster` as logged in (`on`) or out.
+    Enrol {
+        roster: String,
+        member: String,
+        on: bool,
+    },
+    /// Every member of roster `roster` with its last state.
+    Roster { roster: String },
 }
 
 #[derive(Debug, Clone)]
@@ -104,8 +112,10 @@ pub enum StoreReply {
     /// Whether the user whose forwarding was to change exists.
     Forwarded(bool),
     Claimed(store::Claim),
-    Released,
+    /// A claim given up, or a roster written.
+    Written,
     Holder(Option<String>),
+    Roster(Vec<(String, bool)>),
 }
 
 pub type StoreResult = Result<StoreReply, String>;
@@ -160,7 +170,11 @@ pub fn run(s: &dyn store::Store, op: StoreOp) -> StoreResult {
                     .map_err(|e| e.to_string())
             }
             Next::Threads(
-                op @ (StoreOp::Claim { .. } | StoreOp::Release { .. } | StoreOp::Holder { .. }),
+                op @ (StoreOp::Claim { .. }
+                | StoreOp::Release { .. }
+                | StoreOp::Holder { .. }
+                | StoreOp::Enrol { .. }
+                | StoreOp::Roster { .. }),
             ) => return claims(s, op).map_err(|e| e.to_string()),
             // `resume` hands over only a reply that does not fit its step; a blocking call's
             // answer always fits.
@@ -187,9 +201,14 @@ fn claims(s: &dyn store::Store, op: StoreOp) -> store::Result<StoreReply> {
         } => StoreReply::Claimed(c.claim(&set, &names, &holder, now, ttl_s)?),
         StoreOp::Release { set, name, holder } => {
             c.release(&set, &name, &holder)?;
-            StoreReply::Released
+            StoreReply::Written
         }
         StoreOp::Holder { set, name, now } => StoreReply::Holder(c.holder(&set, &name, now)?),
+        StoreOp::Enrol { roster, member, on } => {
+            c.enrol(&roster, &member, on)?;
+            StoreReply::Written
+        }
+        StoreOp::Roster { roster } => StoreReply::Roster(c.roster(&roster)?),
         _ => unreachable!("only claims come here"),
     })
 }
@@ -283,7 +302,9 @@ pub fn drive(s: &dyn store::Store, op: StoreOp) -> Next {
         | StoreOp::Forward { .. }
         | StoreOp::Claim { .. }
         | StoreOp::Release { .. }
-        | StoreOp::Holder { .. } => Next::Threads(flow.op),
+        | StoreOp::Holder { .. }
+        | StoreOp::Enrol { .. }
+        | StoreOp::Roster { .. } => Next::Threads(flow.op),
     }
 }
 

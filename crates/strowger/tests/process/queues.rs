@@ -1,14 +1,19 @@
 //! Call queues in the real process: SIPp agents registered as users 1001 and 1002 take the
 //! calls of SIPp callers waiting in queue `support` in the order the callers came
-//! (tests/configs/queues.toml), and a caller waiting hears music, then its position.
+//! (tests/configs/queues.toml), and a caller waiting hears music, then its position. And nodes
+//! on one Redis: callers of two nodes wait in one queue; with Redis away each node serves its
+//! own.
 
 use crate::common;
 
-use common::audio::{best_correlation, read_wav, rms, ulaw_decode_all};
+use common::audio::{
+    best_correlation, goertzel, read_wav, rms, tone, ulaw_decode_all, ulaw_encode,
+};
 use common::baresip::{account, Baresip};
 use common::net::free_port;
 use common::registrar::registered;
-use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
+use common::servers::Server;
+use common::sip::{sdp, sdp_audio, Rtp, RtpPkt, Uac, PCMU};
 use common::sipp::{Scenario, Sipp};
 use common::switch::{config_path, Opts};
 use common::Strowger;
@@ -245,4 +250,217 @@ fn the_second_caller_hears_its_position() {
         -(at as isize) - 2000..=-(at as isize) + 2000,
     );
     assert!(c > 0.8, "\"2\" after \"there are\": correlation {c:.3}");
+}
+
+/// Nodes of a cluster: queue `desk` (7002) has no agent but those logged in with *45 (as users,
+/// so challenged); `support` (7000) has agent 1001 configured. Callers reach the queues
+/// unauthenticated (the public context), so a node bridging a caller to another needs no trust.
+const CLUSTER: &str = r#"
+[general]
+log_level = "info"
+[rtp]
+media_timeout_s = 0
+[registrar]
+domain = "strowger"
+[[users]]
+user = "1001"
+password = "secret-1001"
+[moh.default]
+directory = "/usr/share/asterisk/moh"
+[queues.support]
+members = ["1001"]
+wrapup_s = 0
+max_wait_s = 30
+[queues.desk]
+wrapup_s = 0
+max_wait_s = 30
+[dialplan]
+default_context = "default"
+[[dialplan.contexts.public.rules]]
+exten = "7000"
+steps = ["queue support", "hangup"]
+[[dialplan.contexts.public.rules]]
+exten = "7002"
+steps = ["queue desk", "hangup"]
+[[dialplan.contexts.default.rules]]
+exten = "*45"
+steps = ["queue_login desk", "hangup"]
+"#;
+
+/// A node of `CLUSTER` on `redis`, and the directory of its configuration.
+fn node(label: &str, redis: &str) -> (Strowger, common::TempDir) {
+    let dir = common::TempDir::new(&format!("{label}-config"));
+    let path = dir.path().join("strowger.toml");
+    std::fs::write(&path, CLUSTER).unwrap();
+    let s = Strowger::with(
+        label,
+        Opts {
+            config_file: Some(path),
+            workers: Some(2),
+            store: Some(redis.to_string()),
+            ..Opts::default()
+        },
+    );
+    (s, dir)
+}
+
+/// A caller of `exten` on `node`, answered by the queue at once, saying a `hz` tone for
+/// `talk`: its SIP port, and then what it heard, after which the switch must have hung it up
+/// (its agent did).
+fn queued_caller(
+    node: &Strowger,
+    exten: &'static str,
+    hz: f64,
+    talk: Duration,
+) -> (u16, std::thread::JoinHandle<Vec<RtpPkt>>) {
+    let mut rtp = Rtp::bind();
+    let mut uac = Uac::new(node.sip, exten);
+    let resp = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv"));
+    assert_eq!(
+        resp.status(),
+        Some(200),
+        "{resp:?}\n{}",
+        common::tail(&node.stderr(), 30)
+    );
+    rtp.remote = Some(sdp_audio(&resp.body).0);
+    uac.ack("");
+    let frames: Vec<Vec<u8>> = tone(hz, 8 * talk.as_millis() as usize, 8000.0)
+        .chunks(160)
+        .map(|c| c.iter().map(|&x| ulaw_encode(x)).collect())
+        .collect();
+    let port = uac.local.port();
+    let talking = std::thread::spawn(move || {
+        let heard = rtp.send_frames(&frames, Duration::ZERO);
+        let bye = uac.expect_request("BYE", Duration::from_secs(3));
+        uac.respond(&bye, 200);
+        heard
+    });
+    (port, talking)
+}
+
+/// Whether a caller saying `hz` heard it back (the agent's echo) in some half second, louder
+/// than anything the queue plays.
+fn heard_its_echo(heard: &[RtpPkt], hz: f64) -> bool {
+    let pcm: Vec<i16> = heard
+        .iter()
+        .filter(|p| p.pt == 0)
+        .flat_map(|p| ulaw_decode_all(&p.payload))
+        .collect();
+    pcm.chunks(4000)
+        .any(|w| 2.0 * goertzel(w, hz).sqrt() > 3000.0)
+}
+
+/// The SIPp agent 1001 at `port` (echoing what it hears), answering `calls` calls, each for a
+/// second.
+fn echoing_agent(node: &Strowger, port: u16, calls: u32) -> common::sipp::SippProcess {
+    let a = Sipp::new(Scenario::File("uas_agent.xml"))
+        .port(port)
+        .rtp_echo()
+        .calls(calls, 10, calls)
+        .spawn(None, node.dir.path());
+    std::thread::sleep(Duration::from_millis(300)); // let it bind
+    a
+}
+
+/// The From of each INVITE the agent received, in order (it names the caller).
+fn callers_taken(agent: &common::sipp::SippResult) -> Vec<String> {
+    agent
+        .received()
+        .iter()
+        .filter(|m| m.method() == Some("INVITE"))
+        .map(|m| m.header("from").unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Two nodes on one Redis. Agent 1001 registers through node b and logs in to `desk` there
+/// (*45: the roster is Redis's); a caller of 7002 on node a, then one on node b: the queue is
+/// node a's (its first caller), node b bridges its caller there, and the one agent answers
+/// them in the order they came, each caller hearing its own voice echoed by the agent.
+#[test]
+fn callers_on_two_nodes_wait_in_one_queue_and_one_agent_answers_them_in_order() {
+    let redis = Server::redis();
+    let (a, _config_a) = node("queue-node-a", &redis.url);
+    let (b, _config_b) = node("queue-node-b", &redis.url);
+    let port = free_port();
+    registered(&b, "1001", "secret-1001", port);
+    Sipp::new(Scenario::File("uac_auth_switch_bye.xml"))
+        .service("*45")
+        .args(&["-au", "1001", "-ap", "secret-1001"])
+        .run(b.sip, b.dir.path())
+        .assert_ok(1);
+    b.wait_log("1001 logged in to queue desk", 0);
+    let agent = echoing_agent(&a, port, 2);
+    let (first_port, first) = queued_caller(&a, "7002", 700.0, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(300));
+    let (second_port, second) = queued_caller(&b, "7002", 1300.0, Duration::from_secs(6));
+    let (first, second) = (first.join().unwrap(), second.join().unwrap());
+    let r = agent.finish();
+    r.assert_ok(2);
+    let bridged = format!("7002 is on node sip:{}: bridged there", a.sip);
+    let log_b = b.stderr();
+    assert!(log_b.contains(&bridged), "{}", common::tail(&log_b, 30));
+    let from = callers_taken(&r);
+    assert_eq!(from.len(), 2, "{from:?}");
+    assert!(
+        from[0].contains(&format!(":{first_port}>")),
+        "the first caller first: {from:?} (callers at {first_port}, {second_port})"
+    );
+    assert!(
+        heard_its_echo(&first, 700.0),
+        "the first caller reached the agent"
+    );
+    assert!(
+        heard_its_echo(&second, 1300.0),
+        "the second caller reached the agent"
+    );
+    let log = a.stderr();
+    let ended = log
+        .matches("queue desk: call with agent 1001 ended")
+        .count();
+    assert_eq!(
+        ended,
+        2,
+        "both in node a's queue\n{}",
+        common::tail(&log, 30)
+    );
+}
+
+/// Redis away: each node hosts `support` itself with its configured agent 1001 (registered
+/// through both while Redis answered, so each node still knows where it is), says so once, and
+/// serves its own caller; nobody is bridged to the other node.
+#[test]
+fn with_redis_away_each_node_serves_its_own_queue() {
+    let mut redis = Server::redis();
+    let (a, _config_a) = node("queue-away-a", &redis.url);
+    let (b, _config_b) = node("queue-away-b", &redis.url);
+    let port = free_port();
+    registered(&a, "1001", "secret-1001", port);
+    registered(&b, "1001", "secret-1001", port);
+    redis.kill();
+    for (n, hz) in [(&a, 700.0), (&b, 1300.0)] {
+        let agent = echoing_agent(n, port, 1);
+        let (_, caller) = queued_caller(n, "7000", hz, Duration::from_secs(3));
+        let heard = caller.join().unwrap();
+        agent.finish().assert_ok(1);
+        assert!(
+            heard_its_echo(&heard, hz),
+            "{hz} Hz caller reached the agent"
+        );
+    }
+    for n in [&a, &b] {
+        let log = n.stderr();
+        let away = "queues (with their configured members) and park slots stay on this node";
+        assert_eq!(
+            log.matches(away).count(),
+            1,
+            "logged once\n{}",
+            common::tail(&log, 30)
+        );
+        assert!(!log.contains("bridged there"), "{}", common::tail(&log, 30));
+        assert!(
+            log.contains("queue support: call with agent 1001 ended"),
+            "{}",
+            common::tail(&log, 30)
+        );
+    }
 }

@@ -36,6 +36,8 @@ struct Queue {
     closing: bool,
     members: Vec<Member>,
     waiting: VecDeque<Waiter>,
+    /// Callers answered by an agent whose call goes on.
+    talking: usize,
     /// Round robin: the member index to try first.
     next: usize,
     answered: u64,
@@ -144,6 +146,7 @@ impl Board {
                     closing: false,
                     members: Vec::new(),
                     waiting: VecDeque::new(),
+                    talking: 0,
                     next: 0,
                     answered: 0,
                     abandoned: 0,
@@ -256,6 +259,7 @@ impl Board {
             m.calls += 1;
         }
         q.answered += 1;
+        q.talking += 1;
         q.waited += now.saturating_duration_since(w.since);
         close_if_done(queues, queue);
     }
@@ -302,7 +306,11 @@ impl Board {
     pub fn done(&self, queue: &str, agent: &str, now: Instant) {
         let mut guard = self.lock();
         let Inner { queues, agents, .. } = &mut *guard;
-        let wrapup = queues.get(queue).map_or(Duration::ZERO, |q| q.cfg.wrapup);
+        let q = queues.get_mut(queue);
+        let wrapup = q.map_or(Duration::ZERO, |q| {
+            q.talking = q.talking.saturating_sub(1);
+            q.cfg.wrapup
+        });
         if let Some(a) = agents.get_mut(agent) {
             a.state = AgentState::Free;
             a.ready_at = Some(now + wrapup);
@@ -330,6 +338,15 @@ impl Board {
             None => {}
         }
         Some(())
+    }
+
+    /// Whether `queue` has callers on this node, waiting or with an agent: while it has, a
+    /// cluster's other nodes send theirs here (cluster.rs).
+    pub fn hosts(&self, queue: &str) -> bool {
+        let b = self.lock();
+        b.queues
+            .get(queue)
+            .is_some_and(|q| !q.waiting.is_empty() || q.talking > 0)
     }
 
     /// `queue`'s figures now.
@@ -512,6 +529,32 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// A node hosts a queue (holds its cluster claim) from its first caller until its last one
+    /// left: answered callers count until their call ends, a timed-out one leaves at once.
+    #[test]
+    fn a_queue_is_hosted_while_callers_wait_or_talk() {
+        let t0 = Instant::now();
+        let mut cfg = queue(Strategy::LeastRecent, &["a"]);
+        cfg.max_wait = Duration::from_secs(30);
+        let b = Board::new(&[cfg]);
+        assert!(!b.hosts("q") && !b.hosts("none"));
+        let first = b.join("q", 0, t0).unwrap();
+        let second = b.join("q", 1, t0).unwrap();
+        assert!(b.hosts("q"));
+        assert_eq!(dials(&b.poll(0, t0)), [(first, vec!["a"])]);
+        b.answered("q", first, "a", t0);
+        let t = t0 + Duration::from_secs(31);
+        let left = b.poll(1, t);
+        let timed_out = Action::Leave {
+            ticket: second,
+            status: "TIMEOUT",
+        };
+        assert!(left.contains(&timed_out), "{left:?}");
+        assert!(b.hosts("q"), "the answered caller still talks");
+        b.done("q", "a", t);
+        assert!(!b.hosts("q"), "empty: its claim goes");
     }
 
     /// Callers of two workers are offered agents in arrival order, each worker hearing only of

@@ -5,9 +5,7 @@
 
 use crate::net;
 
-use media::Law;
 use net::*;
-use std::time::Duration;
 
 /// Room `board` needs PIN 1234 (moderators 9999); room `small` holds two. A caller turned away
 /// is bridged to Bob with its CONFSTATUS as the user part (sip:FULL@Bob), so it can be seen.
@@ -22,16 +20,6 @@ fn conference_switch(n: &mut Net, workers: usize) -> Id {
          steps = [\"conference small\", \"bridge sip:${{CONFSTATUS}}@{BOB} timeout=5\"]\n"
     );
     n.switch(&config(&head), &[SW], workers)
-}
-
-/// 20 ms of a `hz` tone in µ-law (a whole number of periods, so packets repeat seamlessly).
-fn tone(hz: u32) -> Vec<u8> {
-    (0..160)
-        .map(|i| {
-            let x = (std::f64::consts::TAU * f64::from(hz) * f64::from(i) / 8000.0).sin();
-            Law::Pcmu.encode_sample((6000.0 * x) as i16)
-        })
-        .collect()
 }
 
 /// A caller at 127.0.0.1:`port` saying a `hz` tone (and able to key digits) dials `exten`.
@@ -60,35 +48,6 @@ fn key(n: &mut Net, ua: Id, c: usize, digits: &str) {
         n.agent(ua).dtmf(c, d);
         n.run_for(ms(200));
     }
-}
-
-/// The amplitude of each of `freqs` in what `ua` hears during the next `d`.
-fn hears(n: &mut Net, ua: Id, freqs: &[u32], d: Duration) -> Vec<f64> {
-    let from = n.agent(ua).rtp_payloads.len();
-    n.run_for(d);
-    let pcm: Vec<f64> = n.agent(ua).rtp_payloads[from..]
-        .iter()
-        .flatten()
-        .map(|&b| f64::from(Law::Pcmu.decode_sample(b)))
-        .collect();
-    assert!(
-        pcm.len() as u128 > 8 * d.as_millis() * 9 / 10,
-        "{ua:?} hears a stream"
-    );
-    freqs
-        .iter()
-        .map(|&hz| {
-            // Goertzel.
-            let w = std::f64::consts::TAU * f64::from(hz) / 8000.0;
-            let (mut s1, mut s2) = (0.0, 0.0);
-            for &x in &pcm {
-                let s = x + 2.0 * w.cos() * s1 - s2;
-                s2 = s1;
-                s1 = s;
-            }
-            (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2).sqrt() * 2.0 / pcm.len() as f64
-        })
-        .collect()
 }
 
 /// Whether `heard` (amplitudes of `freqs`) has every tone but `own`'s, and not `own`'s.

@@ -563,3 +563,113 @@ fn a_removed_queue_keeps_its_waiting_caller_until_answered_and_takes_no_one_new(
         "gone with its last caller"
     );
 }
+
+/// Two switches on one store, each naming itself in `[cluster]`, with queue `q` and no agents
+/// configured. The queue lives on the node its first caller reached; the other node's caller
+/// is bridged there and waits behind it. An agent registered and logged in through the second
+/// node (the roster is the store's) is rung from the first, answers the callers in the order
+/// they came, and each caller hears the agent and the agent each caller. With its last caller
+/// gone the queue's claim is free: the next caller, of a third node, is queued there, and the
+/// agent is rung from there (it read the roster when it took the queue).
+#[test]
+fn callers_on_two_nodes_wait_in_one_queue_and_are_answered_in_order() {
+    const SW2: &str = "127.0.0.2:5060";
+    let mut n = Net::new(86);
+    let head = |addr: &str, security: &str| {
+        format!(
+            "[cluster]\nnode_uri = \"sip:{addr}\"\n{security}\
+             [registrar]\nauthenticate = false\nkeepalive_s = 0\n[queues.q]\nwrapup_s = 0\n\
+             [[dialplan.contexts.default.rules]]\nexten = \"7000\"\nsteps = [\"queue q\"]\n\
+             [[dialplan.contexts.default.rules]]\nexten = \"*45\"\nsteps = [\"queue_login q\", \"hangup\"]\n"
+        )
+    };
+    let a = n.switch(&config(&head(SW, "")), &[SW], 2);
+    // The second node challenges all but its callers and the first node, so the agent's login
+    // is its user's.
+    let b_config = config(&head(SW2, "[security]\ntrusted = [\"127.0.0.1/32\"]\n"));
+    let b = n.switch_sharing(&b_config, &[SW2], 2, a);
+    let caller = |n: &mut Net, sw: &str, port: u16, hz: u32| {
+        let ua = n.ua(&format!("127.0.0.1:{port}"), &format!("caller{port}"));
+        let u = n.agent(ua);
+        u.codecs = vec![0, 101];
+        u.send_rtp = true;
+        u.voice = tone(hz);
+        let c = n.invite(ua, "sip:7000@127.0.0.1", sw);
+        assert!(
+            n.run_until(secs(2), confirmed(ua, c)),
+            "{port} answered by the queue"
+        );
+        (ua, c)
+    };
+    let first = caller(&mut n, SW, 5061, 700);
+    let second = caller(&mut n, SW2, 5062, 900);
+    n.run_for(ms(500));
+    assert_eq!(stats(&mut n, a).waiting, 2, "both wait on the first node");
+    assert!(!n.sw(b).shared.queues.hosts("q"));
+    let bridged = "7000 is on node sip:127.0.0.1:5060: bridged there";
+    assert!(n.sw(b).logs().iter().any(|l| l.contains(bridged)));
+
+    n.sw(b).shared.store.add_user("1001", "strowger", "pw");
+    let agent = n.ua("127.0.0.9:5101", "1001");
+    let u = n.agent(agent);
+    u.credentials = Some(("1001".into(), "pw".into()));
+    u.codecs = vec![0, 101];
+    u.send_rtp = true;
+    u.voice = tone(1300);
+    u.policy = Policy {
+        provisional: vec![(180, false)],
+        status: 200,
+        after: ms(100),
+    };
+    n.register(agent, SW2, "strowger", 600);
+    let login = n.invite(agent, "sip:*45@127.0.0.2", SW2);
+    assert!(n.run_until(secs(3), ended(agent, login)));
+    assert!(
+        n.agent(agent).call(login).auth_attempts == 1,
+        "logged in as 1001"
+    );
+    assert!(
+        stats(&mut n, a).agents.is_empty(),
+        "not yet read by the hosting node"
+    );
+
+    for (i, (ua, c)) in [first, second].into_iter().enumerate() {
+        let nth = i + 1;
+        assert!(
+            n.run_until(secs(4), answered(agent, nth)),
+            "the agent answers caller {i}"
+        );
+        let from = n.agent(agent).call(nth).remote_uri.clone();
+        let port = 5061 + i;
+        assert!(from.contains(&format!("caller{port}")), "in order: {from}");
+        let heard = hears(&mut n, ua, &[1300, 700, 900], secs(1));
+        assert!(
+            heard[0] > 3000.0,
+            "caller {port} hears the agent: {heard:?}"
+        );
+        let heard = hears(&mut n, agent, &[700, 900], secs(1));
+        let (own, other) = if i == 0 { (0, 1) } else { (1, 0) };
+        assert!(
+            heard[own] > 3000.0 && heard[other] < 300.0,
+            "the agent hears caller {port} alone: {heard:?}"
+        );
+        hang_up(&mut n, ua, c, secs(2));
+        n.run_for(ms(100));
+    }
+    let s = stats(&mut n, a);
+    assert_eq!((s.answered, s.abandoned), (2, 0));
+    assert_eq!(s.agents, [("1001".to_string(), 2)]);
+    assert_eq!(n.sw(a).active_calls() + n.sw(b).active_calls(), 0);
+
+    const SW3: &str = "127.0.0.3:5060";
+    let c3 = n.switch_sharing(&config(&head(SW3, "")), &[SW3], 1, a);
+    let (ua, c) = caller(&mut n, SW3, 5063, 700);
+    assert!(n.sw(c3).shared.queues.hosts("q"), "the third node's now");
+    assert!(!n.sw(a).shared.queues.hosts("q"));
+    assert!(
+        n.run_until(secs(4), answered(agent, 3)),
+        "the third node read the roster when it took the queue"
+    );
+    assert_eq!(stats(&mut n, c3).answered, 1);
+    hang_up(&mut n, ua, c, secs(2));
+}

@@ -16,6 +16,7 @@ pub mod ua;
 pub use node::{MemStore, Node, Shared};
 pub use ua::{Policy, State, Ua};
 
+use media::Law;
 use sip::Message;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -761,6 +762,45 @@ pub fn config(head: &str) -> String {
         TRUST_LOOPBACK
     };
     format!("{rtp}{security}{head}\n{DIALPLAN}")
+}
+
+/// 20 ms of a `hz` tone in µ-law (a whole number of periods, so packets repeat seamlessly).
+pub fn tone(hz: u32) -> Vec<u8> {
+    (0..160)
+        .map(|i| {
+            let x = (std::f64::consts::TAU * f64::from(hz) * f64::from(i) / 8000.0).sin();
+            Law::Pcmu.encode_sample((6000.0 * x) as i16)
+        })
+        .collect()
+}
+
+/// The amplitude of each of `freqs` in what `ua` hears during the next `d`.
+pub fn hears(n: &mut Net, ua: Id, freqs: &[u32], d: Duration) -> Vec<f64> {
+    let from = n.agent(ua).rtp_payloads.len();
+    n.run_for(d);
+    let pcm: Vec<f64> = n.agent(ua).rtp_payloads[from..]
+        .iter()
+        .flatten()
+        .map(|&b| f64::from(Law::Pcmu.decode_sample(b)))
+        .collect();
+    assert!(
+        pcm.len() as u128 > 8 * d.as_millis() * 9 / 10,
+        "{ua:?} hears a stream"
+    );
+    freqs
+        .iter()
+        .map(|&hz| {
+            // Goertzel.
+            let w = std::f64::consts::TAU * f64::from(hz) / 8000.0;
+            let (mut s1, mut s2) = (0.0, 0.0);
+            for &x in &pcm {
+                let s = x + 2.0 * w.cos() * s1 - s2;
+                s2 = s1;
+                s1 = s;
+            }
+            (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2).sqrt() * 2.0 / pcm.len() as f64
+        })
+        .collect()
 }
 
 /// Every agent on 127.0.0.0/8 and ::1 is a trusted peer: calls in the default context,
