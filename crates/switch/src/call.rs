@@ -106,6 +106,8 @@ pub struct Leg {
     /// How the far end sends and takes digits: its user's or trunk's `dtmf` (None:
     /// `rtp.dtmf`), given to the media leg when it is made.
     pub dtmf: Option<media::DtmfMode>,
+    /// A re-INVITE is moving the leg off a shared port onto a pair of its own (`strays`).
+    pub moving: bool,
 }
 
 impl Leg {
@@ -131,6 +133,7 @@ impl Leg {
             trunk: None,
             held: false,
             dtmf: None,
+            moving: false,
         }
     }
 

@@ -52,6 +52,7 @@ pub mod reload;
 pub mod ringboard;
 mod sdes;
 mod send_errors;
+mod strays;
 pub mod slots;
 mod transfer;
 pub mod trunks;

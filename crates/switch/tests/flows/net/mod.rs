@@ -397,6 +397,22 @@ impl Net {
         Id(id)
     }
 
+    /// Agent `ua` sends its RTP from `from` instead of the address its SDP names.
+    pub fn send_rtp_from(&mut self, ua: Id, from: &str) {
+        let from = addr(from);
+        assert!(self.addrs.insert(from, ua.0).is_none(), "{from} taken");
+        self.agent(ua).rtp_from = Some(from);
+    }
+
+    /// Puts a datagram on the wire now, from an address no station owns (a scanner's).
+    pub fn inject(&mut self, p: Packet) {
+        let now = self.now;
+        if let Some(Station::Switch(s)) = self.station_of(p.to).map(|i| &mut self.stations[i]) {
+            s.deliver(p, now);
+        }
+        self.flush();
+    }
+
     pub fn sw(&mut self, id: Id) -> &mut Switch {
         match &mut self.stations[id.0] {
             Station::Switch(s) => s,
