@@ -536,13 +536,19 @@ impl Engine {
         // so it can take only a far end alone on that address: not one behind NAT, not one that
         // serves many calls from one port (its address is some other leg's already). An
         // outbound leg learns its far end from the answer: it is offered a shared port and
-        // moved to a pair of its own if the answer collides (`move_if_indistinct`). One whose
+        // moved to a pair of its own if the answer collides (`move_if_indistinct`), unless its
+        // far end did that before (then it gets a pair at once). One whose
         // far end sends from elsewhere is moved once that is heard (`strays`).
         let shareable = match cfg.remote {
             Some(r) => {
                 !behind_nat(r.ip(), leg.peer_addr().ip()) && self.media.rtp_leg_from(r).is_none()
             }
-            None => at != Call::CALLER && leg.sdp.webrtc().is_none() && leg.dialog().is_some(),
+            None => {
+                at != Call::CALLER
+                    && leg.sdp.webrtc().is_none()
+                    && leg.dialog().is_some()
+                    && !self.strays.is_crowded(leg.peer_addr())
+            }
         };
         let dtmf = leg.dtmf;
         let ip = self.s.media.for_remote(leg.sdp.addr()).bind;

@@ -37,6 +37,8 @@ pub(crate) const BURST: u32 = 4;
 pub(crate) const REFILL: Duration = Duration::from_millis(500);
 /// How often unheard legs are looked for while some source counts.
 const CHECK: Duration = Duration::from_millis(250);
+/// Far ends remembered for answering with an address another leg had.
+const CROWDED: usize = 64;
 
 #[derive(Clone, Copy)]
 struct Stray {
@@ -53,6 +55,10 @@ pub(crate) struct Strays {
     earned: Option<Instant>,
     /// When to look for unheard legs next: set while a source counts.
     check_at: Option<Instant>,
+    /// Signalling addresses of far ends that answered an outbound leg with another leg's media
+    /// address (one port for many calls: SIPp, another strowger): their next legs get a pair
+    /// of their own from the start instead of a re-INVITE each. The latest [`CROWDED`].
+    crowded: std::collections::VecDeque<SocketAddr>,
 }
 
 impl Strays {
@@ -104,7 +110,12 @@ impl Strays {
 
     /// The source on shared port `port` that a leg whose far end is at one of `ips` is not
     /// hearing: one still sending a stream from one of those addresses (the busiest).
-    pub(crate) fn source_for(&self, port: u16, ips: [IpAddr; 2], now: Instant) -> Option<SocketAddr> {
+    pub(crate) fn source_for(
+        &self,
+        port: u16,
+        ips: [IpAddr; 2],
+        now: Instant,
+    ) -> Option<SocketAddr> {
         let (_, slots) = self.ports.iter().find(|(p, _)| *p == port)?;
         slots
             .iter()
@@ -140,6 +151,21 @@ impl Strays {
         true
     }
 
+    /// Far end `peer` answered with an address another leg has.
+    pub(crate) fn crowded(&mut self, peer: SocketAddr) {
+        if !self.crowded.contains(&peer) {
+            if self.crowded.len() == CROWDED {
+                self.crowded.pop_front();
+            }
+            self.crowded.push_back(peer);
+        }
+    }
+
+    /// Whether far end `peer` answers many legs from one media address (as far as is known).
+    pub(crate) fn is_crowded(&self, peer: SocketAddr) -> bool {
+        self.crowded.contains(&peer)
+    }
+
     /// Source `src` on port `port` was given to the leg just moved: it counts no more there.
     pub(crate) fn forget(&mut self, port: u16, src: SocketAddr) {
         if let Some((_, slots)) = self.ports.iter_mut().find(|(p, _)| *p == port) {
@@ -169,11 +195,11 @@ impl Engine {
                 if l.moving || l.held || !self.ports.is_shared(l.port) {
                     continue;
                 }
-                if self.media.stats(m).is_none_or(|s| s.packets_received > 0) {
-                    continue;
-                }
                 let ips = [neg.remote.ip(), l.peer_addr().ip()];
-                if let Some(src) = self.strays.source_for(l.port, ips, now) {
+                let Some(src) = self.strays.source_for(l.port, ips, now) else {
+                    continue;
+                };
+                if self.media.stats(m).is_some_and(|s| s.packets_received == 0) {
                     found.push((LegRef { call, leg }, l.port, src));
                 }
             }
@@ -189,7 +215,8 @@ impl Engine {
     }
 
     /// An outbound leg on a shared port whose answer names an address it cannot be told apart
-    /// by (another leg's, or a private one of another host than it signals from) is moved.
+    /// by (another leg's, or a private one of another host than it signals from) is moved; a
+    /// far end that answered with another leg's address is remembered (`is_crowded`).
     pub(crate) fn move_if_indistinct(&mut self, at: LegRef, now: Instant) {
         let Some(l) = self.calls.get(at.call).and_then(|c| c.leg(at.leg)) else {
             return;
@@ -200,10 +227,12 @@ impl Engine {
         if neg.webrtc.is_some() || !self.ports.is_shared(l.port) {
             return;
         }
-        let remote = neg.remote;
-        if self.media.rtp_leg_from(remote) != Some(m)
-            || crate::apps::behind_nat(remote.ip(), l.peer_addr().ip())
-        {
+        let (remote, peer) = (neg.remote, l.peer_addr());
+        let crowded = self.media.rtp_leg_from(remote) != Some(m);
+        if crowded {
+            self.strays.crowded(peer);
+        }
+        if crowded || crate::apps::behind_nat(remote.ip(), peer.ip()) {
             self.move_leg(at, now);
         }
     }
@@ -321,7 +350,10 @@ mod tests {
         assert_eq!(s.source_for(30000, ips("198.51.100.7"), t), None);
         s.note(30000, nat, t);
         assert!(s.due(t));
-        assert!(!s.due(t + Duration::from_millis(100)), "checked every 250 ms");
+        assert!(
+            !s.due(t + Duration::from_millis(100)),
+            "checked every 250 ms"
+        );
         assert_eq!(s.source_for(30000, ips("198.51.100.7"), t), Some(nat));
         assert_eq!(
             s.source_for(30000, ips("198.51.100.8"), t),
@@ -344,7 +376,8 @@ mod tests {
         let t0 = Instant::now();
         let mut s = Strays::default();
         for i in 0..10_000u32 {
-            let src = SocketAddr::from(([10, (i >> 8) as u8, i as u8, 1], 1024 + (i % 50_000) as u16));
+            let src =
+                SocketAddr::from(([10, (i >> 8) as u8, i as u8, 1], 1024 + (i % 50_000) as u16));
             s.note(30000, src, t0 + Duration::from_micros(u64::from(i)));
         }
         assert_eq!(s.ports[0].1.iter().flatten().count(), SLOTS);
@@ -362,7 +395,10 @@ mod tests {
         assert!(!s.allow_move(t0 + REFILL));
         let much_later = t0 + REFILL * 100;
         let allowed = (0..10).filter(|_| s.allow_move(much_later)).count();
-        assert_eq!(allowed, BURST as usize, "a quiet while earns a burst, no more");
+        assert_eq!(
+            allowed, BURST as usize,
+            "a quiet while earns a burst, no more"
+        );
     }
 
     #[test]

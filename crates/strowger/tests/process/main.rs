@@ -41,6 +41,7 @@ mod reload;
 mod rtp_ports;
 mod scenarios;
 mod security;
+mod shared_ports;
 mod softphone;
 mod srtp;
 mod tls;

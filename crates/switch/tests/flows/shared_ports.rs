@@ -1,7 +1,7 @@
 //! Shared RTP ports (`rtp.shared_ports`, on by default) with far ends that cannot be told apart
 //! by the address their SDP names: one that sends from another address is moved onto a pair
 //! of its own by a re-INVITE once that is heard, a callee whose answer names another leg's
-//! address is moved at once, and RTP sprayed from addresses nobody announced moves no more
+//! address is moved at once (and that far end's next callees get pairs from the start), and RTP sprayed from addresses nobody announced moves no more
 //! legs than the rate limit lets through.
 
 use crate::net;
@@ -62,7 +62,11 @@ fn a_far_end_that_sends_from_another_address_than_its_sdp_is_moved_to_a_pair_and
         heard(&mut n, b, 0, 0x22).is_empty(),
         "a shared port takes RTP from the announced address alone"
     );
-    assert_eq!(counter(&mut n, sw, MOVED), 0.0, "not before 1.5 s of silence");
+    assert_eq!(
+        counter(&mut n, sw, MOVED),
+        0.0,
+        "not before 1.5 s of silence"
+    );
 
     n.run_for(secs(3));
     let ports = offered_ports(&mut n, a, c);
@@ -132,7 +136,11 @@ fn rtp_sprayed_from_unannounced_addresses_moves_no_more_legs_than_the_rate_limit
         }
     }
     assert!(counter(&mut n, sw, STRAYS) >= 2000.0);
-    assert_eq!(counter(&mut n, sw, MOVED), 0.0, "no far end sends from there");
+    assert_eq!(
+        counter(&mut n, sw, MOVED),
+        0.0,
+        "no far end sends from there"
+    );
 
     // Two seconds of streams spoofed from the callers' own addresses, other ports.
     let spray_for = secs(2);
@@ -151,12 +159,15 @@ fn rtp_sprayed_from_unannounced_addresses_moves_no_more_legs_than_the_rate_limit
     assert!(moved >= 1.0, "the spoofed streams do count");
     assert!(moved <= 8.0, "{moved} legs moved in 2 s");
     n.run_for(secs(2));
-    assert!(counter(&mut n, sw, MOVED) <= moved + 1.0, "nothing more once it stops");
+    assert!(
+        counter(&mut n, sw, MOVED) <= moved + 1.0,
+        "nothing more once it stops"
+    );
     assert_eq!(n.sw(sw).active_calls(), 12, "every call still up");
 }
 
 #[test]
-fn a_callee_whose_answer_names_another_legs_address_is_moved_to_a_pair() {
+fn a_callee_whose_answer_names_another_legs_address_is_moved_and_its_next_calls_get_pairs() {
     let mut n = Net::new(3);
     let sw = b2bua(&mut n, "");
     let a = n.ua(ALICE, "alice");
@@ -190,6 +201,25 @@ fn a_callee_whose_answer_names_another_legs_address_is_moved_to_a_pair() {
         let other = heard(&mut n, ua, from, if ua == a { 0x33 } else { 0x22 });
         assert!(other.is_empty(), "and not the other caller");
     }
+    // Bob is now known to answer many calls from one address: his next call gets a pair of
+    // its own at once, with no re-INVITE.
+    let a3 = n.ua("127.0.0.3:5061", "dave");
+    n.agent(a3).send_rtp = true;
+    let c3 = n.invite(a3, "sip:2003@127.0.0.1", SW);
+    assert!(n.run_until(secs(2), confirmed(a3, c3)));
+    let b3 = n.agent(b).last_index().unwrap();
+    n.run_for(secs(1));
+    let third = offered_ports(&mut n, b, b3);
+    assert_eq!(third.len(), 1, "{third:?}");
+    assert_ne!(third[0], first[0], "a pair of its own");
+    assert_eq!(counter(&mut n, sw, MOVED), 1.0);
+    let from3 = n.agent(a3).rtp.len();
+    n.run_for(secs(1));
+    assert!(
+        heard(&mut n, a3, from3, 0x11).len() > 40,
+        "the third caller hears Bob"
+    );
     hang_up(&mut n, a, c1, secs(2));
     hang_up(&mut n, a2, c2, secs(2));
+    hang_up(&mut n, a3, c3, secs(2));
 }

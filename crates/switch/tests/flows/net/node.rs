@@ -404,7 +404,12 @@ impl Node {
             return;
         };
         // A leg found by address that left this pair for one of its own takes nothing here.
-        if !self.host.ports.get(&leg).is_some_and(|p| is_pair_of(*p, to)) {
+        if !self
+            .host
+            .ports
+            .get(&leg)
+            .is_some_and(|p| is_pair_of(*p, to))
+        {
             return;
         }
         let (data, src) = (bytes, from);
