@@ -10,9 +10,9 @@ use common::pcap::{g711_from, Capture, Stream};
 use common::sipp::{Scenario, Sipp};
 use common::Strowger;
 
-/// SIPp (tests/sipp/media_uac_elsewhere.xml) announces the port two above its media port and
-/// plays 5 s of 440 Hz from its media port to the echo test (9196): once strowger re-INVITEs it
-/// onto a pair of its own, the tone arrives and is echoed back.
+/// SIPp (tests/sipp/media_uac_elsewhere.xml) announces 127.0.0.2 and the port two above its
+/// media port, and plays 5 s of 440 Hz from its own address to the echo test (9196): once
+/// strowger re-INVITEs it onto a pair of its own, the tone arrives and is echoed back.
 #[test]
 fn a_caller_sending_from_another_port_than_its_sdp_names_is_heard_after_a_re_invite() {
     let s = Strowger::start("shared-elsewhere");
