@@ -535,9 +535,9 @@ impl Engine {
         // A port shared by many legs tells them apart by the address each far end announced,
         // so it can take only a far end alone on that address: not one behind NAT, not one that
         // serves many calls from one port (its address is some other leg's already). An
-        // outbound leg learns its far end from the answer: it is offered a shared port and
-        // moved to a pair of its own if the answer collides (`move_if_indistinct`), unless its
-        // far end did that before (then it gets a pair at once). One whose
+        // outbound leg learns its far end from the answer: it is offered a shared port when
+        // its far end is known to answer each call from an address of its own, and moved to a
+        // pair of its own if the answer collides all the same (`move_if_indistinct`). One whose
         // far end sends from elsewhere is moved once that is heard (`strays`).
         let shareable = match cfg.remote {
             Some(r) => {
@@ -547,7 +547,7 @@ impl Engine {
                 at != Call::CALLER
                     && leg.sdp.webrtc().is_none()
                     && leg.dialog().is_some()
-                    && !self.strays.is_crowded(leg.peer_addr())
+                    && self.strays.distinct(leg.peer_addr())
             }
         };
         let dtmf = leg.dtmf;

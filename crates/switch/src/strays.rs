@@ -37,8 +37,8 @@ pub(crate) const BURST: u32 = 4;
 pub(crate) const REFILL: Duration = Duration::from_millis(500);
 /// How often unheard legs are looked for while some source counts.
 const CHECK: Duration = Duration::from_millis(250);
-/// Far ends remembered for answering with an address another leg had.
-const CROWDED: usize = 64;
+/// Far ends remembered by the media addresses they answer with.
+const PEERS: usize = 64;
 
 #[derive(Clone, Copy)]
 struct Stray {
@@ -55,10 +55,11 @@ pub(crate) struct Strays {
     earned: Option<Instant>,
     /// When to look for unheard legs next: set while a source counts.
     check_at: Option<Instant>,
-    /// Signalling addresses of far ends that answered an outbound leg with another leg's media
-    /// address (one port for many calls: SIPp, another strowger): their next legs get a pair
-    /// of their own from the start instead of a re-INVITE each. The latest [`CROWDED`].
-    crowded: std::collections::VecDeque<SocketAddr>,
+    /// Far ends strowger called, by signalling address: the media address of their last answer,
+    /// and whether they answer calls from addresses of their own (two answers differed). Only
+    /// those are offered a shared port: one that serves many calls from one port (SIPp, another
+    /// strowger with shared ports) would need a re-INVITE for each. The latest [`PEERS`].
+    peers: std::collections::VecDeque<(SocketAddr, SocketAddr, bool)>,
 }
 
 impl Strays {
@@ -151,19 +152,26 @@ impl Strays {
         true
     }
 
-    /// Far end `peer` answered with an address another leg has.
-    pub(crate) fn crowded(&mut self, peer: SocketAddr) {
-        if !self.crowded.contains(&peer) {
-            if self.crowded.len() == CROWDED {
-                self.crowded.pop_front();
+    /// Far end `peer` answered an outbound leg with media address `media`; `crowded`: another
+    /// leg has that address (the far end is offered pairs again).
+    pub(crate) fn answered(&mut self, peer: SocketAddr, media: SocketAddr, crowded: bool) {
+        match self.peers.iter_mut().find(|(p, ..)| *p == peer) {
+            Some(e) => {
+                e.2 = !crowded && (e.2 || e.1 != media);
+                e.1 = media;
             }
-            self.crowded.push_back(peer);
+            None => {
+                if self.peers.len() == PEERS {
+                    self.peers.pop_front();
+                }
+                self.peers.push_back((peer, media, false));
+            }
         }
     }
 
-    /// Whether far end `peer` answers many legs from one media address (as far as is known).
-    pub(crate) fn is_crowded(&self, peer: SocketAddr) -> bool {
-        self.crowded.contains(&peer)
+    /// Whether far end `peer` is known to answer each call from an address of its own.
+    pub(crate) fn distinct(&self, peer: SocketAddr) -> bool {
+        self.peers.iter().any(|&(p, _, d)| p == peer && d)
     }
 
     /// Source `src` on port `port` was given to the leg just moved: it counts no more there.
@@ -214,9 +222,9 @@ impl Engine {
         }
     }
 
-    /// An outbound leg on a shared port whose answer names an address it cannot be told apart
-    /// by (another leg's, or a private one of another host than it signals from) is moved; a
-    /// far end that answered with another leg's address is remembered (`is_crowded`).
+    /// An outbound leg's answer: the far end's media address is remembered (`distinct`), and a
+    /// leg on a shared port whose answer names an address it cannot be told apart by (another
+    /// leg's, or a private one of another host than it signals from) is moved.
     pub(crate) fn move_if_indistinct(&mut self, at: LegRef, now: Instant) {
         let Some(l) = self.calls.get(at.call).and_then(|c| c.leg(at.leg)) else {
             return;
@@ -224,15 +232,13 @@ impl Engine {
         let (Some(m), Some(neg)) = (l.media, l.negotiated.as_ref()) else {
             return;
         };
-        if neg.webrtc.is_some() || !self.ports.is_shared(l.port) {
+        if neg.webrtc.is_some() {
             return;
         }
-        let (remote, peer) = (neg.remote, l.peer_addr());
+        let (remote, peer, shared) = (neg.remote, l.peer_addr(), self.ports.is_shared(l.port));
         let crowded = self.media.rtp_leg_from(remote) != Some(m);
-        if crowded {
-            self.strays.crowded(peer);
-        }
-        if crowded || crate::apps::behind_nat(remote.ip(), peer.ip()) {
+        self.strays.answered(peer, remote, crowded);
+        if shared && (crowded || crate::apps::behind_nat(remote.ip(), peer.ip())) {
             self.move_leg(at, now);
         }
     }
@@ -399,6 +405,24 @@ mod tests {
             allowed, BURST as usize,
             "a quiet while earns a burst, no more"
         );
+    }
+
+    #[test]
+    fn a_far_end_is_distinct_once_two_answers_differ_and_no_more_once_one_collides() {
+        let mut s = Strays::default();
+        let (peer, m1, m2) = (
+            addr("192.0.2.1:5060"),
+            addr("192.0.2.1:4000"),
+            addr("192.0.2.1:4002"),
+        );
+        s.answered(peer, m1, false);
+        s.answered(peer, m1, false);
+        assert!(!s.distinct(peer), "one port for every call");
+        s.answered(peer, m2, false);
+        assert!(s.distinct(peer));
+        assert!(!s.distinct(addr("192.0.2.2:5060")));
+        s.answered(peer, m1, true);
+        assert!(!s.distinct(peer), "an answer that collided");
     }
 
     #[test]

@@ -404,6 +404,17 @@ impl Net {
         self.agent(ua).rtp_from = Some(from);
     }
 
+    /// Agent `ua` takes its media at `media` (RTP, RTCP above) in the calls it makes or answers
+    /// from now on; the old address stays its own.
+    pub fn set_media(&mut self, ua: Id, media: &str) {
+        let media = addr(media);
+        let rtcp = SocketAddr::new(media.ip(), media.port() + 1);
+        for a in [media, rtcp] {
+            self.addrs.entry(a).or_insert(ua.0);
+        }
+        self.agent(ua).media = media;
+    }
+
     /// Puts a datagram on the wire now, from an address no station owns (a scanner's).
     pub fn inject(&mut self, p: Packet) {
         let now = self.now;
