@@ -88,7 +88,7 @@ def config(args, rundir, name, steps=None, shared_ports=False):
     """The embedded default configuration, logging at info (start-up line, admission changes), no call cap, no media timeout,
     the load generators on 127.0.0.1 trusted (their calls run in the default context unchallenged, the path calls took
     before calls were authenticated: an ACL lookup more), the workers' real-time priority of --realtime (0: none), and
-    rtp.shared_ports if asked."""
+    rtp.shared_ports as asked (a port pair per call otherwise)."""
     text = subprocess.run([args.bin, "default-config"], capture_output=True, text=True, timeout=10,
                           check=True).stdout
     keys = [("max_calls", "100000"), ("log_level", '"info"'), ("media_timeout_s", "0")]
@@ -96,8 +96,8 @@ def config(args, rundir, name, steps=None, shared_ports=False):
         keys.append(("trusted", '["127.0.0.1"]'))
     if getattr(args, "realtime", 0):
         keys.append(("realtime_priority", str(args.realtime)))
-    if shared_ports:
-        keys.append(("shared_ports", "true"))
+    # Set either way: it is on by default since 2026-11-27, off before.
+    keys.append(("shared_ports", "true" if shared_ports else "false"))
     for key, value in keys:
         text, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
         if n != 1:

@@ -292,9 +292,12 @@ fn default_config_with_shared_ports(on: bool) -> String {
         .output()
         .expect("strowger default-config");
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("\nshared_ports = false\n"), "{text}");
+    assert!(
+        text.contains("\nshared_ports = true\n"),
+        "on by default: {text}"
+    );
     text.replace(
-        "\nshared_ports = false\n",
+        "\nshared_ports = true\n",
         &format!("\nshared_ports = {on}\n"),
     )
 }

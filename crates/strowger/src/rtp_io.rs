@@ -24,7 +24,7 @@ use crate::rtp_ports::PortPool;
 pub struct Pair {
     pub rtp: UdpSocket,
     pub rtcp: UdpSocket,
-    port: u16,
+    pub(crate) port: u16,
     /// Bound on an IPv6 address: a shared pair's datagram to an IPv4 far end cannot leave.
     v6: bool,
     /// Where `rtp` is connected to, if anywhere.

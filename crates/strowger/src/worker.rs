@@ -1436,8 +1436,10 @@ impl Worker {
             }
         }
         // Shared pairs are read on every pass: what arrived for any leg since the last one.
-        // A datagram from an address no leg of that pair sends to is dropped.
+        // A datagram from an address no leg of that pair sends to is dropped; one from an
+        // address no leg at all sends to is the engine's to count (`Input::StrayRtp`).
         for (i, shared) in media.shared().iter().enumerate() {
+            let port = shared.pair.port;
             batch.drain(&shared.pair.rtp, |batch, n| {
                 // Every packet is another call's: find the batch's legs and start loading
                 // them before the first is handled, so that their cache misses overlap.
@@ -1452,9 +1454,15 @@ impl Worker {
                     }
                 }
                 for (j, leg) in legs.into_iter().enumerate().take(n) {
-                    if let (Some(leg), Some((data, src))) = (leg, batch.get(j)) {
-                        engine.handle_input(at(batch.arrival(j)), Input::Rtp { leg, data, src });
-                    }
+                    let Some((data, src)) = batch.get(j) else {
+                        continue;
+                    };
+                    let input = match leg {
+                        Some(leg) => Input::Rtp { leg, data, src },
+                        None if engine.rtp_leg_from(src).is_none() => Input::StrayRtp { port, src },
+                        None => continue,
+                    };
+                    engine.handle_input(at(batch.arrival(j)), input);
                 }
             });
             batch.drain(&shared.pair.rtcp, |batch, n| {

@@ -533,12 +533,23 @@ impl Engine {
             &self.s.webrtc_certificate,
         );
         // A port shared by many legs tells them apart by the address each far end announced,
-        // so it can take only a far end that sends from that address and is alone on it: not
-        // one behind NAT, not one that serves many calls from one port (its address is some
-        // other leg's already), not an outbound leg's (unknown until the answer).
-        let shareable = cfg.remote.is_some_and(|r| {
-            !behind_nat(r.ip(), leg.peer_addr().ip()) && self.media.rtp_leg_from(r).is_none()
-        });
+        // so it can take only a far end alone on that address: not one behind NAT, not one that
+        // serves many calls from one port (its address is some other leg's already). An
+        // outbound leg learns its far end from the answer: it is offered a shared port when
+        // its far end is known to answer each call from an address of its own, and moved to a
+        // pair of its own if the answer collides all the same (`move_if_indistinct`). One whose
+        // far end sends from elsewhere is moved once that is heard (`strays`).
+        let shareable = match cfg.remote {
+            Some(r) => {
+                !behind_nat(r.ip(), leg.peer_addr().ip()) && self.media.rtp_leg_from(r).is_none()
+            }
+            None => {
+                at != Call::CALLER
+                    && leg.sdp.webrtc().is_none()
+                    && leg.dialog().is_some()
+                    && self.strays.distinct(leg.peer_addr())
+            }
+        };
         let dtmf = leg.dtmf;
         let ip = self.s.media.for_remote(leg.sdp.addr()).bind;
         let id = self.media.add_leg(cfg, now);
@@ -941,7 +952,7 @@ fn round_ms(d: Duration) -> f64 {
 /// behind NAT: it announced a private address (RFC 1918, shared, link-local, unique local) of
 /// another host, which its packets will not come from. A public or loopback address, or the
 /// signalling host's own, is taken at its word.
-fn behind_nat(announced: IpAddr, signalled: IpAddr) -> bool {
+pub(crate) fn behind_nat(announced: IpAddr, signalled: IpAddr) -> bool {
     let private = match announced {
         IpAddr::V4(a) => {
             let [first, second, ..] = a.octets();

@@ -305,6 +305,7 @@ impl Engine {
         self.queue_answered(call, now);
         if let Some(at) = self.calls[call].callee_idx() {
             self.ack_answer(call, at, cseq);
+            self.move_if_indistinct(LegRef { call, leg: at }, now);
         }
         if !self.answer(call, now) {
             return;

@@ -108,6 +108,8 @@ pub struct Leg {
     pub dtmf: Option<media::DtmfMode>,
     /// When strowger's re-INVITE, refused with 491, goes again (reinvite.rs).
     pub reoffer_at: Option<Instant>,
+    /// A re-INVITE is moving the leg off a shared port onto a pair of its own (`strays`).
+    pub moving: bool,
 }
 
 impl Leg {
@@ -134,6 +136,7 @@ impl Leg {
             held: false,
             dtmf: None,
             reoffer_at: None,
+            moving: false,
         }
     }
 

@@ -283,6 +283,8 @@ pub struct Engine {
     pub(crate) media_out: MediaQueue,
     /// RTP port pairs the shell bound for legs.
     pub(crate) ports: Ports,
+    /// Sources no leg announced heard on shared ports, and the moves they caused.
+    pub(crate) strays: crate::strays::Strays,
     /// The time of the input being handled (wall time for CDRs and nonces).
     pub(crate) clock: Clock,
     /// Prompts loaded, and files asked of the shell (apps.rs).
@@ -342,6 +344,7 @@ impl Engine {
             events: VecDeque::new(),
             media_out: MediaQueue::default(),
             ports: Ports::new(shared_ports),
+            strays: Default::default(),
             clock: Clock::new(now, wall),
             files: crate::apps::Files::default(),
             trunks: crate::trunks::Trunks::new(&s.trunks),
@@ -380,6 +383,10 @@ impl Engine {
             Input::Rtcp { leg, data, src } => {
                 self.media
                     .on_rtcp(media::LegId::from_index(leg), data, src, now);
+            }
+            Input::StrayRtp { port, src } => {
+                self.metrics.stray_rtp();
+                self.strays.note(port, src, now);
             }
             Input::MediaSendFailed { leg, packets } => self.on_send_failed(leg, packets, now),
             Input::Iax { from, data } => self.on_iax(from, data, now),
@@ -1352,6 +1359,12 @@ impl Engine {
         let Some(at) = self.calls.leg_by_client_tx(ctx, status >= 200) else {
             return;
         };
+        if self.reinvite_glare(at, ctx, status, now) {
+            return;
+        }
+        if self.moving(at) {
+            return self.moved_response(at, &msg, status, now);
+        }
         // A call the API placed, while unanswered: strowger's INVITE to one of FROM's contacts.
         if self
             .calls
@@ -1359,9 +1372,6 @@ impl Engine {
             .is_some_and(Engine::unanswered_origin)
         {
             return self.origin_response(at, &msg, status, now);
-        }
-        if self.reinvite_glare(at, ctx, status, now) {
-            return;
         }
         if at.leg == Call::CALLER {
             return;
@@ -1423,6 +1433,9 @@ impl Engine {
                 .media
                 .tick_phase(due, now, phase, phases, &mut iax.output(now, tx)),
             None => self.media.tick_phase(due, now, phase, phases, tx),
+        }
+        if phase == 0 && self.strays.due(now) {
+            self.move_unheard(now);
         }
     }
 
@@ -1513,7 +1526,9 @@ impl Engine {
                 }
                 TxEvent::Timeout(ctx) => {
                     if let Some(at) = self.calls.leg_by_client_tx(ctx, true) {
-                        if self
+                        if self.moving(at) {
+                            self.move_failed(at, 408);
+                        } else if self
                             .calls
                             .get(at.call)
                             .is_some_and(Engine::unanswered_origin)

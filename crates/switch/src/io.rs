@@ -64,6 +64,9 @@ pub enum Input<'a> {
         data: &'a [u8],
         src: SocketAddr,
     },
+    /// An RTP packet on shared port `port` from a source no leg there announced: dropped, and
+    /// counted toward moving an unheard leg onto a pair of its own (`strays`).
+    StrayRtp { port: u16, src: SocketAddr },
     /// `packets` of media leg `leg`'s RTP the kernel refused to send (send error): counted as
     /// such in its CDR instead of as sent, and logged (at most every 10 s).
     MediaSendFailed { leg: usize, packets: u32 },

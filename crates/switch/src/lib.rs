@@ -55,6 +55,7 @@ pub mod ringboard;
 mod sdes;
 mod send_errors;
 pub mod slots;
+mod strays;
 mod transfer;
 pub mod trunks;
 mod voicemail;

@@ -111,7 +111,9 @@ const RETRANSMISSIONS: usize = RESPONSES + 2 * CODE_LABELS;
 const TOO_LARGE: usize = RETRANSMISSIONS + 1;
 const REGISTRATIONS: usize = TOO_LARGE + 1;
 const ANSWERS_REFUSED: usize = REGISTRATIONS + 1;
-const REFUSED: usize = ANSWERS_REFUSED + 1; // [Refusal]
+const STRAY_RTP: usize = ANSWERS_REFUSED + 1;
+const LEGS_MOVED: usize = STRAY_RTP + 1;
+const REFUSED: usize = LEGS_MOVED + 1; // [Refusal]
 const ENDED: usize = REFUSED + REFUSALS.len(); // [Q.850 cause]
 /// INVITE received → answered or refused, in seconds.
 const SETUP: Hist = Hist {
@@ -305,6 +307,16 @@ impl Counts {
     /// A 2xx whose SDP answer could not be taken: its leg was ended with a BYE.
     pub(crate) fn answer_refused(&mut self) {
         self.0[ANSWERS_REFUSED] += 1;
+    }
+
+    /// An RTP packet on a shared port from a source no leg there announced (dropped).
+    pub(crate) fn stray_rtp(&mut self) {
+        self.0[STRAY_RTP] += 1;
+    }
+
+    /// A leg moved off a shared port onto a pair of its own by a re-INVITE.
+    pub(crate) fn leg_moved(&mut self) {
+        self.0[LEGS_MOVED] += 1;
     }
 
     /// A new call refused with 503.
@@ -587,6 +599,13 @@ impl Collector for Scrape {
                     rtp.srtp = \"require\", or no codec it offered): each leg was ACKed, then \
                     ended with a BYE.";
         counter(e, "sdp_answers_refused", help, t[ANSWERS_REFUSED])?;
+        let help = "RTP packets on shared ports (rtp.shared_ports) from a source no leg there \
+                    announced: dropped, and counted toward moving a leg that hears nothing.";
+        counter(e, "rtp_stray_packets", help, t[STRAY_RTP])?;
+        let help = "Legs moved off a shared port onto a port pair of their own by a re-INVITE: \
+                    their far end sends from another address than its SDP names, or shares \
+                    its address with another leg.";
+        counter(e, "rtp_legs_moved", help, t[LEGS_MOVED])?;
         let help = "Whole-call recordings that ended incomplete: audio dropped because the \
                     writer fell behind, or a write that failed (the log names each file).";
         counter(e, "recordings_incomplete", help, self.recordings_incomplete)?;

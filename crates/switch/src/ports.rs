@@ -72,6 +72,13 @@ impl Ports {
         })
     }
 
+    /// Whether `port` is a shared pair's.
+    pub(crate) fn is_shared(&self, port: u16) -> bool {
+        self.shared
+            .as_ref()
+            .is_some_and(|s| s.iter().any(|(p, _, _)| *p == port))
+    }
+
     /// A leg left `port`: a shared pair has a place more; an own pair is the shell's to close.
     pub(crate) fn release(&mut self, port: u16) {
         if let Some(s) = self

@@ -1,10 +1,12 @@
 //! strowger's own re-INVITEs. strowger anchors the media, so it offers a confirmed leg new
-//! media only when the leg comes to this worker's media engine: a party moved from another
-//! worker by an attended transfer (crossing.rs). That leg is the call's callee, so the 2xx is
-//! taken as a callee's answer (`bridge_response`): its SDP takes effect, or under
-//! `rtp.srtp = "require"` a plain answer is ACKed, refused and its leg ended. A 491 (the far end
-//! sent an offer of its own at the same time) is no failure: the same offer goes again after
-//! the wait of RFC 3261 §14.1, kept on the leg (`Leg::reoffer_at`) and run by the call's timer.
+//! media only when the leg's port changes: a party moved from another worker by an attended
+//! transfer (crossing.rs), or a leg moved off a shared RTP port onto a pair of its own
+//! (strays.rs, whose own response handling takes that answer, on a caller leg too). The moved
+//! party is the call's callee, so its 2xx is taken as a callee's answer (`bridge_response`): its
+//! SDP takes effect, or under `rtp.srtp = "require"` a plain answer is ACKed, refused and its leg
+//! ended. A 491 to either (the far end sent an offer of its own at the same time) is no failure:
+//! the same offer goes again after the wait of RFC 3261 §14.1, kept on the leg
+//! (`Leg::reoffer_at`) and run by the call's timer.
 
 use crate::call::{LegIdx, LegRef};
 use crate::engine::Engine;

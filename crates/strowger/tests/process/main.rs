@@ -42,6 +42,7 @@ mod reload;
 mod rtp_ports;
 mod scenarios;
 mod security;
+mod shared_ports;
 mod softphone;
 mod srtp;
 mod tls;

@@ -70,17 +70,17 @@ pub(crate) fn assert_heard(heard: &Wav, reference: &[i16], what: &str) {
     );
 }
 
-/// The embedded configuration with `rtp.shared_ports = true`, written to `dir`.
-fn shared_ports_config(dir: &Path) -> PathBuf {
+/// The embedded configuration with `rtp.shared_ports = on`, written to `dir`.
+fn shared_ports_config(dir: &Path, on: bool) -> PathBuf {
     let out = run_cli(&["default-config"], dir);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("\nshared_ports = false\n"), "{text}");
+    assert!(
+        text.contains("\nshared_ports = true\n"),
+        "on by default: {text}"
+    );
     let config = dir.join("shared.toml");
-    std::fs::write(
-        &config,
-        text.replace("\nshared_ports = false\n", "\nshared_ports = true\n"),
-    )
-    .unwrap();
+    let line = format!("\nshared_ports = {on}\n");
+    std::fs::write(&config, text.replace("\nshared_ports = true\n", &line)).unwrap();
     config
 }
 
@@ -142,15 +142,16 @@ fn the_cdr_carries_the_round_trip_baresip_reports_over_rtcp() {
     assert_eq!(cdrs[0].num("remote_packets_lost"), 0.0, "{cdrs:?}");
 }
 
-/// rtp.shared_ports: baresip's call shares its worker's one RTP port with every other call there
-/// and is told apart by baresip's address; baresip still hears its own speech.
+/// rtp.shared_ports (set explicitly, as the default is): baresip's call shares its worker's one
+/// RTP port with every other call there and is told apart by baresip's address; baresip still
+/// hears its own speech.
 #[test]
 fn baresip_hears_its_echo_through_a_shared_rtp_port() {
     let dir = TempDir::new("baresip-shared");
     let s = Strowger::with(
         "baresip-shared",
         Opts {
-            config_file: Some(shared_ports_config(dir.path())),
+            config_file: Some(shared_ports_config(dir.path(), true)),
             ..Opts::default()
         },
     );
@@ -162,20 +163,20 @@ fn baresip_hears_its_echo_through_a_shared_rtp_port() {
 /// users (the default local store, relative to where strowger starts), both baresips register
 /// with their passwords, 1002 dials 1001 (default dialplan: `bridge user/${EXTEN}`), 1001
 /// answers by itself. Each phone must hear what the other sends: 1001 plays speech, 1002 plays
-/// demo.wav.
+/// demo.wav. Both legs of the bridge are on their worker's shared RTP port (the default), each
+/// phone told apart by its address.
 #[test]
 fn two_registered_baresips_call_each_other() {
-    registered_baresips_call_each_other("baresip-reg", false);
+    registered_baresips_call_each_other("baresip-reg", None);
 }
 
-/// The same through `rtp.shared_ports`: both legs of the bridge on their worker's shared port,
-/// each phone told apart by its address.
+/// The same with `rtp.shared_ports = false`: a port pair per call leg.
 #[test]
-fn two_registered_baresips_call_each_other_through_shared_rtp_ports() {
-    registered_baresips_call_each_other("baresip-reg-shared", true);
+fn two_registered_baresips_call_each_other_on_a_port_pair_per_leg() {
+    registered_baresips_call_each_other("baresip-reg-pairs", Some(false));
 }
 
-fn registered_baresips_call_each_other(label: &str, shared_ports: bool) {
+fn registered_baresips_call_each_other(label: &str, shared_ports: Option<bool>) {
     let dir = TempDir::new(label);
     let home = dir.subdir("home");
     for (user, password) in [("1001", "pw-for-1001"), ("1002", "pw-for-1002")] {
@@ -186,7 +187,7 @@ fn registered_baresips_call_each_other(label: &str, shared_ports: bool) {
         label,
         Opts {
             cwd: Some(home.clone()),
-            config_file: shared_ports.then(|| shared_ports_config(dir.path())),
+            config_file: shared_ports.map(|on| shared_ports_config(dir.path(), on)),
             ..Opts::default()
         },
     );

@@ -413,7 +413,7 @@ impl Default for RawRtp {
             codecs: vec!["PCMU".into(), "PCMA".into()],
             dtmf_pt: 101,
             symmetric: true,
-            shared_ports: false,
+            shared_ports: true,
             speex_quality: 8,
             opus_bitrate: codec::OpusOptions::default().bitrate as u64,
             opus_complexity: codec::OpusOptions::default().complexity as u64,

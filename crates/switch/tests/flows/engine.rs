@@ -233,10 +233,10 @@ fn playback_call_answers_with_sdp_and_writes_a_cdr_on_bye() {
     assert_eq!(r.node.active_calls(), 0);
 }
 
-/// Which legs may share a port (rtp.shared_ports): those whose far end announced an address it
-/// sends from and that no other leg has — not a second call from the same RTP address, not a
-/// caller whose SDP names a private address of another host (NAT), not an outbound leg whose far
-/// end is unknown.
+/// Which legs may share a port (rtp.shared_ports): those whose far end announced an address that
+/// no other leg has — not a second call from the same RTP address, not a caller whose SDP names a
+/// private address of another host (NAT) — and not an outbound leg whose far end is not known to
+/// answer each call from an address of its own (tests/shared_ports.rs).
 #[test]
 fn a_leg_may_share_a_port_only_when_its_far_end_can_be_told_apart_by_address() {
     let mut r = Rig::new();
@@ -288,7 +288,7 @@ fn a_leg_may_share_a_port_only_when_its_far_end_can_be_told_apart_by_address() {
     assert_eq!(
         r.node.shareable()[4..],
         [false],
-        "the callee's leg, opened for strowger's offer"
+        "the callee's leg, opened for strowger's offer to a far end not known to answer from addresses of its own"
     );
 }
 

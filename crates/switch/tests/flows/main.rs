@@ -23,6 +23,7 @@ mod recording;
 mod relay;
 mod reload;
 mod routing;
+mod shared_ports;
 mod srtp;
 mod tls;
 mod transfer;

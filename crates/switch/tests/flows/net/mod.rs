@@ -398,6 +398,33 @@ impl Net {
         Id(id)
     }
 
+    /// Agent `ua` sends its RTP from `from` instead of the address its SDP names.
+    pub fn send_rtp_from(&mut self, ua: Id, from: &str) {
+        let from = addr(from);
+        assert!(self.addrs.insert(from, ua.0).is_none(), "{from} taken");
+        self.agent(ua).rtp_from = Some(from);
+    }
+
+    /// Agent `ua` takes its media at `media` (RTP, RTCP above) in the calls it makes or answers
+    /// from now on; the old address stays its own.
+    pub fn set_media(&mut self, ua: Id, media: &str) {
+        let media = addr(media);
+        let rtcp = SocketAddr::new(media.ip(), media.port() + 1);
+        for a in [media, rtcp] {
+            self.addrs.entry(a).or_insert(ua.0);
+        }
+        self.agent(ua).media = media;
+    }
+
+    /// Puts a datagram on the wire now, from an address no station owns (a scanner's).
+    pub fn inject(&mut self, p: Packet) {
+        let now = self.now;
+        if let Some(Station::Switch(s)) = self.station_of(p.to).map(|i| &mut self.stations[i]) {
+            s.deliver(p, now);
+        }
+        self.flush();
+    }
+
     pub fn sw(&mut self, id: Id) -> &mut Switch {
         match &mut self.stations[id.0] {
             Station::Switch(s) => s,

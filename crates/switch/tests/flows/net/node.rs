@@ -4,7 +4,7 @@
 use super::Packet;
 use sip::transaction::{Peer, Timers, Transport};
 use sip::Message;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,8 @@ struct NodeHost {
     ports: HashMap<usize, SocketAddr>,
     /// For each media leg opened: whether it shares a port.
     shareable: Vec<bool>,
+    /// The RTP ports that are shared pairs'.
+    shared: HashSet<u16>,
     cdrs: Vec<serde_json::Value>,
     logs: Vec<String>,
     /// Bans decided here, not yet handed to the other workers.
@@ -245,6 +247,7 @@ impl Node {
             next_port: port_base,
             ports: HashMap::new(),
             shareable: Vec::new(),
+            shared: HashSet::new(),
             cdrs: Vec::new(),
             logs: Vec::new(),
             bans: Vec::new(),
@@ -385,15 +388,30 @@ impl Node {
         let Some((&first, &rtp)) = legs.next() else {
             return;
         };
-        // A shared port's legs are told apart by their far end's address, as the shell does.
-        let found = match legs.next() {
-            None => Some(first),
-            Some(_) if to == rtp => self.engine.rtp_leg_from(from),
-            Some(_) => self.engine.rtcp_leg_from(from),
+        // A shared port's legs are told apart by their far end's address, as the shell does:
+        // RTP from an address no leg sends to is the engine's to count.
+        let found = match self.host.shared.contains(&rtp.port()) {
+            false => Some(first),
+            true if to == rtp => self.engine.rtp_leg_from(from),
+            true => self.engine.rtcp_leg_from(from),
         };
         let Some(leg) = found else {
+            if to == rtp {
+                let (port, src) = (to.port(), from);
+                self.input(now, Input::StrayRtp { port, src });
+                self.input(now, Input::Process);
+            }
             return;
         };
+        // A leg found by address that left this pair for one of its own takes nothing here.
+        if !self
+            .host
+            .ports
+            .get(&leg)
+            .is_some_and(|p| is_pair_of(*p, to))
+        {
+            return;
+        }
         let (data, src) = (bytes, from);
         match to == rtp {
             true => self.input(now, Input::Rtp { leg, data, src }),
@@ -686,6 +704,9 @@ impl Node {
                 ..
             } => {
                 h.shareable.push(shared);
+                if shared {
+                    h.shared.insert(port);
+                }
                 h.ports.insert(leg, SocketAddr::new(ip, port));
             }
             Event::MediaClose { leg } => {

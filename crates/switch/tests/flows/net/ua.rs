@@ -141,6 +141,9 @@ pub struct Ua {
     pub policy: Policy,
     /// Send a 20 ms RTP packet per frame on confirmed calls whose direction lets us.
     pub send_rtp: bool,
+    /// Where that RTP is sent from, when not from `media` (a phone behind NAT that announces
+    /// its external address, an RTP stack that is not symmetric); taken there too.
+    pub rtp_from: Option<SocketAddr>,
     /// The payload of each of those packets; empty: the codec's silence.
     pub voice: Vec<u8>,
     pub calls: Vec<Call>,
@@ -201,6 +204,7 @@ impl Ua {
             codecs: vec![0, 8],
             policy: Policy::default(),
             send_rtp: false,
+            rtp_from: None,
             voice: Vec::new(),
             calls: Vec::new(),
             received: Vec::new(),
@@ -542,7 +546,8 @@ impl Ua {
     pub fn deliver(&mut self, p: Packet, now: Instant) {
         if p.media {
             // RTP (RTCP goes to the next port).
-            if p.bytes.len() >= 12 && p.to.port() == self.media.port() {
+            let ours = p.to.port() == self.media.port() || Some(p.to) == self.rtp_from;
+            if p.bytes.len() >= 12 && ours {
                 self.rtp.push((now, p.from, p.bytes[1] & 0x7f));
                 self.rtp_payloads.push(p.bytes[12..].to_vec());
             }
@@ -1014,7 +1019,8 @@ impl Ua {
                 true => p.extend_from_slice(&[if c.pt == 8 { 0xd5 } else { 0xff }; 160]),
                 false => p.extend_from_slice(&self.voice),
             }
-            self.out.push(Packet::media(self.media, dst, p));
+            self.out
+                .push(Packet::media(self.rtp_from.unwrap_or(self.media), dst, p));
         }
     }
 
@@ -1040,7 +1046,8 @@ impl Ua {
             p.extend_from_slice(&0x5ca1_ab1eu32.to_be_bytes());
             p.extend_from_slice(&[event, if end { 0x80 | 10 } else { 10 }]);
             p.extend_from_slice(&duration.to_be_bytes());
-            self.out.push(Packet::media(self.media, dst, p));
+            self.out
+                .push(Packet::media(self.rtp_from.unwrap_or(self.media), dst, p));
         }
     }
 
