@@ -406,7 +406,7 @@ mod tests {
             ..Calls::default()
         };
         let mut file = String::new();
-        let mut write = |calls: &mut Calls, t: f64, file: &mut String| {
+        let write = |calls: &mut Calls, t: f64, file: &mut String| {
             calls.take_journal((t * 1000.0) as u64, |w| match w {
                 Write::Append(s) => file.push_str(std::str::from_utf8(s).unwrap()),
                 Write::Replace(s) => *file = String::from_utf8(s.to_vec()).unwrap(),
