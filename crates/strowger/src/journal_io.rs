@@ -95,8 +95,8 @@ impl JournalFile {
     /// killed), or replaces the file with a compacted one.
     pub fn write(&mut self, w: JournalWrite) {
         let done = match w {
-            JournalWrite::Append(s) => self.append(s.as_bytes()),
-            JournalWrite::Replace(s) => self.replace(s.as_bytes()),
+            JournalWrite::Append(s) => self.append(s),
+            JournalWrite::Replace(s) => self.replace(s),
         };
         if let Err(e) = done {
             if !std::mem::replace(&mut self.failed, true) {
@@ -155,7 +155,7 @@ mod tests {
         );
         j.answered(3, 51.0);
         let mut f = JournalFile::new(path(&cdr, 1));
-        f.write(j.take(52.0, |_| {}).unwrap());
+        j.take(52_000, |_| {}, |w| f.write(w));
         std::fs::write(dir.join("cdr.jsonl.journal-x"), "not a journal").unwrap();
         let mut lines = Vec::new();
         assert_eq!(recover_left_open(&cdr, |l| lines.push(l)), 1);

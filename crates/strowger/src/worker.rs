@@ -674,9 +674,8 @@ impl Worker {
         }
         // The batch's journal notes reach the kernel before its SIP messages are sent
         // (flush_sip): whatever a phone was told of a call, a killed node's journal knows.
-        if let Some(w) = self.engine.take_journal(clock.wall) {
-            self.host.journal(w);
-        }
+        let host = &mut self.host;
+        self.engine.take_journal(clock.wall, |w| host.journal(w));
         self.media.flush();
         while let Some((leg, packets)) = self.media.take_failed() {
             let failed = Input::MediaSendFailed { leg, packets };

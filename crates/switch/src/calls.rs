@@ -301,18 +301,22 @@ impl Calls {
         }
     }
 
-    /// What the journal has to write now (`wall`: Unix seconds); on compaction, the notes of
-    /// every call up.
-    pub(crate) fn take_journal(&mut self, wall: f64) -> Option<crate::journal::Write> {
+    /// Hands `write` what the journal has to write now (`wall`: Unix ms); on compaction, the
+    /// notes of every call up.
+    pub(crate) fn take_journal(&mut self, wall: u64, write: impl FnOnce(crate::journal::Write)) {
         let calls = &self.calls;
-        self.journal.as_mut()?.take(wall, |j| {
+        let Some(j) = self.journal.as_mut() else {
+            return;
+        };
+        let live = |j: &mut crate::journal::Journal| {
             for (id, c) in calls {
                 j.opened(id, &c.cdr);
                 if let Some(a) = c.cdr.answer {
                     j.answered(id, a);
                 }
             }
-        })
+        };
+        j.take(wall, live, write);
     }
 
     pub(crate) fn ids(&self) -> Vec<usize> {
@@ -402,10 +406,11 @@ mod tests {
             ..Calls::default()
         };
         let mut file = String::new();
-        let write = |w: Option<Write>, file: &mut String| match w {
-            Some(Write::Append(s)) => file.push_str(&s),
-            Some(Write::Replace(s)) => *file = s,
-            None => {}
+        let write = |calls: &mut Calls, t: f64, file: &mut String| {
+            calls.take_journal((t * 1000.0) as u64, |w| match w {
+                Write::Append(s) => file.push_str(std::str::from_utf8(s).unwrap()),
+                Write::Replace(s) => *file = String::from_utf8(s.to_vec()).unwrap(),
+            })
         };
         let mut c = call(sip_leg("up@x"));
         c.cdr.call_id = "up@x".into();
@@ -416,7 +421,7 @@ mod tests {
         calls.answered(up, 101.0);
         let gone = calls.add(call(sip_leg("gone@x")));
         calls.remove(gone);
-        write(calls.take_journal(103.0), &mut file);
+        write(&mut calls, 103.0, &mut file);
         let cdrs = recover(&file);
         assert_eq!(cdrs.len(), 1);
         assert_eq!(
@@ -432,14 +437,15 @@ mod tests {
                 calls.remove(id);
             }
             t += 1.0;
-            write(calls.take_journal(t), &mut file);
+            write(&mut calls, t, &mut file);
         }
-        write(calls.take_journal(t + 1.0), &mut file);
-        for _ in 0..2000 {
+        write(&mut calls, t + 1.0, &mut file);
+        // One batch that carries the file past 256 KiB.
+        for _ in 0..(100 * 1024 / 30) {
             let id = calls.add(call(sip_leg("brief@x")));
             calls.remove(id);
         }
-        write(calls.take_journal(t + 2.0), &mut file);
+        write(&mut calls, t + 2.0, &mut file);
         assert!(file.len() < 1024, "compacted to {} bytes", file.len());
         let cdrs = recover(&file);
         assert_eq!(cdrs.len(), 1);

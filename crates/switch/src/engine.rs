@@ -471,9 +471,19 @@ impl Engine {
         self.calls.journal = Some(crate::journal::Journal::default());
     }
 
-    /// What the journal has to write at `wall` (none without a journal).
-    pub fn take_journal(&mut self, wall: std::time::SystemTime) -> Option<crate::journal::Write> {
-        self.calls.take_journal(unix_seconds(wall))
+    /// Hands `write` what the journal has to write at `wall`, if anything (nothing without
+    /// a journal).
+    pub fn take_journal(
+        &mut self,
+        wall: std::time::SystemTime,
+        write: impl FnOnce(crate::journal::Write),
+    ) {
+        if self.calls.journal.is_some() {
+            let ms = wall
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            self.calls.take_journal(ms.as_millis() as u64, write);
+        }
     }
 
     /// Whether legs share a few port pairs (`rtp.shared_ports`).

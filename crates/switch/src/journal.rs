@@ -11,126 +11,202 @@
 //! rewritten with only their notes.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
-
-use serde::{Deserialize, Serialize};
 
 use crate::cdr::{uuid_v7, Cdr};
 
 /// The journal is rewritten once it holds this much, or four times what it held after its
 /// last rewrite if that is more: bounded by the calls up, at most one rewrite per few calls.
 const MIN_COMPACT_BYTES: usize = 256 * 1024;
-/// How often the heartbeat is stamped: a recovered call's end is at most this late.
-const HEARTBEAT_S: f64 = 1.0;
+/// How often the heartbeat is stamped (ms): a recovered call's end is at most this late.
+const HEARTBEAT_MS: u64 = 1000;
 /// The Q.850 cause of a recovered call (network out of order), and its disposition.
 pub const NODE_FAILURE_CAUSE: u8 = 38;
 pub const NODE_FAILURE: &str = "node_failure";
+/// A set-up record's optional field that is absent (escaping never yields it).
+const NONE: &str = "\\-";
 
 /// What the worker does with the file.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Write {
+pub enum Write<'a> {
     /// Appends these records (whole lines).
-    Append(String),
+    Append(&'a [u8]),
     /// Replaces the file with these (compaction: written aside, then renamed over it).
-    Replace(String),
+    Replace(&'a [u8]),
 }
 
 /// The notes not yet handed to the file, and how big the file is.
 #[derive(Debug, Default)]
 pub struct Journal {
-    buf: String,
+    /// Reused from batch to batch: noting a call allocates nothing once it has grown.
+    buf: Vec<u8>,
     file_bytes: usize,
     compact_at: usize,
-    /// Wall time (Unix seconds) of the next heartbeat; 0 before the first.
-    next_heartbeat: f64,
-}
-
-/// A call's set-up record: the CDR fields known when it starts.
-#[derive(Serialize, Deserialize)]
-struct Opened<'a> {
-    #[serde(borrow)]
-    call_id: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    from: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    to: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    exten: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    context: std::borrow::Cow<'a, str>,
-    user: Option<std::borrow::Cow<'a, str>>,
-    trunk: Option<std::borrow::Cow<'a, str>>,
-    start: f64,
+    /// Wall time (Unix ms) of the next heartbeat; 0 before the first.
+    next_heartbeat: u64,
 }
 
 impl Journal {
-    /// Notes a call set up (its table slot `id`, unique among the calls up).
+    /// Notes a call set up (its table slot `id`, unique among the calls up): `O id start` and
+    /// the CDR fields known then, tab-separated (Call-ID, From, To, extension, context, user,
+    /// trunk), times in Unix milliseconds as the CDR has them.
     pub fn opened(&mut self, id: usize, cdr: &Cdr) {
-        let rec = Opened {
-            call_id: cdr.call_id.as_str().into(),
-            from: cdr.from.as_str().into(),
-            to: cdr.to.as_str().into(),
-            exten: cdr.exten.as_str().into(),
-            context: cdr.context.as_str().into(),
-            user: cdr.user.as_deref().map(Into::into),
-            trunk: cdr.trunk.as_deref().map(Into::into),
-            start: cdr.start,
-        };
-        let _ = write!(self.buf, "O {id} ");
-        // Writing JSON into a String cannot fail.
-        let _ = serde_json::to_writer(string_writer(&mut self.buf), &rec);
-        self.buf.push('\n');
+        let b = &mut self.buf;
+        b.extend_from_slice(b"O ");
+        push_int(b, id as u64);
+        b.push(b' ');
+        push_int(b, millis(cdr.start));
+        for f in [&cdr.call_id, &cdr.from, &cdr.to, &cdr.exten, &cdr.context] {
+            b.push(b'\t');
+            push_escaped(b, f);
+        }
+        for f in [&cdr.user, &cdr.trunk] {
+            b.push(b'\t');
+            match f {
+                Some(f) => push_escaped(b, f),
+                None => b.extend_from_slice(NONE.as_bytes()),
+            }
+        }
+        b.push(b'\n');
     }
 
-    /// Notes a call answered at `at` (Unix seconds).
+    /// Notes a call answered at `at` (Unix seconds, whole ms).
     pub fn answered(&mut self, id: usize, at: f64) {
-        let _ = writeln!(self.buf, "A {id} {at}");
+        let b = &mut self.buf;
+        b.extend_from_slice(b"A ");
+        push_int(b, id as u64);
+        b.push(b' ');
+        push_int(b, millis(at));
+        b.push(b'\n');
     }
 
     /// Notes a call ended (its CDR went out the normal way).
     pub fn ended(&mut self, id: usize) {
-        let _ = writeln!(self.buf, "E {id}");
+        let b = &mut self.buf;
+        b.extend_from_slice(b"E ");
+        push_int(b, id as u64);
+        b.push(b'\n');
     }
 
-    /// What to write now (`wall`: Unix seconds), if anything: the notes since the last call,
-    /// and a heartbeat once a second. When the file has grown past its bound, `live` notes
-    /// every call up afresh and the file is to be replaced by those notes.
-    pub fn take(&mut self, wall: f64, live: impl FnOnce(&mut Journal)) -> Option<Write> {
+    /// Hands `write` what to write now (`wall`: Unix ms), if anything: the notes since the
+    /// last call, and a heartbeat once a second. When the file has grown past its bound, `live`
+    /// notes every call up afresh and the file is to be replaced by those notes.
+    pub fn take(
+        &mut self,
+        wall: u64,
+        live: impl FnOnce(&mut Journal),
+        write: impl FnOnce(Write<'_>),
+    ) {
         if wall >= self.next_heartbeat {
-            let _ = writeln!(self.buf, "H {wall}");
-            self.next_heartbeat = wall + HEARTBEAT_S;
+            self.heartbeat(wall);
+            self.next_heartbeat = wall + HEARTBEAT_MS;
         }
         if self.buf.is_empty() {
-            return None;
+            return;
         }
         if self.file_bytes + self.buf.len() < self.compact_at.max(MIN_COMPACT_BYTES) {
             self.file_bytes += self.buf.len();
-            return Some(Write::Append(std::mem::take(&mut self.buf)));
+            write(Write::Append(&self.buf));
+        } else {
+            self.buf.clear();
+            live(self);
+            self.heartbeat(wall);
+            self.file_bytes = self.buf.len();
+            self.compact_at = 4 * self.file_bytes;
+            write(Write::Replace(&self.buf));
         }
         self.buf.clear();
-        live(self);
-        let _ = writeln!(self.buf, "H {wall}");
-        self.file_bytes = self.buf.len();
-        self.compact_at = 4 * self.file_bytes;
-        Some(Write::Replace(std::mem::take(&mut self.buf)))
+    }
+
+    fn heartbeat(&mut self, wall: u64) {
+        self.buf.extend_from_slice(b"H ");
+        push_int(&mut self.buf, wall);
+        self.buf.push(b'\n');
     }
 }
 
-/// `serde_json` writes UTF-8 only, so its bytes may go straight into a String.
-fn string_writer(s: &mut String) -> impl std::io::Write + '_ {
-    struct W<'a>(&'a mut String);
-    impl std::io::Write for W<'_> {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            let s = std::str::from_utf8(b).map_err(std::io::Error::other)?;
-            self.0.push_str(s);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
+/// Unix seconds (whole ms, as CDRs keep them) to ms.
+fn millis(s: f64) -> u64 {
+    (s * 1000.0 + 0.5) as u64
+}
+
+fn push_int(b: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
         }
     }
-    W(s)
+    b.extend_from_slice(&digits[i..]);
+}
+
+/// A field with the bytes that would break a record escaped: backslash, tab, CR, LF.
+fn push_escaped(b: &mut Vec<u8>, s: &str) {
+    let special = |c: &u8| matches!(c, b'\\' | b'\t' | b'\r' | b'\n');
+    if !s.as_bytes().iter().any(special) {
+        b.extend_from_slice(s.as_bytes());
+        return;
+    }
+    for &c in s.as_bytes() {
+        match c {
+            b'\\' => b.extend_from_slice(b"\\\\"),
+            b'\t' => b.extend_from_slice(b"\\t"),
+            b'\r' => b.extend_from_slice(b"\\r"),
+            b'\n' => b.extend_from_slice(b"\\n"),
+            c => b.push(c),
+        }
+    }
+}
+
+/// A field [`push_escaped`] wrote.
+fn unescape(f: &str) -> String {
+    if !f.contains('\\') {
+        return f.to_string();
+    }
+    let mut out = String::with_capacity(f.len());
+    let mut chars = f.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('n') => out.push('\n'),
+            Some(c) => out.push(c),
+            None => {}
+        }
+    }
+    out
+}
+
+/// A set-up record's fields after `O id `, or None if torn.
+fn opened_cdr(rest: &str) -> Option<Cdr> {
+    let mut f = rest.split('\t');
+    let start = f.next()?.parse::<u64>().ok()?;
+    let mut next = || f.next().map(unescape);
+    let (call_id, from, to, exten, context) = (next()?, next()?, next()?, next()?, next()?);
+    let mut opt = || f.next().map(|v| (v != NONE).then(|| unescape(v))).ok_or(());
+    let (user, trunk) = (opt().ok()?, opt().ok()?);
+    if f.next().is_some() {
+        return None;
+    }
+    Some(Cdr {
+        call_id,
+        from,
+        to,
+        exten,
+        context,
+        user,
+        trunk,
+        start: start as f64 / 1000.0,
+        ..Cdr::default()
+    })
 }
 
 /// The CDRs of the calls a journal left open: each ends at the last heartbeat (or its own
@@ -140,37 +216,30 @@ fn string_writer(s: &mut String) -> impl std::io::Write + '_ {
 pub fn recover(text: &str) -> Vec<Cdr> {
     let mut open: HashMap<usize, Cdr> = HashMap::new();
     let mut heartbeat = 0.0f64;
-    for line in text.lines() {
+    // Only whole lines: a torn one may have lost the end of a time or a field.
+    for line in text.split_inclusive('\n') {
+        let Some(line) = line.strip_suffix('\n') else {
+            continue;
+        };
         let mut parts = line.splitn(3, ' ');
         let (Some(kind), Some(arg)) = (parts.next(), parts.next()) else {
             continue;
         };
         let rest = parts.next();
+        let ms = |s: &str| s.parse::<u64>().ok().map(|t| t as f64 / 1000.0);
         match (kind, arg.parse::<usize>()) {
             ("H", _) => {
-                if let Ok(t) = arg.parse::<f64>() {
+                if let Some(t) = ms(arg) {
                     heartbeat = heartbeat.max(t);
                 }
             }
             ("O", Ok(id)) => {
-                let Some(rec) = rest.and_then(|r| serde_json::from_str::<Opened>(r).ok()) else {
-                    continue;
-                };
-                let cdr = Cdr {
-                    call_id: rec.call_id.into_owned(),
-                    from: rec.from.into_owned(),
-                    to: rec.to.into_owned(),
-                    exten: rec.exten.into_owned(),
-                    context: rec.context.into_owned(),
-                    user: rec.user.map(|u| u.into_owned()),
-                    trunk: rec.trunk.map(|t| t.into_owned()),
-                    start: rec.start,
-                    ..Cdr::default()
-                };
-                open.insert(id, cdr);
+                if let Some(cdr) = rest.and_then(opened_cdr) {
+                    open.insert(id, cdr);
+                }
             }
             ("A", Ok(id)) => {
-                if let (Some(c), Some(Ok(at))) = (open.get_mut(&id), rest.map(str::parse::<f64>)) {
+                if let (Some(c), Some(at)) = (open.get_mut(&id), rest.and_then(ms)) {
                     c.answer = Some(at);
                 }
             }
@@ -220,18 +289,32 @@ mod tests {
 
     /// Runs the journal as the worker does: appends, or replaces on compaction.
     fn flush(j: &mut Journal, file: &mut String, wall: f64, live: &[(usize, Cdr)]) {
-        match j.take(wall, |j| {
+        let live = |j: &mut Journal| {
             for (id, c) in live {
                 j.opened(*id, c);
                 if let Some(a) = c.answer {
                     j.answered(*id, a);
                 }
             }
-        }) {
-            Some(Write::Append(s)) => file.push_str(&s),
-            Some(Write::Replace(s)) => *file = s,
-            None => {}
-        }
+        };
+        j.take(millis(wall), live, |w| match w {
+            Write::Append(s) => file.push_str(std::str::from_utf8(s).unwrap()),
+            Write::Replace(s) => *file = String::from_utf8(s.to_vec()).unwrap(),
+        });
+    }
+
+    /// What one `take` at `wall` (Unix ms) hands the file, if anything.
+    fn taken(j: &mut Journal, wall: u64) -> Option<String> {
+        let mut out = None;
+        j.take(
+            wall,
+            |_| {},
+            |w| {
+                let (Write::Append(s) | Write::Replace(s)) = w;
+                out = Some(String::from_utf8(s.to_vec()).unwrap());
+            },
+        );
+        out
     }
 
     #[test]
@@ -286,7 +369,7 @@ mod tests {
             flush(&mut j, &mut file, t, &[]);
         }
         // Killed mid-write: a torn set-up record of another call.
-        file.push_str("O 8 {\"call_id\":\"torn");
+        file.push_str("O 8 203700\ttorn@x\t<sip:1@x>");
         let cdrs = recover(&file);
         assert_eq!(cdrs.len(), 1);
         assert_eq!(cdrs[0].answer, Some(201.5));
@@ -296,12 +379,34 @@ mod tests {
     }
 
     #[test]
+    fn fields_come_back_whole_whatever_they_hold() {
+        let mut j = Journal::default();
+        let mut file = String::new();
+        let mut c = call(1, 300.0);
+        c.from = "\"Tab\tand \\ slash \\-\" <sip:1@x>;tag=\r\n".into();
+        c.user = None;
+        c.trunk = Some(String::new());
+        j.opened(1, &c);
+        flush(&mut j, &mut file, 301.0, &[]);
+        // A torn answer would lose digits of its time: it is not taken.
+        file.push_str("A 1 30");
+        let cdrs = recover(&file);
+        assert_eq!(cdrs.len(), 1);
+        assert_eq!(cdrs[0].from, c.from);
+        assert_eq!(
+            (cdrs[0].user.as_deref(), cdrs[0].trunk.as_deref()),
+            (None, Some(""))
+        );
+        assert_eq!((cdrs[0].start, cdrs[0].answer), (300.0, None));
+    }
+
+    #[test]
     fn heartbeats_are_stamped_once_a_second_and_nothing_else_is_written_idle() {
         let mut j = Journal::default();
-        assert!(matches!(j.take(10.0, |_| {}), Some(Write::Append(s)) if s == "H 10\n"));
-        assert_eq!(j.take(10.5, |_| {}), None);
-        assert_eq!(j.take(10.99, |_| {}), None);
-        assert!(matches!(j.take(11.0, |_| {}), Some(Write::Append(s)) if s == "H 11\n"));
+        assert_eq!(taken(&mut j, 10_000).as_deref(), Some("H 10000\n"));
+        assert_eq!(taken(&mut j, 10_500), None);
+        assert_eq!(taken(&mut j, 10_990), None);
+        assert_eq!(taken(&mut j, 11_000).as_deref(), Some("H 11000\n"));
     }
 
     #[test]

@@ -222,6 +222,53 @@ fn after_a_short_drain_timeout_the_calls_left_get_bye_from_strowger() {
     );
 }
 
+/// Calls a graceful stop ends — after a drain's timeout (SIGTERM) or at once (SIGINT) — get
+/// their CDRs then, and leave nothing open in the journal of calls in progress: the next start
+/// on the same data directory writes no `node_failure` CDR for them.
+#[test]
+fn calls_ended_by_a_graceful_stop_get_no_node_failure_cdr_at_the_next_start() {
+    let dir = TempDir::new("stop-journal");
+    let config = dir.path().join("strowger.toml");
+    let text = default_config(dir.path());
+    let text = text.replace("\ndrain_timeout_s = 30\n", "\ndrain_timeout_s = 1\n");
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("data");
+    let run = || {
+        Strowger::with(
+            "stop-journal",
+            Opts {
+                config_file: Some(config.clone()),
+                rtp_ports: Some(100),
+                data_dir: Some(data.clone()),
+                ..Opts::default()
+            },
+        )
+    };
+    let mut cdrs = 0;
+    for (signal, calls) in [("-TERM", 3), ("-INT", 4)] {
+        let mut s = run();
+        assert_eq!(s.cdrs().len(), cdrs, "after the {signal} stop's restart");
+        let held = held_calls(&s, calls, 30_000);
+        s.signal(signal);
+        assert_eq!(s.wait_exit(Duration::from_secs(8), signal).code(), Some(0));
+        held.finish();
+        cdrs += calls as usize;
+        let written = s.cdrs();
+        assert_eq!(written.len(), cdrs, "{signal}: {written:#?}");
+        assert!(
+            written
+                .iter()
+                .all(|c| c.str("cause_text") != "node_failure"),
+            "{written:#?}"
+        );
+    }
+    // The journal is read (and reset) before the workers start: the restart has done it.
+    let mut s = run();
+    let written = s.cdrs();
+    assert_eq!(written.len(), cdrs, "no call recovered: {written:#?}");
+    s.stop();
+}
+
 #[test]
 fn the_servers_store_flag_takes_users_added_to_that_store() {
     let dir = TempDir::new("store-flag");
