@@ -21,6 +21,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib/usage.sh" && usage_on_help "$0" "$(dirname "$0")/lib/tls.py" "$@"
 cd "$(dirname "$0")/.."
+export TLS_SH_COMMAND="bash bench/tls.sh $*"  # said in the recorded summary (tls.py gets temporary paths)
 record=()
 if [[ ${1:-} == --record ]]; then
   record=(--record)

@@ -352,7 +352,8 @@ b.keep(args, rundir, "tls.json", {
     "machine": b.machine_info(argparse.Namespace(server="strowger", workers=None, sipp_rcvbuf=None,
                                                  bin=os.readlink(f"/proc/{pid}/exe")))})
 b.summary(args, "SIP over TLS: phones with keep-alives, and CPU per REGISTER against UDP (bench/tls.sh)", "\n".join(
-    ["| transport | CPU per REGISTER (median of rounds) | ÷ UDP (median of the rounds' ratios) |",
+    ([f"Run by `{os.environ['TLS_SH_COMMAND']}`.", ""] if "TLS_SH_COMMAND" in os.environ else [])
+    + ["| transport | CPU per REGISTER (median of rounds) | ÷ UDP (median of the rounds' ratios) |",
      "| --- | ---: | ---: |"]
     + [f"| {k} | {results[k]:.1f} µs | " + (f"×{ratios[k]:.2f} |" if k in ratios else "– |")
        for k in ("UDP", "TLS", "WS")]
