@@ -39,8 +39,9 @@ pub enum StoreQueue {
         pool: Pool<Job>,
         /// For what it answers without I/O (`answer_now`).
         store: Arc<dyn store::Store>,
-        /// The worker's own connection, when the store has a pipe.
-        pipe: Option<PipeConn>,
+        /// The worker's own connection, when the store has a pipe (boxed: the variants stay
+        /// near in size).
+        pipe: Option<Box<PipeConn>>,
     },
     Inline(Arc<dyn store::Store>, Arc<Board>),
 }
@@ -345,8 +346,10 @@ pub fn start(
         worker,
         pool: pool.clone(),
         store: store.clone(),
-        pipe: pipe_addr
-            .and_then(|a| Some(PipeConn::new(a, registry.try_clone().ok()?, board.clone()))),
+        pipe: pipe_addr.and_then(|a| {
+            let registry = registry.try_clone().ok()?;
+            Some(Box::new(PipeConn::new(a, registry, board.clone())))
+        }),
     })
 }
 
