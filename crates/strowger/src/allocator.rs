@@ -10,6 +10,8 @@
 /// cache, not live data").
 const TUNABLES: &str = "glibc.malloc.tcache_count=1";
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 /// What [`limit_thread_cache`] found, said in the log once logging is up.
 #[derive(Debug, PartialEq)]
 pub enum ThreadCache {
@@ -101,10 +103,20 @@ pub fn fix_thresholds() {
     }
 }
 
-/// Gives free pages back to the system when something was just let go (`released`) or the
-/// allocator holds much more free memory than it uses: glibc keeps a heap's free pages
-/// otherwise, and a burst would hold its peak for good.
+/// Set when a thread ends ([`thread_ending`]) until the next [`trim`].
+static THREAD_ENDED: AtomicBool = AtomicBool::new(false);
+
+/// A thread is ending: glibc hands its cache of freed chunks back to its heap as it ends, so the
+/// next [`trim`] gives back the pages they pinned.
+pub fn thread_ending() {
+    THREAD_ENDED.store(true, Ordering::Relaxed);
+}
+
+/// Gives free pages back to the system when something was just let go (`released`, or a thread
+/// ended) or the allocator holds much more free memory than it uses: glibc keeps a heap's free
+/// pages otherwise, and a burst would hold its peak for good.
 pub fn trim(released: bool) {
+    let released = THREAD_ENDED.swap(false, Ordering::Relaxed) || released;
     #[cfg(target_env = "gnu")]
     // SAFETY: mallinfo2 only reads the allocator's statistics, and malloc_trim only returns
     // free memory of its heaps.

@@ -24,6 +24,7 @@ pub mod rtp_ports;
 pub mod runtime;
 pub mod sip_io;
 pub mod store_io;
+pub mod store_pool;
 pub mod supervisor;
 pub mod tls;
 pub mod tts;

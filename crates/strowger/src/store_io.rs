@@ -7,14 +7,14 @@
 //! worker's own connection (`PipeConn`), and the store threads only see the rest.
 
 use crate::metrics::Board;
+use crate::store_pool::{Pool, IDLE};
 use crate::worker::{Envelope, Mailboxes};
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::pipe::{self, Pending};
 use switch::registrar::{Flow, Next, StoreOp, StoreResult};
@@ -36,11 +36,12 @@ pub struct Job {
 pub enum StoreQueue {
     Threads {
         worker: usize,
-        tx: Sender<Job>,
+        pool: Pool<Job>,
         /// For what it answers without I/O (`answer_now`).
         store: Arc<dyn store::Store>,
-        /// The worker's own connection, when the store has a pipe.
-        pipe: Option<PipeConn>,
+        /// The worker's own connection, when the store has a pipe (boxed: the variants stay
+        /// near in size).
+        pipe: Option<Box<PipeConn>>,
     },
     Inline(Arc<dyn store::Store>, Arc<Board>),
 }
@@ -49,14 +50,14 @@ impl StoreQueue {
     /// Runs `op` now (inline), or starts it: its result comes later, as `Envelope::Store` from
     /// a store thread or from [`StoreQueue::ready`].
     pub fn submit(&mut self, token: u64, op: StoreOp) -> Option<StoreResult> {
-        let (worker, tx, store, pipe) = match self {
+        let (worker, pool, store, pipe) = match self {
             StoreQueue::Inline(store, board) => return Some(timed(&**store, op, board)),
             StoreQueue::Threads {
                 worker,
-                tx,
+                pool,
                 store,
                 pipe,
-            } => (*worker, tx, store, pipe),
+            } => (*worker, pool, store, pipe),
         };
         if let Some(p) = pipe.as_mut().filter(|p| !p.connected) {
             p.connect(Instant::now());
@@ -73,7 +74,7 @@ impl StoreQueue {
                 None => op,
             },
         };
-        match tx.send(Job { worker, token, op }) {
+        match pool.submit(Job { worker, token, op }) {
             Ok(()) => None,
             Err(_) => Some(Err("the store threads have stopped".into())),
         }
@@ -84,7 +85,7 @@ impl StoreQueue {
     pub fn ready(&mut self, now: Instant) -> Vec<(u64, StoreResult)> {
         let StoreQueue::Threads {
             worker,
-            tx,
+            pool,
             store,
             pipe: Some(pipe),
         } = self
@@ -93,7 +94,7 @@ impl StoreQueue {
         };
         let (done, rest) = pipe.ready(&**store, now);
         for (token, op) in rest {
-            let _ = tx.send(Job {
+            let _ = pool.submit(Job {
                 worker: *worker,
                 token,
                 op,
@@ -320,8 +321,8 @@ impl PipeConn {
 /// Makes a worker's queue, given the worker and its poll registry (for its pipe connection).
 pub type Queues = Box<dyn Fn(usize, &Registry) -> StoreQueue>;
 
-/// Starts `threads` store threads over `store` (none when `inline`); returns a factory of
-/// per-worker queues.
+/// Starts the store threads over `store`, up to `threads` of them as the work needs (none when
+/// `inline`); returns a factory of per-worker queues.
 pub fn start(
     store: Arc<dyn store::Store>,
     inline: bool,
@@ -335,20 +336,20 @@ pub fn start(
     let pipe_addr = store
         .pipe()
         .and_then(|p| p.addr().to_socket_addrs().ok()?.next());
-    let (tx, rx) = mpsc::channel::<Job>();
-    let rx = Arc::new(Mutex::new(rx));
-    for i in 0..threads.max(1) {
-        let (store, mail, rx, board) = (store.clone(), mail.clone(), rx.clone(), board.clone());
-        let _ = std::thread::Builder::new()
-            .name(format!("store-{i}"))
-            .spawn(move || serve(&*store, &mail, &rx, &board));
-    }
+    let pool = {
+        let (store, board) = (store.clone(), board.clone());
+        Pool::start("store", threads, IDLE, move |job| {
+            serve(&*store, &mail, &board, job)
+        })
+    };
     Box::new(move |worker, registry| StoreQueue::Threads {
         worker,
-        tx: tx.clone(),
+        pool: pool.clone(),
         store: store.clone(),
-        pipe: pipe_addr
-            .and_then(|a| Some(PipeConn::new(a, registry.try_clone().ok()?, board.clone()))),
+        pipe: pipe_addr.and_then(|a| {
+            let registry = registry.try_clone().ok()?;
+            Some(Box::new(PipeConn::new(a, registry, board.clone())))
+        }),
     })
 }
 
@@ -360,24 +361,18 @@ fn timed(store: &dyn store::Store, op: StoreOp, board: &Board) -> StoreResult {
     result
 }
 
-fn serve(store: &dyn store::Store, mail: &Mailboxes, rx: &Mutex<Receiver<Job>>, board: &Board) {
-    loop {
-        let job = match rx.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => return,
-        };
-        let Ok(job) = job else { return };
-        let result = timed(store, job.op, board);
-        let result = match store.commit() {
-            Ok(()) => result,
-            Err(e) => Err(e.to_string()),
-        };
-        mail.send(
-            job.worker,
-            Envelope::Store {
-                token: job.token,
-                result,
-            },
-        );
-    }
+/// Runs a job on a store thread and mails its result to its worker.
+fn serve(store: &dyn store::Store, mail: &Mailboxes, board: &Board, job: Job) {
+    let result = timed(store, job.op, board);
+    let result = match store.commit() {
+        Ok(()) => result,
+        Err(e) => Err(e.to_string()),
+    };
+    mail.send(
+        job.worker,
+        Envelope::Store {
+            token: job.token,
+            result,
+        },
+    );
 }
