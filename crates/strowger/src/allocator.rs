@@ -1,90 +1,11 @@
 //! What the process asks of glibc's allocator so that memory falls back after a burst (of
-//! registrations, of calls): a small per-thread cache of freed chunks, fixed trim and mmap
-//! thresholds, and a trim when much is free.
-
-/// The setting asked of glibc at start: each thread's cache of freed chunks (the tcache) holds at
-/// most this many of each size instead of 7. After a burst each thread's cache keeps the last
-/// chunks it freed, scattered over the burst's pages, and `malloc_trim` cannot give a page back
-/// while one of them lies on it: with Memcached or Redis as the store that kept RSS some 15–20 %
-/// above its start after every registration had expired (bench/RESULTS.md, "glibc's per-thread
-/// cache, not live data").
-const TUNABLES: &str = "glibc.malloc.tcache_count=1";
+//! registrations, of calls): fixed trim and mmap thresholds, and a trim when much is free or a
+//! thread ended. glibc's per-thread cache of freed chunks stays at its default: limiting it to
+//! one chunk a size (`GLIBC_TUNABLES=glibc.malloc.tcache_count=1`, which an operator may set)
+//! lowers memory after a burst on a Redis or Memcached store but costs a bridged call about 3 %
+//! more instructions (bench/RESULTS.md, 2026-11-27 14:45–14:53).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// What [`limit_thread_cache`] found, said in the log once logging is up.
-#[derive(Debug, PartialEq)]
-pub enum ThreadCache {
-    /// The process runs with [`TUNABLES`] (it re-executed itself with them, or they were given).
-    Limited,
-    /// The operator's own `GLIBC_TUNABLES`, kept as given.
-    Operator(String),
-    /// Re-executing failed: the process runs with glibc's defaults.
-    Failed(String),
-    /// Not glibc: nothing to set.
-    NotGlibc,
-}
-
-impl ThreadCache {
-    /// Says what the allocator runs with: at debug level, or as a warning when setting it failed.
-    pub fn log(&self) {
-        match self {
-            Self::Limited => tracing::debug!(
-                "allocator: GLIBC_TUNABLES={TUNABLES} (set at start, the process re-executed itself \
-                 once), so that memory falls back after a burst"
-            ),
-            Self::Operator(v) => tracing::debug!(
-                "allocator: GLIBC_TUNABLES={v} from the environment, kept as given \
-                 (strowger would set {TUNABLES})"
-            ),
-            Self::Failed(e) => tracing::warn!(
-                "allocator: could not re-execute with GLIBC_TUNABLES={TUNABLES} ({e}); running \
-                 with glibc's defaults, so memory may stay higher after a burst of registrations"
-            ),
-            Self::NotGlibc => {}
-        }
-    }
-}
-
-/// Makes the process run with [`TUNABLES`]: glibc reads `GLIBC_TUNABLES` only when a process
-/// starts, and has no call that sets the cache's size later, so when the variable is not set this
-/// re-executes the same binary, with the same arguments, once with it set (the process id stays).
-/// An operator's own `GLIBC_TUNABLES` is left alone. Call first thing, before any thread starts.
-pub fn limit_thread_cache() -> ThreadCache {
-    if !cfg!(target_env = "gnu") {
-        return ThreadCache::NotGlibc;
-    }
-    given(std::env::var_os("GLIBC_TUNABLES").as_deref())
-        .unwrap_or_else(|| ThreadCache::Failed(reexec().to_string()))
-}
-
-/// What the process runs with given the `GLIBC_TUNABLES` it started with; `None` when it is
-/// not set, so the process should re-execute itself with [`TUNABLES`].
-fn given(tunables: Option<&std::ffi::OsStr>) -> Option<ThreadCache> {
-    let v = tunables?;
-    Some(if v == TUNABLES {
-        ThreadCache::Limited
-    } else {
-        ThreadCache::Operator(v.to_string_lossy().into_owned())
-    })
-}
-
-/// Replaces the process image with this binary and its arguments, [`TUNABLES`] set; returns only
-/// on failure.
-fn reexec() -> std::io::Error {
-    use std::os::unix::process::CommandExt;
-    let mut args = std::env::args_os();
-    let arg0 = args.next();
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => return e,
-    };
-    let mut cmd = std::process::Command::new(exe);
-    if let Some(arg0) = arg0 {
-        cmd.arg0(arg0);
-    }
-    cmd.args(args).env("GLIBC_TUNABLES", TUNABLES).exec()
-}
 
 /// Largest top of a heap kept when a free leaves it that large, and smallest block given its
 /// own mapping. glibc's defaults, but fixed: by default, freeing a mapped block (a grown hash
@@ -140,24 +61,6 @@ fn trim_worthwhile(free: usize, used: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{given, ThreadCache, TUNABLES};
-    use std::ffi::OsStr;
-
-    #[test]
-    fn re_executes_only_when_no_tunables_were_given_and_keeps_an_operators_own() {
-        assert_eq!(given(None), None, "not set: re-execute with ours");
-        assert_eq!(
-            given(Some(OsStr::new(TUNABLES))),
-            Some(ThreadCache::Limited),
-            "after the re-execution: run, no second one"
-        );
-        assert_eq!(
-            given(Some(OsStr::new("glibc.malloc.arena_max=2"))),
-            Some(ThreadCache::Operator("glibc.malloc.arena_max=2".into())),
-            "an operator's setting is kept as given"
-        );
-    }
-
     #[test]
     fn only_a_large_surplus_of_free_memory_is_trimmed() {
         use super::trim_worthwhile;

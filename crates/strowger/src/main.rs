@@ -215,7 +215,6 @@ fn main() -> ExitCode {
         }
         None => {}
     }
-    let thread_cache = strowger::allocator::limit_thread_cache();
     let launch = Launch {
         file: cli.config,
         overrides: Overrides {
@@ -242,7 +241,6 @@ fn main() -> ExitCode {
     };
     // From here on the server logs: errors and warnings too, so a log collector sees them.
     logging::init(cfg.general.log_level, cfg.general.log_format);
-    thread_cache.log();
     for w in &cfg.warnings {
         tracing::warn!("{w}");
     }
