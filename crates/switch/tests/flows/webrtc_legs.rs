@@ -765,62 +765,45 @@ fn a_phone_on_the_other_worker_retrieves_a_parked_browser_and_they_hear_each_oth
 /// other under the new keys.
 #[test]
 fn a_browser_consulted_on_another_worker_is_transferred_with_a_new_handshake() {
-    for k in 0..32 {
-        let mut n = Net::new(50 + k);
-        let head = format!(
-            "[registrar]\nauthenticate = false\nkeepalive_s = 0\n\
-             [vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n"
-        );
-        let sw = n.switch(&crate::net::config(&head), &[SW], 2);
-        n.sw(sw).shared.store.add_user("1001", "strowger", "pw");
-        let mut browser = Browser::new(&mut n);
-        browser.register(&mut n, sw);
-        let a = n.ua(ALICE, "alice");
-        let b = n.ua(BOB, &format!("bob{k}"));
-        for (ua, voice) in [(a, 0x11), (b, 0x22)] {
-            n.agent(ua).send_rtp = true;
-            n.agent(ua).voice = vec![voice; 160];
-        }
-        let (ca, cb) = crate::transfer::alice_calls_bob(&mut n, a, b);
-        let consult = n.invite(b, "sip:1001@127.0.0.1", SW);
-        let here = switch::owner(&n.agent(a).call(ca).call_id, 2);
-        let there = switch::owner(&n.agent(b).call(consult).call_id, 2);
-        if here == there {
-            continue;
-        }
-        browser.answer(&mut n, sw, secs(2));
-        assert!(n.run_until(secs(2), confirmed(b, consult)));
-        browser.connect(&mut n, sw);
-        let heard = browser.talk(&mut n, sw, &[0x42; 160], secs(1));
-        assert!(count_of(&heard, &[0x22; 160]) > 40, "the browser hears Bob");
-        let (first_leg, first_fp) = (browser.leg(), browser.far.clone().unwrap().3);
+    let Consulted {
+        mut n,
+        sw,
+        mut browser,
+        a,
+        b,
+        cb,
+        consult,
+        here,
+        there,
+        ..
+    } = consulted_on_another_worker(50, "");
+    let heard = browser.talk(&mut n, sw, &[0x42; 160], secs(1));
+    assert!(count_of(&heard, &[0x22; 160]) > 40, "the browser hears Bob");
+    let (first_leg, first_fp) = (browser.leg(), browser.far.clone().unwrap().3);
 
-        let refer_to = crate::transfer::refer_to_replacing(&mut n, b, consult, "1001");
-        n.refer(b, cb, &refer_to);
-        let reinvite = browser.answer(&mut n, sw, secs(2));
-        assert!(reinvite
-            .header(sip::HeaderName::To)
-            .unwrap()
-            .contains("tag=b1"));
-        assert_ne!(browser.leg(), first_leg, "a port of the other worker");
-        assert!(n.sw(sw).workers[here].has_media_addr(browser.leg()));
-        let fp = browser.far.clone().unwrap().3;
-        match fp != first_fp {
-            // A new fingerprint: a new DTLS association (RFC 8842 §4).
-            true => browser.connect(&mut n, sw),
-            // The same: the browser keeps its association and only checks the new port.
-            false => browser.check(&mut n, sw),
-        }
-        assert!(n.run_until(secs(5), |n| {
-            crate::transfer::notifies(n, b, cb).len() == 2
-        }));
-        assert_eq!(crate::transfer::notifies(&mut n, b, cb), [100, 200]);
-        assert!(n.run_until(secs(5), crate::transfer::got_bye(b, consult)));
-        browser.hears_and_is_heard_by(&mut n, sw, a, "Alice");
-        assert_eq!(n.sw(sw).workers[there].active_calls(), 0);
-        return;
+    let refer_to = crate::transfer::refer_to_replacing(&mut n, b, consult, "1001");
+    n.refer(b, cb, &refer_to);
+    let reinvite = browser.answer(&mut n, sw, secs(2));
+    assert!(reinvite
+        .header(sip::HeaderName::To)
+        .unwrap()
+        .contains("tag=b1"));
+    assert_ne!(browser.leg(), first_leg, "a port of the other worker");
+    assert!(n.sw(sw).workers[here].has_media_addr(browser.leg()));
+    let fp = browser.far.clone().unwrap().3;
+    match fp != first_fp {
+        // A new fingerprint: a new DTLS association (RFC 8842 §4).
+        true => browser.connect(&mut n, sw),
+        // The same: the browser keeps its association and only checks the new port.
+        false => browser.check(&mut n, sw),
     }
-    panic!("no consultation call landed on the other worker");
+    assert!(n.run_until(secs(5), |n| {
+        crate::transfer::notifies(n, b, cb).len() == 2
+    }));
+    assert_eq!(crate::transfer::notifies(&mut n, b, cb), [100, 200]);
+    assert!(n.run_until(secs(5), crate::transfer::got_bye(b, consult)));
+    browser.hears_and_is_heard_by(&mut n, sw, a, "Alice");
+    assert_eq!(n.sw(sw).workers[there].active_calls(), 0);
 }
 
 /// Under `rtp.srtp = "require"`, the browser consulted on another worker answers the
@@ -830,10 +813,97 @@ fn a_browser_consulted_on_another_worker_is_transferred_with_a_new_handshake() {
 /// transfer fails as when a target refuses (NOTIFY 488): Alice is Bob's again.
 #[test]
 fn require_refuses_a_plain_answer_to_the_re_invite_that_moves_a_browser() {
+    let Consulted {
+        mut n,
+        sw,
+        browser,
+        a,
+        b,
+        cb,
+        consult,
+        ..
+    } = consulted_on_another_worker(90, "media_timeout_s = 0\nsrtp = \"require\"\n");
+
+    let refer_to = crate::transfer::refer_to_replacing(&mut n, b, consult, "1001");
+    n.refer(b, cb, &refer_to);
+    let reinvite = Browser::invited(&mut n, secs(2));
+    let plain = "v=0\r\no=- 1 3 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+                 m=audio 40100 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
+    n.take_tapped(addr(BROWSER));
+    let now = n.now;
+    n.sw(sw)
+        .deliver_over(&ok_text(&reinvite, plain), browser.ws(), now);
+    n.run_for(ms(200));
+    let to_browser: Vec<Message> = n
+        .take_tapped(addr(BROWSER_WS))
+        .iter()
+        .filter_map(|p| Message::parse(&p.bytes, true).ok())
+        .collect();
+    let methods: Vec<String> = to_browser
+        .iter()
+        .filter_map(|m| m.method().map(|m| m.to_string()))
+        .collect();
+    assert_eq!(methods, ["ACK", "BYE"], "{to_browser:?}");
+    assert_eq!(to_browser[1].header_named("Reason"), Some("Q.850;cause=88"));
+    let rtp = n
+        .take_tapped(addr(BROWSER))
+        .iter()
+        .filter(|p| (128..=191).contains(&p.bytes[0]))
+        .count();
+    assert_eq!(rtp, 0, "no RTP goes to the browser's plain answer");
+    let metrics = n.sw(sw).scrape();
+    assert!(
+        metrics.contains("strowger_sdp_answers_refused_total 1\n"),
+        "{metrics}"
+    );
+    let logs = n.sw(sw).logs();
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("rtp.srtp = \"require\"") && l.contains("plain RTP")),
+        "{logs:?}"
+    );
+    assert!(n.run_until(secs(5), |n| {
+        crate::transfer::notifies(n, b, cb).len() == 2
+    }));
+    let notified = crate::transfer::notifies(&mut n, b, cb);
+    assert_eq!(notified[0], 100);
+    assert!(notified[1] >= 300, "the transfer failed: {notified:?}");
+    // As when a transfer target refuses: Alice is Bob's again, and they hear each other.
+    n.run_for(ms(200));
+    let since = n.now;
+    n.run_for(secs(1));
+    let heard = |ua: &Ua, voice: u8| {
+        ua.rtp
+            .iter()
+            .zip(&ua.rtp_payloads)
+            .filter(|((t, ..), p)| *t > since && p.as_slice() == [voice; 160])
+            .count()
+    };
+    assert!(heard(n.agent(a), 0x22) > 40, "Alice hears Bob again");
+    assert!(heard(n.agent(b), 0x11) > 40, "Bob hears Alice again");
+}
+
+/// Alice and Bob in a call (`cb`, Bob's side), and Bob's consultation (`consult`) answered by the
+/// browser (1001) on the other worker, its DTLS keys agreed: where the cross-worker transfer tests
+/// start. Seeds from `seed` on are tried until the consultation lands on the other worker
+/// (`here` is the first call's, `there` the consultation's); `rtp` goes into the `[rtp]` table.
+struct Consulted {
+    n: Net,
+    sw: Id,
+    browser: Browser,
+    a: Id,
+    b: Id,
+    cb: usize,
+    consult: usize,
+    here: usize,
+    there: usize,
+}
+
+fn consulted_on_another_worker(seed: u64, rtp: &str) -> Consulted {
     for k in 0..32 {
-        let mut n = Net::new(90 + k);
+        let mut n = Net::new(seed + k);
         let head = format!(
-            "[rtp]\nmedia_timeout_s = 0\nsrtp = \"require\"\n\
+            "[rtp]\n{rtp}\
              [registrar]\nauthenticate = false\nkeepalive_s = 0\n\
              [vars]\nbridge_target = \"{BOB}\"\nself = \"{SW}\"\n"
         );
@@ -857,65 +927,17 @@ fn require_refuses_a_plain_answer_to_the_re_invite_that_moves_a_browser() {
         browser.answer(&mut n, sw, secs(2));
         assert!(n.run_until(secs(2), confirmed(b, consult)));
         browser.connect(&mut n, sw);
-
-        let refer_to = crate::transfer::refer_to_replacing(&mut n, b, consult, "1001");
-        n.refer(b, cb, &refer_to);
-        let reinvite = Browser::invited(&mut n, secs(2));
-        let plain = "v=0\r\no=- 1 3 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
-                     m=audio 40100 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
-        n.take_tapped(addr(BROWSER));
-        let now = n.now;
-        n.sw(sw)
-            .deliver_over(&ok_text(&reinvite, plain), browser.ws(), now);
-        n.run_for(ms(200));
-        let to_browser: Vec<Message> = n
-            .take_tapped(addr(BROWSER_WS))
-            .iter()
-            .filter_map(|p| Message::parse(&p.bytes, true).ok())
-            .collect();
-        let methods: Vec<String> = to_browser
-            .iter()
-            .filter_map(|m| m.method().map(|m| m.to_string()))
-            .collect();
-        assert_eq!(methods, ["ACK", "BYE"], "{to_browser:?}");
-        assert_eq!(to_browser[1].header_named("Reason"), Some("Q.850;cause=88"));
-        let rtp = n
-            .take_tapped(addr(BROWSER))
-            .iter()
-            .filter(|p| (128..=191).contains(&p.bytes[0]))
-            .count();
-        assert_eq!(rtp, 0, "no RTP goes to the browser's plain answer");
-        let metrics = n.sw(sw).scrape();
-        assert!(
-            metrics.contains("strowger_sdp_answers_refused_total 1\n"),
-            "{metrics}"
-        );
-        let logs = n.sw(sw).logs();
-        assert!(
-            logs.iter()
-                .any(|l| l.contains("rtp.srtp = \"require\"") && l.contains("plain RTP")),
-            "{logs:?}"
-        );
-        assert!(n.run_until(secs(5), |n| {
-            crate::transfer::notifies(n, b, cb).len() == 2
-        }));
-        let notified = crate::transfer::notifies(&mut n, b, cb);
-        assert_eq!(notified[0], 100);
-        assert!(notified[1] >= 300, "the transfer failed: {notified:?}");
-        // As when a transfer target refuses: Alice is Bob's again, and they hear each other.
-        n.run_for(ms(200));
-        let since = n.now;
-        n.run_for(secs(1));
-        let heard = |ua: &Ua, voice: u8| {
-            ua.rtp
-                .iter()
-                .zip(&ua.rtp_payloads)
-                .filter(|((t, ..), p)| *t > since && p.as_slice() == [voice; 160])
-                .count()
+        return Consulted {
+            n,
+            sw,
+            browser,
+            a,
+            b,
+            cb,
+            consult,
+            here,
+            there,
         };
-        assert!(heard(n.agent(a), 0x22) > 40, "Alice hears Bob again");
-        assert!(heard(n.agent(b), 0x11) > 40, "Bob hears Alice again");
-        return;
     }
     panic!("no consultation call landed on the other worker");
 }
