@@ -7,14 +7,7 @@
 use codec::Resampler;
 use libfuzzer_sys::fuzz_target;
 
-const RATES: [(u32, u32); 6] = [
-    (8000, 16000),
-    (16000, 8000),
-    (8000, 48000),
-    (48000, 8000),
-    (16000, 48000),
-    (48000, 16000),
-];
+use codec::resample::RATES;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, rest)) = data.split_first() else {

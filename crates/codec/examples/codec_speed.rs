@@ -286,15 +286,7 @@ fn main() {
     opus_pcmu_call(rounds, seconds, &pcm8);
 }
 
-/// The conversions strowger's translator, conferences and recorder make.
-const RATES: [(u32, u32); 6] = [
-    (8000, 16000),
-    (16000, 8000),
-    (8000, 48000),
-    (48000, 8000),
-    (16000, 48000),
-    (48000, 16000),
-];
+use codec::resample::RATES;
 
 /// `ONCE=g722-decode|g722-decode-spandsp|resample|resample-speexdsp`: the clip decoded once,
 /// or converted once at each of [`RATES`], by one side, for instruction counts

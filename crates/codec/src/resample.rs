@@ -19,6 +19,16 @@ const CUTOFF: f64 = 0.94;
 /// Kaiser window β: about 90 dB of stopband, measured.
 const BETA: f64 = 9.5;
 
+/// The conversions strowger's translator, conferences and recorder make.
+pub const RATES: [(u32, u32); 6] = [
+    (8000, 16000),
+    (16000, 8000),
+    (8000, 48000),
+    (48000, 8000),
+    (16000, 48000),
+    (48000, 16000),
+];
+
 /// A stateful mono resampler: feed it consecutive blocks of one stream.
 #[derive(Debug, Clone)]
 pub struct Resampler {
@@ -307,14 +317,7 @@ mod tests {
 
     #[test]
     fn resampler_is_at_least_as_clean_as_speexdsp() {
-        for (from, to) in [
-            (8000, 16000),
-            (16000, 8000),
-            (8000, 48000),
-            (48000, 8000),
-            (16000, 48000),
-            (48000, 16000),
-        ] {
+        for (from, to) in RATES {
             let ours = quality(
                 &mut || {
                     let mut r = Resampler::new(from, to);
