@@ -90,7 +90,6 @@ extern "C" {
         out: *mut i16,
         out_len: *mut u32,
     ) -> c_int;
-    pub fn speex_resampler_skip_zeros(s: *mut Opaque) -> c_int;
 }
 
 // libopus

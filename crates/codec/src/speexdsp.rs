@@ -12,8 +12,6 @@ pub const QUALITY: c_int = 3;
 /// A stateful mono resampler: feed it consecutive blocks of one stream.
 pub struct Resampler {
     state: *mut Opaque,
-    from: u32,
-    to: u32,
 }
 // SAFETY: the state is owned by this value only.
 unsafe impl Send for Resampler {}
@@ -27,29 +25,10 @@ impl Resampler {
             !state.is_null() && err == 0,
             "resampler {from}->{to}: {err}"
         );
-        Resampler { state, from, to }
+        Resampler { state }
     }
 
-    /// A resampler without the filter's leading delay (for whole files: the
-    /// output lines up with the input but comes out shorter by that delay).
-    pub fn new_aligned(from: u32, to: u32) -> Resampler {
-        let r = Resampler::new(from, to);
-        // SAFETY: valid state.
-        unsafe { ffi::speex_resampler_skip_zeros(r.state) };
-        r
-    }
-
-    pub fn rates(&self) -> (u32, u32) {
-        (self.from, self.to)
-    }
-
-    /// Output samples produced for `n` input samples (at most).
-    pub fn output_len(&self, n: usize) -> usize {
-        (n as u64 * self.to as u64).div_ceil(self.from as u64) as usize
-    }
-
-    /// Converts all of `input`; returns samples written to `out`
-    /// (which should hold [`Resampler::output_len`]).
+    /// Converts as much of `input` as `out` has room for; returns samples written to `out`.
     pub fn process(&mut self, input: &[i16], out: &mut [i16]) -> usize {
         let mut in_len = input.len() as u32;
         let mut out_len = out.len() as u32;
@@ -65,17 +44,6 @@ impl Resampler {
             )
         };
         out_len as usize
-    }
-
-    /// Convenience for whole buffers (files, prompts).
-    pub fn process_vec(&mut self, input: &[i16]) -> Vec<i16> {
-        let mut out = vec![0; self.output_len(input.len()) + 64];
-        let mut done = 0;
-        for chunk in input.chunks(4096) {
-            done += self.process(chunk, &mut out[done..]);
-        }
-        out.truncate(done);
-        out
     }
 }
 
