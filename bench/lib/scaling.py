@@ -343,6 +343,7 @@ def check_cluster(args):
                               capture_output=True, text=True, check=True).stdout
         owned = slots(text)
         masters = sorted(owned)
+        replicas = [p for p in redis if p not in owned]
         pids = {f"node{i}": p.pid for i, (p, _, _) in enumerate(nodes)}
         pids["edge"] = edge.pid
         pids.update({f"redis-{port}": p.pid for port, p in redis.items()})
@@ -366,7 +367,8 @@ def check_cluster(args):
         reg = json.load(open(os.path.join(rundir, "register.json")))
         registered = reg["registered"]
         if not registered:
-            raise SystemExit(f"no phone registered through the edge: {reg.get('failed_reasons')}; see {rundir}")
+            raise SystemExit(f"no phone registered through the edge: {reg.get('failed_reasons')}; "
+                             f"see {rundir}")
         # The phones' port now answers every call to them.
         uas = b.spawn(["sipp", "-sn", "uas", "-i", "127.0.0.1", "-p", str(phones), "-nostdin",
                        "-timeout", str(args.call_seconds * 4 + 60)], rundir,
@@ -377,17 +379,17 @@ def check_cluster(args):
             f.write("SEQUENTIAL\n" + "".join(f"{first + i % registered};\n" for i in range(calls_n)))
         # A node answers whether a user exists from its copy for USER_TTL_S after it read (or, at
         # start, wrote) the user: calls begin once the copies from the start have lapsed, as a
-        # callee's have in a day of calls.
-        # That wait, at least IDLE_S, is the idle window: what each process spends with nothing asked.
+        # callee's have in a day of calls. That wait, at least IDLE_S, is the idle window: what
+        # each process spends with nothing asked.
         time.sleep(1)
         i0 = snapshot()
         time.sleep(max(IDLE_S, provisioned + USER_TTL_S + 1 - time.time()))
         s2 = i1 = snapshot()
         limit = args.call_seconds * 4 + 30
-        caller = proxy.sipp([f"127.0.0.1:{target}", "-sf", os.path.join(b.BENCH, "sipp", "call_users.xml"),
-                             "-inf", csv, "-d", "0", "-r", str(args.call_rate), "-m", str(calls_n),
-                             "-l", str(args.call_rate * 4), "-p", str(b.alloc_ports(1))],
-                            "calls", rundir, limit)
+        scenario = os.path.join(b.BENCH, "sipp", "call_users.xml")
+        caller = proxy.sipp([f"127.0.0.1:{target}", "-sf", scenario, "-inf", csv, "-d", "0", "-r",
+                             str(args.call_rate), "-m", str(calls_n), "-l", str(args.call_rate * 4),
+                             "-p", str(b.alloc_ports(1))], "calls", rundir, limit)
         caller.wait(limit + 10)
         s3 = snapshot()
         ok, failed = proxy.sipp_counts(rundir, "calls")
@@ -395,34 +397,48 @@ def check_cluster(args):
         b.kill_children()
     if not ok:
         raise SystemExit(f"no call through the edge completed ({failed} failed); see {rundir}")
-    idle = (i0, i1)
-    r, c = phase(s0, s1, masters, registered, idle), phase(s2, s3, masters, ok, idle)
-    pred = predict_cluster(v, owned)
-    node_names = [n for n in pids if n.startswith("node")]
-    master_names = [f"redis-{m}" for m in masters]
-    replica_names = [f"redis-{p}" for p in redis if p not in owned]
-
-    def cpu(ph, names):
-        """CPU-µs per one of `names` together, less what they spend idle."""
-        return sum(ph["net_cpu_us"][n] for n in names)
-
-    rows, failed_figures = verdict([
-        ("Redis commands per REGISTER, summed over the masters", pred["commands_per_register"], r["commands"], True),
-        ("Redis commands per call, summed over the masters", pred["commands_per_call"], c["commands"], True),
-        ("Redis keys per registered phone", pred["keys_per_register"], r["keys"], True),
-        ("Redis memory per binding, masters (B; used_memory less NOT_DATA)", pred["bytes_per_binding"], r["bytes"], False),
-        ("node CPU-µs per REGISTER, summed over the nodes, less idle", pred["node_cpu_us_per_register"], cpu(r, node_names), False),
-        ("edge CPU-µs per REGISTER, less idle", None, r["net_cpu_us"]["edge"], False),
-        ("masters' CPU-µs per REGISTER, less idle", pred["redis_cpu_us_per_register"], cpu(r, master_names), False),
-        ("replicas' CPU-µs per REGISTER, less idle", None, cpu(r, replica_names), False),
-        ("node CPU-ms per call, summed over the nodes, less idle", pred["node_cpu_ms_per_call"], cpu(c, node_names) / 1e3, False),
-        ("edge CPU-ms per call, less idle", None, c["net_cpu_us"]["edge"] / 1e3, False),
-        ("masters' CPU-µs per call, less idle", pred["redis_cpu_us_per_call"], cpu(c, master_names), False),
-    ])
     print(f"\n{registered:,} of {users:,} phones registered through the edge at {args.rate}/s "
           f"({reg['failed']} failed); {ok:,} of {calls_n:,} calls completed at {args.call_rate}/s "
-          f"({failed} failed). Load average {load0} at the start ({started} UTC), {b.loadavg()} at the end. "
-          f"Run directory {os.path.relpath(rundir, b.ROOT)}.")
+          f"({failed} failed). Load average {load0} at the start ({started} UTC), {b.loadavg()} at "
+          f"the end. Run directory {os.path.relpath(rundir, b.ROOT)}.")
+    report_cluster(v, owned, list(redis), list(pids), phase(s0, s1, masters, registered, (i0, i1)),
+                   phase(s2, s3, masters, ok, (i0, i1)), phase(s0, s1, replicas, registered), (i0, i1))
+    print(f"\ncommands: {' '.join(['strowger-load'] + reg_cmd[1:])}; "
+          f"sipp -sf bench/sipp/call_users.xml -inf callees.csv -d 0 -r {args.call_rate} -m {calls_n} "
+          f"(through the edge 127.0.0.1:{target})")
+
+
+def report_cluster(v, owned, ports, names, r, c, replicas_r, idle):
+    """Prints a cluster run's figures against the model's (`r`, `c`: the REGISTER and call
+    `phase`s of the masters, `replicas_r`: the REGISTER phase of the replicas); exits non-zero
+    when a count is more than TOLERANCE off."""
+    pred = predict_cluster(v, owned)
+    masters = sorted(owned)
+    of = {"nodes": [n for n in names if n.startswith("node")],
+          "masters": [f"redis-{m}" for m in masters],
+          "replicas": [f"redis-{p}" for p in ports if p not in owned]}
+
+    def cpu(ph, who):
+        """CPU-µs per one of `who` together, less what they spend idle."""
+        return sum(ph["net_cpu_us"][n] for n in of.get(who, [who]))
+
+    rows, failed = verdict([
+        ("Redis commands per REGISTER, summed over the masters", pred["commands_per_register"],
+         r["commands"], True),
+        ("Redis commands per call, summed over the masters", pred["commands_per_call"], c["commands"], True),
+        ("Redis keys per registered phone", pred["keys_per_register"], r["keys"], True),
+        ("Redis memory per binding, masters (B; used_memory less NOT_DATA)", pred["bytes_per_binding"],
+         r["bytes"], False),
+        ("node CPU-µs per REGISTER, summed over the nodes, less idle", pred["node_cpu_us_per_register"],
+         cpu(r, "nodes"), False),
+        ("edge CPU-µs per REGISTER, less idle", None, cpu(r, "edge"), False),
+        ("masters' CPU-µs per REGISTER, less idle", pred["redis_cpu_us_per_register"], cpu(r, "masters"), False),
+        ("replicas' CPU-µs per REGISTER, less idle", None, cpu(r, "replicas"), False),
+        ("node CPU-ms per call, summed over the nodes, less idle", pred["node_cpu_ms_per_call"],
+         cpu(c, "nodes") / 1e3, False),
+        ("edge CPU-ms per call, less idle", None, cpu(c, "edge") / 1e3, False),
+        ("masters' CPU-µs per call, less idle", pred["redis_cpu_us_per_call"], cpu(c, "masters"), False),
+    ])
     print("\n| figure | predicted | measured | measured ÷ predicted |\n| --- | ---: | ---: | ---: |")
     for name, p, m, ratio in rows:
         print(f"| {name} | {'—' if p is None else f'{p:,.4g}'} | {m:,.4g} | "
@@ -435,23 +451,21 @@ def check_cluster(args):
     for m in masters:
         print(f"| 127.0.0.1:{m} | {owned[m]:,} ({pred['share'][m]:.1%}) | {r['key_share'][m]:.1%} | "
               f"{r['command_share'][m]:.1%} | {c['command_share'][m]:.1%} |")
-    print(f"\nreplicas' memory per binding (the same measure): "
-          f"{sum(s1['redis'][p]['data'] - s0['redis'][p]['data'] for p in redis if p not in owned) / registered:,.0f} B; "
+    print(f"\nreplicas' memory per binding (the same measure): {replicas_r['bytes']:,.0f} B; "
           f"masters' used_memory as it is: {r['used_memory']:,.0f} B")
+    i0, i1 = idle
+    span = i1["t"] - i0["t"]
     print(f"\nCPU of each process (strowger's: utime + stime of /proc/PID/stat, 10 ms ticks; Redis's: "
-          f"/proc/PID/task/*/schedstat): idle over {i1['t'] - i0['t']:.0f} s with "
-          "nothing asked, and CPU-µs per REGISTER and per call as measured and less idle:")
+          f"/proc/PID/task/*/schedstat): idle over {span:.0f} s with nothing asked, and CPU-µs per "
+          "REGISTER and per call as measured and less idle:")
     print("| process | idle (% of a core) | per REGISTER | less idle | per call | less idle |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for n in pids:
-        pct = (i1["cpu"][n] - i0["cpu"][n]) / (i1["t"] - i0["t"]) * 100
-        print(f"| {n}{' (master)' if n in master_names else ''} | {pct:.2f} | {r['cpu_us'][n]:,.1f} | "
+    for n in names:
+        pct = (i1["cpu"][n] - i0["cpu"][n]) / span * 100
+        print(f"| {n}{' (master)' if n in of['masters'] else ''} | {pct:.2f} | {r['cpu_us'][n]:,.1f} | "
               f"{r['net_cpu_us'][n]:,.1f} | {c['cpu_us'][n]:,.1f} | {c['net_cpu_us'][n]:,.1f} |")
-    print(f"\ncommands: {' '.join(['strowger-load'] + reg_cmd[1:])}; "
-          f"sipp -sf bench/sipp/call_users.xml -inf callees.csv -d 0 -r {args.call_rate} -m {calls_n} "
-          f"(through the edge 127.0.0.1:{target})")
-    if failed_figures:
-        raise SystemExit(f"FAILED: off the model by more than {TOLERANCE:.0%}: {', '.join(failed_figures)}")
+    if failed:
+        raise SystemExit(f"FAILED: off the model by more than {TOLERANCE:.0%}: {', '.join(failed)}")
     print(f"\nEvery count within {TOLERANCE:.0%} of the model.")
 
 
