@@ -21,20 +21,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
-import dispatch  # noqa: E402  (its Redis Cluster and node starters)
+import cluster  # noqa: E402  (the reference cluster: Redis Cluster, node and edge)
 import proxy  # noqa: E402  (its SIPp runner and statistics readers)
-
-NODE = """[general]
-max_calls = 100000
-[security]
-trusted = ["127.0.0.1"]
-[registrar]
-domain = "strowger"
-store = "{store}"
-[[dialplan.contexts.default.rules]]
-exten = "9196"
-steps = ["answer", "echo"]
-"""
 
 EDGE_TIMING = "probe_interval_s = 1\nprobe_failures = 2\ntimeout_ms = 1000\n"
 
@@ -42,18 +30,10 @@ EDGE_TIMING = "probe_interval_s = 1\nprobe_failures = 2\ntimeout_ms = 1000\n"
 def node(args, rundir, n, store, port=None):
     """Node `n` on 127.0.0.`n + 2` with data in rundir/node`n`-data (`port`: its old one)."""
     ip = f"127.0.0.{n + 2}"
-    path = os.path.join(rundir, "node.toml")
-    open(path, "w").write(NODE.format(store=store))
-    port = port or b.alloc_ports(1)
     # A pair per echo call: room for two thirds of the calls up (a survivor's share after the kill).
     ports = max(200, args.rate * (args.hold_ms // 1000 + 2) * 4 // 3) // 2 * 2
-    rtp = b.alloc_ports(ports)
-    cmd = [args.bin, "--config", path, "--sip-listen", f"{ip}:{port}", "--rtp-ports",
-           f"{rtp}-{rtp + ports - 1}", "--data-dir", os.path.join(rundir, f"node{n}-data"),
-           "--api-listen", f"127.0.0.1:{b.alloc_ports(1)}", "--workers", "1"]
-    log = open(os.path.join(rundir, f"node{n}.log"), "a")
-    p = b.spawn(cmd, rundir, log, log)
-    b.raise_priority(p.pid)
+    p, port = cluster.start(args.bin, rundir, f"node{n}", cluster.node_config(store), ip, port, ports,
+                            ["--workers", "1"])
     return p, ip, port
 
 
@@ -87,11 +67,11 @@ def main():
         signal.signal(s, b._on_signal)
     rundir = b.run_dir("cluster_kill")
     try:
-        store = dispatch.redis_cluster(rundir)
+        store, _ = cluster.redis_cluster(rundir)
         nodes = [node(args, rundir, n, store) for n in range(3)]
         uris = [(ip, port) for _, ip, port in nodes]
-        edge_text = dispatch.edge_config(uris) + EDGE_TIMING
-        edge, target = dispatch.start(args, rundir, "edge", edge_text)
+        edge_text = cluster.edge_config(uris) + EDGE_TIMING
+        edge, target = cluster.start(args.bin, rundir, "edge", edge_text)
         time.sleep(3)  # started, and the edge's first probes answered
         before_n = args.rate * args.seconds
         limit = args.seconds + args.hold_ms // 1000 + 30

@@ -18,85 +18,13 @@ calls' span + 2 s), divided by the calls completed.
 import argparse
 import os
 import signal
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
+import cluster  # noqa: E402  (the reference cluster: Redis Cluster, node and edge)
 import proxy  # noqa: E402  (its SIPp runner and SIPp statistics readers)
-
-NODE = """[general]
-max_calls = 100000
-[security]
-trusted = ["127.0.0.1"]
-[registrar]
-domain = "strowger"
-store = "{store}"
-[[users]]
-user = "1001"
-password = "secret-1001"
-[[dialplan.contexts.default.rules]]
-exten = "9196"
-steps = ["answer", "wait 30"]
-"""
-
-
-def start(args, rundir, name, text, ip="127.0.0.1"):
-    """A strowger with configuration `text`, on a port of its own on `ip`; returns (process, port)."""
-    path = os.path.join(rundir, f"{name}.toml")
-    open(path, "w").write(text)
-    port, rtp = b.alloc_ports(1), b.alloc_ports(400)
-    cmd = [args.bin, "--config", path, "--sip-listen", f"{ip}:{port}", "--rtp-ports",
-           f"{rtp}-{rtp + 399}", "--data-dir", os.path.join(rundir, f"{name}-data"), "--api-listen",
-           f"127.0.0.1:{b.alloc_ports(1)}"]
-    log = open(os.path.join(rundir, f"{name}.log"), "w")
-    p = b.spawn(cmd, rundir, log, log)
-    b.raise_priority(p.pid)
-    return p, port
-
-
-def edge_config(nodes):
-    """The edge over `nodes` ((ip, port) each), trusting them (it follows their Route to a phone)."""
-    uris = ", ".join(f'"sip:{ip}:{p}"' for ip, p in nodes)
-    ips = ", ".join(f'"{ip}"' for ip, _ in nodes)
-    return (f'[security]\ntrusted = [{ips}]\n'
-            f'[proxy]\ndomains = ["edge.test", "strowger"]\ndispatch = "nodes"\n'
-            f'[[dialplan.contexts.default.rules]]\nexten = "9196"\nsteps = ["answer"]\n'
-            f'[[dispatch]]\nname = "nodes"\nnodes = [{uris}]\n')
-
-
-def wait_until(ok, seconds):
-    """Polls `ok` every 0.1 s for up to `seconds`; raises if it never holds."""
-    deadline = time.time() + seconds
-    while not ok():
-        if time.time() > deadline:
-            raise RuntimeError(f"not ready within {seconds} s")
-        time.sleep(0.1)
-
-
-def redis_cluster(rundir):
-    """Three Redis masters and three replicas on free ports (stopped with the other children);
-    returns the redis+cluster:// URL."""
-    addrs = []
-    for i in range(6):
-        port, bus = b.alloc_ports(1), b.alloc_ports(1)
-        d = os.path.join(rundir, f"redis-{port}")
-        os.makedirs(d)
-        b.spawn(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled",
-                 "yes", "--cluster-port", str(bus), "--cluster-config-file", "nodes.conf",
-                 "--cluster-node-timeout", "2000", "--save", "", "--appendonly", "no", "--dir", d],
-                d, subprocess.DEVNULL, subprocess.DEVNULL)
-        addrs.append(f"127.0.0.1:{port}")
-    for a in addrs:
-        wait_until(lambda: subprocess.run(["redis-cli", "-p", a.split(":")[1], "ping"],
-                                            capture_output=True).returncode == 0, 10)
-    subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "1",
-                    "--cluster-yes"], check=True, capture_output=True, timeout=60)
-    wait_until(lambda: b"cluster_state:ok" in subprocess.run(
-        ["redis-cli", "-p", addrs[0].split(":")[1], "cluster", "info"],
-        capture_output=True).stdout, 30)
-    return "redis+cluster://" + ",".join(addrs)
 
 
 def run_rate(rundir, setup, target, rate, seconds, watched, what="calls"):
@@ -146,20 +74,21 @@ def main():
     rundir = b.run_dir("dispatch")
     rows = []
     try:
-        cluster = redis_cluster(rundir) if args.redis_cluster else None
+        store = cluster.redis_cluster(rundir)[0] if args.redis_cluster else None
         for setup in args.setups:
             count = 1 if setup == "direct" else int(setup.split("-")[1])
             nodes = []
             for i in range(count):
-                store = cluster or f"local:{rundir}/{setup}-node{i}.snap"
+                url = store or f"local:{rundir}/{setup}-node{i}.snap"
                 ip = "127.0.0.1" if setup == "direct" else f"127.0.0.{i + 2}"
-                p, port = start(args, rundir, f"{setup}-node{i}", NODE.format(store=store), ip)
+                p, port = cluster.start(args.bin, rundir, f"{setup}-node{i}",
+                                        cluster.node_config(url, cluster.HOLD), ip)
                 nodes.append((p, ip, port))
             watched = {f"node{i}": p.pid for i, (p, _, _) in enumerate(nodes)}
             target = nodes[0][2]
             if setup != "direct":
-                edge, target = start(args, rundir, f"{setup}-edge",
-                                     edge_config([(ip, port) for _, ip, port in nodes]))
+                edge, target = cluster.start(args.bin, rundir, f"{setup}-edge",
+                                             cluster.edge_config([(ip, port) for _, ip, port in nodes]))
                 watched["edge"] = edge.pid
             time.sleep(2)  # started, and the edge's first probes answered
             for rate in args.rates:
