@@ -7,6 +7,7 @@
 use std::f32::consts::PI;
 
 use super::filter::downsample;
+use super::lanes::{corr, corr_energy};
 use super::tables::POLYPHASE;
 use super::Mode;
 
@@ -26,6 +27,8 @@ const PLOCS: [f32; NBLOCKS_TOT] = [40.0, 120.0, 200.0, 280.0, 360.0, 440.0, 520.
 pub struct Enhancer {
     buf: [f32; BUFL],
     period: [f32; NBLOCKS_TOT],
+    /// The Hann weights of the segments around the centre one (which has none).
+    weights: [f32; 2 * HL + 1],
 }
 
 /// `(x·y)² / (y·y)` when `x·y > 0`: how well `y` predicts `x`.
@@ -35,6 +38,10 @@ fn xcorr_coef(x: &[f32], y: &[f32]) -> f32 {
         xy += a * b;
         yy += b * b;
     }
+    coef(xy, yy)
+}
+
+fn coef(xy: f32, yy: f32) -> f32 {
     if xy > 0.0 {
         xy * xy / yy
     } else {
@@ -51,17 +58,6 @@ fn nearest(array: &[f32], value: f32) -> usize {
         }
     }
     best.0
-}
-
-/// `corr[i] = Σ_j seq1[i + j]·seq2[j]` for every full overlap.
-fn corr(out: &mut [f32], seq1: &[f32], seq2: &[f32]) {
-    for (i, o) in out.iter_mut().enumerate().take(seq1.len() + 1 - seq2.len()) {
-        *o = seq1[i..i + seq2.len()]
-            .iter()
-            .zip(seq2)
-            .map(|(a, b)| a * b)
-            .sum();
-    }
 }
 
 /// 4x upsampling of a correlation with the polyphase filter, zeros outside
@@ -152,12 +148,7 @@ fn refine(seg: &mut [f32], idata: &[f32], center: usize, est: f32) -> f32 {
 }
 
 /// Smooths the centre block of `sseq` towards the others (within `ALPHA0`).
-fn smooth(out: &mut [f32], sseq: &[[f32; BLOCKL]; 2 * HL + 1]) {
-    let mut wt = [0.0f32; 2 * HL + 1];
-    for (i, w) in wt.iter_mut().enumerate() {
-        *w = 0.5 * (1.0 - (2.0 * PI * (i + 1) as f32 / (2 * HL + 2) as f32).cos());
-    }
-    wt[HL] = 0.0;
+fn smooth(out: &mut [f32], sseq: &[[f32; BLOCKL]; 2 * HL + 1], wt: &[f32; 2 * HL + 1]) {
     let mut surround = [0.0f32; BLOCKL];
     for (k, s) in sseq.iter().enumerate() {
         if k != HL {
@@ -203,6 +194,14 @@ impl Enhancer {
         Enhancer {
             buf: [0.0; BUFL],
             period: [40.0; NBLOCKS_TOT],
+            weights: std::array::from_fn(|i| {
+                let w = 0.5 * (1.0 - (2.0 * PI * (i + 1) as f32 / (2 * HL + 2) as f32).cos());
+                if i == HL {
+                    0.0
+                } else {
+                    w
+                }
+            }),
         }
     }
 
@@ -262,14 +261,17 @@ impl Enhancer {
             &state,
             &mut ds[..len / 2],
         );
+        // Lags 10..60 of the 40-sample target: window `p` of `ds[at - 59..]` lags by `59 - p`.
         let mut lag = 10;
         for iblock in 0..3 - ioffset {
             let at = 60 + iblock * BLOCKL / 2;
             let target = &ds[at..at + BLOCKL / 2];
+            let (mut xy, mut yy) = ([0.0f32; 50], [0.0f32; 50]);
+            corr_energy(&mut xy, &mut yy, &ds[at - 59..at + 30], target);
             lag = 10;
-            let mut max = xcorr_coef(target, &ds[at - 10..at - 10 + BLOCKL / 2]);
+            let mut max = coef(xy[49], yy[49]);
             for l in 11..60 {
-                let c = xcorr_coef(target, &ds[at - l..at - l + BLOCKL / 2]);
+                let c = coef(xy[59 - l], yy[59 - l]);
                 if c > max {
                     max = c;
                     lag = l;
@@ -289,7 +291,7 @@ impl Enhancer {
         let mut sseq = [[0.0f32; BLOCKL]; 2 * HL + 1];
         for b in 0..nblocks {
             self.segments(first + b * BLOCKL, &mut sseq);
-            smooth(&mut out[b * BLOCKL..(b + 1) * BLOCKL], &sseq);
+            smooth(&mut out[b * BLOCKL..(b + 1) * BLOCKL], &sseq, &self.weights);
         }
         2 * lag
     }

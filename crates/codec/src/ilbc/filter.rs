@@ -1,6 +1,7 @@
 //! The small filters iLBC runs: the input/output high-pass biquads, LPC
 //! analysis and synthesis with carried state, and the enhancer's decimator.
 
+use super::lanes::corr;
 use super::lpc::Lpc;
 use super::tables::LP_DOWNSAMPLE;
 use super::ORDER;
@@ -46,7 +47,8 @@ pub fn analysis(input: &[f32], a: &Lpc, out: &mut [f32], mem: &mut [f32; ORDER])
 
 /// LPC synthesis filter `1/A(z)` in place, carrying the last `ORDER` outputs.
 pub fn synthesis(io: &mut [f32], a: &Lpc, mem: &mut [f32; ORDER]) {
-    for n in 0..io.len() {
+    // The first `ORDER` outputs reach back into `mem`; the rest only into `io`.
+    for n in 0..io.len().min(ORDER) {
         let mut acc = io[n];
         for k in 1..=ORDER {
             acc -= a[k]
@@ -57,6 +59,9 @@ pub fn synthesis(io: &mut [f32], a: &Lpc, mem: &mut [f32; ORDER]) {
                 };
         }
         io[n] = acc;
+    }
+    if io.len() > ORDER {
+        all_pole(io, ORDER, io.len(), a);
     }
     remember(io, mem);
 }
@@ -74,31 +79,32 @@ fn remember(signal: &[f32], mem: &mut [f32; ORDER]) {
 /// before `from` are the filter's history.
 pub fn all_pole(buf: &mut [f32], from: usize, to: usize, a: &Lpc) {
     for n in from..to {
-        let mut acc = buf[n];
+        let w: &mut [f32; ORDER + 1] = (&mut buf[n - ORDER..=n]).try_into().unwrap();
+        let mut acc = w[ORDER];
         for k in 1..=ORDER {
-            acc -= a[k] * buf[n - k];
+            acc -= a[k] * w[ORDER - k];
         }
-        buf[n] = acc;
+        w[ORDER] = acc;
     }
 }
 
-/// Pole-zero filter of `input` with zero initial state: the numerator is the
-/// reversed denominator, which makes it all-pass (used on the start state).
+/// Pole-zero filter of `input` (at most 160 samples) with zero initial state: the numerator
+/// is the reversed denominator, which makes it all-pass (used on the start state). The zeros'
+/// part is a correlation of the time-reversed input with `a`, summed in the same order as the
+/// direct form; the poles' part runs on it.
 pub fn all_pass(input: &[f32], a: &Lpc, out: &mut [f32]) {
-    let mut x = [0.0f32; ORDER + 2 * 80];
-    let mut y = [0.0f32; ORDER + 2 * 80];
+    const MAX: usize = 2 * 80;
     let n = input.len();
-    x[ORDER..ORDER + n].copy_from_slice(input);
-    for i in 0..n {
-        let mut acc = 0.0;
-        for k in 0..=ORDER {
-            acc += a[ORDER - k] * x[ORDER + i - k];
-        }
-        for k in 1..=ORDER {
-            acc -= a[k] * y[ORDER + i - k];
-        }
-        y[ORDER + i] = acc;
+    let mut rev = [0.0f32; ORDER + MAX];
+    for (r, x) in rev[..n].iter_mut().zip(input.iter().rev()) {
+        *r = *x;
     }
+    let mut a_rev = *a;
+    a_rev.reverse();
+    let mut y = [0.0f32; ORDER + MAX];
+    corr(&mut y[ORDER..ORDER + n], &rev[..n + ORDER], &a_rev);
+    y[ORDER..ORDER + n].reverse();
+    all_pole(&mut y, ORDER, ORDER + n, a);
     out[..n].copy_from_slice(&y[ORDER..ORDER + n]);
 }
 

@@ -16,6 +16,7 @@ mod decoder;
 mod encoder;
 mod enhancer;
 mod filter;
+mod lanes;
 mod lpc;
 mod plc;
 mod state;
