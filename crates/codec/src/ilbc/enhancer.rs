@@ -136,10 +136,14 @@ fn refine(seg: &mut [f32], idata: &[f32], center: usize, est: f32) -> f32 {
     let tloc2 = tloc.div_ceil(4);
     let st = s as isize + tloc2 as isize - FL as isize;
     let mut vect = [0.0f32; VECTL];
-    for (i, v) in vect.iter_mut().enumerate() {
-        let at = st + i as isize;
-        if at >= 0 && at < idatal {
-            *v = idata[at as usize];
+    if st >= 0 && st + VECTL as isize <= idatal {
+        vect.copy_from_slice(&idata[st as usize..st as usize + VECTL]);
+    } else {
+        for (i, v) in vect.iter_mut().enumerate() {
+            let at = st + i as isize;
+            if at >= 0 && at < idatal {
+                *v = idata[at as usize];
+            }
         }
     }
     let fraction = tloc2 * 4 - tloc;

@@ -4,7 +4,7 @@
 use super::lanes::corr;
 use super::lpc::Lpc;
 use super::tables::LP_DOWNSAMPLE;
-use super::ORDER;
+use super::{BLOCKL_MAX, ORDER};
 
 /// A second-order section (`zeros`, and `poles` with `poles[0] = 1`) with its
 /// two input and two output samples of memory.
@@ -45,25 +45,15 @@ pub fn analysis(input: &[f32], a: &Lpc, out: &mut [f32], mem: &mut [f32; ORDER])
     remember(input, mem);
 }
 
-/// LPC synthesis filter `1/A(z)` in place, carrying the last `ORDER` outputs.
+/// LPC synthesis filter `1/A(z)` in place (at most a frame), carrying the last `ORDER` outputs.
 pub fn synthesis(io: &mut [f32], a: &Lpc, mem: &mut [f32; ORDER]) {
-    // The first `ORDER` outputs reach back into `mem`; the rest only into `io`.
-    for n in 0..io.len().min(ORDER) {
-        let mut acc = io[n];
-        for k in 1..=ORDER {
-            acc -= a[k]
-                * if n >= k {
-                    io[n - k]
-                } else {
-                    mem[ORDER + n - k]
-                };
-        }
-        io[n] = acc;
-    }
-    if io.len() > ORDER {
-        all_pole(io, ORDER, io.len(), a);
-    }
-    remember(io, mem);
+    let n = io.len();
+    let mut buf = [0.0f32; ORDER + BLOCKL_MAX];
+    buf[..ORDER].copy_from_slice(mem);
+    buf[ORDER..ORDER + n].copy_from_slice(io);
+    all_pole(&mut buf, ORDER, ORDER + n, a);
+    io.copy_from_slice(&buf[ORDER..ORDER + n]);
+    mem.copy_from_slice(&buf[n..n + ORDER]);
 }
 
 fn remember(signal: &[f32], mem: &mut [f32; ORDER]) {
@@ -81,7 +71,7 @@ pub fn all_pole(buf: &mut [f32], from: usize, to: usize, a: &Lpc) {
     for n in from..to {
         let w: &mut [f32; ORDER + 1] = (&mut buf[n - ORDER..=n]).try_into().unwrap();
         let mut acc = w[ORDER];
-        for k in 1..=ORDER {
+        for k in 1..ORDER + 1 {
             acc -= a[k] * w[ORDER - k];
         }
         w[ORDER] = acc;

@@ -5,7 +5,7 @@
 //! then an addition; never fused), so the results are bit-identical to the
 //! scalar loops of RFC 3951's reference code on every machine. 8 lanes are one
 //! AVX2 register where the CPU has it (checked once, cached by std), else two
-//! SSE2 ones (x86-64's baseline), else whatever the target has.
+//! SSE2 ones (x86-64's baseline), else whatever the target has; fewer windows go 4 at a time.
 
 /// `out[i] = Σ_j seq[i + j]·target[j]`, summed in `j` order;
 /// `seq.len() >= out.len() + target.len() - 1`.
@@ -41,40 +41,22 @@ fn corr_energy_avx2(cross: &mut [f32], energy: &mut [f32], seq: &[f32], target: 
     windows::<true>(cross, energy, seq, target)
 }
 
-const LANES: usize = 8;
-
 #[inline(always)]
 fn windows<const ENERGY: bool>(cross: &mut [f32], energy: &mut [f32], seq: &[f32], target: &[f32]) {
-    let (n, m) = (cross.len(), target.len());
-    if n == 0 {
-        return;
-    }
-    assert!(seq.len() + 1 >= n + m);
-    // Groups of 8 windows; the last group is shifted back to end at `n` when
-    // `n` is not a multiple of 8 (its overlap is computed twice, alike), and
-    // fewer than 8 windows are summed one by one.
-    let mut i = 0;
-    while n >= LANES && i < n {
-        let g = i.min(n - LANES);
-        let (mut xy, mut yy) = ([-0.0f32; LANES], [-0.0f32; LANES]);
-        for (j, &t) in target.iter().enumerate() {
-            let y: &[f32; LANES] = seq[g + j..g + j + LANES].try_into().unwrap();
-            for k in 0..LANES {
-                xy[k] += y[k] * t;
-                if ENERGY {
-                    yy[k] += y[k] * y[k];
-                }
-            }
-        }
-        cross[g..g + LANES].copy_from_slice(&xy);
-        if ENERGY {
-            energy[g..g + LANES].copy_from_slice(&yy);
-        }
-        i = g + LANES;
-    }
-    for i in i..n {
+    let n = cross.len();
+    assert!(seq.len() + 1 >= n + target.len());
+    // Groups of 8 windows (4 when fewer than 8); a last group is shifted back to end
+    // at `n` (its overlap is computed twice, alike); fewer than 4 are summed one by one.
+    let done = if n >= 8 {
+        groups::<8, ENERGY>(cross, energy, seq, target)
+    } else if n >= 4 {
+        groups::<4, ENERGY>(cross, energy, seq, target)
+    } else {
+        0
+    };
+    for i in done..n {
         let (mut xy, mut yy) = (-0.0f32, -0.0f32);
-        for (&y, &t) in seq[i..i + m].iter().zip(target) {
+        for (&y, &t) in seq[i..i + target.len()].iter().zip(target) {
             xy += y * t;
             if ENERGY {
                 yy += y * y;
@@ -85,6 +67,37 @@ fn windows<const ENERGY: bool>(cross: &mut [f32], energy: &mut [f32], seq: &[f32
             energy[i] = yy;
         }
     }
+}
+
+/// All `cross.len() >= L` windows in groups of `L`; returns how many were done.
+#[inline(always)]
+fn groups<const L: usize, const ENERGY: bool>(
+    cross: &mut [f32],
+    energy: &mut [f32],
+    seq: &[f32],
+    target: &[f32],
+) -> usize {
+    let (n, m) = (cross.len(), target.len());
+    let mut i = 0;
+    while i < n {
+        let g = i.min(n - L);
+        let (mut xy, mut yy) = ([-0.0f32; L], [-0.0f32; L]);
+        for (w, &t) in seq[g..g + m + L - 1].windows(L).zip(target) {
+            let y: &[f32; L] = w.try_into().unwrap();
+            for k in 0..L {
+                xy[k] += y[k] * t;
+                if ENERGY {
+                    yy[k] += y[k] * y[k];
+                }
+            }
+        }
+        cross[g..g + L].copy_from_slice(&xy);
+        if ENERGY {
+            energy[g..g + L].copy_from_slice(&yy);
+        }
+        i = g + L;
+    }
+    n
 }
 
 #[cfg(test)]
