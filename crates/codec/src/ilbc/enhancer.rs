@@ -61,8 +61,8 @@ fn nearest(array: &[f32], value: f32) -> usize {
 }
 
 /// 4x upsampling of a correlation with the polyphase filter, zeros outside
-/// `seq`; `out` gets `4 * seq.len()` values (the RFC writes a few more when
-/// `seq` is short, which the caller's buffer absorbs).
+/// `seq` (at most `2 * SLOP + 1` long); `out` gets `4 * seq.len()` values (the
+/// RFC writes a few more when `seq` is short, which the caller's buffer absorbs).
 fn upsample(out: &mut [f32], seq: &[f32]) {
     let dim = seq.len();
     let (mut hfl, mut offset) = (FL, 0);
@@ -71,13 +71,9 @@ fn upsample(out: &mut [f32], seq: &[f32]) {
         hfl = dim / 2;
     }
     let flen = 2 * hfl + 1;
-    let at = |i: isize| {
-        if i >= 0 && (i as usize) < dim {
-            seq[i as usize]
-        } else {
-            0.0
-        }
-    };
+    // `seq[i]` at `padded[i + flen]`, zeros around it.
+    let mut padded = [0.0f32; 2 * (2 * FL + 1) + 2 * SLOP + 1];
+    padded[flen..flen + dim].copy_from_slice(seq);
     let mut o = 0;
     let mut push = |v: f32| {
         if let Some(slot) = out.get_mut(o) {
@@ -89,18 +85,22 @@ fn upsample(out: &mut [f32], seq: &[f32]) {
     for i in hfl..flen.max(dim) {
         let taps = (i + 1).min(flen);
         for phase in &POLYPHASE {
-            let pp = &phase[offset..offset + flen];
-            push((0..taps).map(|k| at(i as isize - k as isize) * pp[k]).sum());
+            let pp = &phase[offset..offset + taps];
+            let mut acc = -0.0f32;
+            for (k, &c) in pp.iter().enumerate() {
+                acc += padded[i + flen - k] * c;
+            }
+            push(acc);
         }
     }
     for q in 1..=hfl {
         for phase in &POLYPHASE {
-            let pp = &phase[offset..offset + flen];
-            push(
-                (0..flen - q)
-                    .map(|k| at(dim as isize - 1 - k as isize) * pp[q + k])
-                    .sum(),
-            );
+            let pp = &phase[offset + q..offset + flen];
+            let mut acc = -0.0f32;
+            for (k, &c) in pp.iter().enumerate() {
+                acc += padded[dim - 1 + flen - k] * c;
+            }
+            push(acc);
         }
     }
 }
@@ -118,10 +118,13 @@ fn refine(seg: &mut [f32], idata: &[f32], center: usize, est: f32) -> f32 {
     }
     let (s, e) = (s as usize, e as usize);
     let corrdim = e - s + 1;
-    let mut cv = [0.0f32; 2 * SLOP + 1];
+    // As many windows as 8 lanes hold and `idata` has (at least `corrdim`): the
+    // extra ones cost nothing.
+    let mut cv = [0.0f32; 8];
+    let windows = (idata.len() + 1 - BLOCKL - s).min(8);
     corr(
-        &mut cv[..corrdim],
-        &idata[s..s + corrdim + BLOCKL - 1],
+        &mut cv[..windows],
+        &idata[s..s + windows + BLOCKL - 1],
         &idata[center..center + BLOCKL],
     );
     let mut ups = [0.0f32; (2 * SLOP + 1) * 4];

@@ -98,26 +98,37 @@ pub fn all_pass(input: &[f32], a: &Lpc, out: &mut [f32]) {
     out[..n].copy_from_slice(&y[ORDER..ORDER + n]);
 }
 
-/// Low-pass and 2:1 decimation of `input` (whose 6 preceding samples are
-/// `state`), as the enhancer's pitch estimator wants it; `out` gets
-/// `input.len() / 2` samples.
+/// Low-pass and 2:1 decimation of `input` (at most 360 samples, whose 6 preceding
+/// samples are `state`), as the enhancer's pitch estimator wants it; `out` gets
+/// `input.len() / 2` samples. Past the end the input is taken as zero (the filter's
+/// delay is 3).
 pub fn downsample(input: &[f32], state: &[f32; 6], out: &mut [f32]) {
-    let taps = LP_DOWNSAMPLE.len();
-    let at = |i: isize| -> f32 {
-        if i >= 0 {
-            input.get(i as usize).copied().unwrap_or(0.0)
+    const MAX: usize = 360;
+    let n = input.len();
+    assert!(n <= MAX);
+    // The padded signal (state, input, zeros) split into its even and odd samples, so
+    // that each tap's contribution to every output is a contiguous run, added tap by
+    // tap in the order of the direct form.
+    let (mut even, mut odd) = ([0.0f32; MAX / 2 + 8], [0.0f32; MAX / 2 + 8]);
+    for (p, &x) in state.iter().chain(input).enumerate() {
+        if p % 2 == 0 {
+            even[p / 2] = x;
         } else {
-            state[(6 + i).max(0) as usize]
+            odd[p / 2] = x;
         }
-    };
-    let mut o = 0;
-    let mut i = 3;
-    while i < input.len() + 3 && o < out.len() {
-        // Past the end the input is taken as zero (the filter's delay is 3).
-        out[o] = (0..taps)
-            .map(|j| LP_DOWNSAMPLE[j] * at(i as isize - j as isize))
-            .sum();
-        o += 1;
-        i += 2;
     }
+    let outs = out.len().min(n.div_ceil(2));
+    let mut acc = [-0.0f32; MAX / 2];
+    for (j, &c) in LP_DOWNSAMPLE.iter().enumerate() {
+        // Output `o` takes padded sample `9 + 2o - j`.
+        let src = if j % 2 == 1 {
+            &even[(9 - j) / 2..]
+        } else {
+            &odd[(8 - j) / 2..]
+        };
+        for (a, x) in acc[..outs].iter_mut().zip(src) {
+            *a += c * x;
+        }
+    }
+    out[..outs].copy_from_slice(&acc[..outs]);
 }
