@@ -5,7 +5,8 @@
 //! then an addition; never fused), so the results are bit-identical to the
 //! scalar loops of RFC 3951's reference code on every machine. 8 lanes are one
 //! AVX2 register where the CPU has it (checked once, cached by std), else two
-//! SSE2 ones (x86-64's baseline), else whatever the target has; fewer windows go 4 at a time.
+//! SSE2 ones (x86-64's baseline), else whatever the target has; up to 4 such
+//! registers are summed at once, since each one's additions wait on each other.
 
 /// `out[i] = Σ_j seq[i + j]·target[j]`, summed in `j` order;
 /// `seq.len() >= out.len() + target.len() - 1`.
@@ -45,9 +46,14 @@ fn corr_energy_avx2(cross: &mut [f32], energy: &mut [f32], seq: &[f32], target: 
 fn windows<const ENERGY: bool>(cross: &mut [f32], energy: &mut [f32], seq: &[f32], target: &[f32]) {
     let n = cross.len();
     assert!(seq.len() + 1 >= n + target.len());
-    // Groups of 8 windows (4 when fewer than 8); a last group is shifted back to end
+    // Groups of up to 32 windows (16 with energies) so that several registers'
+    // chains of additions are under way at once; a last group is shifted back to end
     // at `n` (its overlap is computed twice, alike); fewer than 4 are summed one by one.
-    let done = if n >= 8 {
+    let done = if n >= 32 && !ENERGY {
+        groups::<32, ENERGY>(cross, energy, seq, target)
+    } else if n >= 16 {
+        groups::<16, ENERGY>(cross, energy, seq, target)
+    } else if n >= 8 {
         groups::<8, ENERGY>(cross, energy, seq, target)
     } else if n >= 4 {
         groups::<4, ENERGY>(cross, energy, seq, target)
@@ -119,7 +125,7 @@ mod tests {
     #[test]
     fn matches_the_scalar_sums_bit_for_bit() {
         let target = signal(40, 1);
-        for n in [1, 5, 7, 8, 9, 16, 21, 50] {
+        for n in [1, 5, 7, 8, 9, 16, 21, 32, 50, 80, 116] {
             let seq = signal(n + 39, n as u32 + 2);
             let (mut c, mut e, mut c2) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
             corr_energy(&mut c, &mut e, &seq, &target);
