@@ -45,13 +45,14 @@ pub fn analysis(input: &[f32], a: &Lpc, out: &mut [f32], mem: &mut [f32; ORDER])
     remember(input, mem);
 }
 
-/// LPC synthesis filter `1/A(z)` in place (at most a frame), carrying the last `ORDER` outputs.
+/// LPC synthesis filter `1/A(z)` in place (at most a frame), carrying the last `ORDER`
+/// outputs; by [`all_pole_fast`], for the decoder's output.
 pub fn synthesis(io: &mut [f32], a: &Lpc, mem: &mut [f32; ORDER]) {
     let n = io.len();
     let mut buf = [0.0f32; ORDER + BLOCKL_MAX];
     buf[..ORDER].copy_from_slice(mem);
     buf[ORDER..ORDER + n].copy_from_slice(io);
-    all_pole(&mut buf, ORDER, ORDER + n, a);
+    all_pole_fast(&mut buf, ORDER, ORDER + n, a);
     io.copy_from_slice(&buf[ORDER..ORDER + n]);
     mem.copy_from_slice(&buf[n..n + ORDER]);
 }
@@ -66,7 +67,8 @@ fn remember(signal: &[f32], mem: &mut [f32; ORDER]) {
 }
 
 /// All-pole filter in place over `buf[from..to]`, where the `ORDER` samples
-/// before `from` are the filter's history.
+/// before `from` are the filter's history: RFC 3951's direct form, which the
+/// encoder's quantisation runs on.
 pub fn all_pole(buf: &mut [f32], from: usize, to: usize, a: &Lpc) {
     for n in from..to {
         let w: &mut [f32; ORDER + 1] = (&mut buf[n - ORDER..=n]).try_into().unwrap();
@@ -78,11 +80,31 @@ pub fn all_pole(buf: &mut [f32], from: usize, to: usize, a: &Lpc) {
     }
 }
 
+/// [`all_pole`] with its terms added in another order. The direct form subtracts the
+/// newest output's term first, so each output waits on the previous one through ten
+/// subtractions; here the seven older outputs' terms are summed first, in a tree, and the
+/// three newest subtracted last, so an output waits on its predecessor for one multiplication
+/// and one subtraction, some four times faster. The results differ from the direct form's
+/// in the last bits: the decoder's synthesis and start state take it (a decoded sample may
+/// round to ±1 of the direct form's), the encoder keeps the direct form.
+pub fn all_pole_fast(buf: &mut [f32], from: usize, to: usize, a: &Lpc) {
+    let [_, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10] = *a;
+    for t in from..to {
+        let w: &mut [f32; ORDER + 1] = (&mut buf[t - ORDER..=t]).try_into().unwrap();
+        let older = ((a4 * w[6] + a5 * w[5]) + (a6 * w[4] + a7 * w[3]))
+            + ((a8 * w[2] + a9 * w[1]) + a10 * w[0]);
+        w[10] = (((w[10] - older) - a3 * w[7]) - a2 * w[8]) - a1 * w[9];
+    }
+}
+
+/// An all-pole filter: [`all_pole`] or [`all_pole_fast`].
+pub type Poles = fn(&mut [f32], usize, usize, &Lpc);
+
 /// Pole-zero filter of `input` (at most 160 samples) with zero initial state: the numerator
 /// is the reversed denominator, which makes it all-pass (used on the start state). The zeros'
 /// part is a correlation of the time-reversed input with `a`, summed in the same order as the
-/// direct form; the poles' part runs on it.
-pub fn all_pass(input: &[f32], a: &Lpc, out: &mut [f32]) {
+/// direct form; the poles' part, by `poles`, runs on it.
+pub fn all_pass(input: &[f32], a: &Lpc, out: &mut [f32], poles: Poles) {
     const MAX: usize = 2 * 80;
     let n = input.len();
     let mut rev = [0.0f32; ORDER + MAX];
@@ -94,7 +116,7 @@ pub fn all_pass(input: &[f32], a: &Lpc, out: &mut [f32]) {
     let mut y = [0.0f32; ORDER + MAX];
     corr(&mut y[ORDER..ORDER + n], &rev[..n + ORDER], &a_rev);
     y[ORDER..ORDER + n].reverse();
-    all_pole(&mut y, ORDER, ORDER + n, a);
+    poles(&mut y, ORDER, ORDER + n, a);
     out[..n].copy_from_slice(&y[ORDER..ORDER + n]);
 }
 
