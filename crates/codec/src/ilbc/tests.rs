@@ -319,12 +319,9 @@ fn decoder_matches_the_reference_decoding() {
             out.len()
         );
         assert!(worst <= 1, "{mode:?}: a sample {worst} off the reference");
+        assert!(differ * 40 <= out.len(), "{mode:?}: {differ} samples off");
         assert!(
-            differ * 100 <= 3 * out.len(),
-            "{mode:?}: {differ} samples off"
-        );
-        assert!(
-            snr > 60.0,
+            snr > 80.0,
             "{mode:?}: SNR {snr:.1} dB against the reference"
         );
     }
