@@ -97,14 +97,16 @@ pub fn all_pole_fast(buf: &mut [f32], from: usize, to: usize, a: &Lpc) {
     }
 }
 
-/// An all-pole filter: [`all_pole`] or [`all_pole_fast`].
-pub type Poles = fn(&mut [f32], usize, usize, &Lpc);
-
 /// Pole-zero filter of `input` (at most 160 samples) with zero initial state: the numerator
 /// is the reversed denominator, which makes it all-pass (used on the start state). The zeros'
 /// part is a correlation of the time-reversed input with `a`, summed in the same order as the
-/// direct form; the poles' part, by `poles`, runs on it.
-pub fn all_pass(input: &[f32], a: &Lpc, out: &mut [f32], poles: Poles) {
+/// direct form; the poles' part, by `poles` ([`all_pole`] or [`all_pole_fast`]), runs on it.
+pub fn all_pass(
+    input: &[f32],
+    a: &Lpc,
+    out: &mut [f32],
+    poles: impl Fn(&mut [f32], usize, usize, &Lpc),
+) {
     const MAX: usize = 2 * 80;
     let n = input.len();
     let mut rev = [0.0f32; ORDER + MAX];
