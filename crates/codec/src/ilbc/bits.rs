@@ -159,7 +159,9 @@ pub fn unpack(mode: Mode, bytes: &[u8]) -> (Params, bool) {
     for class in 0..3 {
         visit(mode, &mut p, &mut |v, s| {
             let n = s[class];
-            *v = (*v << n) | r.get(n);
+            if n > 0 {
+                *v = (*v << n) | r.get(n);
+            }
         });
     }
     let empty = r.get(1);
