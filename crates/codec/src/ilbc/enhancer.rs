@@ -60,9 +60,25 @@ fn nearest(array: &[f32], value: f32) -> usize {
     best.0
 }
 
+/// The polyphase filter by tap: `[tap][phase]`, so the four phases are one vector.
+const POLYPHASE_BY_TAP: [[f32; 4]; 7] = {
+    let mut t = [[0.0; 4]; 7];
+    let mut k = 0;
+    while k < 7 {
+        let mut phase = 0;
+        while phase < 4 {
+            t[k][phase] = POLYPHASE[phase][k];
+            phase += 1;
+        }
+        k += 1;
+    }
+    t
+};
+
 /// 4x upsampling of a correlation with the polyphase filter, zeros outside
 /// `seq` (at most `2 * SLOP + 1` long); `out` gets `4 * seq.len()` values (the
 /// RFC writes a few more when `seq` is short, which the caller's buffer absorbs).
+/// The four phases of an output are summed side by side, each in the RFC's order.
 fn upsample(out: &mut [f32], seq: &[f32]) {
     let dim = seq.len();
     let (mut hfl, mut offset) = (FL, 0);
@@ -75,33 +91,25 @@ fn upsample(out: &mut [f32], seq: &[f32]) {
     let mut padded = [0.0f32; 2 * (2 * FL + 1) + 2 * SLOP + 1];
     padded[flen..flen + dim].copy_from_slice(seq);
     let mut o = 0;
-    let mut push = |v: f32| {
-        if let Some(slot) = out.get_mut(o) {
-            *slot = v;
+    let mut push = |last: usize, taps: std::ops::Range<usize>| {
+        let mut acc = [-0.0f32; 4];
+        for (k, c) in taps.enumerate() {
+            let x = padded[last - k];
+            for (a, c) in acc.iter_mut().zip(&POLYPHASE_BY_TAP[offset + c]) {
+                *a += x * c;
+            }
         }
-        o += 1;
+        if let Some(slot) = out.get_mut(o..o + 4) {
+            slot.copy_from_slice(&acc);
+        }
+        o += 4;
     };
     // Left overhang and full overlaps, then the right overhang.
     for i in hfl..flen.max(dim) {
-        let taps = (i + 1).min(flen);
-        for phase in &POLYPHASE {
-            let pp = &phase[offset..offset + taps];
-            let mut acc = -0.0f32;
-            for (k, &c) in pp.iter().enumerate() {
-                acc += padded[i + flen - k] * c;
-            }
-            push(acc);
-        }
+        push(i + flen, 0..(i + 1).min(flen));
     }
     for q in 1..=hfl {
-        for phase in &POLYPHASE {
-            let pp = &phase[offset + q..offset + flen];
-            let mut acc = -0.0f32;
-            for (k, &c) in pp.iter().enumerate() {
-                acc += padded[dim - 1 + flen - k] * c;
-            }
-            push(acc);
-        }
+        push(dim - 1 + flen, q..flen);
     }
 }
 
