@@ -194,7 +194,7 @@ struct BitReader {
 }
 
 impl BitReader {
-    /// The next `n` (at most 25) bits; zeros past the frame.
+    /// The next `n` (at most 32) bits; zeros past the frame.
     fn get(&mut self, n: u8) -> u32 {
         let at = (self.pos / 8).min(56);
         let word = u64::from_be_bytes(self.bytes[at..at + 8].try_into().unwrap());
