@@ -121,15 +121,19 @@ mod tests {
     }
 
     /// Every window count (fewer than, exactly and more than 8 lanes) gives
-    /// bit for bit what the scalar sums in order give.
+    /// bit for bit what the scalar sums in order give, by the dispatched
+    /// functions (AVX2 here when the CPU has it) and by the baseline build.
     #[test]
     fn matches_the_scalar_sums_bit_for_bit() {
         let target = signal(40, 1);
         for n in [1, 5, 7, 8, 9, 16, 21, 32, 50, 80, 116] {
             let seq = signal(n + 39, n as u32 + 2);
             let (mut c, mut e, mut c2) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+            let (mut c3, mut e3) = (vec![0.0; n], vec![0.0; n]);
             corr_energy(&mut c, &mut e, &seq, &target);
             corr(&mut c2, &seq, &target);
+            windows::<true>(&mut c3, &mut e3, &seq, &target);
+            assert_eq!((&c3, &e3), (&c, &e), "baseline build, {n} windows");
             for i in 0..n {
                 let w = &seq[i..i + 40];
                 let xy = w.iter().zip(&target).fold(0.0f32, |a, (y, t)| a + y * t);
