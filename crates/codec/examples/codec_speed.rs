@@ -12,6 +12,7 @@
 use codec::g722::{G722Decoder, G722Encoder};
 use codec::g726::{G726Decoder, G726Encoder, Rate};
 use codec::gsm::{GsmDecoder, GsmEncoder, FRAME_BYTES, FRAME_SAMPLES};
+use codec::ilbc::{IlbcDecoder, IlbcEncoder, Mode};
 use codec::libgsm::Libgsm;
 use codec::spandsp;
 use codec::speexdsp;
@@ -288,10 +289,15 @@ fn main() {
 
 use codec::resample::RATES;
 
-/// `ONCE=g722-decode|g722-decode-spandsp|resample|resample-speexdsp`: the clip decoded once,
-/// or converted once at each of [`RATES`], by one side, for instruction counts
-/// (`valgrind --tool=callgrind --toggle-collect='*once_*'`).
+/// `ONCE=g722-decode|g722-decode-spandsp|resample|resample-speexdsp|ilbc-{encode,decode}[-20]`:
+/// the clip decoded once, or converted once at each of [`RATES`], by one side, for instruction
+/// counts (`valgrind --tool=callgrind --toggle-collect='*once_*'`). iLBC is strowger's alone
+/// (30 ms frames, or 20 ms with `-20`), so its line also gives the pass's thread CPU µs per second
+/// of audio, for old and new builds run in turn (bench/ilbc.sh).
 fn once(what: &str, pcm8: &[i16], pcm16: &[i16]) {
+    if let Some(op) = what.strip_prefix("ilbc-") {
+        return ilbc_pass(what, op, pcm8);
+    }
     if what.starts_with("resample") {
         for (from, to) in RATES {
             let pcm = codec::resample::resample(pcm8, 8000, from);
@@ -320,6 +326,54 @@ fn once(what: &str, pcm8: &[i16], pcm16: &[i16]) {
         other => panic!("ONCE={other}: g722-decode or g722-decode-spandsp"),
     };
     println!("{what}: {n} samples");
+}
+
+/// One pass of iLBC encoding or decoding (`op`: `encode`/`decode`, `-20` for 20 ms frames) of
+/// the clip, timed; the decoder loses every 50th packet, so its concealment is counted too.
+fn ilbc_pass(what: &str, op: &str, pcm8: &[i16]) {
+    let (op, mode) = match op.strip_suffix("-20") {
+        Some(op) => (op, Mode::Ms20),
+        None => (op, Mode::Ms30),
+    };
+    let frames: Vec<&[i16]> = pcm8.chunks_exact(mode.samples()).collect();
+    let mut enc = IlbcEncoder::new(mode);
+    let mut encode = || {
+        frames
+            .iter()
+            .map(|f| {
+                let mut b = vec![0u8; mode.bytes()];
+                enc.encode(f, &mut b);
+                b
+            })
+            .collect::<Vec<_>>()
+    };
+    let t0 = std::cell::Cell::new(cpu_now());
+    let n = match op {
+        "encode" => once_ilbc_encode(encode),
+        "decode" => once_ilbc_decode(mode, &encode(), &t0),
+        other => panic!("ONCE=ilbc-{other}: ilbc-encode, ilbc-decode (-20 for 20 ms frames)"),
+    };
+    let seconds = frames.len() as f64 * mode.ms() as f64 / 1000.0;
+    let us = (cpu_now() - t0.get()) / seconds;
+    println!("{what}: {n} bytes/samples, {us:.1} µs thread CPU per second of audio");
+}
+
+#[inline(never)]
+fn once_ilbc_encode(encode: impl FnOnce() -> Vec<Vec<u8>>) -> usize {
+    encode().iter().map(Vec::len).sum()
+}
+
+/// Decodes `packets`, restarting the clock `t0` once they are encoded.
+#[inline(never)]
+fn once_ilbc_decode(mode: Mode, packets: &[Vec<u8>], t0: &std::cell::Cell<f64>) -> usize {
+    t0.set(cpu_now());
+    let mut d = IlbcDecoder::new(mode);
+    let mut out = vec![0i16; mode.samples()];
+    for (i, p) in packets.iter().enumerate() {
+        d.decode((i % 50 != 49).then_some(&p[..]), &mut out);
+        std::hint::black_box(&out);
+    }
+    packets.len() * mode.samples()
 }
 
 #[inline(never)]

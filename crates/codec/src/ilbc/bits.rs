@@ -150,11 +150,18 @@ pub fn pack(mode: Mode, p: &Params, out: &mut [u8]) {
 /// Reads a frame; the result says whether the "empty frame" bit is clear.
 pub fn unpack(mode: Mode, bytes: &[u8]) -> (Params, bool) {
     let mut p = Params::default();
-    let mut r = BitReader { bytes, pos: 0 };
+    let mut r = BitReader {
+        bytes: [0; 64],
+        pos: 0,
+    };
+    let n = bytes.len().min(56);
+    r.bytes[..n].copy_from_slice(&bytes[..n]);
     for class in 0..3 {
         visit(mode, &mut p, &mut |v, s| {
             let n = s[class];
-            *v = (*v << n) | r.get(n);
+            if n > 0 {
+                *v = (*v << n) | r.get(n);
+            }
         });
     }
     let empty = r.get(1);
@@ -180,19 +187,19 @@ impl BitWriter<'_> {
     }
 }
 
-struct BitReader<'a> {
-    bytes: &'a [u8],
+/// The frame (a 50-byte frame is the longest) followed by zeros, read 8 bytes at a time.
+struct BitReader {
+    bytes: [u8; 64],
     pos: usize,
 }
 
-impl BitReader<'_> {
+impl BitReader {
+    /// The next `n` (at most 32) bits; zeros past the frame.
     fn get(&mut self, n: u8) -> u32 {
-        let mut v = 0;
-        for _ in 0..n {
-            let b = self.bytes.get(self.pos / 8).copied().unwrap_or(0);
-            v = (v << 1) | u32::from((b >> (7 - self.pos % 8)) & 1);
-            self.pos += 1;
-        }
-        v
+        let at = (self.pos / 8).min(56);
+        let word = u64::from_be_bytes(self.bytes[at..at + 8].try_into().unwrap());
+        let v = (word << (self.pos % 8)) >> 32 >> (32 - n as u32);
+        self.pos += n as usize;
+        v as u32
     }
 }

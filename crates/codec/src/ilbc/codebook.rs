@@ -4,6 +4,7 @@
 //! the same two sections of `mem` passed through an 8-tap filter. Three
 //! stages of gain-shape quantisation code each target.
 
+use super::lanes::corr;
 use super::tables::{CB_FILTER, GAIN_SQ3, GAIN_SQ4, GAIN_SQ5};
 use super::SUBL;
 
@@ -35,16 +36,11 @@ impl Codebook {
         };
         cb.mem[..len].copy_from_slice(mem);
         // filtered[t] = sum_j mem[t - 3 + j] * CB_FILTER[7 - j], zero outside.
-        for t in 0..len {
-            let mut acc = 0.0;
-            for (j, c) in CB_FILTER.iter().rev().enumerate() {
-                let i = t as isize - 3 + j as isize;
-                if i >= 0 && (i as usize) < len {
-                    acc += mem[i as usize] * c;
-                }
-            }
-            cb.filtered[t] = acc;
-        }
+        let mut padded = [0.0f32; MEM_LEN + 7];
+        padded[3..3 + len].copy_from_slice(mem);
+        let mut taps = CB_FILTER;
+        taps.reverse();
+        corr(&mut cb.filtered[..len], &padded[..len + 7], &taps);
         cb
     }
 

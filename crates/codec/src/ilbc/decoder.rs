@@ -95,7 +95,7 @@ impl IlbcDecoder {
         self.hp
             .run(&HP_OUT_ZEROS, &HP_OUT_POLES, &mut data[..blockl]);
         for (o, d) in out.iter_mut().zip(&data[..blockl]) {
-            *o = d.round().clamp(-32768.0, 32767.0) as i16;
+            *o = round(*d);
         }
         self.old_synt = synt;
         self.prev_concealed = concealed;
@@ -139,4 +139,61 @@ fn valid(mode: Mode, p: &Params) -> bool {
     let start_ok = (1..mode.nsub() as u32).contains(&p.start);
     let extra_size = 2 * (STATE_MEM_LEN - (80 - mode.state_short_len()) + 1) as u32;
     start_ok && p.extra_cb.iter().all(|&i| i < extra_size)
+}
+
+/// `x.round().clamp(-32768.0, 32767.0) as i16` (halves away from zero), without the
+/// library call `round` is on x86-64's baseline: `x - trunc(x)` is exact.
+fn round(x: f32) -> i16 {
+    let x = x.clamp(-32769.0, 32768.0);
+    let t = x as i32;
+    let frac = x - t as f32;
+    let r = t + i32::from(frac >= 0.5) - i32::from(frac <= -0.5);
+    r.clamp(-32768, 32767) as i16
+}
+
+#[cfg(test)]
+mod tests {
+    /// Halves, their neighbours, the clamping edges and the non-finite values round as
+    /// `f32::round` and the clamp do.
+    #[test]
+    fn round_is_the_library_round_clamped() {
+        let mut xs = vec![
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1e9,
+            -1e9,
+        ];
+        for base in [
+            -40000.0f32,
+            -32768.5,
+            -32767.5,
+            -2.5,
+            -0.5,
+            0.5,
+            1.5,
+            32766.5,
+            32767.5,
+        ] {
+            let mut x = base;
+            for _ in 0..4 {
+                xs.extend([x, x.next_up(), x.next_down()]);
+                x += 1.0;
+            }
+        }
+        let mut seed = 3u32;
+        for _ in 0..100_000 {
+            seed = seed.wrapping_mul(1103515245).wrapping_add(12345);
+            xs.push(f32::from_bits(seed) % 70000.0);
+        }
+        for x in xs {
+            assert_eq!(
+                super::round(x),
+                x.round().clamp(-32768.0, 32767.0) as i16,
+                "{x}"
+            );
+        }
+    }
 }

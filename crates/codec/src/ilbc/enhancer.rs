@@ -7,6 +7,7 @@
 use std::f32::consts::PI;
 
 use super::filter::downsample;
+use super::lanes::{corr, corr_energy};
 use super::tables::POLYPHASE;
 use super::Mode;
 
@@ -26,6 +27,8 @@ const PLOCS: [f32; NBLOCKS_TOT] = [40.0, 120.0, 200.0, 280.0, 360.0, 440.0, 520.
 pub struct Enhancer {
     buf: [f32; BUFL],
     period: [f32; NBLOCKS_TOT],
+    /// The Hann weights of the segments around the centre one (which has none).
+    weights: [f32; 2 * HL + 1],
 }
 
 /// `(x·y)² / (y·y)` when `x·y > 0`: how well `y` predicts `x`.
@@ -35,6 +38,10 @@ fn xcorr_coef(x: &[f32], y: &[f32]) -> f32 {
         xy += a * b;
         yy += b * b;
     }
+    coef(xy, yy)
+}
+
+fn coef(xy: f32, yy: f32) -> f32 {
     if xy > 0.0 {
         xy * xy / yy
     } else {
@@ -53,20 +60,25 @@ fn nearest(array: &[f32], value: f32) -> usize {
     best.0
 }
 
-/// `corr[i] = Σ_j seq1[i + j]·seq2[j]` for every full overlap.
-fn corr(out: &mut [f32], seq1: &[f32], seq2: &[f32]) {
-    for (i, o) in out.iter_mut().enumerate().take(seq1.len() + 1 - seq2.len()) {
-        *o = seq1[i..i + seq2.len()]
-            .iter()
-            .zip(seq2)
-            .map(|(a, b)| a * b)
-            .sum();
+/// The polyphase filter by tap: `[tap][phase]`, so the four phases are one vector.
+const POLYPHASE_BY_TAP: [[f32; 4]; 7] = {
+    let mut t = [[0.0; 4]; 7];
+    let mut k = 0;
+    while k < 7 {
+        let mut phase = 0;
+        while phase < 4 {
+            t[k][phase] = POLYPHASE[phase][k];
+            phase += 1;
+        }
+        k += 1;
     }
-}
+    t
+};
 
 /// 4x upsampling of a correlation with the polyphase filter, zeros outside
-/// `seq`; `out` gets `4 * seq.len()` values (the RFC writes a few more when
-/// `seq` is short, which the caller's buffer absorbs).
+/// `seq` (at most `2 * SLOP + 1` long); `out` gets `4 * seq.len()` values (the
+/// RFC writes a few more when `seq` is short, which the caller's buffer absorbs).
+/// The four phases of an output are summed side by side, each in the RFC's order.
 fn upsample(out: &mut [f32], seq: &[f32]) {
     let dim = seq.len();
     let (mut hfl, mut offset) = (FL, 0);
@@ -75,37 +87,29 @@ fn upsample(out: &mut [f32], seq: &[f32]) {
         hfl = dim / 2;
     }
     let flen = 2 * hfl + 1;
-    let at = |i: isize| {
-        if i >= 0 && (i as usize) < dim {
-            seq[i as usize]
-        } else {
-            0.0
-        }
-    };
+    // `seq[i]` at `padded[i + flen]`, zeros around it.
+    let mut padded = [0.0f32; 2 * (2 * FL + 1) + 2 * SLOP + 1];
+    padded[flen..flen + dim].copy_from_slice(seq);
     let mut o = 0;
-    let mut push = |v: f32| {
-        if let Some(slot) = out.get_mut(o) {
-            *slot = v;
+    let mut push = |last: usize, taps: std::ops::Range<usize>| {
+        let mut acc = [-0.0f32; 4];
+        for (k, c) in taps.enumerate() {
+            let x = padded[last - k];
+            for (a, c) in acc.iter_mut().zip(&POLYPHASE_BY_TAP[offset + c]) {
+                *a += x * c;
+            }
         }
-        o += 1;
+        if let Some(slot) = out.get_mut(o..o + 4) {
+            slot.copy_from_slice(&acc);
+        }
+        o += 4;
     };
     // Left overhang and full overlaps, then the right overhang.
     for i in hfl..flen.max(dim) {
-        let taps = (i + 1).min(flen);
-        for phase in &POLYPHASE {
-            let pp = &phase[offset..offset + flen];
-            push((0..taps).map(|k| at(i as isize - k as isize) * pp[k]).sum());
-        }
+        push(i + flen, 0..(i + 1).min(flen));
     }
     for q in 1..=hfl {
-        for phase in &POLYPHASE {
-            let pp = &phase[offset..offset + flen];
-            push(
-                (0..flen - q)
-                    .map(|k| at(dim as isize - 1 - k as isize) * pp[q + k])
-                    .sum(),
-            );
-        }
+        push(dim - 1 + flen, q..flen);
     }
 }
 
@@ -122,10 +126,13 @@ fn refine(seg: &mut [f32], idata: &[f32], center: usize, est: f32) -> f32 {
     }
     let (s, e) = (s as usize, e as usize);
     let corrdim = e - s + 1;
-    let mut cv = [0.0f32; 2 * SLOP + 1];
+    // As many windows as 8 lanes hold and `idata` has (at least `corrdim`): the
+    // extra ones cost nothing.
+    let mut cv = [0.0f32; 8];
+    let windows = (idata.len() + 1 - BLOCKL - s).min(8);
     corr(
-        &mut cv[..corrdim],
-        &idata[s..s + corrdim + BLOCKL - 1],
+        &mut cv[..windows],
+        &idata[s..s + windows + BLOCKL - 1],
         &idata[center..center + BLOCKL],
     );
     let mut ups = [0.0f32; (2 * SLOP + 1) * 4];
@@ -140,10 +147,14 @@ fn refine(seg: &mut [f32], idata: &[f32], center: usize, est: f32) -> f32 {
     let tloc2 = tloc.div_ceil(4);
     let st = s as isize + tloc2 as isize - FL as isize;
     let mut vect = [0.0f32; VECTL];
-    for (i, v) in vect.iter_mut().enumerate() {
-        let at = st + i as isize;
-        if at >= 0 && at < idatal {
-            *v = idata[at as usize];
+    if st >= 0 && st + VECTL as isize <= idatal {
+        vect.copy_from_slice(&idata[st as usize..st as usize + VECTL]);
+    } else {
+        for (i, v) in vect.iter_mut().enumerate() {
+            let at = st + i as isize;
+            if at >= 0 && at < idatal {
+                *v = idata[at as usize];
+            }
         }
     }
     let fraction = tloc2 * 4 - tloc;
@@ -152,12 +163,7 @@ fn refine(seg: &mut [f32], idata: &[f32], center: usize, est: f32) -> f32 {
 }
 
 /// Smooths the centre block of `sseq` towards the others (within `ALPHA0`).
-fn smooth(out: &mut [f32], sseq: &[[f32; BLOCKL]; 2 * HL + 1]) {
-    let mut wt = [0.0f32; 2 * HL + 1];
-    for (i, w) in wt.iter_mut().enumerate() {
-        *w = 0.5 * (1.0 - (2.0 * PI * (i + 1) as f32 / (2 * HL + 2) as f32).cos());
-    }
-    wt[HL] = 0.0;
+fn smooth(out: &mut [f32], sseq: &[[f32; BLOCKL]; 2 * HL + 1], wt: &[f32; 2 * HL + 1]) {
     let mut surround = [0.0f32; BLOCKL];
     for (k, s) in sseq.iter().enumerate() {
         if k != HL {
@@ -203,6 +209,14 @@ impl Enhancer {
         Enhancer {
             buf: [0.0; BUFL],
             period: [40.0; NBLOCKS_TOT],
+            weights: std::array::from_fn(|i| {
+                let w = 0.5 * (1.0 - (2.0 * PI * (i + 1) as f32 / (2 * HL + 2) as f32).cos());
+                if i == HL {
+                    0.0
+                } else {
+                    w
+                }
+            }),
         }
     }
 
@@ -262,14 +276,17 @@ impl Enhancer {
             &state,
             &mut ds[..len / 2],
         );
+        // Lags 10..60 of the 40-sample target: window `p` of `ds[at - 59..]` lags by `59 - p`.
         let mut lag = 10;
         for iblock in 0..3 - ioffset {
             let at = 60 + iblock * BLOCKL / 2;
             let target = &ds[at..at + BLOCKL / 2];
+            let (mut xy, mut yy) = ([0.0f32; 50], [0.0f32; 50]);
+            corr_energy(&mut xy, &mut yy, &ds[at - 59..at + 30], target);
             lag = 10;
-            let mut max = xcorr_coef(target, &ds[at - 10..at - 10 + BLOCKL / 2]);
+            let mut max = coef(xy[49], yy[49]);
             for l in 11..60 {
-                let c = xcorr_coef(target, &ds[at - l..at - l + BLOCKL / 2]);
+                let c = coef(xy[59 - l], yy[59 - l]);
                 if c > max {
                     max = c;
                     lag = l;
@@ -289,7 +306,7 @@ impl Enhancer {
         let mut sseq = [[0.0f32; BLOCKL]; 2 * HL + 1];
         for b in 0..nblocks {
             self.segments(first + b * BLOCKL, &mut sseq);
-            smooth(&mut out[b * BLOCKL..(b + 1) * BLOCKL], &sseq);
+            smooth(&mut out[b * BLOCKL..(b + 1) * BLOCKL], &sseq, &self.weights);
         }
         2 * lag
     }

@@ -8,7 +8,8 @@
 //! - `codebook`: the three-stage adaptive codebook;
 //! - `walk`: the prediction order shared by encoder and decoder;
 //! - `bits`: the bitstream layout;
-//! - `enhancer`, `plc`: the decoder's post-processing and concealment.
+//! - `enhancer`, `plc`: the decoder's post-processing and concealment;
+//! - `filter`, `lanes`: the filters, and the correlations vectorised across windows.
 
 mod bits;
 mod codebook;
@@ -16,6 +17,7 @@ mod decoder;
 mod encoder;
 mod enhancer;
 mod filter;
+mod lanes;
 mod lpc;
 mod plc;
 mod state;

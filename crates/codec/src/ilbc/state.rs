@@ -3,7 +3,7 @@
 //! scalar quantiser in an all-pass-filtered domain; the rest of the frame is
 //! then predicted from it forwards and backwards.
 
-use super::filter::{all_pass, all_pole};
+use super::filter::{all_pass, all_pole, all_pole_fast};
 use super::lpc::Lpc;
 use super::tables::{STATE_FRGQ, STATE_SQ3};
 use super::{Mode, ORDER, SUBL};
@@ -73,7 +73,7 @@ pub fn search(
     let mut padded = [0.0f32; 2 * 58];
     padded[..len].copy_from_slice(residual);
     let mut f = [0.0f32; 2 * 58];
-    all_pass(&padded[..2 * len], &synt[0], &mut f);
+    all_pass(&padded[..2 * len], &synt[0], &mut f, all_pole);
     for k in 0..len {
         f[k] += f[k + len];
     }
@@ -117,7 +117,7 @@ pub fn construct(idx_for_max: u32, idx: &[u32], synt: &Lpc, out: &mut [f32]) {
         x[k] = amp * STATE_SQ3[idx[len - 1 - k] as usize];
     }
     let mut f = [0.0f32; 2 * 58];
-    all_pass(&x[..2 * len], synt, &mut f);
+    all_pass(&x[..2 * len], synt, &mut f, all_pole_fast);
     for k in 0..len {
         out[k] = f[len - 1 - k] + f[2 * len - 1 - k];
     }
