@@ -24,7 +24,7 @@ impl Span {
             end: r.end as u32,
         }
     }
-    fn range(self) -> Range<usize> {
+    pub(crate) fn range(self) -> Range<usize> {
         self.start as usize..self.end as usize
     }
 }
@@ -33,8 +33,8 @@ impl Span {
 #[derive(Clone, Copy, Debug)]
 pub struct HeaderEntry {
     pub name: HeaderName,
-    name_span: Span,
-    value: Span,
+    pub(crate) name_span: Span,
+    pub(crate) value: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,11 +67,13 @@ impl fmt::Display for ParseError {
 /// A framed SIP message.
 #[derive(Clone, Debug)]
 pub struct Message {
-    buf: Vec<u8>,
+    pub(crate) buf: Vec<u8>,
     start: StartLine,
     version: Span,
-    headers: Vec<HeaderEntry>,
-    body: Span,
+    /// Where the first header line starts: just after the start line's line end.
+    pub(crate) head: u32,
+    pub(crate) headers: Vec<HeaderEntry>,
+    pub(crate) body: Span,
     /// The first rule of RFC 3261 this message breaks while still being framed (answer 400 to it).
     pub defect: Option<&'static str>,
     /// How many bytes of the input this message used (the rest of a stream is the next message).
@@ -132,6 +134,7 @@ impl Message {
         };
         let first = lines.next().ok_or(ParseError::Invalid("empty message"))?;
         let (start, version, line_defect) = parse_start_line(&buf, first)?;
+        let head = lines.pos as u32;
         if line_defect.is_some() {
             defect = line_defect;
         }
@@ -191,6 +194,7 @@ impl Message {
             buf,
             start,
             version,
+            head,
             headers,
             body: Span::new(body_off..body_off + body_len),
             defect,

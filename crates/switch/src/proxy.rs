@@ -17,9 +17,8 @@ use rustc_hash::FxHashMap;
 use sip::auth::Authorization;
 use sip::header::{parse_u32, HeaderName, NameAddr};
 use sip::transaction::{ClientTxId, Peer, ServerTxId, Transport};
-use sip::{Message, Method, Uri};
+use sip::{Message, Method, Rewrite, Uri};
 use std::collections::VecDeque;
-use std::fmt::Write;
 use std::time::Instant;
 use store::Binding;
 
@@ -426,7 +425,7 @@ impl Engine {
         now: Instant,
     ) -> Option<ClientTxId> {
         let method = msg.method().cloned().unwrap_or(Method::Options);
-        let local = self.local_for(hop);
+        let local = self.local_for(hop).to_string();
         let branch = match up {
             Some(_) => self.branch(),
             // Forwarded without a transaction: a retransmitted ACK must go on with the same
@@ -434,11 +433,24 @@ impl Engine {
             None => stateless_branch(msg),
         };
         let transport = crate::dialog::transport_name(hop.transport);
-        let mut out = String::with_capacity(msg.body().len() + 1024);
-        let _ = write!(
-            out,
-            "{method} {ruri} SIP/2.0\r\nVia: SIP/2.0/{transport} {local};branch={branch};rport\r\n"
-        );
+        let mut w = Rewrite::new(msg);
+        let mut line = String::with_capacity(ruri.len() + 24);
+        for part in [method.as_str(), " ", ruri, " SIP/2.0"] {
+            line.push_str(part);
+        }
+        w.start_line(line);
+        let out = w.top();
+        for part in [
+            "Via: SIP/2.0/",
+            transport,
+            " ",
+            &local,
+            ";branch=",
+            &branch,
+            ";rport\r\n",
+        ] {
+            out.push_str(part);
+        }
         let initial = msg
             .header(HeaderName::To)
             .and_then(|t| NameAddr::parse(t).ok())
@@ -456,50 +468,45 @@ impl Engine {
                 .proxy
                 .key
                 .sign(call_id, ftag, caller.addr.ip(), hop.addr.ip());
-            let _ = write!(
-                out,
-                "Record-Route: <sip:{local};lr{};rr={sig}>\r\n",
-                crate::engine::transport_param(hop.transport)
-            );
+            let tp = crate::engine::transport_param(hop.transport);
+            for part in [
+                "Record-Route: <sip:",
+                &local,
+                ";lr",
+                tp,
+                ";rr=",
+                &sig,
+                ">\r\n",
+            ] {
+                out.push_str(part);
+            }
         }
         for r in routes {
-            let _ = write!(out, "Route: {r}\r\n");
+            header_line(out, "Route", r);
         }
         if method == Method::Register {
             // Only an edge forwards a REGISTER (dispatch.rs): the node calls the phone back
             // through it (RFC 3327), the way the phone's NAT binding is open.
             let tp = crate::engine::transport_param(hop.transport);
-            let _ = write!(out, "Path: <sip:{local};lr{tp}>\r\n");
-        }
-        let mut skip_route = self.routed_to_us(msg);
-        for (name, text, value) in msg.headers() {
-            match name {
-                HeaderName::Route if skip_route => {
-                    skip_route = false;
-                    continue;
-                }
-                HeaderName::MaxForwards => {
-                    let mf = parse_u32(value).unwrap_or(70).saturating_sub(1);
-                    let _ = write!(out, "Max-Forwards: {mf}\r\n");
-                    continue;
-                }
-                HeaderName::ContentLength => continue,
-                // Credentials strowger may have consumed (RFC 3261 §22.3).
-                HeaderName::ProxyAuthorization
-                    if self.s.proxy.authenticate || self.s.proxy.relay_for_users =>
-                {
-                    continue
-                }
-                _ => {}
+            for part in ["Path: <sip:", &local, ";lr", tp, ">\r\n"] {
+                out.push_str(part);
             }
-            header_line(&mut out, text, value);
         }
-        if msg.header(HeaderName::MaxForwards).is_none() {
-            out.push_str("Max-Forwards: 69\r\n");
+        match msg.header(HeaderName::MaxForwards) {
+            Some(v) => {
+                let mf = parse_u32(v).unwrap_or(70).saturating_sub(1);
+                w.replace(HeaderName::MaxForwards, 0, &mf.to_string());
+            }
+            None => header_line(w.top(), "Max-Forwards", "69"),
         }
-        let _ = write!(out, "Content-Length: {}\r\n\r\n", msg.body().len());
-        let mut bytes = out.into_bytes();
-        bytes.extend_from_slice(msg.body());
+        if self.routed_to_us(msg) {
+            w.remove(HeaderName::Route, 0);
+        }
+        // Credentials strowger may have consumed (RFC 3261 §22.3).
+        if self.s.proxy.authenticate || self.s.proxy.relay_for_users {
+            w.remove_all(HeaderName::ProxyAuthorization);
+        }
+        let bytes = w.finish();
         if hop.transport == Transport::Udp && bytes.len() > self.s.max_datagram {
             if let Some((stx, peer)) = up {
                 let w = format!(
@@ -763,28 +770,12 @@ impl Engine {
 /// A response to send back upstream: our Via removed, `more` headers added (the challenges of
 /// other branches, RFC 3261 §16.7 step 7).
 fn relayed(msg: &Message, more: &[(HeaderName, String)]) -> Vec<u8> {
-    let status = msg.status().unwrap_or(500);
-    let mut out = String::with_capacity(msg.body().len() + 1024);
-    let _ = write!(out, "SIP/2.0 {status} {}\r\n", msg.reason().unwrap_or(""));
-    let mut skip_via = true;
-    for (name, text, value) in msg.headers() {
-        match name {
-            HeaderName::Via if skip_via => {
-                skip_via = false;
-                continue;
-            }
-            HeaderName::ContentLength => continue,
-            _ => {}
-        }
-        header_line(&mut out, text, value);
-    }
+    let mut w = Rewrite::new(msg);
+    w.remove(HeaderName::Via, 0);
     for (name, value) in more {
-        header_line(&mut out, name.as_str(), value);
+        w.append(name.as_str(), value);
     }
-    let _ = write!(out, "Content-Length: {}\r\n\r\n", msg.body().len());
-    let mut bytes = out.into_bytes();
-    bytes.extend_from_slice(msg.body());
-    bytes
+    w.finish()
 }
 
 /// Appends `name: value` and its CRLF: a forwarded message is copied a header at a time, and
