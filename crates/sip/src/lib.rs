@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod builder;
 pub mod dtmf_info;
+mod fields;
 pub mod header;
 pub mod message;
 pub mod method;

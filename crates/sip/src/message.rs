@@ -1,10 +1,12 @@
 //! A parsed SIP message: one owned buffer plus spans into it.
 //!
 //! Parsing is lexical only (start line, header lines, framing), so it is cheap and never fails on
-//! content it does not need; typed views (`header` module) parse a header value when asked. A
+//! content it does not need; typed views (`header` module) parse a header value when asked, and
+//! those every layer asks about are kept once parsed (`fields` module). A
 //! message that frames but breaks a rule of RFC 3261 is still returned, with its first defect, so
 //! the caller can answer it with 400 instead of dropping it silently.
 
+use crate::fields::Fields;
 use crate::header::HeaderName;
 use crate::method::Method;
 use std::fmt;
@@ -78,6 +80,8 @@ pub struct Message {
     pub defect: Option<&'static str>,
     /// How many bytes of the input this message used (the rest of a stream is the next message).
     pub consumed: usize,
+    /// Typed fields parsed so far (fields.rs).
+    pub(crate) fields: Fields,
 }
 
 /// Headers that RFC 3261 §7.3.1 lets a sender combine into one comma-separated line.
@@ -199,6 +203,7 @@ impl Message {
             body: Span::new(body_off..body_off + body_len),
             defect,
             consumed: body_start + consumed,
+            fields: Fields::default(),
         })
     }
 

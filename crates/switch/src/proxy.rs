@@ -92,24 +92,19 @@ impl Engine {
         if self.in_domains(msg) {
             return true;
         }
-        let for_us = msg
-            .request_uri()
-            .and_then(|u| Uri::parse(u).ok())
-            .is_some_and(|u| self.names_us(&u));
+        let for_us = msg.uri().ok().is_some_and(|u| self.names_us(&u));
         self.routed_to_us(msg) && !(for_us && !in_dialog(msg) && msg.count(HeaderName::Route) == 1)
     }
 
     /// The Request-URI's host is a proxied domain.
     pub(crate) fn in_domains(&self, msg: &Message) -> bool {
-        msg.request_uri()
-            .and_then(|u| Uri::parse(u).ok())
-            .is_some_and(|u| {
-                self.s
-                    .proxy
-                    .domains
-                    .iter()
-                    .any(|d| d.eq_ignore_ascii_case(u.host))
-            })
+        msg.uri().ok().is_some_and(|u| {
+            self.s
+                .proxy
+                .domains
+                .iter()
+                .any(|d| d.eq_ignore_ascii_case(u.host))
+        })
     }
 
     /// The top Route names strowger: one of its listen addresses, or by name a domain it serves
@@ -121,10 +116,7 @@ impl Engine {
     /// The `rr` signature of the top Route when that Route names strowger (empty if it has
     /// none): read once for both questions an in-dialog request asks of it.
     fn our_route<'m>(&self, msg: &'m Message) -> Option<&'m str> {
-        let route = msg
-            .header(HeaderName::Route)
-            .and_then(|r| NameAddr::parse(r).ok())?;
-        let uri = Uri::parse(route.uri).ok()?;
+        let (_, uri) = msg.top_route()?.ok()?;
         self.names_us(&uri)
             .then(|| uri.params.get("rr").unwrap_or(""))
     }
@@ -152,14 +144,8 @@ impl Engine {
     /// this request's dialog, the request coming from one end of it and going to the other.
     /// `sig`: the top Route's `rr` (`our_route`).
     fn signed_for(&self, sig: &str, msg: &Message, source: Peer, hop: Peer) -> bool {
-        let tag = |h| {
-            msg.header(h)
-                .and_then(|v| NameAddr::parse(v).ok())
-                .and_then(|n| n.tag())
-                .unwrap_or("")
-        };
         let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
-        let tags = [tag(HeaderName::From), tag(HeaderName::To)];
+        let tags = [msg.from_tag(), msg.to_tag().unwrap_or("")];
         self.proxy
             .key
             .verify(sig, call_id, &tags, source.addr.ip(), hop.addr.ip())
@@ -287,10 +273,7 @@ impl Engine {
 
     /// Looks the Request-URI's user up in the location store.
     pub(crate) fn proxy_locate(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
-        let user = msg
-            .request_uri()
-            .and_then(|u| Uri::parse(u).ok())
-            .and_then(|u| u.user.map(str::to_string));
+        let user = msg.uri().ok().and_then(|u| u.user.map(str::to_string));
         let Some(user) = user else {
             return self.reply(stx, &msg, peer, 404, "Not Found", &[], now);
         };
@@ -451,23 +434,15 @@ impl Engine {
         ] {
             out.push_str(part);
         }
-        let initial = msg
-            .header(HeaderName::To)
-            .and_then(|t| NameAddr::parse(t).ok())
-            .is_some_and(|n| n.tag().is_none());
+        let initial = msg.to_addr().is_ok_and(|n| n.tag().is_none());
         if let Some((_, caller)) =
             up.filter(|_| self.s.proxy.record_route && initial && method == Method::Invite)
         {
             let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
-            let ftag = msg
-                .header(HeaderName::From)
-                .and_then(|f| NameAddr::parse(f).ok())
-                .and_then(|n| n.tag())
-                .unwrap_or("");
             let sig = self
                 .proxy
                 .key
-                .sign(call_id, ftag, caller.addr.ip(), hop.addr.ip());
+                .sign(call_id, msg.from_tag(), caller.addr.ip(), hop.addr.ip());
             let tp = crate::engine::transport_param(hop.transport);
             for part in [
                 "Record-Route: <sip:",
@@ -789,15 +764,13 @@ fn header_line(out: &mut String, name: &str, value: &str) {
 
 /// A request inside a dialog (its To has a tag).
 fn in_dialog(msg: &Message) -> bool {
-    msg.header(HeaderName::To)
-        .and_then(|t| NameAddr::parse(t).ok())
-        .is_some_and(|n| n.tag().is_some())
+    msg.to_tag().is_some()
 }
 
 /// The Request-URI's host, for messages.
 fn request_host(msg: &Message) -> String {
-    msg.request_uri()
-        .and_then(|u| Uri::parse(u).ok())
+    msg.uri()
+        .ok()
         .map_or_else(String::new, |u| u.host.to_string())
 }
 
@@ -813,11 +786,12 @@ fn stateless_branch(msg: &Message) -> String {
 /// Where a request routed through us goes next (loose routing, RFC 3261 §16.4): our Route goes,
 /// the next one (or the Request-URI) names the hop; the Request-URI itself is kept.
 fn loose_route(msg: &Message) -> Option<(Peer, String)> {
-    let next = msg
-        .all(HeaderName::Route)
-        .nth(1)
-        .and_then(|r| NameAddr::parse(r).ok().map(|n| n.uri.to_string()))
-        .or_else(|| msg.request_uri().map(str::to_string))?;
-    let hop = crate::bridge::resolve(&Uri::parse(&next).ok()?)?;
+    let hop = match msg.all(HeaderName::Route).nth(1) {
+        Some(r) => {
+            let n = NameAddr::parse(r).ok()?;
+            crate::bridge::resolve(&Uri::parse(n.uri).ok()?)?
+        }
+        None => crate::bridge::resolve(&msg.uri().ok()?)?,
+    };
     Some((hop, msg.request_uri()?.to_string()))
 }
