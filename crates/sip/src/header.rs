@@ -389,7 +389,10 @@ mod tests {
     fn params_split_outside_quotes_only() {
         let p = Params(r#";a="x;y\";z";b=1;c"#);
         assert_eq!(p.get("a"), Some(r#""x;y\";z""#));
-        assert_eq!((p.get("b"), p.get("c"), p.get("d")), (Some("1"), Some(""), None));
+        assert_eq!(
+            (p.get("b"), p.get("c"), p.get("d")),
+            (Some("1"), Some(""), None)
+        );
         assert_eq!(p.iter().count(), 3);
         assert!(p.validate().is_ok());
         assert_eq!(Params(r#";a="open;b=1"#).iter().count(), 1);
