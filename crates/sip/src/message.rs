@@ -129,7 +129,10 @@ impl Message {
             None if input.len() > 65536 => return Err(ParseError::Invalid("header too long")),
             None => return Err(ParseError::Incomplete),
         };
-        let mut buf = input[..head_end].to_vec();
+        // A datagram's body is the rest of it: room for it now, so appending it once framed does
+        // not allocate again (a stream's input may hold more messages than this one).
+        let mut buf = Vec::with_capacity(if datagram { input.len() } else { head_end });
+        buf.extend_from_slice(&input[..head_end]);
         unfold(&mut buf[lead..]);
 
         let mut lines = LineIter {
@@ -169,13 +172,13 @@ impl Message {
             let vstart = line.start + colon + 1;
             let value = trim_span(&buf, vstart..line.end);
             if is_list(name) {
-                for part in split_commas(&buf, value) {
+                split_commas(&buf, value, |part| {
                     headers.push(HeaderEntry {
                         name,
                         name_span,
                         value: Span::new(part),
-                    });
-                }
+                    })
+                });
             } else {
                 headers.push(HeaderEntry {
                     name,
@@ -498,9 +501,9 @@ fn trim_span(buf: &[u8], r: Range<usize>) -> Range<usize> {
     s..s + t.len()
 }
 
-/// Splits a header value at commas outside quoted strings and angle brackets.
-fn split_commas(buf: &[u8], r: Range<usize>) -> Vec<Range<usize>> {
-    let mut out = Vec::new();
+/// Splits a header value at commas outside quoted strings and angle brackets, passing each part
+/// to `out` (no list is allocated per header line).
+fn split_commas(buf: &[u8], r: Range<usize>, mut out: impl FnMut(Range<usize>)) {
     let (mut quoted, mut angle, mut escape) = (false, false, false);
     let mut start = r.start;
     for i in r.clone() {
@@ -515,14 +518,13 @@ fn split_commas(buf: &[u8], r: Range<usize>) -> Vec<Range<usize>> {
             b'<' if !quoted => angle = true,
             b'>' if !quoted => angle = false,
             b',' if !quoted && !angle => {
-                out.push(trim_span(buf, start..i));
+                out(trim_span(buf, start..i));
                 start = i + 1;
             }
             _ => {}
         }
     }
-    out.push(trim_span(buf, start..r.end));
-    out
+    out(trim_span(buf, start..r.end));
 }
 
 #[cfg(test)]
