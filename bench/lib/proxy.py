@@ -8,7 +8,10 @@ The servers: strowger with `[proxy] domains = ["proxy.test"]` (local store, the 
 digest), and Kamailio as registrar + stateful proxy (bench/kamailio/proxy.cfg, usrloc in memory,
 --kamailio-workers UDP workers). With --auth both challenge every initial INVITE (407) and the caller
 answers with the credentials of user 1001 (tests/sipp/proxy_uac_auth.xml): strowger's
-`proxy.authenticate`, Kamailio's pv_proxy_check (-A WITH_AUTH). Each server runs in its own session with its autogroup
+`proxy.authenticate`, Kamailio's pv_proxy_check (-A WITH_AUTH). The floor (`floor`): the kernel's own
+cost of the call's datagrams, `strowger-load floor-relay` in the server's place, which passes each
+datagram on unread with strowger's recvmmsg/sendmmsg batching (no 100 Trying, no registration: it
+knows the phone's address; 12 datagrams a call against the proxies' 13). Each server runs in its own session with its autogroup
 priority raised; its CPU is the run time of every process of that session (/proc/PID/task/*/schedstat), sampled every
 0.5 s from the caller's start to the first sample after its last call ended, divided by the calls the
 caller completed.
@@ -29,6 +32,7 @@ import bench as b  # noqa: E402  (the rig's process, /proc and port helpers)
 
 SIPP = os.path.join(b.ROOT, "tests", "sipp")
 OUT = os.path.join(b.ROOT, "bench", "out", "proxy")
+SERVERS = ("strowger", "kamailio", "floor")
 
 
 def sipp(args, name, rundir, timeout_s):
@@ -84,9 +88,14 @@ def strowger_config(args, rundir, port):
             "--rtp-ports", f"{rtp}-{rtp + 99}", "--data-dir", os.path.join(rundir, "data")]
 
 
-def start_server(args, which, rundir, port):
+def start_server(args, which, rundir, port, phone_port):
     if which == "strowger":
         cmd = strowger_config(args, rundir, port)
+    elif which == "floor":
+        # Up for every rate's calls and their wind-down; stopped after the last.
+        life = sum(args.seconds + 10 for _ in args.rates) + 30
+        cmd = [args.load_bin, "floor-relay", "--listen", f"127.0.0.1:{port}", "--to", f"127.0.0.1:{phone_port}",
+               "--seconds", str(life)]
     else:
         cmd = ["kamailio", "-f", os.path.join(b.ROOT, "bench", "kamailio", "proxy.cfg"), "-DD", "-E",
                "-l", f"udp:127.0.0.1:{port}", "-n", str(args.kamailio_workers), "-m", "1024",
@@ -171,8 +180,15 @@ def main():
     ap.add_argument("--auth", action="store_true",
                     help="challenge every initial INVITE (407) and answer it with digest credentials")
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
+    ap.add_argument("--load-bin", default=os.path.join(b.ROOT, "target", "release", "strowger-load"))
+    ap.add_argument("--servers", nargs="+", choices=SERVERS, default=list(SERVERS),
+                    help="which of strowger, Kamailio and the kernel's floor take turns (default all three)")
     b.add_record_flag(ap)
     args = ap.parse_args()
+    if args.auth and "floor" in args.servers:
+        # The relay answers no challenge: its call would not be the same call.
+        args.servers.remove("floor")
+        b.log("the floor is not run with --auth (the relay answers no 407)")
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, b._on_signal)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -181,12 +197,13 @@ def main():
         # The machine is shared and noisy: the two servers take turns, --pairs times (A B A B
         # ...), and the ratio is taken within each pair, so a slow spell weighs on both sides.
         for rep in range(args.pairs):
-            for which in ("strowger", "kamailio"):
+            for which in args.servers:
                 rundir = os.path.join(OUT, f"{stamp}-{rep}-{which}")
                 os.makedirs(rundir, exist_ok=True)
                 port, phone_port = b.alloc_ports(1), b.alloc_ports(1)
-                server = start_server(args, which, rundir, port)
-                register(which, rundir, port, phone_port)
+                server = start_server(args, which, rundir, port, phone_port)
+                if which != "floor":
+                    register(which, rundir, port, phone_port)
                 for rate in args.rates:
                     results.append(run_rate(which, rundir, port, phone_port, rate, args.seconds, server,
                                             args.auth))
@@ -199,32 +216,27 @@ def main():
 
     table = []
     table.append("| rate (calls/s) | server | completed / failed (all runs) | CPU-ms per proxied call (each run) "
-                 "| median | strowger ÷ Kamailio per pair: median (min–max, pairs) |")
+                 "| median | ÷ Kamailio per pair: median (min–max, pairs) |")
     table.append("| --- | --- | --- | --- | --- | --- |")
     for rate in args.rates:
-        med = {}
-        for which in ("strowger", "kamailio"):
-            runs = [r for r in results if r["rate"] == rate and r["server"] == which]
-            per = [r["cpu_ms_per_call"] for r in runs if r["cpu_ms_per_call"] and not r["failed"]]
-            med[which] = statistics.median(per) if per else None
-        ours = [r for r in results if r["rate"] == rate and r["server"] == "strowger"]
-        theirs = [r for r in results if r["rate"] == rate and r["server"] == "kamailio"]
-        # A pair with a failed call on either side gives no ratio; it is counted, not hidden.
-        ratios = b.paired(figures(ours), figures(theirs))
-        for which in ("strowger", "kamailio"):
-            runs = [r for r in results if r["rate"] == rate and r["server"] == which]
-            done = sum(r["completed"] for r in runs)
-            failed = sum(r["failed"] for r in runs)
-            each = ", ".join(f"{r['cpu_ms_per_call']}" for r in runs)
+        runs = {w: [r for r in results if r["rate"] == rate and r["server"] == w] for w in args.servers}
+        for which in args.servers:
+            per = [r["cpu_ms_per_call"] for r in runs[which] if r["cpu_ms_per_call"] and not r["failed"]]
+            med = statistics.median(per) if per else None
+            done = sum(r["completed"] for r in runs[which])
+            failed = sum(r["failed"] for r in runs[which])
+            each = ", ".join(f"{r['cpu_ms_per_call']}" for r in runs[which])
             ratio = ""
-            if which == "strowger":
+            if which != "kamailio" and "kamailio" in runs:
+                # A pair with a failed call on either side gives no ratio; it is counted, not hidden.
+                ratios = b.paired(figures(runs[which]), figures(runs["kamailio"]))
+                n = len(runs[which])
                 ratio = (f"{ratios['median']:.2f}× ({ratios['min']:.2f}–{ratios['max']:.2f}, "
-                         f"{len(ratios['ratios'])} of {len(ours)} pairs)" if ratios["ratios"]
-                         else f"– (0 of {len(ours)} pairs)")
-            m = f"{med[which]:.3f}" if med[which] else "–"
+                         f"{len(ratios['ratios'])} of {n} pairs)" if ratios["ratios"] else f"– (0 of {n} pairs)")
+            m = f"{med:.3f}" if med else "–"
             table.append(f"| {rate} | {which} | {done} / {failed} | {each} | {m} | {ratio} |")
-    b.summary(args, "proxied calls through strowger and Kamailio, taking turns" + (" (digest auth)" if args.auth else ""),
-              "\n".join(table))
+    title = "proxied calls through " + ", ".join(args.servers) + ", taking turns"
+    b.summary(args, title + (" (digest auth)" if args.auth else ""), "\n".join(table))
     os.makedirs(b.RESULTS, exist_ok=True)
     with open(os.path.join(b.RESULTS, "proxy-auth.json" if args.auth else "proxy.json"), "w") as f:
         json.dump(results, f, indent=1)

@@ -10,7 +10,8 @@
 //! own (as `strowger-load call --address-per-call`), so the echo's side is the packets of a server
 //! with `rtp.shared_ports` — many far ends on one socket — and nothing else. [`echo`] is the far
 //! end, a bare recvmmsg/sendmmsg echo (the floor ../shared/peers.md quotes): one socket that sends
-//! every datagram back where it came from.
+//! every datagram back where it came from. [`relay`] is the same floor for proxied SIP calls: a
+//! relay in the proxy's place that passes each datagram on unread.
 
 use crate::run::{call_address, loopback_device, udp_socket, udp_socket_on};
 use mmsg::{enable_timestamps, set_dont_fragment, Batch, SendBatch};
@@ -142,6 +143,57 @@ pub fn echo(listen: SocketAddr, seconds: f64) -> io::Result<u64> {
     Ok(echoed)
 }
 
+/// How many datagrams [`relay`] reads a `recvmmsg(2)`: strowger's SIP batch.
+const SIP_BATCH: usize = 16;
+
+/// What [`relay`] passed on, each way.
+pub struct Relayed {
+    pub to_callee: u64,
+    pub to_caller: u64,
+}
+
+/// Passes every datagram arriving at `listen` from anywhere but `callee` on to `callee`, and every
+/// one from `callee` back to the last other source (the caller), for `seconds`: the kernel's
+/// share of a proxied call (a SIPp caller sends every request of a call to the address it
+/// was given, so ACK and BYE come this way without a Record-Route). Reads and writes as
+/// strowger's worker does: `recvmmsg(2)` of up to 16 with arrival stamps, `sendmmsg(2)` back.
+pub fn relay(listen: SocketAddr, callee: SocketAddr, seconds: f64) -> io::Result<Relayed> {
+    let sock = udp_socket(listen, 16 << 20)?;
+    let mut batch = Batch::new(SIP_BATCH, 65536, true);
+    let mut send = SendBatch::new();
+    let mut caller: Option<SocketAddr> = None;
+    let mut out = Relayed {
+        to_callee: 0,
+        to_caller: 0,
+    };
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    while Instant::now() < end {
+        let mut pfd = libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, for a socket that outlives the call.
+        unsafe { libc::poll(&mut pfd, 1, 100) };
+        batch.drain(&sock, |batch, n| {
+            let hops = (0..n)
+                .filter_map(|i| batch.get(i))
+                .filter_map(|(data, src)| {
+                    if src == callee {
+                        out.to_caller += 1;
+                        caller.map(|c| (data, c))
+                    } else {
+                        caller = Some(src);
+                        out.to_callee += 1;
+                        Some((data, callee))
+                    }
+                });
+            send.send(&sock, hops);
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +219,33 @@ mod tests {
             );
         }
         assert!(far.join().unwrap() >= 1440);
+    }
+
+    #[test]
+    fn the_relay_passes_requests_to_the_callee_and_answers_back_to_the_caller() {
+        let free = || {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.local_addr().unwrap()
+        };
+        let (listen, callee_addr) = (free(), free());
+        let relay = std::thread::spawn(move || relay(listen, callee_addr, 1.0).unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+        let caller = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let callee = UdpSocket::bind(callee_addr).unwrap();
+        for s in [&caller, &callee] {
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        }
+        let mut buf = [0u8; 2048];
+        for i in 0..5u8 {
+            caller.send_to(&[b'Q', i], listen).unwrap();
+            let (n, src) = callee.recv_from(&mut buf).unwrap();
+            assert_eq!((&buf[..n], src), (&[b'Q', i][..], listen));
+            callee.send_to(&[b'A', i], listen).unwrap();
+            let (n, src) = caller.recv_from(&mut buf).unwrap();
+            assert_eq!((&buf[..n], src), (&[b'A', i][..], listen));
+        }
+        let r = relay.join().unwrap();
+        assert_eq!((r.to_callee, r.to_caller), (5, 5));
     }
 
     #[test]

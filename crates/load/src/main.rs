@@ -1,6 +1,7 @@
 //! `strowger-load call …`: places calls with RTP against a SIP server and reports what it saw;
 //! `strowger-load register …` registers users; `strowger-load iax2 …` places IAX2 calls;
-//! `strowger-load floor …` / `floor-echo …` measure the kernel's own cost for held calls' packets;
+//! `strowger-load floor …` / `floor-echo …` measure the kernel's own cost for held calls' packets,
+//! `floor-relay …` for a proxied call's;
 //! `strowger-load flood …` sends attack traffic (unauthenticated INVITEs, wrong digests).
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -204,6 +205,17 @@ enum Cmd {
         #[arg(long)]
         from: Option<std::net::Ipv4Addr>,
     },
+    /// A proxy's floor: passes every datagram arriving at --listen on to --to, and those from
+    /// --to back to the last other source, unread, for --seconds; prints how many each way.
+    FloorRelay {
+        #[arg(long)]
+        listen: SocketAddr,
+        /// The callee, HOST:PORT.
+        #[arg(long)]
+        to: SocketAddr,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+    },
     /// Sends every datagram arriving at --listen back to its source, for --seconds.
     FloorEcho {
         #[arg(long)]
@@ -261,6 +273,20 @@ fn main() {
             Ok(o) => println!(r#"{{"sent": {}, "received": {}}}"#, o.sent, o.received),
             Err(e) => {
                 eprintln!("strowger-load: floor: cannot open {calls} sockets to {peer}: {e}");
+                std::process::exit(1);
+            }
+        },
+        Cmd::FloorRelay {
+            listen,
+            to,
+            seconds,
+        } => match strowger_load::floor::relay(listen, to, seconds) {
+            Ok(r) => println!(
+                r#"{{"to_callee": {}, "to_caller": {}}}"#,
+                r.to_callee, r.to_caller
+            ),
+            Err(e) => {
+                eprintln!("strowger-load: floor-relay: cannot listen on {listen}: {e}");
                 std::process::exit(1);
             }
         },

@@ -81,7 +81,7 @@ impl ResponseBuilder {
             match (i, source) {
                 (0, Some(src)) => {
                     b.buf.push_str("Via: ");
-                    stamp_received(via, src, &mut b.buf);
+                    stamp_received(via, req.top_via(), src, &mut b.buf);
                     b.buf.push_str("\r\n");
                 }
                 _ => {
@@ -91,7 +91,7 @@ impl ResponseBuilder {
         }
         for (name, h) in [("From", HeaderName::From), ("To", HeaderName::To)] {
             if let Some(v) = req.header(h) {
-                match to_tag.filter(|_| h == HeaderName::To && !has_tag(v)) {
+                match to_tag.filter(|_| h == HeaderName::To && req.to_tag().is_none()) {
                     Some(tag) => b.header_parts(name, &[v, ";tag=", tag]),
                     None => b.header_str(name, v),
                 };
@@ -120,13 +120,14 @@ impl ResponseBuilder {
     }
 }
 
-fn has_tag(v: &str) -> bool {
-    crate::header::NameAddr::parse(v).is_ok_and(|n| n.tag().is_some())
-}
-
-/// Writes `via` to `out` with the request's source stamped in.
-fn stamp_received(via: &str, src: SocketAddr, out: &mut String) {
-    let Ok(parsed) = Via::parse(via) else {
+/// Writes `via` (parsed: `parsed`) to `out` with the request's source stamped in.
+fn stamp_received(
+    via: &str,
+    parsed: Result<Via<'_>, &'static str>,
+    src: SocketAddr,
+    out: &mut String,
+) {
+    let Ok(parsed) = parsed else {
         out.push_str(via);
         return;
     };

@@ -82,9 +82,7 @@ impl<'a> Params<'a> {
             }
             if let Some(v) = value {
                 let quoted = v.len() >= 2 && v.starts_with('"') && v.ends_with('"');
-                if v.is_empty()
-                    || (!quoted && !v.bytes().all(|b| is_param_char(b) || b"[]:".contains(&b)))
-                {
+                if v.is_empty() || (!quoted && !v.bytes().all(is_param_char)) {
                     return Err("malformed parameter value");
                 }
             }
@@ -109,10 +107,15 @@ impl<'a> Params<'a> {
     }
 }
 
+/// A byte of a parameter name or value: a token character or one of `[]/:&+$%` (hosts,
+/// IPv6 references). A match, not a search of a list: every parameter is checked a byte at a time.
 fn is_param_char(b: u8) -> bool {
-    crate::message::is_token(b) || b"[]/:&+$%".contains(&b)
+    crate::message::is_token(b)
+        || matches!(b, b'[' | b']' | b'/' | b':' | b'&' | b'+' | b'$' | b'%')
 }
 
+/// Splits `s` at `sep` outside double quotes (a backslash escapes the next byte inside them),
+/// finding each delimiter with `memchr` rather than a byte at a time.
 fn split_outside_quotes(s: &str, sep: u8) -> impl Iterator<Item = &str> {
     let b = s.as_bytes();
     let mut start = 0;
@@ -123,19 +126,28 @@ fn split_outside_quotes(s: &str, sep: u8) -> impl Iterator<Item = &str> {
         if done {
             return None;
         }
-        while i < b.len() {
-            match b[i] {
-                b'\\' if quoted => i += 1,
-                b'"' => quoted = !quoted,
-                c if c == sep && !quoted => {
-                    let part = &s[start..i];
-                    i += 1;
+        loop {
+            let found = match quoted {
+                false => memchr::memchr2(sep, b'"', &b[i.min(b.len())..]),
+                true => memchr::memchr2(b'"', b'\\', &b[i.min(b.len())..]),
+            };
+            let Some(p) = found else {
+                break;
+            };
+            let at = i + p;
+            match b[at] {
+                b'"' => {
+                    quoted = !quoted;
+                    i = at + 1;
+                }
+                b'\\' => i = at + 2,
+                _ => {
+                    let part = &s[start..at];
+                    i = at + 1;
                     start = i;
                     return Some(part);
                 }
-                _ => {}
             }
-            i += 1;
         }
         done = true;
         Some(&s[start.min(s.len())..])
@@ -371,6 +383,20 @@ mod tests {
         assert_eq!((v.host, v.port), ("[2001:db8::9:1]", Some(5070)));
         assert!(v.wants_rport());
         assert!(Via::parse("SIP/2.0/UDP 192.0.2.15;;,;,,").is_err());
+    }
+
+    #[test]
+    fn params_split_outside_quotes_only() {
+        let p = Params(r#";a="x;y\";z";b=1;c"#);
+        assert_eq!(p.get("a"), Some(r#""x;y\";z""#));
+        assert_eq!(
+            (p.get("b"), p.get("c"), p.get("d")),
+            (Some("1"), Some(""), None)
+        );
+        assert_eq!(p.iter().count(), 3);
+        assert!(p.validate().is_ok());
+        assert_eq!(Params(r#";a="open;b=1"#).iter().count(), 1);
+        assert!(Params(";a=b c").validate().is_err());
     }
 
     #[test]

@@ -4,9 +4,11 @@
 pub mod auth;
 pub mod builder;
 pub mod dtmf_info;
+mod fields;
 pub mod header;
 pub mod message;
 pub mod method;
+pub mod rewrite;
 pub mod status;
 pub mod transaction;
 pub mod uri;
@@ -16,4 +18,5 @@ pub use builder::{Builder, RequestBuilder, ResponseBuilder};
 pub use header::{CSeq, HeaderName, NameAddr, Params, Via};
 pub use message::{Message, ParseError, StartLine};
 pub use method::Method;
+pub use rewrite::Rewrite;
 pub use uri::Uri;

@@ -1,10 +1,12 @@
 //! A parsed SIP message: one owned buffer plus spans into it.
 //!
 //! Parsing is lexical only (start line, header lines, framing), so it is cheap and never fails on
-//! content it does not need; typed views (`header` module) parse a header value when asked. A
+//! content it does not need; typed views (`header` module) parse a header value when asked, and
+//! those every layer asks about are kept once parsed (`fields` module). A
 //! message that frames but breaks a rule of RFC 3261 is still returned, with its first defect, so
 //! the caller can answer it with 400 instead of dropping it silently.
 
+use crate::fields::Fields;
 use crate::header::HeaderName;
 use crate::method::Method;
 use std::fmt;
@@ -24,7 +26,7 @@ impl Span {
             end: r.end as u32,
         }
     }
-    fn range(self) -> Range<usize> {
+    pub(crate) fn range(self) -> Range<usize> {
         self.start as usize..self.end as usize
     }
 }
@@ -33,8 +35,8 @@ impl Span {
 #[derive(Clone, Copy, Debug)]
 pub struct HeaderEntry {
     pub name: HeaderName,
-    name_span: Span,
-    value: Span,
+    pub(crate) name_span: Span,
+    pub(crate) value: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,15 +69,19 @@ impl fmt::Display for ParseError {
 /// A framed SIP message.
 #[derive(Clone, Debug)]
 pub struct Message {
-    buf: Vec<u8>,
+    pub(crate) buf: Vec<u8>,
     start: StartLine,
     version: Span,
-    headers: Vec<HeaderEntry>,
-    body: Span,
+    /// Where the first header line starts: just after the start line's line end.
+    pub(crate) head: u32,
+    pub(crate) headers: Vec<HeaderEntry>,
+    pub(crate) body: Span,
     /// The first rule of RFC 3261 this message breaks while still being framed (answer 400 to it).
     pub defect: Option<&'static str>,
     /// How many bytes of the input this message used (the rest of a stream is the next message).
     pub consumed: usize,
+    /// Typed fields parsed so far (fields.rs).
+    pub(crate) fields: Fields,
 }
 
 /// Headers that RFC 3261 §7.3.1 lets a sender combine into one comma-separated line.
@@ -123,7 +129,10 @@ impl Message {
             None if input.len() > 65536 => return Err(ParseError::Invalid("header too long")),
             None => return Err(ParseError::Incomplete),
         };
-        let mut buf = input[..head_end].to_vec();
+        // A datagram's body is the rest of it: room for it now, so appending it once framed does
+        // not allocate again (a stream's input may hold more messages than this one).
+        let mut buf = Vec::with_capacity(if datagram { input.len() } else { head_end });
+        buf.extend_from_slice(&input[..head_end]);
         unfold(&mut buf[lead..]);
 
         let mut lines = LineIter {
@@ -132,6 +141,7 @@ impl Message {
         };
         let first = lines.next().ok_or(ParseError::Invalid("empty message"))?;
         let (start, version, line_defect) = parse_start_line(&buf, first)?;
+        let head = lines.pos as u32;
         if line_defect.is_some() {
             defect = line_defect;
         }
@@ -162,13 +172,13 @@ impl Message {
             let vstart = line.start + colon + 1;
             let value = trim_span(&buf, vstart..line.end);
             if is_list(name) {
-                for part in split_commas(&buf, value) {
+                split_commas(&buf, value, |part| {
                     headers.push(HeaderEntry {
                         name,
                         name_span,
                         value: Span::new(part),
-                    });
-                }
+                    })
+                });
             } else {
                 headers.push(HeaderEntry {
                     name,
@@ -191,10 +201,12 @@ impl Message {
             buf,
             start,
             version,
+            head,
             headers,
             body: Span::new(body_off..body_off + body_len),
             defect,
             consumed: body_start + consumed,
+            fields: Fields::default(),
         })
     }
 
@@ -489,9 +501,9 @@ fn trim_span(buf: &[u8], r: Range<usize>) -> Range<usize> {
     s..s + t.len()
 }
 
-/// Splits a header value at commas outside quoted strings and angle brackets.
-fn split_commas(buf: &[u8], r: Range<usize>) -> Vec<Range<usize>> {
-    let mut out = Vec::new();
+/// Splits a header value at commas outside quoted strings and angle brackets, passing each part
+/// to `out` (no list is allocated per header line).
+fn split_commas(buf: &[u8], r: Range<usize>, mut out: impl FnMut(Range<usize>)) {
     let (mut quoted, mut angle, mut escape) = (false, false, false);
     let mut start = r.start;
     for i in r.clone() {
@@ -506,14 +518,13 @@ fn split_commas(buf: &[u8], r: Range<usize>) -> Vec<Range<usize>> {
             b'<' if !quoted => angle = true,
             b'>' if !quoted => angle = false,
             b',' if !quoted && !angle => {
-                out.push(trim_span(buf, start..i));
+                out(trim_span(buf, start..i));
                 start = i + 1;
             }
             _ => {}
         }
     }
-    out.push(trim_span(buf, start..r.end));
-    out
+    out(trim_span(buf, start..r.end));
 }
 
 #[cfg(test)]

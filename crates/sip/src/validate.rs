@@ -4,7 +4,6 @@
 use crate::header::{parse_u32, CSeq, HeaderName, NameAddr, Via};
 use crate::message::Message;
 use crate::method::Method;
-use crate::uri::Uri;
 
 /// Why a request is refused: the status to answer with and the text for its Warning header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,8 +57,10 @@ pub fn check_request(m: &Message, supported: &[&str]) -> Result<(), Reject> {
     if m.count(HeaderName::Via) == 0 {
         return Err(Reject::bad("missing Via header"));
     }
-    for v in m.all(HeaderName::Via) {
-        let via = Via::parse(v).map_err(|e| Reject::bad(format!("Via: {e}")))?;
+    let top = m.top_via();
+    let rest = m.all(HeaderName::Via).skip(1).map(Via::parse);
+    for via in std::iter::once(top).chain(rest) {
+        let via = via.map_err(|e| Reject::bad(format!("Via: {e}")))?;
         if via.branch() == Some("z9hG4bK") {
             return Err(Reject::bad("Via branch is only the magic cookie"));
         }
@@ -74,17 +75,16 @@ pub fn check_request(m: &Message, supported: &[&str]) -> Result<(), Reject> {
             format!("method {method} is not implemented"),
         ));
     }
-    let cseq = CSeq::parse(m.header(HeaderName::CSeq).unwrap_or_default())
-        .map_err(|e| Reject::bad(format!("CSeq: {e}")))?;
+    let cseq = m.cseq().map_err(|e| Reject::bad(format!("CSeq: {e}")))?;
     if &cseq.method != method {
         return Err(Reject::bad("CSeq method does not match the request method"));
     }
-    for h in [HeaderName::From, HeaderName::To] {
-        NameAddr::parse(m.header(h).unwrap_or_default())
-            .map_err(|e| Reject::bad(format!("{}: {e}", h.as_str())))?;
-    }
-    let ruri = m.request_uri().unwrap_or_default();
-    let uri = Uri::parse(ruri).map_err(|e| Reject::bad(format!("Request-URI: {e}")))?;
+    m.from_addr()
+        .map_err(|e| Reject::bad(format!("From: {e}")))?;
+    m.to_addr().map_err(|e| Reject::bad(format!("To: {e}")))?;
+    let uri = m
+        .uri()
+        .map_err(|e| Reject::bad(format!("Request-URI: {e}")))?;
     if !uri.is_sip() && !uri.scheme.eq_ignore_ascii_case("tel") {
         return Err(Reject::new(
             416,
@@ -137,6 +137,6 @@ pub fn check_response(m: &Message) -> Result<CSeq, &'static str> {
     if m.count(HeaderName::Via) == 0 || m.count(HeaderName::CallId) != 1 {
         return Err("missing Via or Call-ID");
     }
-    Via::parse(m.header(HeaderName::Via).unwrap_or_default())?;
-    CSeq::parse(m.header(HeaderName::CSeq).unwrap_or_default())
+    m.top_via()?;
+    m.cseq().cloned()
 }

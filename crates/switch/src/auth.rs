@@ -26,7 +26,7 @@ use crate::slots::UserSlot;
 use regex::Regex;
 use rustc_hash::FxHashMap;
 use sip::auth::{Authorization, NonceCheck, Nonces};
-use sip::header::{HeaderName, NameAddr};
+use sip::header::HeaderName;
 use sip::transaction::{Peer, ServerTxId};
 use sip::{Message, Method};
 use std::net::SocketAddr;
@@ -169,16 +169,15 @@ const PATTERNS: usize = 4096;
 /// that replaces a dialog (transfer.rs) dials what the replaced call dialled, so it is admitted
 /// as a call to that extension would be.
 fn call_names(e: &Engine, msg: &Message) -> (String, String) {
-    let uri = msg.request_uri().unwrap_or_default();
     let exten = e.replaced_exten(msg).unwrap_or_else(|| {
-        sip::Uri::parse(uri)
+        msg.uri()
             .ok()
             .and_then(|u| u.user)
             .unwrap_or("")
             .to_string()
     });
-    let from = msg.header(HeaderName::From).unwrap_or_default();
-    let caller = NameAddr::parse(from)
+    let caller = msg
+        .from_addr()
         .ok()
         .and_then(|n| sip::Uri::parse(n.uri).ok().and_then(|u| u.user))
         .unwrap_or("")
@@ -254,10 +253,7 @@ impl Engine {
     pub(crate) fn challenge_call_statelessly(&mut self, msg: &Message, peer: Peer) -> bool {
         let initial = msg.method() == Some(&Method::Invite)
             && msg.header(HeaderName::Authorization).is_none()
-            && msg
-                .header(HeaderName::To)
-                .and_then(|t| NameAddr::parse(t).ok())
-                .is_some_and(|t| t.tag().is_none());
+            && msg.to_addr().ok().is_some_and(|t| t.tag().is_none());
         // An INVITE refused for its content gets that answer (415, 406) from the call path;
         // asked last, so a trusted peer's INVITE is not checked twice.
         if !initial
@@ -514,8 +510,8 @@ impl Engine {
         let display = match caller_id.name {
             Some(n) => Some(format!("\"{n}\"")),
             None if creds.caller_id.is_none() => msg
-                .header(HeaderName::From)
-                .and_then(|f| NameAddr::parse(f).ok())
+                .from_addr()
+                .ok()
                 .and_then(|n| n.display.map(str::to_string)),
             None => None,
         };

@@ -98,11 +98,7 @@ impl Dialog {
 
     /// The UAC side, once a response with a To tag arrives (RFC 3261 §12.1.2).
     pub fn confirm_uac(&mut self, resp: &Message) {
-        if let Some(tag) = resp
-            .header(HeaderName::To)
-            .and_then(|t| NameAddr::parse(t).ok())
-            .and_then(|n| n.tag())
-        {
+        if let Some(tag) = resp.to_addr().ok().and_then(|n| n.tag()) {
             self.remote_tag = tag.to_string();
         }
         if let Some(target) = resp.header(HeaderName::Contact).and_then(uri_of) {

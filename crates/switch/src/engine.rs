@@ -16,7 +16,7 @@ use crate::media_out::MediaQueue;
 use crate::metrics::{Refusal, REFUSALS};
 use crate::ports::Ports;
 use sdp::{Caps, SessionDescription};
-use sip::header::{parse_u32, HeaderName, NameAddr};
+use sip::header::{parse_u32, HeaderName};
 use sip::transaction::{Incoming, Peer, ServerTxId, Timers, Transactions, Transport, TxEvent};
 use sip::validate::{check_request, check_response};
 use sip::{Message, Method, ResponseBuilder};
@@ -649,10 +649,7 @@ impl Engine {
             return None;
         };
         (msg.method() == Some(&Method::Invite)
-            && msg
-                .header(HeaderName::To)
-                .and_then(|t| NameAddr::parse(t).ok())
-                .is_some_and(|t| t.tag().is_none())
+            && msg.to_addr().ok().is_some_and(|t| t.tag().is_none())
             && !self.txs.has_server(msg))
         .then_some(why)
     }
@@ -787,10 +784,7 @@ impl Engine {
             .header(HeaderName::CallId)
             .unwrap_or_default()
             .to_string();
-        let to_tag = msg
-            .header(HeaderName::To)
-            .and_then(|t| NameAddr::parse(t).ok())
-            .and_then(|n| n.tag().map(str::to_string));
+        let to_tag = msg.to_addr().ok().and_then(|n| n.tag().map(str::to_string));
         let existing = self.calls.leg_by_call_id(&call_id);
         if (method != Method::Register || self.dispatches_register(&msg))
             && existing.is_none()

@@ -11,7 +11,7 @@ use crate::parklot::ParkLots;
 use crate::pins::Pins;
 use crate::ringboard::RingBoard;
 use rustc_hash::FxHashMap;
-use sip::header::{HeaderName, NameAddr};
+use sip::header::HeaderName;
 use sip::transaction::Peer;
 use sip::{Message, Method, Uri};
 use std::net::SocketAddr;
@@ -58,10 +58,7 @@ impl Engine {
         {
             return Some(msg);
         }
-        let initial = msg
-            .header(HeaderName::To)
-            .and_then(|t| NameAddr::parse(t).ok())
-            .is_some_and(|t| t.tag().is_none());
+        let initial = msg.to_addr().ok().is_some_and(|t| t.tag().is_none());
         if !initial {
             return Some(msg);
         }
@@ -102,13 +99,13 @@ impl Engine {
     /// group pickup knows its caller by the From user here, before the caller authenticated:
     /// this only chooses the worker, and the pickup there checks the user.
     fn meeting_worker(&self, msg: &Message) -> Option<usize> {
-        let user = |v: &str| Uri::parse(v).ok().and_then(|u| u.user).map(str::to_string);
-        let exten = user(msg.request_uri()?)?;
-        let from = msg.header(HeaderName::From)?;
-        let caller = NameAddr::parse(from)
+        let exten = msg.uri().ok()?.user?.to_string();
+        let caller = msg
+            .from_addr()
             .ok()
-            .and_then(|n| user(n.uri))
-            .unwrap_or_default();
+            .and_then(|n| Uri::parse(n.uri).ok()?.user)
+            .unwrap_or_default()
+            .to_string();
         let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
         let vars = Vars::for_call(&exten, &caller, call_id, &self.s.data_dir);
         let rv = &self.s.rendezvous;

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
-use sip::header::{HeaderName, NameAddr};
+use sip::header::HeaderName;
 use sip::transaction::{ClientTxId, Peer, ServerTxId};
 use sip::{Message, Method};
 use store::voicemail::Mailbox;
@@ -116,10 +116,7 @@ impl Engine {
         }
         let expires = asked.min(vm.max_subscribe_expires_s);
         let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
-        let to_tag = msg
-            .header(HeaderName::To)
-            .and_then(|t| NameAddr::parse(t).ok())
-            .and_then(|n| n.tag().map(str::to_string));
+        let to_tag = msg.to_addr().ok().and_then(|n| n.tag().map(str::to_string));
         // A refresh is taken from the subscription's own user only.
         let found = to_tag.as_ref().and_then(|tag| {
             self.mwi.subs.iter().position(|s| {

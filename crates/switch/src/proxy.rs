@@ -17,9 +17,8 @@ use rustc_hash::FxHashMap;
 use sip::auth::Authorization;
 use sip::header::{parse_u32, HeaderName, NameAddr};
 use sip::transaction::{ClientTxId, Peer, ServerTxId, Transport};
-use sip::{Message, Method, Uri};
+use sip::{Message, Method, Rewrite, Uri};
 use std::collections::VecDeque;
-use std::fmt::Write;
 use std::time::Instant;
 use store::Binding;
 
@@ -93,24 +92,19 @@ impl Engine {
         if self.in_domains(msg) {
             return true;
         }
-        let for_us = msg
-            .request_uri()
-            .and_then(|u| Uri::parse(u).ok())
-            .is_some_and(|u| self.names_us(&u));
+        let for_us = msg.uri().ok().is_some_and(|u| self.names_us(&u));
         self.routed_to_us(msg) && !(for_us && !in_dialog(msg) && msg.count(HeaderName::Route) == 1)
     }
 
     /// The Request-URI's host is a proxied domain.
     pub(crate) fn in_domains(&self, msg: &Message) -> bool {
-        msg.request_uri()
-            .and_then(|u| Uri::parse(u).ok())
-            .is_some_and(|u| {
-                self.s
-                    .proxy
-                    .domains
-                    .iter()
-                    .any(|d| d.eq_ignore_ascii_case(u.host))
-            })
+        msg.uri().ok().is_some_and(|u| {
+            self.s
+                .proxy
+                .domains
+                .iter()
+                .any(|d| d.eq_ignore_ascii_case(u.host))
+        })
     }
 
     /// The top Route names strowger: one of its listen addresses, or by name a domain it serves
@@ -122,10 +116,7 @@ impl Engine {
     /// The `rr` signature of the top Route when that Route names strowger (empty if it has
     /// none): read once for both questions an in-dialog request asks of it.
     fn our_route<'m>(&self, msg: &'m Message) -> Option<&'m str> {
-        let route = msg
-            .header(HeaderName::Route)
-            .and_then(|r| NameAddr::parse(r).ok())?;
-        let uri = Uri::parse(route.uri).ok()?;
+        let (_, uri) = msg.top_route()?.ok()?;
         self.names_us(&uri)
             .then(|| uri.params.get("rr").unwrap_or(""))
     }
@@ -153,14 +144,8 @@ impl Engine {
     /// this request's dialog, the request coming from one end of it and going to the other.
     /// `sig`: the top Route's `rr` (`our_route`).
     fn signed_for(&self, sig: &str, msg: &Message, source: Peer, hop: Peer) -> bool {
-        let tag = |h| {
-            msg.header(h)
-                .and_then(|v| NameAddr::parse(v).ok())
-                .and_then(|n| n.tag())
-                .unwrap_or("")
-        };
         let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
-        let tags = [tag(HeaderName::From), tag(HeaderName::To)];
+        let tags = [msg.from_tag(), msg.to_tag().unwrap_or("")];
         self.proxy
             .key
             .verify(sig, call_id, &tags, source.addr.ip(), hop.addr.ip())
@@ -288,10 +273,7 @@ impl Engine {
 
     /// Looks the Request-URI's user up in the location store.
     pub(crate) fn proxy_locate(&mut self, stx: ServerTxId, msg: Message, peer: Peer, now: Instant) {
-        let user = msg
-            .request_uri()
-            .and_then(|u| Uri::parse(u).ok())
-            .and_then(|u| u.user.map(str::to_string));
+        let user = msg.uri().ok().and_then(|u| u.user.map(str::to_string));
         let Some(user) = user else {
             return self.reply(stx, &msg, peer, 404, "Not Found", &[], now);
         };
@@ -426,7 +408,7 @@ impl Engine {
         now: Instant,
     ) -> Option<ClientTxId> {
         let method = msg.method().cloned().unwrap_or(Method::Options);
-        let local = self.local_for(hop);
+        let local = self.local_for(hop).to_string();
         let branch = match up {
             Some(_) => self.branch(),
             // Forwarded without a transaction: a retransmitted ACK must go on with the same
@@ -434,72 +416,72 @@ impl Engine {
             None => stateless_branch(msg),
         };
         let transport = crate::dialog::transport_name(hop.transport);
-        let mut out = String::with_capacity(msg.body().len() + 1024);
-        let _ = write!(
-            out,
-            "{method} {ruri} SIP/2.0\r\nVia: SIP/2.0/{transport} {local};branch={branch};rport\r\n"
-        );
-        let initial = msg
-            .header(HeaderName::To)
-            .and_then(|t| NameAddr::parse(t).ok())
-            .is_some_and(|n| n.tag().is_none());
+        let mut w = Rewrite::new(msg);
+        let mut line = String::with_capacity(ruri.len() + 24);
+        for part in [method.as_str(), " ", ruri, " SIP/2.0"] {
+            line.push_str(part);
+        }
+        w.start_line(line);
+        let out = w.top();
+        for part in [
+            "Via: SIP/2.0/",
+            transport,
+            " ",
+            &local,
+            ";branch=",
+            &branch,
+            ";rport\r\n",
+        ] {
+            out.push_str(part);
+        }
+        let initial = msg.to_addr().is_ok_and(|n| n.tag().is_none());
         if let Some((_, caller)) =
             up.filter(|_| self.s.proxy.record_route && initial && method == Method::Invite)
         {
             let call_id = msg.header(HeaderName::CallId).unwrap_or_default();
-            let ftag = msg
-                .header(HeaderName::From)
-                .and_then(|f| NameAddr::parse(f).ok())
-                .and_then(|n| n.tag())
-                .unwrap_or("");
             let sig = self
                 .proxy
                 .key
-                .sign(call_id, ftag, caller.addr.ip(), hop.addr.ip());
-            let _ = write!(
-                out,
-                "Record-Route: <sip:{local};lr{};rr={sig}>\r\n",
-                crate::engine::transport_param(hop.transport)
-            );
+                .sign(call_id, msg.from_tag(), caller.addr.ip(), hop.addr.ip());
+            let tp = crate::engine::transport_param(hop.transport);
+            for part in [
+                "Record-Route: <sip:",
+                &local,
+                ";lr",
+                tp,
+                ";rr=",
+                &sig,
+                ">\r\n",
+            ] {
+                out.push_str(part);
+            }
         }
         for r in routes {
-            let _ = write!(out, "Route: {r}\r\n");
+            header_line(out, "Route", r);
         }
         if method == Method::Register {
             // Only an edge forwards a REGISTER (dispatch.rs): the node calls the phone back
             // through it (RFC 3327), the way the phone's NAT binding is open.
             let tp = crate::engine::transport_param(hop.transport);
-            let _ = write!(out, "Path: <sip:{local};lr{tp}>\r\n");
-        }
-        let mut skip_route = self.routed_to_us(msg);
-        for (name, text, value) in msg.headers() {
-            match name {
-                HeaderName::Route if skip_route => {
-                    skip_route = false;
-                    continue;
-                }
-                HeaderName::MaxForwards => {
-                    let mf = parse_u32(value).unwrap_or(70).saturating_sub(1);
-                    let _ = write!(out, "Max-Forwards: {mf}\r\n");
-                    continue;
-                }
-                HeaderName::ContentLength => continue,
-                // Credentials strowger may have consumed (RFC 3261 §22.3).
-                HeaderName::ProxyAuthorization
-                    if self.s.proxy.authenticate || self.s.proxy.relay_for_users =>
-                {
-                    continue
-                }
-                _ => {}
+            for part in ["Path: <sip:", &local, ";lr", tp, ">\r\n"] {
+                out.push_str(part);
             }
-            header_line(&mut out, text, value);
         }
-        if msg.header(HeaderName::MaxForwards).is_none() {
-            out.push_str("Max-Forwards: 69\r\n");
+        match msg.header(HeaderName::MaxForwards) {
+            Some(v) => {
+                let mf = parse_u32(v).unwrap_or(70).saturating_sub(1);
+                w.replace(HeaderName::MaxForwards, 0, &mf.to_string());
+            }
+            None => header_line(w.top(), "Max-Forwards", "69"),
         }
-        let _ = write!(out, "Content-Length: {}\r\n\r\n", msg.body().len());
-        let mut bytes = out.into_bytes();
-        bytes.extend_from_slice(msg.body());
+        if self.routed_to_us(msg) {
+            w.remove(HeaderName::Route, 0);
+        }
+        // Credentials strowger may have consumed (RFC 3261 §22.3).
+        if self.s.proxy.authenticate || self.s.proxy.relay_for_users {
+            w.remove_all(HeaderName::ProxyAuthorization);
+        }
+        let bytes = w.finish();
         if hop.transport == Transport::Udp && bytes.len() > self.s.max_datagram {
             if let Some((stx, peer)) = up {
                 let w = format!(
@@ -763,28 +745,12 @@ impl Engine {
 /// A response to send back upstream: our Via removed, `more` headers added (the challenges of
 /// other branches, RFC 3261 §16.7 step 7).
 fn relayed(msg: &Message, more: &[(HeaderName, String)]) -> Vec<u8> {
-    let status = msg.status().unwrap_or(500);
-    let mut out = String::with_capacity(msg.body().len() + 1024);
-    let _ = write!(out, "SIP/2.0 {status} {}\r\n", msg.reason().unwrap_or(""));
-    let mut skip_via = true;
-    for (name, text, value) in msg.headers() {
-        match name {
-            HeaderName::Via if skip_via => {
-                skip_via = false;
-                continue;
-            }
-            HeaderName::ContentLength => continue,
-            _ => {}
-        }
-        header_line(&mut out, text, value);
-    }
+    let mut w = Rewrite::new(msg);
+    w.remove(HeaderName::Via, 0);
     for (name, value) in more {
-        header_line(&mut out, name.as_str(), value);
+        w.append(name.as_str(), value);
     }
-    let _ = write!(out, "Content-Length: {}\r\n\r\n", msg.body().len());
-    let mut bytes = out.into_bytes();
-    bytes.extend_from_slice(msg.body());
-    bytes
+    w.finish()
 }
 
 /// Appends `name: value` and its CRLF: a forwarded message is copied a header at a time, and
@@ -798,15 +764,13 @@ fn header_line(out: &mut String, name: &str, value: &str) {
 
 /// A request inside a dialog (its To has a tag).
 fn in_dialog(msg: &Message) -> bool {
-    msg.header(HeaderName::To)
-        .and_then(|t| NameAddr::parse(t).ok())
-        .is_some_and(|n| n.tag().is_some())
+    msg.to_tag().is_some()
 }
 
 /// The Request-URI's host, for messages.
 fn request_host(msg: &Message) -> String {
-    msg.request_uri()
-        .and_then(|u| Uri::parse(u).ok())
+    msg.uri()
+        .ok()
         .map_or_else(String::new, |u| u.host.to_string())
 }
 
@@ -822,11 +786,12 @@ fn stateless_branch(msg: &Message) -> String {
 /// Where a request routed through us goes next (loose routing, RFC 3261 §16.4): our Route goes,
 /// the next one (or the Request-URI) names the hop; the Request-URI itself is kept.
 fn loose_route(msg: &Message) -> Option<(Peer, String)> {
-    let next = msg
-        .all(HeaderName::Route)
-        .nth(1)
-        .and_then(|r| NameAddr::parse(r).ok().map(|n| n.uri.to_string()))
-        .or_else(|| msg.request_uri().map(str::to_string))?;
-    let hop = crate::bridge::resolve(&Uri::parse(&next).ok()?)?;
+    let hop = match msg.all(HeaderName::Route).nth(1) {
+        Some(r) => {
+            let n = NameAddr::parse(r).ok()?;
+            crate::bridge::resolve(&Uri::parse(n.uri).ok()?)?
+        }
+        None => crate::bridge::resolve(&msg.uri().ok()?)?,
+    };
     Some((hop, msg.request_uri()?.to_string()))
 }

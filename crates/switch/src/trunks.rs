@@ -988,10 +988,7 @@ impl Engine {
             t.cfg.acl.contains(ip) || t.dns.targets.iter().any(|p| p.addr.ip() == ip)
         })?;
         let trunk = &self.trunks.list[t].cfg;
-        let ruri_user = msg
-            .request_uri()
-            .and_then(|u| Uri::parse(u).ok())
-            .and_then(|u| u.user.map(str::to_string));
+        let ruri_user = msg.uri().ok().and_then(|u| u.user.map(str::to_string));
         let to_user = msg.header(HeaderName::To).and_then(header_user);
         let did = match ruri_user {
             Some(u) if !u.is_empty() && u != trunk.username => u,

@@ -4,7 +4,7 @@
 use super::timer::{Armed, Slot};
 use super::{ClientTxId, Io, Life, Peer, Timers, TxEvent};
 use crate::builder::RequestBuilder;
-use crate::header::{CSeq, HeaderName};
+use crate::header::HeaderName;
 use crate::message::Message;
 use crate::method::Method;
 use std::sync::Arc;
@@ -187,7 +187,7 @@ pub(super) fn derive(
     reason: Option<&str>,
 ) -> Option<Vec<u8>> {
     let req = Message::parse(invite, true).ok()?;
-    let cseq = CSeq::parse(req.header(HeaderName::CSeq)?).ok()?;
+    let cseq = req.cseq().ok()?;
     let mut b = RequestBuilder::new(&method, req.request_uri()?);
     b.header("Via", req.header(HeaderName::Via)?);
     for route in req.all(HeaderName::Route) {

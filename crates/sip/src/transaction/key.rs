@@ -1,7 +1,7 @@
 //! Matching keys (RFC 3261 §17.1.3, §17.2.3), written into a reused buffer so a lookup does not
 //! allocate; a new transaction turns the buffer into its one shared `Arc<str>` key.
 
-use crate::header::{CSeq, HeaderName, NameAddr, Via};
+use crate::header::HeaderName;
 use crate::message::Message;
 use crate::method::Method;
 use std::fmt::Write as _;
@@ -14,10 +14,7 @@ const COOKIE: &str = "z9hG4bK";
 /// or CSeq (it failed validation and cannot belong to a transaction).
 pub(super) fn server(msg: &Message, method: &Method, out: &mut String) -> bool {
     out.clear();
-    let Some(raw_via) = msg.header(HeaderName::Via) else {
-        return false;
-    };
-    let Ok(via) = Via::parse(raw_via) else {
+    let (Some(raw_via), Ok(via)) = (msg.header(HeaderName::Via), msg.top_via()) else {
         return false;
     };
     match via.branch() {
@@ -48,25 +45,19 @@ pub(super) fn server_method(key: &str) -> &str {
 /// identify the transaction. The To tag is left out for INVITE because the ACK for a non-2xx
 /// carries the tag our response added, which the INVITE did not have.
 fn rfc2543(msg: &Message, method: &Method, raw_via: &str, out: &mut String) -> bool {
-    let (Some(uri), Some(call_id), Some(Ok(cseq))) = (
+    let (Some(uri), Some(call_id), Ok(cseq)) = (
         msg.request_uri(),
         msg.header(HeaderName::CallId),
-        msg.header(HeaderName::CSeq).map(CSeq::parse),
+        msg.cseq(),
     ) else {
         return false;
-    };
-    let tag = |h| {
-        msg.header(h)
-            .and_then(|v| NameAddr::parse(v).ok())
-            .and_then(|n| n.tag())
-            .unwrap_or("")
     };
     let to_tag = if *method == Method::Invite {
         ""
     } else {
-        tag(HeaderName::To)
+        msg.to_tag().unwrap_or("")
     };
-    let from_tag = tag(HeaderName::From);
+    let from_tag = msg.from_tag();
     let _ = write!(
         out,
         "{uri}\0{from_tag}\0{to_tag}\0{call_id}\0{}\0{method}\0{raw_via}",
@@ -79,15 +70,9 @@ fn rfc2543(msg: &Message, method: &Method, raw_via: &str, out: &mut String) -> b
 /// its responses.
 pub(super) fn client(msg: &Message, out: &mut String) -> bool {
     out.clear();
-    let branch = msg
-        .header(HeaderName::Via)
-        .and_then(|v| Via::parse(v).ok())
-        .and_then(|v| v.branch());
-    let cseq = msg
-        .header(HeaderName::CSeq)
-        .and_then(|c| CSeq::parse(c).ok());
-    match (branch, cseq) {
-        (Some(branch), Some(cseq)) => client_of(branch, &cseq.method, out),
+    let branch = msg.top_via().ok().and_then(|v| v.branch());
+    match (branch, msg.cseq()) {
+        (Some(branch), Ok(cseq)) => client_of(branch, &cseq.method, out),
         _ => false,
     }
 }
@@ -113,11 +98,8 @@ pub(super) fn client_method(key: &str) -> &str {
 /// acknowledges: CSeq number and Call-ID (§13.3.1.4).
 pub(super) fn ack(msg: &Message, out: &mut String) -> bool {
     out.clear();
-    let cseq = msg
-        .header(HeaderName::CSeq)
-        .and_then(|c| CSeq::parse(c).ok());
-    match (cseq, msg.header(HeaderName::CallId)) {
-        (Some(cseq), Some(call_id)) => {
+    match (msg.cseq(), msg.header(HeaderName::CallId)) {
+        (Ok(cseq), Some(call_id)) => {
             let _ = write!(out, "{} {call_id}", cseq.seq);
             true
         }
