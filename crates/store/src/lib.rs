@@ -10,6 +10,7 @@
 
 mod cache;
 mod claims;
+mod conn_pool;
 mod forward;
 mod local;
 mod memcached;
@@ -234,9 +235,10 @@ pub trait LocationStore: Send + Sync {
     fn bindings(&self, _now: u64) -> Option<u64> {
         None
     }
-    /// Forgets what lapsed by `now` and gives back the room of maps that have emptied, so memory
-    /// falls with the load; called every [`EXPIRE_EVERY_S`] seconds off the workers. Returns how
-    /// many entries went. (A lapsed binding is never answered anyway; this only frees it.)
+    /// Forgets what lapsed by `now` and gives back the room of maps that have emptied, and
+    /// closes connections that went unused (`conn_pool`), so memory falls with the load; called
+    /// every [`EXPIRE_EVERY_S`] seconds off the workers. Returns how many entries and
+    /// connections went. (A lapsed binding is never answered anyway; this only frees it.)
     fn expire(&self, _now: u64) -> usize {
         0
     }

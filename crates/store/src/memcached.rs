@@ -10,6 +10,7 @@
 //! recover once it is back.
 
 use crate::cache::Bounded;
+use crate::conn_pool::ConnPool;
 use crate::pipe::{Answer, Ask, Pending, Pipe, Reply};
 use crate::{
     apply, key, Binding, Change, CredentialStore, Credentials, Error, LocationStore, Result,
@@ -17,7 +18,7 @@ use crate::{
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 const POOL: usize = 8;
@@ -71,7 +72,7 @@ fn user_key(user: &str, domain: &str) -> String {
 
 pub struct MemcachedStore {
     addr: String,
-    pool: Mutex<Vec<BufReader<TcpStream>>>,
+    pool: Mutex<ConnPool<BufReader<TcpStream>>>,
     /// The value and CAS id of a key as this process last read or wrote it.
     seen: Mutex<Bounded<Versioned>>,
     /// How many keys `seen` holds at most.
@@ -98,7 +99,7 @@ impl MemcachedStore {
         };
         MemcachedStore {
             addr: format!("{host}:{port}"),
-            pool: Mutex::new(Vec::new()),
+            pool: Mutex::new(ConnPool::new(POOL)),
             seen: Mutex::new(Bounded::new(capacity)),
             capacity,
         }
@@ -147,7 +148,7 @@ impl MemcachedStore {
         &self,
         mut f: impl FnMut(&mut BufReader<TcpStream>) -> std::io::Result<T>,
     ) -> Result<T> {
-        let pooled = self.pool.lock().unwrap().pop();
+        let pooled = self.pool.lock().unwrap().take();
         let reused = pooled.is_some();
         let mut conn = match pooled {
             Some(c) => c,
@@ -165,10 +166,7 @@ impl MemcachedStore {
         }
         match result {
             Ok(v) => {
-                let mut pool = self.pool.lock().unwrap();
-                if pool.len() < POOL {
-                    pool.push(conn);
-                }
+                self.pool.lock().unwrap().give(conn, Instant::now());
                 Ok(v)
             }
             // An error reply or one this client did not expect (`proto`); any other error is the
@@ -323,7 +321,8 @@ impl LocationStore for MemcachedStore {
     }
 
     fn expire(&self, now: u64) -> usize {
-        self.seen.lock().unwrap().expire(now)
+        let closed = self.pool.lock().unwrap().close_idle(Instant::now());
+        closed + self.seen.lock().unwrap().expire(now)
     }
 
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {

@@ -6,10 +6,11 @@
 //! Cluster, where a change is acknowledged only once a replica has it too (`WAIT 1`, see
 //! [`RedisStore::replicated`]), so a master's crash loses no acknowledged binding. (Bindings written by versions that kept them as one string under `strowger:loc:`
 //! are not read: phones register again within their expiry.) Users are keys too, listed
-//! through a set. Connections are pooled and dropped after any error, so operations fail while
-//! Redis is down and work again once it is back.
+//! through a set. Connections are pooled (`ConnPool`: closed once unused for a while) and dropped
+//! after any error, so operations fail while Redis is down and work again once it is back.
 
 use crate::claims::{Claim, Claims};
+use crate::conn_pool::ConnPool;
 use crate::{key, Binding, Change, CredentialStore, Credentials, Error, LocationStore, Result};
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 const USERS: &str = "strowger:users";
-/// Connections kept open: one per store thread (strowger runs 8).
+/// Connections kept open at most: one per store thread (strowger runs up to 8).
 const POOL: usize = 8;
 /// How long a cluster change waits for a replica to acknowledge it (`WAIT 1 REPLICA_WAIT_MS`).
 const REPLICA_WAIT_MS: u64 = 200;
@@ -153,7 +154,7 @@ pub struct RedisStore {
     /// The URL as given, for errors.
     addr: String,
     client: Result<Client>,
-    pool: Mutex<Vec<Conn>>,
+    pool: Mutex<ConnPool<Conn>>,
     update: Script,
     claim: Script,
     release: Script,
@@ -196,7 +197,7 @@ impl RedisStore {
         RedisStore {
             addr,
             client,
-            pool: Mutex::new(Vec::new()),
+            pool: Mutex::new(ConnPool::new(POOL)),
             update: Script::new(UPDATE),
             claim: Script::new(CLAIM),
             release: Script::new(RELEASE),
@@ -255,7 +256,7 @@ impl RedisStore {
     /// Runs `f` on a pooled connection; a connection that saw an error is dropped. A pooled
     /// connection may have died with a restarted server: then one more try on a new one.
     fn with<T>(&self, mut f: impl FnMut(&mut Conn) -> redis::RedisResult<T>) -> Result<T> {
-        let pooled = self.pool.lock().unwrap().pop();
+        let pooled = self.pool.lock().unwrap().take();
         let reused = pooled.is_some();
         let mut conn = match pooled {
             Some(c) => c,
@@ -272,10 +273,7 @@ impl RedisStore {
         }
         match result {
             Ok(v) => {
-                let mut pool = self.pool.lock().unwrap();
-                if pool.len() < POOL {
-                    pool.push(conn);
-                }
+                self.pool.lock().unwrap().give(conn, Instant::now());
                 Ok(v)
             }
             Err(e) => Err(failed(&self.addr, e)),
@@ -382,6 +380,11 @@ impl Claims for RedisStore {
 impl LocationStore for RedisStore {
     fn claims(&self) -> Option<&dyn Claims> {
         Some(self)
+    }
+
+    /// Redis expires the bindings itself; only unused connections close.
+    fn expire(&self, _now: u64) -> usize {
+        self.pool.lock().unwrap().close_idle(Instant::now())
     }
 
     fn update(&self, aor: &str, changes: &[Change], now: u64) -> Result<Vec<Binding>> {

@@ -27,9 +27,22 @@ pub fn fix_thresholds() {
 /// Set when a thread ends ([`thread_ending`]) until the next [`trim`].
 static THREAD_ENDED: AtomicBool = AtomicBool::new(false);
 
+/// A block that frees as a chunk of its thread's heap, at least glibc's 64 KiB that makes a free
+/// try to shorten the heap (and under [`THRESHOLD`], so it is not given a mapping of its own).
+const HEAP_TRIM_BLOCK: usize = 96 * 1024;
+
 /// A thread is ending: glibc hands its cache of freed chunks back to its heap as it ends, so the
-/// next [`trim`] gives back the pages they pinned.
+/// next [`trim`] gives back the pages they pinned. A thread's heap keeps its top (what lies past
+/// its last chunk in use) until a free of at least 64 KiB in that heap shortens it: `malloc_trim`
+/// never does, and a heap a burst grew kept hundreds of KiB of top resident after its thread
+/// ended (bench/RESULTS.md). So the thread frees such a block in its own heap first.
 pub fn thread_ending() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: a block allocated and freed here, used for nothing else.
+    unsafe {
+        let block = libc::malloc(HEAP_TRIM_BLOCK);
+        libc::free(std::hint::black_box(block));
+    }
     THREAD_ENDED.store(true, Ordering::Relaxed);
 }
 

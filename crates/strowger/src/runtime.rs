@@ -388,7 +388,7 @@ fn iax_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
 
 /// Store threads for Redis and Memcached. Each waits on one round trip at a time, so their number
 /// bounds the store operations in flight; with 2, REGISTERs queued for seconds past ~5,000/s on
-/// Memcached (bench/RESULTS.md). Threads idle for `store_pool::IDLE` end, all but one.
+/// Memcached (bench/RESULTS.md). Threads idle for `store_pool::IDLE` end.
 const STORE_THREADS: usize = 8;
 
 /// `[[users]]` from the configuration, written to the store (as HA1s) before calls are taken,

@@ -118,12 +118,25 @@ impl Supervisor {
     }
 
     /// Forgets the registrations that lapsed, off the workers, so memory falls with the load,
-    /// and hands the allocator's free pages back (crate::allocator).
+    /// and hands the allocator's free pages back (crate::allocator). The forgetting runs on a
+    /// thread that ends before the trim: glibc keeps chunks a thread frees in that thread's
+    /// cache until it allocates them again or ends, and kept here they would pin pages of the
+    /// heaps the bindings came from for good.
     fn expire(&self) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        crate::allocator::trim(self.store.expire(now) > 0);
+        let store = &*self.store;
+        let gone = std::thread::scope(|s| {
+            match std::thread::Builder::new()
+                .name("expire".into())
+                .spawn_scoped(s, || store.expire(now))
+            {
+                Ok(t) => t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(_) => store.expire(now),
+            }
+        });
+        crate::allocator::trim(gone > 0);
     }
 
     /// Tells every worker to refuse new calls; returns when the drain ends at the latest.
