@@ -258,7 +258,7 @@ impl Conn {
                 if logging::sip_enabled() {
                     logging::sip(Dir::Received, transport, peer, bytes);
                 }
-                on_msg(m)
+                on_msg(*m)
             }
             ws::Frame::Garbage => {
                 garbage += 1;

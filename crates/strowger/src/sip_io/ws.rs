@@ -99,8 +99,8 @@ impl Policy {
 /// What one WebSocket message is to SIP.
 #[derive(Debug)]
 pub enum Frame {
-    /// One whole SIP message.
-    Sip(sip::Message),
+    /// One whole SIP message (boxed: a parsed message is large beside the other variants).
+    Sip(Box<sip::Message>),
     /// Text or binary that is not one SIP message: dropped and counted.
     Garbage,
     /// Pings, pongs and closes, which tungstenite answers itself.
@@ -115,7 +115,7 @@ pub fn frame(msg: &tungstenite::Message) -> Frame {
         return Frame::Control;
     };
     match sip::Message::parse(bytes, true) {
-        Ok(m) => Frame::Sip(m),
+        Ok(m) => Frame::Sip(Box::new(m)),
         Err(_) => Frame::Garbage,
     }
 }
