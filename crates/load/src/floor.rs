@@ -119,6 +119,17 @@ pub fn play(peer: SocketAddr, calls: usize, seconds: f64, sockets: Sockets) -> i
     Ok(out)
 }
 
+/// Waits up to 100 ms for `sock` to have a datagram, so the loops around it see their end time.
+fn wait_readable(sock: &UdpSocket) {
+    let mut pfd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, for a socket that outlives the call.
+    unsafe { libc::poll(&mut pfd, 1, 100) };
+}
+
 /// Sends every datagram arriving at `listen` back to its source, for `seconds`; returns how many.
 pub fn echo(listen: SocketAddr, seconds: f64) -> io::Result<u64> {
     let sock = udp_socket(listen, 16 << 20)?;
@@ -129,13 +140,7 @@ pub fn echo(listen: SocketAddr, seconds: f64) -> io::Result<u64> {
     let end = Instant::now() + Duration::from_secs_f64(seconds);
     let mut echoed = 0;
     while Instant::now() < end {
-        let mut pfd = libc::pollfd {
-            fd: sock.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd, for a socket that outlives the call.
-        unsafe { libc::poll(&mut pfd, 1, 100) };
+        wait_readable(&sock);
         batch.drain(&sock, |batch, n| {
             echoed += send.send(&sock, (0..n).filter_map(|i| batch.get(i))) as u64;
         });
@@ -168,13 +173,7 @@ pub fn relay(listen: SocketAddr, callee: SocketAddr, seconds: f64) -> io::Result
     };
     let end = Instant::now() + Duration::from_secs_f64(seconds);
     while Instant::now() < end {
-        let mut pfd = libc::pollfd {
-            fd: sock.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd, for a socket that outlives the call.
-        unsafe { libc::poll(&mut pfd, 1, 100) };
+        wait_readable(&sock);
         batch.drain(&sock, |batch, n| {
             let hops = (0..n)
                 .filter_map(|i| batch.get(i))
