@@ -160,14 +160,9 @@ impl Engine {
         reply: Option<StoreReply>,
         now: Instant,
     ) {
-        let Some(c) = self.calls.get_mut(call) else {
+        let Some(exten) = self.store_answered(call, gen) else {
             return;
         };
-        if !c.awaits_store(gen) {
-            return;
-        }
-        c.wait = Wait::None;
-        let exten = c.cdr.exten.clone();
         let taken = match reply {
             Some(StoreReply::Claimed(Claim::Held(node))) if !node.is_empty() => {
                 if !self.came_from(call, &node) {
@@ -197,6 +192,17 @@ impl Engine {
     pub(crate) fn cluster_holder(&mut self, set: String, name: String, why: Why) {
         let now = self.clock.unix();
         self.store_op(StoreOp::Holder { set, name, now }, Pending::Cluster(why));
+    }
+
+    /// The extension `call` dialled, if it was waiting for the store's answer `gen` (where its
+    /// room, queue or parking slot is held), which it has now; None when it left or moved on.
+    pub(crate) fn store_answered(&mut self, call: usize, gen: u64) -> Option<String> {
+        let c = self.calls.get_mut(call)?;
+        if !c.awaits_store(gen) {
+            return None;
+        }
+        c.wait = Wait::None;
+        Some(c.cdr.exten.clone())
     }
 
     /// Whether `call` came from node `node` (its caller is that node's bridge): sending it back

@@ -275,14 +275,9 @@ impl Engine {
         reply: Option<StoreReply>,
         now: Instant,
     ) {
-        let Some(c) = self.calls.get_mut(call) else {
+        let Some(exten) = self.store_answered(call, gen) else {
             return;
         };
-        if !c.awaits_store(gen) {
-            return;
-        }
-        c.wait = Wait::None;
-        let exten = c.cdr.exten.clone();
         let me = self.s.cluster.as_deref();
         match reply {
             Some(StoreReply::Holder(Some(node)))
