@@ -149,17 +149,7 @@ fn two_callers_hear_each_other(first: &Strowger, second: &Strowger) {
     let (mut uacs, mut rtps) = (Vec::new(), Vec::new());
     for &(node, _) in &callers {
         let mut rtp = Rtp::bind();
-        let mut uac = Uac::new(node.sip, "8000");
-        let resp = uac.invite(&sdp(rtp.port, &[(0, "PCMU/8000"), DTMF], "sendrecv"));
-        assert_eq!(
-            resp.status(),
-            Some(200),
-            "caller of node {}: {resp:?}\n{}",
-            node.sip,
-            common::tail(&node.stderr(), 30)
-        );
-        rtp.remote = Some(sdp_audio(&resp.body).0);
-        uac.ack("");
+        let uac = node.answered("8000", &[(0, "PCMU/8000"), DTMF], &mut rtp);
         uacs.push(uac);
         rtps.push(rtp);
     }

@@ -53,12 +53,7 @@ fn send_event(rtp: &mut Rtp, event: u8) {
 
 /// Calls `exten` offering `pts`; ACKs the 200 and points `rtp` at the answer.
 fn call(s: &Strowger, exten: &str, pts: &[(u8, &str)], rtp: &mut Rtp) -> Uac {
-    let mut uac = Uac::new(s.sip, exten);
-    let resp = uac.invite(&sdp(rtp.port, pts, "sendrecv"));
-    assert_eq!(resp.status(), Some(200), "INVITE to {exten}: {resp:?}");
-    rtp.remote = Some(sdp_audio(&resp.body).0);
-    uac.ack("");
-    uac
+    s.answered(exten, pts, rtp)
 }
 
 /// SIP INFO: 415 for another body type, 400 for an unreadable digit, 200 for '#', which ends

@@ -16,7 +16,7 @@ use common::registrar::registered;
 use common::servers::{RedisCluster, Server};
 use common::sip::{sdp, sdp_audio, Rtp, Uac, PCMU};
 use common::sipp::{Scenario, Sipp};
-use common::switch::Opts;
+use common::switch::{Opts, OVERLOAD_RETRIES};
 use common::Strowger;
 use std::path::Path;
 use std::time::Duration;
@@ -98,38 +98,10 @@ fn start_on(label: &str, store: Option<&str>) -> (Strowger, common::TempDir) {
     (s, dir)
 }
 
-/// Times a new call is tried again when refused as overloaded.
-const OVERLOAD_RETRIES: usize = 20;
-
-/// An INVITE to `exten` from a new hand-written client (a new Call-ID each time), tried again
-/// while it is refused with 503 (a debug build on a busy machine falls behind its media ticks
-/// now and then, and refuses new calls meanwhile, as it should): the client and the final
-/// response.
-fn invite(s: &Strowger, exten: &str, rtp: &Rtp) -> (Uac, common::sip::Msg) {
-    for _ in 0..OVERLOAD_RETRIES {
-        let mut uac = Uac::new(s.sip, exten);
-        let resp = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv"));
-        if resp.status() != Some(503) {
-            return (uac, resp);
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    panic!("INVITE to {exten}: refused as overloaded {OVERLOAD_RETRIES} times");
-}
-
 /// A call from a hand-written client to `exten`, answered, its RTP pointed at the answer.
 fn answered_call(s: &Strowger, exten: &str) -> (Uac, Rtp) {
     let mut rtp = Rtp::bind();
-    let (mut uac, resp) = invite(s, exten, &rtp);
-    assert_eq!(
-        resp.status(),
-        Some(200),
-        "INVITE to {exten}: {resp:?}\n{}",
-        common::tail(&s.stderr(), 30)
-    );
-    rtp.remote = Some(sdp_audio(&resp.body).0);
-    uac.ack("");
-    (uac, rtp)
+    (s.answered(exten, &[PCMU], &mut rtp), rtp)
 }
 
 /// A call to `exten` that rings (180), tried again while refused as overloaded.
@@ -219,7 +191,7 @@ fn a_call_parked_at_700_is_retrieved_by_dialling_its_slot_from_either_worker() {
         retriever.call_id
     });
     // An empty slot.
-    let (_, resp) = invite(&s, "705", &Rtp::bind());
+    let (_, resp) = s.invite("705", &[PCMU], &Rtp::bind());
     assert_eq!(resp.status(), Some(404), "{resp:?}");
 }
 
@@ -242,7 +214,7 @@ fn parked_on_one_node_retrieved_from_another(label: &str, store: &str) {
     parked.expect_request("BYE", Duration::from_secs(5));
     assert_eq!(parked_b.bye().status(), Some(200));
     for s in [&a, &b] {
-        let (_, resp) = invite(s, "705", &Rtp::bind());
+        let (_, resp) = s.invite("705", &[PCMU], &Rtp::bind());
         assert_eq!(resp.status(), Some(404), "{resp:?}");
     }
 }

@@ -13,7 +13,7 @@ use common::baresip::{account, Baresip};
 use common::net::free_port;
 use common::registrar::registered;
 use common::servers::Server;
-use common::sip::{sdp, sdp_audio, Rtp, RtpPkt, Uac, PCMU};
+use common::sip::{Rtp, RtpPkt, PCMU};
 use common::sipp::{Scenario, Sipp};
 use common::switch::{config_path, Opts};
 use common::Strowger;
@@ -101,11 +101,7 @@ fn sipp_callers_are_answered_in_arrival_order_by_sipp_agents() {
 fn a_waiting_caller_hears_music_then_its_position_then_music() {
     let s = start("queues-music");
     let mut rtp = Rtp::bind();
-    let mut uac = Uac::new(s.sip, "7001");
-    let resp = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv"));
-    assert_eq!(resp.status(), Some(200), "{resp:?}");
-    rtp.remote = Some(sdp_audio(&resp.body).0);
-    uac.ack("");
+    let uac = s.answered("7001", &[PCMU], &mut rtp);
     let pkts = rtp.recv_for(Duration::from_millis(8500));
     let pcm: Vec<i16> = pkts
         .iter()
@@ -206,14 +202,7 @@ fn two_baresip_agents_take_queued_calls() {
 #[test]
 fn the_second_caller_hears_its_position() {
     let s = start("queues-position");
-    let answered = |exten: &str, rtp: &mut Rtp| {
-        let mut uac = Uac::new(s.sip, exten);
-        let resp = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv"));
-        assert_eq!(resp.status(), Some(200), "{resp:?}");
-        rtp.remote = Some(sdp_audio(&resp.body).0);
-        uac.ack("");
-        uac
-    };
+    let answered = |exten: &str, rtp: &mut Rtp| s.answered(exten, &[PCMU], rtp);
     let mut first_rtp = Rtp::bind();
     let _first = answered("7001", &mut first_rtp);
     std::thread::sleep(Duration::from_millis(300));
@@ -314,16 +303,7 @@ fn queued_caller(
     talk: Duration,
 ) -> (u16, std::thread::JoinHandle<Vec<RtpPkt>>) {
     let mut rtp = Rtp::bind();
-    let mut uac = Uac::new(node.sip, exten);
-    let resp = uac.invite(&sdp(rtp.port, &[PCMU], "sendrecv"));
-    assert_eq!(
-        resp.status(),
-        Some(200),
-        "{resp:?}\n{}",
-        common::tail(&node.stderr(), 30)
-    );
-    rtp.remote = Some(sdp_audio(&resp.body).0);
-    uac.ack("");
+    let uac = node.answered(exten, &[PCMU], &mut rtp);
     let frames: Vec<Vec<u8>> = tone(hz, 8 * talk.as_millis() as usize, 8000.0)
         .chunks(160)
         .map(|c| c.iter().map(|&x| ulaw_encode(x)).collect())

@@ -280,11 +280,7 @@ fn the_demo_extension_records_an_echo_call_in_stereo() {
     let uas = Uas::bind();
     let (s, _config) = start("record-demo", uas.addr());
     let mut rtp = Rtp::bind();
-    let mut uac = Uac::new(s.sip, "9195");
-    let resp = uac.invite(&sdp(rtp.port, &[PCMU, DTMF], "sendrecv"));
-    assert_eq!(resp.status(), Some(200), "INVITE to 9195: {resp:?}");
-    rtp.remote = Some(sdp_audio(&resp.body).0);
-    uac.ack("");
+    let mut uac = s.answered("9195", &[PCMU, DTMF], &mut rtp);
     rtp.send_frames(&frames(CALLER_HZ), Duration::from_millis(200));
     assert_eq!(uac.bye().status(), Some(200));
     let cdr = s.wait_cdrs(1).remove(0);
@@ -421,11 +417,7 @@ fn a_call_recorded_when_strowger_is_stopped_leaves_a_whole_file() {
     let uas = Uas::bind();
     let (mut s, _config) = start("record-sigterm", uas.addr());
     let mut rtp = Rtp::bind();
-    let mut uac = Uac::new(s.sip, "9195");
-    let resp = uac.invite(&sdp(rtp.port, &[PCMU, DTMF], "sendrecv"));
-    assert_eq!(resp.status(), Some(200), "INVITE to 9195: {resp:?}");
-    rtp.remote = Some(sdp_audio(&resp.body).0);
-    uac.ack("");
+    let _uac = s.answered("9195", &[PCMU, DTMF], &mut rtp);
     rtp.send_frames(&frames(CALLER_HZ)[..100], Duration::ZERO);
     assert!(s.stop().success(), "strowger exits cleanly");
     let cdr = s.cdrs().remove(0);

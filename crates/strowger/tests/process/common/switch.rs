@@ -3,6 +3,7 @@
 
 use super::json::Json;
 use super::net::{free_port, free_port_range, release_port_range};
+use super::sip::{sdp, sdp_audio, Msg, Rtp, Uac};
 use super::{read_text, tail, tests_dir, wait_for, TempDir};
 use std::fs::File;
 use std::net::SocketAddr;
@@ -80,6 +81,9 @@ pub struct Strowger {
     data: PathBuf,
     log: PathBuf,
 }
+
+/// Times a new call is tried again when refused as overloaded.
+pub const OVERLOAD_RETRIES: usize = 20;
 
 impl Strowger {
     /// The embedded default configuration.
@@ -218,6 +222,37 @@ impl Strowger {
 
     pub fn data_dir(&self) -> PathBuf {
         self.data.clone()
+    }
+
+    /// An INVITE offering `pts` to `exten` from a new hand-written client (a new Call-ID each
+    /// try), tried again while refused with 503 (a debug build on a busy machine falls behind
+    /// its media ticks now and then and refuses new calls meanwhile, as it should): the client
+    /// and the final response.
+    pub fn invite(&self, exten: &str, pts: &[(u8, &str)], rtp: &Rtp) -> (Uac, Msg) {
+        for _ in 0..OVERLOAD_RETRIES {
+            let mut uac = Uac::new(self.sip, exten);
+            let resp = uac.invite(&sdp(rtp.port, pts, "sendrecv"));
+            if resp.status() != Some(503) {
+                return (uac, resp);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        panic!("INVITE to {exten}: refused as overloaded {OVERLOAD_RETRIES} times");
+    }
+
+    /// A call to `exten` offering `pts`, answered (200, or the test fails with the end of the
+    /// log), ACKed, and `rtp` pointed at the answer.
+    pub fn answered(&self, exten: &str, pts: &[(u8, &str)], rtp: &mut Rtp) -> Uac {
+        let (mut uac, resp) = self.invite(exten, pts, rtp);
+        assert_eq!(
+            resp.status(),
+            Some(200),
+            "INVITE to {exten}: {resp:?}\n{}",
+            tail(&self.stderr(), 30)
+        );
+        rtp.remote = Some(sdp_audio(&resp.body).0);
+        uac.ack("");
+        uac
     }
 
     /// Everything strowger wrote to stderr so far.
