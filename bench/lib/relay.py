@@ -2,14 +2,16 @@
 """A bridged call's media relayed by strowger against rtpengine, in one run (bench/relay.sh).
 
 For each N of --levels, --pairs times, strowger then rtpengine relay the same calls' RTP:
-  strowger   strowger-load -> strowger (2XXX: bridge, a port pair per leg, no transcoding)
-             -> the far end;
+  strowger   strowger-load -> strowger (2XXX: bridge, no transcoding; the legs on the workers' shared
+             ports, strowger's default, or with --own-ports a port pair per leg) -> the far end;
   rtpengine  strowger-load -> Kamailio (bench/kamailio/rtpengine.cfg: offer on the INVITE, answer on
              the 200, delete on the BYE, over rtpengine's ng protocol) -> the far end, the media of
              both legs anchored in rtpengine (Debian rtpengine-daemon, run here on loopback with
              --table=-1: userspace forwarding, no kernel module; --num-threads as strowger's
              --workers).
-The far end is a strowger answering 2XXX with the echo; strowger-load sends 50 PCMU packets/s per
+The far end is a strowger answering 2XXX with the echo; strowger-load, each call from an address of its
+own (--address-per-call: a phone's or trunk's own address, which shared ports tell calls apart by; the same
+for both relays), sends 50 PCMU packets/s per
 call (20 ms), the far end echoes them, so each relay forwards 50 packets/s each way per call. Once
 all N calls are up (+5 s), the relay's CPU (run time of all its threads, /proc/PID/task/*/schedstat)
 is taken over --window s: CPU-ms per relayed call-second = CPU-s / window / N x 1000. The ratio
@@ -19,7 +21,7 @@ came back) did less work: their figures are shown, marked, and left out of media
 far end's CPU are not the relay's and are not counted.
 
 Every child runs in its own session with its autogroup priority raised, is bounded in calls and
-time, and dies with this script. Results: bench/results/relay.json, a Markdown table on stdout
+time, and dies with this script. Results: relay.json in the run directory (bench/out/, and bench/results/ with --record), a Markdown table on stdout
 (and at the end of bench/RESULTS.md with --record); the raw runs under bench/out/relay-TIME/.
 """
 
@@ -109,7 +111,7 @@ def one(args, rundir, relay, calls, rnd):
     label = f"{relay}-{calls}-r{rnd}"
     far = far_end(args, rundir, label)
     if relay == "strowger":
-        cfg = scale.config(args, rundir, f"{label}.toml")
+        cfg = scale.config(args, rundir, f"{label}.toml", shared_ports=not args.own_ports)
         srv = scale.Server(args, rundir, label, args.workers, f"{RELAY_PORTS[0]}-{RELAY_PORTS[1]}", cfg,
                            ("--var", f"bridge_target=127.0.0.1:{far.port}"))
         cmd = b.fmt_cmd(srv.cmd)
@@ -120,7 +122,7 @@ def one(args, rundir, relay, calls, rnd):
     hold = ramp + 5 + args.window + 3
     out = os.path.join(srv.dir, "load.json")
     lp = scale.load(args, f"127.0.0.1:{srv.port}", "2001", calls, args.rate, hold, "send", out,
-                    max_time=int(hold + ramp + 60))
+                    max_time=int(hold + ramp + 60), far_ends="address")
     time.sleep(ramp + 5)
     w = b.cpu_window(args.window, srv.cpu, [lp.pid, far.proc.pid])
     lp.wait()
@@ -129,7 +131,7 @@ def one(args, rundir, relay, calls, rnd):
     rep = scale.report_of(out)
     rtp = rep["rtp"]
     row = {
-        "relay": relay, "calls": calls, "round": rnd, "rate": args.rate, "workers": args.workers,
+        "relay": relay, "shared_ports": relay == "strowger" and not args.own_ports, "calls": calls, "round": rnd, "rate": args.rate, "workers": args.workers,
         "window_s": w["window_s"], "relay_cpu_pct": w["server_cpu_pct"],
         "cpu_ms_per_call_s": round(w["server_cpu_s"] * 1000 / w["window_s"] / calls, 4),
         "others_cpu_pct": w["others_cpu_pct"], "quiet": w["quiet"],
@@ -195,6 +197,8 @@ def main():
     ap.add_argument("--window", type=float, default=20, help="seconds of CPU measured once all calls are up")
     ap.add_argument("--workers", type=int, default=2,
                     help="strowger's --workers and rtpengine's --num-threads (default 2)")
+    ap.add_argument("--own-ports", action="store_true",
+                    help="strowger with a port pair per leg instead of its default, the workers' shared ports")
     b.add_record_flag(ap)
     args = ap.parse_args()
     args.realtime, args.server, args.sipp_rcvbuf = 0, "strowger", None
@@ -213,8 +217,9 @@ def main():
                     rows.append(one(args, rundir, relay, n, rnd))
     finally:
         b.kill_children()
-    b.write_rows("relay.json", info, rows)
-    text = (f"Bridged calls, 20 ms PCMU both ways, relayed by strowger (--workers {args.workers}) and by rtpengine "
+    b.write_rows(args, rundir, "relay.json", info, rows)
+    text = (f"Bridged calls, 20 ms PCMU both ways, each from an address of its own, relayed by strowger "
+            f"(--workers {args.workers}, {'a port pair per leg' if args.own_ports else 'shared ports'}) and by rtpengine "
             f"(userspace, --num-threads {args.workers}) in turns; CPU-ms per relayed call-second over {args.window} s "
             f"once all calls are up.\n\n" + table(rows, args.levels))
     b.summary(args, "media relay: strowger against rtpengine (bench/relay.sh)", text)
