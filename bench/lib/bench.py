@@ -834,14 +834,10 @@ def keep(args, rundir, name, data=None):
     return path
 
 
-def write_rows(name, info, rows):
-    """Writes {"info", "rows"} to bench/results/NAME and says where; returns the path."""
-    os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, name)
-    with open(path, "w") as f:
-        json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
-    log(f"results: {os.path.relpath(path, ROOT)}")
-    return path
+def write_rows(args, rundir, name, info, rows):
+    """Writes {"info", "rows"} to NAME in the run directory, and with --record to bench/results/ too
+    ([`keep`]); returns the run directory's copy."""
+    return keep(args, rundir, name, {"info": info, "rows": rows})
 
 
 def fmt_cmd(cmd):

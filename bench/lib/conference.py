@@ -14,7 +14,7 @@ With --old-bin, the echo calls and the rooms of S also run against that (older) 
 right after the same run of --bin, so a change is measured against its base on the same machine minutes apart.
 All calls come up at --rate; once every call is up (+5 s), the server's CPU (run time of all its threads) is
 taken over --window s: CPU-ms per participant-second = CPU-s / window / calls x 1000. Every child runs in its
-own session, is bounded in calls and time, and dies with this script. Results: bench/results/conference.json
+own session, is bounded in calls and time, and dies with this script. Results: conference.json in the run directory (bench/out/, and bench/results/ with --record)
 and a Markdown table on stdout.
 """
 
@@ -123,7 +123,7 @@ def main():
             rows.append(one(args, rundir, "largest", n, n))
     finally:
         b.kill_children()
-    b.write_rows(args.results, info, rows)
+    b.write_rows(args, rundir, args.results, info, rows)
     table = []
     echo = {r["build"]: r["cpu_ms_per_call_s"] for r in rows if r["kind"] == "echo"}
     table.append("| run | build | calls | server CPU | CPU-ms per call-second | vs echo | RTP received | late (> 1 frame) | failed |")

@@ -68,6 +68,7 @@ def main():
     ap.add_argument("--redis-cluster", action="store_true",
                     help="the nodes' store: a 3+3 Redis Cluster started here (default: local files)")
     ap.add_argument("--bin", default=os.path.join(b.ROOT, "target", "release", "strowger"))
+    b.add_record_flag(ap)
     args = ap.parse_args()
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, b._on_signal)
@@ -108,7 +109,7 @@ def main():
         edge = r.get("edge_cpu_ms_per_call")
         print(f"| {r['setup']} | {r['what']} | {r['rate']} | {r['completed']} / {r['failed']} | "
               f"{edge if edge is not None else '–'} | {nodes:.4f} | {r['loadavg']} |")
-    b.write_rows("dispatch.json", {"seconds": args.seconds, "rates": args.rates,
+    b.write_rows(args, rundir, "dispatch.json", {"seconds": args.seconds, "rates": args.rates,
                                    "register_rates": args.register_rates,
                                    "store": "redis-cluster 3+3" if args.redis_cluster else "local"},
                  rows)

@@ -13,7 +13,7 @@ threads, /proc/PID/task/*/schedstat) is taken over --window s: CPU-ms per leg-se
 where legs = N minus the calls that failed (they were never up).
 The load generator's CPU and what came back (frames or RTP packets) are recorded too. Every child
 runs in its own session with its autogroup priority raised, is bounded in calls and time, and
-dies with this script. Results: bench/results/iax2.json (--results) and a Markdown table on stdout.
+dies with this script. Results: iax2.json in the run directory (bench/out/, and bench/results/ with --record) (--results) and a Markdown table on stdout.
 """
 
 import argparse
@@ -135,7 +135,7 @@ def main():
                     args.bin = main_bin
     finally:
         b.kill_children()
-    b.write_rows(args.results, info, rows)
+    b.write_rows(args, rundir, args.results, info, rows)
     table = []
     table.append("| calls | kind | binary | server CPU | CPU-ms per leg-second | vs SIP | load generator CPU | returned | failed |")
     table.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -10,7 +10,7 @@ All calls come up at --rate; once every call is up (+5 s), the server's CPU (run
 threads, /proc/PID/task/*/schedstat) is taken over --window s: CPU-ms per call-second =
 CPU-s / window / calls up x 1000. The RTP strowger sent and received is read from its CDRs.
 Every child runs in its own session with its autogroup priority raised, is bounded in calls and
-time, and dies with this script. Results: bench/results/ipv6.json and a Markdown table on stdout.
+time, and dies with this script. Results: ipv6.json in the run directory (bench/out/, and bench/results/ with --record) and a Markdown table on stdout.
 """
 
 import argparse
@@ -98,7 +98,7 @@ def main():
                     rows.append(one(args, rundir, family, n, rnd))
     finally:
         b.kill_children()
-    b.write_rows(args.results, info, rows)
+    b.write_rows(args, rundir, args.results, info, rows)
     table = []
     table.append("| calls | family | round | server CPU | CPU-ms per call-second | IPv6/IPv4 | SIPp CPU | RTP sent | received | send errors | failed |")
     table.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -15,7 +15,7 @@ All calls come up at --rate; once every call is up (+5 s), the server's CPU (run
 /proc/PID/task/*/schedstat) is taken over --window s: CPU-ms per waiting call-second = CPU-s / window / calls
 x 1000 (calls that failed are not counted as up). The ratios to playback and to moh are printed per level. Every
 child runs in its own session with its autogroup priority raised, is bounded in calls and time, and dies
-with this script. Results: bench/results/queue.json (--results) and a Markdown table on stdout.
+with this script. Results: queue.json in the run directory (bench/out/, and bench/results/ with --record) (--results) and a Markdown table on stdout.
 """
 
 import argparse
@@ -97,7 +97,7 @@ def main():
                 rows.append(one(args, rundir, kind, n))
     finally:
         b.kill_children()
-    b.write_rows(args.results, info, rows)
+    b.write_rows(args, rundir, args.results, info, rows)
     table = []
     table.append("| calls | kind | server CPU | CPU-ms per call-second | vs playback | vs moh | load generator CPU | "
                  "RTP received | failed |")

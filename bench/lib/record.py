@@ -16,7 +16,8 @@ three times a run), its media passes that ran more than 20 ms after their grid p
 frames its ticks sent late — a late frame with no late pass was delayed after the server sent it. After each recorded run every CDR is checked: a recording, complete,
 and its WAV's length within 50 ms of the CDR's recording_s; then the recordings are deleted. Every child runs in its
 own session, is bounded in calls and time, and dies with this script.
-Results: bench/results/record.json and record.png (gnuplot; --results names both) and a Markdown table on stdout.
+Results: record.json and record.png (gnuplot; --results names both) in the run directory, also in bench/results/
+with --record, and a Markdown table on stdout.
 `record.py --plot FILE.json` redraws the PNG of a results file.
 """
 
@@ -204,9 +205,10 @@ def main():
                 turn += 1
     finally:
         b.kill_children()
-    path = b.write_rows(args.results, info, rows)
+    path = b.write_rows(args, rundir, args.results, info, rows)
     table = []
     plot(rows, path[:-len(".json")] + ".png")
+    b.keep(args, rundir, os.path.basename(path)[:-len(".json")] + ".png")
     table.append("| calls | round | build | kind | server CPU | CPU-ms per call-second | recorded / moh | disk MB/s | late frames | "
                  "server passes > 20 ms late (window) | RTP received | failed | recordings complete |")
     table.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -109,7 +109,7 @@ def main():
         json.dump({"info": info, "rows": rows}, f, indent=1, sort_keys=True)
     b.log(f"rows: {os.path.relpath(os.path.join(rundir, 'srtp.json'), b.ROOT)}")
     if args.record:
-        b.write_rows(args.results, info, rows)
+        b.write_rows(args, rundir, args.results, info, rows)
     by = {k: [next(r["cpu_ms_per_call_s"] for r in rows if r["kind"] == k and r["round"] == n)
               for n in range(1, args.pairs + 1)] for k in KINDS}
     ratio = b.paired(by["srtp"], by["plain"])
