@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
@@ -42,6 +43,8 @@ import scale  # noqa: E402
 # one pair per call. bench.alloc_ports (SIP and ng ports) is kept out of them.
 RELAY_PORTS = (14000, 23999)
 FAR_PORTS = (24000, 29999)
+# The relaying strowger's API token (its /metrics count the packets it relayed).
+TOKEN = "relay-bench-token-0123456789"
 
 
 def far_end(args, rundir, label):
@@ -56,11 +59,11 @@ class Rtpengine:
     def __init__(self, args, rundir, label, far_port):
         self.dir = os.path.join(rundir, label)
         os.makedirs(self.dir, exist_ok=True)
-        ng = b.alloc_ports(1)
+        ng, self.http = b.alloc_ports(1), b.alloc_ports(1)
         self.cmd = [args.rtpengine_bin, "--config-file=none", "--foreground", "--log-stderr", "--log-level=4",
                     "--table=-1", "--interface=127.0.0.1", f"--listen-ng=127.0.0.1:{ng}",
                     f"--port-min={RELAY_PORTS[0]}", f"--port-max={RELAY_PORTS[1]}",
-                    f"--num-threads={args.workers}", "--timeout=0", "--silent-timeout=0", "--delete-delay=0"]
+                    f"--num-threads={args.workers}", f"--listen-http=127.0.0.1:{self.http}", "--timeout=0", "--silent-timeout=0", "--delete-delay=0"]
         self.log = open(os.path.join(self.dir, "rtpengine.log"), "w")
         self.proc = b.spawn(self.cmd, self.dir, self.log, self.log)
         b.raise_priority(self.proc.pid)
@@ -81,6 +84,10 @@ class Rtpengine:
 
     def cpu(self):
         return b.proc_cpu(self.proc.pid)
+
+    def relayed(self):
+        """Packets rtpengine has relayed (userspace forwarding), from its /metrics."""
+        return metric(f"http://127.0.0.1:{self.http}/metrics", None, 'rtpengine_packets_total{type="userspace"}')
 
     def stop(self):
         for p in (self.kam, self.proc):
@@ -107,14 +114,29 @@ def ng_ping(port, seconds):
     return False
 
 
+def metric(url, token, series):
+    """The value of one `series` (name and labels, as /metrics writes it) at `url`."""
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line.split()[-1])
+    raise RuntimeError(f"no {series} at {url}")
+
+
 def one(args, rundir, relay, calls, rnd):
     label = f"{relay}-{calls}-r{rnd}"
     far = far_end(args, rundir, label)
     if relay == "strowger":
         cfg = scale.config(args, rundir, f"{label}.toml", shared_ports=not args.own_ports)
+        api = b.alloc_ports(1)
+        scale.api_config(cfg, api, TOKEN)
         srv = scale.Server(args, rundir, label, args.workers, f"{RELAY_PORTS[0]}-{RELAY_PORTS[1]}", cfg,
                            ("--var", f"bridge_target=127.0.0.1:{far.port}"))
         cmd = b.fmt_cmd(srv.cmd)
+        # What strowger sends of the relayed packets; each was received once.
+        srv.relayed = lambda: metric(f"http://127.0.0.1:{api}/metrics", TOKEN,
+                                     'strowger_rtp_packets_total{direction="out"}')
     else:
         srv = Rtpengine(args, rundir, label, far.port)
         cmd = f"{b.fmt_cmd(srv.cmd)}; {srv.kam_cmd}"
@@ -124,7 +146,9 @@ def one(args, rundir, relay, calls, rnd):
     lp = scale.load(args, f"127.0.0.1:{srv.port}", "2001", calls, args.rate, hold, "send", out,
                     max_time=int(hold + ramp + 60), far_ends="address")
     time.sleep(ramp + 5)
+    p0 = srv.relayed()
     w = b.cpu_window(args.window, srv.cpu, [lp.pid, far.proc.pid])
+    relayed = srv.relayed() - p0
     lp.wait()
     srv.stop()
     far.stop()
@@ -134,6 +158,8 @@ def one(args, rundir, relay, calls, rnd):
         "relay": relay, "shared_ports": relay == "strowger" and not args.own_ports, "calls": calls, "round": rnd, "rate": args.rate, "workers": args.workers,
         "window_s": w["window_s"], "relay_cpu_pct": w["server_cpu_pct"],
         "cpu_ms_per_call_s": round(w["server_cpu_s"] * 1000 / w["window_s"] / calls, 4),
+        "relayed_pps": round(relayed / w["window_s"]),
+        "cpu_us_per_packet": round(w["server_cpu_s"] * 1e6 / max(1, relayed), 3),
         "others_cpu_pct": w["others_cpu_pct"], "quiet": w["quiet"],
         "load_and_far_end_cpu_pct": w["load_cpu_pct"],
         "completed": rep["completed"], "failed": rep["failed"], "failed_reasons": rep["failed_reasons"],
@@ -143,7 +169,8 @@ def one(args, rundir, relay, calls, rnd):
         "relay_cmd": cmd, "load_cmd": lp.cmd, "far_cmd": b.fmt_cmd(far.cmd),
     }
     b.log(f"{relay}, {calls} calls (pair {rnd + 1}): {row['cpu_ms_per_call_s']} CPU-ms per relayed call-second "
-          f"({row['relay_cpu_pct']} %), completed {row['completed']}, failed {row['failed']}"
+          f"({row['relay_cpu_pct']} %), {row['cpu_us_per_packet']} µs per relayed packet "
+          f"({row['relayed_pps']} packets/s), completed {row['completed']}, failed {row['failed']}"
           f"{' (left out of the ratio: not every call was up)' if row['failed'] else ''}, "
           f"set-up p50 {row['setup_p50_ms']} ms, RTP sent {row['rtp_sent']}, came back {row['rtp_received']} "
           f"({row['rtp_delivered_pct']} %{', left out of the ratio: the relay dropped packets' if dropped(row) else ''})")
@@ -158,32 +185,38 @@ def dropped(row):
 
 def table(rows, levels):
     lines = ["| calls | strowger CPU-ms per call-s (pairs) | rtpengine CPU-ms per call-s (pairs) "
-             "| strowger ÷ rtpengine per pair: median (min–max) | failed calls | RTP back of sent, % (strowger; rtpengine) "
-             "| busy windows |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "| strowger ÷ rtpengine per pair: median (min–max) | µs per relayed packet, strowger; rtpengine "
+             "| strowger ÷ rtpengine per packet: median (min–max) | failed calls "
+             "| RTP back of sent, % (strowger; rtpengine) | busy windows |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for n in levels:
         side = {r: [x for x in rows if x["calls"] == n and x["relay"] == r] for r in ("strowger", "rtpengine")}
         # A run with a failed call had fewer calls up than N, one that dropped packets relayed fewer: its
-        # figure is shown, not paired.
+        # figure per call-second is shown, not paired. Per relayed packet (each relay's own count over the
+        # window) every run pairs: a relay that falls behind only batches more.
         ours, theirs = ([x["cpu_ms_per_call_s"] if not (x["failed"] or dropped(x)) else None for x in side[r]]
                         for r in ("strowger", "rtpengine"))
         p = b.paired(ours, theirs)
         ratio = f"{p['median']} ({p['min']}–{p['max']}, {len(p['ratios'])})" if p["ratios"] else "-"
+        pk = b.paired(*([x.get("cpu_us_per_packet") for x in side[r]] for r in ("strowger", "rtpengine")))
+        per_packet = f"{pk['median']} ({pk['min']}–{pk['max']}, {len(pk['ratios'])})" if pk["ratios"] else "-"
         med = {r: (statistics.median(good) if (good := [x for x in v if x is not None]) else None)
                for r, v in (("strowger", ours), ("rtpengine", theirs))}
         shown = {r: ", ".join(str(x["cpu_ms_per_call_s"]) + ("*" if x["failed"] else "") + ("†" if dropped(x) else "")
                               for x in side[r])
                  for r in side}
+        packets = "; ".join(", ".join(str(x.get("cpu_us_per_packet", "-")) for x in side[r]) for r in side)
         back = {r: ", ".join(str(x.get("rtp_delivered_pct", "-")) for x in side[r]) for r in side}
         lines.append(
             f"| {n} | {med['strowger']} ({shown['strowger']}) | {med['rtpengine']} "
-            f"({shown['rtpengine']}) | {ratio} | {sum(x['failed'] for x in rows if x['calls'] == n)} "
+            f"({shown['rtpengine']}) | {ratio} | {packets} | {per_packet} "
+            f"| {sum(x['failed'] for x in rows if x['calls'] == n)} "
             f"| {back['strowger']}; {back['rtpengine']} "
             f"| {sum(not x['quiet'] for x in rows if x['calls'] == n)} of {len(side['strowger']) + len(side['rtpengine'])} |")
     notes = [("\\* a run with failed calls (fewer than N up)", any(x["failed"] for x in rows)),
              ("† a relay that dropped packets (less than 99 % of those sent came back)", any(map(dropped, rows)))]
     shown = [n for n, on in notes if on]
-    return "\n".join(lines) + (f"\n\n{'; '.join(shown)}: not in the medians or the ratio." if shown else "")
+    return "\n".join(lines) + (f"\n\n{'; '.join(shown)}: not in the medians or the ratio per call-second." if shown else "")
 
 
 def main():
