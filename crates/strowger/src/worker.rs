@@ -47,6 +47,11 @@ const LAZY_RTP: u64 = 4;
 /// read every 10th visit (200 ms) with the time of the read, as before, cost five system calls
 /// per call-second and counted up to 200 ms of waiting in the socket into every round trip.
 const RTCP_VISITS: u64 = 50;
+/// A shared pair's RTCP socket is read every this many ticks (200 ms; pairs take turns): a few
+/// hundred legs' reports arrive there at a few a second each, so a read every tick (5 ms) found
+/// it empty nearly always, a system call per pair and tick for nothing. Reports keep their
+/// kernel arrival stamps, so round-trip times stay exact.
+const SHARED_RTCP_TICKS: u64 = 40;
 
 /// What workers send each other.
 pub enum Envelope {
@@ -1403,7 +1408,7 @@ impl Worker {
             true => ((self.ticks % PHASES) as usize, PHASES as usize),
             false => (0, 1),
         };
-        let cycle = self.ticks / PHASES;
+        let (ticks, cycle) = (self.ticks, self.ticks / PHASES);
         let batch = &mut self.batch;
         let media = &self.media;
         let engine = &mut self.engine;
@@ -1434,7 +1439,7 @@ impl Worker {
                 }
             }
         }
-        // Shared pairs are read on every pass: what arrived for any leg since the last one.
+        // Shared pairs' RTP is read on every pass: what arrived for any leg since the last one.
         // A datagram from an address no leg of that pair sends to is dropped; one from an
         // address no leg at all sends to is the engine's to count (`Input::StrayRtp`).
         for (i, shared) in media.shared().iter().enumerate() {
@@ -1464,6 +1469,9 @@ impl Worker {
                     engine.handle_input(at(batch.arrival(j)), input);
                 }
             });
+            if !(ticks + i as u64).is_multiple_of(SHARED_RTCP_TICKS) {
+                continue;
+            }
             batch.drain(&shared.pair.rtcp, |batch, n| {
                 for j in 0..n {
                     let Some((data, src)) = batch.get(j) else {
