@@ -1415,8 +1415,8 @@ impl Worker {
         // One wall-clock reading per pass; each packet's input carries its arrival time.
         let wall = SystemTime::now();
         let at = |stamp: Option<Instant>| {
-            let t = arrived(stamp, now);
-            Clock::new(t, wall - now.duration_since(t))
+            let (t, age) = arrived(stamp, now);
+            Clock::new(t, wall - age)
         };
         for (leg, pair) in media.own_pairs().filter(|(leg, _)| leg % phases == phase) {
             // A leg whose packets go nowhere at once is read every LAZY_RTP-th visit, a few
@@ -1507,12 +1507,14 @@ fn next_tick(due: Instant, step: Duration, now: Instant) -> Instant {
     }
 }
 
-/// A packet's kernel arrival time, if it is plausible (the stamp is wall-clock time turned into
-/// an `Instant`, so a clock step could put it in the future or long ago); else `now`.
-fn arrived(stamp: Option<Instant>, now: Instant) -> Instant {
+/// A packet's kernel arrival time and how long before `now` that was, if it is plausible (the
+/// stamp is wall-clock time turned into an `Instant`, so a clock step could put it in the future
+/// or long ago); else `now`. One subtraction per packet gives both.
+fn arrived(stamp: Option<Instant>, now: Instant) -> (Instant, Duration) {
     stamp
-        .filter(|&t| t <= now && now.duration_since(t) < Duration::from_secs(1))
-        .unwrap_or(now)
+        .and_then(|t| Some((t, now.checked_duration_since(t)?)))
+        .filter(|&(_, age)| age < Duration::from_secs(1))
+        .unwrap_or((now, Duration::ZERO))
 }
 
 /// An engine's log event, with its call's Call-ID as a field.
@@ -1647,10 +1649,11 @@ mod tests {
     fn kernel_arrival_stamps_are_used_only_when_plausible() {
         let now = Instant::now() + Duration::from_secs(10);
         let earlier = now - Duration::from_millis(60);
-        assert_eq!(arrived(Some(earlier), now), earlier);
-        assert_eq!(arrived(None, now), now);
-        assert_eq!(arrived(Some(now + Duration::from_millis(5)), now), now);
-        assert_eq!(arrived(Some(now - Duration::from_secs(2)), now), now);
+        let ms = Duration::from_millis;
+        assert_eq!(arrived(Some(earlier), now), (earlier, ms(60)));
+        assert_eq!(arrived(None, now), (now, ms(0)));
+        assert_eq!(arrived(Some(now + ms(5)), now), (now, ms(0)));
+        assert_eq!(arrived(Some(now - ms(2000)), now), (now, ms(0)));
     }
 
     #[test]
