@@ -8,7 +8,9 @@ worker under callgrind, divided by the requests or calls between them, so start-
 
 Windowed figures count only calls in their steady state, per call-second: WINDOW_CALLS calls held on one worker, the
 counters zeroed (`callgrind_control -z`) once all are up and dumped WINDOW_S s later, so set-up, teardown and
-start-up are left out: `echo` or `held` (echo calls, 44444), `moh` (music on hold, 9199) and `recorded` (the same music,
+start-up are left out: `echo` or `held` (echo calls, 44444), `shared` (the same on
+shared RTP ports, every call from an address of its own; per call-second of the window's span, since its RTP leaves
+many packets per sendmmsg(2)), `moh` (music on hold, 9199) and `recorded` (the same music,
 recorded whole as mixed mono WAV, bench/lib/record.py's 9188). The load generator echoes what it hears, so every
 call has a stream each way.
 
@@ -17,7 +19,7 @@ API listening, counted in 20 s windows between `callgrind_control -z` and `--dum
 set-up left out), nobody watching / a /metrics scrape every second and an event client subscribed to
 every event / the same / nobody; the watched windows' instructions per call-second over the others'.
 
-    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,proxy,held,echo,moh,recorded,watched] [--new NEW_BIN] [--events]
+    python3 bench/lib/callgrind_ab.py OLD_BIN [--what register,digest,b2bua,proxy,held,echo,shared,moh,recorded,watched] [--new NEW_BIN] [--events]
 
 About 15 minutes (valgrind runs strowger some 50 times slower); every run is bounded in requests and
 time and stops by itself.
@@ -155,16 +157,19 @@ def proxied(rundir, label, binary, n):
 
 WINDOW_CALLS = 20
 WINDOW_S = 20
-WINDOWED = {"echo": "44444", "held": "44444", "moh": "9199", "recorded": "9188"}
+# What each windowed figure calls, and whether over shared RTP ports (`shared`: rtp.shared_ports, every call
+# from an address of its own, as scale.py floor's shared-ports run; the others a port pair per call).
+WINDOWED = {"echo": ("44444", False), "held": ("44444", False), "shared": ("44444", True), "moh": ("9199", False),
+            "recorded": ("9188", False)}
 
 
-def windowed(rundir, label, binary, ext):
+def windowed(rundir, label, binary, ext, shared=False):
     """WINDOW_CALLS calls to `ext` held on one worker; the server's instructions per call-second over WINDOW_S s
     once every call is up: per RTP packet it sent in the window, times 50 (a call sends 50 a second), so a window
-    that ran a little longer or shorter under valgrind does not count."""
+    that ran a little longer or shorter under valgrind does not count. `shared`: on shared RTP ports."""
     args = types.SimpleNamespace(bin=binary, load_bin=LOAD, realtime=0)
     port = b.alloc_ports(1)
-    cfg = REC.record_config(args, rundir, f"{label}.toml")
+    cfg = REC.record_config(args, rundir, f"{label}.toml", shared_ports=shared)
     data = os.path.join(rundir, f"{label}-data")
     p, out = under_callgrind(rundir, label, [binary, "--config", cfg, "--sip-listen", f"127.0.0.1:{port}",
                                             "--rtp-ports", "32000-33999", "--data-dir", data, "--workers", "1"])
@@ -172,10 +177,12 @@ def windowed(rundir, label, binary, ext):
     rate, settle = 2, 8
     hold = WINDOW_CALLS / rate + settle + WINDOW_S + 5
     lp = S.load(args, f"127.0.0.1:{port}", ext, WINDOW_CALLS, rate, hold, "echo", rep,
-                max_time=int(hold + WINDOW_CALLS / rate + 120))
+                max_time=int(hold + WINDOW_CALLS / rate + 120), far_ends="address" if shared else None)
     time.sleep(WINDOW_CALLS / rate + settle)
     subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
+    t0 = time.time()
     time.sleep(WINDOW_S)
+    span = time.time() - t0
     subprocess.run(["callgrind_control", "--dump", str(p.pid)], check=True, capture_output=True)
     lp.wait()
     stop(p)
@@ -185,6 +192,10 @@ def windowed(rundir, label, binary, ext):
     window = os.path.join(rundir, dumps[0])
     completed = json.load(open(rep))["completed"]
     shutil.rmtree(os.path.join(data, "calls"), ignore_errors=True)
+    if shared:
+        # Shared ports send RTP many packets per sendmmsg(2), so it is not counted by its calls: per
+        # call-second of the window's span instead (the window's edges are a callgrind_control call late).
+        return instructions(window) / span / WINDOW_CALLS, completed, window
     return instructions(window) / max(1, sends(window)) * 50, completed, window
 
 # watched: calls held, and the seconds of each counted window.
@@ -250,7 +261,7 @@ def main():
         per = {}
         if what in WINDOWED:
             for label, binary in (("old", os.path.abspath(args.old)), ("new", os.path.abspath(args.new))):
-                per[label], n, dump = windowed(rundir, f"{what}-{label}", binary, WINDOWED[what])
+                per[label], n, dump = windowed(rundir, f"{what}-{label}", binary, *WINDOWED[what])
                 b.log(f"{what} {label}: {per[label]:,.0f} instructions per call-second ({n} of {WINDOW_CALLS} "
                       f"completed; callgrind_annotate {os.path.relpath(dump, b.ROOT)})")
             print(f"{what}: old {per['old']:,.0f}, new {per['new']:,.0f} instructions per call-second, "

@@ -40,9 +40,9 @@ RULE = ('[[dialplan.contexts.default.rules]]\nexten = "9188"\n'
         'steps = ["answer", "record-call calls/${CALLID}.wav", "moh"]\n\n')
 
 
-def record_config(args, rundir, name):
-    """The scale rig's configuration with 9188: music on hold, recorded whole."""
-    path = scale.config(args, rundir, name)
+def record_config(args, rundir, name, shared_ports=False):
+    """The scale rig's configuration with 9188: music on hold, recorded whole (`shared_ports`: as scale.config)."""
+    path = scale.config(args, rundir, name, shared_ports=shared_ports)
     text = open(path).read()
     marker = "# Echo test."
     if marker not in text:

@@ -23,20 +23,23 @@ pub struct Batch {
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
     cmsgs: Vec<[u64; CMSG_SPACE / 8]>,
+    /// Headers the last receive filled: the kernel rewrote their lengths, which the next one
+    /// sets back (the rest of every header stays as [`Batch::new`] built it).
+    filled: usize,
     timestamps: bool,
     /// The same moment on both clocks, to turn a kernel (realtime) stamp into an Instant.
     base: (Instant, Duration),
 }
 
-// SAFETY: the raw pointers in `iovs`/`hdrs` point into the batch's own heap buffers, which move
-// with it; they are rebuilt before every call.
+// SAFETY: the raw pointers in `iovs`/`hdrs` point into the batch's own heap buffers, which stay
+// where they are when the batch moves (none of those vectors grows after `Batch::new`).
 unsafe impl Send for Batch {}
 
 impl Batch {
     /// `n` datagrams of at most `size` bytes per receive; `timestamps` keeps the kernel's arrival
     /// stamps (the socket needs [`enable_timestamps`]).
     pub fn new(n: usize, size: usize, timestamps: bool) -> Batch {
-        Batch {
+        let mut b = Batch {
             size,
             bufs: vec![0u8; n * size],
             // SAFETY: sockaddr_storage and mmsghdr are plain C structs; all-zero is valid.
@@ -44,9 +47,26 @@ impl Batch {
             iovs: Vec::with_capacity(n),
             hdrs: vec![unsafe { std::mem::zeroed() }; n],
             cmsgs: vec![[0u64; CMSG_SPACE / 8]; n],
+            filled: n,
             timestamps,
             base: clocks(),
+        };
+        // Every header points at its own buffer, address and control slot once and for all:
+        // a receive then resets only what the kernel wrote into the headers it filled.
+        for buf in b.bufs.chunks_mut(size) {
+            b.iovs.push(libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            });
         }
+        for (i, h) in b.hdrs.iter_mut().enumerate() {
+            h.msg_hdr.msg_name = (&mut b.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_iov = &mut b.iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            // The kernel fills it only with what the socket asked for.
+            h.msg_hdr.msg_control = b.cmsgs[i].as_mut_ptr().cast();
+        }
+        b
     }
 
     /// How many datagrams one `recv` takes at most (fewer means the socket is drained).
@@ -70,21 +90,9 @@ impl Batch {
 
     /// Receives what is waiting on `sock` without blocking; returns how many datagrams.
     pub fn recv(&mut self, sock: &impl AsRawFd) -> usize {
-        self.iovs.clear();
-        for b in self.bufs.chunks_mut(self.size) {
-            self.iovs.push(libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            });
-        }
-        for (i, h) in self.hdrs.iter_mut().enumerate() {
-            h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+        for h in &mut self.hdrs[..self.filled] {
             h.msg_hdr.msg_namelen =
                 std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_hdr.msg_iov = &mut self.iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            // The kernel fills it only with what the socket asked for.
-            h.msg_hdr.msg_control = self.cmsgs[i].as_mut_ptr().cast();
             h.msg_hdr.msg_controllen = CMSG_SPACE as _;
             h.msg_hdr.msg_flags = 0;
             h.msg_len = 0;
@@ -103,7 +111,9 @@ impl Batch {
             // Re-read both clocks so a step of the realtime clock (NTP) skews no stamp for long.
             self.base = clocks();
         }
-        n.max(0) as usize
+        // A failed call returns before the kernel writes a header back.
+        self.filled = n.max(0) as usize;
+        self.filled
     }
 
     /// Datagram `i` of the last `recv` and its source (None for a family other than IPv4/IPv6).

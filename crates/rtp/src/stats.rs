@@ -111,8 +111,7 @@ impl ReceiveStats {
     /// `now`. Feed only packets sampled at the media clock (not repeated
     /// telephone-event timestamps).
     pub fn on_timestamp(&mut self, ts: u32, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.origin);
-        let arrival = (elapsed.as_nanos() * self.clock_rate as u128 / 1_000_000_000) as u32;
+        let arrival = clock_units(now.saturating_duration_since(self.origin), self.clock_rate);
         let transit = arrival.wrapping_sub(ts);
         if let Some(prev) = self.transit {
             let d = (transit.wrapping_sub(prev) as i32).unsigned_abs();
@@ -185,9 +184,39 @@ impl ReceiveStats {
     }
 }
 
+/// `elapsed` in units of a `rate` Hz clock, wrapping as RTP timestamps do: whole seconds and the
+/// nanoseconds after them apart, the units of the nanoseconds' 128-bit product in 64-bit
+/// arithmetic (no 128-bit division per packet).
+fn clock_units(elapsed: Duration, rate: u32) -> u32 {
+    let rate = u64::from(rate);
+    elapsed
+        .as_secs()
+        .wrapping_mul(rate)
+        .wrapping_add(u64::from(elapsed.subsec_nanos()) * rate / 1_000_000_000) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clock_units_are_the_nanoseconds_times_the_rate_wrapped_to_32_bits() {
+        for rate in [8_000u32, 16_000, 48_000, 90_000] {
+            for ns in [
+                0u64,
+                1,
+                124_999,
+                125_000,
+                999_999_999,
+                20_000_000_001,
+                86_400 * 40 * 1_000_000_007,
+            ] {
+                let d = Duration::from_nanos(ns);
+                let want = (d.as_nanos() * u128::from(rate) / 1_000_000_000) as u32;
+                assert_eq!(clock_units(d, rate), want, "{ns} ns at {rate} Hz");
+            }
+        }
+    }
 
     fn feed(s: &mut ReceiveStats, seqs: impl IntoIterator<Item = u16>) {
         for q in seqs {

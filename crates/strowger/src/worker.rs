@@ -47,6 +47,11 @@ const LAZY_RTP: u64 = 4;
 /// read every 10th visit (200 ms) with the time of the read, as before, cost five system calls
 /// per call-second and counted up to 200 ms of waiting in the socket into every round trip.
 const RTCP_VISITS: u64 = 50;
+/// A shared pair's RTCP socket is read every this many ticks (200 ms; pairs take turns): a few
+/// hundred legs' reports arrive there at a few a second each, so a read every tick (5 ms) found
+/// it empty nearly always, a system call per pair and tick for nothing. Reports keep their
+/// kernel arrival stamps, so round-trip times stay exact.
+const SHARED_RTCP_TICKS: u64 = 40;
 
 /// What workers send each other.
 pub enum Envelope {
@@ -1403,15 +1408,15 @@ impl Worker {
             true => ((self.ticks % PHASES) as usize, PHASES as usize),
             false => (0, 1),
         };
-        let cycle = self.ticks / PHASES;
+        let (ticks, cycle) = (self.ticks, self.ticks / PHASES);
         let batch = &mut self.batch;
         let media = &self.media;
         let engine = &mut self.engine;
         // One wall-clock reading per pass; each packet's input carries its arrival time.
         let wall = SystemTime::now();
         let at = |stamp: Option<Instant>| {
-            let t = arrived(stamp, now);
-            Clock::new(t, wall - now.duration_since(t))
+            let (t, age) = arrived(stamp, now);
+            Clock::new(t, wall - age)
         };
         for (leg, pair) in media.own_pairs().filter(|(leg, _)| leg % phases == phase) {
             // A leg whose packets go nowhere at once is read every LAZY_RTP-th visit, a few
@@ -1434,7 +1439,7 @@ impl Worker {
                 }
             }
         }
-        // Shared pairs are read on every pass: what arrived for any leg since the last one.
+        // Shared pairs' RTP is read on every pass: what arrived for any leg since the last one.
         // A datagram from an address no leg of that pair sends to is dropped; one from an
         // address no leg at all sends to is the engine's to count (`Input::StrayRtp`).
         for (i, shared) in media.shared().iter().enumerate() {
@@ -1464,6 +1469,9 @@ impl Worker {
                     engine.handle_input(at(batch.arrival(j)), input);
                 }
             });
+            if !(ticks + i as u64).is_multiple_of(SHARED_RTCP_TICKS) {
+                continue;
+            }
             batch.drain(&shared.pair.rtcp, |batch, n| {
                 for j in 0..n {
                     let Some((data, src)) = batch.get(j) else {
@@ -1499,12 +1507,14 @@ fn next_tick(due: Instant, step: Duration, now: Instant) -> Instant {
     }
 }
 
-/// A packet's kernel arrival time, if it is plausible (the stamp is wall-clock time turned into
-/// an `Instant`, so a clock step could put it in the future or long ago); else `now`.
-fn arrived(stamp: Option<Instant>, now: Instant) -> Instant {
+/// A packet's kernel arrival time and how long before `now` that was, if it is plausible (the
+/// stamp is wall-clock time turned into an `Instant`, so a clock step could put it in the future
+/// or long ago); else `now`. One subtraction per packet gives both.
+fn arrived(stamp: Option<Instant>, now: Instant) -> (Instant, Duration) {
     stamp
-        .filter(|&t| t <= now && now.duration_since(t) < Duration::from_secs(1))
-        .unwrap_or(now)
+        .and_then(|t| Some((t, now.checked_duration_since(t)?)))
+        .filter(|&(_, age)| age < Duration::from_secs(1))
+        .unwrap_or((now, Duration::ZERO))
 }
 
 /// An engine's log event, with its call's Call-ID as a field.
@@ -1639,10 +1649,11 @@ mod tests {
     fn kernel_arrival_stamps_are_used_only_when_plausible() {
         let now = Instant::now() + Duration::from_secs(10);
         let earlier = now - Duration::from_millis(60);
-        assert_eq!(arrived(Some(earlier), now), earlier);
-        assert_eq!(arrived(None, now), now);
-        assert_eq!(arrived(Some(now + Duration::from_millis(5)), now), now);
-        assert_eq!(arrived(Some(now - Duration::from_secs(2)), now), now);
+        let ms = Duration::from_millis;
+        assert_eq!(arrived(Some(earlier), now), (earlier, ms(60)));
+        assert_eq!(arrived(None, now), (now, ms(0)));
+        assert_eq!(arrived(Some(now + ms(5)), now), (now, ms(0)));
+        assert_eq!(arrived(Some(now - ms(2000)), now), (now, ms(0)));
     }
 
     #[test]
