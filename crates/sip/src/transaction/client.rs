@@ -43,7 +43,10 @@ pub(super) struct ClientTxn {
     pub invite: bool,
     pub state: State,
     pub peer: Peer,
-    request: Arc<[u8]>,
+    /// Sent and retransmitted until a final response; dropped then, since nothing re-sends it
+    /// afterwards (the ACK for a non-2xx is derived from it first) and the transaction may
+    /// linger for timer D, K or M.
+    request: Option<Arc<[u8]>>,
     /// INVITE only: the ACK sent for the non-2xx final, re-sent on each of its retransmissions.
     ack: Option<Arc<[u8]>>,
     /// INVITE only: its CANCEL transaction, once the TU asked for one.
@@ -65,7 +68,7 @@ impl ClientTxn {
             invite,
             state: State::Deferred,
             peer,
-            request,
+            request: Some(request),
             ack: None,
             cancel: None,
             interval: Duration::ZERO,
@@ -73,8 +76,9 @@ impl ClientTxn {
         }
     }
 
-    pub fn request(&self) -> &[u8] {
-        &self.request
+    /// The request, until a final response.
+    pub fn request(&self) -> Option<&[u8]> {
+        self.request.as_deref()
     }
 
     /// A cancelled INVITE, Proceeding (no timer of its own), waits 64*T1 from its CANCEL for
@@ -87,7 +91,7 @@ impl ClientTxn {
     /// Sends the request and starts timers A+B (INVITE) or E+F.
     pub fn start(&mut self, now: Instant, t: &Timers, io: &mut Io) {
         self.state = State::Calling;
-        io.send(self.peer, self.request.clone());
+        self.retransmit(io);
         if !self.peer.transport.is_reliable() {
             self.interval = t.t1;
             self.timers.arm(&mut io.queue, Slot::Retransmit, now + t.t1);
@@ -119,6 +123,7 @@ impl ClientTxn {
             (State::Calling | State::Proceeding, 200..=299) if self.invite => {
                 self.state = State::Accepted;
                 self.timers.disarm(Slot::Retransmit);
+                self.request = None;
                 self.timers.arm(&mut io.queue, Slot::End, now + t.t64());
                 (Some(true), Life::Live)
             }
@@ -134,9 +139,13 @@ impl ClientTxn {
                 };
                 if self.invite {
                     let to = msg.header(HeaderName::To);
-                    self.ack = derive(&self.request, Method::Ack, to, None).map(Arc::from);
+                    self.ack = self
+                        .request()
+                        .and_then(|r| derive(r, Method::Ack, to, None))
+                        .map(Arc::from);
                     self.resend_ack(io);
                 }
+                self.request = None;
                 (Some(true), self.timers.end_after(&mut io.queue, wait, now))
             }
             (State::Accepted, 200..=299) => (Some(false), Life::Live),
@@ -148,6 +157,12 @@ impl ClientTxn {
         }
     }
 
+    fn retransmit(&self, io: &mut Io) {
+        if let Some(request) = &self.request {
+            io.send(self.peer, request.clone());
+        }
+    }
+
     fn resend_ack(&self, io: &mut Io) {
         if let Some(ack) = &self.ack {
             io.send(self.peer, ack.clone());
@@ -156,7 +171,7 @@ impl ClientTxn {
 
     pub fn on_timer(&mut self, id: u64, slot: Slot, at: Instant, t: &Timers, io: &mut Io) -> Life {
         if slot == Slot::Retransmit {
-            io.send(self.peer, self.request.clone());
+            self.retransmit(io);
             // A doubles without bound; E doubles up to T2, and is T2 once a provisional came.
             self.interval = match (self.invite, self.state) {
                 (true, _) => self.interval * 2,

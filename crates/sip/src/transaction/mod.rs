@@ -458,7 +458,7 @@ impl Transactions {
         if !matches!(state, client::State::Calling | client::State::Proceeding) {
             return None;
         }
-        let bytes: Arc<[u8]> = client::derive(txn.request(), Method::Cancel, None, reason)?.into();
+        let bytes: Arc<[u8]> = client::derive(txn.request()?, Method::Cancel, None, reason)?.into();
         let peer = txn.peer;
         let (key, is_invite) = self.parsed_key(&bytes);
         let id = self.insert_client(bytes, peer, key, is_invite);

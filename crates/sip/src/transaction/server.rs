@@ -39,7 +39,10 @@ pub(super) struct ServerTxn {
     pub ack_key: Option<Arc<str>>,
     pub state: State,
     pub peer: Peer,
-    /// The latest response, re-sent on request retransmissions and by timer G.
+    /// The latest response, re-sent on request retransmissions and by timer G. Dropped once an
+    /// ACK proves a 2xx arrived: the transaction lingers 32 s more (timer L) only to absorb late
+    /// INVITE retransmissions, and a flood's 2xx bodies held that long were most of the memory
+    /// its lingering transactions kept.
     last: Option<Arc<[u8]>>,
     interval: Duration,
     pub timers: Armed,
@@ -90,6 +93,7 @@ impl ServerTxn {
             State::Accepted { .. } => {
                 self.state = State::Accepted { retransmit: false };
                 self.timers.disarm(Slot::Retransmit);
+                self.last = None;
                 (Incoming::Ack, Life::Live)
             }
             _ if !same_branch => (Incoming::Ack, Life::Live),

@@ -167,7 +167,7 @@ fn every_2xx_to_invite_reaches_the_tu_until_timer_m() {
     let (mut tx, t0) = layer();
     let inv = request("INVITE", "z9hG4bKc1", 1, "");
     let id = tx.send_request(inv.clone(), udp(), t0);
-    transmits(&mut tx);
+    let sent = transmits(&mut tx);
     let ok = parse(&response(&inv, 200, Some("b1")));
     assert_eq!(tx.on_response(&ok, t0 + MS), Some((id, true)));
     assert_eq!(tx.on_response(&ok, t0 + 600 * MS), Some((id, false)));
@@ -175,6 +175,15 @@ fn every_2xx_to_invite_reaches_the_tu_until_timer_m() {
     assert!(
         transmits(&mut tx).is_empty(),
         "the TU sends the ACK for a 2xx"
+    );
+    assert_eq!(
+        Arc::strong_count(&sent[0].bytes),
+        1,
+        "the INVITE is not held through timer M"
+    );
+    assert!(
+        tx.cancel(id, t0 + 1700 * MS).is_none(),
+        "answered: no CANCEL"
     );
     assert!(run(&mut tx, t0, Duration::from_secs(40)).is_empty());
     assert!(tx.is_empty());
@@ -232,7 +241,7 @@ fn final_to_non_invite_then_timer_k() {
     let (mut tx, t0) = layer();
     let req = request("OPTIONS", "z9hG4bKo1", 1, "");
     let id = tx.send_request(req.clone(), udp(), t0);
-    transmits(&mut tx);
+    let sent = transmits(&mut tx);
     let ok = parse(&response(&req, 200, Some("x")));
     assert_eq!(tx.on_response(&ok, t0 + 10 * MS), Some((id, true)));
     assert_eq!(
@@ -243,6 +252,11 @@ fn final_to_non_invite_then_timer_k() {
     // No retransmissions after the final; timer K = T4.
     assert!(run(&mut tx, t0, Duration::from_millis(5_009)).is_empty());
     assert_eq!(tx.len(), 1);
+    assert_eq!(
+        Arc::strong_count(&sent[0].bytes),
+        1,
+        "the lingering transaction no longer holds the request"
+    );
     run(&mut tx, t0, Duration::from_millis(5_010));
     assert!(tx.is_empty());
     assert!(events(&mut tx).is_empty());
@@ -566,12 +580,26 @@ fn reliable_2xx_stops_on_ack() {
         Arc::ptr_eq(&again[0].bytes, &ok[0].bytes),
         "shared, not copied"
     );
+    drop(again);
     // The ACK for a 2xx has its own branch: matched by Call-ID and CSeq, handed to the TU.
     let ack = request("ACK", "z9hG4bKnew", 1, ";tag=t");
     assert_eq!(
         tx.on_request(&parse(&ack), udp(), t0 + 4000 * MS),
         Incoming::Ack
     );
+    // The ACK proves the 2xx arrived: the transaction lingers for timer L without it, and a
+    // late INVITE retransmission is absorbed in silence.
+    assert_eq!(
+        Arc::strong_count(&ok[0].bytes),
+        1,
+        "the 2xx is no longer held"
+    );
+    assert_eq!(
+        tx.on_request(&parse(&inv), udp(), t0 + 4100 * MS),
+        Incoming::Retransmission
+    );
+    assert!(transmits(&mut tx).is_empty());
+    assert_eq!(tx.len(), 1);
     assert!(run(&mut tx, t0, Duration::from_secs(100)).is_empty());
     assert!(events(&mut tx).is_empty());
     assert!(tx.is_empty(), "timer L ended the Accepted state");
