@@ -1,6 +1,7 @@
 //! What the process asks of glibc's allocator so that memory falls back after a burst (of
-//! registrations, of calls): fixed trim and mmap thresholds, and a trim when much is free or a
-//! thread ended. glibc's per-thread cache of freed chunks stays at its default: limiting it to
+//! registrations, of calls): fixed trim and mmap thresholds, a trim when much is free or a
+//! thread ended, and a way for a long-lived thread to hand its cache of freed chunks back before
+//! a trim ([`release_thread_cache`]). glibc's per-thread cache stays at its default size: limiting it to
 //! one chunk a size (`GLIBC_TUNABLES=glibc.malloc.tcache_count=1`, which an operator may set)
 //! lowers memory after a burst on a Redis or Memcached store but costs a bridged call about 3 %
 //! more instructions (bench/RESULTS.md, 2026-11-27 14:45–14:53).
@@ -46,6 +47,61 @@ pub fn thread_ending() {
     THREAD_ENDED.store(true, Ordering::Relaxed);
 }
 
+/// The smallest request of each of glibc's per-thread cache's sizes: chunks of 32 to 1040 bytes
+/// in steps of 16, whose requests are 24 to 1032 bytes.
+const CACHED_SIZES: std::ops::Range<usize> = 0..64;
+/// How many chunks of each size [`release_thread_cache`] takes: the 7 the cache holds (glibc's
+/// default `tcache_count`) and more, because a malloc that finds the cache empty refills it
+/// with up to 7 more of its size from the heap's bins ("stashing"); taking several times 7
+/// empties those bins too, so the cache is left empty (7 a size left 87 chunks over 82 pages in
+/// a worker's cache).
+const TAKEN_PER_SIZE: usize = 4 * 7;
+
+/// Takes this thread's cache of freed chunks out and hands them to a thread that frees them into
+/// their heaps as it ends, so the next [`trim`] can give back the pages they pinned; join it
+/// first. A thread that freed a burst's last chunks keeps the last 7 of each size until it
+/// allocates them again or ends (glibc has no call to empty it): a worker gone quiet after a
+/// burst of registrations held 441 of them over 324 pages (1.3 MiB) of its heap for good
+/// (bench/RESULTS.md). Taking them is a malloc of each size, cached ones first; the thread that
+/// frees them caches 7 of each and returns them to the heaps when it ends, the rest at once.
+/// A few hundred mallocs and a thread: for the 30 s sweep, not for a hot path.
+pub fn release_thread_cache() -> Option<std::thread::JoinHandle<()>> {
+    #[cfg(target_env = "gnu")]
+    {
+        let taken = Taken(
+            CACHED_SIZES
+                .flat_map(|i| std::iter::repeat_n(24 + 16 * i, TAKEN_PER_SIZE))
+                // SAFETY: a plain allocation, freed when `Taken` drops.
+                .map(|size| unsafe { libc::malloc(size) } as usize)
+                .collect(),
+        );
+        std::thread::Builder::new()
+            .name("release".into())
+            .spawn(move || {
+                drop(taken);
+                thread_ending();
+            })
+            .ok()
+    }
+    #[cfg(not(target_env = "gnu"))]
+    None
+}
+
+/// Chunks taken out of a thread's cache (their addresses), freed when dropped: on the thread
+/// [`release_thread_cache`] starts, or where they were taken if it could not start.
+#[cfg(target_env = "gnu")]
+struct Taken(Vec<usize>);
+
+#[cfg(target_env = "gnu")]
+impl Drop for Taken {
+    fn drop(&mut self) {
+        for &chunk in &self.0 {
+            // SAFETY: each came from malloc and is freed once.
+            unsafe { libc::free(chunk as *mut libc::c_void) };
+        }
+    }
+}
+
 /// Gives free pages back to the system when something was just let go (`released`, or a thread
 /// ended) or the allocator holds much more free memory than it uses: glibc keeps a heap's free
 /// pages otherwise, and a burst would hold its peak for good.
@@ -74,6 +130,42 @@ fn trim_worthwhile(free: usize, used: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// Chunks a thread freed of one size, then reused for another size or not: in the thread's
+    /// cache they cannot be (glibc keeps them for their own size); handed back to the heap they
+    /// are, and a page under them could be given back.
+    #[cfg(target_env = "gnu")]
+    fn reused_after(release: bool) -> bool {
+        std::thread::spawn(move || {
+            // SAFETY: plain allocations, each freed once below.
+            unsafe {
+                let (freed, guards): (Vec<_>, Vec<_>) = (0..7)
+                    .map(|_| (libc::malloc(1000), libc::malloc(16)))
+                    .unzip();
+                for &p in &freed {
+                    libc::free(p);
+                }
+                if release {
+                    super::release_thread_cache().map(|t| t.join());
+                }
+                let other: Vec<_> = (0..7).map(|_| libc::malloc(984)).collect();
+                let reused = other.iter().any(|p| freed.contains(p));
+                for p in other.into_iter().chain(guards) {
+                    libc::free(p);
+                }
+                reused
+            }
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    #[cfg(target_env = "gnu")]
+    fn a_thread_s_cached_chunks_go_back_to_the_heap_when_released() {
+        assert!(!reused_after(false), "cached, they stay with their size");
+        assert!(reused_after(true), "released, another size takes them");
+    }
+
     #[test]
     fn only_a_large_surplus_of_free_memory_is_trimmed() {
         use super::trim_worthwhile;

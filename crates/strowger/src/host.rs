@@ -147,6 +147,13 @@ impl Host {
         }
     }
 
+    /// Gives back the room the store connection's buffers grew to (`StoreQueue::shrink`).
+    pub fn shrink_store(&mut self) {
+        if let Some(q) = self.store.as_mut() {
+            q.shrink();
+        }
+    }
+
     /// Whether a reply on the store connection is overdue (`store_ready` then breaks it).
     pub fn store_overdue(&self, now: std::time::Instant) -> bool {
         self.store.as_ref().is_some_and(|q| q.overdue(now))

@@ -120,6 +120,19 @@ impl StoreQueue {
         }
     }
 
+    /// Gives back the room the pipe's buffers grew to in a burst (at the 30 s sweep, before the
+    /// worker's freed chunks are released: `Envelope::ReleaseCache`).
+    pub fn shrink(&mut self) {
+        if let StoreQueue::Threads {
+            pipe: Some(pipe), ..
+        } = self
+        {
+            pipe.out.shrink_to_fit();
+            pipe.inbuf.shrink_to_fit();
+            pipe.waiting.shrink_to_fit();
+        }
+    }
+
     /// Whether a reply on the pipe is overdue (`ready` then breaks the connection).
     pub fn overdue(&self, now: Instant) -> bool {
         matches!(self, StoreQueue::Threads { pipe: Some(p), .. } if p.overdue(now))

@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 
 /// How often a drain checks whether calls are left.
 const DRAIN_POLL: Duration = Duration::from_millis(100);
+/// How long the sweep waits for the workers to hand their caches of freed chunks back (they
+/// answer between two turns of their loops).
+const RELEASE_WAIT: Duration = Duration::from_millis(500);
 
 /// The signals the process handles, registered before anything else starts so that an early
 /// SIGHUP cannot kill it (its default action); they queue until [`Supervisor::run`] reads them.
@@ -136,7 +139,27 @@ impl Supervisor {
                 Err(_) => store.expire(now),
             }
         });
+        if gone > 0 {
+            self.release_worker_caches();
+        }
         crate::allocator::trim(gone > 0);
+    }
+
+    /// Has every worker hand its cache of freed chunks back to their heaps
+    /// (crate::allocator::release_thread_cache), and waits for that, up to [`RELEASE_WAIT`],
+    /// so the trim that follows gives back the pages the lapsed registrations' last chunks
+    /// pinned in the workers' heaps: a worker that went quiet after they were made and
+    /// dropped would keep them for good.
+    fn release_worker_caches(&self) {
+        let (back, threads) = std::sync::mpsc::channel();
+        for w in 0..self.workers {
+            self.mail.send(w, Envelope::ReleaseCache(back.clone()));
+        }
+        drop(back);
+        let until = Instant::now() + RELEASE_WAIT;
+        while let Ok(t) = threads.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            let _ = t.join();
+        }
     }
 
     /// Tells every worker to refuse new calls; returns when the drain ends at the latest.

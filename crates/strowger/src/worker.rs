@@ -112,6 +112,10 @@ pub enum Envelope {
         user: String,
         mailbox: store::voicemail::Mailbox,
     },
+    /// Shrink the store connection's buffers, hand this worker's cache of freed chunks to a
+    /// thread that returns them to their heaps (`crate::allocator::release_thread_cache`), and
+    /// that thread here, to be joined before the trim.
+    ReleaseCache(std::sync::mpsc::Sender<std::thread::JoinHandle<()>>),
     /// The TCP peer authenticated on another worker (connections live on worker 0).
     TcpAuthenticated { peer: SocketAddr },
     /// A transfer message from another worker's engine (`switch::Event::Crossing`).
@@ -1297,6 +1301,12 @@ impl Worker {
                 }
                 Envelope::Watch(on) => self.input(now, Input::Watch(on)),
                 Envelope::Unregistered(aor) => self.input(now, Input::Unregistered(aor)),
+                Envelope::ReleaseCache(back) => {
+                    self.host.shrink_store();
+                    if let Some(t) = crate::allocator::release_thread_cache() {
+                        let _ = back.send(t);
+                    }
+                }
             }
         }
     }
