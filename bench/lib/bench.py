@@ -34,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(ROOT, "bench")
@@ -838,6 +839,13 @@ def write_rows(args, rundir, name, info, rows):
     """Writes {"info", "rows"} to NAME in the run directory, and with --record to bench/results/ too
     ([`keep`]); returns the run directory's copy."""
     return keep(args, rundir, name, {"info": info, "rows": rows})
+
+
+def metrics_lines(url, token=None):
+    """The lines of a Prometheus text page (strowger's /metrics with its bearer `token`, or another's)."""
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return r.read().decode().splitlines()
 
 
 def fmt_cmd(cmd):

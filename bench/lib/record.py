@@ -29,7 +29,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
@@ -61,17 +60,15 @@ def wchar(pid):
 def server_late(port, token):
     """From the server's /metrics: its media passes that ran more than 20 ms after their grid point (all
     workers), and the frames its ticks sent late (a leg that had more than one frame due at once)."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"})
     passes, within, frames = 0, 0, 0
-    with urllib.request.urlopen(req, timeout=5) as r:
-        for line in r.read().decode().splitlines():
-            m = re.match(r'^strowger_worker_tick_lag_seconds_(count|bucket)\{([^}]*)\} ([0-9.e+]+)$', line)
-            if m and m.group(1) == "count":
-                passes += int(float(m.group(3)))
-            elif m and 'le="0.02"' in m.group(2):
-                within += int(float(m.group(3)))
-            elif line.startswith("strowger_media_late_frames_total"):
-                frames += int(float(line.split()[-1]))
+    for line in b.metrics_lines(f"http://127.0.0.1:{port}/metrics", token):
+        m = re.match(r'^strowger_worker_tick_lag_seconds_(count|bucket)\{([^}]*)\} ([0-9.e+]+)$', line)
+        if m and m.group(1) == "count":
+            passes += int(float(m.group(3)))
+        elif m and 'le="0.02"' in m.group(2):
+            within += int(float(m.group(3)))
+        elif line.startswith("strowger_media_late_frames_total"):
+            frames += int(float(line.split()[-1]))
     return passes - within, frames
 
 

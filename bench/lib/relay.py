@@ -32,7 +32,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
@@ -116,11 +115,9 @@ def ng_ping(port, seconds):
 
 def metric(url, token, series):
     """The value of one `series` (name and labels, as /metrics writes it) at `url`."""
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    with urllib.request.urlopen(req, timeout=5) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(series + " "):
-                return float(line.split()[-1])
+    for line in b.metrics_lines(url, token):
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
     raise RuntimeError(f"no {series} at {url}")
 
 
@@ -134,7 +131,9 @@ def one(args, rundir, relay, calls, rnd):
         srv = scale.Server(args, rundir, label, args.workers, f"{RELAY_PORTS[0]}-{RELAY_PORTS[1]}", cfg,
                            ("--var", f"bridge_target=127.0.0.1:{far.port}"))
         cmd = b.fmt_cmd(srv.cmd)
-        # What strowger sends of the relayed packets; each was received once.
+        # What strowger sends of the relayed packets; each was received once. Its workers publish their
+        # counts once a second, so a window's count may miss up to a second of them: strowger's figure per
+        # packet errs high, never low.
         srv.relayed = lambda: metric(f"http://127.0.0.1:{api}/metrics", TOKEN,
                                      'strowger_rtp_packets_total{direction="out"}')
     else:

@@ -380,13 +380,11 @@ def server_threads(pid):
 
 def scrape(port, token):
     """strowger's /metrics as {series name without the `strowger_` prefix: value summed over labels}."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"})
     out = {}
-    with urllib.request.urlopen(req, timeout=5) as r:
-        for line in r.read().decode().splitlines():
-            m = re.match(r"^strowger_([a-z_0-9]+)(\{[^}]*\})? ([0-9.e+-]+)$", line)
-            if m:
-                out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+    for line in b.metrics_lines(f"http://127.0.0.1:{port}/metrics", token):
+        m = re.match(r"^strowger_([a-z_0-9]+)(\{[^}]*\})? ([0-9.e+-]+)$", line)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
     return out
 
 
