@@ -132,8 +132,8 @@ def one(args, rundir, relay, calls, rnd):
                            ("--var", f"bridge_target=127.0.0.1:{far.port}"))
         cmd = b.fmt_cmd(srv.cmd)
         # What strowger sends of the relayed packets; each was received once. Its workers publish their
-        # counts once a second, so a window's count may miss up to a second of them: strowger's figure per
-        # packet errs high, never low.
+        # counts once a second, so a window's count spans the window give or take up to a second (±5 % of
+        # the default 20 s window).
         srv.relayed = lambda: metric(f"http://127.0.0.1:{api}/metrics", TOKEN,
                                      'strowger_rtp_packets_total{direction="out"}')
     else:
