@@ -5,6 +5,7 @@ use crate::common;
 
 use common::audio::{best_correlation, dominant_freq, tone, tone_purity, ulaw_decode, ulaw_encode};
 use common::json::Json;
+use common::pcap::rtp_segments;
 use common::sip::{sdp_audio, tag_of, uri_of, Msg};
 
 #[test]
@@ -70,4 +71,23 @@ fn sip_parser_handles_compact_and_folded_headers() {
         (addr.to_string().as_str(), pts),
         ("127.0.0.1:20000", vec![0, 101])
     );
+}
+
+/// A segmented message of two voice packets, as a loopback capture shows it, reads as the two
+/// packets; a single packet, an RTCP report and a packet of another SSRC after it stay whole.
+#[test]
+fn a_captured_segmented_message_reads_as_its_rtp_packets() {
+    let packet = |seq: u8, ssrc: u8| {
+        let mut p = vec![0x80, 0, 0, seq, 0, 0, 0, 160, 0, 0, 0, ssrc];
+        p.extend(std::iter::repeat_n(0xff, 160));
+        p
+    };
+    let two = [packet(1, 7), packet(2, 7)].concat();
+    assert_eq!(rtp_segments(&two), [&packet(1, 7)[..], &packet(2, 7)[..]]);
+    assert_eq!(rtp_segments(&packet(1, 7)), [&packet(1, 7)[..]]);
+    let others = [packet(1, 7), packet(2, 8)].concat();
+    assert_eq!(rtp_segments(&others), [&others[..]]);
+    let mut report = [packet(1, 7), packet(2, 7)].concat();
+    report[1] = 200;
+    assert_eq!(rtp_segments(&report), [&report[..]]);
 }

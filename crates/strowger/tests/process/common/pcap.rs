@@ -263,9 +263,28 @@ fn udp_datagrams(pcap: &[u8]) -> Vec<(u16, u16, Vec<u8>)> {
             _ => continue,
         };
         let port = |i: usize| u16::from_be_bytes([udp[i], udp[i + 1]]);
-        out.push((port(0), port(2), udp[8..].to_vec()));
+        for d in rtp_segments(&udp[8..]) {
+            out.push((port(0), port(2), d.to_vec()));
+        }
     }
     out
+}
+
+/// `d` split into the RTP packets it carries. strowger sends consecutive packets of one size to
+/// one address as one segmented message (UDP_SEGMENT), and a capture on lo is taken before the
+/// kernel splits it: such a datagram is a run of equal-sized RTP packets of one SSRC, found
+/// here by the smallest size whose every chunk starts with a version-2 header and that SSRC.
+pub fn rtp_segments(d: &[u8]) -> Vec<&[u8]> {
+    let rtp = |c: &[u8]| c.len() >= 12 && c[0] >> 6 == 2;
+    let whole = vec![d];
+    if !rtp(d) || (200..=204).contains(&d[1]) {
+        return whole;
+    }
+    let ssrc = &d[8..12];
+    (12..=d.len() / 2)
+        .filter(|size| d.len() % size == 0)
+        .find(|&size| d.chunks(size).all(|c| rtp(c) && &c[8..12] == ssrc))
+        .map_or(whole, |size| d.chunks(size).collect())
 }
 
 /// The µ-law audio (payload type 0) of the RTP packets among `datagrams` sent from a port
