@@ -282,7 +282,7 @@ pub fn rtp_segments(d: &[u8]) -> Vec<&[u8]> {
     }
     let ssrc = &d[8..12];
     (12..=d.len() / 2)
-        .filter(|size| d.len() % size == 0)
+        .filter(|size| d.len().is_multiple_of(*size))
         .find(|&size| d.chunks(size).all(|c| rtp(c) && &c[8..12] == ssrc))
         .map_or(whole, |size| d.chunks(size).collect())
 }
