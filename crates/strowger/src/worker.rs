@@ -11,7 +11,7 @@ use crate::rtp_io::{MediaSockets, SHARED_BATCH};
 use crate::sip_io::{self, Conn, ReadOutcome, TcpLimits};
 use mio::net::{TcpListener, UdpSocket};
 use mio::{Events, Interest, Poll, Token, Waker};
-use sip::transaction::{Peer, Transport};
+use sip::transaction::{Peer, Transport, Wire};
 use sip::{Message, ParseError};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -64,7 +64,7 @@ pub enum Envelope {
         late: bool,
     },
     /// Bytes for a TCP or TLS peer (connections live on worker 0).
-    TcpSend { to: Peer, bytes: Arc<[u8]> },
+    TcpSend { to: Peer, bytes: Wire },
     /// An IAX2 datagram read from the IAX2 port by worker 0, for a call this worker owns.
     Iax { from: SocketAddr, bytes: Vec<u8> },
     /// Where an IAX2 peer registered from (or that it left), told by the worker that accepted
@@ -291,7 +291,7 @@ pub struct Worker {
     pub iax_out: Vec<Transmit>,
     pub iax_send: mmsg::SendBatch,
     /// SIP datagrams taken from the engine, sent together by [`Worker::flush_sip`].
-    pub sip_out: Vec<(SocketAddr, Arc<[u8]>)>,
+    pub sip_out: Vec<(SocketAddr, Wire)>,
     pub sip_send: mmsg::SendBatch,
     /// When the engine wants `Input::Timeout` next (its last `Output::Timeout`).
     pub deadline: Option<Instant>,
@@ -702,7 +702,7 @@ impl Worker {
     }
 
     /// A SIP message to send: UDP from this worker's socket (batched), TCP through worker 0.
-    fn send_sip(&mut self, to: Peer, bytes: Arc<[u8]>) {
+    fn send_sip(&mut self, to: Peer, bytes: Wire) {
         match to.transport {
             // The engine answers 513 instead of building such a message; anything else that large
             // would fail in sendmmsg (EMSGSIZE) unseen.

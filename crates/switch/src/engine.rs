@@ -436,7 +436,7 @@ impl Engine {
         // before a BYE that ends the same dialog at once (RFC 3261 §13.2.2.4).
         if let Some((peer, bytes)) = self.out.pop_front() {
             self.metrics.sip_out(&bytes);
-            return Output::Sip(peer, bytes);
+            return Output::Sip(peer, bytes.into());
         }
         if let Some(t) = self.txs.poll_transmit() {
             self.metrics.sip_out(&t.bytes);

@@ -6,7 +6,7 @@
 //! keeps topped up ([`Input::MediaPorts`]).
 
 use crate::registrar::{StoreOp, StoreResult};
-use sip::transaction::Peer;
+use sip::transaction::{Peer, Wire};
 use sip::Message;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -165,7 +165,7 @@ pub enum Input<'a> {
 /// What the engine asks of the shell.
 pub enum Output<'a> {
     /// SIP bytes to send to `Peer`.
-    Sip(Peer, Arc<[u8]>),
+    Sip(Peer, Wire),
     /// An RTP or RTCP packet of a media leg (it borrows the engine's buffer: send it before the
     /// next poll).
     Media(media::Transmit<'a>),

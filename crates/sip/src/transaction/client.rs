@@ -2,12 +2,11 @@
 //! requests the layer derives from an INVITE: the ACK for a non-2xx and the CANCEL.
 
 use super::timer::{Armed, Slot};
-use super::{ClientTxId, Io, Life, Peer, Timers, TxEvent};
+use super::{ClientTxId, Io, Key, Life, Peer, Timers, TxEvent, Wire};
 use crate::builder::RequestBuilder;
 use crate::header::HeaderName;
 use crate::message::Message;
 use crate::method::Method;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Timer D for UDP: long enough to absorb every retransmission of the final (§17.1.1.2).
@@ -39,16 +38,17 @@ impl State {
 
 pub(super) struct ClientTxn {
     /// None when the TU's request had no branch or CSeq: it can only time out.
-    pub key: Option<Arc<str>>,
+    pub key: Option<Key>,
     pub invite: bool,
     pub state: State,
     pub peer: Peer,
     /// Sent and retransmitted until a final response; dropped then, since nothing re-sends it
     /// afterwards (the ACK for a non-2xx is derived from it first) and the transaction may
     /// linger for timer D, K or M.
-    request: Option<Arc<[u8]>>,
-    /// INVITE only: the ACK sent for the non-2xx final, re-sent on each of its retransmissions.
-    ack: Option<Arc<[u8]>>,
+    request: Option<Wire>,
+    /// INVITE only: the ACK sent for the non-2xx final, re-sent on each of its retransmissions
+    /// until timer D: in the pool, as it lingers.
+    ack: Option<Wire>,
     /// INVITE only: its CANCEL transaction, once the TU asked for one.
     pub cancel: Option<u64>,
     interval: Duration,
@@ -56,13 +56,7 @@ pub(super) struct ClientTxn {
 }
 
 impl ClientTxn {
-    pub fn new(
-        id: u64,
-        key: Option<Arc<str>>,
-        invite: bool,
-        request: Arc<[u8]>,
-        peer: Peer,
-    ) -> Self {
+    pub fn new(id: u64, key: Option<Key>, invite: bool, request: Wire, peer: Peer) -> Self {
         ClientTxn {
             key,
             invite,
@@ -142,7 +136,7 @@ impl ClientTxn {
                     self.ack = self
                         .request()
                         .and_then(|r| derive(r, Method::Ack, to, None))
-                        .map(Arc::from);
+                        .map(|ack| io.pool.put(&ack));
                     self.resend_ack(io);
                 }
                 self.request = None;

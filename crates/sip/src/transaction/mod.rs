@@ -8,6 +8,7 @@
 
 mod client;
 mod key;
+mod pool;
 mod server;
 mod sharded;
 #[cfg(test)]
@@ -17,11 +18,12 @@ mod timer;
 use crate::message::Message;
 use crate::method::Method;
 use client::ClientTxn;
+use pool::{Key, Pool};
+pub use pool::{Pooled, Wire};
 use server::ServerTxn;
 use sharded::Sharded;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use timer::TimerQueue;
 
@@ -135,7 +137,7 @@ pub enum Incoming {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transmit {
     pub to: Peer,
-    pub bytes: Arc<[u8]>,
+    pub bytes: Wire,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,16 +160,18 @@ enum Life {
     Dead,
 }
 
-/// Output queues and the timer queue, handed to a transaction while the maps are borrowed.
+/// Output queues, the timer queue and the pool of what lingers, handed to a transaction while
+/// the maps are borrowed.
 #[derive(Default)]
 struct Io {
     queue: TimerQueue,
     transmits: VecDeque<Transmit>,
     events: VecDeque<TxEvent>,
+    pool: Pool,
 }
 
 impl Io {
-    fn send(&mut self, to: Peer, bytes: Arc<[u8]>) {
+    fn send(&mut self, to: Peer, bytes: Wire) {
         self.transmits.push_back(Transmit { to, bytes });
     }
 }
@@ -185,10 +189,10 @@ pub struct Transactions {
     /// worker by resizing a map of them all at once (see [`sharded`]).
     servers: Sharded<u64, ServerTxn>,
     clients: Sharded<u64, ClientTxn>,
-    server_keys: Sharded<Arc<str>, u64>,
-    client_keys: Sharded<Arc<str>, u64>,
+    server_keys: Sharded<Key, u64>,
+    client_keys: Sharded<Key, u64>,
     /// Call-ID + CSeq of INVITE server transactions, for the ACK to a 2xx.
-    ack_keys: Sharded<Arc<str>, u64>,
+    ack_keys: Sharded<Key, u64>,
     io: Io,
     /// Key buffer reused by every lookup.
     scratch: String,
@@ -273,9 +277,9 @@ impl Transactions {
             txn.retransmission(&mut self.io);
             return Incoming::Retransmission;
         }
-        let key: Arc<str> = self.scratch.as_str().into();
+        let key = self.io.pool.key(&self.scratch);
         let ack_key = (*method == Method::Invite && key::ack(msg, &mut self.scratch))
-            .then(|| Arc::<str>::from(self.scratch.as_str()));
+            .then(|| self.io.pool.key(&self.scratch));
         let id = self.next_id();
         self.server_keys.insert(key.clone(), id);
         if let Some(k) = &ack_key {
@@ -300,9 +304,16 @@ impl Transactions {
     /// sends it, keeps it for retransmission and runs the timers of the state it leads to.
     pub fn respond(&mut self, tx: ServerTxId, status: u16, bytes: Vec<u8>, now: Instant) {
         if let Some(txn) = self.servers.get_mut(&tx.0) {
+            // A final the transaction keeps for timer J, or until the ACK of a non-2xx, lingers
+            // with the keys; a 2xx to INVITE goes at its ACK and a provisional at the final.
+            let lingers = status >= 300 || (status >= 200 && txn.ack_key.is_none());
+            let bytes = match lingers {
+                true => self.io.pool.put(&bytes),
+                false => bytes.into(),
+            };
             let life = txn.respond(
                 status,
-                bytes.into(),
+                bytes,
                 now,
                 &self.timers,
                 self.reliable_2xx,
@@ -318,7 +329,7 @@ impl Transactions {
     /// it with `send_stateless`. A request without branch or CSeq matches no response and
     /// times out.
     pub fn send_request(&mut self, bytes: Vec<u8>, to: Peer, now: Instant) -> ClientTxId {
-        let bytes: Arc<[u8]> = bytes.into();
+        let bytes = Wire::from(bytes);
         let (key, invite) = self.parsed_key(&bytes);
         self.start_client(bytes, to, key, invite, now)
     }
@@ -333,16 +344,16 @@ impl Transactions {
         method: &Method,
         now: Instant,
     ) -> ClientTxId {
-        let key =
-            key::client_of(branch, method, &mut self.scratch).then(|| self.scratch.as_str().into());
+        let key = key::client_of(branch, method, &mut self.scratch)
+            .then(|| self.io.pool.key(&self.scratch));
         self.start_client(bytes.into(), to, key, *method == Method::Invite, now)
     }
 
     fn start_client(
         &mut self,
-        bytes: Arc<[u8]>,
+        bytes: Wire,
         to: Peer,
-        key: Option<Arc<str>>,
+        key: Option<Key>,
         invite: bool,
         now: Instant,
     ) -> ClientTxId {
@@ -360,24 +371,18 @@ impl Transactions {
     }
 
     /// The client key of a request the layer holds as bytes, and whether it is an INVITE.
-    fn parsed_key(&mut self, bytes: &[u8]) -> (Option<Arc<str>>, bool) {
+    fn parsed_key(&mut self, bytes: &[u8]) -> (Option<Key>, bool) {
         let parsed = Message::parse(bytes, true).ok();
         let invite = parsed
             .as_ref()
             .is_some_and(|m| m.method() == Some(&Method::Invite));
         let key = parsed
             .filter(|m| key::client(m, &mut self.scratch))
-            .map(|_| Arc::<str>::from(self.scratch.as_str()));
+            .map(|_| self.io.pool.key(&self.scratch));
         (key, invite)
     }
 
-    fn insert_client(
-        &mut self,
-        bytes: Arc<[u8]>,
-        to: Peer,
-        key: Option<Arc<str>>,
-        invite: bool,
-    ) -> u64 {
+    fn insert_client(&mut self, bytes: Wire, to: Peer, key: Option<Key>, invite: bool) -> u64 {
         let id = self.next_id();
         if let Some(k) = &key {
             self.client_keys.insert(k.clone(), id);
@@ -458,7 +463,12 @@ impl Transactions {
         if !matches!(state, client::State::Calling | client::State::Proceeding) {
             return None;
         }
-        let bytes: Arc<[u8]> = client::derive(txn.request()?, Method::Cancel, None, reason)?.into();
+        let bytes = Wire::from(client::derive(
+            txn.request()?,
+            Method::Cancel,
+            None,
+            reason,
+        )?);
         let peer = txn.peer;
         let (key, is_invite) = self.parsed_key(&bytes);
         let id = self.insert_client(bytes, peer, key, is_invite);
@@ -591,10 +601,10 @@ impl Transactions {
 }
 
 /// Removes a key only if it still maps to this transaction (a reused branch may have taken it).
-fn unmap(map: &mut Sharded<Arc<str>, u64>, key: Option<&Arc<str>>, id: u64) {
+fn unmap(map: &mut Sharded<Key, u64>, key: Option<&Key>, id: u64) {
     if let Some(key) = key {
-        if map.get(key) == Some(&id) {
-            map.remove(key);
+        if map.get(&**key) == Some(&id) {
+            map.remove(&**key);
         }
     }
 }

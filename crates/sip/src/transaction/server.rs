@@ -1,8 +1,7 @@
 //! Server transactions (RFC 3261 §17.2, with the INVITE "Accepted" state of RFC 6026).
 
 use super::timer::{Armed, Slot};
-use super::{key, Incoming, Io, Life, Peer, ServerTxId, Timers, TxEvent};
-use std::sync::Arc;
+use super::{key, Incoming, Io, Key, Life, Peer, ServerTxId, Timers, TxEvent, Wire};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,22 +33,22 @@ impl State {
 }
 
 pub(super) struct ServerTxn {
-    pub key: Arc<str>,
+    pub key: Key,
     /// INVITE only: CSeq + Call-ID, to match the ACK for a 2xx, which has its own branch.
-    pub ack_key: Option<Arc<str>>,
+    pub ack_key: Option<Key>,
     pub state: State,
     pub peer: Peer,
     /// The latest response, re-sent on request retransmissions and by timer G. Dropped once an
     /// ACK proves a 2xx arrived: the transaction lingers 32 s more (timer L) only to absorb late
     /// INVITE retransmissions, and a flood's 2xx bodies held that long were most of the memory
     /// its lingering transactions kept.
-    last: Option<Arc<[u8]>>,
+    last: Option<Wire>,
     interval: Duration,
     pub timers: Armed,
 }
 
 impl ServerTxn {
-    pub fn new(id: u64, key: Arc<str>, ack_key: Option<Arc<str>>, peer: Peer) -> ServerTxn {
+    pub fn new(id: u64, key: Key, ack_key: Option<Key>, peer: Peer) -> ServerTxn {
         ServerTxn {
             state: if ack_key.is_some() {
                 State::Proceeding
@@ -115,7 +114,7 @@ impl ServerTxn {
     pub fn respond(
         &mut self,
         status: u16,
-        bytes: Arc<[u8]>,
+        bytes: Wire,
         now: Instant,
         t: &Timers,
         reliable_2xx: bool,

@@ -152,7 +152,7 @@ fn non_2xx_to_invite_is_acked_and_timer_d_ends() {
         assert_eq!(tx.on_response(&busy, t0 + 2 * MS), None);
         let again = transmits(&mut tx);
         assert_eq!(again.len(), 1);
-        assert!(Arc::ptr_eq(&again[0].bytes, &out[0].bytes));
+        assert!(again[0].bytes.shares(&out[0].bytes));
     }
     // Timer D: 32 s over UDP.
     assert!(run(&mut tx, t0, Duration::from_millis(32_000)).is_empty());
@@ -177,7 +177,7 @@ fn every_2xx_to_invite_reaches_the_tu_until_timer_m() {
         "the TU sends the ACK for a 2xx"
     );
     assert_eq!(
-        Arc::strong_count(&sent[0].bytes),
+        sent[0].bytes.holders(),
         1,
         "the INVITE is not held through timer M"
     );
@@ -253,7 +253,7 @@ fn final_to_non_invite_then_timer_k() {
     assert!(run(&mut tx, t0, Duration::from_millis(5_009)).is_empty());
     assert_eq!(tx.len(), 1);
     assert_eq!(
-        Arc::strong_count(&sent[0].bytes),
+        sent[0].bytes.holders(),
         1,
         "the lingering transaction no longer holds the request"
     );
@@ -576,10 +576,7 @@ fn reliable_2xx_stops_on_ack() {
         Incoming::Retransmission
     );
     let again = transmits(&mut tx);
-    assert!(
-        Arc::ptr_eq(&again[0].bytes, &ok[0].bytes),
-        "shared, not copied"
-    );
+    assert!(again[0].bytes.shares(&ok[0].bytes), "shared, not copied");
     drop(again);
     // The ACK for a 2xx has its own branch: matched by Call-ID and CSeq, handed to the TU.
     let ack = request("ACK", "z9hG4bKnew", 1, ";tag=t");
@@ -589,11 +586,7 @@ fn reliable_2xx_stops_on_ack() {
     );
     // The ACK proves the 2xx arrived: the transaction lingers for timer L without it, and a
     // late INVITE retransmission is absorbed in silence.
-    assert_eq!(
-        Arc::strong_count(&ok[0].bytes),
-        1,
-        "the 2xx is no longer held"
-    );
+    assert_eq!(ok[0].bytes.holders(), 1, "the 2xx is no longer held");
     assert_eq!(
         tx.on_request(&parse(&inv), udp(), t0 + 4100 * MS),
         Incoming::Retransmission
