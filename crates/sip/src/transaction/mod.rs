@@ -304,13 +304,6 @@ impl Transactions {
     /// sends it, keeps it for retransmission and runs the timers of the state it leads to.
     pub fn respond(&mut self, tx: ServerTxId, status: u16, bytes: Vec<u8>, now: Instant) {
         if let Some(txn) = self.servers.get_mut(&tx.0) {
-            // A final the transaction keeps for timer J, or until the ACK of a non-2xx, lingers
-            // with the keys; a 2xx to INVITE goes at its ACK and a provisional at the final.
-            let lingers = status >= 300 || (status >= 200 && txn.ack_key.is_none());
-            let bytes = match lingers {
-                true => self.io.pool.put(&bytes),
-                false => bytes.into(),
-            };
             let life = txn.respond(
                 status,
                 bytes,

@@ -166,10 +166,9 @@ impl Pool {
             self.close();
             self.block = Block::map(BLOCK);
             self.top = 0;
-            let Some(block) = &self.block else {
-                return Wire::Heap(bytes.into());
-            };
-            block.hold(0..1);
+            if let Some(block) = &self.block {
+                block.hold(0..1);
+            }
         }
         let Some(block) = &self.block else {
             return Wire::Heap(bytes.into());
@@ -258,12 +257,6 @@ impl Wire {
     }
 }
 
-impl AsRef<[u8]> for Wire {
-    fn as_ref(&self) -> &[u8] {
-        self
-    }
-}
-
 impl From<Vec<u8>> for Wire {
     fn from(v: Vec<u8>) -> Wire {
         Wire::Heap(v.into())
@@ -273,12 +266,6 @@ impl From<Vec<u8>> for Wire {
 impl From<Arc<[u8]>> for Wire {
     fn from(v: Arc<[u8]>) -> Wire {
         Wire::Heap(v)
-    }
-}
-
-impl From<&[u8]> for Wire {
-    fn from(v: &[u8]) -> Wire {
-        Wire::Heap(v.into())
     }
 }
 

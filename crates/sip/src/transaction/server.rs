@@ -114,7 +114,7 @@ impl ServerTxn {
     pub fn respond(
         &mut self,
         status: u16,
-        bytes: Wire,
+        bytes: Vec<u8>,
         now: Instant,
         t: &Timers,
         reliable_2xx: bool,
@@ -124,12 +124,19 @@ impl ServerTxn {
         match self.state {
             State::Trying | State::Proceeding if (100..700).contains(&status) => {}
             State::Accepted { .. } if success => {
+                let bytes = Wire::from(bytes);
                 io.send(self.peer, bytes.clone());
                 self.last = Some(bytes);
                 return Life::Live;
             }
             _ => return Life::Live,
         }
+        // A final kept for timer J, or until the ACK of a non-2xx, lingers with the keys: in the
+        // pool. A 2xx to INVITE goes at its ACK and a provisional at the final: on the heap.
+        let bytes = match status >= 300 || (status >= 200 && !self.is_invite()) {
+            true => io.pool.put(&bytes),
+            false => Wire::from(bytes),
+        };
         io.send(self.peer, bytes.clone());
         self.last = Some(bytes);
         if status < 200 {
