@@ -316,12 +316,15 @@ pub struct Nonces {
     keyed: HmacSha256,
     lifetime_s: u64,
     counter: u64,
-    /// nonce → highest nonce-count used.
+    /// A used nonce's counter (unique to it, from its issuer) → its issue time and the highest
+    /// nonce-count used. Keyed by the counter, not the nonce, so an entry allocates nothing.
     /// A fast hash is safe: only nonces whose MAC checked out are entered.
-    seen: FxHashMap<String, (u64, u32)>,
+    seen: FxHashMap<u64, (u64, u32)>,
     capacity: usize,
     /// Nonces issued at or before this time were evicted from `seen`: they are stale.
     floor: u64,
+    /// When `seen` next drops the nonces past their lifetime ([`Nonces::sweep`]).
+    next_sweep: u64,
 }
 
 impl Nonces {
@@ -334,6 +337,7 @@ impl Nonces {
             seen: FxHashMap::default(),
             capacity: capacity.max(1),
             floor: 0,
+            next_sweep: 0,
         }
     }
 
@@ -370,7 +374,8 @@ impl Nonces {
         body
     }
 
-    fn issued_at(&self, nonce: &str, bind: &[u8]) -> Option<u64> {
+    /// A nonce's issue time and counter, if its MAC is ours for `bind`.
+    fn issued(&self, nonce: &str, bind: &[u8]) -> Option<(u64, u64)> {
         if nonce.len() != 64 || !nonce.is_ascii() {
             return None;
         }
@@ -378,7 +383,8 @@ impl Nonces {
         if !bool::from(self.mac(body, bind).as_bytes().ct_eq(mac.as_bytes())) {
             return None;
         }
-        u64::from_str_radix(&body[..16], 16).ok()
+        let field = |r: std::ops::Range<usize>| u64::from_str_radix(&body[r], 16).ok();
+        Some((field(0..16)?, field(16..32)?))
     }
 
     /// What [`Nonces::check`] would answer, recording nothing: to refuse a stale or foreign nonce
@@ -390,15 +396,16 @@ impl Nonces {
         }
     }
 
-    /// A nonce's issue time and the nonce-count asked for, if it is ours, fresh and unused.
+    /// A nonce's counter, issue time and the nonce-count asked for, if it is ours, fresh and
+    /// unused.
     fn judge(
         &self,
         nonce: &str,
         nc: Option<&str>,
         now: u64,
         bind: &[u8],
-    ) -> Result<(u64, u32), NonceCheck> {
-        let Some(t) = self.issued_at(nonce, bind) else {
+    ) -> Result<(u64, u64, u32), NonceCheck> {
+        let Some((t, counter)) = self.issued(nonce, bind) else {
             return Err(NonceCheck::Invalid);
         };
         if t > now + 5 || now.saturating_sub(t) > self.lifetime_s || t <= self.floor {
@@ -411,26 +418,25 @@ impl Nonces {
                 _ => return Err(NonceCheck::Invalid),
             },
         };
-        match self.seen.get(nonce) {
+        match self.seen.get(&counter) {
             Some((_, last)) if nc <= *last => Err(NonceCheck::Stale),
-            _ => Ok((t, nc)),
+            _ => Ok((counter, t, nc)),
         }
     }
 
     /// Checks a nonce answered with `bind` and, when valid, records the nonce-count (`nc` hex;
     /// None when the client used no qop, which allows one use of the nonce).
     pub fn check(&mut self, nonce: &str, nc: Option<&str>, now: u64, bind: &[u8]) -> NonceCheck {
-        let (t, nc) = match self.judge(nonce, nc, now, bind) {
+        let (counter, t, nc) = match self.judge(nonce, nc, now, bind) {
             Ok(v) => v,
             Err(c) => return c,
         };
-        if let Some((_, last)) = self.seen.get_mut(nonce) {
+        if let Some((_, last)) = self.seen.get_mut(&counter) {
             *last = nc;
             return NonceCheck::Valid;
         }
-        if self.seen.len() >= self.capacity {
-            self.seen
-                .retain(|_, (t, _)| now.saturating_sub(*t) <= self.lifetime_s);
+        if now >= self.next_sweep || self.seen.len() >= self.capacity {
+            self.sweep(now);
         }
         if self.seen.len() >= self.capacity {
             // Still full: forget the older half; nonces that old become stale.
@@ -443,8 +449,22 @@ impl Nonces {
                 return NonceCheck::Stale;
             }
         }
-        self.seen.insert(nonce.to_string(), (t, nc));
+        self.seen.insert(counter, (t, nc));
         NonceCheck::Valid
+    }
+
+    /// Drops the nonces past their lifetime (judged stale by their time alone), every quarter
+    /// lifetime: kept until the table filled, they grew a worker's memory for hours under a
+    /// steady load of phones refreshing their registrations (bench/RESULTS.md). The table's
+    /// capacity follows what it holds.
+    fn sweep(&mut self, now: u64) {
+        let lifetime = self.lifetime_s;
+        self.seen
+            .retain(|_, (t, _)| now.saturating_sub(*t) <= lifetime);
+        if self.seen.capacity() > 4 * self.seen.len() {
+            self.seen.shrink_to(self.seen.len() * 2);
+        }
+        self.next_sweep = now + (lifetime / 4).max(1);
     }
 }
 
@@ -664,6 +684,24 @@ mod tests {
         let once = n.issue(1000, b"");
         assert_eq!(n.check(&once, None, 1000, b""), NonceCheck::Valid);
         assert_eq!(n.check(&once, None, 1000, b""), NonceCheck::Stale);
+    }
+
+    #[test]
+    fn used_nonces_leave_the_table_once_past_their_lifetime() {
+        let mut n = Nonces::new([1; 32], 300, 1000);
+        for i in 0..100 {
+            let nonce = n.issue(1000 + i, b"");
+            assert_eq!(n.check(&nonce, Some("1"), 1000 + i, b""), NonceCheck::Valid);
+        }
+        assert_eq!(n.seen.len(), 100);
+        let late = n.issue(1350, b"");
+        assert_eq!(n.check(&late, Some("1"), 1350, b""), NonceCheck::Valid);
+        assert_eq!(
+            n.seen.len(),
+            51,
+            "those issued more than 300 s before went, the rest stayed"
+        );
+        assert!(n.seen.capacity() < 1000);
     }
 
     #[test]
