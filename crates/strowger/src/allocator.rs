@@ -1,5 +1,5 @@
 //! What the process asks of glibc's allocator so that memory falls back after a burst (of
-//! registrations, of calls): fixed trim and mmap thresholds, a trim when much is free or a
+//! registrations, of calls): fixed trim and mmap thresholds, no fast bins, a trim when much is free or a
 //! thread ended, and a way for a long-lived thread to hand its cache of freed chunks back before
 //! a trim ([`release_thread_cache`]). glibc's per-thread cache stays at its default size: limiting it to
 //! one chunk a size (`GLIBC_TUNABLES=glibc.malloc.tcache_count=1`, which an operator may set)
@@ -22,6 +22,15 @@ const THRESHOLD: i32 = 128 * 1024;
 /// allocations do not notice.
 const TOP_PAD: i32 = 0;
 
+/// Largest chunk glibc keeps in its fast bins: none. A chunk freed into a fast bin is not merged
+/// with its neighbours; `malloc_trim` merges it later, into the heap's top too, but shortens only
+/// the main heap's top. So the last small chunks of an ended store thread's heap, freed by the
+/// workers they were handed to, left the whole heap one free top of 800 KiB that nothing gave
+/// back, 150 KiB of it resident, in six such heaps after 20,000 registrations on Redis expired.
+/// Merged at once, the free that empties a heap shortens it (bench/RESULTS.md, 2026-11-28).
+/// glibc's per-thread cache stays in front, so the hot paths rarely reach the bins at all.
+const MAX_FAST: i32 = 0;
+
 /// Fixes the thresholds; before the threads start.
 pub fn fix_thresholds() {
     #[cfg(target_env = "gnu")]
@@ -30,6 +39,7 @@ pub fn fix_thresholds() {
         libc::mallopt(libc::M_TRIM_THRESHOLD, THRESHOLD);
         libc::mallopt(libc::M_MMAP_THRESHOLD, THRESHOLD);
         libc::mallopt(libc::M_TOP_PAD, TOP_PAD);
+        libc::mallopt(libc::M_MXFAST, MAX_FAST);
     }
 }
 
