@@ -1,7 +1,7 @@
 //! What the process asks of glibc's allocator so that memory falls back after a burst (of
-//! registrations, of calls): fixed trim and mmap thresholds, no fast bins, a trim when much is free or a
-//! thread ended, and a way for a long-lived thread to hand its cache of freed chunks back before
-//! a trim ([`release_thread_cache`]). glibc's per-thread cache stays at its default size: limiting it to
+//! registrations, of calls): fixed trim and mmap thresholds, no fast bins, a trim when much is
+//! free or a thread ended, and a way for a long-lived thread to hand its cache of freed chunks
+//! back before a trim ([`release_thread_cache`]). glibc's per-thread cache stays at its default size: limiting it to
 //! one chunk a size (`GLIBC_TUNABLES=glibc.malloc.tcache_count=1`, which an operator may set)
 //! lowers memory after a burst on a Redis or Memcached store but costs a bridged call about 3 %
 //! more instructions (bench/RESULTS.md, 2026-11-27 14:45–14:53).

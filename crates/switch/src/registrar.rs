@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use store::pipe::{Answer, Ask};
 use store::{Binding, Change, Credentials};
 
-/// Nonces whose nonce-count is remembered at once (replay protection), across all workers.
+/// Nonces whose nonce-count one worker remembers at once (replay protection); each worker has
+/// its own table.
 const NONCE_TABLE: usize = 100_000;
 
 /// What the engine asks the store to do.

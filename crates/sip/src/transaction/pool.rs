@@ -164,11 +164,8 @@ impl Pool {
         }
         if self.block.is_none() || self.top + bytes.len() > BLOCK {
             self.close();
-            self.block = Block::map(BLOCK);
+            self.block = Block::map(BLOCK).inspect(|block| block.hold(0..1));
             self.top = 0;
-            if let Some(block) = &self.block {
-                block.hold(0..1);
-            }
         }
         let Some(block) = &self.block else {
             return Wire::Heap(bytes.into());

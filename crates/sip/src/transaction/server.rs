@@ -133,9 +133,10 @@ impl ServerTxn {
         }
         // A final kept for timer J, or until the ACK of a non-2xx, lingers with the keys: in the
         // pool. A 2xx to INVITE goes at its ACK and a provisional at the final: on the heap.
-        let bytes = match status >= 300 || (status >= 200 && !self.is_invite()) {
-            true => io.pool.put(&bytes),
-            false => Wire::from(bytes),
+        let bytes = if status >= 300 || (status >= 200 && !self.is_invite()) {
+            io.pool.put(&bytes)
+        } else {
+            Wire::from(bytes)
         };
         io.send(self.peer, bytes.clone());
         self.last = Some(bytes);
